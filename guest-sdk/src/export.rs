@@ -1,0 +1,150 @@
+//! The component side of a plugin: the `tools` and `execute` exports of the world
+//! `llm-worker:tool/tool-plugin`, served by the tools of one `#[tool_registry]` type.
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+
+use crate::tool::{Tool, ToolError, ToolMeta, ToolRegistry};
+
+/// The generated guest bindings of the world `tool-plugin`. Only [`export_plugin!`] uses them.
+#[cfg(target_arch = "wasm32")]
+#[allow(missing_docs)]
+pub mod bindings {
+    wit_bindgen::generate!({
+        path: "../wit",
+        world: "tool-plugin",
+        pub_export_macro: true,
+        export_macro_name: "__export_tool_plugin",
+        default_bindings_module: "::llm_worker_guest::__private::bindings",
+        runtime_path: "::llm_worker_guest::__private::bindings::wit_bindgen::rt",
+    });
+    #[doc(hidden)]
+    pub use wit_bindgen;
+
+    use crate::export::Plugin;
+
+    impl From<crate::ToolError> for ToolError {
+        fn from(error: crate::ToolError) -> Self {
+            match error {
+                crate::ToolError::InvalidArgument(text) => Self::InvalidArgument(text),
+                crate::ToolError::ExecutionFailed(text) => Self::ExecutionFailed(text),
+                crate::ToolError::Internal(text) => Self::Internal(text),
+            }
+        }
+    }
+
+    /// Converts the plugin's tool list to the WIT records.
+    pub fn tool_metas(plugin: &Plugin) -> Vec<ToolMeta> {
+        plugin
+            .metas()
+            .map(|meta| ToolMeta {
+                name: meta.name.clone(),
+                description: meta.description.clone(),
+                input_schema: meta.input_schema.to_string(),
+            })
+            .collect()
+    }
+}
+
+/// Runs a future to completion on the calling thread. A guest has no event loop: a tool's
+/// `async fn` runs until it returns.
+pub fn block_on<F: Future>(future: F) -> F::Output {
+    let mut future = pin!(future);
+    let mut cx = Context::from_waker(Waker::noop());
+    loop {
+        if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
+            return output;
+        }
+        std::thread::yield_now();
+    }
+}
+
+/// The tools of one registry type, created once per instance.
+pub struct Plugin {
+    tools: Vec<(ToolMeta, Arc<dyn Tool>)>,
+}
+
+impl Plugin {
+    /// Runs every definition's factory of `registry`.
+    pub fn new(registry: &impl ToolRegistry) -> Self {
+        Self {
+            tools: registry
+                .tool_definitions()
+                .iter()
+                .map(|definition| definition())
+                .collect(),
+        }
+    }
+
+    /// The tools' metadata, in declaration order.
+    pub fn metas(&self) -> impl Iterator<Item = &ToolMeta> {
+        self.tools.iter().map(|(meta, _)| meta)
+    }
+
+    /// Runs the tool `name`.
+    pub fn execute(&self, name: &str, input_json: &str) -> Result<String, ToolError> {
+        let Some((_, tool)) = self.tools.iter().find(|(meta, _)| meta.name == name) else {
+            let names: Vec<&str> = self.metas().map(|m| m.name.as_str()).collect();
+            return Err(ToolError::InvalidArgument(format!(
+                "this plugin has no tool '{name}'; its tools are: {}",
+                names.join(", ")
+            )));
+        };
+        block_on(tool.execute(input_json))
+    }
+}
+
+/// Makes the `#[tool_registry]` type the component's exports: `tools` lists its tools and
+/// `execute` runs one. Use it once per plugin crate, at the crate root.
+///
+/// `export_plugin!(MyTools)` creates the value with `Default::default()`;
+/// `export_plugin!(MyTools = MyTools::new(…))` with the given expression. The value is created
+/// once per instance, on the first call, and its tools keep their state between calls.
+///
+/// On targets other than WebAssembly this expands to nothing, so the crate's tools can be
+/// unit-tested natively with `cargo test`.
+#[macro_export]
+macro_rules! export_plugin {
+    ($registry:ty) => {
+        $crate::export_plugin!($registry = <$registry as ::core::default::Default>::default());
+    };
+    ($registry:ty = $init:expr) => {
+        #[cfg(target_arch = "wasm32")]
+        const _: () = {
+            fn __llm_worker_plugin() -> &'static $crate::__private::Plugin {
+                static PLUGIN: ::std::sync::OnceLock<$crate::__private::Plugin> =
+                    ::std::sync::OnceLock::new();
+                PLUGIN.get_or_init(|| {
+                    let registry: $registry = $init;
+                    $crate::__private::Plugin::new(&registry)
+                })
+            }
+
+            struct __LlmWorkerExports;
+
+            impl $crate::__private::bindings::Guest for __LlmWorkerExports {
+                fn tools() -> ::std::vec::Vec<$crate::__private::bindings::ToolMeta> {
+                    $crate::__private::bindings::tool_metas(__llm_worker_plugin())
+                }
+
+                fn execute(
+                    name: ::std::string::String,
+                    input_json: ::std::string::String,
+                ) -> ::core::result::Result<
+                    ::std::string::String,
+                    $crate::__private::bindings::ToolError,
+                > {
+                    __llm_worker_plugin()
+                        .execute(&name, &input_json)
+                        .map_err(::core::convert::Into::into)
+                }
+            }
+
+            $crate::__private::bindings::__export_tool_plugin!(
+                __LlmWorkerExports with_types_in $crate::__private::bindings
+            );
+        };
+    };
+}

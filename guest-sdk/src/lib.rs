@@ -1,0 +1,73 @@
+//! Write [llm-worker](https://example.invalid/llm-worker) tool plugins as an ordinary Rust
+//! `impl` block.
+//!
+//! A plugin is one crate with this single dependency, built for `wasm32-wasip2` into one
+//! `.wasm` component that any llm-worker host can load:
+//!
+//! ```
+//! use llm_worker_guest::{tool, tool_registry};
+//!
+//! #[derive(Clone, Default)]
+//! pub struct Greeter;
+//!
+//! #[tool_registry]
+//! impl Greeter {
+//!     /// Greets someone by name.
+//!     #[tool]
+//!     fn greet(&self, #[description = "Who to greet"] name: String) -> Result<String, String> {
+//!         if name.is_empty() {
+//!             return Err("give a name".into());
+//!         }
+//!         Ok(format!("Hello, {name}!"))
+//!     }
+//! }
+//!
+//! // The one extra line: the whole impl becomes the component's exports.
+//! llm_worker_guest::export_plugin!(Greeter);
+//!
+//! # fn main() {
+//! // Natively, the same tools are plain Rust values you can unit-test:
+//! use llm_worker_guest::ToolRegistry;
+//! let (meta, tool) = Greeter.greet_definition()();
+//! assert_eq!(meta.name, "greet");
+//! assert_eq!(meta.description, "Greets someone by name.");
+//! let out = pollster_free_block_on(tool.execute(r#"{"name":"Ada"}"#));
+//! assert_eq!(out.unwrap(), "Hello, Ada!");
+//! # assert_eq!(Greeter.tool_definitions().len(), 1);
+//! # }
+//! # fn pollster_free_block_on<F: std::future::Future>(f: F) -> F::Output {
+//! #     llm_worker_guest::__private::block_on(f)
+//! # }
+//! ```
+//!
+//! What the macros generate, per `#[tool]` method `search`: `SearchArgs` (the arguments, with
+//! `Deserialize` and `JsonSchema`; `#[description = "…"]` becomes the field's schema
+//! description), `ToolSearch` (implements [`Tool`]), and `search_definition()` returning a
+//! [`ToolDefinition`]. The tool's name is the method's name; its description is the whole doc
+//! comment. A `Result`'s `Err` becomes [`ToolError::ExecutionFailed`]; input that is not valid
+//! for the arguments becomes [`ToolError::InvalidArgument`] with serde's message. A method
+//! returning `Result<String, E>` gives its `Ok` text as it is; any other value is formatted with
+//! `{:?}`.
+
+// Lets generated code name this crate as `::llm_worker_guest` inside its own tests.
+#[allow(unused_extern_crates)]
+extern crate self as llm_worker_guest;
+
+mod export;
+mod tool;
+
+pub use llm_worker_macros::{description, tool, tool_registry};
+pub use tool::{Tool, ToolDefinition, ToolError, ToolMeta, ToolRegistry, WorkerToolDefinition};
+
+/// What generated code uses. Not a public API: it may change in any release.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::export::{Plugin, block_on};
+    pub use async_trait::async_trait;
+    pub use schemars;
+    pub use serde;
+    pub use serde_json;
+
+    #[cfg(target_arch = "wasm32")]
+    pub use crate::export::bindings;
+}

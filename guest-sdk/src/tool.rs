@@ -1,0 +1,84 @@
+//! The tool itself: its immutable [`ToolMeta`], the [`Tool`] trait, [`ToolError`] and the
+//! [`ToolDefinition`] factory that creates both at registration.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+/// What the model sees of a tool: its name, description and JSON input schema.
+///
+/// Fixed at registration and never changed afterwards; hooks read it, nothing writes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolMeta {
+    /// The tool's name, unique within a worker.
+    pub name: String,
+    /// What the tool does, for the model.
+    pub description: String,
+    /// JSON Schema of the tool's input (a JSON object).
+    pub input_schema: Value,
+}
+
+impl ToolMeta {
+    /// A tool named `name`, with an empty description and an empty object schema.
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            description: String::new(),
+            input_schema: serde_json::json!({ "type": "object" }),
+        }
+    }
+
+    /// Sets the description.
+    pub fn description(mut self, desc: impl Into<String>) -> Self {
+        self.description = desc.into();
+        self
+    }
+
+    /// Sets the JSON Schema of the input.
+    pub fn input_schema(mut self, schema: Value) -> Self {
+        self.input_schema = schema;
+        self
+    }
+}
+
+/// The logic of a tool. It may keep state: the instance created at registration serves every
+/// call of that session.
+///
+/// A tool knows nothing of its metadata and nothing of WebAssembly: native tools, plugin tools
+/// and the host's proxies for plugin tools implement the same trait.
+#[async_trait]
+pub trait Tool: Send + Sync {
+    /// Runs the tool with its input, a JSON object as text.
+    async fn execute(&self, input_json: &str) -> Result<String, ToolError>;
+}
+
+/// Why a tool call failed.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum ToolError {
+    /// The input does not fit the tool (bad JSON, a missing field, a value out of range).
+    #[error("Invalid argument: {0}")]
+    InvalidArgument(String),
+    /// The input was fine but the tool could not do its work.
+    #[error("Execution failed: {0}")]
+    ExecutionFailed(String),
+    /// A bug or broken state in the tool or its host (for plugins: a trap, a limit hit).
+    #[error("Internal error: {0}")]
+    Internal(String),
+}
+
+/// A factory creating a tool's metadata and its instance together.
+///
+/// It is called once, at registration (not lazily on the first call); the instance it returns
+/// serves every call of that registration.
+pub type ToolDefinition = Arc<dyn Fn() -> (ToolMeta, Arc<dyn Tool>) + Send + Sync>;
+
+/// The definition a host's `Worker` registers: the same factory as [`ToolDefinition`].
+pub type WorkerToolDefinition = ToolDefinition;
+
+/// A type whose methods are tools: implemented by `#[tool_registry]` for the whole `impl`
+/// block, listing every `#[tool]` method's definition in declaration order.
+pub trait ToolRegistry {
+    /// One definition per `#[tool]` method.
+    fn tool_definitions(&self) -> Vec<ToolDefinition>;
+}

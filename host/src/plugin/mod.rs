@@ -1,0 +1,507 @@
+//! Wasm tool plugins: [`PluginHost`] compiles and validates components, [`LoadedPlugin`] hands
+//! out [`ToolDefinition`]s whose factories create live instances at registration.
+
+mod bindings;
+mod blocking;
+mod instance;
+mod validate;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use wasmtime::component::{Component, Linker};
+use wasmtime::{Config, Engine};
+
+use self::bindings::{ToolPluginPre, WitToolMeta};
+use self::instance::{PluginSession, PluginState, PluginTool};
+use self::validate::{PACKAGE, ToolListProblem, VERSION};
+use crate::policy::Limits;
+use crate::tool::{ToolDefinition, ToolMeta};
+
+/// How often the epoch advances: the granularity of time limits, and how often a running
+/// plugin yields to the async runtime.
+const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// Largest plugin file accepted by default.
+const DEFAULT_MAX_FILE_BYTES: u64 = 256 << 20;
+
+/// The world every plugin must be a component of, for messages.
+fn world_name() -> String {
+    format!("{PACKAGE}/tool-plugin@{VERSION}")
+}
+
+/// Why a plugin file was refused. Every message names the file and says what to do.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PluginError {
+    /// The file could not be read.
+    #[error("cannot read plugin {}: {source}", path.display())]
+    Io {
+        /// The plugin file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file is larger than the host accepts.
+    #[error("plugin {} is {size} bytes, over the limit of {limit} bytes", path.display())]
+    TooLarge {
+        /// The plugin file.
+        path: PathBuf,
+        /// Its size.
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// The file is not WebAssembly.
+    #[error(
+        "plugin {} is not a WebAssembly file (it lacks the `\\0asm` header); a tool plugin is a \
+         WebAssembly component, e.g. built with `cargo build --target wasm32-wasip2`",
+        path.display()
+    )]
+    NotWasm {
+        /// The plugin file.
+        path: PathBuf,
+    },
+    /// The file is a core WebAssembly module, not a component.
+    #[error(
+        "plugin {} is a core WebAssembly module, not a component; build it for the \
+         wasm32-wasip2 target, or wrap it with `wasm-tools component new`",
+        path.display()
+    )]
+    CoreModule {
+        /// The plugin file.
+        path: PathBuf,
+    },
+    /// The component is malformed or uses features the host does not support.
+    #[error("plugin {} is not a valid component: {reason}", path.display())]
+    Invalid {
+        /// The plugin file.
+        path: PathBuf,
+        /// What the compiler said.
+        reason: String,
+    },
+    /// The component was built against an incompatible version of our WIT package.
+    #[error(
+        "plugin {} was built against {PACKAGE}@{found}, but this host supports \
+         {PACKAGE}@{expected}; rebuild the plugin against version {expected} of the WIT",
+        path.display()
+    )]
+    WrongVersion {
+        /// The plugin file.
+        path: PathBuf,
+        /// The version the plugin uses.
+        found: String,
+        /// The version this host implements.
+        expected: String,
+    },
+    /// The component is not of the world `tool-plugin`.
+    #[error("plugin {} is not a component of the world {world}: {reason}", path.display(), world = world_name())]
+    WrongWorld {
+        /// The plugin file.
+        path: PathBuf,
+        /// What does not match.
+        reason: String,
+    },
+    /// The component imports something the host does not provide.
+    #[error(
+        "plugin {} imports something this host does not provide: {reason}; tool plugins may \
+         import WASI 0.2 interfaces only",
+        path.display()
+    )]
+    UnsupportedImport {
+        /// The plugin file.
+        path: PathBuf,
+        /// The linker's message, naming the import.
+        reason: String,
+    },
+    /// Creating an instance or listing its tools failed.
+    #[error("plugin {} failed while starting: {reason}", path.display())]
+    Startup {
+        /// The plugin file.
+        path: PathBuf,
+        /// What happened.
+        reason: String,
+    },
+    /// The plugin lists no tools.
+    #[error("plugin {} lists no tools; its `tools` export must return at least one", path.display())]
+    NoTools {
+        /// The plugin file.
+        path: PathBuf,
+    },
+    /// A tool name is not allowed.
+    #[error("plugin {} lists a tool named {name:?}, which is not allowed: {reason}", path.display())]
+    InvalidToolName {
+        /// The plugin file.
+        path: PathBuf,
+        /// The name.
+        name: String,
+        /// Why it is refused.
+        reason: String,
+    },
+    /// Two tools of the plugin share a name.
+    #[error("plugin {} lists the tool '{name}' twice; tool names must be unique", path.display())]
+    DuplicateToolName {
+        /// The plugin file.
+        path: PathBuf,
+        /// The name.
+        name: String,
+    },
+    /// A tool's input schema is not a JSON object schema.
+    #[error("plugin {} has an invalid input schema for tool '{tool}': {reason}", path.display())]
+    InvalidSchema {
+        /// The plugin file.
+        path: PathBuf,
+        /// The tool.
+        tool: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The host itself could not be set up.
+    #[error("cannot set up the WebAssembly engine: {0}")]
+    Engine(String),
+}
+
+/// Advances the engine's epoch on a timer, for time limits and cooperative yielding.
+struct EpochTicker {
+    stop: Arc<AtomicBool>,
+}
+
+impl EpochTicker {
+    fn start(engine: &Engine) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let engine = engine.weak();
+        let flag = Arc::clone(&stop);
+        std::thread::Builder::new()
+            .name("llm-worker-epoch".into())
+            .spawn(move || {
+                while !flag.load(Ordering::Relaxed) {
+                    std::thread::sleep(EPOCH_TICK);
+                    match engine.upgrade() {
+                        Some(engine) => engine.increment_epoch(),
+                        None => break,
+                    }
+                }
+            })
+            .map(|_| ())
+            .unwrap_or_else(|e| tracing::error!("cannot start the epoch thread: {e}"));
+        Self { stop }
+    }
+}
+
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+struct HostInner {
+    engine: Engine,
+    linker: Linker<PluginState>,
+    limits: Limits,
+    max_file_bytes: u64,
+    _ticker: EpochTicker,
+}
+
+/// Loads tool plugins: one shared wasmtime engine, a WASI linker, and the resource limits given
+/// to every instance. Cheap to clone.
+#[derive(Clone)]
+pub struct PluginHost {
+    inner: Arc<HostInner>,
+}
+
+impl std::fmt::Debug for PluginHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PluginHost")
+            .field("limits", &self.inner.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PluginHost {
+    /// A host with the default [`Limits`].
+    pub fn new() -> Result<Self, PluginError> {
+        Self::with_limits(Limits::default())
+    }
+
+    /// A host whose plugin instances get `limits`.
+    pub fn with_limits(limits: Limits) -> Result<Self, PluginError> {
+        let mut config = Config::new();
+        config.wasm_component_model(true);
+        config.epoch_interruption(true);
+        let engine = Engine::new(&config).map_err(|e| PluginError::Engine(format!("{e:?}")))?;
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)
+            .map_err(|e| PluginError::Engine(format!("{e:?}")))?;
+        let _ticker = EpochTicker::start(&engine);
+        Ok(Self {
+            inner: Arc::new(HostInner {
+                engine,
+                linker,
+                limits,
+                max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+                _ticker,
+            }),
+        })
+    }
+
+    /// The limits every instance gets.
+    pub fn limits(&self) -> &Limits {
+        &self.inner.limits
+    }
+
+    /// Reads, compiles and validates the plugin at `path`.
+    ///
+    /// This compiles the component (CPU-heavy: tens to hundreds of milliseconds) and runs it
+    /// once to read its tool list; from async code, call it in `spawn_blocking`. Nothing is
+    /// registered: call [`LoadedPlugin::definitions`] and register those.
+    pub fn load(&self, path: impl AsRef<Path>) -> Result<LoadedPlugin, PluginError> {
+        let path = path.as_ref();
+        let io = |source| PluginError::Io {
+            path: path.to_owned(),
+            source,
+        };
+        let size = std::fs::metadata(path).map_err(io)?.len();
+        if size > self.inner.max_file_bytes {
+            return Err(PluginError::TooLarge {
+                path: path.to_owned(),
+                size,
+                limit: self.inner.max_file_bytes,
+            });
+        }
+        let bytes = std::fs::read(path).map_err(io)?;
+        self.load_bytes(path, &bytes)
+    }
+
+    /// Compiles and validates a plugin given as bytes; `path` names it in messages and its
+    /// file stem becomes the plugin's name.
+    pub fn load_bytes(&self, path: impl AsRef<Path>, bytes: &[u8]) -> Result<LoadedPlugin, PluginError> {
+        let path = path.as_ref();
+        match bytes.get(..8) {
+            Some([0, b'a', b's', b'm', 0x0d, 0x00, 0x01, 0x00]) => {}
+            Some([0, b'a', b's', b'm', 1, 0, 0, 0]) => {
+                return Err(PluginError::CoreModule {
+                    path: path.to_owned(),
+                });
+            }
+            Some([0, b'a', b's', b'm', ..]) => {
+                return Err(PluginError::Invalid {
+                    path: path.to_owned(),
+                    reason: "unknown WebAssembly version or layer in the header".into(),
+                });
+            }
+            _ => {
+                return Err(PluginError::NotWasm {
+                    path: path.to_owned(),
+                });
+            }
+        }
+        let component =
+            Component::new(&self.inner.engine, bytes).map_err(|e| PluginError::Invalid {
+                path: path.to_owned(),
+                reason: format!("{e:#}"),
+            })?;
+        self.check_world(path, &component)?;
+        let pre = self
+            .inner
+            .linker
+            .instantiate_pre(&component)
+            .map_err(|e| PluginError::UnsupportedImport {
+                path: path.to_owned(),
+                reason: format!("{e:#}"),
+            })?;
+        let pre = ToolPluginPre::new(pre).map_err(|e| PluginError::WrongWorld {
+            path: path.to_owned(),
+            reason: format!("{e:#}"),
+        })?;
+        let name = path
+            .file_stem()
+            .map(|stem| stem.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "plugin".to_owned());
+        let tools = self.read_tools(path, &pre)?;
+        let raw: Vec<(String, String, String)> = tools
+            .into_iter()
+            .map(|t| (t.name, t.description, t.input_schema))
+            .collect();
+        let schemas = validate::check_tools(raw.iter().map(|(n, _, s)| (n.as_str(), s.as_str())))
+            .map_err(|problem| tool_list_error(path, problem))?;
+        let metas = raw
+            .iter()
+            .zip(schemas)
+            .map(|((name, description, _), schema)| {
+                ToolMeta::new(name)
+                    .description(description)
+                    .input_schema(schema)
+            })
+            .collect();
+        Ok(LoadedPlugin {
+            image: Arc::new(PluginImage {
+                name,
+                path: path.to_owned(),
+                pre,
+                limits: self.inner.limits.clone(),
+                raw,
+                metas,
+            }),
+        })
+    }
+
+    /// Refuses components of another version of our package or of another world, with a
+    /// message naming what was found.
+    fn check_world(&self, path: &Path, component: &Component) -> Result<(), PluginError> {
+        let engine = &self.inner.engine;
+        let ty = component.component_type();
+        let names = ty
+            .imports(engine)
+            .map(|(name, _)| name.to_owned())
+            .chain(ty.exports(engine).map(|(name, _)| name.to_owned()));
+        for name in names {
+            if let Some(found) = validate::package_version(&name)
+                && !validate::compatible_version(found)
+            {
+                return Err(PluginError::WrongVersion {
+                    path: path.to_owned(),
+                    found: if found.is_empty() { "(unversioned)".into() } else { found.into() },
+                    expected: VERSION.into(),
+                });
+            }
+        }
+        let exports: Vec<String> = ty.exports(engine).map(|(name, _)| name.to_owned()).collect();
+        let missing: Vec<&str> = ["tools", "execute"]
+            .into_iter()
+            .filter(|needed| !exports.iter().any(|e| e == needed))
+            .collect();
+        if !missing.is_empty() {
+            let exported = if exports.is_empty() {
+                "nothing".to_owned()
+            } else {
+                exports.join(", ")
+            };
+            return Err(PluginError::WrongWorld {
+                path: path.to_owned(),
+                reason: format!(
+                    "it does not export {}; it exports {exported}. Build it against wit/tool.wit",
+                    missing.join(" and ")
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Runs the plugin once to read its tool list.
+    fn read_tools(
+        &self,
+        path: &Path,
+        pre: &ToolPluginPre<PluginState>,
+    ) -> Result<Vec<WitToolMeta>, PluginError> {
+        let limits = self.inner.limits.clone();
+        let startup = |reason: String| PluginError::Startup {
+            path: path.to_owned(),
+            reason,
+        };
+        let probe = PluginImage {
+            name: path.display().to_string(),
+            path: path.to_owned(),
+            pre: pre.clone(),
+            limits,
+            raw: Vec::new(),
+            metas: Vec::new(),
+        };
+        blocking::block_on(instance::read_tools(&probe)).map_err(startup)
+    }
+}
+
+fn tool_list_error(path: &Path, problem: ToolListProblem) -> PluginError {
+    let path = path.to_owned();
+    match problem {
+        ToolListProblem::Empty => PluginError::NoTools { path },
+        ToolListProblem::BadName { name, reason } => PluginError::InvalidToolName {
+            path,
+            name,
+            reason: reason.to_owned(),
+        },
+        ToolListProblem::Duplicate(name) => PluginError::DuplicateToolName { path, name },
+        ToolListProblem::BadSchema { tool, reason } => {
+            PluginError::InvalidSchema { path, tool, reason }
+        }
+    }
+}
+
+/// A compiled, validated plugin, shared by every session made from it.
+pub(crate) struct PluginImage {
+    name: String,
+    path: PathBuf,
+    pre: ToolPluginPre<PluginState>,
+    limits: Limits,
+    /// The tool list read at load (name, description, schema text), for comparing instances.
+    raw: Vec<(String, String, String)>,
+    metas: Vec<ToolMeta>,
+}
+
+impl PluginImage {
+    fn same_tools(&self, tools: &[WitToolMeta]) -> bool {
+        tools.len() == self.raw.len()
+            && tools.iter().zip(&self.raw).all(|(t, (name, description, schema))| {
+                &t.name == name && &t.description == description && &t.input_schema == schema
+            })
+    }
+}
+
+/// A plugin that was compiled and validated. Cheap to clone.
+///
+/// Each call of [`definitions`](LoadedPlugin::definitions) is a new session: registering its
+/// definitions creates one fresh instance shared by all of the plugin's tools.
+#[derive(Clone)]
+pub struct LoadedPlugin {
+    image: Arc<PluginImage>,
+}
+
+impl std::fmt::Debug for LoadedPlugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoadedPlugin")
+            .field("name", &self.image.name)
+            .field("path", &self.image.path)
+            .field("tools", &self.tool_names())
+            .finish()
+    }
+}
+
+impl LoadedPlugin {
+    /// The plugin's name: its file name without `.wasm`.
+    pub fn name(&self) -> &str {
+        &self.image.name
+    }
+
+    /// The file it was loaded from.
+    pub fn path(&self) -> &Path {
+        &self.image.path
+    }
+
+    /// The tools it offers, as validated at load.
+    pub fn tools(&self) -> &[ToolMeta] {
+        &self.image.metas
+    }
+
+    /// The names of its tools.
+    pub fn tool_names(&self) -> Vec<&str> {
+        self.image.metas.iter().map(|m| m.name.as_str()).collect()
+    }
+
+    /// Definitions of every tool of the plugin, for one new session. Registering them creates
+    /// one instance, shared by these tools and by no one else.
+    pub fn definitions(&self) -> Vec<ToolDefinition> {
+        let session = Arc::new(PluginSession::new(Arc::clone(&self.image)));
+        self.image
+            .metas
+            .iter()
+            .map(|meta| {
+                let session = Arc::clone(&session);
+                let meta = meta.clone();
+                let factory: ToolDefinition =
+                    Arc::new(move || PluginTool::create(&session, &meta));
+                factory
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,152 @@
+//! Checks a component against the world `tool-plugin` and its tool list against the rules.
+
+use std::collections::HashSet;
+
+use serde_json::Value;
+
+/// The WIT package this host implements.
+pub(crate) const PACKAGE: &str = "llm-worker:tool";
+/// Its version.
+pub(crate) const VERSION: &str = "0.1.0";
+
+/// A problem with the tools a plugin lists.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum ToolListProblem {
+    Empty,
+    BadName { name: String, reason: &'static str },
+    Duplicate(String),
+    BadSchema { tool: String, reason: String },
+}
+
+/// Whether two versions of our package are compatible: the same major version, or for 0.x the
+/// same minor version (semver's rule, as wasmtime applies it when linking).
+pub(crate) fn compatible_version(found: &str) -> bool {
+    let (Ok(found), Ok(ours)) = (semver::Version::parse(found), semver::Version::parse(VERSION))
+    else {
+        return false;
+    };
+    if ours.major == 0 {
+        found.major == 0 && found.minor == ours.minor
+    } else {
+        found.major == ours.major
+    }
+}
+
+/// The version in an import or export name of our package (`llm-worker:tool/types@0.1.0`).
+pub(crate) fn package_version(name: &str) -> Option<&str> {
+    let rest = name.strip_prefix(PACKAGE)?.strip_prefix('/')?;
+    Some(rest.split_once('@').map_or("", |(_, version)| version))
+}
+
+fn check_name(name: &str) -> Result<(), &'static str> {
+    if name.is_empty() {
+        return Err("it is empty");
+    }
+    if name.len() > 64 {
+        return Err("it is longer than 64 characters");
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
+        return Err("only the characters A-Z, a-z, 0-9, '_' and '-' are allowed");
+    }
+    Ok(())
+}
+
+/// Parses and checks an input schema: JSON, an object, and (if it says) of type "object".
+pub(crate) fn parse_schema(text: &str) -> Result<Value, String> {
+    let schema: Value =
+        serde_json::from_str(text).map_err(|e| format!("it is not valid JSON: {e}"))?;
+    let Some(object) = schema.as_object() else {
+        return Err("it is not a JSON object".to_owned());
+    };
+    match object.get("type") {
+        None => {}
+        Some(Value::String(t)) if t == "object" => {}
+        Some(other) => {
+            return Err(format!(
+                "its \"type\" is {other}, but a tool's input must be an object (\"type\": \"object\")"
+            ));
+        }
+    }
+    Ok(schema)
+}
+
+/// Checks a plugin's tool list: at least one tool, valid and unique names, object schemas.
+/// Returns the parsed schemas in order.
+pub(crate) fn check_tools<'a>(
+    tools: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> Result<Vec<Value>, ToolListProblem> {
+    let mut seen = HashSet::new();
+    let mut schemas = Vec::new();
+    for (name, schema) in tools {
+        check_name(name).map_err(|reason| ToolListProblem::BadName {
+            name: name.to_owned(),
+            reason,
+        })?;
+        if !seen.insert(name) {
+            return Err(ToolListProblem::Duplicate(name.to_owned()));
+        }
+        schemas.push(parse_schema(schema).map_err(|reason| ToolListProblem::BadSchema {
+            tool: name.to_owned(),
+            reason,
+        })?);
+    }
+    if schemas.is_empty() {
+        return Err(ToolListProblem::Empty);
+    }
+    Ok(schemas)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_follow_semver_for_zero_major() {
+        assert!(compatible_version("0.1.0"));
+        assert!(compatible_version("0.1.7"));
+        assert!(!compatible_version("0.2.0"));
+        assert!(!compatible_version("1.0.0"));
+        assert!(!compatible_version("not-a-version"));
+    }
+
+    #[test]
+    fn package_version_is_read_from_names() {
+        assert_eq!(package_version("llm-worker:tool/types@0.1.0"), Some("0.1.0"));
+        assert_eq!(package_version("llm-worker:tool/types"), Some(""));
+        assert_eq!(package_version("wasi:io/streams@0.2.0"), None);
+    }
+
+    #[test]
+    fn tool_lists_are_checked() {
+        let ok = check_tools([("a-b_1", r#"{"type":"object"}"#), ("b", "{}")]);
+        assert_eq!(ok.map(|s| s.len()), Ok(2));
+        assert_eq!(check_tools([]), Err(ToolListProblem::Empty));
+        assert!(matches!(
+            check_tools([("has space", "{}")]),
+            Err(ToolListProblem::BadName { .. })
+        ));
+        assert!(matches!(
+            check_tools([(&*"x".repeat(65), "{}")]),
+            Err(ToolListProblem::BadName { .. })
+        ));
+        assert_eq!(
+            check_tools([("a", "{}"), ("a", "{}")]),
+            Err(ToolListProblem::Duplicate("a".into()))
+        );
+        assert!(matches!(
+            check_tools([("a", "[1]")]),
+            Err(ToolListProblem::BadSchema { .. })
+        ));
+        assert!(matches!(
+            check_tools([("a", r#"{"type":"string"}"#)]),
+            Err(ToolListProblem::BadSchema { .. })
+        ));
+        assert!(matches!(
+            check_tools([("a", "{not json")]),
+            Err(ToolListProblem::BadSchema { .. })
+        ));
+    }
+}

@@ -1,0 +1,9 @@
+//! The tool API of the spec: [`ToolMeta`], [`Tool`], [`ToolError`], [`ToolDefinition`].
+//!
+//! These types are defined once, in the guest SDK crate `llm-worker-guest`, and re-exported
+//! here: a tool written against them runs natively in a host [`Worker`](crate::Worker) and,
+//! compiled to WebAssembly, as a plugin — the very same code.
+
+pub use llm_worker_guest::{
+    Tool, ToolDefinition, ToolError, ToolMeta, ToolRegistry, WorkerToolDefinition,
+};

@@ -1,0 +1,142 @@
+//! [`ToolServer`] owns the registered tools; [`ToolServerHandle`] finds and calls them.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::tool::{Tool, ToolMeta, WorkerToolDefinition};
+
+type ToolMap = HashMap<String, (ToolMeta, Arc<dyn Tool>)>;
+
+/// Owns the map of registered tools. Cloning shares the same map.
+#[derive(Clone, Default)]
+pub struct ToolServer {
+    tools: Arc<Mutex<ToolMap>>,
+}
+
+impl ToolServer {
+    /// An empty tool server.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A handle to this server's tools.
+    pub fn handle(&self) -> ToolServerHandle {
+        ToolServerHandle {
+            tools: Arc::clone(&self.tools),
+        }
+    }
+}
+
+/// A cloneable reference to a [`ToolServer`]'s tools: look tools up, call them, list them.
+///
+/// Registration goes through a [`Worker`](crate::Worker) only.
+#[derive(Clone, Default)]
+pub struct ToolServerHandle {
+    tools: Arc<Mutex<ToolMap>>,
+}
+
+/// A tool definition in the shape sent to a model: name, description and input schema.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LlmToolDefinition {
+    /// The tool's name.
+    pub name: String,
+    /// What the tool does.
+    pub description: String,
+    /// JSON Schema of the tool's input.
+    pub input_schema: Value,
+}
+
+/// Errors of the tool server.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ToolServerError {
+    /// A tool of this name is registered already.
+    #[error("Tool with name '{0}' already registered")]
+    DuplicateName(String),
+    /// No tool of this name is registered.
+    #[error("Tool '{0}' not found")]
+    ToolNotFound(String),
+    /// The tool ran and failed; the text is the tool's error.
+    #[error("Tool execution failed: {0}")]
+    ToolExecution(String),
+}
+
+impl ToolServerHandle {
+    fn lock(&self) -> MutexGuard<'_, ToolMap> {
+        // A panic while holding this lock cannot leave the map half-updated (every update is a
+        // single insert), so a poisoned lock is still safe to use.
+        self.tools.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Runs the factory (creating the tool's instance now) and registers the tool.
+    pub(crate) fn register_tool(
+        &self,
+        factory: WorkerToolDefinition,
+    ) -> Result<(), ToolServerError> {
+        self.register_tools([factory])
+    }
+
+    /// Runs every factory and registers all the tools, or none of them if any name clashes
+    /// with a registered tool or with another in the batch.
+    pub(crate) fn register_tools(
+        &self,
+        factories: impl IntoIterator<Item = WorkerToolDefinition>,
+    ) -> Result<(), ToolServerError> {
+        let created: Vec<(ToolMeta, Arc<dyn Tool>)> =
+            factories.into_iter().map(|factory| factory()).collect();
+        let mut tools = self.lock();
+        let mut names = std::collections::HashSet::new();
+        for (meta, _) in &created {
+            if tools.contains_key(&meta.name) || !names.insert(meta.name.as_str()) {
+                return Err(ToolServerError::DuplicateName(meta.name.clone()));
+            }
+        }
+        for (meta, tool) in created {
+            tools.insert(meta.name.clone(), (meta, tool));
+        }
+        Ok(())
+    }
+
+    /// The metadata and instance of the tool `name`.
+    pub fn get_tool(&self, name: &str) -> Option<(ToolMeta, Arc<dyn Tool>)> {
+        self.lock()
+            .get(name)
+            .map(|(meta, tool)| (meta.clone(), Arc::clone(tool)))
+    }
+
+    /// Calls the tool `name` with `input_json`.
+    pub async fn call_tool(&self, name: &str, input_json: &str) -> Result<String, ToolServerError> {
+        let tool = self
+            .lock()
+            .get(name)
+            .map(|(_, tool)| Arc::clone(tool))
+            .ok_or_else(|| ToolServerError::ToolNotFound(name.to_owned()))?;
+        tool.execute(input_json)
+            .await
+            .map_err(|e| ToolServerError::ToolExecution(e.to_string()))
+    }
+
+    /// Every registered tool's definition, sorted by name, so requests are deterministic.
+    pub fn tool_definitions_sorted(&self) -> Vec<LlmToolDefinition> {
+        let mut definitions: Vec<LlmToolDefinition> = self
+            .lock()
+            .values()
+            .map(|(meta, _)| LlmToolDefinition {
+                name: meta.name.clone(),
+                description: meta.description.clone(),
+                input_schema: meta.input_schema.clone(),
+            })
+            .collect();
+        definitions.sort_by(|a, b| a.name.cmp(&b.name));
+        definitions
+    }
+
+    /// The names of the registered tools, sorted.
+    pub fn tool_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.lock().keys().cloned().collect();
+        names.sort();
+        names
+    }
+}

@@ -1,0 +1,260 @@
+//! [`Worker`]: registers tools (only while [`Mutable`]), runs hooks and tool calls.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use crate::hook::{
+    PostToolCallAction, PostToolCallContext, PostToolCallHook, PreToolCallAction,
+    PreToolCallHook, ToolCall, ToolCallContext, ToolResult,
+};
+use crate::tool::{Tool, ToolMeta, WorkerToolDefinition};
+use crate::tool_server::{ToolServer, ToolServerError, ToolServerHandle};
+
+/// The state in which tools can be registered.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Mutable;
+
+/// The locked state: the tool set is fixed (so a model's cached prompt stays valid).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CacheLocked;
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::Mutable {}
+    impl Sealed for super::CacheLocked {}
+}
+
+/// The states of a [`Worker`]: [`Mutable`] or [`CacheLocked`].
+pub trait WorkerState: sealed::Sealed + Send + Sync + 'static {}
+impl WorkerState for Mutable {}
+impl WorkerState for CacheLocked {}
+
+/// Errors of tool registration.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ToolRegistryError {
+    /// A tool of this name is registered already (native or plugin alike).
+    #[error("Tool with name '{0}' already registered; rename one of the tools or register only one of them")]
+    DuplicateName(String),
+}
+
+/// Errors of running a batch of tool calls.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WorkerError {
+    /// A hook aborted the batch.
+    #[error("tool call '{call_id}' to '{tool}' was aborted by a hook: {reason}")]
+    HookAborted {
+        /// The call's id.
+        call_id: String,
+        /// The tool's name.
+        tool: String,
+        /// The hook's reason.
+        reason: String,
+    },
+}
+
+/// Registers tools and runs a model's tool calls through hooks.
+///
+/// Tools can be registered only in the [`Mutable`] state; [`lock`](Worker::lock) fixes the tool
+/// set, [`unlock`](Worker::unlock) opens it again.
+pub struct Worker<S: WorkerState = Mutable> {
+    tool_server: ToolServer,
+    pre_hooks: Vec<Arc<dyn PreToolCallHook>>,
+    post_hooks: Vec<Arc<dyn PostToolCallHook>>,
+    _state: PhantomData<S>,
+}
+
+impl Default for Worker<Mutable> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Worker<Mutable> {
+    /// A worker with no tools, in the [`Mutable`] state.
+    pub fn new() -> Self {
+        Self {
+            tool_server: ToolServer::new(),
+            pre_hooks: Vec::new(),
+            post_hooks: Vec::new(),
+            _state: PhantomData,
+        }
+    }
+
+    /// Runs `factory` now and registers the tool it creates.
+    pub fn register_tool(&mut self, factory: WorkerToolDefinition) -> Result<(), ToolRegistryError> {
+        self.tool_server
+            .handle()
+            .register_tool(factory)
+            .map_err(registry_error)
+    }
+
+    /// Runs every factory now and registers all the tools, or none if a name clashes.
+    pub fn register_tools(
+        &mut self,
+        factories: impl IntoIterator<Item = WorkerToolDefinition>,
+    ) -> Result<(), ToolRegistryError> {
+        self.tool_server
+            .handle()
+            .register_tools(factories)
+            .map_err(registry_error)
+    }
+
+    /// Fixes the tool set.
+    pub fn lock(self) -> Worker<CacheLocked> {
+        self.into_state()
+    }
+}
+
+impl Worker<CacheLocked> {
+    /// Opens the tool set for registration again.
+    pub fn unlock(self) -> Worker<Mutable> {
+        self.into_state()
+    }
+}
+
+fn registry_error(error: ToolServerError) -> ToolRegistryError {
+    match error {
+        ToolServerError::DuplicateName(name) => ToolRegistryError::DuplicateName(name),
+        // Registration reports nothing else; keep the name visible if that ever changes.
+        ToolServerError::ToolNotFound(name) | ToolServerError::ToolExecution(name) => {
+            ToolRegistryError::DuplicateName(name)
+        }
+    }
+}
+
+/// A call that passed the pre-call hooks and is to be run.
+struct PendingCall {
+    call: ToolCall,
+    meta: ToolMeta,
+    tool: Arc<dyn Tool>,
+}
+
+impl<S: WorkerState> Worker<S> {
+    fn into_state<T: WorkerState>(self) -> Worker<T> {
+        Worker {
+            tool_server: self.tool_server,
+            pre_hooks: self.pre_hooks,
+            post_hooks: self.post_hooks,
+            _state: PhantomData,
+        }
+    }
+
+    /// A handle to this worker's tools: look up, call, list.
+    pub fn tool_server_handle(&self) -> ToolServerHandle {
+        self.tool_server.handle()
+    }
+
+    /// Adds a hook run before every tool call, after the hooks added before it.
+    pub fn add_pre_tool_call_hook(&mut self, hook: impl PreToolCallHook + 'static) {
+        self.pre_hooks.push(Arc::new(hook));
+    }
+
+    /// Adds a hook run after every tool call, after the hooks added before it.
+    pub fn add_post_tool_call_hook(&mut self, hook: impl PostToolCallHook + 'static) {
+        self.post_hooks.push(Arc::new(hook));
+    }
+
+    /// Runs a model's tool calls: the pre-call hooks one call at a time, then the calls in
+    /// parallel, then the post-call hooks one call at a time. The results come back in the
+    /// calls' order. An unknown tool or a failed call gives an error result; only a hook's
+    /// `Abort` fails the whole batch.
+    pub async fn execute_tool_calls(
+        &self,
+        calls: Vec<ToolCall>,
+    ) -> Result<Vec<ToolResult>, WorkerError> {
+        let handle = self.tool_server.handle();
+        let mut results: Vec<Option<ToolResult>> = vec![None; calls.len()];
+        let mut pending: Vec<(usize, PendingCall)> = Vec::new();
+
+        'calls: for (index, call) in calls.into_iter().enumerate() {
+            let Some((meta, tool)) = handle.get_tool(&call.name) else {
+                let known = handle.tool_names().join(", ");
+                results[index] = Some(ToolResult::error(
+                    &call.id,
+                    format!("Tool '{}' not found; the tools are: {known}", call.name),
+                ));
+                continue;
+            };
+            let mut ctx = ToolCallContext { call, meta, tool };
+            for hook in &self.pre_hooks {
+                match hook.pre_tool_call(&mut ctx).await {
+                    PreToolCallAction::Continue => {}
+                    PreToolCallAction::Skip => {
+                        results[index] = Some(ToolResult::success(
+                            &ctx.call.id,
+                            format!("Tool call to '{}' was skipped by a hook", ctx.call.name),
+                        ));
+                        continue 'calls;
+                    }
+                    PreToolCallAction::Abort(reason) => {
+                        return Err(WorkerError::HookAborted {
+                            call_id: ctx.call.id,
+                            tool: ctx.call.name,
+                            reason,
+                        });
+                    }
+                }
+            }
+            let ToolCallContext { call, meta, tool } = ctx;
+            pending.push((index, PendingCall { call, meta, tool }));
+        }
+
+        let outcomes = run_in_parallel(&pending).await;
+
+        for ((index, pending), result) in pending.into_iter().zip(outcomes) {
+            let PendingCall { call, meta, tool } = pending;
+            let mut ctx = PostToolCallContext {
+                result,
+                call,
+                meta,
+                tool,
+            };
+            for hook in &self.post_hooks {
+                if let PostToolCallAction::Abort(reason) = hook.post_tool_call(&mut ctx).await {
+                    return Err(WorkerError::HookAborted {
+                        call_id: ctx.call.id,
+                        tool: ctx.call.name,
+                        reason,
+                    });
+                }
+            }
+            results[index] = Some(ctx.result);
+        }
+
+        Ok(results.into_iter().flatten().collect())
+    }
+}
+
+/// Runs the calls concurrently: on tokio worker threads when inside a tokio runtime, otherwise
+/// interleaved on the calling task.
+async fn run_in_parallel(pending: &[(usize, PendingCall)]) -> Vec<ToolResult> {
+    let jobs = pending.iter().map(|(_, p)| {
+        let tool = Arc::clone(&p.tool);
+        let input = p.call.input.to_string();
+        let id = p.call.id.clone();
+        async move {
+            match tool.execute(&input).await {
+                Ok(content) => ToolResult::success(id, content),
+                Err(error) => ToolResult::error(id, error.to_string()),
+            }
+        }
+    });
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => {
+            let tasks: Vec<_> = jobs.map(|job| runtime.spawn(job)).collect();
+            let mut results = Vec::with_capacity(tasks.len());
+            for (task, (_, p)) in tasks.into_iter().zip(pending) {
+                results.push(task.await.unwrap_or_else(|join_error| {
+                    ToolResult::error(
+                        &p.call.id,
+                        format!("Tool '{}' panicked: {join_error}", p.call.name),
+                    )
+                }));
+            }
+            results
+        }
+        Err(_) => futures::future::join_all(jobs).await,
+    }
+}

@@ -1,0 +1,73 @@
+//! Helpers for the end-to-end tests: build the plugins in `plugins/` for `wasm32-wasip2` once,
+//! and load them into one shared [`PluginHost`].
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Mutex, OnceLock};
+
+use llm_worker::{LoadedPlugin, PluginHost};
+
+/// The repository's root directory.
+pub fn repo_root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap_or_else(|| Path::new(".."))
+}
+
+/// Builds every crate of `plugins/` (release, `wasm32-wasip2`) once per process, installing the
+/// target with rustup if needed, and returns the directory holding the `.wasm` files.
+///
+/// # Panics
+///
+/// If the build fails: the tests cannot run without the plugins.
+pub fn plugin_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let plugins = repo_root().join("plugins");
+        let target_dir = plugins.join("target");
+        // Installing the target is quick when it is there already; without rustup (another
+        // toolchain manager) the build below says what is missing.
+        let _ = Command::new("rustup")
+            .args(["target", "add", "wasm32-wasip2"])
+            .status();
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let status = Command::new(cargo)
+            .current_dir(&plugins)
+            .env_remove("CARGO_TARGET_DIR")
+            .env_remove("RUSTFLAGS")
+            .env_remove("CARGO_ENCODED_RUSTFLAGS")
+            .args(["build", "--release", "--target", "wasm32-wasip2", "--target-dir"])
+            .arg(&target_dir)
+            .status()
+            .unwrap_or_else(|e| panic!("cannot run cargo to build the plugins: {e}"));
+        assert!(status.success(), "building plugins/ for wasm32-wasip2 failed");
+        target_dir.join("wasm32-wasip2").join("release")
+    })
+}
+
+/// The path of the built plugin `name` (e.g. `"counter"`).
+pub fn plugin_path(name: &str) -> PathBuf {
+    plugin_dir().join(format!("{name}.wasm"))
+}
+
+/// One host shared by the tests of a process, with the default limits.
+pub fn host() -> &'static PluginHost {
+    static HOST: OnceLock<PluginHost> = OnceLock::new();
+    HOST.get_or_init(|| PluginHost::new().unwrap_or_else(|e| panic!("{e}")))
+}
+
+/// The plugin `name`, built and loaded once per process.
+pub fn plugin(name: &str) -> LoadedPlugin {
+    static LOADED: OnceLock<Mutex<HashMap<String, LoadedPlugin>>> = OnceLock::new();
+    let loaded = LOADED.get_or_init(Default::default);
+    let mut loaded = loaded.lock().unwrap_or_else(|p| p.into_inner());
+    loaded
+        .entry(name.to_owned())
+        .or_insert_with(|| {
+            host()
+                .load(plugin_path(name))
+                .unwrap_or_else(|e| panic!("{e}"))
+        })
+        .clone()
+}
