@@ -302,7 +302,7 @@ impl PluginHost {
                 path: path.to_owned(),
                 reason: format!("{e:#}"),
             })?;
-        self.check_world(path, &component)?;
+        self.check_version(path, &component)?;
         let pre = self
             .inner
             .linker
@@ -311,6 +311,7 @@ impl PluginHost {
                 path: path.to_owned(),
                 reason: format!("{e:#}"),
             })?;
+        self.check_exports(path, &component)?;
         let pre = ToolPluginPre::new(pre).map_err(|e| PluginError::WrongWorld {
             path: path.to_owned(),
             reason: format!("{e:#}"),
@@ -341,15 +342,15 @@ impl PluginHost {
                 path: path.to_owned(),
                 pre,
                 limits: self.inner.limits.clone(),
+                _host: Arc::clone(&self.inner),
                 raw,
                 metas,
             }),
         })
     }
 
-    /// Refuses components of another version of our package or of another world, with a
-    /// message naming what was found.
-    fn check_world(&self, path: &Path, component: &Component) -> Result<(), PluginError> {
+    /// Refuses components built against an incompatible version of our package, naming both.
+    fn check_version(&self, path: &Path, component: &Component) -> Result<(), PluginError> {
         let engine = &self.inner.engine;
         let ty = component.component_type();
         let names = ty
@@ -367,6 +368,13 @@ impl PluginHost {
                 });
             }
         }
+        Ok(())
+    }
+
+    /// Refuses components that do not export the world's functions, naming what they export.
+    fn check_exports(&self, path: &Path, component: &Component) -> Result<(), PluginError> {
+        let engine = &self.inner.engine;
+        let ty = component.component_type();
         let exports: Vec<String> = ty.exports(engine).map(|(name, _)| name.to_owned()).collect();
         let missing: Vec<&str> = ["tools", "execute"]
             .into_iter()
@@ -405,6 +413,7 @@ impl PluginHost {
             path: path.to_owned(),
             pre: pre.clone(),
             limits,
+            _host: Arc::clone(&self.inner),
             raw: Vec::new(),
             metas: Vec::new(),
         };
@@ -434,6 +443,9 @@ pub(crate) struct PluginImage {
     path: PathBuf,
     pre: ToolPluginPre<PluginState>,
     limits: Limits,
+    /// Keeps the host (and its epoch ticker, which enforces time limits) alive while any
+    /// plugin or session made from it lives.
+    _host: Arc<HostInner>,
     /// The tool list read at load (name, description, schema text), for comparing instances.
     raw: Vec<(String, String, String)>,
     metas: Vec<ToolMeta>,

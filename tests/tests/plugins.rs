@@ -1,0 +1,350 @@
+//! Wasm plugins through the public API: lifecycle, sessions, parallelism, refusals, faults.
+
+use std::time::Duration;
+
+use llm_worker::*;
+use llm_worker_tests::{host, plugin, plugin_path};
+use serde_json::{Value, json};
+
+fn worker_with(plugins: &[&str]) -> Worker {
+    let mut worker = Worker::new();
+    for name in plugins {
+        worker
+            .register_tools(plugin(name).definitions())
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    worker
+}
+
+async fn call(handle: &ToolServerHandle, tool: &str, input: &str) -> Result<String, ToolServerError> {
+    handle.call_tool(tool, input).await
+}
+
+#[tokio::test]
+async fn a_counter_counts_within_a_session_and_restarts_in_a_new_one() {
+    let first = worker_with(&["counter"]).tool_server_handle();
+    for expected in ["0", "1", "2"] {
+        assert_eq!(call(&first, "count", "{}").await.as_deref(), Ok(expected));
+    }
+    let second = worker_with(&["counter"]).tool_server_handle();
+    assert_eq!(call(&second, "count", "{}").await.as_deref(), Ok("0"));
+    assert_eq!(call(&first, "count", "{}").await.as_deref(), Ok("3"), "sessions are isolated");
+}
+
+#[tokio::test]
+async fn tools_of_one_plugin_share_one_instance() {
+    let handle = worker_with(&["counter", "notes"]).tool_server_handle();
+    call(&handle, "count", "{}").await.expect("count");
+    call(&handle, "count", "{}").await.expect("count");
+    assert_eq!(call(&handle, "peek", "{}").await.as_deref(), Ok("2"));
+
+    assert_eq!(call(&handle, "add_note", r#"{"text":"milk"}"#).await.as_deref(), Ok("1"));
+    assert_eq!(call(&handle, "add_note", r#"{"text":"eggs"}"#).await.as_deref(), Ok("2"));
+    assert_eq!(call(&handle, "list_notes", "{}").await.as_deref(), Ok("milk\neggs"));
+}
+
+#[tokio::test]
+async fn loaded_plugins_describe_their_tools() {
+    let counter = plugin("counter");
+    assert_eq!(counter.name(), "counter");
+    assert_eq!(counter.tool_names(), ["count", "peek"]);
+    assert_eq!(counter.path(), plugin_path("counter"));
+    let defs = counter.definitions();
+    let (meta, _) = defs[0]();
+    assert_eq!(&meta, &counter.tools()[0]);
+    assert_eq!(meta.input_schema["type"], "object");
+}
+
+#[tokio::test]
+async fn plugin_and_native_tools_share_one_namespace() {
+    let mut worker = worker_with(&["greet"]);
+    let native: ToolDefinition = std::sync::Arc::new(|| {
+        struct Nop;
+        #[async_trait::async_trait]
+        impl Tool for Nop {
+            async fn execute(&self, _: &str) -> Result<String, ToolError> {
+                Ok(String::new())
+            }
+        }
+        (ToolMeta::new("greet"), std::sync::Arc::new(Nop) as std::sync::Arc<dyn Tool>)
+    });
+    assert_eq!(
+        worker.register_tool(native),
+        Err(ToolRegistryError::DuplicateName("greet".into()))
+    );
+}
+
+#[tokio::test]
+async fn bad_input_is_an_invalid_argument() {
+    let greet = plugin("greet").definitions();
+    let (_, tool) = greet[0]();
+    match tool.execute("{not json").await {
+        Err(ToolError::InvalidArgument(message)) => assert!(message.contains("not valid JSON")),
+        other => panic!("expected InvalidArgument, got {other:?}"),
+    }
+    match tool.execute(r#"{"nam":"typo"}"#).await {
+        Err(ToolError::InvalidArgument(message)) => {
+            assert!(message.contains("missing field `name`"), "{message}")
+        }
+        other => panic!("expected InvalidArgument, got {other:?}"),
+    }
+    assert_eq!(tool.execute(r#"{"name":"Ada"}"#).await.as_deref(), Ok("\"Hello, Ada!\""));
+}
+
+fn span(result: &ToolResult) -> (u64, u64) {
+    let value: Value = serde_json::from_str(&result.content)
+        .unwrap_or_else(|e| panic!("{e}: {}", result.content));
+    let field = |name: &str| value[name].as_u64().unwrap_or_else(|| panic!("no {name}"));
+    (field("start"), field("end"))
+}
+
+/// Two sessions' sleeping calls overlap even on a single-threaded runtime: a call waiting in
+/// the guest does not block the runtime's thread.
+#[tokio::test(flavor = "current_thread")]
+async fn calls_to_different_instances_overlap() {
+    let a = worker_with(&["sleeper"]);
+    let b = worker_with(&["sleeper"]);
+    let sleep = || {
+        vec![ToolCall {
+            id: "1".into(),
+            name: "sleep".into(),
+            input: json!({"ms": 300}),
+        }]
+    };
+    let (ra, rb) = tokio::join!(a.execute_tool_calls(sleep()), b.execute_tool_calls(sleep()));
+    let (a_start, a_end) = span(&ra.expect("no abort")[0]);
+    let (b_start, b_end) = span(&rb.expect("no abort")[0]);
+    assert!(
+        a_start < b_end && b_start < a_end,
+        "the calls overlap: a {a_start}..{a_end}, b {b_start}..{b_end}"
+    );
+}
+
+/// Computation in two instances runs on two threads at once on a multi-threaded runtime.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn busy_calls_to_different_instances_overlap() {
+    let a = worker_with(&["sleeper"]).tool_server_handle();
+    let b = worker_with(&["sleeper"]).tool_server_handle();
+    let (ra, rb) = tokio::join!(
+        tokio::spawn(async move { a.call_tool("spin", r#"{"ms":300}"#).await }),
+        tokio::spawn(async move { b.call_tool("spin", r#"{"ms":300}"#).await }),
+    );
+    let result = |r: Result<Result<String, ToolServerError>, tokio::task::JoinError>| ToolResult {
+        call_id: String::new(),
+        content: r.expect("joined").expect("spun"),
+        is_error: false,
+    };
+    let (a_start, a_end) = span(&result(ra));
+    let (b_start, b_end) = span(&result(rb));
+    assert!(a_start < b_end && b_start < a_end, "a {a_start}..{a_end}, b {b_start}..{b_end}");
+}
+
+/// Calls to one instance run one at a time, in parallel batches too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_to_one_instance_are_serialised() {
+    let worker = worker_with(&["sleeper"]);
+    let calls = (0..2)
+        .map(|i| ToolCall {
+            id: i.to_string(),
+            name: "sleep".into(),
+            input: json!({"ms": 100}),
+        })
+        .collect();
+    let results = worker.execute_tool_calls(calls).await.expect("no abort");
+    let (first_start, first_end) = span(&results[0]);
+    let (second_start, second_end) = span(&results[1]);
+    assert!(
+        first_end <= second_start || second_end <= first_start,
+        "one instance never runs two calls at once"
+    );
+}
+
+fn load_error(bytes: &[u8]) -> PluginError {
+    match host().load_bytes("/plugins/bad.wasm", bytes) {
+        Ok(plugin) => panic!("{plugin:?} should have been refused"),
+        Err(error) => error,
+    }
+}
+
+#[test]
+fn malformed_files_are_refused_with_the_reason() {
+    let error = load_error(b"hello, not wasm");
+    assert!(matches!(error, PluginError::NotWasm { .. }), "{error}");
+    assert!(error.to_string().contains("/plugins/bad.wasm"));
+
+    let mut truncated = std::fs::read(plugin_path("greet")).expect("built");
+    truncated.truncate(truncated.len() / 2);
+    let error = load_error(&truncated);
+    assert!(matches!(error, PluginError::Invalid { .. }), "{error}");
+}
+
+#[test]
+fn core_modules_are_refused() {
+    let module = wat::parse_str("(module (func (export \"run\")))").expect("wat");
+    let error = load_error(&module);
+    assert!(matches!(error, PluginError::CoreModule { .. }), "{error}");
+    assert!(error.to_string().contains("wasm32-wasip2"));
+}
+
+#[test]
+fn components_of_another_world_are_refused() {
+    let other = wat::parse_str(
+        r#"(component
+            (core module $m (func (export "run")))
+            (core instance $i (instantiate $m))
+            (func $run (canon lift (core func $i "run")))
+            (export "run" (func $run)))"#,
+    )
+    .expect("wat");
+    let error = load_error(&other);
+    assert!(matches!(error, PluginError::WrongWorld { .. }), "{error}");
+    let message = error.to_string();
+    assert!(message.contains("tools and execute") && message.contains("exports run"), "{message}");
+}
+
+#[test]
+fn exports_of_the_wrong_type_are_refused() {
+    let wrong = wat::parse_str(
+        r#"(component
+            (core module $m (func (export "f")))
+            (core instance $i (instantiate $m))
+            (func $f (canon lift (core func $i "f")))
+            (export "tools" (func $f))
+            (export "execute" (func $f)))"#,
+    )
+    .expect("wat");
+    let error = load_error(&wrong);
+    assert!(matches!(error, PluginError::WrongWorld { .. }), "{error}");
+}
+
+#[test]
+fn another_version_of_the_contract_is_refused_naming_both() {
+    let future = wat::parse_str(r#"(component (import "llm-worker:tool/types@1.0.0" (instance)))"#)
+        .expect("wat");
+    let error = load_error(&future);
+    match &error {
+        PluginError::WrongVersion { found, expected, .. } => {
+            assert_eq!(found, "1.0.0");
+            assert_eq!(expected, "0.1.0");
+        }
+        other => panic!("expected WrongVersion, got {other}"),
+    }
+    assert!(error.to_string().contains("llm-worker:tool@1.0.0"));
+}
+
+#[test]
+fn unknown_imports_are_refused_naming_the_import() {
+    let needs = wat::parse_str(
+        r#"(component (import "evil:host/escape@1.0.0" (instance (export "open" (func)))))"#,
+    )
+    .expect("wat");
+    let error = load_error(&needs);
+    assert!(matches!(error, PluginError::UnsupportedImport { .. }), "{error}");
+    assert!(error.to_string().contains("evil:host/escape@1.0.0"), "{error}");
+}
+
+#[test]
+fn missing_files_are_io_errors() {
+    let error = host()
+        .load("/definitely/not/here.wasm")
+        .expect_err("no such file");
+    assert!(matches!(error, PluginError::Io { .. }), "{error}");
+    assert!(error.to_string().contains("/definitely/not/here.wasm"));
+}
+
+fn limited_host(limits: Limits) -> LoadedPlugin {
+    PluginHost::with_limits(limits)
+        .and_then(|host| host.load(plugin_path("trapper")))
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn internal_message(result: Result<String, ToolServerError>) -> String {
+    match result {
+        Err(ToolServerError::ToolExecution(message)) => message,
+        other => panic!("expected a tool error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_trap_restarts_the_instance_and_other_tools_keep_working() {
+    let mut worker = worker_with(&["trapper", "counter"]);
+    worker
+        .register_tools(plugin("notes").definitions())
+        .expect("registers");
+    let handle = worker.tool_server_handle();
+    assert_eq!(call(&handle, "tick", "{}").await.as_deref(), Ok("0"));
+    assert_eq!(call(&handle, "tick", "{}").await.as_deref(), Ok("1"));
+    assert_eq!(call(&handle, "count", "{}").await.as_deref(), Ok("0"));
+
+    let message = internal_message(call(&handle, "panic", "{}").await);
+    assert!(message.contains("trapper") && message.contains("panic"), "{message}");
+    assert!(message.contains("restarted") && message.contains("state was lost"), "{message}");
+
+    assert_eq!(call(&handle, "tick", "{}").await.as_deref(), Ok("0"), "a fresh instance");
+    assert_eq!(call(&handle, "count", "{}").await.as_deref(), Ok("1"), "others unaffected");
+}
+
+#[tokio::test]
+async fn an_endless_loop_hits_the_time_limit() {
+    let trapper = limited_host(Limits::default().call_timeout(Duration::from_millis(200)));
+    let mut worker = Worker::new();
+    worker.register_tools(trapper.definitions()).expect("registers");
+    worker
+        .register_tools(plugin("counter").definitions())
+        .expect("registers");
+    let handle = worker.tool_server_handle();
+    let message = internal_message(call(&handle, "spin_forever", "{}").await);
+    assert!(message.contains("time limit of 200ms"), "{message}");
+    assert_eq!(call(&handle, "tick", "{}").await.as_deref(), Ok("0"));
+    assert_eq!(call(&handle, "count", "{}").await.as_deref(), Ok("0"));
+}
+
+#[tokio::test]
+async fn memory_and_output_limits_are_enforced() {
+    let trapper = limited_host(
+        Limits::default()
+            .memory_bytes(32 << 20)
+            .max_output_bytes(1000),
+    );
+    let mut worker = Worker::new();
+    worker.register_tools(trapper.definitions()).expect("registers");
+    let handle = worker.tool_server_handle();
+    let message = internal_message(call(&handle, "allocate", r#"{"mib":64}"#).await);
+    assert!(message.contains("memory") && message.contains("32 MiB"), "{message}");
+    assert_eq!(call(&handle, "allocate", r#"{"mib":1}"#).await.as_deref(), Ok("1048576"));
+
+    let message = internal_message(call(&handle, "big_output", r#"{"bytes":5000}"#).await);
+    assert!(message.contains("output limit of 1000 bytes"), "{message}");
+    assert_eq!(call(&handle, "big_output", r#"{"bytes":3}"#).await.as_deref(), Ok("xxx"));
+}
+
+#[tokio::test]
+async fn inputs_over_the_limit_never_reach_the_plugin() {
+    let trapper = limited_host(Limits::default().max_input_bytes(64));
+    let mut worker = Worker::new();
+    worker.register_tools(trapper.definitions()).expect("registers");
+    let handle = worker.tool_server_handle();
+    let big = format!(r#"{{"bytes":1,"pad":"{}"}}"#, "x".repeat(100));
+    let message = internal_message(call(&handle, "big_output", &big).await);
+    assert!(message.contains("Invalid argument") && message.contains("over the limit"), "{message}");
+}
+
+#[tokio::test]
+async fn repeated_failures_disable_the_instance() {
+    let trapper = limited_host(Limits::default().max_consecutive_failures(2));
+    let mut worker = Worker::new();
+    worker.register_tools(trapper.definitions()).expect("registers");
+    let handle = worker.tool_server_handle();
+    internal_message(call(&handle, "panic", "{}").await);
+    internal_message(call(&handle, "panic", "{}").await);
+    let message = internal_message(call(&handle, "tick", "{}").await);
+    assert!(message.contains("disabled") && message.contains("2 consecutive failures"), "{message}");
+
+    // A new session of the same plugin is not affected.
+    let mut fresh = Worker::new();
+    fresh.register_tools(trapper.definitions()).expect("registers");
+    assert_eq!(
+        fresh.tool_server_handle().call_tool("tick", "{}").await.as_deref(),
+        Ok("0")
+    );
+}
