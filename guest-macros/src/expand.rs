@@ -1,7 +1,7 @@
 //! Code generation: only `quote!`, from a validated [`Registry`].
 
-use proc_macro2::{Span, TokenStream};
 use proc_macro_crate::{FoundCrate, crate_name};
+use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 
@@ -38,9 +38,18 @@ pub(crate) fn tool_registry(attr: TokenStream, item: TokenStream) -> syn::Result
         ));
     }
     let item: syn::ItemImpl = syn::parse2(item).map_err(|e| {
-        syn::Error::new(e.span(), "#[tool_registry] goes on an impl block: `impl MyType { … }`")
+        syn::Error::new(
+            e.span(),
+            "#[tool_registry] goes on an impl block: `impl MyType { … }`",
+        )
     })?;
-    let registry = Registry::parse(item)?;
+    let registry = match Registry::parse(item) {
+        Ok(registry) => registry,
+        Err((error, cleaned)) => {
+            let error = error.into_compile_error();
+            return Ok(quote!(#error #cleaned));
+        }
+    };
     let krate = api_crate()?;
     Ok(expand(&registry, &krate))
 }
@@ -64,7 +73,10 @@ pub(crate) fn misplaced(name: &str, attr: TokenStream, item: TokenStream) -> Tok
 fn expand(registry: &Registry, krate: &TokenStream) -> TokenStream {
     let item = &registry.item;
     let self_ty = &item.self_ty;
-    let tools = registry.tools.iter().map(|tool| expand_tool(tool, self_ty, krate));
+    let tools = registry
+        .tools
+        .iter()
+        .map(|tool| expand_tool(tool, self_ty, krate));
     let definitions = registry.tools.iter().map(|tool| {
         let factory = format_ident!("{}_definition", tool.ident);
         quote!(self.#factory())
@@ -130,7 +142,10 @@ fn expand_tool(tool: &ToolMethod, self_ty: &syn::Type, krate: &TokenStream) -> T
             }
         }
     };
-    let tool_doc = format!("The tool `{name}`: runs `{self_ty}::{name}` on a clone of the registry value.", self_ty = quote!(#self_ty).to_string().replace(' ', ""));
+    let tool_doc = format!(
+        "The tool `{name}`: runs `{self_ty}::{name}` on a clone of the registry value.",
+        self_ty = quote!(#self_ty).to_string().replace(' ', "")
+    );
     let factory_doc = format!("The definition (factory) of the tool `{name}`.");
 
     quote! {

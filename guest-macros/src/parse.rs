@@ -3,8 +3,8 @@
 
 use syn::spanned::Spanned;
 use syn::{
-    Attribute, Expr, ExprLit, FnArg, GenericArgument, ImplItem, ImplItemFn, ItemImpl, Lit,
-    LitStr, Meta, Pat, PathArguments, ReturnType, Type,
+    Attribute, Expr, ExprLit, FnArg, GenericArgument, ImplItem, ImplItemFn, ItemImpl, Lit, LitStr,
+    Meta, Pat, PathArguments, ReturnType, Type,
 };
 
 /// A `#[tool_registry]` impl block and its tools.
@@ -61,7 +61,21 @@ fn is_marker(attr: &Attribute, name: &str) -> bool {
 }
 
 impl Registry {
-    pub(crate) fn parse(mut item: ItemImpl) -> syn::Result<Self> {
+    /// Parses and validates the impl block. On error, also returns the block with the markers
+    /// removed, so that the rest of the user's code still compiles and only the real errors
+    /// show.
+    pub(crate) fn parse(item: ItemImpl) -> Result<Self, (syn::Error, Box<ItemImpl>)> {
+        let mut cleaned = item.clone();
+        match Self::parse_inner(item) {
+            Ok(registry) => Ok(registry),
+            Err(error) => {
+                strip_markers(&mut cleaned);
+                Err((error, Box::new(cleaned)))
+            }
+        }
+    }
+
+    fn parse_inner(mut item: ItemImpl) -> syn::Result<Self> {
         let mut errors = Errors::default();
         if let Some((_, path, _)) = &item.trait_ {
             return Err(syn::Error::new_spanned(
@@ -78,6 +92,7 @@ impl Registry {
             ));
         }
         let mut tools: Vec<ToolMethod> = Vec::new();
+        let mut marked = 0;
         for impl_item in &mut item.items {
             let ImplItem::Fn(method) = impl_item else {
                 continue;
@@ -87,6 +102,7 @@ impl Registry {
             };
             // Keep the marker (so the user's `use …::tool` counts as used), tagged so that the
             // `#[tool]` macro knows it was read here and passes the method through.
+            marked += 1;
             let marker = method.attrs[position].clone();
             let path = marker.path().clone();
             method.attrs[position] = syn::parse_quote!(#[#path(__llm_worker_registered)]);
@@ -104,10 +120,7 @@ impl Registry {
                             &tool.ident,
                             format!("a tool named `{}` is defined twice", tool.ident),
                         );
-                        error.combine(syn::Error::new_spanned(
-                            &first.ident,
-                            "first defined here",
-                        ));
+                        error.combine(syn::Error::new_spanned(&first.ident, "first defined here"));
                         errors.push(error);
                     }
                     tools.push(tool);
@@ -115,7 +128,7 @@ impl Registry {
                 None => continue,
             }
         }
-        if tools.is_empty() {
+        if marked == 0 {
             errors.push(syn::Error::new(
                 item.self_ty.span(),
                 "#[tool_registry] found no #[tool] methods in this impl block; mark the \
@@ -147,7 +160,10 @@ impl ToolMethod {
             ));
         }
         if let Some(variadic) = &sig.variadic {
-            errors.push(syn::Error::new_spanned(variadic, "a #[tool] method cannot be variadic"));
+            errors.push(syn::Error::new_spanned(
+                variadic,
+                "a #[tool] method cannot be variadic",
+            ));
         }
         match sig.inputs.first() {
             Some(FnArg::Receiver(receiver))
@@ -228,6 +244,27 @@ impl ToolMethod {
             is_async: method.sig.asyncness.is_some(),
             output,
         })
+    }
+}
+
+/// Removes the `#[tool]` markers' effect and the `#[description]` attributes (which rustc does
+/// not accept on parameters) from an impl block.
+fn strip_markers(item: &mut ItemImpl) {
+    for impl_item in &mut item.items {
+        let ImplItem::Fn(method) = impl_item else {
+            continue;
+        };
+        for attr in &mut method.attrs {
+            if is_marker(attr, "tool") {
+                let path = attr.path().clone();
+                *attr = syn::parse_quote!(#[#path(__llm_worker_registered)]);
+            }
+        }
+        for input in &mut method.sig.inputs {
+            if let FnArg::Typed(typed) = input {
+                typed.attrs.retain(|attr| !is_marker(attr, "description"));
+            }
+        }
     }
 }
 
@@ -314,7 +351,7 @@ mod tests {
     use quote::quote;
 
     fn registry(tokens: proc_macro2::TokenStream) -> syn::Result<Registry> {
-        Registry::parse(syn::parse2(tokens)?)
+        Registry::parse(syn::parse2(tokens)?).map_err(|(error, _)| error)
     }
 
     #[test]
@@ -340,10 +377,17 @@ mod tests {
         .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(reg.tools.len(), 2);
         let search = &reg.tools[0];
-        assert_eq!(search.description.as_deref(), Some("First line.\nSecond line."));
+        assert_eq!(
+            search.description.as_deref(),
+            Some("First line.\nSecond line.")
+        );
         assert_eq!(search.args.len(), 1);
         assert_eq!(
-            search.args[0].description.as_ref().map(LitStr::value).as_deref(),
+            search.args[0]
+                .description
+                .as_ref()
+                .map(LitStr::value)
+                .as_deref(),
             Some("the query")
         );
         assert!(!search.is_async);
@@ -352,8 +396,9 @@ mod tests {
         assert!(bare.description.is_none());
         assert!(bare.is_async);
         assert!(matches!(bare.output, Output::Result { ok_is_string: true }));
-        // The markers are removed from the emitted impl.
-        let emitted = quote!(#(reg.item)).to_string();
+        // The argument markers are removed; the tool markers are tagged as read.
+        let item = &reg.item;
+        let emitted = quote!(#item).to_string();
         assert!(!emitted.contains("description"));
         assert!(emitted.contains("# [tool (__llm_worker_registered)]"));
     }

@@ -1,5 +1,5 @@
 //! Host LLM agent tools as sandboxed WebAssembly components.
-#![doc = include_str!("../README.md")]
+#![doc = include_str!("../../README.md")]
 
 mod hook;
 mod plugin;
@@ -9,8 +9,8 @@ mod tool_server;
 mod worker;
 
 pub use hook::{
-    PostToolCallAction, PostToolCallContext, PostToolCallHook, PreToolCallAction,
-    PreToolCallHook, ToolCall, ToolCallContext, ToolResult,
+    PostToolCallAction, PostToolCallContext, PostToolCallHook, PreToolCallAction, PreToolCallHook,
+    ToolCall, ToolCallContext, ToolResult,
 };
 pub use llm_worker_macros::{description, tool, tool_registry};
 pub use plugin::{LoadedPlugin, PluginError, PluginHost};

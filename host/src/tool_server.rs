@@ -67,7 +67,9 @@ impl ToolServerHandle {
     fn lock(&self) -> MutexGuard<'_, ToolMap> {
         // A panic while holding this lock cannot leave the map half-updated (every update is a
         // single insert), so a poisoned lock is still safe to use.
-        self.tools.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.tools
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Runs the factory (creating the tool's instance now) and registers the tool.

@@ -4,8 +4,8 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use crate::hook::{
-    PostToolCallAction, PostToolCallContext, PostToolCallHook, PreToolCallAction,
-    PreToolCallHook, ToolCall, ToolCallContext, ToolResult,
+    PostToolCallAction, PostToolCallContext, PostToolCallHook, PreToolCallAction, PreToolCallHook,
+    ToolCall, ToolCallContext, ToolResult,
 };
 use crate::tool::{Tool, ToolMeta, WorkerToolDefinition};
 use crate::tool_server::{ToolServer, ToolServerError, ToolServerHandle};
@@ -34,7 +34,9 @@ impl WorkerState for CacheLocked {}
 #[non_exhaustive]
 pub enum ToolRegistryError {
     /// A tool of this name is registered already (native or plugin alike).
-    #[error("Tool with name '{0}' already registered; rename one of the tools or register only one of them")]
+    #[error(
+        "Tool with name '{0}' already registered; rename one of the tools or register only one of them"
+    )]
     DuplicateName(String),
 }
 
@@ -83,7 +85,10 @@ impl Worker<Mutable> {
     }
 
     /// Runs `factory` now and registers the tool it creates.
-    pub fn register_tool(&mut self, factory: WorkerToolDefinition) -> Result<(), ToolRegistryError> {
+    pub fn register_tool(
+        &mut self,
+        factory: WorkerToolDefinition,
+    ) -> Result<(), ToolRegistryError> {
         self.tool_server
             .handle()
             .register_tool(factory)

@@ -37,11 +37,20 @@ pub fn plugin_dir() -> &'static Path {
             .env_remove("CARGO_TARGET_DIR")
             .env_remove("RUSTFLAGS")
             .env_remove("CARGO_ENCODED_RUSTFLAGS")
-            .args(["build", "--release", "--target", "wasm32-wasip2", "--target-dir"])
+            .args([
+                "build",
+                "--release",
+                "--target",
+                "wasm32-wasip2",
+                "--target-dir",
+            ])
             .arg(&target_dir)
             .status()
             .unwrap_or_else(|e| panic!("cannot run cargo to build the plugins: {e}"));
-        assert!(status.success(), "building plugins/ for wasm32-wasip2 failed");
+        assert!(
+            status.success(),
+            "building plugins/ for wasm32-wasip2 failed"
+        );
         target_dir.join("wasm32-wasip2").join("release")
     })
 }

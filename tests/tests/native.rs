@@ -65,7 +65,11 @@ impl App {
     /// Fails when asked to.
     #[tool]
     fn fallible(&self, fail: bool) -> Result<u32, String> {
-        if fail { Err("asked to fail".into()) } else { Ok(7) }
+        if fail {
+            Err("asked to fail".into())
+        } else {
+            Ok(7)
+        }
     }
 
     #[tool]
@@ -79,13 +83,24 @@ async fn spec_counter_runs_its_factory_at_registration_and_keeps_state() {
     let def = counter_definition(Arc::clone(&factory_calls));
     assert_eq!(factory_calls.load(Ordering::SeqCst), 0);
     worker.register_tool(def).expect("registers");
-    assert_eq!(factory_calls.load(Ordering::SeqCst), 1, "factory runs at registration");
+    assert_eq!(
+        factory_calls.load(Ordering::SeqCst),
+        1,
+        "factory runs at registration"
+    );
 
     let handle = worker.tool_server_handle();
     for expected in ["count: 0", "count: 1", "count: 2"] {
-        assert_eq!(handle.call_tool("counter", "{}").await.as_deref(), Ok(expected));
+        assert_eq!(
+            handle.call_tool("counter", "{}").await.as_deref(),
+            Ok(expected)
+        );
     }
-    assert_eq!(factory_calls.load(Ordering::SeqCst), 1, "calls reuse the instance");
+    assert_eq!(
+        factory_calls.load(Ordering::SeqCst),
+        1,
+        "calls reuse the instance"
+    );
 
     let (meta, _) = handle.get_tool("counter").expect("registered");
     assert_eq!(meta.description, "カウンターを増加");
@@ -95,16 +110,24 @@ async fn spec_counter_runs_its_factory_at_registration_and_keeps_state() {
 async fn macro_tools_register_natively_as_in_the_spec() {
     let app = App;
     let mut worker = Worker::new();
-    worker.register_tool(app.greet_definition()).expect("registers");
+    worker
+        .register_tool(app.greet_definition())
+        .expect("registers");
     let handle = worker.tool_server_handle();
 
     let (meta, _) = handle.get_tool("greet").expect("registered");
     assert_eq!(meta.description, "挨拶する");
-    assert_eq!(meta.input_schema["properties"]["name"]["description"], "名前");
+    assert_eq!(
+        meta.input_schema["properties"]["name"]["description"],
+        "名前"
+    );
     assert_eq!(meta.input_schema["required"], json!(["name"]));
     // A non-Result value is formatted with {:?}, as the spec says.
     assert_eq!(
-        handle.call_tool("greet", r#"{"name":"Alice"}"#).await.as_deref(),
+        handle
+            .call_tool("greet", r#"{"name":"Alice"}"#)
+            .await
+            .as_deref(),
         Ok("\"Hello, Alice!\"")
     );
 }
@@ -116,7 +139,10 @@ async fn macro_results_errors_and_fallback_descriptions() {
     assert_eq!(defs.len(), 3, "ToolRegistry lists every #[tool] method");
     let (meta, fallible) = app.fallible_definition()();
     assert_eq!(meta.name, "fallible");
-    assert_eq!(fallible.execute(r#"{"fail":false}"#).await.as_deref(), Ok("7"));
+    assert_eq!(
+        fallible.execute(r#"{"fail":false}"#).await.as_deref(),
+        Ok("7")
+    );
     assert_eq!(
         fallible.execute(r#"{"fail":true}"#).await,
         Err(ToolError::ExecutionFailed("asked to fail".into()))
@@ -166,7 +192,10 @@ async fn duplicate_names_are_refused_and_batches_are_all_or_nothing() {
         Err(ToolRegistryError::DuplicateName("c".into()))
     );
     let handle = worker.tool_server_handle();
-    assert!(handle.get_tool("b").is_none(), "a failed batch registers nothing");
+    assert!(
+        handle.get_tool("b").is_none(),
+        "a failed batch registers nothing"
+    );
     assert_eq!(handle.tool_definitions_sorted().len(), 1);
 }
 
@@ -190,7 +219,9 @@ async fn unknown_tools_are_not_found() {
 #[tokio::test]
 async fn tool_errors_surface_through_call_tool() {
     let mut worker = Worker::new();
-    worker.register_tool(App.fallible_definition()).expect("registers");
+    worker
+        .register_tool(App.fallible_definition())
+        .expect("registers");
     assert_eq!(
         worker
             .tool_server_handle()
@@ -220,7 +251,9 @@ async fn pre_hooks_rewrite_skip_and_abort_in_order() {
 
     let log = Arc::clone(&seen);
     worker.add_pre_tool_call_hook(move |ctx: &mut ToolCallContext| {
-        log.lock().unwrap_or_else(|p| p.into_inner()).push(format!("first:{}", ctx.call.id));
+        log.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(format!("first:{}", ctx.call.id));
         if ctx.meta.name == "echo" {
             ctx.call.input["rewritten"] = json!(true);
         }
@@ -231,7 +264,9 @@ async fn pre_hooks_rewrite_skip_and_abort_in_order() {
     });
     let log = Arc::clone(&seen);
     worker.add_pre_tool_call_hook(move |ctx: &mut ToolCallContext| {
-        log.lock().unwrap_or_else(|p| p.into_inner()).push(format!("second:{}", ctx.call.id));
+        log.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(format!("second:{}", ctx.call.id));
         PreToolCallAction::Continue
     });
 
@@ -264,7 +299,10 @@ async fn pre_hooks_rewrite_skip_and_abort_in_order() {
         }
     });
     let aborted = worker
-        .execute_tool_calls(vec![call("a", "echo", json!({})), call("c", "other", json!({}))])
+        .execute_tool_calls(vec![
+            call("a", "echo", json!({})),
+            call("c", "other", json!({})),
+        ])
         .await;
     assert_eq!(
         aborted,
@@ -301,7 +339,9 @@ async fn post_hooks_rewrite_results_and_abort() {
     let aborted = worker
         .execute_tool_calls(vec![call("1", "echo", json!({}))])
         .await;
-    assert!(matches!(aborted, Err(WorkerError::HookAborted { reason, .. }) if reason == "result rejected"));
+    assert!(
+        matches!(aborted, Err(WorkerError::HookAborted { reason, .. }) if reason == "result rejected")
+    );
 }
 
 #[tokio::test]
@@ -322,7 +362,11 @@ async fn locking_keeps_tools_and_hooks_and_unlocking_allows_registration() {
     assert_eq!(results[0].content, "hooked");
     let mut worker = locked.unlock();
     worker.register_tool(named("b")).expect("registers again");
-    assert_eq!(handle.tool_definitions_sorted().len(), 2, "handles see later registrations");
+    assert_eq!(
+        handle.tool_definitions_sorted().len(),
+        2,
+        "handles see later registrations"
+    );
 }
 
 #[tokio::test]

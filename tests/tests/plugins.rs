@@ -16,7 +16,11 @@ fn worker_with(plugins: &[&str]) -> Worker {
     worker
 }
 
-async fn call(handle: &ToolServerHandle, tool: &str, input: &str) -> Result<String, ToolServerError> {
+async fn call(
+    handle: &ToolServerHandle,
+    tool: &str,
+    input: &str,
+) -> Result<String, ToolServerError> {
     handle.call_tool(tool, input).await
 }
 
@@ -28,7 +32,11 @@ async fn a_counter_counts_within_a_session_and_restarts_in_a_new_one() {
     }
     let second = worker_with(&["counter"]).tool_server_handle();
     assert_eq!(call(&second, "count", "{}").await.as_deref(), Ok("0"));
-    assert_eq!(call(&first, "count", "{}").await.as_deref(), Ok("3"), "sessions are isolated");
+    assert_eq!(
+        call(&first, "count", "{}").await.as_deref(),
+        Ok("3"),
+        "sessions are isolated"
+    );
 }
 
 #[tokio::test]
@@ -38,9 +46,22 @@ async fn tools_of_one_plugin_share_one_instance() {
     call(&handle, "count", "{}").await.expect("count");
     assert_eq!(call(&handle, "peek", "{}").await.as_deref(), Ok("2"));
 
-    assert_eq!(call(&handle, "add_note", r#"{"text":"milk"}"#).await.as_deref(), Ok("1"));
-    assert_eq!(call(&handle, "add_note", r#"{"text":"eggs"}"#).await.as_deref(), Ok("2"));
-    assert_eq!(call(&handle, "list_notes", "{}").await.as_deref(), Ok("milk\neggs"));
+    assert_eq!(
+        call(&handle, "add_note", r#"{"text":"milk"}"#)
+            .await
+            .as_deref(),
+        Ok("1")
+    );
+    assert_eq!(
+        call(&handle, "add_note", r#"{"text":"eggs"}"#)
+            .await
+            .as_deref(),
+        Ok("2")
+    );
+    assert_eq!(
+        call(&handle, "list_notes", "{}").await.as_deref(),
+        Ok("milk\neggs")
+    );
 }
 
 #[tokio::test]
@@ -66,7 +87,10 @@ async fn plugin_and_native_tools_share_one_namespace() {
                 Ok(String::new())
             }
         }
-        (ToolMeta::new("greet"), std::sync::Arc::new(Nop) as std::sync::Arc<dyn Tool>)
+        (
+            ToolMeta::new("greet"),
+            std::sync::Arc::new(Nop) as std::sync::Arc<dyn Tool>,
+        )
     });
     assert_eq!(
         worker.register_tool(native),
@@ -88,12 +112,15 @@ async fn bad_input_is_an_invalid_argument() {
         }
         other => panic!("expected InvalidArgument, got {other:?}"),
     }
-    assert_eq!(tool.execute(r#"{"name":"Ada"}"#).await.as_deref(), Ok("\"Hello, Ada!\""));
+    assert_eq!(
+        tool.execute(r#"{"name":"Ada"}"#).await.as_deref(),
+        Ok("\"Hello, Ada!\"")
+    );
 }
 
 fn span(result: &ToolResult) -> (u64, u64) {
-    let value: Value = serde_json::from_str(&result.content)
-        .unwrap_or_else(|e| panic!("{e}: {}", result.content));
+    let value: Value =
+        serde_json::from_str(&result.content).unwrap_or_else(|e| panic!("{e}: {}", result.content));
     let field = |name: &str| value[name].as_u64().unwrap_or_else(|| panic!("no {name}"));
     (field("start"), field("end"))
 }
@@ -136,7 +163,10 @@ async fn busy_calls_to_different_instances_overlap() {
     };
     let (a_start, a_end) = span(&result(ra));
     let (b_start, b_end) = span(&result(rb));
-    assert!(a_start < b_end && b_start < a_end, "a {a_start}..{a_end}, b {b_start}..{b_end}");
+    assert!(
+        a_start < b_end && b_start < a_end,
+        "a {a_start}..{a_end}, b {b_start}..{b_end}"
+    );
 }
 
 /// Calls to one instance run one at a time, in parallel batches too.
@@ -199,7 +229,10 @@ fn components_of_another_world_are_refused() {
     let error = load_error(&other);
     assert!(matches!(error, PluginError::WrongWorld { .. }), "{error}");
     let message = error.to_string();
-    assert!(message.contains("tools and execute") && message.contains("exports run"), "{message}");
+    assert!(
+        message.contains("tools and execute") && message.contains("exports run"),
+        "{message}"
+    );
 }
 
 #[test]
@@ -223,7 +256,9 @@ fn another_version_of_the_contract_is_refused_naming_both() {
         .expect("wat");
     let error = load_error(&future);
     match &error {
-        PluginError::WrongVersion { found, expected, .. } => {
+        PluginError::WrongVersion {
+            found, expected, ..
+        } => {
             assert_eq!(found, "1.0.0");
             assert_eq!(expected, "0.1.0");
         }
@@ -239,8 +274,14 @@ fn unknown_imports_are_refused_naming_the_import() {
     )
     .expect("wat");
     let error = load_error(&needs);
-    assert!(matches!(error, PluginError::UnsupportedImport { .. }), "{error}");
-    assert!(error.to_string().contains("evil:host/escape@1.0.0"), "{error}");
+    assert!(
+        matches!(error, PluginError::UnsupportedImport { .. }),
+        "{error}"
+    );
+    assert!(
+        error.to_string().contains("evil:host/escape@1.0.0"),
+        "{error}"
+    );
 }
 
 #[test]
@@ -277,18 +318,34 @@ async fn a_trap_restarts_the_instance_and_other_tools_keep_working() {
     assert_eq!(call(&handle, "count", "{}").await.as_deref(), Ok("0"));
 
     let message = internal_message(call(&handle, "panic", "{}").await);
-    assert!(message.contains("trapper") && message.contains("panic"), "{message}");
-    assert!(message.contains("restarted") && message.contains("state was lost"), "{message}");
+    assert!(
+        message.contains("trapper") && message.contains("panic"),
+        "{message}"
+    );
+    assert!(
+        message.contains("restarted") && message.contains("state was lost"),
+        "{message}"
+    );
 
-    assert_eq!(call(&handle, "tick", "{}").await.as_deref(), Ok("0"), "a fresh instance");
-    assert_eq!(call(&handle, "count", "{}").await.as_deref(), Ok("1"), "others unaffected");
+    assert_eq!(
+        call(&handle, "tick", "{}").await.as_deref(),
+        Ok("0"),
+        "a fresh instance"
+    );
+    assert_eq!(
+        call(&handle, "count", "{}").await.as_deref(),
+        Ok("1"),
+        "others unaffected"
+    );
 }
 
 #[tokio::test]
 async fn an_endless_loop_hits_the_time_limit() {
     let trapper = limited_host(Limits::default().call_timeout(Duration::from_millis(200)));
     let mut worker = Worker::new();
-    worker.register_tools(trapper.definitions()).expect("registers");
+    worker
+        .register_tools(trapper.definitions())
+        .expect("registers");
     worker
         .register_tools(plugin("counter").definitions())
         .expect("registers");
@@ -307,44 +364,73 @@ async fn memory_and_output_limits_are_enforced() {
             .max_output_bytes(1000),
     );
     let mut worker = Worker::new();
-    worker.register_tools(trapper.definitions()).expect("registers");
+    worker
+        .register_tools(trapper.definitions())
+        .expect("registers");
     let handle = worker.tool_server_handle();
     let message = internal_message(call(&handle, "allocate", r#"{"mib":64}"#).await);
-    assert!(message.contains("memory") && message.contains("32 MiB"), "{message}");
-    assert_eq!(call(&handle, "allocate", r#"{"mib":1}"#).await.as_deref(), Ok("1048576"));
+    assert!(
+        message.contains("memory") && message.contains("32 MiB"),
+        "{message}"
+    );
+    assert_eq!(
+        call(&handle, "allocate", r#"{"mib":1}"#).await.as_deref(),
+        Ok("1048576")
+    );
 
     let message = internal_message(call(&handle, "big_output", r#"{"bytes":5000}"#).await);
     assert!(message.contains("output limit of 1000 bytes"), "{message}");
-    assert_eq!(call(&handle, "big_output", r#"{"bytes":3}"#).await.as_deref(), Ok("xxx"));
+    assert_eq!(
+        call(&handle, "big_output", r#"{"bytes":3}"#)
+            .await
+            .as_deref(),
+        Ok("xxx")
+    );
 }
 
 #[tokio::test]
 async fn inputs_over_the_limit_never_reach_the_plugin() {
     let trapper = limited_host(Limits::default().max_input_bytes(64));
     let mut worker = Worker::new();
-    worker.register_tools(trapper.definitions()).expect("registers");
+    worker
+        .register_tools(trapper.definitions())
+        .expect("registers");
     let handle = worker.tool_server_handle();
     let big = format!(r#"{{"bytes":1,"pad":"{}"}}"#, "x".repeat(100));
     let message = internal_message(call(&handle, "big_output", &big).await);
-    assert!(message.contains("Invalid argument") && message.contains("over the limit"), "{message}");
+    assert!(
+        message.contains("Invalid argument") && message.contains("over the limit"),
+        "{message}"
+    );
 }
 
 #[tokio::test]
 async fn repeated_failures_disable_the_instance() {
     let trapper = limited_host(Limits::default().max_consecutive_failures(2));
     let mut worker = Worker::new();
-    worker.register_tools(trapper.definitions()).expect("registers");
+    worker
+        .register_tools(trapper.definitions())
+        .expect("registers");
     let handle = worker.tool_server_handle();
     internal_message(call(&handle, "panic", "{}").await);
     internal_message(call(&handle, "panic", "{}").await);
     let message = internal_message(call(&handle, "tick", "{}").await);
-    assert!(message.contains("disabled") && message.contains("2 consecutive failures"), "{message}");
+    assert!(
+        message.contains("disabled") && message.contains("2 consecutive failures"),
+        "{message}"
+    );
 
     // A new session of the same plugin is not affected.
     let mut fresh = Worker::new();
-    fresh.register_tools(trapper.definitions()).expect("registers");
+    fresh
+        .register_tools(trapper.definitions())
+        .expect("registers");
     assert_eq!(
-        fresh.tool_server_handle().call_tool("tick", "{}").await.as_deref(),
+        fresh
+            .tool_server_handle()
+            .call_tool("tick", "{}")
+            .await
+            .as_deref(),
         Ok("0")
     );
 }

@@ -7,7 +7,9 @@ wasmtime::component::bindgen!({
     exports: { default: async },
 });
 
-pub(crate) use self::llm_worker::tool::types::{ToolError as WitToolError, ToolMeta as WitToolMeta};
+pub(crate) use self::llm_worker::tool::types::{
+    ToolError as WitToolError, ToolMeta as WitToolMeta,
+};
 
 impl From<WitToolError> for crate::ToolError {
     fn from(error: WitToolError) -> Self {

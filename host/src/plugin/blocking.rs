@@ -39,10 +39,7 @@ where
             tokio::task::block_in_place(|| handle.block_on(future))
         }
         Ok(_) => std::thread::scope(|scope| {
-            match scope
-                .spawn(|| fallback_runtime().block_on(future))
-                .join()
-            {
+            match scope.spawn(|| fallback_runtime().block_on(future)).join() {
                 Ok(output) => output,
                 Err(panic) => std::panic::resume_unwind(panic),
             }

@@ -244,7 +244,10 @@ impl Tool for PluginTool {
 
 impl PluginTool {
     /// The definition's factory: start the session's instance, return the meta and the tool.
-    pub(crate) fn create(session: &Arc<PluginSession>, meta: &ToolMeta) -> (ToolMeta, Arc<dyn Tool>) {
+    pub(crate) fn create(
+        session: &Arc<PluginSession>,
+        meta: &ToolMeta,
+    ) -> (ToolMeta, Arc<dyn Tool>) {
         session.start_now();
         let tool = PluginTool {
             session: Arc::clone(session),
@@ -306,7 +309,10 @@ pub(crate) async fn read_tools(image: &PluginImage) -> Result<Vec<WitToolMeta>, 
 /// Says which limit a failed call hit, or how it trapped.
 fn describe(limits: &Limits, error: &wasmtime::Error) -> String {
     if error.downcast_ref::<TimedOut>().is_some() {
-        format!("it ran longer than its time limit of {:?}", limits.call_timeout)
+        format!(
+            "it ran longer than its time limit of {:?}",
+            limits.call_timeout
+        )
     } else if error.downcast_ref::<MemoryLimitExceeded>().is_some() {
         format!(
             "it needed more memory than its limit of {} MiB",

@@ -276,7 +276,11 @@ impl PluginHost {
 
     /// Compiles and validates a plugin given as bytes; `path` names it in messages and its
     /// file stem becomes the plugin's name.
-    pub fn load_bytes(&self, path: impl AsRef<Path>, bytes: &[u8]) -> Result<LoadedPlugin, PluginError> {
+    pub fn load_bytes(
+        &self,
+        path: impl AsRef<Path>,
+        bytes: &[u8],
+    ) -> Result<LoadedPlugin, PluginError> {
         let path = path.as_ref();
         match bytes.get(..8) {
             Some([0, b'a', b's', b'm', 0x0d, 0x00, 0x01, 0x00]) => {}
@@ -303,14 +307,12 @@ impl PluginHost {
                 reason: format!("{e:#}"),
             })?;
         self.check_version(path, &component)?;
-        let pre = self
-            .inner
-            .linker
-            .instantiate_pre(&component)
-            .map_err(|e| PluginError::UnsupportedImport {
+        let pre = self.inner.linker.instantiate_pre(&component).map_err(|e| {
+            PluginError::UnsupportedImport {
                 path: path.to_owned(),
                 reason: format!("{e:#}"),
-            })?;
+            }
+        })?;
         self.check_exports(path, &component)?;
         let pre = ToolPluginPre::new(pre).map_err(|e| PluginError::WrongWorld {
             path: path.to_owned(),
@@ -363,7 +365,11 @@ impl PluginHost {
             {
                 return Err(PluginError::WrongVersion {
                     path: path.to_owned(),
-                    found: if found.is_empty() { "(unversioned)".into() } else { found.into() },
+                    found: if found.is_empty() {
+                        "(unversioned)".into()
+                    } else {
+                        found.into()
+                    },
                     expected: VERSION.into(),
                 });
             }
@@ -375,7 +381,10 @@ impl PluginHost {
     fn check_exports(&self, path: &Path, component: &Component) -> Result<(), PluginError> {
         let engine = &self.inner.engine;
         let ty = component.component_type();
-        let exports: Vec<String> = ty.exports(engine).map(|(name, _)| name.to_owned()).collect();
+        let exports: Vec<String> = ty
+            .exports(engine)
+            .map(|(name, _)| name.to_owned())
+            .collect();
         let missing: Vec<&str> = ["tools", "execute"]
             .into_iter()
             .filter(|needed| !exports.iter().any(|e| e == needed))
@@ -454,9 +463,12 @@ pub(crate) struct PluginImage {
 impl PluginImage {
     fn same_tools(&self, tools: &[WitToolMeta]) -> bool {
         tools.len() == self.raw.len()
-            && tools.iter().zip(&self.raw).all(|(t, (name, description, schema))| {
-                &t.name == name && &t.description == description && &t.input_schema == schema
-            })
+            && tools
+                .iter()
+                .zip(&self.raw)
+                .all(|(t, (name, description, schema))| {
+                    &t.name == name && &t.description == description && &t.input_schema == schema
+                })
     }
 }
 
@@ -510,8 +522,7 @@ impl LoadedPlugin {
             .map(|meta| {
                 let session = Arc::clone(&session);
                 let meta = meta.clone();
-                let factory: ToolDefinition =
-                    Arc::new(move || PluginTool::create(&session, &meta));
+                let factory: ToolDefinition = Arc::new(move || PluginTool::create(&session, &meta));
                 factory
             })
             .collect()

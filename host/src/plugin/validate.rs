@@ -21,8 +21,10 @@ pub(crate) enum ToolListProblem {
 /// Whether two versions of our package are compatible: the same major version, or for 0.x the
 /// same minor version (semver's rule, as wasmtime applies it when linking).
 pub(crate) fn compatible_version(found: &str) -> bool {
-    let (Ok(found), Ok(ours)) = (semver::Version::parse(found), semver::Version::parse(VERSION))
-    else {
+    let (Ok(found), Ok(ours)) = (
+        semver::Version::parse(found),
+        semver::Version::parse(VERSION),
+    ) else {
         return false;
     };
     if ours.major == 0 {
@@ -88,10 +90,12 @@ pub(crate) fn check_tools<'a>(
         if !seen.insert(name) {
             return Err(ToolListProblem::Duplicate(name.to_owned()));
         }
-        schemas.push(parse_schema(schema).map_err(|reason| ToolListProblem::BadSchema {
-            tool: name.to_owned(),
-            reason,
-        })?);
+        schemas.push(
+            parse_schema(schema).map_err(|reason| ToolListProblem::BadSchema {
+                tool: name.to_owned(),
+                reason,
+            })?,
+        );
     }
     if schemas.is_empty() {
         return Err(ToolListProblem::Empty);
@@ -114,7 +118,10 @@ mod tests {
 
     #[test]
     fn package_version_is_read_from_names() {
-        assert_eq!(package_version("llm-worker:tool/types@0.1.0"), Some("0.1.0"));
+        assert_eq!(
+            package_version("llm-worker:tool/types@0.1.0"),
+            Some("0.1.0")
+        );
         assert_eq!(package_version("llm-worker:tool/types"), Some(""));
         assert_eq!(package_version("wasi:io/streams@0.2.0"), None);
     }

@@ -10,7 +10,11 @@ pub struct Calc;
 impl Calc {
     /// Adds two numbers.
     #[tool]
-    fn add(&self, #[description = "First addend"] a: f64, #[description = "Second addend"] b: f64) -> f64 {
+    fn add(
+        &self,
+        #[description = "First addend"] a: f64,
+        #[description = "Second addend"] b: f64,
+    ) -> f64 {
         a + b
     }
 

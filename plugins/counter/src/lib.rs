@@ -31,8 +31,8 @@ llm_worker_guest::export_plugin!(Counter);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use llm_worker_guest::ToolRegistry;
     use llm_worker_guest::__private::block_on;
+    use llm_worker_guest::ToolRegistry;
 
     #[test]
     fn counts_within_one_registration() {

@@ -14,7 +14,10 @@ impl Default for MyApp {
             documents: vec![
                 ("wasmtime", "A fast and secure runtime for WebAssembly"),
                 ("wasi", "The WebAssembly System Interface"),
-                ("component model", "Composable, language-neutral WebAssembly components"),
+                (
+                    "component model",
+                    "Composable, language-neutral WebAssembly components",
+                ),
                 ("mcp", "The Model Context Protocol for tools and resources"),
             ],
         }

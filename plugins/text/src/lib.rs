@@ -39,7 +39,11 @@ impl Text {
         #[description = "Text to put before the result, if any"] prefix: Option<String>,
     ) -> Result<String, String> {
         let joined = words.join(&style.separator);
-        let joined = if style.uppercase { joined.to_uppercase() } else { joined };
+        let joined = if style.uppercase {
+            joined.to_uppercase()
+        } else {
+            joined
+        };
         Ok(format!("{}{joined}", prefix.unwrap_or_default()))
     }
 
@@ -55,7 +59,11 @@ impl Text {
 
     /// Converts a text to upper or lower case.
     #[tool]
-    fn convert_case(&self, #[description = "The text"] text: String, #[description = "The case"] case: Case) -> Result<String, String> {
+    fn convert_case(
+        &self,
+        #[description = "The text"] text: String,
+        #[description = "The case"] case: Case,
+    ) -> Result<String, String> {
         Ok(match case {
             Case::Upper => text.to_uppercase(),
             Case::Lower => text.to_lowercase(),

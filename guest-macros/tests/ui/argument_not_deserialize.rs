@@ -1,0 +1,17 @@
+use llm_worker_guest::{tool, tool_registry};
+
+#[derive(Clone)]
+struct App;
+
+struct Opaque;
+
+#[tool_registry]
+impl App {
+    #[tool]
+    fn take(&self, value: Opaque) -> String {
+        let _ = value;
+        String::new()
+    }
+}
+
+fn main() {}
