@@ -196,7 +196,10 @@ async fn text_takes_options_vectors_nested_structs_and_enums() {
             .call_tool("convert_case", r#"{"text":"x","case":"title"}"#)
             .await,
     );
-    assert!(message.contains("unknown variant `title`"), "{message}");
+    assert!(
+        message.starts_with("Invalid argument:") && message.contains(r#"at /case: "title""#),
+        "the host checks the schema before the plugin runs: {message}"
+    );
 }
 
 #[tokio::test]

@@ -11,6 +11,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::PluginImage;
 use super::bindings::{ToolPlugin, WitToolMeta};
+use super::output::{PluginOutput, stderr_tail};
 use crate::policy::Limits;
 use crate::tool::{Tool, ToolError, ToolMeta};
 
@@ -24,6 +25,7 @@ pub(crate) struct PluginState {
     table: ResourceTable,
     limiter: InstanceLimiter,
     deadline: Instant,
+    output: PluginOutput,
 }
 
 impl WasiView for PluginState {
@@ -97,6 +99,20 @@ struct LiveInstance {
     bindings: ToolPlugin,
 }
 
+impl LiveInstance {
+    fn output(&self) -> PluginOutput {
+        self.store.data().output.clone()
+    }
+}
+
+/// A failure message with the end of the plugin's stderr, where it said something.
+fn with_stderr(message: String, stderr: &str) -> String {
+    match stderr_tail(stderr) {
+        Some(tail) => format!("{message} (its stderr: {tail})"),
+        None => message,
+    }
+}
+
 /// The instance slot of a session: the live instance (if any) and the failure count.
 #[derive(Default)]
 struct Slot {
@@ -157,7 +173,12 @@ impl PluginSession {
         }
     }
 
-    async fn call(&self, tool: &str, input_json: &str) -> Result<String, ToolError> {
+    async fn call(
+        &self,
+        tool: &str,
+        validator: &jsonschema::Validator,
+        input_json: &str,
+    ) -> Result<String, ToolError> {
         let image = &self.image;
         let limits = &image.limits;
         if input_json.len() > limits.max_input_bytes {
@@ -167,11 +188,14 @@ impl PluginSession {
                 limits.max_input_bytes
             )));
         }
-        if let Err(error) = serde_json::from_str::<serde::de::IgnoredAny>(input_json) {
-            return Err(ToolError::InvalidArgument(format!(
+        let input: serde_json::Value = serde_json::from_str(input_json).map_err(|error| {
+            ToolError::InvalidArgument(format!(
                 "the input of tool '{tool}' is not valid JSON: {error}"
-            )));
-        }
+            ))
+        })?;
+        super::validate::check_input(validator, tool, &input)
+            .map_err(ToolError::InvalidArgument)?;
+        drop(input);
 
         let mut slot = self.slot.lock().await;
         if slot.consecutive_failures >= limits.max_consecutive_failures {
@@ -192,12 +216,14 @@ impl PluginSession {
             )));
         };
         live.store.data_mut().deadline = Instant::now() + limits.call_timeout;
+        let output = live.output();
         let outcome = tokio::time::timeout(
             limits.call_timeout + TIMEOUT_GRACE,
             live.bindings
                 .call_execute(&mut live.store, tool, input_json),
         )
         .await;
+        let stderr = output.flush_to_log(&image.name);
         let failure = match outcome {
             Ok(Ok(result)) => {
                 slot.consecutive_failures = 0;
@@ -219,10 +245,13 @@ impl PluginSession {
         // A trap leaves the store unusable: drop it, and start afresh on the next call.
         slot.live = None;
         slot.consecutive_failures += 1;
-        let message = format!(
-            "tool '{tool}' of plugin '{}' failed: {failure}; the instance was restarted and \
-             its state was lost",
-            image.name
+        let message = with_stderr(
+            format!(
+                "tool '{tool}' of plugin '{}' failed: {failure}; the instance was restarted \
+                 and its state was lost",
+                image.name
+            ),
+            &stderr,
         );
         tracing::warn!(plugin = %image.name, tool, "{message}");
         Err(ToolError::Internal(message))
@@ -231,14 +260,17 @@ impl PluginSession {
 
 /// One tool of a plugin session, as a [`Tool`].
 pub(crate) struct PluginTool {
-    pub(crate) session: Arc<PluginSession>,
-    pub(crate) name: String,
+    session: Arc<PluginSession>,
+    name: String,
+    validator: Arc<jsonschema::Validator>,
 }
 
 #[async_trait]
 impl Tool for PluginTool {
     async fn execute(&self, input_json: &str) -> Result<String, ToolError> {
-        self.session.call(&self.name, input_json).await
+        self.session
+            .call(&self.name, &self.validator, input_json)
+            .await
     }
 }
 
@@ -247,11 +279,13 @@ impl PluginTool {
     pub(crate) fn create(
         session: &Arc<PluginSession>,
         meta: &ToolMeta,
+        validator: &Arc<jsonschema::Validator>,
     ) -> (ToolMeta, Arc<dyn Tool>) {
         session.start_now();
         let tool = PluginTool {
             session: Arc::clone(session),
             name: meta.name.clone(),
+            validator: Arc::clone(validator),
         };
         (meta.clone(), Arc::new(tool))
     }
@@ -259,10 +293,16 @@ impl PluginTool {
 
 fn new_store(image: &PluginImage) -> Store<PluginState> {
     let limits = &image.limits;
-    // Deny by default: no arguments, environment, directories or sockets; stdin is closed and
-    // stdout/stderr are discarded.
+    // Deny by default: no arguments, environment, directories or sockets; stdin is closed;
+    // stdout and stderr go to bounded buffers drained to the log.
+    let output = PluginOutput::default();
+    let wasi = WasiCtx::builder()
+        .stdout(output.stdout.clone())
+        .stderr(output.stderr.clone())
+        .build();
     let state = PluginState {
-        wasi: WasiCtx::builder().build(),
+        wasi,
+        output,
         table: ResourceTable::new(),
         limiter: InstanceLimiter {
             memory_limit: limits.memory_bytes,
@@ -288,15 +328,17 @@ fn new_store(image: &PluginImage) -> Store<PluginState> {
 async fn instantiate(image: &PluginImage) -> Result<(LiveInstance, Vec<WitToolMeta>), String> {
     let limits = &image.limits;
     let mut store = new_store(image);
+    let output = store.data().output.clone();
     let started = tokio::time::timeout(limits.call_timeout + TIMEOUT_GRACE, async {
         let bindings = image.pre.instantiate_async(&mut store).await?;
         let tools = bindings.call_tools(&mut store).await?;
         wasmtime::Result::Ok((bindings, tools))
     })
     .await;
+    let stderr = output.flush_to_log(&image.name);
     match started {
         Ok(Ok((bindings, tools))) => Ok((LiveInstance { store, bindings }, tools)),
-        Ok(Err(error)) => Err(describe(limits, &error)),
+        Ok(Err(error)) => Err(with_stderr(describe(limits, &error), &stderr)),
         Err(_) => Err(describe(limits, &wasmtime::Error::new(TimedOut))),
     }
 }

@@ -4,6 +4,7 @@
 mod bindings;
 mod blocking;
 mod instance;
+mod output;
 mod validate;
 
 use std::path::{Path, PathBuf};
@@ -329,15 +330,16 @@ impl PluginHost {
             .collect();
         let schemas = validate::check_tools(raw.iter().map(|(n, _, s)| (n.as_str(), s.as_str())))
             .map_err(|problem| tool_list_error(path, problem))?;
-        let metas = raw
-            .iter()
-            .zip(schemas)
-            .map(|((name, description, _), schema)| {
+        let mut metas = Vec::with_capacity(raw.len());
+        let mut validators = Vec::with_capacity(raw.len());
+        for ((name, description, _), checked) in raw.iter().zip(schemas) {
+            metas.push(
                 ToolMeta::new(name)
                     .description(description)
-                    .input_schema(schema)
-            })
-            .collect();
+                    .input_schema(checked.schema),
+            );
+            validators.push(Arc::new(checked.validator));
+        }
         Ok(LoadedPlugin {
             image: Arc::new(PluginImage {
                 name,
@@ -347,6 +349,7 @@ impl PluginHost {
                 _host: Arc::clone(&self.inner),
                 raw,
                 metas,
+                validators,
             }),
         })
     }
@@ -425,6 +428,7 @@ impl PluginHost {
             _host: Arc::clone(&self.inner),
             raw: Vec::new(),
             metas: Vec::new(),
+            validators: Vec::new(),
         };
         blocking::block_on(instance::read_tools(&probe)).map_err(startup)
     }
@@ -458,6 +462,8 @@ pub(crate) struct PluginImage {
     /// The tool list read at load (name, description, schema text), for comparing instances.
     raw: Vec<(String, String, String)>,
     metas: Vec<ToolMeta>,
+    /// The compiled input schema of each tool, in the order of `metas`.
+    validators: Vec<Arc<jsonschema::Validator>>,
 }
 
 impl PluginImage {
@@ -519,10 +525,13 @@ impl LoadedPlugin {
         self.image
             .metas
             .iter()
-            .map(|meta| {
+            .zip(&self.image.validators)
+            .map(|(meta, validator)| {
                 let session = Arc::clone(&session);
                 let meta = meta.clone();
-                let factory: ToolDefinition = Arc::new(move || PluginTool::create(&session, &meta));
+                let validator = Arc::clone(validator);
+                let factory: ToolDefinition =
+                    Arc::new(move || PluginTool::create(&session, &meta, &validator));
                 factory
             })
             .collect()

@@ -75,11 +75,53 @@ pub(crate) fn parse_schema(text: &str) -> Result<Value, String> {
     Ok(schema)
 }
 
-/// Checks a plugin's tool list: at least one tool, valid and unique names, object schemas.
-/// Returns the parsed schemas in order.
+/// A tool's input schema, parsed and compiled for checking inputs.
+pub(crate) struct CheckedSchema {
+    pub(crate) schema: Value,
+    pub(crate) validator: jsonschema::Validator,
+}
+
+/// Compiles a schema; remote `$ref`s are not fetched (the host makes no network requests).
+fn compile_schema(schema: Value) -> Result<CheckedSchema, String> {
+    let validator = jsonschema::validator_for(&schema)
+        .map_err(|e| format!("it is not a valid JSON Schema: {e}"))?;
+    Ok(CheckedSchema { schema, validator })
+}
+
+/// Checks an input against a tool's schema; the message lists every problem with its JSON
+/// path, so a model can correct its call.
+pub(crate) fn check_input(
+    validator: &jsonschema::Validator,
+    tool: &str,
+    input: &Value,
+) -> Result<(), String> {
+    let problems: Vec<String> = validator
+        .iter_errors(input)
+        .take(20)
+        .map(|error| {
+            let path = error.instance_path().to_string();
+            let path = if path.is_empty() {
+                "/".to_owned()
+            } else {
+                path
+            };
+            format!("at {path}: {error}")
+        })
+        .collect();
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "the input of tool '{tool}' does not match its input schema: {}",
+        problems.join("; ")
+    ))
+}
+
+/// Checks a plugin's tool list: at least one tool, valid and unique names, valid JSON Schemas
+/// of objects. Returns the compiled schemas in order.
 pub(crate) fn check_tools<'a>(
     tools: impl IntoIterator<Item = (&'a str, &'a str)>,
-) -> Result<Vec<Value>, ToolListProblem> {
+) -> Result<Vec<CheckedSchema>, ToolListProblem> {
     let mut seen = HashSet::new();
     let mut schemas = Vec::new();
     for (name, schema) in tools {
@@ -90,12 +132,13 @@ pub(crate) fn check_tools<'a>(
         if !seen.insert(name) {
             return Err(ToolListProblem::Duplicate(name.to_owned()));
         }
-        schemas.push(
-            parse_schema(schema).map_err(|reason| ToolListProblem::BadSchema {
+        let checked = parse_schema(schema)
+            .and_then(compile_schema)
+            .map_err(|reason| ToolListProblem::BadSchema {
                 tool: name.to_owned(),
                 reason,
-            })?,
-        );
+            })?;
+        schemas.push(checked);
     }
     if schemas.is_empty() {
         return Err(ToolListProblem::Empty);
@@ -129,8 +172,8 @@ mod tests {
     #[test]
     fn tool_lists_are_checked() {
         let ok = check_tools([("a-b_1", r#"{"type":"object"}"#), ("b", "{}")]);
-        assert_eq!(ok.map(|s| s.len()), Ok(2));
-        assert_eq!(check_tools([]), Err(ToolListProblem::Empty));
+        assert_eq!(ok.map(|s| s.len()).ok(), Some(2));
+        assert!(matches!(check_tools([]), Err(ToolListProblem::Empty)));
         assert!(matches!(
             check_tools([("has space", "{}")]),
             Err(ToolListProblem::BadName { .. })
@@ -139,10 +182,10 @@ mod tests {
             check_tools([(&*"x".repeat(65), "{}")]),
             Err(ToolListProblem::BadName { .. })
         ));
-        assert_eq!(
+        assert!(matches!(
             check_tools([("a", "{}"), ("a", "{}")]),
-            Err(ToolListProblem::Duplicate("a".into()))
-        );
+            Err(ToolListProblem::Duplicate(name)) if name == "a"
+        ));
         assert!(matches!(
             check_tools([("a", "[1]")]),
             Err(ToolListProblem::BadSchema { .. })
@@ -155,5 +198,41 @@ mod tests {
             check_tools([("a", "{not json")]),
             Err(ToolListProblem::BadSchema { .. })
         ));
+        assert!(matches!(
+            check_tools([(
+                "a",
+                r#"{"type":"object","properties":{"x":{"type":"nope"}}}"#
+            )]),
+            Err(ToolListProblem::BadSchema { .. })
+        ));
+    }
+
+    #[test]
+    fn inputs_are_checked_with_json_paths() {
+        let checked = check_tools([(
+            "t",
+            r#"{"type":"object","properties":{"n":{"type":"integer","minimum":0},
+                "tags":{"type":"array","items":{"type":"string"}}},"required":["n"]}"#,
+        )])
+        .map(|mut s| s.remove(0))
+        .unwrap_or_else(|_| panic!("valid schema"));
+        assert_eq!(
+            check_input(&checked.validator, "t", &serde_json::json!({"n": 1})),
+            Ok(())
+        );
+        let message = check_input(
+            &checked.validator,
+            "t",
+            &serde_json::json!({"n": -1, "tags": ["a", 2]}),
+        )
+        .expect_err("two problems");
+        assert!(message.contains("at /n:"), "{message}");
+        assert!(message.contains("at /tags/1:"), "{message}");
+        let message = check_input(&checked.validator, "t", &serde_json::json!({}))
+            .expect_err("missing field");
+        assert!(
+            message.contains("at /:") && message.contains("\"n\""),
+            "{message}"
+        );
     }
 }

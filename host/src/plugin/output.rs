@@ -1,0 +1,177 @@
+//! A plugin's stdout and stderr: bounded in-memory buffers, drained to the host's log (tagged
+//! with the plugin's name) after every call, and quoted in trap messages.
+
+use std::collections::VecDeque;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use tokio::io::AsyncWrite;
+use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
+use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
+
+/// How much of a stream is kept between two drains; older bytes are dropped (and counted).
+pub(crate) const CAPTURE_BYTES: usize = 16 << 10;
+
+#[derive(Default)]
+struct Captured {
+    bytes: VecDeque<u8>,
+    dropped: u64,
+}
+
+/// One captured stream. Clones share the buffer. Writes never fail and never block: a plugin
+/// that floods its output loses the oldest bytes, not the host's memory.
+#[derive(Clone, Default)]
+pub(crate) struct CapturedOutput {
+    inner: Arc<Mutex<Captured>>,
+}
+
+impl CapturedOutput {
+    fn append(&self, data: &[u8]) {
+        let mut captured = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let keep = &data[data.len().saturating_sub(CAPTURE_BYTES)..];
+        captured.dropped += (data.len() - keep.len()) as u64;
+        let overflow = (captured.bytes.len() + keep.len()).saturating_sub(CAPTURE_BYTES);
+        captured.dropped += overflow as u64;
+        captured.bytes.drain(..overflow);
+        captured.bytes.extend(keep);
+    }
+
+    /// Takes what was written since the last drain, and how many bytes were dropped.
+    pub(crate) fn drain(&self) -> (String, u64) {
+        let mut captured = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let bytes: Vec<u8> = captured.bytes.drain(..).collect();
+        let dropped = std::mem::take(&mut captured.dropped);
+        (String::from_utf8_lossy(&bytes).into_owned(), dropped)
+    }
+}
+
+impl IsTerminal for CapturedOutput {
+    fn is_terminal(&self) -> bool {
+        false
+    }
+}
+
+impl StdoutStream for CapturedOutput {
+    fn p2_stream(&self) -> Box<dyn OutputStream> {
+        Box::new(self.clone())
+    }
+
+    fn async_stream(&self) -> Box<dyn AsyncWrite + Send + Sync> {
+        Box::new(self.clone())
+    }
+}
+
+impl OutputStream for CapturedOutput {
+    fn write(&mut self, bytes: Bytes) -> StreamResult<()> {
+        self.append(&bytes);
+        Ok(())
+    }
+
+    fn flush(&mut self) -> StreamResult<()> {
+        Ok(())
+    }
+
+    fn check_write(&mut self) -> StreamResult<usize> {
+        Ok(1 << 20)
+    }
+}
+
+#[async_trait::async_trait]
+impl Pollable for CapturedOutput {
+    async fn ready(&mut self) {}
+}
+
+impl AsyncWrite for CapturedOutput {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        self.append(data);
+        Poll::Ready(Ok(data.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// A plugin instance's stdout and stderr.
+#[derive(Clone, Default)]
+pub(crate) struct PluginOutput {
+    pub(crate) stdout: CapturedOutput,
+    pub(crate) stderr: CapturedOutput,
+}
+
+impl PluginOutput {
+    /// Sends what the plugin wrote to the log, tagged with its name; returns the stderr text
+    /// (for quoting in an error).
+    pub(crate) fn flush_to_log(&self, plugin: &str) -> String {
+        let (stdout, dropped_out) = self.stdout.drain();
+        let (stderr, dropped_err) = self.stderr.drain();
+        for line in stdout.lines().filter(|l| !l.trim().is_empty()) {
+            tracing::info!(target: "llm_worker::plugin", plugin, stream = "stdout", "{line}");
+        }
+        for line in stderr.lines().filter(|l| !l.trim().is_empty()) {
+            tracing::warn!(target: "llm_worker::plugin", plugin, stream = "stderr", "{line}");
+        }
+        if dropped_out + dropped_err > 0 {
+            tracing::warn!(
+                target: "llm_worker::plugin",
+                plugin,
+                "dropped {dropped_out} bytes of stdout and {dropped_err} of stderr over the \
+                 {CAPTURE_BYTES}-byte buffers"
+            );
+        }
+        stderr
+    }
+}
+
+/// The end of a plugin's stderr, for an error message: the last few lines, at most 400 chars.
+pub(crate) fn stderr_tail(stderr: &str) -> Option<String> {
+    let lines: Vec<&str> = stderr
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let tail = lines[lines.len().saturating_sub(3)..].join(" | ");
+    if tail.is_empty() {
+        return None;
+    }
+    let start = tail.len().saturating_sub(400);
+    let start = (start..tail.len())
+        .find(|&i| tail.is_char_boundary(i))
+        .unwrap_or(0);
+    Some(tail[start..].to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn captured_output_keeps_the_newest_bytes() {
+        let out = CapturedOutput::default();
+        out.append(b"hello ");
+        out.append(&vec![b'x'; CAPTURE_BYTES]);
+        out.append(b"end");
+        let (text, dropped) = out.drain();
+        assert_eq!(text.len(), CAPTURE_BYTES);
+        assert!(text.ends_with("xxend"));
+        assert_eq!(dropped, 6 + 3);
+        assert_eq!(out.drain(), (String::new(), 0));
+    }
+
+    #[test]
+    fn stderr_tails_are_short() {
+        assert_eq!(stderr_tail("\n\n"), None);
+        assert_eq!(stderr_tail("a\nb\nc\nd\n").as_deref(), Some("b | c | d"));
+        assert!(stderr_tail(&"é".repeat(1000)).is_some_and(|t| t.len() <= 400));
+    }
+}
