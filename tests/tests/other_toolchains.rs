@@ -12,6 +12,11 @@ const EXECUTE_RET: usize = 96;
 /// A component of the world `tool-plugin`, hand-written: `tools` returns `tools` (name,
 /// description, schema) and `execute` always returns `Ok(output)`.
 fn wat_plugin(tools: &[(&str, &str, &str)], output: &str) -> Vec<u8> {
+    wat_plugin_with(tools, output, "")
+}
+
+/// [`wat_plugin`] with extra items in its core module (e.g. a start function).
+fn wat_plugin_with(tools: &[(&str, &str, &str)], output: &str, extra: &str) -> Vec<u8> {
     let mut memory = vec![0u8; 8192];
     let mut next_string = STRINGS_AT;
     let mut put_string = |memory: &mut Vec<u8>, text: &str| -> (u32, u32) {
@@ -62,7 +67,8 @@ fn wat_plugin(tools: &[(&str, &str, &str)], output: &str) -> Vec<u8> {
       global.set $heap
       local.get $at)
     (func (export "tools") (result i32) i32.const {TOOLS_RET})
-    (func (export "execute") (param i32 i32 i32 i32) (result i32) i32.const {EXECUTE_RET}))
+    (func (export "execute") (param i32 i32 i32 i32) (result i32) i32.const {EXECUTE_RET})
+    {extra})
   (core instance $i (instantiate $m))
   (alias core export $i "memory" (core memory $mem))
   (alias core export $i "cabi_realloc" (core func $realloc))
@@ -155,4 +161,34 @@ fn invalid_schemas_are_refused_naming_the_tool() {
         }
         assert!(error.to_string().contains("'broken'"));
     }
+}
+
+#[test]
+fn a_trap_while_starting_refuses_the_plugin() {
+    let bytes = wat_plugin_with(
+        &[("t", "d", OBJECT)],
+        "",
+        "(func $boom unreachable) (start $boom)",
+    );
+    let error = host()
+        .load_bytes("/plugins/boom.wasm", &bytes)
+        .expect_err("refused");
+    assert!(matches!(error, PluginError::Startup { .. }), "{error}");
+    let message = error.to_string();
+    assert!(
+        message.contains("boom.wasm") && message.contains("trapped"),
+        "{message}"
+    );
+}
+
+#[test]
+fn unbounded_recursion_overflows_the_wasm_stack() {
+    let bytes = wat_plugin_with(&[("t", "d", OBJECT)], "", "(func $f call $f) (start $f)");
+    let error = host()
+        .load_bytes("/plugins/deep.wasm", &bytes)
+        .expect_err("refused");
+    assert!(
+        error.to_string().contains("overflowed its stack"),
+        "{error}"
+    );
 }

@@ -108,7 +108,10 @@ async fn bad_input_is_an_invalid_argument() {
     }
     match tool.execute(r#"{"nam":"typo"}"#).await {
         Err(ToolError::InvalidArgument(message)) => {
-            assert!(message.contains(r#"at /: "name" is a required property"#), "{message}")
+            assert!(
+                message.contains(r#"at /: "name" is a required property"#),
+                "{message}"
+            )
         }
         other => panic!("expected InvalidArgument, got {other:?}"),
     }
@@ -441,15 +444,30 @@ async fn repeated_failures_disable_the_instance() {
 async fn inputs_are_checked_against_the_schema_before_the_plugin_runs() {
     let handle = worker_with(&["text", "trapper"]).tool_server_handle();
     let message = internal_message(
-        call(&handle, "join", r#"{"words":["a",3],"style":{"separator":1}}"#).await,
+        call(
+            &handle,
+            "join",
+            r#"{"words":["a",3],"style":{"separator":1}}"#,
+        )
+        .await,
     );
     assert!(message.contains("at /words/1:"), "{message}");
     assert!(message.contains("at /style/separator:"), "{message}");
 
     let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
     let message = internal_message(call(&handle, "tick", &deep).await);
-    assert!(message.contains("not valid JSON") && message.contains("recursion limit"), "{message}");
+    assert!(
+        message.contains("not valid JSON") && message.contains("recursion limit"),
+        "{message}"
+    );
     let message = internal_message(call(&handle, "tick", "[]").await);
-    assert!(message.contains("does not match its input schema"), "{message}");
-    assert_eq!(call(&handle, "tick", "{}").await.as_deref(), Ok("0"), "no call reached it");
+    assert!(
+        message.contains("does not match its input schema"),
+        "{message}"
+    );
+    assert_eq!(
+        call(&handle, "tick", "{}").await.as_deref(),
+        Ok("0"),
+        "no call reached it"
+    );
 }

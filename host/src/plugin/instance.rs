@@ -369,6 +369,9 @@ fn describe(limits: &Limits, error: &wasmtime::Error) -> String {
             wasmtime::Trap::UnreachableCodeReached => {
                 "it trapped: it panicked or aborted (wasm `unreachable` executed)".to_owned()
             }
+            wasmtime::Trap::MemoryOutOfBounds => "it trapped: out-of-bounds memory access \
+                                                  (a bug, or an overflow of its shadow stack)"
+                .to_owned(),
             other => format!("it trapped: {other}"),
         }
     } else {

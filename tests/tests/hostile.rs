@@ -1,0 +1,198 @@
+//! The hostile-plugin suite: each attack gets a clear error, and the other tools keep
+//! answering correctly meanwhile and afterwards.
+
+use std::time::Duration;
+
+use llm_worker::*;
+use llm_worker_tests::{host, plugin, plugin_path};
+
+/// A session with the hostile plugin (loaded by `plugin_host`) and a well-behaved counter.
+fn session(hostile: &LoadedPlugin) -> ToolServerHandle {
+    let mut worker = Worker::new();
+    worker
+        .register_tools(hostile.definitions())
+        .unwrap_or_else(|e| panic!("{e}"));
+    worker
+        .register_tools(plugin("counter").definitions())
+        .unwrap_or_else(|e| panic!("{e}"));
+    worker.tool_server_handle()
+}
+
+fn error_text(result: Result<String, ToolServerError>) -> String {
+    match result {
+        Err(ToolServerError::ToolExecution(message)) => message,
+        other => panic!("expected a tool error, got {other:?}"),
+    }
+}
+
+/// The counter answers 0, 1, 2 … across the attacks: nothing disturbed it.
+async fn counter_still_counts(handle: &ToolServerHandle, expected: u32) {
+    assert_eq!(
+        handle.call_tool("count", "{}").await.as_deref(),
+        Ok(expected.to_string().as_str()),
+        "the well-behaved plugin keeps answering"
+    );
+}
+
+#[tokio::test]
+async fn unbounded_recursion_overflows_the_stack_and_is_contained() {
+    let handle = session(&plugin("trapper"));
+    counter_still_counts(&handle, 0).await;
+    assert_eq!(
+        handle
+            .call_tool("recurse", r#"{"depth":10}"#)
+            .await
+            .as_deref(),
+        Ok("55")
+    );
+    let message = error_text(handle.call_tool("recurse", r#"{"depth":100000000}"#).await);
+    // Rust keeps large frames on a shadow stack in linear memory: overflowing it is an
+    // out-of-bounds access; small frames overflow the wasm stack itself (see other_toolchains).
+    assert!(
+        message.contains("overflowed its stack") || message.contains("shadow stack"),
+        "{message}"
+    );
+    assert!(message.contains("restarted"), "{message}");
+    counter_still_counts(&handle, 1).await;
+    assert_eq!(handle.call_tool("tick", "{}").await.as_deref(), Ok("0"));
+}
+
+#[tokio::test]
+async fn a_call_sleeping_forever_hits_the_wall_clock_limit() {
+    let sleeper =
+        PluginHost::with_limits(Limits::default().call_timeout(Duration::from_millis(300)))
+            .and_then(|host| host.load(plugin_path("sleeper")))
+            .unwrap_or_else(|e| panic!("{e}"));
+    let handle = session(&sleeper);
+    let message = error_text(handle.call_tool("sleep", r#"{"ms":100000000}"#).await);
+    assert!(message.contains("time limit of 300ms"), "{message}");
+    counter_still_counts(&handle, 0).await;
+    let quick = handle.call_tool("sleep", r#"{"ms":1}"#).await;
+    assert!(
+        quick.is_ok(),
+        "a fresh instance serves the next call: {quick:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_huge_result_hits_the_memory_limit_before_the_host_sees_it() {
+    let handle = session(&plugin("trapper"));
+    let message = error_text(
+        handle
+            .call_tool("big_output", r#"{"bytes":104857600}"#)
+            .await,
+    );
+    assert!(
+        message.contains("memory") && message.contains("64 MiB"),
+        "{message}"
+    );
+    counter_still_counts(&handle, 0).await;
+}
+
+#[tokio::test]
+async fn flooding_stdout_costs_the_host_nothing() {
+    let handle = session(&plugin("trapper"));
+    assert_eq!(
+        handle
+            .call_tool("flood_output", r#"{"mib":100}"#)
+            .await
+            .as_deref(),
+        Ok("flooded"),
+        "output beyond the capture buffer is dropped, not stored"
+    );
+    counter_still_counts(&handle, 0).await;
+}
+
+#[tokio::test]
+async fn the_file_system_is_not_reachable() {
+    let handle = session(&plugin("trapper"));
+    for path in ["/etc/passwd", "..", "../../etc/passwd", ".", "/"] {
+        let message = error_text(
+            handle
+                .call_tool(
+                    "read_file",
+                    &serde_json::json!({ "path": path }).to_string(),
+                )
+                .await,
+        );
+        assert!(
+            message.starts_with("Execution failed:"),
+            "{path}: {message}"
+        );
+        let listing = handle
+            .call_tool("list_dir", &serde_json::json!({ "path": path }).to_string())
+            .await;
+        assert!(listing.is_err(), "{path} must not be listable: {listing:?}");
+    }
+    let write = handle
+        .call_tool(
+            "write_file",
+            r#"{"path":"/tmp/llm-worker-escape","text":"x"}"#,
+        )
+        .await;
+    assert!(write.is_err(), "{write:?}");
+    assert!(!std::path::Path::new("/tmp/llm-worker-escape").exists());
+    counter_still_counts(&handle, 0).await;
+}
+
+#[tokio::test]
+async fn the_environment_and_arguments_are_empty() {
+    assert!(std::env::var_os("PATH").is_some(), "the host has PATH");
+    let handle = session(&plugin("trapper"));
+    let message = error_text(handle.call_tool("get_env", r#"{"name":"PATH"}"#).await);
+    assert!(
+        message.contains("PATH: environment variable not found"),
+        "{message}"
+    );
+    assert_eq!(
+        handle.call_tool("environment", "{}").await.as_deref(),
+        Ok("vars=[] args=[]")
+    );
+}
+
+#[tokio::test]
+async fn sockets_are_denied() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.set_nonblocking(true).expect("nonblocking");
+    let address = listener.local_addr().expect("address").to_string();
+    let handle = session(&plugin("trapper"));
+    let message = error_text(
+        handle
+            .call_tool(
+                "connect",
+                &serde_json::json!({ "address": address }).to_string(),
+            )
+            .await,
+    );
+    assert!(message.starts_with("Execution failed:"), "{message}");
+    assert!(
+        matches!(listener.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "no connection reached the listener"
+    );
+    let message = error_text(
+        handle
+            .call_tool("connect", r#"{"address":"example.com:80"}"#)
+            .await,
+    );
+    assert!(message.starts_with("Execution failed:"), "{message}");
+    counter_still_counts(&handle, 0).await;
+}
+
+#[test]
+fn http_imports_are_refused_naming_the_interface() {
+    let http = wat::parse_str(
+        r#"(component (import "wasi:http/outgoing-handler@0.2.0" (instance (export "handle" (func)))))"#,
+    )
+    .expect("wat");
+    let error = host()
+        .load_bytes("/plugins/fetch.wasm", &http)
+        .expect_err("refused");
+    assert!(
+        matches!(error, PluginError::UnsupportedImport { .. }),
+        "{error}"
+    );
+    assert!(
+        error.to_string().contains("wasi:http/outgoing-handler"),
+        "{error}"
+    );
+}
