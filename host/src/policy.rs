@@ -1,6 +1,11 @@
-//! [`Limits`]: the resources one plugin instance may use, with safe defaults.
+//! [`SandboxPolicy`]: what the operator grants a plugin (environment variables, directories)
+//! and the [`Limits`] it runs under, read from a policy file beside the plugin.
 
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+use serde::Deserialize;
 
 /// The resources one plugin instance may use. Every limit applies per instance (per session);
 /// hitting one fails that call with an error naming the limit.
@@ -61,5 +66,331 @@ impl Limits {
     pub fn max_consecutive_failures(mut self, failures: u32) -> Self {
         self.max_consecutive_failures = failures;
         self
+    }
+}
+
+/// What the operator grants one plugin, and the limits it runs under. Everything not granted
+/// is denied.
+///
+/// Usually read from a policy file beside the plugin (`weather.wasm` + `weather.policy.toml`):
+///
+/// ```toml
+/// [limits]                   # each key optional; the host's defaults fill the rest
+/// memory_mib = 64
+/// timeout_ms = 10000
+/// max_input_bytes = 1048576
+/// max_output_bytes = 1048576
+/// max_consecutive_failures = 5
+///
+/// [env]
+/// inherit = ["WEATHER_API_KEY"]  # copied from the host's environment (must be set)
+/// set = { UNITS = "metric" }     # fixed values
+///
+/// [[dirs]]
+/// host = "data"          # relative to the policy file's directory
+/// guest = "/data"        # where the plugin sees it
+/// mode = "ro"            # "ro" (default) or "rw"
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SandboxPolicy {
+    /// The resource limits.
+    pub limits: Limits,
+    /// Environment variables the plugin sees, as name and value.
+    pub env: Vec<(String, String)>,
+    /// Directories the plugin may open.
+    pub dirs: Vec<DirGrant>,
+}
+
+/// A host directory granted to a plugin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirGrant {
+    /// The directory on the host (absolute).
+    pub host: PathBuf,
+    /// The path under which the plugin sees it.
+    pub guest: String,
+    /// Whether the plugin may create, change and delete files in it.
+    pub writable: bool,
+}
+
+/// Why a policy file was refused. Every message names the file and, where it applies, the key.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PolicyError {
+    /// The file could not be read.
+    #[error("cannot read policy file {}: {source}", path.display())]
+    Io {
+        /// The policy file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML, or has unknown keys or values of the wrong type.
+    #[error("policy file {} is invalid: {message}", path.display())]
+    Parse {
+        /// The policy file.
+        path: PathBuf,
+        /// The parser's message, with the line and key.
+        message: String,
+    },
+    /// A value is out of range or a grant cannot be honoured.
+    #[error("policy file {}: `{key}` {message}", path.display())]
+    Invalid {
+        /// The policy file.
+        path: PathBuf,
+        /// The key, e.g. `dirs[0].host`.
+        key: String,
+        /// What is wrong and what to do.
+        message: String,
+    },
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct PolicyFile {
+    #[serde(default)]
+    limits: LimitsFile,
+    #[serde(default)]
+    env: EnvFile,
+    #[serde(default)]
+    dirs: Vec<DirFile>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct LimitsFile {
+    memory_mib: Option<u64>,
+    timeout_ms: Option<u64>,
+    max_input_bytes: Option<usize>,
+    max_output_bytes: Option<usize>,
+    max_consecutive_failures: Option<u32>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct EnvFile {
+    #[serde(default)]
+    inherit: Vec<String>,
+    #[serde(default)]
+    set: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DirFile {
+    host: PathBuf,
+    guest: String,
+    #[serde(default)]
+    mode: DirMode,
+}
+
+#[derive(Deserialize, Default, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+enum DirMode {
+    #[default]
+    Ro,
+    Rw,
+}
+
+impl SandboxPolicy {
+    /// The policy with these limits and no grants.
+    pub fn with_limits(limits: Limits) -> Self {
+        Self {
+            limits,
+            ..Self::default()
+        }
+    }
+
+    /// The policy file of a plugin: `weather.wasm` → `weather.policy.toml`, beside it.
+    pub fn path_for(plugin: &Path) -> PathBuf {
+        let stem = plugin.file_stem().unwrap_or_default().to_string_lossy();
+        plugin.with_file_name(format!("{stem}.policy.toml"))
+    }
+
+    /// Reads a policy file; limits it does not set come from `defaults`.
+    pub fn from_file(path: &Path, defaults: &Limits) -> Result<Self, PolicyError> {
+        let text = std::fs::read_to_string(path).map_err(|source| PolicyError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::parse(&text, path, defaults)
+    }
+
+    /// Parses a policy; `path` names it in messages, and relative directories are resolved
+    /// against its directory.
+    pub fn parse(text: &str, path: &Path, defaults: &Limits) -> Result<Self, PolicyError> {
+        let file: PolicyFile = toml::from_str(text).map_err(|e| PolicyError::Parse {
+            path: path.to_owned(),
+            message: e.to_string().trim_end().replace('\n', " "),
+        })?;
+        let invalid = |key: &str, message: String| PolicyError::Invalid {
+            path: path.to_owned(),
+            key: key.to_owned(),
+            message,
+        };
+
+        let mut limits = defaults.clone();
+        let l = &file.limits;
+        if let Some(mib) = l.memory_mib {
+            if !(1..=4096).contains(&mib) {
+                return Err(invalid(
+                    "limits.memory_mib",
+                    format!("is {mib}; give 1 to 4096"),
+                ));
+            }
+            limits.memory_bytes = usize::try_from(mib << 20).unwrap_or(usize::MAX);
+        }
+        if let Some(ms) = l.timeout_ms {
+            if ms == 0 {
+                return Err(invalid("limits.timeout_ms", "is 0; give at least 1".into()));
+            }
+            limits.call_timeout = Duration::from_millis(ms);
+        }
+        if let Some(bytes) = l.max_input_bytes {
+            limits.max_input_bytes = bytes;
+        }
+        if let Some(bytes) = l.max_output_bytes {
+            limits.max_output_bytes = bytes;
+        }
+        if let Some(failures) = l.max_consecutive_failures {
+            if failures == 0 {
+                return Err(invalid(
+                    "limits.max_consecutive_failures",
+                    "is 0; give at least 1".into(),
+                ));
+            }
+            limits.max_consecutive_failures = failures;
+        }
+
+        let mut env = Vec::new();
+        for (index, name) in file.env.inherit.iter().enumerate() {
+            let value = std::env::var(name).map_err(|_| {
+                invalid(
+                    &format!("env.inherit[{index}]"),
+                    format!("names {name}, which is not set in the host's environment; set it or remove the grant"),
+                )
+            })?;
+            env.push((name.clone(), value));
+        }
+        env.extend(file.env.set);
+
+        let base = path.parent().unwrap_or_else(|| Path::new("."));
+        let mut dirs = Vec::new();
+        for (index, dir) in file.dirs.into_iter().enumerate() {
+            let host = base.join(&dir.host);
+            let host = host.canonicalize().map_err(|e| {
+                invalid(
+                    &format!("dirs[{index}].host"),
+                    format!("is {}, which cannot be opened: {e}", host.display()),
+                )
+            })?;
+            if !host.is_dir() {
+                return Err(invalid(
+                    &format!("dirs[{index}].host"),
+                    format!("is {}, which is not a directory", host.display()),
+                ));
+            }
+            if !dir.guest.starts_with('/') {
+                return Err(invalid(
+                    &format!("dirs[{index}].guest"),
+                    format!(
+                        "is {:?}; give an absolute path such as \"/data\"",
+                        dir.guest
+                    ),
+                ));
+            }
+            dirs.push(DirGrant {
+                host,
+                guest: dir.guest,
+                writable: dir.mode == DirMode::Rw,
+            });
+        }
+        Ok(Self { limits, env, dirs })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<SandboxPolicy, PolicyError> {
+        SandboxPolicy::parse(
+            text,
+            Path::new("/plugins/w.policy.toml"),
+            &Limits::default(),
+        )
+    }
+
+    #[test]
+    fn an_empty_policy_grants_nothing() {
+        assert_eq!(parse("").ok(), Some(SandboxPolicy::default()));
+    }
+
+    #[test]
+    fn limits_override_the_defaults_key_by_key() {
+        let policy = parse("[limits]\nmemory_mib = 8\ntimeout_ms = 250\n").expect("valid");
+        assert_eq!(policy.limits.memory_bytes, 8 << 20);
+        assert_eq!(policy.limits.call_timeout, Duration::from_millis(250));
+        assert_eq!(
+            policy.limits.max_output_bytes,
+            Limits::default().max_output_bytes
+        );
+    }
+
+    #[test]
+    fn errors_name_the_file_and_the_key() {
+        let message = parse("[limits]\nmemory = 8\n")
+            .expect_err("unknown")
+            .to_string();
+        assert!(
+            message.contains("/plugins/w.policy.toml") && message.contains("memory"),
+            "{message}"
+        );
+        let message = parse("[limits]\nmemory_mib = 0\n")
+            .expect_err("range")
+            .to_string();
+        assert!(message.contains("limits.memory_mib"), "{message}");
+        let message = parse("[limits]\ntimeout_ms = \"soon\"\n")
+            .expect_err("type")
+            .to_string();
+        assert!(message.contains("timeout_ms"), "{message}");
+        let message = parse("[[dirs]]\nhost = \"/no/such/dir\"\nguest = \"/d\"\n")
+            .expect_err("missing dir")
+            .to_string();
+        assert!(message.contains("dirs[0].host"), "{message}");
+        let message = parse("[[dirs]]\nhost = \"/\"\nguest = \"d\"\nmode = \"ro\"\n")
+            .expect_err("relative guest")
+            .to_string();
+        assert!(message.contains("dirs[0].guest"), "{message}");
+        let message = parse("[[dirs]]\nhost = \"/\"\nguest = \"/d\"\nmode = \"rwx\"\n")
+            .expect_err("bad mode")
+            .to_string();
+        assert!(message.contains("rwx"), "{message}");
+        let message = parse("[env]\ninherit = [\"LLM_WORKER_SURELY_UNSET\"]\n")
+            .expect_err("unset")
+            .to_string();
+        assert!(message.contains("env.inherit[0]"), "{message}");
+    }
+
+    #[test]
+    fn grants_are_resolved() {
+        let policy = parse(
+            "[env]\ninherit = [\"PATH\"]\nset = { MODE = \"test\" }\n\
+             [[dirs]]\nhost = \"/tmp\"\nguest = \"/scratch\"\nmode = \"rw\"\n",
+        )
+        .expect("valid");
+        assert_eq!(policy.env[0].0, "PATH");
+        assert_eq!(policy.env[1], ("MODE".to_owned(), "test".to_owned()));
+        assert_eq!(policy.dirs[0].guest, "/scratch");
+        assert!(policy.dirs[0].writable);
+        assert!(policy.dirs[0].host.is_absolute());
+    }
+
+    #[test]
+    fn policy_files_sit_beside_plugins() {
+        assert_eq!(
+            SandboxPolicy::path_for(Path::new("/p/weather.wasm")),
+            Path::new("/p/weather.policy.toml")
+        );
     }
 }

@@ -80,3 +80,12 @@ pub fn plugin(name: &str) -> LoadedPlugin {
         })
         .clone()
 }
+
+/// A fresh, empty directory for one test (under the system's temporary directory).
+pub fn scratch_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("llm-worker-tests-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)
+        .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
+    dir
+}

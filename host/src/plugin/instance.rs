@@ -7,7 +7,7 @@ use std::time::Instant;
 use async_trait::async_trait;
 use wasmtime::component::ResourceTable;
 use wasmtime::{ResourceLimiter, Store, UpdateDeadline};
-use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxView, WasiView};
 
 use super::PluginImage;
 use super::bindings::{ToolPlugin, WitToolMeta};
@@ -180,7 +180,7 @@ impl PluginSession {
         input_json: &str,
     ) -> Result<String, ToolError> {
         let image = &self.image;
-        let limits = &image.limits;
+        let limits = &image.policy.limits;
         if input_json.len() > limits.max_input_bytes {
             return Err(ToolError::InvalidArgument(format!(
                 "the input of tool '{tool}' is {} bytes, over the limit of {} bytes",
@@ -291,15 +291,33 @@ impl PluginTool {
     }
 }
 
-fn new_store(image: &PluginImage) -> Store<PluginState> {
-    let limits = &image.limits;
+fn new_store(image: &PluginImage) -> Result<Store<PluginState>, String> {
+    let policy = &image.policy;
+    let limits = &policy.limits;
     // Deny by default: no arguments, environment, directories or sockets; stdin is closed;
     // stdout and stderr go to bounded buffers drained to the log.
     let output = PluginOutput::default();
-    let wasi = WasiCtx::builder()
-        .stdout(output.stdout.clone())
-        .stderr(output.stderr.clone())
-        .build();
+    let mut wasi = WasiCtx::builder();
+    wasi.stdout(output.stdout.clone())
+        .stderr(output.stderr.clone());
+    for (name, value) in &policy.env {
+        wasi.env(name, value);
+    }
+    for dir in &policy.dirs {
+        let perms = if dir.writable {
+            FsPerms::ReadWrite
+        } else {
+            FsPerms::ReadOnly
+        };
+        wasi.preopened_dir(&dir.host, &dir.guest, perms)
+            .map_err(|e| {
+                format!(
+                    "cannot open the granted directory {}: {e}",
+                    dir.host.display()
+                )
+            })?;
+    }
+    let wasi = wasi.build();
     let state = PluginState {
         wasi,
         output,
@@ -320,14 +338,14 @@ fn new_store(image: &PluginImage) -> Store<PluginState> {
             Ok(UpdateDeadline::Yield(1))
         }
     });
-    store
+    Ok(store)
 }
 
 /// Creates an instance of the plugin and reads its tool list, within the time limit.
 /// The error describes what went wrong.
 async fn instantiate(image: &PluginImage) -> Result<(LiveInstance, Vec<WitToolMeta>), String> {
-    let limits = &image.limits;
-    let mut store = new_store(image);
+    let limits = &image.policy.limits;
+    let mut store = new_store(image)?;
     let output = store.data().output.clone();
     let started = tokio::time::timeout(limits.call_timeout + TIMEOUT_GRACE, async {
         let bindings = image.pre.instantiate_async(&mut store).await?;

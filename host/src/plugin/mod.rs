@@ -18,7 +18,7 @@ use wasmtime::{Config, Engine};
 use self::bindings::{ToolPluginPre, WitToolMeta};
 use self::instance::{PluginSession, PluginState, PluginTool};
 use self::validate::{PACKAGE, ToolListProblem, VERSION};
-use crate::policy::Limits;
+use crate::policy::{Limits, PolicyError, SandboxPolicy};
 use crate::tool::{ToolDefinition, ToolMeta};
 
 /// How often the epoch advances: the granularity of time limits, and how often a running
@@ -159,6 +159,14 @@ pub enum PluginError {
         /// What is wrong.
         reason: String,
     },
+    /// The plugin's policy file is invalid.
+    #[error("plugin {} cannot be loaded: {source}", path.display())]
+    Policy {
+        /// The plugin file.
+        path: PathBuf,
+        /// What is wrong with the policy.
+        source: PolicyError,
+    },
     /// The host itself could not be set up.
     #[error("cannot set up the WebAssembly engine: {0}")]
     Engine(String),
@@ -271,18 +279,52 @@ impl PluginHost {
                 limit: self.inner.max_file_bytes,
             });
         }
+        let policy_path = SandboxPolicy::path_for(path);
+        let policy = if policy_path.exists() {
+            SandboxPolicy::from_file(&policy_path, &self.inner.limits).map_err(|source| {
+                PluginError::Policy {
+                    path: path.to_owned(),
+                    source,
+                }
+            })?
+        } else {
+            SandboxPolicy::with_limits(self.inner.limits.clone())
+        };
         let bytes = std::fs::read(path).map_err(io)?;
-        self.load_bytes(path, &bytes)
+        self.load_bytes_with_policy(path, &bytes, policy)
     }
 
-    /// Compiles and validates a plugin given as bytes; `path` names it in messages and its
-    /// file stem becomes the plugin's name.
+    /// Like [`load`](Self::load), with a policy given in code instead of a policy file.
+    pub fn load_with_policy(
+        &self,
+        path: impl AsRef<Path>,
+        policy: SandboxPolicy,
+    ) -> Result<LoadedPlugin, PluginError> {
+        let path = path.as_ref();
+        let bytes = std::fs::read(path).map_err(|source| PluginError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        self.load_bytes_with_policy(path, &bytes, policy)
+    }
+
+    /// Compiles and validates a plugin given as bytes, with the host's limits and no grants;
+    /// `path` names it in messages and its file stem becomes the plugin's name.
     pub fn load_bytes(
         &self,
         path: impl AsRef<Path>,
         bytes: &[u8],
     ) -> Result<LoadedPlugin, PluginError> {
-        let path = path.as_ref();
+        let policy = SandboxPolicy::with_limits(self.inner.limits.clone());
+        self.load_bytes_with_policy(path.as_ref(), bytes, policy)
+    }
+
+    fn load_bytes_with_policy(
+        &self,
+        path: &Path,
+        bytes: &[u8],
+        policy: SandboxPolicy,
+    ) -> Result<LoadedPlugin, PluginError> {
         match bytes.get(..8) {
             Some([0, b'a', b's', b'm', 0x0d, 0x00, 0x01, 0x00]) => {}
             Some([0, b'a', b's', b'm', 1, 0, 0, 0]) => {
@@ -323,7 +365,12 @@ impl PluginHost {
             .file_stem()
             .map(|stem| stem.to_string_lossy().into_owned())
             .unwrap_or_else(|| "plugin".to_owned());
-        let tools = self.read_tools(path, &pre)?;
+        let imports: Vec<String> = component
+            .component_type()
+            .imports(&self.inner.engine)
+            .map(|(name, _)| name.to_owned())
+            .collect();
+        let tools = self.read_tools(path, &pre, &policy)?;
         let raw: Vec<(String, String, String)> = tools
             .into_iter()
             .map(|t| (t.name, t.description, t.input_schema))
@@ -345,7 +392,8 @@ impl PluginHost {
                 name,
                 path: path.to_owned(),
                 pre,
-                limits: self.inner.limits.clone(),
+                policy,
+                imports,
                 _host: Arc::clone(&self.inner),
                 raw,
                 metas,
@@ -414,8 +462,8 @@ impl PluginHost {
         &self,
         path: &Path,
         pre: &ToolPluginPre<PluginState>,
+        policy: &SandboxPolicy,
     ) -> Result<Vec<WitToolMeta>, PluginError> {
-        let limits = self.inner.limits.clone();
         let startup = |reason: String| PluginError::Startup {
             path: path.to_owned(),
             reason,
@@ -424,7 +472,8 @@ impl PluginHost {
             name: path.display().to_string(),
             path: path.to_owned(),
             pre: pre.clone(),
-            limits,
+            policy: policy.clone(),
+            imports: Vec::new(),
             _host: Arc::clone(&self.inner),
             raw: Vec::new(),
             metas: Vec::new(),
@@ -455,7 +504,9 @@ pub(crate) struct PluginImage {
     name: String,
     path: PathBuf,
     pre: ToolPluginPre<PluginState>,
-    limits: Limits,
+    policy: SandboxPolicy,
+    /// What the component imports (WASI interfaces), for operators.
+    imports: Vec<String>,
     /// Keeps the host (and its epoch ticker, which enforces time limits) alive while any
     /// plugin or session made from it lives.
     _host: Arc<HostInner>,
@@ -511,6 +562,17 @@ impl LoadedPlugin {
     /// The tools it offers, as validated at load.
     pub fn tools(&self) -> &[ToolMeta] {
         &self.image.metas
+    }
+
+    /// The policy it runs under: its limits and grants.
+    pub fn policy(&self) -> &SandboxPolicy {
+        &self.image.policy
+    }
+
+    /// What the component imports (e.g. `wasi:filesystem/preopens@0.2.6`): what it may ask
+    /// for, compared with what its policy grants.
+    pub fn imports(&self) -> &[String] {
+        &self.image.imports
     }
 
     /// The names of its tools.
