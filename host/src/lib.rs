@@ -14,7 +14,7 @@ pub use hook::{
 };
 pub use llm_worker_macros::{description, tool, tool_registry};
 pub use plugin::{LoadedPlugin, PluginError, PluginHost};
-pub use policy::{DirGrant, Limits, PolicyError, SandboxPolicy};
+pub use policy::{DirGrant, HttpGrant, Limits, PolicyError, SandboxPolicy};
 pub use tool::{Tool, ToolDefinition, ToolError, ToolMeta, ToolRegistry, WorkerToolDefinition};
 pub use tool_server::{LlmToolDefinition, ToolServer, ToolServerError, ToolServerHandle};
 pub use worker::{CacheLocked, Mutable, ToolRegistryError, Worker, WorkerError, WorkerState};

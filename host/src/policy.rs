@@ -90,6 +90,9 @@ impl Limits {
 /// host = "data"          # relative to the policy file's directory
 /// guest = "/data"        # where the plugin sees it
 /// mode = "ro"            # "ro" (default) or "rw"
+///
+/// [http]                 # outbound requests through wasi:http
+/// allow = ["https://api.example.com", "*.example.org", "http://127.0.0.1:8080"]
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -100,6 +103,92 @@ pub struct SandboxPolicy {
     pub env: Vec<(String, String)>,
     /// Directories the plugin may open.
     pub dirs: Vec<DirGrant>,
+    /// Where the plugin may send HTTP requests.
+    pub http: Vec<HttpGrant>,
+}
+
+/// A destination a plugin may send HTTP requests to: `[scheme://]host[:port]`, where the host
+/// may start with `*.` for any subdomain. Without a port, the scheme's default port (80 or
+/// 443); without a scheme, `http` and `https` both.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpGrant {
+    scheme: Option<String>,
+    host: String,
+    port: Option<u16>,
+}
+
+impl HttpGrant {
+    /// Parses `https://api.example.com`, `*.example.com`, `http://127.0.0.1:8080` …
+    pub fn parse(rule: &str) -> Result<Self, String> {
+        let (scheme, rest) = match rule.split_once("://") {
+            Some((scheme @ ("http" | "https"), rest)) => (Some(scheme.to_owned()), rest),
+            Some((other, _)) => {
+                return Err(format!("has the scheme {other:?}; use http or https"));
+            }
+            None => (None, rule),
+        };
+        let rest = rest.strip_suffix('/').unwrap_or(rest);
+        if rest.contains('/') || rest.contains('@') || rest.contains('?') {
+            return Err("must be [scheme://]host[:port], without a path or user".into());
+        }
+        let (host, port) = match rest.rsplit_once(':') {
+            Some((host, port)) => {
+                let port = port
+                    .parse::<u16>()
+                    .map_err(|_| format!("has the port {port:?}; give a number 1-65535"))?;
+                (host, Some(port))
+            }
+            None => (rest, None),
+        };
+        let bare = host.strip_prefix("*.").unwrap_or(host);
+        if bare.is_empty()
+            || !bare
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-')
+        {
+            return Err(format!(
+                "has the host {host:?}; give a name or address such as api.example.com"
+            ));
+        }
+        Ok(Self {
+            scheme,
+            host: host.to_ascii_lowercase(),
+            port,
+        })
+    }
+
+    /// Whether a request to `scheme://host:port` is allowed by this grant.
+    pub fn allows(&self, scheme: &str, host: &str, port: Option<u16>) -> bool {
+        if self.scheme.as_deref().is_some_and(|s| s != scheme) {
+            return false;
+        }
+        let default_port = match scheme {
+            "http" => 80,
+            "https" => 443,
+            _ => return false,
+        };
+        if port.unwrap_or(default_port) != self.port.unwrap_or(default_port) {
+            return false;
+        }
+        let host = host.to_ascii_lowercase();
+        match self.host.strip_prefix("*.") {
+            Some(suffix) => host.len() > suffix.len() + 1 && host.ends_with(&format!(".{suffix}")),
+            None => host == self.host,
+        }
+    }
+}
+
+impl std::fmt::Display for HttpGrant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(scheme) = &self.scheme {
+            write!(f, "{scheme}://")?;
+        }
+        f.write_str(&self.host)?;
+        if let Some(port) = self.port {
+            write!(f, ":{port}")?;
+        }
+        Ok(())
+    }
 }
 
 /// A host directory granted to a plugin.
@@ -154,6 +243,15 @@ struct PolicyFile {
     env: EnvFile,
     #[serde(default)]
     dirs: Vec<DirFile>,
+    #[serde(default)]
+    http: HttpFile,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct HttpFile {
+    #[serde(default)]
+    allow: Vec<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -305,7 +403,26 @@ impl SandboxPolicy {
                 writable: dir.mode == DirMode::Rw,
             });
         }
-        Ok(Self { limits, env, dirs })
+        let http = file
+            .http
+            .allow
+            .iter()
+            .enumerate()
+            .map(|(index, rule)| {
+                HttpGrant::parse(rule).map_err(|message| {
+                    invalid(
+                        &format!("http.allow[{index}]"),
+                        format!("({rule:?}) {message}"),
+                    )
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Self {
+            limits,
+            env,
+            dirs,
+            http,
+        })
     }
 }
 
@@ -384,6 +501,39 @@ mod tests {
         assert_eq!(policy.dirs[0].guest, "/scratch");
         assert!(policy.dirs[0].writable);
         assert!(policy.dirs[0].host.is_absolute());
+    }
+
+    #[test]
+    fn http_grants_match_scheme_host_and_port() {
+        let grant = |rule: &str| HttpGrant::parse(rule).unwrap_or_else(|e| panic!("{rule}: {e}"));
+        let api = grant("https://api.example.com");
+        assert!(api.allows("https", "api.example.com", None));
+        assert!(api.allows("https", "API.example.com", Some(443)));
+        assert!(!api.allows("http", "api.example.com", None));
+        assert!(!api.allows("https", "api.example.com", Some(8443)));
+        assert!(!api.allows("https", "evil.com", None));
+        let wild = grant("*.example.org");
+        assert!(wild.allows("https", "a.example.org", None));
+        assert!(wild.allows("http", "a.b.example.org", Some(80)));
+        assert!(!wild.allows("https", "example.org", None));
+        assert!(!wild.allows("https", "evilexample.org", None));
+        let local = grant("http://127.0.0.1:8080");
+        assert!(local.allows("http", "127.0.0.1", Some(8080)));
+        assert!(!local.allows("http", "127.0.0.1", None));
+        for bad in [
+            "ftp://x",
+            "https://x/path",
+            "x:notaport",
+            "",
+            "https://user@x",
+            "*.",
+        ] {
+            assert!(HttpGrant::parse(bad).is_err(), "{bad}");
+        }
+        let message = parse("[http]\nallow = [\"https://ok.com\", \"gopher://x\"]\n")
+            .expect_err("bad scheme")
+            .to_string();
+        assert!(message.contains("http.allow[1]"), "{message}");
     }
 
     #[test]

@@ -8,9 +8,11 @@ use async_trait::async_trait;
 use wasmtime::component::ResourceTable;
 use wasmtime::{ResourceLimiter, Store, UpdateDeadline};
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::PluginImage;
 use super::bindings::{ToolPlugin, WitToolMeta};
+use super::http::HttpGate;
 use super::output::{PluginOutput, stderr_tail};
 use crate::policy::Limits;
 use crate::tool::{Tool, ToolError, ToolMeta};
@@ -26,6 +28,18 @@ pub(crate) struct PluginState {
     limiter: InstanceLimiter,
     deadline: Instant,
     output: PluginOutput,
+    http: WasiHttpCtx,
+    http_gate: HttpGate,
+}
+
+impl WasiHttpView for PluginState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.http_gate,
+        }
+    }
 }
 
 impl WasiView for PluginState {
@@ -42,6 +56,16 @@ struct InstanceLimiter {
     memory_limit: usize,
     memory_used: usize,
 }
+
+/// Most host resources (streams, pollables, files …) one instance may hold at once.
+const MAX_HOST_RESOURCES: usize = 10_000;
+
+/// Most bytes one host call may take from the guest (DoS mitigation; wasmtime's default is
+/// 128 MiB).
+const HOSTCALL_FUEL: usize = 4 << 20;
+
+/// Most random bytes one call to `wasi:random` may ask for.
+const MAX_RANDOM_BYTES: u64 = 1 << 20;
 
 /// Largest number of table elements of one instance.
 const MAX_TABLE_ELEMENTS: usize = 1 << 20;
@@ -299,7 +323,8 @@ fn new_store(image: &PluginImage) -> Result<Store<PluginState>, String> {
     let output = PluginOutput::default();
     let mut wasi = WasiCtx::builder();
     wasi.stdout(output.stdout.clone())
-        .stderr(output.stderr.clone());
+        .stderr(output.stderr.clone())
+        .max_random_size(MAX_RANDOM_BYTES);
     for (name, value) in &policy.env {
         wasi.env(name, value);
     }
@@ -318,10 +343,17 @@ fn new_store(image: &PluginImage) -> Result<Store<PluginState>, String> {
             })?;
     }
     let wasi = wasi.build();
+    let mut table = ResourceTable::new();
+    table.set_max_capacity(MAX_HOST_RESOURCES);
     let state = PluginState {
         wasi,
         output,
-        table: ResourceTable::new(),
+        table,
+        http: WasiHttpCtx::new(),
+        http_gate: HttpGate {
+            plugin: Arc::from(image.name.as_str()),
+            grants: Arc::from(policy.http.as_slice()),
+        },
         limiter: InstanceLimiter {
             memory_limit: limits.memory_bytes,
             memory_used: 0,
@@ -330,6 +362,7 @@ fn new_store(image: &PluginImage) -> Result<Store<PluginState>, String> {
     };
     let mut store = Store::new(image.pre.engine(), state);
     store.limiter(|state| &mut state.limiter);
+    store.set_hostcall_fuel(HOSTCALL_FUEL);
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(|ctx| {
         if Instant::now() >= ctx.data().deadline {

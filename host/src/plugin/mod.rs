@@ -3,6 +3,7 @@
 
 mod bindings;
 mod blocking;
+mod http;
 mod instance;
 mod output;
 mod validate;
@@ -108,7 +109,7 @@ pub enum PluginError {
     /// The component imports something the host does not provide.
     #[error(
         "plugin {} imports something this host does not provide: {reason}; tool plugins may \
-         import WASI 0.2 interfaces only",
+         import WASI 0.2 interfaces only (including wasi:http)",
         path.display()
     )]
     UnsupportedImport {
@@ -242,6 +243,7 @@ impl PluginHost {
         let engine = Engine::new(&config).map_err(|e| PluginError::Engine(format!("{e:?}")))?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)
+            .and_then(|()| wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker))
             .map_err(|e| PluginError::Engine(format!("{e:?}")))?;
         let _ticker = EpochTicker::start(&engine);
         Ok(Self {
