@@ -13,7 +13,7 @@ pub use hook::{
     ToolCall, ToolCallContext, ToolResult,
 };
 pub use llm_worker_macros::{description, tool, tool_registry};
-pub use plugin::{LoadedPlugin, PluginError, PluginHost};
+pub use plugin::{LoadedPlugin, PluginDir, PluginError, PluginHost};
 pub use policy::{DirGrant, HttpGrant, Limits, PolicyError, SandboxPolicy};
 pub use tool::{Tool, ToolDefinition, ToolError, ToolMeta, ToolRegistry, WorkerToolDefinition};
 pub use tool_server::{LlmToolDefinition, ToolServer, ToolServerError, ToolServerHandle};

@@ -60,7 +60,9 @@ fn fetcher_dir(name: &str, policy: Option<String>) -> PathBuf {
 fn session(path: PathBuf) -> ToolServerHandle {
     let loaded = host().load(path).unwrap_or_else(|e| panic!("{e}"));
     let mut worker = Worker::new();
-    worker.register_tools(loaded.definitions()).expect("registers");
+    worker
+        .register_tools(loaded.definitions())
+        .expect("registers");
     worker
         .register_tools(plugin("counter").definitions())
         .expect("registers");
@@ -79,7 +81,10 @@ async fn a_granted_host_is_reachable() {
     let policy = format!("[http]\nallow = [\"http://127.0.0.1:{}\"]\n", server.port);
     let tools = session(fetcher_dir("http-granted", Some(policy)));
     let url = format!("http://127.0.0.1:{}/weather", server.port);
-    assert_eq!(fetch(&tools, &url).await.as_deref(), Ok("200 hello from local"));
+    assert_eq!(
+        fetch(&tools, &url).await.as_deref(),
+        Ok("200 hello from local")
+    );
     assert_eq!(server.hits.load(Ordering::SeqCst), 1);
     assert_eq!(tools.call_tool("count", "{}").await.as_deref(), Ok("0"));
 }
@@ -90,8 +95,13 @@ async fn hosts_not_granted_are_denied_before_any_connection() {
     let other_port = server.port.wrapping_add(1).max(1);
     for policy in [
         None,
-        Some(format!("[http]\nallow = [\"http://127.0.0.1:{other_port}\"]\n")),
-        Some(format!("[http]\nallow = [\"https://127.0.0.1:{}\"]\n", server.port)),
+        Some(format!(
+            "[http]\nallow = [\"http://127.0.0.1:{other_port}\"]\n"
+        )),
+        Some(format!(
+            "[http]\nallow = [\"https://127.0.0.1:{}\"]\n",
+            server.port
+        )),
         Some("[http]\nallow = [\"*.example.com\"]\n".to_owned()),
     ] {
         let tools = session(fetcher_dir("http-denied", policy.clone()));
@@ -103,5 +113,9 @@ async fn hosts_not_granted_are_denied_before_any_connection() {
         );
         assert_eq!(tools.call_tool("count", "{}").await.as_deref(), Ok("0"));
     }
-    assert_eq!(server.hits.load(Ordering::SeqCst), 0, "no request reached the server");
+    assert_eq!(
+        server.hits.load(Ordering::SeqCst),
+        0,
+        "no request reached the server"
+    );
 }

@@ -168,6 +168,34 @@ pub enum PluginError {
         /// What is wrong with the policy.
         source: PolicyError,
     },
+    /// The file is a symbolic link to a file outside the plugin directory.
+    #[error(
+        "plugin {} is a link to {}, outside the plugin directory; copy the plugin into the \
+         directory instead",
+        path.display(),
+        target.display()
+    )]
+    OutsideDirectory {
+        /// The link in the plugin directory.
+        path: PathBuf,
+        /// Where it points.
+        target: PathBuf,
+    },
+    /// Two plugins of one directory offer a tool of the same name; neither is loaded.
+    #[error(
+        "plugin {} and plugin {} both offer the tool '{tool}'; neither is loaded — remove or \
+         rename one of them",
+        path.display(),
+        other.display()
+    )]
+    ToolNameClash {
+        /// This plugin.
+        path: PathBuf,
+        /// The other plugin.
+        other: PathBuf,
+        /// The tool both offer.
+        tool: String,
+    },
     /// The host itself could not be set up.
     #[error("cannot set up the WebAssembly engine: {0}")]
     Engine(String),
@@ -294,6 +322,76 @@ impl PluginHost {
         };
         let bytes = std::fs::read(path).map_err(io)?;
         self.load_bytes_with_policy(path, &bytes, policy)
+    }
+
+    /// Loads every `*.wasm` file of `dir` (not its subdirectories), each with its policy file.
+    ///
+    /// A plugin that cannot be loaded is reported in [`PluginDir::failures`] and the others are
+    /// loaded; so are links to files outside `dir` (refused) and two plugins offering the same
+    /// tool name (both refused: neither silently wins). Fails only if `dir` cannot be read.
+    pub fn load_dir(&self, dir: impl AsRef<Path>) -> Result<PluginDir, PluginError> {
+        let dir = dir.as_ref();
+        let io = |source| PluginError::Io {
+            path: dir.to_owned(),
+            source,
+        };
+        let root = dir.canonicalize().map_err(io)?;
+        let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map_err(io)?
+            .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+            .filter(|path| path.extension().is_some_and(|ext| ext == "wasm"))
+            .collect();
+        paths.sort();
+
+        let mut loaded = Vec::new();
+        let mut failures = Vec::new();
+        for path in paths {
+            match std::fs::canonicalize(&path) {
+                Ok(target) if !target.starts_with(&root) => {
+                    failures.push(PluginError::OutsideDirectory { path, target });
+                    continue;
+                }
+                Ok(target) if target.is_dir() => continue,
+                Ok(_) => {}
+                Err(source) => {
+                    failures.push(PluginError::Io { path, source });
+                    continue;
+                }
+            }
+            match self.load(&path) {
+                Ok(plugin) => loaded.push(plugin),
+                Err(error) => failures.push(error),
+            }
+        }
+
+        // Refuse both plugins of every clash of tool names.
+        let mut clashing = vec![false; loaded.len()];
+        for (i, first) in loaded.iter().enumerate() {
+            for (j, second) in loaded.iter().enumerate().skip(i + 1) {
+                let Some(tool) = first
+                    .tool_names()
+                    .into_iter()
+                    .find(|name| second.tool_names().contains(name))
+                else {
+                    continue;
+                };
+                for (index, this, other) in [(i, first, second), (j, second, first)] {
+                    if !std::mem::replace(&mut clashing[index], true) {
+                        failures.push(PluginError::ToolNameClash {
+                            path: this.path().to_owned(),
+                            other: other.path().to_owned(),
+                            tool: tool.to_owned(),
+                        });
+                    }
+                }
+            }
+        }
+        let plugins = loaded
+            .into_iter()
+            .zip(clashing)
+            .filter_map(|(plugin, clash)| (!clash).then_some(plugin))
+            .collect();
+        Ok(PluginDir { plugins, failures })
     }
 
     /// Like [`load`](Self::load), with a policy given in code instead of a policy file.
@@ -498,6 +596,26 @@ fn tool_list_error(path: &Path, problem: ToolListProblem) -> PluginError {
         ToolListProblem::BadSchema { tool, reason } => {
             PluginError::InvalidSchema { path, tool, reason }
         }
+    }
+}
+
+/// The plugins of a directory: those that loaded, and why the others did not.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct PluginDir {
+    /// The plugins that loaded, sorted by file name.
+    pub plugins: Vec<LoadedPlugin>,
+    /// The files that were refused, with the reasons.
+    pub failures: Vec<PluginError>,
+}
+
+impl PluginDir {
+    /// Definitions of every tool of every plugin, for one new session.
+    pub fn definitions(&self) -> Vec<ToolDefinition> {
+        self.plugins
+            .iter()
+            .flat_map(LoadedPlugin::definitions)
+            .collect()
     }
 }
 

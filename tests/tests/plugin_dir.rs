@@ -1,0 +1,55 @@
+//! A directory of plugins: every `*.wasm` file with its policy; bad files reported and
+//! skipped; links leaving the directory refused; clashing tool names refuse both plugins.
+
+use std::os::unix::fs::symlink;
+
+use llm_worker::*;
+use llm_worker_tests::{host, plugin_path, scratch_dir};
+
+#[tokio::test]
+async fn a_directory_loads_the_good_plugins_and_reports_the_rest() {
+    let dir = scratch_dir("dir");
+    let outside = scratch_dir("dir-outside");
+    for name in ["greet", "counter", "calc"] {
+        std::fs::copy(plugin_path(name), dir.join(format!("{name}.wasm"))).expect("copy");
+    }
+    std::fs::copy(plugin_path("greet"), dir.join("hello.wasm")).expect("copy");
+    std::fs::write(dir.join("broken.wasm"), b"not wasm at all").expect("write");
+    std::fs::write(dir.join("notes.txt"), b"not a plugin").expect("write");
+    std::fs::create_dir(dir.join("nested")).expect("mkdir");
+    std::fs::copy(plugin_path("notes"), dir.join("nested/notes.wasm")).expect("copy");
+    std::fs::copy(plugin_path("text"), outside.join("text.wasm")).expect("copy");
+    symlink(outside.join("text.wasm"), dir.join("escape.wasm")).expect("symlink");
+    symlink(dir.join("calc.wasm"), dir.join("calc-link.wasm")).expect("symlink");
+
+    let loaded = host().load_dir(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let names: Vec<&str> = loaded.plugins.iter().map(LoadedPlugin::name).collect();
+    assert_eq!(names, ["counter"], "only the plugin without problems loads");
+
+    let messages: Vec<String> = loaded.failures.iter().map(ToString::to_string).collect();
+    let find = |needle: &str| {
+        messages
+            .iter()
+            .find(|m| m.contains(needle))
+            .unwrap_or_else(|| panic!("no failure mentions {needle}: {messages:#?}"))
+    };
+    assert!(find("broken.wasm").contains("not a WebAssembly file"));
+    assert!(find("escape.wasm").contains("outside the plugin directory"));
+    let clash = find("hello.wasm");
+    assert!(clash.contains("greet.wasm") && clash.contains("'greet'"), "{clash}");
+    assert!(
+        loaded.failures.iter().filter(|f| matches!(f, PluginError::ToolNameClash { .. })).count() == 4,
+        "greet/hello and calc/calc-link each refuse both: {messages:#?}"
+    );
+    assert!(!messages.iter().any(|m| m.contains("nested")), "not recursive");
+
+    let mut worker = Worker::new();
+    worker.register_tools(loaded.definitions()).expect("registers");
+    assert_eq!(worker.tool_server_handle().call_tool("count", "{}").await.as_deref(), Ok("0"));
+}
+
+#[test]
+fn a_missing_directory_is_an_error() {
+    let error = host().load_dir("/no/such/plugin/dir").expect_err("missing");
+    assert!(error.to_string().contains("/no/such/plugin/dir"), "{error}");
+}
