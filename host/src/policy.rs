@@ -23,6 +23,11 @@ pub struct Limits {
     /// Consecutive failed calls (trap, timeout, limit) after which the instance is disabled.
     /// Default 5.
     pub max_consecutive_failures: u32,
+    /// Fuel (roughly, wasm instructions) one call may use. Default `None`: time limits come
+    /// from epoch interruption, which costs far less. Setting it on a host's limits turns on
+    /// fuel metering for that host (every plugin pays its cost); policy files may then set
+    /// their own.
+    pub fuel: Option<u64>,
 }
 
 impl Default for Limits {
@@ -33,6 +38,7 @@ impl Default for Limits {
             max_input_bytes: 1 << 20,
             max_output_bytes: 1 << 20,
             max_consecutive_failures: 5,
+            fuel: None,
         }
     }
 }
@@ -62,6 +68,12 @@ impl Limits {
         self
     }
 
+    /// Sets the fuel one call may use (`None`: no fuel metering).
+    pub fn fuel(mut self, fuel: Option<u64>) -> Self {
+        self.fuel = fuel;
+        self
+    }
+
     /// Sets how many consecutive failures disable an instance.
     pub fn max_consecutive_failures(mut self, failures: u32) -> Self {
         self.max_consecutive_failures = failures;
@@ -81,6 +93,7 @@ impl Limits {
 /// max_input_bytes = 1048576
 /// max_output_bytes = 1048576
 /// max_consecutive_failures = 5
+/// fuel = 100000000           # only on hosts with fuel metering
 ///
 /// [env]
 /// inherit = ["WEATHER_API_KEY"]  # copied from the host's environment (must be set)
@@ -262,6 +275,7 @@ struct LimitsFile {
     max_input_bytes: Option<usize>,
     max_output_bytes: Option<usize>,
     max_consecutive_failures: Option<u32>,
+    fuel: Option<u64>,
 }
 
 #[derive(Deserialize, Default)]
@@ -358,6 +372,12 @@ impl SandboxPolicy {
                 ));
             }
             limits.max_consecutive_failures = failures;
+        }
+        if let Some(fuel) = l.fuel {
+            if fuel == 0 {
+                return Err(invalid("limits.fuel", "is 0; give at least 1".into()));
+            }
+            limits.fuel = Some(fuel);
         }
 
         let mut env = Vec::new();
@@ -456,6 +476,12 @@ mod tests {
 
     #[test]
     fn errors_name_the_file_and_the_key() {
+        assert_eq!(
+            parse("[limits]\nfuel = 7\n")
+                .ok()
+                .and_then(|p| p.limits.fuel),
+            Some(7)
+        );
         let message = parse("[limits]\nmemory = 8\n")
             .expect_err("unknown")
             .to_string();

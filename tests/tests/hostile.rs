@@ -196,3 +196,48 @@ fn http_imports_are_refused_naming_the_interface() {
         "{error}"
     );
 }
+
+/// While one plugin spins in an endless loop, another keeps answering — on a single-threaded
+/// runtime, so the loop does not hold the thread.
+#[tokio::test(flavor = "current_thread")]
+async fn other_tools_answer_while_a_plugin_spins() {
+    let trapper =
+        PluginHost::with_limits(Limits::default().call_timeout(Duration::from_millis(600)))
+            .and_then(|host| host.load(plugin_path("trapper")))
+            .unwrap_or_else(|e| panic!("{e}"));
+    let handle = session(&trapper);
+    let spinning = handle.call_tool("spin_forever", "{}");
+    let meanwhile = async {
+        let mut answers = Vec::new();
+        for _ in 0..5 {
+            answers.push(handle.call_tool("count", "{}").await);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        (answers, std::time::Instant::now())
+    };
+    let ((spin_result, spin_end), (answers, answers_end)) = tokio::join!(
+        async { (spinning.await, std::time::Instant::now()) },
+        meanwhile
+    );
+    let expected: Vec<Result<String, ToolServerError>> =
+        (0..5).map(|i| Ok(i.to_string())).collect();
+    assert_eq!(answers, expected);
+    assert!(
+        answers_end < spin_end,
+        "the counter answered while the loop was running"
+    );
+    assert!(error_text(spin_result).contains("time limit"));
+}
+
+#[tokio::test]
+async fn clocks_and_randomness_work() {
+    let handle = session(&plugin("fetcher"));
+    let out = handle.call_tool("entropy", "{}").await.expect("entropy");
+    let fields: Vec<u64> = out.split(' ').map(|f| f.parse().expect("number")).collect();
+    assert_ne!(fields[0], fields[1], "two random numbers differ");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs();
+    assert!(fields[2].abs_diff(now) < 60, "the wall clock is the host's");
+}

@@ -36,16 +36,36 @@ async fn a_directory_loads_the_good_plugins_and_reports_the_rest() {
     assert!(find("broken.wasm").contains("not a WebAssembly file"));
     assert!(find("escape.wasm").contains("outside the plugin directory"));
     let clash = find("hello.wasm");
-    assert!(clash.contains("greet.wasm") && clash.contains("'greet'"), "{clash}");
     assert!(
-        loaded.failures.iter().filter(|f| matches!(f, PluginError::ToolNameClash { .. })).count() == 4,
+        clash.contains("greet.wasm") && clash.contains("'greet'"),
+        "{clash}"
+    );
+    assert!(
+        loaded
+            .failures
+            .iter()
+            .filter(|f| matches!(f, PluginError::ToolNameClash { .. }))
+            .count()
+            == 4,
         "greet/hello and calc/calc-link each refuse both: {messages:#?}"
     );
-    assert!(!messages.iter().any(|m| m.contains("nested")), "not recursive");
+    assert!(
+        !messages.iter().any(|m| m.contains("nested")),
+        "not recursive"
+    );
 
     let mut worker = Worker::new();
-    worker.register_tools(loaded.definitions()).expect("registers");
-    assert_eq!(worker.tool_server_handle().call_tool("count", "{}").await.as_deref(), Ok("0"));
+    worker
+        .register_tools(loaded.definitions())
+        .expect("registers");
+    assert_eq!(
+        worker
+            .tool_server_handle()
+            .call_tool("count", "{}")
+            .await
+            .as_deref(),
+        Ok("0")
+    );
 }
 
 #[test]

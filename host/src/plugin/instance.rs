@@ -240,6 +240,7 @@ impl PluginSession {
             )));
         };
         live.store.data_mut().deadline = Instant::now() + limits.call_timeout;
+        refuel(&mut live.store, limits);
         let output = live.output();
         let outcome = tokio::time::timeout(
             limits.call_timeout + TIMEOUT_GRACE,
@@ -363,6 +364,7 @@ fn new_store(image: &PluginImage) -> Result<Store<PluginState>, String> {
     let mut store = Store::new(image.pre.engine(), state);
     store.limiter(|state| &mut state.limiter);
     store.set_hostcall_fuel(HOSTCALL_FUEL);
+    refuel(&mut store, limits);
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(|ctx| {
         if Instant::now() >= ctx.data().deadline {
@@ -372,6 +374,14 @@ fn new_store(image: &PluginImage) -> Result<Store<PluginState>, String> {
         }
     });
     Ok(store)
+}
+
+/// Gives a store the fuel of one call, where the engine meters fuel (unlimited for plugins
+/// without a fuel limit).
+fn refuel(store: &mut Store<PluginState>, limits: &Limits) {
+    if store.get_fuel().is_ok() {
+        let _ = store.set_fuel(limits.fuel.unwrap_or(u64::MAX));
+    }
 }
 
 /// Creates an instance of the plugin and reads its tool list, within the time limit.
@@ -420,6 +430,10 @@ fn describe(limits: &Limits, error: &wasmtime::Error) -> String {
             wasmtime::Trap::UnreachableCodeReached => {
                 "it trapped: it panicked or aborted (wasm `unreachable` executed)".to_owned()
             }
+            wasmtime::Trap::OutOfFuel => format!(
+                "it used up its fuel of {} units",
+                limits.fuel.unwrap_or_default()
+            ),
             wasmtime::Trap::MemoryOutOfBounds => "it trapped: out-of-bounds memory access \
                                                   (a bug, or an overflow of its shadow stack)"
                 .to_owned(),

@@ -268,6 +268,7 @@ impl PluginHost {
         let mut config = Config::new();
         config.wasm_component_model(true);
         config.epoch_interruption(true);
+        config.consume_fuel(limits.fuel.is_some());
         let engine = Engine::new(&config).map_err(|e| PluginError::Engine(format!("{e:?}")))?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)
@@ -425,6 +426,18 @@ impl PluginHost {
         bytes: &[u8],
         policy: SandboxPolicy,
     ) -> Result<LoadedPlugin, PluginError> {
+        if policy.limits.fuel.is_some() && self.inner.limits.fuel.is_none() {
+            return Err(PluginError::Policy {
+                path: path.to_owned(),
+                source: PolicyError::Invalid {
+                    path: SandboxPolicy::path_for(path),
+                    key: "limits.fuel".into(),
+                    message: "needs a host with fuel metering (set `Limits::fuel` on the host); \
+                              remove it to rely on the time limit"
+                        .into(),
+                },
+            });
+        }
         match bytes.get(..8) {
             Some([0, b'a', b's', b'm', 0x0d, 0x00, 0x01, 0x00]) => {}
             Some([0, b'a', b's', b'm', 1, 0, 0, 0]) => {
