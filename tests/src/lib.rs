@@ -89,3 +89,11 @@ pub fn scratch_dir(name: &str) -> PathBuf {
         .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
     dir
 }
+
+/// The message of a failed tool call; panics if the call succeeded or failed otherwise.
+pub fn error_message(result: Result<String, llm_worker::ToolServerError>) -> String {
+    match result {
+        Err(llm_worker::ToolServerError::ToolExecution(message)) => message,
+        other => panic!("expected a tool error, got {other:?}"),
+    }
+}

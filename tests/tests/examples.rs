@@ -2,7 +2,7 @@
 //! checked and its tools called through a `Worker`.
 
 use llm_worker::*;
-use llm_worker_tests::plugin;
+use llm_worker_tests::{error_message, plugin};
 use serde_json::{Value, json};
 
 fn meta(plugin_name: &str, tool: &str) -> ToolMeta {
@@ -35,13 +35,6 @@ async fn session(plugin_name: &str) -> ToolServerHandle {
         .register_tools(plugin(plugin_name).definitions())
         .unwrap_or_else(|e| panic!("{e}"));
     worker.tool_server_handle()
-}
-
-fn tool_error(result: Result<String, ToolServerError>) -> String {
-    match result {
-        Err(ToolServerError::ToolExecution(message)) => message,
-        other => panic!("expected a tool error, got {other:?}"),
-    }
 }
 
 #[tokio::test]
@@ -100,7 +93,7 @@ async fn notes_share_state_and_report_errors() {
         tools.call_tool("list_notes", "{}").await.as_deref(),
         Ok("first\nsecond")
     );
-    let message = tool_error(tools.call_tool("add_note", r#"{"text":"  "}"#).await);
+    let message = error_message(tools.call_tool("add_note", r#"{"text":"  "}"#).await);
     assert!(
         message.starts_with("Execution failed: the note is empty"),
         "{message}"
@@ -133,7 +126,7 @@ async fn calc_handles_numbers_and_result_errors() {
             .as_deref(),
         Ok("0.25")
     );
-    let message = tool_error(
+    let message = error_message(
         tools
             .call_tool("divide", r#"{"dividend":1,"divisor":0}"#)
             .await,
@@ -146,7 +139,7 @@ async fn calc_handles_numbers_and_result_errors() {
         tools.call_tool("isqrt", r#"{"n":17}"#).await.as_deref(),
         Ok("4")
     );
-    let message = tool_error(tools.call_tool("isqrt", r#"{"n":-1}"#).await);
+    let message = error_message(tools.call_tool("isqrt", r#"{"n":-1}"#).await);
     assert!(message.starts_with("Invalid argument:"), "{message}");
 }
 
@@ -191,7 +184,7 @@ async fn text_takes_options_vectors_nested_structs_and_enums() {
             .as_deref(),
         Ok("mixed")
     );
-    let message = tool_error(
+    let message = error_message(
         tools
             .call_tool("convert_case", r#"{"text":"x","case":"title"}"#)
             .await,

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use llm_worker::*;
-use llm_worker_tests::{host, plugin, plugin_path};
+use llm_worker_tests::{error_message, host, plugin, plugin_path};
 
 /// A session with the hostile plugin (loaded by `plugin_host`) and a well-behaved counter.
 fn session(hostile: &LoadedPlugin) -> ToolServerHandle {
@@ -16,13 +16,6 @@ fn session(hostile: &LoadedPlugin) -> ToolServerHandle {
         .register_tools(plugin("counter").definitions())
         .unwrap_or_else(|e| panic!("{e}"));
     worker.tool_server_handle()
-}
-
-fn error_text(result: Result<String, ToolServerError>) -> String {
-    match result {
-        Err(ToolServerError::ToolExecution(message)) => message,
-        other => panic!("expected a tool error, got {other:?}"),
-    }
 }
 
 /// The counter answers 0, 1, 2 … across the attacks: nothing disturbed it.
@@ -45,7 +38,7 @@ async fn unbounded_recursion_overflows_the_stack_and_is_contained() {
             .as_deref(),
         Ok("55")
     );
-    let message = error_text(handle.call_tool("recurse", r#"{"depth":100000000}"#).await);
+    let message = error_message(handle.call_tool("recurse", r#"{"depth":100000000}"#).await);
     // Rust keeps large frames on a shadow stack in linear memory: overflowing it is an
     // out-of-bounds access; small frames overflow the wasm stack itself (see other_toolchains).
     assert!(
@@ -64,7 +57,7 @@ async fn a_call_sleeping_forever_hits_the_wall_clock_limit() {
             .and_then(|host| host.load(plugin_path("sleeper")))
             .unwrap_or_else(|e| panic!("{e}"));
     let handle = session(&sleeper);
-    let message = error_text(handle.call_tool("sleep", r#"{"ms":100000000}"#).await);
+    let message = error_message(handle.call_tool("sleep", r#"{"ms":100000000}"#).await);
     assert!(message.contains("time limit of 300ms"), "{message}");
     counter_still_counts(&handle, 0).await;
     let quick = handle.call_tool("sleep", r#"{"ms":1}"#).await;
@@ -77,7 +70,7 @@ async fn a_call_sleeping_forever_hits_the_wall_clock_limit() {
 #[tokio::test]
 async fn a_huge_result_hits_the_memory_limit_before_the_host_sees_it() {
     let handle = session(&plugin("trapper"));
-    let message = error_text(
+    let message = error_message(
         handle
             .call_tool("big_output", r#"{"bytes":104857600}"#)
             .await,
@@ -107,7 +100,7 @@ async fn flooding_stdout_costs_the_host_nothing() {
 async fn the_file_system_is_not_reachable() {
     let handle = session(&plugin("trapper"));
     for path in ["/etc/passwd", "..", "../../etc/passwd", ".", "/"] {
-        let message = error_text(
+        let message = error_message(
             handle
                 .call_tool(
                     "read_file",
@@ -139,7 +132,7 @@ async fn the_file_system_is_not_reachable() {
 async fn the_environment_and_arguments_are_empty() {
     assert!(std::env::var_os("PATH").is_some(), "the host has PATH");
     let handle = session(&plugin("trapper"));
-    let message = error_text(handle.call_tool("get_env", r#"{"name":"PATH"}"#).await);
+    let message = error_message(handle.call_tool("get_env", r#"{"name":"PATH"}"#).await);
     assert!(
         message.contains("PATH: environment variable not found"),
         "{message}"
@@ -156,7 +149,7 @@ async fn sockets_are_denied() {
     listener.set_nonblocking(true).expect("nonblocking");
     let address = listener.local_addr().expect("address").to_string();
     let handle = session(&plugin("trapper"));
-    let message = error_text(
+    let message = error_message(
         handle
             .call_tool(
                 "connect",
@@ -169,7 +162,7 @@ async fn sockets_are_denied() {
         matches!(listener.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
         "no connection reached the listener"
     );
-    let message = error_text(
+    let message = error_message(
         handle
             .call_tool("connect", r#"{"address":"example.com:80"}"#)
             .await,
@@ -226,7 +219,7 @@ async fn other_tools_answer_while_a_plugin_spins() {
         answers_end < spin_end,
         "the counter answered while the loop was running"
     );
-    assert!(error_text(spin_result).contains("time limit"));
+    assert!(error_message(spin_result).contains("time limit"));
 }
 
 #[tokio::test]

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use llm_worker::*;
-use llm_worker_tests::{host, plugin, plugin_path};
+use llm_worker_tests::{error_message, host, plugin, plugin_path};
 use serde_json::{Value, json};
 
 fn worker_with(plugins: &[&str]) -> Worker {
@@ -302,13 +302,6 @@ fn limited_host(limits: Limits) -> LoadedPlugin {
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
-fn internal_message(result: Result<String, ToolServerError>) -> String {
-    match result {
-        Err(ToolServerError::ToolExecution(message)) => message,
-        other => panic!("expected a tool error, got {other:?}"),
-    }
-}
-
 #[tokio::test]
 async fn a_trap_restarts_the_instance_and_other_tools_keep_working() {
     let mut worker = worker_with(&["trapper", "counter"]);
@@ -320,7 +313,7 @@ async fn a_trap_restarts_the_instance_and_other_tools_keep_working() {
     assert_eq!(call(&handle, "tick", "{}").await.as_deref(), Ok("1"));
     assert_eq!(call(&handle, "count", "{}").await.as_deref(), Ok("0"));
 
-    let message = internal_message(call(&handle, "panic", "{}").await);
+    let message = error_message(call(&handle, "panic", "{}").await);
     assert!(
         message.contains("trapper") && message.contains("panic"),
         "{message}"
@@ -353,7 +346,7 @@ async fn an_endless_loop_hits_the_time_limit() {
         .register_tools(plugin("counter").definitions())
         .expect("registers");
     let handle = worker.tool_server_handle();
-    let message = internal_message(call(&handle, "spin_forever", "{}").await);
+    let message = error_message(call(&handle, "spin_forever", "{}").await);
     assert!(message.contains("time limit of 200ms"), "{message}");
     assert_eq!(call(&handle, "tick", "{}").await.as_deref(), Ok("0"));
     assert_eq!(call(&handle, "count", "{}").await.as_deref(), Ok("0"));
@@ -371,7 +364,7 @@ async fn memory_and_output_limits_are_enforced() {
         .register_tools(trapper.definitions())
         .expect("registers");
     let handle = worker.tool_server_handle();
-    let message = internal_message(call(&handle, "allocate", r#"{"mib":64}"#).await);
+    let message = error_message(call(&handle, "allocate", r#"{"mib":64}"#).await);
     assert!(
         message.contains("memory") && message.contains("32 MiB"),
         "{message}"
@@ -381,7 +374,7 @@ async fn memory_and_output_limits_are_enforced() {
         Ok("1048576")
     );
 
-    let message = internal_message(call(&handle, "big_output", r#"{"bytes":5000}"#).await);
+    let message = error_message(call(&handle, "big_output", r#"{"bytes":5000}"#).await);
     assert!(message.contains("output limit of 1000 bytes"), "{message}");
     assert_eq!(
         call(&handle, "big_output", r#"{"bytes":3}"#)
@@ -400,7 +393,7 @@ async fn inputs_over_the_limit_never_reach_the_plugin() {
         .expect("registers");
     let handle = worker.tool_server_handle();
     let big = format!(r#"{{"bytes":1,"pad":"{}"}}"#, "x".repeat(100));
-    let message = internal_message(call(&handle, "big_output", &big).await);
+    let message = error_message(call(&handle, "big_output", &big).await);
     assert!(
         message.contains("Invalid argument") && message.contains("over the limit"),
         "{message}"
@@ -415,9 +408,9 @@ async fn repeated_failures_disable_the_instance() {
         .register_tools(trapper.definitions())
         .expect("registers");
     let handle = worker.tool_server_handle();
-    internal_message(call(&handle, "panic", "{}").await);
-    internal_message(call(&handle, "panic", "{}").await);
-    let message = internal_message(call(&handle, "tick", "{}").await);
+    error_message(call(&handle, "panic", "{}").await);
+    error_message(call(&handle, "panic", "{}").await);
+    let message = error_message(call(&handle, "tick", "{}").await);
     assert!(
         message.contains("disabled") && message.contains("2 consecutive failures"),
         "{message}"
@@ -443,7 +436,7 @@ async fn repeated_failures_disable_the_instance() {
 #[tokio::test]
 async fn inputs_are_checked_against_the_schema_before_the_plugin_runs() {
     let handle = worker_with(&["text", "trapper"]).tool_server_handle();
-    let message = internal_message(
+    let message = error_message(
         call(
             &handle,
             "join",
@@ -455,12 +448,12 @@ async fn inputs_are_checked_against_the_schema_before_the_plugin_runs() {
     assert!(message.contains("at /style/separator:"), "{message}");
 
     let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
-    let message = internal_message(call(&handle, "tick", &deep).await);
+    let message = error_message(call(&handle, "tick", &deep).await);
     assert!(
         message.contains("not valid JSON") && message.contains("recursion limit"),
         "{message}"
     );
-    let message = internal_message(call(&handle, "tick", "[]").await);
+    let message = error_message(call(&handle, "tick", "[]").await);
     assert!(
         message.contains("does not match its input schema"),
         "{message}"

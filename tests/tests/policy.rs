@@ -191,22 +191,34 @@ fn imports_show_what_a_plugin_may_ask_for() {
 async fn fuel_limits_stop_busy_plugins_on_hosts_that_meter_fuel() {
     let metered = PluginHost::with_limits(Limits::default().fuel(Some(50_000_000)))
         .unwrap_or_else(|e| panic!("{e}"));
-    let loaded = metered.load(plugin_path("trapper")).unwrap_or_else(|e| panic!("{e}"));
+    let loaded = metered
+        .load(plugin_path("trapper"))
+        .unwrap_or_else(|e| panic!("{e}"));
     let mut worker = Worker::new();
-    worker.register_tools(loaded.definitions()).expect("registers");
+    worker
+        .register_tools(loaded.definitions())
+        .expect("registers");
     let tools = worker.tool_server_handle();
     let spin = call(&tools, "spin_forever", json!({})).await;
     assert!(
         matches!(&spin, Err(ToolServerError::ToolExecution(m)) if m.contains("fuel of 50000000 units")),
         "{spin:?}"
     );
-    assert_eq!(call(&tools, "tick", json!({})).await.as_deref(), Ok("0"), "refuelled per call");
+    assert_eq!(
+        call(&tools, "tick", json!({})).await.as_deref(),
+        Ok("0"),
+        "refuelled per call"
+    );
     assert_eq!(call(&tools, "tick", json!({})).await.as_deref(), Ok("1"));
 
     let dir = plugin_dir("fuel", "[limits]\nfuel = 1000\n");
-    let error = host().load(dir.join("files.wasm")).expect_err("no metering on this host");
+    let error = host()
+        .load(dir.join("files.wasm"))
+        .expect_err("no metering on this host");
     assert!(error.to_string().contains("limits.fuel"), "{error}");
     // The policy's own fuel applies: 1000 units are not enough even to start.
-    let error = metered.load(dir.join("files.wasm")).expect_err("too little fuel");
+    let error = metered
+        .load(dir.join("files.wasm"))
+        .expect_err("too little fuel");
     assert!(error.to_string().contains("fuel of 1000 units"), "{error}");
 }
