@@ -3,6 +3,7 @@
 
 mod bindings;
 mod blocking;
+mod cache;
 mod http;
 mod instance;
 mod output;
@@ -238,6 +239,7 @@ struct HostInner {
     engine: Engine,
     linker: Linker<PluginState>,
     limits: Limits,
+    cache: Option<cache::CompileCache>,
     max_file_bytes: u64,
     _ticker: EpochTicker,
 }
@@ -265,6 +267,14 @@ impl PluginHost {
 
     /// A host whose plugin instances get `limits`.
     pub fn with_limits(limits: Limits) -> Result<Self, PluginError> {
+        Self::with_options(limits, None)
+    }
+
+    /// A host whose plugin instances get `limits` and which keeps compiled components in
+    /// `cache_dir` (see [`PluginHost::default_cache_dir`]): a second load of the same file
+    /// deserializes instead of compiling. Entries are keyed by the file's SHA-256 and the
+    /// engine's compatibility hash, written atomically, and checked before use.
+    pub fn with_options(limits: Limits, cache_dir: Option<PathBuf>) -> Result<Self, PluginError> {
         let mut config = Config::new();
         config.wasm_component_model(true);
         config.epoch_interruption(true);
@@ -280,10 +290,21 @@ impl PluginHost {
                 engine,
                 linker,
                 limits,
+                cache: cache_dir.map(cache::CompileCache::new),
                 max_file_bytes: DEFAULT_MAX_FILE_BYTES,
                 _ticker,
             }),
         })
+    }
+
+    /// The default compiled-cache directory: `$XDG_CACHE_HOME/llm-worker/compiled`, else
+    /// `$HOME/.cache/llm-worker/compiled`; `None` when neither is set.
+    pub fn default_cache_dir() -> Option<PathBuf> {
+        let base = std::env::var_os("XDG_CACHE_HOME")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")))?;
+        Some(base.join("llm-worker").join("compiled"))
     }
 
     /// The limits every instance gets.
@@ -457,11 +478,16 @@ impl PluginHost {
                 });
             }
         }
-        let component =
-            Component::new(&self.inner.engine, bytes).map_err(|e| PluginError::Invalid {
-                path: path.to_owned(),
-                reason: format!("{e:#}"),
-            })?;
+        let compiled = match &self.inner.cache {
+            Some(cache) => cache
+                .load_or_compile(&self.inner.engine, bytes, path)
+                .map(|(component, _)| component),
+            None => Component::new(&self.inner.engine, bytes),
+        };
+        let component = compiled.map_err(|e| PluginError::Invalid {
+            path: path.to_owned(),
+            reason: format!("{e:#}"),
+        })?;
         self.check_version(path, &component)?;
         let pre = self.inner.linker.instantiate_pre(&component).map_err(|e| {
             PluginError::UnsupportedImport {
