@@ -4,6 +4,7 @@
 mod hook;
 mod plugin;
 mod policy;
+mod provider;
 mod tool;
 mod tool_server;
 mod worker;
@@ -15,6 +16,7 @@ pub use hook::{
 pub use llm_worker_macros::{description, tool, tool_registry};
 pub use plugin::{LoadedPlugin, PluginDir, PluginError, PluginHost};
 pub use policy::{DirGrant, HttpGrant, Limits, PolicyError, SandboxPolicy};
+pub use provider::{ProviderFormat, provider_json};
 pub use tool::{Tool, ToolDefinition, ToolError, ToolMeta, ToolRegistry, WorkerToolDefinition};
 pub use tool_server::{LlmToolDefinition, ToolServer, ToolServerError, ToolServerHandle};
 pub use worker::{CacheLocked, Mutable, ToolRegistryError, Worker, WorkerError, WorkerState};

@@ -49,6 +49,16 @@ pub struct LlmToolDefinition {
     pub input_schema: Value,
 }
 
+impl From<&ToolMeta> for LlmToolDefinition {
+    fn from(meta: &ToolMeta) -> Self {
+        Self {
+            name: meta.name.clone(),
+            description: meta.description.clone(),
+            input_schema: meta.input_schema.clone(),
+        }
+    }
+}
+
 /// Errors of the tool server.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ToolServerError {
@@ -125,11 +135,7 @@ impl ToolServerHandle {
         let mut definitions: Vec<LlmToolDefinition> = self
             .lock()
             .values()
-            .map(|(meta, _)| LlmToolDefinition {
-                name: meta.name.clone(),
-                description: meta.description.clone(),
-                input_schema: meta.input_schema.clone(),
-            })
+            .map(|(meta, _)| LlmToolDefinition::from(meta))
             .collect();
         definitions.sort_by(|a, b| a.name.cmp(&b.name));
         definitions

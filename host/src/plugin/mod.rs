@@ -47,6 +47,14 @@ pub enum PluginError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// The plugin directory could not be read.
+    #[error("cannot read the plugin directory {}: {source}", path.display())]
+    Directory {
+        /// The directory.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
     /// The file is larger than the host accepts.
     #[error("plugin {} is {size} bytes, over the limit of {limit} bytes", path.display())]
     TooLarge {
@@ -353,7 +361,7 @@ impl PluginHost {
     /// tool name (both refused: neither silently wins). Fails only if `dir` cannot be read.
     pub fn load_dir(&self, dir: impl AsRef<Path>) -> Result<PluginDir, PluginError> {
         let dir = dir.as_ref();
-        let io = |source| PluginError::Io {
+        let io = |source| PluginError::Directory {
             path: dir.to_owned(),
             source,
         };

@@ -1,0 +1,337 @@
+//! The `llm-worker` command: list, call, check and describe the tool plugins of a directory.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use llm_worker::{
+    Limits, LoadedPlugin, PluginDir, PluginHost, ProviderFormat, ToolServerError, Worker,
+    provider_json,
+};
+use serde_json::json;
+
+/// Appends a line to the command's output (written to stdout once, at the end).
+macro_rules! outln {
+    ($out:expr, $($arg:tt)*) => {{
+        use std::fmt::Write as _;
+        let _ = writeln!($out, $($arg)*);
+    }};
+}
+
+/// Host LLM tools as sandboxed WebAssembly components.
+#[derive(Parser)]
+#[command(name = "llm-worker", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+    /// Keep compiled plugins here (default: $XDG_CACHE_HOME/llm-worker/compiled).
+    #[arg(long, global = true, value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
+    /// Compile every plugin afresh; read and write no cache.
+    #[arg(long, global = true)]
+    no_cache: bool,
+    /// Default memory limit per instance, in MiB (a policy file may override it).
+    #[arg(long, global = true, value_name = "MIB", default_value_t = 64)]
+    memory_mib: usize,
+    /// Default time limit per call, in milliseconds (a policy file may override it).
+    #[arg(long, global = true, value_name = "MS", default_value_t = 10_000)]
+    timeout_ms: u64,
+    /// More log output on stderr (-v: debug, -vv: trace). RUST_LOG overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+    /// Only errors on stderr.
+    #[arg(short, long, global = true)]
+    quiet: bool,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// List the tools of every plugin in DIR: tool, plugin file, description.
+    List {
+        /// The plugin directory.
+        dir: PathBuf,
+        /// Print JSON (one object per tool) instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Call TOOL with JSON input (from the argument, or stdin if absent) and print its output.
+    Call {
+        /// The plugin directory.
+        dir: PathBuf,
+        /// The tool's name.
+        tool: String,
+        /// The input, a JSON object; read from stdin when absent.
+        json: Option<String>,
+    },
+    /// Load every plugin in DIR and report, per file, whether it loads, what it imports and
+    /// what its policy grants. Exits non-zero if any plugin is refused.
+    Check {
+        /// The plugin directory.
+        dir: PathBuf,
+    },
+    /// Print the tool definitions of DIR in a provider's JSON shape, sorted by name.
+    Schema {
+        /// The plugin directory.
+        dir: PathBuf,
+        /// openai, anthropic, gemini or mcp.
+        #[arg(long, default_value = "openai")]
+        format: ProviderFormat,
+    },
+}
+
+fn init_logging(cli: &Cli) {
+    let level = match (cli.quiet, cli.verbose) {
+        (true, _) => "error",
+        (false, 0) => "warn",
+        (false, 1) => "debug",
+        (false, _) => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+}
+
+fn host(cli: &Cli) -> Result<PluginHost, String> {
+    let limits = Limits::default()
+        .memory_bytes(cli.memory_mib << 20)
+        .call_timeout(Duration::from_millis(cli.timeout_ms));
+    let cache = if cli.no_cache {
+        None
+    } else {
+        cli.cache_dir.clone().or_else(PluginHost::default_cache_dir)
+    };
+    PluginHost::with_options(limits, cache).map_err(|e| e.to_string())
+}
+
+/// Loads a directory, warning about refused plugins on stderr.
+fn load(host: &PluginHost, dir: &Path) -> Result<PluginDir, String> {
+    let loaded = host.load_dir(dir).map_err(|e| e.to_string())?;
+    for failure in &loaded.failures {
+        eprintln!("warning: {failure}");
+    }
+    Ok(loaded)
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or_default()
+}
+
+fn file_name(plugin: &LoadedPlugin) -> String {
+    plugin
+        .path()
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+fn list(
+    out: &mut String,
+    host: &PluginHost,
+    dir: &Path,
+    as_json: bool,
+) -> Result<ExitCode, String> {
+    let loaded = load(host, dir)?;
+    let mut rows: Vec<(&str, String, &llm_worker::ToolMeta)> = loaded
+        .plugins
+        .iter()
+        .flat_map(|p| {
+            p.tools()
+                .iter()
+                .map(move |m| (m.name.as_str(), file_name(p), m))
+        })
+        .collect();
+    rows.sort_by(|a, b| a.0.cmp(b.0));
+    if as_json {
+        let tools: Vec<_> = rows
+            .iter()
+            .map(|(name, file, meta)| {
+                json!({"tool": name, "plugin": file, "description": meta.description,
+                    "input_schema": meta.input_schema})
+            })
+            .collect();
+        outln!(out, "{}", serde_json::Value::from(tools));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let tool_width = rows.iter().map(|r| r.0.len()).max().unwrap_or(0).max(4);
+    let file_width = rows.iter().map(|r| r.1.len()).max().unwrap_or(0).max(6);
+    outln!(
+        out,
+        "{:tool_width$}  {:file_width$}  DESCRIPTION",
+        "TOOL",
+        "PLUGIN"
+    );
+    for (name, file, meta) in &rows {
+        outln!(
+            out,
+            "{name:tool_width$}  {file:file_width$}  {}",
+            first_line(&meta.description)
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn call(
+    out: &mut String,
+    host: &PluginHost,
+    dir: &Path,
+    tool: &str,
+    input: Option<String>,
+) -> Result<ExitCode, String> {
+    let input = match input {
+        Some(input) => input,
+        None => {
+            let mut input = String::new();
+            std::io::stdin()
+                .read_to_string(&mut input)
+                .map_err(|e| format!("cannot read the input from stdin: {e}"))?;
+            input
+        }
+    };
+    let loaded = load(host, dir)?;
+    let mut worker = Worker::new();
+    worker
+        .register_tools(loaded.definitions())
+        .map_err(|e| e.to_string())?;
+    let tools = worker.tool_server_handle();
+    // No input at all means no arguments.
+    let input = match input.trim() {
+        "" => "{}",
+        input => input,
+    };
+    match tools.call_tool(tool, input).await {
+        Ok(output) => {
+            outln!(out, "{output}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(ToolServerError::ToolNotFound(name)) => {
+            let names: Vec<String> = tools
+                .tool_definitions_sorted()
+                .into_iter()
+                .map(|d| d.name)
+                .collect();
+            eprintln!(
+                "error: no tool '{name}' in {}; the tools are: {}",
+                dir.display(),
+                names.join(", ")
+            );
+            Ok(ExitCode::from(2))
+        }
+        Err(error) => {
+            eprintln!("error: {error}");
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+fn check(out: &mut String, host: &PluginHost, dir: &Path) -> Result<ExitCode, String> {
+    let loaded = load_quietly(host, dir)?;
+    for plugin in &loaded.plugins {
+        let policy = plugin.policy();
+        outln!(
+            out,
+            "ok       {}  tools: {}",
+            file_name(plugin),
+            plugin.tool_names().join(", ")
+        );
+        let asks: Vec<&str> = plugin
+            .imports()
+            .iter()
+            .map(|i| i.split('@').next().unwrap_or(i))
+            .filter(|i| !i.starts_with("llm-worker:"))
+            .collect();
+        outln!(out, "         imports: {}", asks.join(", "));
+        let env: Vec<&str> = policy.env.iter().map(|(name, _)| name.as_str()).collect();
+        let dirs: Vec<String> = policy
+            .dirs
+            .iter()
+            .map(|d| {
+                format!(
+                    "{} -> {} ({})",
+                    d.host.display(),
+                    d.guest,
+                    if d.writable { "rw" } else { "ro" }
+                )
+            })
+            .collect();
+        let http: Vec<String> = policy.http.iter().map(ToString::to_string).collect();
+        outln!(
+            out,
+            "         grants: env [{}], dirs [{}], http [{}]; limits: {} MiB, {:?}",
+            env.join(", "),
+            dirs.join(", "),
+            http.join(", "),
+            policy.limits.memory_bytes >> 20,
+            policy.limits.call_timeout
+        );
+    }
+    for failure in &loaded.failures {
+        outln!(out, "refused  {failure}");
+    }
+    Ok(if loaded.failures.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+fn load_quietly(host: &PluginHost, dir: &Path) -> Result<PluginDir, String> {
+    host.load_dir(dir).map_err(|e| e.to_string())
+}
+
+fn schema(
+    out: &mut String,
+    host: &PluginHost,
+    dir: &Path,
+    format: ProviderFormat,
+) -> Result<ExitCode, String> {
+    let loaded = load(host, dir)?;
+    let mut definitions: Vec<llm_worker::LlmToolDefinition> = loaded
+        .plugins
+        .iter()
+        .flat_map(|p| p.tools())
+        .map(llm_worker::LlmToolDefinition::from)
+        .collect();
+    definitions.sort_by(|a, b| a.name.cmp(&b.name));
+    let text = serde_json::to_string_pretty(&provider_json(&definitions, format))
+        .map_err(|e| e.to_string())?;
+    outln!(out, "{text}");
+    Ok(ExitCode::SUCCESS)
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(&cli);
+    let mut out = String::new();
+    let result = match host(&cli) {
+        Err(error) => Err(error),
+        Ok(host) => match &cli.command {
+            Command::List { dir, json } => list(&mut out, &host, dir, *json),
+            Command::Call { dir, tool, json } => {
+                call(&mut out, &host, dir, tool, json.clone()).await
+            }
+            Command::Check { dir } => check(&mut out, &host, dir),
+            Command::Schema { dir, format } => schema(&mut out, &host, dir, *format),
+        },
+    };
+    // A reader that stops early (`| head`) is not an error.
+    let mut stdout = std::io::stdout().lock();
+    if let Err(error) = stdout
+        .write_all(out.as_bytes())
+        .and_then(|()| stdout.flush())
+        && error.kind() != std::io::ErrorKind::BrokenPipe
+    {
+        eprintln!("error: cannot write to stdout: {error}");
+        return ExitCode::FAILURE;
+    }
+    result.unwrap_or_else(|error| {
+        eprintln!("error: {error}");
+        ExitCode::FAILURE
+    })
+}

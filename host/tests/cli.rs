@@ -1,0 +1,214 @@
+//! The `llm-worker` binary run as a process on the example plugins.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use llm_worker_tests::{plugin_path, scratch_dir};
+
+/// A plugin directory with the given example plugins, and a cache directory beside it.
+fn plugin_dir(name: &str, plugins: &[&str]) -> (PathBuf, PathBuf) {
+    let root = scratch_dir(name);
+    let dir = root.join("plugins");
+    std::fs::create_dir(&dir).expect("mkdir");
+    for plugin in plugins {
+        std::fs::copy(plugin_path(plugin), dir.join(format!("{plugin}.wasm"))).expect("copy");
+    }
+    (dir, root.join("cache"))
+}
+
+fn run(cache: &Path, args: &[&str], stdin: Option<&str>) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_llm-worker"));
+    command
+        .arg("--cache-dir")
+        .arg(cache)
+        .args(args)
+        .env_remove("RUST_LOG")
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = command.spawn().expect("spawn llm-worker");
+    if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        use std::io::Write;
+        pipe.write_all(text.as_bytes()).expect("write stdin");
+    }
+    child.wait_with_output().expect("wait")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn path(p: &Path) -> &str {
+    p.to_str().expect("utf-8 path")
+}
+
+#[test]
+fn list_shows_a_table_and_json() {
+    let (dir, cache) = plugin_dir("cli-list", &["greet", "counter"]);
+    let out = run(&cache, &["list", path(&dir)], None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let table = stdout(&out);
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(
+        lines[0].starts_with("TOOL") && lines[0].contains("PLUGIN"),
+        "{table}"
+    );
+    assert!(
+        lines[1].starts_with("count") && lines[1].contains("counter.wasm"),
+        "{table}"
+    );
+    assert!(
+        table.contains("greet") && table.contains("挨拶する"),
+        "{table}"
+    );
+
+    let out = run(&cache, &["list", path(&dir), "--json"], None);
+    let tools: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(tools.as_array().map(Vec::len), Some(3));
+    assert_eq!(tools[0]["tool"], "count");
+    assert_eq!(tools[1]["tool"], "greet");
+    assert_eq!(tools[1]["input_schema"]["required"][0], "name");
+}
+
+#[test]
+fn call_prints_results_and_fails_on_tool_errors() {
+    let (dir, cache) = plugin_dir("cli-call", &["greet", "calc"]);
+    let out = run(
+        &cache,
+        &["call", path(&dir), "greet", r#"{"name":"CLI"}"#],
+        None,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), "\"Hello, CLI!\"");
+
+    let out = run(
+        &cache,
+        &["call", path(&dir), "add"],
+        Some(r#"{"a":2,"b":3}"#),
+    );
+    assert_eq!(
+        stdout(&out).trim(),
+        "5.0",
+        "input from stdin: {}",
+        stderr(&out)
+    );
+
+    let out = run(
+        &cache,
+        &[
+            "call",
+            path(&dir),
+            "divide",
+            r#"{"dividend":1,"divisor":0}"#,
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stdout(&out).is_empty());
+    assert!(
+        stderr(&out).contains("division by zero"),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = run(&cache, &["call", path(&dir), "nope", "{}"], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("the tools are: add, divide, greet, isqrt"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn check_reports_each_file_and_fails_on_a_refused_plugin() {
+    let (dir, cache) = plugin_dir("cli-check", &["greet"]);
+    let out = run(&cache, &["check", path(&dir)], None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = stdout(&out);
+    assert!(
+        report.contains("ok       greet.wasm  tools: greet"),
+        "{report}"
+    );
+    assert!(
+        report.contains("imports: ") && report.contains("wasi:cli/environment"),
+        "{report}"
+    );
+    assert!(
+        report.contains("grants: env [], dirs [], http []"),
+        "{report}"
+    );
+
+    std::fs::write(dir.join("broken.wasm"), b"nope").expect("write");
+    let out = run(&cache, &["check", path(&dir)], None);
+    assert_eq!(out.status.code(), Some(1));
+    let report = stdout(&out);
+    assert!(
+        report.contains("refused  plugin") && report.contains("broken.wasm"),
+        "{report}"
+    );
+    assert!(
+        report.contains("ok       greet.wasm"),
+        "the good plugin still loads: {report}"
+    );
+}
+
+#[test]
+fn schema_prints_each_provider_shape() {
+    let (dir, cache) = plugin_dir("cli-schema", &["greet", "calc"]);
+    let shape = |format: &str| -> serde_json::Value {
+        let out = run(&cache, &["schema", path(&dir), "--format", format], None);
+        assert!(out.status.success(), "{}", stderr(&out));
+        serde_json::from_slice(&out.stdout).expect("json")
+    };
+    let openai = shape("openai");
+    assert_eq!(openai[0]["type"], "function");
+    assert_eq!(openai[0]["function"]["name"], "add", "sorted by name");
+    assert!(openai[0]["function"]["parameters"].get("$schema").is_none());
+    assert_eq!(shape("anthropic")[2]["input_schema"]["required"][0], "name");
+    assert_eq!(shape("gemini")["functionDeclarations"][1]["name"], "divide");
+    assert_eq!(shape("mcp")["tools"][2]["inputSchema"]["type"], "object");
+
+    let out = run(&cache, &["schema", path(&dir), "--format", "cohere"], None);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("use openai, anthropic, gemini or mcp"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_second_start_compiles_nothing() {
+    let (dir, cache) = plugin_dir("cli-cache", &["greet", "counter"]);
+    let out = run(&cache, &["-v", "list", path(&dir)], None);
+    assert!(
+        stderr(&out).matches("compiled and cached").count() == 2,
+        "{}",
+        stderr(&out)
+    );
+    let out = run(&cache, &["-v", "list", path(&dir)], None);
+    let log = stderr(&out);
+    assert_eq!(log.matches("compiled and cached").count(), 0, "{log}");
+    assert_eq!(log.matches("compiled cache hit").count(), 2, "{log}");
+}
+
+#[test]
+fn a_missing_directory_is_a_clear_error() {
+    let cache = scratch_dir("cli-missing");
+    let out = run(&cache, &["list", "/no/such/dir"], None);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("cannot read the plugin directory /no/such/dir"),
+        "{}",
+        stderr(&out)
+    );
+}
