@@ -1,13 +1,27 @@
 #!/usr/bin/env bash
 # The demo: build the example plugins for wasm32-wasip2, drop them into a plugin directory,
-# then host them and call their tools.
+# then use them through the `llm-worker` command and through the library (one session).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rustup target add wasm32-wasip2 >/dev/null 2>&1 || echo "note: rustup not found; the wasm32-wasip2 target must be installed" >&2
 cargo build --release --target wasm32-wasip2 --manifest-path plugins/Cargo.toml --target-dir plugins/target
+cargo build --release -p llm-worker --bin llm-worker --example demo
 dir=target/demo-plugins
 rm -rf "$dir" && mkdir -p "$dir"
 for plugin in greet counter notes calc text search; do
   cp "plugins/target/wasm32-wasip2/release/$plugin.wasm" "$dir/"
 done
-cargo run --release -q -p llm-worker --example demo -- "$dir"
+cli=target/release/llm-worker
+show() { printf '\n$ %s\n' "$*"; "$@" || true; }
+
+show "$cli" check "$dir"
+show "$cli" list "$dir"
+printf '\n$ %s\n' "$cli schema $dir --format anthropic | head -n 24"
+"$cli" schema "$dir" --format anthropic | head -n 24
+show "$cli" call "$dir" greet '{"name":"Ada"}'
+show "$cli" call "$dir" search '{"query":"wasi","limit":1}'
+show "$cli" call "$dir" divide '{"dividend":1,"divisor":0}'
+show "$cli" call "$dir" join '{"words":["a",2]}'
+
+printf '\n$ target/release/examples/demo %s   # one session through the library: state is kept\n' "$dir"
+target/release/examples/demo "$dir"
