@@ -6,6 +6,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use rmcp::ServiceExt;
+
+mod mcp;
 use llm_worker::{
     Limits, LoadedPlugin, PluginDir, PluginHost, ProviderFormat, ToolServerError, Worker,
     provider_json,
@@ -68,6 +71,12 @@ enum Command {
     /// Load every plugin in DIR and report, per file, whether it loads, what it imports and
     /// what its policy grants. Exits non-zero if any plugin is refused.
     Check {
+        /// The plugin directory.
+        dir: PathBuf,
+    },
+    /// Serve the tools of DIR to an MCP client over stdio (tools/list, tools/call). The
+    /// connection is one session: each plugin's state is kept between calls.
+    Serve {
         /// The plugin directory.
         dir: PathBuf,
     },
@@ -304,6 +313,31 @@ fn schema(
     Ok(ExitCode::SUCCESS)
 }
 
+async fn serve(host: &PluginHost, dir: &Path) -> Result<ExitCode, String> {
+    let loaded = load(host, dir)?;
+    let mut worker = Worker::new();
+    worker
+        .register_tools(loaded.definitions())
+        .map_err(|e| e.to_string())?;
+    let server = mcp::McpServer {
+        tools: worker.tool_server_handle(),
+        instructions: format!(
+            "Tools from the WebAssembly plugins in {}, run in a sandbox by llm-worker.",
+            dir.display()
+        ),
+    };
+    tracing::info!(tools = loaded.plugins.len(), "serving MCP over stdio");
+    let running = server
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| format!("cannot start the MCP session: {e}"))?;
+    running
+        .waiting()
+        .await
+        .map_err(|e| format!("the MCP session failed: {e}"))?;
+    Ok(ExitCode::SUCCESS)
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -318,6 +352,7 @@ async fn main() -> ExitCode {
             }
             Command::Check { dir } => check(&mut out, &host, dir),
             Command::Schema { dir, format } => schema(&mut out, &host, dir, *format),
+            Command::Serve { dir } => serve(&host, dir).await,
         },
     };
     // A reader that stops early (`| head`) is not an error.

@@ -1,0 +1,94 @@
+//! `llm-worker serve` driven by a real MCP client (rmcp's) over the child's stdio.
+
+use llm_worker_tests::{plugin_path, scratch_dir};
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use rmcp::transport::TokioChildProcess;
+use serde_json::json;
+
+fn text(result: &rmcp::model::CallToolResult) -> String {
+    result
+        .content
+        .iter()
+        .filter_map(|block| block.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join("")
+}
+
+fn call(name: &'static str, arguments: serde_json::Value) -> CallToolRequestParams {
+    let arguments = match arguments {
+        serde_json::Value::Object(map) => map,
+        _ => serde_json::Map::new(),
+    };
+    CallToolRequestParams::new(name).with_arguments(arguments)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_client_lists_and_calls_tools_in_one_session() {
+    let root = scratch_dir("mcp");
+    let dir = root.join("plugins");
+    std::fs::create_dir(&dir).expect("mkdir");
+    for plugin in ["counter", "calc", "greet"] {
+        std::fs::copy(plugin_path(plugin), dir.join(format!("{plugin}.wasm"))).expect("copy");
+    }
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"));
+    command
+        .arg("--cache-dir")
+        .arg(root.join("cache"))
+        .arg("serve")
+        .arg(&dir);
+    let transport = TokioChildProcess::new(command).expect("spawn llm-worker serve");
+    let client = ().serve(transport).await.expect("initialize");
+
+    let tools = client.list_all_tools().await.expect("tools/list");
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    assert_eq!(names, ["add", "count", "divide", "greet", "isqrt", "peek"]);
+    let greet = tools.iter().find(|t| t.name == "greet").expect("greet");
+    assert_eq!(
+        greet.description.as_deref(),
+        Some("挨拶する\nGreets someone by name.")
+    );
+    assert_eq!(greet.input_schema["required"], json!(["name"]));
+
+    let hello = client
+        .call_tool(call("greet", json!({"name": "MCP"})))
+        .await
+        .expect("tools/call");
+    assert_eq!(text(&hello), "\"Hello, MCP!\"");
+    assert_ne!(hello.is_error, Some(true));
+
+    // One connection is one session: the counter keeps its state between calls.
+    for expected in ["0", "1", "2"] {
+        let count = client
+            .call_tool(call("count", json!({})))
+            .await
+            .expect("count");
+        assert_eq!(text(&count), expected);
+    }
+
+    // A tool's error is a result with isError, not a protocol error.
+    let failed = client
+        .call_tool(call("divide", json!({"dividend": 1, "divisor": 0})))
+        .await
+        .expect("a tool error is still a result");
+    assert_eq!(failed.is_error, Some(true));
+    assert!(
+        text(&failed).contains("division by zero"),
+        "{}",
+        text(&failed)
+    );
+    let invalid = client
+        .call_tool(call("add", json!({"a": "one"})))
+        .await
+        .expect("result");
+    assert_eq!(invalid.is_error, Some(true));
+    assert!(text(&invalid).contains("at /a:"), "{}", text(&invalid));
+
+    let unknown = client.call_tool(call("nope", json!({}))).await;
+    assert!(
+        unknown.is_err(),
+        "an unknown tool is a protocol error: {unknown:?}"
+    );
+
+    client.cancel().await.expect("close");
+}
