@@ -212,3 +212,61 @@ fn a_missing_directory_is_a_clear_error() {
         stderr(&out)
     );
 }
+
+#[test]
+fn new_scaffolds_a_plugin_that_builds_and_loads() {
+    let root = scratch_dir("cli-new");
+    let new = |name: &str| {
+        Command::new(env!("CARGO_BIN_EXE_llm-worker"))
+            .current_dir(&root)
+            .args(["new", name])
+            .output()
+            .expect("run new")
+    };
+    let out = new("Bad Name");
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("not a good crate name"),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = new("hello-plugin");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        new("hello-plugin").status.code() == Some(1),
+        "an existing crate is not overwritten"
+    );
+
+    // Build it as its author would (sharing the example plugins' build directory for speed).
+    let target_dir = llm_worker_tests::repo_root().join("plugins/target");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = Command::new(cargo)
+        .current_dir(root.join("hello-plugin"))
+        .env_remove("CARGO_TARGET_DIR")
+        .args([
+            "build",
+            "--release",
+            "--target",
+            "wasm32-wasip2",
+            "--target-dir",
+        ])
+        .arg(&target_dir)
+        .status()
+        .expect("cargo build");
+    assert!(status.success(), "the scaffolded crate builds");
+    let dir = root.join("plugins");
+    std::fs::create_dir(&dir).expect("mkdir");
+    std::fs::copy(
+        target_dir.join("wasm32-wasip2/release/hello_plugin.wasm"),
+        dir.join("hello_plugin.wasm"),
+    )
+    .expect("copy");
+    let out = run(
+        &root.join("cache"),
+        &["call", path(&dir), "hello", r#"{"name":"Ada"}"#],
+        None,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), "Hello, Ada!");
+}

@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 use rmcp::ServiceExt;
 
 mod mcp;
+mod new;
 use llm_worker::{
     Limits, LoadedPlugin, PluginDir, PluginHost, ProviderFormat, ToolServerError, Worker,
     provider_json,
@@ -79,6 +80,15 @@ enum Command {
     Serve {
         /// The plugin directory.
         dir: PathBuf,
+    },
+    /// Create a new plugin crate NAME (in the current directory) that builds and loads as
+    /// it is.
+    New {
+        /// The crate's name.
+        name: String,
+        /// Use the guest SDK at this path (default: the one this llm-worker was built from).
+        #[arg(long, value_name = "PATH")]
+        sdk: Option<PathBuf>,
     },
     /// Print the tool definitions of DIR in a provider's JSON shape, sorted by name.
     Schema {
@@ -343,6 +353,23 @@ async fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(&cli);
     let mut out = String::new();
+    if let Command::New { name, sdk } = &cli.command {
+        return match new::scaffold(Path::new("."), name, sdk.as_deref()) {
+            Ok(dir) => {
+                println!(
+                    "created {}
+build it with: cd {} && cargo build --release --target wasm32-wasip2",
+                    dir.display(),
+                    dir.display()
+                );
+                ExitCode::SUCCESS
+            }
+            Err(error) => {
+                eprintln!("error: {error}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let result = match host(&cli) {
         Err(error) => Err(error),
         Ok(host) => match &cli.command {
@@ -353,6 +380,7 @@ async fn main() -> ExitCode {
             Command::Check { dir } => check(&mut out, &host, dir),
             Command::Schema { dir, format } => schema(&mut out, &host, dir, *format),
             Command::Serve { dir } => serve(&host, dir).await,
+            Command::New { .. } => Ok(ExitCode::SUCCESS),
         },
     };
     // A reader that stops early (`| head`) is not an error.

@@ -1,0 +1,126 @@
+//! `llm-worker new NAME`: a new plugin crate that builds and loads as it is.
+
+use std::path::{Path, PathBuf};
+
+/// Where this build of llm-worker found the guest SDK, if it still exists.
+fn local_sdk() -> Option<PathBuf> {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../guest-sdk")
+        .canonicalize()
+        .ok()
+}
+
+/// Creates the crate `name` in `parent`. `sdk` overrides where `llm-worker-guest` comes from.
+pub(crate) fn scaffold(parent: &Path, name: &str, sdk: Option<&Path>) -> Result<PathBuf, String> {
+    let valid = name.chars().next().is_some_and(|c| c.is_ascii_lowercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
+    if !valid {
+        return Err(format!(
+            "{name:?} is not a good crate name; use lower-case letters, digits, '-' and '_', \
+             starting with a letter"
+        ));
+    }
+    let dir = parent.join(name);
+    if dir.exists() {
+        return Err(format!(
+            "{} exists already; choose another name",
+            dir.display()
+        ));
+    }
+    let dependency = match sdk.map(Path::to_owned).or_else(local_sdk) {
+        Some(path) => format!("{{ path = {:?} }}", path.display().to_string()),
+        None => format!("\"{}\"", env!("CARGO_PKG_VERSION")),
+    };
+    let type_name: String = name
+        .split(['-', '_'])
+        .filter(|part| !part.is_empty())
+        .map(|part| {
+            let mut chars = part.chars();
+            chars
+                .next()
+                .map(|c| c.to_ascii_uppercase().to_string() + chars.as_str())
+                .unwrap_or_default()
+        })
+        .collect();
+
+    let cargo_toml = format!(
+        r#"[package]
+name = "{name}"
+version = "0.1.0"
+edition = "2024"
+
+[lib]
+crate-type = ["cdylib", "rlib"]
+
+[dependencies]
+llm-worker-guest = {dependency}
+
+# Plugins ship as one file: small and fast.
+[profile.release]
+opt-level = "s"
+lto = true
+strip = true
+codegen-units = 1
+panic = "abort"
+
+# A crate of its own, even inside another workspace.
+[workspace]
+"#
+    );
+    let lib_rs = format!(
+        r##"//! The `{name}` tool plugin.
+
+use llm_worker_guest::{{tool, tool_registry}};
+
+/// The tools of this plugin. Fields hold state kept between calls of one session (use
+/// `Arc<Mutex<…>>` or atomics: every tool holds a clone).
+#[derive(Clone, Default)]
+pub struct {type_name};
+
+#[tool_registry]
+impl {type_name} {{
+    /// Says hello. Describe here what the tool does and returns: the model reads it.
+    #[tool]
+    fn hello(&self, #[description = "Who to greet"] name: String) -> Result<String, String> {{
+        if name.trim().is_empty() {{
+            return Err("give a name".into());
+        }}
+        Ok(format!("Hello, {{name}}!"))
+    }}
+}}
+
+llm_worker_guest::export_plugin!({type_name});
+
+#[cfg(test)]
+mod tests {{
+    use super::*;
+    use llm_worker_guest::__private::block_on;
+
+    #[test]
+    fn says_hello() {{
+        let (meta, tool) = {type_name}.hello_definition()();
+        assert_eq!(meta.name, "hello");
+        let out = block_on(tool.execute(r#"{{"name":"Ada"}}"#));
+        assert_eq!(out.as_deref(), Ok("Hello, Ada!"));
+    }}
+}}
+"##
+    );
+    let file = name.replace('-', "_");
+    let readme = format!(
+        "# {name}\n\nAn llm-worker tool plugin.\n\n```sh\ncargo test                                      # the tools, natively\n\
+         cargo build --release --target wasm32-wasip2    # target/wasm32-wasip2/release/{file}.wasm\n\
+         llm-worker call target/wasm32-wasip2/release hello '{{\"name\":\"Ada\"}}'\n```\n"
+    );
+    let write = |path: PathBuf, text: &str| {
+        std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
+    };
+    std::fs::create_dir_all(dir.join("src"))
+        .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    write(dir.join("Cargo.toml"), &cargo_toml)?;
+    write(dir.join("src/lib.rs"), &lib_rs)?;
+    write(dir.join("README.md"), &readme)?;
+    Ok(dir)
+}
