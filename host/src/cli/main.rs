@@ -42,6 +42,10 @@ struct Cli {
     /// Default time limit per call, in milliseconds (a policy file may override it).
     #[arg(long, global = true, value_name = "MS", default_value_t = 10_000)]
     timeout_ms: u64,
+    /// Meter fuel: at most this many units per call (default: no metering; the time limit
+    /// applies). Lets policy files set their own fuel.
+    #[arg(long, global = true, value_name = "UNITS")]
+    fuel: Option<u64>,
     /// More log output on stderr (-v: debug, -vv: trace). RUST_LOG overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     verbose: u8,
@@ -119,7 +123,8 @@ fn init_logging(cli: &Cli) {
 fn host(cli: &Cli) -> Result<PluginHost, String> {
     let limits = Limits::default()
         .memory_bytes(cli.memory_mib << 20)
-        .call_timeout(Duration::from_millis(cli.timeout_ms));
+        .call_timeout(Duration::from_millis(cli.timeout_ms))
+        .fuel(cli.fuel);
     let cache = if cli.no_cache {
         None
     } else {
