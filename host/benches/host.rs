@@ -1,0 +1,222 @@
+//! `cargo bench -p llm-worker`: what hosting a tool in a sandbox costs, as medians and ratios
+//! measured in one run (machines are shared and noisy: compare the ratios, not the times).
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use llm_worker::{Limits, PluginHost, ToolServerHandle, Worker};
+use llm_worker_guest::{tool, tool_registry};
+use llm_worker_tests::{plugin_path, scratch_dir};
+use wasmtime::component::{Linker, ResourceTable};
+use wasmtime::{Config, Engine, Store};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+/// The echo plugin's logic, as a native tool.
+#[derive(Clone)]
+struct NativeEcho;
+
+#[tool_registry]
+impl NativeEcho {
+    /// Returns `text` unchanged.
+    #[tool]
+    fn echo(&self, #[description = "Any text"] text: String) -> Result<String, String> {
+        Ok(text)
+    }
+}
+
+mod bare {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "tool-plugin",
+        exports: { default: async },
+    });
+}
+
+struct BareState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+}
+
+impl WasiView for BareState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+/// Median time per iteration over 21 samples of `iterations` each, after a warm-up.
+fn median(iterations: u32, mut run: impl FnMut(u32)) -> Duration {
+    run(iterations.div_ceil(10));
+    let mut samples: Vec<Duration> = (0..21)
+        .map(|_| {
+            let start = Instant::now();
+            run(iterations);
+            start.elapsed() / iterations
+        })
+        .collect();
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn show(duration: Duration) -> String {
+    let nanos = duration.as_nanos();
+    if nanos < 10_000 {
+        format!("{:.2} µs", nanos as f64 / 1000.0)
+    } else if nanos < 10_000_000 {
+        format!("{:.1} µs", nanos as f64 / 1000.0)
+    } else {
+        format!("{:.1} ms", nanos as f64 / 1_000_000.0)
+    }
+}
+
+fn ratio(a: Duration, b: Duration) -> String {
+    format!("{:.2}×", a.as_secs_f64() / b.as_secs_f64())
+}
+
+fn calls(
+    runtime: &tokio::runtime::Runtime,
+    tools: &ToolServerHandle,
+    input: &str,
+    iterations: u32,
+) -> Duration {
+    median(iterations, |n| {
+        runtime.block_on(async {
+            for _ in 0..n {
+                black_box(tools.call_tool("echo", input).await.expect("echo"));
+            }
+        })
+    })
+}
+
+fn bare_calls(runtime: &tokio::runtime::Runtime, input: &str, iterations: u32) -> Duration {
+    let engine = Engine::new(Config::new().wasm_component_model(true)).expect("engine");
+    let mut linker = Linker::new(&engine);
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker).expect("wasi");
+    let component =
+        wasmtime::component::Component::from_file(&engine, plugin_path("echo")).expect("compile");
+    let pre =
+        bare::ToolPluginPre::new(linker.instantiate_pre(&component).expect("link")).expect("world");
+    let mut store = Store::new(
+        &engine,
+        BareState {
+            wasi: WasiCtx::builder().build(),
+            table: ResourceTable::new(),
+        },
+    );
+    runtime.block_on(async {
+        let plugin = pre
+            .instantiate_async(&mut store)
+            .await
+            .expect("instantiate");
+        plugin.call_tools(&mut store).await.expect("tools");
+        let mut run = |n: u32| {
+            let store = &mut store;
+            let plugin = &plugin;
+            futures_lite_block(async move {
+                for _ in 0..n {
+                    black_box(
+                        plugin
+                            .call_execute(&mut *store, "echo", input)
+                            .await
+                            .expect("call")
+                            .ok(),
+                    );
+                }
+            })
+        };
+        median(iterations, &mut run)
+    })
+}
+
+/// Runs a future on the current (runtime) thread; the bare path has no other tasks.
+fn futures_lite_block<F: std::future::Future>(future: F) -> F::Output {
+    futures::executor::block_on(future)
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let host = PluginHost::with_limits(
+        Limits::default()
+            .max_input_bytes(1 << 20)
+            .max_output_bytes(1 << 20),
+    )
+    .expect("host");
+    let echo = host.load(plugin_path("echo")).expect("load echo");
+
+    let mut worker = Worker::new();
+    worker.register_tools(echo.definitions()).expect("register");
+    let wasm = worker.tool_server_handle();
+    let mut native_worker = Worker::new();
+    native_worker
+        .register_tool(NativeEcho.echo_definition())
+        .expect("register");
+    let native = native_worker.tool_server_handle();
+
+    println!("\nllm-worker benchmarks (medians of 21 samples; ratios from this run)\n");
+    println!(
+        "| benchmark | wasm plugin | native Tool | bare wasmtime call | wasm / native | wasm / bare |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for (label, size, iterations) in [("echo ~100 B", 82, 20_000), ("echo 100 KB", 100_000, 300)] {
+        let input = format!(r#"{{"text":"{}"}}"#, "x".repeat(size));
+        let w = calls(&runtime, &wasm, &input, iterations);
+        let n = calls(&runtime, &native, &input, iterations);
+        let b = bare_calls(&runtime, &input, iterations);
+        println!(
+            "| {label} ({} B input) | {} | {} | {} | {} | {} |",
+            input.len(),
+            show(w),
+            show(n),
+            show(b),
+            ratio(w, n),
+            ratio(w, b)
+        );
+    }
+
+    let register = median(200, |n| {
+        for _ in 0..n {
+            let mut worker = Worker::new();
+            worker.register_tools(echo.definitions()).expect("register");
+            black_box(worker);
+        }
+    });
+    println!("\n| benchmark | median |");
+    println!("|---|---|");
+    println!(
+        "| registration (instantiate + read meta), one plugin | {} |",
+        show(register)
+    );
+
+    let cache = scratch_dir("bench-cache");
+    let cached = PluginHost::with_options(Limits::default(), Some(cache)).expect("host");
+    cached.load(plugin_path("greet")).expect("fill the cache");
+    let cold = median(3, |n| {
+        for _ in 0..n {
+            black_box(
+                PluginHost::new()
+                    .expect("host")
+                    .load(plugin_path("greet"))
+                    .expect("load"),
+            );
+        }
+    });
+    let warm = median(20, |n| {
+        for _ in 0..n {
+            black_box(cached.load(plugin_path("greet")).expect("load"));
+        }
+    });
+    println!("\n| loading greet.wasm | median | ratio |");
+    println!("|---|---|---|");
+    println!("| cold compile (+ validate) | {} | |", show(cold));
+    println!(
+        "| from the compiled cache (+ validate) | {} | {} faster |",
+        show(warm),
+        ratio(cold, warm)
+    );
+    println!();
+}
