@@ -92,3 +92,89 @@ async fn an_mcp_client_lists_and_calls_tools_in_one_session() {
 
     client.cancel().await.expect("close");
 }
+
+/// A client that counts `notifications/tools/list_changed`.
+#[derive(Clone, Default)]
+struct Watcher {
+    changes: std::sync::Arc<tokio::sync::Notify>,
+}
+
+impl rmcp::ClientHandler for Watcher {
+    async fn on_tool_list_changed(
+        &self,
+        _context: rmcp::service::NotificationContext<rmcp::RoleClient>,
+    ) {
+        self.changes.notify_one();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_picks_up_new_changed_and_broken_plugins() {
+    let root = scratch_dir("mcp-watch");
+    let dir = root.join("plugins");
+    std::fs::create_dir(&dir).expect("mkdir");
+    std::fs::copy(plugin_path("counter"), dir.join("counter.wasm")).expect("copy");
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"));
+    command
+        .arg("--cache-dir")
+        .arg(root.join("cache"))
+        .args(["serve", "--watch"])
+        .arg(&dir);
+    let watcher = Watcher::default();
+    let changes = std::sync::Arc::clone(&watcher.changes);
+    let transport = TokioChildProcess::new(command).expect("spawn");
+    let client = watcher.serve(transport).await.expect("initialize");
+    let names = |tools: Vec<rmcp::model::Tool>| -> Vec<String> {
+        tools.into_iter().map(|t| t.name.into_owned()).collect()
+    };
+    assert_eq!(
+        names(client.list_all_tools().await.expect("list")),
+        ["count", "peek"]
+    );
+    let count = client
+        .call_tool(call("count", json!({})))
+        .await
+        .expect("count");
+    assert_eq!(text(&count), "0");
+
+    // A plugin dropped in: the client is told, and the new tool is listed and callable.
+    std::fs::copy(plugin_path("greet"), dir.join("greet.wasm")).expect("copy");
+    tokio::time::timeout(std::time::Duration::from_secs(20), changes.notified())
+        .await
+        .expect("notifications/tools/list_changed");
+    assert_eq!(
+        names(client.list_all_tools().await.expect("list")),
+        ["count", "greet", "peek"]
+    );
+    let hello = client
+        .call_tool(call("greet", json!({"name": "new"})))
+        .await
+        .expect("greet");
+    assert_eq!(text(&hello), "\"Hello, new!\"");
+    let count = client
+        .call_tool(call("count", json!({})))
+        .await
+        .expect("count");
+    assert_eq!(text(&count), "1", "an unchanged plugin keeps its state");
+
+    // A broken new version does not take the working tools away.
+    std::fs::write(dir.join("greet.wasm"), b"broken").expect("break");
+    std::fs::write(dir.join("other.wasm"), b"also broken").expect("write");
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let hello = client
+        .call_tool(call("greet", json!({"name": "still"})))
+        .await
+        .expect("greet");
+    assert_eq!(text(&hello), "\"Hello, still!\"");
+
+    // A removed plugin goes away.
+    std::fs::remove_file(dir.join("greet.wasm")).expect("remove");
+    tokio::time::timeout(std::time::Duration::from_secs(20), changes.notified())
+        .await
+        .expect("notifications/tools/list_changed");
+    assert_eq!(
+        names(client.list_all_tools().await.expect("list")),
+        ["count", "peek"]
+    );
+    client.cancel().await.expect("close");
+}

@@ -6,7 +6,6 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use rmcp::ServiceExt;
 
 mod mcp;
 mod new;
@@ -84,6 +83,11 @@ enum Command {
     Serve {
         /// The plugin directory.
         dir: PathBuf,
+        /// Pick up added, changed and removed plugin files while serving, and tell the client
+        /// (notifications/tools/list_changed). Unchanged plugins keep their state; a broken
+        /// new version does not take the working one away.
+        #[arg(long)]
+        watch: bool,
     },
     /// Create a new plugin crate NAME (in the current directory) that builds and loads as
     /// it is.
@@ -328,31 +332,6 @@ fn schema(
     Ok(ExitCode::SUCCESS)
 }
 
-async fn serve(host: &PluginHost, dir: &Path) -> Result<ExitCode, String> {
-    let loaded = load(host, dir)?;
-    let mut worker = Worker::new();
-    worker
-        .register_tools(loaded.definitions())
-        .map_err(|e| e.to_string())?;
-    let server = mcp::McpServer {
-        tools: worker.tool_server_handle(),
-        instructions: format!(
-            "Tools from the WebAssembly plugins in {}, run in a sandbox by llm-worker.",
-            dir.display()
-        ),
-    };
-    tracing::info!(tools = loaded.plugins.len(), "serving MCP over stdio");
-    let running = server
-        .serve(rmcp::transport::stdio())
-        .await
-        .map_err(|e| format!("cannot start the MCP session: {e}"))?;
-    running
-        .waiting()
-        .await
-        .map_err(|e| format!("the MCP session failed: {e}"))?;
-    Ok(ExitCode::SUCCESS)
-}
-
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -384,7 +363,9 @@ build it with: cd {} && cargo build --release --target wasm32-wasip2",
             }
             Command::Check { dir } => check(&mut out, &host, dir),
             Command::Schema { dir, format } => schema(&mut out, &host, dir, *format),
-            Command::Serve { dir } => serve(&host, dir).await,
+            Command::Serve { dir, watch } => mcp::serve(host, dir.clone(), *watch)
+                .await
+                .map(|()| ExitCode::SUCCESS),
             Command::New { .. } => Ok(ExitCode::SUCCESS),
         },
     };
