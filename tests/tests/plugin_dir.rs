@@ -73,3 +73,29 @@ fn a_missing_directory_is_an_error() {
     let error = host().load_dir("/no/such/plugin/dir").expect_err("missing");
     assert!(error.to_string().contains("/no/such/plugin/dir"), "{error}");
 }
+
+#[test]
+fn progress_is_reported_for_every_file() {
+    let dir = scratch_dir("dir-progress");
+    for name in ["greet", "counter"] {
+        std::fs::copy(plugin_path(name), dir.join(format!("{name}.wasm"))).expect("copy");
+    }
+    std::fs::write(dir.join("zz-broken.wasm"), b"x").expect("write");
+    let mut seen = Vec::new();
+    let loaded = host()
+        .load_dir_with_progress(&dir, |index, total, path| {
+            let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+            seen.push((index, total, name.unwrap_or_default()));
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        seen,
+        [
+            (0, 3, "counter.wasm".to_owned()),
+            (1, 3, "greet.wasm".to_owned()),
+            (2, 3, "zz-broken.wasm".to_owned())
+        ]
+    );
+    assert_eq!(loaded.plugins.len(), 2);
+    assert_eq!(loaded.failures.len(), 1);
+}

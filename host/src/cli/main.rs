@@ -137,9 +137,10 @@ fn host(cli: &Cli) -> Result<PluginHost, String> {
     PluginHost::with_options(limits, cache).map_err(|e| e.to_string())
 }
 
-/// Loads a directory, warning about refused plugins on stderr.
+/// Loads a directory (with a progress bar when stderr is a terminal), warning about refused
+/// plugins on stderr.
 fn load(host: &PluginHost, dir: &Path) -> Result<PluginDir, String> {
-    let loaded = host.load_dir(dir).map_err(|e| e.to_string())?;
+    let loaded = load_with_progress(host, dir)?;
     for failure in &loaded.failures {
         eprintln!("warning: {failure}");
     }
@@ -309,7 +310,28 @@ fn check(out: &mut String, host: &PluginHost, dir: &Path) -> Result<ExitCode, St
 }
 
 fn load_quietly(host: &PluginHost, dir: &Path) -> Result<PluginDir, String> {
-    host.load_dir(dir).map_err(|e| e.to_string())
+    load_with_progress(host, dir)
+}
+
+/// Loads a directory, showing a progress bar on stderr when it is a terminal.
+pub(crate) fn load_with_progress(host: &PluginHost, dir: &Path) -> Result<PluginDir, String> {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return host.load_dir(dir).map_err(|e| e.to_string());
+    }
+    let bar =
+        indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr());
+    if let Ok(style) = indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {wide_msg}") {
+        bar.set_style(style);
+    }
+    let loaded = host.load_dir_with_progress(dir, |index, total, path| {
+        bar.set_length(total as u64);
+        bar.set_position(index as u64);
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        bar.set_message(format!("loading {name}"));
+    });
+    bar.finish_and_clear();
+    loaded.map_err(|e| e.to_string())
 }
 
 fn schema(

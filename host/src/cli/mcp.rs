@@ -170,7 +170,7 @@ fn scan(dir: &Path) -> BTreeMap<PathBuf, Fingerprint> {
 /// Serves the plugins of `dir` over stdio until the client disconnects.
 pub(crate) async fn serve(host: PluginHost, dir: PathBuf, watch: bool) -> Result<(), String> {
     let present = scan(&dir);
-    let loaded = host.load_dir(&dir).map_err(|e| e.to_string())?;
+    let loaded = super::load_with_progress(&host, &dir)?;
     let mut served = Served::default();
     served.update(loaded, &present);
     let tools = Arc::new(RwLock::new(served.tools()));

@@ -360,6 +360,16 @@ impl PluginHost {
     /// loaded; so are links to files outside `dir` (refused) and two plugins offering the same
     /// tool name (both refused: neither silently wins). Fails only if `dir` cannot be read.
     pub fn load_dir(&self, dir: impl AsRef<Path>) -> Result<PluginDir, PluginError> {
+        self.load_dir_with_progress(dir, |_, _, _| {})
+    }
+
+    /// [`load_dir`](Self::load_dir), calling `progress(index, total, path)` before each file
+    /// (for a progress bar: compiling takes a while where the cache is cold).
+    pub fn load_dir_with_progress(
+        &self,
+        dir: impl AsRef<Path>,
+        mut progress: impl FnMut(usize, usize, &Path),
+    ) -> Result<PluginDir, PluginError> {
         let dir = dir.as_ref();
         let io = |source| PluginError::Directory {
             path: dir.to_owned(),
@@ -375,7 +385,9 @@ impl PluginHost {
 
         let mut loaded = Vec::new();
         let mut failures = Vec::new();
-        for path in paths {
+        let total = paths.len();
+        for (index, path) in paths.into_iter().enumerate() {
+            progress(index, total, &path);
             match std::fs::canonicalize(&path) {
                 Ok(target) if !target.starts_with(&root) => {
                     failures.push(PluginError::OutsideDirectory { path, target });
