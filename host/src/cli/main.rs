@@ -88,6 +88,10 @@ enum Command {
         /// new version does not take the working one away.
         #[arg(long)]
         watch: bool,
+        /// Serve streamable HTTP on this local address (e.g. 127.0.0.1:8080) instead of stdio;
+        /// the whole process is one session.
+        #[arg(long, value_name = "ADDR", conflicts_with = "watch")]
+        http: Option<std::net::SocketAddr>,
     },
     /// Create a new plugin crate NAME (in the current directory) that builds and loads as
     /// it is.
@@ -385,9 +389,11 @@ build it with: cd {} && cargo build --release --target wasm32-wasip2",
             }
             Command::Check { dir } => check(&mut out, &host, dir),
             Command::Schema { dir, format } => schema(&mut out, &host, dir, *format),
-            Command::Serve { dir, watch } => mcp::serve(host, dir.clone(), *watch)
-                .await
-                .map(|()| ExitCode::SUCCESS),
+            Command::Serve { dir, watch, http } => match http {
+                Some(address) => mcp::serve_http(host, dir.clone(), *address).await,
+                None => mcp::serve(host, dir.clone(), *watch).await,
+            }
+            .map(|()| ExitCode::SUCCESS),
             Command::New { .. } => Ok(ExitCode::SUCCESS),
         },
     };

@@ -23,6 +23,7 @@ use serde_json::Value;
 const WATCH_INTERVAL: Duration = Duration::from_millis(300);
 
 /// Serves a worker's tools; the tool set can be swapped while serving.
+#[derive(Clone)]
 pub(crate) struct McpServer {
     tools: Arc<RwLock<ToolServerHandle>>,
     instructions: String,
@@ -165,6 +166,67 @@ fn scan(dir: &Path) -> BTreeMap<PathBuf, Fingerprint> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// Serves the plugins of `dir` over streamable HTTP on `address` until the process ends. The
+/// process is one session: every client request reaches the same instances.
+pub(crate) async fn serve_http(
+    host: PluginHost,
+    dir: PathBuf,
+    address: std::net::SocketAddr,
+) -> Result<(), String> {
+    use hyper_util::rt::TokioIo;
+    use hyper_util::service::TowerToHyperService;
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService,
+    };
+
+    if !address.ip().is_loopback() {
+        return Err(format!(
+            "{address} is not a local address; serve on 127.0.0.1 or [::1] (the server has no \
+             authentication)"
+        ));
+    }
+    let loaded = super::load_with_progress(&host, &dir)?;
+    let mut served = Served::default();
+    served.update(loaded, &scan(&dir));
+    let server = McpServer {
+        tools: Arc::new(RwLock::new(served.tools())),
+        instructions: format!(
+            "Tools from the WebAssembly plugins in {}, run in a sandbox by llm-worker.",
+            dir.display()
+        ),
+        watch: false,
+    };
+    let service = StreamableHttpService::new(
+        move || Ok(server.clone()),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    );
+    let listener = tokio::net::TcpListener::bind(address)
+        .await
+        .map_err(|e| format!("cannot listen on {address}: {e}"))?;
+    let local = listener
+        .local_addr()
+        .map_err(|e| format!("cannot listen on {address}: {e}"))?;
+    // Clients (and tests) read the address from here, e.g. when the port was 0.
+    eprintln!("llm-worker: serving MCP on http://{local}/");
+    loop {
+        let (stream, _) = listener
+            .accept()
+            .await
+            .map_err(|e| format!("cannot accept a connection: {e}"))?;
+        let service = TowerToHyperService::new(service.clone());
+        tokio::spawn(async move {
+            if let Err(error) = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await
+            {
+                tracing::debug!("HTTP connection ended: {error}");
+            }
+        });
+    }
 }
 
 /// Serves the plugins of `dir` over stdio until the client disconnects.
