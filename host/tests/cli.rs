@@ -240,25 +240,11 @@ fn new_scaffolds_a_plugin_that_builds_and_loads() {
 
     // Build it as its author would (sharing the example plugins' build directory for speed).
     let target_dir = llm_worker_tests::repo_root().join("plugins/target");
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let status = Command::new(cargo)
-        .current_dir(root.join("hello-plugin"))
-        .env_remove("CARGO_TARGET_DIR")
-        .args([
-            "build",
-            "--release",
-            "--target",
-            "wasm32-wasip2",
-            "--target-dir",
-        ])
-        .arg(&target_dir)
-        .status()
-        .expect("cargo build");
-    assert!(status.success(), "the scaffolded crate builds");
+    let built = llm_worker_tests::build_for_wasm(&root.join("hello-plugin"), &target_dir);
     let dir = root.join("plugins");
     std::fs::create_dir(&dir).expect("mkdir");
     std::fs::copy(
-        target_dir.join("wasm32-wasip2/release/hello_plugin.wasm"),
+        built.join("hello_plugin.wasm"),
         dir.join("hello_plugin.wasm"),
     )
     .expect("copy");

@@ -31,28 +31,39 @@ pub fn plugin_dir() -> &'static Path {
         let _ = Command::new("rustup")
             .args(["target", "add", "wasm32-wasip2"])
             .status();
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let status = Command::new(cargo)
-            .current_dir(&plugins)
-            .env_remove("CARGO_TARGET_DIR")
-            .env_remove("RUSTFLAGS")
-            .env_remove("CARGO_ENCODED_RUSTFLAGS")
-            .args([
-                "build",
-                "--release",
-                "--target",
-                "wasm32-wasip2",
-                "--target-dir",
-            ])
-            .arg(&target_dir)
-            .status()
-            .unwrap_or_else(|e| panic!("cannot run cargo to build the plugins: {e}"));
-        assert!(
-            status.success(),
-            "building plugins/ for wasm32-wasip2 failed"
-        );
-        target_dir.join("wasm32-wasip2").join("release")
+        build_for_wasm(&plugins, &target_dir)
     })
+}
+
+/// Builds the crate or workspace in `dir` (release, `wasm32-wasip2`) into `target_dir` and
+/// returns the directory holding the `.wasm` files.
+///
+/// # Panics
+///
+/// If cargo cannot run or the build fails.
+pub fn build_for_wasm(dir: &Path, target_dir: &Path) -> PathBuf {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = Command::new(cargo)
+        .current_dir(dir)
+        .env_remove("CARGO_TARGET_DIR")
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .args([
+            "build",
+            "--release",
+            "--target",
+            "wasm32-wasip2",
+            "--target-dir",
+        ])
+        .arg(target_dir)
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run cargo to build {}: {e}", dir.display()));
+    assert!(
+        status.success(),
+        "building {} for wasm32-wasip2 failed",
+        dir.display()
+    );
+    target_dir.join("wasm32-wasip2").join("release")
 }
 
 /// The path of the built plugin `name` (e.g. `"counter"`).
