@@ -218,5 +218,139 @@ fn main() {
         show(warm),
         ratio(cold, warm)
     );
+
+    scaling(&echo);
+    memory_per_instance(&echo);
+    start_with_50_plugins();
     println!();
+}
+
+/// Calls on two instances, from one task (one after the other) and from two tasks on a
+/// two-thread runtime.
+fn scaling(echo: &llm_worker::LoadedPlugin) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let sessions: Vec<ToolServerHandle> = (0..2)
+        .map(|_| {
+            let mut worker = Worker::new();
+            worker.register_tools(echo.definitions()).expect("register");
+            worker.tool_server_handle()
+        })
+        .collect();
+    let input = format!(r#"{{"text":"{}"}}"#, "x".repeat(82));
+    let calls = 20_000;
+    let one = {
+        let (sessions, input) = (sessions.clone(), input.clone());
+        let start = Instant::now();
+        runtime.block_on(async move {
+            for i in 0..calls {
+                black_box(
+                    sessions[i % 2]
+                        .call_tool("echo", &input)
+                        .await
+                        .expect("echo"),
+                );
+            }
+        });
+        start.elapsed()
+    };
+    let two = {
+        let start = Instant::now();
+        runtime.block_on(async {
+            let tasks: Vec<_> = sessions
+                .iter()
+                .cloned()
+                .map(|tools| {
+                    let input = input.clone();
+                    tokio::spawn(async move {
+                        for _ in 0..calls / 2 {
+                            black_box(tools.call_tool("echo", &input).await.expect("echo"));
+                        }
+                    })
+                })
+                .collect();
+            for task in tasks {
+                task.await.expect("task");
+            }
+        });
+        start.elapsed()
+    };
+    println!("\n| throughput, {calls} echo calls on 2 instances | time | scaling |");
+    println!("|---|---|---|");
+    println!("| 1 task | {} | |", show(one));
+    println!(
+        "| 2 tasks on 2 threads | {} | {} |",
+        show(two),
+        ratio(one, two)
+    );
+}
+
+fn resident_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * 4096)
+}
+
+/// Resident memory added by 1,000 registered (idle) instances.
+fn memory_per_instance(echo: &llm_worker::LoadedPlugin) {
+    let before = resident_bytes();
+    let workers: Vec<Worker> = (0..1000)
+        .map(|_| {
+            let mut worker = Worker::new();
+            worker.register_tools(echo.definitions()).expect("register");
+            worker
+        })
+        .collect();
+    let after = resident_bytes();
+    println!("\n| memory | per instance |");
+    println!("|---|---|");
+    match (before, after) {
+        (Some(before), Some(after)) => println!(
+            "| resident, 1,000 registered idle instances | {:.1} KiB |",
+            after.saturating_sub(before) as f64 / 1000.0 / 1024.0
+        ),
+        _ => println!("| resident, 1,000 registered idle instances | (no /proc here) |"),
+    }
+    drop(black_box(workers));
+}
+
+/// `llm-worker list` on 50 plugin files with a warm cache, as a process.
+fn start_with_50_plugins() {
+    let dir = scratch_dir("bench-50");
+    let plugins = dir.join("plugins");
+    std::fs::create_dir(&plugins).expect("mkdir");
+    for i in 0..50 {
+        std::fs::copy(
+            plugin_path("echo"),
+            plugins.join(format!("echo{i:02}.wasm")),
+        )
+        .expect("copy");
+    }
+    let run = || {
+        let status = std::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"))
+            .arg("--cache-dir")
+            .arg(dir.join("cache"))
+            .args(["-q", "list"])
+            .arg(&plugins)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .expect("run llm-worker");
+        black_box(status);
+    };
+    run(); // fills the cache
+    let start = median(5, |n| {
+        for _ in 0..n {
+            run();
+        }
+    });
+    println!("\n| start | median |");
+    println!("|---|---|");
+    println!(
+        "| `llm-worker list` on 50 plugin files, warm cache (copies of one plugin) | {} |",
+        show(start)
+    );
 }
