@@ -256,3 +256,14 @@ fn new_scaffolds_a_plugin_that_builds_and_loads() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(stdout(&out).trim(), "Hello, Ada!");
 }
+
+#[test]
+fn recursive_reads_subdirectories() {
+    let (dir, cache) = plugin_dir("cli-recursive", &["greet"]);
+    std::fs::create_dir(dir.join("nested")).expect("mkdir");
+    std::fs::copy(plugin_path("counter"), dir.join("nested/counter.wasm")).expect("copy");
+    let flat = stdout(&run(&cache, &["list", path(&dir)], None));
+    assert!(!flat.contains("count"), "{flat}");
+    let deep = stdout(&run(&cache, &["list", "--recursive", path(&dir)], None));
+    assert!(deep.contains("count") && deep.contains("greet"), "{deep}");
+}

@@ -83,7 +83,7 @@ fn progress_is_reported_for_every_file() {
     std::fs::write(dir.join("zz-broken.wasm"), b"x").expect("write");
     let mut seen = Vec::new();
     let loaded = host()
-        .load_dir_with_progress(&dir, |index, total, path| {
+        .load_dir_with(&dir, LoadDirOptions::default(), |index, total, path| {
             let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
             seen.push((index, total, name.unwrap_or_default()));
         })
@@ -98,4 +98,34 @@ fn progress_is_reported_for_every_file() {
     );
     assert_eq!(loaded.plugins.len(), 2);
     assert_eq!(loaded.failures.len(), 1);
+}
+
+#[test]
+fn subdirectories_are_read_only_when_asked() {
+    let dir = scratch_dir("dir-recursive");
+    std::fs::copy(plugin_path("greet"), dir.join("greet.wasm")).expect("copy");
+    std::fs::create_dir_all(dir.join("more/deeper")).expect("mkdir");
+    std::fs::copy(plugin_path("counter"), dir.join("more/deeper/counter.wasm")).expect("copy");
+    let outside = scratch_dir("dir-recursive-outside");
+    std::fs::copy(plugin_path("calc"), outside.join("calc.wasm")).expect("copy");
+    symlink(&outside, dir.join("linked")).expect("symlink a directory");
+
+    let flat = host().load_dir(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let names = |loaded: &PluginDir| -> Vec<String> {
+        loaded.plugins.iter().map(|p| p.name().to_owned()).collect()
+    };
+    assert_eq!(names(&flat), ["greet"]);
+    let deep = host()
+        .load_dir_with(
+            &dir,
+            LoadDirOptions::default().recursive(true),
+            |_, _, _| {},
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        names(&deep),
+        ["greet", "counter"],
+        "links to directories are not followed"
+    );
+    assert!(deep.failures.is_empty(), "{:?}", deep.failures);
 }

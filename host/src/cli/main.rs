@@ -10,8 +10,8 @@ use clap::{Parser, Subcommand};
 mod mcp;
 mod new;
 use llm_worker::{
-    Limits, LoadedPlugin, PluginDir, PluginHost, ProviderFormat, ToolServerError, Worker,
-    provider_json,
+    Limits, LoadDirOptions, LoadedPlugin, PluginDir, PluginHost, ProviderFormat, ToolServerError,
+    Worker, provider_json,
 };
 use serde_json::json;
 
@@ -48,6 +48,9 @@ struct Cli {
     /// More log output on stderr (-v: debug, -vv: trace). RUST_LOG overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     verbose: u8,
+    /// Also load plugins from subdirectories of DIR.
+    #[arg(short, long, global = true)]
+    recursive: bool,
     /// Only errors on stderr.
     #[arg(short, long, global = true)]
     quiet: bool,
@@ -128,7 +131,13 @@ fn init_logging(cli: &Cli) {
         .init();
 }
 
-fn host(cli: &Cli) -> Result<PluginHost, String> {
+/// The host and how it reads plugin directories.
+pub(crate) struct Loader {
+    pub(crate) host: PluginHost,
+    pub(crate) options: LoadDirOptions,
+}
+
+fn loader(cli: &Cli) -> Result<Loader, String> {
     let limits = Limits::default()
         .memory_bytes(cli.memory_mib << 20)
         .call_timeout(Duration::from_millis(cli.timeout_ms))
@@ -138,13 +147,17 @@ fn host(cli: &Cli) -> Result<PluginHost, String> {
     } else {
         cli.cache_dir.clone().or_else(PluginHost::default_cache_dir)
     };
-    PluginHost::with_options(limits, cache).map_err(|e| e.to_string())
+    let host = PluginHost::with_options(limits, cache).map_err(|e| e.to_string())?;
+    Ok(Loader {
+        host,
+        options: LoadDirOptions::default().recursive(cli.recursive),
+    })
 }
 
 /// Loads a directory (with a progress bar when stderr is a terminal), warning about refused
 /// plugins on stderr.
-fn load(host: &PluginHost, dir: &Path) -> Result<PluginDir, String> {
-    let loaded = load_with_progress(host, dir)?;
+fn load(loader: &Loader, dir: &Path) -> Result<PluginDir, String> {
+    let loaded = load_with_progress(loader, dir)?;
     for failure in &loaded.failures {
         eprintln!("warning: {failure}");
     }
@@ -163,13 +176,8 @@ fn file_name(plugin: &LoadedPlugin) -> String {
         .unwrap_or_default()
 }
 
-fn list(
-    out: &mut String,
-    host: &PluginHost,
-    dir: &Path,
-    as_json: bool,
-) -> Result<ExitCode, String> {
-    let loaded = load(host, dir)?;
+fn list(out: &mut String, loader: &Loader, dir: &Path, as_json: bool) -> Result<ExitCode, String> {
+    let loaded = load(loader, dir)?;
     let mut rows: Vec<(&str, String, &llm_worker::ToolMeta)> = loaded
         .plugins
         .iter()
@@ -211,7 +219,7 @@ fn list(
 
 async fn call(
     out: &mut String,
-    host: &PluginHost,
+    loader: &Loader,
     dir: &Path,
     tool: &str,
     input: Option<String>,
@@ -226,7 +234,7 @@ async fn call(
             input
         }
     };
-    let loaded = load(host, dir)?;
+    let loaded = load(loader, dir)?;
     let mut worker = Worker::new();
     worker
         .register_tools(loaded.definitions())
@@ -262,8 +270,8 @@ async fn call(
     }
 }
 
-fn check(out: &mut String, host: &PluginHost, dir: &Path) -> Result<ExitCode, String> {
-    let loaded = load_quietly(host, dir)?;
+fn check(out: &mut String, loader: &Loader, dir: &Path) -> Result<ExitCode, String> {
+    let loaded = load_quietly(loader, dir)?;
     for plugin in &loaded.plugins {
         let policy = plugin.policy();
         outln!(
@@ -313,22 +321,25 @@ fn check(out: &mut String, host: &PluginHost, dir: &Path) -> Result<ExitCode, St
     })
 }
 
-fn load_quietly(host: &PluginHost, dir: &Path) -> Result<PluginDir, String> {
-    load_with_progress(host, dir)
+fn load_quietly(loader: &Loader, dir: &Path) -> Result<PluginDir, String> {
+    load_with_progress(loader, dir)
 }
 
 /// Loads a directory, showing a progress bar on stderr when it is a terminal.
-pub(crate) fn load_with_progress(host: &PluginHost, dir: &Path) -> Result<PluginDir, String> {
+pub(crate) fn load_with_progress(loader: &Loader, dir: &Path) -> Result<PluginDir, String> {
     use std::io::IsTerminal;
+    let (host, options) = (&loader.host, loader.options);
     if !std::io::stderr().is_terminal() {
-        return host.load_dir(dir).map_err(|e| e.to_string());
+        return host
+            .load_dir_with(dir, options, |_, _, _| {})
+            .map_err(|e| e.to_string());
     }
     let bar =
         indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr());
     if let Ok(style) = indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {wide_msg}") {
         bar.set_style(style);
     }
-    let loaded = host.load_dir_with_progress(dir, |index, total, path| {
+    let loaded = host.load_dir_with(dir, options, |index, total, path| {
         bar.set_length(total as u64);
         bar.set_position(index as u64);
         let name = path.file_name().unwrap_or_default().to_string_lossy();
@@ -340,11 +351,11 @@ pub(crate) fn load_with_progress(host: &PluginHost, dir: &Path) -> Result<Plugin
 
 fn schema(
     out: &mut String,
-    host: &PluginHost,
+    loader: &Loader,
     dir: &Path,
     format: ProviderFormat,
 ) -> Result<ExitCode, String> {
-    let loaded = load(host, dir)?;
+    let loaded = load(loader, dir)?;
     let mut definitions: Vec<llm_worker::LlmToolDefinition> = loaded
         .plugins
         .iter()
@@ -380,18 +391,18 @@ build it with: cd {} && cargo build --release --target wasm32-wasip2",
             }
         };
     }
-    let result = match host(&cli) {
+    let result = match loader(&cli) {
         Err(error) => Err(error),
-        Ok(host) => match &cli.command {
-            Command::List { dir, json } => list(&mut out, &host, dir, *json),
+        Ok(loader) => match &cli.command {
+            Command::List { dir, json } => list(&mut out, &loader, dir, *json),
             Command::Call { dir, tool, json } => {
-                call(&mut out, &host, dir, tool, json.clone()).await
+                call(&mut out, &loader, dir, tool, json.clone()).await
             }
-            Command::Check { dir } => check(&mut out, &host, dir),
-            Command::Schema { dir, format } => schema(&mut out, &host, dir, *format),
+            Command::Check { dir } => check(&mut out, &loader, dir),
+            Command::Schema { dir, format } => schema(&mut out, &loader, dir, *format),
             Command::Serve { dir, watch, http } => match http {
-                Some(address) => mcp::serve_http(host, dir.clone(), *address).await,
-                None => mcp::serve(host, dir.clone(), *watch).await,
+                Some(address) => mcp::serve_http(&loader, dir.clone(), *address).await,
+                None => mcp::serve(loader, dir.clone(), *watch).await,
             }
             .map(|()| ExitCode::SUCCESS),
             Command::New { .. } => Ok(ExitCode::SUCCESS),

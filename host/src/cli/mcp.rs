@@ -8,7 +8,8 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
 
 use llm_worker::{
-    PluginDir, PluginHost, SandboxPolicy, ToolDefinition, ToolServerError, ToolServerHandle, Worker,
+    LoadDirOptions, PluginDir, SandboxPolicy, ToolDefinition, ToolServerError, ToolServerHandle,
+    Worker,
 };
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
@@ -153,25 +154,22 @@ impl Served {
     }
 }
 
-fn scan(dir: &Path) -> BTreeMap<PathBuf, Fingerprint> {
-    std::fs::read_dir(dir)
-        .map(|entries| {
-            entries
-                .filter_map(|entry| entry.ok().map(|entry| entry.path()))
-                .filter(|path| path.extension().is_some_and(|ext| ext == "wasm"))
-                .map(|path| {
-                    let print = fingerprint(&path);
-                    (path, print)
-                })
-                .collect()
-        })
+fn scan(dir: &Path, options: LoadDirOptions) -> BTreeMap<PathBuf, Fingerprint> {
+    options
+        .plugin_files(dir)
         .unwrap_or_default()
+        .into_iter()
+        .map(|path| {
+            let print = fingerprint(&path);
+            (path, print)
+        })
+        .collect()
 }
 
 /// Serves the plugins of `dir` over streamable HTTP on `address` until the process ends. The
 /// process is one session: every client request reaches the same instances.
 pub(crate) async fn serve_http(
-    host: PluginHost,
+    loader: &super::Loader,
     dir: PathBuf,
     address: std::net::SocketAddr,
 ) -> Result<(), String> {
@@ -188,9 +186,9 @@ pub(crate) async fn serve_http(
              authentication)"
         ));
     }
-    let loaded = super::load_with_progress(&host, &dir)?;
+    let loaded = super::load_with_progress(loader, &dir)?;
     let mut served = Served::default();
-    served.update(loaded, &scan(&dir));
+    served.update(loaded, &scan(&dir, loader.options));
     let server = McpServer {
         tools: Arc::new(RwLock::new(served.tools())),
         instructions: format!(
@@ -230,9 +228,9 @@ pub(crate) async fn serve_http(
 }
 
 /// Serves the plugins of `dir` over stdio until the client disconnects.
-pub(crate) async fn serve(host: PluginHost, dir: PathBuf, watch: bool) -> Result<(), String> {
-    let present = scan(&dir);
-    let loaded = super::load_with_progress(&host, &dir)?;
+pub(crate) async fn serve(loader: super::Loader, dir: PathBuf, watch: bool) -> Result<(), String> {
+    let present = scan(&dir, loader.options);
+    let loaded = super::load_with_progress(&loader, &dir)?;
     let mut served = Served::default();
     served.update(loaded, &present);
     let tools = Arc::new(RwLock::new(served.tools()));
@@ -251,7 +249,7 @@ pub(crate) async fn serve(host: PluginHost, dir: PathBuf, watch: bool) -> Result
         .map_err(|e| format!("cannot start the MCP session: {e}"))?;
     if watch {
         let peer = running.peer().clone();
-        tokio::spawn(watch_dir(host, dir, served, present, tools, peer));
+        tokio::spawn(watch_dir(loader, dir, served, present, tools, peer));
     }
     running
         .waiting()
@@ -261,7 +259,7 @@ pub(crate) async fn serve(host: PluginHost, dir: PathBuf, watch: bool) -> Result
 }
 
 async fn watch_dir(
-    host: PluginHost,
+    loader: super::Loader,
     dir: PathBuf,
     mut served: Served,
     mut present: BTreeMap<PathBuf, Fingerprint>,
@@ -270,13 +268,16 @@ async fn watch_dir(
 ) {
     loop {
         tokio::time::sleep(WATCH_INTERVAL).await;
-        let now = scan(&dir);
+        let now = scan(&dir, loader.options);
         if now == present {
             continue;
         }
-        let loader = host.clone();
-        let path = dir.clone();
-        let loaded = match tokio::task::spawn_blocking(move || loader.load_dir(path)).await {
+        let (host, options, path) = (loader.host.clone(), loader.options, dir.clone());
+        let loaded = match tokio::task::spawn_blocking(move || {
+            host.load_dir_with(path, options, |_, _, _| {})
+        })
+        .await
+        {
             Ok(Ok(loaded)) => loaded,
             Ok(Err(error)) => {
                 tracing::warn!("{error}");

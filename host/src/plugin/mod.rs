@@ -360,14 +360,16 @@ impl PluginHost {
     /// loaded; so are links to files outside `dir` (refused) and two plugins offering the same
     /// tool name (both refused: neither silently wins). Fails only if `dir` cannot be read.
     pub fn load_dir(&self, dir: impl AsRef<Path>) -> Result<PluginDir, PluginError> {
-        self.load_dir_with_progress(dir, |_, _, _| {})
+        self.load_dir_with(dir, LoadDirOptions::default(), |_, _, _| {})
     }
 
-    /// [`load_dir`](Self::load_dir), calling `progress(index, total, path)` before each file
-    /// (for a progress bar: compiling takes a while where the cache is cold).
-    pub fn load_dir_with_progress(
+    /// [`load_dir`](Self::load_dir) with options (e.g. recursive), calling
+    /// `progress(index, total, path)` before each file (for a progress bar: compiling takes a
+    /// while where the cache is cold).
+    pub fn load_dir_with(
         &self,
         dir: impl AsRef<Path>,
+        options: LoadDirOptions,
         mut progress: impl FnMut(usize, usize, &Path),
     ) -> Result<PluginDir, PluginError> {
         let dir = dir.as_ref();
@@ -376,12 +378,7 @@ impl PluginHost {
             source,
         };
         let root = dir.canonicalize().map_err(io)?;
-        let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
-            .map_err(io)?
-            .filter_map(|entry| entry.ok().map(|entry| entry.path()))
-            .filter(|path| path.extension().is_some_and(|ext| ext == "wasm"))
-            .collect();
-        paths.sort();
+        let paths = options.plugin_files(dir).map_err(io)?;
 
         let mut loaded = Vec::new();
         let mut failures = Vec::new();
@@ -655,6 +652,44 @@ fn tool_list_error(path: &Path, problem: ToolListProblem) -> PluginError {
         ToolListProblem::BadSchema { tool, reason } => {
             PluginError::InvalidSchema { path, tool, reason }
         }
+    }
+}
+
+/// How [`PluginHost::load_dir_with`] reads a directory.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LoadDirOptions {
+    /// Also load plugins in subdirectories (links to directories are not followed).
+    pub recursive: bool,
+}
+
+impl LoadDirOptions {
+    /// Sets whether subdirectories are read too.
+    pub fn recursive(mut self, recursive: bool) -> Self {
+        self.recursive = recursive;
+        self
+    }
+
+    /// The `*.wasm` files these options take from `dir`, sorted.
+    pub fn plugin_files(&self, dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+        let mut files = Vec::new();
+        let mut pending = vec![dir.to_owned()];
+        while let Some(current) = pending.pop() {
+            for entry in std::fs::read_dir(&current)? {
+                let Ok(entry) = entry else { continue };
+                let path = entry.path();
+                let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+                if is_dir {
+                    if self.recursive {
+                        pending.push(path);
+                    }
+                } else if path.extension().is_some_and(|ext| ext == "wasm") {
+                    files.push(path);
+                }
+            }
+        }
+        files.sort();
+        Ok(files)
     }
 }
 
