@@ -225,67 +225,72 @@ fn main() {
     println!();
 }
 
-/// Calls on two instances, from one task (one after the other) and from two tasks on a
-/// two-thread runtime.
+/// Calls on two instances from one thread (one after the other), then from two threads at
+/// once (each with its own runtime, so no scheduler decides the placement).
 fn scaling(echo: &llm_worker::LoadedPlugin) {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let sessions: Vec<ToolServerHandle> = (0..2)
+    let input = format!(r#"{{"text":"{}"}}"#, "x".repeat(82));
+    let calls: usize = 20_000;
+    let wasm: Vec<ToolServerHandle> = (0..2)
         .map(|_| {
             let mut worker = Worker::new();
             worker.register_tools(echo.definitions()).expect("register");
             worker.tool_server_handle()
         })
         .collect();
-    let input = format!(r#"{{"text":"{}"}}"#, "x".repeat(82));
-    let calls = 20_000;
-    let one = {
-        let (sessions, input) = (sessions.clone(), input.clone());
+    let native: Vec<ToolServerHandle> = (0..2)
+        .map(|_| {
+            let mut worker = Worker::new();
+            worker
+                .register_tool(NativeEcho.echo_definition())
+                .expect("register");
+            worker.tool_server_handle()
+        })
+        .collect();
+    let run = |tools: &[ToolServerHandle], count: usize| {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(async {
+            for i in 0..count {
+                let handle = &tools[i % tools.len()];
+                black_box(handle.call_tool("echo", &input).await.expect("echo"));
+            }
+        });
+    };
+    let one_thread = |sessions: &[ToolServerHandle]| {
         let start = Instant::now();
-        runtime.block_on(async move {
-            for i in 0..calls {
-                black_box(
-                    sessions[i % 2]
-                        .call_tool("echo", &input)
-                        .await
-                        .expect("echo"),
-                );
+        run(sessions, calls);
+        start.elapsed()
+    };
+    let two_threads = |sessions: &[ToolServerHandle]| {
+        let start = Instant::now();
+        std::thread::scope(|scope| {
+            for session in sessions {
+                let run = &run;
+                scope.spawn(move || run(std::slice::from_ref(session), calls / 2));
             }
         });
         start.elapsed()
     };
-    let two = {
-        let start = Instant::now();
-        runtime.block_on(async {
-            let tasks: Vec<_> = sessions
-                .iter()
-                .cloned()
-                .map(|tools| {
-                    let input = input.clone();
-                    tokio::spawn(async move {
-                        for _ in 0..calls / 2 {
-                            black_box(tools.call_tool("echo", &input).await.expect("echo"));
-                        }
-                    })
-                })
-                .collect();
-            for task in tasks {
-                task.await.expect("task");
-            }
-        });
-        start.elapsed()
+    // Medians of 5 runs each: the scheduler of a shared machine is noisy.
+    let median_of = |measure: &dyn Fn() -> Duration| {
+        let mut runs: Vec<Duration> = (0..5).map(|_| measure()).collect();
+        runs.sort();
+        runs[2]
     };
     println!("\n| throughput, {calls} echo calls on 2 instances | time | scaling |");
     println!("|---|---|---|");
-    println!("| 1 task | {} | |", show(one));
-    println!(
-        "| 2 tasks on 2 threads | {} | {} |",
-        show(two),
-        ratio(one, two)
-    );
+    for (label, sessions) in [("native Tool", &native), ("wasm plugin", &wasm)] {
+        let one = median_of(&|| one_thread(sessions));
+        let two = median_of(&|| two_threads(sessions));
+        println!("| {label}, 1 thread | {} | |", show(one));
+        println!(
+            "| {label}, 2 threads | {} | {} |",
+            show(two),
+            ratio(one, two)
+        );
+    }
 }
 
 fn resident_bytes() -> Option<u64> {
