@@ -122,7 +122,8 @@ impl Worker<CacheLocked> {
 fn registry_error(error: ToolServerError) -> ToolRegistryError {
     match error {
         ToolServerError::DuplicateName(name) => ToolRegistryError::DuplicateName(name),
-        // Registration reports nothing else; keep the name visible if that ever changes.
+        // Registration fails only on a duplicate name (the other variants belong to lookups
+        // and calls); map them anyway rather than panic.
         ToolServerError::ToolNotFound(name) | ToolServerError::ToolExecution(name) => {
             ToolRegistryError::DuplicateName(name)
         }

@@ -23,9 +23,14 @@ fn session(dir: &Path) -> ToolServerHandle {
     let loaded = host()
         .load(dir.join("files.wasm"))
         .unwrap_or_else(|e| panic!("{e}"));
+    register(&loaded)
+}
+
+/// One session of `plugin` in a new worker.
+fn register(plugin: &LoadedPlugin) -> ToolServerHandle {
     let mut worker = Worker::new();
     worker
-        .register_tools(loaded.definitions())
+        .register_tools(plugin.definitions())
         .expect("registers");
     worker.tool_server_handle()
 }
@@ -132,11 +137,7 @@ async fn limits_in_the_policy_file_apply() {
         .load(dir.join("files.wasm"))
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(loaded.policy().limits.memory_bytes, 16 << 20);
-    let mut worker = Worker::new();
-    worker
-        .register_tools(loaded.definitions())
-        .expect("registers");
-    let tools = worker.tool_server_handle();
+    let tools = register(&loaded);
     let spin = call(&tools, "spin_forever", json!({})).await;
     assert!(
         matches!(&spin, Err(ToolServerError::ToolExecution(m)) if m.contains("150ms")),
@@ -194,11 +195,7 @@ async fn fuel_limits_stop_busy_plugins_on_hosts_that_meter_fuel() {
     let loaded = metered
         .load(plugin_path("trapper"))
         .unwrap_or_else(|e| panic!("{e}"));
-    let mut worker = Worker::new();
-    worker
-        .register_tools(loaded.definitions())
-        .expect("registers");
-    let tools = worker.tool_server_handle();
+    let tools = register(&loaded);
     let spin = call(&tools, "spin_forever", json!({})).await;
     assert!(
         matches!(&spin, Err(ToolServerError::ToolExecution(m)) if m.contains("fuel of 50000000 units")),

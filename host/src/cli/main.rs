@@ -271,7 +271,7 @@ async fn call(
 }
 
 fn check(out: &mut String, loader: &Loader, dir: &Path) -> Result<ExitCode, String> {
-    let loaded = load_quietly(loader, dir)?;
+    let loaded = load_with_progress(loader, dir)?;
     for plugin in &loaded.plugins {
         let policy = plugin.policy();
         outln!(
@@ -319,10 +319,6 @@ fn check(out: &mut String, loader: &Loader, dir: &Path) -> Result<ExitCode, Stri
     } else {
         ExitCode::FAILURE
     })
-}
-
-fn load_quietly(loader: &Loader, dir: &Path) -> Result<PluginDir, String> {
-    load_with_progress(loader, dir)
 }
 
 /// Loads a directory, showing a progress bar on stderr when it is a terminal.
