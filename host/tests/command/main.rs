@@ -1,0 +1,5 @@
+//! The `llm-worker` binary run as a process: the command line and the MCP server, in one test
+//! binary (each would otherwise link the whole host on its own).
+
+mod cli;
+mod mcp;

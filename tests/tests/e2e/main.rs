@@ -1,0 +1,12 @@
+//! The end-to-end tests, as one test binary: every module links the whole host (wasmtime
+//! included), so one binary instead of nine saves most of the link time and disk of a test run.
+
+mod cache;
+mod examples;
+mod hostile;
+mod http;
+mod native;
+mod other_toolchains;
+mod plugin_dir;
+mod plugins;
+mod policy;
