@@ -135,7 +135,18 @@ fn futures_lite_block<F: std::future::Future>(future: F) -> F::Output {
     futures::executor::block_on(future)
 }
 
+/// The sections, in order; `cargo bench -p llm-worker --bench host -- NAME…` runs only those
+/// whose name contains one of the arguments (e.g. `-- calls` while profiling the call path).
+const SECTIONS: [&str; 6] = ["calls", "registration", "cache", "scaling", "memory", "start"];
+
 fn main() {
+    let filters: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|arg| !arg.starts_with('-'))
+        .collect();
+    let wanted = |section: &str| {
+        filters.is_empty() || filters.iter().any(|filter| section.contains(filter.as_str()))
+    };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -148,6 +159,22 @@ fn main() {
     .expect("host");
     let echo = host.load(plugin_path("echo")).expect("load echo");
 
+    println!("\nllm-worker benchmarks (medians of 21 samples; ratios from this run)");
+    for section in SECTIONS.into_iter().filter(|section| wanted(section)) {
+        match section {
+            "calls" => warm_calls(&runtime, &echo),
+            "registration" => registration(&echo),
+            "cache" => cache(),
+            "scaling" => scaling(&echo),
+            "memory" => memory_per_instance(&echo),
+            _ => start_with_50_plugins(),
+        }
+    }
+    println!();
+}
+
+/// A warm call through `ToolServerHandle` vs a native tool and a bare wasmtime call.
+fn warm_calls(runtime: &tokio::runtime::Runtime, echo: &llm_worker::LoadedPlugin) {
     let mut worker = Worker::new();
     worker.register_tools(echo.definitions()).expect("register");
     let wasm = worker.tool_server_handle();
@@ -157,16 +184,15 @@ fn main() {
         .expect("register");
     let native = native_worker.tool_server_handle();
 
-    println!("\nllm-worker benchmarks (medians of 21 samples; ratios from this run)\n");
     println!(
-        "| benchmark | wasm plugin | native Tool | bare wasmtime call | wasm / native | wasm / bare |"
+        "\n| benchmark | wasm plugin | native Tool | bare wasmtime call | wasm / native | wasm / bare |"
     );
     println!("|---|---|---|---|---|---|");
     for (label, size, iterations) in [("echo ~100 B", 82, 20_000), ("echo 100 KB", 100_000, 300)] {
         let input = format!(r#"{{"text":"{}"}}"#, "x".repeat(size));
-        let w = calls(&runtime, &wasm, &input, iterations);
-        let n = calls(&runtime, &native, &input, iterations);
-        let b = bare_calls(&runtime, &input, iterations);
+        let w = calls(runtime, &wasm, &input, iterations);
+        let n = calls(runtime, &native, &input, iterations);
+        let b = bare_calls(runtime, &input, iterations);
         println!(
             "| {label} ({} B input) | {} | {} | {} | {} | {} |",
             input.len(),
@@ -177,7 +203,10 @@ fn main() {
             ratio(w, b)
         );
     }
+}
 
+/// A new session: instantiate the plugin and read its tools.
+fn registration(echo: &llm_worker::LoadedPlugin) {
     let register = median(200, |n| {
         for _ in 0..n {
             let mut worker = Worker::new();
@@ -191,7 +220,10 @@ fn main() {
         "| registration (instantiate + read meta), one plugin | {} |",
         show(register)
     );
+}
 
+/// Loading a plugin: compiling it vs reading the compiled cache.
+fn cache() {
     let cache = scratch_dir("bench-cache");
     let cached = PluginHost::with_options(Limits::default(), Some(cache)).expect("host");
     cached.load(plugin_path("greet")).expect("fill the cache");
@@ -218,11 +250,6 @@ fn main() {
         show(warm),
         ratio(cold, warm)
     );
-
-    scaling(&echo);
-    memory_per_instance(&echo);
-    start_with_50_plugins();
-    println!();
 }
 
 /// Calls on two instances from one thread (one after the other), then from two threads at

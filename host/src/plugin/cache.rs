@@ -16,8 +16,19 @@ pub(crate) struct CompileCache {
     dir: PathBuf,
 }
 
-/// Entries start with this, then the SHA-256 of the rest.
-const MAGIC: &[u8; 8] = b"llmwc001";
+/// Entries start with this, then the XXH3-128 checksum of the rest.
+///
+/// The checksum only guards against damage (a torn write, a bad disk): anyone who can write
+/// the cache directory can write a matching checksum too, so a cryptographic hash would buy
+/// nothing here, and XXH3 reads the multi-megabyte entry ~20× faster than SHA-256 (which was
+/// most of a cache hit). The entry's *name* is the SHA-256 of the plugin file: that one must
+/// resist collisions, or a crafted plugin could pass for a cached one.
+const MAGIC: &[u8; 8] = b"llmwc002";
+
+/// The checksum stored in an entry.
+fn checksum(body: &[u8]) -> [u8; 16] {
+    xxhash_rust::xxh3::xxh3_128(body).to_le_bytes()
+}
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
@@ -76,8 +87,8 @@ impl CompileCache {
         let data = std::fs::read(entry).ok()?;
         let checked = data
             .strip_prefix(MAGIC.as_slice())
-            .and_then(|rest| rest.split_at_checked(32))
-            .filter(|(sum, body)| Sha256::digest(body).as_slice() == *sum);
+            .and_then(|rest| rest.split_at_checked(16))
+            .filter(|(sum, body)| checksum(body).as_slice() == *sum);
         let Some((_, body)) = checked else {
             tracing::warn!(
                 plugin = %path.display(),
@@ -87,7 +98,7 @@ impl CompileCache {
             return None;
         };
         // SAFETY: `Component::deserialize` requires bytes produced by `Component::serialize` of
-        // a compatible engine. The entry is ours: written by `write` below with the SHA-256 of
+        // a compatible engine. The entry is ours: written by `write` below with the checksum of
         // exactly these bytes (checked above, so a damaged or foreign file is never used), and
         // its name carries the engine's compatibility hash; wasmtime checks the version and
         // configuration again and refuses a mismatch with an error, which we treat as a miss.
@@ -112,7 +123,7 @@ impl CompileCache {
         let temporary = entry.with_extension(format!("tmp{}", std::process::id()));
         let mut file = std::fs::File::create(&temporary)?;
         file.write_all(MAGIC)?;
-        file.write_all(&Sha256::digest(compiled))?;
+        file.write_all(&checksum(compiled))?;
         file.write_all(compiled)?;
         file.sync_all()?;
         drop(file);

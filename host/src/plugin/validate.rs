@@ -95,6 +95,10 @@ pub(crate) fn check_input(
     tool: &str,
     input: &Value,
 ) -> Result<(), String> {
+    // The common case, valid input, without building any error.
+    if validator.is_valid(input) {
+        return Ok(());
+    }
     let problems: Vec<String> = validator
         .iter_errors(input)
         .take(20)
