@@ -24,11 +24,21 @@ impl NativeEcho {
     }
 }
 
+/// The plugin world as bare wasmtime sees it, called the way our host calls it (async, on a
+/// fiber, so that a call can yield and be timed out).
 mod bare {
     wasmtime::component::bindgen!({
         path: "../wit",
         world: "tool-plugin",
         exports: { default: async },
+    });
+}
+
+/// The same world called synchronously: wasmtime's cheapest call, the floor of any host.
+mod bare_sync {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "tool-plugin",
     });
 }
 
@@ -90,54 +100,94 @@ fn calls(
     })
 }
 
-fn bare_calls(runtime: &tokio::runtime::Runtime, input: &str, iterations: u32) -> Duration {
-    let engine = Engine::new(Config::new().wasm_component_model(true)).expect("engine");
-    let mut linker = Linker::new(&engine);
-    wasmtime_wasi::p2::add_to_linker_async(&mut linker).expect("wasi");
-    let component =
-        wasmtime::component::Component::from_file(&engine, plugin_path("echo")).expect("compile");
-    let pre =
-        bare::ToolPluginPre::new(linker.instantiate_pre(&component).expect("link")).expect("world");
-    let mut store = Store::new(
-        &engine,
+/// A store with an empty WASI context, for bare wasmtime.
+fn bare_store(engine: &Engine) -> Store<BareState> {
+    Store::new(
+        engine,
         BareState {
             wasi: WasiCtx::builder().build(),
             table: ResourceTable::new(),
         },
-    );
-    runtime.block_on(async {
+    )
+}
+
+/// The echo component, compiled by bare wasmtime with the default configuration.
+fn bare_component(async_wasi: bool) -> (Engine, Linker<BareState>, wasmtime::component::Component) {
+    let engine = Engine::new(Config::new().wasm_component_model(true)).expect("engine");
+    let mut linker = Linker::new(&engine);
+    if async_wasi {
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).expect("wasi");
+    } else {
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).expect("wasi");
+    }
+    let component =
+        wasmtime::component::Component::from_file(&engine, plugin_path("echo")).expect("compile");
+    (engine, linker, component)
+}
+
+/// Warm calls of `execute` on one bare wasmtime instance: (async, sync).
+fn bare_calls(
+    runtime: &tokio::runtime::Runtime,
+    input: &str,
+    iterations: u32,
+) -> (Duration, Duration) {
+    // WASI's host functions expect a Tokio context.
+    let _context = runtime.enter();
+    let (engine, linker, component) = bare_component(true);
+    let pre =
+        bare::ToolPluginPre::new(linker.instantiate_pre(&component).expect("link")).expect("world");
+    let mut store = bare_store(&engine);
+    let plugin = futures::executor::block_on(async {
         let plugin = pre
             .instantiate_async(&mut store)
             .await
             .expect("instantiate");
         plugin.call_tools(&mut store).await.expect("tools");
-        let mut run = |n: u32| {
-            let store = &mut store;
-            let plugin = &plugin;
-            futures_lite_block(async move {
-                for _ in 0..n {
-                    black_box(
-                        plugin
-                            .call_execute(&mut *store, "echo", input)
-                            .await
-                            .expect("call")
-                            .ok(),
-                    );
-                }
-            })
-        };
-        median(iterations, &mut run)
-    })
-}
+        plugin
+    });
+    let asynchronous = median(iterations, |n| {
+        futures::executor::block_on(async {
+            for _ in 0..n {
+                black_box(
+                    plugin
+                        .call_execute(&mut store, "echo", input)
+                        .await
+                        .expect("call")
+                        .ok(),
+                );
+            }
+        })
+    });
 
-/// Runs a future on the current (runtime) thread; the bare path has no other tasks.
-fn futures_lite_block<F: std::future::Future>(future: F) -> F::Output {
-    futures::executor::block_on(future)
+    let (engine, linker, component) = bare_component(false);
+    let pre = bare_sync::ToolPluginPre::new(linker.instantiate_pre(&component).expect("link"))
+        .expect("world");
+    let mut store = bare_store(&engine);
+    let plugin = pre.instantiate(&mut store).expect("instantiate");
+    plugin.call_tools(&mut store).expect("tools");
+    let synchronous = median(iterations, |n| {
+        for _ in 0..n {
+            black_box(
+                plugin
+                    .call_execute(&mut store, "echo", input)
+                    .expect("call")
+                    .ok(),
+            );
+        }
+    });
+    (asynchronous, synchronous)
 }
 
 /// The sections, in order; `cargo bench -p llm-worker --bench host -- NAME…` runs only those
 /// whose name contains one of the arguments (e.g. `-- calls` while profiling the call path).
-const SECTIONS: [&str; 6] = ["calls", "registration", "cache", "scaling", "memory", "start"];
+const SECTIONS: [&str; 6] = [
+    "calls",
+    "registration",
+    "cache",
+    "scaling",
+    "memory",
+    "start",
+];
 
 fn main() {
     let filters: Vec<String> = std::env::args()
@@ -145,7 +195,10 @@ fn main() {
         .filter(|arg| !arg.starts_with('-'))
         .collect();
     let wanted = |section: &str| {
-        filters.is_empty() || filters.iter().any(|filter| section.contains(filter.as_str()))
+        filters.is_empty()
+            || filters
+                .iter()
+                .any(|filter| section.contains(filter.as_str()))
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -163,7 +216,7 @@ fn main() {
     for section in SECTIONS.into_iter().filter(|section| wanted(section)) {
         match section {
             "calls" => warm_calls(&runtime, &echo),
-            "registration" => registration(&echo),
+            "registration" => registration(&runtime, &echo),
             "cache" => cache(),
             "scaling" => scaling(&echo),
             "memory" => memory_per_instance(&echo),
@@ -185,41 +238,96 @@ fn warm_calls(runtime: &tokio::runtime::Runtime, echo: &llm_worker::LoadedPlugin
     let native = native_worker.tool_server_handle();
 
     println!(
-        "\n| benchmark | wasm plugin | native Tool | bare wasmtime call | wasm / native | wasm / bare |"
+        "\n| warm call | wasm plugin | native Tool | bare wasmtime, async | bare wasmtime, sync \
+         | wasm / native | wasm / bare async | bare sync / native |"
     );
-    println!("|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|");
     for (label, size, iterations) in [("echo ~100 B", 82, 20_000), ("echo 100 KB", 100_000, 300)] {
         let input = format!(r#"{{"text":"{}"}}"#, "x".repeat(size));
         let w = calls(runtime, &wasm, &input, iterations);
         let n = calls(runtime, &native, &input, iterations);
-        let b = bare_calls(runtime, &input, iterations);
+        let (b, bs) = bare_calls(runtime, &input, iterations);
         println!(
-            "| {label} ({} B input) | {} | {} | {} | {} | {} |",
+            "| {label} ({} B input) | {} | {} | {} | {} | {} | {} | {} |",
             input.len(),
             show(w),
             show(n),
             show(b),
+            show(bs),
             ratio(w, n),
-            ratio(w, b)
+            ratio(w, b),
+            ratio(bs, n)
         );
+    }
+    input_check(echo);
+}
+
+/// What checking an input against the tool's schema costs on its own (parse + validate), the
+/// part of a wasm call that a native tool does not do.
+fn input_check(echo: &llm_worker::LoadedPlugin) {
+    let schema = &echo.tools()[0].input_schema;
+    let validator = jsonschema::validator_for(schema).expect("schema");
+    println!("\n| host-side input check (parse + JSON Schema) | median |");
+    println!("|---|---|");
+    for (label, size, iterations) in [("~100 B", 82, 20_000), ("100 KB", 100_000, 300)] {
+        let input = format!(r#"{{"text":"{}"}}"#, "x".repeat(size));
+        let time = median(iterations, |n| {
+            for _ in 0..n {
+                let value: serde_json::Value = serde_json::from_str(&input).expect("json");
+                black_box(validator.is_valid(&value));
+            }
+        });
+        println!("| {label} | {} |", show(time));
     }
 }
 
-/// A new session: instantiate the plugin and read its tools.
-fn registration(echo: &llm_worker::LoadedPlugin) {
-    let register = median(200, |n| {
-        for _ in 0..n {
-            let mut worker = Worker::new();
-            worker.register_tools(echo.definitions()).expect("register");
-            black_box(worker);
-        }
+/// A new session: instantiate the plugin and read its tools; with the default (on-demand)
+/// allocation, with a pool of instance slots, and in bare wasmtime.
+fn registration(runtime: &tokio::runtime::Runtime, echo: &llm_worker::LoadedPlugin) {
+    let register = |plugin: &llm_worker::LoadedPlugin| {
+        median(200, |n| {
+            for _ in 0..n {
+                let mut worker = Worker::new();
+                worker
+                    .register_tools(plugin.definitions())
+                    .expect("register");
+                black_box(worker);
+            }
+        })
+    };
+    let on_demand = register(echo);
+    let pooled_host = PluginHost::builder()
+        .instance_pool(1000)
+        .build()
+        .expect("pooled host");
+    let pooled = register(&pooled_host.load(plugin_path("echo")).expect("load echo"));
+
+    let _context = runtime.enter();
+    let (engine, linker, component) = bare_component(true);
+    let pre =
+        bare::ToolPluginPre::new(linker.instantiate_pre(&component).expect("link")).expect("world");
+    let bare = median(200, |n| {
+        futures::executor::block_on(async {
+            for _ in 0..n {
+                let mut store = bare_store(&engine);
+                let plugin = pre
+                    .instantiate_async(&mut store)
+                    .await
+                    .expect("instantiate");
+                black_box(plugin.call_tools(&mut store).await.expect("tools"));
+            }
+        })
     });
-    println!("\n| benchmark | median |");
-    println!("|---|---|");
-    println!(
-        "| registration (instantiate + read meta), one plugin | {} |",
-        show(register)
-    );
+
+    println!("\n| registration (instantiate + read meta), one plugin | median | vs bare |");
+    println!("|---|---|---|");
+    for (label, time) in [
+        ("on-demand allocation (default)", on_demand),
+        ("pooled host (`instance_pool(1000)`)", pooled),
+        ("bare wasmtime, on-demand", bare),
+    ] {
+        println!("| {label} | {} | {} |", show(time), ratio(time, bare));
+    }
 }
 
 /// Loading a plugin: compiling it vs reading the compiled cache.

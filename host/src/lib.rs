@@ -14,7 +14,9 @@ pub use hook::{
     ToolCall, ToolCallContext, ToolResult,
 };
 pub use llm_worker_macros::{description, tool, tool_registry};
-pub use plugin::{LoadDirOptions, LoadedPlugin, PluginDir, PluginError, PluginHost};
+pub use plugin::{
+    LoadDirOptions, LoadedPlugin, PluginDir, PluginError, PluginHost, PluginHostBuilder,
+};
 pub use policy::{DirGrant, HttpGrant, Limits, PolicyError, SandboxPolicy};
 pub use provider::{ProviderFormat, provider_json};
 pub use tool::{Tool, ToolDefinition, ToolError, ToolMeta, ToolRegistry, WorkerToolDefinition};

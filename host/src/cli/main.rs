@@ -48,6 +48,11 @@ struct Cli {
     /// More log output on stderr (-v: debug, -vv: trace). RUST_LOG overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     verbose: u8,
+    /// Reserve N instance slots up front and reuse them (wasmtime's pooling allocator):
+    /// plugins start faster, but at most N instances live at once, and each slot reserves
+    /// ~8 GiB of address space (not memory). Default: map memory per instance, no cap.
+    #[arg(long, global = true, value_name = "N")]
+    pool: Option<u32>,
     /// Also load plugins from subdirectories of DIR.
     #[arg(short, long, global = true)]
     recursive: bool,
@@ -147,7 +152,14 @@ fn loader(cli: &Cli) -> Result<Loader, String> {
     } else {
         cli.cache_dir.clone().or_else(PluginHost::default_cache_dir)
     };
-    let host = PluginHost::with_options(limits, cache).map_err(|e| e.to_string())?;
+    let mut builder = PluginHost::builder().limits(limits);
+    if let Some(dir) = cache {
+        builder = builder.cache_dir(dir);
+    }
+    if let Some(slots) = cli.pool.filter(|&slots| slots > 0) {
+        builder = builder.instance_pool(slots);
+    }
+    let host = builder.build().map_err(|e| e.to_string())?;
     Ok(Loader {
         host,
         options: LoadDirOptions::default().recursive(cli.recursive),

@@ -1,7 +1,9 @@
 //! A plugin session: one live wasm instance serving the calls of one registration, one call at
 //! a time, restarted after a trap and disabled after repeated failures.
 
+use std::future::Future;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Instant;
 
 use async_trait::async_trait;
@@ -121,12 +123,8 @@ impl ResourceLimiter for InstanceLimiter {
 struct LiveInstance {
     store: Store<PluginState>,
     bindings: ToolPlugin,
-}
-
-impl LiveInstance {
-    fn output(&self) -> PluginOutput {
-        self.store.data().output.clone()
-    }
+    /// Whether the engine meters fuel (then each call is given its fuel).
+    metered: bool,
 }
 
 /// A failure message with the end of the plugin's stderr, where it said something.
@@ -239,16 +237,18 @@ impl PluginSession {
                 image.name
             )));
         };
-        live.store.data_mut().deadline = Instant::now() + limits.call_timeout;
-        refuel(&mut live.store, limits);
-        let output = live.output();
-        let outcome = tokio::time::timeout(
-            limits.call_timeout + TIMEOUT_GRACE,
+        let deadline = Instant::now() + limits.call_timeout;
+        live.store.data_mut().deadline = deadline;
+        if live.metered {
+            refuel(&mut live.store, limits);
+        }
+        let outcome = within(
+            deadline + TIMEOUT_GRACE,
             live.bindings
                 .call_execute(&mut live.store, tool, input_json),
         )
         .await;
-        let stderr = output.flush_to_log(&image.name);
+        let stderr = live.store.data().output.flush_to_log(&image.name);
         let failure = match outcome {
             Ok(Ok(result)) => {
                 slot.consecutive_failures = 0;
@@ -376,6 +376,26 @@ fn new_store(image: &PluginImage) -> Result<Store<PluginState>, String> {
     Ok(store)
 }
 
+/// Runs `call` until it finishes or `deadline` passes.
+///
+/// The timer is armed only once the call waits: a call that runs to completion when first
+/// polled (the common case: no host call that blocks, and shorter than one epoch tick, after
+/// which wasm code yields) never touches Tokio's timer wheel. Wasm code itself is stopped at
+/// the limit by the epoch deadline; this timer ends calls stuck in a host call.
+async fn within<F: Future>(deadline: Instant, call: F) -> Result<F::Output, TimedOut> {
+    let mut call = std::pin::pin!(call);
+    let mut timer: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(output) = call.as_mut().poll(cx) {
+            return Poll::Ready(Ok(output));
+        }
+        let timer =
+            timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline.into())));
+        timer.as_mut().poll(cx).map(|()| Err(TimedOut))
+    })
+    .await
+}
+
 /// Gives a store the fuel of one call, where the engine meters fuel (unlimited for plugins
 /// without a fuel limit).
 fn refuel(store: &mut Store<PluginState>, limits: &Limits) {
@@ -390,15 +410,28 @@ async fn instantiate(image: &PluginImage) -> Result<(LiveInstance, Vec<WitToolMe
     let limits = &image.policy.limits;
     let mut store = new_store(image)?;
     let output = store.data().output.clone();
-    let started = tokio::time::timeout(limits.call_timeout + TIMEOUT_GRACE, async {
-        let bindings = image.pre.instantiate_async(&mut store).await?;
-        let tools = bindings.call_tools(&mut store).await?;
-        wasmtime::Result::Ok((bindings, tools))
-    })
+    let started = within(
+        Instant::now() + limits.call_timeout + TIMEOUT_GRACE,
+        async {
+            let bindings = image.pre.instantiate_async(&mut store).await?;
+            let tools = bindings.call_tools(&mut store).await?;
+            wasmtime::Result::Ok((bindings, tools))
+        },
+    )
     .await;
     let stderr = output.flush_to_log(&image.name);
     match started {
-        Ok(Ok((bindings, tools))) => Ok((LiveInstance { store, bindings }, tools)),
+        Ok(Ok((bindings, tools))) => {
+            let metered = store.get_fuel().is_ok();
+            Ok((
+                LiveInstance {
+                    store,
+                    bindings,
+                    metered,
+                },
+                tools,
+            ))
+        }
         Ok(Err(error)) => Err(with_stderr(describe(limits, &error), &stderr)),
         Err(_) => Err(describe(limits, &wasmtime::Error::new(TimedOut))),
     }
@@ -420,6 +453,11 @@ fn describe(limits: &Limits, error: &wasmtime::Error) -> String {
         format!(
             "it needed more memory than its limit of {} MiB",
             limits.memory_bytes >> 20
+        )
+    } else if error.is::<wasmtime::PoolConcurrencyLimitError>() {
+        format!(
+            "the host's pool of instance slots is full ({error}); end other sessions, or give \
+             the host a larger pool (`PluginHostBuilder::instance_pool`, `--pool`)"
         )
     } else if let Some(trap) = error.downcast_ref::<wasmtime::Trap>() {
         tracing::debug!("plugin trap: {error:?}");

@@ -267,6 +267,83 @@ impl std::fmt::Debug for PluginHost {
     }
 }
 
+/// Settings of a [`PluginHost`]: start from [`PluginHost::builder`].
+///
+/// ```no_run
+/// use llm_worker::{Limits, PluginHost};
+///
+/// let host = PluginHost::builder()
+///     .limits(Limits::default().memory_bytes(32 << 20))
+///     .cache_dir(PluginHost::default_cache_dir().expect("a home directory"))
+///     .instance_pool(256)
+///     .build()?;
+/// # Ok::<(), llm_worker::PluginError>(())
+/// ```
+#[derive(Debug, Clone, Default)]
+#[must_use]
+pub struct PluginHostBuilder {
+    limits: Limits,
+    cache_dir: Option<PathBuf>,
+    instance_pool: Option<u32>,
+}
+
+impl PluginHostBuilder {
+    /// The limits every plugin instance gets (a plugin's policy file may change its own).
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Keep compiled components in `dir` (see [`PluginHost::with_options`]).
+    pub fn cache_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.cache_dir = Some(dir.into());
+        self
+    }
+
+    /// Reserve slots for up to `max_instances` live plugin instances when the host is created,
+    /// and reuse them, instead of mapping memory and stacks for each instance as it starts
+    /// (the default).
+    ///
+    /// A pooled host starts instances (that is, registers plugins) faster, but it has a hard
+    /// capacity: once `max_instances` instances are alive, registering another one fails until
+    /// one is dropped (the registration is refused with wasmtime's reason). Each slot reserves
+    /// about 8 GiB of *address space* up front for its linear memories (never resident unless
+    /// used), so keep pools to a few thousand slots and to one pooled host per process. A
+    /// plugin's memory limit still applies inside its slot.
+    pub fn instance_pool(mut self, max_instances: u32) -> Self {
+        self.instance_pool = Some(max_instances.max(1));
+        self
+    }
+
+    /// Creates the host.
+    pub fn build(self) -> Result<PluginHost, PluginError> {
+        PluginHost::build(self)
+    }
+}
+
+/// Most core instances, memories and tables one plugin component may use in a pooled host.
+/// A Rust `wasm32-wasip2` plugin has four core instances (the program, the WASI adapter and two
+/// shims), one or two memories and a few tables; these leave room for other toolchains.
+const POOL_CORE_INSTANCES_PER_PLUGIN: u32 = 16;
+const POOL_MEMORIES_PER_PLUGIN: u32 = 2;
+const POOL_TABLES_PER_PLUGIN: u32 = 8;
+
+/// The pooling allocator's configuration for `max_instances` plugin instances.
+fn pool_config(max_instances: u32) -> wasmtime::InstanceAllocationStrategy {
+    let mut pool = wasmtime::PoolingAllocationConfig::new();
+    pool.total_component_instances(max_instances)
+        .total_core_instances(max_instances.saturating_mul(POOL_CORE_INSTANCES_PER_PLUGIN / 4))
+        .max_core_instances_per_component(POOL_CORE_INSTANCES_PER_PLUGIN)
+        .max_memories_per_component(POOL_MEMORIES_PER_PLUGIN)
+        .total_memories(max_instances.saturating_mul(POOL_MEMORIES_PER_PLUGIN))
+        .max_tables_per_component(POOL_TABLES_PER_PLUGIN)
+        .total_tables(max_instances.saturating_mul(POOL_TABLES_PER_PLUGIN))
+        .total_stacks(max_instances)
+        // 4 GiB: the whole 32-bit space, so any plugin's own memory limit fits in its slot.
+        .max_memory_size(1 << 32);
+    wasmtime::InstanceAllocationStrategy::Pooling(pool)
+}
+
 impl PluginHost {
     /// A host with the default [`Limits`].
     pub fn new() -> Result<Self, PluginError> {
@@ -282,16 +359,45 @@ impl PluginHost {
     /// `cache_dir` (see [`PluginHost::default_cache_dir`]): a second load of the same file
     /// deserializes instead of compiling. Entries are keyed by the file's SHA-256 and the
     /// engine's compatibility hash, written atomically, and checked before use.
+    ///
+    /// Shorthand for [`PluginHost::builder`] with these two settings.
     pub fn with_options(limits: Limits, cache_dir: Option<PathBuf>) -> Result<Self, PluginError> {
+        let builder = Self::builder().limits(limits);
+        match cache_dir {
+            Some(dir) => builder.cache_dir(dir),
+            None => builder,
+        }
+        .build()
+    }
+
+    /// A builder for a host with more settings than [`with_options`](Self::with_options):
+    /// limits, compiled cache, and a pool of instance slots.
+    pub fn builder() -> PluginHostBuilder {
+        PluginHostBuilder::default()
+    }
+
+    fn build(options: PluginHostBuilder) -> Result<Self, PluginError> {
+        let engine_error = |e: wasmtime::Error| PluginError::Engine(format!("{e:?}"));
+        let PluginHostBuilder {
+            limits,
+            cache_dir,
+            instance_pool,
+        } = options;
         let mut config = Config::new();
         config.wasm_component_model(true);
         config.epoch_interruption(true);
         config.consume_fuel(limits.fuel.is_some());
-        let engine = Engine::new(&config).map_err(|e| PluginError::Engine(format!("{e:?}")))?;
+        // Plugins use the synchronous component model (the `tool-plugin` world has no async
+        // functions or streams): skip the per-store state of component-model-async.
+        config.concurrency_support(false);
+        if let Some(max_instances) = instance_pool {
+            config.allocation_strategy(pool_config(max_instances));
+        }
+        let engine = Engine::new(&config).map_err(engine_error)?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)
             .and_then(|()| wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker))
-            .map_err(|e| PluginError::Engine(format!("{e:?}")))?;
+            .map_err(engine_error)?;
         let _ticker = EpochTicker::start(&engine);
         Ok(Self {
             inner: Arc::new(HostInner {

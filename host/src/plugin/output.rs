@@ -3,6 +3,7 @@
 
 use std::collections::VecDeque;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
@@ -25,10 +26,14 @@ struct Captured {
 #[derive(Clone, Default)]
 pub(crate) struct CapturedOutput {
     inner: Arc<Mutex<Captured>>,
+    /// Set by every write, cleared by `drain`: most calls write nothing, and draining after
+    /// each of them then costs one atomic load instead of a lock.
+    written: Arc<AtomicBool>,
 }
 
 impl CapturedOutput {
     fn append(&self, data: &[u8]) {
+        self.written.store(true, Ordering::Release);
         let mut captured = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         let keep = &data[data.len().saturating_sub(CAPTURE_BYTES)..];
         captured.dropped += (data.len() - keep.len()) as u64;
@@ -40,6 +45,9 @@ impl CapturedOutput {
 
     /// Takes what was written since the last drain, and how many bytes were dropped.
     pub(crate) fn drain(&self) -> (String, u64) {
+        if !self.written.swap(false, Ordering::Acquire) {
+            return (String::new(), 0);
+        }
         let mut captured = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         let bytes: Vec<u8> = captured.bytes.drain(..).collect();
         let dropped = std::mem::take(&mut captured.dropped);

@@ -10,3 +10,4 @@ mod other_toolchains;
 mod plugin_dir;
 mod plugins;
 mod policy;
+mod pool;
