@@ -102,18 +102,26 @@ fn calls(
 
 /// A store with an empty WASI context, for bare wasmtime.
 fn bare_store(engine: &Engine) -> Store<BareState> {
-    Store::new(
+    let mut store = Store::new(
         engine,
         BareState {
             wasi: WasiCtx::builder().build(),
             table: ResourceTable::new(),
         },
-    )
+    );
+    store.set_epoch_deadline(u64::MAX / 2);
+    store
 }
 
-/// The echo component, compiled by bare wasmtime with the default configuration.
-fn bare_component(async_wasi: bool) -> (Engine, Linker<BareState>, wasmtime::component::Component) {
-    let engine = Engine::new(Config::new().wasm_component_model(true)).expect("engine");
+/// The echo component, compiled by bare wasmtime with the default configuration, or with
+/// epoch interruption on as in the host (every store then gets a far deadline).
+fn bare_component(
+    async_wasi: bool,
+    epochs: bool,
+) -> (Engine, Linker<BareState>, wasmtime::component::Component) {
+    let mut config = Config::new();
+    config.wasm_component_model(true).epoch_interruption(epochs);
+    let engine = Engine::new(&config).expect("engine");
     let mut linker = Linker::new(&engine);
     if async_wasi {
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).expect("wasi");
@@ -125,15 +133,9 @@ fn bare_component(async_wasi: bool) -> (Engine, Linker<BareState>, wasmtime::com
     (engine, linker, component)
 }
 
-/// Warm calls of `execute` on one bare wasmtime instance: (async, sync).
-fn bare_calls(
-    runtime: &tokio::runtime::Runtime,
-    input: &str,
-    iterations: u32,
-) -> (Duration, Duration) {
-    // WASI's host functions expect a Tokio context.
-    let _context = runtime.enter();
-    let (engine, linker, component) = bare_component(true);
+/// Warm calls of `execute` on one bare wasmtime instance, async.
+fn bare_async_calls(input: &str, iterations: u32, epochs: bool) -> Duration {
+    let (engine, linker, component) = bare_component(true, epochs);
     let pre =
         bare::ToolPluginPre::new(linker.instantiate_pre(&component).expect("link")).expect("world");
     let mut store = bare_store(&engine);
@@ -145,7 +147,7 @@ fn bare_calls(
         plugin.call_tools(&mut store).await.expect("tools");
         plugin
     });
-    let asynchronous = median(iterations, |n| {
+    median(iterations, |n| {
         futures::executor::block_on(async {
             for _ in 0..n {
                 black_box(
@@ -157,15 +159,18 @@ fn bare_calls(
                 );
             }
         })
-    });
+    })
+}
 
-    let (engine, linker, component) = bare_component(false);
+/// Warm calls of `execute` on one bare wasmtime instance, sync (default configuration).
+fn bare_sync_calls(input: &str, iterations: u32) -> Duration {
+    let (engine, linker, component) = bare_component(false, false);
     let pre = bare_sync::ToolPluginPre::new(linker.instantiate_pre(&component).expect("link"))
         .expect("world");
     let mut store = bare_store(&engine);
     let plugin = pre.instantiate(&mut store).expect("instantiate");
     plugin.call_tools(&mut store).expect("tools");
-    let synchronous = median(iterations, |n| {
+    median(iterations, |n| {
         for _ in 0..n {
             black_box(
                 plugin
@@ -174,8 +179,7 @@ fn bare_calls(
                     .ok(),
             );
         }
-    });
-    (asynchronous, synchronous)
+    })
 }
 
 /// The sections, in order; `cargo bench -p llm-worker --bench host -- NAME…` runs only those
@@ -238,24 +242,30 @@ fn warm_calls(runtime: &tokio::runtime::Runtime, echo: &llm_worker::LoadedPlugin
     let native = native_worker.tool_server_handle();
 
     println!(
-        "\n| warm call | wasm plugin | native Tool | bare wasmtime, async | bare wasmtime, sync \
-         | wasm / native | wasm / bare async | bare sync / native |"
+        "\n| warm call | wasm plugin | native Tool | bare async | bare async + epochs | bare sync \
+         | wasm / native | wasm / bare async | wasm / bare async + epochs | bare sync / native |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    // WASI's host functions expect a Tokio context.
+    let _context = runtime.enter();
     for (label, size, iterations) in [("echo ~100 B", 82, 20_000), ("echo 100 KB", 100_000, 300)] {
         let input = format!(r#"{{"text":"{}"}}"#, "x".repeat(size));
         let w = calls(runtime, &wasm, &input, iterations);
         let n = calls(runtime, &native, &input, iterations);
-        let (b, bs) = bare_calls(runtime, &input, iterations);
+        let b = bare_async_calls(&input, iterations, false);
+        let be = bare_async_calls(&input, iterations, true);
+        let bs = bare_sync_calls(&input, iterations);
         println!(
-            "| {label} ({} B input) | {} | {} | {} | {} | {} | {} | {} |",
+            "| {label} ({} B input) | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             input.len(),
             show(w),
             show(n),
             show(b),
+            show(be),
             show(bs),
             ratio(w, n),
             ratio(w, b),
+            ratio(w, be),
             ratio(bs, n)
         );
     }
@@ -303,7 +313,7 @@ fn registration(runtime: &tokio::runtime::Runtime, echo: &llm_worker::LoadedPlug
     let pooled = register(&pooled_host.load(plugin_path("echo")).expect("load echo"));
 
     let _context = runtime.enter();
-    let (engine, linker, component) = bare_component(true);
+    let (engine, linker, component) = bare_component(true, false);
     let pre =
         bare::ToolPluginPre::new(linker.instantiate_pre(&component).expect("link")).expect("world");
     let bare = median(200, |n| {

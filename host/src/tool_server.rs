@@ -1,6 +1,6 @@
 //! [`ToolServer`] owns the registered tools; [`ToolServerHandle`] finds and calls them.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::Serialize;
@@ -8,7 +8,9 @@ use serde_json::Value;
 
 use crate::tool::{Tool, ToolMeta, WorkerToolDefinition};
 
-type ToolMap = HashMap<String, (ToolMeta, Arc<dyn Tool>)>;
+/// Tools by name. Ordered: listing needs no sort, and a lookup hashes nothing (a call's
+/// lookup is on the hot path; tool counts are small).
+type ToolMap = BTreeMap<String, (ToolMeta, Arc<dyn Tool>)>;
 
 /// Owns the map of registered tools. Cloning shares the same map.
 #[derive(Clone, Default)]
@@ -132,19 +134,15 @@ impl ToolServerHandle {
 
     /// Every registered tool's definition, sorted by name, so requests are deterministic.
     pub fn tool_definitions_sorted(&self) -> Vec<LlmToolDefinition> {
-        let mut definitions: Vec<LlmToolDefinition> = self
-            .lock()
+        // The map is ordered by name.
+        self.lock()
             .values()
             .map(|(meta, _)| LlmToolDefinition::from(meta))
-            .collect();
-        definitions.sort_by(|a, b| a.name.cmp(&b.name));
-        definitions
+            .collect()
     }
 
     /// The names of the registered tools, sorted.
     pub fn tool_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = self.lock().keys().cloned().collect();
-        names.sort();
-        names
+        self.lock().keys().cloned().collect()
     }
 }

@@ -146,14 +146,14 @@ struct Slot {
 /// one `impl` share `self`.
 pub(crate) struct PluginSession {
     image: Arc<PluginImage>,
-    slot: tokio::sync::Mutex<Slot>,
+    slot: futures::lock::Mutex<Slot>,
 }
 
 impl PluginSession {
     pub(crate) fn new(image: Arc<PluginImage>) -> Self {
         Self {
             image,
-            slot: tokio::sync::Mutex::new(Slot::default()),
+            slot: futures::lock::Mutex::new(Slot::default()),
         }
     }
 

@@ -45,7 +45,7 @@ impl CapturedOutput {
 
     /// Takes what was written since the last drain, and how many bytes were dropped.
     pub(crate) fn drain(&self) -> (String, u64) {
-        if !self.written.swap(false, Ordering::Acquire) {
+        if !self.written.load(Ordering::Relaxed) || !self.written.swap(false, Ordering::Acquire) {
             return (String::new(), 0);
         }
         let mut captured = self.inner.lock().unwrap_or_else(|p| p.into_inner());
@@ -123,6 +123,9 @@ impl PluginOutput {
     pub(crate) fn flush_to_log(&self, plugin: &str) -> String {
         let (stdout, dropped_out) = self.stdout.drain();
         let (stderr, dropped_err) = self.stderr.drain();
+        if stdout.is_empty() && stderr.is_empty() && dropped_out + dropped_err == 0 {
+            return stderr;
+        }
         for line in stdout.lines().filter(|l| !l.trim().is_empty()) {
             tracing::info!(target: "llm_worker::plugin", plugin, stream = "stdout", "{line}");
         }
