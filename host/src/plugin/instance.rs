@@ -15,6 +15,7 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 use super::PluginImage;
 use super::bindings::{ToolPlugin, WitToolMeta};
 use super::http::HttpGate;
+use super::input::InputValidator;
 use super::output::{PluginOutput, stderr_tail};
 use crate::policy::Limits;
 use crate::tool::{Tool, ToolError, ToolMeta};
@@ -198,26 +199,12 @@ impl PluginSession {
     async fn call(
         &self,
         tool: &str,
-        validator: &jsonschema::Validator,
+        validator: &InputValidator,
         input_json: &str,
     ) -> Result<String, ToolError> {
         let image = &self.image;
         let limits = &image.policy.limits;
-        if input_json.len() > limits.max_input_bytes {
-            return Err(ToolError::InvalidArgument(format!(
-                "the input of tool '{tool}' is {} bytes, over the limit of {} bytes",
-                input_json.len(),
-                limits.max_input_bytes
-            )));
-        }
-        let input: serde_json::Value = serde_json::from_str(input_json).map_err(|error| {
-            ToolError::InvalidArgument(format!(
-                "the input of tool '{tool}' is not valid JSON: {error}"
-            ))
-        })?;
-        super::validate::check_input(validator, tool, &input)
-            .map_err(ToolError::InvalidArgument)?;
-        drop(input);
+        check_input(limits, validator, tool, input_json)?;
 
         let mut slot = self.slot.lock().await;
         if slot.consecutive_failures >= limits.max_consecutive_failures {
@@ -283,11 +270,34 @@ impl PluginSession {
     }
 }
 
+/// Checks a call's input before any plugin code runs: its size, JSON syntax, and the tool's
+/// input schema.
+pub(crate) fn check_input(
+    limits: &Limits,
+    validator: &InputValidator,
+    tool: &str,
+    input_json: &str,
+) -> Result<(), ToolError> {
+    if input_json.len() > limits.max_input_bytes {
+        return Err(ToolError::InvalidArgument(format!(
+            "the input of tool '{tool}' is {} bytes, over the limit of {} bytes",
+            input_json.len(),
+            limits.max_input_bytes
+        )));
+    }
+    let input = super::input::parse(input_json).map_err(|error| {
+        ToolError::InvalidArgument(format!(
+            "the input of tool '{tool}' is not valid JSON: {error}"
+        ))
+    })?;
+    super::validate::check_input(validator, tool, &input).map_err(ToolError::InvalidArgument)
+}
+
 /// One tool of a plugin session, as a [`Tool`].
 pub(crate) struct PluginTool {
     session: Arc<PluginSession>,
     name: String,
-    validator: Arc<jsonschema::Validator>,
+    validator: Arc<InputValidator>,
 }
 
 #[async_trait]
@@ -304,7 +314,7 @@ impl PluginTool {
     pub(crate) fn create(
         session: &Arc<PluginSession>,
         meta: &ToolMeta,
-        validator: &Arc<jsonschema::Validator>,
+        validator: &Arc<InputValidator>,
     ) -> (ToolMeta, Arc<dyn Tool>) {
         session.start_now();
         let tool = PluginTool {

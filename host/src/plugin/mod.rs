@@ -5,6 +5,7 @@ mod bindings;
 mod blocking;
 mod cache;
 mod http;
+mod input;
 mod instance;
 mod output;
 mod validate;
@@ -21,7 +22,7 @@ use self::bindings::{ToolPluginPre, WitToolMeta};
 use self::instance::{PluginSession, PluginState, PluginTool};
 use self::validate::{PACKAGE, ToolListProblem, VERSION};
 use crate::policy::{Limits, PolicyError, SandboxPolicy};
-use crate::tool::{ToolDefinition, ToolMeta};
+use crate::tool::{ToolDefinition, ToolError, ToolMeta};
 
 /// How often the epoch advances: the granularity of time limits, and how often a running
 /// plugin yields to the async runtime.
@@ -834,7 +835,7 @@ pub(crate) struct PluginImage {
     raw: Vec<(String, String, String)>,
     metas: Vec<ToolMeta>,
     /// The compiled input schema of each tool, in the order of `metas`.
-    validators: Vec<Arc<jsonschema::Validator>>,
+    validators: Vec<Arc<input::InputValidator>>,
 }
 
 impl PluginImage {
@@ -893,6 +894,26 @@ impl LoadedPlugin {
     /// for, compared with what its policy grants.
     pub fn imports(&self) -> &[String] {
         &self.image.imports
+    }
+
+    /// Checks `input_json` as a call of `tool` would before the plugin runs — its size
+    /// against the input limit, its JSON syntax, and the tool's input schema — without calling
+    /// anything. The error is the one the call would return (`InvalidArgument`, listing each
+    /// schema problem with its JSON path); an unknown tool is `InvalidArgument` too.
+    pub fn check_input(&self, tool: &str, input_json: &str) -> Result<(), ToolError> {
+        let Some(index) = self.image.metas.iter().position(|meta| meta.name == tool) else {
+            return Err(ToolError::InvalidArgument(format!(
+                "plugin '{}' has no tool '{tool}'; its tools: {}",
+                self.image.name,
+                self.tool_names().join(", ")
+            )));
+        };
+        instance::check_input(
+            &self.image.policy.limits,
+            &self.image.validators[index],
+            tool,
+            input_json,
+        )
     }
 
     /// The names of its tools.

@@ -78,12 +78,12 @@ pub(crate) fn parse_schema(text: &str) -> Result<Value, String> {
 /// A tool's input schema, parsed and compiled for checking inputs.
 pub(crate) struct CheckedSchema {
     pub(crate) schema: Value,
-    pub(crate) validator: jsonschema::Validator,
+    pub(crate) validator: super::input::InputValidator,
 }
 
 /// Compiles a schema; remote `$ref`s are not fetched (the host makes no network requests).
 fn compile_schema(schema: Value) -> Result<CheckedSchema, String> {
-    let validator = jsonschema::validator_for(&schema)
+    let validator = super::input::validator(&schema)
         .map_err(|e| format!("it is not a valid JSON Schema: {e}"))?;
     Ok(CheckedSchema { schema, validator })
 }
@@ -91,9 +91,9 @@ fn compile_schema(schema: Value) -> Result<CheckedSchema, String> {
 /// Checks an input against a tool's schema; the message lists every problem with its JSON
 /// path, so a model can correct its call.
 pub(crate) fn check_input(
-    validator: &jsonschema::Validator,
+    validator: &super::input::InputValidator,
     tool: &str,
-    input: &Value,
+    input: &super::input::InputNode<'_>,
 ) -> Result<(), String> {
     // The common case, valid input, without building any error.
     if validator.is_valid(input) {
@@ -153,6 +153,10 @@ pub(crate) fn check_tools<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn input(text: &str) -> super::super::input::InputNode<'_> {
+        super::super::input::parse(text).unwrap_or_else(|e| panic!("{e}"))
+    }
 
     #[test]
     fn versions_follow_semver_for_zero_major() {
@@ -221,19 +225,19 @@ mod tests {
         .map(|mut s| s.remove(0))
         .unwrap_or_else(|_| panic!("valid schema"));
         assert_eq!(
-            check_input(&checked.validator, "t", &serde_json::json!({"n": 1})),
+            check_input(&checked.validator, "t", &input(r#"{"n": 1}"#)),
             Ok(())
         );
         let message = check_input(
             &checked.validator,
             "t",
-            &serde_json::json!({"n": -1, "tags": ["a", 2]}),
+            &input(r#"{"n": -1, "tags": ["a", 2]}"#),
         )
         .expect_err("two problems");
         assert!(message.contains("at /n:"), "{message}");
         assert!(message.contains("at /tags/1:"), "{message}");
-        let message = check_input(&checked.validator, "t", &serde_json::json!({}))
-            .expect_err("missing field");
+        let message =
+            check_input(&checked.validator, "t", &input("{}")).expect_err("missing field");
         assert!(
             message.contains("at /:") && message.contains("\"n\""),
             "{message}"

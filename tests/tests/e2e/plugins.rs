@@ -464,3 +464,30 @@ async fn inputs_are_checked_against_the_schema_before_the_plugin_runs() {
         "no call reached it"
     );
 }
+
+#[test]
+fn inputs_can_be_checked_without_calling() {
+    let text = plugin("text");
+    assert_eq!(
+        text.check_input("join", r#"{"words":["a","b"],"style":{"separator":" "}}"#),
+        Ok(())
+    );
+    let Err(ToolError::InvalidArgument(message)) =
+        text.check_input("join", r#"{"words":["a",3],"style":{"separator":1}}"#)
+    else {
+        panic!("a schema violation is an invalid argument");
+    };
+    assert!(message.contains("at /words/1:"), "{message}");
+    assert!(message.contains("at /style/separator:"), "{message}");
+    let Err(ToolError::InvalidArgument(message)) = text.check_input("join", "{") else {
+        panic!("bad JSON is an invalid argument");
+    };
+    assert!(message.contains("not valid JSON"), "{message}");
+    let Err(ToolError::InvalidArgument(message)) = text.check_input("nope", "{}") else {
+        panic!("an unknown tool is an invalid argument");
+    };
+    assert!(
+        message.contains("no tool 'nope'") && message.contains("join"),
+        "{message}"
+    );
+}

@@ -1,0 +1,374 @@
+//! A tool's input, parsed for checking against its schema without copying it.
+//!
+//! Every call's input is checked on the host before the plugin sees it. Parsing it into a
+//! `serde_json::Value` would allocate a map per object and copy every string — for a 100 KB
+//! argument, a 100 KB copy that is thrown away once the check passes. [`InputNode`] borrows
+//! each string from the input text instead (only strings with escapes are unescaped into an
+//! owned copy), and objects are plain vectors of members. jsonschema validates it through its
+//! [`Json`] abstraction, exactly as it would validate a `Value`.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use jsonschema::JsonType;
+use jsonschema::json::{Array, Json, Node, NodeIdentity, Object};
+use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Number, Value};
+
+/// A JSON value whose strings borrow from the input text where they can.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub(crate) enum InputNode<'a> {
+    #[default]
+    Null,
+    Bool(bool),
+    Number(Number),
+    String(Cow<'a, str>),
+    Array(Vec<InputNode<'a>>),
+    /// Members in input order; a repeated name is kept twice, so each value is checked.
+    Object(Vec<(Cow<'a, str>, InputNode<'a>)>),
+}
+
+/// Parses `text` (serde_json's parser, with its nesting limit).
+pub(crate) fn parse(text: &str) -> Result<InputNode<'_>, serde_json::Error> {
+    serde_json::from_str(text)
+}
+
+/// The validator of a tool's input schema, over [`InputNode`]s.
+pub(crate) type InputValidator = jsonschema::Validator<InputJson>;
+
+/// Compiles `schema` for checking inputs (remote references are not fetched).
+pub(crate) fn validator(
+    schema: &Value,
+) -> Result<InputValidator, jsonschema::ValidationError<'static>> {
+    jsonschema::options_for::<InputJson>().build(schema)
+}
+
+/// A string that borrows from the input when it has no escapes.
+struct Text<'a>(Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Text<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct TextVisitor;
+        impl<'de> Visitor<'de> for TextVisitor {
+            type Value = Text<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, text: &'de str) -> Result<Text<'de>, E> {
+                Ok(Text(Cow::Borrowed(text)))
+            }
+            fn visit_str<E>(self, text: &str) -> Result<Text<'de>, E> {
+                Ok(Text(Cow::Owned(text.to_owned())))
+            }
+            fn visit_string<E>(self, text: String) -> Result<Text<'de>, E> {
+                Ok(Text(Cow::Owned(text)))
+            }
+        }
+        deserializer.deserialize_str(TextVisitor)
+    }
+}
+
+impl<'de> Deserialize<'de> for InputNode<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct NodeVisitor;
+        impl<'de> Visitor<'de> for NodeVisitor {
+            type Value = InputNode<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON value")
+            }
+            fn visit_unit<E>(self) -> Result<InputNode<'de>, E> {
+                Ok(InputNode::Null)
+            }
+            fn visit_bool<E>(self, value: bool) -> Result<InputNode<'de>, E> {
+                Ok(InputNode::Bool(value))
+            }
+            fn visit_u64<E>(self, value: u64) -> Result<InputNode<'de>, E> {
+                Ok(InputNode::Number(value.into()))
+            }
+            fn visit_i64<E>(self, value: i64) -> Result<InputNode<'de>, E> {
+                Ok(InputNode::Number(value.into()))
+            }
+            fn visit_f64<E: serde::de::Error>(self, value: f64) -> Result<InputNode<'de>, E> {
+                // JSON has no NaN or infinity; serde_json refuses out-of-range numbers itself.
+                Number::from_f64(value)
+                    .map(InputNode::Number)
+                    .ok_or_else(|| E::custom("a number out of range"))
+            }
+            fn visit_borrowed_str<E>(self, text: &'de str) -> Result<InputNode<'de>, E> {
+                Ok(InputNode::String(Cow::Borrowed(text)))
+            }
+            fn visit_str<E>(self, text: &str) -> Result<InputNode<'de>, E> {
+                Ok(InputNode::String(Cow::Owned(text.to_owned())))
+            }
+            fn visit_string<E>(self, text: String) -> Result<InputNode<'de>, E> {
+                Ok(InputNode::String(Cow::Owned(text)))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<InputNode<'de>, A::Error> {
+                let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
+                while let Some(item) = seq.next_element()? {
+                    items.push(item);
+                }
+                Ok(InputNode::Array(items))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<InputNode<'de>, A::Error> {
+                let mut members = Vec::with_capacity(map.size_hint().unwrap_or(0).min(64));
+                while let Some((Text(name), value)) = map.next_entry()? {
+                    members.push((name, value));
+                }
+                Ok(InputNode::Object(members))
+            }
+        }
+        deserializer.deserialize_any(NodeVisitor)
+    }
+}
+
+impl InputNode<'_> {
+    /// The same value as a `serde_json::Value` (for error messages only). A repeated member
+    /// name keeps its last value, as serde_json does.
+    fn to_json(&self) -> Value {
+        match self {
+            InputNode::Null => Value::Null,
+            InputNode::Bool(value) => Value::Bool(*value),
+            InputNode::Number(number) => Value::Number(number.clone()),
+            InputNode::String(text) => Value::String(text.clone().into_owned()),
+            InputNode::Array(items) => Value::Array(items.iter().map(Self::to_json).collect()),
+            InputNode::Object(members) => Value::Object(
+                members
+                    .iter()
+                    .map(|(name, value)| (name.clone().into_owned(), value.to_json()))
+                    .collect::<Map<String, Value>>(),
+            ),
+        }
+    }
+}
+
+/// [`InputNode`] as a JSON representation jsonschema can validate.
+#[derive(Debug)]
+pub(crate) struct InputJson;
+
+impl Json for InputJson {
+    type Node<'a> = &'a InputNode<'a>;
+    type PreparedKey = String;
+    type StringBuffer = InputNode<'static>;
+
+    fn prepare_key(key: &str) -> String {
+        key.to_owned()
+    }
+
+    fn with_string_node<T>(
+        buffer: &mut InputNode<'static>,
+        string: &str,
+        f: impl FnOnce(Self::Node<'_>) -> T,
+    ) -> T {
+        *buffer = InputNode::String(Cow::Owned(string.to_owned()));
+        f(buffer)
+    }
+}
+
+impl<'a> Node<'a, InputJson> for &'a InputNode<'a> {
+    type Object = &'a [(Cow<'a, str>, InputNode<'a>)];
+    type Array = &'a [InputNode<'a>];
+    type Number = &'a Number;
+
+    fn as_object(&self) -> Option<Self::Object> {
+        match self {
+            InputNode::Object(members) => Some(members),
+            _ => None,
+        }
+    }
+
+    fn as_array(&self) -> Option<Self::Array> {
+        match self {
+            InputNode::Array(items) => Some(items),
+            _ => None,
+        }
+    }
+
+    fn as_string(&self) -> Option<Cow<'a, str>> {
+        match self {
+            InputNode::String(text) => Some(Cow::Borrowed(text.as_ref())),
+            _ => None,
+        }
+    }
+
+    fn as_number(&self) -> Option<&'a Number> {
+        match self {
+            InputNode::Number(number) => Some(number),
+            _ => None,
+        }
+    }
+
+    fn as_boolean(&self) -> Option<bool> {
+        match self {
+            InputNode::Bool(value) => Some(*value),
+            _ => None,
+        }
+    }
+
+    fn is_null(&self) -> bool {
+        matches!(self, InputNode::Null)
+    }
+
+    fn json_type(&self) -> JsonType {
+        match self {
+            InputNode::Null => JsonType::Null,
+            InputNode::Bool(_) => JsonType::Boolean,
+            InputNode::Number(_) => JsonType::Number,
+            InputNode::String(_) => JsonType::String,
+            InputNode::Array(_) => JsonType::Array,
+            InputNode::Object(_) => JsonType::Object,
+        }
+    }
+
+    fn to_value(&self) -> Cow<'a, Value> {
+        Cow::Owned(self.to_json())
+    }
+
+    fn identity(&self) -> Option<NodeIdentity> {
+        Some(NodeIdentity::new(
+            std::ptr::from_ref::<InputNode<'a>>(*self) as usize,
+        ))
+    }
+}
+
+/// The members of an object, by name.
+pub(crate) struct Members<'a>(std::slice::Iter<'a, (Cow<'a, str>, InputNode<'a>)>);
+
+impl<'a> Iterator for Members<'a> {
+    type Item = (&'a str, &'a InputNode<'a>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.0.next().map(|(name, value)| (name.as_ref(), value))
+    }
+}
+
+impl<'a> Object<'a, InputJson> for &'a [(Cow<'a, str>, InputNode<'a>)] {
+    type Node = &'a InputNode<'a>;
+    type MemberName = &'a str;
+    type MembersIter = Members<'a>;
+
+    fn len(&self) -> usize {
+        <[_]>::len(self)
+    }
+
+    fn get(&self, key: &String) -> Option<&'a InputNode<'a>> {
+        self.iter()
+            .find(|(name, _)| name == key)
+            .map(|(_, value)| value)
+    }
+
+    fn members(&self) -> Members<'a> {
+        Members(self.iter())
+    }
+}
+
+impl<'a> Array<'a, InputJson> for &'a [InputNode<'a>] {
+    type Node = &'a InputNode<'a>;
+    type ElementsIter = std::slice::Iter<'a, InputNode<'a>>;
+
+    fn len(&self) -> usize {
+        <[_]>::len(self)
+    }
+
+    fn elements(&self) -> Self::ElementsIter {
+        self.iter()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn strings_without_escapes_are_borrowed() {
+        let text = r#"{"plain":"abc","escaped":"a\"b","list":[1,-2,3.5,true,null]}"#;
+        let node = parse(text).expect("valid JSON");
+        let InputNode::Object(members) = &node else {
+            panic!("an object: {node:?}");
+        };
+        assert!(matches!(
+            members[0].1,
+            InputNode::String(Cow::Borrowed("abc"))
+        ));
+        assert!(matches!(&members[1].1, InputNode::String(Cow::Owned(s)) if s == "a\"b"));
+        assert_eq!(
+            node.to_json(),
+            json!({"plain":"abc","escaped":"a\"b","list":[1,-2,3.5,true,null]})
+        );
+    }
+
+    #[test]
+    fn validation_agrees_with_serde_json_values() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "minLength": 2},
+                "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "uniqueItems": true},
+                "count": {"type": "integer", "minimum": 0},
+                "ratio": {"type": "number", "exclusiveMaximum": 1},
+                "nested": {"type": "object", "additionalProperties": false,
+                           "properties": {"x": {"const": 1}}}
+            },
+            "required": ["name"],
+            "propertyNames": {"maxLength": 8}
+        });
+        let ours = validator(&schema).expect("schema");
+        let reference = jsonschema::validator_for(&schema).expect("schema");
+        for input in [
+            r#"{"name":"ab"}"#,
+            r#"{"name":"a"}"#,
+            r#"{}"#,
+            r#"{"name":"ab","tags":["a","b"]}"#,
+            r#"{"name":"ab","tags":["a","a"]}"#,
+            r#"{"name":"ab","tags":["c"]}"#,
+            r#"{"name":"ab","count":3}"#,
+            r#"{"name":"ab","count":3.0}"#,
+            r#"{"name":"ab","count":-1}"#,
+            r#"{"name":"ab","count":1.5}"#,
+            r#"{"name":"ab","ratio":0.5}"#,
+            r#"{"name":"ab","ratio":1}"#,
+            r#"{"name":"ab","nested":{"x":1}}"#,
+            r#"{"name":"ab","nested":{"x":1.0}}"#,
+            r#"{"name":"ab","nested":{"x":2}}"#,
+            r#"{"name":"ab","nested":{"y":1}}"#,
+            r#"{"name":"ab","much_too_long_name":1}"#,
+            r#"{"name":"\u00e9\u00e9"}"#,
+            r#"[]"#,
+            r#""text""#,
+        ] {
+            let node = parse(input).expect("valid JSON");
+            let value: Value = serde_json::from_str(input).expect("valid JSON");
+            assert_eq!(
+                ours.is_valid(&node),
+                reference.is_valid(&value),
+                "is_valid of {input}"
+            );
+            let ours_errors: Vec<String> = ours
+                .iter_errors(&node)
+                .map(|e| format!("{}: {e}", e.instance_path()))
+                .collect();
+            let reference_errors: Vec<String> = reference
+                .iter_errors(&value)
+                .map(|e| format!("{}: {e}", e.instance_path()))
+                .collect();
+            assert_eq!(ours_errors, reference_errors, "errors of {input}");
+        }
+    }
+
+    #[test]
+    fn repeated_names_are_all_checked() {
+        let schema = json!({"type": "object", "properties": {"n": {"type": "integer"}}});
+        let ours = validator(&schema).expect("schema");
+        let node = parse(r#"{"n": 1, "n": "two"}"#).expect("valid JSON");
+        assert!(!ours.is_valid(&node));
+    }
+
+    #[test]
+    fn nesting_is_limited_by_the_parser() {
+        let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+        let error = parse(&deep).expect_err("too deep");
+        assert!(error.to_string().contains("recursion limit"), "{error}");
+    }
+}
