@@ -110,6 +110,8 @@ fn bare_store(engine: &Engine) -> Store<BareState> {
         },
     );
     store.set_epoch_deadline(u64::MAX / 2);
+    // Only engines that meter fuel accept it.
+    let _ = store.set_fuel(u64::MAX);
     store
 }
 
@@ -119,8 +121,19 @@ fn bare_component(
     async_wasi: bool,
     epochs: bool,
 ) -> (Engine, Linker<BareState>, wasmtime::component::Component) {
+    bare_component_with(async_wasi, |config| {
+        config.epoch_interruption(epochs);
+    })
+}
+
+/// The echo component, compiled by bare wasmtime with `configure` applied to the defaults.
+fn bare_component_with(
+    async_wasi: bool,
+    configure: impl FnOnce(&mut Config),
+) -> (Engine, Linker<BareState>, wasmtime::component::Component) {
     let mut config = Config::new();
-    config.wasm_component_model(true).epoch_interruption(epochs);
+    config.wasm_component_model(true);
+    configure(&mut config);
     let engine = Engine::new(&config).expect("engine");
     let mut linker = Linker::new(&engine);
     if async_wasi {
@@ -135,7 +148,18 @@ fn bare_component(
 
 /// Warm calls of `execute` on one bare wasmtime instance, async.
 fn bare_async_calls(input: &str, iterations: u32, epochs: bool) -> Duration {
-    let (engine, linker, component) = bare_component(true, epochs);
+    bare_async_calls_with(input, iterations, |config| {
+        config.epoch_interruption(epochs);
+    })
+}
+
+/// Warm calls of `execute` on one bare wasmtime instance, async, with `configure` applied.
+fn bare_async_calls_with(
+    input: &str,
+    iterations: u32,
+    configure: impl FnOnce(&mut Config),
+) -> Duration {
+    let (engine, linker, component) = bare_component_with(true, configure);
     let pre =
         bare::ToolPluginPre::new(linker.instantiate_pre(&component).expect("link")).expect("world");
     let mut store = bare_store(&engine);
@@ -270,6 +294,44 @@ fn warm_calls(runtime: &tokio::runtime::Runtime, echo: &llm_worker::LoadedPlugin
         );
     }
     input_check(echo);
+    engine_settings();
+}
+
+/// The engine settings the host uses, measured one by one on a bare async call of the small
+/// echo (rather than guessed).
+fn engine_settings() {
+    let input = format!(r#"{{"text":"{}"}}"#, "x".repeat(82));
+    let iterations = 20_000;
+    let default = bare_async_calls_with(&input, iterations, |_| {});
+    let settings: [(&str, fn(&mut Config)); 3] = [
+        (
+            "`epoch_interruption(true)` (time limits; the host's choice)",
+            |config| {
+                config.epoch_interruption(true);
+            },
+        ),
+        (
+            "`consume_fuel(true)` (the alternative to epochs)",
+            |config| {
+                config.consume_fuel(true);
+            },
+        ),
+        (
+            "`concurrency_support(false)` (the host's choice)",
+            |config| {
+                config.concurrency_support(false);
+            },
+        ),
+    ];
+    println!("\n| engine setting, bare async echo call (~100 B) | median | vs default |");
+    println!("|---|---|---|");
+    println!("| wasmtime's defaults | {} | 1.00× |", show(default));
+    for (label, configure) in settings {
+        let time = bare_async_calls_with(&input, iterations, |config| {
+            configure(config);
+        });
+        println!("| {label} | {} | {} |", show(time), ratio(time, default));
+    }
 }
 
 /// What checking an input on the host costs on its own (size, JSON syntax, schema), the part
