@@ -297,13 +297,16 @@ fn warm_calls(runtime: &tokio::runtime::Runtime, echo: &llm_worker::LoadedPlugin
     engine_settings();
 }
 
+/// A labelled change to wasmtime's default configuration.
+type Setting = (&'static str, fn(&mut Config));
+
 /// The engine settings the host uses, measured one by one on a bare async call of the small
 /// echo (rather than guessed).
 fn engine_settings() {
     let input = format!(r#"{{"text":"{}"}}"#, "x".repeat(82));
     let iterations = 20_000;
     let default = bare_async_calls_with(&input, iterations, |_| {});
-    let settings: [(&str, fn(&mut Config)); 3] = [
+    let settings: [Setting; 3] = [
         (
             "`epoch_interruption(true)` (time limits; the host's choice)",
             |config| {
