@@ -367,29 +367,32 @@ fn registration(runtime: &tokio::runtime::Runtime, echo: &llm_worker::LoadedPlug
             }
         })
     };
+    // Bare wasmtime first, then the host without and with a pool (whose address-space
+    // reservation stays until the end of the section).
+    let bare = {
+        let _context = runtime.enter();
+        let (engine, linker, component) = bare_component(true, false);
+        let pre = bare::ToolPluginPre::new(linker.instantiate_pre(&component).expect("link"))
+            .expect("world");
+        median(200, |n| {
+            futures::executor::block_on(async {
+                for _ in 0..n {
+                    let mut store = bare_store(&engine);
+                    let plugin = pre
+                        .instantiate_async(&mut store)
+                        .await
+                        .expect("instantiate");
+                    black_box(plugin.call_tools(&mut store).await.expect("tools"));
+                }
+            })
+        })
+    };
     let on_demand = register(echo);
     let pooled_host = PluginHost::builder()
         .instance_pool(1000)
         .build()
         .expect("pooled host");
     let pooled = register(&pooled_host.load(plugin_path("echo")).expect("load echo"));
-
-    let _context = runtime.enter();
-    let (engine, linker, component) = bare_component(true, false);
-    let pre =
-        bare::ToolPluginPre::new(linker.instantiate_pre(&component).expect("link")).expect("world");
-    let bare = median(200, |n| {
-        futures::executor::block_on(async {
-            for _ in 0..n {
-                let mut store = bare_store(&engine);
-                let plugin = pre
-                    .instantiate_async(&mut store)
-                    .await
-                    .expect("instantiate");
-                black_box(plugin.call_tools(&mut store).await.expect("tools"));
-            }
-        })
-    });
 
     println!("\n| registration (instantiate + read meta), one plugin | median | vs bare |");
     println!("|---|---|---|");
