@@ -267,3 +267,42 @@ fn recursive_reads_subdirectories() {
     let deep = stdout(&run(&cache, &["list", "--recursive", path(&dir)], None));
     assert!(deep.contains("count") && deep.contains("greet"), "{deep}");
 }
+
+#[test]
+fn a_pool_serves_calls_and_says_when_it_is_too_small() {
+    let (dir, cache) = plugin_dir("cli-pool", &["greet", "counter"]);
+    let out = run(
+        &cache,
+        &[
+            "--pool",
+            "4",
+            "call",
+            path(&dir),
+            "greet",
+            r#"{"name":"Ada"}"#,
+        ],
+        None,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), r#""Hello, Ada!""#);
+
+    // `call` starts every plugin of the directory: two instances do not fit in one slot.
+    let out = run(
+        &cache,
+        &[
+            "--pool",
+            "1",
+            "call",
+            path(&dir),
+            "greet",
+            r#"{"name":"Ada"}"#,
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let message = stderr(&out);
+    assert!(
+        message.contains("pool of instance slots is full") && message.contains("--pool"),
+        "{message}"
+    );
+}
