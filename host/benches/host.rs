@@ -511,25 +511,39 @@ fn resident_bytes() -> Option<u64> {
 
 /// Resident memory added by 1,000 registered (idle) instances.
 fn memory_per_instance(echo: &llm_worker::LoadedPlugin) {
-    let before = resident_bytes();
-    let workers: Vec<Worker> = (0..1000)
-        .map(|_| {
-            let mut worker = Worker::new();
-            worker.register_tools(echo.definitions()).expect("register");
-            worker
-        })
-        .collect();
-    let after = resident_bytes();
-    println!("\n| memory | per instance |");
-    println!("|---|---|");
-    match (before, after) {
-        (Some(before), Some(after)) => println!(
-            "| resident, 1,000 registered idle instances | {:.1} KiB |",
-            after.saturating_sub(before) as f64 / 1000.0 / 1024.0
-        ),
-        _ => println!("| resident, 1,000 registered idle instances | (no /proc here) |"),
+    /// Resident bytes added by 1,000 registered instances of `plugin`, per instance.
+    fn per_instance(plugin: &llm_worker::LoadedPlugin) -> Option<f64> {
+        let before = resident_bytes()?;
+        let workers: Vec<Worker> = (0..1000)
+            .map(|_| {
+                let mut worker = Worker::new();
+                worker
+                    .register_tools(plugin.definitions())
+                    .expect("register");
+                worker
+            })
+            .collect();
+        let after = resident_bytes()?;
+        drop(black_box(workers));
+        Some(after.saturating_sub(before) as f64 / 1000.0)
     }
-    drop(black_box(workers));
+    let on_demand = per_instance(echo);
+    let pooled_host = PluginHost::builder()
+        .instance_pool(1000)
+        .build()
+        .expect("pooled host");
+    let pooled = per_instance(&pooled_host.load(plugin_path("echo")).expect("load echo"));
+    println!("\n| memory, 1,000 registered idle instances | resident per instance |");
+    println!("|---|---|");
+    for (label, bytes) in [
+        ("on-demand allocation (default)", on_demand),
+        ("pooled host (`instance_pool(1000)`)", pooled),
+    ] {
+        match bytes {
+            Some(bytes) => println!("| {label} | {:.1} KiB |", bytes / 1024.0),
+            None => println!("| {label} | (no /proc here) |"),
+        }
+    }
 }
 
 /// `llm-worker list` on 50 plugin files with a warm cache, as a process.
