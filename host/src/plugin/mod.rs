@@ -333,11 +333,14 @@ const POOL_TABLES_PER_PLUGIN: u32 = 8;
 fn pool_config(max_instances: u32) -> wasmtime::InstanceAllocationStrategy {
     let mut pool = wasmtime::PoolingAllocationConfig::new();
     pool.total_component_instances(max_instances)
-        .total_core_instances(max_instances.saturating_mul(POOL_CORE_INSTANCES_PER_PLUGIN / 4))
+        // A count, not a reservation: each core instance's metadata is allocated as it starts.
+        .total_core_instances(max_instances.saturating_mul(POOL_CORE_INSTANCES_PER_PLUGIN))
         .max_core_instances_per_component(POOL_CORE_INSTANCES_PER_PLUGIN)
         .max_memories_per_component(POOL_MEMORIES_PER_PLUGIN)
+        .max_memories_per_module(POOL_MEMORIES_PER_PLUGIN)
         .total_memories(max_instances.saturating_mul(POOL_MEMORIES_PER_PLUGIN))
         .max_tables_per_component(POOL_TABLES_PER_PLUGIN)
+        .max_tables_per_module(POOL_TABLES_PER_PLUGIN)
         .total_tables(max_instances.saturating_mul(POOL_TABLES_PER_PLUGIN))
         .total_stacks(max_instances)
         // 4 GiB: the whole 32-bit space, so any plugin's own memory limit fits in its slot.
