@@ -115,19 +115,8 @@ fn bare_store(engine: &Engine) -> Store<BareState> {
     store
 }
 
-/// The echo component, compiled by bare wasmtime with the default configuration, or with
-/// epoch interruption on as in the host (every store then gets a far deadline).
-fn bare_component(
-    async_wasi: bool,
-    epochs: bool,
-) -> (Engine, Linker<BareState>, wasmtime::component::Component) {
-    bare_component_with(async_wasi, |config| {
-        config.epoch_interruption(epochs);
-    })
-}
-
 /// The echo component, compiled by bare wasmtime with `configure` applied to the defaults.
-fn bare_component_with(
+fn bare_component(
     async_wasi: bool,
     configure: impl FnOnce(&mut Config),
 ) -> (Engine, Linker<BareState>, wasmtime::component::Component) {
@@ -153,15 +142,21 @@ fn bare_async_calls(input: &str, iterations: u32, epochs: bool) -> Duration {
     })
 }
 
+/// The echo component ready to instantiate with bare wasmtime's async bindings.
+fn bare_async_pre(configure: impl FnOnce(&mut Config)) -> (Engine, bare::ToolPluginPre<BareState>) {
+    let (engine, linker, component) = bare_component(true, configure);
+    let pre =
+        bare::ToolPluginPre::new(linker.instantiate_pre(&component).expect("link")).expect("world");
+    (engine, pre)
+}
+
 /// Warm calls of `execute` on one bare wasmtime instance, async, with `configure` applied.
 fn bare_async_calls_with(
     input: &str,
     iterations: u32,
     configure: impl FnOnce(&mut Config),
 ) -> Duration {
-    let (engine, linker, component) = bare_component_with(true, configure);
-    let pre =
-        bare::ToolPluginPre::new(linker.instantiate_pre(&component).expect("link")).expect("world");
+    let (engine, pre) = bare_async_pre(configure);
     let mut store = bare_store(&engine);
     let plugin = futures::executor::block_on(async {
         let plugin = pre
@@ -188,7 +183,7 @@ fn bare_async_calls_with(
 
 /// Warm calls of `execute` on one bare wasmtime instance, sync (default configuration).
 fn bare_sync_calls(input: &str, iterations: u32) -> Duration {
-    let (engine, linker, component) = bare_component(false, false);
+    let (engine, linker, component) = bare_component(false, |_| {});
     let pre = bare_sync::ToolPluginPre::new(linker.instantiate_pre(&component).expect("link"))
         .expect("world");
     let mut store = bare_store(&engine);
@@ -254,16 +249,38 @@ fn main() {
     println!();
 }
 
-/// A warm call through `ToolServerHandle` vs a native tool and a bare wasmtime call.
-fn warm_calls(runtime: &tokio::runtime::Runtime, echo: &llm_worker::LoadedPlugin) {
+/// A worker with every tool of `plugin` registered: one new session.
+fn registered(plugin: &llm_worker::LoadedPlugin) -> Worker {
     let mut worker = Worker::new();
-    worker.register_tools(echo.definitions()).expect("register");
-    let wasm = worker.tool_server_handle();
-    let mut native_worker = Worker::new();
-    native_worker
+    worker
+        .register_tools(plugin.definitions())
+        .expect("register");
+    worker
+}
+
+/// A worker with the native echo registered.
+fn native_echo() -> Worker {
+    let mut worker = Worker::new();
+    worker
         .register_tool(NativeEcho.echo_definition())
         .expect("register");
-    let native = native_worker.tool_server_handle();
+    worker
+}
+
+/// The echo plugin, loaded by a host with a pool of 1,000 instance slots.
+fn pooled_echo() -> llm_worker::LoadedPlugin {
+    PluginHost::builder()
+        .instance_pool(1000)
+        .build()
+        .expect("pooled host")
+        .load(plugin_path("echo"))
+        .expect("load echo")
+}
+
+/// A warm call through `ToolServerHandle` vs a native tool and a bare wasmtime call.
+fn warm_calls(runtime: &tokio::runtime::Runtime, echo: &llm_worker::LoadedPlugin) {
+    let wasm = registered(echo).tool_server_handle();
+    let native = native_echo().tool_server_handle();
 
     println!(
         "\n| warm call | wasm plugin | native Tool | bare async | bare async + epochs | bare sync \
@@ -359,21 +376,14 @@ fn registration(runtime: &tokio::runtime::Runtime, echo: &llm_worker::LoadedPlug
     let register = |plugin: &llm_worker::LoadedPlugin| {
         median(200, |n| {
             for _ in 0..n {
-                let mut worker = Worker::new();
-                worker
-                    .register_tools(plugin.definitions())
-                    .expect("register");
-                black_box(worker);
+                black_box(registered(plugin));
             }
         })
     };
-    // Bare wasmtime first, then the host without and with a pool (whose address-space
-    // reservation stays until the end of the section).
+    // Bare wasmtime first, before any pool has reserved its address space.
     let bare = {
         let _context = runtime.enter();
-        let (engine, linker, component) = bare_component(true, false);
-        let pre = bare::ToolPluginPre::new(linker.instantiate_pre(&component).expect("link"))
-            .expect("world");
+        let (engine, pre) = bare_async_pre(|_| {});
         median(200, |n| {
             futures::executor::block_on(async {
                 for _ in 0..n {
@@ -388,11 +398,7 @@ fn registration(runtime: &tokio::runtime::Runtime, echo: &llm_worker::LoadedPlug
         })
     };
     let on_demand = register(echo);
-    let pooled_host = PluginHost::builder()
-        .instance_pool(1000)
-        .build()
-        .expect("pooled host");
-    let pooled = register(&pooled_host.load(plugin_path("echo")).expect("load echo"));
+    let pooled = register(&pooled_echo());
 
     println!("\n| registration (instantiate + read meta), one plugin | median | vs bare |");
     println!("|---|---|---|");
@@ -440,13 +446,7 @@ fn cache() {
 /// make 20× more calls, so that starting the threads does not dominate them.
 fn scaling(echo: &llm_worker::LoadedPlugin) {
     let input = format!(r#"{{"text":"{}"}}"#, "x".repeat(82));
-    let session = |plugin: &llm_worker::LoadedPlugin| {
-        let mut worker = Worker::new();
-        worker
-            .register_tools(plugin.definitions())
-            .expect("register");
-        worker.tool_server_handle()
-    };
+    let session = |plugin: &llm_worker::LoadedPlugin| registered(plugin).tool_server_handle();
     let wasm: Vec<ToolServerHandle> = (0..2).map(|_| session(echo)).collect();
     // The same, but each session from a host (engine) of its own.
     let hosts: Vec<PluginHost> = (0..2).map(|_| PluginHost::new().expect("host")).collect();
@@ -454,15 +454,8 @@ fn scaling(echo: &llm_worker::LoadedPlugin) {
         .iter()
         .map(|host| session(&host.load(plugin_path("echo")).expect("load echo")))
         .collect();
-    let native: Vec<ToolServerHandle> = (0..2)
-        .map(|_| {
-            let mut worker = Worker::new();
-            worker
-                .register_tool(NativeEcho.echo_definition())
-                .expect("register");
-            worker.tool_server_handle()
-        })
-        .collect();
+    let native: Vec<ToolServerHandle> =
+        (0..2).map(|_| native_echo().tool_server_handle()).collect();
     let run = |tools: &[ToolServerHandle], count: usize| {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -529,25 +522,13 @@ fn memory_per_instance(echo: &llm_worker::LoadedPlugin) {
     /// Resident bytes added by 1,000 registered instances of `plugin`, per instance.
     fn per_instance(plugin: &llm_worker::LoadedPlugin) -> Option<f64> {
         let before = resident_bytes()?;
-        let workers: Vec<Worker> = (0..1000)
-            .map(|_| {
-                let mut worker = Worker::new();
-                worker
-                    .register_tools(plugin.definitions())
-                    .expect("register");
-                worker
-            })
-            .collect();
+        let workers: Vec<Worker> = (0..1000).map(|_| registered(plugin)).collect();
         let after = resident_bytes()?;
         drop(black_box(workers));
         Some(after.saturating_sub(before) as f64 / 1000.0)
     }
     let on_demand = per_instance(echo);
-    let pooled_host = PluginHost::builder()
-        .instance_pool(1000)
-        .build()
-        .expect("pooled host");
-    let pooled = per_instance(&pooled_host.load(plugin_path("echo")).expect("load echo"));
+    let pooled = per_instance(&pooled_echo());
     println!("\n| memory, 1,000 registered idle instances | resident per instance |");
     println!("|---|---|");
     for (label, bytes) in [

@@ -290,7 +290,7 @@ pub(crate) fn check_input(
             "the input of tool '{tool}' is not valid JSON: {error}"
         ))
     })?;
-    super::validate::check_input(validator, tool, &input).map_err(ToolError::InvalidArgument)
+    super::validate::check_schema(validator, tool, &input).map_err(ToolError::InvalidArgument)
 }
 
 /// One tool of a plugin session, as a [`Tool`].

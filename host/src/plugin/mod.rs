@@ -318,7 +318,38 @@ impl PluginHostBuilder {
 
     /// Creates the host.
     pub fn build(self) -> Result<PluginHost, PluginError> {
-        PluginHost::build(self)
+        let engine_error = |e: wasmtime::Error| PluginError::Engine(format!("{e:?}"));
+        let PluginHostBuilder {
+            limits,
+            cache_dir,
+            instance_pool,
+        } = self;
+        let mut config = Config::new();
+        config.wasm_component_model(true);
+        config.epoch_interruption(true);
+        config.consume_fuel(limits.fuel.is_some());
+        // Plugins use the synchronous component model (the `tool-plugin` world has no async
+        // functions or streams): skip the per-store state of component-model-async.
+        config.concurrency_support(false);
+        if let Some(max_instances) = instance_pool {
+            config.allocation_strategy(pool_config(max_instances));
+        }
+        let engine = Engine::new(&config).map_err(engine_error)?;
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)
+            .and_then(|()| wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker))
+            .map_err(engine_error)?;
+        let _ticker = EpochTicker::start(&engine);
+        Ok(PluginHost {
+            inner: Arc::new(HostInner {
+                engine,
+                linker,
+                limits,
+                cache: cache_dir.map(cache::CompileCache::new),
+                max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+                _ticker,
+            }),
+        })
     }
 }
 
@@ -378,41 +409,6 @@ impl PluginHost {
     /// limits, compiled cache, and a pool of instance slots.
     pub fn builder() -> PluginHostBuilder {
         PluginHostBuilder::default()
-    }
-
-    fn build(options: PluginHostBuilder) -> Result<Self, PluginError> {
-        let engine_error = |e: wasmtime::Error| PluginError::Engine(format!("{e:?}"));
-        let PluginHostBuilder {
-            limits,
-            cache_dir,
-            instance_pool,
-        } = options;
-        let mut config = Config::new();
-        config.wasm_component_model(true);
-        config.epoch_interruption(true);
-        config.consume_fuel(limits.fuel.is_some());
-        // Plugins use the synchronous component model (the `tool-plugin` world has no async
-        // functions or streams): skip the per-store state of component-model-async.
-        config.concurrency_support(false);
-        if let Some(max_instances) = instance_pool {
-            config.allocation_strategy(pool_config(max_instances));
-        }
-        let engine = Engine::new(&config).map_err(engine_error)?;
-        let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker)
-            .and_then(|()| wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker))
-            .map_err(engine_error)?;
-        let _ticker = EpochTicker::start(&engine);
-        Ok(Self {
-            inner: Arc::new(HostInner {
-                engine,
-                linker,
-                limits,
-                cache: cache_dir.map(cache::CompileCache::new),
-                max_file_bytes: DEFAULT_MAX_FILE_BYTES,
-                _ticker,
-            }),
-        })
     }
 
     /// The default compiled-cache directory: `$XDG_CACHE_HOME/llm-worker/compiled`, else

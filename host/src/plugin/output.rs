@@ -25,30 +25,43 @@ struct Captured {
 /// that floods its output loses the oldest bytes, not the host's memory.
 #[derive(Clone, Default)]
 pub(crate) struct CapturedOutput {
-    inner: Arc<Mutex<Captured>>,
-    /// Set by every write, cleared by `drain`: most calls write nothing, and draining after
-    /// each of them then costs one atomic load instead of a lock.
-    written: Arc<AtomicBool>,
+    inner: Arc<Shared>,
+}
+
+#[derive(Default)]
+struct Shared {
+    captured: Mutex<Captured>,
+    /// Whether `captured` holds anything: most calls write nothing, and draining after each of
+    /// them then costs one atomic load instead of a lock.
+    written: AtomicBool,
 }
 
 impl CapturedOutput {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Captured> {
+        self.inner
+            .captured
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
     fn append(&self, data: &[u8]) {
-        self.written.store(true, Ordering::Release);
-        let mut captured = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let mut captured = self.lock();
         let keep = &data[data.len().saturating_sub(CAPTURE_BYTES)..];
         captured.dropped += (data.len() - keep.len()) as u64;
         let overflow = (captured.bytes.len() + keep.len()).saturating_sub(CAPTURE_BYTES);
         captured.dropped += overflow as u64;
         captured.bytes.drain(..overflow);
         captured.bytes.extend(keep);
+        self.inner.written.store(true, Ordering::Release);
     }
 
     /// Takes what was written since the last drain, and how many bytes were dropped.
     pub(crate) fn drain(&self) -> (String, u64) {
-        if !self.written.load(Ordering::Relaxed) || !self.written.swap(false, Ordering::Acquire) {
+        if !self.inner.written.load(Ordering::Acquire) {
             return (String::new(), 0);
         }
-        let mut captured = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let mut captured = self.lock();
+        self.inner.written.store(false, Ordering::Relaxed);
         let bytes: Vec<u8> = captured.bytes.drain(..).collect();
         let dropped = std::mem::take(&mut captured.dropped);
         (String::from_utf8_lossy(&bytes).into_owned(), dropped)

@@ -90,7 +90,7 @@ fn compile_schema(schema: Value) -> Result<CheckedSchema, String> {
 
 /// Checks an input against a tool's schema; the message lists every problem with its JSON
 /// path, so a model can correct its call.
-pub(crate) fn check_input(
+pub(crate) fn check_schema(
     validator: &super::input::InputValidator,
     tool: &str,
     input: &super::input::InputNode<'_>,
@@ -225,10 +225,10 @@ mod tests {
         .map(|mut s| s.remove(0))
         .unwrap_or_else(|_| panic!("valid schema"));
         assert_eq!(
-            check_input(&checked.validator, "t", &input(r#"{"n": 1}"#)),
+            check_schema(&checked.validator, "t", &input(r#"{"n": 1}"#)),
             Ok(())
         );
-        let message = check_input(
+        let message = check_schema(
             &checked.validator,
             "t",
             &input(r#"{"n": -1, "tags": ["a", 2]}"#),
@@ -237,7 +237,7 @@ mod tests {
         assert!(message.contains("at /n:"), "{message}");
         assert!(message.contains("at /tags/1:"), "{message}");
         let message =
-            check_input(&checked.validator, "t", &input("{}")).expect_err("missing field");
+            check_schema(&checked.validator, "t", &input("{}")).expect_err("missing field");
         assert!(
             message.contains("at /:") && message.contains("\"n\""),
             "{message}"
