@@ -7,6 +7,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+/// Largest policy file read.
+const MAX_POLICY_BYTES: u64 = 1 << 20;
+
 /// The resources one plugin instance may use. Every limit applies per instance (per session);
 /// hitting one fails that call with an error naming the limit.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,6 +47,27 @@ impl Default for Limits {
 }
 
 impl Limits {
+    /// Checks that the limits can be honoured, with the ranges a policy file allows: memory
+    /// from 1 MiB to 4 GiB, a time limit and a failure count of at least 1, fuel of at least 1.
+    pub(crate) fn check(&self) -> Result<(), String> {
+        if !(1 << 20..=4 << 30).contains(&(self.memory_bytes as u64)) {
+            return Err(format!(
+                "the memory limit is {} bytes; give 1 MiB to 4 GiB",
+                self.memory_bytes
+            ));
+        }
+        if self.call_timeout.is_zero() {
+            return Err("the time limit is 0; give at least 1 ms".into());
+        }
+        if self.max_consecutive_failures == 0 {
+            return Err("max_consecutive_failures is 0; give at least 1".into());
+        }
+        if self.fuel == Some(0) {
+            return Err("the fuel limit is 0; give at least 1 or none".into());
+        }
+        Ok(())
+    }
+
     /// Sets the memory limit in bytes.
     pub fn memory_bytes(mut self, bytes: usize) -> Self {
         self.memory_bytes = bytes;
@@ -148,7 +172,9 @@ impl HttpGrant {
             Some((host, port)) => {
                 let port = port
                     .parse::<u16>()
-                    .map_err(|_| format!("has the port {port:?}; give a number 1-65535"))?;
+                    .ok()
+                    .filter(|&port| port != 0)
+                    .ok_or_else(|| format!("has the port {port:?}; give a number 1-65535"))?;
                 (host, Some(port))
             }
             None => (rest, None),
@@ -321,10 +347,23 @@ impl SandboxPolicy {
 
     /// Reads a policy file; limits it does not set come from `defaults`.
     pub fn from_file(path: &Path, defaults: &Limits) -> Result<Self, PolicyError> {
-        let text = std::fs::read_to_string(path).map_err(|source| PolicyError::Io {
+        let io = |source| PolicyError::Io {
             path: path.to_owned(),
             source,
+        };
+        let bytes = crate::file::read_regular_file(path, MAX_POLICY_BYTES).map_err(|error| {
+            io(match error {
+                crate::file::ReadError::Io(error) => error,
+                crate::file::ReadError::NotAFile => std::io::Error::other(
+                    "it is not a regular file (a FIFO, device, socket or directory)",
+                ),
+                crate::file::ReadError::TooLarge(size) => std::io::Error::other(format!(
+                    "it is {size} bytes, over the limit of {MAX_POLICY_BYTES} bytes for a policy"
+                )),
+            })
         })?;
+        let text = String::from_utf8(bytes)
+            .map_err(|_| io(std::io::Error::other("it is not UTF-8 text")))?;
         Self::parse(&text, path, defaults)
     }
 
@@ -553,6 +592,8 @@ mod tests {
             "",
             "https://user@x",
             "*.",
+            "http://127.0.0.1:0",
+            "localhost:65536",
         ] {
             assert!(HttpGrant::parse(bad).is_err(), "{bad}");
         }
@@ -560,6 +601,87 @@ mod tests {
             .expect_err("bad scheme")
             .to_string();
         assert!(message.contains("http.allow[1]"), "{message}");
+    }
+
+    mod fuzz {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        /// Policy-shaped text: known and unknown keys, values of every type and range.
+        fn policy_text() -> impl Strategy<Value = String> {
+            let value = prop_oneof![
+                any::<i64>().prop_map(|n| n.to_string()),
+                any::<u64>().prop_map(|n| n.to_string()),
+                Just("0".to_owned()),
+                Just("4097".to_owned()),
+                "\"[a-z0-9:/.*@?-]{0,24}\"",
+                Just("[\"PATH\"]".to_owned()),
+                Just("{ A = \"b\" }".to_owned()),
+                Just("true".to_owned()),
+                Just("1.5".to_owned()),
+            ];
+            let line = (
+                prop_oneof![
+                    Just("[limits]"),
+                    Just("[env]"),
+                    Just("[http]"),
+                    Just("[[dirs]]"),
+                    Just("")
+                ],
+                prop_oneof![
+                    Just("memory_mib"),
+                    Just("timeout_ms"),
+                    Just("max_input_bytes"),
+                    Just("max_output_bytes"),
+                    Just("max_consecutive_failures"),
+                    Just("fuel"),
+                    Just("inherit"),
+                    Just("set"),
+                    Just("allow"),
+                    Just("host"),
+                    Just("guest"),
+                    Just("mode"),
+                    Just("other"),
+                ],
+                value,
+            )
+                .prop_map(|(table, key, value)| format!("{table}\n{key} = {value}\n"));
+            prop::collection::vec(line, 0..6).prop_map(|lines| lines.concat())
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 500, ..ProptestConfig::default() })]
+
+            /// Any text: an error or a policy, never a panic.
+            #[test]
+            fn any_text_is_a_policy_or_an_error(text in "(?s).{0,200}") {
+                let _ = SandboxPolicy::parse(&text, Path::new("/p/x.policy.toml"), &Limits::default());
+            }
+
+            /// Policy-shaped text: whatever is accepted is within the documented ranges, and
+            /// every HTTP grant has a port from 1 to 65535.
+            #[test]
+            fn accepted_policies_are_within_range(text in policy_text()) {
+                if let Ok(policy) = SandboxPolicy::parse(&text, Path::new("/p/x.policy.toml"), &Limits::default()) {
+                    prop_assert!(policy.limits.check().is_ok(), "{:?}", policy.limits);
+                    for grant in &policy.http {
+                        prop_assert!(grant.port != Some(0), "{}", grant);
+                    }
+                }
+            }
+
+            /// HTTP rules: parsed or refused, never a panic; an accepted rule allows its own
+            /// host and never a host outside it.
+            #[test]
+            fn http_rules_allow_only_their_host(rule in "[a-z*.:/0-9@-]{0,30}", other in "[a-z]{1,8}") {
+                if let Ok(grant) = HttpGrant::parse(&rule) {
+                    let host = grant.host.trim_start_matches("*.").to_owned();
+                    let outside = format!("{other}x.invalid");
+                    prop_assert!(!grant.allows("https", &outside, None) || host == outside);
+                }
+            }
+        }
     }
 
     #[test]

@@ -8,6 +8,8 @@ use std::sync::{Mutex, OnceLock};
 
 use llm_worker::{LoadedPlugin, PluginHost};
 
+pub mod wat;
+
 /// The repository's root directory.
 pub fn repo_root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -36,14 +36,17 @@ struct Cli {
     #[arg(long, global = true)]
     no_cache: bool,
     /// Default memory limit per instance, in MiB (a policy file may override it).
-    #[arg(long, global = true, value_name = "MIB", default_value_t = 64)]
-    memory_mib: usize,
+    #[arg(long, global = true, value_name = "MIB", default_value_t = 64,
+          value_parser = clap::value_parser!(u64).range(1..=4096))]
+    memory_mib: u64,
     /// Default time limit per call, in milliseconds (a policy file may override it).
-    #[arg(long, global = true, value_name = "MS", default_value_t = 10_000)]
+    #[arg(long, global = true, value_name = "MS", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(1..))]
     timeout_ms: u64,
     /// Meter fuel: at most this many units per call (default: no metering; the time limit
     /// applies). Lets policy files set their own fuel.
-    #[arg(long, global = true, value_name = "UNITS")]
+    #[arg(long, global = true, value_name = "UNITS",
+          value_parser = clap::value_parser!(u64).range(1..))]
     fuel: Option<u64>,
     /// More log output on stderr (-v: debug, -vv: trace). RUST_LOG overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
@@ -51,7 +54,8 @@ struct Cli {
     /// Reserve N instance slots up front and reuse them (wasmtime's pooling allocator):
     /// plugins start faster, but at most N instances live at once, and each slot reserves
     /// ~8 GiB of address space (not memory). Default: map memory per instance, no cap.
-    #[arg(long, global = true, value_name = "N")]
+    #[arg(long, global = true, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..))]
     pool: Option<u32>,
     /// Also load plugins from subdirectories of DIR.
     #[arg(short, long, global = true)]
@@ -144,7 +148,8 @@ pub(crate) struct Loader {
 
 fn loader(cli: &Cli) -> Result<Loader, String> {
     let limits = Limits::default()
-        .memory_bytes(cli.memory_mib << 20)
+        // 1..=4096 MiB (checked by clap): fits any usize of a 64-bit host.
+        .memory_bytes(usize::try_from(cli.memory_mib << 20).unwrap_or(usize::MAX))
         .call_timeout(Duration::from_millis(cli.timeout_ms))
         .fuel(cli.fuel);
     let cache = if cli.no_cache {

@@ -1,17 +1,27 @@
 //! Outbound HTTP for plugins through `wasi:http`: a request is sent only if the plugin's
-//! policy grants its destination; everything else is denied (and logged).
+//! policy grants its destination, only while a call runs, within that call's remaining time,
+//! and with a few in flight at most; when the call ends, whatever it left running is cancelled.
+//! A plugin without HTTP grants is not even linked to `wasi:http`.
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Instant;
 
+use tokio::sync::{Semaphore, watch};
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
 use crate::policy::HttpGrant;
 
+/// Most outgoing requests one instance may have in flight (sent, or streaming a response).
+pub(crate) const MAX_REQUESTS_IN_FLIGHT: usize = 8;
+
 /// The policy check in front of `wasi:http/outgoing-handler`.
 pub(crate) struct HttpGate {
-    pub(crate) plugin: Arc<str>,
-    pub(crate) grants: Arc<[HttpGrant]>,
+    plugin: Arc<str>,
+    grants: Arc<[HttpGrant]>,
+    in_flight: Arc<Semaphore>,
+    /// The current call: its deadline, and a sender whose drop ends its requests.
+    call: Option<(Instant, watch::Sender<()>)>,
 }
 
 type ResponseFuture = Box<
@@ -27,6 +37,25 @@ type ResponseFuture = Box<
 >;
 
 impl HttpGate {
+    pub(crate) fn new(plugin: &str, grants: &[HttpGrant]) -> Self {
+        Self {
+            plugin: Arc::from(plugin),
+            grants: Arc::from(grants),
+            in_flight: Arc::new(Semaphore::new(MAX_REQUESTS_IN_FLIGHT)),
+            call: None,
+        }
+    }
+
+    /// A call (or the start of an instance) begins: requests may be sent until `deadline`.
+    pub(crate) fn begin_call(&mut self, deadline: Instant) {
+        self.call = Some((deadline, watch::Sender::new(())));
+    }
+
+    /// The call ended: every request it sent that is still running is cancelled.
+    pub(crate) fn end_call(&mut self) {
+        self.call = None;
+    }
+
     fn allows(&self, uri: &http::Uri) -> bool {
         let (Some(scheme), Some(host)) = (uri.scheme_str(), uri.host()) else {
             return false;
@@ -34,6 +63,22 @@ impl HttpGate {
         self.grants
             .iter()
             .any(|grant| grant.allows(scheme, host, uri.port_u16()))
+    }
+}
+
+/// Runs `work` until it finishes, `deadline` passes or the call ends (`ended` closes).
+async fn bounded<T>(
+    work: impl Future<Output = Result<T, Error>>,
+    deadline: Instant,
+    mut ended: watch::Receiver<()>,
+) -> Result<T, Error> {
+    tokio::select! {
+        result = tokio::time::timeout_at(deadline.into(), work) => {
+            result.unwrap_or(Err(Error::ConnectionTimeout))
+        }
+        _ = ended.changed() => {
+            Err(Error::InternalError(Some("the tool call that sent this request ended".into())))
+        }
     }
 }
 
@@ -53,10 +98,29 @@ impl WasiHttpHooks for HttpGate {
             );
             return Box::new(async { Err(Error::HttpRequestDenied) });
         }
+        let Some((deadline, call)) = &self.call else {
+            return Box::new(async { Err(Error::HttpRequestDenied) });
+        };
+        let Ok(permit) = Arc::clone(&self.in_flight).try_acquire_owned() else {
+            tracing::warn!(
+                plugin = %self.plugin,
+                uri = %request.uri(),
+                "denied an HTTP request: {MAX_REQUESTS_IN_FLIGHT} requests are in flight already"
+            );
+            return Box::new(async { Err(Error::ConnectionLimitReached) });
+        };
+        let (deadline, ended) = (*deadline, call.subscribe());
         tracing::debug!(plugin = %self.plugin, uri = %request.uri(), "HTTP request");
         Box::new(async move {
             use http_body_util::BodyExt;
-            let (response, io) = wasmtime_wasi_http::default_send_request(request, options).await?;
+            let sent = wasmtime_wasi_http::default_send_request(request, options);
+            let (response, io) = bounded(sent, deadline, ended.clone()).await?;
+            // The connection keeps running while the plugin reads the body: bounded the same
+            // way, and holding its place among the requests in flight until it ends.
+            let io = async move {
+                let _permit = permit;
+                bounded(io, deadline, ended).await
+            };
             Ok((
                 response.map(BodyExt::boxed_unsync),
                 Box::new(io) as Box<dyn Future<Output = Result<(), Error>> + Send>,

@@ -123,6 +123,68 @@ impl<'de> Deserialize<'de> for InputNode<'de> {
 }
 
 impl InputNode<'_> {
+    /// The first member name repeated within one object, anywhere in the value, with the JSON
+    /// pointer of that object (`/` for the top level).
+    ///
+    /// JSON parsers disagree on repeated names (serde_json and jsonschema see the first or the
+    /// last value, JavaScript's `JSON.parse` the last, others refuse them), so an input with
+    /// one could pass the schema check with one value and reach the plugin with another.
+    pub(crate) fn repeated_key(&self) -> Option<(String, String)> {
+        match self {
+            InputNode::Array(items) => items.iter().enumerate().find_map(|(index, item)| {
+                item.repeated_key()
+                    .map(|(path, key)| (format!("/{index}{}", strip_root(&path)), key))
+            }),
+            InputNode::Object(members) => {
+                if let Some(key) = first_repeated(members) {
+                    return Some(("/".to_owned(), key.to_owned()));
+                }
+                members.iter().find_map(|(name, value)| {
+                    value.repeated_key().map(|(path, key)| {
+                        (
+                            format!("/{}{}", escape_pointer(name), strip_root(&path)),
+                            key,
+                        )
+                    })
+                })
+            }
+            _ => None,
+        }
+    }
+}
+
+/// A nested path without the root's `/`, for appending to its parent's.
+fn strip_root(path: &str) -> &str {
+    if path == "/" { "" } else { path }
+}
+
+/// A member name as a JSON pointer segment (RFC 6901: `~` as `~0`, `/` as `~1`).
+fn escape_pointer(name: &str) -> Cow<'_, str> {
+    if name.contains(['~', '/']) {
+        Cow::Owned(name.replace('~', "~0").replace('/', "~1"))
+    } else {
+        Cow::Borrowed(name)
+    }
+}
+
+/// The first name that appears twice among an object's members.
+fn first_repeated<'n>(members: &'n [(Cow<'_, str>, InputNode<'_>)]) -> Option<&'n str> {
+    // Most objects are small: comparing pairs beats hashing them.
+    if members.len() <= 16 {
+        return members.iter().enumerate().find_map(|(index, (name, _))| {
+            members[..index]
+                .iter()
+                .any(|(earlier, _)| earlier == name)
+                .then_some(name.as_ref())
+        });
+    }
+    let mut seen = std::collections::HashSet::with_capacity(members.len());
+    members
+        .iter()
+        .find_map(|(name, _)| (!seen.insert(name.as_ref())).then_some(name.as_ref()))
+}
+
+impl InputNode<'_> {
     /// The same value as a `serde_json::Value` (for error messages only). A repeated member
     /// name keeps its last value, as serde_json does.
     fn to_json(&self) -> Value {
@@ -297,6 +359,30 @@ mod tests {
             node.to_json(),
             json!({"plain":"abc","escaped":"a\"b","list":[1,-2,3.5,true,null]})
         );
+    }
+
+    #[test]
+    fn repeated_keys_are_found_anywhere_with_their_path() {
+        let repeated = |text: &str| parse(text).expect("valid JSON").repeated_key();
+        assert_eq!(repeated(r#"{"a":1,"b":[{"c":2}]}"#), None);
+        assert_eq!(
+            repeated(r#"{"mode":"read","mode":"delete"}"#),
+            Some(("/".into(), "mode".into()))
+        );
+        assert_eq!(
+            repeated(r#"{"a":{"b":[0,{"x":1,"y":2,"x":3}]}}"#),
+            Some(("/a/b/1".into(), "x".into()))
+        );
+        assert_eq!(
+            repeated(r#"[{"k/~":{"z":0,"z":0}}]"#),
+            Some(("/0/k~1~0".into(), "z".into()))
+        );
+        // Many members: the hashed path, with the repeat far from the first.
+        let members: Vec<String> = (0..40).map(|i| format!("\"m{i}\":{i}")).collect();
+        let wide = format!("{{{},\"m3\":true}}", members.join(","));
+        assert_eq!(repeated(&wide), Some(("/".into(), "m3".into())));
+        // The same name in different objects is no repeat.
+        assert_eq!(repeated(r#"{"a":{"x":1},"b":{"x":1}}"#), None);
     }
 
     #[test]

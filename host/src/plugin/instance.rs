@@ -35,6 +35,19 @@ pub(crate) struct PluginState {
     http_gate: HttpGate,
 }
 
+impl PluginState {
+    /// A call (or the start of the instance) begins, to end by `deadline`.
+    fn begin_call(&mut self, deadline: Instant) {
+        self.deadline = deadline;
+        self.http_gate.begin_call(deadline);
+    }
+
+    /// The call ended: cancel what it left running.
+    fn end_call(&mut self) {
+        self.http_gate.end_call();
+    }
+}
+
 impl WasiHttpView for PluginState {
     fn http(&mut self) -> WasiHttpCtxView<'_> {
         WasiHttpCtxView {
@@ -54,14 +67,65 @@ impl WasiView for PluginState {
     }
 }
 
-/// Bounds the memory of an instance: all its linear memories together.
-struct InstanceLimiter {
-    memory_limit: usize,
-    memory_used: usize,
+/// Bounds what an instance allocates: its linear memories and tables together stay within the
+/// plugin's memory limit, and it may create only as many core instances, memories and tables as
+/// real toolchains need.
+///
+/// Every size comes from the plugin (a `memory.grow` delta, a table's initial size), so all
+/// arithmetic is checked, a request above the limit is refused before anything is counted, and
+/// a growth that fails after it was allowed is rolled back.
+#[derive(Debug)]
+pub(crate) struct InstanceLimiter {
+    limit: usize,
+    /// Bytes of all linear memories, as last allowed.
+    memory_bytes: usize,
+    /// Bytes charged for all table elements ([`TABLE_ELEMENT_BYTES`] each).
+    table_bytes: usize,
+    /// What to restore if the growth allowed last fails after all.
+    undo_memory: Option<usize>,
+    undo_table: Option<usize>,
 }
 
-/// Most host resources (streams, pollables, files …) one instance may hold at once.
-const MAX_HOST_RESOURCES: usize = 10_000;
+/// Most core instances one plugin may create. A Rust `wasm32-wasip2` plugin has four (the
+/// program, the WASI adapter and two shims); other toolchains link a few more modules.
+pub(crate) const MAX_CORE_INSTANCES: usize = 16;
+
+/// Most linear memories one plugin may create. Toolchains use one memory, plus one for the
+/// preview-1 adapter where they use it (shared-everything linking shares one memory).
+pub(crate) const MAX_MEMORIES: usize = 2;
+
+/// Most tables one plugin may create (one per core module is the usual case).
+pub(crate) const MAX_TABLES: usize = 16;
+
+/// What one table element costs, for the memory limit: wasmtime keeps a pointer per element
+/// (8 bytes); charging 16 covers the larger elements of other table types too.
+pub(crate) const TABLE_ELEMENT_BYTES: usize = 16;
+
+impl InstanceLimiter {
+    pub(crate) fn new(limit: usize) -> Self {
+        Self {
+            limit,
+            memory_bytes: 0,
+            table_bytes: 0,
+            undo_memory: None,
+            undo_table: None,
+        }
+    }
+
+    /// The new total of a resource growing from `current` to `desired` bytes, if it keeps
+    /// memory plus tables within the limit.
+    fn grown(&self, used: usize, other: usize, current: usize, desired: usize) -> Option<usize> {
+        if desired > self.limit {
+            return None;
+        }
+        let total = used.checked_sub(current.min(used))?.checked_add(desired)?;
+        (total.checked_add(other)? <= self.limit).then_some(total)
+    }
+}
+
+/// Most host resources (streams, pollables, files, HTTP requests …) one instance may hold at
+/// once. Each costs host memory the plugin's memory limit does not see, so keep it low.
+const MAX_HOST_RESOURCES: usize = 1_000;
 
 /// Most bytes one host call may take from the guest (DoS mitigation; wasmtime's default is
 /// 128 MiB).
@@ -69,9 +133,6 @@ const HOSTCALL_FUEL: usize = 4 << 20;
 
 /// Most random bytes one call to `wasi:random` may ask for.
 const MAX_RANDOM_BYTES: u64 = 1 << 20;
-
-/// Largest number of table elements of one instance.
-const MAX_TABLE_ELEMENTS: usize = 1 << 20;
 
 /// A call went past its time limit.
 #[derive(Debug, thiserror::Error)]
@@ -90,33 +151,58 @@ impl ResourceLimiter for InstanceLimiter {
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        let total = self.memory_used - current.min(self.memory_used) + desired;
-        if total > self.memory_limit {
+        let Some(total) = self.grown(self.memory_bytes, self.table_bytes, current, desired) else {
             return Err(wasmtime::Error::new(MemoryLimitExceeded));
-        }
-        self.memory_used = total;
+        };
+        self.undo_memory = Some(self.memory_bytes);
+        self.memory_bytes = total;
         Ok(true)
+    }
+
+    fn memory_grow_failed(&mut self, _error: wasmtime::Error) -> wasmtime::Result<()> {
+        if let Some(previous) = self.undo_memory.take() {
+            self.memory_bytes = previous;
+        }
+        Ok(())
     }
 
     fn table_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        Ok(desired <= MAX_TABLE_ELEMENTS)
+        let bytes = |elements: usize| elements.checked_mul(TABLE_ELEMENT_BYTES);
+        let grown = bytes(current)
+            .zip(bytes(desired))
+            .and_then(|(current, desired)| {
+                self.grown(self.table_bytes, self.memory_bytes, current, desired)
+            });
+        let Some(total) = grown else {
+            return Err(wasmtime::Error::new(MemoryLimitExceeded));
+        };
+        self.undo_table = Some(self.table_bytes);
+        self.table_bytes = total;
+        Ok(true)
+    }
+
+    fn table_grow_failed(&mut self, _error: wasmtime::Error) -> wasmtime::Result<()> {
+        if let Some(previous) = self.undo_table.take() {
+            self.table_bytes = previous;
+        }
+        Ok(())
     }
 
     fn instances(&self) -> usize {
-        100
+        MAX_CORE_INSTANCES
     }
 
     fn tables(&self) -> usize {
-        100
+        MAX_TABLES
     }
 
     fn memories(&self) -> usize {
-        100
+        MAX_MEMORIES
     }
 }
 
@@ -141,6 +227,37 @@ fn with_stderr(message: String, stderr: &str) -> String {
 struct Slot {
     live: Option<LiveInstance>,
     consecutive_failures: u32,
+    /// Whether registration has tried to start the instance: once per session, however many
+    /// tools the plugin has.
+    started: bool,
+    /// Why the last instance was dropped with no caller left to tell (its call was dropped):
+    /// the next call reports it.
+    lost: Option<String>,
+}
+
+/// The slot, held for one call. If the call's future is dropped before the call finished (a
+/// timeout around `call_tool`, a cancelled request), the instance may be stopped half-way
+/// through plugin code: it is dropped, without counting a failure, and the next call says so.
+struct CallInProgress<'a> {
+    slot: futures::lock::MutexGuard<'a, Slot>,
+    plugin: &'a str,
+    /// The tool running, while plugin code may be running.
+    running: Option<&'a str>,
+}
+
+impl Drop for CallInProgress<'_> {
+    fn drop(&mut self) {
+        if let Some(tool) = self.running.take() {
+            self.slot.live = None;
+            self.slot.lost = Some(format!(
+                "a call of tool '{tool}' of plugin '{}' was abandoned by its caller before it \
+                 finished (cancelled, or timed out around the call); the instance was \
+                 restarted and its state was lost",
+                self.plugin
+            ));
+            tracing::info!(plugin = %self.plugin, tool, "a call was dropped by its caller; the instance was reset");
+        }
+    }
 }
 
 /// The tools of one plugin registered together: they share one instance, as the methods of
@@ -158,22 +275,27 @@ impl PluginSession {
         }
     }
 
-    /// Creates the live instance now unless it exists (the factory's job at registration).
-    /// A failure is logged and counted; the next call tries again and reports it.
+    /// Creates the live instance at registration (the factory's job), once per session: the
+    /// factories of the plugin's other tools find it started. A failure is logged and counted
+    /// once; the first call tries again and reports it.
     pub(crate) fn start_now(&self) {
         super::blocking::block_on(async {
             let mut slot = self.slot.lock().await;
-            if slot.live.is_none()
-                && let Err(error) = self.start(&mut slot).await
-            {
+            if std::mem::replace(&mut slot.started, true) {
+                return;
+            }
+            let deadline = Instant::now() + self.image.policy.limits.call_timeout;
+            if let Err(error) = self.start(&mut slot, deadline).await {
                 tracing::warn!(plugin = %self.image.name, "{error}");
             }
         });
     }
 
-    /// Creates a live instance and checks that it lists the tools validated at load.
-    async fn start(&self, slot: &mut Slot) -> Result<(), ToolError> {
-        match instantiate(&self.image).await {
+    /// Creates a live instance and checks that it lists the tools validated at load. A
+    /// failure counts against the plugin, unless the host lacked capacity (a full pool).
+    async fn start(&self, slot: &mut Slot, deadline: Instant) -> Result<(), ToolError> {
+        let name = &self.image.name;
+        match instantiate(&self.image, deadline).await {
             Ok((live, tools)) if self.image.same_tools(&tools) => {
                 slot.live = Some(live);
                 Ok(())
@@ -181,16 +303,17 @@ impl PluginSession {
             Ok(_) => {
                 slot.consecutive_failures += 1;
                 Err(ToolError::Internal(format!(
-                    "plugin '{}' listed other tools than when it was loaded; a plugin must \
-                     list the same tools in every instance",
-                    self.image.name
+                    "plugin '{name}' listed other tools than when it was loaded; a plugin must \
+                     list the same tools in every instance"
                 )))
             }
-            Err(reason) => {
-                slot.consecutive_failures += 1;
+            Err(failure) => {
+                if !failure.host_capacity {
+                    slot.consecutive_failures += 1;
+                }
                 Err(ToolError::Internal(format!(
-                    "plugin '{}' failed while starting: {reason}",
-                    self.image.name
+                    "plugin '{name}' failed while starting: {}",
+                    failure.reason
                 )))
             }
         }
@@ -206,26 +329,49 @@ impl PluginSession {
         let limits = &image.policy.limits;
         check_input(limits, validator, tool, input_json)?;
 
-        let mut slot = self.slot.lock().await;
-        if slot.consecutive_failures >= limits.max_consecutive_failures {
+        // The time limit covers waiting for the instance too: a call queued behind others
+        // fails as busy rather than waiting for all of them.
+        let deadline = Instant::now() + limits.call_timeout;
+        let Ok(slot) = within(deadline, self.slot.lock()).await else {
+            return Err(ToolError::ExecutionFailed(format!(
+                "tool '{tool}' of plugin '{}' is busy: this session's instance of the plugin \
+                 was running other calls for the whole time limit of {:?}; try again later",
+                image.name, limits.call_timeout
+            )));
+        };
+        let mut call = CallInProgress {
+            slot,
+            plugin: &image.name,
+            running: None,
+        };
+        if let Some(lost) = call.slot.lost.take() {
+            return Err(ToolError::Internal(format!("{lost}; call again")));
+        }
+        if call.slot.consecutive_failures >= limits.max_consecutive_failures {
             return Err(ToolError::Internal(format!(
                 "plugin '{}' is disabled for this session after {} consecutive failures; \
                  check the log for their causes, fix the plugin or its limits, and start a \
                  new session",
-                image.name, slot.consecutive_failures
+                image.name, call.slot.consecutive_failures
             )));
         }
-        if slot.live.is_none() {
-            self.start(&mut slot).await?;
+        call.running = Some(tool);
+        if call.slot.live.is_none() {
+            let started = self.start(&mut call.slot, deadline).await;
+            if started.is_err() {
+                call.running = None;
+            }
+            started?;
         }
-        let Some(live) = slot.live.as_mut() else {
+        let Some(live) = call.slot.live.as_mut() else {
+            call.running = None;
             return Err(ToolError::Internal(format!(
                 "plugin '{}' has no running instance",
                 image.name
             )));
         };
-        let deadline = Instant::now() + limits.call_timeout;
-        live.store.data_mut().deadline = deadline;
+        live.store.data_mut().begin_call(deadline);
+        live.store.set_epoch_deadline(1);
         if live.metered {
             refuel(&mut live.store, limits);
         }
@@ -235,28 +381,20 @@ impl PluginSession {
                 .call_execute(&mut live.store, tool, input_json),
         )
         .await;
+        live.store.data_mut().end_call();
+        call.running = None;
         let stderr = live.store.data().output.flush_to_log(&image.name);
         let failure = match outcome {
             Ok(Ok(result)) => {
-                slot.consecutive_failures = 0;
-                let output = result.map_err(ToolError::from)?;
-                if output.len() > limits.max_output_bytes {
-                    return Err(ToolError::ExecutionFailed(format!(
-                        "tool '{tool}' of plugin '{}' returned {} bytes, over the output \
-                         limit of {} bytes",
-                        image.name,
-                        output.len(),
-                        limits.max_output_bytes
-                    )));
-                }
-                return Ok(output);
+                call.slot.consecutive_failures = 0;
+                return checked_output(image, limits, tool, result);
             }
             Ok(Err(error)) => describe(limits, &error),
             Err(_) => describe(limits, &wasmtime::Error::new(TimedOut)),
         };
         // A trap leaves the store unusable: drop it, and start afresh on the next call.
-        slot.live = None;
-        slot.consecutive_failures += 1;
+        call.slot.live = None;
+        call.slot.consecutive_failures += 1;
         let message = with_stderr(
             format!(
                 "tool '{tool}' of plugin '{}' failed: {failure}; the instance was restarted \
@@ -268,6 +406,48 @@ impl PluginSession {
         tracing::warn!(plugin = %image.name, tool, "{message}");
         Err(ToolError::Internal(message))
     }
+}
+
+/// A finished call's result, within the output limit: an output over it is refused, an error
+/// text over it is cut (the plugin's errors are bounded like its outputs).
+fn checked_output(
+    image: &PluginImage,
+    limits: &Limits,
+    tool: &str,
+    result: Result<String, super::bindings::WitToolError>,
+) -> Result<String, ToolError> {
+    let cap = limits.max_output_bytes;
+    match result {
+        Ok(output) if output.len() > cap => Err(ToolError::ExecutionFailed(format!(
+            "tool '{tool}' of plugin '{}' returned {} bytes, over the output limit of {cap} \
+             bytes",
+            image.name,
+            output.len(),
+        ))),
+        Ok(output) => Ok(output),
+        Err(error) => Err(match ToolError::from(error) {
+            ToolError::InvalidArgument(text) => ToolError::InvalidArgument(cut(text, cap)),
+            ToolError::ExecutionFailed(text) => ToolError::ExecutionFailed(cut(text, cap)),
+            ToolError::Internal(text) => ToolError::Internal(cut(text, cap)),
+        }),
+    }
+}
+
+/// `text` cut to at most `cap` bytes (at a character boundary), saying how much was cut.
+fn cut(mut text: String, cap: usize) -> String {
+    if text.len() <= cap {
+        return text;
+    }
+    let total = text.len();
+    let mut end = cap;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.truncate(end);
+    text.push_str(&format!(
+        " … [cut: the plugin's error text was {total} bytes, over the output limit of {cap}]"
+    ));
+    text
 }
 
 /// Checks a call's input before any plugin code runs: its size, JSON syntax, and the tool's
@@ -290,6 +470,12 @@ pub(crate) fn check_input(
             "the input of tool '{tool}' is not valid JSON: {error}"
         ))
     })?;
+    if let Some((path, key)) = input.repeated_key() {
+        return Err(ToolError::InvalidArgument(format!(
+            "the input of tool '{tool}' has the key {key:?} twice in the object at {path}; \
+             give each key once"
+        )));
+    }
     super::validate::check_schema(validator, tool, &input).map_err(ToolError::InvalidArgument)
 }
 
@@ -361,14 +547,8 @@ fn new_store(image: &PluginImage) -> Result<Store<PluginState>, String> {
         output,
         table,
         http: WasiHttpCtx::new(),
-        http_gate: HttpGate {
-            plugin: Arc::from(image.name.as_str()),
-            grants: Arc::from(policy.http.as_slice()),
-        },
-        limiter: InstanceLimiter {
-            memory_limit: limits.memory_bytes,
-            memory_used: 0,
-        },
+        http_gate: HttpGate::new(&image.name, &policy.http),
+        limiter: InstanceLimiter::new(limits.memory_bytes),
         deadline: Instant::now() + limits.call_timeout,
     };
     let mut store = Store::new(image.pre.engine(), state);
@@ -414,21 +594,34 @@ fn refuel(store: &mut Store<PluginState>, limits: &Limits) {
     }
 }
 
-/// Creates an instance of the plugin and reads its tool list, within the time limit.
-/// The error describes what went wrong.
-async fn instantiate(image: &PluginImage) -> Result<(LiveInstance, Vec<WitToolMeta>), String> {
+/// Why an instance could not be started.
+pub(crate) struct StartFailure {
+    /// What went wrong, for messages.
+    pub(crate) reason: String,
+    /// Whether the host lacked capacity (a full instance pool): not the plugin's fault.
+    pub(crate) host_capacity: bool,
+}
+
+/// Creates an instance of the plugin and reads its tool list, by `deadline`.
+async fn instantiate(
+    image: &PluginImage,
+    deadline: Instant,
+) -> Result<(LiveInstance, Vec<WitToolMeta>), StartFailure> {
     let limits = &image.policy.limits;
-    let mut store = new_store(image)?;
+    let plugin_failure = |reason| StartFailure {
+        reason,
+        host_capacity: false,
+    };
+    let mut store = new_store(image).map_err(plugin_failure)?;
+    store.data_mut().begin_call(deadline);
     let output = store.data().output.clone();
-    let started = within(
-        Instant::now() + limits.call_timeout + TIMEOUT_GRACE,
-        async {
-            let bindings = image.pre.instantiate_async(&mut store).await?;
-            let tools = bindings.call_tools(&mut store).await?;
-            wasmtime::Result::Ok((bindings, tools))
-        },
-    )
+    let started = within(deadline + TIMEOUT_GRACE, async {
+        let bindings = image.pre.instantiate_async(&mut store).await?;
+        let tools = bindings.call_tools(&mut store).await?;
+        wasmtime::Result::Ok((bindings, tools))
+    })
     .await;
+    store.data_mut().end_call();
     let stderr = output.flush_to_log(&image.name);
     match started {
         Ok(Ok((bindings, tools))) => {
@@ -442,14 +635,24 @@ async fn instantiate(image: &PluginImage) -> Result<(LiveInstance, Vec<WitToolMe
                 tools,
             ))
         }
-        Ok(Err(error)) => Err(with_stderr(describe(limits, &error), &stderr)),
-        Err(_) => Err(describe(limits, &wasmtime::Error::new(TimedOut))),
+        Ok(Err(error)) => Err(StartFailure {
+            host_capacity: wasmtime::Error::is::<wasmtime::PoolConcurrencyLimitError>(&error),
+            reason: with_stderr(describe(limits, &error), &stderr),
+        }),
+        Err(_) => Err(plugin_failure(describe(
+            limits,
+            &wasmtime::Error::new(TimedOut),
+        ))),
     }
 }
 
 /// Creates a throwaway instance to read the plugin's tool list (used at load).
 pub(crate) async fn read_tools(image: &PluginImage) -> Result<Vec<WitToolMeta>, String> {
-    instantiate(image).await.map(|(_, tools)| tools)
+    let deadline = Instant::now() + image.policy.limits.call_timeout;
+    instantiate(image, deadline)
+        .await
+        .map(|(_, tools)| tools)
+        .map_err(|failure| failure.reason)
 }
 
 /// Says which limit a failed call hit, or how it trapped.

@@ -66,6 +66,16 @@ pub enum PluginError {
         /// The limit.
         limit: u64,
     },
+    /// The path is not a regular file (a FIFO, a device, a socket or a directory).
+    #[error(
+        "plugin {} is not a regular file (a FIFO, device, socket or directory); a plugin is a \
+         `.wasm` file — remove or rename it",
+        path.display()
+    )]
+    NotAFile {
+        /// The path.
+        path: PathBuf,
+    },
     /// The file is not WebAssembly.
     #[error(
         "plugin {} is not a WebAssembly file (it lacks the `\\0asm` header); a tool plugin is a \
@@ -160,6 +170,17 @@ pub enum PluginError {
         /// The name.
         name: String,
     },
+    /// The tool list is over one of the host's caps (tools, description or schema size).
+    #[error(
+        "plugin {} is refused: {reason}; see the caps in SECURITY.md",
+        path.display()
+    )]
+    ToolListTooLarge {
+        /// The plugin file.
+        path: PathBuf,
+        /// Which cap, by how much.
+        reason: String,
+    },
     /// A tool's input schema is not a JSON object schema.
     #[error("plugin {} has an invalid input schema for tool '{tool}': {reason}", path.display())]
     InvalidSchema {
@@ -206,6 +227,9 @@ pub enum PluginError {
         /// The tool both offer.
         tool: String,
     },
+    /// The host's limits cannot be honoured (e.g. a memory limit of 0).
+    #[error("invalid limits for the plugin host: {0}")]
+    InvalidLimits(String),
     /// The host itself could not be set up.
     #[error("cannot set up the WebAssembly engine: {0}")]
     Engine(String),
@@ -217,7 +241,7 @@ struct EpochTicker {
 }
 
 impl EpochTicker {
-    fn start(engine: &Engine) -> Self {
+    fn start(engine: &Engine) -> std::io::Result<Self> {
         let stop = Arc::new(AtomicBool::new(false));
         let engine = engine.weak();
         let flag = Arc::clone(&stop);
@@ -231,10 +255,8 @@ impl EpochTicker {
                         None => break,
                     }
                 }
-            })
-            .map(|_| ())
-            .unwrap_or_else(|e| tracing::error!("cannot start the epoch thread: {e}"));
-        Self { stop }
+            })?;
+        Ok(Self { stop })
     }
 }
 
@@ -246,7 +268,10 @@ impl Drop for EpochTicker {
 
 struct HostInner {
     engine: Engine,
+    /// WASI 0.2 without `wasi:http`.
     linker: Linker<PluginState>,
+    /// WASI 0.2 with `wasi:http`, for plugins granted HTTP.
+    http_linker: Linker<PluginState>,
     limits: Limits,
     cache: Option<cache::CompileCache>,
     max_file_bytes: u64,
@@ -324,6 +349,7 @@ impl PluginHostBuilder {
             cache_dir,
             instance_pool,
         } = self;
+        limits.check().map_err(PluginError::InvalidLimits)?;
         let mut config = Config::new();
         config.wasm_component_model(true);
         config.epoch_interruption(true);
@@ -335,15 +361,23 @@ impl PluginHostBuilder {
             config.allocation_strategy(pool_config(max_instances));
         }
         let engine = Engine::new(&config).map_err(engine_error)?;
+        // Two linkers: WASI alone, for plugins without HTTP grants (they get no `wasi:http`
+        // imports at all), and WASI with `wasi:http`, for plugins whose policy grants it.
         let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker)
-            .and_then(|()| wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker))
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(engine_error)?;
+        let mut http_linker = linker.clone();
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut http_linker)
             .map_err(engine_error)?;
-        let _ticker = EpochTicker::start(&engine);
+        let _ticker = EpochTicker::start(&engine).map_err(|e| {
+            PluginError::Engine(format!(
+                "cannot start the thread that enforces time limits: {e}"
+            ))
+        })?;
         Ok(PluginHost {
             inner: Arc::new(HostInner {
                 engine,
                 linker,
+                http_linker,
                 limits,
                 cache: cache_dir.map(cache::CompileCache::new),
                 max_file_bytes: DEFAULT_MAX_FILE_BYTES,
@@ -353,12 +387,10 @@ impl PluginHostBuilder {
     }
 }
 
-/// Most core instances, memories and tables one plugin component may use in a pooled host.
-/// A Rust `wasm32-wasip2` plugin has four core instances (the program, the WASI adapter and two
-/// shims), one or two memories and a few tables; these leave room for other toolchains.
-const POOL_CORE_INSTANCES_PER_PLUGIN: u32 = 16;
-const POOL_MEMORIES_PER_PLUGIN: u32 = 2;
-const POOL_TABLES_PER_PLUGIN: u32 = 8;
+/// The pool's per-plugin counts: the same as the limiter's for unpooled hosts.
+const POOL_CORE_INSTANCES_PER_PLUGIN: u32 = instance::MAX_CORE_INSTANCES as u32;
+const POOL_MEMORIES_PER_PLUGIN: u32 = instance::MAX_MEMORIES as u32;
+const POOL_TABLES_PER_PLUGIN: u32 = instance::MAX_TABLES as u32;
 
 /// The pooling allocator's configuration for `max_instances` plugin instances.
 fn pool_config(max_instances: u32) -> wasmtime::InstanceAllocationStrategy {
@@ -433,18 +465,6 @@ impl PluginHost {
     /// registered: call [`LoadedPlugin::definitions`] and register those.
     pub fn load(&self, path: impl AsRef<Path>) -> Result<LoadedPlugin, PluginError> {
         let path = path.as_ref();
-        let io = |source| PluginError::Io {
-            path: path.to_owned(),
-            source,
-        };
-        let size = std::fs::metadata(path).map_err(io)?.len();
-        if size > self.inner.max_file_bytes {
-            return Err(PluginError::TooLarge {
-                path: path.to_owned(),
-                size,
-                limit: self.inner.max_file_bytes,
-            });
-        }
         let policy_path = SandboxPolicy::path_for(path);
         let policy = if policy_path.exists() {
             SandboxPolicy::from_file(&policy_path, &self.inner.limits).map_err(|source| {
@@ -456,8 +476,28 @@ impl PluginHost {
         } else {
             SandboxPolicy::with_limits(self.inner.limits.clone())
         };
-        let bytes = std::fs::read(path).map_err(io)?;
+        let bytes = self.read_plugin_file(path)?;
         self.load_bytes_with_policy(path, &bytes, policy)
+    }
+
+    /// Reads a plugin file: a regular file (a FIFO or device is refused without blocking)
+    /// within the size limit.
+    fn read_plugin_file(&self, path: &Path) -> Result<Vec<u8>, PluginError> {
+        crate::file::read_regular_file(path, self.inner.max_file_bytes).map_err(|error| match error
+        {
+            crate::file::ReadError::Io(source) => PluginError::Io {
+                path: path.to_owned(),
+                source,
+            },
+            crate::file::ReadError::NotAFile => PluginError::NotAFile {
+                path: path.to_owned(),
+            },
+            crate::file::ReadError::TooLarge(size) => PluginError::TooLarge {
+                path: path.to_owned(),
+                size,
+                limit: self.inner.max_file_bytes,
+            },
+        })
     }
 
     /// Loads every `*.wasm` file of `dir` (not its subdirectories), each with its policy file.
@@ -504,6 +544,10 @@ impl PluginHost {
                 }
             }
             match self.load(&path) {
+                Ok(plugin) if options.recursive => match writable_grant_within(&plugin, &root) {
+                    Some(error) => failures.push(error),
+                    None => loaded.push(plugin),
+                },
                 Ok(plugin) => loaded.push(plugin),
                 Err(error) => failures.push(error),
             }
@@ -546,10 +590,7 @@ impl PluginHost {
         policy: SandboxPolicy,
     ) -> Result<LoadedPlugin, PluginError> {
         let path = path.as_ref();
-        let bytes = std::fs::read(path).map_err(|source| PluginError::Io {
-            path: path.to_owned(),
-            source,
-        })?;
+        let bytes = self.read_plugin_file(path)?;
         self.load_bytes_with_policy(path, &bytes, policy)
     }
 
@@ -582,6 +623,14 @@ impl PluginHost {
                 },
             });
         }
+        self.check_dir_grants(path, &policy)?;
+        if bytes.len() as u64 > self.inner.max_file_bytes {
+            return Err(PluginError::TooLarge {
+                path: path.to_owned(),
+                size: bytes.len() as u64,
+                limit: self.inner.max_file_bytes,
+            });
+        }
         match bytes.get(..8) {
             Some([0, b'a', b's', b'm', 0x0d, 0x00, 0x01, 0x00]) => {}
             Some([0, b'a', b's', b'm', 1, 0, 0, 0]) => {
@@ -612,10 +661,27 @@ impl PluginHost {
             reason: format!("{e:#}"),
         })?;
         self.check_version(path, &component)?;
-        let pre = self.inner.linker.instantiate_pre(&component).map_err(|e| {
-            PluginError::UnsupportedImport {
-                path: path.to_owned(),
-                reason: format!("{e:#}"),
+        let linker = if policy.http.is_empty() {
+            &self.inner.linker
+        } else {
+            &self.inner.http_linker
+        };
+        let pre = linker.instantiate_pre(&component).map_err(|e| {
+            let reason = format!("{e:#}");
+            if policy.http.is_empty() && reason.contains("wasi:http/") {
+                PluginError::UnsupportedImport {
+                    path: path.to_owned(),
+                    reason: format!(
+                        "{reason}; it imports wasi:http, which is linked only for plugins whose \
+                         policy grants HTTP: add the destinations it needs to [http] allow in {}",
+                        SandboxPolicy::path_for(path).display()
+                    ),
+                }
+            } else {
+                PluginError::UnsupportedImport {
+                    path: path.to_owned(),
+                    reason,
+                }
             }
         })?;
         self.check_exports(path, &component)?;
@@ -637,6 +703,7 @@ impl PluginHost {
             .into_iter()
             .map(|t| (t.name, t.description, t.input_schema))
             .collect();
+        validate::check_sizes(&raw).map_err(|problem| tool_list_error(path, problem))?;
         let schemas = validate::check_tools(raw.iter().map(|(n, _, s)| (n.as_str(), s.as_str())))
             .map_err(|problem| tool_list_error(path, problem))?;
         let mut metas = Vec::with_capacity(raw.len());
@@ -662,6 +729,57 @@ impl PluginHost {
                 validators,
             }),
         })
+    }
+
+    /// Refuses directory grants through which a plugin could change what the host runs: one
+    /// that holds the plugin's own directory (it could replace itself, its policy or other
+    /// plugins) or that overlaps the compiled cache (native code the host loads).
+    fn check_dir_grants(&self, path: &Path, policy: &SandboxPolicy) -> Result<(), PluginError> {
+        let canonical = |dir: &Path| dir.canonicalize().unwrap_or_else(|_| dir.to_owned());
+        let plugin_dir = path
+            .parent()
+            .filter(|dir| !dir.as_os_str().is_empty())
+            .unwrap_or_else(|| Path::new("."))
+            .canonicalize()
+            .ok();
+        let cache_dir = self
+            .inner
+            .cache
+            .as_ref()
+            .map(|cache| canonical(cache.dir()));
+        for (index, grant) in policy.dirs.iter().enumerate() {
+            let granted = canonical(&grant.host);
+            let problem = if plugin_dir
+                .as_ref()
+                .is_some_and(|dir| dir.starts_with(&granted))
+            {
+                Some(
+                    "holds the plugin's own directory: the plugin could replace itself, its \
+                      policy or other plugins there",
+                )
+            } else if cache_dir
+                .as_ref()
+                .is_some_and(|dir| dir.starts_with(&granted) || granted.starts_with(dir))
+            {
+                Some("overlaps the host's compiled cache, whose native code the host runs")
+            } else {
+                None
+            };
+            if let Some(problem) = problem {
+                return Err(PluginError::Policy {
+                    path: path.to_owned(),
+                    source: PolicyError::Invalid {
+                        path: SandboxPolicy::path_for(path),
+                        key: format!("dirs[{index}].host"),
+                        message: format!(
+                            "is {}, which {problem}; grant a directory of its own instead",
+                            granted.display()
+                        ),
+                    },
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Refuses components built against an incompatible version of our package, naming both.
@@ -745,6 +863,31 @@ impl PluginHost {
     }
 }
 
+/// In a directory loaded recursively, a read-write grant inside it would let a plugin add
+/// plugins or policies that the next load picks up: refuse such a plugin, naming the grant.
+fn writable_grant_within(plugin: &LoadedPlugin, root: &Path) -> Option<PluginError> {
+    let (index, grant) = plugin
+        .policy()
+        .dirs
+        .iter()
+        .enumerate()
+        .find(|(_, grant)| grant.writable && grant.host.starts_with(root))?;
+    Some(PluginError::Policy {
+        path: plugin.path().to_owned(),
+        source: PolicyError::Invalid {
+            path: SandboxPolicy::path_for(plugin.path()),
+            key: format!("dirs[{index}].host"),
+            message: format!(
+                "is {}, a read-write directory inside {}, which is loaded recursively: the \
+                 plugin could add plugins or policies there; grant a directory outside it, \
+                 make it read-only, or load without --recursive",
+                grant.host.display(),
+                root.display()
+            ),
+        },
+    })
+}
+
 fn tool_list_error(path: &Path, problem: ToolListProblem) -> PluginError {
     let path = path.to_owned();
     match problem {
@@ -758,6 +901,7 @@ fn tool_list_error(path: &Path, problem: ToolListProblem) -> PluginError {
         ToolListProblem::BadSchema { tool, reason } => {
             PluginError::InvalidSchema { path, tool, reason }
         }
+        ToolListProblem::TooLarge(reason) => PluginError::ToolListTooLarge { path, reason },
     }
 }
 

@@ -13,9 +13,49 @@ pub(crate) const VERSION: &str = "0.1.0";
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum ToolListProblem {
     Empty,
-    BadName { name: String, reason: &'static str },
+    BadName {
+        name: String,
+        reason: &'static str,
+    },
     Duplicate(String),
-    BadSchema { tool: String, reason: String },
+    BadSchema {
+        tool: String,
+        reason: String,
+    },
+    /// Over one of the caps below.
+    TooLarge(String),
+}
+
+/// Most tools one plugin may list.
+pub(crate) const MAX_TOOLS: usize = 256;
+/// Longest tool description, in bytes.
+pub(crate) const MAX_DESCRIPTION_BYTES: usize = 16 << 10;
+/// Longest input schema of one tool, in bytes (of JSON text).
+pub(crate) const MAX_SCHEMA_BYTES: usize = 64 << 10;
+
+/// Checks a tool list (name, description, schema) against the caps: a plugin's tool list is
+/// shown to every client and model, and kept for the host's lifetime.
+pub(crate) fn check_sizes(tools: &[(String, String, String)]) -> Result<(), ToolListProblem> {
+    if tools.len() > MAX_TOOLS {
+        return Err(ToolListProblem::TooLarge(format!(
+            "it lists {} tools, over the limit of {MAX_TOOLS}",
+            tools.len()
+        )));
+    }
+    for (name, description, schema) in tools {
+        let name: String = name.chars().take(64).collect();
+        for (what, len, cap) in [
+            ("description", description.len(), MAX_DESCRIPTION_BYTES),
+            ("input schema", schema.len(), MAX_SCHEMA_BYTES),
+        ] {
+            if len > cap {
+                return Err(ToolListProblem::TooLarge(format!(
+                    "the {what} of tool {name:?} is {len} bytes, over the limit of {cap} bytes"
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Whether two versions of our package are compatible: the same major version, or for 0.x the

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use llm_worker::*;
 use llm_worker_tests::{plugin_path, scratch_dir};
+use sha2::Digest;
 
 fn entries(dir: &Path) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
@@ -106,4 +107,202 @@ async fn an_unusable_cache_directory_only_costs_speed() {
         .load(plugin_path("greet"))
         .unwrap_or_else(|e| panic!("{e}"));
     greets(&plugin).await;
+}
+
+/// The entry the cache holds for the plugin `name`, after a load through `dir`.
+fn entry_of(dir: &Path, name: &str) -> PathBuf {
+    let before = entries(dir);
+    cached_host(dir)
+        .load(plugin_path(name))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let entry = entries(dir)
+        .into_iter()
+        .find(|entry| !before.contains(entry))
+        .or_else(|| {
+            // Already there: the entry named after the plugin's SHA-256.
+            let bytes = std::fs::read(plugin_path(name)).expect("read plugin");
+            let hash: String = sha2::Sha256::digest(bytes)
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            entries(dir).into_iter().find(|e| {
+                e.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with(&hash))
+            })
+        });
+    entry.unwrap_or_else(|| panic!("no entry for {name} in {}", dir.display()))
+}
+
+/// The tool names a host with the cache `dir` loads from `greet.wasm`.
+fn greet_tools(dir: &Path) -> Vec<String> {
+    cached_host(dir)
+        .load(plugin_path("greet"))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .tool_names()
+        .into_iter()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Writes, under `target`'s name, the compiled code of `source` with a header claiming it was
+/// compiled from `claimed` — what an attacker who reads our source and can write the directory
+/// would plant. (Header: magic, SHA-256 of the plugin, XXH3-128 of hash and body, body.)
+fn forge(source: &Path, target: &Path, claimed: &str) {
+    let data = std::fs::read(source).expect("read entry");
+    let body = &data[8 + 32 + 16..];
+    let hash = sha2::Sha256::digest(std::fs::read(plugin_path(claimed)).expect("read plugin"));
+    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+    hasher.update(&hash);
+    hasher.update(body);
+    let mut forged = data[..8].to_vec();
+    forged.extend_from_slice(&hash);
+    forged.extend_from_slice(&hasher.digest128().to_le_bytes());
+    forged.extend_from_slice(body);
+    let _ = std::fs::remove_file(target);
+    std::fs::write(target, forged).expect("plant");
+}
+
+#[test]
+fn an_entry_renamed_to_another_plugin_is_not_run() {
+    let dir = scratch_dir("cache-renamed");
+    let counter = entry_of(&dir, "counter");
+    let greet = entry_of(&dir, "greet");
+    std::fs::copy(&counter, &greet).expect("plant counter's code as greet's");
+    assert_eq!(greet_tools(&dir), ["greet"], "greet's own code ran");
+    assert_ne!(
+        std::fs::read(&greet).expect("read"),
+        std::fs::read(&counter).expect("read"),
+        "the planted entry was replaced"
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn a_cache_directory_others_can_write_is_not_read() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch_dir("cache-shared");
+    let counter = entry_of(&dir, "counter");
+    let greet = entry_of(&dir, "greet");
+    // A forged entry: counter's code, claiming to be compiled from greet.
+    forge(&counter, &greet, "greet");
+    std::fs::set_permissions(&greet, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    assert_eq!(
+        greet_tools(&dir),
+        ["greet"],
+        "the shared directory was not read"
+    );
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o770)).expect("chmod");
+    assert_eq!(greet_tools(&dir), ["greet"], "nor when its group may write");
+    // Nothing was written there either.
+    assert_eq!(entries(&dir).len(), 2);
+
+    // Private again, the forged entry is read: this is what the directory check prevents
+    // (the forgery is complete; only the user's own directory keeps it out).
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    assert_eq!(greet_tools(&dir), ["count", "peek"]);
+}
+
+#[cfg(unix)]
+#[test]
+fn an_entry_others_can_write_or_a_link_is_not_read() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch_dir("cache-entry-mode");
+    let counter = entry_of(&dir, "counter");
+    let greet = entry_of(&dir, "greet");
+    forge(&counter, &greet, "greet");
+    std::fs::set_permissions(&greet, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+    assert_eq!(greet_tools(&dir), ["greet"]);
+
+    // A link in place of the entry, to a forged file elsewhere.
+    let elsewhere = scratch_dir("cache-entry-link-target").join("forged.cwasm");
+    forge(&counter, &elsewhere, "greet");
+    std::fs::set_permissions(&elsewhere, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let _ = std::fs::remove_file(&greet);
+    std::os::unix::fs::symlink(&elsewhere, &greet).expect("link");
+    assert_eq!(greet_tools(&dir), ["greet"]);
+}
+
+#[cfg(unix)]
+#[test]
+fn a_cache_directory_of_another_user_is_not_read() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = scratch_dir("cache-owner");
+    let counter = entry_of(&dir, "counter");
+    let greet = entry_of(&dir, "greet");
+    forge(&counter, &greet, "greet");
+    // Giving a directory away needs root; elsewhere this attack cannot be set up.
+    if std::os::unix::fs::chown(&dir, Some(65534), None).is_err() {
+        eprintln!("skipped: cannot give the directory to another user (not root)");
+        return;
+    }
+    assert_eq!(std::fs::metadata(&dir).expect("stat").uid(), 65534);
+    assert_eq!(greet_tools(&dir), ["greet"]);
+}
+
+#[cfg(unix)]
+#[test]
+fn a_new_cache_directory_is_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch_dir("cache-new").join("a/b/compiled");
+    entry_of(&dir, "greet");
+    let mode = std::fs::metadata(&dir)
+        .expect("created")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o700, "{mode:o}");
+}
+
+#[test]
+fn grants_covering_the_cache_or_the_plugin_directory_are_refused() {
+    let root = scratch_dir("cache-grants");
+    let plugins = root.join("plugins");
+    let cache = root.join("cache");
+    std::fs::create_dir_all(plugins.join("data")).expect("mkdir");
+    std::fs::create_dir_all(cache.join("inside")).expect("mkdir");
+    std::fs::copy(plugin_path("greet"), plugins.join("greet.wasm")).expect("copy");
+    let load = |host: &str, mode: &str| {
+        std::fs::write(
+            plugins.join("greet.policy.toml"),
+            format!("[[dirs]]\nhost = {host:?}\nguest = \"/d\"\nmode = \"{mode}\"\n"),
+        )
+        .expect("policy");
+        cached_host(&cache).load(plugins.join("greet.wasm"))
+    };
+    for (host, mode, says) in [
+        (".", "ro", "the plugin's own directory"),
+        ("..", "ro", "the plugin's own directory"),
+        ("/", "ro", "the plugin's own directory"),
+        ("../cache", "rw", "compiled cache"),
+        ("../cache/inside", "ro", "compiled cache"),
+    ] {
+        match load(host, mode) {
+            Ok(_) => panic!("the grant of {host:?} was accepted"),
+            Err(error) => {
+                let message = error.to_string();
+                assert!(
+                    message.contains("dirs[0].host") && message.contains(says),
+                    "{host}: {message}"
+                );
+            }
+        }
+    }
+    // A directory of its own, even inside the plugin directory, is fine.
+    assert!(load("data", "rw").is_ok());
+
+    // Loaded recursively, a read-write directory inside the plugin directory would let the
+    // plugin add plugins: refused; read-only is fine.
+    load("data", "rw").expect("loads alone");
+    let options = LoadDirOptions::default().recursive(true);
+    let loaded = cached_host(&cache)
+        .load_dir_with(&plugins, options, |_, _, _| {})
+        .expect("reads");
+    assert!(loaded.plugins.is_empty());
+    let message = loaded.failures[0].to_string();
+    assert!(message.contains("loaded recursively"), "{message}");
+    load("data", "ro").expect("loads alone");
+    let loaded = cached_host(&cache)
+        .load_dir_with(&plugins, options, |_, _, _| {})
+        .expect("reads");
+    assert_eq!(loaded.plugins.len(), 1, "{:?}", loaded.failures);
 }

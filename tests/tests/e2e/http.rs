@@ -94,7 +94,6 @@ async fn hosts_not_granted_are_denied_before_any_connection() {
     let server = test_server();
     let other_port = server.port.wrapping_add(1).max(1);
     for policy in [
-        None,
         Some(format!(
             "[http]\nallow = [\"http://127.0.0.1:{other_port}\"]\n"
         )),
@@ -118,4 +117,94 @@ async fn hosts_not_granted_are_denied_before_any_connection() {
         0,
         "no request reached the server"
     );
+}
+
+/// A server on 127.0.0.1 that accepts connections, reads the request and never answers; it
+/// counts connections accepted and connections the client closed.
+struct SilentServer {
+    port: u16,
+    accepted: Arc<AtomicUsize>,
+    closed: Arc<AtomicUsize>,
+}
+
+fn silent_server() -> SilentServer {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.set_nonblocking(true).expect("nonblocking");
+    let port = listener.local_addr().expect("address").port();
+    let (accepted, closed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (accepts, closes) = (Arc::clone(&accepted), Arc::clone(&closed));
+    std::thread::spawn(move || {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            match listener.accept() {
+                Ok((mut stream, _)) => {
+                    accepts.fetch_add(1, Ordering::SeqCst);
+                    let closes = Arc::clone(&closes);
+                    std::thread::spawn(move || {
+                        let _ = stream.set_nonblocking(false);
+                        let _ = stream.set_read_timeout(Some(Duration::from_secs(20)));
+                        let mut buffer = [0u8; 4096];
+                        // Read until the client closes the connection (0 bytes) or 20 s pass.
+                        while let Ok(read) = stream.read(&mut buffer) {
+                            if read == 0 {
+                                closes.fetch_add(1, Ordering::SeqCst);
+                                break;
+                            }
+                        }
+                    });
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(5)),
+            }
+        }
+    });
+    SilentServer {
+        port,
+        accepted,
+        closed,
+    }
+}
+
+/// A plugin that sends requests and returns without waiting for them: the requests are capped
+/// in flight, and cancelled when the call that sent them ends — they do not run on between
+/// calls, holding connections and host memory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_a_call_leaves_behind_are_capped_and_cancelled() {
+    let server = silent_server();
+    // Waiting for a request still running would end at the time limit.
+    let policy = format!(
+        "[limits]\ntimeout_ms = 3000\n[http]\nallow = [\"http://127.0.0.1:{}\"]\n",
+        server.port
+    );
+    let tools = session(fetcher_dir("http-fire", Some(policy)));
+    let url = format!("http://127.0.0.1:{}/slow", server.port);
+    let input = serde_json::json!({ "url": url, "count": 10 }).to_string();
+    assert_eq!(
+        tools.call_tool("fire", &input).await.as_deref(),
+        Ok("sent 10")
+    );
+    let outcomes = tools
+        .call_tool("outcomes", "{}")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let words: Vec<&str> = outcomes.split(' ').collect();
+    assert_eq!(words.len(), 10, "{outcomes}");
+    assert_eq!(
+        words
+            .iter()
+            .filter(|w| **w == "ConnectionLimitReached")
+            .count(),
+        2,
+        "8 in flight at most: {outcomes}"
+    );
+    // The connections that were opened are closed by the host.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while server.closed.load(Ordering::SeqCst) < server.accepted.load(Ordering::SeqCst)
+        && Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let accepted = server.accepted.load(Ordering::SeqCst);
+    assert!(accepted <= 8, "{accepted} connections");
+    assert_eq!(server.closed.load(Ordering::SeqCst), accepted);
+    assert_eq!(tools.call_tool("count", "{}").await.as_deref(), Ok("0"));
 }

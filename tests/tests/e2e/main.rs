@@ -1,8 +1,10 @@
 //! The end-to-end tests, as one test binary: every module links the whole host (wasmtime
 //! included), so one binary instead of nine saves most of the link time and disk of a test run.
 
+mod attacks;
 mod cache;
 mod examples;
+mod fuzz;
 mod hostile;
 mod http;
 mod native;

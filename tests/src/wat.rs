@@ -1,0 +1,187 @@
+//! Components of the world `tool-plugin` written by hand in the WebAssembly text format, with no
+//! Rust SDK involved: for testing other toolchains' components and hostile ones.
+//!
+//! The core module keeps its data at fixed addresses: the tool list at [`LIST_AT`], strings
+//! from [`STRINGS_AT`], the `tools` return area at [`TOOLS_RET`], and one `execute` return area
+//! per output at [`ret`]`(i)`. Its `cabi_realloc` bumps a pointer from the page after the data.
+
+/// Where the tool list's records are.
+const LIST_AT: usize = 256;
+/// Where strings start.
+const STRINGS_AT: usize = 4096;
+/// The return area of `tools`.
+const TOOLS_RET: usize = 64;
+/// The first return area of `execute`; one every 16 bytes.
+const EXECUTE_RET: usize = 96;
+/// Most outputs a component may have.
+const MAX_OUTPUTS: usize = 10;
+
+/// The address of the return area of `execute` that returns `Ok(outputs[index])`, for a
+/// custom `execute` body to return.
+pub fn ret(index: usize) -> usize {
+    assert!(index < MAX_OUTPUTS, "at most {MAX_OUTPUTS} outputs");
+    EXECUTE_RET + index * 16
+}
+
+/// A hand-written component: what `tools` lists, what `execute` can return, and the code.
+#[derive(Debug, Clone, Default)]
+pub struct WatComponent {
+    tools: Vec<(String, String, String)>,
+    outputs: Vec<String>,
+    execute: Option<String>,
+    extra: String,
+}
+
+impl WatComponent {
+    /// A component listing these tools (name, description, input schema).
+    pub fn new(tools: &[(&str, &str, &str)]) -> Self {
+        Self {
+            tools: tools
+                .iter()
+                .map(|(n, d, s)| ((*n).to_owned(), (*d).to_owned(), (*s).to_owned()))
+                .collect(),
+            ..Self::default()
+        }
+    }
+
+    /// Adds an output: `execute` returns the first one unless its body says otherwise (it
+    /// returns [`ret`]`(i)` for the i-th).
+    pub fn output(mut self, text: &str) -> Self {
+        self.outputs.push(text.to_owned());
+        self
+    }
+
+    /// The body of `execute (param $name i32) (param $name-len i32) (param $input i32)
+    /// (param $input-len i32) (result i32)`, which returns the address of a return area.
+    pub fn execute(mut self, body: &str) -> Self {
+        self.execute = Some(body.to_owned());
+        self
+    }
+
+    /// An `execute` that returns its input as its output, unchanged.
+    pub fn echo(self) -> Self {
+        let at = EXECUTE_RET;
+        self.execute(&format!(
+            "(i32.store8 (i32.const {at}) (i32.const 0))
+             (i32.store (i32.const {}) (local.get $input))
+             (i32.store (i32.const {}) (local.get $input-len))
+             (i32.const {at})",
+            at + 4,
+            at + 8
+        ))
+    }
+
+    /// More items for the core module (functions, memories, tables, a start function).
+    pub fn core_items(mut self, items: &str) -> Self {
+        self.extra.push_str(items);
+        self.extra.push('\n');
+        self
+    }
+
+    /// The component's text.
+    pub fn text(&self) -> String {
+        let strings: usize = self
+            .tools
+            .iter()
+            .map(|(n, d, s)| n.len() + d.len() + s.len())
+            .chain(self.outputs.iter().map(String::len))
+            .sum();
+        // The data, then the heap from the next page on.
+        let heap = (STRINGS_AT + strings).div_ceil(65536).max(1) * 65536;
+        let pages = heap / 65536 + 1;
+        let mut memory = vec![0u8; STRINGS_AT + strings];
+        let mut next_string = STRINGS_AT;
+        let mut put_string = |memory: &mut Vec<u8>, text: &str| -> (u32, u32) {
+            let at = next_string;
+            memory[at..at + text.len()].copy_from_slice(text.as_bytes());
+            next_string += text.len();
+            (at as u32, text.len() as u32)
+        };
+        let put_u32 = |memory: &mut Vec<u8>, at: usize, value: u32| {
+            memory[at..at + 4].copy_from_slice(&value.to_le_bytes());
+        };
+        assert!(
+            self.tools.len() <= 150,
+            "the tool list fits below the strings"
+        );
+        for (index, (name, description, schema)) in self.tools.iter().enumerate() {
+            let record = LIST_AT + index * 24;
+            for (field, text) in [name, description, schema].into_iter().enumerate() {
+                let (ptr, len) = put_string(&mut memory, text);
+                put_u32(&mut memory, record + field * 8, ptr);
+                put_u32(&mut memory, record + field * 8 + 4, len);
+            }
+        }
+        put_u32(&mut memory, TOOLS_RET, LIST_AT as u32);
+        put_u32(&mut memory, TOOLS_RET + 4, self.tools.len() as u32);
+        let outputs = if self.outputs.is_empty() {
+            vec![String::new()]
+        } else {
+            self.outputs.clone()
+        };
+        for (index, output) in outputs.iter().enumerate() {
+            let (ptr, len) = put_string(&mut memory, output);
+            let at = ret(index);
+            memory[at] = 0; // result::ok
+            put_u32(&mut memory, at + 4, ptr);
+            put_u32(&mut memory, at + 8, len);
+        }
+        let data: String = memory.iter().map(|b| format!("\\{b:02x}")).collect();
+        let execute = self
+            .execute
+            .clone()
+            .unwrap_or_else(|| format!("i32.const {EXECUTE_RET}"));
+        let extra = &self.extra;
+
+        format!(
+            r#"(component
+  (import "llm-worker:tool/types@0.1.0" (instance $types
+    (type $meta (record (field "name" string) (field "description" string) (field "input-schema" string)))
+    (export "tool-meta" (type (eq $meta)))
+    (type $err (variant (case "invalid-argument" string) (case "execution-failed" string) (case "internal" string)))
+    (export "tool-error" (type (eq $err)))))
+  (alias export $types "tool-meta" (type $tool-meta))
+  (alias export $types "tool-error" (type $tool-error))
+  (core module $m
+    (memory (export "memory") {pages})
+    (data (i32.const 0) "{data}")
+    (global $heap (mut i32) (i32.const {heap}))
+    (func (export "cabi_realloc") (param i32 i32 i32 i32) (result i32)
+      (local $at i32)
+      global.get $heap
+      local.set $at
+      global.get $heap
+      local.get 3
+      i32.add
+      global.set $heap
+      ;; grow the memory when the bump pointer passes its end
+      (if (i32.gt_u (global.get $heap) (i32.mul (memory.size) (i32.const 65536)))
+        (then (drop (memory.grow (i32.add (i32.div_u (local.get 3) (i32.const 65536)) (i32.const 1))))))
+      local.get $at)
+    (func (export "tools") (result i32) i32.const {TOOLS_RET})
+    (func (export "execute") (param $name i32) (param $name-len i32) (param $input i32) (param $input-len i32) (result i32)
+      {execute})
+    {extra})
+  (core instance $i (instantiate $m))
+  (alias core export $i "memory" (core memory $mem))
+  (alias core export $i "cabi_realloc" (core func $realloc))
+  (type $tools-type (func (result (list $tool-meta))))
+  (func $tools (type $tools-type) (canon lift (core func $i "tools") (memory $mem)))
+  (type $execute-type (func (param "name" string) (param "input-json" string)
+    (result (result string (error $tool-error)))))
+  (func $execute (type $execute-type)
+    (canon lift (core func $i "execute") (memory $mem) (realloc $realloc)))
+  (export "tools" (func $tools))
+  (export "execute" (func $execute)))"#
+        )
+    }
+
+    /// The component's binary.
+    ///
+    /// # Panics
+    ///
+    /// If the text is not valid (a mistake in the test).
+    pub fn build(&self) -> Vec<u8> {
+        wat::parse_str(self.text()).unwrap_or_else(|e| panic!("{e}"))
+    }
+}

@@ -1,0 +1,407 @@
+//! The second security round: attacks by components written by hand in the WebAssembly text
+//! format (where the Rust SDK cannot express them) and by test fixtures. Each test is one
+//! attack of SECURITY.md; each asserts that the attack fails and that the host keeps serving.
+
+use std::time::Duration;
+
+use llm_worker::*;
+use llm_worker_tests::wat::{WatComponent, ret};
+use llm_worker_tests::{error_message, plugin, plugin_path, scratch_dir};
+
+const OBJECT: &str = r#"{"type":"object"}"#;
+
+/// A host whose instances get 16 MiB.
+fn small_host() -> PluginHost {
+    PluginHost::with_limits(Limits::default().memory_bytes(16 << 20))
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn session(plugin: &LoadedPlugin) -> ToolServerHandle {
+    let mut worker = Worker::new();
+    worker
+        .register_tools(plugin.definitions())
+        .unwrap_or_else(|e| panic!("{e}"));
+    worker.tool_server_handle()
+}
+
+/// A component whose `execute` runs `code` (which leaves an i32 on the stack: non-zero means
+/// the attack got through) and returns "breached" or "held".
+fn attack(code: &str, core_items: &str) -> Vec<u8> {
+    WatComponent::new(&[("attack", "An attack.", OBJECT)])
+        .output("held")
+        .output("breached")
+        .core_items(core_items)
+        .execute(&format!(
+            "(if (result i32) {code} (then (i32.const {})) (else (i32.const {})))",
+            ret(1),
+            ret(0)
+        ))
+        .build()
+}
+
+#[tokio::test]
+async fn a_huge_memory64_grow_does_not_unlock_a_second_memory() {
+    // Grow a 64-bit memory by 2^48 - 1 pages (its byte size wraps a careless sum), then grow
+    // the 32-bit memory to 32 MiB, twice the limit.
+    let bytes = attack(
+        "(drop (memory.grow $big (i64.const 0xffffffffffff)))
+         (i32.ne (memory.grow 0 (i32.const 512)) (i32.const -1))",
+        "(memory $big i64 0)",
+    );
+    let plugin = small_host()
+        .load_bytes("/plugins/grow64.wasm", &bytes)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let tools = session(&plugin);
+    for _ in 0..2 {
+        let message = error_message(tools.call_tool("attack", "{}").await);
+        assert!(
+            message.contains("more memory than its limit of 16 MiB"),
+            "{message}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn two_memories_share_one_limit() {
+    // 12 MiB in each of two memories: each fits the 16 MiB limit, together they do not.
+    let bytes = attack(
+        "(drop (memory.grow $second (i32.const 192)))
+         (i32.ne (memory.grow 0 (i32.const 192)) (i32.const -1))",
+        "(memory $second 0)",
+    );
+    let plugin = small_host()
+        .load_bytes("/plugins/two-memories.wasm", &bytes)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let message = error_message(session(&plugin).call_tool("attack", "{}").await);
+    assert!(message.contains("limit of 16 MiB"), "{message}");
+}
+
+fn refused_at_start(name: &str, bytes: &[u8]) -> String {
+    match small_host().load_bytes(format!("/plugins/{name}.wasm"), bytes) {
+        Ok(plugin) => panic!("{plugin:?} should have been refused"),
+        Err(error @ PluginError::Startup { .. }) => error.to_string(),
+        Err(other) => panic!("expected a start-up failure, got {other}"),
+    }
+}
+
+#[test]
+fn more_memories_than_toolchains_use_are_refused() {
+    let message = refused_at_start(
+        "memories",
+        &attack("(i32.const 0)", "(memory 0) (memory 0) (memory 0)"),
+    );
+    assert!(message.contains("memories.wasm"), "{message}");
+    assert!(message.contains("memory count"), "{message}");
+    // Two memories (a program and the preview-1 adapter) are fine.
+    let two = small_host().load_bytes(
+        "/plugins/two.wasm",
+        &attack("(i32.const 0)", "(memory $other 0)"),
+    );
+    assert!(two.is_ok(), "{two:?}");
+}
+
+#[test]
+fn more_core_instances_than_toolchains_use_are_refused() {
+    let mut bytes_text = WatComponent::new(&[("t", "d", OBJECT)]).text();
+    let extra: String = (0..20)
+        .map(|i| format!("(core instance $extra{i} (instantiate $tiny))\n"))
+        .collect();
+    bytes_text = bytes_text.replacen(
+        "(core instance $i (instantiate $m))",
+        &format!("(core module $tiny)\n{extra}(core instance $i (instantiate $m))"),
+        1,
+    );
+    let bytes = wat::parse_str(&bytes_text).unwrap_or_else(|e| panic!("{e}"));
+    let message = refused_at_start("instances", &bytes);
+    assert!(message.contains("instance count"), "{message}");
+}
+
+#[test]
+fn large_tables_count_against_the_memory_limit() {
+    // One table of 2 million elements: 32 MB of host memory at 16 bytes each.
+    let message = refused_at_start(
+        "big-table",
+        &attack("(i32.const 0)", "(table 2000000 funcref)"),
+    );
+    assert!(message.contains("limit of 16 MiB"), "{message}");
+    // Four tables of 300,000 elements: each would fit, together they do not.
+    let message = refused_at_start(
+        "tables",
+        &attack("(i32.const 0)", &"(table 300000 funcref)\n".repeat(4)),
+    );
+    assert!(message.contains("limit of 16 MiB"), "{message}");
+    // Many small tables: more than toolchains use.
+    let message = refused_at_start(
+        "many-tables",
+        &attack("(i32.const 0)", &"(table 1 funcref)\n".repeat(20)),
+    );
+    assert!(message.contains("table count"), "{message}");
+}
+
+#[tokio::test]
+async fn growing_a_table_past_the_limit_traps_and_is_contained() {
+    // A table grown at run time, by a million elements at a time.
+    let bytes = attack(
+        "(drop (table.grow $t (ref.null func) (i32.const 1000000)))
+         (i32.ne (table.grow $t (ref.null func) (i32.const 1000000)) (i32.const -1))",
+        "(table $t 0 funcref)",
+    );
+    let plugin = small_host()
+        .load_bytes("/plugins/grow-table.wasm", &bytes)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let message = error_message(session(&plugin).call_tool("attack", "{}").await);
+    assert!(message.contains("limit of 16 MiB"), "{message}");
+}
+
+/// An echo plugin (it returns its input as it got it) whose schema allows only `"read"` as
+/// `mode`, wherever a mode may appear: as a declared property, under a pattern, as any other
+/// member, in array items, in a nested object, and behind a `$ref`.
+fn echo() -> LoadedPlugin {
+    let read_only = r#"{"enum":["read"]}"#;
+    let schema = format!(
+        r##"{{"type":"object",
+            "properties":{{
+              "mode":{read_only},
+              "list":{{"type":"array","items":{{"type":"object","properties":{{"mode":{read_only}}}}}}},
+              "nested":{{"type":"object","properties":{{"inner":{{"type":"object","properties":{{"mode":{read_only}}}}}}}}},
+              "by_ref":{{"$ref":"#/$defs/options"}}
+            }},
+            "patternProperties":{{"^x-":{read_only}}},
+            "additionalProperties":{{"type":"object","additionalProperties":{read_only}}},
+            "$defs":{{"options":{{"type":"object","properties":{{"mode":{read_only}}}}}}}
+          }}"##
+    );
+    let bytes = WatComponent::new(&[("echo", "Returns its input.", &schema)])
+        .echo()
+        .build();
+    llm_worker_tests::host()
+        .load_bytes("/plugins/echo.wasm", &bytes)
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[tokio::test]
+async fn a_repeated_key_cannot_slip_a_value_past_the_schema() {
+    let tools = session(&echo());
+    let members: String = (0..30).map(|i| format!(r#""f{i}":{{}},"#)).collect();
+    for (input, path, key) in [
+        (r#"{"mode":"read","mode":"delete"}"#.to_owned(), "/", "mode"),
+        (r#"{"mode":"delete","mode":"read"}"#.to_owned(), "/", "mode"),
+        (
+            r#"{"list":[{"mode":"read"},{"mode":"read","mode":"delete"}]}"#.to_owned(),
+            "/list/1",
+            "mode",
+        ),
+        (
+            r#"{"nested":{"inner":{"mode":"read","mode":"delete"}}}"#.to_owned(),
+            "/nested/inner",
+            "mode",
+        ),
+        (
+            r#"{"by_ref":{"mode":"read","mode":"delete"}}"#.to_owned(),
+            "/by_ref",
+            "mode",
+        ),
+        (
+            r#"{"x-mode":"read","x-mode":"delete"}"#.to_owned(),
+            "/",
+            "x-mode",
+        ),
+        (
+            r#"{"other":{"a":"read","a":"delete"}}"#.to_owned(),
+            "/other",
+            "a",
+        ),
+        // Many members: the repeat is far from the first occurrence.
+        (
+            format!(r#"{{"mode":"read",{members}"mode":"delete"}}"#),
+            "/",
+            "mode",
+        ),
+    ] {
+        match tools.call_tool("echo", &input).await {
+            Err(ToolServerError::ToolExecution(message)) => {
+                assert!(
+                    message.starts_with("Invalid argument:")
+                        && message.contains(&format!("{key:?}"))
+                        && message.contains(&format!("at {path};")),
+                    "{input}: {message}"
+                );
+            }
+            other => panic!("{input}: the repeated key got through: {other:?}"),
+        }
+    }
+    // What passes the check is exactly what the plugin gets.
+    let fine = r#"{"mode":"read","list":[{"mode":"read"}],"x-a":"read","other":{"b":"read"}}"#;
+    assert_eq!(tools.call_tool("echo", fine).await.as_deref(), Ok(fine));
+    let denied = tools.call_tool("echo", r#"{"mode":"delete"}"#).await;
+    assert!(
+        matches!(&denied, Err(ToolServerError::ToolExecution(m)) if m.contains("\"delete\"")),
+        "{denied:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_plugin_whose_start_hangs_is_started_once_per_session() {
+    let dir = scratch_dir("slowstart");
+    std::fs::copy(plugin_path("slowstart"), dir.join("slow.wasm")).expect("copy");
+    std::fs::create_dir(dir.join("control")).expect("mkdir");
+    std::fs::write(
+        dir.join("slow.policy.toml"),
+        "[limits]\ntimeout_ms = 300\nmax_consecutive_failures = 2\n\
+         [[dirs]]\nhost = \"control\"\nguest = \"/control\"\n",
+    )
+    .expect("policy");
+    let plugin = llm_worker_tests::host()
+        .load(dir.join("slow.wasm"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(plugin.tools().len(), 5);
+
+    // From now on, every start hangs until its time limit.
+    std::fs::write(dir.join("control/hang"), "").expect("hang");
+    let tools = session(&plugin);
+    std::fs::remove_file(dir.join("control/hang")).expect("unhang");
+
+    // Registering five tools tried to start the instance once, and counted one failure (of
+    // the two allowed): the first call starts it and runs.
+    assert_eq!(tools.call_tool("three", "{}").await.as_deref(), Ok("0"));
+    assert_eq!(tools.call_tool("five", "{}").await.as_deref(), Ok("1"));
+}
+
+#[tokio::test]
+async fn a_full_pool_is_not_counted_against_the_plugin() {
+    let host = PluginHost::builder()
+        .limits(Limits::default().max_consecutive_failures(2))
+        .instance_pool(1)
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let counter = host
+        .load(plugin_path("counter"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let first = session(&counter);
+    assert_eq!(first.call_tool("count", "{}").await.as_deref(), Ok("0"));
+    let second = session(&counter);
+    for _ in 0..4 {
+        let message = error_message(second.call_tool("count", "{}").await);
+        assert!(
+            message.contains("pool of instance slots is full"),
+            "{message}"
+        );
+    }
+    drop(first);
+    // Not disabled: the pool's capacity is the host's limit, not the plugin's failure.
+    assert_eq!(second.call_tool("count", "{}").await.as_deref(), Ok("0"));
+}
+
+#[tokio::test]
+async fn a_call_dropped_by_its_caller_leaves_no_half_run_instance() {
+    let host = PluginHost::with_limits(Limits::default().max_consecutive_failures(1))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let trapper = host
+        .load(plugin_path("trapper"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let tools = session(&trapper);
+    assert_eq!(tools.call_tool("tick", "{}").await.as_deref(), Ok("0"));
+    assert_eq!(tools.call_tool("tick", "{}").await.as_deref(), Ok("1"));
+    let dropped = tokio::time::timeout(
+        Duration::from_millis(200),
+        tools.call_tool("spin_forever", "{}"),
+    )
+    .await;
+    assert!(dropped.is_err(), "the caller gave up: {dropped:?}");
+    // The next call says what was lost; it is not a failure of the plugin (one failure would
+    // disable it here), and the instance after it starts afresh.
+    let message = error_message(tools.call_tool("tick", "{}").await);
+    assert!(
+        message.contains("'spin_forever'")
+            && message.contains("abandoned by its caller")
+            && message.contains("state was lost"),
+        "{message}"
+    );
+    assert_eq!(tools.call_tool("tick", "{}").await.as_deref(), Ok("0"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_queued_behind_a_busy_instance_waits_at_most_its_time_limit() {
+    let host = PluginHost::with_limits(Limits::default().call_timeout(Duration::from_millis(500)))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let sleeper = host
+        .load(plugin_path("sleeper"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let tools = session(&sleeper);
+    // The first call sleeps in a host call: it ends at its limit plus the grace for host
+    // calls; the second, queued behind it, gives up at its own limit.
+    let (slow, queued) = tokio::join!(tools.call_tool("sleep", r#"{"ms":100000}"#), async {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        tools.call_tool("spin", r#"{"ms":1}"#).await
+    });
+    let slow = error_message(slow);
+    assert!(slow.contains("time limit of 500ms"), "{slow}");
+    let queued = error_message(queued);
+    assert!(
+        queued.contains("'spin'") && queued.contains("is busy"),
+        "{queued}"
+    );
+    let after = tools.call_tool("spin", r#"{"ms":1}"#).await;
+    assert!(after.is_ok(), "{after:?}");
+}
+
+#[tokio::test]
+async fn error_texts_are_capped_like_outputs() {
+    // An `execute` that returns `Err(execution-failed(…))` of 40,000 bytes of its memory.
+    let bytes = WatComponent::new(&[("shout", "d", OBJECT)])
+        .execute(&format!(
+            "(i32.store8 (i32.const {at}) (i32.const 1))
+             (i32.store8 (i32.const {tag}) (i32.const 1))
+             (i32.store (i32.const {ptr}) (i32.const 16384))
+             (i32.store (i32.const {len}) (i32.const 40000))
+             (i32.const {at})",
+            at = ret(0),
+            tag = ret(0) + 4,
+            ptr = ret(0) + 8,
+            len = ret(0) + 12,
+        ))
+        .build();
+    let host = PluginHost::with_limits(Limits::default().max_output_bytes(1000))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let plugin = host
+        .load_bytes("/plugins/shout.wasm", &bytes)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let message = error_message(session(&plugin).call_tool("shout", "{}").await);
+    assert!(message.len() < 1200, "{} bytes", message.len());
+    assert!(message.contains("was 40000 bytes"), "{message}");
+}
+
+#[test]
+fn oversized_tool_lists_are_refused() {
+    let long = "d".repeat(20_000);
+    let error = llm_worker_tests::host()
+        .load_bytes(
+            "/plugins/verbose.wasm",
+            &WatComponent::new(&[("verbose", &long, OBJECT)]).build(),
+        )
+        .expect_err("refused");
+    assert!(
+        matches!(error, PluginError::ToolListTooLarge { .. })
+            && error
+                .to_string()
+                .contains("description of tool \"verbose\""),
+        "{error}"
+    );
+}
+
+#[test]
+fn http_is_not_linked_for_plugins_without_http_grants() {
+    let error = llm_worker_tests::host()
+        .load(plugin_path("fetcher"))
+        .expect_err("refused without a grant");
+    let message = error.to_string();
+    assert!(
+        matches!(error, PluginError::UnsupportedImport { .. })
+            && message.contains("wasi:http")
+            && message.contains("[http] allow")
+            && message.contains("fetcher.policy.toml"),
+        "{message}"
+    );
+    // The plugins without HTTP still load and run.
+    let _ = plugin("counter");
+}
