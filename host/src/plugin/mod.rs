@@ -311,6 +311,7 @@ pub struct PluginHostBuilder {
     limits: Limits,
     cache_dir: Option<PathBuf>,
     instance_pool: Option<u32>,
+    max_plugin_bytes: Option<u64>,
 }
 
 impl PluginHostBuilder {
@@ -341,6 +342,14 @@ impl PluginHostBuilder {
         self
     }
 
+    /// The largest plugin accepted, in bytes, on every load path (files and bytes); default
+    /// 256 MiB. Compiling takes time in proportion to the size: a lower cap bounds how long a
+    /// hostile plugin can keep the loader busy.
+    pub fn max_plugin_bytes(mut self, bytes: u64) -> Self {
+        self.max_plugin_bytes = Some(bytes);
+        self
+    }
+
     /// Creates the host.
     pub fn build(self) -> Result<PluginHost, PluginError> {
         let engine_error = |e: wasmtime::Error| PluginError::Engine(format!("{e:?}"));
@@ -348,6 +357,7 @@ impl PluginHostBuilder {
             limits,
             cache_dir,
             instance_pool,
+            max_plugin_bytes,
         } = self;
         limits.check().map_err(PluginError::InvalidLimits)?;
         let mut config = Config::new();
@@ -380,7 +390,7 @@ impl PluginHostBuilder {
                 http_linker,
                 limits,
                 cache: cache_dir.map(cache::CompileCache::new),
-                max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+                max_file_bytes: max_plugin_bytes.unwrap_or(DEFAULT_MAX_FILE_BYTES),
                 _ticker,
             }),
         })

@@ -306,3 +306,26 @@ fn a_pool_serves_calls_and_says_when_it_is_too_small() {
         "{message}"
     );
 }
+
+#[test]
+fn limits_on_the_command_line_are_validated_like_policy_values() {
+    let (dir, cache) = plugin_dir("cli-limits", &["greet"]);
+    for (flag, value) in [
+        ("--memory-mib", "0"),
+        ("--memory-mib", "4097"),
+        ("--memory-mib", "18446744073709551615"),
+        ("--timeout-ms", "0"),
+        ("--fuel", "0"),
+        ("--pool", "0"),
+    ] {
+        let out = run(&cache, &[flag, value, "list", path(&dir)], None);
+        assert_eq!(out.status.code(), Some(2), "{flag} {value}");
+        let message = stderr(&out);
+        assert!(
+            message.contains(flag) && message.contains(value),
+            "{flag} {value}: {message}"
+        );
+    }
+    let out = run(&cache, &["--memory-mib", "4096", "list", path(&dir)], None);
+    assert!(out.status.success(), "{}", stderr(&out));
+}

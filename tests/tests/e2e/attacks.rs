@@ -405,3 +405,67 @@ fn http_is_not_linked_for_plugins_without_http_grants() {
     // The plugins without HTTP still load and run.
     let _ = plugin("counter");
 }
+
+#[test]
+fn the_size_cap_applies_to_bytes_too() {
+    let host = PluginHost::builder()
+        .max_plugin_bytes(1000)
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let bytes = WatComponent::new(&[("t", "d", OBJECT)]).build();
+    assert!(bytes.len() > 1000);
+    for loaded in [
+        host.load_bytes("/plugins/big.wasm", &bytes),
+        host.load(plugin_path("greet")),
+        host.load_with_policy(plugin_path("greet"), SandboxPolicy::default()),
+    ] {
+        match loaded {
+            Err(error @ PluginError::TooLarge { .. }) => {
+                assert!(
+                    error.to_string().contains("over the limit of 1000 bytes"),
+                    "{error}"
+                )
+            }
+            other => panic!("expected TooLarge, got {other:?}"),
+        }
+    }
+}
+
+/// A FIFO named like a plugin or a policy would block a loader that opens it: refused at once.
+#[cfg(unix)]
+#[test]
+fn special_files_are_refused_without_blocking() {
+    let dir = scratch_dir("fifo");
+    std::fs::copy(plugin_path("greet"), dir.join("greet.wasm")).expect("copy");
+    std::fs::copy(plugin_path("counter"), dir.join("counter.wasm")).expect("copy");
+    for fifo in ["evil.wasm", "counter.policy.toml"] {
+        let made = std::process::Command::new("mkfifo")
+            .arg(dir.join(fifo))
+            .status()
+            .expect("mkfifo runs");
+        assert!(made.success());
+    }
+    let loaded = llm_worker_tests::host()
+        .load_dir(&dir)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(loaded.plugins.len(), 1, "{:?}", loaded.failures);
+    assert_eq!(loaded.plugins[0].name(), "greet");
+    let messages: Vec<String> = loaded.failures.iter().map(ToString::to_string).collect();
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("evil.wasm") && m.contains("not a regular file")),
+        "{messages:?}"
+    );
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("counter.policy.toml") && m.contains("not a regular file")),
+        "{messages:?}"
+    );
+    let device = llm_worker_tests::host().load("/dev/zero");
+    assert!(
+        matches!(device, Err(PluginError::NotAFile { .. })),
+        "{device:?}"
+    );
+}

@@ -224,7 +224,13 @@ async fn other_tools_answer_while_a_plugin_spins() {
 
 #[tokio::test]
 async fn clocks_and_randomness_work() {
-    let handle = session(&plugin("fetcher"));
+    // The fetcher imports wasi:http, so it loads only with an HTTP grant (unused here).
+    let mut policy = SandboxPolicy::default();
+    policy.http = vec![HttpGrant::parse("http://127.0.0.1:9").expect("a rule")];
+    let fetcher = host()
+        .load_with_policy(plugin_path("fetcher"), policy)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let handle = session(&fetcher);
     let out = handle.call_tool("entropy", "{}").await.expect("entropy");
     let fields: Vec<u64> = out.split(' ').map(|f| f.parse().expect("number")).collect();
     assert_ne!(fields[0], fields[1], "two random numbers differ");
