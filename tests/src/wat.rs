@@ -1,9 +1,8 @@
 //! Components of the world `tool-plugin` written by hand in the WebAssembly text format, with no
 //! Rust SDK involved: for testing other toolchains' components and hostile ones.
 //!
-//! The core module keeps its data at fixed addresses: the tool list at [`LIST_AT`], strings
-//! from [`STRINGS_AT`], the `tools` return area at [`TOOLS_RET`], and one `execute` return area
-//! per output at [`ret`]`(i)`. Its `cabi_realloc` bumps a pointer from the page after the data.
+//! The core module keeps its data at fixed addresses: the tool list at 256, strings from 4096,
+//! the `tools` return area at 64, and one `execute` return area per output at [`ret`]`(i)`. Its `cabi_realloc` bumps a pointer from the page after the data.
 
 /// Where the tool list's records are.
 const LIST_AT: usize = 256;
