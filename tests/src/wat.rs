@@ -2,7 +2,8 @@
 //! Rust SDK involved: for testing other toolchains' components and hostile ones.
 //!
 //! The core module keeps its data at fixed addresses: the tool list at 256, strings from 4096,
-//! the `tools` return area at 64, and one `execute` return area per output at [`ret`]`(i)`. Its `cabi_realloc` bumps a pointer from the page after the data.
+//! the `tools` return area at 64, and one `execute` return area per output at [`ret`]`(i)`.
+//! Its `cabi_realloc` bumps a pointer from the page after the data.
 
 /// Where the tool list's records are.
 const LIST_AT: usize = 256;
