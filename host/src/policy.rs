@@ -7,6 +7,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+/// Longest time limit accepted: one day.
+const MAX_CALL_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
+
 /// Largest policy file read.
 const MAX_POLICY_BYTES: u64 = 1 << 20;
 
@@ -56,8 +59,11 @@ impl Limits {
                 self.memory_bytes
             ));
         }
-        if self.call_timeout.is_zero() {
-            return Err("the time limit is 0; give at least 1 ms".into());
+        if self.call_timeout.is_zero() || self.call_timeout > MAX_CALL_TIMEOUT {
+            return Err(format!(
+                "the time limit is {:?}; give 1 ms to one day",
+                self.call_timeout
+            ));
         }
         if self.max_consecutive_failures == 0 {
             return Err("max_consecutive_failures is 0; give at least 1".into());
@@ -392,10 +398,14 @@ impl SandboxPolicy {
             limits.memory_bytes = usize::try_from(mib << 20).unwrap_or(usize::MAX);
         }
         if let Some(ms) = l.timeout_ms {
-            if ms == 0 {
-                return Err(invalid("limits.timeout_ms", "is 0; give at least 1".into()));
+            let timeout = Duration::from_millis(ms);
+            if ms == 0 || timeout > MAX_CALL_TIMEOUT {
+                return Err(invalid(
+                    "limits.timeout_ms",
+                    format!("is {ms}; give 1 to 86400000 (one day)"),
+                ));
             }
-            limits.call_timeout = Duration::from_millis(ms);
+            limits.call_timeout = timeout;
         }
         if let Some(bytes) = l.max_input_bytes {
             limits.max_input_bytes = bytes;

@@ -41,7 +41,7 @@ struct Cli {
     memory_mib: u64,
     /// Default time limit per call, in milliseconds (a policy file may override it).
     #[arg(long, global = true, value_name = "MS", default_value_t = 10_000,
-          value_parser = clap::value_parser!(u64).range(1..))]
+          value_parser = clap::value_parser!(u64).range(1..=86_400_000))]
     timeout_ms: u64,
     /// Meter fuel: at most this many units per call (default: no metering; the time limit
     /// applies). Lets policy files set their own fuel.

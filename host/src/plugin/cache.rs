@@ -4,8 +4,8 @@
 //! ever hold what this user's host compiled, from the very bytes being loaded:
 //!
 //! - the directory is created private to the user (0700); a directory that another user owns
-//!   or that others can write is not used at all (plugins are compiled instead, and the host
-//!   says why once);
+//!   or that others can write, or below a directory that someone else could replace, is not
+//!   used at all (plugins are compiled instead, and the host says why once);
 //! - each entry must be a regular file owned by the user and writable by no one else, opened
 //!   without following links;
 //! - each entry names the SHA-256 of the plugin it was compiled from and is used only for a
@@ -49,6 +49,15 @@ fn checksum(hash: &[u8], body: &[u8]) -> [u8; CHECKSUM_BYTES] {
     hasher.digest128().to_le_bytes()
 }
 
+/// The entry in `dir` of a component whose bytes hash to `hash`, for this engine.
+fn entry_path(dir: &Path, engine: &Engine, hash: &[u8]) -> PathBuf {
+    let mut engine_hash = std::collections::hash_map::DefaultHasher::new();
+    engine
+        .precompile_compatibility_hash()
+        .hash(&mut engine_hash);
+    dir.join(format!("{}-{:016x}.cwasm", hex(hash), engine_hash.finish()))
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -61,21 +70,6 @@ impl CompileCache {
         }
     }
 
-    /// The directory.
-    pub(crate) fn dir(&self) -> &Path {
-        &self.dir
-    }
-
-    /// The entry of a component whose bytes hash to `hash`, for this engine.
-    fn entry(&self, engine: &Engine, hash: &[u8]) -> PathBuf {
-        let mut engine_hash = std::collections::hash_map::DefaultHasher::new();
-        engine
-            .precompile_compatibility_hash()
-            .hash(&mut engine_hash);
-        self.dir
-            .join(format!("{}-{:016x}.cwasm", hex(hash), engine_hash.finish()))
-    }
-
     /// The component from the cache, or compiled (and stored) if the entry is missing, stale
     /// or damaged, or the directory cannot be trusted. Returns whether it came from the cache.
     pub(crate) fn load_or_compile(
@@ -84,18 +78,21 @@ impl CompileCache {
         bytes: &[u8],
         path: &Path,
     ) -> wasmtime::Result<(Component, bool)> {
-        if let Err(reason) = self.prepare_dir() {
-            if !self.warned.swap(true, Ordering::Relaxed) {
-                tracing::warn!(
-                    "not using the compiled cache {}: {reason}; plugins are compiled at every \
-                     start",
-                    self.dir.display()
-                );
+        let dir = match self.prepare_dir() {
+            Ok(dir) => dir,
+            Err(reason) => {
+                if !self.warned.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        "not using the compiled cache {}: {reason}; plugins are compiled at \
+                         every start",
+                        self.dir.display()
+                    );
+                }
+                return Ok((Component::new(engine, bytes)?, false));
             }
-            return Ok((Component::new(engine, bytes)?, false));
-        }
+        };
         let hash = Sha256::digest(bytes);
-        let entry = self.entry(engine, &hash);
+        let entry = entry_path(&dir, engine, &hash);
         if let Some(component) = self.read(engine, &entry, &hash, path) {
             tracing::debug!(plugin = %path.display(), entry = %entry.display(), "compiled cache hit");
             return Ok((component, true));
@@ -117,8 +114,11 @@ impl CompileCache {
     }
 
     /// Creates the directory (private to the user) if it is missing, and checks that only the
-    /// user can write it.
-    fn prepare_dir(&self) -> Result<(), String> {
+    /// user can change what it holds: the directory itself is the user's and writable by no one
+    /// else, and so is every directory above it, except that root may own them and a shared
+    /// one (like `/tmp`) must have the sticky bit. Returns its path with links resolved: the
+    /// path entries are then read and written through.
+    pub(crate) fn prepare_dir(&self) -> Result<PathBuf, String> {
         let mut builder = std::fs::DirBuilder::new();
         builder.recursive(true);
         #[cfg(unix)]
@@ -126,12 +126,21 @@ impl CompileCache {
         builder
             .create(&self.dir)
             .map_err(|e| format!("it cannot be created: {e}"))?;
-        let metadata =
-            std::fs::metadata(&self.dir).map_err(|e| format!("it cannot be read: {e}"))?;
+        let dir = self
+            .dir
+            .canonicalize()
+            .map_err(|e| format!("it cannot be resolved: {e}"))?;
+        let metadata = std::fs::metadata(&dir).map_err(|e| format!("it cannot be read: {e}"))?;
         if !metadata.is_dir() {
             return Err("it is not a directory".into());
         }
-        only_ours(&metadata, "it")
+        only_ours(&metadata, "it")?;
+        for parent in dir.ancestors().skip(1) {
+            let metadata = std::fs::metadata(parent)
+                .map_err(|e| format!("{} cannot be read: {e}", parent.display()))?;
+            safe_parent(&metadata, parent)?;
+        }
+        Ok(dir)
     }
 
     fn read(&self, engine: &Engine, entry: &Path, hash: &[u8], path: &Path) -> Option<Component> {
@@ -268,6 +277,35 @@ fn only_ours(metadata: &std::fs::Metadata, what: &str) -> Result<(), String> {
             metadata.mode() & 0o7777
         ));
     }
+    Ok(())
+}
+
+/// Checks a directory above the cache: owned by this user or root, and writable by no one
+/// else unless it has the sticky bit (then others cannot rename or remove what is ours).
+#[cfg(unix)]
+fn safe_parent(metadata: &std::fs::Metadata, path: &Path) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let us = rustix::process::geteuid().as_raw();
+    if metadata.uid() != us && metadata.uid() != 0 {
+        return Err(format!(
+            "{} above it belongs to user {}, who could replace it",
+            path.display(),
+            metadata.uid()
+        ));
+    }
+    if metadata.mode() & 0o022 != 0 && metadata.mode() & 0o1000 == 0 {
+        return Err(format!(
+            "{} above it may be written by other users (mode {:o}) and is not sticky, so \
+             they could replace it",
+            path.display(),
+            metadata.mode() & 0o7777
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn safe_parent(_metadata: &std::fs::Metadata, _path: &Path) -> Result<(), String> {
     Ok(())
 }
 

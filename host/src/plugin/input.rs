@@ -37,10 +37,16 @@ pub(crate) fn parse(text: &str) -> Result<InputNode<'_>, serde_json::Error> {
 pub(crate) type InputValidator = jsonschema::Validator<InputJson>;
 
 /// Compiles `schema` for checking inputs (remote references are not fetched).
+///
+/// `pattern`s run on a linear-time engine (no lookaround or backreferences): the schema comes
+/// from the plugin and the input from a model, and a backtracking engine would let the two
+/// together keep the host busy for minutes on one input.
 pub(crate) fn validator(
     schema: &Value,
 ) -> Result<InputValidator, jsonschema::ValidationError<'static>> {
-    jsonschema::options_for::<InputJson>().build(schema)
+    jsonschema::options_for::<InputJson>()
+        .with_pattern_options(jsonschema::PatternOptions::regex().size_limit(1 << 20))
+        .build(schema)
 }
 
 /// A string that borrows from the input when it has no escapes.
@@ -122,28 +128,73 @@ impl<'de> Deserialize<'de> for InputNode<'de> {
     }
 }
 
+/// A member name that parsers other than the host's could read differently.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum KeyProblem {
+    /// The same name twice in one object: parsers disagree on which value wins.
+    Repeated(String),
+    /// Two names equal but for case: some parsers (Go's `encoding/json`) match names without
+    /// regard to case, and would take one value for both.
+    CaseVariants(String, String),
+    /// A control character in a name: C parsers end a name at NUL.
+    ControlCharacter(String),
+}
+
+impl fmt::Display for KeyProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KeyProblem::Repeated(key) => write!(f, "has the key {} twice", Shown(key)),
+            KeyProblem::CaseVariants(first, second) => write!(
+                f,
+                "has the keys {} and {}, which differ only in case (some JSON parsers read them \
+                 as one key)",
+                Shown(first),
+                Shown(second)
+            ),
+            KeyProblem::ControlCharacter(key) => write!(
+                f,
+                "has the key {}, with a control character (some JSON parsers end a key there)",
+                Shown(key)
+            ),
+        }
+    }
+}
+
+/// A member name quoted for a message, at most 64 characters of it.
+struct Shown<'a>(&'a str);
+
+impl fmt::Display for Shown<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0.char_indices().nth(64) {
+            Some((end, _)) => write!(f, "{:?}…", &self.0[..end]),
+            None => write!(f, "{:?}", self.0),
+        }
+    }
+}
+
 impl InputNode<'_> {
-    /// The first member name repeated within one object, anywhere in the value, with the JSON
-    /// pointer of that object (`/` for the top level).
+    /// The first member name, anywhere in the value, that another JSON parser could read
+    /// differently from the host, with the JSON pointer of its object (`/` for the top level).
     ///
     /// JSON parsers disagree on repeated names (serde_json and jsonschema see the first or the
-    /// last value, JavaScript's `JSON.parse` the last, others refuse them), so an input with
-    /// one could pass the schema check with one value and reach the plugin with another.
-    pub(crate) fn repeated_key(&self) -> Option<(String, String)> {
+    /// last value, JavaScript's `JSON.parse` the last, others refuse them), on names that
+    /// differ only in case, and on names with NUL in them; an input with one could pass the
+    /// schema check with one value and reach the plugin with another.
+    pub(crate) fn key_problem(&self) -> Option<(String, KeyProblem)> {
         match self {
             InputNode::Array(items) => items.iter().enumerate().find_map(|(index, item)| {
-                item.repeated_key()
-                    .map(|(path, key)| (format!("/{index}{}", strip_root(&path)), key))
+                item.key_problem()
+                    .map(|(path, problem)| (format!("/{index}{}", strip_root(&path)), problem))
             }),
             InputNode::Object(members) => {
-                if let Some(key) = first_repeated(members) {
-                    return Some(("/".to_owned(), key.to_owned()));
+                if let Some(problem) = object_key_problem(members) {
+                    return Some(("/".to_owned(), problem));
                 }
                 members.iter().find_map(|(name, value)| {
-                    value.repeated_key().map(|(path, key)| {
+                    value.key_problem().map(|(path, problem)| {
                         (
                             format!("/{}{}", escape_pointer(name), strip_root(&path)),
-                            key,
+                            problem,
                         )
                     })
                 })
@@ -167,21 +218,58 @@ fn escape_pointer(name: &str) -> Cow<'_, str> {
     }
 }
 
-/// The first name that appears twice among an object's members.
-fn first_repeated<'n>(members: &'n [(Cow<'_, str>, InputNode<'_>)]) -> Option<&'n str> {
+/// A name folded for comparing without regard to case (as Unicode simple case folding does
+/// for the names that matter: `K` (Kelvin) and `k`, `ſ` and `s`); borrowed when it is
+/// lowercase ASCII already.
+fn folded(name: &str) -> Cow<'_, str> {
+    if name
+        .bytes()
+        .all(|b| b.is_ascii() && !b.is_ascii_uppercase())
+    {
+        return Cow::Borrowed(name);
+    }
+    Cow::Owned(
+        name.chars()
+            .flat_map(char::to_uppercase)
+            .flat_map(char::to_lowercase)
+            .collect(),
+    )
+}
+
+/// The problem of two names of one object, if they clash.
+fn clash(first: &str, second: &str) -> Option<KeyProblem> {
+    if first == second {
+        return Some(KeyProblem::Repeated(first.to_owned()));
+    }
+    let same_but_case = if first.is_ascii() && second.is_ascii() {
+        first.eq_ignore_ascii_case(second)
+    } else {
+        folded(first) == folded(second)
+    };
+    same_but_case.then(|| KeyProblem::CaseVariants(first.to_owned(), second.to_owned()))
+}
+
+/// The first problem among an object's member names.
+fn object_key_problem(members: &[(Cow<'_, str>, InputNode<'_>)]) -> Option<KeyProblem> {
+    if let Some((name, _)) = members
+        .iter()
+        .find(|(name, _)| name.chars().any(char::is_control))
+    {
+        return Some(KeyProblem::ControlCharacter(name.to_string()));
+    }
     // Most objects are small: comparing pairs beats hashing them.
     if members.len() <= 16 {
         return members.iter().enumerate().find_map(|(index, (name, _))| {
             members[..index]
                 .iter()
-                .any(|(earlier, _)| earlier == name)
-                .then_some(name.as_ref())
+                .find_map(|(earlier, _)| clash(earlier, name))
         });
     }
-    let mut seen = std::collections::HashSet::with_capacity(members.len());
-    members
-        .iter()
-        .find_map(|(name, _)| (!seen.insert(name.as_ref())).then_some(name.as_ref()))
+    let mut seen = std::collections::HashMap::with_capacity(members.len());
+    members.iter().find_map(|(name, _)| {
+        seen.insert(folded(name), name.as_ref())
+            .and_then(|earlier| clash(earlier, name))
+    })
 }
 
 impl InputNode<'_> {
@@ -362,27 +450,71 @@ mod tests {
     }
 
     #[test]
-    fn repeated_keys_are_found_anywhere_with_their_path() {
-        let repeated = |text: &str| parse(text).expect("valid JSON").repeated_key();
-        assert_eq!(repeated(r#"{"a":1,"b":[{"c":2}]}"#), None);
+    fn key_problems_are_found_anywhere_with_their_path() {
+        let problem = |text: &str| parse(text).expect("valid JSON").key_problem();
+        let repeated =
+            |path: &str, key: &str| Some((path.into(), KeyProblem::Repeated(key.into())));
+        assert_eq!(problem(r#"{"a":1,"b":[{"c":2}]}"#), None);
         assert_eq!(
-            repeated(r#"{"mode":"read","mode":"delete"}"#),
-            Some(("/".into(), "mode".into()))
+            problem(r#"{"mode":"read","mode":"delete"}"#),
+            repeated("/", "mode")
+        );
+        // Escapes are compared after unescaping, as every parser reads them.
+        assert_eq!(
+            problem(r#"{"mode":"read","\u006d\u006fde":"delete"}"#),
+            repeated("/", "mode")
         );
         assert_eq!(
-            repeated(r#"{"a":{"b":[0,{"x":1,"y":2,"x":3}]}}"#),
-            Some(("/a/b/1".into(), "x".into()))
+            problem(r#"{"a":{"b":[0,{"x":1,"y":2,"x":3}]}}"#),
+            repeated("/a/b/1", "x")
         );
         assert_eq!(
-            repeated(r#"[{"k/~":{"z":0,"z":0}}]"#),
-            Some(("/0/k~1~0".into(), "z".into()))
+            problem(r#"[{"k/~":{"z":0,"z":0}}]"#),
+            repeated("/0/k~1~0", "z")
         );
         // Many members: the hashed path, with the repeat far from the first.
         let members: Vec<String> = (0..40).map(|i| format!("\"m{i}\":{i}")).collect();
         let wide = format!("{{{},\"m3\":true}}", members.join(","));
-        assert_eq!(repeated(&wide), Some(("/".into(), "m3".into())));
-        // The same name in different objects is no repeat.
-        assert_eq!(repeated(r#"{"a":{"x":1},"b":{"x":1}}"#), None);
+        assert_eq!(problem(&wide), repeated("/", "m3"));
+        let wide = format!("{{{},\"M3\":true}}", members.join(","));
+        assert_eq!(
+            problem(&wide),
+            Some((
+                "/".into(),
+                KeyProblem::CaseVariants("m3".into(), "M3".into())
+            ))
+        );
+        // The same name in different objects is no problem.
+        assert_eq!(problem(r#"{"a":{"x":1},"b":{"x":1}}"#), None);
+        // Names equal but for case, ASCII or not.
+        assert_eq!(
+            problem(r#"{"mode":"read","MODE":"delete"}"#),
+            Some((
+                "/".into(),
+                KeyProblem::CaseVariants("mode".into(), "MODE".into())
+            ))
+        );
+        assert_eq!(
+            problem("{\"kind\":1,\"\u{212a}ind\":2}"),
+            Some((
+                "/".into(),
+                KeyProblem::CaseVariants("kind".into(), "\u{212a}ind".into())
+            ))
+        );
+        assert_eq!(
+            problem("{\"mask\":1,\"ma\u{17f}k\":2}"),
+            Some((
+                "/".into(),
+                KeyProblem::CaseVariants("mask".into(), "ma\u{17f}k".into())
+            ))
+        );
+        // A NUL (or any control character) in a name.
+        assert_eq!(
+            problem(r#"{"mode\u0000":"delete","mode":"read"}"#),
+            Some(("/".into(), KeyProblem::ControlCharacter("mode\0".into())))
+        );
+        let message = KeyProblem::Repeated("k".repeat(100)).to_string();
+        assert!(message.len() < 100, "{message}");
     }
 
     #[test]

@@ -20,6 +20,10 @@ use super::output::{PluginOutput, stderr_tail};
 use crate::policy::Limits;
 use crate::tool::{Tool, ToolError, ToolMeta};
 
+/// A call that waited this long for its instance and then ran out of time is not counted as
+/// the plugin's failure.
+const QUEUED_LONG_ENOUGH: std::time::Duration = std::time::Duration::from_millis(1);
+
 /// Extra time given to a call stuck in a host call before its future is dropped; a call
 /// running wasm code is stopped by the epoch deadline at the limit itself.
 const TIMEOUT_GRACE: std::time::Duration = std::time::Duration::from_millis(250);
@@ -73,7 +77,10 @@ impl WasiView for PluginState {
 ///
 /// Every size comes from the plugin (a `memory.grow` delta, a table's initial size), so all
 /// arithmetic is checked, a request above the limit is refused before anything is counted, and
-/// a growth that fails after it was allowed is rolled back.
+/// a growth above the memory's or table's own maximum is refused here (it could only fail).
+/// wasmtime also reports failures of growths it never asked about (an overflowing delta), so
+/// a failure is rolled back only when it is the operating system refusing the growth just
+/// allowed; any other failure leaves the count as it is, which can only err on the safe side.
 #[derive(Debug)]
 pub(crate) struct InstanceLimiter {
     limit: usize,
@@ -81,9 +88,8 @@ pub(crate) struct InstanceLimiter {
     memory_bytes: usize,
     /// Bytes charged for all table elements ([`TABLE_ELEMENT_BYTES`] each).
     table_bytes: usize,
-    /// What to restore if the growth allowed last fails after all.
+    /// The memory count before the growth allowed last, to restore if the system refuses it.
     undo_memory: Option<usize>,
-    undo_table: Option<usize>,
 }
 
 /// Most core instances one plugin may create. A Rust `wasm32-wasip2` plugin has four (the
@@ -108,7 +114,6 @@ impl InstanceLimiter {
             memory_bytes: 0,
             table_bytes: 0,
             undo_memory: None,
-            undo_table: None,
         }
     }
 
@@ -149,18 +154,24 @@ impl ResourceLimiter for InstanceLimiter {
         &mut self,
         current: usize,
         desired: usize,
-        _maximum: Option<usize>,
+        maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
         let Some(total) = self.grown(self.memory_bytes, self.table_bytes, current, desired) else {
             return Err(wasmtime::Error::new(MemoryLimitExceeded));
         };
+        if maximum.is_some_and(|maximum| desired > maximum) {
+            return Ok(false);
+        }
         self.undo_memory = Some(self.memory_bytes);
         self.memory_bytes = total;
         Ok(true)
     }
 
-    fn memory_grow_failed(&mut self, _error: wasmtime::Error) -> wasmtime::Result<()> {
-        if let Some(previous) = self.undo_memory.take() {
+    fn memory_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        let refused_by_the_system = error.chain().any(|cause| cause.is::<std::io::Error>());
+        if let Some(previous) = self.undo_memory.take()
+            && refused_by_the_system
+        {
             self.memory_bytes = previous;
         }
         Ok(())
@@ -170,7 +181,7 @@ impl ResourceLimiter for InstanceLimiter {
         &mut self,
         current: usize,
         desired: usize,
-        _maximum: Option<usize>,
+        maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
         let bytes = |elements: usize| elements.checked_mul(TABLE_ELEMENT_BYTES);
         let grown = bytes(current)
@@ -181,16 +192,13 @@ impl ResourceLimiter for InstanceLimiter {
         let Some(total) = grown else {
             return Err(wasmtime::Error::new(MemoryLimitExceeded));
         };
-        self.undo_table = Some(self.table_bytes);
+        if maximum.is_some_and(|maximum| desired > maximum) {
+            return Ok(false);
+        }
+        // Once allowed (and within the table's maximum), a table growth cannot fail: nothing to
+        // roll back in `table_grow_failed`, whose calls are all for growths never allowed.
         self.table_bytes = total;
         Ok(true)
-    }
-
-    fn table_grow_failed(&mut self, _error: wasmtime::Error) -> wasmtime::Result<()> {
-        if let Some(previous) = self.undo_table.take() {
-            self.table_bytes = previous;
-        }
-        Ok(())
     }
 
     fn instances(&self) -> usize {
@@ -331,7 +339,8 @@ impl PluginSession {
 
         // The time limit covers waiting for the instance too: a call queued behind others
         // fails as busy rather than waiting for all of them.
-        let deadline = Instant::now() + limits.call_timeout;
+        let arrived = Instant::now();
+        let deadline = arrived + limits.call_timeout;
         let Ok(slot) = within(deadline, self.slot.lock()).await else {
             return Err(ToolError::ExecutionFailed(format!(
                 "tool '{tool}' of plugin '{}' is busy: this session's instance of the plugin \
@@ -339,6 +348,9 @@ impl PluginSession {
                 image.name, limits.call_timeout
             )));
         };
+        // Time spent behind other calls: a call that then runs out of time is not the
+        // plugin's failure (overlapping calls must not be a way to disable a slow plugin).
+        let queued = arrived.elapsed();
         let mut call = CallInProgress {
             slot,
             plugin: &image.name,
@@ -384,17 +396,25 @@ impl PluginSession {
         live.store.data_mut().end_call();
         call.running = None;
         let stderr = live.store.data().output.flush_to_log(&image.name);
-        let failure = match outcome {
+        let (failure, timed_out) = match outcome {
             Ok(Ok(result)) => {
                 call.slot.consecutive_failures = 0;
                 return checked_output(image, limits, tool, result);
             }
-            Ok(Err(error)) => describe(limits, &error),
-            Err(_) => describe(limits, &wasmtime::Error::new(TimedOut)),
+            Ok(Err(error)) => (
+                describe(limits, &error),
+                error.downcast_ref::<TimedOut>().is_some(),
+            ),
+            Err(_) => (describe(limits, &wasmtime::Error::new(TimedOut)), true),
         };
         // A trap leaves the store unusable: drop it, and start afresh on the next call.
         call.slot.live = None;
-        call.slot.consecutive_failures += 1;
+        let failure = if timed_out && queued >= QUEUED_LONG_ENOUGH {
+            format!("{failure}, {queued:?} of it waiting for other calls to finish")
+        } else {
+            call.slot.consecutive_failures += 1;
+            failure
+        };
         let message = with_stderr(
             format!(
                 "tool '{tool}' of plugin '{}' failed: {failure}; the instance was restarted \
@@ -470,10 +490,10 @@ pub(crate) fn check_input(
             "the input of tool '{tool}' is not valid JSON: {error}"
         ))
     })?;
-    if let Some((path, key)) = input.repeated_key() {
+    if let Some((path, problem)) = input.key_problem() {
         return Err(ToolError::InvalidArgument(format!(
-            "the input of tool '{tool}' has the key {key:?} twice in the object at {path}; \
-             give each key once"
+            "the input of tool '{tool}' {problem} in the object at {path}; give each key once, \
+             spelled one way"
         )));
     }
     super::validate::check_schema(validator, tool, &input).map_err(ToolError::InvalidArgument)
@@ -526,6 +546,25 @@ fn new_store(image: &PluginImage) -> Result<Store<PluginState>, String> {
         wasi.env(name, value);
     }
     for dir in &policy.dirs {
+        // The grant was resolved when the plugin was loaded; a link put in its path since
+        // (by this or another plugin that may write a directory above it) would move it.
+        match dir.host.canonicalize() {
+            Ok(now) if now == dir.host => {}
+            Ok(now) => {
+                return Err(format!(
+                    "the granted directory {} now leads to {} (a link was put in its path); \
+                     refusing to open it",
+                    dir.host.display(),
+                    now.display()
+                ));
+            }
+            Err(e) => {
+                return Err(format!(
+                    "cannot open the granted directory {}: {e}",
+                    dir.host.display()
+                ));
+            }
+        }
         let perms = if dir.writable {
             FsPerms::ReadWrite
         } else {

@@ -378,6 +378,11 @@ impl PluginHostBuilder {
         let mut http_linker = linker.clone();
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut http_linker)
             .map_err(engine_error)?;
+        // Create the cache directory now, so that policies are checked against where it is.
+        let cache = cache_dir.map(cache::CompileCache::new);
+        if let Some(Err(reason)) = cache.as_ref().map(cache::CompileCache::prepare_dir) {
+            tracing::debug!("the compiled cache is not usable yet: {reason}");
+        }
         let _ticker = EpochTicker::start(&engine).map_err(|e| {
             PluginError::Engine(format!(
                 "cannot start the thread that enforces time limits: {e}"
@@ -389,7 +394,7 @@ impl PluginHostBuilder {
                 linker,
                 http_linker,
                 limits,
-                cache: cache_dir.map(cache::CompileCache::new),
+                cache,
                 max_file_bytes: max_plugin_bytes.unwrap_or(DEFAULT_MAX_FILE_BYTES),
                 _ticker,
             }),
@@ -633,7 +638,18 @@ impl PluginHost {
                 },
             });
         }
-        self.check_dir_grants(path, &policy)?;
+        policy
+            .limits
+            .check()
+            .map_err(|message| PluginError::Policy {
+                path: path.to_owned(),
+                source: PolicyError::Invalid {
+                    path: SandboxPolicy::path_for(path),
+                    key: "limits".into(),
+                    message,
+                },
+            })?;
+        let policy = self.resolve_dir_grants(path, policy)?;
         if bytes.len() as u64 > self.inner.max_file_bytes {
             return Err(PluginError::TooLarge {
                 path: path.to_owned(),
@@ -741,27 +757,49 @@ impl PluginHost {
         })
     }
 
-    /// Refuses directory grants through which a plugin could change what the host runs: one
-    /// that holds the plugin's own directory (it could replace itself, its policy or other
-    /// plugins) or that overlaps the compiled cache (native code the host loads).
-    fn check_dir_grants(&self, path: &Path, policy: &SandboxPolicy) -> Result<(), PluginError> {
-        let canonical = |dir: &Path| dir.canonicalize().unwrap_or_else(|_| dir.to_owned());
+    /// Resolves each directory grant to its real path (the path every instance then opens,
+    /// refusing to start if it has moved), and refuses grants through which a plugin could
+    /// change what the host runs: one that holds the plugin's own directory (it could replace
+    /// itself, its policy or other plugins) or that overlaps the compiled cache (native code
+    /// the host loads).
+    fn resolve_dir_grants(
+        &self,
+        path: &Path,
+        mut policy: SandboxPolicy,
+    ) -> Result<SandboxPolicy, PluginError> {
+        let invalid = |index: usize, message: String| PluginError::Policy {
+            path: path.to_owned(),
+            source: PolicyError::Invalid {
+                path: SandboxPolicy::path_for(path),
+                key: format!("dirs[{index}].host"),
+                message,
+            },
+        };
+        for (index, grant) in policy.dirs.iter_mut().enumerate() {
+            grant.host = grant.host.canonicalize().map_err(|e| {
+                invalid(
+                    index,
+                    format!("is {}, which cannot be opened: {e}", grant.host.display()),
+                )
+            })?;
+        }
         let plugin_dir = path
             .parent()
             .filter(|dir| !dir.as_os_str().is_empty())
             .unwrap_or_else(|| Path::new("."))
             .canonicalize()
             .ok();
+        // An unusable cache is not read at all; a usable one is compared by its real path.
         let cache_dir = self
             .inner
             .cache
             .as_ref()
-            .map(|cache| canonical(cache.dir()));
+            .and_then(|cache| cache.prepare_dir().ok());
         for (index, grant) in policy.dirs.iter().enumerate() {
-            let granted = canonical(&grant.host);
+            let granted = &grant.host;
             let problem = if plugin_dir
                 .as_ref()
-                .is_some_and(|dir| dir.starts_with(&granted))
+                .is_some_and(|dir| dir.starts_with(granted))
             {
                 Some(
                     "holds the plugin's own directory: the plugin could replace itself, its \
@@ -769,27 +807,23 @@ impl PluginHost {
                 )
             } else if cache_dir
                 .as_ref()
-                .is_some_and(|dir| dir.starts_with(&granted) || granted.starts_with(dir))
+                .is_some_and(|dir| dir.starts_with(granted) || granted.starts_with(dir))
             {
                 Some("overlaps the host's compiled cache, whose native code the host runs")
             } else {
                 None
             };
             if let Some(problem) = problem {
-                return Err(PluginError::Policy {
-                    path: path.to_owned(),
-                    source: PolicyError::Invalid {
-                        path: SandboxPolicy::path_for(path),
-                        key: format!("dirs[{index}].host"),
-                        message: format!(
-                            "is {}, which {problem}; grant a directory of its own instead",
-                            granted.display()
-                        ),
-                    },
-                });
+                return Err(invalid(
+                    index,
+                    format!(
+                        "is {}, which {problem}; grant a directory of its own instead",
+                        granted.display()
+                    ),
+                ));
             }
         }
-        Ok(())
+        Ok(policy)
     }
 
     /// Refuses components built against an incompatible version of our package, naming both.

@@ -149,7 +149,17 @@ pub(crate) fn check_schema(
             } else {
                 path
             };
-            format!("at {path}: {error}")
+            // A message may quote the input (up to its whole size): keep each one short.
+            let mut message = format!("at {path}: {error}");
+            if message.len() > 300 {
+                let mut end = 300;
+                while !message.is_char_boundary(end) {
+                    end -= 1;
+                }
+                message.truncate(end);
+                message.push('…');
+            }
+            message
         })
         .collect();
     if problems.is_empty() {

@@ -153,6 +153,47 @@ async fn growing_a_table_past_the_limit_traps_and_is_contained() {
     assert!(message.contains("limit of 16 MiB"), "{message}");
 }
 
+#[tokio::test]
+async fn growth_failures_wasmtime_reports_without_asking_do_not_lower_the_count() {
+    // A growth that is allowed, then one whose size overflows: wasmtime reports the second as
+    // failed without asking the limiter first. Rolling back "the last growth" there would
+    // forget the first one, and the loop would grow without bound.
+    // Each growth is counted at its table's real size, so the forgetting pays off across
+    // tables: four tables of 11.2 MB each would hold 45 MB under a 16 MiB limit.
+    let grow_then_overflow = |table: &str| {
+        format!(
+            "(drop (table.grow {table} (ref.null func) (i64.const 700000)))
+             (drop (table.grow {table} (ref.null func) (i64.const -1)))"
+        )
+    };
+    let tables = attack(
+        &format!(
+            "{} {} {} {}
+             (i64.eq (table.size $d) (i64.const 700000))",
+            grow_then_overflow("$a"),
+            grow_then_overflow("$b"),
+            grow_then_overflow("$c"),
+            grow_then_overflow("$d"),
+        ),
+        "(table $a i64 0 funcref) (table $b i64 0 funcref)
+         (table $c i64 0 funcref) (table $d i64 0 funcref)",
+    );
+    // The same with two memories of 12 MiB, a failing growth between them.
+    let memories = attack(
+        "(drop (memory.grow 0 (i32.const 192)))
+         (drop (memory.grow 0 (i32.const -1)))
+         (i32.ne (memory.grow $second (i32.const 192)) (i32.const -1))",
+        "(memory $second 0)",
+    );
+    for (name, bytes) in [("tables", tables), ("memories", memories)] {
+        let plugin = small_host()
+            .load_bytes(format!("/plugins/{name}.wasm"), &bytes)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let message = error_message(session(&plugin).call_tool("attack", "{}").await);
+        assert!(message.contains("limit of 16 MiB"), "{name}: {message}");
+    }
+}
+
 /// An echo plugin (it returns its input as it got it) whose schema allows only `"read"` as
 /// `mode`, wherever a mode may appear: as a declared property, under a pattern, as any other
 /// member, in array items, in a nested object, and behind a `$ref`.
@@ -216,6 +257,25 @@ async fn a_repeated_key_cannot_slip_a_value_past_the_schema() {
             format!(r#"{{"mode":"read",{members}"mode":"delete"}}"#),
             "/",
             "mode",
+        ),
+        // The same name spelled with escapes.
+        (
+            r#"{"mode":"read","\u006d\u006fde":"delete"}"#.to_owned(),
+            "/",
+            "mode",
+        ),
+        // Names equal but for case (Go's encoding/json reads them as one).
+        (r#"{"mode":"read","MODE":"delete"}"#.to_owned(), "/", "MODE"),
+        (
+            format!(r#"{{"mode":"read",{members}"Mode":"delete"}}"#),
+            "/",
+            "Mode",
+        ),
+        // A NUL in a name (C parsers end the name there).
+        (
+            r#"{"mode\u0000":"delete","mode":"read"}"#.to_owned(),
+            "/",
+            "mode\0",
         ),
     ] {
         match tools.call_tool("echo", &input).await {
@@ -343,6 +403,36 @@ async fn a_call_queued_behind_a_busy_instance_waits_at_most_its_time_limit() {
     );
     let after = tools.call_tool("spin", r#"{"ms":1}"#).await;
     assert!(after.is_ok(), "{after:?}");
+}
+
+/// Overlapping calls must not be a way to disable a slow plugin: a call that waited behind
+/// another and then ran out of time is not counted as the plugin's failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_that_timed_out_after_waiting_is_not_the_plugins_failure() {
+    let host = PluginHost::with_limits(
+        Limits::default()
+            .call_timeout(Duration::from_millis(600))
+            .max_consecutive_failures(1),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let sleeper = host
+        .load(plugin_path("sleeper"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let tools = session(&sleeper);
+    // The first call holds the instance for 400 ms; the second gets it with ~200 ms left and
+    // needs 450.
+    let (first, second) = tokio::join!(tools.call_tool("spin", r#"{"ms":400}"#), async {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        tools.call_tool("spin", r#"{"ms":450}"#).await
+    });
+    assert!(first.is_ok(), "{first:?}");
+    let second = error_message(second);
+    assert!(
+        second.contains("time limit of 600ms") && second.contains("waiting for other calls"),
+        "{second}"
+    );
+    let after = tools.call_tool("spin", r#"{"ms":1}"#).await;
+    assert!(after.is_ok(), "not disabled: {after:?}");
 }
 
 #[tokio::test]

@@ -306,3 +306,27 @@ fn grants_covering_the_cache_or_the_plugin_directory_are_refused() {
         .expect("reads");
     assert_eq!(loaded.plugins.len(), 1, "{:?}", loaded.failures);
 }
+
+/// A cache directory below one that others may write (and that is not sticky) could be
+/// swapped for theirs: not used. Reached through a link, it is judged where it really is.
+#[cfg(unix)]
+#[test]
+fn a_cache_below_a_directory_others_can_write_is_not_read() {
+    use std::os::unix::fs::PermissionsExt;
+    let shared = scratch_dir("cache-shared-parent");
+    let dir = shared.join("cache");
+    let counter = entry_of(&dir, "counter");
+    let greet = entry_of(&dir, "greet");
+    forge(&counter, &greet, "greet");
+    std::fs::set_permissions(&greet, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    assert_eq!(greet_tools(&dir), ["greet"]);
+    // A link from a safe place to it changes nothing.
+    let link = scratch_dir("cache-link").join("cache");
+    std::os::unix::fs::symlink(&dir, &link).expect("link");
+    assert_eq!(greet_tools(&link), ["greet"]);
+    // Sticky, like /tmp: others cannot replace what is ours, so the forgery (in the user's
+    // own directory) is read again.
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).expect("chmod");
+    assert_eq!(greet_tools(&link), ["count", "peek"]);
+}

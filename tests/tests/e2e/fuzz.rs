@@ -122,12 +122,20 @@ proptest! {
         index in 0usize..4,
     ) {
         // The same key twice in one object, nested one level down to reach other paths.
-        let repeated = format!(r#"{{"{key}":{first},"{key}":{value}}}"#);
+        // The second spelled with escapes (the same name once unescaped), or in upper case.
+        let escaped: String = key.chars().map(|c| format!("\\u{:04x}", c as u32)).collect();
+        let other = if index % 2 == 0 { escaped } else { key.to_uppercase() };
+        let repeated = format!(r#"{{"{key}":{first},"{other}":{value}}}"#);
         for input in [repeated.clone(), format!(r#"{{"o":{repeated}}}"#), format!(r#"{{"a":[{repeated}]}}"#)] {
             let verdict = plugin().check_input(&format!("s{index}"), &input);
             match verdict {
                 Err(ToolError::InvalidArgument(message)) => {
-                    prop_assert!(message.contains(&format!("{key:?}")), "{}", message)
+                    prop_assert!(message.contains(&format!("{key:?}")), "{}", message);
+                    prop_assert!(
+                        message.contains("twice") || message.contains("only in case"),
+                        "{}",
+                        message
+                    );
                 }
                 other => prop_assert!(false, "{} passed: {:?}", input, other),
             }

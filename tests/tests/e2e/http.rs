@@ -196,6 +196,12 @@ async fn requests_a_call_leaves_behind_are_capped_and_cancelled() {
         2,
         "8 in flight at most: {outcomes}"
     );
+    // Ended by the end of the call that sent them, not by a deadline (ConnectionTimeout).
+    assert_eq!(
+        words.iter().filter(|w| **w == "InternalError").count(),
+        8,
+        "cancelled when the call ended: {outcomes}"
+    );
     // The connections that were opened are closed by the host.
     let deadline = Instant::now() + Duration::from_secs(10);
     while server.closed.load(Ordering::SeqCst) < server.accepted.load(Ordering::SeqCst)
