@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 rustup target add wasm32-wasip2 >/dev/null 2>&1 || echo "note: rustup not found; the wasm32-wasip2 target must be installed" >&2
 cargo build --release --target wasm32-wasip2 --manifest-path plugins/Cargo.toml --target-dir plugins/target
-cargo build --release -p llm-worker --bin llm-worker --example demo
+cargo build --release -p llm-worker-cli --bin llm-worker
+cargo build --release -p llm-worker --example demo
 dir=target/demo-plugins
 rm -rf "$dir" && mkdir -p "$dir"
 for plugin in greet counter notes calc text search; do

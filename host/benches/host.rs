@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use llm_worker::{Limits, PluginHost, ToolServerHandle, Worker};
 use llm_worker_guest::{tool, tool_registry};
+use llm_worker_tests::bench::{median, ratio, show};
 use llm_worker_tests::{plugin_path, scratch_dir};
 use wasmtime::component::{Linker, ResourceTable};
 use wasmtime::{Config, Engine, Store};
@@ -57,34 +58,6 @@ impl WasiView for BareState {
 }
 
 /// Median time per iteration over 21 samples of `iterations` each, after a warm-up.
-fn median(iterations: u32, mut run: impl FnMut(u32)) -> Duration {
-    run(iterations.div_ceil(10));
-    let mut samples: Vec<Duration> = (0..21)
-        .map(|_| {
-            let start = Instant::now();
-            run(iterations);
-            start.elapsed() / iterations
-        })
-        .collect();
-    samples.sort();
-    samples[samples.len() / 2]
-}
-
-fn show(duration: Duration) -> String {
-    let nanos = duration.as_nanos();
-    if nanos < 10_000 {
-        format!("{:.2} µs", nanos as f64 / 1000.0)
-    } else if nanos < 10_000_000 {
-        format!("{:.1} µs", nanos as f64 / 1000.0)
-    } else {
-        format!("{:.1} ms", nanos as f64 / 1_000_000.0)
-    }
-}
-
-fn ratio(a: Duration, b: Duration) -> String {
-    format!("{:.2}×", a.as_secs_f64() / b.as_secs_f64())
-}
-
 fn calls(
     runtime: &tokio::runtime::Runtime,
     tools: &ToolServerHandle,
@@ -203,14 +176,7 @@ fn bare_sync_calls(input: &str, iterations: u32) -> Duration {
 
 /// The sections, in order; `cargo bench -p llm-worker --bench host -- NAME…` runs only those
 /// whose name contains one of the arguments (e.g. `-- calls` while profiling the call path).
-const SECTIONS: [&str; 6] = [
-    "calls",
-    "registration",
-    "cache",
-    "scaling",
-    "memory",
-    "start",
-];
+const SECTIONS: [&str; 5] = ["calls", "registration", "cache", "scaling", "memory"];
 
 fn main() {
     let filters: Vec<String> = std::env::args()
@@ -242,8 +208,7 @@ fn main() {
             "registration" => registration(&runtime, &echo),
             "cache" => cache(),
             "scaling" => scaling(&echo),
-            "memory" => memory_per_instance(&echo),
-            _ => start_with_50_plugins(),
+            _ => memory_per_instance(&echo),
         }
     }
     println!();
@@ -540,42 +505,4 @@ fn memory_per_instance(echo: &llm_worker::LoadedPlugin) {
             None => println!("| {label} | (no /proc here) |"),
         }
     }
-}
-
-/// `llm-worker list` on 50 plugin files with a warm cache, as a process.
-fn start_with_50_plugins() {
-    let dir = scratch_dir("bench-50");
-    let plugins = dir.join("plugins");
-    std::fs::create_dir(&plugins).expect("mkdir");
-    for i in 0..50 {
-        std::fs::copy(
-            plugin_path("echo"),
-            plugins.join(format!("echo{i:02}.wasm")),
-        )
-        .expect("copy");
-    }
-    let run = || {
-        let status = std::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"))
-            .arg("--cache-dir")
-            .arg(dir.join("cache"))
-            .args(["-q", "list"])
-            .arg(&plugins)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status()
-            .expect("run llm-worker");
-        black_box(status);
-    };
-    run(); // fills the cache
-    let start = median(5, |n| {
-        for _ in 0..n {
-            run();
-        }
-    });
-    println!("\n| start | median |");
-    println!("|---|---|");
-    println!(
-        "| `llm-worker list` on 50 plugin files, warm cache (copies of one plugin) | {} |",
-        show(start)
-    );
 }

@@ -3,6 +3,8 @@
 
 mod file;
 mod hook;
+#[cfg(feature = "mcp")]
+pub mod mcp;
 mod plugin;
 mod policy;
 mod provider;

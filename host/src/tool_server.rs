@@ -100,6 +100,15 @@ impl ToolServerHandle {
     ) -> Result<(), ToolServerError> {
         let created: Vec<(ToolMeta, Arc<dyn Tool>)> =
             factories.into_iter().map(|factory| factory()).collect();
+        self.register_created(created)
+    }
+
+    /// Registers tools whose factories have run already (a session re-registering what it
+    /// holds), all or none of them.
+    pub(crate) fn register_created(
+        &self,
+        created: Vec<(ToolMeta, Arc<dyn Tool>)>,
+    ) -> Result<(), ToolServerError> {
         let mut tools = self.lock();
         let mut names = std::collections::HashSet::new();
         for (meta, _) in &created {

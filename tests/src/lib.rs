@@ -8,6 +8,7 @@ use std::sync::{Mutex, OnceLock};
 
 use llm_worker::{LoadedPlugin, PluginHost};
 
+pub mod bench;
 pub mod wat;
 
 /// The repository's root directory.

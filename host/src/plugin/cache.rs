@@ -18,7 +18,6 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
@@ -71,11 +70,13 @@ impl CompileCache {
     }
 
     /// The component from the cache, or compiled (and stored) if the entry is missing, stale
-    /// or damaged, or the directory cannot be trusted. Returns whether it came from the cache.
+    /// or damaged, or the directory cannot be trusted; `hash` is the SHA-256 of `bytes`.
+    /// Returns whether it came from the cache.
     pub(crate) fn load_or_compile(
         &self,
         engine: &Engine,
         bytes: &[u8],
+        hash: &[u8; 32],
         path: &Path,
     ) -> wasmtime::Result<(Component, bool)> {
         let dir = match self.prepare_dir() {
@@ -91,15 +92,14 @@ impl CompileCache {
                 return Ok((Component::new(engine, bytes)?, false));
             }
         };
-        let hash = Sha256::digest(bytes);
-        let entry = entry_path(&dir, engine, &hash);
-        if let Some(component) = self.read(engine, &entry, &hash, path) {
+        let entry = entry_path(&dir, engine, hash);
+        if let Some(component) = self.read(engine, &entry, hash, path) {
             tracing::debug!(plugin = %path.display(), entry = %entry.display(), "compiled cache hit");
             return Ok((component, true));
         }
         let component = Component::new(engine, bytes)?;
         match component.serialize() {
-            Ok(compiled) => match self.write(&entry, &hash, &compiled) {
+            Ok(compiled) => match self.write(&entry, hash, &compiled) {
                 Ok(()) => {
                     tracing::info!(plugin = %path.display(), entry = %entry.display(), "compiled and cached");
                 }

@@ -10,10 +10,12 @@ use async_trait::async_trait;
 use wasmtime::component::ResourceTable;
 use wasmtime::{ResourceLimiter, Store, UpdateDeadline};
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxView, WasiView};
+#[cfg(feature = "wasi-http")]
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::PluginImage;
 use super::bindings::{ToolPlugin, WitToolMeta};
+#[cfg(feature = "wasi-http")]
 use super::http::HttpGate;
 use super::input::InputValidator;
 use super::output::{PluginOutput, stderr_tail};
@@ -35,7 +37,9 @@ pub(crate) struct PluginState {
     limiter: InstanceLimiter,
     deadline: Instant,
     output: PluginOutput,
+    #[cfg(feature = "wasi-http")]
     http: WasiHttpCtx,
+    #[cfg(feature = "wasi-http")]
     http_gate: HttpGate,
 }
 
@@ -43,15 +47,18 @@ impl PluginState {
     /// A call (or the start of the instance) begins, to end by `deadline`.
     fn begin_call(&mut self, deadline: Instant) {
         self.deadline = deadline;
+        #[cfg(feature = "wasi-http")]
         self.http_gate.begin_call(deadline);
     }
 
     /// The call ended: cancel what it left running.
     fn end_call(&mut self) {
+        #[cfg(feature = "wasi-http")]
         self.http_gate.end_call();
     }
 }
 
+#[cfg(feature = "wasi-http")]
 impl WasiHttpView for PluginState {
     fn http(&mut self) -> WasiHttpCtxView<'_> {
         WasiHttpCtxView {
@@ -585,7 +592,9 @@ fn new_store(image: &PluginImage) -> Result<Store<PluginState>, String> {
         wasi,
         output,
         table,
+        #[cfg(feature = "wasi-http")]
         http: WasiHttpCtx::new(),
+        #[cfg(feature = "wasi-http")]
         http_gate: HttpGate::new(&image.name, &policy.http),
         limiter: InstanceLimiter::new(limits.memory_bytes),
         deadline: Instant::now() + limits.call_timeout,

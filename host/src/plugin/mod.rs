@@ -4,6 +4,7 @@
 mod bindings;
 mod blocking;
 mod cache;
+#[cfg(feature = "wasi-http")]
 mod http;
 mod input;
 mod instance;
@@ -15,6 +16,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use sha2::Digest;
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine};
 
@@ -271,6 +273,7 @@ struct HostInner {
     /// WASI 0.2 without `wasi:http`.
     linker: Linker<PluginState>,
     /// WASI 0.2 with `wasi:http`, for plugins granted HTTP.
+    #[cfg(feature = "wasi-http")]
     http_linker: Linker<PluginState>,
     limits: Limits,
     cache: Option<cache::CompileCache>,
@@ -375,9 +378,13 @@ impl PluginHostBuilder {
         // imports at all), and WASI with `wasi:http`, for plugins whose policy grants it.
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(engine_error)?;
-        let mut http_linker = linker.clone();
-        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut http_linker)
-            .map_err(engine_error)?;
+        #[cfg(feature = "wasi-http")]
+        let http_linker = {
+            let mut http_linker = linker.clone();
+            wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut http_linker)
+                .map_err(engine_error)?;
+            http_linker
+        };
         // Create the cache directory now, so that policies are checked against where it is.
         let cache = cache_dir.map(cache::CompileCache::new);
         if let Some(Err(reason)) = cache.as_ref().map(cache::CompileCache::prepare_dir) {
@@ -392,6 +399,7 @@ impl PluginHostBuilder {
             inner: Arc::new(HostInner {
                 engine,
                 linker,
+                #[cfg(feature = "wasi-http")]
                 http_linker,
                 limits,
                 cache,
@@ -676,9 +684,10 @@ impl PluginHost {
                 });
             }
         }
+        let sha256: [u8; 32] = sha2::Sha256::digest(bytes).into();
         let compiled = match &self.inner.cache {
             Some(cache) => cache
-                .load_or_compile(&self.inner.engine, bytes, path)
+                .load_or_compile(&self.inner.engine, bytes, &sha256, path)
                 .map(|(component, _)| component),
             None => Component::new(&self.inner.engine, bytes),
         };
@@ -687,11 +696,7 @@ impl PluginHost {
             reason: format!("{e:#}"),
         })?;
         self.check_version(path, &component)?;
-        let linker = if policy.http.is_empty() {
-            &self.inner.linker
-        } else {
-            &self.inner.http_linker
-        };
+        let linker = self.linker_for(path, &policy)?;
         let pre = linker.instantiate_pre(&component).map_err(|e| {
             let reason = format!("{e:#}");
             if policy.http.is_empty() && reason.contains("wasi:http/") {
@@ -744,6 +749,7 @@ impl PluginHost {
         }
         Ok(LoadedPlugin {
             image: Arc::new(PluginImage {
+                sha256,
                 name,
                 path: path.to_owned(),
                 pre,
@@ -826,6 +832,31 @@ impl PluginHost {
         Ok(policy)
     }
 
+    /// The linker for a plugin under `policy`: with `wasi:http` only if it grants HTTP.
+    #[cfg_attr(feature = "wasi-http", allow(unused_variables))]
+    fn linker_for(
+        &self,
+        path: &Path,
+        policy: &SandboxPolicy,
+    ) -> Result<&Linker<PluginState>, PluginError> {
+        if policy.http.is_empty() {
+            return Ok(&self.inner.linker);
+        }
+        #[cfg(feature = "wasi-http")]
+        return Ok(&self.inner.http_linker);
+        #[cfg(not(feature = "wasi-http"))]
+        Err(PluginError::Policy {
+            path: path.to_owned(),
+            source: PolicyError::Invalid {
+                path: SandboxPolicy::path_for(path),
+                key: "http.allow".into(),
+                message: "grants HTTP, but this host was built without `wasi:http` (the \
+                          `wasi-http` feature of llm-worker); remove the grant or rebuild"
+                    .into(),
+            },
+        })
+    }
+
     /// Refuses components built against an incompatible version of our package, naming both.
     fn check_version(&self, path: &Path, component: &Component) -> Result<(), PluginError> {
         let engine = &self.inner.engine;
@@ -893,6 +924,7 @@ impl PluginHost {
             reason,
         };
         let probe = PluginImage {
+            sha256: [0; 32],
             name: path.display().to_string(),
             path: path.to_owned(),
             pre: pre.clone(),
@@ -1009,6 +1041,8 @@ impl PluginDir {
 
 /// A compiled, validated plugin, shared by every session made from it.
 pub(crate) struct PluginImage {
+    /// The SHA-256 of the component's bytes.
+    sha256: [u8; 32],
     name: String,
     path: PathBuf,
     pre: ToolPluginPre<PluginState>,
@@ -1070,6 +1104,11 @@ impl LoadedPlugin {
     /// The tools it offers, as validated at load.
     pub fn tools(&self) -> &[ToolMeta] {
         &self.image.metas
+    }
+
+    /// The SHA-256 of the component's bytes: what identifies this build of the plugin.
+    pub fn sha256(&self) -> &[u8; 32] {
+        &self.image.sha256
     }
 
     /// The policy it runs under: its limits and grants.

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
-mod mcp;
 mod new;
+mod serve;
 use llm_worker::{
     Limits, LoadDirOptions, LoadedPlugin, PluginDir, PluginHost, ProviderFormat, ToolServerError,
     Worker, provider_json,
@@ -90,8 +90,9 @@ enum Command {
         /// The plugin directory.
         dir: PathBuf,
     },
-    /// Serve the tools of DIR to an MCP client over stdio (tools/list, tools/call). The
-    /// connection is one session: each plugin's state is kept between calls.
+    /// Serve the tools of DIR over MCP (tools/list, tools/call): on stdio, the connection is
+    /// one session; over --http, each MCP session is one. A session's plugin state is kept
+    /// between its calls and seen by no other session.
     Serve {
         /// The plugin directory.
         dir: PathBuf,
@@ -100,10 +101,32 @@ enum Command {
         /// new version does not take the working one away.
         #[arg(long)]
         watch: bool,
-        /// Serve streamable HTTP on this local address (e.g. 127.0.0.1:8080) instead of stdio;
-        /// the whole process is one session.
-        #[arg(long, value_name = "ADDR", conflicts_with = "watch")]
-        http: Option<std::net::SocketAddr>,
+        /// Serve streamable HTTP on ADDR (HOST:PORT, e.g. 127.0.0.1:8080) instead of stdio:
+        /// each MCP session gets its own plugin instances. Off loopback, --token-file is
+        /// required.
+        #[arg(long, value_name = "ADDR")]
+        http: Option<String>,
+        /// With --http: bearer tokens that admit clients, one per line (`Authorization:
+        /// Bearer TOKEN`).
+        #[arg(long, value_name = "FILE", requires = "http")]
+        token_file: Option<PathBuf>,
+        /// With --http: most MCP sessions open at once; past it new ones get 503.
+        #[arg(long, value_name = "N", default_value_t = 64, requires = "http",
+              value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+        max_sessions: u64,
+        /// With --http: close a session (and drop its instances) after this many seconds
+        /// without requests.
+        #[arg(long, value_name = "SECS", default_value_t = 300, requires = "http",
+              value_parser = clap::value_parser!(u64).range(1..=86_400))]
+        idle_timeout: u64,
+        /// With --http: a value of the Host header to accept (repeatable; default on
+        /// loopback: localhost, 127.0.0.1, ::1; elsewhere any, as tokens are required).
+        #[arg(long, value_name = "HOST", requires = "http")]
+        allowed_host: Vec<String>,
+        /// With --http: a browser origin to accept, e.g. https://app.example.com
+        /// (repeatable); requests from other origins get 403.
+        #[arg(long, value_name = "ORIGIN", requires = "http")]
+        allowed_origin: Vec<String>,
     },
     /// Create a new plugin crate NAME (in the current directory) that builds and loads as
     /// it is.
@@ -413,11 +436,29 @@ build it with: cd {} && cargo build --release --target wasm32-wasip2",
             }
             Command::Check { dir } => check(&mut out, &loader, dir),
             Command::Schema { dir, format } => schema(&mut out, &loader, dir, *format),
-            Command::Serve { dir, watch, http } => match http {
-                Some(address) => mcp::serve_http(&loader, dir.clone(), *address).await,
-                None => mcp::serve(loader, dir.clone(), *watch).await,
+            Command::Serve {
+                dir,
+                watch,
+                http,
+                token_file,
+                max_sessions,
+                idle_timeout,
+                allowed_host,
+                allowed_origin,
+            } => {
+                let options = serve::ServeOptions {
+                    watch: *watch,
+                    http: http.clone(),
+                    token_file: token_file.clone(),
+                    max_sessions: usize::try_from(*max_sessions).unwrap_or(usize::MAX),
+                    idle_timeout: Duration::from_secs(*idle_timeout),
+                    allowed_hosts: allowed_host.clone(),
+                    allowed_origins: allowed_origin.clone(),
+                };
+                serve::serve(loader, dir.clone(), options)
+                    .await
+                    .map(|()| ExitCode::SUCCESS)
             }
-            .map(|()| ExitCode::SUCCESS),
             Command::New { .. } => Ok(ExitCode::SUCCESS),
         },
     };

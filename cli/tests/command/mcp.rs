@@ -6,7 +6,7 @@ use rmcp::model::CallToolRequestParams;
 use rmcp::transport::TokioChildProcess;
 use serde_json::json;
 
-fn text(result: &rmcp::model::CallToolResult) -> String {
+pub(crate) fn text(result: &rmcp::model::CallToolResult) -> String {
     result
         .content
         .iter()
@@ -15,7 +15,7 @@ fn text(result: &rmcp::model::CallToolResult) -> String {
         .join("")
 }
 
-fn call(name: &'static str, arguments: serde_json::Value) -> CallToolRequestParams {
+pub(crate) fn call(name: &'static str, arguments: serde_json::Value) -> CallToolRequestParams {
     let arguments = match arguments {
         serde_json::Value::Object(map) => map,
         _ => serde_json::Map::new(),
@@ -95,8 +95,8 @@ async fn an_mcp_client_lists_and_calls_tools_in_one_session() {
 
 /// A client that counts `notifications/tools/list_changed`.
 #[derive(Clone, Default)]
-struct Watcher {
-    changes: std::sync::Arc<tokio::sync::Notify>,
+pub(crate) struct Watcher {
+    pub(crate) changes: std::sync::Arc<tokio::sync::Notify>,
 }
 
 impl rmcp::ClientHandler for Watcher {
@@ -177,71 +177,4 @@ async fn watch_picks_up_new_changed_and_broken_plugins() {
         ["count", "peek"]
     );
     client.cancel().await.expect("close");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn serve_http_speaks_streamable_http_on_a_local_port() {
-    use tokio::io::AsyncBufReadExt;
-
-    let root = scratch_dir("mcp-http");
-    let dir = root.join("plugins");
-    std::fs::create_dir(&dir).expect("mkdir");
-    for plugin in ["counter", "calc"] {
-        std::fs::copy(plugin_path(plugin), dir.join(format!("{plugin}.wasm"))).expect("copy");
-    }
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"))
-        .arg("--cache-dir")
-        .arg(root.join("cache"))
-        .args(["serve", "--http", "127.0.0.1:0"])
-        .arg(&dir)
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn");
-    let mut lines = tokio::io::BufReader::new(child.stderr.take().expect("stderr")).lines();
-    let url = tokio::time::timeout(std::time::Duration::from_secs(60), async {
-        while let Some(line) = lines.next_line().await.expect("read") {
-            if let Some(url) = line.strip_prefix("llm-worker: serving MCP on ") {
-                return url.to_owned();
-            }
-        }
-        panic!("the server ended without serving");
-    })
-    .await
-    .expect("the server starts");
-
-    let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(url.as_str());
-    let client = ().serve(transport).await.expect("initialize over HTTP");
-    let tools: Vec<String> = client
-        .list_all_tools()
-        .await
-        .expect("tools/list")
-        .into_iter()
-        .map(|t| t.name.into_owned())
-        .collect();
-    assert_eq!(tools, ["add", "count", "divide", "isqrt", "peek"]);
-    for expected in ["0", "1"] {
-        let count = client
-            .call_tool(call("count", json!({})))
-            .await
-            .expect("count");
-        assert_eq!(text(&count), expected, "the process is one session");
-    }
-    let failed = client
-        .call_tool(call("divide", json!({"dividend": 1, "divisor": 0})))
-        .await
-        .expect("result");
-    assert_eq!(failed.is_error, Some(true));
-    client.cancel().await.expect("close");
-    child.kill().await.expect("stop the server");
-}
-
-#[test]
-fn serve_http_refuses_non_local_addresses() {
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"))
-        .args(["serve", "--http", "0.0.0.0:0", "."])
-        .output()
-        .expect("run");
-    assert!(!output.status.success());
-    assert!(String::from_utf8_lossy(&output.stderr).contains("not a local address"));
 }

@@ -2,4 +2,5 @@
 //! binary (each would otherwise link the whole host on its own).
 
 mod cli;
+mod http;
 mod mcp;

@@ -1,0 +1,215 @@
+//! `llm-worker serve`: the tools of a plugin directory over MCP, on stdio (one session) or
+//! streamable HTTP (a session per client), with `--watch` reaching every open session.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use llm_worker::mcp::{HttpOptions, McpOptions, ToolCatalog, ToolGroup};
+use llm_worker::{LoadDirOptions, PluginDir, SandboxPolicy};
+
+use super::Loader;
+
+/// How often `--watch` looks at the directory.
+const WATCH_INTERVAL: Duration = Duration::from_millis(300);
+
+/// The options of `serve` besides the directory.
+pub(crate) struct ServeOptions {
+    pub(crate) watch: bool,
+    pub(crate) http: Option<String>,
+    pub(crate) token_file: Option<PathBuf>,
+    pub(crate) max_sessions: usize,
+    pub(crate) idle_timeout: Duration,
+    pub(crate) allowed_hosts: Vec<String>,
+    pub(crate) allowed_origins: Vec<String>,
+}
+
+/// What a plugin file and its policy looked like at the last scan: sizes and modification
+/// times, to notice that something may have changed (what changed is decided by content).
+type Fingerprint = [(u64, Option<SystemTime>); 2];
+
+fn fingerprint(path: &Path) -> Fingerprint {
+    let stat = |p: &Path| {
+        std::fs::metadata(p)
+            .map(|m| (m.len(), m.modified().ok()))
+            .unwrap_or((0, None))
+    };
+    [stat(path), stat(&SandboxPolicy::path_for(path))]
+}
+
+fn scan(dir: &Path, options: LoadDirOptions) -> BTreeMap<PathBuf, Fingerprint> {
+    options
+        .plugin_files(dir)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|path| {
+            let print = fingerprint(&path);
+            (path, print)
+        })
+        .collect()
+}
+
+/// The served plugins, by file: a plugin whose new version fails to load keeps its working
+/// version; a removed file goes.
+#[derive(Default)]
+struct Served {
+    groups: BTreeMap<PathBuf, ToolGroup>,
+}
+
+impl Served {
+    fn update(&mut self, loaded: PluginDir, present: &BTreeMap<PathBuf, Fingerprint>) {
+        self.groups.retain(|path, _| present.contains_key(path));
+        for plugin in &loaded.plugins {
+            let group = ToolGroup::plugin(plugin);
+            let path = plugin.path().to_owned();
+            if self
+                .groups
+                .get(&path)
+                .is_none_or(|old| old.revision() != group.revision())
+            {
+                tracing::info!(plugin = %path.display(), "serving plugin");
+                self.groups.insert(path, group);
+            }
+        }
+        for failure in loaded.failures {
+            tracing::warn!("{failure}");
+        }
+    }
+
+    fn groups(&self) -> Vec<ToolGroup> {
+        self.groups.values().cloned().collect()
+    }
+}
+
+/// Serves the plugins of `dir` until the client disconnects (stdio) or the server fails
+/// (HTTP).
+pub(crate) async fn serve(
+    loader: Loader,
+    dir: PathBuf,
+    options: ServeOptions,
+) -> Result<(), String> {
+    let present = scan(&dir, loader.options);
+    let loaded = super::load_with_progress(&loader, &dir)?;
+    let mut served = Served::default();
+    served.update(loaded, &present);
+    let catalog = ToolCatalog::new(served.groups());
+    let mcp = McpOptions::new("llm-worker", env!("CARGO_PKG_VERSION")).instructions(format!(
+        "Tools from the WebAssembly plugins in {}, run in a sandbox by llm-worker.",
+        dir.display()
+    ));
+    if options.watch {
+        tokio::spawn(watch_dir(loader, dir, served, present, catalog.clone()));
+    }
+    let Some(address) = options.http else {
+        return llm_worker::mcp::serve_stdio(catalog, mcp)
+            .await
+            .map_err(|e| e.to_string());
+    };
+    let tokens = match &options.token_file {
+        Some(path) => read_tokens(path)?,
+        None => Vec::new(),
+    };
+    let listener = bind(&address).await?;
+    let local = listener
+        .local_addr()
+        .map_err(|e| format!("cannot listen on {address}: {e}"))?;
+    if !local.ip().is_loopback() && tokens.is_empty() {
+        return Err(format!(
+            "refusing to serve on {local} without authentication: anyone who can reach it could \
+             run the tools. Put bearer tokens in a file, one per line, and add `--token-file \
+             FILE`; or serve on 127.0.0.1"
+        ));
+    }
+    let http = HttpOptions::default()
+        .tokens(tokens)
+        .max_sessions(options.max_sessions)
+        .idle_timeout(options.idle_timeout)
+        .allowed_hosts(options.allowed_hosts)
+        .allowed_origins(options.allowed_origins);
+    // Clients (and tests) read the address from here, e.g. when the port was 0.
+    eprintln!("llm-worker: serving MCP on http://{local}/");
+    llm_worker::mcp::serve_http(listener, catalog, mcp, http)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// Listens on `address` (`HOST:PORT`; a name is resolved, the first address that binds wins).
+async fn bind(address: &str) -> Result<tokio::net::TcpListener, String> {
+    let candidates: Vec<std::net::SocketAddr> = tokio::net::lookup_host(address)
+        .await
+        .map_err(|e| {
+            format!("cannot resolve {address:?} (give HOST:PORT, e.g. 127.0.0.1:8080): {e}")
+        })?
+        .collect();
+    let mut last = None;
+    for candidate in candidates {
+        match tokio::net::TcpListener::bind(candidate).await {
+            Ok(listener) => return Ok(listener),
+            Err(error) => last = Some(format!("cannot listen on {candidate}: {error}")),
+        }
+    }
+    Err(last.unwrap_or_else(|| format!("{address:?} resolves to no address")))
+}
+
+/// The bearer tokens of a token file: one per line; blank lines and `#` comments ignored.
+fn read_tokens(path: &Path) -> Result<Vec<String>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read the token file {}: {e}", path.display()))?;
+    let tokens: Vec<String> = text
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty() && !line.starts_with('#'))
+        .map(str::to_owned)
+        .collect();
+    if tokens.is_empty() {
+        return Err(format!(
+            "the token file {} holds no token; put one token per line",
+            path.display()
+        ));
+    }
+    #[cfg(unix)]
+    if let Ok(metadata) = std::fs::metadata(path) {
+        use std::os::unix::fs::PermissionsExt;
+        if metadata.permissions().mode() & 0o077 != 0 {
+            tracing::warn!(
+                "the token file {} may be read by other users; run `chmod 600` on it",
+                path.display()
+            );
+        }
+    }
+    Ok(tokens)
+}
+
+async fn watch_dir(
+    loader: Loader,
+    dir: PathBuf,
+    mut served: Served,
+    mut present: BTreeMap<PathBuf, Fingerprint>,
+    catalog: ToolCatalog,
+) {
+    loop {
+        tokio::time::sleep(WATCH_INTERVAL).await;
+        let now = scan(&dir, loader.options);
+        if now == present {
+            continue;
+        }
+        let (host, options, path) = (loader.host.clone(), loader.options, dir.clone());
+        let loaded = match tokio::task::spawn_blocking(move || {
+            host.load_dir_with(path, options, |_, _, _| {})
+        })
+        .await
+        {
+            Ok(Ok(loaded)) => loaded,
+            Ok(Err(error)) => {
+                tracing::warn!("{error}");
+                continue;
+            }
+            Err(_) => continue,
+        };
+        present = now;
+        served.update(loaded, &present);
+        // Sessions keep the instances of groups whose revision (content) is unchanged, and
+        // tell their clients only if their tools changed.
+        catalog.replace(served.groups());
+    }
+}

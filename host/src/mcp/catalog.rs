@@ -1,0 +1,222 @@
+//! What an MCP server offers: a [`ToolCatalog`] of [`ToolGroup`]s, and the tools one session
+//! registered from it, kept up to date as the catalog changes.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+use crate::plugin::LoadedPlugin;
+use crate::tool::{Tool, ToolDefinition, ToolMeta};
+use crate::tool_server::{ToolServer, ToolServerHandle};
+
+type Definitions = Arc<dyn Fn() -> Vec<ToolDefinition> + Send + Sync>;
+
+/// Tools whose factories have run: what a session holds of a group.
+type Created = Vec<(ToolMeta, Arc<dyn Tool>)>;
+
+/// Tools registered together in each session, such as the tools of one plugin: a name, a
+/// revision, and a function giving the definitions for a new session.
+///
+/// A session registers each group once and keeps its instances while the group's revision
+/// stays the same, however often the catalog is replaced.
+#[derive(Clone)]
+pub struct ToolGroup {
+    name: String,
+    revision: u64,
+    /// The tool names, where known without creating anything (for clashes).
+    tool_names: Option<Vec<String>>,
+    definitions: Definitions,
+}
+
+impl std::fmt::Debug for ToolGroup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolGroup")
+            .field("name", &self.name)
+            .field("revision", &self.revision)
+            .field("tool_names", &self.tool_names)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ToolGroup {
+    /// A group called `name` (unique in its catalog) at `revision`, whose definitions for a
+    /// new session come from `definitions`.
+    pub fn new(
+        name: impl Into<String>,
+        revision: u64,
+        definitions: impl Fn() -> Vec<ToolDefinition> + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            revision,
+            tool_names: None,
+            definitions: Arc::new(definitions),
+        }
+    }
+
+    /// The tools of a plugin: named after its file, at a revision that changes with its bytes
+    /// and its policy; each session gets a fresh instance.
+    pub fn plugin(plugin: &LoadedPlugin) -> Self {
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        plugin.sha256().hash(&mut hasher);
+        format!("{:?}", plugin.policy()).hash(&mut hasher);
+        let source = plugin.clone();
+        Self {
+            name: plugin.path().display().to_string(),
+            revision: hasher.finish(),
+            tool_names: Some(plugin.tool_names().into_iter().map(str::to_owned).collect()),
+            definitions: Arc::new(move || source.definitions()),
+        }
+    }
+
+    /// The group's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The group's revision.
+    pub fn revision(&self) -> u64 {
+        self.revision
+    }
+}
+
+/// The tool groups an MCP server offers. Cheap to clone: clones share the groups, and
+/// [`replace`](Self::replace) reaches every open session, which then tells its client
+/// (`notifications/tools/list_changed`).
+#[derive(Clone, Debug)]
+pub struct ToolCatalog {
+    groups: Arc<watch::Sender<Arc<[ToolGroup]>>>,
+}
+
+impl ToolCatalog {
+    /// A catalog of these groups (see [`replace`](Self::replace) for clashes).
+    pub fn new(groups: impl IntoIterator<Item = ToolGroup>) -> Self {
+        Self {
+            groups: Arc::new(watch::Sender::new(without_clashes(groups))),
+        }
+    }
+
+    /// A catalog with one group per plugin.
+    pub fn from_plugins<'a>(plugins: impl IntoIterator<Item = &'a LoadedPlugin>) -> Self {
+        Self::new(plugins.into_iter().map(ToolGroup::plugin))
+    }
+
+    /// Replaces the groups. Each open session keeps the instances of groups whose name and
+    /// revision are unchanged, creates instances for new or changed groups, and drops those
+    /// of groups that are gone. A group offering a tool name that an earlier group offers
+    /// already is left out, with a warning naming both.
+    pub fn replace(&self, groups: impl IntoIterator<Item = ToolGroup>) {
+        self.groups.send_replace(without_clashes(groups));
+    }
+
+    /// The current groups.
+    pub fn groups(&self) -> Arc<[ToolGroup]> {
+        self.groups.borrow().clone()
+    }
+
+    pub(crate) fn subscribe(&self) -> watch::Receiver<Arc<[ToolGroup]>> {
+        self.groups.subscribe()
+    }
+}
+
+/// The groups, less those whose tool names an earlier group has (each left out with a warning).
+fn without_clashes(groups: impl IntoIterator<Item = ToolGroup>) -> Arc<[ToolGroup]> {
+    let mut taken: BTreeMap<String, String> = BTreeMap::new();
+    let mut kept = Vec::new();
+    for group in groups {
+        let names = group.tool_names.clone().unwrap_or_default();
+        if let Some((name, owner)) = names
+            .iter()
+            .find_map(|name| taken.get(name).map(|owner| (name, owner)))
+        {
+            tracing::warn!(
+                "not serving {}: its tool '{name}' is offered by {owner} already; rename or \
+                 remove one of them",
+                group.name
+            );
+            continue;
+        }
+        for name in names {
+            taken.insert(name, group.name.clone());
+        }
+        kept.push(group);
+    }
+    kept.into()
+}
+
+/// The tools of one session: each group's tools, created once per revision.
+pub(crate) struct SessionTools {
+    updates: watch::Receiver<Arc<[ToolGroup]>>,
+    groups: BTreeMap<String, (u64, Created)>,
+    handle: ToolServerHandle,
+}
+
+impl SessionTools {
+    /// Registers every group of the catalog for a new session.
+    pub(crate) fn open(catalog: &ToolCatalog) -> Self {
+        let mut updates = catalog.subscribe();
+        let groups = updates.borrow_and_update().clone();
+        let mut tools = Self {
+            updates,
+            groups: BTreeMap::new(),
+            handle: ToolServer::new().handle(),
+        };
+        tools.take_in(&groups);
+        tools
+    }
+
+    /// The session's tools as they are now.
+    pub(crate) fn handle(&self) -> ToolServerHandle {
+        self.handle.clone()
+    }
+
+    /// Takes in the catalog's groups if they changed since the last look; returns whether the
+    /// session's tools changed.
+    pub(crate) fn refresh(&mut self) -> bool {
+        if !self.updates.has_changed().unwrap_or(false) {
+            return false;
+        }
+        let groups = self.updates.borrow_and_update().clone();
+        self.take_in(&groups)
+    }
+
+    /// Waits until the catalog changes (`false`: it is gone).
+    pub(crate) fn changes(&self) -> watch::Receiver<Arc<[ToolGroup]>> {
+        self.updates.clone()
+    }
+
+    fn take_in(&mut self, groups: &[ToolGroup]) -> bool {
+        let wanted: BTreeSet<&str> = groups.iter().map(|g| g.name.as_str()).collect();
+        let before = self.groups.len();
+        self.groups.retain(|name, _| wanted.contains(name.as_str()));
+        let mut changed = self.groups.len() != before;
+        for group in groups {
+            if self
+                .groups
+                .get(&group.name)
+                .is_some_and(|(revision, _)| *revision == group.revision)
+            {
+                continue;
+            }
+            let created = (group.definitions)()
+                .into_iter()
+                .map(|definition| definition())
+                .collect();
+            self.groups
+                .insert(group.name.clone(), (group.revision, created));
+            changed = true;
+        }
+        if changed {
+            let handle = ToolServer::new().handle();
+            for (name, (_, tools)) in &self.groups {
+                if let Err(error) = handle.register_created(tools.clone()) {
+                    tracing::debug!(group = %name, "not served in this session: {error}");
+                }
+            }
+            self.handle = handle;
+        }
+        changed
+    }
+}

@@ -1,0 +1,220 @@
+//! One MCP session: its own registration of the catalog's tools, `tools/list` and
+//! `tools/call`, cancellation and progress, and `list_changed` when the catalog changes.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode,
+    Implementation, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+    ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::Value;
+
+use super::McpOptions;
+use super::catalog::{SessionTools, ToolCatalog};
+use crate::tool_server::{LlmToolDefinition, ToolServerHandle};
+
+/// Counts the live sessions of a server; each session holds one count until it is dropped.
+#[derive(Debug, Default)]
+pub(crate) struct SessionCounter {
+    live: AtomicUsize,
+}
+
+#[cfg(feature = "mcp-http")]
+impl SessionCounter {
+    pub(crate) fn live(&self) -> usize {
+        self.live.load(Ordering::Relaxed)
+    }
+
+    /// Counts a new session, unless `limit` sessions are live already.
+    pub(crate) fn enter(self: &Arc<Self>, limit: usize) -> Option<Counted> {
+        self.live
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |live| {
+                (live < limit).then_some(live + 1)
+            })
+            .ok()
+            .map(|_| Counted(Arc::clone(self)))
+    }
+}
+
+/// One session's place in a [`SessionCounter`].
+#[derive(Debug)]
+pub(crate) struct Counted(Arc<SessionCounter>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.live.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// The MCP server side of one session.
+pub(crate) struct McpSession {
+    tools: Arc<Mutex<SessionTools>>,
+    options: Arc<McpOptions>,
+    _counted: Option<Counted>,
+}
+
+impl McpSession {
+    /// A session with a fresh registration of `catalog`'s tools.
+    pub(crate) fn new(
+        catalog: &ToolCatalog,
+        options: Arc<McpOptions>,
+        counted: Option<Counted>,
+    ) -> Self {
+        Self {
+            tools: Arc::new(Mutex::new(SessionTools::open(catalog))),
+            options,
+            _counted: counted,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, SessionTools> {
+        lock(&self.tools)
+    }
+
+    /// The session's tools, after taking in any change of the catalog.
+    fn current(&self) -> ToolServerHandle {
+        let mut tools = self.lock();
+        tools.refresh();
+        tools.handle()
+    }
+}
+
+fn lock(tools: &Mutex<SessionTools>) -> MutexGuard<'_, SessionTools> {
+    // Every update replaces whole values: a panic cannot leave them half-done.
+    tools
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn mcp_tool(definition: LlmToolDefinition) -> Tool {
+    let schema = match definition.input_schema {
+        Value::Object(schema) => schema,
+        _ => serde_json::Map::new(),
+    };
+    Tool::new(definition.name, definition.description, Arc::new(schema))
+}
+
+impl ServerHandler for McpSession {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .build();
+        let mut info = ServerConfig::new(capabilities);
+        info.server_info = Implementation::new(&self.options.name, &self.options.version);
+        info.instructions.clone_from(&self.options.instructions);
+        info
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        // Tell the client when the catalog changes, for as long as the session lives.
+        let tools: Weak<Mutex<SessionTools>> = Arc::downgrade(&self.tools);
+        let mut changes = self.lock().changes();
+        let peer = context.peer;
+        tokio::spawn(async move {
+            while changes.changed().await.is_ok() {
+                let Some(tools) = tools.upgrade() else { return };
+                let changed = lock(&tools).refresh();
+                drop(tools);
+                if changed && peer.notify_tool_list_changed().await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let definitions = self.current().tool_definitions_sorted();
+        let total = definitions.len();
+        let start = match request.and_then(|r| r.cursor) {
+            None => 0,
+            Some(cursor) => cursor
+                .parse::<usize>()
+                .ok()
+                .filter(|&at| at <= total)
+                .ok_or_else(|| {
+                    ErrorData::invalid_params(
+                        format!("the cursor {cursor:?} is not one this server gave"),
+                        None,
+                    )
+                })?,
+        };
+        let end = start.saturating_add(self.options.page_size).min(total);
+        let page = definitions
+            .into_iter()
+            .skip(start)
+            .take(end - start)
+            .map(mcp_tool)
+            .collect::<Vec<_>>();
+        let mut result = ListToolsResult::with_all_items(page);
+        if end < total {
+            result.next_cursor = Some(end.to_string());
+        }
+        Ok(result)
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.current()
+            .get_tool(name)
+            .map(|(meta, _)| mcp_tool(LlmToolDefinition::from(&meta)))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let Some((_, tool)) = self.current().get_tool(&request.name) else {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "no tool named '{}'; call tools/list for the tools",
+                    request.name
+                ),
+                None,
+            ));
+        };
+        let input = Value::Object(request.arguments.unwrap_or_default()).to_string();
+        let progress = context.meta.get_progress_token();
+        let report = |done: f64, message: &str| {
+            let peer = context.peer.clone();
+            let progress = progress.clone();
+            let message = message.to_owned();
+            async move {
+                if let Some(token) = progress {
+                    let mut param = ProgressNotificationParam::new(token, done);
+                    param.total = Some(1.0);
+                    param.message = Some(message);
+                    let _ = peer.notify_progress(param).await;
+                }
+            }
+        };
+        report(0.0, &format!("calling {}", request.name)).await;
+        // A cancelled request drops the call: the plugin's instance is reset (its state is
+        // lost, and the next call says so), without counting as the plugin's failure.
+        let outcome = tokio::select! {
+            outcome = tool.execute(&input) => outcome,
+            () = context.ct.cancelled() => {
+                return Err(ErrorData::new(
+                    ErrorCode::INTERNAL_ERROR,
+                    format!("the call of '{}' was cancelled", request.name),
+                    None,
+                ));
+            }
+        };
+        report(1.0, &format!("{} finished", request.name)).await;
+        Ok(match outcome {
+            Ok(output) => CallToolResult::success(vec![ContentBlock::text(output)]),
+            // A tool's failure is a result the model can read, not a protocol error.
+            Err(error) => CallToolResult::error(vec![ContentBlock::text(error.to_string())]),
+        }
+        .into())
+    }
+}
