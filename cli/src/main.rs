@@ -29,40 +29,45 @@ macro_rules! outln {
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// More log output on stderr (-v: debug, -vv: trace). RUST_LOG overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+    /// Only errors on stderr.
+    #[arg(short, long, global = true)]
+    quiet: bool,
+}
+
+/// How plugins are loaded and limited: the options of every command that loads a directory.
+#[derive(clap::Args)]
+struct HostArgs {
     /// Keep compiled plugins here (default: $XDG_CACHE_HOME/llm-worker/compiled).
-    #[arg(long, global = true, value_name = "DIR")]
+    #[arg(long, value_name = "DIR")]
     cache_dir: Option<PathBuf>,
     /// Compile every plugin afresh; read and write no cache.
-    #[arg(long, global = true)]
+    #[arg(long)]
     no_cache: bool,
     /// Default memory limit per instance, in MiB (a policy file may override it).
-    #[arg(long, global = true, value_name = "MIB", default_value_t = 64,
+    #[arg(long, value_name = "MIB", default_value_t = 64,
           value_parser = clap::value_parser!(u64).range(1..=4096))]
     memory_mib: u64,
     /// Default time limit per call, in milliseconds (a policy file may override it).
-    #[arg(long, global = true, value_name = "MS", default_value_t = 10_000,
+    #[arg(long, value_name = "MS", default_value_t = 10_000,
           value_parser = clap::value_parser!(u64).range(1..=86_400_000))]
     timeout_ms: u64,
     /// Meter fuel: at most this many units per call (default: no metering; the time limit
     /// applies). Lets policy files set their own fuel.
-    #[arg(long, global = true, value_name = "UNITS",
+    #[arg(long, value_name = "UNITS",
           value_parser = clap::value_parser!(u64).range(1..))]
     fuel: Option<u64>,
-    /// More log output on stderr (-v: debug, -vv: trace). RUST_LOG overrides.
-    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
-    verbose: u8,
     /// Reserve N instance slots up front and reuse them (wasmtime's pooling allocator):
     /// plugins start faster, but at most N instances live at once, and each slot reserves
     /// ~8 GiB of address space (not memory). Default: map memory per instance, no cap.
-    #[arg(long, global = true, value_name = "N",
+    #[arg(long, value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..))]
     pool: Option<u32>,
     /// Also load plugins from subdirectories of DIR.
-    #[arg(short, long, global = true)]
+    #[arg(short, long)]
     recursive: bool,
-    /// Only errors on stderr.
-    #[arg(short, long, global = true)]
-    quiet: bool,
 }
 
 #[derive(Subcommand)]
@@ -71,6 +76,8 @@ enum Command {
     List {
         /// The plugin directory.
         dir: PathBuf,
+        #[command(flatten)]
+        host: HostArgs,
         /// Print JSON (one object per tool) instead of a table.
         #[arg(long)]
         json: bool,
@@ -79,6 +86,8 @@ enum Command {
     Call {
         /// The plugin directory.
         dir: PathBuf,
+        #[command(flatten)]
+        host: HostArgs,
         /// The tool's name.
         tool: String,
         /// The input, a JSON object; read from stdin when absent.
@@ -89,6 +98,8 @@ enum Command {
     Check {
         /// The plugin directory.
         dir: PathBuf,
+        #[command(flatten)]
+        host: HostArgs,
     },
     /// Serve the tools of DIR over MCP (tools/list, tools/call): on stdio, the connection is
     /// one session; over --http, each MCP session is one. A session's plugin state is kept
@@ -96,6 +107,8 @@ enum Command {
     Serve {
         /// The plugin directory.
         dir: PathBuf,
+        #[command(flatten)]
+        host: HostArgs,
         /// Pick up added, changed and removed plugin files while serving, and tell the client
         /// (notifications/tools/list_changed). Unchanged plugins keep their state; a broken
         /// new version does not take the working one away.
@@ -123,7 +136,7 @@ enum Command {
         /// loopback: localhost, 127.0.0.1, ::1; elsewhere any, as tokens are required).
         #[arg(long, value_name = "HOST", requires = "http")]
         allowed_host: Vec<String>,
-        /// With --http: a browser origin to accept, e.g. https://app.example.com
+        /// With --http: a browser origin to accept, e.g. `https://app.example.com`
         /// (repeatable); requests from other origins get 403.
         #[arg(long, value_name = "ORIGIN", requires = "http")]
         allowed_origin: Vec<String>,
@@ -141,6 +154,8 @@ enum Command {
     Schema {
         /// The plugin directory.
         dir: PathBuf,
+        #[command(flatten)]
+        host: HostArgs,
         /// openai, anthropic, gemini or mcp.
         #[arg(long, default_value = "openai")]
         format: ProviderFormat,
@@ -148,7 +163,9 @@ enum Command {
 }
 
 fn init_logging(cli: &Cli) {
-    let level = match (cli.quiet, cli.verbose) {
+    // `call` prints a failure as its error: a warning logging the same would say it twice.
+    let quiet = cli.quiet || (cli.verbose == 0 && matches!(cli.command, Command::Call { .. }));
+    let level = match (quiet, cli.verbose) {
         (true, _) => "error",
         (false, 0) => "warn",
         (false, 1) => "debug",
@@ -169,7 +186,7 @@ pub(crate) struct Loader {
     pub(crate) options: LoadDirOptions,
 }
 
-fn loader(cli: &Cli) -> Result<Loader, String> {
+fn loader(cli: &HostArgs) -> Result<Loader, String> {
     let limits = Limits::default()
         // 1..=4096 MiB (checked by clap): fits any usize of a 64-bit host.
         .memory_bytes(usize::try_from(cli.memory_mib << 20).unwrap_or(usize::MAX))
@@ -303,6 +320,11 @@ async fn call(
             );
             Ok(ExitCode::from(2))
         }
+        // The tool's own message ("Execution failed: …"), without the tool server's prefix.
+        Err(ToolServerError::ToolExecution(message)) => {
+            eprintln!("error: tool '{tool}': {message}");
+            Ok(ExitCode::FAILURE)
+        }
         Err(error) => {
             eprintln!("error: {error}");
             Ok(ExitCode::FAILURE)
@@ -427,15 +449,26 @@ build it with: cd {} && cargo build --release --target wasm32-wasip2",
             }
         };
     }
-    let result = match loader(&cli) {
+    let host = match &cli.command {
+        Command::List { host, .. }
+        | Command::Call { host, .. }
+        | Command::Check { host, .. }
+        | Command::Serve { host, .. }
+        | Command::Schema { host, .. } => Some(host),
+        Command::New { .. } => None,
+    };
+    let result = match host
+        .map(loader)
+        .unwrap_or_else(|| Err("nothing to load".into()))
+    {
         Err(error) => Err(error),
         Ok(loader) => match &cli.command {
-            Command::List { dir, json } => list(&mut out, &loader, dir, *json),
-            Command::Call { dir, tool, json } => {
-                call(&mut out, &loader, dir, tool, json.clone()).await
-            }
-            Command::Check { dir } => check(&mut out, &loader, dir),
-            Command::Schema { dir, format } => schema(&mut out, &loader, dir, *format),
+            Command::List { dir, json, .. } => list(&mut out, &loader, dir, *json),
+            Command::Call {
+                dir, tool, json, ..
+            } => call(&mut out, &loader, dir, tool, json.clone()).await,
+            Command::Check { dir, .. } => check(&mut out, &loader, dir),
+            Command::Schema { dir, format, .. } => schema(&mut out, &loader, dir, *format),
             Command::Serve {
                 dir,
                 watch,
@@ -445,6 +478,7 @@ build it with: cd {} && cargo build --release --target wasm32-wasip2",
                 idle_timeout,
                 allowed_host,
                 allowed_origin,
+                ..
             } => {
                 let options = serve::ServeOptions {
                     watch: *watch,

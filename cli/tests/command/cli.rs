@@ -17,11 +17,17 @@ fn plugin_dir(name: &str, plugins: &[&str]) -> (PathBuf, PathBuf) {
 }
 
 fn run(cache: &Path, args: &[&str], stdin: Option<&str>) -> Output {
+    // The loading options go after the subcommand: `llm-worker list --cache-dir DIR …`.
+    let at = args
+        .iter()
+        .position(|arg| ["list", "call", "check", "schema", "serve"].contains(arg))
+        .map_or(args.len(), |at| at + 1);
     let mut command = Command::new(env!("CARGO_BIN_EXE_llm-worker"));
     command
+        .args(&args[..at])
         .arg("--cache-dir")
         .arg(cache)
-        .args(args)
+        .args(&args[at..])
         .env_remove("RUST_LOG")
         .stdin(if stdin.is_some() {
             Stdio::piped()
@@ -274,9 +280,9 @@ fn a_pool_serves_calls_and_says_when_it_is_too_small() {
     let out = run(
         &cache,
         &[
+            "call",
             "--pool",
             "4",
-            "call",
             path(&dir),
             "greet",
             r#"{"name":"Ada"}"#,
@@ -290,9 +296,9 @@ fn a_pool_serves_calls_and_says_when_it_is_too_small() {
     let out = run(
         &cache,
         &[
+            "call",
             "--pool",
             "1",
-            "call",
             path(&dir),
             "greet",
             r#"{"name":"Ada"}"#,
@@ -318,7 +324,7 @@ fn limits_on_the_command_line_are_validated_like_policy_values() {
         ("--fuel", "0"),
         ("--pool", "0"),
     ] {
-        let out = run(&cache, &[flag, value, "list", path(&dir)], None);
+        let out = run(&cache, &["list", flag, value, path(&dir)], None);
         assert_eq!(out.status.code(), Some(2), "{flag} {value}");
         let message = stderr(&out);
         assert!(
@@ -326,6 +332,59 @@ fn limits_on_the_command_line_are_validated_like_policy_values() {
             "{flag} {value}: {message}"
         );
     }
-    let out = run(&cache, &["--memory-mib", "4096", "list", path(&dir)], None);
+    let out = run(&cache, &["list", "--memory-mib", "4096", path(&dir)], None);
     assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn call_reports_a_failure_once_and_ends_its_output_with_a_newline() {
+    let (dir, cache) = plugin_dir("cli-call-once", &["calc", "trapper"]);
+    let out = run(
+        &cache,
+        &[
+            "call",
+            path(&dir),
+            "divide",
+            r#"{"dividend":1,"divisor":0}"#,
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let message = stderr(&out);
+    assert_eq!(
+        message,
+        "error: tool 'divide': Execution failed: division by zero; give a divisor other than 0\n",
+        "one line, one prefix"
+    );
+    // A trap is logged by the host and returned as the error: printed once.
+    let out = run(&cache, &["call", path(&dir), "panic", "{}"], None);
+    assert_eq!(out.status.code(), Some(1));
+    let message = stderr(&out);
+    assert!(message.contains("panicked"), "{message}");
+    assert_eq!(message.lines().count(), 1, "{message}");
+    let out = run(
+        &cache,
+        &["call", path(&dir), "add", r#"{"a":1,"b":2}"#],
+        None,
+    );
+    assert_eq!(stdout(&out), "3.0\n");
+}
+
+#[test]
+fn new_help_shows_only_what_applies_to_new() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"))
+        .args(["new", "--help"])
+        .output()
+        .expect("run");
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("--sdk"), "{help}");
+    for unrelated in [
+        "--cache-dir",
+        "--memory-mib",
+        "--pool",
+        "--recursive",
+        "--fuel",
+    ] {
+        assert!(!help.contains(unrelated), "{unrelated} in: {help}");
+    }
 }

@@ -52,9 +52,8 @@ impl Server {
             std::fs::copy(plugin_path(plugin), dir.join(format!("{plugin}.wasm"))).expect("copy");
         }
         let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"))
-            .arg("--cache-dir")
+            .args(["serve", "--http", address, "--cache-dir"])
             .arg(root.join("cache"))
-            .args(["serve", "--http", address])
             .args(flags)
             .arg(&dir)
             .stderr(std::process::Stdio::piped())

@@ -33,9 +33,9 @@ async fn an_mcp_client_lists_and_calls_tools_in_one_session() {
     }
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"));
     command
+        .arg("serve")
         .arg("--cache-dir")
         .arg(root.join("cache"))
-        .arg("serve")
         .arg(&dir);
     let transport = TokioChildProcess::new(command).expect("spawn llm-worker serve");
     let client = ().serve(transport).await.expect("initialize");
@@ -116,9 +116,8 @@ async fn watch_picks_up_new_changed_and_broken_plugins() {
     std::fs::copy(plugin_path("counter"), dir.join("counter.wasm")).expect("copy");
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"));
     command
-        .arg("--cache-dir")
+        .args(["serve", "--watch", "--cache-dir"])
         .arg(root.join("cache"))
-        .args(["serve", "--watch"])
         .arg(&dir);
     let watcher = Watcher::default();
     let changes = std::sync::Arc::clone(&watcher.changes);
