@@ -140,6 +140,10 @@ enum Command {
         /// (repeatable); requests from other origins get 403.
         #[arg(long, value_name = "ORIGIN", requires = "http")]
         allowed_origin: Vec<String>,
+        /// With --http: start every session id with PREFIX (this replica's name), for a load
+        /// balancer to route each session to its replica (docs/deploy.md).
+        #[arg(long, value_name = "PREFIX", requires = "http")]
+        session_prefix: Option<String>,
     },
     /// Create a new plugin crate NAME (in the current directory) that builds and loads as
     /// it is.
@@ -478,6 +482,7 @@ build it with: cd {} && cargo build --release --target wasm32-wasip2",
                 idle_timeout,
                 allowed_host,
                 allowed_origin,
+                session_prefix,
                 ..
             } => {
                 let options = serve::ServeOptions {
@@ -488,6 +493,7 @@ build it with: cd {} && cargo build --release --target wasm32-wasip2",
                     idle_timeout: Duration::from_secs(*idle_timeout),
                     allowed_hosts: allowed_host.clone(),
                     allowed_origins: allowed_origin.clone(),
+                    session_prefix: session_prefix.clone(),
                 };
                 serve::serve(loader, dir.clone(), options)
                     .await

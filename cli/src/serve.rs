@@ -22,6 +22,7 @@ pub(crate) struct ServeOptions {
     pub(crate) idle_timeout: Duration,
     pub(crate) allowed_hosts: Vec<String>,
     pub(crate) allowed_origins: Vec<String>,
+    pub(crate) session_prefix: Option<String>,
 }
 
 /// What a plugin file and its policy looked like at the last scan: sizes and modification
@@ -120,12 +121,15 @@ pub(crate) async fn serve(
              FILE`; or serve on 127.0.0.1"
         ));
     }
-    let http = HttpOptions::default()
+    let mut http = HttpOptions::default()
         .tokens(tokens)
         .max_sessions(options.max_sessions)
         .idle_timeout(options.idle_timeout)
         .allowed_hosts(options.allowed_hosts)
         .allowed_origins(options.allowed_origins);
+    if let Some(prefix) = options.session_prefix {
+        http = http.session_prefix(prefix);
+    }
     // Clients (and tests) read the address from here, e.g. when the port was 0.
     eprintln!("llm-worker: serving MCP on http://{local}/");
     llm_worker::mcp::serve_http(listener, catalog, mcp, http)

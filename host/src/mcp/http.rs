@@ -10,7 +10,14 @@ use bytes::Bytes;
 use http::{Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full, combinators::BoxBody};
 use hyper_util::rt::TokioIo;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use futures::Stream;
+use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::transport::WorkerTransport;
+use rmcp::transport::common::server_side_http::{ServerSseMessage, SessionId, session_id};
+use rmcp::transport::streamable_http_server::session::SessionManager;
+use rmcp::transport::streamable_http_server::session::local::{
+    LocalSessionManager, LocalSessionManagerError, create_local_session,
+};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use subtle::ConstantTimeEq;
 
@@ -38,6 +45,10 @@ pub struct HttpOptions {
     /// Browser origins accepted (e.g. `https://app.example.com`); a request with any other
     /// `Origin` header gets 403. Requests without `Origin` (not from a browser) pass.
     pub allowed_origins: Vec<String>,
+    /// A prefix of every session id this server gives (letters, digits, `-`, `_`; at most
+    /// 32): behind a load balancer, each replica gets its own, and the balancer sends a
+    /// request to the replica whose prefix its `Mcp-Session-Id` carries.
+    pub session_prefix: Option<String>,
 }
 
 impl std::fmt::Debug for HttpOptions {
@@ -49,6 +60,7 @@ impl std::fmt::Debug for HttpOptions {
             .field("max_body_bytes", &self.max_body_bytes)
             .field("allowed_hosts", &self.allowed_hosts)
             .field("allowed_origins", &self.allowed_origins)
+            .field("session_prefix", &self.session_prefix)
             .finish()
     }
 }
@@ -98,6 +110,13 @@ impl HttpOptions {
     #[must_use]
     pub fn allowed_hosts(mut self, hosts: impl IntoIterator<Item = impl Into<String>>) -> Self {
         self.allowed_hosts = hosts.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Sets the prefix of session ids (see [`HttpOptions::session_prefix`]).
+    #[must_use]
+    pub fn session_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.session_prefix = Some(prefix.into());
         self
     }
 
@@ -216,8 +235,20 @@ pub async fn serve_http(
     } else {
         config.disable_allowed_hosts()
     };
-    let mut manager = LocalSessionManager::default();
-    manager.session_config.keep_alive = Some(http.idle_timeout.unwrap_or(DEFAULT_IDLE_TIMEOUT));
+    let mut local = LocalSessionManager::default();
+    local.session_config.keep_alive = Some(http.idle_timeout.unwrap_or(DEFAULT_IDLE_TIMEOUT));
+    let prefix = http.session_prefix.clone().unwrap_or_default();
+    if prefix.len() > 32
+        || !prefix
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        return Err(McpError::Session(format!(
+            "the session prefix {prefix:?} is not allowed: use at most 32 letters, digits, '-' \
+             and '_'"
+        )));
+    }
+    let manager = PrefixedSessions { local, prefix };
     let options = Arc::new(options);
     let factory_sessions = Arc::clone(&sessions);
     let service = StreamableHttpService::new(
@@ -261,5 +292,72 @@ pub async fn serve_http(
                 tracing::debug!("HTTP connection ended: {error}");
             }
         });
+    }
+}
+
+/// rmcp's in-process sessions, with a prefix on every session id (the replica's name, for a
+/// load balancer to route by).
+struct PrefixedSessions {
+    local: LocalSessionManager,
+    prefix: String,
+}
+
+impl SessionManager for PrefixedSessions {
+    type Error = LocalSessionManagerError;
+    type Transport = <LocalSessionManager as SessionManager>::Transport;
+
+    /// A session as rmcp's local manager makes one, under a prefixed id.
+    async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
+        let id = SessionId::from(format!("{}{}", self.prefix, session_id()));
+        let (handle, worker) = create_local_session(id.clone(), self.local.session_config.clone());
+        self.local.sessions.write().await.insert(id.clone(), handle);
+        Ok((id, WorkerTransport::spawn(worker)))
+    }
+
+    async fn initialize_session(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<ServerJsonRpcMessage, Self::Error> {
+        self.local.initialize_session(id, message).await
+    }
+
+    async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {
+        self.local.has_session(id).await
+    }
+
+    async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
+        self.local.close_session(id).await
+    }
+
+    async fn create_stream(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        self.local.create_stream(id, message).await
+    }
+
+    async fn accept_message(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<(), Self::Error> {
+        self.local.accept_message(id, message).await
+    }
+
+    async fn create_standalone_stream(
+        &self,
+        id: &SessionId,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        self.local.create_standalone_stream(id).await
+    }
+
+    async fn resume(
+        &self,
+        id: &SessionId,
+        last_event_id: String,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        self.local.resume(id, last_event_id).await
     }
 }
