@@ -7,10 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures::Stream;
 use http::{Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full, combinators::BoxBody};
 use hyper_util::rt::TokioIo;
-use futures::Stream;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use rmcp::transport::WorkerTransport;
 use rmcp::transport::common::server_side_http::{ServerSseMessage, SessionId, session_id};

@@ -1,0 +1,348 @@
+//! What serving costs: `tools/call` throughput over streamable HTTP with 1, 10 and 100
+//! concurrent sessions against a trivial rmcp server with the same tool (the floor), the cost
+//! of opening a session, resident memory per open session, and the start of the command.
+//!
+//! ```sh
+//! cargo bench -p llm-worker-cli --bench serve [-- SECTION…]   # throughput, open, memory, start
+//! ```
+//!
+//! Prints Markdown tables; every ratio is between setups measured in this one run.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use llm_worker::PluginHost;
+use llm_worker::mcp::{HttpOptions, McpOptions, ToolCatalog};
+use llm_worker_tests::bench::{median, ratio, show};
+use llm_worker_tests::{plugin_path, scratch_dir};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::{RequestContext, RoleClient, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use serde_json::json;
+
+/// The floor: an rmcp server with one `echo` tool and nothing else.
+#[derive(Clone)]
+struct Floor;
+
+impl ServerHandler for Floor {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let schema = json!({"type": "object", "properties": {"text": {"type": "string"}}});
+        let schema = schema.as_object().cloned().unwrap_or_default();
+        Ok(ListToolsResult::with_all_items(vec![Tool::new(
+            "echo",
+            "Echoes",
+            Arc::new(schema),
+        )]))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let text = serde_json::Value::Object(request.arguments.unwrap_or_default()).to_string();
+        Ok(CallToolResult::success(vec![ContentBlock::text(text)]).into())
+    }
+}
+
+/// Serves the floor on a new loopback port; returns its URL.
+async fn floor_server() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/", listener.local_addr().expect("address"));
+    let service = StreamableHttpService::new(
+        || Ok(Floor),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    );
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            let service = service.clone();
+            tokio::spawn(async move {
+                let handler = hyper::service::service_fn(move |request| {
+                    let service = service.clone();
+                    async move { Ok::<_, std::convert::Infallible>(service.handle(request).await) }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), handler)
+                    .await;
+            });
+        }
+    });
+    url
+}
+
+/// Serves `plugins` with llm-worker's library on a new loopback port; returns its URL.
+async fn llm_worker_server(plugins: &[&str]) -> String {
+    let host = PluginHost::new().expect("host");
+    let loaded: Vec<_> = plugins
+        .iter()
+        .map(|name| host.load(plugin_path(name)).expect("load"))
+        .collect();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/", listener.local_addr().expect("address"));
+    tokio::spawn(llm_worker::mcp::serve_http(
+        listener,
+        ToolCatalog::from_plugins(&loaded),
+        McpOptions::new("bench", "1"),
+        HttpOptions::default().max_sessions(10_000),
+    ));
+    url
+}
+
+async fn connect(url: &str) -> RunningService<RoleClient, ()> {
+    ().serve(StreamableHttpClientTransport::from_uri(url))
+        .await
+        .expect("initialize")
+}
+
+fn echo_call() -> CallToolRequestParams {
+    let arguments = json!({"text": "hello"});
+    CallToolRequestParams::new("echo")
+        .with_arguments(arguments.as_object().cloned().unwrap_or_default())
+}
+
+/// Calls per second of `sessions` sessions calling `echo` as fast as they can for `window`.
+async fn throughput(url: &str, sessions: usize, window: Duration) -> f64 {
+    let mut clients = Vec::with_capacity(sessions);
+    for _ in 0..sessions {
+        clients.push(Arc::new(connect(url).await));
+    }
+    for client in &clients {
+        client.call_tool(echo_call()).await.expect("warm-up call");
+    }
+    let done = Arc::new(AtomicU64::new(0));
+    let until = Instant::now() + window;
+    let tasks: Vec<_> = clients
+        .iter()
+        .map(|client| {
+            let (client, done) = (Arc::clone(client), Arc::clone(&done));
+            tokio::spawn(async move {
+                while Instant::now() < until {
+                    if client.call_tool(echo_call()).await.is_ok() {
+                        done.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        let _ = task.await;
+    }
+    let calls = done.load(Ordering::Relaxed) as f64;
+    for client in clients {
+        if let Ok(client) = Arc::try_unwrap(client) {
+            let _ = client.cancel().await;
+        }
+    }
+    calls / window.as_secs_f64()
+}
+
+fn section_throughput(runtime: &tokio::runtime::Runtime) {
+    let (ours, floor) =
+        runtime.block_on(async { (llm_worker_server(&["echo"]).await, floor_server().await) });
+    println!(
+        "\n| tools/call over HTTP, concurrent sessions | llm-worker (calls/s) | rmcp floor (calls/s) | llm-worker / floor |"
+    );
+    println!("|---|---|---|---|");
+    for sessions in [1, 10, 100] {
+        let window = Duration::from_secs(3);
+        // Alternate the two, twice, and keep each one's better run (the machine is shared).
+        let mut best = (0.0f64, 0.0f64);
+        for _ in 0..2 {
+            let a = runtime.block_on(throughput(&ours, sessions, window));
+            let b = runtime.block_on(throughput(&floor, sessions, window));
+            best = (best.0.max(a), best.1.max(b));
+        }
+        println!(
+            "| {sessions} | {:.0} | {:.0} | {:.2}× |",
+            best.0,
+            best.1,
+            best.0 / best.1
+        );
+    }
+}
+
+fn section_open(runtime: &tokio::runtime::Runtime) {
+    let (ours, six, floor) = runtime.block_on(async {
+        (
+            llm_worker_server(&["echo"]).await,
+            llm_worker_server(&["greet", "counter", "notes", "calc", "text", "search"]).await,
+            floor_server().await,
+        )
+    });
+    let open = |url: &str| {
+        median(3, |n| {
+            runtime.block_on(async {
+                for _ in 0..n {
+                    let client = connect(url).await;
+                    let _ = client.cancel().await;
+                }
+            });
+        })
+    };
+    let (floor_open, ours_open, six_open) = (open(&floor), open(&ours), open(&six));
+    println!(
+        "\n| opening a session (initialize … close, as a client sees it) | median | vs floor |"
+    );
+    println!("|---|---|---|");
+    println!("| rmcp floor | {} | 1.00× |", show(floor_open));
+    println!(
+        "| llm-worker, echo plugin | {} | {} |",
+        show(ours_open),
+        ratio(ours_open, floor_open)
+    );
+    println!(
+        "| llm-worker, the six example plugins | {} | {} |",
+        show(six_open),
+        ratio(six_open, floor_open)
+    );
+}
+
+/// The resident memory of process `pid`, in bytes.
+fn resident(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+fn section_memory(runtime: &tokio::runtime::Runtime) {
+    use tokio::io::AsyncBufReadExt;
+    let root = scratch_dir("bench-memory");
+    let dir = root.join("plugins");
+    std::fs::create_dir(&dir).expect("mkdir");
+    for name in ["greet", "counter", "notes", "calc", "text", "search"] {
+        std::fs::copy(plugin_path(name), dir.join(format!("{name}.wasm"))).expect("copy");
+    }
+    runtime.block_on(async {
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"))
+            .args(["serve", "--http", "127.0.0.1:0", "--max-sessions", "1000", "-q", "--cache-dir"])
+            .arg(root.join("cache"))
+            .arg(&dir)
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn llm-worker serve");
+        let pid = child.id().expect("pid");
+        let mut lines = tokio::io::BufReader::new(child.stderr.take().expect("stderr")).lines();
+        let mut url = String::new();
+        while let Ok(Some(line)) = lines.next_line().await {
+            if let Some(found) = line.strip_prefix("llm-worker: serving MCP on ") {
+                url = found.to_owned();
+                break;
+            }
+        }
+        // One session first, so that what every session shares is counted before.
+        let first = connect(&url).await;
+        first.call_tool(CallToolRequestParams::new("count")).await.expect("count");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let before = resident(pid);
+        let mut sessions = Vec::new();
+        for _ in 0..100 {
+            let client = connect(&url).await;
+            client.call_tool(CallToolRequestParams::new("count")).await.expect("count");
+            sessions.push(client);
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let after = resident(pid);
+        println!("\n| memory of `llm-worker serve --http`, six example plugins | resident per open session |");
+        println!("|---|---|");
+        match (before, after) {
+            (Some(before), Some(after)) => println!(
+                "| 100 sessions, each after one call (so every plugin instance is started) | {:.1} KiB |",
+                after.saturating_sub(before) as f64 / 100.0 / 1024.0
+            ),
+            _ => println!("| (no /proc here) | – |"),
+        }
+        for client in sessions {
+            let _ = client.cancel().await;
+        }
+        let _ = first.cancel().await;
+        let _ = child.kill().await;
+    });
+}
+
+/// `llm-worker list` on 50 plugin files with a warm cache, as a process.
+fn section_start() {
+    let dir = scratch_dir("bench-50");
+    let plugins = dir.join("plugins");
+    std::fs::create_dir(&plugins).expect("mkdir");
+    for i in 0..50 {
+        std::fs::copy(
+            plugin_path("echo"),
+            plugins.join(format!("echo{i:02}.wasm")),
+        )
+        .expect("copy");
+    }
+    let run = || {
+        let status = std::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"))
+            .args(["-q", "list", "--cache-dir"])
+            .arg(dir.join("cache"))
+            .arg(&plugins)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .expect("run llm-worker");
+        std::hint::black_box(status);
+    };
+    run(); // fills the cache
+    let start = median(5, |n| {
+        for _ in 0..n {
+            run();
+        }
+    });
+    println!("\n| start | median |");
+    println!("|---|---|");
+    println!(
+        "| `llm-worker list` on 50 plugin files, warm cache (copies of one plugin) | {} |",
+        show(start)
+    );
+}
+
+const SECTIONS: [&str; 4] = ["throughput", "open", "memory", "start"];
+
+fn main() {
+    let filters: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|arg| !arg.starts_with('-'))
+        .collect();
+    let wanted =
+        |section: &str| filters.is_empty() || filters.iter().any(|f| section.contains(f.as_str()));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    println!("\nllm-worker serving benchmarks (ratios from this run)");
+    for section in SECTIONS.into_iter().filter(|s| wanted(s)) {
+        match section {
+            "throughput" => section_throughput(&runtime),
+            "open" => section_open(&runtime),
+            "memory" => section_memory(&runtime),
+            _ => section_start(),
+        }
+    }
+    println!();
+}
