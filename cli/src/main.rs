@@ -65,9 +65,13 @@ struct HostArgs {
     #[arg(long, value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..))]
     pool: Option<u32>,
-    /// Also load plugins from subdirectories of DIR.
+    /// Also load plugins from subdirectories of DIR (build output directories named
+    /// `target` are skipped, unless --include-target).
     #[arg(short, long)]
     recursive: bool,
+    /// With -r: read `target` directories too.
+    #[arg(long, requires = "recursive")]
+    include_target: bool,
 }
 
 #[derive(Subcommand)]
@@ -90,7 +94,7 @@ enum Command {
         host: HostArgs,
         /// The tool's name.
         tool: String,
-        /// The input, a JSON object; read from stdin when absent.
+        /// The input, a JSON object; read from stdin when absent or `-`.
         json: Option<String>,
     },
     /// Load every plugin in DIR and report, per file, whether it loads, what it imports and
@@ -175,13 +179,26 @@ fn init_logging(cli: &Cli) {
         (false, 1) => "debug",
         (false, _) => "trace",
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    let mut invalid = None;
+    let filter = match std::env::var("RUST_LOG") {
+        Ok(value) if !value.trim().is_empty() => tracing_subscriber::EnvFilter::try_new(&value)
+            .unwrap_or_else(|error| {
+                invalid = Some((value, error));
+                tracing_subscriber::EnvFilter::new(level)
+            }),
+        _ => tracing_subscriber::EnvFilter::new(level),
+    };
+    // Colours only for a person at a terminal: MCP clients and log files capture stderr.
+    use std::io::IsTerminal;
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)
         .init();
+    if let Some((value, error)) = invalid {
+        tracing::error!("RUST_LOG={value:?} is not a valid filter ({error}); logging at {level}");
+    }
 }
 
 /// The host and how it reads plugin directories.
@@ -211,29 +228,59 @@ fn loader(cli: &HostArgs) -> Result<Loader, String> {
     let host = builder.build().map_err(|e| e.to_string())?;
     Ok(Loader {
         host,
-        options: LoadDirOptions::default().recursive(cli.recursive),
+        options: LoadDirOptions::default()
+            .recursive(cli.recursive)
+            .include_build_dirs(cli.include_target),
     })
 }
 
 /// Loads a directory (with a progress bar when stderr is a terminal), warning about refused
-/// plugins on stderr.
+/// plugins, stray policy files and a directory without plugins.
 fn load(loader: &Loader, dir: &Path) -> Result<PluginDir, String> {
     let loaded = load_with_progress(loader, dir)?;
     for failure in &loaded.failures {
-        eprintln!("warning: {failure}");
+        tracing::warn!("{failure}");
     }
+    warn_about(&loaded, dir, loader.options);
     Ok(loaded)
+}
+
+/// What a directory without `.wasm` files needs, for messages.
+pub(crate) fn no_plugins(dir: &Path, options: LoadDirOptions) -> String {
+    format!(
+        "{} holds no plugins (no `.wasm` files{}); build plugins with `cargo build --release \
+         --target wasm32-wasip2` and copy their `.wasm` files there (./scripts/demo.sh fills \
+         target/demo-plugins with the examples)",
+        dir.display(),
+        if options.recursive {
+            ", also in its subdirectories"
+        } else {
+            "; -r reads subdirectories"
+        }
+    )
+}
+
+/// Warns about policy files that belong to no plugin and about a directory without plugins.
+pub(crate) fn warn_about(loaded: &PluginDir, dir: &Path, options: LoadDirOptions) {
+    for warning in &loaded.warnings {
+        tracing::warn!("{warning}");
+    }
+    if loaded.plugins.is_empty() && loaded.failures.is_empty() {
+        tracing::warn!("{}", no_plugins(dir, options));
+    }
 }
 
 fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or_default()
 }
 
-fn file_name(plugin: &LoadedPlugin) -> String {
-    plugin
-        .path()
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
+/// A plugin's file as the user knows it: its path within the directory (`sub/counter.wasm`).
+fn file_name(plugin: &LoadedPlugin, dir: &Path) -> String {
+    let path = plugin.path();
+    path.strip_prefix(dir)
+        .ok()
+        .or_else(|| path.file_name().map(Path::new))
+        .map(|p| p.to_string_lossy().into_owned())
         .unwrap_or_default()
 }
 
@@ -245,7 +292,7 @@ fn list(out: &mut String, loader: &Loader, dir: &Path, as_json: bool) -> Result<
         .flat_map(|p| {
             p.tools()
                 .iter()
-                .map(move |m| (m.name.as_str(), file_name(p), m))
+                .map(move |m| (m.name.as_str(), file_name(p, dir), m))
         })
         .collect();
     rows.sort_by(|a, b| a.0.cmp(b.0));
@@ -275,6 +322,18 @@ fn list(out: &mut String, loader: &Loader, dir: &Path, as_json: bool) -> Result<
             first_line(&meta.description)
         );
     }
+    // Plugins that failed are listed as such, not left out (the reasons are on stderr).
+    for failure in &loaded.failures {
+        let file = failure
+            .path()
+            .map(|path| path.strip_prefix(dir).unwrap_or(path).display().to_string())
+            .unwrap_or_default();
+        outln!(
+            out,
+            "{:tool_width$}  {file:file_width$}  failed to load: see the warning above",
+            "-"
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -285,17 +344,31 @@ async fn call(
     tool: &str,
     input: Option<String>,
 ) -> Result<ExitCode, String> {
-    let input = match input {
-        Some(input) => input,
-        None => {
+    let input = match input.as_deref() {
+        Some("-") | None => {
+            use std::io::IsTerminal;
+            if std::io::stdin().is_terminal() {
+                eprintln!(
+                    "reading the input of '{tool}' (a JSON object) from stdin; end it with \
+                     Ctrl-D, or give it as an argument"
+                );
+            }
             let mut input = String::new();
             std::io::stdin()
                 .read_to_string(&mut input)
                 .map_err(|e| format!("cannot read the input from stdin: {e}"))?;
+            // Editors on some systems start a file with a byte-order mark.
             input
+                .strip_prefix('\u{feff}')
+                .map(str::to_owned)
+                .unwrap_or(input)
         }
+        Some(input) => input.to_owned(),
     };
     let loaded = load(loader, dir)?;
+    if loaded.plugins.is_empty() && loaded.failures.is_empty() {
+        return Err(no_plugins(dir, loader.options));
+    }
     let mut worker = Worker::new();
     worker
         .register_tools(loaded.definitions())
@@ -317,12 +390,24 @@ async fn call(
                 .into_iter()
                 .map(|d| d.name)
                 .collect();
+            if loaded.failures.is_empty() {
+                eprintln!(
+                    "error: no tool '{name}' in {}; the tools are: {}",
+                    dir.display(),
+                    names.join(", ")
+                );
+                return Ok(ExitCode::from(2));
+            }
+            // A plugin that failed may be the one offering it: say so, and why it failed.
+            let failed: Vec<String> = loaded.failures.iter().map(ToString::to_string).collect();
             eprintln!(
-                "error: no tool '{name}' in {}; the tools are: {}",
+                "error: no tool '{name}' among the plugins that loaded in {}, but {} plugin(s) \
+                 failed to load or start and may offer it: {}",
                 dir.display(),
-                names.join(", ")
+                failed.len(),
+                failed.join("; ")
             );
-            Ok(ExitCode::from(2))
+            Ok(ExitCode::FAILURE)
         }
         // The tool's own message ("Execution failed: …"), without the tool server's prefix.
         Err(ToolServerError::ToolExecution(message)) => {
@@ -343,7 +428,7 @@ fn check(out: &mut String, loader: &Loader, dir: &Path) -> Result<ExitCode, Stri
         outln!(
             out,
             "ok       {}  tools: {}",
-            file_name(plugin),
+            file_name(plugin, dir),
             plugin.tool_names().join(", ")
         );
         let asks: Vec<&str> = plugin

@@ -10,6 +10,126 @@ fn local_sdk() -> Option<PathBuf> {
         .ok()
 }
 
+/// Rust's keywords and the names of the standard crates: not usable as a crate's name.
+const RESERVED: &[&str] = &[
+    "as",
+    "async",
+    "await",
+    "break",
+    "const",
+    "continue",
+    "crate",
+    "dyn",
+    "else",
+    "enum",
+    "extern",
+    "false",
+    "fn",
+    "for",
+    "gen",
+    "if",
+    "impl",
+    "in",
+    "let",
+    "loop",
+    "match",
+    "mod",
+    "move",
+    "mut",
+    "pub",
+    "ref",
+    "return",
+    "self",
+    "static",
+    "struct",
+    "super",
+    "trait",
+    "true",
+    "try",
+    "type",
+    "unsafe",
+    "use",
+    "where",
+    "while",
+    "abstract",
+    "become",
+    "box",
+    "do",
+    "final",
+    "macro",
+    "override",
+    "priv",
+    "typeof",
+    "unsized",
+    "virtual",
+    "yield",
+    "alloc",
+    "core",
+    "proc_macro",
+    "std",
+    "test",
+];
+
+/// `path` relative to `from` (both absolute, links resolved).
+fn relative(path: &Path, from: &Path) -> PathBuf {
+    let shared = path
+        .components()
+        .zip(from.components())
+        .take_while(|(a, b)| a == b)
+        .count();
+    let mut relative = PathBuf::new();
+    for _ in from.components().skip(shared) {
+        relative.push("..");
+    }
+    relative.extend(path.components().skip(shared));
+    relative
+}
+
+/// The `llm-worker-guest` dependency of a crate at `dir`, never an absolute path (the crate
+/// is to be shared): the SDK given with `--sdk`, as a path relative to the crate; else this
+/// llm-worker's own SDK, relative, when the crate is inside its checkout; else the published
+/// version.
+fn dependency(dir: &Path, sdk: Option<&Path>) -> Result<String, String> {
+    let crate_dir = dir
+        .parent()
+        .and_then(|parent| parent.canonicalize().ok())
+        .map(|parent| parent.join(dir.file_name().unwrap_or_default()))
+        .ok_or_else(|| format!("cannot resolve {}", dir.display()))?;
+    let path = |sdk: &Path| {
+        format!(
+            "{{ path = {:?} }}",
+            relative(sdk, &crate_dir).display().to_string()
+        )
+    };
+    if let Some(sdk) = sdk {
+        let found = sdk
+            .canonicalize()
+            .ok()
+            .filter(|sdk| sdk.join("Cargo.toml").is_file())
+            .ok_or_else(|| {
+                format!(
+                    "--sdk {}: there is no crate there (no Cargo.toml); give the guest-sdk \
+                     directory of an llm-worker checkout",
+                    sdk.display()
+                )
+            })?;
+        return Ok(path(&found));
+    }
+    match local_sdk() {
+        Some(sdk)
+            if sdk
+                .parent()
+                .is_some_and(|checkout| crate_dir.starts_with(checkout)) =>
+        {
+            Ok(path(&sdk))
+        }
+        _ => Ok(format!(
+            "\"{}\"  # from crates.io; or {{ path = \"…/guest-sdk\" }} of a checkout",
+            env!("CARGO_PKG_VERSION")
+        )),
+    }
+}
+
 /// Creates the crate `name` in `parent`. `sdk` overrides where `llm-worker-guest` comes from.
 pub(crate) fn scaffold(parent: &Path, name: &str, sdk: Option<&Path>) -> Result<PathBuf, String> {
     let valid = name.chars().next().is_some_and(|c| c.is_ascii_lowercase())
@@ -22,6 +142,12 @@ pub(crate) fn scaffold(parent: &Path, name: &str, sdk: Option<&Path>) -> Result<
              starting with a letter"
         ));
     }
+    if RESERVED.contains(&name.replace('-', "_").as_str()) {
+        return Err(format!(
+            "{name:?} is a Rust keyword or the name of a standard crate; choose another name, \
+             e.g. \"{name}-tool\""
+        ));
+    }
     let dir = parent.join(name);
     if dir.exists() {
         return Err(format!(
@@ -29,10 +155,7 @@ pub(crate) fn scaffold(parent: &Path, name: &str, sdk: Option<&Path>) -> Result<
             dir.display()
         ));
     }
-    let dependency = match sdk.map(Path::to_owned).or_else(local_sdk) {
-        Some(path) => format!("{{ path = {:?} }}", path.display().to_string()),
-        None => format!("\"{}\"", env!("CARGO_PKG_VERSION")),
-    };
+    let dependency = dependency(&dir, sdk)?;
     let type_name: String = name
         .split(['-', '_'])
         .filter(|part| !part.is_empty())
@@ -96,7 +219,7 @@ llm_worker_guest::export_plugin!({type_name});
 #[cfg(test)]
 mod tests {{
     use super::*;
-    use llm_worker_guest::__private::block_on;
+    use llm_worker_guest::block_on;
 
     #[test]
     fn says_hello() {{

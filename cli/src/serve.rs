@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use llm_worker::mcp::{HttpOptions, McpOptions, ToolCatalog, ToolGroup};
-use llm_worker::{LoadDirOptions, PluginDir, SandboxPolicy};
+use llm_worker::{LoadDirOptions, PluginDir, PluginError, SandboxPolicy};
 
 use super::Loader;
 
@@ -55,6 +55,8 @@ fn scan(dir: &Path, options: LoadDirOptions) -> BTreeMap<PathBuf, Fingerprint> {
 #[derive(Default)]
 struct Served {
     groups: BTreeMap<PathBuf, ToolGroup>,
+    /// The problems reported at the last load, so that a rescan does not repeat them.
+    reported: std::collections::BTreeSet<String>,
 }
 
 impl Served {
@@ -72,9 +74,32 @@ impl Served {
                 self.groups.insert(path, group);
             }
         }
-        for failure in loaded.failures {
-            tracing::warn!("{failure}");
+        let mut problems = std::collections::BTreeSet::new();
+        for failure in &loaded.failures {
+            let problem = match failure {
+                // Two plugins offering one tool are both refused by a fresh load; while
+                // serving, the one served already keeps serving, and only the other is out.
+                PluginError::ToolNameClash { path, .. } if self.groups.contains_key(path) => {
+                    continue;
+                }
+                PluginError::ToolNameClash {
+                    path, other, tool, ..
+                } if self.groups.contains_key(other) => {
+                    format!(
+                        "plugin {} is not served: its tool '{tool}' is served by {} already; \
+                         rename or remove one of them",
+                        path.display(),
+                        other.display()
+                    )
+                }
+                failure => failure.to_string(),
+            };
+            problems.insert(problem);
         }
+        for problem in problems.difference(&self.reported) {
+            tracing::warn!("{problem}");
+        }
+        self.reported = problems;
     }
 
     fn groups(&self) -> Vec<ToolGroup> {
@@ -91,6 +116,7 @@ pub(crate) async fn serve(
 ) -> Result<(), String> {
     let present = scan(&dir, loader.options);
     let loaded = super::load_with_progress(&loader, &dir)?;
+    super::warn_about(&loaded, &dir, loader.options);
     let mut served = Served::default();
     served.update(loaded, &present);
     let catalog = ToolCatalog::new(served.groups());

@@ -56,6 +56,7 @@ extern crate self as llm_worker_guest;
 mod export;
 mod tool;
 
+pub use export::block_on;
 pub use llm_worker_macros::{description, tool, tool_registry};
 pub use tool::{Tool, ToolDefinition, ToolError, ToolMeta, ToolRegistry, WorkerToolDefinition};
 

@@ -376,9 +376,10 @@ impl SandboxPolicy {
     /// Parses a policy; `path` names it in messages, and relative directories are resolved
     /// against its directory.
     pub fn parse(text: &str, path: &Path, defaults: &Limits) -> Result<Self, PolicyError> {
+        // The parser's message keeps its excerpt of the file, over several lines.
         let file: PolicyFile = toml::from_str(text).map_err(|e| PolicyError::Parse {
             path: path.to_owned(),
-            message: e.to_string().trim_end().replace('\n', " "),
+            message: e.to_string().trim_end().to_owned(),
         })?;
         let invalid = |key: &str, message: String| PolicyError::Invalid {
             path: path.to_owned(),
@@ -431,6 +432,15 @@ impl SandboxPolicy {
 
         let mut env = Vec::new();
         for (index, name) in file.env.inherit.iter().enumerate() {
+            if name.is_empty() || name.contains(['=', '\0']) {
+                return Err(invalid(
+                    &format!("env.inherit[{index}]"),
+                    format!(
+                        "is {name:?}, not a valid environment variable name (it is empty or has \
+                         '=' or NUL in it)"
+                    ),
+                ));
+            }
             let value = std::env::var(name).map_err(|_| {
                 invalid(
                     &format!("env.inherit[{index}]"),
@@ -438,6 +448,16 @@ impl SandboxPolicy {
                 )
             })?;
             env.push((name.clone(), value));
+        }
+        for name in file.env.set.keys() {
+            if name.is_empty() || name.contains(['=', '\0']) {
+                return Err(invalid(
+                    &format!("env.set.{name}"),
+                    "is not a valid environment variable name (it is empty or has '=' or NUL \
+                     in it)"
+                        .into(),
+                ));
+            }
         }
         env.extend(file.env.set);
 
@@ -455,6 +475,19 @@ impl SandboxPolicy {
                 return Err(invalid(
                     &format!("dirs[{index}].host"),
                     format!("is {}, which is not a directory", host.display()),
+                ));
+            }
+            if dirs
+                .iter()
+                .any(|granted: &DirGrant| granted.guest == dir.guest)
+            {
+                return Err(invalid(
+                    &format!("dirs[{index}].guest"),
+                    format!(
+                        "is {:?}, which an earlier grant uses already; give each directory its \
+                         own guest path",
+                        dir.guest
+                    ),
                 ));
             }
             if !dir.guest.starts_with('/') {
@@ -562,6 +595,28 @@ mod tests {
             .expect_err("unset")
             .to_string();
         assert!(message.contains("env.inherit[0]"), "{message}");
+        let message = parse("[env]\nset = { \"A=B\" = \"c\" }\n")
+            .expect_err("= in a name")
+            .to_string();
+        assert!(message.contains("env.set.A=B"), "{message}");
+        let message = parse("[env]\ninherit = [\"A=B\"]\n")
+            .expect_err("= in a name")
+            .to_string();
+        assert!(
+            message.contains("not a valid environment variable name"),
+            "{message}"
+        );
+        let message = parse(
+            "[[dirs]]\nhost = \"/tmp\"\nguest = \"/d\"\n[[dirs]]\nhost = \"/\"\nguest = \"/d\"\n",
+        )
+        .expect_err("the same guest path twice")
+        .to_string();
+        assert!(message.contains("dirs[1].guest"), "{message}");
+        // TOML errors keep the parser's excerpt of the file, line by line.
+        let message = parse("[limits]\nmemory_mib = \n")
+            .expect_err("bad toml")
+            .to_string();
+        assert!(message.lines().count() > 1, "{message}");
     }
 
     #[test]

@@ -237,8 +237,42 @@ fn new_scaffolds_a_plugin_that_builds_and_loads() {
         stderr(&out)
     );
 
-    let out = new("hello-plugin");
+    for reserved in ["self", "crate", "std", "type"] {
+        let out = new(reserved);
+        assert!(
+            !out.status.success() && stderr(&out).contains("keyword"),
+            "{reserved}: {}",
+            stderr(&out)
+        );
+    }
+    let missing = Command::new(env!("CARGO_BIN_EXE_llm-worker"))
+        .current_dir(&root)
+        .args(["new", "lost", "--sdk", "/no/such/sdk"])
+        .output()
+        .expect("run new");
+    assert!(
+        !missing.status.success() && stderr(&missing).contains("/no/such/sdk"),
+        "{}",
+        stderr(&missing)
+    );
+    assert!(!root.join("lost").exists());
+
+    let sdk = llm_worker_tests::repo_root().join("guest-sdk");
+    let out = Command::new(env!("CARGO_BIN_EXE_llm-worker"))
+        .current_dir(&root)
+        .args(["new", "hello-plugin", "--sdk"])
+        .arg(&sdk)
+        .output()
+        .expect("run new");
     assert!(out.status.success(), "{}", stderr(&out));
+    let manifest =
+        std::fs::read_to_string(root.join("hello-plugin/Cargo.toml")).expect("Cargo.toml");
+    assert!(
+        manifest.contains("llm-worker-guest = { path = \"../"),
+        "a path relative to the crate: {manifest}"
+    );
+    let lib = std::fs::read_to_string(root.join("hello-plugin/src/lib.rs")).expect("lib.rs");
+    assert!(!lib.contains("__private"), "{lib}");
     assert!(
         new("hello-plugin").status.code() == Some(1),
         "an existing crate is not overwritten"

@@ -2,5 +2,6 @@
 //! binary (each would otherwise link the whole host on its own).
 
 mod cli;
+mod first_hour;
 mod http;
 mod mcp;

@@ -177,3 +177,59 @@ async fn watch_picks_up_new_changed_and_broken_plugins() {
     );
     client.cancel().await.expect("close");
 }
+
+/// Lines a careless or hostile client sends get the answers JSON-RPC requires.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_lines_get_json_rpc_errors() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+
+    let root = scratch_dir("mcp-malformed");
+    let dir = root.join("plugins");
+    std::fs::create_dir(&dir).expect("mkdir");
+    std::fs::copy(plugin_path("counter"), dir.join("counter.wasm")).expect("copy");
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"))
+        .arg("serve")
+        .arg("--cache-dir")
+        .arg(root.join("cache"))
+        .arg(&dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut send = async |line: &str| {
+        stdin.write_all(line.as_bytes()).await.expect("write");
+        stdin.write_all(b"\n").await.expect("write");
+    };
+    send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#).await;
+    send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).await;
+    send(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list""#).await;
+    send(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"count","arguments":[1]}}"#).await;
+    send(r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"count","arguments":{}}}"#).await;
+    let mut answers = Vec::new();
+    while answers.len() < 4 {
+        let line = tokio::time::timeout(std::time::Duration::from_secs(30), lines.next_line())
+            .await
+            .expect("an answer")
+            .expect("read")
+            .expect("a line");
+        answers.push(serde_json::from_str::<serde_json::Value>(&line).expect("JSON"));
+    }
+    let by_id = |id: serde_json::Value| {
+        answers
+            .iter()
+            .find(|a| a["id"] == id)
+            .cloned()
+            .unwrap_or_else(|| panic!("no answer with id {id}: {answers:?}"))
+    };
+    assert_eq!(by_id(json!(null))["error"]["code"], -32700);
+    assert_eq!(by_id(json!(3))["error"]["code"], -32602);
+    assert_eq!(by_id(json!(4))["result"]["content"][0]["text"], "0");
+    let info = &by_id(json!(1))["result"]["serverInfo"];
+    assert_eq!(info["name"], "llm-worker");
+    drop(stdin);
+    let _ = child.wait().await;
+}

@@ -23,6 +23,7 @@ mod catalog;
 #[cfg(feature = "mcp-http")]
 mod http;
 mod session;
+mod stdio;
 
 pub use catalog::{ToolCatalog, ToolGroup};
 #[cfg(feature = "mcp-http")]
@@ -96,15 +97,6 @@ pub enum McpError {
 
 /// Serves `catalog` over stdin and stdout: one session, until the client disconnects.
 pub async fn serve_stdio(catalog: ToolCatalog, options: McpOptions) -> Result<(), McpError> {
-    use rmcp::ServiceExt;
     let session = session::McpSession::new(&catalog, Arc::new(options), None);
-    let running = session
-        .serve(rmcp::transport::stdio())
-        .await
-        .map_err(|e| McpError::Session(e.to_string()))?;
-    running
-        .waiting()
-        .await
-        .map_err(|e| McpError::Session(e.to_string()))?;
-    Ok(())
+    stdio::serve_lines(session, tokio::io::stdin(), tokio::io::stdout()).await
 }

@@ -17,8 +17,8 @@ use super::PluginImage;
 use super::bindings::{ToolPlugin, WitToolMeta};
 #[cfg(feature = "wasi-http")]
 use super::http::HttpGate;
-use super::input::InputValidator;
 use super::output::{PluginOutput, stderr_tail};
+use super::validate::CheckedSchema;
 use crate::policy::Limits;
 use crate::tool::{Tool, ToolError, ToolMeta};
 
@@ -337,7 +337,7 @@ impl PluginSession {
     async fn call(
         &self,
         tool: &str,
-        validator: &InputValidator,
+        validator: &CheckedSchema,
         input_json: &str,
     ) -> Result<String, ToolError> {
         let image = &self.image;
@@ -481,7 +481,7 @@ fn cut(mut text: String, cap: usize) -> String {
 /// input schema.
 pub(crate) fn check_input(
     limits: &Limits,
-    validator: &InputValidator,
+    validator: &CheckedSchema,
     tool: &str,
     input_json: &str,
 ) -> Result<(), ToolError> {
@@ -510,7 +510,7 @@ pub(crate) fn check_input(
 pub(crate) struct PluginTool {
     session: Arc<PluginSession>,
     name: String,
-    validator: Arc<InputValidator>,
+    validator: Arc<CheckedSchema>,
 }
 
 #[async_trait]
@@ -527,7 +527,7 @@ impl PluginTool {
     pub(crate) fn create(
         session: &Arc<PluginSession>,
         meta: &ToolMeta,
-        validator: &Arc<InputValidator>,
+        validator: &Arc<CheckedSchema>,
     ) -> (ToolMeta, Arc<dyn Tool>) {
         session.start_now();
         let tool = PluginTool {

@@ -237,6 +237,34 @@ pub enum PluginError {
     Engine(String),
 }
 
+impl PluginError {
+    /// The plugin file (or directory) the error is about, if it is about one.
+    pub fn path(&self) -> Option<&Path> {
+        match self {
+            PluginError::Io { path, .. }
+            | PluginError::Directory { path, .. }
+            | PluginError::TooLarge { path, .. }
+            | PluginError::NotAFile { path }
+            | PluginError::NotWasm { path }
+            | PluginError::CoreModule { path }
+            | PluginError::Invalid { path, .. }
+            | PluginError::WrongVersion { path, .. }
+            | PluginError::WrongWorld { path, .. }
+            | PluginError::UnsupportedImport { path, .. }
+            | PluginError::Startup { path, .. }
+            | PluginError::NoTools { path }
+            | PluginError::InvalidToolName { path, .. }
+            | PluginError::DuplicateToolName { path, .. }
+            | PluginError::ToolListTooLarge { path, .. }
+            | PluginError::InvalidSchema { path, .. }
+            | PluginError::Policy { path, .. }
+            | PluginError::OutsideDirectory { path, .. }
+            | PluginError::ToolNameClash { path, .. } => Some(path),
+            PluginError::InvalidLimits(_) | PluginError::Engine(_) => None,
+        }
+    }
+}
+
 /// Advances the engine's epoch on a timer, for time limits and cooperative yielding.
 struct EpochTicker {
     stop: Arc<AtomicBool>,
@@ -603,7 +631,11 @@ impl PluginHost {
             .zip(clashing)
             .filter_map(|(plugin, clash)| (!clash).then_some(plugin))
             .collect();
-        Ok(PluginDir { plugins, failures })
+        Ok(PluginDir {
+            plugins,
+            failures,
+            warnings: options.stray_policies(dir),
+        })
     }
 
     /// Like [`load`](Self::load), with a policy given in code instead of a policy file.
@@ -640,8 +672,9 @@ impl PluginHost {
                 source: PolicyError::Invalid {
                     path: SandboxPolicy::path_for(path),
                     key: "limits.fuel".into(),
-                    message: "needs a host with fuel metering (set `Limits::fuel` on the host); \
-                              remove it to rely on the time limit"
+                    message: "needs a host with fuel metering (`--fuel UNITS` on the command \
+                              line, or `Limits::fuel` on the host); remove it to rely on the \
+                              time limit"
                         .into(),
                 },
             });
@@ -743,9 +776,9 @@ impl PluginHost {
             metas.push(
                 ToolMeta::new(name)
                     .description(description)
-                    .input_schema(checked.schema),
+                    .input_schema(checked.schema.clone()),
             );
-            validators.push(Arc::new(checked.validator));
+            validators.push(Arc::new(checked));
         }
         Ok(LoadedPlugin {
             image: Arc::new(PluginImage {
@@ -987,6 +1020,9 @@ fn tool_list_error(path: &Path, problem: ToolListProblem) -> PluginError {
 pub struct LoadDirOptions {
     /// Also load plugins in subdirectories (links to directories are not followed).
     pub recursive: bool,
+    /// With `recursive`, also read build output directories (named `target`), which are
+    /// skipped by default: they hold intermediate copies of every plugin built there.
+    pub include_build_dirs: bool,
 }
 
 impl LoadDirOptions {
@@ -996,8 +1032,14 @@ impl LoadDirOptions {
         self
     }
 
-    /// The `*.wasm` files these options take from `dir`, sorted.
-    pub fn plugin_files(&self, dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    /// Sets whether `target` directories are read when reading subdirectories.
+    pub fn include_build_dirs(mut self, include: bool) -> Self {
+        self.include_build_dirs = include;
+        self
+    }
+
+    /// The files of `dir` these options read, sorted.
+    fn files(&self, dir: &Path) -> std::io::Result<Vec<PathBuf>> {
         let mut files = Vec::new();
         let mut pending = vec![dir.to_owned()];
         while let Some(current) = pending.pop() {
@@ -1006,16 +1048,73 @@ impl LoadDirOptions {
                 let path = entry.path();
                 let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
                 if is_dir {
-                    if self.recursive {
+                    let build_output = entry.file_name() == "target" && !self.include_build_dirs;
+                    if self.recursive && !build_output {
                         pending.push(path);
                     }
-                } else if path.extension().is_some_and(|ext| ext == "wasm") {
+                } else {
                     files.push(path);
                 }
             }
         }
         files.sort();
         Ok(files)
+    }
+
+    /// The `*.wasm` files these options take from `dir`, sorted.
+    pub fn plugin_files(&self, dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+        let mut files = self.files(dir)?;
+        files.retain(|path| path.extension().is_some_and(|ext| ext == "wasm"));
+        Ok(files)
+    }
+
+    /// Warnings about the `*.toml` files of `dir` that are the policy of no plugin (a policy
+    /// file with a typo in its name silently grants nothing, or not what was meant).
+    fn stray_policies(&self, dir: &Path) -> Vec<String> {
+        let Ok(files) = self.files(dir) else {
+            return Vec::new();
+        };
+        let plugins: Vec<&PathBuf> = files
+            .iter()
+            .filter(|path| path.extension().is_some_and(|ext| ext == "wasm"))
+            .collect();
+        files
+            .iter()
+            .filter(|path| path.extension().is_some_and(|ext| ext == "toml"))
+            .filter(|path| {
+                let name = path.file_name().unwrap_or_default();
+                name != "Cargo.toml" && name != "llm-worker.lock"
+            })
+            .filter(|policy| {
+                !plugins
+                    .iter()
+                    .any(|p| SandboxPolicy::path_for(p) == **policy)
+            })
+            .map(|policy| {
+                let name = policy.file_name().unwrap_or_default().to_string_lossy();
+                let stem = name
+                    .strip_suffix(".wasm.policy.toml")
+                    .or_else(|| name.strip_suffix(".policy.toml"))
+                    .or_else(|| name.strip_suffix(".toml"))
+                    .unwrap_or(&name);
+                let plugin = policy.with_file_name(format!("{stem}.wasm"));
+                if plugins.contains(&&plugin) {
+                    format!(
+                        "{} is not read: the policy of {} must be named {}",
+                        policy.display(),
+                        plugin.display(),
+                        SandboxPolicy::path_for(&plugin).display()
+                    )
+                } else {
+                    format!(
+                        "{} is the policy of no plugin (there is no {}); a policy file is named \
+                         after its plugin: NAME.policy.toml beside NAME.wasm",
+                        policy.display(),
+                        plugin.display()
+                    )
+                }
+            })
+            .collect()
     }
 }
 
@@ -1027,6 +1126,8 @@ pub struct PluginDir {
     pub plugins: Vec<LoadedPlugin>,
     /// The files that were refused, with the reasons.
     pub failures: Vec<PluginError>,
+    /// Other things worth telling the operator: policy files that belong to no plugin.
+    pub warnings: Vec<String>,
 }
 
 impl PluginDir {
@@ -1056,7 +1157,7 @@ pub(crate) struct PluginImage {
     raw: Vec<(String, String, String)>,
     metas: Vec<ToolMeta>,
     /// The compiled input schema of each tool, in the order of `metas`.
-    validators: Vec<Arc<input::InputValidator>>,
+    validators: Vec<Arc<validate::CheckedSchema>>,
 }
 
 impl PluginImage {

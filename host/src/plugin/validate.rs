@@ -131,15 +131,16 @@ fn compile_schema(schema: Value) -> Result<CheckedSchema, String> {
 /// Checks an input against a tool's schema; the message lists every problem with its JSON
 /// path, so a model can correct its call.
 pub(crate) fn check_schema(
-    validator: &super::input::InputValidator,
+    checked: &CheckedSchema,
     tool: &str,
     input: &super::input::InputNode<'_>,
 ) -> Result<(), String> {
     // The common case, valid input, without building any error.
-    if validator.is_valid(input) {
+    if checked.validator.is_valid(input) {
         return Ok(());
     }
-    let problems: Vec<String> = validator
+    let problems: Vec<String> = checked
+        .validator
         .iter_errors(input)
         .take(20)
         .map(|error| {
@@ -149,8 +150,11 @@ pub(crate) fn check_schema(
             } else {
                 path
             };
+            let text = choices(&checked.schema, &error)
+                .map(|choices| format!("{} is not one of {choices}", error.instance()))
+                .unwrap_or_else(|| error.to_string());
             // A message may quote the input (up to its whole size): keep each one short.
-            let mut message = format!("at {path}: {error}");
+            let mut message = format!("at {path}: {text}");
             if message.len() > 300 {
                 let mut end = 300;
                 while !message.is_char_boundary(end) {
@@ -169,6 +173,38 @@ pub(crate) fn check_schema(
         "the input of tool '{tool}' does not match its input schema: {}",
         problems.join("; ")
     ))
+}
+
+/// For a `oneOf`/`anyOf` whose every branch is one constant (how an enum with documented
+/// variants is written), the allowed values, to say `"UPPER" is not one of "upper", "lower"`
+/// instead of "not valid under any of the schemas listed in the 'oneOf'".
+fn choices(schema: &Value, error: &jsonschema::ValidationError<'_>) -> Option<String> {
+    use jsonschema::error::ValidationErrorKind;
+    if !matches!(
+        error.kind(),
+        ValidationErrorKind::OneOfNotValid { .. } | ValidationErrorKind::AnyOf { .. }
+    ) {
+        return None;
+    }
+    let branches = schema.pointer(error.schema_path().as_str())?.as_array()?;
+    let values: Option<Vec<String>> = branches
+        .iter()
+        .map(|branch| {
+            branch
+                .get("const")
+                .or_else(|| {
+                    branch
+                        .get("enum")
+                        .and_then(Value::as_array)
+                        .filter(|values| values.len() == 1)
+                        .and_then(|values| values.first())
+                })
+                .map(Value::to_string)
+        })
+        .collect();
+    values
+        .filter(|values| !values.is_empty())
+        .map(|values| values.join(", "))
 }
 
 /// Checks a plugin's tool list: at least one tool, valid and unique names, valid JSON Schemas
@@ -274,22 +310,32 @@ mod tests {
         )])
         .map(|mut s| s.remove(0))
         .unwrap_or_else(|_| panic!("valid schema"));
-        assert_eq!(
-            check_schema(&checked.validator, "t", &input(r#"{"n": 1}"#)),
-            Ok(())
-        );
-        let message = check_schema(
-            &checked.validator,
-            "t",
-            &input(r#"{"n": -1, "tags": ["a", 2]}"#),
-        )
-        .expect_err("two problems");
+        assert_eq!(check_schema(&checked, "t", &input(r#"{"n": 1}"#)), Ok(()));
+        let message = check_schema(&checked, "t", &input(r#"{"n": -1, "tags": ["a", 2]}"#))
+            .expect_err("two problems");
         assert!(message.contains("at /n:"), "{message}");
         assert!(message.contains("at /tags/1:"), "{message}");
-        let message =
-            check_schema(&checked.validator, "t", &input("{}")).expect_err("missing field");
+        let message = check_schema(&checked, "t", &input("{}")).expect_err("missing field");
         assert!(
             message.contains("at /:") && message.contains("\"n\""),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn enum_mismatches_name_the_allowed_values() {
+        let checked = check_tools([(
+            "t",
+            r##"{"type":"object","properties":{"case":{"$ref":"#/$defs/Case"}},
+                "$defs":{"Case":{"oneOf":[{"const":"upper","description":"UP"},
+                                          {"const":"lower","description":"down"}]}}}"##,
+        )])
+        .map(|mut s| s.remove(0))
+        .unwrap_or_else(|_| panic!("valid schema"));
+        let message =
+            check_schema(&checked, "t", &input(r#"{"case":"UPPER"}"#)).expect_err("not a case");
+        assert!(
+            message.contains(r#"at /case: "UPPER" is not one of "upper", "lower""#),
             "{message}"
         );
     }
