@@ -323,7 +323,14 @@ async fn a_cancelled_call_stops_and_progress_is_reported() {
         .await
         .expect("spin");
     assert_ne!(quick.is_error, Some(true), "{}", text(&quick));
-    // Start and finish of the call, for the progress token rmcp's client sends.
+    // A quick call's result is all its progress; a longer one reports its start and finish,
+    // for the progress token rmcp's client sends.
+    assert_eq!(seen.load(Ordering::SeqCst), 0);
+    let slow = client
+        .call_tool(call("spin", json!({"ms": 300})))
+        .await
+        .expect("spin");
+    assert_ne!(slow.is_error, Some(true), "{}", text(&slow));
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     while seen.load(Ordering::SeqCst) < 2 && std::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -422,5 +429,14 @@ async fn watch_reloads_reach_every_http_session() {
     for (client, _) in sessions {
         client.cancel().await.expect("close");
     }
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_name_is_resolved() {
+    let server = Server::start("http-localhost", &["counter"], "localhost:0", &[]).await;
+    let client = server.client().await;
+    assert_eq!(count(&client).await, "0");
+    client.cancel().await.expect("close");
     server.stop().await;
 }

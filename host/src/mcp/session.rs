@@ -17,6 +17,17 @@ use super::McpOptions;
 use super::catalog::{SessionTools, ToolCatalog};
 use crate::tool_server::{LlmToolDefinition, ToolServerHandle};
 
+/// How long a call runs before it reports progress (to a client that sent a progress token).
+const PROGRESS_AFTER: std::time::Duration = std::time::Duration::from_millis(50);
+
+fn cancelled(tool: &str) -> ErrorData {
+    ErrorData::new(
+        ErrorCode::INTERNAL_ERROR,
+        format!("the call of '{tool}' was cancelled"),
+        None,
+    )
+}
+
 /// Counts the live sessions of a server; each session holds one count until it is dropped.
 #[derive(Debug, Default)]
 pub(crate) struct SessionCounter {
@@ -183,10 +194,9 @@ impl ServerHandler for McpSession {
         };
         let input = Value::Object(request.arguments.unwrap_or_default()).to_string();
         let progress = context.meta.get_progress_token();
-        let report = |done: f64, message: &str| {
+        let report = |done: f64, message: String| {
             let peer = context.peer.clone();
             let progress = progress.clone();
-            let message = message.to_owned();
             async move {
                 if let Some(token) = progress {
                     let mut param = ProgressNotificationParam::new(token, done);
@@ -196,20 +206,31 @@ impl ServerHandler for McpSession {
                 }
             }
         };
-        report(0.0, &format!("calling {}", request.name)).await;
         // A cancelled request drops the call: the plugin's instance is reset (its state is
         // lost, and the next call says so), without counting as the plugin's failure.
-        let outcome = tokio::select! {
-            outcome = tool.execute(&input) => outcome,
-            () = context.ct.cancelled() => {
-                return Err(ErrorData::new(
-                    ErrorCode::INTERNAL_ERROR,
-                    format!("the call of '{}' was cancelled", request.name),
-                    None,
-                ));
+        let call = tool.execute(&input);
+        let mut call = std::pin::pin!(call);
+        let started = tokio::select! {
+            biased;
+            outcome = &mut call => Some(outcome),
+            () = tokio::time::sleep(PROGRESS_AFTER) => None,
+            () = context.ct.cancelled() => return Err(cancelled(&request.name)),
+        };
+        // A call still running after a moment reports that it started, and then that it
+        // finished; a quick call's result is all the progress there is to tell.
+        let outcome = match started {
+            Some(outcome) => outcome,
+            None => {
+                report(0.0, format!("{} is running", request.name)).await;
+                let outcome = tokio::select! {
+                    biased;
+                    outcome = &mut call => outcome,
+                    () = context.ct.cancelled() => return Err(cancelled(&request.name)),
+                };
+                report(1.0, format!("{} finished", request.name)).await;
+                outcome
             }
         };
-        report(1.0, &format!("{} finished", request.name)).await;
         Ok(match outcome {
             Ok(output) => CallToolResult::success(vec![ContentBlock::text(output)]),
             // A tool's failure is a result the model can read, not a protocol error.
