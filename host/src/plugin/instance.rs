@@ -306,29 +306,26 @@ impl PluginSession {
         });
     }
 
-    /// Creates a live instance and checks that it lists the tools validated at load. A
-    /// failure counts against the plugin, unless the host lacked capacity (a full pool).
+    /// Creates a live instance. A failure counts against the plugin, unless the host lacked
+    /// capacity (a full pool).
+    ///
+    /// The instance's tool list is not read again: the tools, descriptions and schemas are
+    /// those validated at load, and the plugin's own initialisation (a Rust plugin builds its
+    /// tools on its first export call) runs at the session's first call, in that call's time
+    /// limit. A session that never calls a plugin pays for its instance only.
     async fn start(&self, slot: &mut Slot, deadline: Instant) -> Result<(), ToolError> {
-        let name = &self.image.name;
-        match instantiate(&self.image, deadline).await {
-            Ok((live, tools)) if self.image.same_tools(&tools) => {
+        match instantiate(&self.image, deadline, false).await {
+            Ok((live, _)) => {
                 slot.live = Some(live);
                 Ok(())
-            }
-            Ok(_) => {
-                slot.consecutive_failures += 1;
-                Err(ToolError::Internal(format!(
-                    "plugin '{name}' listed other tools than when it was loaded; a plugin must \
-                     list the same tools in every instance"
-                )))
             }
             Err(failure) => {
                 if !failure.host_capacity {
                     slot.consecutive_failures += 1;
                 }
                 Err(ToolError::Internal(format!(
-                    "plugin '{name}' failed while starting: {}",
-                    failure.reason
+                    "plugin '{}' failed while starting: {}",
+                    self.image.name, failure.reason
                 )))
             }
         }
@@ -650,10 +647,11 @@ pub(crate) struct StartFailure {
     pub(crate) host_capacity: bool,
 }
 
-/// Creates an instance of the plugin and reads its tool list, by `deadline`.
+/// Creates an instance of the plugin by `deadline`, and reads its tool list if `list_tools`.
 async fn instantiate(
     image: &PluginImage,
     deadline: Instant,
+    list_tools: bool,
 ) -> Result<(LiveInstance, Vec<WitToolMeta>), StartFailure> {
     let limits = &image.policy.limits;
     let plugin_failure = |reason| StartFailure {
@@ -665,7 +663,11 @@ async fn instantiate(
     let output = store.data().output.clone();
     let started = within(deadline + TIMEOUT_GRACE, async {
         let bindings = image.pre.instantiate_async(&mut store).await?;
-        let tools = bindings.call_tools(&mut store).await?;
+        let tools = if list_tools {
+            bindings.call_tools(&mut store).await?
+        } else {
+            Vec::new()
+        };
         wasmtime::Result::Ok((bindings, tools))
     })
     .await;
@@ -697,7 +699,7 @@ async fn instantiate(
 /// Creates a throwaway instance to read the plugin's tool list (used at load).
 pub(crate) async fn read_tools(image: &PluginImage) -> Result<Vec<WitToolMeta>, String> {
     let deadline = Instant::now() + image.policy.limits.call_timeout;
-    instantiate(image, deadline)
+    instantiate(image, deadline, true)
         .await
         .map(|(_, tools)| tools)
         .map_err(|failure| failure.reason)

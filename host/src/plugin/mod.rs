@@ -789,7 +789,6 @@ impl PluginHost {
                 policy,
                 imports,
                 _host: Arc::clone(&self.inner),
-                raw,
                 metas,
                 validators,
             }),
@@ -964,7 +963,6 @@ impl PluginHost {
             policy: policy.clone(),
             imports: Vec::new(),
             _host: Arc::clone(&self.inner),
-            raw: Vec::new(),
             metas: Vec::new(),
             validators: Vec::new(),
         };
@@ -1153,23 +1151,10 @@ pub(crate) struct PluginImage {
     /// Keeps the host (and its epoch ticker, which enforces time limits) alive while any
     /// plugin or session made from it lives.
     _host: Arc<HostInner>,
-    /// The tool list read at load (name, description, schema text), for comparing instances.
-    raw: Vec<(String, String, String)>,
+    /// The tools as validated at load.
     metas: Vec<ToolMeta>,
     /// The compiled input schema of each tool, in the order of `metas`.
     validators: Vec<Arc<validate::CheckedSchema>>,
-}
-
-impl PluginImage {
-    fn same_tools(&self, tools: &[WitToolMeta]) -> bool {
-        tools.len() == self.raw.len()
-            && tools
-                .iter()
-                .zip(&self.raw)
-                .all(|(t, (name, description, schema))| {
-                    &t.name == name && &t.description == description && &t.input_schema == schema
-                })
-    }
 }
 
 /// A plugin that was compiled and validated. Cheap to clone.
