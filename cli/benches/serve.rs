@@ -271,7 +271,7 @@ fn section_memory(runtime: &tokio::runtime::Runtime) {
         println!("|---|---|");
         match (before, after) {
             (Some(before), Some(after)) => println!(
-                "| 100 sessions, each after one call (so every plugin instance is started) | {:.1} KiB |",
+                "| 100 sessions, each after one call of `count` (six instances started, one plugin initialised) | {:.1} KiB |",
                 after.saturating_sub(before) as f64 / 100.0 / 1024.0
             ),
             _ => println!("| (no /proc here) | – |"),
