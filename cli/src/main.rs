@@ -10,8 +10,8 @@ use clap::{Parser, Subcommand};
 mod new;
 mod serve;
 use llm_worker::{
-    Limits, LoadDirOptions, LoadedPlugin, PluginDir, PluginHost, ProviderFormat, ToolServerError,
-    Worker, provider_json,
+    LOCK_FILE, Limits, LoadDirOptions, LoadedPlugin, LockFile, PluginDir, PluginHost,
+    ProviderFormat, ToolServerError, Worker, provider_json,
 };
 use serde_json::json;
 
@@ -158,6 +158,18 @@ enum Command {
         #[arg(long, value_name = "PATH")]
         sdk: Option<PathBuf>,
     },
+    /// Approve the plugins of DIR as they are: write DIR/llm-worker.lock with the SHA-256 of
+    /// each plugin and of its policy. A directory with a lock file loads only those plugins,
+    /// unchanged.
+    Lock {
+        /// The plugin directory.
+        dir: PathBuf,
+        #[command(flatten)]
+        host: HostArgs,
+        /// Write nothing: exit 1 if the directory differs from its lock file (for CI).
+        #[arg(long)]
+        check: bool,
+    },
     /// Print the tool definitions of DIR in a provider's JSON shape, sorted by name.
     Schema {
         /// The plugin directory.
@@ -268,6 +280,12 @@ pub(crate) fn warn_about(loaded: &PluginDir, dir: &Path, options: LoadDirOptions
     if loaded.plugins.is_empty() && loaded.failures.is_empty() {
         tracing::warn!("{}", no_plugins(dir, options));
     }
+}
+
+/// Prints `message` as the command's error; the exit code.
+fn exit_with(message: String) -> u8 {
+    eprintln!("error: {message}");
+    1
 }
 
 fn first_line(text: &str) -> &str {
@@ -423,6 +441,7 @@ async fn call(
 
 fn check(out: &mut String, loader: &Loader, dir: &Path) -> Result<ExitCode, String> {
     let loaded = load_with_progress(loader, dir)?;
+    let locked = dir.join(LOCK_FILE).exists() && !loader.options.ignore_lock;
     for plugin in &loaded.plugins {
         let policy = plugin.policy();
         outln!(
@@ -461,15 +480,97 @@ fn check(out: &mut String, loader: &Loader, dir: &Path) -> Result<ExitCode, Stri
             policy.limits.memory_bytes >> 20,
             policy.limits.call_timeout
         );
+        for (tool, grants) in &policy.tool_http {
+            let grants: Vec<String> = grants.iter().map(ToString::to_string).collect();
+            outln!(out, "         tool {tool}: http [{}]", grants.join(", "));
+        }
+        for secret in &policy.http_secrets {
+            outln!(
+                out,
+                "         secret: header {} set by the host on requests to {}",
+                secret.header,
+                secret.grant
+            );
+        }
+        if locked {
+            outln!(out, "         lock: approved by {LOCK_FILE}");
+        }
     }
     for failure in &loaded.failures {
         outln!(out, "refused  {failure}");
+    }
+    if !locked {
+        outln!(
+            out,
+            "(no {LOCK_FILE}: any plugin put in {} is loaded; `llm-worker lock` approves \
+             these)",
+            dir.display()
+        );
     }
     Ok(if loaded.failures.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
     })
+}
+
+fn lock(out: &mut String, loader: &Loader, dir: &Path, check: bool) -> Result<ExitCode, String> {
+    let options = loader.options.ignore_lock(true);
+    let loaded = loader
+        .host
+        .load_dir_with(dir, options, |_, _, _| {})
+        .map_err(|e| e.to_string())?;
+    let now = LockFile::of(dir, &loaded.plugins);
+    if check {
+        let Some(approved) = LockFile::read(dir).map_err(|e| e.to_string())? else {
+            eprintln!(
+                "error: {} has no {LOCK_FILE}; write one with `llm-worker lock {}`",
+                dir.display(),
+                dir.display()
+            );
+            return Ok(ExitCode::FAILURE);
+        };
+        let mut differences = approved.differences(&now);
+        differences.extend(
+            loaded
+                .failures
+                .iter()
+                .map(|failure| format!("refused: {failure}")),
+        );
+        if differences.is_empty() {
+            outln!(out, "{} matches its {LOCK_FILE}", dir.display());
+            return Ok(ExitCode::SUCCESS);
+        }
+        for difference in &differences {
+            outln!(out, "{difference}");
+        }
+        eprintln!(
+            "error: {} differs from its {LOCK_FILE} ({} difference(s)); review, then approve \
+             with `llm-worker lock {}`",
+            dir.display(),
+            differences.len(),
+            dir.display()
+        );
+        return Ok(ExitCode::FAILURE);
+    }
+    if !loaded.failures.is_empty() {
+        for failure in &loaded.failures {
+            eprintln!("refused: {failure}");
+        }
+        eprintln!(
+            "error: nothing written: fix or remove the refused plugins first, so that the lock \
+             approves the whole directory"
+        );
+        return Ok(ExitCode::FAILURE);
+    }
+    now.write(dir).map_err(|e| e.to_string())?;
+    outln!(
+        out,
+        "wrote {} ({} plugin(s)); commit it beside the plugins",
+        dir.join(LOCK_FILE).display(),
+        now.plugins.len()
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Loads a directory, showing a progress bar on stderr when it is a terminal.
@@ -543,6 +644,7 @@ build it with: cd {} && cargo build --release --target wasm32-wasip2",
         | Command::Call { host, .. }
         | Command::Check { host, .. }
         | Command::Serve { host, .. }
+        | Command::Lock { host, .. }
         | Command::Schema { host, .. } => Some(host),
         Command::New { .. } => None,
     };
@@ -557,6 +659,7 @@ build it with: cd {} && cargo build --release --target wasm32-wasip2",
                 dir, tool, json, ..
             } => call(&mut out, &loader, dir, tool, json.clone()).await,
             Command::Check { dir, .. } => check(&mut out, &loader, dir),
+            Command::Lock { dir, check, .. } => lock(&mut out, &loader, dir, *check),
             Command::Schema { dir, format, .. } => schema(&mut out, &loader, dir, *format),
             Command::Serve {
                 dir,
@@ -568,8 +671,15 @@ build it with: cd {} && cargo build --release --target wasm32-wasip2",
                 allowed_host,
                 allowed_origin,
                 session_prefix,
-                ..
+                host: serve_host,
             } => {
+                if http.is_some() && idle_timeout.saturating_mul(1000) < serve_host.timeout_ms {
+                    return ExitCode::from(exit_with(format!(
+                        "--idle-timeout {idle_timeout} s is shorter than --timeout-ms {} ms: a \
+                         session would expire during a long call; raise --idle-timeout",
+                        serve_host.timeout_ms
+                    )));
+                }
                 let options = serve::ServeOptions {
                     watch: *watch,
                     http: http.clone(),

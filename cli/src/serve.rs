@@ -79,6 +79,16 @@ impl Served {
             let problem = match failure {
                 // Two plugins offering one tool are both refused by a fresh load; while
                 // serving, the one served already keeps serving, and only the other is out.
+                PluginError::ToolNameClash {
+                    path, other, tool, ..
+                } if self.groups.contains_key(path) && self.groups.contains_key(other) => {
+                    format!(
+                        "plugins {} and {} both offer the tool '{tool}' now: the versions served \
+                         before keep serving until one is renamed or removed",
+                        path.min(other).display(),
+                        path.max(other).display()
+                    )
+                }
                 PluginError::ToolNameClash { path, .. } if self.groups.contains_key(path) => {
                     continue;
                 }

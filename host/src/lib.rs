@@ -3,6 +3,7 @@
 
 mod file;
 mod hook;
+mod lock;
 #[cfg(feature = "mcp")]
 pub mod mcp;
 mod plugin;
@@ -17,10 +18,11 @@ pub use hook::{
     ToolCall, ToolCallContext, ToolResult,
 };
 pub use llm_worker_macros::{description, tool, tool_registry};
+pub use lock::{LOCK_FILE, LockError, LockFile, LockedPlugin};
 pub use plugin::{
     LoadDirOptions, LoadedPlugin, PluginDir, PluginError, PluginHost, PluginHostBuilder,
 };
-pub use policy::{DirGrant, HttpGrant, Limits, PolicyError, SandboxPolicy};
+pub use policy::{DirGrant, HttpGrant, HttpSecret, Limits, PolicyError, SandboxPolicy};
 pub use provider::{ProviderFormat, provider_json};
 pub use tool::{Tool, ToolDefinition, ToolError, ToolMeta, ToolRegistry, WorkerToolDefinition};
 pub use tool_server::{LlmToolDefinition, ToolServer, ToolServerError, ToolServerHandle};

@@ -148,6 +148,97 @@ pub struct SandboxPolicy {
     pub dirs: Vec<DirGrant>,
     /// Where the plugin may send HTTP requests.
     pub http: Vec<HttpGrant>,
+    /// Headers the host sets on requests to granted destinations (API keys the plugin never
+    /// sees).
+    pub http_secrets: Vec<HttpSecret>,
+    /// Per tool, a narrower list of destinations than `http` for that tool's calls.
+    pub tool_http: BTreeMap<String, Vec<HttpGrant>>,
+}
+
+/// A header the host sets on every request to one granted destination, replacing any value the
+/// plugin set: how a plugin uses an API key without ever holding it. Its value is redacted
+/// from `Debug` output.
+#[derive(Clone, PartialEq, Eq)]
+pub struct HttpSecret {
+    /// The destination: one of the plugin's `[http] allow` rules.
+    pub grant: HttpGrant,
+    /// The header's name, e.g. `Authorization`.
+    pub header: String,
+    value: String,
+}
+
+impl HttpSecret {
+    /// A secret header for requests `grant` allows.
+    pub fn new(grant: HttpGrant, header: impl Into<String>, value: impl Into<String>) -> Self {
+        Self {
+            grant,
+            header: header.into(),
+            value: value.into(),
+        }
+    }
+
+    /// The header's value (for the request only: never log it).
+    pub(crate) fn value(&self) -> &str {
+        &self.value
+    }
+}
+
+impl std::fmt::Debug for HttpSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpSecret")
+            .field("grant", &self.grant)
+            .field("header", &self.header)
+            .field("value", &"[redacted]")
+            .finish()
+    }
+}
+
+/// `text` with each `${NAME}` replaced by the host's environment variable NAME.
+fn expand(text: &str) -> Result<String, String> {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let end = after
+            .find('}')
+            .ok_or_else(|| "has a `${` without its `}`".to_owned())?;
+        let name = &after[..end];
+        if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+            return Err(format!(
+                "names the variable {name:?}; use ${{NAME}} with letters, digits and '_'"
+            ));
+        }
+        let value = std::env::var(name).map_err(|_| {
+            format!("names ${{{name}}}, which is not set in the host's environment; set it")
+        })?;
+        out.push_str(&value);
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+impl HttpGrant {
+    /// Whether every request this grant allows is allowed by `wider` too.
+    pub fn within(&self, wider: &HttpGrant) -> bool {
+        let schemes: Vec<&str> = match &self.scheme {
+            Some(scheme) => vec![scheme.as_str()],
+            None => vec!["http", "https"],
+        };
+        schemes.into_iter().all(|scheme| {
+            let port = self.port.or(match scheme {
+                "http" => Some(80),
+                _ => Some(443),
+            });
+            match (self.host.strip_prefix("*."), wider.host.starts_with("*.")) {
+                (None, _) => wider.allows(scheme, &self.host, port),
+                // Any name under this suffix is under the wider one, if a sample is.
+                (Some(suffix), true) => wider.allows(scheme, &format!("a.{suffix}"), port),
+                (Some(_), false) => false,
+            }
+        })
+    }
 }
 
 /// A destination a plugin may send HTTP requests to: `[scheme://]host[:port]`, where the host
@@ -290,11 +381,37 @@ struct PolicyFile {
     dirs: Vec<DirFile>,
     #[serde(default)]
     http: HttpFile,
+    #[serde(default)]
+    tools: BTreeMap<String, ToolFile>,
 }
 
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct HttpFile {
+    #[serde(default)]
+    allow: Vec<String>,
+    #[serde(default)]
+    secrets: Vec<SecretFile>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SecretFile {
+    host: String,
+    header: String,
+    value: String,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct ToolFile {
+    #[serde(default)]
+    http: ToolHttpFile,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct ToolHttpFile {
     #[serde(default)]
     allow: Vec<String>,
 }
@@ -353,6 +470,12 @@ impl SandboxPolicy {
 
     /// Reads a policy file; limits it does not set come from `defaults`.
     pub fn from_file(path: &Path, defaults: &Limits) -> Result<Self, PolicyError> {
+        let text = Self::read_text(path)?;
+        Self::parse(&text, path, defaults)
+    }
+
+    /// The text of a policy file: a regular file, within the size limit, UTF-8.
+    pub(crate) fn read_text(path: &Path) -> Result<String, PolicyError> {
         let io = |source| PolicyError::Io {
             path: path.to_owned(),
             source,
@@ -368,9 +491,7 @@ impl SandboxPolicy {
                 )),
             })
         })?;
-        let text = String::from_utf8(bytes)
-            .map_err(|_| io(std::io::Error::other("it is not UTF-8 text")))?;
-        Self::parse(&text, path, defaults)
+        String::from_utf8(bytes).map_err(|_| io(std::io::Error::other("it is not UTF-8 text")))
     }
 
     /// Parses a policy; `path` names it in messages, and relative directories are resolved
@@ -505,25 +626,79 @@ impl SandboxPolicy {
                 writable: dir.mode == DirMode::Rw,
             });
         }
-        let http = file
-            .http
-            .allow
-            .iter()
-            .enumerate()
-            .map(|(index, rule)| {
-                HttpGrant::parse(rule).map_err(|message| {
-                    invalid(
-                        &format!("http.allow[{index}]"),
-                        format!("({rule:?}) {message}"),
-                    )
+        let grants = |key: &str, rules: &[String]| -> Result<Vec<HttpGrant>, PolicyError> {
+            rules
+                .iter()
+                .enumerate()
+                .map(|(index, rule)| {
+                    HttpGrant::parse(rule).map_err(|message| {
+                        invalid(&format!("{key}[{index}]"), format!("({rule:?}) {message}"))
+                    })
                 })
-            })
-            .collect::<Result<_, _>>()?;
+                .collect()
+        };
+        let http = grants("http.allow", &file.http.allow)?;
+        let mut http_secrets = Vec::new();
+        for (index, secret) in file.http.secrets.iter().enumerate() {
+            let key = |field: &str| format!("http.secrets[{index}].{field}");
+            let grant = HttpGrant::parse(&secret.host)
+                .ok()
+                .filter(|grant| http.contains(grant))
+                .ok_or_else(|| {
+                    invalid(
+                        &key("host"),
+                        format!(
+                            "is {:?}, which is not one of the rules of [http] allow; a secret \
+                             goes only to a granted destination",
+                            secret.host
+                        ),
+                    )
+                })?;
+            let header_ok = !secret.header.is_empty()
+                && secret
+                    .header
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+            if !header_ok {
+                return Err(invalid(
+                    &key("header"),
+                    format!("is {:?}, not an HTTP header name", secret.header),
+                ));
+            }
+            let value = expand(&secret.value).map_err(|message| invalid(&key("value"), message))?;
+            // Never quote the value: it is the secret.
+            if value.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
+                return Err(invalid(
+                    &key("value"),
+                    "holds a line break or NUL once expanded, which no header may".into(),
+                ));
+            }
+            http_secrets.push(HttpSecret::new(grant, secret.header.clone(), value));
+        }
+        let mut tool_http = BTreeMap::new();
+        for (tool, rules) in &file.tools {
+            let key = format!("tools.{tool}.http.allow");
+            let narrowed = grants(&key, &rules.http.allow)?;
+            for (index, grant) in narrowed.iter().enumerate() {
+                if !http.iter().any(|wider| grant.within(wider)) {
+                    return Err(invalid(
+                        &format!("{key}[{index}]"),
+                        format!(
+                            "({grant}) is wider than the plugin's [http] allow; a tool's list \
+                             may only narrow the plugin's"
+                        ),
+                    ));
+                }
+            }
+            tool_http.insert(tool.clone(), narrowed);
+        }
         Ok(Self {
             limits,
             env,
             dirs,
             http,
+            http_secrets,
+            tool_http,
         })
     }
 }

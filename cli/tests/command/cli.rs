@@ -422,3 +422,54 @@ fn new_help_shows_only_what_applies_to_new() {
         assert!(!help.contains(unrelated), "{unrelated} in: {help}");
     }
 }
+
+#[test]
+fn lock_approves_a_directory_and_check_finds_drift() {
+    let (dir, cache) = plugin_dir("cli-lock", &["greet", "counter"]);
+    let out = run(&cache, &["lock", "--check", path(&dir)], None);
+    assert_eq!(out.status.code(), Some(1), "no lock file yet");
+    assert!(
+        stderr(&out).contains("has no llm-worker.lock"),
+        "{}",
+        stderr(&out)
+    );
+    let out = run(&cache, &["lock", path(&dir)], None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("2 plugin(s)"), "{}", stdout(&out));
+    let out = run(&cache, &["lock", "--check", path(&dir)], None);
+    assert!(out.status.success(), "{}", stdout(&out));
+    let out = run(&cache, &["check", path(&dir)], None);
+    assert!(
+        stdout(&out).contains("lock: approved by llm-worker.lock"),
+        "{}",
+        stdout(&out)
+    );
+
+    // Drift: a new plugin and a changed policy.
+    std::fs::copy(plugin_path("calc"), dir.join("calc.wasm")).expect("copy");
+    std::fs::write(dir.join("greet.policy.toml"), "[limits]\nmemory_mib = 8\n").expect("write");
+    let out = run(&cache, &["lock", "--check", path(&dir)], None);
+    assert_eq!(out.status.code(), Some(1));
+    let report = stdout(&out);
+    assert!(
+        report.contains("calc.wasm: not in the lock")
+            && report.contains("greet.wasm: its policy changed"),
+        "{report}"
+    );
+    let out = run(&cache, &["list", path(&dir)], None);
+    let warnings = stderr(&out);
+    assert!(
+        warnings.contains("calc.wasm is not approved") && warnings.contains("llm-worker lock"),
+        "{warnings}"
+    );
+    assert!(
+        !stdout(&out).contains("add "),
+        "calc's tools are not served"
+    );
+    let out = run(
+        &cache,
+        &["call", path(&dir), "add", r#"{"a":1,"b":2}"#],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+}

@@ -264,7 +264,14 @@ async fn sessions_are_capped_and_expire() {
         "http-cap",
         &["counter"],
         "127.0.0.1:0",
-        &["--max-sessions", "1", "--idle-timeout", "2"],
+        &[
+            "--max-sessions",
+            "1",
+            "--idle-timeout",
+            "2",
+            "--timeout-ms",
+            "1000",
+        ],
     )
     .await;
     let first = server.client().await;

@@ -151,6 +151,8 @@ pub(crate) struct SessionTools {
     updates: watch::Receiver<Arc<[ToolGroup]>>,
     groups: BTreeMap<String, (u64, Created)>,
     handle: ToolServerHandle,
+    /// Whether the tools changed since the client was last told.
+    unannounced: bool,
 }
 
 impl SessionTools {
@@ -162,9 +164,16 @@ impl SessionTools {
             updates,
             groups: BTreeMap::new(),
             handle: ToolServer::new().handle(),
+            unannounced: false,
         };
         tools.take_in(&groups);
+        tools.unannounced = false;
         tools
+    }
+
+    /// Whether the tools changed since the last call of this (and clears it).
+    pub(crate) fn take_unannounced(&mut self) -> bool {
+        std::mem::take(&mut self.unannounced)
     }
 
     /// The session's tools as they are now.
@@ -216,6 +225,7 @@ impl SessionTools {
                 }
             }
             self.handle = handle;
+            self.unannounced = true;
         }
         changed
     }

@@ -69,6 +69,9 @@ impl std::fmt::Debug for HttpOptions {
 pub const DEFAULT_MAX_SESSIONS: usize = 64;
 /// The default idle timeout of a session.
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+/// Most connections open at once.
+const MAX_CONNECTIONS: usize = 1024;
+
 /// The default cap on request bodies.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 4 << 20;
 
@@ -158,10 +161,13 @@ impl Gate {
         if self.tokens.is_empty() {
             return true;
         }
+        // The scheme's name is case-insensitive (RFC 9110).
         let Some(given) = request
             .headers()
             .get(header::AUTHORIZATION)
-            .and_then(|value| value.as_bytes().strip_prefix(b"Bearer "))
+            .map(|value| value.as_bytes())
+            .filter(|value| value.len() > 7 && value[..7].eq_ignore_ascii_case(b"bearer "))
+            .map(|value| &value[7..])
         else {
             return false;
         };
@@ -219,6 +225,16 @@ pub async fn serve_http(
 ) -> Result<(), McpError> {
     let address: SocketAddr = listener.local_addr()?;
     let loopback = address.ip().is_loopback();
+    // An empty token would admit `Authorization: Bearer ` with nothing after it.
+    let http = HttpOptions {
+        tokens: http
+            .tokens
+            .iter()
+            .map(|token| token.trim().to_owned())
+            .filter(|token| !token.is_empty())
+            .collect(),
+        ..http
+    };
     if !loopback && http.tokens.is_empty() {
         return Err(McpError::NoAuthentication { address });
     }
@@ -272,8 +288,23 @@ pub async fn serve_http(
         max_sessions,
     });
     tracing::info!("serving MCP on http://{address}/");
+    let connections = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
-        let (stream, _) = listener.accept().await?;
+        // A failed accept (out of file descriptors, a connection reset while queued) must not
+        // end the server: wait a moment and go on.
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(error) => {
+                tracing::warn!("cannot accept a connection: {error}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let Ok(permit) = Arc::clone(&connections).try_acquire_owned() else {
+            tracing::warn!("{MAX_CONNECTIONS} connections are open: refusing one more");
+            drop(stream);
+            continue;
+        };
         let (service, gate) = (service.clone(), Arc::clone(&gate));
         let handler = hyper::service::service_fn(move |request| {
             let (service, gate) = (service.clone(), Arc::clone(&gate));
@@ -285,7 +316,11 @@ pub async fn serve_http(
             }
         });
         tokio::spawn(async move {
+            let _permit = permit;
+            // A client that never finishes its request headers is dropped after 30 s.
             if let Err(error) = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(Duration::from_secs(30))
                 .serve_connection(TokioIo::new(stream), handler)
                 .await
             {

@@ -65,7 +65,22 @@ impl Drop for Counted {
 pub(crate) struct McpSession {
     tools: Arc<Mutex<SessionTools>>,
     options: Arc<McpOptions>,
+    /// The task telling the client about catalog changes: one per session, ended with it.
+    watcher: Mutex<Option<tokio::task::JoinHandle<()>>>,
     _counted: Option<Counted>,
+}
+
+impl Drop for McpSession {
+    fn drop(&mut self) {
+        if let Some(watcher) = self
+            .watcher
+            .get_mut()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take()
+        {
+            watcher.abort();
+        }
+    }
 }
 
 impl McpSession {
@@ -78,6 +93,7 @@ impl McpSession {
         Self {
             tools: Arc::new(Mutex::new(SessionTools::open(catalog))),
             options,
+            watcher: Mutex::new(None),
             _counted: counted,
         }
     }
@@ -122,20 +138,32 @@ impl ServerHandler for McpSession {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        // Tell the client when the catalog changes, for as long as the session lives.
+        // Tell the client when the catalog changes, for as long as the session lives (a
+        // client may send `initialized` more than once: one watcher).
+        let mut watcher = self
+            .watcher
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if watcher.is_some() {
+            return;
+        }
         let tools: Weak<Mutex<SessionTools>> = Arc::downgrade(&self.tools);
         let mut changes = self.lock().changes();
         let peer = context.peer;
-        tokio::spawn(async move {
+        *watcher = Some(tokio::spawn(async move {
             while changes.changed().await.is_ok() {
                 let Some(tools) = tools.upgrade() else { return };
-                let changed = lock(&tools).refresh();
-                drop(tools);
+                let changed = {
+                    let mut tools = lock(&tools);
+                    tools.refresh();
+                    // A request may have taken the change in first: announce it all the same.
+                    tools.take_unannounced()
+                };
                 if changed && peer.notify_tool_list_changed().await.is_err() {
                     return;
                 }
             }
-        });
+        }));
     }
 
     async fn list_tools(
@@ -158,7 +186,9 @@ impl ServerHandler for McpSession {
                     )
                 })?,
         };
-        let end = start.saturating_add(self.options.page_size).min(total);
+        let end = start
+            .saturating_add(self.options.page_size.max(1))
+            .min(total);
         let page = definitions
             .into_iter()
             .skip(start)

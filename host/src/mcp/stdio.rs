@@ -90,13 +90,14 @@ pub(crate) async fn serve_lines(
                 break;
             }
             let text = line.strip_suffix(b"\n").unwrap_or(&line);
+            // At most MAX_LINE_BYTES + 1 were read: more than the limit without its newline.
+            if text.len() as u64 > MAX_LINE_BYTES {
+                tracing::warn!("a line of the client is over {MAX_LINE_BYTES} bytes; closing");
+                break;
+            }
             let text = text.strip_suffix(b"\r").unwrap_or(text);
             if text.iter().all(u8::is_ascii_whitespace) {
                 continue;
-            }
-            if line.len() as u64 > MAX_LINE_BYTES {
-                tracing::warn!("a line of the client is over {MAX_LINE_BYTES} bytes; closing");
-                break;
             }
             match check_line(text) {
                 Ok(()) => {

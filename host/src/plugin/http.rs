@@ -10,7 +10,7 @@ use std::time::Instant;
 use tokio::sync::{Semaphore, watch};
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
-use crate::policy::HttpGrant;
+use crate::policy::{HttpGrant, HttpSecret, SandboxPolicy};
 
 /// Most outgoing requests one instance may have in flight (sent, or streaming a response).
 pub(crate) const MAX_REQUESTS_IN_FLIGHT: usize = 8;
@@ -18,7 +18,13 @@ pub(crate) const MAX_REQUESTS_IN_FLIGHT: usize = 8;
 /// The policy check in front of `wasi:http/outgoing-handler`.
 pub(crate) struct HttpGate {
     plugin: Arc<str>,
+    /// The plugin's grants.
     grants: Arc<[HttpGrant]>,
+    /// Narrower grants for the calls of some tools.
+    tool_grants: Arc<std::collections::BTreeMap<String, Arc<[HttpGrant]>>>,
+    /// The grants of the call running now.
+    active: Arc<[HttpGrant]>,
+    secrets: Arc<[HttpSecret]>,
     in_flight: Arc<Semaphore>,
     /// The current call: its deadline, and a sender whose drop ends its requests.
     call: Option<(Instant, watch::Sender<()>)>,
@@ -37,17 +43,31 @@ type ResponseFuture = Box<
 >;
 
 impl HttpGate {
-    pub(crate) fn new(plugin: &str, grants: &[HttpGrant]) -> Self {
+    pub(crate) fn new(plugin: &str, policy: &SandboxPolicy) -> Self {
+        let grants: Arc<[HttpGrant]> = Arc::from(policy.http.as_slice());
         Self {
             plugin: Arc::from(plugin),
-            grants: Arc::from(grants),
+            active: Arc::clone(&grants),
+            grants,
+            tool_grants: Arc::new(
+                policy
+                    .tool_http
+                    .iter()
+                    .map(|(tool, grants)| (tool.clone(), Arc::from(grants.as_slice())))
+                    .collect(),
+            ),
+            secrets: Arc::from(policy.http_secrets.as_slice()),
             in_flight: Arc::new(Semaphore::new(MAX_REQUESTS_IN_FLIGHT)),
             call: None,
         }
     }
 
-    /// A call (or the start of an instance) begins: requests may be sent until `deadline`.
-    pub(crate) fn begin_call(&mut self, deadline: Instant) {
+    /// A call of `tool` (or the start of an instance, `None`) begins: requests may be sent
+    /// until `deadline`, to the destinations granted to that tool.
+    pub(crate) fn begin_call(&mut self, deadline: Instant, tool: Option<&str>) {
+        self.active = tool
+            .and_then(|tool| self.tool_grants.get(tool))
+            .map_or_else(|| Arc::clone(&self.grants), Arc::clone);
         self.call = Some((deadline, watch::Sender::new(())));
     }
 
@@ -60,9 +80,31 @@ impl HttpGate {
         let (Some(scheme), Some(host)) = (uri.scheme_str(), uri.host()) else {
             return false;
         };
-        self.grants
+        self.active
             .iter()
             .any(|grant| grant.allows(scheme, host, uri.port_u16()))
+    }
+
+    /// Sets the secret headers of the request's destination, replacing the plugin's values.
+    /// A destination that is no secret's gets none (nor does a redirect: the plugin must send
+    /// a new request, which is checked again).
+    fn add_secrets(&self, request: &mut http::Request<WasiBody>) {
+        let uri = request.uri().clone();
+        let (Some(scheme), Some(host)) = (uri.scheme_str(), uri.host()) else {
+            return;
+        };
+        for secret in self
+            .secrets
+            .iter()
+            .filter(|secret| secret.grant.allows(scheme, host, uri.port_u16()))
+        {
+            let name = http::HeaderName::from_bytes(secret.header.as_bytes());
+            let value = http::HeaderValue::from_str(secret.value());
+            if let (Ok(name), Ok(mut value)) = (name, value) {
+                value.set_sensitive(true);
+                request.headers_mut().insert(name, value);
+            }
+        }
     }
 }
 
@@ -90,6 +132,7 @@ impl WasiHttpHooks for HttpGate {
         fut: Box<dyn Future<Output = Result<(), Error>> + Send>,
     ) -> ResponseFuture {
         drop(fut);
+        let mut request = request;
         if !self.allows(request.uri()) {
             tracing::warn!(
                 plugin = %self.plugin,
@@ -110,6 +153,7 @@ impl WasiHttpHooks for HttpGate {
             return Box::new(async { Err(Error::ConnectionLimitReached) });
         };
         let (deadline, ended) = (*deadline, call.subscribe());
+        self.add_secrets(&mut request);
         tracing::debug!(plugin = %self.plugin, uri = %request.uri(), "HTTP request");
         Box::new(async move {
             use http_body_util::BodyExt;

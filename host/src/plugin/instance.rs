@@ -44,11 +44,13 @@ pub(crate) struct PluginState {
 }
 
 impl PluginState {
-    /// A call (or the start of the instance) begins, to end by `deadline`.
-    fn begin_call(&mut self, deadline: Instant) {
+    /// A call of `tool` (or the start of the instance) begins, to end by `deadline`.
+    fn begin_call(&mut self, deadline: Instant, tool: Option<&str>) {
         self.deadline = deadline;
         #[cfg(feature = "wasi-http")]
-        self.http_gate.begin_call(deadline);
+        self.http_gate.begin_call(deadline, tool);
+        #[cfg(not(feature = "wasi-http"))]
+        let _ = tool;
     }
 
     /// The call ended: cancel what it left running.
@@ -386,7 +388,7 @@ impl PluginSession {
                 image.name
             )));
         };
-        live.store.data_mut().begin_call(deadline);
+        live.store.data_mut().begin_call(deadline, Some(tool));
         live.store.set_epoch_deadline(1);
         if live.metered {
             refuel(&mut live.store, limits);
@@ -592,7 +594,7 @@ fn new_store(image: &PluginImage) -> Result<Store<PluginState>, String> {
         #[cfg(feature = "wasi-http")]
         http: WasiHttpCtx::new(),
         #[cfg(feature = "wasi-http")]
-        http_gate: HttpGate::new(&image.name, &policy.http),
+        http_gate: HttpGate::new(&image.name, policy),
         limiter: InstanceLimiter::new(limits.memory_bytes),
         deadline: Instant::now() + limits.call_timeout,
     };
@@ -659,7 +661,7 @@ async fn instantiate(
         host_capacity: false,
     };
     let mut store = new_store(image).map_err(plugin_failure)?;
-    store.data_mut().begin_call(deadline);
+    store.data_mut().begin_call(deadline, None);
     let output = store.data().output.clone();
     let started = within(deadline + TIMEOUT_GRACE, async {
         let bindings = image.pre.instantiate_async(&mut store).await?;

@@ -229,6 +229,24 @@ pub enum PluginError {
         /// The tool both offer.
         tool: String,
     },
+    /// The directory has a lock file, and this plugin is not approved by it.
+    #[error(
+        "plugin {} is not approved by {}: {reason}; review it, then approve it with \
+         `llm-worker lock DIR`",
+        path.display(),
+        lock.display()
+    )]
+    NotApproved {
+        /// The plugin file.
+        path: PathBuf,
+        /// The lock file.
+        lock: PathBuf,
+        /// What differs.
+        reason: String,
+    },
+    /// The directory's lock file cannot be read.
+    #[error("{0}")]
+    Lock(#[from] crate::lock::LockError),
     /// The host's limits cannot be honoured (e.g. a memory limit of 0).
     #[error("invalid limits for the plugin host: {0}")]
     InvalidLimits(String),
@@ -259,7 +277,10 @@ impl PluginError {
             | PluginError::InvalidSchema { path, .. }
             | PluginError::Policy { path, .. }
             | PluginError::OutsideDirectory { path, .. }
-            | PluginError::ToolNameClash { path, .. } => Some(path),
+            | PluginError::ToolNameClash { path, .. }
+            | PluginError::NotApproved { path, .. } => Some(path),
+            PluginError::Lock(crate::lock::LockError::Io { path, .. })
+            | PluginError::Lock(crate::lock::LockError::Invalid { path, .. }) => Some(path),
             PluginError::InvalidLimits(_) | PluginError::Engine(_) => None,
         }
     }
@@ -515,20 +536,66 @@ impl PluginHost {
     /// once to read its tool list; from async code, call it in `spawn_blocking`. Nothing is
     /// registered: call [`LoadedPlugin::definitions`] and register those.
     pub fn load(&self, path: impl AsRef<Path>) -> Result<LoadedPlugin, PluginError> {
-        let path = path.as_ref();
-        let policy_path = SandboxPolicy::path_for(path);
-        let policy = if policy_path.exists() {
-            SandboxPolicy::from_file(&policy_path, &self.inner.limits).map_err(|source| {
-                PluginError::Policy {
-                    path: path.to_owned(),
-                    source,
-                }
-            })?
-        } else {
-            SandboxPolicy::with_limits(self.inner.limits.clone())
+        self.load_file(path.as_ref(), None)
+    }
+
+    /// Loads a plugin file with its policy file; with `approved`, only if both are the ones
+    /// its lock entry names (checked before anything of them is parsed or compiled).
+    fn load_file(
+        &self,
+        path: &Path,
+        approved: Option<(&Path, &crate::lock::LockedPlugin)>,
+    ) -> Result<LoadedPlugin, PluginError> {
+        let policy_error = |source| PluginError::Policy {
+            path: path.to_owned(),
+            source,
         };
+        let policy_path = SandboxPolicy::path_for(path);
+        let policy_text = if policy_path.exists() {
+            Some(SandboxPolicy::read_text(&policy_path).map_err(policy_error)?)
+        } else {
+            None
+        };
+        let policy_sha256 = policy_text
+            .as_deref()
+            .map(|text| crate::lock::sha256_hex(text.as_bytes()));
         let bytes = self.read_plugin_file(path)?;
-        self.load_bytes_with_policy(path, &bytes, policy)
+        if let Some((dir, entry)) = approved {
+            let sha256 = crate::lock::sha256_hex(&bytes);
+            let policy = policy_sha256.as_deref().unwrap_or("none");
+            let reason = if sha256 != entry.sha256 {
+                Some(format!(
+                    "it changed since it was locked (sha256 {} in the lock, {sha256} now)",
+                    entry.sha256
+                ))
+            } else if policy != entry.policy_sha256 {
+                Some(format!(
+                    "its policy {} changed since it was locked (sha256 {} in the lock, {policy} \
+                     now)",
+                    policy_path.display(),
+                    entry.policy_sha256
+                ))
+            } else {
+                None
+            };
+            if let Some(reason) = reason {
+                return Err(PluginError::NotApproved {
+                    path: path.to_owned(),
+                    lock: dir.join(crate::lock::LOCK_FILE),
+                    reason,
+                });
+            }
+        }
+        let policy = match &policy_text {
+            Some(text) => SandboxPolicy::parse(text, &policy_path, &self.inner.limits)
+                .map_err(policy_error)?,
+            None => SandboxPolicy::with_limits(self.inner.limits.clone()),
+        };
+        let mut plugin = self.load_bytes_with_policy(path, &bytes, policy)?;
+        if let Some(image) = Arc::get_mut(&mut plugin.image) {
+            image.policy_sha256 = policy_sha256;
+        }
+        Ok(plugin)
     }
 
     /// Reads a plugin file: a regular file (a FIFO or device is refused without blocking)
@@ -576,9 +643,29 @@ impl PluginHost {
         };
         let root = dir.canonicalize().map_err(io)?;
         let paths = options.plugin_files(dir).map_err(io)?;
+        let lock = if options.ignore_lock {
+            None
+        } else {
+            crate::lock::LockFile::read(dir)?
+        };
+        let approved = lock.as_ref().map(crate::lock::LockFile::by_file);
 
         let mut loaded = Vec::new();
         let mut failures = Vec::new();
+        if let Some(approved) = &approved {
+            // A locked plugin that is gone is reported (the directory is not what was approved).
+            let present: std::collections::BTreeSet<String> = paths
+                .iter()
+                .map(|path| crate::lock::relative_name(dir, path))
+                .collect();
+            for file in approved.keys().filter(|file| !present.contains(**file)) {
+                failures.push(PluginError::NotApproved {
+                    path: dir.join(file),
+                    lock: dir.join(crate::lock::LOCK_FILE),
+                    reason: "it is locked, but the file is gone".into(),
+                });
+            }
+        }
         let total = paths.len();
         for (index, path) in paths.into_iter().enumerate() {
             progress(index, total, &path);
@@ -594,7 +681,21 @@ impl PluginHost {
                     continue;
                 }
             }
-            match self.load(&path) {
+            let attempt = match &approved {
+                None => self.load(&path),
+                Some(approved) => {
+                    match approved.get(crate::lock::relative_name(dir, &path).as_str()) {
+                        Some(entry) => self.load_file(&path, Some((dir, entry))),
+                        None => Err(PluginError::NotApproved {
+                            path: path.clone(),
+                            lock: dir.join(crate::lock::LOCK_FILE),
+                            reason: "it is not in the lock (a plugin added since it was written)"
+                                .into(),
+                        }),
+                    }
+                }
+            };
+            match attempt {
                 Ok(plugin) if options.recursive => match writable_grant_within(&plugin, &root) {
                     Some(error) => failures.push(error),
                     None => loaded.push(plugin),
@@ -770,6 +871,26 @@ impl PluginHost {
         validate::check_sizes(&raw).map_err(|problem| tool_list_error(path, problem))?;
         let schemas = validate::check_tools(raw.iter().map(|(n, _, s)| (n.as_str(), s.as_str())))
             .map_err(|problem| tool_list_error(path, problem))?;
+        if let Some(tool) = policy
+            .tool_http
+            .keys()
+            .find(|tool| !raw.iter().any(|(name, _, _)| name == *tool))
+        {
+            return Err(PluginError::Policy {
+                path: path.to_owned(),
+                source: PolicyError::Invalid {
+                    path: SandboxPolicy::path_for(path),
+                    key: format!("tools.{tool}"),
+                    message: format!(
+                        "names a tool the plugin does not offer; its tools: {}",
+                        raw.iter()
+                            .map(|(name, _, _)| name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                },
+            });
+        }
         let mut metas = Vec::with_capacity(raw.len());
         let mut validators = Vec::with_capacity(raw.len());
         for ((name, description, _), checked) in raw.iter().zip(schemas) {
@@ -783,6 +904,7 @@ impl PluginHost {
         Ok(LoadedPlugin {
             image: Arc::new(PluginImage {
                 sha256,
+                policy_sha256: None,
                 name,
                 path: path.to_owned(),
                 pre,
@@ -957,6 +1079,7 @@ impl PluginHost {
         };
         let probe = PluginImage {
             sha256: [0; 32],
+            policy_sha256: None,
             name: path.display().to_string(),
             path: path.to_owned(),
             pre: pre.clone(),
@@ -1021,12 +1144,20 @@ pub struct LoadDirOptions {
     /// With `recursive`, also read build output directories (named `target`), which are
     /// skipped by default: they hold intermediate copies of every plugin built there.
     pub include_build_dirs: bool,
+    /// Load whatever is there, even if the directory has a lock file (to write a new one).
+    pub ignore_lock: bool,
 }
 
 impl LoadDirOptions {
     /// Sets whether subdirectories are read too.
     pub fn recursive(mut self, recursive: bool) -> Self {
         self.recursive = recursive;
+        self
+    }
+
+    /// Sets whether the directory's lock file is ignored (see [`crate::LockFile`]).
+    pub fn ignore_lock(mut self, ignore: bool) -> Self {
+        self.ignore_lock = ignore;
         self
     }
 
@@ -1081,7 +1212,7 @@ impl LoadDirOptions {
             .filter(|path| path.extension().is_some_and(|ext| ext == "toml"))
             .filter(|path| {
                 let name = path.file_name().unwrap_or_default();
-                name != "Cargo.toml" && name != "llm-worker.lock"
+                name != "Cargo.toml" && name != crate::lock::LOCK_FILE
             })
             .filter(|policy| {
                 !plugins
@@ -1142,6 +1273,8 @@ impl PluginDir {
 pub(crate) struct PluginImage {
     /// The SHA-256 of the component's bytes.
     sha256: [u8; 32],
+    /// The SHA-256 of its policy file, in hex, if it was loaded with one.
+    policy_sha256: Option<String>,
     name: String,
     path: PathBuf,
     pre: ToolPluginPre<PluginState>,
@@ -1195,6 +1328,11 @@ impl LoadedPlugin {
     /// The SHA-256 of the component's bytes: what identifies this build of the plugin.
     pub fn sha256(&self) -> &[u8; 32] {
         &self.image.sha256
+    }
+
+    /// The SHA-256 (hex) of the policy file it was loaded with, if any.
+    pub fn policy_sha256(&self) -> Option<&str> {
+        self.image.policy_sha256.as_deref()
     }
 
     /// The policy it runs under: its limits and grants.

@@ -13,3 +13,4 @@ mod plugin_dir;
 mod plugins;
 mod policy;
 mod pool;
+mod trust;
