@@ -178,6 +178,7 @@ impl HttpSecret {
     }
 
     /// The header's value (for the request only: never log it).
+    #[cfg_attr(not(feature = "wasi-http"), allow(dead_code))]
     pub(crate) fn value(&self) -> &str {
         &self.value
     }
