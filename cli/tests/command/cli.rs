@@ -44,11 +44,11 @@ fn run(cache: &Path, args: &[&str], stdin: Option<&str>) -> Output {
     child.wait_with_output().expect("wait")
 }
 
-fn stdout(output: &Output) -> String {
+pub(crate) fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
-fn stderr(output: &Output) -> String {
+pub(crate) fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 

@@ -5,6 +5,8 @@ use std::process::{Command, Output, Stdio};
 
 use llm_worker_tests::{plugin_path, scratch_dir};
 
+use super::cli::{stderr as err, stdout as out};
+
 /// Runs the command in `cwd` with `args` (and `stdin`), logs at their defaults.
 fn run_in(cwd: &Path, args: &[&str], stdin: Option<&[u8]>) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_llm-worker"));
@@ -26,14 +28,6 @@ fn run_in(cwd: &Path, args: &[&str], stdin: Option<&[u8]>) -> Output {
         pipe.write_all(bytes).expect("write stdin");
     }
     child.wait_with_output().expect("wait")
-}
-
-fn out(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-fn err(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
 /// A directory laid out as after `./scripts/demo.sh`: `target/demo-plugins/` with the six
