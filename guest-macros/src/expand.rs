@@ -3,9 +3,10 @@
 use proc_macro_crate::{FoundCrate, crate_name};
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
+use syn::ext::IdentExt;
 use syn::spanned::Spanned;
 
-use crate::parse::{Output, Registry, ToolMethod, to_pascal_case};
+use crate::parse::{Registry, ToolMethod, to_pascal_case};
 
 /// The crate the generated code names: `llm-worker-guest` (plugins) or `llm-worker` (hosts),
 /// whichever the calling crate depends on, under the name it uses.
@@ -64,7 +65,8 @@ pub(crate) fn misplaced(name: &str, attr: TokenStream, item: TokenStream) -> Tok
     }
     let message = format!(
         "#[{name}] only works inside an impl block marked #[tool_registry], which reads and \
-         removes it"
+         removes it; #[tool_registry] knows it by its name, so write `#[{name}]` or \
+         `#[llm_worker_guest::{name}]`, not an import renamed with `as`"
     );
     let error = syn::Error::new(Span::call_site(), message).into_compile_error();
     quote!(#error #item)
@@ -78,17 +80,39 @@ fn expand(registry: &Registry, krate: &TokenStream) -> TokenStream {
         .iter()
         .map(|tool| expand_tool(tool, self_ty, krate));
     let definitions = registry.tools.iter().map(|tool| {
-        let factory = format_ident!("{}_definition", tool.ident);
-        quote!(self.#factory())
+        let factory = format_ident!("{}_definition", tool.name);
+        let cfgs = &tool.cfgs;
+        quote!(#(#cfgs)* definitions.push(self.#factory());)
     });
+    // Each `#[description]` marker's path, used once, so that an import of it is not reported
+    // as unused (the markers themselves are removed: rustc takes no macros on parameters).
+    // When nothing imports it, the glob import (which an explicit import shadows) resolves it.
+    let mut seen = std::collections::HashSet::new();
+    let description_uses = registry
+        .description_paths
+        .iter()
+        .filter(|path| seen.insert(quote!(#path).to_string()))
+        .map(|path| {
+            quote! {
+                #[allow(unused_imports)]
+                use #krate::__private::markers::*;
+                #[#path(__llm_worker_registered)]
+                const _: () = ();
+            }
+        });
     quote! {
         #item
 
         #(#tools)*
 
+        #(#description_uses)*
+
         impl #krate::ToolRegistry for #self_ty {
             fn tool_definitions(&self) -> ::std::vec::Vec<#krate::ToolDefinition> {
-                ::std::vec![#(#definitions),*]
+                #[allow(unused_mut)]
+                let mut definitions = ::std::vec::Vec::new();
+                #(#definitions)*
+                definitions
             }
         }
     }
@@ -96,18 +120,18 @@ fn expand(registry: &Registry, krate: &TokenStream) -> TokenStream {
 
 fn expand_tool(tool: &ToolMethod, self_ty: &syn::Type, krate: &TokenStream) -> TokenStream {
     let method = &tool.ident;
-    let name = method.to_string();
-    let pascal = to_pascal_case(&name);
+    let name = &tool.name;
+    let pascal = to_pascal_case(name);
     let args_ty = format_ident!("{pascal}Args", span = method.span());
     let tool_ty = format_ident!("Tool{pascal}", span = method.span());
     let factory = format_ident!("{name}_definition", span = method.span());
-    let description = tool
-        .description
-        .clone()
-        .unwrap_or_else(|| format!("Tool: {name}"));
+    let cfgs = &tool.cfgs;
+    let private = quote!(#krate::__private);
+    let output = quote!(#private::output);
     let serde_path = format!("{krate}::__private::serde").replace(' ', "");
     let schemars_path = format!("{krate}::__private::schemars").replace(' ', "");
 
+    let mut default_fns = Vec::new();
     let fields = tool.args.iter().map(|arg| {
         let ident = &arg.ident;
         let ty = &arg.ty;
@@ -115,75 +139,145 @@ fn expand_tool(tool: &ToolMethod, self_ty: &syn::Type, krate: &TokenStream) -> T
             .description
             .as_ref()
             .map(|text| quote!(#[schemars(description = #text)]));
+        let default = arg.default.as_ref().map(|value| {
+            let function = format_ident!("__default_{}", ident.unraw());
+            let path = format!("{args_ty}::{function}");
+            // A string literal may default a `String` (or `Cow<str>`, …) argument.
+            let value = match value {
+                syn::Expr::Lit(syn::ExprLit {
+                    lit: syn::Lit::Str(_),
+                    ..
+                }) => quote!(::core::convert::Into::into(#value)),
+                other => quote!(#other),
+            };
+            default_fns.push(quote_spanned! {ty.span()=>
+                fn #function() -> #ty {
+                    #value
+                }
+            });
+            quote!(#[serde(default = #path)])
+        });
+        let attrs = &arg.field_attrs;
         // Spanned at the user's type, so "does not implement Deserialize" points there.
-        quote_spanned! {ty.span()=> #doc pub #ident: #ty }
+        quote_spanned! {ty.span()=> #doc #default #(#attrs)* pub #ident: #ty }
     });
+    let fields: Vec<_> = fields.collect();
     let arg_names: Vec<_> = tool.args.iter().map(|arg| &arg.ident).collect();
     let call = if tool.is_async {
         quote!(self.ctx.#method(#(args.#arg_names),*).await)
     } else {
         quote!(self.ctx.#method(#(args.#arg_names),*))
     };
-    let convert = match tool.output {
-        Output::Debug => quote!(::std::result::Result::Ok(::std::format!("{:?}", result))),
-        Output::Result { ok_is_string } => {
-            let ok = if ok_is_string {
-                quote!(value)
-            } else {
-                quote!(::std::format!("{:?}", value))
-            };
-            quote! {
-                match result {
-                    ::std::result::Result::Ok(value) => ::std::result::Result::Ok(#ok),
-                    ::std::result::Result::Err(error) => ::std::result::Result::Err(
-                        #krate::ToolError::ExecutionFailed(::std::string::ToString::to_string(&error)),
-                    ),
-                }
-            }
-        }
+    let output_ty = &tool.output;
+    let pieces = &tool.doc;
+    let title = tool
+        .title
+        .as_ref()
+        .map(|title| quote!(let meta = meta.title(#title);));
+    let hint = |value: Option<bool>| match value {
+        Some(value) => quote!(::core::option::Option::Some(#value)),
+        None => quote!(::core::option::Option::None),
     };
+    let (read_only, destructive, idempotent, open_world) = (
+        hint(tool.annotations.read_only),
+        hint(tool.annotations.destructive),
+        hint(tool.annotations.idempotent),
+        hint(tool.annotations.open_world),
+    );
     let tool_doc = format!(
         "The tool `{name}`: runs `{self_ty}::{name}` on a clone of the registry value.",
         self_ty = quote!(#self_ty).to_string().replace(' ', "")
     );
     let factory_doc = format!("The definition (factory) of the tool `{name}`.");
+    let fallback = format!("Tool: {name}");
+    let dispatch = quote! {
+        #[allow(unused_imports)]
+        use #output::{
+            ErrorIsDebug as _, ErrorIsDisplay as _, ErrorIsStdError as _, ErrorIsToolError as _,
+            OutputIsDebug as _, OutputIsJson as _, OutputIsJsonWithSchema as _,
+            OutputIsText as _, SplitPlain as _, SplitResult as _,
+        };
+    };
 
-    quote! {
-        #[derive(#krate::__private::serde::Deserialize, #krate::__private::schemars::JsonSchema)]
-        #[serde(crate = #serde_path)]
+    // Spanned at the method, so that a clash with a user's type points there.
+    let args_struct = quote_spanned! {method.span()=>
+        #(#cfgs)*
+        #[derive(#private::serde::Deserialize, #private::schemars::JsonSchema)]
+        #[serde(crate = #serde_path, deny_unknown_fields)]
         #[schemars(crate = #schemars_path)]
         struct #args_ty {
             #(#fields,)*
         }
+    };
+    quote! {
+        #args_struct
 
+        #(#cfgs)*
+        impl #args_ty {
+            #(#default_fns)*
+        }
+
+        #(#cfgs)*
         #[doc = #tool_doc]
         #[derive(Clone)]
         pub struct #tool_ty {
             ctx: #self_ty,
         }
 
-        #[#krate::__private::async_trait]
+        #(#cfgs)*
+        #[#private::async_trait]
         impl #krate::Tool for #tool_ty {
             async fn execute(
                 &self,
                 input_json: &str,
             ) -> ::std::result::Result<::std::string::String, #krate::ToolError> {
-                let args: #args_ty = #krate::__private::serde_json::from_str(input_json)
-                    .map_err(|error| #krate::ToolError::InvalidArgument(::std::string::ToString::to_string(&error)))?;
+                #dispatch
+                let args: #args_ty = #output::arguments(input_json)?;
                 let result = #call;
-                #convert
+                let split = (&#output::Is::of(&result)).__llm_worker_split();
+                match split.result(result) {
+                    ::std::result::Result::Ok(value) => {
+                        (&&&&#output::Is::of(&value)).__llm_worker_output().output(value)
+                    }
+                    ::std::result::Result::Err(error) => ::std::result::Result::Err(
+                        (&&&&#output::Is::of(&error)).__llm_worker_error().tool_error(error),
+                    ),
+                }
             }
         }
 
+        #(#cfgs)*
         impl #self_ty {
             #[doc = #factory_doc]
             pub fn #factory(&self) -> #krate::ToolDefinition {
+                #dispatch
                 let ctx = ::std::clone::Clone::clone(self);
                 ::std::sync::Arc::new(move || {
-                    let schema = #krate::__private::schemars::schema_for!(#args_ty);
+                    let schema = #output::strip_root_title(
+                        #private::schemars::schema_for!(#args_ty).to_value(),
+                    );
+                    let description = #output::doc_description(&[#(#pieces),*]);
+                    let description = if description.is_empty() {
+                        ::std::string::String::from(#fallback)
+                    } else {
+                        description
+                    };
+                    let split = (&#output::Is::<#output_ty>::new()).__llm_worker_split();
+                    let output_schema = (&&&&split.ok()).__llm_worker_output().output_schema(split.ok());
                     let meta = #krate::ToolMeta::new(#name)
-                        .description(#description)
-                        .input_schema(schema.to_value());
+                        .description(description)
+                        .input_schema(schema)
+                        .annotations(#krate::ToolAnnotations {
+                            read_only: #read_only,
+                            destructive: #destructive,
+                            idempotent: #idempotent,
+                            open_world: #open_world,
+                        });
+                    #title
+                    let meta = match output_schema {
+                        ::std::option::Option::Some(output_schema) => meta.output_schema(output_schema),
+                        ::std::option::Option::None => meta,
+                    };
                     let tool: ::std::sync::Arc<dyn #krate::Tool> =
                         ::std::sync::Arc::new(#tool_ty { ctx: ::std::clone::Clone::clone(&ctx) });
                     (meta, tool)

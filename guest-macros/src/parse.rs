@@ -1,10 +1,12 @@
 //! The model of a `#[tool_registry]` impl block: parsed from the user's syntax (keeping it for
 //! spans) and validated, every misuse a spanned error.
 
+use syn::ext::IdentExt;
+use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
 use syn::{
-    Attribute, Expr, ExprLit, FnArg, GenericArgument, ImplItem, ImplItemFn, ItemImpl, Lit, LitStr,
-    Meta, Pat, PathArguments, ReturnType, Type,
+    Attribute, Expr, ExprLit, FnArg, ImplItem, ImplItemFn, ItemImpl, Lit, LitBool, LitStr, Meta,
+    Pat, ReturnType, Token, Type,
 };
 
 /// A `#[tool_registry]` impl block and its tools.
@@ -12,15 +14,34 @@ pub(crate) struct Registry {
     /// The impl block with the `#[tool]` and `#[description]` markers removed.
     pub(crate) item: ItemImpl,
     pub(crate) tools: Vec<ToolMethod>,
+    /// The paths of the `#[description]` markers removed, so that their imports count as used.
+    pub(crate) description_paths: Vec<syn::Path>,
 }
 
 /// One `#[tool]` method.
 pub(crate) struct ToolMethod {
     pub(crate) ident: syn::Ident,
-    pub(crate) description: Option<String>,
+    /// The tool's name: the method's name without `r#`.
+    pub(crate) name: String,
+    /// The doc comment's `#[doc = …]` values in order (literals or `include_str!(…)`).
+    pub(crate) doc: Vec<Expr>,
     pub(crate) args: Vec<ToolArg>,
     pub(crate) is_async: bool,
-    pub(crate) output: Output,
+    /// The declared return type (`()` when there is none).
+    pub(crate) output: Type,
+    /// The method's `#[cfg(…)]` attributes, repeated on every generated item.
+    pub(crate) cfgs: Vec<Attribute>,
+    pub(crate) title: Option<LitStr>,
+    pub(crate) annotations: Annotations,
+}
+
+/// `#[tool(read_only, destructive = false, …)]`.
+#[derive(Default)]
+pub(crate) struct Annotations {
+    pub(crate) read_only: Option<bool>,
+    pub(crate) destructive: Option<bool>,
+    pub(crate) idempotent: Option<bool>,
+    pub(crate) open_world: Option<bool>,
 }
 
 /// One argument of a tool method.
@@ -28,16 +49,14 @@ pub(crate) struct ToolArg {
     pub(crate) ident: syn::Ident,
     pub(crate) ty: Type,
     pub(crate) description: Option<LitStr>,
+    /// `#[default = …]`.
+    pub(crate) default: Option<Expr>,
+    /// `#[serde(…)]` and `#[schemars(…)]`, moved to the generated field.
+    pub(crate) field_attrs: Vec<Attribute>,
 }
 
-/// How a method's return value becomes the tool's output.
-pub(crate) enum Output {
-    /// Formatted with `{:?}`.
-    Debug,
-    /// A `Result`: `Err` becomes `ExecutionFailed`; `Ok` is formatted with `{:?}`, or given as
-    /// it is when it is a `String`.
-    Result { ok_is_string: bool },
-}
+/// The longest tool name the host accepts.
+const MAX_NAME: usize = 64;
 
 /// Collects errors so that one expansion reports every misuse at once.
 #[derive(Default)]
@@ -56,8 +75,21 @@ impl Errors {
     }
 }
 
+/// Whether `attr` is the marker `name`, however it is spelled: `#[tool]`,
+/// `#[llm_worker_guest::tool]`, `#[llm_worker::tool]`.
 fn is_marker(attr: &Attribute, name: &str) -> bool {
-    attr.path().is_ident(name)
+    let path = attr.path();
+    match path.segments.len() {
+        1 => path.is_ident(name),
+        _ => {
+            let mut segments = path.segments.iter().map(|s| s.ident.to_string());
+            let first = segments.next().unwrap_or_default();
+            let last = path.segments.last().map(|s| s.ident.to_string());
+            path.segments.len() == 2
+                && matches!(first.as_str(), "llm_worker_guest" | "llm_worker" | "llm_worker_macros")
+                && last.as_deref() == Some(name)
+        }
+    }
 }
 
 impl Registry {
@@ -91,42 +123,98 @@ impl Registry {
                  a concrete type",
             ));
         }
+        let method_names: Vec<syn::Ident> = item
+            .items
+            .iter()
+            .filter_map(|i| match i {
+                ImplItem::Fn(f) => Some(f.sig.ident.clone()),
+                _ => None,
+            })
+            .collect();
         let mut tools: Vec<ToolMethod> = Vec::new();
+        let mut description_paths = Vec::new();
         let mut marked = 0;
         for impl_item in &mut item.items {
             let ImplItem::Fn(method) = impl_item else {
                 continue;
             };
-            let Some(position) = method.attrs.iter().position(|a| is_marker(a, "tool")) else {
+            for attr in &method.attrs {
+                if is_marker(attr, "description") {
+                    errors.push(syn::Error::new_spanned(
+                        attr,
+                        "#[description = \"…\"] describes an argument; a tool's own \
+                         description is its doc comment (`/// …` above the method)",
+                    ));
+                }
+            }
+            let positions: Vec<usize> = method
+                .attrs
+                .iter()
+                .enumerate()
+                .filter(|(_, a)| is_marker(a, "tool"))
+                .map(|(i, _)| i)
+                .collect();
+            let Some(&position) = positions.first() else {
                 continue;
             };
+            for &extra in &positions[1..] {
+                errors.push(syn::Error::new_spanned(
+                    &method.attrs[extra],
+                    "#[tool] is written twice on this method; once is enough (put the options \
+                     in one: `#[tool(title = \"…\", read_only)]`)",
+                ));
+            }
             // Keep the marker (so the user's `use …::tool` counts as used), tagged so that the
             // `#[tool]` macro knows it was read here and passes the method through.
             marked += 1;
             let marker = method.attrs[position].clone();
             let path = marker.path().clone();
             method.attrs[position] = syn::parse_quote!(#[#path(__llm_worker_registered)]);
-            if !matches!(marker.meta, Meta::Path(_)) {
-                errors.push(syn::Error::new_spanned(
-                    &marker,
-                    "#[tool] takes no arguments: the tool's name is the method's name and its \
-                     description is the doc comment",
-                ));
+            for &extra in positions[1..].iter().rev() {
+                method.attrs.remove(extra);
             }
-            match ToolMethod::parse(method, &mut errors) {
-                Some(tool) => {
-                    if let Some(first) = tools.iter().find(|t| t.ident == tool.ident) {
-                        let mut error = syn::Error::new_spanned(
-                            &tool.ident,
-                            format!("a tool named `{}` is defined twice", tool.ident),
-                        );
-                        error.combine(syn::Error::new_spanned(&first.ident, "first defined here"));
-                        errors.push(error);
-                    }
-                    tools.push(tool);
+            let (title, annotations) = match tool_options(&marker) {
+                Ok(options) => options,
+                Err(error) => {
+                    errors.push(error);
+                    (None, Annotations::default())
                 }
-                None => continue,
+            };
+            let Some(mut tool) = ToolMethod::parse(method, &mut errors, &mut description_paths)
+            else {
+                continue;
+            };
+            tool.title = title;
+            tool.annotations = annotations;
+            let factory = format!("{}_definition", tool.name);
+            if let Some(clash) = method_names.iter().find(|m| m.unraw() == factory) {
+                let mut error = syn::Error::new_spanned(
+                    &tool.ident,
+                    format!(
+                        "the tool `{}` needs the generated method `{factory}`, but this impl \
+                         block already has a method of that name; rename one of them",
+                        tool.name
+                    ),
+                );
+                error.combine(syn::Error::new_spanned(clash, "the other method"));
+                errors.push(error);
             }
+            let pascal = to_pascal_case(&tool.name);
+            if let Some(first) = tools.iter().find(|t| to_pascal_case(&t.name) == pascal) {
+                let message = if first.name == tool.name {
+                    format!("a tool named `{}` is defined twice", tool.name)
+                } else {
+                    format!(
+                        "the tools `{}` and `{}` would both generate `{pascal}Args` and \
+                         `Tool{pascal}`; rename one of the methods",
+                        first.name, tool.name
+                    )
+                };
+                let mut error = syn::Error::new_spanned(&tool.ident, message);
+                error.combine(syn::Error::new_spanned(&first.ident, "first defined here"));
+                errors.push(error);
+            }
+            tools.push(tool);
         }
         if marked == 0 {
             errors.push(syn::Error::new(
@@ -136,16 +224,143 @@ impl Registry {
             ));
         }
         errors.finish()?;
-        Ok(Self { item, tools })
+        Ok(Self {
+            item,
+            tools,
+            description_paths,
+        })
+    }
+}
+
+/// The options of `#[tool(title = "…", read_only, destructive = false, …)]`.
+fn tool_options(marker: &Attribute) -> syn::Result<(Option<LitStr>, Annotations)> {
+    let mut title = None;
+    let mut annotations = Annotations::default();
+    let metas = match &marker.meta {
+        Meta::Path(_) => return Ok((title, annotations)),
+        Meta::List(list) => {
+            list.parse_args_with(Punctuated::<Meta, Token![,]>::parse_terminated)?
+        }
+        Meta::NameValue(nv) => {
+            return Err(syn::Error::new_spanned(
+                nv,
+                "write #[tool] or #[tool(title = \"…\", read_only, destructive, idempotent, \
+                 open_world)]",
+            ));
+        }
+    };
+    let mut errors = Errors::default();
+    for meta in metas {
+        let key = meta.path().get_ident().map(ToString::to_string);
+        let flag = |meta: &Meta| -> syn::Result<bool> {
+            match meta {
+                Meta::Path(_) => Ok(true),
+                Meta::NameValue(nv) => match &nv.value {
+                    Expr::Lit(ExprLit {
+                        lit: Lit::Bool(LitBool { value, .. }),
+                        ..
+                    }) => Ok(*value),
+                    other => Err(syn::Error::new_spanned(other, "expected `true` or `false`")),
+                },
+                Meta::List(_) => Err(syn::Error::new_spanned(
+                    meta,
+                    "write the hint alone (`read_only`) or with a value (`read_only = false`)",
+                )),
+            }
+        };
+        let slot = match key.as_deref() {
+            Some("title") => {
+                match &meta {
+                    Meta::NameValue(nv) => match &nv.value {
+                        Expr::Lit(ExprLit {
+                            lit: Lit::Str(text),
+                            ..
+                        }) => title = Some(text.clone()),
+                        other => errors.push(syn::Error::new_spanned(
+                            other,
+                            "expected `title = \"…\"` with a string literal",
+                        )),
+                    },
+                    _ => errors.push(syn::Error::new_spanned(
+                        &meta,
+                        "expected `title = \"…\"` with a string literal",
+                    )),
+                }
+                continue;
+            }
+            Some("read_only") => &mut annotations.read_only,
+            Some("destructive") => &mut annotations.destructive,
+            Some("idempotent") => &mut annotations.idempotent,
+            Some("open_world") => &mut annotations.open_world,
+            _ => {
+                errors.push(syn::Error::new_spanned(
+                    meta.path(),
+                    "unknown #[tool] option; the options are `title = \"…\"`, `read_only`, \
+                     `destructive`, `idempotent` and `open_world` (the tool's name is the \
+                     method's name, its description the doc comment)",
+                ));
+                continue;
+            }
+        };
+        match flag(&meta) {
+            Ok(value) => *slot = Some(value),
+            Err(error) => errors.push(error),
+        }
+    }
+    errors.finish()?;
+    Ok((title, annotations))
+}
+
+/// Whether `ty` (anywhere inside) is `impl Trait`, which a generated item cannot name.
+fn contains_impl_trait(ty: &Type) -> bool {
+    struct Finder(bool);
+    impl<'ast> syn::visit::Visit<'ast> for Finder {
+        fn visit_type_impl_trait(&mut self, _: &'ast syn::TypeImplTrait) {
+            self.0 = true;
+        }
+    }
+    let mut finder = Finder(false);
+    syn::visit::Visit::visit_type(&mut finder, ty);
+    finder.0
+}
+
+/// The host's rule for tool names: 1 to 64 characters of `A-Z a-z 0-9 _ -`.
+fn check_name(ident: &syn::Ident, name: &str, errors: &mut Errors) {
+    if let Some(bad) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-'))
+    {
+        errors.push(syn::Error::new_spanned(
+            ident,
+            format!(
+                "the tool name `{name}` contains {bad:?}; hosts accept 1 to {MAX_NAME} \
+                 characters of `A-Z a-z 0-9 _ -`, so rename the method"
+            ),
+        ));
+    } else if name.len() > MAX_NAME {
+        errors.push(syn::Error::new_spanned(
+            ident,
+            format!(
+                "the tool name `{name}` has {} characters; hosts accept 1 to {MAX_NAME} \
+                 characters of `A-Z a-z 0-9 _ -`, so shorten the method's name",
+                name.len()
+            ),
+        ));
     }
 }
 
 impl ToolMethod {
     /// Parses a method, removing its argument markers; `None` if it has errors (pushed).
-    fn parse(method: &mut ImplItemFn, errors: &mut Errors) -> Option<Self> {
+    fn parse(
+        method: &mut ImplItemFn,
+        errors: &mut Errors,
+        description_paths: &mut Vec<syn::Path>,
+    ) -> Option<Self> {
         let before = errors.0.is_some();
         let sig = &method.sig;
         let ident = sig.ident.clone();
+        let name = ident.unraw().to_string();
+        check_name(&ident, &name, errors);
         if let Some(token) = &sig.unsafety {
             errors.push(syn::Error::new_spanned(
                 token,
@@ -165,30 +380,7 @@ impl ToolMethod {
                 "a #[tool] method cannot be variadic",
             ));
         }
-        match sig.inputs.first() {
-            Some(FnArg::Receiver(receiver))
-                if receiver.reference.is_some() && receiver.mutability.is_none() => {}
-            Some(FnArg::Receiver(receiver)) if receiver.reference.is_none() => {
-                errors.push(syn::Error::new_spanned(
-                    receiver,
-                    "a #[tool] method takes `&self`, not `self` by value: the same instance \
-                     serves every call",
-                ));
-            }
-            Some(FnArg::Receiver(receiver)) => {
-                errors.push(syn::Error::new_spanned(
-                    receiver,
-                    "a #[tool] method takes `&self`, not `&mut self`: calls may run \
-                     concurrently, so keep state in a Mutex or an atomic",
-                ));
-            }
-            _ => {
-                errors.push(syn::Error::new_spanned(
-                    &sig.ident,
-                    "a #[tool] method takes `&self` as its first parameter",
-                ));
-            }
-        }
+        check_receiver(sig, errors);
 
         let mut args = Vec::new();
         for input in method.sig.inputs.iter_mut() {
@@ -196,24 +388,62 @@ impl ToolMethod {
                 continue;
             };
             let mut description = None;
+            let mut default = None;
+            let mut field_attrs = Vec::new();
             let mut kept = Vec::new();
             for attr in typed.attrs.drain(..) {
                 if is_marker(&attr, "description") {
+                    description_paths.push(attr.path().clone());
                     match description_text(&attr) {
                         Ok(text) => description = Some(text),
                         Err(error) => errors.push(error),
                     }
+                } else if attr.path().is_ident("default") {
+                    match &attr.meta {
+                        Meta::NameValue(nv) => default = Some(nv.value.clone()),
+                        _ => errors.push(syn::Error::new_spanned(
+                            &attr,
+                            "expected `#[default = value]`, such as `#[default = 10]`",
+                        )),
+                    }
+                } else if attr.path().is_ident("serde") || attr.path().is_ident("schemars") {
+                    field_attrs.push(attr);
                 } else {
                     kept.push(attr);
                 }
             }
             typed.attrs = kept;
+            if let Type::Reference(reference) = &*typed.ty {
+                let owned = match &*reference.elem {
+                    Type::Path(p) if p.path.is_ident("str") => "`String`".to_owned(),
+                    Type::Slice(slice) => {
+                        let elem = &slice.elem;
+                        format!("`Vec<{}>`", quote::quote!(#elem).to_string().replace(' ', ""))
+                    }
+                    _ => "an owned type".to_owned(),
+                };
+                errors.push(syn::Error::new_spanned(
+                    &typed.ty,
+                    format!(
+                        "a #[tool] argument cannot be a reference: use {owned} — the input is \
+                         deserialised into owned values"
+                    ),
+                ));
+            } else if contains_impl_trait(&typed.ty) {
+                errors.push(syn::Error::new_spanned(
+                    &typed.ty,
+                    "a #[tool] argument needs a concrete type (it is deserialised from JSON), \
+                     not `impl Trait`",
+                ));
+            }
             match &*typed.pat {
                 Pat::Ident(pat) if pat.by_ref.is_none() && pat.subpat.is_none() => {
                     args.push(ToolArg {
                         ident: pat.ident.clone(),
                         ty: (*typed.ty).clone(),
                         description,
+                        default,
+                        field_attrs,
                     });
                 }
                 other => errors.push(syn::Error::new_spanned(
@@ -225,44 +455,114 @@ impl ToolMethod {
         }
 
         let output = match &method.sig.output {
-            ReturnType::Default => Output::Debug,
-            ReturnType::Type(_, ty) => match result_ok_type(ty) {
-                Some(ok) => Output::Result {
-                    ok_is_string: is_string(ok),
-                },
-                None => Output::Debug,
-            },
+            ReturnType::Default => syn::parse_quote!(()),
+            ReturnType::Type(_, ty) => {
+                if contains_impl_trait(ty) {
+                    errors.push(syn::Error::new_spanned(
+                        ty,
+                        "a #[tool] method must name its return type (not `impl Trait`): the \
+                         type decides how the value becomes the tool's output",
+                    ));
+                }
+                (**ty).clone()
+            }
         };
 
         if errors.0.is_some() && !before {
             return None;
         }
+        let cfgs = method
+            .attrs
+            .iter()
+            .filter(|a| a.path().is_ident("cfg"))
+            .cloned()
+            .collect();
         Some(Self {
             ident,
-            description: doc_text(&method.attrs),
+            name,
+            doc: doc_pieces(&method.attrs),
             args,
             is_async: method.sig.asyncness.is_some(),
             output,
+            cfgs,
+            title: None,
+            annotations: Annotations::default(),
         })
     }
 }
 
-/// Removes the `#[tool]` markers' effect and the `#[description]` attributes (which rustc does
-/// not accept on parameters) from an impl block.
+/// A tool method takes `&self` (also written `self: &Self`).
+fn check_receiver(sig: &syn::Signature, errors: &mut Errors) {
+    let Some(FnArg::Receiver(receiver)) = sig.inputs.first() else {
+        errors.push(syn::Error::new_spanned(
+            &sig.ident,
+            "a #[tool] method takes `&self` as its first parameter",
+        ));
+        return;
+    };
+    let by_mut_ref = || {
+        syn::Error::new_spanned(
+            receiver,
+            "a #[tool] method takes `&self`, not `&mut self`: calls may run concurrently, so \
+             keep state in a Mutex or an atomic",
+        )
+    };
+    if receiver.colon_token.is_none() {
+        match (&receiver.reference, &receiver.mutability) {
+            (Some(_), None) => {}
+            (Some(_), Some(_)) => errors.push(by_mut_ref()),
+            (None, _) => errors.push(syn::Error::new_spanned(
+                receiver,
+                "a #[tool] method takes `&self`, not `self` by value: the same instance serves \
+                 every call",
+            )),
+        }
+        return;
+    }
+    // `self: T`: `&Self` is `&self`; anything else is refused with what it is.
+    match &*receiver.ty {
+        Type::Reference(r) if r.mutability.is_none() => {}
+        Type::Reference(_) => errors.push(by_mut_ref()),
+        other => {
+            let written = quote::quote!(#other).to_string().replace(' ', "");
+            errors.push(syn::Error::new_spanned(
+                receiver,
+                format!(
+                    "a #[tool] method takes `&self`, not `self: {written}`: each tool holds a \
+                     clone of the registry value, so put what must be shared (an `Arc<…>`) in a \
+                     field"
+                ),
+            ));
+        }
+    }
+}
+
+/// Removes the `#[tool]` markers' effect and the argument attributes (which rustc does not
+/// accept on parameters) from an impl block.
 fn strip_markers(item: &mut ItemImpl) {
     for impl_item in &mut item.items {
         let ImplItem::Fn(method) = impl_item else {
             continue;
         };
+        let is_tool = method.attrs.iter().any(|a| is_marker(a, "tool"));
+        method.attrs.retain(|a| !is_marker(a, "description"));
         for attr in &mut method.attrs {
             if is_marker(attr, "tool") {
                 let path = attr.path().clone();
                 *attr = syn::parse_quote!(#[#path(__llm_worker_registered)]);
             }
         }
+        if !is_tool {
+            continue;
+        }
         for input in &mut method.sig.inputs {
             if let FnArg::Typed(typed) = input {
-                typed.attrs.retain(|attr| !is_marker(attr, "description"));
+                typed.attrs.retain(|attr| {
+                    !is_marker(attr, "description")
+                        && !attr.path().is_ident("default")
+                        && !attr.path().is_ident("serde")
+                        && !attr.path().is_ident("schemars")
+                });
             }
         }
     }
@@ -284,52 +584,17 @@ fn description_text(attr: &Attribute) -> syn::Result<LitStr> {
     ))
 }
 
-/// The whole doc comment, one line per `///` line, without the conventional leading space.
-pub(crate) fn doc_text(attrs: &[Attribute]) -> Option<String> {
-    let lines: Vec<String> = attrs
+/// The values of the `#[doc = …]` attributes: string literals from `///` and `/** */`, or
+/// expressions such as `include_str!("…")`.
+pub(crate) fn doc_pieces(attrs: &[Attribute]) -> Vec<Expr> {
+    attrs
         .iter()
         .filter(|attr| attr.path().is_ident("doc"))
         .filter_map(|attr| match &attr.meta {
-            Meta::NameValue(nv) => match &nv.value {
-                Expr::Lit(ExprLit {
-                    lit: Lit::Str(text),
-                    ..
-                }) => Some(text.value()),
-                _ => None,
-            },
+            Meta::NameValue(nv) => Some(nv.value.clone()),
             _ => None,
         })
-        .flat_map(|text| {
-            text.lines()
-                .map(|line| line.strip_prefix(' ').unwrap_or(line).trim_end().to_owned())
-                .collect::<Vec<_>>()
-        })
-        .collect();
-    let text = lines.join("\n").trim().to_owned();
-    (!text.is_empty()).then_some(text)
-}
-
-/// The `T` of a return type spelled `Result<T, …>` (any path ending in `Result`).
-pub(crate) fn result_ok_type(ty: &Type) -> Option<&Type> {
-    let Type::Path(path) = ty else {
-        return None;
-    };
-    let last = path.path.segments.last()?;
-    if last.ident != "Result" {
-        return None;
-    }
-    let PathArguments::AngleBracketed(args) = &last.arguments else {
-        return None;
-    };
-    args.args.iter().find_map(|arg| match arg {
-        GenericArgument::Type(ty) => Some(ty),
-        _ => None,
-    })
-}
-
-fn is_string(ty: &Type) -> bool {
-    matches!(ty, Type::Path(path) if path.qself.is_none()
-        && path.path.segments.last().is_some_and(|s| s.ident == "String" && s.arguments.is_none()))
+        .collect()
 }
 
 /// `search_user` → `SearchUser`.
@@ -362,55 +627,65 @@ mod tests {
     }
 
     #[test]
-    fn doc_comments_become_the_description() {
+    fn tools_arguments_and_options_are_read() {
         let reg = registry(quote! {
             impl App {
                 /// First line.
-                /// Second line.
+                #[tool(title = "Search", read_only, destructive = false)]
+                fn search(&self, #[description = "the query"] #[default = 5] limit: u32) -> String { query }
                 #[tool]
-                fn search(&self, #[description = "the query"] query: String) -> String { query }
-                #[tool]
-                async fn bare(&self) -> Result<String, String> { Ok(String::new()) }
+                async fn r#type(self: &Self) -> Result<String, String> { Ok(String::new()) }
                 fn helper(&self) {}
             }
         })
         .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(reg.tools.len(), 2);
         let search = &reg.tools[0];
-        assert_eq!(
-            search.description.as_deref(),
-            Some("First line.\nSecond line.")
-        );
+        assert_eq!(search.doc.len(), 1);
+        assert_eq!(search.title.as_ref().map(LitStr::value).as_deref(), Some("Search"));
+        assert_eq!(search.annotations.read_only, Some(true));
+        assert_eq!(search.annotations.destructive, Some(false));
+        assert_eq!(search.annotations.idempotent, None);
         assert_eq!(search.args.len(), 1);
+        assert!(search.args[0].default.is_some());
         assert_eq!(
-            search.args[0]
-                .description
-                .as_ref()
-                .map(LitStr::value)
-                .as_deref(),
+            search.args[0].description.as_ref().map(LitStr::value).as_deref(),
             Some("the query")
         );
         assert!(!search.is_async);
-        assert!(matches!(search.output, Output::Debug));
-        let bare = &reg.tools[1];
-        assert!(bare.description.is_none());
-        assert!(bare.is_async);
-        assert!(matches!(bare.output, Output::Result { ok_is_string: true }));
+        let raw = &reg.tools[1];
+        assert_eq!(raw.name, "type");
+        assert!(raw.doc.is_empty());
+        assert!(raw.is_async);
         // The argument markers are removed; the tool markers are tagged as read.
         let item = &reg.item;
         let emitted = quote!(#item).to_string();
         assert!(!emitted.contains("description"));
+        assert!(!emitted.contains("default"));
         assert!(emitted.contains("# [tool (__llm_worker_registered)]"));
     }
 
     #[test]
-    fn result_types_are_recognised_by_path() {
-        let ty: Type = syn::parse_quote!(std::io::Result<u32>);
-        assert!(result_ok_type(&ty).is_some());
-        let ty: Type = syn::parse_quote!(Option<u32>);
-        assert!(result_ok_type(&ty).is_none());
-        let ty: Type = syn::parse_quote!(String);
-        assert!(is_string(&ty));
+    fn markers_are_recognised_by_path() {
+        let reg = registry(quote! {
+            impl App {
+                #[llm_worker_guest::tool]
+                fn a(&self, #[llm_worker_guest::description = "x"] x: u32) {}
+            }
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(reg.tools.len(), 1);
+        assert!(reg.tools[0].args[0].description.is_some());
+        assert_eq!(reg.description_paths.len(), 1);
+    }
+
+    #[test]
+    fn generated_name_clashes_are_errors() {
+        let clash = |tokens| registry(tokens).err().map(|e| e.to_string());
+        let text = clash(quote! { impl App { #[tool] fn get_x(&self) {} #[tool] fn get__x(&self) {} } });
+        assert!(text.is_some_and(|t| t.contains("`get_x` and `get__x`")));
+        let text = clash(quote! { impl App { #[tool] fn a(&self) {} fn a_definition(&self) {} } });
+        assert!(text.is_some_and(|t| t.contains("a_definition")));
     }
 
     #[test]

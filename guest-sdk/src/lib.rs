@@ -43,27 +43,57 @@
 //! What the macros generate, per `#[tool]` method `search`: `SearchArgs` (the arguments, with
 //! `Deserialize` and `JsonSchema`; `#[description = "…"]` becomes the field's schema
 //! description), `ToolSearch` (implements [`Tool`]), and `search_definition()` returning a
-//! [`ToolDefinition`]. The tool's name is the method's name; its description is the whole doc
-//! comment. A `Result`'s `Err` becomes [`ToolError::ExecutionFailed`]; input that is not valid
-//! for the arguments becomes [`ToolError::InvalidArgument`] with serde's message. A method
-//! returning `Result<String, E>` gives its `Ok` text as it is; any other value is formatted with
-//! `{:?}`.
+//! [`ToolDefinition`]. The tool's name is the method's name (without `r#`); its description is
+//! the whole doc comment (paragraphs kept; `#[doc = include_str!("…")]` works).
+//!
+//! `#[tool(title = "…", read_only, destructive, idempotent, open_world)]` sets the tool's
+//! title and hints (each hint may also be written `= false`).
+//!
+//! **Arguments.** The input must be a JSON object with the arguments as fields. Unknown fields
+//! are refused (the schema says `additionalProperties: false`), so a misspelt name is an error
+//! naming it. `Option<T>` arguments may be left out. Any other argument may have a default,
+//! `#[default = 10]` (or serde's `#[serde(default)]`), which the schema shows. `#[serde(…)]` and
+//! `#[schemars(…)]` on an argument are moved to the generated field.
+//!
+//! **Return values** become the output by their type, not by how the type is spelled (aliases,
+//! `anyhow::Result<T>` and `std::io::Result<T>` are all results):
+//!
+//! | the method returns | the tool's output |
+//! |---|---|
+//! | `Result<T, E>`, `Err(e)` | `e` itself if `E` is [`ToolError`]; otherwise [`ToolError::ExecutionFailed`] with the message and every cause (`source()`, anyhow's context chain) |
+//! | `String`, `&str`, `Cow<str>`, `Box<str>`, `Arc<str>` (bare or as the `T` of a `Result`) | the text as it is |
+//! | a type with `Serialize` and `JsonSchema` | JSON; when the schema is an object, it is also the tool's output schema |
+//! | a type with `Serialize` only (`serde_json::Value`, …) | JSON |
+//! | anything else with `Debug` (and `()`, which is JSON `null`) | `format!("{:?}", value)` |
+//!
+//! Input that does not fit the arguments becomes [`ToolError::InvalidArgument`] with serde's
+//! message.
 
 // Lets generated code name this crate as `::llm_worker_guest` inside its own tests.
 #[allow(unused_extern_crates)]
 extern crate self as llm_worker_guest;
 
 mod export;
+#[doc(hidden)]
+pub mod output;
 mod tool;
 
 pub use export::block_on;
 pub use llm_worker_macros::{description, tool, tool_registry};
-pub use tool::{Tool, ToolDefinition, ToolError, ToolMeta, ToolRegistry, WorkerToolDefinition};
+pub use tool::{
+    Tool, ToolAnnotations, ToolDefinition, ToolError, ToolMeta, ToolRegistry,
+    WorkerToolDefinition,
+};
 
 /// What generated code uses. Not a public API: it may change in any release.
 #[doc(hidden)]
 pub mod __private {
+    /// The marker attributes, for a glob import that an explicit import shadows.
+    pub mod markers {
+        pub use llm_worker_macros::description;
+    }
     pub use crate::export::{Plugin, block_on};
+    pub use crate::output;
     pub use async_trait::async_trait;
     pub use schemars;
     pub use serde;

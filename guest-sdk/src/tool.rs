@@ -6,9 +6,12 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::Value;
 
-/// What the model sees of a tool: its name, description and JSON input schema.
+/// What the model sees of a tool: its name, description and JSON input schema; optionally a
+/// human-readable title, the JSON schema of its structured output and hints about its
+/// behaviour.
 ///
 /// Fixed at registration and never changed afterwards; hooks read it, nothing writes it.
+/// Build it with [`ToolMeta::new`] and the builder methods.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolMeta {
     /// The tool's name, unique within a worker.
@@ -17,6 +20,37 @@ pub struct ToolMeta {
     pub description: String,
     /// JSON Schema of the tool's input (a JSON object).
     pub input_schema: Value,
+    /// A short human-readable name for user interfaces (MCP's `title`).
+    pub title: Option<String>,
+    /// JSON Schema of the tool's result when it is a JSON object (MCP's `outputSchema`): a
+    /// tool with one returns JSON text matching it.
+    pub output_schema: Option<Value>,
+    /// Hints about what the tool does to the world (MCP's `annotations`).
+    pub annotations: ToolAnnotations,
+}
+
+/// Hints about a tool's behaviour, as MCP defines them: `None` means "not said".
+///
+/// They are hints, not guarantees: a client decides with them what to run without asking. For
+/// plugins the host keeps only what the sandbox policy makes true (see the README).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct ToolAnnotations {
+    /// The tool does not change its environment.
+    pub read_only: Option<bool>,
+    /// The tool may destroy or overwrite things (meaningful when not read-only).
+    pub destructive: Option<bool>,
+    /// Calling it again with the same input has no further effect.
+    pub idempotent: Option<bool>,
+    /// The tool reaches entities outside the host (the internet, other services).
+    pub open_world: Option<bool>,
+}
+
+impl ToolAnnotations {
+    /// True when no hint is given.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
 }
 
 impl ToolMeta {
@@ -26,7 +60,31 @@ impl ToolMeta {
             name: name.into(),
             description: String::new(),
             input_schema: serde_json::json!({ "type": "object" }),
+            title: None,
+            output_schema: None,
+            annotations: ToolAnnotations::default(),
         }
+    }
+
+    /// Sets the human-readable title.
+    #[must_use]
+    pub fn title(mut self, title: impl Into<String>) -> Self {
+        self.title = Some(title.into());
+        self
+    }
+
+    /// Sets the JSON Schema of the tool's structured (JSON object) result.
+    #[must_use]
+    pub fn output_schema(mut self, schema: Value) -> Self {
+        self.output_schema = Some(schema);
+        self
+    }
+
+    /// Sets the behaviour hints.
+    #[must_use]
+    pub fn annotations(mut self, annotations: ToolAnnotations) -> Self {
+        self.annotations = annotations;
+        self
     }
 
     /// Sets the description.

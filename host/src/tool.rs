@@ -5,5 +5,5 @@
 //! compiled to WebAssembly, as a plugin — the very same code.
 
 pub use llm_worker_guest::{
-    Tool, ToolDefinition, ToolError, ToolMeta, ToolRegistry, WorkerToolDefinition,
+    Tool, ToolAnnotations, ToolDefinition, ToolError, ToolMeta, ToolRegistry, WorkerToolDefinition,
 };

@@ -93,7 +93,7 @@ fn call_prints_results_and_fails_on_tool_errors() {
         None,
     );
     assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(stdout(&out).trim(), "\"Hello, CLI!\"");
+    assert_eq!(stdout(&out).trim(), "Hello, CLI!");
 
     let out = run(
         &cache,
@@ -324,7 +324,7 @@ fn a_pool_serves_calls_and_says_when_it_is_too_small() {
         None,
     );
     assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(stdout(&out).trim(), r#""Hello, Ada!""#);
+    assert_eq!(stdout(&out).trim(), "Hello, Ada!");
 
     // `call` starts every plugin of the directory: two instances do not fit in one slot.
     let out = run(

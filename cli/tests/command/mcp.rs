@@ -54,7 +54,7 @@ async fn an_mcp_client_lists_and_calls_tools_in_one_session() {
         .call_tool(call("greet", json!({"name": "MCP"})))
         .await
         .expect("tools/call");
-    assert_eq!(text(&hello), "\"Hello, MCP!\"");
+    assert_eq!(text(&hello), "Hello, MCP!");
     assert_ne!(hello.is_error, Some(true));
 
     // One connection is one session: the counter keeps its state between calls.
@@ -149,7 +149,7 @@ async fn watch_picks_up_new_changed_and_broken_plugins() {
         .call_tool(call("greet", json!({"name": "new"})))
         .await
         .expect("greet");
-    assert_eq!(text(&hello), "\"Hello, new!\"");
+    assert_eq!(text(&hello), "Hello, new!");
     let count = client
         .call_tool(call("count", json!({})))
         .await
@@ -164,7 +164,7 @@ async fn watch_picks_up_new_changed_and_broken_plugins() {
         .call_tool(call("greet", json!({"name": "still"})))
         .await
         .expect("greet");
-    assert_eq!(text(&hello), "\"Hello, still!\"");
+    assert_eq!(text(&hello), "Hello, still!");
 
     // A removed plugin goes away.
     std::fs::remove_file(dir.join("greet.wasm")).expect("remove");

@@ -31,7 +31,7 @@ async fn greets(plugin: &LoadedPlugin) {
             .call_tool("greet", r#"{"name":"cache"}"#)
             .await
             .as_deref(),
-        Ok("\"Hello, cache!\"")
+        Ok("Hello, cache!")
     );
 }
 

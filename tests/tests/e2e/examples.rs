@@ -52,7 +52,7 @@ async fn greet_is_the_spec_example() {
             .call_tool("greet", r#"{"name":"Alice"}"#)
             .await
             .as_deref(),
-        Ok("\"Hello, Alice!\"")
+        Ok("Hello, Alice!")
     );
 }
 

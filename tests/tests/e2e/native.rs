@@ -128,7 +128,7 @@ async fn macro_tools_register_natively_as_in_the_spec() {
             .call_tool("greet", r#"{"name":"Alice"}"#)
             .await
             .as_deref(),
-        Ok("\"Hello, Alice!\"")
+        Ok("Hello, Alice!")
     );
 }
 

@@ -117,7 +117,7 @@ async fn bad_input_is_an_invalid_argument() {
     }
     assert_eq!(
         tool.execute(r#"{"name":"Ada"}"#).await.as_deref(),
-        Ok("\"Hello, Ada!\"")
+        Ok("Hello, Ada!")
     );
 }
 

@@ -1,0 +1,14 @@
+use llm_worker_guest::{tool, tool_registry};
+
+#[derive(Clone)]
+struct App;
+
+#[tool_registry]
+impl App {
+    #[tool(name = "other", read_only = "yes", title = 5)]
+    fn find(&self) -> String {
+        String::new()
+    }
+}
+
+fn main() {}
