@@ -11,7 +11,7 @@ mod new;
 mod serve;
 use llm_worker::{
     LOCK_FILE, Limits, LoadDirOptions, LoadedPlugin, LockFile, PluginDir, PluginHost,
-    ProviderFormat, ToolServerError, Worker, provider_json,
+    ProviderFormat, ProviderOptions, ToolServerError, Worker, provider_json_with,
 };
 use serde_json::json;
 
@@ -179,6 +179,11 @@ enum Command {
         /// openai, anthropic, gemini or mcp.
         #[arg(long, default_value = "openai")]
         format: ProviderFormat,
+        /// With --format openai: declare every function with OpenAI's strict mode (all
+        /// properties required, optional ones nullable, no unnamed keys); a tool whose schema
+        /// strict mode cannot express is an error.
+        #[arg(long)]
+        strict: bool,
     },
 }
 
@@ -602,7 +607,14 @@ fn schema(
     loader: &Loader,
     dir: &Path,
     format: ProviderFormat,
+    strict: bool,
 ) -> Result<ExitCode, String> {
+    if strict && format != ProviderFormat::OpenAi {
+        return Err(format!(
+            "--strict is OpenAI's strict mode and applies to --format openai only, not \
+             --format {format}; drop --strict, or use --format openai"
+        ));
+    }
     let loaded = load(loader, dir)?;
     let mut definitions: Vec<llm_worker::LlmToolDefinition> = loaded
         .plugins
@@ -611,8 +623,9 @@ fn schema(
         .map(llm_worker::LlmToolDefinition::from)
         .collect();
     definitions.sort_by(|a, b| a.name.cmp(&b.name));
-    let text = serde_json::to_string_pretty(&provider_json(&definitions, format))
-        .map_err(|e| e.to_string())?;
+    let options = ProviderOptions::default().strict(strict);
+    let json = provider_json_with(&definitions, format, &options).map_err(|e| e.to_string())?;
+    let text = serde_json::to_string_pretty(&json).map_err(|e| e.to_string())?;
     outln!(out, "{text}");
     Ok(ExitCode::SUCCESS)
 }
@@ -660,7 +673,12 @@ build it with: cd {} && cargo build --release --target wasm32-wasip2",
             } => call(&mut out, &loader, dir, tool, json.clone()).await,
             Command::Check { dir, .. } => check(&mut out, &loader, dir),
             Command::Lock { dir, check, .. } => lock(&mut out, &loader, dir, *check),
-            Command::Schema { dir, format, .. } => schema(&mut out, &loader, dir, *format),
+            Command::Schema {
+                dir,
+                format,
+                strict,
+                ..
+            } => schema(&mut out, &loader, dir, *format, *strict),
             Command::Serve {
                 dir,
                 watch,

@@ -13,7 +13,7 @@ use crate::tool::{Tool, ToolError, ToolMeta, ToolRegistry};
 #[allow(missing_docs)]
 pub mod bindings {
     wit_bindgen::generate!({
-        path: "../wit",
+        path: "../wit/0.2.0",
         world: "tool-plugin",
         pub_export_macro: true,
         export_macro_name: "__export_tool_plugin",
@@ -23,6 +23,7 @@ pub mod bindings {
     #[doc(hidden)]
     pub use wit_bindgen;
 
+    use self::llm_worker::tool::types::Annotations;
     use crate::export::Plugin;
 
     impl From<crate::ToolError> for ToolError {
@@ -43,9 +44,37 @@ pub mod bindings {
                 name: meta.name.clone(),
                 description: meta.description.clone(),
                 input_schema: meta.input_schema.to_string(),
+                title: meta.title.clone(),
+                output_schema: meta.output_schema.as_ref().map(ToString::to_string),
+                annotations: Annotations {
+                    read_only: meta.annotations.read_only,
+                    destructive: meta.annotations.destructive,
+                    idempotent: meta.annotations.idempotent,
+                    open_world: meta.annotations.open_world,
+                },
             })
             .collect()
     }
+}
+
+/// Sends a log message to the host.
+#[cfg(target_arch = "wasm32")]
+pub(crate) fn host_log(level: crate::log::Level, message: &str) {
+    use bindings::llm_worker::tool::host::{Level, log};
+    let level = match level {
+        crate::log::Level::Trace => Level::Trace,
+        crate::log::Level::Debug => Level::Debug,
+        crate::log::Level::Info => Level::Info,
+        crate::log::Level::Warn => Level::Warn,
+        crate::log::Level::Error => Level::Error,
+    };
+    log(level, message);
+}
+
+/// Sends a progress report to the host.
+#[cfg(target_arch = "wasm32")]
+pub(crate) fn host_progress(done: f64, total: Option<f64>, message: Option<&str>) {
+    bindings::llm_worker::tool::host::progress(done, total, message);
 }
 
 /// Runs a future to completion on the calling thread. A guest has no event loop: a tool's

@@ -74,11 +74,14 @@
 extern crate self as llm_worker_guest;
 
 mod export;
+pub mod log;
+pub mod report;
 #[doc(hidden)]
 pub mod output;
 mod tool;
 
 pub use export::block_on;
+pub use report::progress;
 pub use llm_worker_macros::{description, tool, tool_registry};
 pub use tool::{
     Tool, ToolAnnotations, ToolDefinition, ToolError, ToolMeta, ToolRegistry,

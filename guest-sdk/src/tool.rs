@@ -33,15 +33,22 @@ pub struct ToolMeta {
 ///
 /// They are hints, not guarantees: a client decides with them what to run without asking. For
 /// plugins the host keeps only what the sandbox policy makes true (see the README).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+///
+/// Serialised as MCP spells them (`readOnlyHint`, …), leaving out those not said.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ToolAnnotations {
     /// The tool does not change its environment.
+    #[serde(rename = "readOnlyHint", skip_serializing_if = "Option::is_none")]
     pub read_only: Option<bool>,
     /// The tool may destroy or overwrite things (meaningful when not read-only).
+    #[serde(rename = "destructiveHint", skip_serializing_if = "Option::is_none")]
     pub destructive: Option<bool>,
     /// Calling it again with the same input has no further effect.
+    #[serde(rename = "idempotentHint", skip_serializing_if = "Option::is_none")]
     pub idempotent: Option<bool>,
     /// The tool reaches entities outside the host (the internet, other services).
+    #[serde(rename = "openWorldHint", skip_serializing_if = "Option::is_none")]
     pub open_world: Option<bool>,
 }
 

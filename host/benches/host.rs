@@ -29,7 +29,7 @@ impl NativeEcho {
 /// fiber, so that a call can yield and be timed out).
 mod bare {
     wasmtime::component::bindgen!({
-        path: "../wit",
+        path: "../wit/0.2.0",
         world: "tool-plugin",
         exports: { default: async },
     });
@@ -38,7 +38,7 @@ mod bare {
 /// The same world called synchronously: wasmtime's cheapest call, the floor of any host.
 mod bare_sync {
     wasmtime::component::bindgen!({
-        path: "../wit",
+        path: "../wit/0.2.0",
         world: "tool-plugin",
     });
 }
@@ -46,6 +46,18 @@ mod bare_sync {
 struct BareState {
     wasi: WasiCtx,
     table: ResourceTable,
+}
+
+/// The host interface of contract 0.2.0, doing nothing (the echo tool neither logs nor
+/// reports progress).
+impl bare::llm_worker::tool::host::Host for BareState {
+    fn log(&mut self, _: bare::llm_worker::tool::host::Level, _: String) {}
+    fn progress(&mut self, _: f64, _: Option<f64>, _: Option<String>) {}
+}
+
+impl bare_sync::llm_worker::tool::host::Host for BareState {
+    fn log(&mut self, _: bare_sync::llm_worker::tool::host::Level, _: String) {}
+    fn progress(&mut self, _: f64, _: Option<f64>, _: Option<String>) {}
 }
 
 impl WasiView for BareState {
@@ -100,8 +112,18 @@ fn bare_component(
     let mut linker = Linker::new(&engine);
     if async_wasi {
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).expect("wasi");
+        bare::llm_worker::tool::host::add_to_linker::<_, wasmtime::component::HasSelf<_>>(
+            &mut linker,
+            |state| state,
+        )
+        .expect("host");
     } else {
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).expect("wasi");
+        bare_sync::llm_worker::tool::host::add_to_linker::<_, wasmtime::component::HasSelf<_>>(
+            &mut linker,
+            |state| state,
+        )
+        .expect("host");
     }
     let component =
         wasmtime::component::Component::from_file(&engine, plugin_path("echo")).expect("compile");

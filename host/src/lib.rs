@@ -1,6 +1,7 @@
 //! Host LLM agent tools as sandboxed WebAssembly components.
 #![doc = include_str!("../../README.md")]
 
+mod events;
 mod file;
 mod hook;
 mod lock;
@@ -13,6 +14,10 @@ mod tool;
 mod tool_server;
 mod worker;
 
+pub use events::{
+    LogLevel, MAX_LOG_MESSAGE_BYTES, MAX_LOGS_PER_CALL, PROGRESS_INTERVAL, ToolEvent,
+    ToolEventKind, with_tool_events,
+};
 pub use hook::{
     PostToolCallAction, PostToolCallContext, PostToolCallHook, PreToolCallAction, PreToolCallHook,
     ToolCall, ToolCallContext, ToolResult,

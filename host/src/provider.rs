@@ -1230,10 +1230,10 @@ impl<'a> Lowering<'a> {
                 | "minItems" | "maxItems" => {
                     out.insert(key.clone(), value.clone());
                 }
-                "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" => {
-                    if value.is_number() {
-                        out.insert(key.clone(), value.clone());
-                    }
+                "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum"
+                    if value.is_number() =>
+                {
+                    out.insert(key.clone(), value.clone());
                 }
                 "format" => {
                     if let Some(format) = value.as_str()
@@ -1254,22 +1254,18 @@ impl<'a> Lowering<'a> {
                         ),
                     ));
                 }
-                "patternProperties" => {
-                    if value.as_object().is_some_and(|p| !p.is_empty()) {
-                        return Err(self.free_form(&here));
-                    }
+                "patternProperties" if value.as_object().is_some_and(|p| !p.is_empty()) => {
+                    return Err(self.free_form(&here));
                 }
-                "unevaluatedProperties" | "unevaluatedItems" => {
-                    if *value != Value::Bool(false) {
-                        return Err(self.unsupported(
-                            &here,
-                            format!(
-                                "`{key}` other than `false` has no equivalent in strict mode; \
-                                 name every part, {}",
-                                Self::LEAVE_STRICT
-                            ),
-                        ));
-                    }
+                "unevaluatedProperties" | "unevaluatedItems" if *value != Value::Bool(false) => {
+                    return Err(self.unsupported(
+                        &here,
+                        format!(
+                            "`{key}` other than `false` has no equivalent in strict mode; name \
+                             every part, {}",
+                            Self::LEAVE_STRICT
+                        ),
+                    ));
                 }
                 // Structure: below. Anything else is an annotation, or a constraint strict mode
                 // does not take (the tool still checks it).

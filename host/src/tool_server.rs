@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::tool::{Tool, ToolMeta, WorkerToolDefinition};
+use crate::tool::{Tool, ToolAnnotations, ToolMeta, WorkerToolDefinition};
 
 /// Tools by name. Ordered: listing needs no sort, and a lookup hashes nothing (a call's
 /// lookup is on the hot path; tool counts are small).
@@ -40,8 +40,9 @@ pub struct ToolServerHandle {
     tools: Arc<Mutex<ToolMap>>,
 }
 
-/// A tool definition in the shape sent to a model: name, description and input schema.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// A tool definition in the shape sent to a model: name, description and input schema; with
+/// the title, output schema and hints where the tool has them (for MCP clients).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct LlmToolDefinition {
     /// The tool's name.
     pub name: String,
@@ -49,6 +50,15 @@ pub struct LlmToolDefinition {
     pub description: String,
     /// JSON Schema of the tool's input.
     pub input_schema: Value,
+    /// A short human-readable name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// JSON Schema of the tool's structured result.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
+    /// Behaviour hints.
+    #[serde(skip_serializing_if = "ToolAnnotations::is_empty")]
+    pub annotations: ToolAnnotations,
 }
 
 impl From<&ToolMeta> for LlmToolDefinition {
@@ -57,6 +67,9 @@ impl From<&ToolMeta> for LlmToolDefinition {
             name: meta.name.clone(),
             description: meta.description.clone(),
             input_schema: meta.input_schema.clone(),
+            title: meta.title.clone(),
+            output_schema: meta.output_schema.clone(),
+            annotations: meta.annotations,
         }
     }
 }

@@ -249,7 +249,15 @@ async fn run_in_parallel(pending: &[(usize, PendingCall)]) -> Vec<ToolResult> {
     });
     match tokio::runtime::Handle::try_current() {
         Ok(runtime) => {
-            let tasks: Vec<_> = jobs.map(|job| runtime.spawn(job)).collect();
+            // The caller's event scope (`with_tool_events`) goes with each call into its task,
+            // which tags the events with the call's id.
+            let tasks: Vec<_> = jobs
+                .zip(pending)
+                .map(|(job, (_, p))| {
+                    let sink = crate::events::current_sink();
+                    runtime.spawn(crate::events::rescope(sink, p.call.id.clone(), job))
+                })
+                .collect();
             let mut results = Vec::with_capacity(tasks.len());
             for (task, (_, p)) in tasks.into_iter().zip(pending) {
                 results.push(task.await.unwrap_or_else(|join_error| {

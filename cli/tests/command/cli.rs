@@ -193,6 +193,40 @@ fn schema_prints_each_provider_shape() {
 }
 
 #[test]
+fn schema_strict_declares_openai_strict_functions_only() {
+    let plugins = ["greet", "calc", "counter", "notes", "search", "text"];
+    let (dir, cache) = plugin_dir("cli-schema-strict", &plugins);
+    let args = ["schema", path(&dir), "--format", "openai", "--strict"];
+    let out = run(&cache, &args, None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let tools: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let tools = tools.as_array().expect("a list");
+    assert!(tools.len() >= 12, "{tools:?}");
+    for tool in tools {
+        let function = &tool["function"];
+        assert_eq!(function["strict"], true, "{tool}");
+        assert_eq!(function["parameters"]["type"], "object", "{tool}");
+        assert_eq!(
+            function["parameters"]["additionalProperties"], false,
+            "{tool}"
+        );
+    }
+
+    let out = run(
+        &cache,
+        &["schema", path(&dir), "--format", "anthropic", "--strict"],
+        None,
+    );
+    assert!(!out.status.success());
+    assert!(out.stdout.is_empty(), "{}", stdout(&out));
+    let message = stderr(&out);
+    assert!(
+        message.contains("--strict") && message.contains("--format openai"),
+        "{message}"
+    );
+}
+
+#[test]
 fn a_second_start_compiles_nothing() {
     let (dir, cache) = plugin_dir("cli-cache", &["greet", "counter"]);
     let out = run(&cache, &["-v", "list", path(&dir)], None);

@@ -1,20 +1,27 @@
 //! One MCP session: its own registration of the catalog's tools, `tools/list` and
 //! `tools/call`, cancellation and progress, and `list_changed` when the catalog changes.
 
+// MCP logging (`logging/setLevel`, `notifications/message`) is deprecated by a draft revision
+// of the protocol, but it is what released clients use for server logs.
+#![allow(deprecated)]
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode,
-    Implementation, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    ServerCapabilities, ServerConfig, Tool,
+    Implementation, ListToolsResult, LoggingLevel, LoggingMessageNotificationParam,
+    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ServerCapabilities,
+    ServerConfig, SetLevelRequestParams, Tool, ToolAnnotations as McpAnnotations,
 };
+use std::sync::atomic::AtomicBool;
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::Value;
 
 use super::McpOptions;
 use super::catalog::{SessionTools, ToolCatalog};
+use crate::events::{LogLevel, ToolEvent, ToolEventKind, with_tool_events};
 use crate::tool_server::{LlmToolDefinition, ToolServerHandle};
 
 /// How long a call runs before it reports progress (to a client that sent a progress token).
@@ -67,6 +74,9 @@ pub(crate) struct McpSession {
     options: Arc<McpOptions>,
     /// The task telling the client about catalog changes: one per session, ended with it.
     watcher: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// The least important plugin log message the client wants (`logging/setLevel`); none
+    /// are sent before it asks.
+    log_level: Arc<Mutex<Option<LoggingLevel>>>,
     _counted: Option<Counted>,
 }
 
@@ -94,6 +104,7 @@ impl McpSession {
             tools: Arc::new(Mutex::new(SessionTools::open(catalog))),
             options,
             watcher: Mutex::new(None),
+            log_level: Arc::new(Mutex::new(None)),
             _counted: counted,
         }
     }
@@ -122,12 +133,97 @@ fn mcp_tool(definition: LlmToolDefinition) -> Tool {
         Value::Object(schema) => schema,
         _ => serde_json::Map::new(),
     };
-    Tool::new(definition.name, definition.description, Arc::new(schema))
+    let mut tool = Tool::new(definition.name, definition.description, Arc::new(schema));
+    if let Some(Value::Object(output)) = definition.output_schema {
+        tool.output_schema = Some(Arc::new(output));
+    }
+    let hints = definition.annotations;
+    if definition.title.is_some() || !hints.is_empty() {
+        tool.annotations = Some(McpAnnotations::from_raw(
+            definition.title.clone(),
+            hints.read_only,
+            hints.destructive,
+            hints.idempotent,
+            hints.open_world,
+        ));
+    }
+    tool.title = definition.title;
+    tool
+}
+
+/// MCP's severity ranks, least important first, for comparing with the client's level.
+fn rank(level: LoggingLevel) -> u8 {
+    match level {
+        LoggingLevel::Debug => 0,
+        LoggingLevel::Info => 1,
+        LoggingLevel::Notice => 2,
+        LoggingLevel::Warning => 3,
+        LoggingLevel::Error => 4,
+        LoggingLevel::Critical => 5,
+        LoggingLevel::Alert => 6,
+        LoggingLevel::Emergency => 7,
+    }
+}
+
+fn mcp_level(level: LogLevel) -> LoggingLevel {
+    match level {
+        LogLevel::Trace | LogLevel::Debug => LoggingLevel::Debug,
+        LogLevel::Info => LoggingLevel::Info,
+        LogLevel::Warn => LoggingLevel::Warning,
+        LogLevel::Error => LoggingLevel::Error,
+    }
+}
+
+/// Sends a call's plugin reports to the client, in order: logs at or above the client's
+/// level, and progress when the client sent a token (noting that the plugin reported, so that
+/// the host's own start and end reports are left out).
+fn forward_reports(
+    peer: rmcp::Peer<RoleServer>,
+    level: Arc<Mutex<Option<LoggingLevel>>>,
+    token: Option<ProgressToken>,
+    reported: Arc<AtomicBool>,
+) -> impl Fn(ToolEvent) + Send + Sync + 'static {
+    let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel::<ToolEvent>();
+    tokio::spawn(async move {
+        while let Some(event) = receiver.recv().await {
+            match event.kind {
+                ToolEventKind::Log { level: at, message } => {
+                    let wanted = *level.lock().unwrap_or_else(|p| p.into_inner());
+                    let at = mcp_level(at);
+                    if wanted.is_some_and(|wanted| rank(at) >= rank(wanted)) {
+                        let mut param =
+                            LoggingMessageNotificationParam::new(at, Value::String(message));
+                        param.logger = Some(format!("{}/{}", event.plugin, event.tool));
+                        let _ = peer.notify_logging_message(param).await;
+                    }
+                }
+                ToolEventKind::Progress {
+                    done,
+                    total,
+                    message,
+                } => {
+                    if let Some(token) = &token {
+                        let mut param = ProgressNotificationParam::new(token.clone(), done);
+                        param.total = total;
+                        param.message = message;
+                        let _ = peer.notify_progress(param).await;
+                    }
+                }
+            }
+        }
+    });
+    move |event: ToolEvent| {
+        if matches!(event.kind, ToolEventKind::Progress { .. }) {
+            reported.store(true, Ordering::Relaxed);
+        }
+        let _ = sender.send(event);
+    }
 }
 
 impl ServerHandler for McpSession {
     fn get_info(&self) -> ServerConfig {
         let capabilities = ServerCapabilities::builder()
+            .enable_logging()
             .enable_tools()
             .enable_tool_list_changed()
             .build();
@@ -208,12 +304,21 @@ impl ServerHandler for McpSession {
             .map(|(meta, _)| mcp_tool(LlmToolDefinition::from(&meta)))
     }
 
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        *self.log_level.lock().unwrap_or_else(|p| p.into_inner()) = Some(request.level);
+        Ok(())
+    }
+
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let Some((_, tool)) = self.current().get_tool(&request.name) else {
+        let Some((meta, tool)) = self.current().get_tool(&request.name) else {
             return Err(ErrorData::invalid_params(
                 format!(
                     "no tool named '{}'; call tools/list for the tools",
@@ -224,11 +329,17 @@ impl ServerHandler for McpSession {
         };
         let input = Value::Object(request.arguments.unwrap_or_default()).to_string();
         let progress = context.meta.get_progress_token();
+        // Whether the plugin reported progress itself: then the host's own reports (started,
+        // finished) are left out, so that the client sees one growing sequence.
+        let plugin_reported = Arc::new(AtomicBool::new(false));
         let report = |done: f64, message: String| {
             let peer = context.peer.clone();
             let progress = progress.clone();
+            let plugin_reported = Arc::clone(&plugin_reported);
             async move {
-                if let Some(token) = progress {
+                if let Some(token) = progress
+                    && !plugin_reported.load(Ordering::Relaxed)
+                {
                     let mut param = ProgressNotificationParam::new(token, done);
                     param.total = Some(1.0);
                     param.message = Some(message);
@@ -238,7 +349,13 @@ impl ServerHandler for McpSession {
         };
         // A cancelled request drops the call: the plugin's instance is reset (its state is
         // lost, and the next call says so), without counting as the plugin's failure.
-        let call = tool.execute(&input);
+        let sink = forward_reports(
+            context.peer.clone(),
+            Arc::clone(&self.log_level),
+            progress.clone(),
+            Arc::clone(&plugin_reported),
+        );
+        let call = with_tool_events(sink, tool.execute(&input));
         let mut call = std::pin::pin!(call);
         let started = tokio::select! {
             biased;
@@ -262,6 +379,16 @@ impl ServerHandler for McpSession {
             }
         };
         Ok(match outcome {
+            // A tool with an output schema returned JSON matching it (the host checked): the
+            // object is the structured result, and its text the content, for older clients.
+            Ok(output) if meta.output_schema.is_some() => {
+                let structured = serde_json::from_str::<Value>(&output)
+                    .ok()
+                    .filter(Value::is_object);
+                let mut result = CallToolResult::success(vec![ContentBlock::text(output)]);
+                result.structured_content = structured;
+                result
+            }
             Ok(output) => CallToolResult::success(vec![ContentBlock::text(output)]),
             // A tool's failure is a result the model can read, not a protocol error.
             Err(error) => CallToolResult::error(vec![ContentBlock::text(error.to_string())]),

@@ -14,11 +14,12 @@ use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::PluginImage;
-use super::bindings::{ToolPlugin, WitToolMeta};
+use super::bindings::{LogLevel as WitLevel, PluginBindings, PluginHostImports, PluginToolMeta};
 #[cfg(feature = "wasi-http")]
 use super::http::HttpGate;
 use super::output::{PluginOutput, stderr_tail};
 use super::validate::CheckedSchema;
+use crate::events::{CallReports, LogLevel};
 use crate::policy::Limits;
 use crate::tool::{Tool, ToolError, ToolMeta};
 
@@ -37,6 +38,7 @@ pub(crate) struct PluginState {
     limiter: InstanceLimiter,
     deadline: Instant,
     output: PluginOutput,
+    reports: CallReports,
     #[cfg(feature = "wasi-http")]
     http: WasiHttpCtx,
     #[cfg(feature = "wasi-http")]
@@ -44,9 +46,11 @@ pub(crate) struct PluginState {
 }
 
 impl PluginState {
-    /// A call of `tool` (or the start of the instance) begins, to end by `deadline`.
+    /// A call of `tool` (or the start of the instance) begins, to end by `deadline`; what the
+    /// plugin reports goes to the caller's event scope, if any.
     fn begin_call(&mut self, deadline: Instant, tool: Option<&str>) {
         self.deadline = deadline;
+        self.reports.begin(tool, crate::events::current_sink());
         #[cfg(feature = "wasi-http")]
         self.http_gate.begin_call(deadline, tool);
         #[cfg(not(feature = "wasi-http"))]
@@ -55,6 +59,7 @@ impl PluginState {
 
     /// The call ended: cancel what it left running.
     fn end_call(&mut self) {
+        self.reports.end();
         #[cfg(feature = "wasi-http")]
         self.http_gate.end_call();
     }
@@ -68,6 +73,24 @@ impl WasiHttpView for PluginState {
             table: &mut self.table,
             hooks: &mut self.http_gate,
         }
+    }
+}
+
+/// The host interface of contract 0.2.0: logs and progress of the current call.
+impl PluginHostImports for PluginState {
+    fn log(&mut self, level: WitLevel, message: String) {
+        let level = match level {
+            WitLevel::Trace => LogLevel::Trace,
+            WitLevel::Debug => LogLevel::Debug,
+            WitLevel::Info => LogLevel::Info,
+            WitLevel::Warn => LogLevel::Warn,
+            WitLevel::Error => LogLevel::Error,
+        };
+        self.reports.log(level, message);
+    }
+
+    fn progress(&mut self, done: f64, total: Option<f64>, message: Option<String>) {
+        self.reports.progress(done, total, message);
     }
 }
 
@@ -226,7 +249,7 @@ impl ResourceLimiter for InstanceLimiter {
 /// A live instance and its store.
 struct LiveInstance {
     store: Store<PluginState>,
-    bindings: ToolPlugin,
+    bindings: PluginBindings,
     /// Whether the engine meters fuel (then each call is given its fuel).
     metered: bool,
 }
@@ -337,6 +360,7 @@ impl PluginSession {
         &self,
         tool: &str,
         validator: &CheckedSchema,
+        output_schema: Option<&CheckedSchema>,
         input_json: &str,
     ) -> Result<String, ToolError> {
         let image = &self.image;
@@ -405,7 +429,7 @@ impl PluginSession {
         let (failure, timed_out) = match outcome {
             Ok(Ok(result)) => {
                 call.slot.consecutive_failures = 0;
-                return checked_output(image, limits, tool, result);
+                return checked_output(image, limits, tool, output_schema, result);
             }
             Ok(Err(error)) => (
                 describe(limits, &error),
@@ -435,12 +459,15 @@ impl PluginSession {
 }
 
 /// A finished call's result, within the output limit: an output over it is refused, an error
-/// text over it is cut (the plugin's errors are bounded like its outputs).
+/// text over it is cut (the plugin's errors are bounded like its outputs). A tool with an
+/// output schema must return JSON matching it: a mismatch is the plugin breaking its own
+/// contract, an internal error naming the tool.
 fn checked_output(
     image: &PluginImage,
     limits: &Limits,
     tool: &str,
-    result: Result<String, super::bindings::WitToolError>,
+    output_schema: Option<&CheckedSchema>,
+    result: Result<String, ToolError>,
 ) -> Result<String, ToolError> {
     let cap = limits.max_output_bytes;
     match result {
@@ -450,8 +477,19 @@ fn checked_output(
             image.name,
             output.len(),
         ))),
-        Ok(output) => Ok(output),
-        Err(error) => Err(match ToolError::from(error) {
+        Ok(output) => match output_schema.map(|schema| super::validate::check_output(schema, &output)) {
+            Some(Err(problem)) => {
+                let message = format!(
+                    "tool '{tool}' of plugin '{}' broke its own contract: {problem}; this is a \
+                     bug in the plugin",
+                    image.name
+                );
+                tracing::warn!(plugin = %image.name, tool, "{message}");
+                Err(ToolError::Internal(message))
+            }
+            _ => Ok(output),
+        },
+        Err(error) => Err(match error {
             ToolError::InvalidArgument(text) => ToolError::InvalidArgument(cut(text, cap)),
             ToolError::ExecutionFailed(text) => ToolError::ExecutionFailed(cut(text, cap)),
             ToolError::Internal(text) => ToolError::Internal(cut(text, cap)),
@@ -510,13 +548,19 @@ pub(crate) struct PluginTool {
     session: Arc<PluginSession>,
     name: String,
     validator: Arc<CheckedSchema>,
+    output_schema: Option<Arc<CheckedSchema>>,
 }
 
 #[async_trait]
 impl Tool for PluginTool {
     async fn execute(&self, input_json: &str) -> Result<String, ToolError> {
         self.session
-            .call(&self.name, &self.validator, input_json)
+            .call(
+                &self.name,
+                &self.validator,
+                self.output_schema.as_deref(),
+                input_json,
+            )
             .await
     }
 }
@@ -527,12 +571,14 @@ impl PluginTool {
         session: &Arc<PluginSession>,
         meta: &ToolMeta,
         validator: &Arc<CheckedSchema>,
+        output_schema: Option<Arc<CheckedSchema>>,
     ) -> (ToolMeta, Arc<dyn Tool>) {
         session.start_now();
         let tool = PluginTool {
             session: Arc::clone(session),
             name: meta.name.clone(),
             validator: Arc::clone(validator),
+            output_schema,
         };
         (meta.clone(), Arc::new(tool))
     }
@@ -596,6 +642,7 @@ fn new_store(image: &PluginImage) -> Result<Store<PluginState>, String> {
         #[cfg(feature = "wasi-http")]
         http_gate: HttpGate::new(&image.name, policy),
         limiter: InstanceLimiter::new(limits.memory_bytes),
+        reports: CallReports::new(&image.name),
         deadline: Instant::now() + limits.call_timeout,
     };
     let mut store = Store::new(image.pre.engine(), state);
@@ -654,7 +701,7 @@ async fn instantiate(
     image: &PluginImage,
     deadline: Instant,
     list_tools: bool,
-) -> Result<(LiveInstance, Vec<WitToolMeta>), StartFailure> {
+) -> Result<(LiveInstance, Vec<PluginToolMeta>), StartFailure> {
     let limits = &image.policy.limits;
     let plugin_failure = |reason| StartFailure {
         reason,
@@ -699,7 +746,7 @@ async fn instantiate(
 }
 
 /// Creates a throwaway instance to read the plugin's tool list (used at load).
-pub(crate) async fn read_tools(image: &PluginImage) -> Result<Vec<WitToolMeta>, String> {
+pub(crate) async fn read_tools(image: &PluginImage) -> Result<Vec<PluginToolMeta>, String> {
     let deadline = Instant::now() + image.policy.limits.call_timeout;
     instantiate(image, deadline, true)
         .await

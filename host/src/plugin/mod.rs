@@ -1,6 +1,7 @@
 //! Wasm tool plugins: [`PluginHost`] compiles and validates components, [`LoadedPlugin`] hands
 //! out [`ToolDefinition`]s whose factories create live instances at registration.
 
+mod annotations;
 mod bindings;
 mod blocking;
 mod cache;
@@ -20,9 +21,9 @@ use sha2::Digest;
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine};
 
-use self::bindings::{ToolPluginPre, WitToolMeta};
+use self::bindings::{PluginPre, PluginToolMeta, VERSIONS};
 use self::instance::{PluginSession, PluginState, PluginTool};
-use self::validate::{PACKAGE, ToolListProblem, VERSION};
+use self::validate::{PACKAGE, ToolListProblem};
 use crate::policy::{Limits, PolicyError, SandboxPolicy};
 use crate::tool::{ToolDefinition, ToolError, ToolMeta};
 
@@ -35,7 +36,10 @@ const DEFAULT_MAX_FILE_BYTES: u64 = 256 << 20;
 
 /// The world every plugin must be a component of, for messages.
 fn world_name() -> String {
-    format!("{PACKAGE}/tool-plugin@{VERSION}")
+    format!(
+        "{PACKAGE}/tool-plugin (@{} or @{})",
+        VERSIONS[0], VERSIONS[1]
+    )
 }
 
 /// Why a plugin file was refused. Every message names the file and says what to do.
@@ -109,7 +113,8 @@ pub enum PluginError {
     /// The component was built against an incompatible version of our WIT package.
     #[error(
         "plugin {} was built against {PACKAGE}@{found}, but this host supports \
-         {PACKAGE}@{expected}; rebuild the plugin against version {expected} of the WIT",
+         {PACKAGE}@{expected}; rebuild the plugin against one of them (wit/0.2.0 is the \
+         current contract)",
         path.display()
     )]
     WrongVersion {
@@ -117,7 +122,7 @@ pub enum PluginError {
         path: PathBuf,
         /// The version the plugin uses.
         found: String,
-        /// The version this host implements.
+        /// The versions this host implements ("0.1.0 and 0.2.0").
         expected: String,
     },
     /// The component is not of the world `tool-plugin`.
@@ -181,6 +186,18 @@ pub enum PluginError {
         /// The plugin file.
         path: PathBuf,
         /// Which cap, by how much.
+        reason: String,
+    },
+    /// A tool's title or output schema is invalid.
+    #[error("plugin {} has an invalid {what} for tool '{tool}': {reason}", path.display())]
+    InvalidToolMeta {
+        /// The plugin file.
+        path: PathBuf,
+        /// The tool.
+        tool: String,
+        /// What: "title" or "output schema".
+        what: String,
+        /// What is wrong.
         reason: String,
     },
     /// A tool's input schema is not a JSON object schema.
@@ -275,6 +292,7 @@ impl PluginError {
             | PluginError::DuplicateToolName { path, .. }
             | PluginError::ToolListTooLarge { path, .. }
             | PluginError::InvalidSchema { path, .. }
+            | PluginError::InvalidToolMeta { path, .. }
             | PluginError::Policy { path, .. }
             | PluginError::OutsideDirectory { path, .. }
             | PluginError::ToolNameClash { path, .. }
@@ -427,6 +445,7 @@ impl PluginHostBuilder {
         // imports at all), and WASI with `wasi:http`, for plugins whose policy grants it.
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(engine_error)?;
+        bindings::add_host_imports(&mut linker).map_err(engine_error)?;
         #[cfg(feature = "wasi-http")]
         let http_linker = {
             let mut http_linker = linker.clone();
@@ -829,7 +848,7 @@ impl PluginHost {
             path: path.to_owned(),
             reason: format!("{e:#}"),
         })?;
-        self.check_version(path, &component)?;
+        let version = self.check_version(path, &component)?;
         let linker = self.linker_for(path, &policy)?;
         let pre = linker.instantiate_pre(&component).map_err(|e| {
             let reason = format!("{e:#}");
@@ -850,7 +869,14 @@ impl PluginHost {
             }
         })?;
         self.check_exports(path, &component)?;
-        let pre = ToolPluginPre::new(pre).map_err(|e| PluginError::WrongWorld {
+        // A component names the version in its imports (`llm-worker:tool/types@0.2.0`); one
+        // that names none is tried against the newest world, then the older.
+        let pre = match version {
+            Some(version) => PluginPre::new(version, pre),
+            None => PluginPre::new(VERSIONS[1], pre.clone())
+                .or_else(|_| PluginPre::new(VERSIONS[0], pre)),
+        }
+        .map_err(|e| PluginError::WrongWorld {
             path: path.to_owned(),
             reason: format!("{e:#}"),
         })?;
@@ -865,8 +891,8 @@ impl PluginHost {
             .collect();
         let tools = self.read_tools(path, &pre, &policy)?;
         let raw: Vec<(String, String, String)> = tools
-            .into_iter()
-            .map(|t| (t.name, t.description, t.input_schema))
+            .iter()
+            .map(|t| (t.name.clone(), t.description.clone(), t.input_schema.clone()))
             .collect();
         validate::check_sizes(&raw).map_err(|problem| tool_list_error(path, problem))?;
         let schemas = validate::check_tools(raw.iter().map(|(n, _, s)| (n.as_str(), s.as_str())))
@@ -893,13 +919,40 @@ impl PluginHost {
         }
         let mut metas = Vec::with_capacity(raw.len());
         let mut validators = Vec::with_capacity(raw.len());
-        for ((name, description, _), checked) in raw.iter().zip(schemas) {
-            metas.push(
-                ToolMeta::new(name)
-                    .description(description)
-                    .input_schema(checked.schema.clone()),
-            );
+        let mut output_validators = Vec::with_capacity(raw.len());
+        let mut warnings = Vec::new();
+        for (tool, checked) in tools.into_iter().zip(schemas) {
+            let invalid = |what: &str, reason: String| PluginError::InvalidToolMeta {
+                path: path.to_owned(),
+                tool: tool.name.clone(),
+                what: what.to_owned(),
+                reason,
+            };
+            let mut meta = ToolMeta::new(&tool.name)
+                .description(&tool.description)
+                .input_schema(checked.schema.clone());
+            if let Some(title) = &tool.title {
+                validate::check_title(title).map_err(|reason| invalid("title", reason))?;
+                meta = meta.title(title);
+            }
+            let output = match &tool.output_schema {
+                Some(text) => {
+                    let output = validate::check_output_schema(text)
+                        .map_err(|reason| invalid("output schema", reason))?;
+                    meta = meta.output_schema(output.schema.clone());
+                    Some(Arc::new(output))
+                }
+                None => None,
+            };
+            let (annotations, dropped) =
+                annotations::vouched(&policy, &tool.name, tool.annotations);
+            for warning in &dropped {
+                tracing::warn!(plugin = %name, "{warning}");
+            }
+            warnings.extend(dropped);
+            metas.push(meta.annotations(annotations));
             validators.push(Arc::new(checked));
+            output_validators.push(output);
         }
         Ok(LoadedPlugin {
             image: Arc::new(PluginImage {
@@ -913,6 +966,8 @@ impl PluginHost {
                 _host: Arc::clone(&self.inner),
                 metas,
                 validators,
+                output_validators,
+                warnings,
             }),
         })
     }
@@ -1011,30 +1066,40 @@ impl PluginHost {
         })
     }
 
-    /// Refuses components built against an incompatible version of our package, naming both.
-    fn check_version(&self, path: &Path, component: &Component) -> Result<(), PluginError> {
+    /// Refuses components built against a version of our package this host does not load,
+    /// naming both; returns the version found (`None` if no name carries one).
+    fn check_version(
+        &self,
+        path: &Path,
+        component: &Component,
+    ) -> Result<Option<&'static str>, PluginError> {
         let engine = &self.inner.engine;
         let ty = component.component_type();
         let names = ty
             .imports(engine)
             .map(|(name, _)| name.to_owned())
             .chain(ty.exports(engine).map(|(name, _)| name.to_owned()));
+        let mut version = None;
         for name in names {
-            if let Some(found) = validate::package_version(&name)
-                && !validate::compatible_version(found)
-            {
-                return Err(PluginError::WrongVersion {
-                    path: path.to_owned(),
-                    found: if found.is_empty() {
-                        "(unversioned)".into()
-                    } else {
-                        found.into()
-                    },
-                    expected: VERSION.into(),
-                });
+            let Some(found) = validate::package_version(&name) else {
+                continue;
+            };
+            match validate::compatible_version(found) {
+                Some(ours) if version.is_none_or(|v| v == ours) => version = Some(ours),
+                _ => {
+                    return Err(PluginError::WrongVersion {
+                        path: path.to_owned(),
+                        found: if found.is_empty() {
+                            "(unversioned)".into()
+                        } else {
+                            found.into()
+                        },
+                        expected: format!("{} and {}", VERSIONS[0], VERSIONS[1]),
+                    });
+                }
             }
         }
-        Ok(())
+        Ok(version)
     }
 
     /// Refuses components that do not export the world's functions, naming what they export.
@@ -1058,7 +1123,7 @@ impl PluginHost {
             return Err(PluginError::WrongWorld {
                 path: path.to_owned(),
                 reason: format!(
-                    "it does not export {}; it exports {exported}. Build it against wit/tool.wit",
+                    "it does not export {}; it exports {exported}. Build it against wit/0.2.0/tool.wit",
                     missing.join(" and ")
                 ),
             });
@@ -1070,9 +1135,9 @@ impl PluginHost {
     fn read_tools(
         &self,
         path: &Path,
-        pre: &ToolPluginPre<PluginState>,
+        pre: &PluginPre<PluginState>,
         policy: &SandboxPolicy,
-    ) -> Result<Vec<WitToolMeta>, PluginError> {
+    ) -> Result<Vec<PluginToolMeta>, PluginError> {
         let startup = |reason: String| PluginError::Startup {
             path: path.to_owned(),
             reason,
@@ -1088,6 +1153,8 @@ impl PluginHost {
             _host: Arc::clone(&self.inner),
             metas: Vec::new(),
             validators: Vec::new(),
+            output_validators: Vec::new(),
+            warnings: Vec::new(),
         };
         blocking::block_on(instance::read_tools(&probe)).map_err(startup)
     }
@@ -1277,7 +1344,7 @@ pub(crate) struct PluginImage {
     policy_sha256: Option<String>,
     name: String,
     path: PathBuf,
-    pre: ToolPluginPre<PluginState>,
+    pre: PluginPre<PluginState>,
     policy: SandboxPolicy,
     /// What the component imports (WASI interfaces), for operators.
     imports: Vec<String>,
@@ -1288,6 +1355,10 @@ pub(crate) struct PluginImage {
     metas: Vec<ToolMeta>,
     /// The compiled input schema of each tool, in the order of `metas`.
     validators: Vec<Arc<validate::CheckedSchema>>,
+    /// The compiled output schema of each tool that has one, in the order of `metas`.
+    output_validators: Vec<Option<Arc<validate::CheckedSchema>>>,
+    /// What the host noticed at load and did about it (hints it dropped).
+    warnings: Vec<String>,
 }
 
 /// A plugin that was compiled and validated. Cheap to clone.
@@ -1366,6 +1437,17 @@ impl LoadedPlugin {
         )
     }
 
+    /// The version of the WIT contract it was built against: `"0.1.0"` or `"0.2.0"`.
+    pub fn contract_version(&self) -> &'static str {
+        self.image.pre.version()
+    }
+
+    /// What the host noticed when loading it and did about it, such as a tool's claim to be
+    /// read-only that its policy contradicts (the claim is dropped). Also logged at load.
+    pub fn warnings(&self) -> &[String] {
+        &self.image.warnings
+    }
+
     /// The names of its tools.
     pub fn tool_names(&self) -> Vec<&str> {
         self.image.metas.iter().map(|m| m.name.as_str()).collect()
@@ -1379,12 +1461,15 @@ impl LoadedPlugin {
             .metas
             .iter()
             .zip(&self.image.validators)
-            .map(|(meta, validator)| {
+            .zip(&self.image.output_validators)
+            .map(|((meta, validator), output)| {
                 let session = Arc::clone(&session);
                 let meta = meta.clone();
                 let validator = Arc::clone(validator);
-                let factory: ToolDefinition =
-                    Arc::new(move || PluginTool::create(&session, &meta, &validator));
+                let output = output.clone();
+                let factory: ToolDefinition = Arc::new(move || {
+                    PluginTool::create(&session, &meta, &validator, output.clone())
+                });
                 factory
             })
             .collect()

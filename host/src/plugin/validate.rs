@@ -6,8 +6,8 @@ use serde_json::Value;
 
 /// The WIT package this host implements.
 pub(crate) const PACKAGE: &str = "llm-worker:tool";
-/// Its version.
-pub(crate) const VERSION: &str = "0.1.0";
+/// The versions this host loads, oldest first.
+pub(crate) use super::bindings::VERSIONS;
 
 /// A problem with the tools a plugin lists.
 #[derive(Debug, PartialEq, Eq)]
@@ -58,20 +58,20 @@ pub(crate) fn check_sizes(tools: &[(String, String, String)]) -> Result<(), Tool
     Ok(())
 }
 
-/// Whether two versions of our package are compatible: the same major version, or for 0.x the
-/// same minor version (semver's rule, as wasmtime applies it when linking).
-pub(crate) fn compatible_version(found: &str) -> bool {
-    let (Ok(found), Ok(ours)) = (
-        semver::Version::parse(found),
-        semver::Version::parse(VERSION),
-    ) else {
-        return false;
-    };
-    if ours.major == 0 {
-        found.major == 0 && found.minor == ours.minor
-    } else {
-        found.major == ours.major
-    }
+/// Which of our versions a component's version is compatible with: the same major version,
+/// or for 0.x the same minor version (semver's rule, as wasmtime applies it when linking).
+pub(crate) fn compatible_version(found: &str) -> Option<&'static str> {
+    let found = semver::Version::parse(found).ok()?;
+    VERSIONS.into_iter().find(|ours| {
+        let Ok(ours) = semver::Version::parse(ours) else {
+            return false;
+        };
+        if ours.major == 0 {
+            found.major == 0 && found.minor == ours.minor
+        } else {
+            found.major == ours.major
+        }
+    })
 }
 
 /// The version in an import or export name of our package (`llm-worker:tool/types@0.1.0`).
@@ -139,7 +139,74 @@ pub(crate) fn check_schema(
     if checked.validator.is_valid(input) {
         return Ok(());
     }
-    let problems: Vec<String> = checked
+    let problems = schema_problems(checked, input);
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "the input of tool '{tool}' does not match its input schema: {}",
+        problems.join("; ")
+    ))
+}
+
+/// Checks a tool's result against its output schema: JSON, and valid.
+pub(crate) fn check_output(checked: &CheckedSchema, output: &str) -> Result<(), String> {
+    let value = super::input::parse(output)
+        .map_err(|error| format!("its result is not JSON ({error})"))?;
+    if checked.validator.is_valid(&value) {
+        return Ok(());
+    }
+    let problems = schema_problems(checked, &value);
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "its result does not match its output schema: {}",
+        problems.join("; ")
+    ))
+}
+
+/// Parses and compiles an output schema: JSON, an object schema of `"type": "object"` (MCP
+/// requires it: a structured result is a JSON object).
+pub(crate) fn check_output_schema(text: &str) -> Result<CheckedSchema, String> {
+    if text.len() > MAX_SCHEMA_BYTES {
+        return Err(format!(
+            "it is {} bytes, over the limit of {MAX_SCHEMA_BYTES} bytes",
+            text.len()
+        ));
+    }
+    let schema: Value =
+        serde_json::from_str(text).map_err(|e| format!("it is not valid JSON: {e}"))?;
+    if schema.get("type").and_then(Value::as_str) != Some("object") {
+        return Err(
+            "its root must be a JSON object schema with \"type\": \"object\" (a structured \
+             result is a JSON object)"
+                .to_owned(),
+        );
+    }
+    compile_schema(schema)
+}
+
+/// Longest title, in bytes.
+pub(crate) const MAX_TITLE_BYTES: usize = 256;
+
+/// Checks a title: short, one line.
+pub(crate) fn check_title(title: &str) -> Result<(), String> {
+    if title.len() > MAX_TITLE_BYTES {
+        return Err(format!(
+            "it is {} bytes, over the limit of {MAX_TITLE_BYTES}",
+            title.len()
+        ));
+    }
+    if title.trim().is_empty() || title.chars().any(char::is_control) {
+        return Err("it must be one line of text, not empty".to_owned());
+    }
+    Ok(())
+}
+
+/// Every problem (up to 20) of a value that the schema refuses, each with its JSON path.
+fn schema_problems(checked: &CheckedSchema, input: &super::input::InputNode<'_>) -> Vec<String> {
+    checked
         .validator
         .iter_errors(input)
         .take(20)
@@ -165,14 +232,7 @@ pub(crate) fn check_schema(
             }
             message
         })
-        .collect();
-    if problems.is_empty() {
-        return Ok(());
-    }
-    Err(format!(
-        "the input of tool '{tool}' does not match its input schema: {}",
-        problems.join("; ")
-    ))
+        .collect()
 }
 
 /// For a `oneOf`/`anyOf` whose every branch is one constant (how an enum with documented
@@ -246,11 +306,13 @@ mod tests {
 
     #[test]
     fn versions_follow_semver_for_zero_major() {
-        assert!(compatible_version("0.1.0"));
-        assert!(compatible_version("0.1.7"));
-        assert!(!compatible_version("0.2.0"));
-        assert!(!compatible_version("1.0.0"));
-        assert!(!compatible_version("not-a-version"));
+        assert_eq!(compatible_version("0.1.0"), Some("0.1.0"));
+        assert_eq!(compatible_version("0.1.7"), Some("0.1.0"));
+        assert_eq!(compatible_version("0.2.0"), Some("0.2.0"));
+        assert_eq!(compatible_version("0.2.3"), Some("0.2.0"));
+        assert_eq!(compatible_version("0.3.0"), None);
+        assert_eq!(compatible_version("1.0.0"), None);
+        assert_eq!(compatible_version("not-a-version"), None);
     }
 
     #[test]

@@ -255,19 +255,25 @@ fn exports_of_the_wrong_type_are_refused() {
 
 #[test]
 fn another_version_of_the_contract_is_refused_naming_both() {
-    let future = wat::parse_str(r#"(component (import "llm-worker:tool/types@1.0.0" (instance)))"#)
+    for version in ["1.0.0", "0.3.0"] {
+        let future = wat::parse_str(format!(
+            r#"(component (import "llm-worker:tool/types@{version}" (instance)))"#
+        ))
         .expect("wat");
-    let error = load_error(&future);
-    match &error {
-        PluginError::WrongVersion {
-            found, expected, ..
-        } => {
-            assert_eq!(found, "1.0.0");
-            assert_eq!(expected, "0.1.0");
+        let error = load_error(&future);
+        match &error {
+            PluginError::WrongVersion {
+                found, expected, ..
+            } => {
+                assert_eq!(found, version);
+                assert_eq!(expected, "0.1.0 and 0.2.0");
+            }
+            other => panic!("expected WrongVersion, got {other}"),
         }
-        other => panic!("expected WrongVersion, got {other}"),
+        let message = error.to_string();
+        assert!(message.contains(&format!("llm-worker:tool@{version}")), "{message}");
+        assert!(message.contains("0.1.0 and 0.2.0"), "{message}");
     }
-    assert!(error.to_string().contains("llm-worker:tool@1.0.0"));
 }
 
 #[test]

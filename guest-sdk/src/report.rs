@@ -1,0 +1,83 @@
+//! Logs and progress from a running tool (contract 0.2.0's `host` interface).
+//!
+//! In a plugin they go to the host, which tags them with the plugin and the tool, logs them,
+//! and passes them to the client (MCP `notifications/message` and `notifications/progress`).
+//! Natively they go nowhere, unless a test collects them with [`capture`]:
+//!
+//! ```
+//! use llm_worker_guest::{log, progress, report::{capture, Report}};
+//!
+//! let ((), reports) = capture(|| {
+//!     log::info!("indexing {} files", 3);
+//!     progress(1.0, Some(3.0), Some("a.txt"));
+//! });
+//! assert_eq!(reports[0], Report::Log { level: log::Level::Info, message: "indexing 3 files".into() });
+//! assert!(matches!(reports[1], Report::Progress { done: 1.0, total: Some(3.0), .. }));
+//! ```
+
+use std::cell::RefCell;
+
+use crate::log::Level;
+
+/// One report, as [`capture`] collects it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Report {
+    /// A log message.
+    Log {
+        /// How important it is.
+        level: Level,
+        /// The text.
+        message: String,
+    },
+    /// Progress of the current call.
+    Progress {
+        /// Units done.
+        done: f64,
+        /// Units in all, when known.
+        total: Option<f64>,
+        /// What is happening.
+        message: Option<String>,
+    },
+}
+
+thread_local! {
+    static CAPTURE: RefCell<Option<Vec<Report>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f`, collecting the logs and progress it reports on this thread (for tests).
+pub fn capture<R>(f: impl FnOnce() -> R) -> (R, Vec<Report>) {
+    let outer = CAPTURE.with(|c| c.replace(Some(Vec::new())));
+    let result = f();
+    let reports = CAPTURE.with(|c| c.replace(outer)).unwrap_or_default();
+    (result, reports)
+}
+
+fn record(report: impl FnOnce() -> Report) {
+    CAPTURE.with(|c| {
+        if let Some(reports) = c.borrow_mut().as_mut() {
+            reports.push(report());
+        }
+    });
+}
+
+pub(crate) fn log(level: Level, message: &str) {
+    record(|| Report::Log {
+        level,
+        message: message.to_owned(),
+    });
+    #[cfg(target_arch = "wasm32")]
+    crate::export::host_log(level, message);
+}
+
+/// Reports the current call's progress: `done` of `total` (when known) units, with an optional
+/// message. Keep `done` growing; the host drops reports that go back, and passes on at most one
+/// every 50 ms (plus the one that reaches `total`).
+pub fn progress(done: f64, total: Option<f64>, message: Option<&str>) {
+    record(|| Report::Progress {
+        done,
+        total,
+        message: message.map(str::to_owned),
+    });
+    #[cfg(target_arch = "wasm32")]
+    crate::export::host_progress(done, total, message);
+}

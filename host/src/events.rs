@@ -1,0 +1,324 @@
+//! What a running tool reports besides its result: log messages and progress.
+//!
+//! Plugins built against contract 0.2.0 report through the imported interface `host`. Every
+//! report is logged with `tracing` (target `llm_worker::plugin`, fields `plugin` and `tool`);
+//! a caller that wants them as values runs its call inside [`with_tool_events`]:
+//!
+//! ```no_run
+//! # async fn run(tools: llm_worker::ToolServerHandle) {
+//! use llm_worker::{ToolEvent, ToolEventKind, with_tool_events};
+//!
+//! let result = with_tool_events(
+//!     |event: ToolEvent| match event.kind {
+//!         ToolEventKind::Progress { done, total, .. } => eprintln!("{done} of {total:?}"),
+//!         ToolEventKind::Log { level, message } => eprintln!("[{level}] {message}"),
+//!         _ => {}
+//!     },
+//!     tools.call_tool("index", r#"{"path":"docs"}"#),
+//! )
+//! .await;
+//! # }
+//! ```
+//!
+//! The scope covers every call awaited inside it, on the same task;
+//! [`Worker::execute_tool_calls`](crate::Worker::execute_tool_calls) carries it into the tasks
+//! it spawns and tags each event with the call's id.
+//!
+//! Reports are bounded: a message is cut at [`MAX_LOG_MESSAGE_BYTES`]; a call may log
+//! [`MAX_LOGS_PER_CALL`] messages (one more says how many were dropped); progress reports
+//! closer than [`PROGRESS_INTERVAL`] to the last one are dropped unless they complete the work.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Longest log message kept, in bytes; the rest is cut.
+pub const MAX_LOG_MESSAGE_BYTES: usize = 4 << 10;
+/// Most log messages one call may emit; later ones are counted and dropped.
+pub const MAX_LOGS_PER_CALL: u32 = 100;
+/// Shortest time between two progress reports of one call that are both passed on.
+pub const PROGRESS_INTERVAL: Duration = Duration::from_millis(50);
+
+/// A report from a running tool.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ToolEvent {
+    /// The plugin that reported (its file stem).
+    pub plugin: String,
+    /// The tool being called.
+    pub tool: String,
+    /// The id of the model's tool call, when the call came through
+    /// [`Worker::execute_tool_calls`](crate::Worker::execute_tool_calls).
+    pub call_id: Option<String>,
+    /// What was reported.
+    pub kind: ToolEventKind,
+}
+
+/// What a tool reported.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum ToolEventKind {
+    /// A log message.
+    Log {
+        /// How important it is.
+        level: LogLevel,
+        /// The text (cut at [`MAX_LOG_MESSAGE_BYTES`]).
+        message: String,
+    },
+    /// Progress of the current call.
+    Progress {
+        /// Units done so far.
+        done: f64,
+        /// Units in all, when known.
+        total: Option<f64>,
+        /// What is happening.
+        message: Option<String>,
+    },
+}
+
+/// How important a log message is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum LogLevel {
+    /// Very detailed tracing.
+    Trace,
+    /// Debugging detail.
+    Debug,
+    /// Normal operation.
+    Info,
+    /// Something unexpected that the tool handled.
+    Warn,
+    /// A failure.
+    Error,
+}
+
+impl fmt::Display for LogLevel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Trace => "trace",
+            Self::Debug => "debug",
+            Self::Info => "info",
+            Self::Warn => "warn",
+            Self::Error => "error",
+        })
+    }
+}
+
+type Sink = Arc<dyn Fn(ToolEvent) + Send + Sync>;
+
+tokio::task_local! {
+    static SINK: Sink;
+}
+
+/// Runs `future` with `sink` receiving the [`ToolEvent`]s of every tool call awaited inside it.
+///
+/// The sink is called on the thread running the plugin, while the plugin waits: keep it quick
+/// (send to a channel rather than do I/O).
+pub async fn with_tool_events<F: Future>(
+    sink: impl Fn(ToolEvent) + Send + Sync + 'static,
+    future: F,
+) -> F::Output {
+    SINK.scope(Arc::new(sink), future).await
+}
+
+/// The sink of the current scope, if any.
+pub(crate) fn current_sink() -> Option<Sink> {
+    SINK.try_with(Arc::clone).ok()
+}
+
+/// Runs `future` in the scope of `sink` (if any), tagging events with `call_id`.
+pub(crate) async fn rescope<F: Future>(sink: Option<Sink>, call_id: String, future: F) -> F::Output {
+    match sink {
+        Some(sink) => {
+            let tagged: Sink = Arc::new(move |mut event: ToolEvent| {
+                event.call_id.get_or_insert_with(|| call_id.clone());
+                sink(event);
+            });
+            SINK.scope(tagged, future).await
+        }
+        None => future.await,
+    }
+}
+
+/// The reporting state of one plugin call: where events go, and the bounds.
+pub(crate) struct CallReports {
+    plugin: String,
+    tool: Option<String>,
+    sink: Option<Sink>,
+    logs: u32,
+    dropped_logs: u32,
+    last_progress: Option<(Instant, f64)>,
+}
+
+impl CallReports {
+    pub(crate) fn new(plugin: &str) -> Self {
+        Self {
+            plugin: plugin.to_owned(),
+            tool: None,
+            sink: None,
+            logs: 0,
+            dropped_logs: 0,
+            last_progress: None,
+        }
+    }
+
+    /// A call of `tool` (`None`: the instance starting) begins, reporting to `sink`.
+    pub(crate) fn begin(&mut self, tool: Option<&str>, sink: Option<Sink>) {
+        self.tool = tool.map(str::to_owned);
+        self.sink = sink;
+        self.logs = 0;
+        self.dropped_logs = 0;
+        self.last_progress = None;
+    }
+
+    /// The call ended: say how many messages were dropped, and let the sink go.
+    pub(crate) fn end(&mut self) {
+        if self.dropped_logs > 0 {
+            let message = format!(
+                "{} more log messages of this call were dropped (the limit is \
+                 {MAX_LOGS_PER_CALL} per call)",
+                self.dropped_logs
+            );
+            self.dropped_logs = 0;
+            self.emit_log(LogLevel::Warn, message);
+        }
+        self.sink = None;
+        self.tool = None;
+    }
+
+    fn tool(&self) -> &str {
+        self.tool.as_deref().unwrap_or("(starting)")
+    }
+
+    pub(crate) fn log(&mut self, level: LogLevel, mut message: String) {
+        if self.logs >= MAX_LOGS_PER_CALL {
+            self.dropped_logs = self.dropped_logs.saturating_add(1);
+            return;
+        }
+        self.logs += 1;
+        if message.len() > MAX_LOG_MESSAGE_BYTES {
+            let mut end = MAX_LOG_MESSAGE_BYTES;
+            while !message.is_char_boundary(end) {
+                end -= 1;
+            }
+            message.truncate(end);
+            message.push_str(" … [cut]");
+        }
+        self.emit_log(level, message);
+    }
+
+    fn emit_log(&self, level: LogLevel, message: String) {
+        let (plugin, tool) = (self.plugin.as_str(), self.tool());
+        match level {
+            LogLevel::Trace => tracing::trace!(target: "llm_worker::plugin", plugin, tool, "{message}"),
+            LogLevel::Debug => tracing::debug!(target: "llm_worker::plugin", plugin, tool, "{message}"),
+            LogLevel::Info => tracing::info!(target: "llm_worker::plugin", plugin, tool, "{message}"),
+            LogLevel::Warn => tracing::warn!(target: "llm_worker::plugin", plugin, tool, "{message}"),
+            LogLevel::Error => tracing::error!(target: "llm_worker::plugin", plugin, tool, "{message}"),
+        }
+        self.send(ToolEventKind::Log { level, message });
+    }
+
+    pub(crate) fn progress(&mut self, done: f64, total: Option<f64>, message: Option<String>) {
+        if !done.is_finite() || total.is_some_and(|t| !t.is_finite()) {
+            return;
+        }
+        let now = Instant::now();
+        let completes = total.is_some_and(|total| done >= total);
+        if let Some((at, last)) = self.last_progress {
+            // Progress only grows, and not faster than the interval (the last report passes).
+            if done < last || (!completes && now.duration_since(at) < PROGRESS_INTERVAL) {
+                return;
+            }
+        }
+        self.last_progress = Some((now, done));
+        let message = message.map(|mut text| {
+            if text.len() > MAX_LOG_MESSAGE_BYTES {
+                let mut end = MAX_LOG_MESSAGE_BYTES;
+                while !text.is_char_boundary(end) {
+                    end -= 1;
+                }
+                text.truncate(end);
+            }
+            text
+        });
+        tracing::debug!(target: "llm_worker::plugin", plugin = %self.plugin, tool = self.tool(), done, total, "progress");
+        self.send(ToolEventKind::Progress {
+            done,
+            total,
+            message,
+        });
+    }
+
+    fn send(&self, kind: ToolEventKind) {
+        if let Some(sink) = &self.sink {
+            sink(ToolEvent {
+                plugin: self.plugin.clone(),
+                tool: self.tool().to_owned(),
+                call_id: None,
+                kind,
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    fn collecting() -> (Sink, Arc<Mutex<Vec<ToolEvent>>>) {
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let into = Arc::clone(&events);
+        let sink: Sink = Arc::new(move |event| {
+            if let Ok(mut events) = into.lock() {
+                events.push(event);
+            }
+        });
+        (sink, events)
+    }
+
+    #[test]
+    fn logs_are_bounded_per_call() {
+        let (sink, events) = collecting();
+        let mut reports = CallReports::new("p");
+        reports.begin(Some("t"), Some(sink));
+        for i in 0..(MAX_LOGS_PER_CALL + 5) {
+            reports.log(LogLevel::Info, format!("line {i}"));
+        }
+        reports.log(LogLevel::Info, "x".repeat(MAX_LOG_MESSAGE_BYTES * 2));
+        reports.end();
+        let events = events.lock().map(|e| e.clone()).unwrap_or_default();
+        assert_eq!(events.len(), MAX_LOGS_PER_CALL as usize + 1);
+        let ToolEventKind::Log { level, message } = &events[events.len() - 1].kind else {
+            panic!("not a log: {events:?}");
+        };
+        assert_eq!(*level, LogLevel::Warn);
+        assert!(message.starts_with("6 more log messages"), "{message}");
+        assert_eq!(events[0].tool, "t");
+        assert_eq!(events[0].plugin, "p");
+    }
+
+    #[test]
+    fn progress_grows_and_is_throttled_but_completion_passes() {
+        let (sink, events) = collecting();
+        let mut reports = CallReports::new("p");
+        reports.begin(Some("t"), Some(sink));
+        reports.progress(1.0, Some(4.0), None);
+        reports.progress(2.0, Some(4.0), None); // too soon
+        reports.progress(0.5, Some(4.0), None); // goes back
+        reports.progress(f64::NAN, None, None);
+        reports.progress(4.0, Some(4.0), Some("done".into())); // completes
+        let done: Vec<f64> = events
+            .lock()
+            .map(|e| e.clone())
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|e| match e.kind {
+                ToolEventKind::Progress { done, .. } => Some(done),
+                ToolEventKind::Log { .. } => None,
+            })
+            .collect();
+        assert_eq!(done, vec![1.0, 4.0]);
+    }
+}
