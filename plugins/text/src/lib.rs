@@ -2,7 +2,7 @@
 
 use llm_worker_guest::{tool, tool_registry};
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// Text tools.
 #[derive(Clone, Default)]
@@ -16,6 +16,15 @@ pub struct JoinStyle {
     /// Upper-case the result.
     #[serde(default)]
     pub uppercase: bool,
+}
+
+/// What `stats` counts: a structured result, with its output schema.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Stats {
+    /// Words (separated by whitespace).
+    pub words: usize,
+    /// Characters (Unicode scalar values).
+    pub chars: usize,
 }
 
 /// Which case to convert to.
@@ -48,13 +57,12 @@ impl Text {
     }
 
     /// Counts the words and characters of a text.
-    #[tool]
-    fn stats(&self, #[description = "The text"] text: String) -> Result<String, String> {
-        Ok(format!(
-            r#"{{"words":{},"chars":{}}}"#,
-            text.split_whitespace().count(),
-            text.chars().count()
-        ))
+    #[tool(title = "Text statistics", read_only, idempotent)]
+    fn stats(&self, #[description = "The text"] text: String) -> Stats {
+        Stats {
+            words: text.split_whitespace().count(),
+            chars: text.chars().count(),
+        }
     }
 
     /// Converts a text to upper or lower case.

@@ -3,6 +3,7 @@
 
 mod attacks;
 mod cache;
+mod contract;
 mod examples;
 mod fuzz;
 mod hostile;

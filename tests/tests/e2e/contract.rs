@@ -1,0 +1,213 @@
+//! Contract 0.2.0 beside 0.1.0: hand-built 0.1.0 components keep working; 0.2.0 plugins give
+//! titles, output schemas (checked) and hints (kept only as far as the policy makes them
+//! true), and report logs and progress to the caller's scope, bounded.
+
+use std::sync::{Arc, Mutex};
+
+use llm_worker::*;
+use llm_worker_tests::wat::WatComponent;
+use llm_worker_tests::{error_message, host, plugin, plugin_path, scratch_dir};
+
+fn session(plugin: &LoadedPlugin) -> ToolServerHandle {
+    let mut worker = Worker::new();
+    worker
+        .register_tools(plugin.definitions())
+        .unwrap_or_else(|e| panic!("{e}"));
+    worker.tool_server_handle()
+}
+
+fn meta<'a>(plugin: &'a LoadedPlugin, tool: &str) -> &'a ToolMeta {
+    plugin
+        .tools()
+        .iter()
+        .find(|m| m.name == tool)
+        .unwrap_or_else(|| panic!("no tool {tool}"))
+}
+
+#[tokio::test]
+async fn a_hand_built_0_1_0_component_still_loads_and_runs() {
+    let bytes = WatComponent::new(&[("clock", "Says the time.", r#"{"type":"object"}"#)])
+        .output("noon")
+        .build();
+    let old = host()
+        .load_bytes("/plugins/old-clock.wasm", &bytes)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(old.contract_version(), "0.1.0");
+    let clock = meta(&old, "clock");
+    assert_eq!(clock.title, None);
+    assert_eq!(clock.output_schema, None);
+    // 0.1.0 says nothing of hints; the host still vouches for what the policy makes true.
+    assert_eq!(
+        clock.annotations,
+        ToolAnnotations {
+            open_world: Some(false),
+            ..ToolAnnotations::default()
+        }
+    );
+    assert!(old.warnings().is_empty());
+    assert_eq!(
+        session(&old).call_tool("clock", "{}").await.as_deref(),
+        Ok("noon")
+    );
+}
+
+#[tokio::test]
+async fn a_structured_result_matches_its_output_schema() {
+    let text = plugin("text");
+    assert_eq!(text.contract_version(), "0.2.0");
+    let stats = meta(&text, "stats");
+    assert_eq!(stats.title.as_deref(), Some("Text statistics"));
+    assert_eq!(
+        stats.annotations,
+        ToolAnnotations {
+            read_only: Some(true),
+            destructive: None,
+            idempotent: Some(true),
+            open_world: Some(false),
+        }
+    );
+    let schema = stats
+        .output_schema
+        .clone()
+        .unwrap_or_else(|| panic!("stats has no output schema"));
+    let output = session(&text)
+        .call_tool("stats", r#"{"text":"two words"}"#)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let value: serde_json::Value = serde_json::from_str(&output).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(value, serde_json::json!({"words": 2, "chars": 9}));
+    let validator = jsonschema::validator_for(&schema).unwrap_or_else(|e| panic!("{e}"));
+    assert!(validator.is_valid(&value), "{output} against {schema}");
+    // A tool without a structured result has none.
+    assert_eq!(meta(&text, "join").output_schema, None);
+}
+
+#[tokio::test]
+async fn a_result_that_breaks_its_own_schema_is_the_plugins_internal_error() {
+    let trapper = plugin("trapper");
+    let tools = session(&trapper);
+    let message = error_message(tools.call_tool("broken_contract", "{}").await);
+    assert!(
+        message.contains("Internal error")
+            && message.contains("tool 'broken_contract' of plugin 'trapper' broke its own contract")
+            && message.contains("count"),
+        "{message}"
+    );
+}
+
+type Collected = Arc<Mutex<Vec<ToolEvent>>>;
+
+fn collector() -> (impl Fn(ToolEvent) + Send + Sync + 'static, Collected) {
+    let events: Collected = Arc::default();
+    let into = Arc::clone(&events);
+    (
+        move |event| into.lock().unwrap_or_else(|p| p.into_inner()).push(event),
+        events,
+    )
+}
+
+#[tokio::test]
+async fn logs_and_progress_reach_the_callers_scope() {
+    let search = plugin("search");
+    let tools = session(&search);
+    let (sink, events) = collector();
+    let output = with_tool_events(sink, tools.call_tool("search", r#"{"query":"wasm"}"#))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(output.contains("wasmtime"), "{output}");
+    let events = events.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    assert!(events.iter().all(|e| e.plugin == "search" && e.tool == "search"));
+    let logs: Vec<(LogLevel, String)> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            ToolEventKind::Log { level, message } => Some((*level, message.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        logs[0],
+        (LogLevel::Info, "searching 4 documents for \"wasm\"".into())
+    );
+    // Throttled to one report per interval, but the one that completes the work passes.
+    let last = events.iter().rev().find_map(|e| match &e.kind {
+        ToolEventKind::Progress { done, total, .. } => Some((*done, *total)),
+        _ => None,
+    });
+    assert_eq!(last, Some((4.0, Some(4.0))));
+}
+
+#[tokio::test]
+async fn a_worker_tags_events_with_the_call_id() {
+    let mut worker = Worker::new();
+    worker
+        .register_tools(plugin("search").definitions())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let (sink, events) = collector();
+    let calls = vec![ToolCall {
+        id: "call-7".into(),
+        name: "search".into(),
+        input: serde_json::json!({"query": "mcp"}),
+    }];
+    let results = with_tool_events(sink, worker.execute_tool_calls(calls))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(results.len(), 1);
+    let events = events.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    assert!(!events.is_empty());
+    assert!(events.iter().all(|e| e.call_id.as_deref() == Some("call-7")));
+}
+
+#[tokio::test]
+async fn a_chatty_plugin_is_bounded() {
+    let trapper = plugin("trapper");
+    let tools = session(&trapper);
+    let (sink, events) = collector();
+    let output = with_tool_events(sink, tools.call_tool("chatty", r#"{"lines":5000}"#))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(output, "said it all");
+    let events = events.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let logs = events
+        .iter()
+        .filter(|e| matches!(e.kind, ToolEventKind::Log { .. }))
+        .count();
+    assert_eq!(logs, MAX_LOGS_PER_CALL as usize + 1);
+    assert!(matches!(&events.iter().rev().find(|e| matches!(e.kind, ToolEventKind::Log { .. })).map(|e| &e.kind),
+        Some(ToolEventKind::Log { message, .. }) if message.starts_with("4900 more log messages")));
+    let progress = events.len() - logs;
+    assert!(progress < 100, "{progress} progress reports passed the throttle");
+}
+
+/// A plugin claiming read-only, granted a read-write directory: the claim is dropped, with a
+/// warning; a granted HTTP destination makes the tool open-world.
+#[test]
+fn claims_the_policy_contradicts_are_dropped_with_a_warning() {
+    let dir = scratch_dir("contract-claims");
+    let data = dir.join("data");
+    std::fs::create_dir_all(&data).unwrap_or_else(|e| panic!("{e}"));
+    let plugins = dir.join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::copy(plugin_path("text"), plugins.join("text.wasm")).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        plugins.join("text.policy.toml"),
+        format!(
+            "[[dirs]]\nhost = {:?}\nguest = \"/data\"\nmode = \"rw\"\n\n[http]\nallow = [\"https://api.example.com\"]\n",
+            data.display().to_string()
+        ),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let text = PluginHost::new()
+        .and_then(|host| host.load(plugins.join("text.wasm")))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let stats = meta(&text, "stats");
+    assert_eq!(stats.annotations.read_only, None);
+    assert_eq!(stats.annotations.open_world, None);
+    assert_eq!(stats.annotations.idempotent, Some(true));
+    assert!(
+        text.warnings()
+            .iter()
+            .any(|w| w.contains("tool 'stats' claims to be read-only") && w.contains("read-write directory")),
+        "{:?}",
+        text.warnings()
+    );
+}
