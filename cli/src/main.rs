@@ -497,6 +497,30 @@ fn check(out: &mut String, loader: &Loader, dir: &Path) -> Result<ExitCode, Stri
                 secret.grant
             );
         }
+        outln!(out, "         contract: llm-worker:tool@{}", plugin.contract_version());
+        for meta in plugin.tools() {
+            let hints = hint_words(&meta.annotations);
+            if !hints.is_empty() || meta.output_schema.is_some() {
+                outln!(
+                    out,
+                    "         tool {}: {}{}",
+                    meta.name,
+                    if meta.output_schema.is_some() {
+                        "structured result; "
+                    } else {
+                        ""
+                    },
+                    if hints.is_empty() {
+                        "no hints".to_owned()
+                    } else {
+                        hints.join(", ")
+                    }
+                );
+            }
+        }
+        for warning in plugin.warnings() {
+            outln!(out, "         warning: {warning}");
+        }
         if locked {
             outln!(out, "         lock: approved by {LOCK_FILE}");
         }
@@ -517,6 +541,23 @@ fn check(out: &mut String, loader: &Loader, dir: &Path) -> Result<ExitCode, Stri
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// The hints a client is shown, in words: `read-only`, `not open-world`, ….
+fn hint_words(hints: &llm_worker::ToolAnnotations) -> Vec<String> {
+    [
+        (hints.read_only, "read-only"),
+        (hints.destructive, "destructive"),
+        (hints.idempotent, "idempotent"),
+        (hints.open_world, "open-world"),
+    ]
+    .into_iter()
+    .filter_map(|(value, word)| match value {
+        Some(true) => Some(word.to_owned()),
+        Some(false) => Some(format!("not {word}")),
+        None => None,
+    })
+    .collect()
 }
 
 fn lock(out: &mut String, loader: &Loader, dir: &Path, check: bool) -> Result<ExitCode, String> {

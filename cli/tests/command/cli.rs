@@ -168,6 +168,43 @@ fn check_reports_each_file_and_fails_on_a_refused_plugin() {
 }
 
 #[test]
+fn check_shows_the_hints_it_vouches_for_and_the_claims_it_dropped() {
+    let (dir, cache) = plugin_dir("cli-check-hints", &["text"]);
+    let out = run(&cache, &["check", path(&dir)], None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = stdout(&out);
+    assert!(report.contains("contract: llm-worker:tool@0.2.0"), "{report}");
+    assert!(
+        report.contains(
+            "tool stats: structured result; read-only, idempotent, not open-world"
+        ),
+        "{report}"
+    );
+
+    // Granted a read-write directory, the read-only claim is dropped, and `check` says so.
+    let data = dir.join("data");
+    std::fs::create_dir_all(&data).expect("mkdir");
+    std::fs::write(
+        dir.join("text.policy.toml"),
+        format!(
+            "[[dirs]]\nhost = {:?}\nguest = \"/data\"\nmode = \"rw\"\n",
+            data.display().to_string()
+        ),
+    )
+    .expect("write");
+    let out = run(&cache, &["check", path(&dir)], None);
+    let report = stdout(&out);
+    assert!(
+        report.contains("tool stats: structured result; idempotent, not open-world"),
+        "{report}"
+    );
+    assert!(
+        report.contains("warning: tool 'stats' claims to be read-only, but its policy grants the read-write directory"),
+        "{report}"
+    );
+}
+
+#[test]
 fn schema_prints_each_provider_shape() {
     let (dir, cache) = plugin_dir("cli-schema", &["greet", "calc"]);
     let shape = |format: &str| -> serde_json::Value {

@@ -233,3 +233,129 @@ async fn malformed_lines_get_json_rpc_errors() {
     drop(stdin);
     let _ = child.wait().await;
 }
+
+/// What an MCP client receives besides results: progress and log notifications.
+#[derive(Clone, Default)]
+struct Listener {
+    progress: std::sync::Arc<std::sync::Mutex<Vec<(f64, Option<f64>)>>>,
+    logs: std::sync::Arc<std::sync::Mutex<Vec<(String, serde_json::Value)>>>,
+}
+
+#[allow(deprecated)] // MCP logging: deprecated by a draft revision, still what clients use.
+impl rmcp::ClientHandler for Listener {
+    async fn on_progress(
+        &self,
+        params: rmcp::model::ProgressNotificationParam,
+        _context: rmcp::service::NotificationContext<rmcp::RoleClient>,
+    ) {
+        let mut progress = self.progress.lock().unwrap_or_else(|p| p.into_inner());
+        progress.push((params.progress, params.total));
+    }
+
+    async fn on_logging_message(
+        &self,
+        params: rmcp::model::LoggingMessageNotificationParam,
+        _context: rmcp::service::NotificationContext<rmcp::RoleClient>,
+    ) {
+        let mut logs = self.logs.lock().unwrap_or_else(|p| p.into_inner());
+        logs.push((params.logger.unwrap_or_default(), params.data));
+    }
+}
+
+#[allow(deprecated)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_client_sees_titles_hints_output_schemas_structured_results_logs_and_progress() {
+    let root = scratch_dir("mcp-contract");
+    let dir = root.join("plugins");
+    std::fs::create_dir(&dir).expect("mkdir");
+    for plugin in ["text", "search"] {
+        std::fs::copy(plugin_path(plugin), dir.join(format!("{plugin}.wasm"))).expect("copy");
+    }
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"));
+    command
+        .arg("serve")
+        .arg("--cache-dir")
+        .arg(root.join("cache"))
+        .arg(&dir);
+    let transport = TokioChildProcess::new(command).expect("spawn llm-worker serve");
+    let listener = Listener::default();
+    let (progress, logs) = (listener.progress.clone(), listener.logs.clone());
+    let client = listener.serve(transport).await.expect("initialize");
+
+    let tools = client.list_all_tools().await.expect("tools/list");
+    let stats = tools.iter().find(|t| t.name == "stats").expect("stats");
+    assert_eq!(stats.title.as_deref(), Some("Text statistics"));
+    let hints = stats.annotations.as_ref().expect("annotations");
+    assert_eq!(hints.read_only_hint, Some(true));
+    assert_eq!(hints.idempotent_hint, Some(true));
+    assert_eq!(hints.open_world_hint, Some(false), "no HTTP grant: closed world");
+    let output_schema = stats.output_schema.as_ref().expect("outputSchema");
+    assert_eq!(output_schema["type"], "object");
+    // A tool without a structured result has no output schema; every tool's hints say it
+    // cannot reach the outside world (no plugin here has an HTTP grant).
+    let join = tools.iter().find(|t| t.name == "join").expect("join");
+    assert!(join.output_schema.is_none());
+    assert_eq!(
+        join.annotations.as_ref().and_then(|a| a.open_world_hint),
+        Some(false)
+    );
+
+    // The structured result is the JSON object, valid against the output schema, and its
+    // text is the content too.
+    let result = client
+        .call_tool(call("stats", json!({"text": "three small words"})))
+        .await
+        .expect("tools/call");
+    let structured = result.structured_content.clone().expect("structuredContent");
+    assert_eq!(structured, json!({"words": 3, "chars": 17}));
+    let validator = jsonschema::validator_for(&serde_json::Value::Object(
+        (**output_schema).clone(),
+    ))
+    .expect("a valid output schema");
+    assert!(validator.is_valid(&structured));
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&text(&result)).expect("JSON text"),
+        structured
+    );
+
+    // Logs come at the level the client asked for; progress for the token rmcp's client sends.
+    client
+        .set_level(rmcp::model::SetLevelRequestParams::new(
+            rmcp::model::LoggingLevel::Info,
+        ))
+        .await
+        .expect("logging/setLevel");
+    let found = client
+        .call_tool(call("search", json!({"query": "wasm"})))
+        .await
+        .expect("search");
+    assert!(text(&found).contains("wasmtime"), "{}", text(&found));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let done = progress
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&(4.0, Some(4.0)));
+        let logged = !logs.lock().unwrap_or_else(|p| p.into_inner()).is_empty();
+        if (done && logged) || std::time::Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let logs = logs.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    assert_eq!(
+        logs,
+        [(
+            "search/search".to_owned(),
+            json!("searching 4 documents for \"wasm\"")
+        )],
+        "the debug line is below the client's level"
+    );
+    let progress = progress.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    assert!(progress.contains(&(4.0, Some(4.0))), "{progress:?}");
+    assert!(
+        progress.windows(2).all(|w| w[0].0 <= w[1].0),
+        "progress only grows: {progress:?}"
+    );
+    client.cancel().await.expect("close");
+}
