@@ -497,7 +497,11 @@ fn check(out: &mut String, loader: &Loader, dir: &Path) -> Result<ExitCode, Stri
                 secret.grant
             );
         }
-        outln!(out, "         contract: llm-worker:tool@{}", plugin.contract_version());
+        outln!(
+            out,
+            "         contract: llm-worker:tool@{}",
+            plugin.contract_version()
+        );
         for meta in plugin.tools() {
             let hints = hint_words(&meta.annotations);
             if !hints.is_empty() || meta.output_schema.is_some() {

@@ -86,7 +86,10 @@ fn is_marker(attr: &Attribute, name: &str) -> bool {
             let first = segments.next().unwrap_or_default();
             let last = path.segments.last().map(|s| s.ident.to_string());
             path.segments.len() == 2
-                && matches!(first.as_str(), "llm_worker_guest" | "llm_worker" | "llm_worker_macros")
+                && matches!(
+                    first.as_str(),
+                    "llm_worker_guest" | "llm_worker" | "llm_worker_macros"
+                )
                 && last.as_deref() == Some(name)
         }
     }
@@ -418,7 +421,10 @@ impl ToolMethod {
                     Type::Path(p) if p.path.is_ident("str") => "`String`".to_owned(),
                     Type::Slice(slice) => {
                         let elem = &slice.elem;
-                        format!("`Vec<{}>`", quote::quote!(#elem).to_string().replace(' ', ""))
+                        format!(
+                            "`Vec<{}>`",
+                            quote::quote!(#elem).to_string().replace(' ', "")
+                        )
                     }
                     _ => "an owned type".to_owned(),
                 };
@@ -642,14 +648,21 @@ mod tests {
         assert_eq!(reg.tools.len(), 2);
         let search = &reg.tools[0];
         assert_eq!(search.doc.len(), 1);
-        assert_eq!(search.title.as_ref().map(LitStr::value).as_deref(), Some("Search"));
+        assert_eq!(
+            search.title.as_ref().map(LitStr::value).as_deref(),
+            Some("Search")
+        );
         assert_eq!(search.annotations.read_only, Some(true));
         assert_eq!(search.annotations.destructive, Some(false));
         assert_eq!(search.annotations.idempotent, None);
         assert_eq!(search.args.len(), 1);
         assert!(search.args[0].default.is_some());
         assert_eq!(
-            search.args[0].description.as_ref().map(LitStr::value).as_deref(),
+            search.args[0]
+                .description
+                .as_ref()
+                .map(LitStr::value)
+                .as_deref(),
             Some("the query")
         );
         assert!(!search.is_async);
@@ -682,7 +695,8 @@ mod tests {
     #[test]
     fn generated_name_clashes_are_errors() {
         let clash = |tokens| registry(tokens).err().map(|e| e.to_string());
-        let text = clash(quote! { impl App { #[tool] fn get_x(&self) {} #[tool] fn get__x(&self) {} } });
+        let text =
+            clash(quote! { impl App { #[tool] fn get_x(&self) {} #[tool] fn get__x(&self) {} } });
         assert!(text.is_some_and(|t| t.contains("`get_x` and `get__x`")));
         let text = clash(quote! { impl App { #[tool] fn a(&self) {} fn a_definition(&self) {} } });
         assert!(text.is_some_and(|t| t.contains("a_definition")));

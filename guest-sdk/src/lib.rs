@@ -75,17 +75,16 @@ extern crate self as llm_worker_guest;
 
 mod export;
 pub mod log;
-pub mod report;
 #[doc(hidden)]
 pub mod output;
+pub mod report;
 mod tool;
 
 pub use export::block_on;
-pub use report::progress;
 pub use llm_worker_macros::{description, tool, tool_registry};
+pub use report::progress;
 pub use tool::{
-    Tool, ToolAnnotations, ToolDefinition, ToolError, ToolMeta, ToolRegistry,
-    WorkerToolDefinition,
+    Tool, ToolAnnotations, ToolDefinition, ToolError, ToolMeta, ToolRegistry, WorkerToolDefinition,
 };
 
 /// What generated code uses. Not a public API: it may change in any release.

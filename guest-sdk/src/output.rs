@@ -423,7 +423,9 @@ pub fn arguments<T: serde::de::DeserializeOwned>(input_json: &str) -> Result<T, 
 
 fn json_text<T: Serialize + ?Sized>(value: &T) -> Result<String, ToolError> {
     serde_json::to_string(value).map_err(|error| {
-        ToolError::Internal(format!("the tool's result cannot be written as JSON: {error}"))
+        ToolError::Internal(format!(
+            "the tool's result cannot be written as JSON: {error}"
+        ))
     })
 }
 
@@ -479,8 +481,14 @@ pub fn doc_description(pieces: &[&str]) -> String {
         .iter()
         .map(|line| line.get(indent..).unwrap_or("").trim_end())
         .collect();
-    let start = lines.iter().position(|l| !l.is_empty()).unwrap_or(lines.len());
-    let end = lines.iter().rposition(|l| !l.is_empty()).map_or(start, |e| e + 1);
+    let start = lines
+        .iter()
+        .position(|l| !l.is_empty())
+        .unwrap_or(lines.len());
+    let end = lines
+        .iter()
+        .rposition(|l| !l.is_empty())
+        .map_or(start, |e| e + 1);
     lines[start..end].join("\n")
 }
 

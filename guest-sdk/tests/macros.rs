@@ -165,6 +165,8 @@ impl App {
         id.to_string()
     }
 
+    // `self: &Self` is `&self` (clippy prefers the short form; the macro accepts both).
+    #[allow(clippy::needless_arbitrary_self_type)]
     #[tool]
     fn r#type(self: &Self, r#match: String) -> String {
         r#match
@@ -181,7 +183,7 @@ impl App {
         x.to_string()
     }
 
-    #[cfg(all())]
+    #[cfg(not(any()))]
     #[tool]
     fn compiled_in(&self) -> String {
         "in".into()
@@ -207,9 +209,7 @@ fn meta(name: &str) -> ToolMeta {
 
 fn call(name: &str, input: &str) -> Result<String, ToolError> {
     let tools = definitions();
-    let (_, tool) = tools
-        .get(name)
-        .unwrap_or_else(|| panic!("no tool {name}"));
+    let (_, tool) = tools.get(name).unwrap_or_else(|| panic!("no tool {name}"));
     block_on(tool.execute(input))
 }
 
@@ -259,15 +259,17 @@ fn text_is_returned_as_it_is() {
 #[test]
 fn serializable_values_are_json_and_objects_get_an_output_schema() {
     assert_eq!(call("json_value", "{}"), Ok(r#"{"a":[1,2]}"#.into()));
-    let stats: Value =
-        serde_json::from_str(&call("stats", "{}").unwrap_or_else(|e| panic!("{e}")))
-            .unwrap_or_else(|e| panic!("{e}"));
+    let stats: Value = serde_json::from_str(&call("stats", "{}").unwrap_or_else(|e| panic!("{e}")))
+        .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(stats, json!({"words": 3, "longest": "word"}));
     let schema = meta("stats")
         .output_schema
         .unwrap_or_else(|| panic!("no output schema"));
     assert_eq!(schema["type"], "object");
-    assert_eq!(schema["properties"]["words"]["description"], "How many words.");
+    assert_eq!(
+        schema["properties"]["words"]["description"],
+        "How many words."
+    );
     assert!(schema.get("title").is_none(), "{schema}");
     // JSON that is not an object, JSON without a schema, text and Debug: no output schema.
     assert_eq!(call("list", "{}"), Ok("[1,2]".into()));
@@ -297,7 +299,10 @@ fn unknown_fields_are_refused_and_schemas_say_so() {
     assert_eq!(call("undocumented", "{}"), Ok("null".into()));
     for input in ["[]", "null", "5", r#""x""#, r#"{"x":1}"#] {
         assert!(
-            matches!(call("undocumented", input), Err(ToolError::InvalidArgument(_))),
+            matches!(
+                call("undocumented", input),
+                Err(ToolError::InvalidArgument(_))
+            ),
             "{input}"
         );
     }
@@ -315,13 +320,19 @@ fn defaults_apply_and_are_in_the_schema() {
         Ok("x 10 en false None".into())
     );
     assert_eq!(
-        call("search", r#"{"query":"x","limit":2,"lang":"fr","exact":true,"page":3}"#),
+        call(
+            "search",
+            r#"{"query":"x","limit":2,"lang":"fr","exact":true,"page":3}"#
+        ),
         Ok("x 2 fr true Some(3)".into())
     );
     let schema = meta("search").input_schema;
     assert_eq!(schema["properties"]["limit"]["default"], 10, "{schema}");
     assert_eq!(schema["properties"]["lang"]["default"], "en", "{schema}");
-    assert_eq!(schema["properties"]["query"]["description"], "Words to find");
+    assert_eq!(
+        schema["properties"]["query"]["description"],
+        "Words to find"
+    );
     assert_eq!(schema["required"], json!(["query"]), "{schema}");
 }
 
@@ -362,7 +373,11 @@ fn titles_and_hints_are_in_the_meta() {
 #[test]
 fn raw_names_paths_and_cfg_work() {
     assert_eq!(call("type", r#"{"match":"m"}"#), Ok("m".into()));
-    assert!(meta("type").input_schema["properties"].get("match").is_some());
+    assert!(
+        meta("type").input_schema["properties"]
+            .get("match")
+            .is_some()
+    );
     assert_eq!(call("by_path", "{}"), Ok("1".into()));
     assert_eq!(call("compiled_in", "{}"), Ok("in".into()));
     let names: Vec<String> = definitions().into_keys().collect();
@@ -394,5 +409,8 @@ mod marker_import {
 #[test]
 fn marker_imports_count_as_used() {
     let (meta, _) = marker_import::Small.one_definition()();
-    assert_eq!(meta.input_schema["properties"]["n"]["description"], "a number");
+    assert_eq!(
+        meta.input_schema["properties"]["n"]["description"],
+        "a number"
+    );
 }

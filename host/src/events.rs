@@ -127,7 +127,11 @@ pub(crate) fn current_sink() -> Option<Sink> {
 }
 
 /// Runs `future` in the scope of `sink` (if any), tagging events with `call_id`.
-pub(crate) async fn rescope<F: Future>(sink: Option<Sink>, call_id: String, future: F) -> F::Output {
+pub(crate) async fn rescope<F: Future>(
+    sink: Option<Sink>,
+    call_id: String,
+    future: F,
+) -> F::Output {
     match sink {
         Some(sink) => {
             let tagged: Sink = Arc::new(move |mut event: ToolEvent| {
@@ -210,11 +214,21 @@ impl CallReports {
     fn emit_log(&self, level: LogLevel, message: String) {
         let (plugin, tool) = (self.plugin.as_str(), self.tool());
         match level {
-            LogLevel::Trace => tracing::trace!(target: "llm_worker::plugin", plugin, tool, "{message}"),
-            LogLevel::Debug => tracing::debug!(target: "llm_worker::plugin", plugin, tool, "{message}"),
-            LogLevel::Info => tracing::info!(target: "llm_worker::plugin", plugin, tool, "{message}"),
-            LogLevel::Warn => tracing::warn!(target: "llm_worker::plugin", plugin, tool, "{message}"),
-            LogLevel::Error => tracing::error!(target: "llm_worker::plugin", plugin, tool, "{message}"),
+            LogLevel::Trace => {
+                tracing::trace!(target: "llm_worker::plugin", plugin, tool, "{message}")
+            }
+            LogLevel::Debug => {
+                tracing::debug!(target: "llm_worker::plugin", plugin, tool, "{message}")
+            }
+            LogLevel::Info => {
+                tracing::info!(target: "llm_worker::plugin", plugin, tool, "{message}")
+            }
+            LogLevel::Warn => {
+                tracing::warn!(target: "llm_worker::plugin", plugin, tool, "{message}")
+            }
+            LogLevel::Error => {
+                tracing::error!(target: "llm_worker::plugin", plugin, tool, "{message}")
+            }
         }
         self.send(ToolEventKind::Log { level, message });
     }

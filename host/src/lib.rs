@@ -31,7 +31,9 @@ pub use policy::{DirGrant, HttpGrant, HttpSecret, Limits, PolicyError, SandboxPo
 pub use provider::{
     ProviderError, ProviderFormat, ProviderOptions, provider_json, provider_json_with,
 };
-pub use tool::{Tool, ToolAnnotations, ToolDefinition, ToolError, ToolMeta, ToolRegistry, WorkerToolDefinition};
+pub use tool::{
+    Tool, ToolAnnotations, ToolDefinition, ToolError, ToolMeta, ToolRegistry, WorkerToolDefinition,
+};
 pub use tool_server::{LlmToolDefinition, ToolServer, ToolServerError, ToolServerHandle};
 pub use worker::{CacheLocked, Mutable, ToolRegistryError, Worker, WorkerError, WorkerState};
 

@@ -1,36 +1,5 @@
-//! Tool definitions in the JSON shapes of LLM providers and of MCP.
-//!
-//! Tools describe their input with JSON Schema (2020-12, as schemars writes it). Providers take
-//! different dialects, so [`provider_json_with`] rewrites each input schema for its format:
-//!
-//! - **MCP** gets the schema as it is; **Anthropic** and **OpenAI** (not strict) get it
-//!   without `$schema`.
-//! - **Gemini** (`functionDeclarations[].parameters`) takes a subset of OpenAPI 3.0's schema
-//!   object (Google's `Schema`: type, format, title, description, nullable, enum, maxItems,
-//!   minItems, properties, required, minProperties, maxProperties, minLength, maxLength,
-//!   pattern, example, anyOf, propertyOrdering, default, items, minimum, maximum). References
-//!   are inlined (a recursive type is an error), a `null` member of a type list or of an
-//!   `anyOf`/`oneOf` becomes `nullable: true`, `oneOf` becomes `anyOf`, `const` a one-value
-//!   `enum` (Gemini's enum values are strings), `allOf` is merged, formats other than
-//!   `float`/`double` (numbers), `int32`/`int64` (integers) and `enum`/`date-time` (strings)
-//!   are dropped, an exclusive bound becomes an inclusive one, and every other keyword
-//!   (`additionalProperties`, `$defs`, `multipleOf`, …) is removed. A tool without parameters
-//!   gets no `parameters`: Gemini refuses an object schema without properties.
-//! - **OpenAI strict** ([`ProviderOptions::strict`]): the function gets `"strict": true` and a
-//!   schema in the subset of OpenAI's Structured Outputs: every object has
-//!   `additionalProperties: false` and lists all its properties in `required`, a property that
-//!   was optional (not required, or with a `default`) becomes nullable (`"type": [T, "null"]`,
-//!   or an `anyOf` with `{"type": "null"}`), `oneOf` becomes `anyOf`, references are kept
-//!   (recursion is allowed) unless keywords beside them need them inlined, and keywords strict
-//!   mode does not take are removed (`default`, `minLength`, `uniqueItems`, formats it does
-//!   not list, …). What strict mode cannot express is an error naming the tool and the part:
-//!   an object with keys it does not name (a map, `additionalProperties`), a value of any
-//!   type (`{}`, `true`, an array without `items`), `not`/`if`/`dependentSchemas`, or a root
-//!   that is not an object.
-//!
-//! A tuple (`prefixItems`) becomes an array whose items are any of the tuple's item types, for
-//! both Gemini and strict mode. Removing a keyword only loosens what the model is told; the tool
-//! still checks its arguments.
+//! Tool definitions in the JSON shapes of LLM providers and of MCP; see [`provider_json_with`]
+//! for how each format's schema dialect is written.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -86,15 +55,16 @@ impl fmt::Display for ProviderFormat {
 #[derive(Debug, Clone, Default)]
 pub struct ProviderOptions {
     /// OpenAI only: declare each function with `"strict": true` and a schema that OpenAI's
-    /// strict mode (Structured Outputs) accepts. Every property becomes required; one that was
-    /// optional becomes nullable, so the model sends `null` for it where it would have left it
-    /// out: a tool whose field is not an `Option` (a `#[serde(default)]` field, say) rejects that
-    /// `null` unless the caller removes such members before the call.
+    /// strict mode (Structured Outputs) accepts. Every property becomes required. One that was
+    /// optional and accepts `null` (an `Option`) stays nullable, so the model sends `null` where
+    /// it would have left it out; one that was optional but does not accept `null` (a field with
+    /// a default, say) is not made nullable, because the tool's own input schema, which the
+    /// host checks every call against, would refuse that `null`: the model gives a value.
     pub strict: bool,
 }
 
 impl ProviderOptions {
-    /// These options with [`strict`](Self::strict) set.
+    /// These options with [`strict`](field@Self::strict) set.
     #[must_use]
     pub fn strict(mut self, strict: bool) -> Self {
         self.strict = strict;
@@ -213,7 +183,40 @@ pub fn provider_json(
 }
 
 /// `definitions` (already sorted by name) in `format`'s shape, each input schema rewritten in
-/// the dialect the provider accepts (see the [module](self) documentation for the rules).
+/// the dialect the provider accepts.
+///
+/// Tools describe their input with JSON Schema (2020-12, as schemars writes it); providers take
+/// different dialects:
+///
+/// - **MCP** gets the schema as it is; **Anthropic** and **OpenAI** (not strict) get it
+///   without `$schema`.
+/// - **Gemini** (`functionDeclarations[].parameters`) takes a subset of OpenAPI 3.0's schema
+///   object (Google's `Schema`: type, format, title, description, nullable, enum, maxItems,
+///   minItems, properties, required, minProperties, maxProperties, minLength, maxLength,
+///   pattern, example, anyOf, propertyOrdering, default, items, minimum, maximum). References
+///   are inlined (a recursive type is an error), a `null` member of a type list or of an
+///   `anyOf`/`oneOf` becomes `nullable: true`, `oneOf` becomes `anyOf`, `const` a one-value
+///   `enum` (Gemini's enum values are strings), `allOf` is merged, formats other than
+///   `float`/`double` (numbers), `int32`/`int64` (integers) and `enum`/`date-time` (strings)
+///   are dropped, an exclusive bound becomes an inclusive one, and every other keyword
+///   (`additionalProperties`, `$defs`, `multipleOf`, …) is removed. A tool without parameters
+///   gets no `parameters`: Gemini refuses an object schema without properties.
+/// - **OpenAI strict** ([`ProviderOptions::strict()`]): the function gets `"strict": true` and a
+///   schema in the subset of OpenAI's Structured Outputs: every object has
+///   `additionalProperties: false` and lists all its properties in `required` (an optional
+///   property that accepts `null`, an `Option`, stays nullable; one that does not is not made
+///   nullable, since the tool's own schema, checked on every call, would refuse `null`),
+///   `oneOf` becomes `anyOf`, references are kept
+///   (recursion is allowed) unless keywords beside them need them inlined, and keywords strict
+///   mode does not take are removed (`default`, `minLength`, `uniqueItems`, formats it does
+///   not list, …). What strict mode cannot express is an error naming the tool and the part:
+///   an object with keys it does not name (a map, `additionalProperties`), a value of any
+///   type (`{}`, `true`, an array without `items`), `not`/`if`/`dependentSchemas`, or a root
+///   that is not an object.
+///
+/// A tuple (`prefixItems`) becomes an array whose items are any of the tuple's item types, for
+/// both Gemini and strict mode. Removing a keyword only loosens what the model is told; the tool
+/// still checks its arguments.
 ///
 /// # Errors
 ///
@@ -324,7 +327,9 @@ fn gemini_keywords_of(kind: &str) -> &'static [&'static str] {
 fn gemini_format(kind: &str, format: &str) -> bool {
     matches!(
         (kind, format),
-        ("number", "float" | "double") | ("integer", "int32" | "int64") | ("string", "enum" | "date-time")
+        ("number", "float" | "double")
+            | ("integer", "int32" | "int64")
+            | ("string", "enum" | "date-time")
     )
 }
 
@@ -475,79 +480,6 @@ fn merge_schemas(into: &mut Map<String, Value>, from: &Map<String, Value>) -> Re
         }
     }
     Ok(())
-}
-
-/// Whether a (lowered) schema accepts `null`.
-fn accepts_null(schema: &Map<String, Value>) -> bool {
-    let by_type = schema
-        .get("type")
-        .is_none_or(|kind| type_names(kind).iter().any(|t| t == "null"));
-    let by_enum = schema
-        .get("enum")
-        .and_then(Value::as_array)
-        .is_none_or(|values| values.contains(&Value::Null));
-    let by_const = schema.get("const").is_none_or(Value::is_null);
-    let by_union = schema
-        .get("anyOf")
-        .and_then(Value::as_array)
-        .is_none_or(|branches| {
-            branches
-                .iter()
-                .any(|b| b.as_object().is_some_and(accepts_null))
-        });
-    by_type && by_enum && by_const && by_union && !schema.contains_key("$ref")
-}
-
-/// A strict-mode schema that also accepts `null`: `[T, "null"]` for a value of primitive type,
-/// another `anyOf` branch for a union, and else `anyOf: [schema, {"type": "null"}]`.
-fn make_nullable(schema: Value) -> Value {
-    let Value::Object(mut schema) = schema else {
-        return schema;
-    };
-    if accepts_null(&schema) {
-        return Value::Object(schema);
-    }
-    let primitive = |t: &String| matches!(t.as_str(), "string" | "number" | "integer" | "boolean" | "null");
-    let types = schema.get("type").map(type_names);
-    let has_ref = schema.contains_key("$ref");
-    if let Some(mut types) = types
-        && types.iter().all(primitive)
-        && !has_ref
-        && !schema.contains_key("anyOf")
-    {
-        if !types.iter().any(|t| t == "null") {
-            types.push("null".to_owned());
-        }
-        schema.insert("type".into(), type_value(types));
-        if let Some(value) = schema.remove("const") {
-            schema.insert("enum".into(), json!([value, null]));
-        } else if let Some(Value::Array(values)) = schema.get_mut("enum")
-            && !values.contains(&Value::Null)
-        {
-            values.push(Value::Null);
-        }
-        return Value::Object(schema);
-    }
-    if !schema.contains_key("type")
-        && !has_ref
-        && !schema.contains_key("enum")
-        && !schema.contains_key("const")
-        && let Some(Value::Array(branches)) = schema.get_mut("anyOf")
-    {
-        branches.push(json!({"type": "null"}));
-        return Value::Object(schema);
-    }
-    let mut outer = Map::new();
-    for key in ["title", "description"] {
-        if let Some(value) = schema.remove(key) {
-            outer.insert(key.into(), value);
-        }
-    }
-    outer.insert(
-        "anyOf".into(),
-        json!([Value::Object(schema), {"type": "null"}]),
-    );
-    Value::Object(outer)
 }
 
 /// Whether strict mode may keep `reference` as a reference: to the root, or to an entry of the
@@ -716,9 +648,9 @@ impl<'a> Lowering<'a> {
         at: &str,
     ) -> Result<Value, ProviderError> {
         let here = format!("{at}/$ref");
-        let reference = reference.as_str().ok_or_else(|| {
-            self.unsupported(&here, "`$ref` is not a string; fix the schema")
-        })?;
+        let reference = reference
+            .as_str()
+            .ok_or_else(|| self.unsupported(&here, "`$ref` is not a string; fix the schema"))?;
         let keep = self.strict && keepable(reference);
         if keep && schema.len() == 1 {
             self.resolve(reference, &here)?;
@@ -801,9 +733,9 @@ impl<'a> Lowering<'a> {
         };
         if let Some(reference) = branch.remove("$ref") {
             let here = format!("{at}/$ref");
-            let reference = reference.as_str().ok_or_else(|| {
-                self.unsupported(&here, "`$ref` is not a string; fix the schema")
-            })?;
+            let reference = reference
+                .as_str()
+                .ok_or_else(|| self.unsupported(&here, "`$ref` is not a string; fix the schema"))?;
             if self.expanding.iter().any(|r| r == reference) {
                 return Err(self.recursive(&here, reference));
             }
@@ -1032,7 +964,13 @@ impl<'a> Lowering<'a> {
             let tighter = out
                 .get(inclusive)
                 .and_then(Value::as_f64)
-                .is_none_or(|current| if step > 0.0 { bound > current } else { bound < current });
+                .is_none_or(|current| {
+                    if step > 0.0 {
+                        bound > current
+                    } else {
+                        bound < current
+                    }
+                });
             if tighter {
                 let number = if bound.fract() == 0.0 && bound.abs() < 9.0e15 {
                     Number::from(bound as i64)
@@ -1082,7 +1020,8 @@ impl<'a> Lowering<'a> {
             let lowered = self.lower(branch, &format!("{here}/{i}"))?;
             let only_null = lowered.as_object().is_some_and(|b| {
                 b.get("type").and_then(Value::as_str) == Some("null")
-                    && b.keys().all(|k| matches!(k.as_str(), "type" | "title" | "description"))
+                    && b.keys()
+                        .all(|k| matches!(k.as_str(), "type" | "title" | "description"))
             });
             if only_null {
                 *nullable = true;
@@ -1286,7 +1225,11 @@ impl<'a> Lowering<'a> {
                 ),
             ));
         }
-        if types.is_empty() && unions.is_empty() && !out.contains_key("enum") && !out.contains_key("const") {
+        if types.is_empty()
+            && unions.is_empty()
+            && !out.contains_key("enum")
+            && !out.contains_key("const")
+        {
             return Err(self.unsupported(
                 at,
                 format!(
@@ -1357,13 +1300,6 @@ impl<'a> Lowering<'a> {
         {
             return Err(self.free_form(&format!("{at}/additionalProperties")));
         }
-        let required: BTreeSet<&str> = schema
-            .get("required")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect();
         let mut properties = Map::new();
         let mut names = Vec::new();
         for (name, property) in schema
@@ -1373,15 +1309,9 @@ impl<'a> Lowering<'a> {
             .flatten()
         {
             let lowered = self.lower(property, &format!("{at}/properties/{}", escape(name)))?;
-            let has_default = property
-                .as_object()
-                .is_some_and(|p| p.contains_key("default"));
-            let optional = !required.contains(name.as_str()) || has_default;
-            let lowered = if optional {
-                make_nullable(lowered)
-            } else {
-                lowered
-            };
+            // Required now, but never made nullable here: an optional property that accepts
+            // `null` (an `Option`) is nullable already, and adding `null` to one that does not
+            // would let the model send what the tool's own schema refuses.
             properties.insert(name.clone(), lowered);
             names.push(Value::String(name.clone()));
         }
@@ -1401,6 +1331,7 @@ mod tests {
             name: name.into(),
             description: format!("The {name} tool"),
             input_schema,
+            ..Default::default()
         }
     }
 
@@ -1410,6 +1341,7 @@ mod tests {
             description: "Greets".into(),
             input_schema: json!({"$schema": "x", "type": "object",
                 "properties": {"name": {"type": "string"}}, "required": ["name"]}),
+            ..Default::default()
         }]
     }
 
@@ -1641,13 +1573,15 @@ mod tests {
         let error = err(gemini(json!({"type": "object", "properties": {
             "again": {"anyOf": [{"$ref": "#"}, {"type": "null"}]}}})));
         assert!(matches!(error, ProviderError::Recursive { .. }), "{error}");
-        let error = err(gemini(json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}},
-            "$defs": {"A": {"allOf": [{"$ref": "#/$defs/A"}]}}})));
+        let error = err(gemini(
+            json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}},
+            "$defs": {"A": {"allOf": [{"$ref": "#/$defs/A"}]}}}),
+        ));
         assert!(matches!(error, ProviderError::Recursive { .. }), "{error}");
     }
 
     #[test]
-    fn strict_requires_every_property_and_makes_optional_ones_nullable() {
+    fn strict_requires_every_property_and_keeps_nullable_only_what_accepts_null() {
         let parameters = ok(strict(json!({
             "$schema": "s", "title": "Args", "type": "object",
             "properties": {
@@ -1663,16 +1597,17 @@ mod tests {
         assert_eq!(
             parameters,
             json!({"title": "Args", "type": "object", "additionalProperties": false,
-                "required": ["flag", "limit", "mode", "one", "query", "words"],
-                "properties": {
-                    "query": {"type": "string"},
-                    "limit": {"type": ["integer", "null"], "minimum": 0},
-                    "flag": {"type": ["boolean", "null"]},
-                    "mode": {"type": ["string", "null"], "enum": ["a", "b", null]},
-                    "one": {"type": ["string", "null"], "enum": ["x", null]},
-                    "words": {"anyOf": [{"type": "array", "items": {"type": "string"}},
-                        {"type": "null"}]},
-                }})
+            "required": ["flag", "limit", "mode", "one", "query", "words"],
+            "properties": {
+                "query": {"type": "string"},
+                "limit": {"type": ["integer", "null"], "minimum": 0},
+                // Optional without accepting `null`: required, not made nullable (the tool's
+                // own schema would refuse `null`).
+                "flag": {"type": "boolean"},
+                "mode": {"type": "string", "enum": ["a", "b"]},
+                "one": {"type": "string", "const": "x"},
+                "words": {"type": "array", "items": {"type": "string"}},
+            }})
         );
     }
 
@@ -1698,7 +1633,7 @@ mod tests {
         })));
         let style = json!({"type": "object", "additionalProperties": false,
             "required": ["sep", "upper"], "properties": {"sep": {"type": "string"},
-            "upper": {"type": ["boolean", "null"]}}});
+            "upper": {"type": "boolean"}}});
         let mut described = style.clone();
         described["description"] = "How".into();
         assert_eq!(parameters["properties"]["style"], described);

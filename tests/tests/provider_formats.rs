@@ -107,8 +107,10 @@ fn check_gemini(schema: &GeminiSchema, at: &str) {
     let kind = schema.kind.as_deref().map(str::to_ascii_lowercase);
     if let Some(kind) = &kind {
         assert!(
-            ["string", "number", "integer", "boolean", "array", "object", "null"]
-                .contains(&kind.as_str()),
+            [
+                "string", "number", "integer", "boolean", "array", "object", "null"
+            ]
+            .contains(&kind.as_str()),
             "{at}: unknown type {kind}"
         );
     } else {
@@ -248,7 +250,10 @@ fn gemini_keeps_what_the_schemas_mean() {
     let style = &join["parameters"]["properties"]["style"];
     assert_eq!(style["type"], "object", "{style}");
     assert_eq!(style["description"], "How to join them", "{style}");
-    assert_eq!(style["properties"]["separator"]["type"], "string", "{style}");
+    assert_eq!(
+        style["properties"]["separator"]["type"], "string",
+        "{style}"
+    );
     assert_eq!(style["required"], json!(["separator"]), "{style}");
     assert_eq!(
         join["parameters"]["properties"]["prefix"],
@@ -347,7 +352,10 @@ fn check_strict(schema: &Value, root: &Value, at: &str) {
     let types = type_names(schema);
     for kind in &types {
         assert!(
-            ["string", "number", "integer", "boolean", "object", "array", "null"].contains(kind),
+            [
+                "string", "number", "integer", "boolean", "object", "array", "null"
+            ]
+            .contains(kind),
             "{at}: type {kind}"
         );
     }
@@ -389,9 +397,7 @@ fn check_strict(schema: &Value, root: &Value, at: &str) {
     }
     if types.contains(&"array") {
         check_strict(
-            object
-                .get("items")
-                .unwrap_or_else(|| panic!("{at}: items")),
+            object.get("items").unwrap_or_else(|| panic!("{at}: items")),
             root,
             &format!("{at}/items"),
         );
@@ -481,10 +487,14 @@ fn openai_strict_arguments_name_every_parameter_and_may_be_null_where_optional()
     let join = validator("join");
     let style = json!({"separator": "-", "uppercase": null});
     assert!(join.is_valid(&json!({"words": ["a"], "style": style, "prefix": null})));
-    assert!(!join.is_valid(&json!({"words": ["a"], "style": {"separator": "-"},
-        "prefix": null})));
-    assert!(!join.is_valid(&json!({"words": ["a"], "style": {"separator": "-",
-        "uppercase": true, "x": 1}, "prefix": null})));
+    assert!(
+        !join.is_valid(&json!({"words": ["a"], "style": {"separator": "-"},
+        "prefix": null}))
+    );
+    assert!(
+        !join.is_valid(&json!({"words": ["a"], "style": {"separator": "-",
+        "uppercase": true, "x": 1}, "prefix": null}))
+    );
     let case = validator("convert_case");
     assert!(case.is_valid(&json!({"text": "a", "case": "upper"})));
     assert!(!case.is_valid(&json!({"text": "a", "case": "title"})));
@@ -534,9 +544,10 @@ fn anthropic_mcp_and_plain_openai_keep_the_full_schema() {
         assert!(openai[i]["function"].get("strict").is_none());
     }
     // The full schema still has what Gemini and strict mode rewrite.
-    let join = definitions
-        .iter()
-        .find(|d| d.name == "join")
-        .expect("join");
-    assert!(join.input_schema.get("$defs").is_some(), "{}", join.input_schema);
+    let join = definitions.iter().find(|d| d.name == "join").expect("join");
+    assert!(
+        join.input_schema.get("$defs").is_some(),
+        "{}",
+        join.input_schema
+    );
 }

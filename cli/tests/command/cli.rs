@@ -173,11 +173,12 @@ fn check_shows_the_hints_it_vouches_for_and_the_claims_it_dropped() {
     let out = run(&cache, &["check", path(&dir)], None);
     assert!(out.status.success(), "{}", stderr(&out));
     let report = stdout(&out);
-    assert!(report.contains("contract: llm-worker:tool@0.2.0"), "{report}");
     assert!(
-        report.contains(
-            "tool stats: structured result; read-only, idempotent, not open-world"
-        ),
+        report.contains("contract: llm-worker:tool@0.2.0"),
+        "{report}"
+    );
+    assert!(
+        report.contains("tool stats: structured result; read-only, idempotent, not open-world"),
         "{report}"
     );
 

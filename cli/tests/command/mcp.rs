@@ -234,11 +234,13 @@ async fn malformed_lines_get_json_rpc_errors() {
     let _ = child.wait().await;
 }
 
+type Shared<T> = std::sync::Arc<std::sync::Mutex<Vec<T>>>;
+
 /// What an MCP client receives besides results: progress and log notifications.
 #[derive(Clone, Default)]
 struct Listener {
-    progress: std::sync::Arc<std::sync::Mutex<Vec<(f64, Option<f64>)>>>,
-    logs: std::sync::Arc<std::sync::Mutex<Vec<(String, serde_json::Value)>>>,
+    progress: Shared<(f64, Option<f64>)>,
+    logs: Shared<(String, serde_json::Value)>,
 }
 
 #[allow(deprecated)] // MCP logging: deprecated by a draft revision, still what clients use.
@@ -288,7 +290,11 @@ async fn an_mcp_client_sees_titles_hints_output_schemas_structured_results_logs_
     let hints = stats.annotations.as_ref().expect("annotations");
     assert_eq!(hints.read_only_hint, Some(true));
     assert_eq!(hints.idempotent_hint, Some(true));
-    assert_eq!(hints.open_world_hint, Some(false), "no HTTP grant: closed world");
+    assert_eq!(
+        hints.open_world_hint,
+        Some(false),
+        "no HTTP grant: closed world"
+    );
     let output_schema = stats.output_schema.as_ref().expect("outputSchema");
     assert_eq!(output_schema["type"], "object");
     // A tool without a structured result has no output schema; every tool's hints say it
@@ -306,12 +312,14 @@ async fn an_mcp_client_sees_titles_hints_output_schemas_structured_results_logs_
         .call_tool(call("stats", json!({"text": "three small words"})))
         .await
         .expect("tools/call");
-    let structured = result.structured_content.clone().expect("structuredContent");
+    let structured = result
+        .structured_content
+        .clone()
+        .expect("structuredContent");
     assert_eq!(structured, json!({"words": 3, "chars": 17}));
-    let validator = jsonschema::validator_for(&serde_json::Value::Object(
-        (**output_schema).clone(),
-    ))
-    .expect("a valid output schema");
+    let validator =
+        jsonschema::validator_for(&serde_json::Value::Object((**output_schema).clone()))
+            .expect("a valid output schema");
     assert!(validator.is_valid(&structured));
     assert_eq!(
         serde_json::from_str::<serde_json::Value>(&text(&result)).expect("JSON text"),

@@ -14,7 +14,6 @@ use rmcp::model::{
     PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ServerCapabilities,
     ServerConfig, SetLevelRequestParams, Tool, ToolAnnotations as McpAnnotations,
 };
-use std::sync::atomic::AtomicBool;
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::Value;
@@ -174,50 +173,72 @@ fn mcp_level(level: LogLevel) -> LoggingLevel {
     }
 }
 
-/// Sends a call's plugin reports to the client, in order: logs at or above the client's
-/// level, and progress when the client sent a token (noting that the plugin reported, so that
-/// the host's own start and end reports are left out).
+/// What one call tells its client besides the result, in order.
+enum Report {
+    /// What the plugin reported.
+    Plugin(ToolEvent),
+    /// The host's own progress report: the call started (0 of 1) or finished (1 of 1).
+    Host { done: f64, message: String },
+}
+
+/// Sends a call's reports to the client, in the order they were made, from one task: logs at
+/// or above the client's level, and progress when the client sent a token. Progress only
+/// grows; once the plugin reported progress itself, the host's own reports are left out, so
+/// that the client sees one growing sequence.
 fn forward_reports(
     peer: rmcp::Peer<RoleServer>,
     level: Arc<Mutex<Option<LoggingLevel>>>,
     token: Option<ProgressToken>,
-    reported: Arc<AtomicBool>,
-) -> impl Fn(ToolEvent) + Send + Sync + 'static {
-    let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel::<ToolEvent>();
+) -> tokio::sync::mpsc::UnboundedSender<Report> {
+    let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel::<Report>();
     tokio::spawn(async move {
-        while let Some(event) = receiver.recv().await {
-            match event.kind {
-                ToolEventKind::Log { level: at, message } => {
+        let mut plugin_reported = false;
+        let mut last = f64::NEG_INFINITY;
+        while let Some(report) = receiver.recv().await {
+            let (done, total, message) = match report {
+                Report::Plugin(ToolEvent {
+                    kind: ToolEventKind::Log { level: at, message },
+                    plugin,
+                    tool,
+                    ..
+                }) => {
                     let wanted = *level.lock().unwrap_or_else(|p| p.into_inner());
                     let at = mcp_level(at);
                     if wanted.is_some_and(|wanted| rank(at) >= rank(wanted)) {
                         let mut param =
                             LoggingMessageNotificationParam::new(at, Value::String(message));
-                        param.logger = Some(format!("{}/{}", event.plugin, event.tool));
+                        param.logger = Some(format!("{plugin}/{tool}"));
                         let _ = peer.notify_logging_message(param).await;
                     }
+                    continue;
                 }
-                ToolEventKind::Progress {
-                    done,
-                    total,
-                    message,
-                } => {
-                    if let Some(token) = &token {
-                        let mut param = ProgressNotificationParam::new(token.clone(), done);
-                        param.total = total;
-                        param.message = message;
-                        let _ = peer.notify_progress(param).await;
-                    }
+                Report::Plugin(ToolEvent {
+                    kind:
+                        ToolEventKind::Progress {
+                            done,
+                            total,
+                            message,
+                        },
+                    ..
+                }) => {
+                    plugin_reported = true;
+                    (done, total, message)
                 }
+                Report::Host { .. } if plugin_reported => continue,
+                Report::Host { done, message } => (done, Some(1.0), Some(message)),
+            };
+            let Some(token) = &token else { continue };
+            if done < last {
+                continue;
             }
+            last = done;
+            let mut param = ProgressNotificationParam::new(token.clone(), done);
+            param.total = total;
+            param.message = message;
+            let _ = peer.notify_progress(param).await;
         }
     });
-    move |event: ToolEvent| {
-        if matches!(event.kind, ToolEventKind::Progress { .. }) {
-            reported.store(true, Ordering::Relaxed);
-        }
-        let _ = sender.send(event);
-    }
+    sender
 }
 
 impl ServerHandler for McpSession {
@@ -329,32 +350,16 @@ impl ServerHandler for McpSession {
         };
         let input = Value::Object(request.arguments.unwrap_or_default()).to_string();
         let progress = context.meta.get_progress_token();
-        // Whether the plugin reported progress itself: then the host's own reports (started,
-        // finished) are left out, so that the client sees one growing sequence.
-        let plugin_reported = Arc::new(AtomicBool::new(false));
+        let reports = forward_reports(context.peer.clone(), Arc::clone(&self.log_level), progress);
         let report = |done: f64, message: String| {
-            let peer = context.peer.clone();
-            let progress = progress.clone();
-            let plugin_reported = Arc::clone(&plugin_reported);
-            async move {
-                if let Some(token) = progress
-                    && !plugin_reported.load(Ordering::Relaxed)
-                {
-                    let mut param = ProgressNotificationParam::new(token, done);
-                    param.total = Some(1.0);
-                    param.message = Some(message);
-                    let _ = peer.notify_progress(param).await;
-                }
-            }
+            let _ = reports.send(Report::Host { done, message });
+        };
+        let plugin_reports = reports.clone();
+        let sink = move |event| {
+            let _ = plugin_reports.send(Report::Plugin(event));
         };
         // A cancelled request drops the call: the plugin's instance is reset (its state is
         // lost, and the next call says so), without counting as the plugin's failure.
-        let sink = forward_reports(
-            context.peer.clone(),
-            Arc::clone(&self.log_level),
-            progress.clone(),
-            Arc::clone(&plugin_reported),
-        );
         let call = with_tool_events(sink, tool.execute(&input));
         let mut call = std::pin::pin!(call);
         let started = tokio::select! {
@@ -368,13 +373,13 @@ impl ServerHandler for McpSession {
         let outcome = match started {
             Some(outcome) => outcome,
             None => {
-                report(0.0, format!("{} is running", request.name)).await;
+                report(0.0, format!("{} is running", request.name));
                 let outcome = tokio::select! {
                     biased;
                     outcome = &mut call => outcome,
                     () = context.ct.cancelled() => return Err(cancelled(&request.name)),
                 };
-                report(1.0, format!("{} finished", request.name)).await;
+                report(1.0, format!("{} finished", request.name));
                 outcome
             }
         };

@@ -83,7 +83,9 @@ mod tests {
     fn policy(http: bool, writable: Option<bool>) -> SandboxPolicy {
         let mut policy = SandboxPolicy::default();
         if http {
-            policy.http.push(HttpGrant::parse("https://api.example.com").unwrap_or_else(|e| panic!("{e}")));
+            policy.http.push(
+                HttpGrant::parse("https://api.example.com").unwrap_or_else(|e| panic!("{e}")),
+            );
         }
         if let Some(writable) = writable {
             policy.dirs.push(DirGrant {
@@ -112,7 +114,8 @@ mod tests {
             for read_only in claims_each {
                 for open_world in claims_each {
                     let (got, warnings) = vouched(&policy, "t", claims(read_only, open_world));
-                    let case = format!("http={http} dir={dir:?} ro={read_only:?} ow={open_world:?}");
+                    let case =
+                        format!("http={http} dir={dir:?} ro={read_only:?} ow={open_world:?}");
                     // Never claims more than the grants allow.
                     if http {
                         assert_ne!(got.open_world, Some(false), "{case}");

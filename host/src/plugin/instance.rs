@@ -477,18 +477,20 @@ fn checked_output(
             image.name,
             output.len(),
         ))),
-        Ok(output) => match output_schema.map(|schema| super::validate::check_output(schema, &output)) {
-            Some(Err(problem)) => {
-                let message = format!(
-                    "tool '{tool}' of plugin '{}' broke its own contract: {problem}; this is a \
+        Ok(output) => {
+            match output_schema.map(|schema| super::validate::check_output(schema, &output)) {
+                Some(Err(problem)) => {
+                    let message = format!(
+                        "tool '{tool}' of plugin '{}' broke its own contract: {problem}; this is a \
                      bug in the plugin",
-                    image.name
-                );
-                tracing::warn!(plugin = %image.name, tool, "{message}");
-                Err(ToolError::Internal(message))
+                        image.name
+                    );
+                    tracing::warn!(plugin = %image.name, tool, "{message}");
+                    Err(ToolError::Internal(message))
+                }
+                _ => Ok(output),
             }
-            _ => Ok(output),
-        },
+        }
         Err(error) => Err(match error {
             ToolError::InvalidArgument(text) => ToolError::InvalidArgument(cut(text, cap)),
             ToolError::ExecutionFailed(text) => ToolError::ExecutionFailed(cut(text, cap)),

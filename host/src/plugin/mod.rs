@@ -892,7 +892,13 @@ impl PluginHost {
         let tools = self.read_tools(path, &pre, &policy)?;
         let raw: Vec<(String, String, String)> = tools
             .iter()
-            .map(|t| (t.name.clone(), t.description.clone(), t.input_schema.clone()))
+            .map(|t| {
+                (
+                    t.name.clone(),
+                    t.description.clone(),
+                    t.input_schema.clone(),
+                )
+            })
             .collect();
         validate::check_sizes(&raw).map_err(|problem| tool_list_error(path, problem))?;
         let schemas = validate::check_tools(raw.iter().map(|(n, _, s)| (n.as_str(), s.as_str())))

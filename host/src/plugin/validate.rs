@@ -151,8 +151,8 @@ pub(crate) fn check_schema(
 
 /// Checks a tool's result against its output schema: JSON, and valid.
 pub(crate) fn check_output(checked: &CheckedSchema, output: &str) -> Result<(), String> {
-    let value = super::input::parse(output)
-        .map_err(|error| format!("its result is not JSON ({error})"))?;
+    let value =
+        super::input::parse(output).map_err(|error| format!("its result is not JSON ({error})"))?;
     if checked.validator.is_valid(&value) {
         return Ok(());
     }
@@ -306,20 +306,44 @@ mod tests {
 
     #[test]
     fn output_schemas_and_titles_are_checked() {
-        let ok = check_output_schema(r#"{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}"#)
-            .unwrap_or_else(|e| panic!("{e}"));
+        let ok = check_output_schema(
+            r#"{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}"#,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(check_output(&ok, r#"{"n":1}"#), Ok(()));
-        let wrong = check_output(&ok, r#"{"n":"one"}"#).err().unwrap_or_default();
-        assert!(wrong.contains("does not match its output schema") && wrong.contains("/n"), "{wrong}");
+        let wrong = check_output(&ok, r#"{"n":"one"}"#)
+            .err()
+            .unwrap_or_default();
+        assert!(
+            wrong.contains("does not match its output schema") && wrong.contains("/n"),
+            "{wrong}"
+        );
         let missing = check_output(&ok, "{}").err().unwrap_or_default();
-        assert!(missing.contains("\"n\" is a required property"), "{missing}");
+        assert!(
+            missing.contains("\"n\" is a required property"),
+            "{missing}"
+        );
         let text = check_output(&ok, "plain text").err().unwrap_or_default();
         assert!(text.contains("is not JSON"), "{text}");
-        for bad in [r#"{"type":"array"}"#, "{}", "[]", "not json", r#"{"type":"object","minimum":"x"}"#] {
+        for bad in [
+            r#"{"type":"array"}"#,
+            "{}",
+            "[]",
+            "not json",
+            r#"{"type":"object","minimum":"x"}"#,
+        ] {
             assert!(check_output_schema(bad).is_err(), "{bad}");
         }
-        let huge = format!(r#"{{"type":"object","description":"{}"}}"#, "x".repeat(MAX_SCHEMA_BYTES));
-        assert!(check_output_schema(&huge).err().unwrap_or_default().contains("over the limit"));
+        let huge = format!(
+            r#"{{"type":"object","description":"{}"}}"#,
+            "x".repeat(MAX_SCHEMA_BYTES)
+        );
+        assert!(
+            check_output_schema(&huge)
+                .err()
+                .unwrap_or_default()
+                .contains("over the limit")
+        );
         assert_eq!(check_title("Read a note"), Ok(()));
         assert!(check_title("").is_err());
         assert!(check_title("two\nlines").is_err());

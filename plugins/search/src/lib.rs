@@ -83,8 +83,10 @@ mod tests {
             })
             .collect();
         assert_eq!(progress, [1.0, 2.0, 3.0, 4.0]);
-        assert!(matches!(&reports[0], Report::Log { level: log::Level::Info, message }
-            if message == "searching 4 documents for \"wasm\""));
+        assert!(
+            matches!(&reports[0], Report::Log { level: log::Level::Info, message }
+            if message == "searching 4 documents for \"wasm\"")
+        );
         assert_eq!(MyApp::default().tool_definitions().len(), 1);
     }
 }

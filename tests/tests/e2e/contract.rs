@@ -89,7 +89,8 @@ async fn a_result_that_breaks_its_own_schema_is_the_plugins_internal_error() {
     let message = error_message(tools.call_tool("broken_contract", "{}").await);
     assert!(
         message.contains("Internal error")
-            && message.contains("tool 'broken_contract' of plugin 'trapper' broke its own contract")
+            && message
+                .contains("tool 'broken_contract' of plugin 'trapper' broke its own contract")
             && message.contains("count"),
         "{message}"
     );
@@ -116,7 +117,11 @@ async fn logs_and_progress_reach_the_callers_scope() {
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(output.contains("wasmtime"), "{output}");
     let events = events.lock().unwrap_or_else(|p| p.into_inner()).clone();
-    assert!(events.iter().all(|e| e.plugin == "search" && e.tool == "search"));
+    assert!(
+        events
+            .iter()
+            .all(|e| e.plugin == "search" && e.tool == "search")
+    );
     let logs: Vec<(LogLevel, String)> = events
         .iter()
         .filter_map(|e| match &e.kind {
@@ -154,7 +159,11 @@ async fn a_worker_tags_events_with_the_call_id() {
     assert_eq!(results.len(), 1);
     let events = events.lock().unwrap_or_else(|p| p.into_inner()).clone();
     assert!(!events.is_empty());
-    assert!(events.iter().all(|e| e.call_id.as_deref() == Some("call-7")));
+    assert!(
+        events
+            .iter()
+            .all(|e| e.call_id.as_deref() == Some("call-7"))
+    );
 }
 
 #[tokio::test]
@@ -172,10 +181,15 @@ async fn a_chatty_plugin_is_bounded() {
         .filter(|e| matches!(e.kind, ToolEventKind::Log { .. }))
         .count();
     assert_eq!(logs, MAX_LOGS_PER_CALL as usize + 1);
-    assert!(matches!(&events.iter().rev().find(|e| matches!(e.kind, ToolEventKind::Log { .. })).map(|e| &e.kind),
-        Some(ToolEventKind::Log { message, .. }) if message.starts_with("4900 more log messages")));
+    assert!(
+        matches!(&events.iter().rev().find(|e| matches!(e.kind, ToolEventKind::Log { .. })).map(|e| &e.kind),
+        Some(ToolEventKind::Log { message, .. }) if message.starts_with("4900 more log messages"))
+    );
     let progress = events.len() - logs;
-    assert!(progress < 100, "{progress} progress reports passed the throttle");
+    assert!(
+        progress < 100,
+        "{progress} progress reports passed the throttle"
+    );
 }
 
 /// A plugin claiming read-only, granted a read-write directory: the claim is dropped, with a
@@ -206,7 +220,8 @@ fn claims_the_policy_contradicts_are_dropped_with_a_warning() {
     assert!(
         text.warnings()
             .iter()
-            .any(|w| w.contains("tool 'stats' claims to be read-only") && w.contains("read-write directory")),
+            .any(|w| w.contains("tool 'stats' claims to be read-only")
+                && w.contains("read-write directory")),
         "{:?}",
         text.warnings()
     );

@@ -271,7 +271,10 @@ fn another_version_of_the_contract_is_refused_naming_both() {
             other => panic!("expected WrongVersion, got {other}"),
         }
         let message = error.to_string();
-        assert!(message.contains(&format!("llm-worker:tool@{version}")), "{message}");
+        assert!(
+            message.contains(&format!("llm-worker:tool@{version}")),
+            "{message}"
+        );
         assert!(message.contains("0.1.0 and 0.2.0"), "{message}");
     }
 }
