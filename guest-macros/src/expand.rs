@@ -139,9 +139,11 @@ fn expand_tool(tool: &ToolMethod, self_ty: &syn::Type, krate: &TokenStream) -> T
             .description
             .as_ref()
             .map(|text| quote!(#[schemars(description = #text)]));
+        // The default is a function of the registry type, so that `Self` in its expression
+        // means what it means in the method's signature.
         let default = arg.default.as_ref().map(|value| {
-            let function = format_ident!("__default_{}", ident.unraw());
-            let path = format!("{args_ty}::{function}");
+            let function = format_ident!("__llm_worker_default_{}_{}", name, ident.unraw());
+            let path = format!("{}::{function}", quote!(#self_ty)).replace(' ', "");
             // A string literal may default a `String` (or `Cow<str>`, …) argument.
             let value = match value {
                 syn::Expr::Lit(syn::ExprLit {
@@ -151,6 +153,7 @@ fn expand_tool(tool: &ToolMethod, self_ty: &syn::Type, krate: &TokenStream) -> T
                 other => quote!(#other),
             };
             default_fns.push(quote_spanned! {ty.span()=>
+                #[doc(hidden)]
                 fn #function() -> #ty {
                     #value
                 }
@@ -193,7 +196,8 @@ fn expand_tool(tool: &ToolMethod, self_ty: &syn::Type, krate: &TokenStream) -> T
     let dispatch = quote! {
         #[allow(unused_imports)]
         use #output::{
-            ErrorIsDebug as _, ErrorIsDisplay as _, ErrorIsStdError as _, ErrorIsToolError as _,
+            ErrorIsBoxedError as _, ErrorIsDebug as _, ErrorIsDisplay as _,
+            ErrorIsStdError as _, ErrorIsToolError as _,
             OutputIsDebug as _, OutputIsJson as _, OutputIsJsonWithSchema as _,
             OutputIsText as _, SplitPlain as _, SplitResult as _,
         };
@@ -211,11 +215,6 @@ fn expand_tool(tool: &ToolMethod, self_ty: &syn::Type, krate: &TokenStream) -> T
     };
     quote! {
         #args_struct
-
-        #(#cfgs)*
-        impl #args_ty {
-            #(#default_fns)*
-        }
 
         #(#cfgs)*
         #[doc = #tool_doc]
@@ -248,6 +247,8 @@ fn expand_tool(tool: &ToolMethod, self_ty: &syn::Type, krate: &TokenStream) -> T
 
         #(#cfgs)*
         impl #self_ty {
+            #(#default_fns)*
+
             #[doc = #factory_doc]
             pub fn #factory(&self) -> #krate::ToolDefinition {
                 #dispatch

@@ -278,7 +278,10 @@ fn tool_options(marker: &Attribute) -> syn::Result<(Option<LitStr>, Annotations)
                         Expr::Lit(ExprLit {
                             lit: Lit::Str(text),
                             ..
-                        }) => title = Some(text.clone()),
+                        }) => match title_problem(&text.value()) {
+                            Some(problem) => errors.push(syn::Error::new_spanned(text, problem)),
+                            None => title = Some(text.clone()),
+                        },
                         other => errors.push(syn::Error::new_spanned(
                             other,
                             "expected `title = \"…\"` with a string literal",
@@ -312,6 +315,26 @@ fn tool_options(marker: &Attribute) -> syn::Result<(Option<LitStr>, Annotations)
     }
     errors.finish()?;
     Ok((title, annotations))
+}
+
+/// Longest title hosts accept, in bytes.
+const MAX_TITLE: usize = 256;
+
+/// Why hosts would refuse `title` (and with it the whole plugin), if they would.
+fn title_problem(title: &str) -> Option<String> {
+    if title.trim().is_empty() {
+        Some("a tool's title must not be empty; leave `title` out instead".to_owned())
+    } else if title.chars().any(char::is_control) {
+        Some("a tool's title is one line of text: no line breaks or control characters".to_owned())
+    } else if title.len() > MAX_TITLE {
+        Some(format!(
+            "this title is {} bytes; hosts accept titles of at most {MAX_TITLE} bytes (put the \
+             details in the doc comment)",
+            title.len()
+        ))
+    } else {
+        None
+    }
 }
 
 /// Whether `ty` (anywhere inside) is `impl Trait`, which a generated item cannot name.

@@ -9,6 +9,10 @@
 //! | `T: Serialize`                                       | JSON                          |
 //! | anything else with `Debug`                           | `format!("{:?}", value)`      |
 //!
+//! A non-finite float (NaN, infinity) in a structured result is written as `null` by
+//! serde_json, which its schema (`"type": "number"`) refuses: the host reports that as the
+//! plugin breaking its output contract. Return an `Option<f64>` where a value may be missing.
+//!
 //! The same rules apply to the `T` of `Result<T, E>`.
 //!
 //! The dispatch is "autoref specialisation": generated code calls a method on several layers
@@ -174,6 +178,43 @@ impl<E: std::error::Error> ErrorIsStdError for &&Is<E> {
         StdErrorTag
     }
 }
+/// Picked for a boxed `dyn Error`, which does not implement `std::error::Error` itself: the
+/// message and every `source()`, as for any other error.
+pub trait ErrorIsBoxedError {
+    /// The tag.
+    fn __llm_worker_error(&self) -> BoxedErrorTag;
+}
+
+impl ErrorIsBoxedError for &&Is<Box<dyn std::error::Error>> {
+    fn __llm_worker_error(&self) -> BoxedErrorTag {
+        BoxedErrorTag
+    }
+}
+impl ErrorIsBoxedError for &&Is<Box<dyn std::error::Error + Send>> {
+    fn __llm_worker_error(&self) -> BoxedErrorTag {
+        BoxedErrorTag
+    }
+}
+impl ErrorIsBoxedError for &&Is<Box<dyn std::error::Error + Send + Sync>> {
+    fn __llm_worker_error(&self) -> BoxedErrorTag {
+        BoxedErrorTag
+    }
+}
+
+/// The error is a boxed `dyn Error`.
+pub struct BoxedErrorTag;
+
+impl BoxedErrorTag {
+    /// `ExecutionFailed` with the error's message and its causes, joined by `": "`.
+    #[allow(clippy::unused_self)]
+    pub fn tool_error<E: std::ops::Deref<Target = D>, D: std::error::Error + ?Sized>(
+        &self,
+        error: E,
+    ) -> ToolError {
+        ToolError::ExecutionFailed(error_chain(&*error))
+    }
+}
+
 impl<E: Display> ErrorIsDisplay for &Is<E> {
     fn __llm_worker_error(&self) -> DisplayTag {
         DisplayTag
@@ -216,7 +257,7 @@ impl DisplayTag {
 
 /// The message of `error` followed by each of its causes, `"outer: inner: root"`. A cause whose
 /// text the message already ends with (errors that print their source) is not repeated.
-pub fn error_chain(error: &dyn std::error::Error) -> String {
+pub fn error_chain<E: std::error::Error + ?Sized>(error: &E) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {
@@ -471,15 +512,22 @@ pub fn doc_description(pieces: &[&str]) -> String {
             lines.push(line.trim_end().to_owned());
         }
     }
+    // Indentation in characters (a doc comment may be indented with wide spaces).
     let indent = lines
         .iter()
         .filter(|line| !line.trim().is_empty())
-        .map(|line| line.len() - line.trim_start().len())
+        .map(|line| line.chars().take_while(|c| c.is_whitespace()).count())
         .min()
         .unwrap_or(0);
     let lines: Vec<&str> = lines
         .iter()
-        .map(|line| line.get(indent..).unwrap_or("").trim_end())
+        .map(|line| {
+            let cut = line
+                .char_indices()
+                .nth(indent)
+                .map_or(line.len(), |(at, _)| at);
+            line[cut..].trim_end()
+        })
         .collect();
     let start = lines
         .iter()
@@ -512,6 +560,7 @@ mod tests {
         );
         assert_eq!(doc_description(&["# Title\n\nBody\n"]), "# Title\n\nBody");
         assert_eq!(doc_description(&[]), "");
+        assert_eq!(doc_description(&[" Intro", "\u{3000}詳細"]), "Intro\n詳細");
     }
 
     #[derive(Debug)]

@@ -39,6 +39,10 @@ struct IndexError(#[source] std::io::Error);
 #[derive(Clone, Default)]
 struct App;
 
+impl App {
+    const PAGE: u32 = 20;
+}
+
 #[tool_registry]
 impl App {
     #[tool]
@@ -70,6 +74,11 @@ impl App {
     #[tool]
     fn chained(&self) -> Result<(), IndexError> {
         Err(IndexError(std::io::Error::other("permission denied")))
+    }
+
+    #[tool]
+    fn boxed_err(&self) -> Result<String, Box<dyn std::error::Error + Send + Sync>> {
+        Err(Box::new(IndexError(std::io::Error::other("disk full"))))
     }
 
     #[tool]
@@ -130,9 +139,10 @@ impl App {
         #[default = 10] limit: u32,
         #[default = "en"] lang: String,
         #[serde(default)] exact: bool,
+        #[default = Self::PAGE] size: u32,
         page: Option<u32>,
     ) -> String {
-        format!("{query} {limit} {lang} {exact} {page:?}")
+        format!("{query} {limit} {lang} {exact} {page:?} {size}")
     }
 
     /// First paragraph,
@@ -241,6 +251,12 @@ fn an_error_keeps_its_whole_chain_of_causes() {
         ))
     );
     assert_eq!(
+        call("boxed_err", "{}"),
+        Err(ToolError::ExecutionFailed(
+            "cannot open the index: disk full".into()
+        ))
+    );
+    assert_eq!(
         call("chained", "{}"),
         Err(ToolError::ExecutionFailed(
             "cannot open the index: permission denied".into()
@@ -317,18 +333,19 @@ fn unknown_fields_are_refused_and_schemas_say_so() {
 fn defaults_apply_and_are_in_the_schema() {
     assert_eq!(
         call("search", r#"{"query":"x"}"#),
-        Ok("x 10 en false None".into())
+        Ok("x 10 en false None 20".into())
     );
     assert_eq!(
         call(
             "search",
-            r#"{"query":"x","limit":2,"lang":"fr","exact":true,"page":3}"#
+            r#"{"query":"x","limit":2,"lang":"fr","exact":true,"page":3,"size":5}"#
         ),
-        Ok("x 2 fr true Some(3)".into())
+        Ok("x 2 fr true Some(3) 5".into())
     );
     let schema = meta("search").input_schema;
     assert_eq!(schema["properties"]["limit"]["default"], 10, "{schema}");
     assert_eq!(schema["properties"]["lang"]["default"], "en", "{schema}");
+    assert_eq!(schema["properties"]["size"]["default"], 20, "{schema}");
     assert_eq!(
         schema["properties"]["query"]["description"],
         "Words to find"

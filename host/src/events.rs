@@ -25,8 +25,10 @@
 //! it spawns and tags each event with the call's id.
 //!
 //! Reports are bounded: a message is cut at [`MAX_LOG_MESSAGE_BYTES`]; a call may log
-//! [`MAX_LOGS_PER_CALL`] messages (one more says how many were dropped); progress reports
-//! closer than [`PROGRESS_INTERVAL`] to the last one are dropped unless they complete the work.
+//! [`MAX_LOGS_PER_CALL`] messages (one more says how many were dropped; an instance's start,
+//! when a call starts it, counts apart from the call); progress must grow, and reports
+//! closer than [`PROGRESS_INTERVAL`] to the last one are dropped unless they complete the work
+//! (once), at most [`MAX_PROGRESS_PER_CALL`] per call.
 
 use std::fmt;
 use std::future::Future;
@@ -39,6 +41,8 @@ pub const MAX_LOG_MESSAGE_BYTES: usize = 4 << 10;
 pub const MAX_LOGS_PER_CALL: u32 = 100;
 /// Shortest time between two progress reports of one call that are both passed on.
 pub const PROGRESS_INTERVAL: Duration = Duration::from_millis(50);
+/// Most progress reports one call may pass on; later ones are dropped.
+pub const MAX_PROGRESS_PER_CALL: u32 = 1000;
 
 /// A report from a running tool.
 #[derive(Debug, Clone, PartialEq)]
@@ -147,11 +151,13 @@ pub(crate) async fn rescope<F: Future>(
 /// The reporting state of one plugin call: where events go, and the bounds.
 pub(crate) struct CallReports {
     plugin: String,
-    tool: Option<String>,
+    tool: Option<Arc<str>>,
     sink: Option<Sink>,
     logs: u32,
     dropped_logs: u32,
     last_progress: Option<(Instant, f64)>,
+    progress_reports: u32,
+    completed: bool,
 }
 
 impl CallReports {
@@ -163,16 +169,20 @@ impl CallReports {
             logs: 0,
             dropped_logs: 0,
             last_progress: None,
+            progress_reports: 0,
+            completed: false,
         }
     }
 
     /// A call of `tool` (`None`: the instance starting) begins, reporting to `sink`.
-    pub(crate) fn begin(&mut self, tool: Option<&str>, sink: Option<Sink>) {
-        self.tool = tool.map(str::to_owned);
+    pub(crate) fn begin(&mut self, tool: Option<Arc<str>>, sink: Option<Sink>) {
+        self.tool = tool;
         self.sink = sink;
         self.logs = 0;
         self.dropped_logs = 0;
         self.last_progress = None;
+        self.progress_reports = 0;
+        self.completed = false;
     }
 
     /// The call ended: say how many messages were dropped, and let the sink go.
@@ -237,15 +247,21 @@ impl CallReports {
         if !done.is_finite() || total.is_some_and(|t| !t.is_finite()) {
             return;
         }
+        if self.completed || self.progress_reports >= MAX_PROGRESS_PER_CALL {
+            return;
+        }
         let now = Instant::now();
         let completes = total.is_some_and(|total| done >= total);
         if let Some((at, last)) = self.last_progress {
-            // Progress only grows, and not faster than the interval (the last report passes).
-            if done < last || (!completes && now.duration_since(at) < PROGRESS_INTERVAL) {
+            // Progress grows, and not faster than the interval (the report that completes
+            // the work passes, once).
+            if done <= last || (!completes && now.duration_since(at) < PROGRESS_INTERVAL) {
                 return;
             }
         }
         self.last_progress = Some((now, done));
+        self.progress_reports += 1;
+        self.completed = completes;
         let message = message.map(|mut text| {
             if text.len() > MAX_LOG_MESSAGE_BYTES {
                 let mut end = MAX_LOG_MESSAGE_BYTES;
@@ -296,7 +312,7 @@ mod tests {
     fn logs_are_bounded_per_call() {
         let (sink, events) = collecting();
         let mut reports = CallReports::new("p");
-        reports.begin(Some("t"), Some(sink));
+        reports.begin(Some(Arc::from("t")), Some(sink));
         for i in 0..(MAX_LOGS_PER_CALL + 5) {
             reports.log(LogLevel::Info, format!("line {i}"));
         }
@@ -317,12 +333,14 @@ mod tests {
     fn progress_grows_and_is_throttled_but_completion_passes() {
         let (sink, events) = collecting();
         let mut reports = CallReports::new("p");
-        reports.begin(Some("t"), Some(sink));
+        reports.begin(Some(Arc::from("t")), Some(sink));
         reports.progress(1.0, Some(4.0), None);
         reports.progress(2.0, Some(4.0), None); // too soon
         reports.progress(0.5, Some(4.0), None); // goes back
         reports.progress(f64::NAN, None, None);
         reports.progress(4.0, Some(4.0), Some("done".into())); // completes
+        reports.progress(5.0, Some(4.0), None); // after completing
+        reports.progress(4.0, Some(0.0), None); // completes again
         let done: Vec<f64> = events
             .lock()
             .map(|e| e.clone())
@@ -334,5 +352,24 @@ mod tests {
             })
             .collect();
         assert_eq!(done, vec![1.0, 4.0]);
+    }
+
+    #[test]
+    fn a_call_passes_on_a_bounded_number_of_reports() {
+        let (sink, events) = collecting();
+        let mut reports = CallReports::new("p");
+        reports.begin(Some(Arc::from("t")), Some(sink));
+        for done in 0..5000 {
+            // Growing, each one far enough from the last (the clock is not waited on: the
+            // interval is measured from the previous report, so backdate it).
+            reports.last_progress = reports
+                .last_progress
+                .map(|(at, last)| (at.checked_sub(PROGRESS_INTERVAL).unwrap_or(at), last));
+            reports.progress(f64::from(done), None, Some("x".repeat(10_000)));
+        }
+        let events = events.lock().map(|e| e.clone()).unwrap_or_default();
+        assert_eq!(events.len(), MAX_PROGRESS_PER_CALL as usize);
+        assert!(events.iter().all(|e| matches!(&e.kind,
+            ToolEventKind::Progress { message: Some(m), .. } if m.len() <= MAX_LOG_MESSAGE_BYTES)));
     }
 }

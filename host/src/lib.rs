@@ -15,8 +15,8 @@ mod tool_server;
 mod worker;
 
 pub use events::{
-    LogLevel, MAX_LOG_MESSAGE_BYTES, MAX_LOGS_PER_CALL, PROGRESS_INTERVAL, ToolEvent,
-    ToolEventKind, with_tool_events,
+    LogLevel, MAX_LOG_MESSAGE_BYTES, MAX_LOGS_PER_CALL, MAX_PROGRESS_PER_CALL, PROGRESS_INTERVAL,
+    ToolEvent, ToolEventKind, with_tool_events,
 };
 pub use hook::{
     PostToolCallAction, PostToolCallContext, PostToolCallHook, PreToolCallAction, PreToolCallHook,

@@ -269,6 +269,14 @@ async fn run_in_parallel(pending: &[(usize, PendingCall)]) -> Vec<ToolResult> {
             }
             results
         }
-        Err(_) => futures::future::join_all(jobs).await,
+        Err(_) => {
+            let sink = crate::events::current_sink();
+            futures::future::join_all(
+                jobs.zip(pending).map(|(job, (_, p))| {
+                    crate::events::rescope(sink.clone(), p.call.id.clone(), job)
+                }),
+            )
+            .await
+        }
     }
 }

@@ -179,23 +179,36 @@ enum Report {
     Plugin(ToolEvent),
     /// The host's own progress report: the call started (0 of 1) or finished (1 of 1).
     Host { done: f64, message: String },
+    /// The call has ended: nothing more comes.
+    End,
 }
 
-/// Sends a call's reports to the client, in the order they were made, from one task: logs at
-/// or above the client's level, and progress when the client sent a token. Progress only
-/// grows; once the plugin reported progress itself, the host's own reports are left out, so
-/// that the client sees one growing sequence.
+/// Most reports one call may have waiting to be sent; more are dropped (a client that does
+/// not read must not make the host hold a plugin's every report).
+const REPORTS_QUEUED: usize = 256;
+
+/// How long a finished call waits for its reports to be sent before it answers.
+const REPORTS_DRAIN: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Sends a call's reports to the client, in the order they were made, from one task that
+/// ends at [`Report::End`]: logs at or above the client's level, and progress when the client
+/// sent a token. Progress only grows; once the plugin reported progress itself, the host's own
+/// reports are left out, so that the client sees one growing sequence.
 fn forward_reports(
     peer: rmcp::Peer<RoleServer>,
     level: Arc<Mutex<Option<LoggingLevel>>>,
     token: Option<ProgressToken>,
-) -> tokio::sync::mpsc::UnboundedSender<Report> {
-    let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel::<Report>();
-    tokio::spawn(async move {
+) -> (
+    tokio::sync::mpsc::Sender<Report>,
+    tokio::task::JoinHandle<()>,
+) {
+    let (sender, mut receiver) = tokio::sync::mpsc::channel::<Report>(REPORTS_QUEUED);
+    let task = tokio::spawn(async move {
         let mut plugin_reported = false;
         let mut last = f64::NEG_INFINITY;
         while let Some(report) = receiver.recv().await {
             let (done, total, message) = match report {
+                Report::End => break,
                 Report::Plugin(ToolEvent {
                     kind: ToolEventKind::Log { level: at, message },
                     plugin,
@@ -228,7 +241,7 @@ fn forward_reports(
                 Report::Host { done, message } => (done, Some(1.0), Some(message)),
             };
             let Some(token) = &token else { continue };
-            if done < last {
+            if done <= last {
                 continue;
             }
             last = done;
@@ -238,7 +251,7 @@ fn forward_reports(
             let _ = peer.notify_progress(param).await;
         }
     });
-    sender
+    (sender, task)
 }
 
 impl ServerHandler for McpSession {
@@ -350,13 +363,14 @@ impl ServerHandler for McpSession {
         };
         let input = Value::Object(request.arguments.unwrap_or_default()).to_string();
         let progress = context.meta.get_progress_token();
-        let reports = forward_reports(context.peer.clone(), Arc::clone(&self.log_level), progress);
+        let (reports, forwarder) =
+            forward_reports(context.peer.clone(), Arc::clone(&self.log_level), progress);
         let report = |done: f64, message: String| {
-            let _ = reports.send(Report::Host { done, message });
+            let _ = reports.try_send(Report::Host { done, message });
         };
         let plugin_reports = reports.clone();
         let sink = move |event| {
-            let _ = plugin_reports.send(Report::Plugin(event));
+            let _ = plugin_reports.try_send(Report::Plugin(event));
         };
         // A cancelled request drops the call: the plugin's instance is reset (its state is
         // lost, and the next call says so), without counting as the plugin's failure.
@@ -383,9 +397,19 @@ impl ServerHandler for McpSession {
                 outcome
             }
         };
+        // The call's notifications go before its result (a client drops progress for a
+        // request it has its answer to), within a bound.
+        let _ = tokio::time::timeout(REPORTS_DRAIN, async {
+            if reports.send(Report::End).await.is_ok() {
+                let _ = forwarder.await;
+            }
+        })
+        .await;
         Ok(match outcome {
-            // A tool with an output schema returned JSON matching it (the host checked): the
-            // object is the structured result, and its text the content, for older clients.
+            // A tool with an output schema returned JSON matching it: the object is the
+            // structured result, and its text the content, for older clients. A plugin's
+            // result was checked against the schema (one key once, an object); a native tool
+            // is the operator's own code, trusted to serialise the type its schema is made of.
             Ok(output) if meta.output_schema.is_some() => {
                 let structured = serde_json::from_str::<Value>(&output)
                     .ok()

@@ -1,5 +1,7 @@
-//! The behaviour hints a plugin's tool may claim, kept only as far as the sandbox policy makes
-//! them true: the host vouches for every hint it passes on.
+//! The behaviour hints a plugin's tool may claim. The two the sandbox policy decides
+//! (`openWorldHint`, `readOnlyHint`) are kept only as far as the policy makes them true; the
+//! two it cannot check (`destructiveHint`, `idempotentHint`) are the author's word, passed on
+//! as such.
 //!
 //! | hint | passed on |
 //! |---|---|

@@ -48,9 +48,12 @@ pub(crate) struct PluginState {
 impl PluginState {
     /// A call of `tool` (or the start of the instance) begins, to end by `deadline`; what the
     /// plugin reports goes to the caller's event scope, if any.
-    fn begin_call(&mut self, deadline: Instant, tool: Option<&str>) {
+    fn begin_call(&mut self, deadline: Instant, tool: Option<&Arc<str>>) {
         self.deadline = deadline;
-        self.reports.begin(tool, crate::events::current_sink());
+        // A reference count, not a copy of the name: this runs on every call.
+        self.reports
+            .begin(tool.map(Arc::clone), crate::events::current_sink());
+        let tool = tool.map(|tool| &**tool);
         #[cfg(feature = "wasi-http")]
         self.http_gate.begin_call(deadline, tool);
         #[cfg(not(feature = "wasi-http"))]
@@ -358,11 +361,12 @@ impl PluginSession {
 
     async fn call(
         &self,
-        tool: &str,
+        tool_name: &Arc<str>,
         validator: &CheckedSchema,
         output_schema: Option<&CheckedSchema>,
         input_json: &str,
     ) -> Result<String, ToolError> {
+        let tool: &str = tool_name;
         let image = &self.image;
         let limits = &image.policy.limits;
         check_input(limits, validator, tool, input_json)?;
@@ -412,7 +416,7 @@ impl PluginSession {
                 image.name
             )));
         };
-        live.store.data_mut().begin_call(deadline, Some(tool));
+        live.store.data_mut().begin_call(deadline, Some(tool_name));
         live.store.set_epoch_deadline(1);
         if live.metered {
             refuel(&mut live.store, limits);
@@ -548,7 +552,7 @@ pub(crate) fn check_input(
 /// One tool of a plugin session, as a [`Tool`].
 pub(crate) struct PluginTool {
     session: Arc<PluginSession>,
-    name: String,
+    name: Arc<str>,
     validator: Arc<CheckedSchema>,
     output_schema: Option<Arc<CheckedSchema>>,
 }
@@ -578,7 +582,7 @@ impl PluginTool {
         session.start_now();
         let tool = PluginTool {
             session: Arc::clone(session),
-            name: meta.name.clone(),
+            name: Arc::from(meta.name.as_str()),
             validator: Arc::clone(validator),
             output_schema,
         };

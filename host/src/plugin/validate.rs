@@ -153,6 +153,13 @@ pub(crate) fn check_schema(
 pub(crate) fn check_output(checked: &CheckedSchema, output: &str) -> Result<(), String> {
     let value =
         super::input::parse(output).map_err(|error| format!("its result is not JSON ({error})"))?;
+    // A repeated key would be read one way by the check and another by a client.
+    if let Some((path, problem)) = value.key_problem() {
+        return Err(format!("its result {problem} in the object at {path}"));
+    }
+    if !matches!(value, super::input::InputNode::Object(_)) {
+        return Err("its result is not a JSON object".to_owned());
+    }
     if checked.validator.is_valid(&value) {
         return Ok(());
     }
@@ -177,9 +184,10 @@ pub(crate) fn check_output_schema(text: &str) -> Result<CheckedSchema, String> {
     }
     let schema: Value =
         serde_json::from_str(text).map_err(|e| format!("it is not valid JSON: {e}"))?;
-    if schema.get("type").and_then(Value::as_str) != Some("object") {
+    if schema.get("type").and_then(Value::as_str) != Some("object") || schema.get("$ref").is_some()
+    {
         return Err(
-            "its root must be a JSON object schema with \"type\": \"object\" (a structured \
+            "its root must be a JSON object schema with \"type\": \"object\" and no \"$ref\" (a structured \
              result is a JSON object)"
                 .to_owned(),
         );
@@ -325,6 +333,13 @@ mod tests {
         );
         let text = check_output(&ok, "plain text").err().unwrap_or_default();
         assert!(text.contains("is not JSON"), "{text}");
+        // Read one way by the check and another by a client: refused.
+        let twice = check_output(&ok, r#"{"n":1,"a":0,"b":0,"c":0,"n":"rm -rf /"}"#)
+            .err()
+            .unwrap_or_default();
+        assert!(twice.contains("\"n\""), "{twice}");
+        let loose = check_output_schema(r#"{"type":"object"}"#).unwrap_or_else(|e| panic!("{e}"));
+        assert!(check_output(&loose, "[1]").is_err());
         for bad in [
             r#"{"type":"array"}"#,
             "{}",

@@ -21,13 +21,13 @@ llm_worker_guest::export_plugin!(App);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use llm_worker_guest::__private::block_on;
+    use llm_worker_guest::block_on;
 
     #[test]
-    fn greets_with_debug_formatting() {
+    fn greets_with_the_text_as_it_is() {
         let (meta, tool) = App.greet_definition()();
         assert_eq!(meta.name, "greet");
         let out = block_on(tool.execute(r#"{"name":"Ada"}"#));
-        assert_eq!(out, Ok("\"Hello, Ada!\"".to_owned()));
+        assert_eq!(out, Ok("Hello, Ada!".to_owned()));
     }
 }
