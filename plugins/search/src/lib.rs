@@ -28,8 +28,7 @@ impl Default for MyApp {
 impl MyApp {
     /// 検索を実行する
     /// 指定されたクエリでデータベースを検索します。
-    ///
-    /// It logs what it searches and reports its progress, document by document.
+    // (It logs what it searches and reports its progress, document by document.)
     #[tool(title = "Search the catalogue", read_only, idempotent)]
     async fn search(
         &self,
