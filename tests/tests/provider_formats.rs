@@ -463,7 +463,7 @@ fn openai_strict_functions_follow_strict_mode_rules() {
 }
 
 #[test]
-fn openai_strict_arguments_name_every_parameter_and_may_be_null_where_optional() {
+fn openai_strict_arguments_name_every_parameter_and_are_valid_for_the_tool() {
     let json = strict_json(&definitions());
     let validator = |name: &str| {
         let parameters = json
@@ -485,8 +485,24 @@ fn openai_strict_arguments_name_every_parameter_and_may_be_null_where_optional()
         "no other keys"
     );
     let join = validator("join");
-    let style = json!({"separator": "-", "uppercase": null});
-    assert!(join.is_valid(&json!({"words": ["a"], "style": style, "prefix": null})));
+    let style = json!({"separator": "-", "uppercase": false});
+    let arguments = json!({"words": ["a"], "style": style, "prefix": null});
+    assert!(join.is_valid(&arguments));
+    // What strict mode accepts, the tool's own schema (which the host checks) accepts too:
+    // an `Option` may be null, a field with a default may not.
+    let own = definitions()
+        .into_iter()
+        .find(|d| d.name == "join")
+        .map(|d| jsonschema::validator_for(&d.input_schema).unwrap_or_else(|e| panic!("{e}")))
+        .unwrap_or_else(|| panic!("no join"));
+    assert!(own.is_valid(&arguments));
+    let null_default = json!({"words": ["a"], "style": {"separator": "-", "uppercase": null},
+        "prefix": null});
+    assert!(!own.is_valid(&null_default));
+    assert!(
+        !join.is_valid(&null_default),
+        "a defaulted field is not made nullable"
+    );
     assert!(
         !join.is_valid(&json!({"words": ["a"], "style": {"separator": "-"},
         "prefix": null}))
