@@ -346,6 +346,7 @@ fn defaults_apply_and_are_in_the_schema() {
     assert_eq!(schema["properties"]["limit"]["default"], 10, "{schema}");
     assert_eq!(schema["properties"]["lang"]["default"], "en", "{schema}");
     assert_eq!(schema["properties"]["size"]["default"], 20, "{schema}");
+    assert_eq!(schema["properties"]["exact"]["default"], false, "{schema}");
     assert_eq!(
         schema["properties"]["query"]["description"],
         "Words to find"

@@ -225,19 +225,19 @@ impl CallReports {
         let (plugin, tool) = (self.plugin.as_str(), self.tool());
         match level {
             LogLevel::Trace => {
-                tracing::trace!(target: "llm_worker::plugin", plugin, tool, "{message}")
+                tracing::trace!(target: "llm_worker::plugin", plugin = %plugin, tool = %tool, "{message}")
             }
             LogLevel::Debug => {
-                tracing::debug!(target: "llm_worker::plugin", plugin, tool, "{message}")
+                tracing::debug!(target: "llm_worker::plugin", plugin = %plugin, tool = %tool, "{message}")
             }
             LogLevel::Info => {
-                tracing::info!(target: "llm_worker::plugin", plugin, tool, "{message}")
+                tracing::info!(target: "llm_worker::plugin", plugin = %plugin, tool = %tool, "{message}")
             }
             LogLevel::Warn => {
-                tracing::warn!(target: "llm_worker::plugin", plugin, tool, "{message}")
+                tracing::warn!(target: "llm_worker::plugin", plugin = %plugin, tool = %tool, "{message}")
             }
             LogLevel::Error => {
-                tracing::error!(target: "llm_worker::plugin", plugin, tool, "{message}")
+                tracing::error!(target: "llm_worker::plugin", plugin = %plugin, tool = %tool, "{message}")
             }
         }
         self.send(ToolEventKind::Log { level, message });
@@ -272,7 +272,7 @@ impl CallReports {
             }
             text
         });
-        tracing::debug!(target: "llm_worker::plugin", plugin = %self.plugin, tool = self.tool(), done, total, "progress");
+        tracing::debug!(target: "llm_worker::plugin", plugin = %self.plugin, tool = %self.tool(), done, total, "progress");
         self.send(ToolEventKind::Progress {
             done,
             total,
