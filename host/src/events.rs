@@ -22,7 +22,9 @@
 //!
 //! The scope covers every call awaited inside it, on the same task;
 //! [`Worker::execute_tool_calls`](crate::Worker::execute_tool_calls) carries it into the tasks
-//! it spawns and tags each event with the call's id.
+//! it spawns and tags each event with the call's id. A worker's own
+//! [`add_tool_event_hook`](crate::Worker::add_tool_event_hook)s get the events of the calls it
+//! runs, also tagged, with or without a scope.
 //!
 //! Reports are bounded: a message is cut at [`MAX_LOG_MESSAGE_BYTES`]; a call may log
 //! [`MAX_LOGS_PER_CALL`] messages (one more says how many were dropped; an instance's start,
@@ -108,7 +110,7 @@ impl fmt::Display for LogLevel {
     }
 }
 
-type Sink = Arc<dyn Fn(ToolEvent) + Send + Sync>;
+pub(crate) type Sink = Arc<dyn Fn(ToolEvent) + Send + Sync>;
 
 tokio::task_local! {
     static SINK: Sink;

@@ -3,6 +3,7 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 
+use crate::events::{Sink, ToolEvent};
 use crate::hook::{
     PostToolCallAction, PostToolCallContext, PostToolCallHook, PreToolCallAction, PreToolCallHook,
     ToolCall, ToolCallContext, ToolResult,
@@ -64,6 +65,7 @@ pub struct Worker<S: WorkerState = Mutable> {
     tool_server: ToolServer,
     pre_hooks: Vec<Arc<dyn PreToolCallHook>>,
     post_hooks: Vec<Arc<dyn PostToolCallHook>>,
+    event_hooks: Vec<Arc<dyn Fn(&ToolEvent) + Send + Sync>>,
     _state: PhantomData<S>,
 }
 
@@ -80,6 +82,7 @@ impl Worker<Mutable> {
             tool_server: ToolServer::new(),
             pre_hooks: Vec::new(),
             post_hooks: Vec::new(),
+            event_hooks: Vec::new(),
             _state: PhantomData,
         }
     }
@@ -143,6 +146,7 @@ impl<S: WorkerState> Worker<S> {
             tool_server: self.tool_server,
             pre_hooks: self.pre_hooks,
             post_hooks: self.post_hooks,
+            event_hooks: self.event_hooks,
             _state: PhantomData,
         }
     }
@@ -160,6 +164,32 @@ impl<S: WorkerState> Worker<S> {
     /// Adds a hook run after every tool call, after the hooks added before it.
     pub fn add_post_tool_call_hook(&mut self, hook: impl PostToolCallHook + 'static) {
         self.post_hooks.push(Arc::new(hook));
+    }
+
+    /// Adds a hook that sees what the tools report while
+    /// [`execute_tool_calls`](Self::execute_tool_calls) runs them: plugin logs and progress,
+    /// each tagged with the plugin, the tool and the call's id. It is called on the thread
+    /// running the plugin, while the plugin waits: keep it quick.
+    pub fn add_tool_event_hook(&mut self, hook: impl Fn(&ToolEvent) + Send + Sync + 'static) {
+        self.event_hooks.push(Arc::new(hook));
+    }
+
+    /// Where the events of this worker's calls go: its event hooks, then the caller's
+    /// [`with_tool_events`](crate::with_tool_events) scope.
+    fn event_sink(&self) -> Option<Sink> {
+        let outer = crate::events::current_sink();
+        if self.event_hooks.is_empty() {
+            return outer;
+        }
+        let hooks = self.event_hooks.clone();
+        Some(Arc::new(move |event: ToolEvent| {
+            for hook in &hooks {
+                hook(&event);
+            }
+            if let Some(outer) = &outer {
+                outer(event);
+            }
+        }))
     }
 
     /// Runs a model's tool calls: the pre-call hooks one call at a time, then the calls in
@@ -207,7 +237,7 @@ impl<S: WorkerState> Worker<S> {
             pending.push((index, PendingCall { call, meta, tool }));
         }
 
-        let outcomes = run_in_parallel(&pending).await;
+        let outcomes = run_in_parallel(&pending, self.event_sink()).await;
 
         for ((index, pending), result) in pending.into_iter().zip(outcomes) {
             let PendingCall { call, meta, tool } = pending;
@@ -235,7 +265,7 @@ impl<S: WorkerState> Worker<S> {
 
 /// Runs the calls concurrently: on tokio worker threads when inside a tokio runtime, otherwise
 /// interleaved on the calling task.
-async fn run_in_parallel(pending: &[(usize, PendingCall)]) -> Vec<ToolResult> {
+async fn run_in_parallel(pending: &[(usize, PendingCall)], sink: Option<Sink>) -> Vec<ToolResult> {
     let jobs = pending.iter().map(|(_, p)| {
         let tool = Arc::clone(&p.tool);
         let input = p.call.input.to_string();
@@ -254,8 +284,7 @@ async fn run_in_parallel(pending: &[(usize, PendingCall)]) -> Vec<ToolResult> {
             let tasks: Vec<_> = jobs
                 .zip(pending)
                 .map(|(job, (_, p))| {
-                    let sink = crate::events::current_sink();
-                    runtime.spawn(crate::events::rescope(sink, p.call.id.clone(), job))
+                    runtime.spawn(crate::events::rescope(sink.clone(), p.call.id.clone(), job))
                 })
                 .collect();
             let mut results = Vec::with_capacity(tasks.len());
@@ -270,7 +299,6 @@ async fn run_in_parallel(pending: &[(usize, PendingCall)]) -> Vec<ToolResult> {
             results
         }
         Err(_) => {
-            let sink = crate::events::current_sink();
             futures::future::join_all(
                 jobs.zip(pending).map(|(job, (_, p))| {
                     crate::events::rescope(sink.clone(), p.call.id.clone(), job)

@@ -167,6 +167,34 @@ async fn a_worker_tags_events_with_the_call_id() {
 }
 
 #[tokio::test]
+async fn a_workers_event_hook_sees_its_calls_reports() {
+    let mut worker = Worker::new();
+    worker
+        .register_tools(plugin("search").definitions())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let (sink, events) = collector();
+    worker.add_tool_event_hook(move |event| sink(event.clone()));
+    let calls = vec![ToolCall {
+        id: "call-9".into(),
+        name: "search".into(),
+        input: serde_json::json!({"query": "wasi"}),
+    }];
+    // No `with_tool_events` scope: the hook alone gets them.
+    worker
+        .execute_tool_calls(calls)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let events = events.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    assert!(events.iter().any(|e| matches!(&e.kind,
+        ToolEventKind::Progress { done, total: Some(total), .. } if done == total)));
+    assert!(
+        events
+            .iter()
+            .all(|e| e.call_id.as_deref() == Some("call-9") && e.tool == "search")
+    );
+}
+
+#[tokio::test]
 async fn a_chatty_plugin_is_bounded() {
     let trapper = plugin("trapper");
     let tools = session(&trapper);
