@@ -65,9 +65,12 @@ pub struct Worker<S: WorkerState = Mutable> {
     tool_server: ToolServer,
     pre_hooks: Vec<Arc<dyn PreToolCallHook>>,
     post_hooks: Vec<Arc<dyn PostToolCallHook>>,
-    event_hooks: Vec<Arc<dyn Fn(&ToolEvent) + Send + Sync>>,
+    event_hooks: Vec<EventHook>,
     _state: PhantomData<S>,
 }
+
+/// A hook seeing what tools report while they run.
+type EventHook = Arc<dyn Fn(&ToolEvent) + Send + Sync>;
 
 impl Default for Worker<Mutable> {
     fn default() -> Self {
