@@ -23,6 +23,18 @@ pub fn ret(index: usize) -> usize {
     EXECUTE_RET + index * 16
 }
 
+/// What contract 0.2.0 adds to one tool's `tool-meta`: a title, an output schema, and the
+/// hints read-only, destructive, idempotent and open-world.
+#[derive(Debug, Clone, Default)]
+pub struct MetaV2 {
+    /// `title`.
+    pub title: Option<String>,
+    /// `output-schema`.
+    pub output_schema: Option<String>,
+    /// `annotations`: read-only, destructive, idempotent, open-world.
+    pub hints: [Option<bool>; 4],
+}
+
 /// A hand-written component: what `tools` lists, what `execute` can return, and the code.
 #[derive(Debug, Clone, Default)]
 pub struct WatComponent {
@@ -30,6 +42,8 @@ pub struct WatComponent {
     outputs: Vec<String>,
     execute: Option<String>,
     extra: String,
+    /// Contract 0.2.0, with each tool's additions (in the order of `tools`).
+    v2: Option<Vec<MetaV2>>,
 }
 
 impl WatComponent {
@@ -71,6 +85,14 @@ impl WatComponent {
         ))
     }
 
+    /// A component of contract 0.2.0 (importing its `types` and `host`), with these additions
+    /// to each tool's meta, in the order of the tools.
+    pub fn v2(mut self, metas: Vec<MetaV2>) -> Self {
+        assert_eq!(metas.len(), self.tools.len(), "one MetaV2 per tool");
+        self.v2 = Some(metas);
+        self
+    }
+
     /// More items for the core module (functions, memories, tables, a start function).
     pub fn core_items(mut self, items: &str) -> Self {
         self.extra.push_str(items);
@@ -85,6 +107,10 @@ impl WatComponent {
             .iter()
             .map(|(n, d, s)| n.len() + d.len() + s.len())
             .chain(self.outputs.iter().map(String::len))
+            .chain(self.v2.iter().flatten().map(|m| {
+                m.title.as_ref().map_or(0, String::len)
+                    + m.output_schema.as_ref().map_or(0, String::len)
+            }))
             .sum();
         // The data, then the heap from the next page on.
         let heap = (STRINGS_AT + strings).div_ceil(65536).max(1) * 65536;
@@ -100,16 +126,39 @@ impl WatComponent {
         let put_u32 = |memory: &mut Vec<u8>, at: usize, value: u32| {
             memory[at..at + 4].copy_from_slice(&value.to_le_bytes());
         };
+        // 0.1.0: three strings (24 bytes). 0.2.0: then two option<string> (12 bytes each: a
+        // discriminant, the string at +4) and four option<bool> (2 bytes each): 56 bytes.
+        let record_size = if self.v2.is_some() { 56 } else { 24 };
         assert!(
-            self.tools.len() <= 150,
+            LIST_AT + self.tools.len() * record_size <= STRINGS_AT,
             "the tool list fits below the strings"
         );
         for (index, (name, description, schema)) in self.tools.iter().enumerate() {
-            let record = LIST_AT + index * 24;
+            let record = LIST_AT + index * record_size;
             for (field, text) in [name, description, schema].into_iter().enumerate() {
                 let (ptr, len) = put_string(&mut memory, text);
                 put_u32(&mut memory, record + field * 8, ptr);
                 put_u32(&mut memory, record + field * 8 + 4, len);
+            }
+            let Some(meta) = self.v2.as_ref().map(|v2| &v2[index]) else {
+                continue;
+            };
+            for (at, text) in [
+                (record + 24, &meta.title),
+                (record + 36, &meta.output_schema),
+            ] {
+                if let Some(text) = text {
+                    memory[at] = 1;
+                    let (ptr, len) = put_string(&mut memory, text);
+                    put_u32(&mut memory, at + 4, ptr);
+                    put_u32(&mut memory, at + 8, len);
+                }
+            }
+            for (hint, value) in meta.hints.iter().enumerate() {
+                if let Some(value) = value {
+                    memory[record + 48 + hint * 2] = 1;
+                    memory[record + 48 + hint * 2 + 1] = u8::from(*value);
+                }
             }
         }
         put_u32(&mut memory, TOOLS_RET, LIST_AT as u32);
@@ -133,13 +182,33 @@ impl WatComponent {
             .unwrap_or_else(|| format!("i32.const {EXECUTE_RET}"));
         let extra = &self.extra;
 
-        format!(
-            r#"(component
-  (import "llm-worker:tool/types@0.1.0" (instance $types
-    (type $meta (record (field "name" string) (field "description" string) (field "input-schema" string)))
+        let imports = if self.v2.is_some() {
+            r#"(import "llm-worker:tool/types@0.2.0" (instance $types
+    (type $hints (record (field "read-only" (option bool)) (field "destructive" (option bool))
+      (field "idempotent" (option bool)) (field "open-world" (option bool))))
+    (export "annotations" (type $annotations (eq $hints)))
+    (type $meta (record (field "name" string) (field "description" string) (field "input-schema" string)
+      (field "title" (option string)) (field "output-schema" (option string))
+      (field "annotations" $annotations)))
     (export "tool-meta" (type (eq $meta)))
     (type $err (variant (case "invalid-argument" string) (case "execution-failed" string) (case "internal" string)))
     (export "tool-error" (type (eq $err)))))
+  (import "llm-worker:tool/host@0.2.0" (instance $host
+    (type $level (enum "trace" "debug" "info" "warn" "error"))
+    (export "level" (type $level-t (eq $level)))
+    (export "log" (func (param "level" $level-t) (param "message" string)))
+    (export "progress" (func (param "done" f64) (param "total" (option f64)) (param "message" (option string))))))"#
+        } else {
+            r#"(import "llm-worker:tool/types@0.1.0" (instance $types
+    (type $meta (record (field "name" string) (field "description" string) (field "input-schema" string)))
+    (export "tool-meta" (type (eq $meta)))
+    (type $err (variant (case "invalid-argument" string) (case "execution-failed" string) (case "internal" string)))
+    (export "tool-error" (type (eq $err)))))"#
+        };
+
+        format!(
+            r#"(component
+  {imports}
   (alias export $types "tool-meta" (type $tool-meta))
   (alias export $types "tool-error" (type $tool-error))
   (core module $m

@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex};
 
 use llm_worker::*;
-use llm_worker_tests::wat::WatComponent;
+use llm_worker_tests::wat::{MetaV2, WatComponent};
 use llm_worker_tests::{error_message, host, plugin, plugin_path, scratch_dir};
 
 fn session(plugin: &LoadedPlugin) -> ToolServerHandle {
@@ -48,6 +48,101 @@ async fn a_hand_built_0_1_0_component_still_loads_and_runs() {
     assert_eq!(
         session(&old).call_tool("clock", "{}").await.as_deref(),
         Ok("noon")
+    );
+}
+
+/// A 0.2.0 component written by hand (no SDK, no wit-bindgen), importing the `host`
+/// interface: its title, output schema and hints are read, the hints it cannot back are
+/// dropped or set by the host, and its results are checked against its output schema.
+#[tokio::test]
+async fn a_hand_built_0_2_0_component_is_read_and_checked() {
+    let schema = r#"{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}"#;
+    let bytes = WatComponent::new(&[
+        ("count", "Counts.", r#"{"type":"object"}"#),
+        ("hi", "Says hi.", r#"{"type":"object"}"#),
+        ("liar", "Breaks its schema.", r#"{"type":"object"}"#),
+    ])
+    .v2(vec![
+        MetaV2 {
+            title: Some("Count things".into()),
+            output_schema: Some(schema.into()),
+            hints: [Some(true), Some(false), Some(true), Some(false)],
+        },
+        MetaV2::default(),
+        MetaV2 {
+            output_schema: Some(schema.into()),
+            ..MetaV2::default()
+        },
+    ])
+    .output(r#"{"n":3}"#)
+    .output(r#"{"n":"three"}"#)
+    .execute(&format!(
+        // `count` (the name of 5 bytes) returns the first output; `hi` and `liar` the second,
+        // which `hi` (no schema) may return as text and `liar` breaks its schema with.
+        "(if (result i32) (i32.eq (local.get $name-len) (i32.const 5))
+            (then (i32.const {})) (else (i32.const {})))",
+        llm_worker_tests::wat::ret(0),
+        llm_worker_tests::wat::ret(1)
+    ))
+    .build();
+    let new = host()
+        .load_bytes("/plugins/hand-v2.wasm", &bytes)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(new.contract_version(), "0.2.0");
+    let count = meta(&new, "count");
+    assert_eq!(count.title.as_deref(), Some("Count things"));
+    assert_eq!(
+        count.output_schema.as_ref().map(|s| s["type"].clone()),
+        Some("object".into())
+    );
+    assert_eq!(
+        count.annotations,
+        ToolAnnotations {
+            read_only: Some(true),
+            destructive: Some(false),
+            idempotent: Some(true),
+            open_world: Some(false),
+        }
+    );
+    let hi = meta(&new, "hi");
+    assert_eq!(
+        (hi.title.as_deref(), hi.output_schema.as_ref()),
+        (None, None)
+    );
+    let tools = session(&new);
+    assert_eq!(
+        tools.call_tool("count", "{}").await.as_deref(),
+        Ok(r#"{"n":3}"#)
+    );
+    assert_eq!(
+        tools.call_tool("hi", "{}").await.as_deref(),
+        Ok(r#"{"n":"three"}"#)
+    );
+    let message = error_message(tools.call_tool("liar", "{}").await);
+    assert!(
+        message.contains("tool 'liar' of plugin 'hand-v2' broke its own contract")
+            && message.contains("/n"),
+        "{message}"
+    );
+}
+
+/// One component naming both versions is neither: refused, naming what it found.
+#[test]
+fn a_component_mixing_versions_is_refused() {
+    let mixed = wat::parse_str(
+        r#"(component
+            (import "llm-worker:tool/types@0.1.0" (instance))
+            (import "llm-worker:tool/host@0.2.0" (instance)))"#,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let error = host()
+        .load_bytes("/plugins/mixed.wasm", &mixed)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(
+        error.contains("llm-worker:tool@0.2.0") && error.contains("0.1.0 and 0.2.0"),
+        "{error}"
     );
 }
 
