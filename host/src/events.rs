@@ -150,6 +150,19 @@ pub(crate) async fn rescope<F: Future>(
     }
 }
 
+/// Cuts `text` to [`MAX_LOG_MESSAGE_BYTES`] at a character boundary; whether it was longer.
+fn cut(text: &mut String) -> bool {
+    if text.len() <= MAX_LOG_MESSAGE_BYTES {
+        return false;
+    }
+    let mut end = MAX_LOG_MESSAGE_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.truncate(end);
+    true
+}
+
 /// The reporting state of one plugin call: where events go, and the bounds.
 pub(crate) struct CallReports {
     plugin: String,
@@ -212,12 +225,7 @@ impl CallReports {
             return;
         }
         self.logs += 1;
-        if message.len() > MAX_LOG_MESSAGE_BYTES {
-            let mut end = MAX_LOG_MESSAGE_BYTES;
-            while !message.is_char_boundary(end) {
-                end -= 1;
-            }
-            message.truncate(end);
+        if cut(&mut message) {
             message.push_str(" … [cut]");
         }
         self.emit_log(level, message);
@@ -265,13 +273,7 @@ impl CallReports {
         self.progress_reports += 1;
         self.completed = completes;
         let message = message.map(|mut text| {
-            if text.len() > MAX_LOG_MESSAGE_BYTES {
-                let mut end = MAX_LOG_MESSAGE_BYTES;
-                while !text.is_char_boundary(end) {
-                    end -= 1;
-                }
-                text.truncate(end);
-            }
+            cut(&mut text);
             text
         });
         tracing::debug!(target: "llm_worker::plugin", plugin = %self.plugin, tool = %self.tool(), done, total, "progress");

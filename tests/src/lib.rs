@@ -95,6 +95,38 @@ pub fn plugin(name: &str) -> LoadedPlugin {
         .clone()
 }
 
+/// The example plugins of `plugins/` (not the fixtures).
+pub const EXAMPLE_PLUGINS: [&str; 6] = ["greet", "counter", "notes", "calc", "text", "search"];
+
+/// Every tool of the example plugins, sorted by name.
+pub const EXAMPLE_TOOLS: [&str; 12] = [
+    "add",
+    "add_note",
+    "convert_case",
+    "count",
+    "divide",
+    "greet",
+    "isqrt",
+    "join",
+    "list_notes",
+    "peek",
+    "search",
+    "stats",
+];
+
+/// A session of `plugin` alone: its tools registered in a new worker.
+///
+/// # Panics
+///
+/// If registering fails.
+pub fn session(plugin: &LoadedPlugin) -> llm_worker::ToolServerHandle {
+    let mut worker = llm_worker::Worker::new();
+    worker
+        .register_tools(plugin.definitions())
+        .unwrap_or_else(|e| panic!("{e}"));
+    worker.tool_server_handle()
+}
+
 /// A fresh, empty directory for one test (under the system's temporary directory).
 pub fn scratch_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("llm-worker-tests-{}-{name}", std::process::id()));

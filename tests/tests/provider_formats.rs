@@ -15,15 +15,13 @@ use llm_worker::{
     LlmToolDefinition, ProviderError, ProviderFormat, ProviderOptions, provider_json,
     provider_json_with,
 };
-use llm_worker_tests::plugin;
+use llm_worker_tests::{EXAMPLE_PLUGINS, EXAMPLE_TOOLS, plugin};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-const PLUGINS: [&str; 6] = ["greet", "calc", "counter", "notes", "search", "text"];
-
 /// Every tool of the example plugins, sorted by name (as `llm-worker schema` sorts them).
 fn definitions() -> Vec<LlmToolDefinition> {
-    let mut definitions: Vec<LlmToolDefinition> = PLUGINS
+    let mut definitions: Vec<LlmToolDefinition> = EXAMPLE_PLUGINS
         .iter()
         .flat_map(|name| {
             plugin(name)
@@ -35,20 +33,7 @@ fn definitions() -> Vec<LlmToolDefinition> {
         .collect();
     definitions.sort_by(|a, b| a.name.cmp(&b.name));
     let names: BTreeSet<&str> = definitions.iter().map(|d| d.name.as_str()).collect();
-    for expected in [
-        "add",
-        "add_note",
-        "convert_case",
-        "count",
-        "divide",
-        "greet",
-        "isqrt",
-        "join",
-        "list_notes",
-        "peek",
-        "search",
-        "stats",
-    ] {
+    for expected in EXAMPLE_TOOLS {
         assert!(names.contains(expected), "no tool {expected} in {names:?}");
     }
     definitions

@@ -6,7 +6,8 @@ use std::process::{Command, Output, Stdio};
 use llm_worker_tests::{plugin_path, scratch_dir};
 
 /// A plugin directory with the given example plugins, and a cache directory beside it.
-fn plugin_dir(name: &str, plugins: &[&str]) -> (PathBuf, PathBuf) {
+/// A fresh directory holding copies of `plugins`, and a cache directory beside it.
+pub(crate) fn plugin_dir(name: &str, plugins: &[&str]) -> (PathBuf, PathBuf) {
     let root = scratch_dir(name);
     let dir = root.join("plugins");
     std::fs::create_dir(&dir).expect("mkdir");

@@ -2,6 +2,8 @@
 
 use llm_worker_tests::{plugin_path, scratch_dir};
 use rmcp::ServiceExt;
+
+use super::cli::plugin_dir;
 use rmcp::model::CallToolRequestParams;
 use rmcp::transport::TokioChildProcess;
 use serde_json::json;
@@ -15,6 +17,14 @@ pub(crate) fn text(result: &rmcp::model::CallToolResult) -> String {
         .join("")
 }
 
+/// `llm-worker serve` over stdio, for a fresh directory holding copies of `plugins`.
+fn serve(name: &str, plugins: &[&str]) -> TokioChildProcess {
+    let (dir, cache) = plugin_dir(name, plugins);
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"));
+    command.arg("serve").arg("--cache-dir").arg(cache).arg(&dir);
+    TokioChildProcess::new(command).expect("spawn llm-worker serve")
+}
+
 pub(crate) fn call(name: &'static str, arguments: serde_json::Value) -> CallToolRequestParams {
     let arguments = match arguments {
         serde_json::Value::Object(map) => map,
@@ -25,20 +35,7 @@ pub(crate) fn call(name: &'static str, arguments: serde_json::Value) -> CallTool
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_mcp_client_lists_and_calls_tools_in_one_session() {
-    let root = scratch_dir("mcp");
-    let dir = root.join("plugins");
-    std::fs::create_dir(&dir).expect("mkdir");
-    for plugin in ["counter", "calc", "greet"] {
-        std::fs::copy(plugin_path(plugin), dir.join(format!("{plugin}.wasm"))).expect("copy");
-    }
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"));
-    command
-        .arg("serve")
-        .arg("--cache-dir")
-        .arg(root.join("cache"))
-        .arg(&dir);
-    let transport = TokioChildProcess::new(command).expect("spawn llm-worker serve");
-    let client = ().serve(transport).await.expect("initialize");
+    let client = ().serve(serve("mcp", &["counter", "calc", "greet"])).await.expect("initialize");
 
     let tools = client.list_all_tools().await.expect("tools/list");
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
@@ -267,19 +264,7 @@ impl rmcp::ClientHandler for Listener {
 #[allow(deprecated)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_mcp_client_sees_titles_hints_output_schemas_structured_results_logs_and_progress() {
-    let root = scratch_dir("mcp-contract");
-    let dir = root.join("plugins");
-    std::fs::create_dir(&dir).expect("mkdir");
-    for plugin in ["text", "search"] {
-        std::fs::copy(plugin_path(plugin), dir.join(format!("{plugin}.wasm"))).expect("copy");
-    }
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"));
-    command
-        .arg("serve")
-        .arg("--cache-dir")
-        .arg(root.join("cache"))
-        .arg(&dir);
-    let transport = TokioChildProcess::new(command).expect("spawn llm-worker serve");
+    let transport = serve("mcp-contract", &["text", "search"]);
     let listener = Listener::default();
     let (progress, logs) = (listener.progress.clone(), listener.logs.clone());
     let client = listener.serve(transport).await.expect("initialize");

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use llm_worker::*;
 use llm_worker_tests::wat::{WatComponent, ret};
-use llm_worker_tests::{error_message, plugin, plugin_path, scratch_dir};
+use llm_worker_tests::{error_message, plugin, plugin_path, scratch_dir, session};
 
 const OBJECT: &str = r#"{"type":"object"}"#;
 
@@ -14,14 +14,6 @@ const OBJECT: &str = r#"{"type":"object"}"#;
 fn small_host() -> PluginHost {
     PluginHost::with_limits(Limits::default().memory_bytes(16 << 20))
         .unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn session(plugin: &LoadedPlugin) -> ToolServerHandle {
-    let mut worker = Worker::new();
-    worker
-        .register_tools(plugin.definitions())
-        .unwrap_or_else(|e| panic!("{e}"));
-    worker.tool_server_handle()
 }
 
 /// A component whose `execute` runs `code` (which leaves an i32 on the stack: non-zero means

@@ -6,15 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use llm_worker::*;
 use llm_worker_tests::wat::{MetaV2, WatComponent};
-use llm_worker_tests::{error_message, host, plugin, plugin_path, scratch_dir};
-
-fn session(plugin: &LoadedPlugin) -> ToolServerHandle {
-    let mut worker = Worker::new();
-    worker
-        .register_tools(plugin.definitions())
-        .unwrap_or_else(|e| panic!("{e}"));
-    worker.tool_server_handle()
-}
+use llm_worker_tests::{error_message, host, plugin, plugin_path, scratch_dir, session};
 
 fn meta<'a>(plugin: &'a LoadedPlugin, tool: &str) -> &'a ToolMeta {
     plugin

@@ -2,7 +2,7 @@
 //! checked and its tools called through a `Worker`.
 
 use llm_worker::*;
-use llm_worker_tests::{error_message, plugin};
+use llm_worker_tests::{EXAMPLE_PLUGINS, EXAMPLE_TOOLS, error_message, plugin};
 use serde_json::{Value, json};
 
 fn meta(plugin_name: &str, tool: &str) -> ToolMeta {
@@ -227,7 +227,7 @@ async fn search_is_the_spec_example() {
 #[tokio::test]
 async fn all_examples_register_together_in_one_worker() {
     let mut worker = Worker::new();
-    for name in ["greet", "counter", "notes", "calc", "text", "search"] {
+    for name in EXAMPLE_PLUGINS {
         worker
             .register_tools(plugin(name).definitions())
             .unwrap_or_else(|e| panic!("{e}"));
@@ -238,21 +238,5 @@ async fn all_examples_register_together_in_one_worker() {
         .into_iter()
         .map(|d| d.name)
         .collect();
-    assert_eq!(
-        names,
-        [
-            "add",
-            "add_note",
-            "convert_case",
-            "count",
-            "divide",
-            "greet",
-            "isqrt",
-            "join",
-            "list_notes",
-            "peek",
-            "search",
-            "stats"
-        ]
-    );
+    assert_eq!(names, EXAMPLE_TOOLS);
 }

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use llm_worker::*;
-use llm_worker_tests::{host, plugin_path, scratch_dir};
+use llm_worker_tests::{host, plugin_path, scratch_dir, session};
 use serde_json::json;
 
 /// A directory with the counter and greet plugins, and a policy for greet.
@@ -174,14 +174,6 @@ fn fetcher_with(name: &str, policy: &str) -> Result<LoadedPlugin, PluginError> {
     std::fs::copy(plugin_path("fetcher"), dir.join("fetcher.wasm")).expect("copy");
     std::fs::write(dir.join("fetcher.policy.toml"), policy).expect("policy");
     host().load(dir.join("fetcher.wasm"))
-}
-
-fn session(plugin: &LoadedPlugin) -> ToolServerHandle {
-    let mut worker = Worker::new();
-    worker
-        .register_tools(plugin.definitions())
-        .expect("registers");
-    worker.tool_server_handle()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
