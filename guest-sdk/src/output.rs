@@ -110,13 +110,6 @@ impl<T, E> ResultTag<T, E> {
     pub const fn ok(&self) -> Is<T> {
         Is::new()
     }
-
-    /// The tag of the error type.
-    #[allow(clippy::unused_self)]
-    #[must_use]
-    pub const fn err(&self) -> Is<E> {
-        Is::new()
-    }
 }
 
 /// The return type is a plain value, which never fails.
@@ -133,13 +126,6 @@ impl<T> PlainTag<T> {
     #[allow(clippy::unused_self)]
     #[must_use]
     pub const fn ok(&self) -> Is<T> {
-        Is::new()
-    }
-
-    /// The tag of the (impossible) error.
-    #[allow(clippy::unused_self)]
-    #[must_use]
-    pub const fn err(&self) -> Is<std::convert::Infallible> {
         Is::new()
     }
 }
