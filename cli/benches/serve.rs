@@ -106,7 +106,7 @@ async fn llm_worker_server(plugins: &[&str]) -> String {
         listener,
         ToolCatalog::from_plugins(&loaded),
         McpOptions::new("bench", "1"),
-        HttpOptions::default().max_sessions(10_000),
+        HttpOptions::default().no_auth(true).max_sessions(10_000),
     ));
     url
 }
@@ -238,7 +238,7 @@ fn section_memory(runtime: &tokio::runtime::Runtime) {
     }
     runtime.block_on(async {
         let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"))
-            .args(["serve", "--http", "127.0.0.1:0", "--max-sessions", "1000", "-q", "--cache-dir"])
+            .args(["serve", "--http", "127.0.0.1:0", "--no-auth", "--max-sessions", "1000", "-q", "--cache-dir"])
             .arg(root.join("cache"))
             .arg(&dir)
             .stderr(std::process::Stdio::piped())

@@ -72,6 +72,10 @@ struct HostArgs {
     /// With -r: read `target` directories too.
     #[arg(long, requires = "recursive")]
     include_target: bool,
+    /// Require DIR/llm-worker.lock: without it, load nothing and fail (instead of loading
+    /// whatever is there). A directory that has a lock when `serve` starts stays locked.
+    #[arg(long)]
+    locked: bool,
 }
 
 #[derive(Subcommand)]
@@ -124,9 +128,14 @@ enum Command {
         #[arg(long, value_name = "ADDR")]
         http: Option<String>,
         /// With --http: bearer tokens that admit clients, one per line (`Authorization:
-        /// Bearer TOKEN`).
+        /// Bearer TOKEN`). Without it, on loopback, a token is generated once and kept in
+        /// $XDG_STATE_HOME/llm-worker/http-token (readable by you alone).
         #[arg(long, value_name = "FILE", requires = "http")]
         token_file: Option<PathBuf>,
+        /// With --http on a loopback address: admit clients without a token. Every user and
+        /// process of this machine can then run every tool with your grants and secrets.
+        #[arg(long, requires = "http", conflicts_with = "token_file")]
+        no_auth: bool,
         /// With --http: most MCP sessions open at once; past it new ones get 503.
         #[arg(long, value_name = "N", default_value_t = 64, requires = "http",
               value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
@@ -247,7 +256,8 @@ fn loader(cli: &HostArgs) -> Result<Loader, String> {
         host,
         options: LoadDirOptions::default()
             .recursive(cli.recursive)
-            .include_build_dirs(cli.include_target),
+            .include_build_dirs(cli.include_target)
+            .locked(cli.locked),
     })
 }
 
@@ -536,7 +546,7 @@ fn check(out: &mut String, loader: &Loader, dir: &Path) -> Result<ExitCode, Stri
         outln!(
             out,
             "(no {LOCK_FILE}: any plugin put in {} is loaded; `llm-worker lock` approves \
-             these)",
+             these, and `--locked` then refuses to load without the lock)",
             dir.display()
         );
     }
@@ -729,6 +739,7 @@ build it with: cd {} && cargo build --release --target wasm32-wasip2",
                 watch,
                 http,
                 token_file,
+                no_auth,
                 max_sessions,
                 idle_timeout,
                 allowed_host,
@@ -747,6 +758,7 @@ build it with: cd {} && cargo build --release --target wasm32-wasip2",
                     watch: *watch,
                     http: http.clone(),
                     token_file: token_file.clone(),
+                    no_auth: *no_auth,
                     max_sessions: usize::try_from(*max_sessions).unwrap_or(usize::MAX),
                     idle_timeout: Duration::from_secs(*idle_timeout),
                     allowed_hosts: allowed_host.clone(),

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use llm_worker::mcp::{HttpOptions, McpOptions, ToolCatalog, ToolGroup};
-use llm_worker::{LoadDirOptions, PluginDir, PluginError, SandboxPolicy};
+use llm_worker::{LOCK_FILE, LoadDirOptions, LockFile, PluginDir, PluginError, SandboxPolicy};
 
 use super::Loader;
 
@@ -18,6 +18,7 @@ pub(crate) struct ServeOptions {
     pub(crate) watch: bool,
     pub(crate) http: Option<String>,
     pub(crate) token_file: Option<PathBuf>,
+    pub(crate) no_auth: bool,
     pub(crate) max_sessions: usize,
     pub(crate) idle_timeout: Duration,
     pub(crate) allowed_hosts: Vec<String>,
@@ -25,29 +26,47 @@ pub(crate) struct ServeOptions {
     pub(crate) session_prefix: Option<String>,
 }
 
-/// What a plugin file and its policy looked like at the last scan: sizes and modification
-/// times, to notice that something may have changed (what changed is decided by content).
-type Fingerprint = [(u64, Option<SystemTime>); 2];
+/// What a file looked like at the last scan: size, modification time and identity, to notice
+/// that something may have changed (what changed is decided by content).
+type Stat = (u64, Option<SystemTime>, u64);
 
-fn fingerprint(path: &Path) -> Fingerprint {
-    let stat = |p: &Path| {
-        std::fs::metadata(p)
-            .map(|m| (m.len(), m.modified().ok()))
-            .unwrap_or((0, None))
-    };
-    [stat(path), stat(&SandboxPolicy::path_for(path))]
+/// A plugin file and its policy at the last scan.
+type Fingerprint = [Stat; 2];
+
+fn stat(path: &Path) -> Stat {
+    #[cfg(unix)]
+    let identity = |m: &std::fs::Metadata| std::os::unix::fs::MetadataExt::ino(m);
+    #[cfg(not(unix))]
+    let identity = |_: &std::fs::Metadata| 0;
+    std::fs::metadata(path)
+        .map(|m| (m.len(), m.modified().ok(), identity(&m)))
+        .unwrap_or((0, None, 0))
 }
 
-fn scan(dir: &Path, options: LoadDirOptions) -> BTreeMap<PathBuf, Fingerprint> {
-    options
-        .plugin_files(dir)
-        .unwrap_or_default()
-        .into_iter()
-        .map(|path| {
-            let print = fingerprint(&path);
-            (path, print)
-        })
-        .collect()
+/// The plugin files of `dir` with their policies, and its lock file (an update written by
+/// `llm-worker lock`, or a lock that is removed or replaced, is a change to act on too).
+#[derive(PartialEq)]
+struct Scan {
+    plugins: BTreeMap<PathBuf, Fingerprint>,
+    lock: Option<Stat>,
+}
+
+fn scan(dir: &Path, options: LoadDirOptions) -> Scan {
+    let lock = dir.join(LOCK_FILE);
+    Scan {
+        plugins: options
+            .plugin_files(dir)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|path| {
+                let print = [stat(&path), stat(&SandboxPolicy::path_for(&path))];
+                (path, print)
+            })
+            .collect(),
+        lock: std::fs::symlink_metadata(&lock)
+            .is_ok()
+            .then(|| stat(&lock)),
+    }
 }
 
 /// The served plugins, by file: a plugin whose new version fails to load keeps its working
@@ -60,8 +79,9 @@ struct Served {
 }
 
 impl Served {
-    fn update(&mut self, loaded: PluginDir, present: &BTreeMap<PathBuf, Fingerprint>) {
-        self.groups.retain(|path, _| present.contains_key(path));
+    fn update(&mut self, loaded: PluginDir, present: &Scan) {
+        self.groups
+            .retain(|path, _| present.plugins.contains_key(path));
         for plugin in &loaded.plugins {
             let group = ToolGroup::plugin(plugin);
             let path = plugin.path().to_owned();
@@ -126,6 +146,12 @@ pub(crate) async fn serve(
 ) -> Result<(), String> {
     let present = scan(&dir, loader.options);
     let loaded = super::load_with_progress(&loader, &dir)?;
+    // A directory locked now stays locked: a reload that finds the lock gone refuses every
+    // change and keeps serving what was approved.
+    let mut loader = loader;
+    if !loader.options.locked && matches!(LockFile::read(&dir), Ok(Some(_))) {
+        loader.options = loader.options.locked(true);
+    }
     super::warn_about(&loaded, &dir, loader.options);
     let mut served = Served::default();
     served.update(loaded, &present);
@@ -142,23 +168,55 @@ pub(crate) async fn serve(
             .await
             .map_err(|e| e.to_string());
     };
-    let tokens = match &options.token_file {
-        Some(path) => read_tokens(path)?,
-        None => Vec::new(),
-    };
     let listener = bind(&address).await?;
     let local = listener
         .local_addr()
         .map_err(|e| format!("cannot listen on {address}: {e}"))?;
-    if !local.ip().is_loopback() && tokens.is_empty() {
+    let loopback = local.ip().is_loopback();
+    if options.no_auth && !loopback {
         return Err(format!(
-            "refusing to serve on {local} without authentication: anyone who can reach it could \
-             run the tools. Put bearer tokens in a file, one per line, and add `--token-file \
-             FILE`; or serve on 127.0.0.1"
+            "--no-auth is for loopback addresses only, and {local} is not one: anyone who can \
+             reach it could run the tools; give bearer tokens with --token-file FILE"
         ));
     }
+    // Clients learn how to authenticate here; the token itself goes to the terminal of the
+    // user who started the server (as Jupyter prints its URL), never to a log file of ours.
+    let (tokens, how) = match (&options.token_file, options.no_auth) {
+        (Some(path), _) => (
+            read_tokens(path)?,
+            format!(
+                "clients send `Authorization: Bearer TOKEN` with a token of {}",
+                path.display()
+            ),
+        ),
+        (None, true) => (
+            Vec::new(),
+            "no token needed (--no-auth): every local user can call every tool".to_owned(),
+        ),
+        (None, false) if loopback => {
+            let path = llm_worker::mcp::default_token_path().ok_or(
+                "cannot keep a token: neither XDG_STATE_HOME nor HOME is set; give \
+                 --token-file FILE, or --no-auth",
+            )?;
+            let token = llm_worker::mcp::persistent_token(&path).map_err(|e| e.to_string())?;
+            let how = format!(
+                "clients send `Authorization: Bearer {token}` (kept in {}; --token-file FILE \
+                 gives your own, --no-auth none)",
+                path.display()
+            );
+            (vec![token], how)
+        }
+        (None, false) => {
+            return Err(format!(
+                "refusing to serve on {local} without authentication: anyone who can reach it \
+                 could run the tools. Put bearer tokens in a file, one per line, and add \
+                 `--token-file FILE`; or serve on 127.0.0.1"
+            ));
+        }
+    };
     let mut http = HttpOptions::default()
         .tokens(tokens)
+        .no_auth(options.no_auth)
         .max_sessions(options.max_sessions)
         .idle_timeout(options.idle_timeout)
         .allowed_hosts(options.allowed_hosts)
@@ -166,6 +224,7 @@ pub(crate) async fn serve(
     if let Some(prefix) = options.session_prefix {
         http = http.session_prefix(prefix);
     }
+    eprintln!("llm-worker: {how}");
     // Clients (and tests) read the address from here, e.g. when the port was 0.
     eprintln!("llm-worker: serving MCP on http://{local}/");
     llm_worker::mcp::serve_http(listener, catalog, mcp, http)
@@ -224,9 +283,11 @@ async fn watch_dir(
     loader: Loader,
     dir: PathBuf,
     mut served: Served,
-    mut present: BTreeMap<PathBuf, Fingerprint>,
+    mut present: Scan,
     catalog: ToolCatalog,
 ) {
+    // The last reload's error, said once (until the directory changes again).
+    let mut refused: Option<String> = None;
     loop {
         tokio::time::sleep(WATCH_INTERVAL).await;
         let now = scan(&dir, loader.options);
@@ -241,11 +302,19 @@ async fn watch_dir(
         {
             Ok(Ok(loaded)) => loaded,
             Ok(Err(error)) => {
-                tracing::warn!("{error}");
+                // The lock is gone, untrusted or unreadable (or the directory is): nothing
+                // changes, the approved versions keep serving.
+                let message = format!("{error}; still serving the plugins loaded before");
+                if refused.as_ref() != Some(&message) {
+                    tracing::warn!("{message}");
+                }
+                refused = Some(message);
+                present = now;
                 continue;
             }
             Err(_) => continue,
         };
+        refused = None;
         present = now;
         served.update(loaded, &present);
         // Sessions keep the instances of groups whose revision (content) is unchanged, and

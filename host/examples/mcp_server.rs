@@ -50,13 +50,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         std::iter::once(visits).chain(plugins.plugins.iter().map(ToolGroup::plugin)),
     );
 
+    // Local users are not trusted either: clients need a token, kept across restarts.
+    let token_path = llm_worker::mcp::default_token_path().ok_or("no HOME to keep a token in")?;
+    let token = llm_worker::mcp::persistent_token(&token_path)?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
     println!("serving MCP on http://{}/", listener.local_addr()?);
+    println!("clients send `Authorization: Bearer {token}`");
     llm_worker::mcp::serve_http(
         listener,
         catalog,
         McpOptions::new("my-app", "1.0.0"),
-        HttpOptions::default().max_sessions(16),
+        HttpOptions::default().tokens([token]).max_sessions(16),
     )
     .await?;
     Ok(())

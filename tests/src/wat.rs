@@ -254,3 +254,87 @@ impl WatComponent {
         wat::parse_str(self.text()).unwrap_or_else(|e| panic!("{e}"))
     }
 }
+
+/// A component (contract 0.1.0, one tool `slow`) whose core start function spins for as long
+/// as it is let run when the plugin's environment has any variable, and returns at once
+/// otherwise: its tool list loads quickly (listing tools runs a plugin with no grants), while
+/// every instance made for a session (with the policy's `[env]`) starts slowly.
+///
+/// Its start function calls `wasi:cli/environment.get-environment`, lowered into a memory of a
+/// module of its own (the main module imports that memory), the way toolchains link a shim.
+pub fn start_gated_on_environment() -> Vec<u8> {
+    const LIST: usize = 256;
+    const STRINGS: usize = 1024;
+    let strings = ["slow", "Starts slowly.", r#"{"type":"object"}"#, "started"];
+    let mut memory = vec![0u8; 2048];
+    let mut at = STRINGS;
+    let mut places = Vec::new();
+    for text in strings {
+        memory[at..at + text.len()].copy_from_slice(text.as_bytes());
+        places.push((at as u32, text.len() as u32));
+        at += text.len();
+    }
+    let put = |memory: &mut Vec<u8>, at: usize, value: u32| {
+        memory[at..at + 4].copy_from_slice(&value.to_le_bytes());
+    };
+    for (field, (ptr, len)) in places[..3].iter().enumerate() {
+        put(&mut memory, LIST + field * 8, *ptr);
+        put(&mut memory, LIST + field * 8 + 4, *len);
+    }
+    put(&mut memory, TOOLS_RET, LIST as u32);
+    put(&mut memory, TOOLS_RET + 4, 1);
+    memory[EXECUTE_RET] = 0;
+    put(&mut memory, EXECUTE_RET + 4, places[3].0);
+    put(&mut memory, EXECUTE_RET + 8, places[3].1);
+    let data: String = memory.iter().map(|b| format!("\\{b:02x}")).collect();
+    let text = format!(
+        r#"(component
+  (import "wasi:cli/environment@0.2.0" (instance $env
+    (export "get-environment" (func (result (list (tuple string string)))))))
+  (import "llm-worker:tool/types@0.1.0" (instance $types
+    (type $meta (record (field "name" string) (field "description" string) (field "input-schema" string)))
+    (export "tool-meta" (type (eq $meta)))
+    (type $err (variant (case "invalid-argument" string) (case "execution-failed" string) (case "internal" string)))
+    (export "tool-error" (type (eq $err)))))
+  (alias export $types "tool-meta" (type $tool-meta))
+  (alias export $types "tool-error" (type $tool-error))
+  (core module $shim
+    (memory (export "memory") 2)
+    (global $heap (mut i32) (i32.const 65536))
+    (func (export "realloc") (param i32 i32 i32 i32) (result i32)
+      (local $at i32)
+      (local.set $at (i32.and (i32.add (global.get $heap) (i32.const 7)) (i32.const -8)))
+      (global.set $heap (i32.add (local.get $at) (local.get 3)))
+      (if (i32.gt_u (global.get $heap) (i32.mul (memory.size) (i32.const 65536)))
+        (then (drop (memory.grow (i32.add (i32.div_u (local.get 3) (i32.const 65536)) (i32.const 1))))))
+      (local.get $at)))
+  (core instance $shim-instance (instantiate $shim))
+  (alias core export $shim-instance "memory" (core memory $mem))
+  (alias core export $shim-instance "realloc" (core func $realloc))
+  (alias export $env "get-environment" (func $get-environment))
+  (core func $getenv (canon lower (func $get-environment) (memory $mem) (realloc $realloc)))
+  (core module $main
+    (import "host" "memory" (memory 1))
+    (import "host" "getenv" (func $getenv (param i32)))
+    (data (i32.const 0) "{data}")
+    (func $start
+      (call $getenv (i32.const 8))
+      ;; any variable at all: spin until stopped
+      (if (i32.ne (i32.load (i32.const 12)) (i32.const 0))
+        (then (loop $spin (br $spin)))))
+    (start $start)
+    (func (export "tools") (result i32) i32.const {TOOLS_RET})
+    (func (export "execute") (param i32 i32 i32 i32) (result i32) i32.const {EXECUTE_RET}))
+  (core instance $i (instantiate $main
+    (with "host" (instance (export "memory" (memory $mem)) (export "getenv" (func $getenv))))))
+  (type $tools-type (func (result (list $tool-meta))))
+  (func $tools (type $tools-type) (canon lift (core func $i "tools") (memory $mem)))
+  (type $execute-type (func (param "name" string) (param "input-json" string)
+    (result (result string (error $tool-error)))))
+  (func $execute (type $execute-type)
+    (canon lift (core func $i "execute") (memory $mem) (realloc $realloc)))
+  (export "tools" (func $tools))
+  (export "execute" (func $execute)))"#
+    );
+    wat::parse_str(text).unwrap_or_else(|e| panic!("{e}"))
+}

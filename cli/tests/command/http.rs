@@ -23,6 +23,9 @@ struct Server {
     child: tokio::process::Child,
     url: String,
     dir: std::path::PathBuf,
+    /// The token the server generated for its user (`XDG_STATE_HOME` is the test's own),
+    /// unless it was started with `--token-file` or `--no-auth`.
+    token: Option<String>,
 }
 
 impl Server {
@@ -51,7 +54,9 @@ impl Server {
         for plugin in plugins {
             std::fs::copy(plugin_path(plugin), dir.join(format!("{plugin}.wasm"))).expect("copy");
         }
+        let state = root.join("state");
         let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"))
+            .env("XDG_STATE_HOME", &state)
             .args(["serve", "--http", address, "--cache-dir"])
             .arg(root.join("cache"))
             .args(flags)
@@ -76,10 +81,35 @@ impl Server {
         .expect("the server starts or ends");
         // Keep draining stderr, so that the server never blocks on a full pipe.
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        let token = std::fs::read_to_string(state.join("llm-worker").join("http-token"))
+            .ok()
+            .map(|text| text.trim().to_owned());
         match url {
-            Some(url) => Ok(Self { child, url, dir }),
+            Some(url) => Ok(Self {
+                child,
+                url,
+                dir,
+                token,
+            }),
             None => Err(said),
         }
+    }
+
+    /// A client transport's settings for the server, with its generated token.
+    fn transport(&self) -> StreamableHttpClientTransportConfig {
+        let mut config = StreamableHttpClientTransportConfig::with_uri(self.url.as_str());
+        if let Some(token) = &self.token {
+            config = config.auth_header(token.as_str());
+        }
+        config
+    }
+
+    /// The `Authorization` header of raw requests.
+    fn authorization(&self) -> String {
+        format!(
+            "Authorization: Bearer {}",
+            self.token.as_deref().unwrap_or_default()
+        )
     }
 
     /// The `127.0.0.1:PORT` the server listens on.
@@ -88,7 +118,7 @@ impl Server {
     }
 
     async fn client(&self) -> RunningService<RoleClient, ()> {
-        connect(&self.url, None)
+        connect(&self.url, self.token.as_deref())
             .await
             .expect("initialize over HTTP")
     }
@@ -225,21 +255,111 @@ async fn off_loopback_the_server_needs_tokens() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_loopback_other_users_need_the_generated_token() {
+    let server = Server::start("http-loopback-token", &["counter"], "127.0.0.1:0", &[]).await;
+    let token = server
+        .token
+        .clone()
+        .expect("a token was generated and kept");
+    assert_eq!(token.len(), 64, "256 random bits in hex: {token}");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let file = server
+            .dir()
+            .parent()
+            .expect("root")
+            .join("state/llm-worker/http-token");
+        let mode = std::fs::metadata(&file)
+            .expect("token file")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o077, 0, "only the user may read it: {mode:o}");
+    }
+    // Another local user, without the token: refused, as off loopback.
+    let (status, rest) = raw_post(server.authority(), &[], INITIALIZE);
+    assert!(status.contains("401"), "{status}");
+    assert!(rest.contains("bearer token"), "{rest}");
+    assert!(connect(&server.url, None).await.is_err());
+    assert!(connect(&server.url, Some("not-the-token")).await.is_err());
+    let client = server.client().await;
+    assert_eq!(count(&client).await, "0");
+    client.cancel().await.expect("close");
+    server.stop().await;
+
+    // The explicit opt-out, on loopback only.
+    let open = Server::start("http-no-auth", &["counter"], "127.0.0.1:0", &["--no-auth"]).await;
+    assert!(open.token.is_none(), "no token is generated with --no-auth");
+    let client = connect(&open.url, None)
+        .await
+        .expect("admitted without a token");
+    assert_eq!(count(&client).await, "0");
+    client.cancel().await.expect("close");
+    open.stop().await;
+    let refused = Server::try_start(
+        "http-no-auth-off",
+        &["counter"],
+        "0.0.0.0:0",
+        &["--no-auth"],
+    )
+    .await
+    .err()
+    .expect("--no-auth is refused off loopback");
+    assert!(
+        refused.contains("--no-auth") && refused.contains("loopback"),
+        "{refused}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn origins_and_hosts_are_checked() {
     let server = Server::start("http-origin", &["counter"], "127.0.0.1:0", &[]).await;
-    let (status, _) = raw_post(
-        server.authority(),
-        &["Origin: https://evil.example"],
-        INITIALIZE,
+    let token = server.authorization();
+    for headers in [
+        vec!["Origin: https://evil.example"],
+        vec!["Origin: https://evil.example", &token],
+    ] {
+        let (status, _) = raw_post(server.authority(), &headers, INITIALIZE);
+        assert!(
+            status.contains("403"),
+            "a web page of another origin, with or without the token: {status}"
+        );
+    }
+    // The server's own origin is not a foreign one (a page it serves, the conformance suite).
+    let port = server
+        .authority()
+        .rsplit(':')
+        .next()
+        .expect("port")
+        .to_owned();
+    let own = format!("Origin: http://{}", server.authority());
+    let (status, _) = raw_post(server.authority(), &[&own, &token], INITIALIZE);
+    assert!(status.contains("200"), "same origin: {status}");
+    let mut stream = std::net::TcpStream::connect(server.authority()).expect("connect");
+    let request = format!(
+        "POST / HTTP/1.1\r\nHost: localhost:{port}\r\nOrigin: http://localhost:{port}\r\n{token}\r\n\
+         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{INITIALIZE}",
+        INITIALIZE.len()
     );
+    stream.write_all(request.as_bytes()).expect("send");
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
     assert!(
-        status.contains("403"),
-        "a web page of another origin: {status}"
+        response.starts_with("HTTP/1.1 200"),
+        "localhost's own origin: {response}"
     );
+    // Another port of the same host is another origin.
+    let other = format!(
+        "Origin: http://127.0.0.1:{}",
+        port.parse::<u16>().expect("port") ^ 1
+    );
+    let (status, _) = raw_post(server.authority(), &[&other, &token], INITIALIZE);
+    assert!(status.contains("403"), "another port: {status}");
     // A DNS-rebinding page reaches the server under its own name.
     let mut stream = std::net::TcpStream::connect(server.authority()).expect("connect");
     let request = format!(
-        "POST / HTTP/1.1\r\nHost: evil.example\r\nContent-Type: application/json\r\n\
+        "POST / HTTP/1.1\r\nHost: evil.example\r\n{token}\r\nContent-Type: application/json\r\n\
          Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n\
          Connection: close\r\n\r\n{INITIALIZE}",
         INITIALIZE.len()
@@ -247,13 +367,16 @@ async fn origins_and_hosts_are_checked() {
     stream.write_all(request.as_bytes()).expect("send");
     let mut response = String::new();
     let _ = stream.read_to_string(&mut response);
-    assert!(response.starts_with("HTTP/1.1 403"), "{response}");
+    assert!(
+        response.starts_with("HTTP/1.1 403"),
+        "a rebound Host, with the token: {response}"
+    );
     // Request bodies are bounded.
     let huge = format!(
         r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"pad":"{}"}}}}"#,
         "x".repeat(5 << 20)
     );
-    let (status, _) = raw_post(server.authority(), &[], &huge);
+    let (status, _) = raw_post(server.authority(), &[&server.authorization()], &huge);
     assert!(status.contains("413"), "{status}");
     server.stop().await;
 }
@@ -276,9 +399,9 @@ async fn sessions_are_capped_and_expire() {
     .await;
     let first = server.client().await;
     assert_eq!(count(&first).await, "0");
-    let refused = connect(&server.url, None).await;
+    let refused = connect(&server.url, server.token.as_deref()).await;
     assert!(refused.is_err(), "a second session is refused");
-    let (status, body) = raw_post(server.authority(), &[], INITIALIZE);
+    let (status, body) = raw_post(server.authority(), &[&server.authorization()], INITIALIZE);
     assert!(status.contains("503"), "{status}");
     assert!(body.contains("1 sessions open, its limit"), "{body}");
     // The first session is not disturbed.
@@ -297,7 +420,7 @@ async fn sessions_are_capped_and_expire() {
     // DELETE, a moment later, so a new client may have to try again briefly.
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     let fresh = loop {
-        match connect(&server.url, None).await {
+        match connect(&server.url, server.token.as_deref()).await {
             Ok(client) => break client,
             Err(error) if std::time::Instant::now() < deadline => {
                 assert!(error.contains("its limit"), "{error}");
@@ -333,7 +456,9 @@ async fn a_cancelled_call_stops_and_progress_is_reported() {
     let progress = ProgressCounter::default();
     let seen = Arc::clone(&progress.seen);
     let client = progress
-        .serve(StreamableHttpClientTransport::from_uri(server.url.as_str()))
+        .serve(StreamableHttpClientTransport::from_config(
+            server.transport(),
+        ))
         .await
         .expect("initialize");
     let quick = client
@@ -385,7 +510,7 @@ async fn stateless_clients_get_a_fresh_session_per_request() {
     let server = Server::start("http-stateless", &["counter"], "127.0.0.1:0", &[]).await;
     let client = ()
         .serve_with_lifecycle(
-            StreamableHttpClientTransport::from_uri(server.url.as_str()),
+            StreamableHttpClientTransport::from_config(server.transport()),
             ClientLifecycleMode::Discover {
                 preferred_versions: vec![ProtocolVersion::V_2026_07_28],
             },
@@ -415,7 +540,9 @@ async fn watch_reloads_reach_every_http_session() {
         let watcher = super::mcp::Watcher::default();
         let changes = Arc::clone(&watcher.changes);
         let client = watcher
-            .serve(StreamableHttpClientTransport::from_uri(server.url.as_str()))
+            .serve(StreamableHttpClientTransport::from_config(
+                server.transport(),
+            ))
             .await
             .expect("initialize");
         sessions.push((client, changes));

@@ -7,6 +7,7 @@ use super::cli::plugin_dir;
 use rmcp::model::CallToolRequestParams;
 use rmcp::transport::TokioChildProcess;
 use serde_json::json;
+use tokio::io::AsyncBufReadExt;
 
 pub(crate) fn text(result: &rmcp::model::CallToolResult) -> String {
     result
@@ -354,5 +355,87 @@ async fn an_mcp_client_sees_titles_hints_output_schemas_structured_results_logs_
         done.windows(2).all(|w| w[0] < w[1]) && done.iter().all(|d| *d <= 4.0),
         "progress values repeat or exceed the total: {progress:?}"
     );
+    client.cancel().await.expect("close");
+}
+
+/// Waits until the server says `needle` on stderr (within a deadline).
+async fn said(
+    lines: &mut tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStderr>>,
+    needle: &str,
+) -> String {
+    tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if line.contains(needle) {
+                return line;
+            }
+        }
+        panic!("the server ended without saying {needle:?}");
+    })
+    .await
+    .unwrap_or_else(|_| panic!("the server did not say {needle:?}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_keeps_a_locked_directory_locked_and_follows_its_lock() {
+    let root = scratch_dir("mcp-watch-locked");
+    let dir = root.join("plugins");
+    std::fs::create_dir(&dir).expect("mkdir");
+    for plugin in ["counter", "greet"] {
+        std::fs::copy(plugin_path(plugin), dir.join(format!("{plugin}.wasm"))).expect("copy");
+    }
+    let cli = env!("CARGO_BIN_EXE_llm-worker");
+    let lock = |dir: &std::path::Path| {
+        let status = std::process::Command::new(cli)
+            .arg("lock")
+            .arg("--cache-dir")
+            .arg(root.join("cache"))
+            .arg(dir)
+            .stdout(std::process::Stdio::null())
+            .status()
+            .expect("lock");
+        assert!(status.success());
+    };
+    lock(&dir);
+    let mut command = tokio::process::Command::new(cli);
+    command
+        .args(["serve", "--watch", "--cache-dir"])
+        .arg(root.join("cache"))
+        .arg(&dir);
+    let watcher = Watcher::default();
+    let changes = std::sync::Arc::clone(&watcher.changes);
+    let (transport, stderr) = TokioChildProcess::builder(command)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut stderr = tokio::io::BufReader::new(stderr.expect("stderr")).lines();
+    let client = watcher.serve(transport).await.expect("initialize");
+    let names = |tools: Vec<rmcp::model::Tool>| -> Vec<String> {
+        tools.into_iter().map(|t| t.name.into_owned()).collect()
+    };
+
+    // The attacker swaps greet for another plugin and deletes the lock, as they can write the
+    // directory: the reload refuses every change, and the approved greet keeps serving.
+    std::fs::copy(plugin_path("calc"), dir.join("greet.wasm")).expect("swap");
+    std::fs::remove_file(dir.join("llm-worker.lock")).expect("delete the lock");
+    let line = said(&mut stderr, "still serving the plugins loaded before").await;
+    assert!(line.contains("missing"), "{line}");
+    let hello = client
+        .call_tool(call("greet", json!({"name": "Ada"})))
+        .await
+        .expect("greet");
+    assert_eq!(text(&hello), "Hello, Ada!", "the approved version serves");
+    assert_eq!(
+        names(client.list_all_tools().await.expect("list")),
+        ["count", "greet", "peek"]
+    );
+
+    // The operator reviews and approves the new plugin: the watcher follows the lock.
+    lock(&dir);
+    tokio::time::timeout(std::time::Duration::from_secs(20), changes.notified())
+        .await
+        .expect("notifications/tools/list_changed after the lock was updated");
+    let tools = names(client.list_all_tools().await.expect("list"));
+    assert!(tools.contains(&"add".to_owned()), "{tools:?}");
+    assert!(!tools.contains(&"greet".to_owned()), "{tools:?}");
     client.cancel().await.expect("close");
 }

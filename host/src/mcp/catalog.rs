@@ -3,12 +3,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{Hash, Hasher};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use tokio::sync::watch;
 
 use crate::plugin::LoadedPlugin;
-use crate::tool::{Tool, ToolDefinition, ToolMeta};
+use crate::tool::{Tool, ToolDefinition, ToolError, ToolMeta};
 use crate::tool_server::{ToolServer, ToolServerHandle};
 
 type Definitions = Arc<dyn Fn() -> Vec<ToolDefinition> + Send + Sync>;
@@ -27,6 +27,9 @@ pub struct ToolGroup {
     revision: u64,
     /// The tool names, where known without creating anything (for clashes).
     tool_names: Option<Vec<String>>,
+    /// The tools, where known without creating anything: a session then creates the group's
+    /// tools only when it needs them (see [`SessionTools`]).
+    tools: Option<Arc<[ToolMeta]>>,
     definitions: Definitions,
 }
 
@@ -52,6 +55,7 @@ impl ToolGroup {
             name: name.into(),
             revision,
             tool_names: None,
+            tools: None,
             definitions: Arc::new(definitions),
         }
     }
@@ -67,6 +71,7 @@ impl ToolGroup {
             name: plugin.path().display().to_string(),
             revision: hasher.finish(),
             tool_names: Some(plugin.tool_names().into_iter().map(str::to_owned).collect()),
+            tools: Some(plugin.tools().into()),
             definitions: Arc::new(move || source.definitions()),
         }
     }
@@ -146,17 +151,71 @@ fn without_clashes(groups: impl IntoIterator<Item = ToolGroup>) -> Arc<[ToolGrou
     kept.into()
 }
 
+/// One group's tools in one session, created (their factories run) once, when the session
+/// first needs them.
+struct GroupTools {
+    group: ToolGroup,
+    created: OnceLock<Created>,
+}
+
+impl GroupTools {
+    /// The group's tools, created now if they were not yet.
+    fn created(&self) -> &Created {
+        self.created.get_or_init(|| {
+            (self.group.definitions)()
+                .into_iter()
+                .map(|definition| definition())
+                .collect()
+        })
+    }
+}
+
+/// A tool of a group that a session has not created yet: its first call creates the group's
+/// tools (starting only that plugin), then every call goes to the created tool.
+struct DeferredTool {
+    group: Arc<GroupTools>,
+    /// Its place among the group's tools, and its name.
+    index: usize,
+    name: String,
+}
+
+#[async_trait::async_trait]
+impl Tool for DeferredTool {
+    async fn execute(&self, input_json: &str) -> Result<String, ToolError> {
+        let created = self.group.created();
+        let tool = created
+            .get(self.index)
+            .filter(|(meta, _)| meta.name == self.name)
+            .or_else(|| created.iter().find(|(meta, _)| meta.name == self.name));
+        match tool {
+            Some((_, tool)) => tool.execute(input_json).await,
+            None => Err(ToolError::Internal(format!(
+                "{} did not create its tool '{}' for this session",
+                self.group.group.name, self.name
+            ))),
+        }
+    }
+}
+
 /// The tools of one session: each group's tools, created once per revision.
+///
+/// Opening a session creates nothing of a group whose tools are known in advance (a plugin's):
+/// listing them and looking up a schema need no instance. A session that is set up for calls
+/// ([`SessionTools::create_all`], at MCP's `initialized`) creates every group's tools, and the
+/// groups added later as they come; until then (a stateless request) a call creates only its
+/// own group's tools, so a request starts only the plugin it calls.
 pub(crate) struct SessionTools {
     updates: watch::Receiver<Arc<[ToolGroup]>>,
-    groups: BTreeMap<String, (u64, Created)>,
+    groups: BTreeMap<String, (u64, Arc<GroupTools>)>,
     handle: ToolServerHandle,
     /// Whether the tools changed since the client was last told.
     unannounced: bool,
+    /// Whether every group's tools are created as soon as the session has the group.
+    create_all: bool,
 }
 
 impl SessionTools {
-    /// Registers every group of the catalog for a new session.
+    /// The tools of a new session of `catalog`.
     pub(crate) fn open(catalog: &ToolCatalog) -> Self {
         let mut updates = catalog.subscribe();
         let groups = updates.borrow_and_update().clone();
@@ -165,10 +224,24 @@ impl SessionTools {
             groups: BTreeMap::new(),
             handle: ToolServer::new().handle(),
             unannounced: false,
+            create_all: false,
         };
         tools.take_in(&groups);
         tools.unannounced = false;
         tools
+    }
+
+    /// Creates every group's tools now, and those of groups added later as they come: the
+    /// registration of a session that will make calls (each plugin's factory starts its
+    /// instance in the background, so this does not wait for any plugin).
+    pub(crate) fn create_all(&mut self) {
+        if std::mem::replace(&mut self.create_all, true) {
+            return;
+        }
+        for (_, group) in self.groups.values() {
+            group.created();
+        }
+        self.rebuild_handle();
     }
 
     /// Whether the tools changed since the last call of this (and clears it).
@@ -209,24 +282,50 @@ impl SessionTools {
             {
                 continue;
             }
-            let created = (group.definitions)()
-                .into_iter()
-                .map(|definition| definition())
-                .collect();
+            let tools = Arc::new(GroupTools {
+                group: group.clone(),
+                created: OnceLock::new(),
+            });
+            // Tools not known in advance are known only once created.
+            if self.create_all || group.tools.is_none() {
+                tools.created();
+            }
             self.groups
-                .insert(group.name.clone(), (group.revision, created));
+                .insert(group.name.clone(), (group.revision, tools));
             changed = true;
         }
         if changed {
-            let handle = ToolServer::new().handle();
-            for (name, (_, tools)) in &self.groups {
-                if let Err(error) = handle.register_created(tools.clone()) {
-                    tracing::debug!(group = %name, "not served in this session: {error}");
-                }
-            }
-            self.handle = handle;
+            self.rebuild_handle();
             self.unannounced = true;
         }
         changed
+    }
+
+    /// Registers every group's tools in a new handle: created tools as they are, the others
+    /// deferred.
+    fn rebuild_handle(&mut self) {
+        let handle = ToolServer::new().handle();
+        for (name, (_, tools)) in &self.groups {
+            let registered = match (tools.created.get(), &tools.group.tools) {
+                (Some(created), _) => created.clone(),
+                (None, Some(metas)) => metas
+                    .iter()
+                    .enumerate()
+                    .map(|(index, meta)| {
+                        let deferred: Arc<dyn Tool> = Arc::new(DeferredTool {
+                            group: Arc::clone(tools),
+                            index,
+                            name: meta.name.clone(),
+                        });
+                        (meta.clone(), deferred)
+                    })
+                    .collect(),
+                (None, None) => tools.created().clone(),
+            };
+            if let Err(error) = handle.register_created(registered) {
+                tracing::debug!(group = %name, "not served in this session: {error}");
+            }
+        }
+        self.handle = handle;
     }
 }

@@ -21,16 +21,21 @@ use rmcp::transport::streamable_http_server::session::local::{
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use subtle::ConstantTimeEq;
 
-use super::session::{McpSession, SessionCounter};
+use super::session::{Admission, McpSession, SessionCounter};
 use super::{McpError, McpOptions, ToolCatalog};
 
 /// How an HTTP server admits clients and bounds their sessions.
 #[derive(Clone, Default)]
 #[non_exhaustive]
 pub struct HttpOptions {
-    /// Bearer tokens, any of which admits a request (`Authorization: Bearer TOKEN`). Empty:
-    /// no authentication, allowed only on a loopback address.
+    /// Bearer tokens, any of which admits a request (`Authorization: Bearer TOKEN`). They are
+    /// required, on loopback too (another user of the machine could otherwise run every tool
+    /// with the operator's grants and secrets), unless [`HttpOptions::no_auth`] is set.
+    /// [`persistent_token`](super::persistent_token) keeps a generated token for a user.
     pub tokens: Vec<String>,
+    /// Serve without tokens, on a loopback address only: every local user and process can then
+    /// call every tool. An explicit opt-out (`--no-auth`); refused off loopback.
+    pub no_auth: bool,
     /// Most sessions open at once; past it, new sessions are refused (503). Default 64.
     pub max_sessions: Option<usize>,
     /// A session without requests for this long is closed and its instances dropped.
@@ -55,6 +60,7 @@ impl std::fmt::Debug for HttpOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HttpOptions")
             .field("tokens", &format_args!("[{} redacted]", self.tokens.len()))
+            .field("no_auth", &self.no_auth)
             .field("max_sessions", &self.max_sessions)
             .field("idle_timeout", &self.idle_timeout)
             .field("max_body_bytes", &self.max_body_bytes)
@@ -85,6 +91,13 @@ impl HttpOptions {
             .map(|token: String| token.trim().to_owned())
             .filter(|token| !token.is_empty())
             .collect();
+        self
+    }
+
+    /// Serves without tokens (loopback only): see [`HttpOptions::no_auth`].
+    #[must_use]
+    pub fn no_auth(mut self, no_auth: bool) -> Self {
+        self.no_auth = no_auth;
         self
     }
 
@@ -149,15 +162,69 @@ fn refusal(status: StatusCode, message: &str) -> Response<Body> {
     response
 }
 
-/// What every request passes before rmcp sees it: the token, then the session cap.
+/// What every request passes before rmcp sees it, in this order: its `Host`, its `Origin`
+/// (so that a bad one is 403 whatever the token), its token, then the session cap.
 struct Gate {
     tokens: Vec<Vec<u8>>,
+    /// `Host` values accepted (lower-case names, or `name:port`); empty: any.
+    allowed_hosts: Vec<String>,
+    /// Browser origins accepted besides the server's own.
+    allowed_origins: Vec<String>,
     sessions: Arc<SessionCounter>,
     max_sessions: usize,
 }
 
+/// A `Host` header or an origin's host and port, compared without case.
+#[derive(Debug, PartialEq, Eq)]
+struct Authority {
+    host: String,
+    port: Option<u16>,
+}
+
+impl Authority {
+    fn parse(text: &str) -> Option<Self> {
+        let authority: http::uri::Authority = text.trim().parse().ok()?;
+        // A user-info part has no place in a Host header or an origin.
+        if authority.as_str().contains('@') {
+            return None;
+        }
+        let host = authority
+            .host()
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_ascii_lowercase();
+        Some(Self {
+            host,
+            port: authority.port_u16(),
+        })
+    }
+
+    /// Whether an entry of `--allowed-host` (`name` or `name:port`) admits it.
+    fn allowed_by(&self, entry: &str) -> bool {
+        match Authority::parse(entry) {
+            Some(Authority { host, port: None }) => host == self.host,
+            Some(allowed) => allowed == *self,
+            None => false,
+        }
+    }
+}
+
+/// The scheme and authority of an `Origin` header (`https://app.example.com:8443`).
+fn parse_origin(origin: &str) -> Option<(String, Authority)> {
+    let (scheme, rest) = origin.trim().split_once("://")?;
+    let scheme = scheme.to_ascii_lowercase();
+    if !matches!(scheme.as_str(), "http" | "https") || rest.contains(['/', '?', '#']) {
+        return None;
+    }
+    let mut authority = Authority::parse(rest)?;
+    authority.port = authority
+        .port
+        .or(Some(if scheme == "https" { 443 } else { 80 }));
+    Some((scheme, authority))
+}
+
 impl Gate {
-    fn admits_token(&self, request: &Request<hyper::body::Incoming>) -> bool {
+    fn admits_token<B>(&self, request: &Request<B>) -> bool {
         if self.tokens.is_empty() {
             return true;
         }
@@ -177,7 +244,84 @@ impl Gate {
             .fold(false, |found, token| found | bool::from(token.ct_eq(given)))
     }
 
-    fn check(&self, request: &Request<hyper::body::Incoming>) -> Option<Response<Body>> {
+    /// The request's `Host`, if it is one this server answers to.
+    fn host<B>(&self, request: &Request<B>) -> Result<Option<Authority>, String> {
+        let Some(value) = request.headers().get(header::HOST) else {
+            return if self.allowed_hosts.is_empty() {
+                Ok(None)
+            } else {
+                Err("the request has no Host header".into())
+            };
+        };
+        let text = value.to_str().unwrap_or_default();
+        let Some(host) = Authority::parse(text) else {
+            return Err(format!("the Host header {text:?} is not a host name"));
+        };
+        if self.allowed_hosts.is_empty()
+            || self
+                .allowed_hosts
+                .iter()
+                .any(|entry| host.allowed_by(entry))
+        {
+            Ok(Some(host))
+        } else {
+            Err(format!(
+                "the Host {text:?} is not one this server answers to (DNS rebinding?); the                  operator can allow it with --allowed-host"
+            ))
+        }
+    }
+
+    /// Whether the request's `Origin`, if it has one, may call: the server's own origin (the
+    /// same host and port as the `Host` it was sent to), or one the operator allowed.
+    fn check_origin<B>(
+        &self,
+        request: &Request<B>,
+        host: Option<&Authority>,
+    ) -> Result<(), String> {
+        let Some(value) = request.headers().get(header::ORIGIN) else {
+            return Ok(());
+        };
+        let text = value.to_str().unwrap_or_default().trim();
+        let origin = parse_origin(text);
+        let allowed = self.allowed_origins.iter().any(|entry| {
+            let entry = entry.trim();
+            if entry.eq_ignore_ascii_case(text) {
+                return true;
+            }
+            // `http://localhost:*`: any port of that scheme and host.
+            if let Some(any_port) = entry.strip_suffix(":*") {
+                return parse_origin(any_port).is_some_and(|(scheme, allowed)| {
+                    origin
+                        .as_ref()
+                        .is_some_and(|(given, at)| *given == scheme && at.host == allowed.host)
+                });
+            }
+            parse_origin(entry).is_some_and(|entry| origin.as_ref() == Some(&entry))
+        });
+        let same_origin = origin.is_some_and(|(scheme, origin)| {
+            host.is_some_and(|host| {
+                // A Host without a port was sent to the origin scheme's default port.
+                let default = if scheme == "https" { 443 } else { 80 };
+                origin.host == host.host && origin.port == Some(host.port.unwrap_or(default))
+            })
+        });
+        if allowed || same_origin {
+            Ok(())
+        } else {
+            Err(format!(
+                "requests from the web origin {text:?} are not allowed; the operator can allow                  it with --allowed-origin"
+            ))
+        }
+    }
+
+    fn check<B>(&self, request: &Request<B>) -> Option<Response<Body>> {
+        let host = match self.host(request) {
+            Ok(host) => host,
+            Err(message) => return Some(refusal(StatusCode::FORBIDDEN, &message)),
+        };
+        if let Err(message) = self.check_origin(request, host.as_ref()) {
+            return Some(refusal(StatusCode::FORBIDDEN, &message));
+        }
         if !self.admits_token(request) {
             let mut response = refusal(
                 StatusCode::UNAUTHORIZED,
@@ -210,124 +354,252 @@ impl Gate {
     }
 }
 
-/// Serves `catalog` over streamable HTTP on `listener` until the listener fails.
+/// The MCP server over streamable HTTP as a service to mount on an embedder's own router (a
+/// `tower::Service`, as rmcp's and axum's are), carrying the whole gate: `Host` and `Origin`
+/// checks, bearer tokens, the session cap and the body limit come before rmcp sees a request,
+/// so mounting it never makes it open. [`serve_http`] is this service behind its own listener.
 ///
-/// Each MCP session (`Mcp-Session-Id`) registers the catalog's tools afresh when it is
-/// initialised and drops them when it is deleted or idle past the timeout; a client of the
-/// stateless protocol revision (2026-07-28) gets a fresh registration for every request.
-/// Off the loopback interface, [`HttpOptions::tokens`] must not be empty. TLS is left to a
-/// reverse proxy in front.
+/// Each MCP session (`Mcp-Session-Id`) registers the catalog's tools afresh and drops them when
+/// it is deleted or idle past the timeout; a client of the stateless protocol revision
+/// (2026-07-28) gets a fresh registration for every request, creating only the instance of
+/// the plugin it calls. Clones share the sessions.
+#[derive(Clone)]
+pub struct McpHttpService {
+    gate: Arc<Gate>,
+    service: StreamableHttpService<McpSession, PrefixedSessions>,
+    cancel: tokio_util::sync::CancellationToken,
+}
+
+impl std::fmt::Debug for McpHttpService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpHttpService")
+            .field("allowed_hosts", &self.gate.allowed_hosts)
+            .field("max_sessions", &self.gate.max_sessions)
+            .finish_non_exhaustive()
+    }
+}
+
+impl McpHttpService {
+    /// The service for `catalog`. [`HttpOptions::tokens`] must not be empty unless
+    /// [`HttpOptions::no_auth`] is set (which the embedder may do only where the service is
+    /// reached from loopback alone). Without [`HttpOptions::allowed_hosts`], only the loopback
+    /// names (`localhost`, `127.0.0.1`, `::1`) are accepted as `Host`: set the names under
+    /// which the embedder serves it.
+    pub fn new(
+        catalog: ToolCatalog,
+        options: McpOptions,
+        http: HttpOptions,
+    ) -> Result<Self, McpError> {
+        Self::build(catalog, options, http, None)
+    }
+
+    /// The service, for a server listening on `address` (`None`: unknown, as when mounted).
+    fn build(
+        catalog: ToolCatalog,
+        options: McpOptions,
+        http: HttpOptions,
+        address: Option<SocketAddr>,
+    ) -> Result<Self, McpError> {
+        let loopback = address.is_none_or(|address| address.ip().is_loopback());
+        // An empty token would admit `Authorization: Bearer ` with nothing after it.
+        let tokens: Vec<Vec<u8>> = http
+            .tokens
+            .iter()
+            .map(|token| token.trim())
+            .filter(|token| !token.is_empty())
+            .map(|token| token.as_bytes().to_vec())
+            .collect();
+        if tokens.is_empty() && !(loopback && http.no_auth) {
+            return Err(McpError::NoAuthentication {
+                address: address.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0))),
+            });
+        }
+        let max_sessions = http.max_sessions.unwrap_or(DEFAULT_MAX_SESSIONS);
+        let sessions = Arc::new(SessionCounter::default());
+        // The gate checks `Host` and `Origin` before the token (rmcp's own checks would come
+        // after it, and refuse the server's own origin).
+        let config = StreamableHttpServerConfig::default()
+            .with_max_request_body_bytes(http.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES))
+            .disable_allowed_hosts()
+            .disable_allowed_origins();
+        let cancel = config.cancellation_token.clone();
+        let allowed_hosts: Vec<String> = if !http.allowed_hosts.is_empty() {
+            http.allowed_hosts.clone()
+        } else if loopback {
+            ["localhost", "127.0.0.1", "::1"].map(String::from).to_vec()
+        } else {
+            // Off loopback, behind its own listener, tokens are required: any name passes.
+            Vec::new()
+        };
+        let mut local = LocalSessionManager::default();
+        local.session_config.keep_alive = Some(http.idle_timeout.unwrap_or(DEFAULT_IDLE_TIMEOUT));
+        let prefix = http.session_prefix.clone().unwrap_or_default();
+        if prefix.len() > 32
+            || !prefix
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            return Err(McpError::Session(format!(
+                "the session prefix {prefix:?} is not allowed: use at most 32 letters, digits, \
+                 '-' and '_'"
+            )));
+        }
+        let manager = PrefixedSessions { local, prefix };
+        let options = Arc::new(options);
+        let factory_sessions = Arc::clone(&sessions);
+        let service = StreamableHttpService::new(
+            move || {
+                // Cheap: rmcp builds a handler for a schema lookup too. The session takes its
+                // place among the live ones when it first creates instances (the gate refuses
+                // new sessions at the cap; the admission holds it under a race too).
+                Ok(McpSession::new(
+                    &catalog,
+                    Arc::clone(&options),
+                    Some(Admission::new(Arc::clone(&factory_sessions), max_sessions)),
+                ))
+            },
+            Arc::new(manager),
+            config,
+        );
+        let gate = Arc::new(Gate {
+            tokens,
+            allowed_hosts,
+            allowed_origins: http.allowed_origins.clone(),
+            sessions,
+            max_sessions,
+        });
+        Ok(Self {
+            gate,
+            service,
+            cancel,
+        })
+    }
+
+    /// Answers one HTTP request: refused by the gate, or handled by the MCP server.
+    pub async fn handle<B>(&self, request: Request<B>) -> Response<Body>
+    where
+        B: http_body::Body + Send + 'static,
+        B::Data: Send + 'static,
+        B::Error: std::fmt::Display,
+    {
+        if let Some(refused) = self.gate.check(&request) {
+            return refused;
+        }
+        self.service.handle(request).await
+    }
+
+    /// Ends every open session (their instances are dropped) and every response stream; the
+    /// service then refuses new sessions. For an embedder shutting down.
+    pub fn close(&self) {
+        self.cancel.cancel();
+    }
+}
+
+impl<B> tower_service::Service<Request<B>> for McpHttpService
+where
+    B: http_body::Body + Send + 'static,
+    B::Data: Send + 'static,
+    B::Error: std::fmt::Display,
+{
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Self::Response, Infallible>> + Send>,
+    >;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Infallible>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        let service = self.clone();
+        Box::pin(async move { Ok(service.handle(request).await) })
+    }
+}
+
+/// Serves `catalog` over streamable HTTP on `listener` until the listener fails: see
+/// [`McpHttpService`]. [`HttpOptions::tokens`] must not be empty, unless
+/// [`HttpOptions::no_auth`] is set on a loopback address. TLS is left to a reverse proxy in
+/// front.
 pub async fn serve_http(
     listener: tokio::net::TcpListener,
     catalog: ToolCatalog,
     options: McpOptions,
     http: HttpOptions,
 ) -> Result<(), McpError> {
+    serve_http_with_shutdown(listener, catalog, options, http, std::future::pending()).await
+}
+
+/// How long a shutdown waits for open connections to finish their requests.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// [`serve_http`] until `shutdown` completes (as axum's `with_graceful_shutdown`): then it
+/// stops accepting connections, ends every session (dropping their instances) and response
+/// stream, lets requests in progress finish for a few seconds, and returns.
+pub async fn serve_http_with_shutdown(
+    listener: tokio::net::TcpListener,
+    catalog: ToolCatalog,
+    options: McpOptions,
+    http: HttpOptions,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) -> Result<(), McpError> {
     let address: SocketAddr = listener.local_addr()?;
-    let loopback = address.ip().is_loopback();
-    // An empty token would admit `Authorization: Bearer ` with nothing after it.
-    let http = HttpOptions {
-        tokens: http
-            .tokens
-            .iter()
-            .map(|token| token.trim().to_owned())
-            .filter(|token| !token.is_empty())
-            .collect(),
-        ..http
-    };
-    if !loopback && http.tokens.is_empty() {
-        return Err(McpError::NoAuthentication { address });
-    }
-    let max_sessions = http.max_sessions.unwrap_or(DEFAULT_MAX_SESSIONS);
-    let sessions = Arc::new(SessionCounter::default());
-    let mut config = StreamableHttpServerConfig::default()
-        .with_max_request_body_bytes(http.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES))
-        .with_allowed_origins(http.allowed_origins.clone())
-        .enforce_origin_validation();
-    config = if !http.allowed_hosts.is_empty() {
-        config.with_allowed_hosts(http.allowed_hosts.clone())
-    } else if loopback {
-        config.with_allowed_hosts(["localhost", "127.0.0.1", "::1"])
-    } else {
-        config.disable_allowed_hosts()
-    };
-    let mut local = LocalSessionManager::default();
-    local.session_config.keep_alive = Some(http.idle_timeout.unwrap_or(DEFAULT_IDLE_TIMEOUT));
-    let prefix = http.session_prefix.clone().unwrap_or_default();
-    if prefix.len() > 32
-        || !prefix
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-    {
-        return Err(McpError::Session(format!(
-            "the session prefix {prefix:?} is not allowed: use at most 32 letters, digits, '-' \
-             and '_'"
-        )));
-    }
-    let manager = PrefixedSessions { local, prefix };
-    let options = Arc::new(options);
-    let factory_sessions = Arc::clone(&sessions);
-    let service = StreamableHttpService::new(
-        move || {
-            // The gate refuses new sessions at the cap; this holds it under a race too.
-            let counted = factory_sessions.enter(max_sessions).ok_or_else(|| {
-                std::io::Error::other("the server's limit of open sessions is reached")
-            })?;
-            Ok(McpSession::new(
-                &catalog,
-                Arc::clone(&options),
-                Some(counted),
-            ))
-        },
-        Arc::new(manager),
-        config,
-    );
-    let gate = Arc::new(Gate {
-        tokens: http.tokens.iter().map(|t| t.as_bytes().to_vec()).collect(),
-        sessions,
-        max_sessions,
-    });
+    let service = McpHttpService::build(catalog, options, http, Some(address))?;
     tracing::info!("serving MCP on http://{address}/");
     let connections = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
     loop {
         // A failed accept (out of file descriptors, a connection reset while queued) must not
         // end the server: wait a moment and go on.
-        let stream = match listener.accept().await {
-            Ok((stream, _)) => stream,
-            Err(error) => {
-                tracing::warn!("cannot accept a connection: {error}");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(error) => {
+                    tracing::warn!("cannot accept a connection: {error}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
         };
         let Ok(permit) = Arc::clone(&connections).try_acquire_owned() else {
             tracing::warn!("{MAX_CONNECTIONS} connections are open: refusing one more");
             drop(stream);
             continue;
         };
-        let (service, gate) = (service.clone(), Arc::clone(&gate));
+        let service = service.clone();
         let handler = hyper::service::service_fn(move |request| {
-            let (service, gate) = (service.clone(), Arc::clone(&gate));
-            async move {
-                if let Some(refused) = gate.check(&request) {
-                    return Ok::<_, Infallible>(refused);
-                }
-                Ok(service.handle(request).await)
-            }
+            let service = service.clone();
+            async move { Ok::<_, Infallible>(service.handle(request).await) }
         });
+        // A client that never finishes its request headers is dropped after 30 s.
+        let connection = hyper::server::conn::http1::Builder::new()
+            .timer(hyper_util::rt::TokioTimer::new())
+            .header_read_timeout(Duration::from_secs(30))
+            .serve_connection(TokioIo::new(stream), handler);
+        let connection = graceful.watch(connection);
         tokio::spawn(async move {
             let _permit = permit;
-            // A client that never finishes its request headers is dropped after 30 s.
-            if let Err(error) = hyper::server::conn::http1::Builder::new()
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(Duration::from_secs(30))
-                .serve_connection(TokioIo::new(stream), handler)
-                .await
-            {
+            if let Err(error) = connection.await {
                 tracing::debug!("HTTP connection ended: {error}");
             }
         });
     }
+    drop(listener);
+    // Sessions and their streams end (a stream held open would keep its connection busy).
+    service.close();
+    if tokio::time::timeout(SHUTDOWN_GRACE, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::debug!("connections still open after {SHUTDOWN_GRACE:?}: closing them");
+    }
+    tracing::info!("stopped serving MCP on http://{address}/");
+    Ok(())
 }
 
 /// rmcp's in-process sessions, with a prefix on every session id (the replica's name, for a
@@ -394,5 +666,41 @@ impl SessionManager for PrefixedSessions {
         last_event_id: String,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
         self.local.resume(id, last_event_id).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_and_origins_are_compared_by_host_and_port() {
+        let host = |text| Authority::parse(text).expect("a host");
+        assert!(host("LocalHost:8080").allowed_by("localhost"));
+        assert!(host("localhost:8080").allowed_by("localhost:8080"));
+        assert!(!host("localhost:8081").allowed_by("localhost:8080"));
+        assert!(host("[::1]:8080").allowed_by("::1"));
+        assert!(!host("evil.example").allowed_by("localhost"));
+        assert!(Authority::parse("user@localhost").is_none());
+
+        let (scheme, origin) = parse_origin("https://App.Example.com").expect("an origin");
+        assert_eq!(
+            (scheme.as_str(), origin.host.as_str()),
+            ("https", "app.example.com")
+        );
+        assert_eq!(origin.port, Some(443), "the scheme's default port");
+        assert_eq!(
+            parse_origin("http://localhost").map(|(_, o)| o.port),
+            Some(Some(80))
+        );
+        for refused in [
+            "null",
+            "file://x",
+            "http://a/path",
+            "localhost:8080",
+            "ftp://a",
+        ] {
+            assert!(parse_origin(refused).is_none(), "{refused}");
+        }
     }
 }

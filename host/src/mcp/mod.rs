@@ -24,17 +24,25 @@ mod catalog;
 mod http;
 mod session;
 mod stdio;
+#[cfg(feature = "mcp-http")]
+mod token;
 
 pub use catalog::{ToolCatalog, ToolGroup};
 #[cfg(feature = "mcp-http")]
 pub use http::{
-    DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_SESSIONS, HttpOptions, serve_http,
+    DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_SESSIONS, HttpOptions,
+    McpHttpService, serve_http, serve_http_with_shutdown,
 };
+#[cfg(feature = "mcp-http")]
+pub use token::{default_token_path, persistent_token};
 
 use std::sync::Arc;
 
-/// What the server says about itself, and how it lists tools.
-#[derive(Debug, Clone)]
+use crate::hook::{PostToolCallHook, PreToolCallHook};
+
+/// What the server says about itself, how it lists tools, and the hooks every call of every
+/// session goes through.
+#[derive(Clone)]
 #[non_exhaustive]
 pub struct McpOptions {
     /// The server's name in `serverInfo`.
@@ -45,6 +53,27 @@ pub struct McpOptions {
     pub instructions: Option<String>,
     /// Most tools in one page of `tools/list`; the rest follow with a cursor. Default 100.
     pub page_size: usize,
+    /// Run before every `tools/call` of every session, in order (the spec's pre-call hooks,
+    /// as on a [`crate::Worker`]): a hook may rewrite the input; `Skip` answers the call with
+    /// a tool error saying a hook skipped it; `Abort` fails the request with the hook's reason.
+    pub pre_hooks: Vec<Arc<dyn PreToolCallHook>>,
+    /// Run after every `tools/call` of every session, in order: a hook sees the result's text
+    /// (the output, or the error's message) and may rewrite it; structured content passes
+    /// untouched; `Abort` fails the request with the hook's reason.
+    pub post_hooks: Vec<Arc<dyn PostToolCallHook>>,
+}
+
+impl std::fmt::Debug for McpOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpOptions")
+            .field("name", &self.name)
+            .field("version", &self.version)
+            .field("instructions", &self.instructions)
+            .field("page_size", &self.page_size)
+            .field("pre_hooks", &self.pre_hooks.len())
+            .field("post_hooks", &self.post_hooks.len())
+            .finish()
+    }
 }
 
 impl McpOptions {
@@ -55,7 +84,24 @@ impl McpOptions {
             version: version.into(),
             instructions: None,
             page_size: 100,
+            pre_hooks: Vec::new(),
+            post_hooks: Vec::new(),
         }
+    }
+
+    /// Adds a hook run before every tool call of every session (an operator's audit or
+    /// approval sees every call, whatever the front end).
+    #[must_use]
+    pub fn pre_tool_call_hook(mut self, hook: impl PreToolCallHook + 'static) -> Self {
+        self.pre_hooks.push(Arc::new(hook));
+        self
+    }
+
+    /// Adds a hook run after every tool call of every session.
+    #[must_use]
+    pub fn post_tool_call_hook(mut self, hook: impl PostToolCallHook + 'static) -> Self {
+        self.post_hooks.push(Arc::new(hook));
+        self
     }
 
     /// Sets the instructions.
@@ -80,14 +126,25 @@ pub enum McpError {
     /// The transport failed (stdio closed, a socket error …).
     #[error("MCP transport error: {0}")]
     Io(#[from] std::io::Error),
+    /// A token file could not be read, created or trusted.
+    #[error("cannot use the token file {}: {reason}", path.display())]
+    TokenFile {
+        /// The token file.
+        path: std::path::PathBuf,
+        /// What is wrong, and what to do.
+        reason: String,
+    },
     /// The MCP session could not start or failed.
     #[error("MCP session error: {0}")]
     Session(String),
-    /// An HTTP server off the loopback interface without bearer tokens.
+    /// An HTTP server without bearer tokens: off loopback always, on loopback unless the
+    /// operator opted out ([`HttpOptions::no_auth`]).
     #[error(
         "refusing to serve MCP on {address} without authentication: anyone who can reach it \
-         could run the tools; give bearer tokens (`HttpOptions::tokens`, or `--token-file FILE` \
-         with one token per line), or serve on 127.0.0.1"
+         (on loopback: every user of this machine) could run the tools with the operator's \
+         grants and secrets; give bearer tokens (`HttpOptions::tokens`, `persistent_token`, or \
+         `--token-file FILE`), or, on a loopback address only, opt out explicitly \
+         (`HttpOptions::no_auth`, `--no-auth`)"
     )]
     NoAuthentication {
         /// The address.

@@ -21,6 +21,10 @@ use serde_json::Value;
 use super::McpOptions;
 use super::catalog::{SessionTools, ToolCatalog};
 use crate::events::{LogLevel, ToolEvent, ToolEventKind, with_tool_events};
+use crate::hook::{
+    PostToolCallAction, PostToolCallContext, PreToolCallAction, ToolCall, ToolCallContext,
+    ToolResult,
+};
 use crate::tool_server::{LlmToolDefinition, ToolServerHandle};
 
 /// How long a call runs before it reports progress (to a client that sent a progress token).
@@ -45,21 +49,60 @@ impl SessionCounter {
     pub(crate) fn live(&self) -> usize {
         self.live.load(Ordering::Relaxed)
     }
-
-    /// Counts a new session, unless `limit` sessions are live already.
-    pub(crate) fn enter(self: &Arc<Self>, limit: usize) -> Option<Counted> {
-        self.live
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |live| {
-                (live < limit).then_some(live + 1)
-            })
-            .ok()
-            .map(|_| Counted(Arc::clone(self)))
-    }
 }
 
 /// One session's place in a [`SessionCounter`].
 #[derive(Debug)]
 pub(crate) struct Counted(Arc<SessionCounter>);
+
+/// How a session takes its place among a server's live sessions: when it first creates plugin
+/// instances, not when rmcp builds it (rmcp builds a handler for a schema lookup too).
+#[derive(Debug)]
+pub(crate) struct Admission {
+    counter: Arc<SessionCounter>,
+    limit: usize,
+    counted: std::sync::OnceLock<Counted>,
+}
+
+#[cfg(feature = "mcp-http")]
+impl Admission {
+    pub(crate) fn new(counter: Arc<SessionCounter>, limit: usize) -> Self {
+        Self {
+            counter,
+            limit,
+            counted: std::sync::OnceLock::new(),
+        }
+    }
+}
+
+impl Admission {
+    /// Takes the session's place, once; an error if the server has `limit` sessions live.
+    fn admit(&self) -> Result<(), ErrorData> {
+        if self.counted.get().is_some() {
+            return Ok(());
+        }
+        let counted = self
+            .counter
+            .live
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |live| {
+                (live < self.limit).then_some(live + 1)
+            })
+            .map(|_| Counted(Arc::clone(&self.counter)))
+            .map_err(|_| {
+                ErrorData::new(
+                    ErrorCode::INTERNAL_ERROR,
+                    format!(
+                        "this MCP server has {} sessions open, its limit; try again when one ends",
+                        self.limit
+                    ),
+                    None,
+                )
+            })?;
+        // A concurrent request may have taken the place first: then this count is dropped.
+        let _ = self.counted.set(counted);
+        Ok(())
+    }
+}
 
 impl Drop for Counted {
     fn drop(&mut self) {
@@ -76,7 +119,8 @@ pub(crate) struct McpSession {
     /// The least important plugin log message the client wants (`logging/setLevel`); none
     /// are sent before it asks.
     log_level: Arc<Mutex<Option<LoggingLevel>>>,
-    _counted: Option<Counted>,
+    /// Its place among the server's sessions, if the server counts them.
+    admission: Option<Admission>,
 }
 
 impl Drop for McpSession {
@@ -93,19 +137,25 @@ impl Drop for McpSession {
 }
 
 impl McpSession {
-    /// A session with a fresh registration of `catalog`'s tools.
+    /// A session of `catalog`'s tools. Cheap: nothing is created until the session is
+    /// initialised or calls a tool, so rmcp may build one to look up a schema.
     pub(crate) fn new(
         catalog: &ToolCatalog,
         options: Arc<McpOptions>,
-        counted: Option<Counted>,
+        admission: Option<Admission>,
     ) -> Self {
         Self {
             tools: Arc::new(Mutex::new(SessionTools::open(catalog))),
             options,
             watcher: Mutex::new(None),
             log_level: Arc::new(Mutex::new(None)),
-            _counted: counted,
+            admission,
         }
+    }
+
+    /// Takes the session's place among the server's live sessions (once).
+    fn admit(&self) -> Result<(), ErrorData> {
+        self.admission.as_ref().map_or(Ok(()), Admission::admit)
     }
 
     fn lock(&self) -> MutexGuard<'_, SessionTools> {
@@ -277,6 +327,12 @@ impl ServerHandler for McpSession {
         if watcher.is_some() {
             return;
         }
+        // The session is set up for calls: every plugin's instance starts now, in the
+        // background (a slow plugin delays neither this nor the others' calls).
+        match self.admit() {
+            Ok(()) => self.lock().create_all(),
+            Err(error) => tracing::warn!("{}", error.message),
+        }
         let tools: Weak<Mutex<SessionTools>> = Arc::downgrade(&self.tools);
         let mut changes = self.lock().changes();
         let peer = context.peer;
@@ -361,7 +417,94 @@ impl ServerHandler for McpSession {
                 None,
             ));
         };
-        let input = Value::Object(request.arguments.unwrap_or_default()).to_string();
+        self.admit()?;
+        let call = ToolCall {
+            id: context.id.to_string(),
+            name: request.name.to_string(),
+            input: Value::Object(request.arguments.unwrap_or_default()),
+        };
+        // The operator's hooks see every call, whatever the front end.
+        let mut ctx = ToolCallContext { call, meta, tool };
+        for hook in &self.options.pre_hooks {
+            match hook.pre_tool_call(&mut ctx).await {
+                PreToolCallAction::Continue => {}
+                PreToolCallAction::Skip => {
+                    return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
+                        "the call of '{}' was skipped by a hook of this server",
+                        ctx.call.name
+                    ))])
+                    .into());
+                }
+                PreToolCallAction::Abort(reason) => {
+                    return Err(refused_by_hook(&ctx.call, &reason));
+                }
+            }
+        }
+        let ToolCallContext { call, meta, tool } = ctx;
+        let outcome = self.run(&call, &tool, context).await?;
+        // A tool with an output schema returned JSON matching it: the object is the structured
+        // result, and its text the content, for older clients. A plugin's result was checked
+        // against the schema (one key once, an object); a native tool is the operator's own
+        // code, trusted to serialise the type its schema is made of.
+        let structured = match &outcome {
+            Ok(output) if meta.output_schema.is_some() => serde_json::from_str::<Value>(output)
+                .ok()
+                .filter(Value::is_object),
+            _ => None,
+        };
+        let mut result = match outcome {
+            Ok(output) => ToolResult::success(&call.id, output),
+            // A tool's failure is a result the model can read, not a protocol error.
+            Err(error) => ToolResult::error(&call.id, error.to_string()),
+        };
+        if !self.options.post_hooks.is_empty() {
+            let mut ctx = PostToolCallContext {
+                call,
+                result,
+                meta,
+                tool,
+            };
+            for hook in &self.options.post_hooks {
+                if let PostToolCallAction::Abort(reason) = hook.post_tool_call(&mut ctx).await {
+                    return Err(refused_by_hook(&ctx.call, &reason));
+                }
+            }
+            result = ctx.result;
+        }
+        let content = vec![ContentBlock::text(result.content)];
+        Ok(if result.is_error {
+            CallToolResult::error(content)
+        } else {
+            let mut success = CallToolResult::success(content);
+            success.structured_content = structured;
+            success
+        }
+        .into())
+    }
+}
+
+/// A request failed by a hook's `Abort`.
+fn refused_by_hook(call: &ToolCall, reason: &str) -> ErrorData {
+    ErrorData::new(
+        ErrorCode::INVALID_REQUEST,
+        format!(
+            "the call of '{}' was refused by a hook of this server: {reason}",
+            call.name
+        ),
+        None,
+    )
+}
+
+impl McpSession {
+    /// Runs a call with its reports (logs, progress) sent to the client, stopping it if the
+    /// client cancels the request.
+    async fn run(
+        &self,
+        call: &ToolCall,
+        tool: &Arc<dyn crate::tool::Tool>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<Result<String, crate::tool::ToolError>, ErrorData> {
+        let input = call.input.to_string();
         let progress = context.meta.get_progress_token();
         let (reports, forwarder) =
             forward_reports(context.peer.clone(), Arc::clone(&self.log_level), progress);
@@ -374,26 +517,26 @@ impl ServerHandler for McpSession {
         };
         // A cancelled request drops the call: the plugin's instance is reset (its state is
         // lost, and the next call says so), without counting as the plugin's failure.
-        let call = with_tool_events(sink, tool.execute(&input));
-        let mut call = std::pin::pin!(call);
+        let execution = with_tool_events(sink, tool.execute(&input));
+        let mut execution = std::pin::pin!(execution);
         let started = tokio::select! {
             biased;
-            outcome = &mut call => Some(outcome),
+            outcome = &mut execution => Some(outcome),
             () = tokio::time::sleep(PROGRESS_AFTER) => None,
-            () = context.ct.cancelled() => return Err(cancelled(&request.name)),
+            () = context.ct.cancelled() => return Err(cancelled(&call.name)),
         };
         // A call still running after a moment reports that it started, and then that it
         // finished; a quick call's result is all the progress there is to tell.
         let outcome = match started {
             Some(outcome) => outcome,
             None => {
-                report(0.0, format!("{} is running", request.name));
+                report(0.0, format!("{} is running", call.name));
                 let outcome = tokio::select! {
                     biased;
-                    outcome = &mut call => outcome,
-                    () = context.ct.cancelled() => return Err(cancelled(&request.name)),
+                    outcome = &mut execution => outcome,
+                    () = context.ct.cancelled() => return Err(cancelled(&call.name)),
                 };
-                report(1.0, format!("{} finished", request.name));
+                report(1.0, format!("{} finished", call.name));
                 outcome
             }
         };
@@ -405,23 +548,6 @@ impl ServerHandler for McpSession {
             }
         })
         .await;
-        Ok(match outcome {
-            // A tool with an output schema returned JSON matching it: the object is the
-            // structured result, and its text the content, for older clients. A plugin's
-            // result was checked against the schema (one key once, an object); a native tool
-            // is the operator's own code, trusted to serialise the type its schema is made of.
-            Ok(output) if meta.output_schema.is_some() => {
-                let structured = serde_json::from_str::<Value>(&output)
-                    .ok()
-                    .filter(Value::is_object);
-                let mut result = CallToolResult::success(vec![ContentBlock::text(output)]);
-                result.structured_content = structured;
-                result
-            }
-            Ok(output) => CallToolResult::success(vec![ContentBlock::text(output)]),
-            // A tool's failure is a result the model can read, not a protocol error.
-            Err(error) => CallToolResult::error(vec![ContentBlock::text(error.to_string())]),
-        }
-        .into())
+        Ok(outcome)
     }
 }

@@ -63,11 +63,17 @@ impl HttpGate {
     }
 
     /// A call of `tool` (or the start of an instance, `None`) begins: requests may be sent
-    /// until `deadline`, to the destinations granted to that tool.
+    /// until `deadline`, to the destinations granted to that tool. An instance's start code
+    /// may send none: it may run inside a call of a tool whose grants are narrower than the
+    /// plugin's, and it serves no tool of its own.
     pub(crate) fn begin_call(&mut self, deadline: Instant, tool: Option<&str>) {
-        self.active = tool
-            .and_then(|tool| self.tool_grants.get(tool))
-            .map_or_else(|| Arc::clone(&self.grants), Arc::clone);
+        self.active = match tool {
+            Some(tool) => self
+                .tool_grants
+                .get(tool)
+                .map_or_else(|| Arc::clone(&self.grants), Arc::clone),
+            None => Arc::from([]),
+        };
         self.call = Some((deadline, watch::Sender::new(())));
     }
 

@@ -3,6 +3,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::Poll;
 use std::time::Instant;
 
@@ -60,11 +61,14 @@ impl PluginState {
         let _ = tool;
     }
 
-    /// The call ended: cancel what it left running.
-    fn end_call(&mut self) {
+    /// The call ended: pass on what it wrote to stdout and stderr (bounded like its logs),
+    /// cancel what it left running; returns its stderr, for quoting in an error.
+    fn end_call(&mut self) -> String {
+        let stderr = self.output.drain_into(&mut self.reports);
         self.reports.end();
         #[cfg(feature = "wasi-http")]
         self.http_gate.end_call();
+        stderr
     }
 }
 
@@ -270,9 +274,6 @@ fn with_stderr(message: String, stderr: &str) -> String {
 struct Slot {
     live: Option<LiveInstance>,
     consecutive_failures: u32,
-    /// Whether registration has tried to start the instance: once per session, however many
-    /// tools the plugin has.
-    started: bool,
     /// Why the last instance was dropped with no caller left to tell (its call was dropped):
     /// the next call reports it.
     lost: Option<String>,
@@ -308,30 +309,87 @@ impl Drop for CallInProgress<'_> {
 pub(crate) struct PluginSession {
     image: Arc<PluginImage>,
     slot: futures::lock::Mutex<Slot>,
+    /// Whether registration has started the instance: once per session, however many tools
+    /// the plugin has.
+    started: AtomicBool,
+    /// Whether the start begun at registration is still running (for the message of a call
+    /// that waited for it in vain).
+    starting: AtomicBool,
+    /// The task starting the instance in the background, aborted if the session ends first.
+    start_task: std::sync::Mutex<Option<tokio::task::AbortHandle>>,
+}
+
+/// What the tools of one session hold of it: when the last of them (and of the session's
+/// definitions) is dropped, a start still running in the background is stopped.
+pub(crate) struct SessionOwner(Arc<PluginSession>);
+
+impl SessionOwner {
+    pub(crate) fn new(image: Arc<PluginImage>) -> Self {
+        Self(Arc::new(PluginSession {
+            image,
+            slot: futures::lock::Mutex::new(Slot::default()),
+            started: AtomicBool::new(false),
+            starting: AtomicBool::new(false),
+            start_task: std::sync::Mutex::new(None),
+        }))
+    }
+}
+
+impl Drop for SessionOwner {
+    fn drop(&mut self) {
+        let task = self
+            .0
+            .start_task
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take();
+        if let Some(task) = task {
+            task.abort();
+        }
+    }
 }
 
 impl PluginSession {
-    pub(crate) fn new(image: Arc<PluginImage>) -> Self {
-        Self {
-            image,
-            slot: futures::lock::Mutex::new(Slot::default()),
+    /// Creates the live instance at registration (the factory's job), once per session: the
+    /// factories of the plugin's other tools find it started.
+    ///
+    /// The factory must not wait for the plugin: a component's start code may run for as long
+    /// as its time limit, and neither the registration (an MCP session's opening) nor the
+    /// runtime's threads may wait for it. So on a Tokio runtime the instance is created by a
+    /// task of its own, holding the session's slot while it runs: the first call waits for it
+    /// within its own time limit. Outside any runtime (nothing to block but the caller) it is
+    /// created before the factory returns. A failure is logged and counted once; the first call
+    /// tries again and reports it.
+    pub(crate) fn start_now(self: &Arc<Self>) {
+        if self.started.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                let session = Arc::clone(self);
+                let task = runtime.spawn(async move { session.start_at_registration().await });
+                *self
+                    .start_task
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(task.abort_handle());
+            }
+            Err(_) => super::blocking::block_on(self.start_at_registration()),
         }
     }
 
-    /// Creates the live instance at registration (the factory's job), once per session: the
-    /// factories of the plugin's other tools find it started. A failure is logged and counted
-    /// once; the first call tries again and reports it.
-    pub(crate) fn start_now(&self) {
-        super::blocking::block_on(async {
-            let mut slot = self.slot.lock().await;
-            if std::mem::replace(&mut slot.started, true) {
-                return;
-            }
-            let deadline = Instant::now() + self.image.policy.limits.call_timeout;
-            if let Err(error) = self.start(&mut slot, deadline).await {
-                tracing::warn!(plugin = %self.image.name, "{error}");
-            }
-        });
+    async fn start_at_registration(&self) {
+        let mut slot = self.slot.lock().await;
+        // A call may have come first and started it.
+        if slot.live.is_some() {
+            return;
+        }
+        self.starting.store(true, Ordering::Release);
+        let deadline = Instant::now() + self.image.policy.limits.call_timeout;
+        let started = self.start(&mut slot, deadline).await;
+        self.starting.store(false, Ordering::Release);
+        if let Err(error) = started {
+            tracing::warn!(plugin = %self.image.name, "{error}");
+        }
     }
 
     /// Creates a live instance. A failure counts against the plugin, unless the host lacked
@@ -376,6 +434,14 @@ impl PluginSession {
         let arrived = Instant::now();
         let deadline = arrived + limits.call_timeout;
         let Ok(slot) = within(deadline, self.slot.lock()).await else {
+            if self.starting.load(Ordering::Acquire) {
+                return Err(ToolError::ExecutionFailed(format!(
+                    "tool '{tool}' of plugin '{}' is not ready: the plugin's instance for this \
+                     session was still starting after the call's time limit of {:?}; its start \
+                     code is slow (it is stopped at the same limit); try again later",
+                    image.name, limits.call_timeout
+                )));
+            }
             return Err(ToolError::ExecutionFailed(format!(
                 "tool '{tool}' of plugin '{}' is busy: this session's instance of the plugin \
                  was running other calls for the whole time limit of {:?}; try again later",
@@ -427,9 +493,8 @@ impl PluginSession {
                 .call_execute(&mut live.store, tool, input_json),
         )
         .await;
-        live.store.data_mut().end_call();
+        let stderr = live.store.data_mut().end_call();
         call.running = None;
-        let stderr = live.store.data().output.flush_to_log(&image.name);
         let (failure, timed_out) = match outcome {
             Ok(Ok(result)) => {
                 call.slot.consecutive_failures = 0;
@@ -551,7 +616,7 @@ pub(crate) fn check_input(
 
 /// One tool of a plugin session, as a [`Tool`].
 pub(crate) struct PluginTool {
-    session: Arc<PluginSession>,
+    session: Arc<SessionOwner>,
     name: Arc<str>,
     validator: Arc<CheckedSchema>,
     output_schema: Option<Arc<CheckedSchema>>,
@@ -561,6 +626,7 @@ pub(crate) struct PluginTool {
 impl Tool for PluginTool {
     async fn execute(&self, input_json: &str) -> Result<String, ToolError> {
         self.session
+            .0
             .call(
                 &self.name,
                 &self.validator,
@@ -574,12 +640,12 @@ impl Tool for PluginTool {
 impl PluginTool {
     /// The definition's factory: start the session's instance, return the meta and the tool.
     pub(crate) fn create(
-        session: &Arc<PluginSession>,
+        session: &Arc<SessionOwner>,
         meta: &ToolMeta,
         validator: &Arc<CheckedSchema>,
         output_schema: Option<Arc<CheckedSchema>>,
     ) -> (ToolMeta, Arc<dyn Tool>) {
-        session.start_now();
+        session.0.start_now();
         let tool = PluginTool {
             session: Arc::clone(session),
             name: Arc::from(meta.name.as_str()),
@@ -715,7 +781,6 @@ async fn instantiate(
     };
     let mut store = new_store(image).map_err(plugin_failure)?;
     store.data_mut().begin_call(deadline, None);
-    let output = store.data().output.clone();
     let started = within(deadline + TIMEOUT_GRACE, async {
         let bindings = image.pre.instantiate_async(&mut store).await?;
         let tools = if list_tools {
@@ -726,8 +791,7 @@ async fn instantiate(
         wasmtime::Result::Ok((bindings, tools))
     })
     .await;
-    store.data_mut().end_call();
-    let stderr = output.flush_to_log(&image.name);
+    let stderr = store.data_mut().end_call();
     match started {
         Ok(Ok((bindings, tools))) => {
             let metered = store.get_fuel().is_ok();

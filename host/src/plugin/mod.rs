@@ -22,7 +22,7 @@ use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine};
 
 use self::bindings::{PluginPre, PluginToolMeta, VERSIONS};
-use self::instance::{PluginSession, PluginState, PluginTool};
+use self::instance::{PluginState, PluginTool, SessionOwner};
 use self::validate::{PACKAGE, ToolListProblem};
 use crate::policy::{Limits, PolicyError, SandboxPolicy};
 use crate::tool::{ToolDefinition, ToolError, ToolMeta};
@@ -297,8 +297,7 @@ impl PluginError {
             | PluginError::OutsideDirectory { path, .. }
             | PluginError::ToolNameClash { path, .. }
             | PluginError::NotApproved { path, .. } => Some(path),
-            PluginError::Lock(crate::lock::LockError::Io { path, .. })
-            | PluginError::Lock(crate::lock::LockError::Invalid { path, .. }) => Some(path),
+            PluginError::Lock(error) => Some(error.path()),
             PluginError::InvalidLimits(_) | PluginError::Engine(_) => None,
         }
     }
@@ -610,7 +609,19 @@ impl PluginHost {
                 .map_err(policy_error)?,
             None => SandboxPolicy::with_limits(self.inner.limits.clone()),
         };
-        let mut plugin = self.load_bytes_with_policy(path, &bytes, policy)?;
+        let policy = self.resolve_dir_grants(path, policy)?;
+        if let Some((dir, entry)) = approved {
+            // The policy's text is approved; so must be where its directories lead now.
+            let now = crate::lock::grant_paths(&policy);
+            if now != entry.dirs {
+                return Err(PluginError::NotApproved {
+                    path: path.to_owned(),
+                    lock: dir.join(crate::lock::LOCK_FILE),
+                    reason: crate::lock::grants_moved(&entry.dirs, &now),
+                });
+            }
+        }
+        let mut plugin = self.load_resolved(path, &bytes, policy)?;
         if let Some(image) = Arc::get_mut(&mut plugin.image) {
             image.policy_sha256 = policy_sha256;
         }
@@ -664,6 +675,8 @@ impl PluginHost {
         let paths = options.plugin_files(dir).map_err(io)?;
         let lock = if options.ignore_lock {
             None
+        } else if options.locked {
+            Some(crate::lock::LockFile::read_required(dir)?)
         } else {
             crate::lock::LockFile::read(dir)?
         };
@@ -786,6 +799,17 @@ impl PluginHost {
         bytes: &[u8],
         policy: SandboxPolicy,
     ) -> Result<LoadedPlugin, PluginError> {
+        let policy = self.resolve_dir_grants(path, policy)?;
+        self.load_resolved(path, bytes, policy)
+    }
+
+    /// Compiles and validates a plugin under a policy whose directory grants are resolved.
+    fn load_resolved(
+        &self,
+        path: &Path,
+        bytes: &[u8],
+        policy: SandboxPolicy,
+    ) -> Result<LoadedPlugin, PluginError> {
         if policy.limits.fuel.is_some() && self.inner.limits.fuel.is_none() {
             return Err(PluginError::Policy {
                 path: path.to_owned(),
@@ -810,7 +834,6 @@ impl PluginHost {
                     message,
                 },
             })?;
-        let policy = self.resolve_dir_grants(path, policy)?;
         if bytes.len() as u64 > self.inner.max_file_bytes {
             return Err(PluginError::TooLarge {
                 path: path.to_owned(),
@@ -1137,13 +1160,17 @@ impl PluginHost {
         Ok(())
     }
 
-    /// Runs the plugin once to read its tool list.
+    /// Runs the plugin once to read its tool list, with its limits but **none of its grants**:
+    /// no directories, environment, HTTP destinations or secrets. Listing tools (for `check`,
+    /// `list`, `schema` or `lock`, i.e. before anyone approved the plugin) must not hand
+    /// unreviewed code what its policy grants.
     fn read_tools(
         &self,
         path: &Path,
         pre: &PluginPre<PluginState>,
         policy: &SandboxPolicy,
     ) -> Result<Vec<PluginToolMeta>, PluginError> {
+        let policy = &SandboxPolicy::with_limits(policy.limits.clone());
         let startup = |reason: String| PluginError::Startup {
             path: path.to_owned(),
             reason,
@@ -1219,6 +1246,11 @@ pub struct LoadDirOptions {
     pub include_build_dirs: bool,
     /// Load whatever is there, even if the directory has a lock file (to write a new one).
     pub ignore_lock: bool,
+    /// The directory must have a lock file: without one, loading fails
+    /// ([`crate::LockError::Missing`]) instead of loading everything. `serve` sets it for every
+    /// reload of a directory that was locked when it started (`--locked` sets it from the
+    /// start), so that deleting the lock never unlocks it.
+    pub locked: bool,
 }
 
 impl LoadDirOptions {
@@ -1231,6 +1263,12 @@ impl LoadDirOptions {
     /// Sets whether the directory's lock file is ignored (see [`crate::LockFile`]).
     pub fn ignore_lock(mut self, ignore: bool) -> Self {
         self.ignore_lock = ignore;
+        self
+    }
+
+    /// Sets whether the directory must have a lock file (see [`LoadDirOptions::locked`]).
+    pub fn locked(mut self, locked: bool) -> Self {
+        self.locked = locked;
         self
     }
 
@@ -1462,7 +1500,7 @@ impl LoadedPlugin {
     /// Definitions of every tool of the plugin, for one new session. Registering them creates
     /// one instance, shared by these tools and by no one else.
     pub fn definitions(&self) -> Vec<ToolDefinition> {
-        let session = Arc::new(PluginSession::new(Arc::clone(&self.image)));
+        let session = Arc::new(SessionOwner::new(Arc::clone(&self.image)));
         self.image
             .metas
             .iter()

@@ -8,6 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
+
+use crate::events::{CallReports, LogLevel};
 use tokio::io::AsyncWrite;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
@@ -131,26 +133,27 @@ pub(crate) struct PluginOutput {
 }
 
 impl PluginOutput {
-    /// Sends what the plugin wrote to the log, tagged with its name; returns the stderr text
-    /// (for quoting in an error).
-    pub(crate) fn flush_to_log(&self, plugin: &str) -> String {
+    /// Passes what the plugin wrote during a call to that call's reports, one log message per
+    /// line (stdout at `info`, stderr at `warn`): the same bounds as the plugin's own log
+    /// messages (at most [`crate::events::MAX_LOGS_PER_CALL`] per call, each cut to its size
+    /// cap, then one message saying how many were dropped). Returns the stderr text, for
+    /// quoting in an error.
+    pub(crate) fn drain_into(&self, reports: &mut CallReports) -> String {
         let (stdout, dropped_out) = self.stdout.drain();
         let (stderr, dropped_err) = self.stderr.drain();
-        if stdout.is_empty() && stderr.is_empty() && dropped_out + dropped_err == 0 {
-            return stderr;
-        }
         for line in stdout.lines().filter(|l| !l.trim().is_empty()) {
-            tracing::info!(target: "llm_worker::plugin", plugin, stream = "stdout", "{line}");
+            reports.log(LogLevel::Info, format!("stdout: {line}"));
         }
         for line in stderr.lines().filter(|l| !l.trim().is_empty()) {
-            tracing::warn!(target: "llm_worker::plugin", plugin, stream = "stderr", "{line}");
+            reports.log(LogLevel::Warn, format!("stderr: {line}"));
         }
         if dropped_out + dropped_err > 0 {
-            tracing::warn!(
-                target: "llm_worker::plugin",
-                plugin,
-                "dropped {dropped_out} bytes of stdout and {dropped_err} of stderr over the \
-                 {CAPTURE_BYTES}-byte buffers"
+            reports.log(
+                LogLevel::Warn,
+                format!(
+                    "dropped {dropped_out} bytes of stdout and {dropped_err} of stderr over the \
+                     {CAPTURE_BYTES}-byte buffers"
+                ),
             );
         }
         stderr

@@ -554,3 +554,75 @@ fn special_files_are_refused_without_blocking() {
         "{device:?}"
     );
 }
+
+/// A directory holding greet and a plugin whose start spins for as long as `timeout_ms` lets
+/// it (its tool list still loads at once: listing tools runs a plugin with no grants).
+fn greet_beside_a_slow_starter(name: &str, timeout_ms: u64) -> PluginDir {
+    let dir = scratch_dir(name);
+    std::fs::write(
+        dir.join("slow.wasm"),
+        llm_worker_tests::wat::start_gated_on_environment(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        dir.join("slow.policy.toml"),
+        format!("[env]\nset = {{ SPIN = \"1\" }}\n\n[limits]\ntimeout_ms = {timeout_ms}\n"),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::copy(plugin_path("greet"), dir.join("greet.wasm")).unwrap_or_else(|e| panic!("{e}"));
+    let loaded = llm_worker_tests::host()
+        .load_dir(&dir)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(loaded.failures.is_empty(), "{:?}", loaded.failures);
+    loaded
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_whose_start_is_slow_delays_no_other_plugin() {
+    // The slow plugin's start would spin for two minutes: registering a session and calling
+    // greet must not wait for it (the factory starts the instance in the background).
+    let loaded = greet_beside_a_slow_starter("slow-start-others", 120_000);
+    let session = tokio::spawn(async move {
+        let mut worker = Worker::new();
+        worker
+            .register_tools(loaded.definitions())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let tools = worker.tool_server_handle();
+        let greeting = tools.call_tool("greet", r#"{"name":"Ada"}"#).await;
+        (greeting, worker)
+    });
+    // A liveness bound, a hundred times what the greeting takes: the old factory blocked here
+    // for the slow plugin's whole start.
+    let (greeting, worker) = tokio::time::timeout(Duration::from_secs(60), session)
+        .await
+        .expect("the session opened and greet answered while the other plugin was starting")
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(greeting.is_ok_and(|text| text.contains("Ada")));
+    // Ending the session stops the start still running (the next test's CPU is its own).
+    drop(worker);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_call_of_a_slow_starter_waits_within_its_own_time_limit() {
+    let loaded = greet_beside_a_slow_starter("slow-start-first-call", 1_000);
+    let mut worker = Worker::new();
+    worker
+        .register_tools(loaded.definitions())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let tools = worker.tool_server_handle();
+    // Started at registration, in the background: the call waits for that start, which runs
+    // out of its time limit; then the call itself tries once more, within what is left.
+    let message = error_message(tools.call_tool("slow", "{}").await);
+    assert!(
+        message.contains("plugin 'slow'")
+            && (message.contains("still starting") || message.contains("time limit of 1s")),
+        "{message}"
+    );
+    assert_eq!(
+        tools
+            .call_tool("greet", r#"{"name":"Bo"}"#)
+            .await
+            .as_deref(),
+        Ok("Hello, Bo!")
+    );
+}

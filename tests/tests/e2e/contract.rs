@@ -307,6 +307,59 @@ async fn a_chatty_plugin_is_bounded() {
     );
 }
 
+#[tokio::test]
+async fn what_a_plugin_prints_is_bounded_like_its_logs() {
+    let trapper = plugin("trapper");
+    let tools = session(&trapper);
+    let (sink, events) = collector();
+    let output = with_tool_events(sink, tools.call_tool("print_lines", r#"{"lines":5000}"#))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(output, "printed");
+    let events = events.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let logs: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            ToolEventKind::Log { message, .. } => Some(message.as_str()),
+            _ => None,
+        })
+        .collect();
+    // 5,000 lines: the same 100 messages per call as the plugin's own logs, then one notice.
+    assert_eq!(
+        logs.len(),
+        MAX_LOGS_PER_CALL as usize + 1,
+        "{:?}",
+        &logs[..3]
+    );
+    // The 16 KiB buffer keeps the newest lines: the first may have lost its beginning.
+    assert!(logs[0].starts_with("stdout: "), "{}", logs[0]);
+    assert!(
+        logs[logs.len() - 1].contains("more log messages of this call were dropped"),
+        "{logs:?}"
+    );
+    // The next call has its own allowance.
+    let (sink, events) = collector();
+    with_tool_events(sink, tools.call_tool("print_lines", r#"{"lines":2}"#))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let events = events.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let said: Vec<String> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            ToolEventKind::Log { message, .. } => Some(message.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        said,
+        [
+            "stdout: line 0",
+            "stdout: line 1",
+            "stderr: printed 2 lines"
+        ]
+    );
+}
+
 /// A plugin claiming read-only, granted a read-write directory: the claim is dropped, with a
 /// warning; a granted HTTP destination makes the tool open-world.
 #[test]

@@ -294,3 +294,208 @@ async fn a_tool_without_the_grant_cannot_reach_the_host_its_sibling_can() {
     let error = fetcher_with("per-tool-unknown", &unknown).expect_err("refused");
     assert!(error.to_string().contains("tools.nope"), "{error}");
 }
+
+fn lock_error(result: Result<PluginDir, PluginError>) -> LockError {
+    match result {
+        Err(PluginError::Lock(error)) => error,
+        other => panic!("expected a lock error, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_directory_that_must_be_locked_loads_nothing_without_its_lock() {
+    let dir = plugin_dir("locked-missing");
+    let locked = LoadDirOptions::default().locked(true);
+    // Never locked: `--locked` makes that an error, not "everything allowed".
+    let error = lock_error(host().load_dir_with(&dir, locked, |_, _, _| {}));
+    assert!(matches!(error, LockError::Missing { .. }), "{error}");
+    assert!(error.to_string().contains("llm-worker lock"), "{error}");
+    lock(&dir);
+    let loaded = host()
+        .load_dir_with(&dir, locked, |_, _, _| {})
+        .expect("locked and approved");
+    assert_eq!(loaded.plugins.len(), 2);
+    // The attacker who swaps a plugin deletes the lock too: still nothing of theirs loads.
+    std::fs::copy(plugin_path("calc"), dir.join("counter.wasm")).expect("swap");
+    std::fs::remove_file(dir.join(LOCK_FILE)).expect("delete the lock");
+    let error = lock_error(host().load_dir_with(&dir, locked, |_, _, _| {}));
+    assert!(matches!(error, LockError::Missing { .. }), "{error}");
+}
+
+#[cfg(unix)]
+#[test]
+fn a_lock_file_others_could_have_written_is_not_trusted() {
+    use std::os::unix::fs::{PermissionsExt, symlink};
+    let dir = plugin_dir("lock-untrusted");
+    lock(&dir);
+    let path = dir.join(LOCK_FILE);
+    let approved = std::fs::read(&path).expect("read");
+
+    // Writable by others.
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+    let error = lock_error(host().load_dir(&dir));
+    assert!(
+        matches!(error, LockError::Untrusted { .. }) && error.to_string().contains("chmod go-w"),
+        "{error}"
+    );
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+
+    // A link to a lock file outside the directory (one that approves anything).
+    let elsewhere = scratch_dir("lock-untrusted-elsewhere");
+    std::fs::write(elsewhere.join(LOCK_FILE), &approved).expect("write");
+    std::fs::remove_file(&path).expect("remove");
+    symlink(elsewhere.join(LOCK_FILE), &path).expect("link");
+    let error = lock_error(host().load_dir(&dir));
+    assert!(
+        error.to_string().contains("outside the plugin directory"),
+        "{error}"
+    );
+
+    // A dangling link is not "no lock".
+    std::fs::remove_file(&path).expect("remove");
+    symlink(dir.join("gone.lock"), &path).expect("link");
+    let error = lock_error(host().load_dir(&dir));
+    assert!(matches!(error, LockError::Untrusted { .. }), "{error}");
+
+    // Someone else's (root may hand a file to another user; others cannot).
+    std::fs::remove_file(&path).expect("remove");
+    std::fs::write(&path, &approved).expect("write");
+    let root = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(&path).expect("stat")) == 0;
+    if root {
+        std::os::unix::fs::chown(&path, Some(65534), None).expect("chown");
+        let error = lock_error(host().load_dir(&dir));
+        assert!(
+            error.to_string().contains("belongs to user 65534"),
+            "{error}"
+        );
+        std::os::unix::fs::chown(&path, Some(0), None).expect("chown");
+    }
+    assert_eq!(
+        host().load_dir(&dir).expect("trusted again").plugins.len(),
+        2
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn a_configmap_mount_of_links_inside_the_directory_is_trusted() {
+    use std::os::unix::fs::symlink;
+    // Kubernetes mounts a ConfigMap as links into `..data`, itself a link to a timestamped
+    // directory, all inside the mount.
+    let source = plugin_dir("configmap-source");
+    lock(&source);
+    let dir = scratch_dir("configmap");
+    let versioned = dir.join("..2026_11_30_12_00_00.000000001");
+    std::fs::create_dir(&versioned).expect("mkdir");
+    for file in ["counter.wasm", "greet.wasm", "greet.policy.toml", LOCK_FILE] {
+        std::fs::copy(source.join(file), versioned.join(file)).expect("copy");
+    }
+    symlink(versioned.file_name().expect("name"), dir.join("..data")).expect("link");
+    for file in ["counter.wasm", "greet.wasm", "greet.policy.toml", LOCK_FILE] {
+        symlink(format!("..data/{file}"), dir.join(file)).expect("link");
+    }
+    let loaded = host().load_dir(&dir).expect("load");
+    assert!(loaded.failures.is_empty(), "{:?}", loaded.failures);
+    assert_eq!(loaded.plugins.len(), 2);
+}
+
+#[cfg(unix)]
+#[test]
+fn writing_the_lock_replaces_a_planted_link_instead_of_following_it() {
+    let dir = plugin_dir("lock-planted-link");
+    let victim = scratch_dir("lock-planted-victim").join("authorized_keys");
+    std::fs::write(&victim, "ssh-ed25519 AAAA the operator's key\n").expect("victim");
+    std::os::unix::fs::symlink(&victim, dir.join(LOCK_FILE)).expect("plant");
+    let loaded = host()
+        .load_dir_with(
+            &dir,
+            LoadDirOptions::default().ignore_lock(true),
+            |_, _, _| {},
+        )
+        .expect("load");
+    LockFile::of(&dir, &loaded.plugins)
+        .write(&dir)
+        .expect("write the lock");
+    assert_eq!(
+        std::fs::read_to_string(&victim).expect("victim"),
+        "ssh-ed25519 AAAA the operator's key\n",
+        "the file the link led to is untouched"
+    );
+    let written = std::fs::symlink_metadata(dir.join(LOCK_FILE)).expect("lock");
+    assert!(
+        written.file_type().is_file(),
+        "the link was replaced by the lock"
+    );
+    assert_eq!(host().load_dir(&dir).expect("load").plugins.len(), 2);
+    // No temporary file is left behind.
+    let leftovers: Vec<_> = std::fs::read_dir(&dir)
+        .expect("list")
+        .filter_map(Result::ok)
+        .filter(|entry| entry.file_name().to_string_lossy().ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[cfg(unix)]
+#[test]
+fn a_directory_grant_that_now_leads_elsewhere_is_not_approved() {
+    let dir = plugin_dir("lock-grant-moved");
+    let data = dir.join("data");
+    std::fs::create_dir(&data).expect("mkdir");
+    let policy = format!(
+        "[[dirs]]\nhost = {:?}\nguest = \"/data\"\n",
+        data.canonicalize()
+            .expect("real path")
+            .display()
+            .to_string()
+    );
+    std::fs::write(dir.join("greet.policy.toml"), &policy).expect("policy");
+    lock(&dir);
+    let text = std::fs::read_to_string(dir.join(LOCK_FILE)).expect("lock");
+    assert!(
+        text.contains("dirs = ["),
+        "the lock pins where the grant leads: {text}"
+    );
+    assert_eq!(host().load_dir(&dir).expect("load").plugins.len(), 2);
+
+    // The policy's text is unchanged; `data` is replaced by a link to the operator's secrets.
+    let secrets = scratch_dir("lock-grant-moved-ssh");
+    std::fs::write(secrets.join("id_ed25519"), "PRIVATE KEY").expect("secret");
+    std::fs::remove_dir(&data).expect("rmdir");
+    std::os::unix::fs::symlink(&secrets, &data).expect("link");
+    let loaded = host().load_dir(&dir).expect("load");
+    let message = not_approved(&loaded, "greet.wasm");
+    assert!(
+        message.contains("directory grants lead to")
+            && message.contains(&secrets.canonicalize().expect("real").display().to_string()),
+        "{message}"
+    );
+    assert_eq!(loaded.plugins.len(), 1, "counter still loads");
+}
+
+#[test]
+fn listing_a_plugins_tools_gives_it_none_of_its_grants() {
+    // The slow starter spins in its start code as soon as it sees any environment variable:
+    // loading it (which lists its tools) with a policy granting one must still be quick and
+    // succeed, which it does only if the listing ran without the grant.
+    let dir = scratch_dir("probe-without-grants");
+    std::fs::write(
+        dir.join("slow.wasm"),
+        llm_worker_tests::wat::start_gated_on_environment(),
+    )
+    .expect("write");
+    std::fs::write(
+        dir.join("slow.policy.toml"),
+        "[env]\nset = { API_KEY = \"granted\" }\n\n[limits]\ntimeout_ms = 2000\n",
+    )
+    .expect("policy");
+    let plugin = host()
+        .load(dir.join("slow.wasm"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(plugin.tool_names(), ["slow"]);
+    assert_eq!(
+        plugin.policy().env.len(),
+        1,
+        "the grant is kept for the tool's calls"
+    );
+}
