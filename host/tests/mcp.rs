@@ -577,3 +577,49 @@ async fn serve_http_stops_when_told() {
     assert!(tokio::net::TcpStream::connect(address).await.is_err());
     drop(client);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dir_watcher_follows_the_directory_one_rescan_at_a_time() {
+    use llm_worker::mcp::DirWatcher;
+    let dir = llm_worker_tests::scratch_dir("dir-watcher");
+    let copy = |plugin: &str, name: &str| {
+        std::fs::copy(llm_worker_tests::plugin_path(plugin), dir.join(name)).expect("copy");
+    };
+    copy("counter", "counter.wasm");
+    let host = llm_worker_tests::host().clone();
+    let mut watcher =
+        DirWatcher::load(host, &dir, llm_worker::LoadDirOptions::default()).expect("load");
+    let names = |watcher: &DirWatcher| -> Vec<String> {
+        watcher
+            .groups()
+            .iter()
+            .map(|group| {
+                std::path::Path::new(group.name())
+                    .file_name()
+                    .map(|name| name.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            })
+            .collect()
+    };
+    assert_eq!(names(&watcher), ["counter.wasm"]);
+    assert!(!watcher.rescan().await, "nothing changed");
+
+    copy("greet", "greet.wasm");
+    assert!(watcher.rescan().await, "a plugin added");
+    assert_eq!(names(&watcher), ["counter.wasm", "greet.wasm"]);
+    let revision = watcher.groups()[1].revision();
+
+    // A broken new version: looked at, refused, the working one kept.
+    std::fs::write(dir.join("greet.wasm"), b"broken").expect("break");
+    assert!(!watcher.rescan().await, "the served plugins did not change");
+    assert_eq!(watcher.groups()[1].revision(), revision);
+
+    // The same bytes again (a new modification time): no change either.
+    copy("greet", "greet.wasm");
+    assert!(!watcher.rescan().await);
+    assert_eq!(watcher.groups()[1].revision(), revision);
+
+    std::fs::remove_file(dir.join("counter.wasm")).expect("remove");
+    assert!(watcher.rescan().await, "a plugin removed");
+    assert_eq!(names(&watcher), ["greet.wasm"]);
+}

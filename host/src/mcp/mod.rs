@@ -26,6 +26,7 @@ mod session;
 mod stdio;
 #[cfg(feature = "mcp-http")]
 mod token;
+mod watch;
 
 pub use catalog::{ToolCatalog, ToolGroup};
 #[cfg(feature = "mcp-http")]
@@ -35,6 +36,7 @@ pub use http::{
 };
 #[cfg(feature = "mcp-http")]
 pub use token::{default_token_path, persistent_token};
+pub use watch::{DirSnapshot, DirWatcher, WATCH_INTERVAL};
 
 use std::sync::Arc;
 

@@ -1,0 +1,296 @@
+//! Keeping an MCP server's [`ToolCatalog`] in step with a plugin directory (`serve --watch`):
+//! plugins added, changed or removed are picked up, a broken new version keeps the working
+//! one serving, and a directory that was locked stays locked.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use super::{ToolCatalog, ToolGroup};
+use crate::lock::{LOCK_FILE, LockFile};
+use crate::plugin::{LoadDirOptions, PluginDir, PluginError, PluginHost};
+use crate::policy::SandboxPolicy;
+
+/// How often [`DirWatcher::run`] looks at the directory.
+pub const WATCH_INTERVAL: Duration = Duration::from_millis(300);
+
+/// What a file looked like at the last scan: size, modification time and identity, to notice
+/// that something may have changed (what changed is decided by content).
+type Stat = (u64, Option<SystemTime>, u64);
+
+/// A plugin file and its policy at the last scan.
+type Fingerprint = [Stat; 2];
+
+fn stat(path: &Path) -> Stat {
+    #[cfg(unix)]
+    let identity = |m: &std::fs::Metadata| std::os::unix::fs::MetadataExt::ino(m);
+    #[cfg(not(unix))]
+    let identity = |_: &std::fs::Metadata| 0;
+    std::fs::metadata(path)
+        .map(|m| (m.len(), m.modified().ok(), identity(&m)))
+        .unwrap_or((0, None, 0))
+}
+
+/// The plugin files of `dir` with their policies, and its lock file (an update written by
+/// `llm-worker lock`, or a lock that is removed or replaced, is a change to act on too).
+#[derive(PartialEq)]
+struct Scan {
+    plugins: BTreeMap<PathBuf, Fingerprint>,
+    lock: Option<Stat>,
+}
+
+fn scan(dir: &Path, options: LoadDirOptions) -> Scan {
+    let lock = dir.join(LOCK_FILE);
+    Scan {
+        plugins: options
+            .plugin_files(dir)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|path| {
+                let print = [stat(&path), stat(&SandboxPolicy::path_for(&path))];
+                (path, print)
+            })
+            .collect(),
+        lock: std::fs::symlink_metadata(&lock)
+            .is_ok()
+            .then(|| stat(&lock)),
+    }
+}
+
+/// What a plugin directory looked like at one moment (its plugin files, their policies and
+/// its lock file), to notice later changes: take it *before* loading the directory, so that a
+/// change made while it loads is picked up by the first rescan.
+#[derive(PartialEq)]
+pub struct DirSnapshot(Scan);
+
+impl std::fmt::Debug for DirSnapshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DirSnapshot")
+            .field("plugins", &self.0.plugins.len())
+            .field("lock", &self.0.lock.is_some())
+            .finish()
+    }
+}
+
+impl DirSnapshot {
+    /// The files of `dir` that `options` read, as they are now.
+    pub fn take(dir: &Path, options: LoadDirOptions) -> Self {
+        Self(scan(dir, options))
+    }
+}
+
+/// The served plugins, by file: a plugin whose new version fails to load keeps its working
+/// version; a removed file goes.
+#[derive(Default)]
+struct Served {
+    groups: BTreeMap<PathBuf, ToolGroup>,
+    /// The problems reported at the last load, so that a rescan does not repeat them.
+    reported: std::collections::BTreeSet<String>,
+}
+
+impl Served {
+    fn update(&mut self, loaded: PluginDir, present: &Scan) {
+        self.groups
+            .retain(|path, _| present.plugins.contains_key(path));
+        for plugin in &loaded.plugins {
+            let group = ToolGroup::plugin(plugin);
+            let path = plugin.path().to_owned();
+            if self
+                .groups
+                .get(&path)
+                .is_none_or(|old| old.revision() != group.revision())
+            {
+                tracing::info!(plugin = %path.display(), "serving plugin");
+                self.groups.insert(path, group);
+            }
+        }
+        let mut problems = std::collections::BTreeSet::new();
+        for failure in &loaded.failures {
+            let problem = match failure {
+                // Two plugins offering one tool are both refused by a fresh load; while
+                // serving, the one served already keeps serving, and only the other is out.
+                PluginError::ToolNameClash {
+                    path, other, tool, ..
+                } if self.groups.contains_key(path) && self.groups.contains_key(other) => {
+                    format!(
+                        "plugins {} and {} both offer the tool '{tool}' now: the versions served \
+                         before keep serving until one is renamed or removed",
+                        path.min(other).display(),
+                        path.max(other).display()
+                    )
+                }
+                PluginError::ToolNameClash { path, .. } if self.groups.contains_key(path) => {
+                    continue;
+                }
+                PluginError::ToolNameClash {
+                    path, other, tool, ..
+                } if self.groups.contains_key(other) => {
+                    format!(
+                        "plugin {} is not served: its tool '{tool}' is served by {} already; \
+                         rename or remove one of them",
+                        path.display(),
+                        other.display()
+                    )
+                }
+                failure => failure.to_string(),
+            };
+            problems.insert(problem);
+        }
+        for problem in problems.difference(&self.reported) {
+            tracing::warn!("{problem}");
+        }
+        self.reported = problems;
+    }
+
+    fn groups(&self) -> Vec<ToolGroup> {
+        self.groups.values().cloned().collect()
+    }
+}
+
+/// The served state of a plugin directory, and how to keep a catalog in step with it.
+///
+/// ```no_run
+/// use llm_worker::mcp::{DirWatcher, McpOptions, ToolCatalog, serve_stdio};
+/// use llm_worker::{LoadDirOptions, PluginHost};
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let host = PluginHost::new()?;
+/// let watcher = DirWatcher::load(host, "plugins", LoadDirOptions::default())?;
+/// let catalog = ToolCatalog::new(watcher.groups());
+/// tokio::spawn(watcher.run(catalog.clone()));
+/// serve_stdio(catalog, McpOptions::new("my-tools", "1.0.0")).await?;
+/// # Ok(())
+/// # }
+/// ```
+pub struct DirWatcher {
+    host: PluginHost,
+    dir: PathBuf,
+    options: LoadDirOptions,
+    served: Served,
+    present: Scan,
+    /// The last reload's error, said once (until the directory changes again).
+    refused: Option<String>,
+}
+
+impl std::fmt::Debug for DirWatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DirWatcher")
+            .field("dir", &self.dir)
+            .field("options", &self.options)
+            .field("served", &self.served.groups.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+impl DirWatcher {
+    /// Loads `dir` (see [`PluginHost::load_dir_with`]) and keeps what loaded. A directory that
+    /// has a lock file now stays locked for every reload ([`LoadDirOptions::locked`]): a lock
+    /// deleted later refuses every change rather than loading whatever is there.
+    pub fn load(
+        host: PluginHost,
+        dir: impl Into<PathBuf>,
+        options: LoadDirOptions,
+    ) -> Result<Self, PluginError> {
+        let dir = dir.into();
+        let before = DirSnapshot::take(&dir, options);
+        let loaded = host.load_dir_with(&dir, options, |_, _, _| {})?;
+        Ok(Self::from_loaded(host, dir, options, before, loaded))
+    }
+
+    /// Like [`load`](Self::load), from a load of `dir` made already (with a progress bar,
+    /// say), and the snapshot taken just before it.
+    pub fn from_loaded(
+        host: PluginHost,
+        dir: impl Into<PathBuf>,
+        options: LoadDirOptions,
+        before: DirSnapshot,
+        loaded: PluginDir,
+    ) -> Self {
+        let dir = dir.into();
+        let present = before.0;
+        let mut options = options;
+        if !options.locked && !options.ignore_lock && matches!(LockFile::read(&dir), Ok(Some(_))) {
+            options = options.locked(true);
+        }
+        let mut served = Served::default();
+        served.update(loaded, &present);
+        Self {
+            host,
+            dir,
+            options,
+            served,
+            present,
+            refused: None,
+        }
+    }
+
+    /// The groups served now, one per plugin: what a [`ToolCatalog`] is made of.
+    pub fn groups(&self) -> Vec<ToolGroup> {
+        self.served.groups()
+    }
+
+    /// How the directory is read (`locked` once it had a lock).
+    pub fn options(&self) -> LoadDirOptions {
+        self.options
+    }
+
+    /// Looks at the directory once: if a plugin, a policy or the lock file changed, loads it
+    /// again (on a blocking thread: compiling takes a while) and takes in what changed.
+    /// Returns whether the served plugins changed. A reload that fails as a whole (the lock is
+    /// gone, untrusted or unreadable; the directory is unreadable) changes nothing and is
+    /// logged once.
+    pub async fn rescan(&mut self) -> bool {
+        let now = scan(&self.dir, self.options);
+        if now == self.present {
+            return false;
+        }
+        let (host, options, path) = (self.host.clone(), self.options, self.dir.clone());
+        let loaded = match tokio::task::spawn_blocking(move || {
+            host.load_dir_with(path, options, |_, _, _| {})
+        })
+        .await
+        {
+            Ok(Ok(loaded)) => loaded,
+            Ok(Err(error)) => {
+                let message = format!("{error}; still serving the plugins loaded before");
+                if self.refused.as_ref() != Some(&message) {
+                    tracing::warn!("{message}");
+                }
+                self.refused = Some(message);
+                self.present = now;
+                return false;
+            }
+            Err(_) => return false,
+        };
+        self.refused = None;
+        self.present = now;
+        let before: Vec<(String, u64)> = self
+            .served
+            .groups
+            .values()
+            .map(|group| (group.name().to_owned(), group.revision()))
+            .collect();
+        self.served.update(loaded, &self.present);
+        let after: Vec<(String, u64)> = self
+            .served
+            .groups
+            .values()
+            .map(|group| (group.name().to_owned(), group.revision()))
+            .collect();
+        before != after
+    }
+
+    /// Rescans every [`WATCH_INTERVAL`] and replaces `catalog`'s groups when the plugins
+    /// change (every open session takes the change in and tells its client); runs until the
+    /// task is dropped.
+    pub async fn run(mut self, catalog: ToolCatalog) {
+        loop {
+            tokio::time::sleep(WATCH_INTERVAL).await;
+            if self.rescan().await {
+                // Sessions keep the instances of groups whose revision (content) is unchanged,
+                // and tell their clients only if their tools changed.
+                catalog.replace(self.groups());
+            }
+        }
+    }
+}
