@@ -155,11 +155,7 @@ fn cut(text: &mut String) -> bool {
     if text.len() <= MAX_LOG_MESSAGE_BYTES {
         return false;
     }
-    let mut end = MAX_LOG_MESSAGE_BYTES;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text.truncate(end);
+    text.truncate(text.floor_char_boundary(MAX_LOG_MESSAGE_BYTES));
     true
 }
 

@@ -115,15 +115,6 @@ impl LockError {
     }
 }
 
-/// The SHA-256 of `bytes`, in hex.
-pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::Digest;
-    sha2::Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
 /// A path within `dir` as the lock file names it.
 pub(crate) fn relative_name(dir: &Path, path: &Path) -> String {
     path.strip_prefix(dir)
@@ -298,7 +289,7 @@ impl LockFile {
             .iter()
             .map(|plugin| LockedPlugin {
                 file: relative_name(dir, plugin.path()),
-                sha256: plugin.sha256().iter().map(|b| format!("{b:02x}")).collect(),
+                sha256: crate::digest::hex(plugin.sha256()),
                 policy_sha256: plugin.policy_sha256().unwrap_or("none").to_owned(),
                 dirs: grant_paths(plugin.policy()),
                 tools: plugin.tool_names().into_iter().map(str::to_owned).collect(),

@@ -177,8 +177,7 @@ impl HttpSecret {
         }
     }
 
-    /// The header's value (for the request only: never log it).
-    #[cfg_attr(not(feature = "wasi-http"), allow(dead_code))]
+    /// The header's value (for the request, and hashed for a revision: never log it).
     pub(crate) fn value(&self) -> &str {
         &self.value
     }

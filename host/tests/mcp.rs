@@ -623,3 +623,31 @@ async fn a_dir_watcher_follows_the_directory_one_rescan_at_a_time() {
     assert!(watcher.rescan().await, "a plugin removed");
     assert_eq!(names(&watcher), ["greet.wasm"]);
 }
+
+#[test]
+fn a_changed_secret_is_a_new_revision() {
+    use llm_worker::{HttpGrant, HttpSecret, Limits, SandboxPolicy};
+    let with_secret = |value: &str| {
+        let grant = HttpGrant::parse("https://api.example.com").expect("rule");
+        let mut policy = SandboxPolicy::with_limits(Limits::default());
+        policy.http.push(grant.clone());
+        policy
+            .http_secrets
+            .push(HttpSecret::new(grant, "Authorization", value));
+        let plugin = llm_worker_tests::host()
+            .load_with_policy(llm_worker_tests::plugin_path("fetcher"), policy)
+            .expect("load");
+        ToolGroup::plugin(&plugin).revision()
+    };
+    let first = with_secret("Bearer one");
+    assert_eq!(
+        first,
+        with_secret("Bearer one"),
+        "the same plugin and policy"
+    );
+    assert_ne!(
+        first,
+        with_secret("Bearer two"),
+        "a session must not keep an instance sending the old secret"
+    );
+}

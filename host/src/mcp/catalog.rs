@@ -2,7 +2,6 @@
 //! registered from it, kept up to date as the catalog changes.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::hash::{Hash, Hasher};
 use std::sync::{Arc, OnceLock};
 
 use tokio::sync::watch;
@@ -63,13 +62,10 @@ impl ToolGroup {
     /// The tools of a plugin: named after its file, at a revision that changes with its bytes
     /// and its policy; each session gets a fresh instance.
     pub fn plugin(plugin: &LoadedPlugin) -> Self {
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        plugin.sha256().hash(&mut hasher);
-        format!("{:?}", plugin.policy()).hash(&mut hasher);
         let source = plugin.clone();
         Self {
             name: plugin.path().display().to_string(),
-            revision: hasher.finish(),
+            revision: plugin_revision(plugin),
             tool_names: Some(plugin.tool_names().into_iter().map(str::to_owned).collect()),
             tools: Some(plugin.tools().into()),
             definitions: Arc::new(move || source.definitions()),
@@ -85,6 +81,26 @@ impl ToolGroup {
     pub fn revision(&self) -> u64 {
         self.revision
     }
+}
+
+/// A plugin's revision: its bytes, its policy file's bytes (or, for a policy given in code,
+/// the policy as loaded) and its secrets' values — each secret through a one-way hash, so that
+/// a changed secret is a new revision while no value is kept or could be read back.
+fn plugin_revision(plugin: &LoadedPlugin) -> u64 {
+    let mut text = crate::digest::hex(plugin.sha256());
+    match plugin.policy_sha256() {
+        Some(policy) => text.push_str(policy),
+        // `Debug` redacts the secrets: they are added below.
+        None => text.push_str(&format!("{:?}", plugin.policy())),
+    }
+    for secret in &plugin.policy().http_secrets {
+        text.push_str(&format!("|{}|{}|", secret.grant, secret.header));
+        text.push_str(&crate::digest::sha256_hex(secret.value().as_bytes()));
+    }
+    let digest = crate::digest::sha256(text.as_bytes());
+    u64::from_le_bytes([
+        digest[0], digest[1], digest[2], digest[3], digest[4], digest[5], digest[6], digest[7],
+    ])
 }
 
 /// The tool groups an MCP server offers. Cheap to clone: clones share the groups, and

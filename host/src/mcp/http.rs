@@ -199,8 +199,12 @@ impl Authority {
         })
     }
 
-    /// Whether an entry of `--allowed-host` (`name` or `name:port`) admits it.
+    /// Whether an entry of `--allowed-host` (`name`, `name:port`, or a bare IPv6 address such
+    /// as `::1`) admits it.
     fn allowed_by(&self, entry: &str) -> bool {
+        if let Ok(std::net::IpAddr::V6(address)) = entry.trim().parse::<std::net::IpAddr>() {
+            return self.host == address.to_string();
+        }
         match Authority::parse(entry) {
             Some(Authority { host, port: None }) => host == self.host,
             Some(allowed) => allowed == *self,

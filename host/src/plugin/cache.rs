@@ -54,11 +54,11 @@ fn entry_path(dir: &Path, engine: &Engine, hash: &[u8]) -> PathBuf {
     engine
         .precompile_compatibility_hash()
         .hash(&mut engine_hash);
-    dir.join(format!("{}-{:016x}.cwasm", hex(hash), engine_hash.finish()))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    dir.join(format!(
+        "{}-{:016x}.cwasm",
+        crate::digest::hex(hash),
+        engine_hash.finish()
+    ))
 }
 
 impl CompileCache {

@@ -574,11 +574,7 @@ fn cut(mut text: String, cap: usize) -> String {
         return text;
     }
     let total = text.len();
-    let mut end = cap;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text.truncate(end);
+    text.truncate(text.floor_char_boundary(cap));
     text.push_str(&format!(
         " … [cut: the plugin's error text was {total} bytes, over the output limit of {cap}]"
     ));

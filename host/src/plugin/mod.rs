@@ -17,7 +17,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use sha2::Digest;
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine};
 
@@ -576,10 +575,10 @@ impl PluginHost {
         };
         let policy_sha256 = policy_text
             .as_deref()
-            .map(|text| crate::lock::sha256_hex(text.as_bytes()));
+            .map(|text| crate::digest::sha256_hex(text.as_bytes()));
         let bytes = self.read_plugin_file(path)?;
         if let Some((dir, entry)) = approved {
-            let sha256 = crate::lock::sha256_hex(&bytes);
+            let sha256 = crate::digest::sha256_hex(&bytes);
             let policy = policy_sha256.as_deref().unwrap_or("none");
             let reason = if sha256 != entry.sha256 {
                 Some(format!(
@@ -860,7 +859,7 @@ impl PluginHost {
                 });
             }
         }
-        let sha256: [u8; 32] = sha2::Sha256::digest(bytes).into();
+        let sha256 = crate::digest::sha256(bytes);
         let compiled = match &self.inner.cache {
             Some(cache) => cache
                 .load_or_compile(&self.inner.engine, bytes, &sha256, path)

@@ -171,10 +171,7 @@ pub(crate) fn stderr_tail(stderr: &str) -> Option<String> {
     if tail.is_empty() {
         return None;
     }
-    let start = tail.len().saturating_sub(400);
-    let start = (start..tail.len())
-        .find(|&i| tail.is_char_boundary(i))
-        .unwrap_or(0);
+    let start = tail.ceil_char_boundary(tail.len().saturating_sub(400));
     Some(tail[start..].to_owned())
 }
 
