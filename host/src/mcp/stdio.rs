@@ -1,11 +1,17 @@
-//! MCP over stdin and stdout, with the answers JSON-RPC requires for lines rmcp would skip in
-//! silence: a line that is not JSON gets a parse error (-32700), and `tools/call` with
-//! `arguments` that are not an object gets invalid params (-32602).
+//! MCP over stdin and stdout as an rmcp [`Transport`]: one JSON-RPC message per line, each line
+//! parsed once, with the answers JSON-RPC requires for lines rmcp's own line codec would skip in
+//! silence: a line that is not JSON gets a parse error (-32700), a request that is not a valid
+//! MCP request gets invalid request (-32600), and `tools/call` with `arguments` that are not an
+//! object gets invalid params (-32602).
 
-use rmcp::ServiceExt;
+use std::sync::Arc;
+
+use rmcp::RoleServer;
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest, ServerJsonRpcMessage};
+use rmcp::service::ServiceExt;
+use rmcp::transport::Transport;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::sync::mpsc;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 
 use super::McpError;
 use super::session::McpSession;
@@ -13,152 +19,227 @@ use super::session::McpSession;
 /// Longest line read from the client.
 const MAX_LINE_BYTES: u64 = 16 << 20;
 
-/// What to do with a line from the client: pass it on, or answer it here.
-fn check_line(line: &[u8]) -> Result<(), Value> {
+/// JSON-RPC messages as lines of a byte stream, in both directions.
+pub(crate) struct LineTransport<R, W> {
+    reader: BufReader<R>,
+    /// Shared by the sends rmcp runs concurrently and the answers given here: one line at a
+    /// time.
+    writer: Arc<tokio::sync::Mutex<W>>,
+    line: Vec<u8>,
+}
+
+impl<R, W> LineTransport<R, W>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    pub(crate) fn new(input: R, output: W) -> Self {
+        Self {
+            reader: BufReader::new(input),
+            writer: Arc::new(tokio::sync::Mutex::new(output)),
+            line: Vec::new(),
+        }
+    }
+
+    /// Writes one line.
+    async fn write_line(writer: &tokio::sync::Mutex<W>, mut line: Vec<u8>) -> std::io::Result<()> {
+        line.push(b'\n');
+        let mut writer = writer.lock().await;
+        writer.write_all(&line).await?;
+        writer.flush().await
+    }
+}
+
+/// Methods of the protocol whose requests rmcp reads into typed parameters: one that reaches
+/// it as a custom request had parameters of the wrong shape.
+const TYPED_METHODS: [&str; 8] = [
+    "initialize",
+    "ping",
+    "tools/",
+    "resources/",
+    "prompts/",
+    "completion/",
+    "logging/",
+    "server/",
+];
+
+/// The invalid-params answer to a request of a protocol method whose parameters rmcp could
+/// not read (it then takes it for a custom request), if it is one.
+fn invalid_params(message: &ClientJsonRpcMessage) -> Option<Value> {
+    let ClientJsonRpcMessage::Request(request) = message else {
+        return None;
+    };
+    let ClientRequest::CustomRequest(custom) = &request.request else {
+        return None;
+    };
+    let method = custom.method.as_str();
+    if !TYPED_METHODS
+        .iter()
+        .any(|known| method == *known || (known.ends_with('/') && method.starts_with(known)))
+    {
+        return None;
+    }
+    let text = if method == "tools/call" {
+        "Invalid params: `arguments` of tools/call must be a JSON object".to_owned()
+    } else {
+        format!("Invalid params: the parameters of {method} are not of its shape")
+    };
+    Some(json!({
+        "jsonrpc": "2.0", "id": request.id,
+        "error": {"code": -32602, "message": text},
+    }))
+}
+
+/// The answer to a line that is not a message rmcp can take, if JSON-RPC wants one (a
+/// notification gets none).
+fn answer_for(line: &[u8], error: &serde_json::Error) -> Option<Value> {
     let message: Value = match serde_json::from_slice(line) {
         Ok(message) => message,
         Err(error) => {
-            return Err(json!({
+            return Some(json!({
                 "jsonrpc": "2.0", "id": null,
                 "error": {"code": -32700, "message": format!("Parse error: {error}")},
             }));
         }
     };
+    let id = message.get("id").cloned()?;
     let arguments = message
         .get("params")
         .and_then(|params| params.get("arguments"));
-    if message.get("method").and_then(Value::as_str) == Some("tools/call")
+    let (code, text) = if message.get("method").and_then(Value::as_str) == Some("tools/call")
         && arguments.is_some_and(|arguments| !arguments.is_object() && !arguments.is_null())
     {
-        return Err(json!({
-            "jsonrpc": "2.0", "id": message.get("id").cloned().unwrap_or(Value::Null),
-            "error": {
-                "code": -32602,
-                "message": "Invalid params: `arguments` of tools/call must be a JSON object",
-            },
-        }));
+        (
+            -32602,
+            "Invalid params: `arguments` of tools/call must be a JSON object".to_owned(),
+        )
+    } else {
+        (-32600, format!("Invalid request: {error}"))
+    };
+    Some(json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": text}}))
+}
+
+impl<R, W> Transport<RoleServer> for LineTransport<R, W>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    type Error = std::io::Error;
+
+    fn send(
+        &mut self,
+        item: ServerJsonRpcMessage,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        let writer = Arc::clone(&self.writer);
+        async move {
+            let line = serde_json::to_vec(&item).map_err(std::io::Error::other)?;
+            Self::write_line(&writer, line).await
+        }
     }
-    Ok(())
+
+    async fn receive(&mut self) -> Option<ClientJsonRpcMessage> {
+        loop {
+            self.line.clear();
+            let read = (&mut self.reader)
+                .take(MAX_LINE_BYTES + 1)
+                .read_until(b'\n', &mut self.line)
+                .await;
+            if !read.is_ok_and(|read| read > 0) {
+                return None;
+            }
+            let text = self.line.strip_suffix(b"\n").unwrap_or(&self.line);
+            // At most MAX_LINE_BYTES + 1 were read: more than the limit without its newline.
+            if text.len() as u64 > MAX_LINE_BYTES {
+                tracing::warn!("a line of the client is over {MAX_LINE_BYTES} bytes; closing");
+                return None;
+            }
+            let text = text.strip_suffix(b"\r").unwrap_or(text);
+            let text = text.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(text);
+            if text.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            let answer = match serde_json::from_slice::<ClientJsonRpcMessage>(text) {
+                Ok(message) => match invalid_params(&message) {
+                    None => return Some(message),
+                    Some(answer) => answer,
+                },
+                Err(error) => match answer_for(text, &error) {
+                    Some(answer) => answer,
+                    None => {
+                        tracing::debug!("ignored a notification rmcp cannot read: {error}");
+                        continue;
+                    }
+                },
+            };
+            if Self::write_line(&self.writer, answer.to_string().into_bytes())
+                .await
+                .is_err()
+            {
+                return None;
+            }
+        }
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        self.writer.lock().await.shutdown().await
+    }
 }
 
 /// Serves `session` over `input` and `output` (stdin and stdout, or any pair of streams).
 pub(crate) async fn serve_lines(
     session: McpSession,
     input: impl AsyncRead + Unpin + Send + 'static,
-    mut output: impl AsyncWrite + Unpin + Send + 'static,
+    output: impl AsyncWrite + Unpin + Send + 'static,
 ) -> Result<(), McpError> {
-    // rmcp talks to one end of two pipes; this module stands between them and the client.
-    let (rmcp_in, mut to_rmcp) = tokio::io::duplex(64 << 10);
-    let (from_rmcp, rmcp_out) = tokio::io::duplex(64 << 10);
-    let (lines, mut outgoing) = mpsc::channel::<Vec<u8>>(64);
-
-    // One writer, so that lines from rmcp and answers from here never interleave.
-    let writer = tokio::spawn(async move {
-        while let Some(mut line) = outgoing.recv().await {
-            line.push(b'\n');
-            if output.write_all(&line).await.is_err() || output.flush().await.is_err() {
-                return;
-            }
-        }
-    });
-    let from_server = lines.clone();
-    tokio::spawn(async move {
-        let mut reader = tokio::io::BufReader::new(from_rmcp);
-        let mut line = Vec::new();
-        while reader
-            .read_until(b'\n', &mut line)
-            .await
-            .is_ok_and(|read| read > 0)
-        {
-            let text = line.strip_suffix(b"\n").unwrap_or(&line).to_vec();
-            if from_server.send(text).await.is_err() {
-                return;
-            }
-            line.clear();
-        }
-    });
-    let from_client = lines;
-    tokio::spawn(async move {
-        let mut reader = tokio::io::BufReader::new(input);
-        loop {
-            let mut line = Vec::new();
-            let read = (&mut reader)
-                .take(MAX_LINE_BYTES + 1)
-                .read_until(b'\n', &mut line)
-                .await;
-            if !read.is_ok_and(|read| read > 0) {
-                break;
-            }
-            let text = line.strip_suffix(b"\n").unwrap_or(&line);
-            // At most MAX_LINE_BYTES + 1 were read: more than the limit without its newline.
-            if text.len() as u64 > MAX_LINE_BYTES {
-                tracing::warn!("a line of the client is over {MAX_LINE_BYTES} bytes; closing");
-                break;
-            }
-            let text = text.strip_suffix(b"\r").unwrap_or(text);
-            if text.iter().all(u8::is_ascii_whitespace) {
-                continue;
-            }
-            match check_line(text) {
-                Ok(()) => {
-                    if to_rmcp.write_all(&line).await.is_err() {
-                        break;
-                    }
-                    if !line.ends_with(b"\n") && to_rmcp.write_all(b"\n").await.is_err() {
-                        break;
-                    }
-                }
-                Err(answer) => {
-                    if from_client
-                        .send(answer.to_string().into_bytes())
-                        .await
-                        .is_err()
-                    {
-                        break;
-                    }
-                }
-            }
-        }
-        // The client is gone: rmcp sees the end of its input and ends the session.
-        let _ = to_rmcp.shutdown().await;
-    });
-
-    let (rmcp_read, _) = tokio::io::split(rmcp_in);
-    let (_, rmcp_write) = tokio::io::split(rmcp_out);
     let running = session
-        .serve((rmcp_read, rmcp_write))
+        .serve(LineTransport::new(input, output))
         .await
         .map_err(|e| McpError::Session(e.to_string()))?;
-    let result = running
+    running
         .waiting()
         .await
-        .map_err(|e| McpError::Session(e.to_string()));
-    // The last answers are on their way to the writer; give them a moment to be written.
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), writer).await;
-    result.map(|_| ())
+        .map(|_| ())
+        .map_err(|e| McpError::Session(e.to_string()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn answer(line: &[u8]) -> Option<Value> {
+        match serde_json::from_slice::<ClientJsonRpcMessage>(line) {
+            Ok(message) => invalid_params(&message),
+            Err(error) => answer_for(line, &error),
+        }
+    }
+
     #[test]
-    fn lines_rmcp_would_skip_get_answers() {
-        assert!(check_line(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#).is_ok());
-        let answer = check_line(b"{not json").expect_err("parse error");
-        assert_eq!(answer["error"]["code"], -32700);
-        assert_eq!(answer["id"], Value::Null);
-        let answer = check_line(
+    fn lines_rmcp_cannot_take_get_answers() {
+        assert!(answer(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#).is_none());
+        let parse = answer(b"{not json").expect("parse error");
+        assert_eq!(parse["error"]["code"], -32700);
+        assert_eq!(parse["id"], Value::Null);
+        let params = answer(
             br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x","arguments":[1]}}"#,
         )
-        .expect_err("invalid params");
-        assert_eq!(answer["error"]["code"], -32602);
-        assert_eq!(answer["id"], 7);
+        .expect("invalid params");
+        assert_eq!(params["error"]["code"], -32602);
+        assert_eq!(params["id"], 7);
         assert!(
-            check_line(
+            answer(
                 br#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"x","arguments":{}}}"#
             )
-            .is_ok()
+            .is_none()
         );
+        let invalid = answer(br#"{"jsonrpc":"2.0","id":9,"method":"tools/list","params":7}"#)
+            .expect("invalid");
+        assert!(invalid["error"]["code"] == -32602 || invalid["error"]["code"] == -32600);
+        assert_eq!(invalid["id"], 9);
+        let request = answer(br#"{"jsonrpc":"2.0","id":10,"params":{}}"#).expect("no method");
+        assert_eq!(request["error"]["code"], -32600);
+        // A custom method is the handler's to answer.
+        assert!(answer(br#"{"jsonrpc":"2.0","id":11,"method":"x/y","params":{"a":1}}"#).is_none());
+        // A notification gets no answer, whatever is wrong with it.
+        assert!(answer(br#"{"jsonrpc":"2.0","method":"tools/call","params":7}"#).is_none());
     }
 }
