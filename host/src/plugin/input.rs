@@ -596,25 +596,25 @@ mod tests {
             ('a', 'A'),
             ('Z', 'Z'),
             ('1', '1'),
-            ('\u{df}', '\u{df}'),      // ß: no simple uppercase (the full one is "SS")
-            ('\u{1e9e}', '\u{df}'),    // ẞ lowercases to ß
-            ('\u{212a}', 'K'),         // Kelvin sign lowercases to k
-            ('\u{17f}', 'S'),          // long s uppercases to S
-            ('\u{130}', 'I'),          // İ lowercases simply to i (fully to "i̇")
-            ('\u{131}', 'I'),          // dotless ı uppercases to I
-            ('\u{1fb3}', '\u{1fbc}'),  // ᾳ uppercases simply to titlecase ᾼ (fully to "ΑΙ")
-            ('\u{1fbc}', '\u{1fbc}'),  // ᾼ lowercases to ᾳ
-            ('\u{1f80}', '\u{1f88}'),  // ᾀ → ᾈ
-            ('\u{1f97}', '\u{1f9f}'),  // ᾗ → ᾟ
-            ('\u{1fa8}', '\u{1fa8}'),  // ᾨ (titlecase) lowercases to ᾠ, which uppercases to ᾨ
-            ('\u{1fc3}', '\u{1fcc}'),  // ῃ → ῌ
-            ('\u{1ff3}', '\u{1ffc}'),  // ῳ → ῼ
-            ('\u{1fb2}', '\u{1fb2}'),  // ᾲ: no simple uppercase
-            ('\u{149}', '\u{149}'),    // ŉ: no simple uppercase
-            ('\u{fb00}', '\u{fb00}'),  // ﬀ: no simple uppercase
-            ('\u{3c2}', '\u{3a3}'),    // final ς → Σ
+            ('\u{df}', '\u{df}'), // ß: no simple uppercase (the full one is "SS")
+            ('\u{1e9e}', '\u{df}'), // ẞ lowercases to ß
+            ('\u{212a}', 'K'),    // Kelvin sign lowercases to k
+            ('\u{17f}', 'S'),     // long s uppercases to S
+            ('\u{130}', 'I'),     // İ lowercases simply to i (fully to "i̇")
+            ('\u{131}', 'I'),     // dotless ı uppercases to I
+            ('\u{1fb3}', '\u{1fbc}'), // ᾳ uppercases simply to titlecase ᾼ (fully to "ΑΙ")
+            ('\u{1fbc}', '\u{1fbc}'), // ᾼ lowercases to ᾳ
+            ('\u{1f80}', '\u{1f88}'), // ᾀ → ᾈ
+            ('\u{1f97}', '\u{1f9f}'), // ᾗ → ᾟ
+            ('\u{1fa8}', '\u{1fa8}'), // ᾨ (titlecase) lowercases to ᾠ, which uppercases to ᾨ
+            ('\u{1fc3}', '\u{1fcc}'), // ῃ → ῌ
+            ('\u{1ff3}', '\u{1ffc}'), // ῳ → ῼ
+            ('\u{1fb2}', '\u{1fb2}'), // ᾲ: no simple uppercase
+            ('\u{149}', '\u{149}'), // ŉ: no simple uppercase
+            ('\u{fb00}', '\u{fb00}'), // ﬀ: no simple uppercase
+            ('\u{3c2}', '\u{3a3}'), // final ς → Σ
             ('\u{3a3}', '\u{3a3}'),
-            ('\u{1c5}', '\u{1c4}'),    // titlecase ǅ → ǆ → Ǆ
+            ('\u{1c5}', '\u{1c4}'), // titlecase ǅ → ǆ → Ǆ
         ] {
             assert_eq!(go_fold(c), folded, "{c:?} (U+{:04X})", u32::from(c));
         }
@@ -646,7 +646,10 @@ mod tests {
             variants("stra\u{df}e", "STRASSE")
         );
         // Names no folding joins stay apart.
-        assert_eq!(problem("{\"stra\u{df}e\":1,\"strase\":2,\"i\":3,\"\u{131}x\":4}"), None);
+        assert_eq!(
+            problem("{\"stra\u{df}e\":1,\"strase\":2,\"i\":3,\"\u{131}x\":4}"),
+            None
+        );
     }
 
     #[test]

@@ -497,7 +497,8 @@ mod tests {
     }
 
     fn check_output_schema(text: &str) -> Result<CheckedSchema, String> {
-        super::check_output_schema(text, "t", &mut budget()).map_err(|problem| format!("{problem:?}"))
+        super::check_output_schema(text, "t", &mut budget())
+            .map_err(|problem| format!("{problem:?}"))
     }
 
     fn check_tools<'a>(
@@ -570,7 +571,10 @@ mod tests {
         );
         let message = input_verdict("t", false, || vec!["at /n: -1 is less than 0".into()])
             .expect_err("invalid");
-        assert!(message.ends_with("schema: at /n: -1 is less than 0"), "{message}");
+        assert!(
+            message.ends_with("schema: at /n: -1 is less than 0"),
+            "{message}"
+        );
         assert!(verdict(false, Vec::new).is_err());
     }
 

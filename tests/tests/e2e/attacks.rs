@@ -303,7 +303,10 @@ async fn names_go_reads_as_one_cannot_slip_a_value_past_the_schema() {
         .iter()
         .map(|name| format!(r#""{name}":{read_only}"#))
         .collect();
-    let schema = format!(r#"{{"type":"object","properties":{{{}}}}}"#, properties.join(","));
+    let schema = format!(
+        r#"{{"type":"object","properties":{{{}}}}}"#,
+        properties.join(",")
+    );
     let bytes = WatComponent::new(&[("echo", "Returns its input.", &schema)])
         .echo()
         .build();
@@ -313,11 +316,11 @@ async fn names_go_reads_as_one_cannot_slip_a_value_past_the_schema() {
     let tools = session(&plugin);
     let members: String = (0..30).map(|i| format!(r#""f{i}":0,"#)).collect();
     for (name, variant) in [
-        ("straße", "straẞe"),       // ẞ lowercases to ß; ß has no simple uppercase
-        ("id", "İd"),               // İ lowercases simply to i
-        ("kind", "\u{212a}ind"),    // the Kelvin sign lowercases to k
-        ("mask", "ma\u{17f}k"),     // long s uppercases to S
-        ("ᾳ", "ᾼ"),                 // ypogegrammeni: ᾳ uppercases simply to ᾼ
+        ("straße", "straẞe"),    // ẞ lowercases to ß; ß has no simple uppercase
+        ("id", "İd"),            // İ lowercases simply to i
+        ("kind", "\u{212a}ind"), // the Kelvin sign lowercases to k
+        ("mask", "ma\u{17f}k"),  // long s uppercases to S
+        ("ᾳ", "ᾼ"),              // ypogegrammeni: ᾳ uppercases simply to ᾼ
         ("ᾀ", "ᾈ"),
     ] {
         for input in [
@@ -597,10 +600,7 @@ fn compiled_schemas_are_held_to_a_host_memory_budget() {
     let many = WatComponent::new(&[("many", "Patterns.", &patterns_schema(0, 2_000))]).build();
     std::fs::write(&path, many).expect("write");
     let error = host.load(&path).expect_err("over 8 MiB");
-    assert!(
-        error.to_string().contains("limit of 8 MiB"),
-        "{error}"
-    );
+    assert!(error.to_string().contains("limit of 8 MiB"), "{error}");
     std::fs::write(
         dir.join("many.policy.toml"),
         "[limits]\nschema_memory_mib = 512\n",
