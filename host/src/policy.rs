@@ -34,6 +34,11 @@ pub struct Limits {
     /// fuel metering for that host (every plugin pays its cost); policy files may then set
     /// their own.
     pub fuel: Option<u64>,
+    /// Host memory the compiled schemas of one plugin may take, in bytes: every regular
+    /// expression its input and output schemas compile (`pattern`, `patternProperties`), all
+    /// its tools together. Charged while the plugin loads, before each schema is compiled; a
+    /// plugin over it is refused. Default 256 MiB; 1 MiB to 4 GiB.
+    pub schema_memory_bytes: usize,
 }
 
 impl Default for Limits {
@@ -45,18 +50,26 @@ impl Default for Limits {
             max_output_bytes: 1 << 20,
             max_consecutive_failures: 5,
             fuel: None,
+            schema_memory_bytes: 256 << 20,
         }
     }
 }
 
 impl Limits {
     /// Checks that the limits can be honoured, with the ranges a policy file allows: memory
-    /// from 1 MiB to 4 GiB, a time limit and a failure count of at least 1, fuel of at least 1.
+    /// and schema memory from 1 MiB to 4 GiB, a time limit and a failure count of at least 1,
+    /// fuel of at least 1.
     pub(crate) fn check(&self) -> Result<(), String> {
         if !(1 << 20..=4 << 30).contains(&(self.memory_bytes as u64)) {
             return Err(format!(
                 "the memory limit is {} bytes; give 1 MiB to 4 GiB",
                 self.memory_bytes
+            ));
+        }
+        if !(1 << 20..=4 << 30).contains(&(self.schema_memory_bytes as u64)) {
+            return Err(format!(
+                "the schema memory limit is {} bytes; give 1 MiB to 4 GiB",
+                self.schema_memory_bytes
             ));
         }
         if self.call_timeout.is_zero() || self.call_timeout > MAX_CALL_TIMEOUT {
@@ -77,6 +90,12 @@ impl Limits {
     /// Sets the memory limit in bytes.
     pub fn memory_bytes(mut self, bytes: usize) -> Self {
         self.memory_bytes = bytes;
+        self
+    }
+
+    /// Sets the host memory one plugin's compiled schemas may take, in bytes.
+    pub fn schema_memory_bytes(mut self, bytes: usize) -> Self {
+        self.schema_memory_bytes = bytes;
         self
     }
 
@@ -124,6 +143,7 @@ impl Limits {
 /// max_output_bytes = 1048576
 /// max_consecutive_failures = 5
 /// fuel = 100000000           # only on hosts with fuel metering
+/// schema_memory_mib = 256    # host memory for the plugin's compiled schemas, 1-4096
 ///
 /// [env]
 /// inherit = ["WEATHER_API_KEY"]  # copied from the host's environment (must be set)
@@ -425,6 +445,7 @@ struct LimitsFile {
     max_output_bytes: Option<usize>,
     max_consecutive_failures: Option<u32>,
     fuel: Option<u64>,
+    schema_memory_mib: Option<u64>,
 }
 
 #[derive(Deserialize, Default)]
@@ -549,6 +570,15 @@ impl SandboxPolicy {
                 return Err(invalid("limits.fuel", "is 0; give at least 1".into()));
             }
             limits.fuel = Some(fuel);
+        }
+        if let Some(mib) = l.schema_memory_mib {
+            if !(1..=4096).contains(&mib) {
+                return Err(invalid(
+                    "limits.schema_memory_mib",
+                    format!("is {mib}; give 1 to 4096"),
+                ));
+            }
+            limits.schema_memory_bytes = usize::try_from(mib << 20).unwrap_or(usize::MAX);
         }
 
         let mut env = Vec::new();
@@ -722,8 +752,11 @@ mod tests {
 
     #[test]
     fn limits_override_the_defaults_key_by_key() {
-        let policy = parse("[limits]\nmemory_mib = 8\ntimeout_ms = 250\n").expect("valid");
+        let policy =
+            parse("[limits]\nmemory_mib = 8\ntimeout_ms = 250\nschema_memory_mib = 1024\n")
+                .expect("valid");
         assert_eq!(policy.limits.memory_bytes, 8 << 20);
+        assert_eq!(policy.limits.schema_memory_bytes, 1 << 30);
         assert_eq!(policy.limits.call_timeout, Duration::from_millis(250));
         assert_eq!(
             policy.limits.max_output_bytes,
@@ -750,6 +783,21 @@ mod tests {
             .expect_err("range")
             .to_string();
         assert!(message.contains("limits.memory_mib"), "{message}");
+        for bad in ["0", "4097"] {
+            let message = parse(&format!("[limits]\nschema_memory_mib = {bad}\n"))
+                .expect_err("range")
+                .to_string();
+            assert!(
+                message.contains("limits.schema_memory_mib") && message.contains("1 to 4096"),
+                "{message}"
+            );
+        }
+        assert!(
+            Limits::default()
+                .schema_memory_bytes(1 << 19)
+                .check()
+                .is_err_and(|message| message.contains("schema memory"))
+        );
         let message = parse("[limits]\ntimeout_ms = \"soon\"\n")
             .expect_err("type")
             .to_string();
@@ -876,6 +924,7 @@ mod tests {
                     Just("max_output_bytes"),
                     Just("max_consecutive_failures"),
                     Just("fuel"),
+                    Just("schema_memory_mib"),
                     Just("inherit"),
                     Just("set"),
                     Just("allow"),

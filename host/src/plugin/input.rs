@@ -36,16 +36,22 @@ pub(crate) fn parse(text: &str) -> Result<InputNode<'_>, serde_json::Error> {
 /// The validator of a tool's input schema, over [`InputNode`]s.
 pub(crate) type InputValidator = jsonschema::Validator<InputJson>;
 
-/// Compiles `schema` for checking inputs (remote references are not fetched).
+/// Compiles `schema` for checking inputs (remote references are not fetched), with the
+/// patterns `compiled` already holds (one cache per plugin: a pattern its schemas repeat is
+/// compiled once).
 ///
 /// `pattern`s run on a linear-time engine (no lookaround or backreferences): the schema comes
 /// from the plugin and the input from a model, and a backtracking engine would let the two
 /// together keep the host busy for minutes on one input.
 pub(crate) fn validator(
     schema: &Value,
+    compiled: &jsonschema::PatternCache,
 ) -> Result<InputValidator, jsonschema::ValidationError<'static>> {
     jsonschema::options_for::<InputJson>()
-        .with_pattern_options(jsonschema::PatternOptions::regex().size_limit(1 << 20))
+        .with_pattern_options(
+            jsonschema::PatternOptions::regex().size_limit(super::validate::PATTERN_SIZE_LIMIT),
+        )
+        .with_pattern_cache(compiled.clone())
         .build(schema)
 }
 
@@ -236,7 +242,68 @@ fn folded(name: &str) -> Cow<'_, str> {
     )
 }
 
-/// The problem of two names of one object, if they clash.
+/// A name as Go's `encoding/json` folds it to match a member to a struct field (Go 1.21 and
+/// later, `appendFoldedName`): ASCII letters upper-cased, every other character mapped to
+/// `unicode.ToUpper(unicode.ToLower(c))` with Unicode's *simple* case mappings. Two names that
+/// fold alike fill one field, e.g. `straße` and `straẞe`, `id` and `İd`, `k` and `K` (Kelvin);
+/// borrowed when nothing changes.
+fn go_folded(name: &str) -> Cow<'_, str> {
+    if name
+        .bytes()
+        .all(|b| b.is_ascii() && !b.is_ascii_lowercase())
+    {
+        return Cow::Borrowed(name);
+    }
+    Cow::Owned(name.chars().map(go_fold).collect())
+}
+
+/// One character as Go's `encoding/json` folds it (see [`go_folded`]).
+fn go_fold(c: char) -> char {
+    if c.is_ascii() {
+        c.to_ascii_uppercase()
+    } else {
+        simple_uppercase(simple_lowercase(c))
+    }
+}
+
+/// Unicode's simple lowercase mapping of `c` (UnicodeData.txt, field 13). Rust's
+/// `char::to_lowercase` is the full mapping (with SpecialCasing.txt); where that is one
+/// character it is the simple one, and the only character whose full lowercase is longer is
+/// U+0130 `İ` (`i̇`), whose simple lowercase is `i`.
+fn simple_lowercase(c: char) -> char {
+    let mut lower = c.to_lowercase();
+    match (lower.next(), lower.next()) {
+        (Some(single), None) => single,
+        _ if c == '\u{130}' => 'i',
+        _ => c,
+    }
+}
+
+/// Unicode's simple uppercase mapping of `c` (UnicodeData.txt, field 12). Rust's
+/// `char::to_uppercase` is the full mapping; where that is one character it is the simple
+/// one. Where it is longer (SpecialCasing.txt), the simple mapping is the character itself —
+/// `ß` (U+00DF), `ŉ`, `ǰ`, `ΐ`, `ΰ`, `և`, `ẖ`…`ẚ`, `ὐ`…, the titlecase letters `ᾈ`…`ᾏ`,
+/// `ᾘ`…, `ᾨ`…, `ᾼ`, `ῌ`, `ῼ` and the Latin and Armenian ligatures — except for the Greek
+/// small letters with ypogegrammeni, whose simple uppercase is their titlecase letter:
+/// U+1F80..=U+1F87 → U+1F88.., U+1F90..=U+1F97 → U+1F98.., U+1FA0..=U+1FA7 → U+1FA8..,
+/// U+1FB3 → U+1FBC, U+1FC3 → U+1FCC, U+1FF3 → U+1FFC.
+fn simple_uppercase(c: char) -> char {
+    let mut upper = c.to_uppercase();
+    match (upper.next(), upper.next()) {
+        (Some(single), None) => single,
+        _ => {
+            let titlecase = match u32::from(c) {
+                0x1F80..=0x1F87 | 0x1F90..=0x1F97 | 0x1FA0..=0x1FA7 => u32::from(c) + 8,
+                0x1FB3 | 0x1FC3 | 0x1FF3 => u32::from(c) + 9,
+                _ => return c,
+            };
+            char::from_u32(titlecase).unwrap_or(c)
+        }
+    }
+}
+
+/// The problem of two names of one object, if they clash: equal, equal once case is folded
+/// fully ([`folded`]), or as Go folds them ([`go_folded`]).
 fn clash(first: &str, second: &str) -> Option<KeyProblem> {
     if first == second {
         return Some(KeyProblem::Repeated(first.to_owned()));
@@ -244,7 +311,7 @@ fn clash(first: &str, second: &str) -> Option<KeyProblem> {
     let same_but_case = if first.is_ascii() && second.is_ascii() {
         first.eq_ignore_ascii_case(second)
     } else {
-        folded(first) == folded(second)
+        folded(first) == folded(second) || go_folded(first) == go_folded(second)
     };
     same_but_case.then(|| KeyProblem::CaseVariants(first.to_owned(), second.to_owned()))
 }
@@ -265,9 +332,14 @@ fn object_key_problem(members: &[(Cow<'_, str>, InputNode<'_>)]) -> Option<KeyPr
                 .find_map(|(earlier, _)| clash(earlier, name))
         });
     }
+    // One map per folding: a name clashes with an earlier one if either finds it.
     let mut seen = std::collections::HashMap::with_capacity(members.len());
+    let mut go_seen = std::collections::HashMap::with_capacity(members.len());
     members.iter().find_map(|(name, _)| {
-        seen.insert(folded(name), name.as_ref())
+        let earlier = seen.insert(folded(name), name.as_ref());
+        let go_earlier = go_seen.insert(go_folded(name), name.as_ref());
+        earlier
+            .or(go_earlier)
             .and_then(|earlier| clash(earlier, name))
     })
 }
@@ -518,6 +590,69 @@ mod tests {
     }
 
     #[test]
+    fn names_go_folds_together_are_refused() {
+        // Go folds each character to `unicode.ToUpper(unicode.ToLower(c))`, simple mappings.
+        for (c, folded) in [
+            ('a', 'A'),
+            ('Z', 'Z'),
+            ('1', '1'),
+            ('\u{df}', '\u{df}'), // ß: no simple uppercase (the full one is "SS")
+            ('\u{1e9e}', '\u{df}'), // ẞ lowercases to ß
+            ('\u{212a}', 'K'),    // Kelvin sign lowercases to k
+            ('\u{17f}', 'S'),     // long s uppercases to S
+            ('\u{130}', 'I'),     // İ lowercases simply to i (fully to "i̇")
+            ('\u{131}', 'I'),     // dotless ı uppercases to I
+            ('\u{1fb3}', '\u{1fbc}'), // ᾳ uppercases simply to titlecase ᾼ (fully to "ΑΙ")
+            ('\u{1fbc}', '\u{1fbc}'), // ᾼ lowercases to ᾳ
+            ('\u{1f80}', '\u{1f88}'), // ᾀ → ᾈ
+            ('\u{1f97}', '\u{1f9f}'), // ᾗ → ᾟ
+            ('\u{1fa8}', '\u{1fa8}'), // ᾨ (titlecase) lowercases to ᾠ, which uppercases to ᾨ
+            ('\u{1fc3}', '\u{1fcc}'), // ῃ → ῌ
+            ('\u{1ff3}', '\u{1ffc}'), // ῳ → ῼ
+            ('\u{1fb2}', '\u{1fb2}'), // ᾲ: no simple uppercase
+            ('\u{149}', '\u{149}'), // ŉ: no simple uppercase
+            ('\u{fb00}', '\u{fb00}'), // ﬀ: no simple uppercase
+            ('\u{3c2}', '\u{3a3}'), // final ς → Σ
+            ('\u{3a3}', '\u{3a3}'),
+            ('\u{1c5}', '\u{1c4}'), // titlecase ǅ → ǆ → Ǆ
+        ] {
+            assert_eq!(go_fold(c), folded, "{c:?} (U+{:04X})", u32::from(c));
+        }
+        let problem = |text: &str| parse(text).expect("valid JSON").key_problem();
+        let variants = |first: &str, second: &str| {
+            Some((
+                "/".to_owned(),
+                KeyProblem::CaseVariants(first.into(), second.into()),
+            ))
+        };
+        for (first, second) in [
+            ("stra\u{df}e", "stra\u{1e9e}e"),
+            ("kind", "\u{212a}ind"),
+            ("mask", "ma\u{17f}k"),
+            ("id", "\u{130}d"),
+            ("\u{3b1}\u{1fb3}", "\u{3b1}\u{1fbc}"),
+            ("\u{1f80}", "\u{1f88}"),
+        ] {
+            let text = format!(r#"{{"{first}":1,"{second}":2}}"#);
+            assert_eq!(problem(&text), variants(first, second), "{text}");
+            // Many members: the hashed path.
+            let members: String = (0..20).map(|i| format!(r#""m{i}":{i},"#)).collect();
+            let text = format!(r#"{{"{first}":1,{members}"{second}":2}}"#);
+            assert_eq!(problem(&text), variants(first, second), "{text}");
+        }
+        // Full folding still counts ("STRASSE" and "straße" are one name to it).
+        assert_eq!(
+            problem("{\"stra\u{df}e\":1,\"STRASSE\":2}"),
+            variants("stra\u{df}e", "STRASSE")
+        );
+        // Names no folding joins stay apart.
+        assert_eq!(
+            problem("{\"stra\u{df}e\":1,\"strase\":2,\"i\":3,\"\u{131}x\":4}"),
+            None
+        );
+    }
+
+    #[test]
     fn validation_agrees_with_serde_json_values() {
         let schema = json!({
             "type": "object",
@@ -532,7 +667,7 @@ mod tests {
             "required": ["name"],
             "propertyNames": {"maxLength": 8}
         });
-        let ours = validator(&schema).expect("schema");
+        let ours = validator(&schema, &jsonschema::PatternCache::new()).expect("schema");
         let reference = jsonschema::validator_for(&schema).expect("schema");
         for input in [
             r#"{"name":"ab"}"#,
@@ -578,7 +713,7 @@ mod tests {
     #[test]
     fn repeated_names_are_all_checked() {
         let schema = json!({"type": "object", "properties": {"n": {"type": "integer"}}});
-        let ours = validator(&schema).expect("schema");
+        let ours = validator(&schema, &jsonschema::PatternCache::new()).expect("schema");
         let node = parse(r#"{"n": 1, "n": "two"}"#).expect("valid JSON");
         assert!(!ours.is_valid(&node));
     }

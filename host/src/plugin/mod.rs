@@ -923,8 +923,12 @@ impl PluginHost {
             })
             .collect();
         validate::check_sizes(&raw).map_err(|problem| tool_list_error(path, problem))?;
-        let schemas = validate::check_tools(raw.iter().map(|(n, _, s)| (n.as_str(), s.as_str())))
-            .map_err(|problem| tool_list_error(path, problem))?;
+        let mut schema_budget = validate::SchemaBudget::new(policy.limits.schema_memory_bytes);
+        let schemas = validate::check_tools(
+            raw.iter().map(|(n, _, s)| (n.as_str(), s.as_str())),
+            &mut schema_budget,
+        )
+        .map_err(|problem| tool_list_error(path, problem))?;
         if let Some(tool) = policy
             .tool_http
             .keys()
@@ -965,8 +969,14 @@ impl PluginHost {
             }
             let output = match &tool.output_schema {
                 Some(text) => {
-                    let output = validate::check_output_schema(text)
-                        .map_err(|reason| invalid("output schema", reason))?;
+                    let output =
+                        validate::check_output_schema(text, &tool.name, &mut schema_budget)
+                            .map_err(|problem| match problem {
+                                ToolListProblem::BadSchema { reason, .. } => {
+                                    invalid("output schema", reason)
+                                }
+                                other => tool_list_error(path, other),
+                            })?;
                     meta = meta.output_schema(output.schema.clone());
                     Some(Arc::new(output))
                 }

@@ -293,6 +293,57 @@ async fn a_repeated_key_cannot_slip_a_value_past_the_schema() {
 }
 
 #[tokio::test]
+async fn names_go_reads_as_one_cannot_slip_a_value_past_the_schema() {
+    // Go's encoding/json fills a field from any member whose name folds like the field's
+    // (simple case mappings): a plugin in Go reads "straẞe" as its field "straße". The schema
+    // constrains "straße" only; every other name may hold anything.
+    let read_only = r#"{"enum":["read"]}"#;
+    let names = ["straße", "id", "kind", "mask", "ᾳ", "ᾀ"];
+    let properties: Vec<String> = names
+        .iter()
+        .map(|name| format!(r#""{name}":{read_only}"#))
+        .collect();
+    let schema = format!(
+        r#"{{"type":"object","properties":{{{}}}}}"#,
+        properties.join(",")
+    );
+    let bytes = WatComponent::new(&[("echo", "Returns its input.", &schema)])
+        .echo()
+        .build();
+    let plugin = llm_worker_tests::host()
+        .load_bytes("/plugins/go-echo.wasm", &bytes)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let tools = session(&plugin);
+    let members: String = (0..30).map(|i| format!(r#""f{i}":0,"#)).collect();
+    for (name, variant) in [
+        ("straße", "straẞe"),    // ẞ lowercases to ß; ß has no simple uppercase
+        ("id", "İd"),            // İ lowercases simply to i
+        ("kind", "\u{212a}ind"), // the Kelvin sign lowercases to k
+        ("mask", "ma\u{17f}k"),  // long s uppercases to S
+        ("ᾳ", "ᾼ"),              // ypogegrammeni: ᾳ uppercases simply to ᾼ
+        ("ᾀ", "ᾈ"),
+    ] {
+        for input in [
+            format!(r#"{{"{name}":"read","{variant}":"delete"}}"#),
+            format!(r#"{{"{variant}":"delete",{members}"{name}":"read"}}"#),
+        ] {
+            match tools.call_tool("echo", &input).await {
+                Err(ToolServerError::ToolExecution(message)) => assert!(
+                    message.starts_with("Invalid argument:")
+                        && message.contains("differ only in case")
+                        && message.contains(&format!("{variant:?}")),
+                    "{input}: {message}"
+                ),
+                other => panic!("{input}: the variant got through: {other:?}"),
+            }
+        }
+    }
+    // Names no folding joins pass, byte for byte.
+    let fine = r#"{"straße":"read","straße2":"delete","id":"read","ıx":"delete"}"#;
+    assert_eq!(tools.call_tool("echo", fine).await.as_deref(), Ok(fine));
+}
+
+#[tokio::test]
 async fn a_plugin_whose_start_hangs_is_started_once_per_session() {
     let dir = scratch_dir("slowstart");
     std::fs::copy(plugin_path("slowstart"), dir.join("slow.wasm")).expect("copy");
@@ -472,6 +523,91 @@ fn oversized_tool_lists_are_refused() {
                 .contains("description of tool \"verbose\""),
         "{error}"
     );
+}
+
+/// An input schema of `count` distinct regular expressions (numbered from `first`), as
+/// `patternProperties` keys, each wide enough to compile into some 20 KB: 2,000 of them make
+/// 36 KB of schema.
+fn patterns_schema(first: usize, count: usize) -> String {
+    let patterns: Vec<String> = (first..first + count)
+        .map(|i| format!(r#""^\\S+{i}.*$":{{}}"#))
+        .collect();
+    format!(
+        r#"{{"type":"object","patternProperties":{{{}}}}}"#,
+        patterns.join(",")
+    )
+}
+
+#[test]
+fn compiled_schemas_are_held_to_a_host_memory_budget() {
+    // 64 tools of 2,000 distinct patterns each: 4 GiB of host memory once compiled.
+    let names: Vec<String> = (0..64).map(|i| format!("t{i}")).collect();
+    let schemas: Vec<String> = (0..64).map(|i| patterns_schema(i * 2_000, 2_000)).collect();
+    let tools: Vec<(&str, &str, &str)> = names
+        .iter()
+        .zip(&schemas)
+        .map(|(name, schema)| (name.as_str(), "Patterns.", schema.as_str()))
+        .collect();
+    let error = llm_worker_tests::host()
+        .load_bytes("/plugins/patterns.wasm", &WatComponent::new(&tools).build())
+        .expect_err("over the budget");
+    let message = error.to_string();
+    assert!(
+        matches!(error, PluginError::ToolListTooLarge { .. })
+            && message.contains("/plugins/patterns.wasm")
+            && message.contains("the input schema of tool \"t")
+            && message.contains("limit of 256 MiB")
+            && message.contains("`schema_memory_mib` under [limits]"),
+        "{message}"
+    );
+    // The same in output schemas.
+    let metas: Vec<_> = schemas
+        .iter()
+        .map(|schema| llm_worker_tests::wat::MetaV2 {
+            output_schema: Some(schema.clone()),
+            ..Default::default()
+        })
+        .collect();
+    let outputs: Vec<(&str, &str, &str)> = names
+        .iter()
+        .map(|name| (name.as_str(), "Patterns.", OBJECT))
+        .collect();
+    let error = llm_worker_tests::host()
+        .load_bytes(
+            "/plugins/outputs.wasm",
+            &WatComponent::new(&outputs).v2(metas).build(),
+        )
+        .expect_err("over the budget");
+    let message = error.to_string();
+    assert!(
+        matches!(error, PluginError::ToolListTooLarge { .. })
+            && message.contains("the output schema of tool \"t"),
+        "{message}"
+    );
+    // A moderate number of patterns loads and checks its inputs.
+    let few = WatComponent::new(&[("few", "Patterns.", &patterns_schema(0, 50))])
+        .echo()
+        .build();
+    let plugin = llm_worker_tests::host()
+        .load_bytes("/plugins/few.wasm", &few)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(plugin.check_input("few", r#"{"a7x":1}"#).is_ok());
+    // Over a host's budget (8 MiB here), a plugin loads once its policy raises its own.
+    let host = PluginHost::with_limits(Limits::default().schema_memory_bytes(8 << 20))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let dir = scratch_dir("schema-memory");
+    let path = dir.join("many.wasm");
+    let many = WatComponent::new(&[("many", "Patterns.", &patterns_schema(0, 2_000))]).build();
+    std::fs::write(&path, many).expect("write");
+    let error = host.load(&path).expect_err("over 8 MiB");
+    assert!(error.to_string().contains("limit of 8 MiB"), "{error}");
+    std::fs::write(
+        dir.join("many.policy.toml"),
+        "[limits]\nschema_memory_mib = 512\n",
+    )
+    .expect("policy");
+    let plugin = host.load(&path).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(plugin.policy().limits.schema_memory_bytes, 512 << 20);
 }
 
 #[test]
