@@ -5,6 +5,7 @@ mod annotations;
 mod bindings;
 mod blocking;
 mod cache;
+mod descriptors;
 #[cfg(feature = "wasi-http")]
 mod http;
 mod input;
@@ -345,6 +346,8 @@ struct HostInner {
     limits: Limits,
     cache: Option<cache::CompileCache>,
     max_file_bytes: u64,
+    /// The open files and directories of all instances together.
+    descriptors: Arc<descriptors::HostDescriptors>,
     _ticker: EpochTicker,
 }
 
@@ -382,6 +385,7 @@ pub struct PluginHostBuilder {
     cache_dir: Option<PathBuf>,
     instance_pool: Option<u32>,
     max_plugin_bytes: Option<u64>,
+    max_open_files: Option<usize>,
 }
 
 impl PluginHostBuilder {
@@ -420,6 +424,18 @@ impl PluginHostBuilder {
         self
     }
 
+    /// The most files and directories the plugin instances of this host may hold open
+    /// together (granted directories included); default: half of the process's open-file
+    /// limit (the soft `RLIMIT_NOFILE`) when the host is built, so that the host itself can
+    /// always open files and accept connections. Each instance may also hold at most 256.
+    /// An open over either cap fails in the plugin (`insufficient-memory`); a new instance
+    /// whose granted directories do not fit is refused as a lack of host capacity, never
+    /// counted against the plugin.
+    pub fn max_open_files(mut self, files: usize) -> Self {
+        self.max_open_files = Some(files);
+        self
+    }
+
     /// Creates the host.
     pub fn build(self) -> Result<PluginHost, PluginError> {
         let engine_error = |e: wasmtime::Error| PluginError::Engine(format!("{e:?}"));
@@ -428,6 +444,7 @@ impl PluginHostBuilder {
             cache_dir,
             instance_pool,
             max_plugin_bytes,
+            max_open_files,
         } = self;
         limits.check().map_err(PluginError::InvalidLimits)?;
         let mut config = Config::new();
@@ -445,6 +462,8 @@ impl PluginHostBuilder {
         // imports at all), and WASI with `wasi:http`, for plugins whose policy grants it.
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(engine_error)?;
+        // Opening and closing descriptors counted per instance and host-wide.
+        descriptors::add_to_linker(&mut linker).map_err(engine_error)?;
         bindings::add_host_imports(&mut linker).map_err(engine_error)?;
         #[cfg(feature = "wasi-http")]
         let http_linker = {
@@ -472,6 +491,7 @@ impl PluginHostBuilder {
                 limits,
                 cache,
                 max_file_bytes: max_plugin_bytes.unwrap_or(DEFAULT_MAX_FILE_BYTES),
+                descriptors: Arc::new(descriptors::HostDescriptors::new(max_open_files)),
                 _ticker,
             }),
         })
@@ -810,7 +830,7 @@ impl PluginHost {
                     message,
                 },
             })?;
-        let policy = self.resolve_dir_grants(path, policy)?;
+        let (policy, granted_dirs) = self.resolve_dir_grants(path, policy)?;
         if bytes.len() as u64 > self.inner.max_file_bytes {
             return Err(PluginError::TooLarge {
                 path: path.to_owned(),
@@ -889,7 +909,7 @@ impl PluginHost {
             .imports(&self.inner.engine)
             .map(|(name, _)| name.to_owned())
             .collect();
-        let tools = self.read_tools(path, &pre, &policy)?;
+        let tools = self.read_tools(path, &pre, &policy, &granted_dirs)?;
         let raw: Vec<(String, String, String)> = tools
             .iter()
             .map(|t| {
@@ -969,6 +989,8 @@ impl PluginHost {
                 pre,
                 policy,
                 imports,
+                granted_dirs,
+                descriptors: Arc::clone(&self.inner.descriptors),
                 _host: Arc::clone(&self.inner),
                 metas,
                 validators,
@@ -978,8 +1000,9 @@ impl PluginHost {
         })
     }
 
-    /// Resolves each directory grant to its real path (the path every instance then opens,
-    /// refusing to start if it has moved), and refuses grants through which a plugin could
+    /// Resolves each directory grant to its real path and opens it there (every instance is
+    /// given the directory opened, and refuses to start if the path has since been made to
+    /// lead elsewhere), and refuses grants through which a plugin could
     /// change what the host runs: one that holds the plugin's own directory (it could replace
     /// itself, its policy or other plugins) or that overlaps the compiled cache (native code
     /// the host loads).
@@ -987,7 +1010,7 @@ impl PluginHost {
         &self,
         path: &Path,
         mut policy: SandboxPolicy,
-    ) -> Result<SandboxPolicy, PluginError> {
+    ) -> Result<(SandboxPolicy, Arc<[descriptors::HeldDir]>), PluginError> {
         let invalid = |index: usize, message: String| PluginError::Policy {
             path: path.to_owned(),
             source: PolicyError::Invalid {
@@ -1044,7 +1067,24 @@ impl PluginHost {
                 ));
             }
         }
-        Ok(policy)
+        let held = policy
+            .dirs
+            .iter()
+            .enumerate()
+            .map(|(index, grant)| {
+                descriptors::HeldDir::open(&grant.host).map_err(|e| {
+                    invalid(
+                        index,
+                        format!(
+                            "is {}, which cannot be opened as a directory (not following \
+                             links): {e}",
+                            grant.host.display()
+                        ),
+                    )
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok((policy, held))
     }
 
     /// The linker for a plugin under `policy`: with `wasi:http` only if it grants HTTP.
@@ -1143,6 +1183,7 @@ impl PluginHost {
         path: &Path,
         pre: &PluginPre<PluginState>,
         policy: &SandboxPolicy,
+        granted_dirs: &Arc<[descriptors::HeldDir]>,
     ) -> Result<Vec<PluginToolMeta>, PluginError> {
         let startup = |reason: String| PluginError::Startup {
             path: path.to_owned(),
@@ -1156,6 +1197,8 @@ impl PluginHost {
             pre: pre.clone(),
             policy: policy.clone(),
             imports: Vec::new(),
+            granted_dirs: Arc::clone(granted_dirs),
+            descriptors: Arc::clone(&self.inner.descriptors),
             _host: Arc::clone(&self.inner),
             metas: Vec::new(),
             validators: Vec::new(),
@@ -1354,6 +1397,10 @@ pub(crate) struct PluginImage {
     policy: SandboxPolicy,
     /// What the component imports (WASI interfaces), for operators.
     imports: Vec<String>,
+    /// The granted directories, opened at load, in the order of `policy.dirs`.
+    granted_dirs: Arc<[descriptors::HeldDir]>,
+    /// The host's budget of open files and directories.
+    descriptors: Arc<descriptors::HostDescriptors>,
     /// Keeps the host (and its epoch ticker, which enforces time limits) alive while any
     /// plugin or session made from it lives.
     _host: Arc<HostInner>,
