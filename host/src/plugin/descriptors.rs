@@ -388,8 +388,7 @@ mod nonblocking {
             return Err(ErrorCode::Unsupported.into());
         }
         if open_flags.contains(OpenFlags::DIRECTORY)
-            && open_flags
-                .intersects(OpenFlags::CREATE | OpenFlags::EXCLUSIVE | OpenFlags::TRUNCATE)
+            && open_flags.intersects(OpenFlags::CREATE | OpenFlags::EXCLUSIVE | OpenFlags::TRUNCATE)
         {
             return Err(ErrorCode::Invalid.into());
         }

@@ -15,8 +15,8 @@ use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::PluginImage;
-use super::descriptors::{InstanceDescriptors, Refused};
 use super::bindings::{LogLevel as WitLevel, PluginBindings, PluginHostImports, PluginToolMeta};
+use super::descriptors::{InstanceDescriptors, Refused};
 #[cfg(feature = "wasi-http")]
 use super::http::HttpGate;
 use super::output::{PluginOutput, stderr_tail};

@@ -108,7 +108,10 @@ async fn open_files_are_capped_per_instance_and_for_the_host() {
     let listed = late
         .call_tool("list", &json!({"path": "/data"}).to_string())
         .await;
-    assert_eq!(error_message(listed), "Execution failed: /data: OutOfMemory");
+    assert_eq!(
+        error_message(listed),
+        "Execution failed: /data: OutOfMemory"
+    );
 
     // Ending the sessions gives everything back.
     drop(sessions);
@@ -119,10 +122,7 @@ async fn open_files_are_capped_per_instance_and_for_the_host() {
         Ok("held=255 refused=OutOfMemory")
     );
     assert_eq!(
-        fresh
-            .call_tool("release", "{}")
-            .await
-            .as_deref(),
+        fresh.call_tool("release", "{}").await.as_deref(),
         Ok("released=255")
     );
     assert_eq!(
