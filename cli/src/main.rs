@@ -685,10 +685,37 @@ fn schema(
     Ok(ExitCode::SUCCESS)
 }
 
+/// Raises the soft limit of open files to the hard limit, where the system allows: the host
+/// lets its plugins hold half of the soft limit (`PluginHostBuilder::max_open_files`), and the
+/// usual soft default (1,024) would leave them little. A library leaves this to its program.
+#[cfg(unix)]
+fn raise_open_file_limit() {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    if limit.current == limit.maximum {
+        return;
+    }
+    let raised = Rlimit {
+        current: limit.maximum,
+        ..limit
+    };
+    if let Err(error) = setrlimit(Resource::Nofile, raised) {
+        tracing::debug!(
+            "cannot raise the open-file limit from {:?} to {:?}: {error}",
+            limit.current,
+            limit.maximum
+        );
+    }
+}
+
+#[cfg(not(unix))]
+fn raise_open_file_limit() {}
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(&cli);
+    raise_open_file_limit();
     let mut out = String::new();
     if let Command::New { name, sdk } = &cli.command {
         return match new::scaffold(Path::new("."), name, sdk.as_deref()) {

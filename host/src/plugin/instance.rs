@@ -10,12 +10,14 @@ use std::time::Instant;
 use async_trait::async_trait;
 use wasmtime::component::ResourceTable;
 use wasmtime::{ResourceLimiter, Store, UpdateDeadline};
+use wasmtime_wasi::filesystem::WasiFilesystemCtxView;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxView, WasiView};
 #[cfg(feature = "wasi-http")]
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::PluginImage;
 use super::bindings::{LogLevel as WitLevel, PluginBindings, PluginHostImports, PluginToolMeta};
+use super::descriptors::{InstanceDescriptors, Refused};
 #[cfg(feature = "wasi-http")]
 use super::http::HttpGate;
 use super::output::{PluginOutput, stderr_tail};
@@ -40,6 +42,8 @@ pub(crate) struct PluginState {
     deadline: Instant,
     output: PluginOutput,
     reports: CallReports,
+    /// The files and directories it holds open.
+    descriptors: InstanceDescriptors,
     #[cfg(feature = "wasi-http")]
     http: WasiHttpCtx,
     #[cfg(feature = "wasi-http")]
@@ -59,6 +63,17 @@ impl PluginState {
         self.http_gate.begin_call(deadline, tool);
         #[cfg(not(feature = "wasi-http"))]
         let _ = tool;
+    }
+
+    /// The file system of WASI and the count of open descriptors, side by side.
+    pub(super) fn files(&mut self) -> (WasiFilesystemCtxView<'_>, &mut InstanceDescriptors) {
+        (
+            WasiFilesystemCtxView {
+                ctx: self.wasi.filesystem(),
+                table: &mut self.table,
+            },
+            &mut self.descriptors,
+        )
     }
 
     /// The call ended: pass on what it wrote to stdout and stderr (bounded like its logs),
@@ -652,7 +667,11 @@ impl PluginTool {
     }
 }
 
-fn new_store(image: &PluginImage) -> Result<Store<PluginState>, String> {
+fn new_store(image: &PluginImage) -> Result<Store<PluginState>, StartFailure> {
+    let plugin_failure = |reason| StartFailure {
+        reason,
+        host_capacity: false,
+    };
     let policy = &image.policy;
     let limits = &policy.limits;
     // Deny by default: no arguments, environment, directories or sockets; stdin is closed;
@@ -665,37 +684,47 @@ fn new_store(image: &PluginImage) -> Result<Store<PluginState>, String> {
     for (name, value) in &policy.env {
         wasi.env(name, value);
     }
-    for dir in &policy.dirs {
+    let mut descriptors = InstanceDescriptors::new(&image.descriptors, &image.name);
+    for (dir, held) in policy.dirs.iter().zip(image.granted_dirs.iter()) {
         // The grant was resolved when the plugin was loaded; a link put in its path since
         // (by this or another plugin that may write a directory above it) would move it.
         match dir.host.canonicalize() {
             Ok(now) if now == dir.host => {}
             Ok(now) => {
-                return Err(format!(
+                return Err(plugin_failure(format!(
                     "the granted directory {} now leads to {} (a link was put in its path); \
                      refusing to open it",
                     dir.host.display(),
                     now.display()
-                ));
+                )));
             }
             Err(e) => {
-                return Err(format!(
+                return Err(plugin_failure(format!(
                     "cannot open the granted directory {}: {e}",
                     dir.host.display()
-                ));
+                )));
             }
+        }
+        // Each granted directory is held open by the instance for its whole life.
+        if let Err(why) = descriptors.reserve() {
+            return Err(StartFailure {
+                reason: why.describe(&image.name, image.descriptors.max()),
+                host_capacity: why == Refused::Host,
+            });
         }
         let perms = if dir.writable {
             FsPerms::ReadWrite
         } else {
             FsPerms::ReadOnly
         };
-        wasi.preopened_dir(&dir.host, &dir.guest, perms)
+        // The directory opened at load (through its descriptor where the system allows),
+        // not whatever the path leads to by now.
+        wasi.preopened_dir(held.path(), &dir.guest, perms)
             .map_err(|e| {
-                format!(
+                plugin_failure(format!(
                     "cannot open the granted directory {}: {e}",
                     dir.host.display()
-                )
+                ))
             })?;
     }
     let wasi = wasi.build();
@@ -710,6 +739,7 @@ fn new_store(image: &PluginImage) -> Result<Store<PluginState>, String> {
         #[cfg(feature = "wasi-http")]
         http_gate: HttpGate::new(&image.name, policy),
         limiter: InstanceLimiter::new(limits.memory_bytes),
+        descriptors,
         reports: CallReports::new(&image.name),
         deadline: Instant::now() + limits.call_timeout,
     };
@@ -775,7 +805,7 @@ async fn instantiate(
         reason,
         host_capacity: false,
     };
-    let mut store = new_store(image).map_err(plugin_failure)?;
+    let mut store = new_store(image)?;
     store.data_mut().begin_call(deadline, None);
     let started = within(deadline + TIMEOUT_GRACE, async {
         let bindings = image.pre.instantiate_async(&mut store).await?;

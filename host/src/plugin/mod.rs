@@ -5,6 +5,7 @@ mod annotations;
 mod bindings;
 mod blocking;
 mod cache;
+mod descriptors;
 #[cfg(feature = "wasi-http")]
 mod http;
 mod input;
@@ -343,6 +344,8 @@ struct HostInner {
     limits: Limits,
     cache: Option<cache::CompileCache>,
     max_file_bytes: u64,
+    /// The open files and directories of all instances together.
+    descriptors: Arc<descriptors::HostDescriptors>,
     _ticker: EpochTicker,
 }
 
@@ -380,6 +383,7 @@ pub struct PluginHostBuilder {
     cache_dir: Option<PathBuf>,
     instance_pool: Option<u32>,
     max_plugin_bytes: Option<u64>,
+    max_open_files: Option<usize>,
 }
 
 impl PluginHostBuilder {
@@ -418,6 +422,18 @@ impl PluginHostBuilder {
         self
     }
 
+    /// The most files and directories the plugin instances of this host may hold open
+    /// together (granted directories included); default: half of the process's open-file
+    /// limit (the soft `RLIMIT_NOFILE`) when the host is built, so that the host itself can
+    /// always open files and accept connections. Each instance may also hold at most 256.
+    /// An open over either cap fails in the plugin (`insufficient-memory`); a new instance
+    /// whose granted directories do not fit is refused as a lack of host capacity, never
+    /// counted against the plugin.
+    pub fn max_open_files(mut self, files: usize) -> Self {
+        self.max_open_files = Some(files);
+        self
+    }
+
     /// Creates the host.
     pub fn build(self) -> Result<PluginHost, PluginError> {
         let engine_error = |e: wasmtime::Error| PluginError::Engine(format!("{e:?}"));
@@ -426,6 +442,7 @@ impl PluginHostBuilder {
             cache_dir,
             instance_pool,
             max_plugin_bytes,
+            max_open_files,
         } = self;
         limits.check().map_err(PluginError::InvalidLimits)?;
         let mut config = Config::new();
@@ -443,6 +460,8 @@ impl PluginHostBuilder {
         // imports at all), and WASI with `wasi:http`, for plugins whose policy grants it.
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(engine_error)?;
+        // Opening and closing descriptors counted per instance and host-wide.
+        descriptors::add_to_linker(&mut linker).map_err(engine_error)?;
         bindings::add_host_imports(&mut linker).map_err(engine_error)?;
         #[cfg(feature = "wasi-http")]
         let http_linker = {
@@ -470,6 +489,7 @@ impl PluginHostBuilder {
                 limits,
                 cache,
                 max_file_bytes: max_plugin_bytes.unwrap_or(DEFAULT_MAX_FILE_BYTES),
+                descriptors: Arc::new(descriptors::HostDescriptors::new(max_open_files)),
                 _ticker,
             }),
         })
@@ -608,7 +628,7 @@ impl PluginHost {
                 .map_err(policy_error)?,
             None => SandboxPolicy::with_limits(self.inner.limits.clone()),
         };
-        let policy = self.resolve_dir_grants(path, policy)?;
+        let (policy, granted_dirs) = self.resolve_dir_grants(path, policy)?;
         if let Some((dir, entry)) = approved {
             // The policy's text is approved; so must be where its directories lead now.
             let now = crate::lock::grant_paths(&policy);
@@ -620,7 +640,7 @@ impl PluginHost {
                 });
             }
         }
-        let mut plugin = self.load_resolved(path, &bytes, policy)?;
+        let mut plugin = self.load_resolved(path, &bytes, policy, granted_dirs)?;
         if let Some(image) = Arc::get_mut(&mut plugin.image) {
             image.policy_sha256 = policy_sha256;
         }
@@ -798,8 +818,8 @@ impl PluginHost {
         bytes: &[u8],
         policy: SandboxPolicy,
     ) -> Result<LoadedPlugin, PluginError> {
-        let policy = self.resolve_dir_grants(path, policy)?;
-        self.load_resolved(path, bytes, policy)
+        let (policy, granted_dirs) = self.resolve_dir_grants(path, policy)?;
+        self.load_resolved(path, bytes, policy, granted_dirs)
     }
 
     /// Compiles and validates a plugin under a policy whose directory grants are resolved.
@@ -808,6 +828,7 @@ impl PluginHost {
         path: &Path,
         bytes: &[u8],
         policy: SandboxPolicy,
+        granted_dirs: Arc<[descriptors::HeldDir]>,
     ) -> Result<LoadedPlugin, PluginError> {
         if policy.limits.fuel.is_some() && self.inner.limits.fuel.is_none() {
             return Err(PluginError::Policy {
@@ -1001,6 +1022,8 @@ impl PluginHost {
                 pre,
                 policy,
                 imports,
+                granted_dirs,
+                descriptors: Arc::clone(&self.inner.descriptors),
                 _host: Arc::clone(&self.inner),
                 metas,
                 validators,
@@ -1010,8 +1033,9 @@ impl PluginHost {
         })
     }
 
-    /// Resolves each directory grant to its real path (the path every instance then opens,
-    /// refusing to start if it has moved), and refuses grants through which a plugin could
+    /// Resolves each directory grant to its real path and opens it there (every instance is
+    /// given the directory opened, and refuses to start if the path has since been made to
+    /// lead elsewhere), and refuses grants through which a plugin could
     /// change what the host runs: one that holds the plugin's own directory (it could replace
     /// itself, its policy or other plugins) or that overlaps the compiled cache (native code
     /// the host loads).
@@ -1019,7 +1043,7 @@ impl PluginHost {
         &self,
         path: &Path,
         mut policy: SandboxPolicy,
-    ) -> Result<SandboxPolicy, PluginError> {
+    ) -> Result<(SandboxPolicy, Arc<[descriptors::HeldDir]>), PluginError> {
         let invalid = |index: usize, message: String| PluginError::Policy {
             path: path.to_owned(),
             source: PolicyError::Invalid {
@@ -1076,7 +1100,24 @@ impl PluginHost {
                 ));
             }
         }
-        Ok(policy)
+        let held = policy
+            .dirs
+            .iter()
+            .enumerate()
+            .map(|(index, grant)| {
+                descriptors::HeldDir::open(&grant.host).map_err(|e| {
+                    invalid(
+                        index,
+                        format!(
+                            "is {}, which cannot be opened as a directory (not following \
+                             links): {e}",
+                            grant.host.display()
+                        ),
+                    )
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok((policy, held))
     }
 
     /// The linker for a plugin under `policy`: with `wasi:http` only if it grants HTTP.
@@ -1192,6 +1233,8 @@ impl PluginHost {
             pre: pre.clone(),
             policy: policy.clone(),
             imports: Vec::new(),
+            granted_dirs: Arc::from([]),
+            descriptors: Arc::clone(&self.inner.descriptors),
             _host: Arc::clone(&self.inner),
             metas: Vec::new(),
             validators: Vec::new(),
@@ -1401,6 +1444,10 @@ pub(crate) struct PluginImage {
     policy: SandboxPolicy,
     /// What the component imports (WASI interfaces), for operators.
     imports: Vec<String>,
+    /// The granted directories, opened at load, in the order of `policy.dirs`.
+    granted_dirs: Arc<[descriptors::HeldDir]>,
+    /// The host's budget of open files and directories.
+    descriptors: Arc<descriptors::HostDescriptors>,
     /// Keeps the host (and its epoch ticker, which enforces time limits) alive while any
     /// plugin or session made from it lives.
     _host: Arc<HostInner>,

@@ -4,6 +4,7 @@
 mod attacks;
 mod cache;
 mod contract;
+mod descriptors;
 mod examples;
 mod fuzz;
 mod hostile;

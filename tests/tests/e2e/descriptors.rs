@@ -1,0 +1,211 @@
+//! Open files are a host resource: capped per instance and for the whole host, and never a
+//! reason for the host itself to run out; special files in a granted directory are refused
+//! without blocking; a granted directory is the one resolved at load.
+
+use std::path::PathBuf;
+
+use llm_worker::*;
+use llm_worker_tests::{error_message, plugin, plugin_path, scratch_dir, session};
+use serde_json::json;
+
+/// A directory holding the fixture `fixture` as `name.wasm`, with a policy granting `data/`
+/// read-only as `/data` (plus `extra`), and `data/file.txt`.
+fn granted(name: &str, fixture: &str, extra: &str) -> PathBuf {
+    let dir = scratch_dir(name);
+    std::fs::copy(plugin_path(fixture), dir.join(format!("{name}.wasm"))).expect("copy plugin");
+    std::fs::write(
+        dir.join(format!("{name}.policy.toml")),
+        format!("[[dirs]]\nhost = \"data\"\nguest = \"/data\"\nmode = \"ro\"\n{extra}"),
+    )
+    .expect("write policy");
+    std::fs::create_dir(dir.join("data")).expect("mkdir");
+    std::fs::write(dir.join("data/file.txt"), "kept").expect("write");
+    dir
+}
+
+async fn hold(handle: &ToolServerHandle, count: u32) -> Result<String, ToolServerError> {
+    let input = json!({"path": "/data/file.txt", "count": count}).to_string();
+    handle.call_tool("hold", &input).await
+}
+
+/// How many handles a `hold` reply says the plugin holds.
+fn held(reply: &str) -> usize {
+    reply
+        .strip_prefix("held=")
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|count| count.parse().ok())
+        .unwrap_or_else(|| panic!("not a hold reply: {reply}"))
+}
+
+/// Thirty sessions each trying to hold 900 handles of one file (27,000 descriptors, more than
+/// the process may open here): each instance gets at most 256 (its granted directory
+/// included), all of them together at most the host's budget, and the sessions that do not
+/// fit fail to start as a lack of host capacity, not as the plugin's fault. The host keeps
+/// opening files, and closed files give their share back.
+#[tokio::test(flavor = "multi_thread")]
+async fn open_files_are_capped_per_instance_and_for_the_host() {
+    const BUDGET: usize = 2_000;
+    let host = PluginHost::builder()
+        .max_open_files(BUDGET)
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let dir = granted("holder", "holder", "");
+    let holder = host
+        .load(dir.join("holder.wasm"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut sessions = Vec::new();
+    let mut replies = Vec::new();
+    let mut refused_sessions = Vec::new();
+    for _ in 0..30 {
+        let handle = session(&holder);
+        match hold(&handle, 900).await {
+            Ok(reply) => {
+                replies.push(reply);
+                sessions.push(handle);
+            }
+            Err(error) => {
+                let message = format!("{error}");
+                assert!(
+                    message.contains("open files") && message.contains("max_open_files"),
+                    "{message}"
+                );
+                refused_sessions.push(handle);
+            }
+        }
+    }
+    // 256 per instance: the granted directory and 255 files; the plugin sees `ENOMEM`.
+    for reply in &replies[..7] {
+        assert_eq!(reply, "held=255 refused=OutOfMemory");
+    }
+    let total: usize = replies.iter().map(|reply| held(reply)).sum::<usize>() + replies.len();
+    assert_eq!(total, BUDGET, "{replies:?}");
+    assert_eq!(replies.len() + refused_sessions.len(), 30);
+
+    // A session that could not start is not blamed: asking again never disables it.
+    let late = &refused_sessions[0];
+    for _ in 0..6 {
+        let message = format!("{:?}", hold(late, 1).await);
+        assert!(message.contains("max_open_files"), "{message}");
+    }
+    // The host itself still opens files: it loads a plugin, and sessions without grants run.
+    let counter = host
+        .load(plugin_path("counter"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let counting = session(&counter);
+    assert_eq!(counting.call_tool("count", "{}").await.as_deref(), Ok("0"));
+    assert!(std::fs::File::open(dir.join("data/file.txt")).is_ok());
+
+    // Closed files give their share back at once: the late session starts now.
+    assert_eq!(
+        sessions[0].call_tool("release", "{}").await.as_deref(),
+        Ok("released=255")
+    );
+    assert_eq!(
+        hold(late, 900).await.as_deref(),
+        Ok("held=254 refused=OutOfMemory")
+    );
+    // Reading a directory opens it (twice, while it reads): refused at the cap too.
+    let listed = late
+        .call_tool("list", &json!({"path": "/data"}).to_string())
+        .await;
+    assert_eq!(
+        error_message(listed),
+        "Execution failed: /data: OutOfMemory"
+    );
+
+    // Ending the sessions gives everything back.
+    drop(sessions);
+    drop(refused_sessions);
+    let fresh = session(&holder);
+    assert_eq!(
+        hold(&fresh, 900).await.as_deref(),
+        Ok("held=255 refused=OutOfMemory")
+    );
+    assert_eq!(
+        fresh.call_tool("release", "{}").await.as_deref(),
+        Ok("released=255")
+    );
+    assert_eq!(
+        fresh
+            .call_tool("list", &json!({"path": "/data"}).to_string())
+            .await
+            .as_deref(),
+        Ok("1")
+    );
+}
+
+/// A FIFO in a granted directory: opening it for reading would block until a writer comes,
+/// on a thread of its own, for ever after the call timed out. It is refused at once, the
+/// instance keeps its state, and other plugins keep serving.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fifo_in_a_granted_directory_is_refused_without_blocking() {
+    let dir = granted("fifo-grant", "trapper", "[limits]\ntimeout_ms = 2000\n");
+    let made = std::process::Command::new("mkfifo")
+        .arg(dir.join("data/pipe"))
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success());
+    let trapper = llm_worker_tests::host()
+        .load(dir.join("fifo-grant.wasm"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let handle = session(&trapper);
+    assert_eq!(handle.call_tool("tick", "{}").await.as_deref(), Ok("0"));
+    for _ in 0..20 {
+        let message = error_message(
+            handle
+                .call_tool("read_file", r#"{"path":"/data/pipe"}"#)
+                .await,
+        );
+        assert!(
+            message.contains("/data/pipe") && message.contains("ermission denied"),
+            "refused by the host, not timed out: {message}"
+        );
+    }
+    // The same instance, never restarted: no call ran out of time.
+    assert_eq!(handle.call_tool("tick", "{}").await.as_deref(), Ok("1"));
+    assert_eq!(
+        handle
+            .call_tool("read_file", r#"{"path":"/data/file.txt"}"#)
+            .await
+            .as_deref(),
+        Ok("kept")
+    );
+    let counter = session(&plugin("counter"));
+    assert_eq!(counter.call_tool("count", "{}").await.as_deref(), Ok("0"));
+}
+
+/// A granted directory is opened when the plugin is loaded: an instance started later gets
+/// that directory even if another was put at its path (on Linux, through the held
+/// descriptor), and refuses to start if a link was put in its path.
+#[tokio::test]
+async fn a_granted_directory_is_the_one_resolved_at_load() {
+    let dir = granted("grant-held", "trapper", "");
+    let trapper = llm_worker_tests::host()
+        .load(dir.join("grant-held.wasm"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let read = |handle: ToolServerHandle| async move {
+        handle
+            .call_tool("read_file", r#"{"path":"/data/file.txt"}"#)
+            .await
+    };
+    // Another directory in its place.
+    std::fs::rename(dir.join("data"), dir.join("data-loaded")).expect("rename");
+    std::fs::create_dir(dir.join("data")).expect("mkdir");
+    std::fs::write(dir.join("data/file.txt"), "swapped").expect("write");
+    let expected = if cfg!(target_os = "linux") {
+        "kept"
+    } else {
+        "swapped"
+    };
+    assert_eq!(read(session(&trapper)).await.as_deref(), Ok(expected));
+    // A link in its place.
+    let elsewhere = scratch_dir("grant-held-elsewhere");
+    std::fs::write(elsewhere.join("file.txt"), "elsewhere").expect("write");
+    std::fs::remove_dir_all(dir.join("data")).expect("remove");
+    std::os::unix::fs::symlink(&elsewhere, dir.join("data")).expect("link");
+    let message = error_message(read(session(&trapper)).await);
+    assert!(
+        message.contains("now leads to") && message.contains("a link was put in its path"),
+        "{message}"
+    );
+}
