@@ -402,9 +402,16 @@ async fn call(
     if loaded.plugins.is_empty() && loaded.failures.is_empty() {
         return Err(no_plugins(dir, loader.options));
     }
+    // Only the plugin offering the tool is registered (and started): a call needs no other.
     let mut worker = Worker::new();
     worker
-        .register_tools(loaded.definitions())
+        .register_tools(
+            loaded
+                .plugins
+                .iter()
+                .filter(|plugin| plugin.tool_names().contains(&tool))
+                .flat_map(LoadedPlugin::definitions),
+        )
         .map_err(|e| e.to_string())?;
     let tools = worker.tool_server_handle();
     // No input at all means no arguments.
@@ -418,11 +425,12 @@ async fn call(
             Ok(ExitCode::SUCCESS)
         }
         Err(ToolServerError::ToolNotFound(name)) => {
-            let names: Vec<String> = tools
-                .tool_definitions_sorted()
-                .into_iter()
-                .map(|d| d.name)
+            let mut names: Vec<&str> = loaded
+                .plugins
+                .iter()
+                .flat_map(|plugin| plugin.tool_names())
                 .collect();
+            names.sort_unstable();
             if loaded.failures.is_empty() {
                 eprintln!(
                     "error: no tool '{name}' in {}; the tools are: {}",
