@@ -9,6 +9,8 @@ mod cache;
 mod http;
 mod input;
 mod instance;
+#[cfg(feature = "wasi-http")]
+mod net;
 mod output;
 mod validate;
 
