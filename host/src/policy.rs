@@ -385,6 +385,7 @@ impl HttpGrant {
 
     /// The address the grant names literally (`http://127.0.0.1:8080`, `http://[::1]`); `None`
     /// for a name or a wildcard.
+    #[cfg_attr(not(feature = "wasi-http"), allow(dead_code))]
     pub(crate) fn address(&self) -> Option<IpAddr> {
         literal_address(&self.host)
     }
