@@ -2,6 +2,7 @@
 //! and the [`Limits`] it runs under, read from a policy file beside the plugin.
 
 use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -156,7 +157,39 @@ impl Limits {
 ///
 /// [http]                 # outbound requests through wasi:http
 /// allow = ["https://api.example.com", "*.example.org", "http://127.0.0.1:8080"]
+/// allow_private = ["http://wiki.intranet.example"]  # granted, and may resolve to any address
+///
+/// [[http.secrets]]       # a header the host sets; the plugin never sees its value
+/// host = "https://api.example.com"  # one of the rules; https, or http to a loopback address
+/// header = "Authorization"          # named literally such as http://127.0.0.1:8080
+/// value = "Bearer ${API_TOKEN}"     # ${VAR}s from the host's environment, at load
+///
+/// [tools.forecast.http]  # a narrower list for the calls of one tool
+/// allow = ["https://api.example.com"]
 /// ```
+///
+/// # Network grants and private networks
+///
+/// A request's host name is resolved once, when the request is sent, and the connection goes
+/// to an address that was checked (never to one a second lookup returns). A name that
+/// resolves to an address that is not public is refused before any connection, with
+/// `destination-IP-prohibited`: loopback (127.0.0.0/8, `::1`, and the names `localhost` and
+/// `*.localhost`), unspecified (0.0.0.0/8, `::`), private (10.0.0.0/8, 172.16.0.0/12,
+/// 192.168.0.0/16, fc00::/7), shared (100.64.0.0/10), link-local and cloud metadata
+/// (169.254.0.0/16, fe80::/10), multicast and reserved ranges — including the IPv6 forms that
+/// carry such an IPv4 address (`::ffff:127.0.0.1`, NAT64, 6to4). So a grant by name cannot be
+/// turned toward the host's own network by DNS rebinding or a poisoned resolver. Two ways to
+/// reach such an address on purpose:
+///
+/// - name the address literally in the rule: `http://127.0.0.1:8080`, `http://[::1]:8080`
+///   (a wildcard such as `*.0.0.1` names no address);
+/// - put the rule in `[http] allow_private` (it is then granted: there is no need to repeat
+///   it in `allow`); a name it allows may resolve to any address. A tool's list narrows the
+///   destinations and keeps their opt-in.
+///
+/// Secrets go only over `https`, or over `http` to a loopback address the rule names
+/// literally: a secret on any other rule that allows `http` (`http://…`, or no scheme) is a
+/// load error. Requests with the `TRACE` method are refused (`HTTP-request-denied`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SandboxPolicy {
@@ -266,13 +299,37 @@ impl HttpGrant {
 }
 
 /// A destination a plugin may send HTTP requests to: `[scheme://]host[:port]`, where the host
-/// may start with `*.` for any subdomain. Without a port, the scheme's default port (80 or
-/// 443); without a scheme, `http` and `https` both.
+/// is a name (which may start with `*.` for any subdomain), an IPv4 address or an IPv6
+/// address in brackets. Without a port, the scheme's default port (80 or 443); without a
+/// scheme, `http` and `https` both.
+///
+/// A name the grant allows must resolve to public addresses only, unless the grant opts in
+/// to the others ([`HttpGrant::with_private_addresses`], `[http] allow_private` in a policy
+/// file); an address the grant names literally is reached whatever its range. See
+/// [`SandboxPolicy`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HttpGrant {
     scheme: Option<String>,
     host: String,
     port: Option<u16>,
+    private: bool,
+}
+
+/// The address a literal host names: `127.0.0.1`, `[::1]` (the form of a URI's host); `None`
+/// for a name, including numeric forms such as `127.1` that only a resolver reads as an
+/// address.
+pub(crate) fn literal_address(host: &str) -> Option<IpAddr> {
+    match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        Some(v6) => v6.parse::<Ipv6Addr>().ok().map(IpAddr::V6),
+        None => host.parse::<Ipv4Addr>().ok().map(IpAddr::V4),
+    }
+}
+
+/// Whether a request to `scheme://host` may carry a secret: over https, or to a loopback
+/// address named literally.
+pub(crate) fn may_carry_secrets(scheme: Option<&str>, host: &str) -> bool {
+    scheme == Some("https")
+        || literal_address(host).is_some_and(|ip| ip.to_canonical().is_loopback())
 }
 
 impl HttpGrant {
@@ -289,15 +346,34 @@ impl HttpGrant {
         if rest.contains('/') || rest.contains('@') || rest.contains('?') {
             return Err("must be [scheme://]host[:port], without a path or user".into());
         }
+        let parse_port = |port: &str| {
+            port.parse::<u16>()
+                .ok()
+                .filter(|&port| port != 0)
+                .ok_or_else(|| format!("has the port {port:?}; give a number 1-65535"))
+        };
+        if let Some(bracketed) = rest.strip_prefix('[') {
+            let (address, after) = bracketed
+                .split_once(']')
+                .ok_or("has a '[' without its ']'; write an IPv6 address as [::1]")?;
+            let address: Ipv6Addr = address.parse().map_err(|_| {
+                format!("has {address:?} in brackets, which is not an IPv6 address")
+            })?;
+            let port = match after {
+                "" => None,
+                _ => Some(parse_port(after.strip_prefix(':').ok_or_else(|| {
+                    format!("has {after:?} after the address; give :port or nothing")
+                })?)?),
+            };
+            return Ok(Self {
+                scheme,
+                host: format!("[{address}]"),
+                port,
+                private: false,
+            });
+        }
         let (host, port) = match rest.rsplit_once(':') {
-            Some((host, port)) => {
-                let port = port
-                    .parse::<u16>()
-                    .ok()
-                    .filter(|&port| port != 0)
-                    .ok_or_else(|| format!("has the port {port:?}; give a number 1-65535"))?;
-                (host, Some(port))
-            }
+            Some((host, port)) => (host, Some(parse_port(port)?)),
             None => (rest, None),
         };
         let bare = host.strip_prefix("*.").unwrap_or(host);
@@ -314,7 +390,32 @@ impl HttpGrant {
             scheme,
             host: host.to_ascii_lowercase(),
             port,
+            private: false,
         })
+    }
+
+    /// This grant, opted in to addresses that are not public: a name it allows may resolve to
+    /// a loopback, private, link-local … address (`[http] allow_private` in a policy file).
+    pub fn with_private_addresses(mut self) -> Self {
+        self.private = true;
+        self
+    }
+
+    /// Whether a name this grant allows may resolve to an address that is not public.
+    pub fn allows_private_addresses(&self) -> bool {
+        self.private
+    }
+
+    /// The address the grant names literally (`http://127.0.0.1:8080`, `http://[::1]`); `None`
+    /// for a name or a wildcard.
+    #[cfg_attr(not(feature = "wasi-http"), allow(dead_code))]
+    pub(crate) fn address(&self) -> Option<IpAddr> {
+        literal_address(&self.host)
+    }
+
+    /// Whether both allow the same requests (whatever their opt-in to private addresses).
+    fn same_destination(&self, other: &Self) -> bool {
+        (&self.scheme, &self.host, self.port) == (&other.scheme, &other.host, other.port)
     }
 
     /// Whether a request to `scheme://host:port` is allowed by this grant.
@@ -330,7 +431,11 @@ impl HttpGrant {
         if port.unwrap_or(default_port) != self.port.unwrap_or(default_port) {
             return false;
         }
-        let host = host.to_ascii_lowercase();
+        let host = match literal_address(host) {
+            // `[0::1]` is `[::1]`.
+            Some(IpAddr::V6(address)) => format!("[{address}]"),
+            _ => host.to_ascii_lowercase(),
+        };
         match self.host.strip_prefix("*.") {
             Some(suffix) => host.len() > suffix.len() + 1 && host.ends_with(&format!(".{suffix}")),
             None => host == self.host,
@@ -414,6 +519,9 @@ struct PolicyFile {
 struct HttpFile {
     #[serde(default)]
     allow: Vec<String>,
+    /// Rules granted like `allow`'s, whose names may resolve to non-public addresses.
+    #[serde(default)]
+    allow_private: Vec<String>,
     #[serde(default)]
     secrets: Vec<SecretFile>,
 }
@@ -671,13 +779,20 @@ impl SandboxPolicy {
                 })
                 .collect()
         };
-        let http = grants("http.allow", &file.http.allow)?;
+        let mut http = grants("http.allow", &file.http.allow)?;
+        for grant in grants("http.allow_private", &file.http.allow_private)? {
+            let grant = grant.with_private_addresses();
+            match http.iter_mut().find(|rule| rule.same_destination(&grant)) {
+                Some(rule) => *rule = grant,
+                None => http.push(grant),
+            }
+        }
         let mut http_secrets = Vec::new();
         for (index, secret) in file.http.secrets.iter().enumerate() {
             let key = |field: &str| format!("http.secrets[{index}].{field}");
             let grant = HttpGrant::parse(&secret.host)
                 .ok()
-                .filter(|grant| http.contains(grant))
+                .filter(|grant| http.iter().any(|rule| rule.same_destination(grant)))
                 .ok_or_else(|| {
                     invalid(
                         &key("host"),
@@ -688,6 +803,22 @@ impl SandboxPolicy {
                         ),
                     )
                 })?;
+            if !may_carry_secrets(grant.scheme.as_deref(), &grant.host) {
+                let https = HttpGrant {
+                    scheme: Some("https".into()),
+                    ..grant.clone()
+                };
+                return Err(invalid(
+                    &key("host"),
+                    format!(
+                        "is {:?}, a rule that allows plain http, which would send the secret \
+                         unencrypted: a secret goes only over https, or over http to a loopback \
+                         address the rule names literally (such as http://127.0.0.1:8080); \
+                         grant and name \"{https}\" instead",
+                        secret.host
+                    ),
+                ));
+            }
             let header_ok = !secret.header.is_empty()
                 && secret
                     .header
@@ -895,6 +1026,111 @@ mod tests {
         assert!(message.contains("http.allow[1]"), "{message}");
     }
 
+    #[test]
+    fn ipv6_addresses_are_granted_in_brackets() {
+        let grant = |rule: &str| HttpGrant::parse(rule).unwrap_or_else(|e| panic!("{rule}: {e}"));
+        let v6 = grant("http://[0:0::1]:8080");
+        assert_eq!(v6.to_string(), "http://[::1]:8080");
+        assert_eq!(v6.address(), Some(IpAddr::V6(Ipv6Addr::LOCALHOST)));
+        assert!(v6.allows("http", "[::1]", Some(8080)));
+        assert!(v6.allows("http", "[0::1]", Some(8080)));
+        assert!(!v6.allows("http", "[::2]", Some(8080)));
+        assert!(!v6.allows("http", "::1", Some(8080)));
+        assert!(grant("[2001:DB8::1]").allows("https", "[2001:db8::1]", None));
+        assert_eq!(
+            grant("http://127.0.0.1").address(),
+            Some([127, 0, 0, 1].into())
+        );
+        for not_an_address in ["localhost", "*.0.0.1", "127.1", "2130706433"] {
+            assert_eq!(grant(not_an_address).address(), None, "{not_an_address}");
+        }
+        for bad in [
+            "http://[::1",
+            "http://[x]:80",
+            "http://[::1]80",
+            "http://[::1]:0",
+            "::1",
+        ] {
+            assert!(HttpGrant::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn allow_private_grants_its_rules_with_the_opt_in() {
+        let policy = parse(
+            "[http]\nallow = [\"https://api.example.com\", \"http://intranet:8080\"]\n\
+             allow_private = [\"http://intranet:8080\", \"http://wiki.intranet\"]\n",
+        )
+        .expect("valid");
+        let rules: Vec<(String, bool)> = policy
+            .http
+            .iter()
+            .map(|grant| (grant.to_string(), grant.allows_private_addresses()))
+            .collect();
+        assert_eq!(
+            rules,
+            [
+                ("https://api.example.com".to_owned(), false),
+                ("http://intranet:8080".to_owned(), true),
+                ("http://wiki.intranet".to_owned(), true),
+            ]
+        );
+        let message = parse("[http]\nallow_private = [\"ftp://x\"]\n")
+            .expect_err("bad rule")
+            .to_string();
+        assert!(message.contains("http.allow_private[0]"), "{message}");
+        // A tool's list may narrow to an opted-in rule.
+        assert!(
+            parse(
+                "[http]\nallow_private = [\"http://wiki.intranet\"]\n\
+                 [tools.t.http]\nallow = [\"http://wiki.intranet\"]\n"
+            )
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn secrets_go_over_https_or_to_a_loopback_address_named_literally() {
+        let secret = |allow: &str, rule: &str| {
+            parse(&format!(
+                "[http]\n{allow} = [\"{rule}\"]\n[[http.secrets]]\nhost = \"{rule}\"\n\
+                 header = \"Authorization\"\nvalue = \"x\"\n"
+            ))
+        };
+        for rule in [
+            "https://api.example.com",
+            "https://10.0.0.1:8443",
+            "http://127.0.0.1:8080",
+            "127.0.0.2",
+            "http://[::1]:8080",
+            "http://[::ffff:127.0.0.1]",
+        ] {
+            assert!(secret("allow", rule).is_ok(), "{rule}");
+        }
+        for (allow, rule) in [
+            ("allow", "http://api.example.com"),
+            ("allow", "api.example.com"),
+            ("allow", "http://localhost:8080"),
+            ("allow", "http://10.0.0.1"),
+            ("allow", "http://*.example.com"),
+            ("allow_private", "http://localhost:8080"),
+        ] {
+            let message = secret(allow, rule).expect_err(rule).to_string();
+            assert!(
+                message.contains("http.secrets[0].host") && message.contains("https://"),
+                "{rule}: {message}"
+            );
+        }
+        // The message names the rule to write.
+        let message = secret("allow", "api.example.com:8443")
+            .expect_err("plain http")
+            .to_string();
+        assert!(
+            message.contains("\"https://api.example.com:8443\""),
+            "{message}"
+        );
+    }
+
     mod fuzz {
         use proptest::prelude::*;
 
@@ -932,6 +1168,7 @@ mod tests {
                     Just("inherit"),
                     Just("set"),
                     Just("allow"),
+                    Just("allow_private"),
                     Just("host"),
                     Just("guest"),
                     Just("mode"),

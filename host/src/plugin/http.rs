@@ -1,7 +1,9 @@
 //! Outbound HTTP for plugins through `wasi:http`: a request is sent only if the plugin's
 //! policy grants its destination, only while a call runs, within that call's remaining time,
 //! and with a few in flight at most; when the call ends, whatever it left running is cancelled.
-//! A plugin without HTTP grants is not even linked to `wasi:http`.
+//! The host connects it itself ([`super::net`]): to an address that was checked, never to a
+//! non-public one the grant neither names nor opts in to. `TRACE` is refused. A plugin without
+//! HTTP grants is not even linked to `wasi:http`.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -10,7 +12,8 @@ use std::time::Instant;
 use tokio::sync::{Semaphore, watch};
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
-use crate::policy::{HttpGrant, HttpSecret, SandboxPolicy};
+use super::net::{self, Destination, Refused};
+use crate::policy::{HttpGrant, HttpSecret, SandboxPolicy, literal_address, may_carry_secrets};
 
 /// Most outgoing requests one instance may have in flight (sent, or streaming a response).
 pub(crate) const MAX_REQUESTS_IN_FLIGHT: usize = 8;
@@ -82,23 +85,56 @@ impl HttpGate {
         self.call = None;
     }
 
-    fn allows(&self, uri: &http::Uri) -> bool {
+    /// Where a request to `uri` goes, if the grants of the call running now allow it: whether
+    /// it may reach any address is decided here, from the grants that allow it.
+    fn destination(&self, uri: &http::Uri) -> Option<Destination> {
         let (Some(scheme), Some(host)) = (uri.scheme_str(), uri.host()) else {
-            return false;
+            return None;
         };
-        self.active
+        let port = uri.port_u16();
+        let allowing: Vec<&HttpGrant> = self
+            .active
             .iter()
-            .any(|grant| grant.allows(scheme, host, uri.port_u16()))
+            .filter(|grant| grant.allows(scheme, host, port))
+            .collect();
+        if allowing.is_empty() {
+            return None;
+        }
+        // Named literally: a rule whose host is this very address (not a wildcard that
+        // happens to match its digits).
+        let literal = literal_address(host).is_some_and(|address| {
+            allowing
+                .iter()
+                .any(|grant| grant.address() == Some(address))
+        });
+        // The opt-in is the plugin's rule's; a tool's list only narrows the destinations.
+        let private = self
+            .grants
+            .iter()
+            .chain(allowing.iter().copied())
+            .any(|grant| grant.allows_private_addresses() && grant.allows(scheme, host, port));
+        let tls = scheme == "https";
+        Some(Destination {
+            host: host.to_owned(),
+            port: port.unwrap_or(if tls { 443 } else { 80 }),
+            tls,
+            any_address: literal || private,
+        })
     }
 
     /// Sets the secret headers of the request's destination, replacing the plugin's values.
     /// A destination that is no secret's gets none (nor does a redirect: the plugin must send
-    /// a new request, which is checked again).
+    /// a new request, which is checked again), and neither does plain http, but to a loopback
+    /// address named literally (policy files cannot say otherwise; this holds for policies
+    /// built in code too).
     fn add_secrets(&self, request: &mut http::Request<WasiBody>) {
         let uri = request.uri().clone();
         let (Some(scheme), Some(host)) = (uri.scheme_str(), uri.host()) else {
             return;
         };
+        if !may_carry_secrets(Some(scheme), host) {
+            return;
+        }
         for secret in self
             .secrets
             .iter()
@@ -139,14 +175,25 @@ impl WasiHttpHooks for HttpGate {
     ) -> ResponseFuture {
         drop(fut);
         let mut request = request;
-        if !self.allows(request.uri()) {
+        // Methods are case-sensitive, but a server may not be: `trace` is refused too.
+        if request.method().as_str().eq_ignore_ascii_case("TRACE") {
+            tracing::warn!(
+                plugin = %self.plugin,
+                uri = %request.uri(),
+                method = %request.method(),
+                "denied an HTTP request: the method TRACE is refused (it echoes the request, \
+                 headers the host added included)"
+            );
+            return Box::new(async { Err(Error::HttpRequestDenied) });
+        }
+        let Some(destination) = self.destination(request.uri()) else {
             tracing::warn!(
                 plugin = %self.plugin,
                 uri = %request.uri(),
                 "denied an HTTP request: its destination is not in the plugin's [http] allow list"
             );
             return Box::new(async { Err(Error::HttpRequestDenied) });
-        }
+        };
         let Some((deadline, call)) = &self.call else {
             return Box::new(async { Err(Error::HttpRequestDenied) });
         };
@@ -161,20 +208,129 @@ impl WasiHttpHooks for HttpGate {
         let (deadline, ended) = (*deadline, call.subscribe());
         self.add_secrets(&mut request);
         tracing::debug!(plugin = %self.plugin, uri = %request.uri(), "HTTP request");
+        let plugin = Arc::clone(&self.plugin);
         Box::new(async move {
-            use http_body_util::BodyExt;
-            let sent = wasmtime_wasi_http::default_send_request(request, options);
+            let sent = async {
+                let addresses = match net::resolve(&destination).await {
+                    Ok(addresses) => addresses,
+                    Err(Refused::Failed(error)) => return Err(error),
+                    Err(Refused::Address { address, range }) => {
+                        tracing::warn!(
+                            plugin = %plugin,
+                            uri = %request.uri(),
+                            %address,
+                            "denied an HTTP request: {} resolves to {range}; name the address \
+                             in the rule ([http] allow) or put the rule in [http] allow_private \
+                             to reach it",
+                            destination.host
+                        );
+                        return Err(Error::DestinationIpProhibited);
+                    }
+                };
+                net::send(request, &destination, &addresses, options).await
+            };
             let (response, io) = bounded(sent, deadline, ended.clone()).await?;
             // The connection keeps running while the plugin reads the body: bounded the same
             // way, and holding its place among the requests in flight until it ends.
             let io = async move {
                 let _permit = permit;
-                bounded(io, deadline, ended).await
+                bounded(Box::into_pin(io), deadline, ended).await
             };
             Ok((
-                response.map(BodyExt::boxed_unsync),
+                response,
                 Box::new(io) as Box<dyn Future<Output = Result<(), Error>> + Send>,
             ))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn gate(policy: &str, tool: Option<&str>) -> HttpGate {
+        let policy = SandboxPolicy::parse(
+            policy,
+            Path::new("/p/w.policy.toml"),
+            &crate::Limits::default(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let mut gate = HttpGate::new("w", &policy);
+        gate.begin_call(Instant::now(), tool);
+        gate
+    }
+
+    fn destination(gate: &HttpGate, uri: &str) -> Option<(String, u16, bool, bool)> {
+        let uri: http::Uri = uri.parse().unwrap_or_else(|e| panic!("{uri}: {e}"));
+        gate.destination(&uri)
+            .map(|d| (d.host, d.port, d.tls, d.any_address))
+    }
+
+    #[test]
+    fn only_addresses_named_literally_or_opted_in_may_be_non_public() {
+        let gate = gate(
+            "[http]\nallow = [\"http://127.0.0.1:8080\", \"http://[::1]:8080\", \
+             \"*.0.0.1\", \"https://api.example.com\", \"localhost\"]\n\
+             allow_private = [\"http://wiki.intranet\"]\n\
+             [tools.narrow.http]\nallow = [\"http://wiki.intranet\"]\n",
+            Some("wide"),
+        );
+        let some = |host: &str, port, tls, any| Some((host.to_owned(), port, tls, any));
+        assert_eq!(
+            destination(&gate, "http://127.0.0.1:8080/x"),
+            some("127.0.0.1", 8080, false, true)
+        );
+        assert_eq!(
+            destination(&gate, "http://[::1]:8080/"),
+            some("[::1]", 8080, false, true)
+        );
+        // Matched by a wildcard, not named: public addresses only.
+        assert_eq!(
+            destination(&gate, "http://10.0.0.1/"),
+            some("10.0.0.1", 80, false, false)
+        );
+        assert_eq!(
+            destination(&gate, "https://api.example.com/"),
+            some("api.example.com", 443, true, false)
+        );
+        assert_eq!(
+            destination(&gate, "http://localhost/"),
+            some("localhost", 80, false, false)
+        );
+        assert_eq!(
+            destination(&gate, "http://wiki.intranet/"),
+            some("wiki.intranet", 80, false, true)
+        );
+        assert_eq!(destination(&gate, "http://127.0.0.1:8081/"), None);
+        assert_eq!(destination(&gate, "http://api.example.com/"), None);
+        // A tool's narrower list keeps the opt-in of the plugin's rule.
+        let narrow = super::tests::gate(
+            "[http]\nallow_private = [\"http://wiki.intranet\"]\nallow = [\"https://a.example\"]\n\
+             [tools.narrow.http]\nallow = [\"http://wiki.intranet\"]\n",
+            Some("narrow"),
+        );
+        assert_eq!(
+            destination(&narrow, "http://wiki.intranet/"),
+            some("wiki.intranet", 80, false, true)
+        );
+        assert_eq!(destination(&narrow, "https://a.example/"), None);
+    }
+
+    #[test]
+    fn start_code_reaches_no_destination() {
+        // An instance may start inside a call of a narrowed tool: its start code gets nothing,
+        // neither the plugin's grants nor the tool's.
+        let starting = gate(
+            "[http]\nallow = [\"https://api.example.com\", \"http://127.0.0.1:8080\"]\n",
+            None,
+        );
+        assert_eq!(destination(&starting, "https://api.example.com/"), None);
+        assert_eq!(destination(&starting, "http://127.0.0.1:8080/"), None);
+        let calling = gate(
+            "[http]\nallow = [\"https://api.example.com\"]\n",
+            Some("any"),
+        );
+        assert!(destination(&calling, "https://api.example.com/").is_some());
     }
 }

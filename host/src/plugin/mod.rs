@@ -10,6 +10,8 @@ mod descriptors;
 mod http;
 mod input;
 mod instance;
+#[cfg(feature = "wasi-http")]
+mod net;
 mod output;
 mod validate;
 

@@ -1,38 +1,50 @@
-//! Outbound HTTP through `wasi:http`: denied unless the policy grants the destination.
+//! Outbound HTTP through `wasi:http`: denied unless the policy grants the destination; a
+//! granted name reaches public addresses only, unless the rule names the address or opts in.
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use llm_worker::*;
 use llm_worker_tests::{host, plugin, plugin_path, scratch_dir};
 
 /// A tiny HTTP server on 127.0.0.1 answering every request with "hello from local"; it
-/// counts requests and stops by itself after 20 s.
+/// counts connections, keeps the head of each request, and stops when dropped (or after
+/// 5 minutes: a test that starts it before the plugins are built still finds it running).
 struct TestServer {
     port: u16,
     hits: Arc<AtomicUsize>,
+    heads: Arc<Mutex<Vec<String>>>,
 }
 
 fn test_server() -> TestServer {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    listener.set_nonblocking(true).expect("nonblocking");
-    let port = listener.local_addr().expect("address").port();
+    test_server_on("127.0.0.1:0").expect("bind")
+}
+
+fn test_server_on(address: &str) -> std::io::Result<TestServer> {
+    let listener = TcpListener::bind(address)?;
+    listener.set_nonblocking(true)?;
+    let port = listener.local_addr()?.port();
     let hits = Arc::new(AtomicUsize::new(0));
-    let counter = Arc::clone(&hits);
+    let heads = Arc::new(Mutex::new(Vec::new()));
+    let (counter, kept) = (Arc::clone(&hits), Arc::clone(&heads));
     std::thread::spawn(move || {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
+        let deadline = Instant::now() + Duration::from_secs(300);
+        // Until the `TestServer` (holding the other reference) is dropped.
+        while Instant::now() < deadline && Arc::strong_count(&counter) > 1 {
             match listener.accept() {
                 Ok((mut stream, _)) => {
                     counter.fetch_add(1, Ordering::SeqCst);
                     let _ = stream.set_nonblocking(false);
                     let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
                     let mut buffer = [0u8; 4096];
-                    let _ = stream.read(&mut buffer);
+                    let read = stream.read(&mut buffer).unwrap_or(0);
+                    kept.lock()
+                        .expect("lock")
+                        .push(String::from_utf8_lossy(&buffer[..read]).into_owned());
                     let body = "hello from local";
                     let _ = write!(
                         stream,
@@ -44,7 +56,27 @@ fn test_server() -> TestServer {
             }
         }
     });
-    TestServer { port, hits }
+    Ok(TestServer { port, hits, heads })
+}
+
+impl TestServer {
+    fn hits(&self) -> usize {
+        self.hits.load(Ordering::SeqCst)
+    }
+
+    /// The Authorization header of each request, if it had one.
+    fn authorization(&self) -> Vec<Option<String>> {
+        self.heads
+            .lock()
+            .expect("lock")
+            .iter()
+            .map(|head| {
+                head.lines()
+                    .find(|line| line.to_ascii_lowercase().starts_with("authorization:"))
+                    .map(|line| line["authorization:".len()..].trim().to_owned())
+            })
+            .collect()
+    }
 }
 
 /// The fetcher plugin in its own directory, with `policy` beside it (if any).
@@ -73,6 +105,11 @@ async fn fetch(tools: &ToolServerHandle, url: &str) -> Result<String, ToolServer
     tools
         .call_tool("fetch", &serde_json::json!({ "url": url }).to_string())
         .await
+}
+
+/// Whether `result` is the tool error that carries the `wasi:http` error code `code`.
+fn failed_with(result: &Result<String, ToolServerError>, code: &str) -> bool {
+    matches!(result, Err(ToolServerError::ToolExecution(message)) if message.contains(code))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -213,4 +250,190 @@ async fn requests_a_call_leaves_behind_are_capped_and_cancelled() {
     assert!(accepted <= 8, "{accepted} connections");
     assert_eq!(server.closed.load(Ordering::SeqCst), accepted);
     assert_eq!(tools.call_tool("count", "{}").await.as_deref(), Ok("0"));
+}
+
+/// A rule that allows a name (or a pattern) reaches only public addresses: a name that
+/// resolves to a loopback address is refused before any connection, whether it is
+/// `localhost` (loopback by definition), a name under it, or a numeric name that only the
+/// resolver reads as 127.0.0.1; so is an address matched by a wildcard rather than named.
+/// The same address named literally is reached, and so are the names opted in with
+/// `[http] allow_private`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_granted_name_reaches_no_private_address_unless_named_or_opted_in() {
+    let server = test_server();
+    let port = server.port;
+    for (rule, url) in [
+        ("localhost", "localhost"),
+        ("localhost", "LOCALHOST"),
+        ("app.localhost", "app.localhost"),
+        // inet_aton's forms of 127.0.0.1: names to us, addresses to the resolver.
+        ("127.1", "127.1"),
+        ("2130706433", "2130706433"),
+        ("0x7f000001", "0x7f000001"),
+        ("*.0.0.1", "127.0.0.1"),
+    ] {
+        let policy = format!("[http]\nallow = [\"http://{rule}:{port}\"]\n");
+        let tools = session(fetcher_dir("http-by-name", Some(policy)));
+        let refused = fetch(&tools, &format!("http://{url}:{port}/")).await;
+        assert!(
+            failed_with(&refused, "DestinationIpProhibited"),
+            "{rule}: {refused:?}"
+        );
+    }
+    assert_eq!(server.hits(), 0, "refused before any connection");
+
+    // Named literally: reached.
+    let policy = format!("[http]\nallow = [\"http://127.0.0.1:{port}\"]\n");
+    let tools = session(fetcher_dir("http-literal", Some(policy)));
+    let url = format!("http://127.0.0.1:{port}/");
+    assert_eq!(
+        fetch(&tools, &url).await.as_deref(),
+        Ok("200 hello from local")
+    );
+    assert_eq!(server.hits(), 1);
+
+    // Opted in: reached, by `localhost` and by a name the resolver answers, with or without
+    // the rule in `allow` too; the opt-in covers its own rule only.
+    let policy = format!(
+        "[http]\nallow = [\"http://127.1:{port}\"]\n\
+         allow_private = [\"http://localhost:{port}\", \"http://127.1:{port}\"]\n"
+    );
+    let tools = session(fetcher_dir("http-opt-in", Some(policy)));
+    for name in ["localhost", "127.1"] {
+        let url = format!("http://{name}:{port}/");
+        assert_eq!(
+            fetch(&tools, &url).await.as_deref(),
+            Ok("200 hello from local"),
+            "{name}"
+        );
+    }
+    assert_eq!(server.hits(), 3);
+    let policy = format!(
+        "[http]\nallow = [\"http://2130706433:{port}\"]\n\
+         allow_private = [\"http://localhost:{port}\"]\n"
+    );
+    let tools = session(fetcher_dir("http-opt-in-own", Some(policy)));
+    let refused = fetch(&tools, &format!("http://2130706433:{port}/")).await;
+    assert!(
+        failed_with(&refused, "DestinationIpProhibited"),
+        "{refused:?}"
+    );
+    assert_eq!(server.hits(), 3);
+}
+
+/// IPv6: `[::1]` named literally is reached; `localhost`, which also means ::1, is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ipv6_loopback_is_reached_only_when_named() {
+    let Ok(server) = test_server_on("[::1]:0") else {
+        eprintln!("no IPv6 loopback on this machine: skipped");
+        return;
+    };
+    let port = server.port;
+    let policy =
+        format!("[http]\nallow = [\"http://[::1]:{port}\", \"http://localhost:{port}\"]\n");
+    let tools = session(fetcher_dir("http-ipv6", Some(policy)));
+    let refused = fetch(&tools, &format!("http://localhost:{port}/")).await;
+    assert!(
+        failed_with(&refused, "DestinationIpProhibited"),
+        "{refused:?}"
+    );
+    assert_eq!(server.hits(), 0);
+    for url in [
+        format!("http://[::1]:{port}/"),
+        format!("http://[0:0::1]:{port}/"),
+    ] {
+        assert_eq!(
+            fetch(&tools, &url).await.as_deref(),
+            Ok("200 hello from local"),
+            "{url}"
+        );
+    }
+    assert_eq!(server.hits(), 2);
+}
+
+/// A secret goes only over https, or over http to a loopback address the rule names
+/// literally: on any other rule that allows http, it is a load error naming the key and
+/// the rule to write instead.
+#[test]
+fn a_secret_on_a_rule_that_allows_plain_http_to_a_name_is_a_load_error() {
+    let secret = |rule: &str| {
+        let policy = format!(
+            "[http]\nallow = [\"{rule}\"]\n[[http.secrets]]\nhost = \"{rule}\"\n\
+             header = \"Authorization\"\nvalue = \"Bearer token\"\n"
+        );
+        host().load(fetcher_dir("http-secret-rule", Some(policy)))
+    };
+    for (rule, instead) in [
+        ("http://api.example.com", "https://api.example.com"),
+        ("api.example.com:8443", "https://api.example.com:8443"),
+        ("http://localhost:8080", "https://localhost:8080"),
+        ("http://10.0.0.1", "https://10.0.0.1"),
+    ] {
+        let error = secret(rule).map(|_| ()).expect_err(rule).to_string();
+        assert!(
+            error.contains("http.secrets[0].host")
+                && error.contains("plain http")
+                && error.contains(instead),
+            "{rule}: {error}"
+        );
+    }
+    for rule in [
+        "https://api.example.com",
+        "http://127.0.0.1:8080",
+        "127.0.0.1:8080",
+        "http://[::1]:8080",
+    ] {
+        assert!(secret(rule).is_ok(), "{rule}");
+    }
+}
+
+/// A policy built in code is not checked at load, but a secret still never goes over plain
+/// http to a name: the request is sent without it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_is_never_sent_over_plain_http_to_a_name() {
+    let server = test_server();
+    let grant = HttpGrant::parse(&format!("http://localhost:{}", server.port))
+        .expect("a rule")
+        .with_private_addresses();
+    let mut policy = SandboxPolicy::default();
+    policy.http = vec![grant.clone()];
+    policy.http_secrets = vec![HttpSecret::new(grant, "Authorization", "Bearer token")];
+    let loaded = host()
+        .load_with_policy(plugin_path("fetcher"), policy)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut worker = Worker::new();
+    worker
+        .register_tools(loaded.definitions())
+        .expect("registers");
+    let tools = worker.tool_server_handle();
+    let url = format!("http://localhost:{}/", server.port);
+    assert_eq!(
+        fetch(&tools, &url).await.as_deref(),
+        Ok("200 hello from local")
+    );
+    assert_eq!(server.authorization(), [None]);
+}
+
+/// `TRACE` is refused (it would echo the request back, headers the host added included).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_trace_method_is_refused() {
+    let server = test_server();
+    let policy = format!("[http]\nallow = [\"http://127.0.0.1:{}\"]\n", server.port);
+    let tools = session(fetcher_dir("http-trace", Some(policy)));
+    let url = format!("http://127.0.0.1:{}/", server.port);
+    let call = |method: &str| {
+        let input = serde_json::json!({ "url": url, "method": method }).to_string();
+        let tools = tools.clone();
+        async move { tools.call_tool("fetch", &input).await }
+    };
+    for method in ["TRACE", "trace"] {
+        let refused = call(method).await;
+        assert!(
+            failed_with(&refused, "HttpRequestDenied"),
+            "{method}: {refused:?}"
+        );
+    }
+    assert_eq!(server.hits(), 0, "refused before any connection");
+    assert_eq!(call("GET").await.as_deref(), Ok("200 hello from local"));
+    assert_eq!(server.hits(), 1);
 }
