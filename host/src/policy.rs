@@ -231,10 +231,7 @@ impl HttpSecret {
     }
 
     /// The header's value (for the request, and hashed for a revision: never log it).
-    #[cfg_attr(
-        not(any(feature = "wasi-http", feature = "mcp")),
-        allow(dead_code)
-    )]
+    #[cfg_attr(not(any(feature = "wasi-http", feature = "mcp")), allow(dead_code))]
     pub(crate) fn value(&self) -> &str {
         &self.value
     }
