@@ -289,6 +289,9 @@ fn with_stderr(message: String, stderr: &str) -> String {
 struct Slot {
     live: Option<LiveInstance>,
     consecutive_failures: u32,
+    /// Whether an instance was ever started (or tried) for this session: a start begun at
+    /// registration that runs only after a call tried has nothing left to do.
+    tried: bool,
     /// Why the last instance was dropped with no caller left to tell (its call was dropped):
     /// the next call reports it.
     lost: Option<String>,
@@ -381,8 +384,15 @@ impl PluginSession {
         }
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
-                let session = Arc::clone(self);
-                let task = runtime.spawn(async move { session.start_at_registration().await });
+                // Until it runs, the task holds the session weakly: a session dropped before
+                // then (its instance, its pool slot) is freed at once, not when the runtime
+                // gets round to the aborted task.
+                let session = Arc::downgrade(self);
+                let task = runtime.spawn(async move {
+                    if let Some(session) = session.upgrade() {
+                        session.start_at_registration().await;
+                    }
+                });
                 *self
                     .start_task
                     .lock()
@@ -393,9 +403,13 @@ impl PluginSession {
     }
 
     async fn start_at_registration(&self) {
-        let mut slot = self.slot.lock().await;
-        // A call may have come first and started it.
-        if slot.live.is_some() {
+        // A call holding the slot starts the instance itself: never wait for it here (a
+        // waiting task would keep the session, its instance and its pool slot, alive).
+        let Some(mut slot) = self.slot.try_lock() else {
+            return;
+        };
+        // A call may have come first and started it, or tried to.
+        if slot.tried {
             return;
         }
         self.starting.store(true, Ordering::Release);
@@ -415,6 +429,7 @@ impl PluginSession {
     /// tools on its first export call) runs at the session's first call, in that call's time
     /// limit. A session that never calls a plugin pays for its instance only.
     async fn start(&self, slot: &mut Slot, deadline: Instant) -> Result<(), ToolError> {
+        slot.tried = true;
         match instantiate(&self.image, deadline, false).await {
             Ok((live, _)) => {
                 slot.live = Some(live);
