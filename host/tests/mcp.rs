@@ -233,24 +233,7 @@ fn scratch_copy(name: &str) -> std::path::PathBuf {
 
 /// The tools of greet and of a plugin whose start spins for two minutes, as an MCP server.
 async fn greet_beside_a_slow_starter(name: &str) -> String {
-    let dir = llm_worker_tests::scratch_dir(name);
-    std::fs::write(
-        dir.join("slow.wasm"),
-        llm_worker_tests::wat::start_gated_on_environment(),
-    )
-    .expect("write");
-    std::fs::write(
-        dir.join("slow.policy.toml"),
-        "[env]\nset = { SPIN = \"1\" }\n\n[limits]\ntimeout_ms = 120000\n",
-    )
-    .expect("policy");
-    std::fs::copy(
-        llm_worker_tests::plugin_path("greet"),
-        dir.join("greet.wasm"),
-    )
-    .expect("copy");
-    let loaded = llm_worker_tests::host().load_dir(&dir).expect("load");
-    assert!(loaded.failures.is_empty(), "{:?}", loaded.failures);
+    let loaded = llm_worker_tests::greet_beside_a_slow_starter(name, 120_000);
     serve(
         ToolCatalog::from_plugins(&loaded.plugins),
         McpOptions::new("slow", "1"),

@@ -143,3 +143,28 @@ pub fn error_message(result: Result<String, llm_worker::ToolServerError>) -> Str
         other => panic!("expected a tool error, got {other:?}"),
     }
 }
+
+/// A fresh directory holding greet and `slow.wasm` ([`wat::start_gated_on_environment`]) with
+/// a policy granting it an environment variable, so that every instance made for a session
+/// spins in its start code for as long as `timeout_ms` lets it (loading it stays quick:
+/// listing tools runs a plugin with no grants). Loaded with the shared host.
+///
+/// # Panics
+///
+/// If a file cannot be written or a plugin does not load.
+pub fn greet_beside_a_slow_starter(name: &str, timeout_ms: u64) -> llm_worker::PluginDir {
+    let dir = scratch_dir(name);
+    let write = |file: &str, bytes: &[u8]| {
+        std::fs::write(dir.join(file), bytes).unwrap_or_else(|e| panic!("{file}: {e}"));
+    };
+    write("slow.wasm", &wat::start_gated_on_environment());
+    write(
+        "slow.policy.toml",
+        format!("[env]\nset = {{ SPIN = \"1\" }}\n\n[limits]\ntimeout_ms = {timeout_ms}\n")
+            .as_bytes(),
+    );
+    std::fs::copy(plugin_path("greet"), dir.join("greet.wasm")).unwrap_or_else(|e| panic!("{e}"));
+    let loaded = host().load_dir(&dir).unwrap_or_else(|e| panic!("{e}"));
+    assert!(loaded.failures.is_empty(), "{:?}", loaded.failures);
+    loaded
+}

@@ -142,6 +142,14 @@ impl Served {
         self.reported = problems;
     }
 
+    /// Each group's name and revision: what a catalog's sessions compare.
+    fn revisions(&self) -> Vec<(String, u64)> {
+        self.groups
+            .values()
+            .map(|group| (group.name().to_owned(), group.revision()))
+            .collect()
+    }
+
     fn groups(&self) -> Vec<ToolGroup> {
         self.groups.values().cloned().collect()
     }
@@ -264,20 +272,9 @@ impl DirWatcher {
         };
         self.refused = None;
         self.present = now;
-        let before: Vec<(String, u64)> = self
-            .served
-            .groups
-            .values()
-            .map(|group| (group.name().to_owned(), group.revision()))
-            .collect();
+        let before = self.served.revisions();
         self.served.update(loaded, &self.present);
-        let after: Vec<(String, u64)> = self
-            .served
-            .groups
-            .values()
-            .map(|group| (group.name().to_owned(), group.revision()))
-            .collect();
-        before != after
+        self.served.revisions() != before
     }
 
     /// Rescans every [`WATCH_INTERVAL`] and replaces `catalog`'s groups when the plugins

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use llm_worker::*;
 use llm_worker_tests::wat::{WatComponent, ret};
-use llm_worker_tests::{error_message, plugin, plugin_path, scratch_dir, session};
+use llm_worker_tests::{
+    error_message, greet_beside_a_slow_starter, plugin, plugin_path, scratch_dir, session,
+};
 
 const OBJECT: &str = r#"{"type":"object"}"#;
 
@@ -689,28 +691,6 @@ fn special_files_are_refused_without_blocking() {
         matches!(device, Err(PluginError::NotAFile { .. })),
         "{device:?}"
     );
-}
-
-/// A directory holding greet and a plugin whose start spins for as long as `timeout_ms` lets
-/// it (its tool list still loads at once: listing tools runs a plugin with no grants).
-fn greet_beside_a_slow_starter(name: &str, timeout_ms: u64) -> PluginDir {
-    let dir = scratch_dir(name);
-    std::fs::write(
-        dir.join("slow.wasm"),
-        llm_worker_tests::wat::start_gated_on_environment(),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(
-        dir.join("slow.policy.toml"),
-        format!("[env]\nset = {{ SPIN = \"1\" }}\n\n[limits]\ntimeout_ms = {timeout_ms}\n"),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    std::fs::copy(plugin_path("greet"), dir.join("greet.wasm")).unwrap_or_else(|e| panic!("{e}"));
-    let loaded = llm_worker_tests::host()
-        .load_dir(&dir)
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert!(loaded.failures.is_empty(), "{:?}", loaded.failures);
-    loaded
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
