@@ -429,6 +429,13 @@ async fn an_embedder_mounts_the_mcp_service_on_its_own_router_and_stops_it() {
         HttpOptions::default(),
     );
     assert!(open.is_err());
+    // Nor does the loopback opt-out: a mounted service may be reached from anywhere.
+    let open = McpHttpService::new(
+        ToolCatalog::new([]),
+        McpOptions::new("open", "1"),
+        HttpOptions::default().no_auth(true),
+    );
+    assert!(open.is_err());
 
     let dropped = Arc::new(AtomicUsize::new(0));
     let mcp = McpHttpService::new(
@@ -633,4 +640,65 @@ fn a_changed_secret_is_a_new_revision() {
         with_secret("Bearer two"),
         "a session must not keep an instance sending the old secret"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dir_watcher_follows_the_lock_once_there_is_one() {
+    use llm_worker::mcp::DirWatcher;
+    use llm_worker::{LoadDirOptions, LockFile};
+    let dir = llm_worker_tests::scratch_dir("dir-watcher-lock");
+    for plugin in ["counter", "greet"] {
+        std::fs::copy(
+            llm_worker_tests::plugin_path(plugin),
+            dir.join(format!("{plugin}.wasm")),
+        )
+        .expect("copy");
+    }
+    let host = llm_worker_tests::host().clone();
+    let mut watcher =
+        DirWatcher::load(host.clone(), &dir, LoadDirOptions::default()).expect("load");
+    assert!(!watcher.options().locked, "no lock yet");
+    let served = |watcher: &DirWatcher| -> Vec<String> {
+        watcher
+            .groups()
+            .iter()
+            .filter_map(|group| {
+                std::path::Path::new(group.name())
+                    .file_name()
+                    .map(|name| name.to_string_lossy().into_owned())
+            })
+            .collect()
+    };
+    let lock_with = |plugins: &[&str]| {
+        let loaded = host
+            .load_dir_with(
+                &dir,
+                LoadDirOptions::default().ignore_lock(true),
+                |_, _, _| {},
+            )
+            .expect("load");
+        let approved: Vec<_> = loaded
+            .plugins
+            .into_iter()
+            .filter(|plugin| plugins.contains(&plugin.name()))
+            .collect();
+        LockFile::of(&dir, &approved).write(&dir).expect("lock");
+    };
+
+    // Locked while serving: from now on the directory stays locked.
+    lock_with(&["counter", "greet"]);
+    watcher.rescan().await;
+    assert!(watcher.options().locked, "locked since");
+    assert_eq!(served(&watcher), ["counter.wasm", "greet.wasm"]);
+
+    // The operator withdraws greet's approval; its file stays: it is no longer served.
+    lock_with(&["counter"]);
+    assert!(watcher.rescan().await);
+    assert_eq!(served(&watcher), ["counter.wasm"]);
+
+    // The lock is deleted and a plugin dropped in: nothing of it is served.
+    std::fs::remove_file(dir.join(llm_worker::LOCK_FILE)).expect("delete the lock");
+    std::fs::copy(llm_worker_tests::plugin_path("calc"), dir.join("calc.wasm")).expect("copy");
+    assert!(!watcher.rescan().await);
+    assert_eq!(served(&watcher), ["counter.wasm"]);
 }

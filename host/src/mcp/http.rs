@@ -384,9 +384,9 @@ impl std::fmt::Debug for McpHttpService {
 }
 
 impl McpHttpService {
-    /// The service for `catalog`. [`HttpOptions::tokens`] must not be empty unless
-    /// [`HttpOptions::no_auth`] is set (which the embedder may do only where the service is
-    /// reached from loopback alone). Without [`HttpOptions::allowed_hosts`], only the loopback
+    /// The service for `catalog`. [`HttpOptions::tokens`] must not be empty: a mounted service
+    /// may be reached from anywhere, so [`HttpOptions::no_auth`] is refused here (it is for
+    /// [`serve_http`] on a loopback address). Without [`HttpOptions::allowed_hosts`], only the loopback
     /// names (`localhost`, `127.0.0.1`, `::1`) are accepted as `Host`: set the names under
     /// which the embedder serves it.
     pub fn new(
@@ -404,6 +404,8 @@ impl McpHttpService {
         http: HttpOptions,
         address: Option<SocketAddr>,
     ) -> Result<Self, McpError> {
+        // A mounted service (no address) may be reached from anywhere: it needs tokens.
+        let no_auth_allowed = address.is_some_and(|address| address.ip().is_loopback());
         let loopback = address.is_none_or(|address| address.ip().is_loopback());
         // An empty token would admit `Authorization: Bearer ` with nothing after it.
         let tokens: Vec<Vec<u8>> = http
@@ -413,7 +415,7 @@ impl McpHttpService {
             .filter(|token| !token.is_empty())
             .map(|token| token.as_bytes().to_vec())
             .collect();
-        if tokens.is_empty() && !(loopback && http.no_auth) {
+        if tokens.is_empty() && !(no_auth_allowed && http.no_auth) {
             return Err(McpError::NoAuthentication {
                 address: address.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0))),
             });
@@ -448,7 +450,11 @@ impl McpHttpService {
                  '-' and '_'"
             )));
         }
-        let manager = PrefixedSessions { local, prefix };
+        let manager = PrefixedSessions {
+            local,
+            prefix,
+            max_sessions,
+        };
         let options = Arc::new(options);
         let factory_sessions = Arc::clone(&sessions);
         let service = StreamableHttpService::new(
@@ -611,6 +617,10 @@ pub async fn serve_http_with_shutdown(
 struct PrefixedSessions {
     local: LocalSessionManager,
     prefix: String,
+    /// Most sessions rmcp keeps at once, initialised or not (a client that never sends
+    /// `initialized` takes no place among the admitted sessions, but holds a session's worker
+    /// until it expires).
+    max_sessions: usize,
 }
 
 impl SessionManager for PrefixedSessions {
@@ -619,6 +629,16 @@ impl SessionManager for PrefixedSessions {
 
     /// A session as rmcp's local manager makes one, under a prefixed id.
     async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
+        if self.local.sessions.read().await.len() >= self.max_sessions {
+            return Err(LocalSessionManagerError::SessionError(
+                rmcp::transport::streamable_http_server::session::local::SessionError::Io(
+                    std::io::Error::other(format!(
+                        "this MCP server has {} sessions open, its limit",
+                        self.max_sessions
+                    )),
+                ),
+            ));
+        }
         let id = SessionId::from(format!("{}{}", self.prefix, session_id()));
         let (handle, worker) = create_local_session(id.clone(), self.local.session_config.clone());
         self.local.sessions.write().await.insert(id.clone(), handle);

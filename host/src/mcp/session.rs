@@ -61,7 +61,7 @@ pub(crate) struct Counted(Arc<SessionCounter>);
 pub(crate) struct Admission {
     counter: Arc<SessionCounter>,
     limit: usize,
-    counted: std::sync::OnceLock<Counted>,
+    counted: Mutex<Option<Counted>>,
 }
 
 #[cfg(feature = "mcp-http")]
@@ -70,7 +70,7 @@ impl Admission {
         Self {
             counter,
             limit,
-            counted: std::sync::OnceLock::new(),
+            counted: Mutex::new(None),
         }
     }
 }
@@ -78,10 +78,12 @@ impl Admission {
 impl Admission {
     /// Takes the session's place, once; an error if the server has `limit` sessions live.
     fn admit(&self) -> Result<(), ErrorData> {
-        if self.counted.get().is_some() {
+        // Held across the check and the count: two first calls of one session count it once.
+        let mut counted = self.counted.lock().unwrap_or_else(|p| p.into_inner());
+        if counted.is_some() {
             return Ok(());
         }
-        let counted = self
+        let taken = self
             .counter
             .live
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |live| {
@@ -98,8 +100,7 @@ impl Admission {
                     None,
                 )
             })?;
-        // A concurrent request may have taken the place first: then this count is dropped.
-        let _ = self.counted.set(counted);
+        *counted = Some(taken);
         Ok(())
     }
 }

@@ -137,22 +137,37 @@ where
         }
     }
 
+    /// Cancel-safe: rmcp drops a pending `receive` whenever it has something to send, so a
+    /// line read in part stays in `self.line` for the next call, and answers given here are
+    /// written by a task of their own (never half a line).
     async fn receive(&mut self) -> Option<ClientJsonRpcMessage> {
         loop {
-            self.line.clear();
-            let read = (&mut self.reader)
-                .take(MAX_LINE_BYTES + 1)
-                .read_until(b'\n', &mut self.line)
-                .await;
-            if !read.is_ok_and(|read| read > 0) {
-                return None;
+            if !self.line.ends_with(b"\n") {
+                let room = (MAX_LINE_BYTES + 1).saturating_sub(self.line.len() as u64);
+                let read = (&mut self.reader)
+                    .take(room)
+                    .read_until(b'\n', &mut self.line)
+                    .await;
+                match read {
+                    Err(_) => return None,
+                    // The end of the input: a last line without its newline is still a line.
+                    Ok(0) if self.line.is_empty() => return None,
+                    Ok(0) => {}
+                    Ok(_) if self.line.ends_with(b"\n") => {}
+                    // At most MAX_LINE_BYTES + 1 were taken: more than the limit without a
+                    // newline.
+                    Ok(_) if self.line.len() as u64 > MAX_LINE_BYTES => {
+                        tracing::warn!(
+                            "a line of the client is over {MAX_LINE_BYTES} bytes; closing"
+                        );
+                        return None;
+                    }
+                    // The input ended without a newline: the next read says so.
+                    Ok(_) => continue,
+                }
             }
-            let text = self.line.strip_suffix(b"\n").unwrap_or(&self.line);
-            // At most MAX_LINE_BYTES + 1 were read: more than the limit without its newline.
-            if text.len() as u64 > MAX_LINE_BYTES {
-                tracing::warn!("a line of the client is over {MAX_LINE_BYTES} bytes; closing");
-                return None;
-            }
+            let line = std::mem::take(&mut self.line);
+            let text = line.strip_suffix(b"\n").unwrap_or(&line);
             let text = text.strip_suffix(b"\r").unwrap_or(text);
             let text = text.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(text);
             if text.iter().all(u8::is_ascii_whitespace) {
@@ -171,12 +186,10 @@ where
                     }
                 },
             };
-            if Self::write_line(&self.writer, answer.to_string().into_bytes())
-                .await
-                .is_err()
-            {
-                return None;
-            }
+            let writer = Arc::clone(&self.writer);
+            tokio::spawn(async move {
+                let _ = Self::write_line(&writer, answer.to_string().into_bytes()).await;
+            });
         }
     }
 
@@ -211,6 +224,32 @@ mod tests {
             Ok(message) => invalid_params(&message),
             Err(error) => answer_for(line, &error),
         }
+    }
+
+    #[tokio::test]
+    async fn a_receive_dropped_half_way_through_a_line_loses_nothing() {
+        use tokio::io::AsyncWriteExt as _;
+        let (mut client, server) = tokio::io::duplex(1 << 20);
+        let mut transport = LineTransport::new(server, tokio::io::sink());
+        let line = format!(
+            r#"{{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{{"name":"x","arguments":{{"pad":"{}"}}}}}}"#,
+            "y".repeat(100_000)
+        );
+        let (first, rest) = line.as_bytes().split_at(50_000);
+        client.write_all(first).await.expect("write");
+        // rmcp drops a pending receive whenever it has something to send.
+        let pending = tokio::time::timeout(
+            std::time::Duration::from_millis(50),
+            Transport::<RoleServer>::receive(&mut transport),
+        )
+        .await;
+        assert!(pending.is_err(), "half a line is not a message");
+        client.write_all(rest).await.expect("write");
+        client.write_all(b"\n").await.expect("write");
+        let message = Transport::<RoleServer>::receive(&mut transport)
+            .await
+            .expect("the whole line, once complete");
+        assert!(matches!(message, ClientJsonRpcMessage::Request(_)));
     }
 
     #[test]

@@ -84,6 +84,9 @@ impl DirSnapshot {
 #[derive(Default)]
 struct Served {
     groups: BTreeMap<PathBuf, ToolGroup>,
+    /// The SHA-256 (hex) of each served plugin and of its policy ("none" without one): what a
+    /// lock must approve for it to keep serving.
+    approvals: BTreeMap<PathBuf, (String, String)>,
     /// The problems reported at the last load, so that a rescan does not repeat them.
     reported: std::collections::BTreeSet<String>,
 }
@@ -95,6 +98,13 @@ impl Served {
         for plugin in &loaded.plugins {
             let group = ToolGroup::plugin(plugin);
             let path = plugin.path().to_owned();
+            self.approvals.insert(
+                path.clone(),
+                (
+                    crate::digest::hex(plugin.sha256()),
+                    plugin.policy_sha256().unwrap_or("none").to_owned(),
+                ),
+            );
             if self
                 .groups
                 .get(&path)
@@ -140,6 +150,27 @@ impl Served {
             tracing::warn!("{problem}");
         }
         self.reported = problems;
+    }
+
+    /// Stops serving every plugin the lock of `dir` does not approve as it is served (its
+    /// entry withdrawn, or moved on to other bytes while the old file stayed).
+    fn keep_approved(&mut self, dir: &Path, lock: &LockFile) {
+        let approved = lock.by_file();
+        let approvals = &self.approvals;
+        self.groups.retain(|path, _| {
+            let entry = approved.get(crate::lock::relative_name(dir, path).as_str());
+            let served = approvals.get(path);
+            let keep = entry.zip(served).is_some_and(|(entry, (sha256, policy))| {
+                entry.sha256 == *sha256 && entry.policy_sha256 == *policy
+            });
+            if !keep {
+                tracing::warn!(
+                    plugin = %path.display(),
+                    "no longer served: the lock file does not approve the version served"
+                );
+            }
+            keep
+        });
     }
 
     /// Each group's name and revision: what a catalog's sessions compare.
@@ -216,10 +247,12 @@ impl DirWatcher {
     ) -> Self {
         let dir = dir.into();
         let present = before.0;
-        let mut options = options;
-        if !options.locked && !options.ignore_lock && matches!(LockFile::read(&dir), Ok(Some(_))) {
-            options = options.locked(true);
-        }
+        // Decided from what was there before the load, not from a second read of the lock.
+        let options = if present.lock.is_some() && !options.ignore_lock {
+            options.locked(true)
+        } else {
+            options
+        };
         let mut served = Served::default();
         served.update(loaded, &present);
         Self {
@@ -271,9 +304,20 @@ impl DirWatcher {
             Err(_) => return false,
         };
         self.refused = None;
+        // A directory locked since (`llm-worker lock` while serving) stays locked from now on.
+        if now.lock.is_some() && !self.options.ignore_lock {
+            self.options = self.options.locked(true);
+        }
         self.present = now;
         let before = self.served.revisions();
         self.served.update(loaded, &self.present);
+        if self.options.locked {
+            // What was approved before may not be any more: the lock is the list.
+            // A lock gone or untrusted since the load: the next rescan refuses every change.
+            if let Ok(Some(lock)) = LockFile::read(&self.dir) {
+                self.served.keep_approved(&self.dir, &lock);
+            }
+        }
         self.served.revisions() != before
     }
 
