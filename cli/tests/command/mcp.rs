@@ -112,22 +112,7 @@ async fn watch_picks_up_new_changed_and_broken_plugins() {
     let dir = root.join("plugins");
     std::fs::create_dir(&dir).expect("mkdir");
     std::fs::copy(plugin_path("counter"), dir.join("counter.wasm")).expect("copy");
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"));
-    command
-        .args(["serve", "--watch", "--cache-dir"])
-        .arg(root.join("cache"))
-        .arg(&dir);
-    let watcher = Watcher::default();
-    let changes = std::sync::Arc::clone(&watcher.changes);
-    let (transport, stderr) = TokioChildProcess::builder(command)
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let mut stderr = tokio::io::BufReader::new(stderr.expect("stderr")).lines();
-    let client = watcher.serve(transport).await.expect("initialize");
-    let names = |tools: Vec<rmcp::model::Tool>| -> Vec<String> {
-        tools.into_iter().map(|t| t.name.into_owned()).collect()
-    };
+    let (client, changes, mut stderr) = serve_watching(&root.join("cache"), &dir).await;
     assert_eq!(
         names(client.list_all_tools().await.expect("list")),
         ["count", "peek"]
@@ -364,6 +349,37 @@ async fn an_mcp_client_sees_titles_hints_output_schemas_structured_results_logs_
     client.cancel().await.expect("close");
 }
 
+/// `llm-worker serve --watch` of `dir` over stdio, its client (counting list changes) and its
+/// stderr, line by line.
+async fn serve_watching(
+    cache: &std::path::Path,
+    dir: &std::path::Path,
+) -> (
+    rmcp::service::RunningService<rmcp::RoleClient, Watcher>,
+    std::sync::Arc<tokio::sync::Notify>,
+    tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStderr>>,
+) {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"));
+    command
+        .args(["serve", "--watch", "--cache-dir"])
+        .arg(cache)
+        .arg(dir);
+    let watcher = Watcher::default();
+    let changes = std::sync::Arc::clone(&watcher.changes);
+    let (transport, stderr) = TokioChildProcess::builder(command)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let stderr = tokio::io::BufReader::new(stderr.expect("stderr")).lines();
+    let client = watcher.serve(transport).await.expect("initialize");
+    (client, changes, stderr)
+}
+
+/// The names of `tools`, in order.
+fn names(tools: Vec<rmcp::model::Tool>) -> Vec<String> {
+    tools.into_iter().map(|t| t.name.into_owned()).collect()
+}
+
 /// Waits until the server says `needle` on stderr (within a deadline).
 async fn said(
     lines: &mut tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStderr>>,
@@ -402,22 +418,7 @@ async fn watch_keeps_a_locked_directory_locked_and_follows_its_lock() {
         assert!(status.success());
     };
     lock(&dir);
-    let mut command = tokio::process::Command::new(cli);
-    command
-        .args(["serve", "--watch", "--cache-dir"])
-        .arg(root.join("cache"))
-        .arg(&dir);
-    let watcher = Watcher::default();
-    let changes = std::sync::Arc::clone(&watcher.changes);
-    let (transport, stderr) = TokioChildProcess::builder(command)
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let mut stderr = tokio::io::BufReader::new(stderr.expect("stderr")).lines();
-    let client = watcher.serve(transport).await.expect("initialize");
-    let names = |tools: Vec<rmcp::model::Tool>| -> Vec<String> {
-        tools.into_iter().map(|t| t.name.into_owned()).collect()
-    };
+    let (client, changes, mut stderr) = serve_watching(&root.join("cache"), &dir).await;
 
     // The attacker swaps greet for another plugin and deletes the lock, as they can write the
     // directory: the reload refuses every change, and the approved greet keeps serving.
