@@ -144,14 +144,11 @@ impl ToolCatalog {
 
 /// The groups, less those whose tool names an earlier group has (each left out with a warning).
 fn without_clashes(groups: impl IntoIterator<Item = ToolGroup>) -> Arc<[ToolGroup]> {
-    let mut taken: BTreeMap<String, String> = BTreeMap::new();
+    let mut claims = crate::clash::Claims::new();
     let mut kept = Vec::new();
     for group in groups {
         let names = group.tool_names.clone().unwrap_or_default();
-        if let Some((name, owner)) = names
-            .iter()
-            .find_map(|name| taken.get(name).map(|owner| (name, owner)))
-        {
+        if let Some((name, owner)) = claims.first_taken(&names) {
             tracing::warn!(
                 "not serving {}: its tool '{name}' is offered by {owner} already; rename or \
                  remove one of them",
@@ -159,9 +156,7 @@ fn without_clashes(groups: impl IntoIterator<Item = ToolGroup>) -> Arc<[ToolGrou
             );
             continue;
         }
-        for name in names {
-            taken.insert(name, group.name.clone());
-        }
+        claims.claim(&names, group.name.clone());
         kept.push(group);
     }
     kept.into()

@@ -12,7 +12,7 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode,
     Implementation, ListToolsResult, LoggingLevel, LoggingMessageNotificationParam,
     PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ServerCapabilities,
-    ServerConfig, SetLevelRequestParams, Tool, ToolAnnotations as McpAnnotations,
+    ServerConfig, SetLevelRequestParams, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -179,26 +179,17 @@ fn lock(tools: &Mutex<SessionTools>) -> MutexGuard<'_, SessionTools> {
 }
 
 fn mcp_tool(definition: LlmToolDefinition) -> Tool {
-    let schema = match definition.input_schema {
-        Value::Object(schema) => schema,
-        _ => serde_json::Map::new(),
-    };
-    let mut tool = Tool::new(definition.name, definition.description, Arc::new(schema));
-    if let Some(Value::Object(output)) = definition.output_schema {
-        tool.output_schema = Some(Arc::new(output));
-    }
-    let hints = definition.annotations;
-    if definition.title.is_some() || !hints.is_empty() {
-        tool.annotations = Some(McpAnnotations::from_raw(
-            definition.title.clone(),
-            hints.read_only,
-            hints.destructive,
-            hints.idempotent,
-            hints.open_world,
-        ));
-    }
-    tool.title = definition.title;
-    tool
+    let shape = crate::provider::mcp_tool(&definition);
+    serde_json::from_value(shape).unwrap_or_else(|error| {
+        // The shape is ours and rmcp's `Tool` reads it; should they ever disagree, the tool is
+        // still listed, by the parts that cannot fail.
+        tracing::error!(tool = %definition.name, "cannot describe the tool to MCP: {error}");
+        let schema = match definition.input_schema {
+            Value::Object(schema) => schema,
+            _ => serde_json::Map::new(),
+        };
+        Tool::new(definition.name, definition.description, Arc::new(schema))
+    })
 }
 
 /// MCP's severity ranks, least important first, for comparing with the client's level.

@@ -16,14 +16,16 @@ use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::PluginImage;
-use super::bindings::{LogLevel as WitLevel, PluginBindings, PluginHostImports, PluginToolMeta};
-use super::descriptors::{InstanceDescriptors, Refused};
+use super::bindings::{
+    LogLevel as WitLevel, PluginBindings, PluginHostImports, PluginPre, PluginToolMeta,
+};
+use super::descriptors::{HeldDir, HostDescriptors, InstanceDescriptors, Refused};
 #[cfg(feature = "wasi-http")]
 use super::http::HttpGate;
 use super::output::{PluginOutput, stderr_tail};
 use super::validate::CheckedSchema;
 use crate::events::{CallReports, LogLevel};
-use crate::policy::Limits;
+use crate::policy::{Limits, SandboxPolicy};
 use crate::tool::{Tool, ToolError, ToolMeta};
 
 /// A call that waited this long for its instance and then ran out of time is not counted as
@@ -430,7 +432,7 @@ impl PluginSession {
     /// limit. A session that never calls a plugin pays for its instance only.
     async fn start(&self, slot: &mut Slot, deadline: Instant) -> Result<(), ToolError> {
         slot.tried = true;
-        match instantiate(&self.image, deadline, false).await {
+        match instantiate(&self.image.start_spec(), deadline, false).await {
             Ok((live, _)) => {
                 slot.live = Some(live);
                 Ok(())
@@ -682,7 +684,7 @@ impl PluginTool {
     }
 }
 
-fn new_store(image: &PluginImage) -> Result<Store<PluginState>, StartFailure> {
+fn new_store(image: &StartSpec<'_>) -> Result<Store<PluginState>, StartFailure> {
     let plugin_failure = |reason| StartFailure {
         reason,
         host_capacity: false,
@@ -811,7 +813,7 @@ pub(crate) struct StartFailure {
 
 /// Creates an instance of the plugin by `deadline`, and reads its tool list if `list_tools`.
 async fn instantiate(
-    image: &PluginImage,
+    image: &StartSpec<'_>,
     deadline: Instant,
     list_tools: bool,
 ) -> Result<(LiveInstance, Vec<PluginToolMeta>), StartFailure> {
@@ -856,8 +858,21 @@ async fn instantiate(
     }
 }
 
+/// What starting an instance needs: a loaded plugin's, or at load, before there is one, the
+/// component with its limits and none of its grants (to read its tool list).
+pub(crate) struct StartSpec<'a> {
+    /// The plugin's name, for messages.
+    pub(crate) name: &'a str,
+    pub(crate) pre: &'a PluginPre<PluginState>,
+    pub(crate) policy: &'a SandboxPolicy,
+    /// The granted directories, opened at load, in the order of `policy.dirs`.
+    pub(crate) granted_dirs: &'a [HeldDir],
+    /// The host's budget of open files and directories.
+    pub(crate) descriptors: &'a Arc<HostDescriptors>,
+}
+
 /// Creates a throwaway instance to read the plugin's tool list (used at load).
-pub(crate) async fn read_tools(image: &PluginImage) -> Result<Vec<PluginToolMeta>, String> {
+pub(crate) async fn read_tools(image: &StartSpec<'_>) -> Result<Vec<PluginToolMeta>, String> {
     let deadline = Instant::now() + image.policy.limits.call_timeout;
     instantiate(image, deadline, true)
         .await

@@ -1,0 +1,112 @@
+//! The one home of "two plugins offer the same name": what counts as a clash, and the two
+//! ways it is settled. A directory loaded afresh refuses *both* plugins of a clash (neither
+//! silently wins: [`mutual`]); a catalog being replaced while it serves keeps the one that
+//! came first and leaves the later one out ([`Claims`]). Names are compared exactly; the key
+//! is generic so that other namespaces (a resource URI, a prompt name) clash the same way.
+
+use std::collections::BTreeMap;
+
+/// Names claimed so far, each by its first owner.
+#[derive(Debug)]
+pub(crate) struct Claims<K, O> {
+    taken: BTreeMap<K, O>,
+}
+
+impl<K: Ord + Clone, O> Claims<K, O> {
+    /// No claims yet.
+    pub(crate) fn new() -> Self {
+        Self {
+            taken: BTreeMap::new(),
+        }
+    }
+
+    /// The first of `names` that is claimed already, with its owner.
+    pub(crate) fn first_taken<'n>(
+        &self,
+        names: impl IntoIterator<Item = &'n K>,
+    ) -> Option<(&'n K, &O)>
+    where
+        K: 'n,
+    {
+        names
+            .into_iter()
+            .find_map(|name| self.taken.get(name).map(|owner| (name, owner)))
+    }
+
+    /// Claims each of `names` not claimed yet for `owner`.
+    pub(crate) fn claim<'n>(&mut self, names: impl IntoIterator<Item = &'n K>, owner: O)
+    where
+        K: 'n,
+        O: Clone,
+    {
+        for name in names {
+            self.taken
+                .entry(name.clone())
+                .or_insert_with(|| owner.clone());
+        }
+    }
+}
+
+/// For each owner (by its place in `lists`), the first of its names that another owner
+/// offers too, and the first such other owner; `None` for owners that clash with no one.
+pub(crate) fn mutual<K: Ord + Clone>(lists: &[Vec<K>]) -> Vec<Option<(K, usize)>> {
+    let mut owners: BTreeMap<&K, Vec<usize>> = BTreeMap::new();
+    for (owner, names) in lists.iter().enumerate() {
+        for name in names {
+            let list = owners.entry(name).or_default();
+            if list.last() != Some(&owner) {
+                list.push(owner);
+            }
+        }
+    }
+    lists
+        .iter()
+        .enumerate()
+        .map(|(owner, names)| {
+            names.iter().find_map(|name| {
+                let other = owners[name].iter().copied().find(|&other| other != owner)?;
+                Some((name.clone(), other))
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_sides_of_a_clash_are_named_and_others_are_not() {
+        let lists = vec![
+            vec!["a", "b"],
+            vec!["c"],
+            vec!["b", "d"],
+            vec!["d"],
+            vec!["e", "e"],
+        ];
+        assert_eq!(
+            mutual(&lists),
+            vec![Some(("b", 2)), None, Some(("b", 0)), Some(("d", 2)), None]
+        );
+    }
+
+    #[test]
+    fn the_first_claim_wins() {
+        let mut claims = Claims::new();
+        claims.claim(&["x".to_owned(), "y".to_owned()], "first");
+        assert_eq!(
+            claims.first_taken(&["z".to_owned(), "y".to_owned()]),
+            Some((&"y".to_owned(), &"first"))
+        );
+        claims.claim(&["y".to_owned(), "z".to_owned()], "second");
+        assert_eq!(
+            claims.first_taken(&["y".to_owned()]).map(|(_, o)| *o),
+            Some("first")
+        );
+        assert_eq!(
+            claims.first_taken(&["z".to_owned()]).map(|(_, o)| *o),
+            Some("second")
+        );
+        assert_eq!(claims.first_taken(&["w".to_owned()]), None);
+    }
+}

@@ -1,0 +1,278 @@
+//! Loading a directory of plugins: which files are read ([`LoadDirOptions`]: recursion, build
+//! output, the lock), each plugin loaded (and approved by the lock, where there is one),
+//! clashing tool names refused on both sides, and policy files that belong to no plugin
+//! reported; the result is a [`PluginDir`].
+
+use std::path::{Path, PathBuf};
+
+use super::{LoadedPlugin, PluginError, PluginHost};
+use crate::policy::{PolicyError, SandboxPolicy};
+use crate::tool::ToolDefinition;
+
+impl PluginHost {
+    /// loaded; so are links to files outside `dir` (refused) and two plugins offering the same
+    /// tool name (both refused: neither silently wins). Fails only if `dir` cannot be read.
+    pub fn load_dir(&self, dir: impl AsRef<Path>) -> Result<PluginDir, PluginError> {
+        self.load_dir_with(dir, LoadDirOptions::default(), |_, _, _| {})
+    }
+
+    /// [`load_dir`](Self::load_dir) with options (e.g. recursive), calling
+    /// `progress(index, total, path)` before each file (for a progress bar: compiling takes a
+    /// while where the cache is cold).
+    pub fn load_dir_with(
+        &self,
+        dir: impl AsRef<Path>,
+        options: LoadDirOptions,
+        mut progress: impl FnMut(usize, usize, &Path),
+    ) -> Result<PluginDir, PluginError> {
+        let dir = dir.as_ref();
+        let io = |source| PluginError::Directory {
+            path: dir.to_owned(),
+            source,
+        };
+        let root = dir.canonicalize().map_err(io)?;
+        let paths = options.plugin_files(dir).map_err(io)?;
+        let lock = if options.ignore_lock {
+            None
+        } else if options.locked {
+            Some(crate::lock::LockFile::read_required(dir)?)
+        } else {
+            crate::lock::LockFile::read(dir)?
+        };
+
+        let mut loaded = Vec::new();
+        let mut failures = Vec::new();
+        if let Some(lock) = &lock {
+            // A locked plugin that is gone is reported (the directory is not what was approved).
+            for gone in lock.gone(dir, &paths) {
+                let reason = "it is locked, but the file is gone".to_owned();
+                failures.push(PluginError::not_approved(dir, &gone, reason));
+            }
+        }
+        let total = paths.len();
+        for (index, path) in paths.into_iter().enumerate() {
+            progress(index, total, &path);
+            match std::fs::canonicalize(&path) {
+                Ok(target) if !target.starts_with(&root) => {
+                    failures.push(PluginError::OutsideDirectory { path, target });
+                    continue;
+                }
+                Ok(target) if target.is_dir() => continue,
+                Ok(_) => {}
+                Err(source) => {
+                    failures.push(PluginError::Io { path, source });
+                    continue;
+                }
+            }
+            let attempt = match &lock {
+                None => self.load(&path),
+                Some(lock) => lock
+                    .approval(dir, &path)
+                    .map_err(|reason| PluginError::not_approved(dir, &path, reason))
+                    .and_then(|entry| self.load_file(&path, Some((dir, entry)))),
+            };
+            match attempt {
+                Ok(plugin) if options.recursive => match writable_grant_within(&plugin, &root) {
+                    Some(error) => failures.push(error),
+                    None => loaded.push(plugin),
+                },
+                Ok(plugin) => loaded.push(plugin),
+                Err(error) => failures.push(error),
+            }
+        }
+
+        // Refuse both plugins of every clash of tool names.
+        let names: Vec<Vec<&str>> = loaded.iter().map(LoadedPlugin::tool_names).collect();
+        let clashes = crate::clash::mutual(&names);
+        for (plugin, clash) in loaded.iter().zip(&clashes) {
+            if let Some((tool, other)) = clash {
+                failures.push(PluginError::ToolNameClash {
+                    path: plugin.path().to_owned(),
+                    other: loaded[*other].path().to_owned(),
+                    tool: (*tool).to_owned(),
+                });
+            }
+        }
+        let clashing: Vec<bool> = clashes.iter().map(Option::is_some).collect();
+        let plugins = loaded
+            .into_iter()
+            .zip(clashing)
+            .filter_map(|(plugin, clash)| (!clash).then_some(plugin))
+            .collect();
+        Ok(PluginDir {
+            plugins,
+            failures,
+            warnings: options.stray_policies(dir),
+        })
+    }
+}
+
+/// In a directory loaded recursively, a read-write grant inside it would let a plugin add
+/// plugins or policies that the next load picks up: refuse such a plugin, naming the grant.
+fn writable_grant_within(plugin: &LoadedPlugin, root: &Path) -> Option<PluginError> {
+    let (index, grant) = plugin
+        .policy()
+        .dirs
+        .iter()
+        .enumerate()
+        .find(|(_, grant)| grant.writable && grant.host.starts_with(root))?;
+    Some(PluginError::Policy {
+        path: plugin.path().to_owned(),
+        source: PolicyError::Invalid {
+            path: SandboxPolicy::path_for(plugin.path()),
+            key: format!("dirs[{index}].host"),
+            message: format!(
+                "is {}, a read-write directory inside {}, which is loaded recursively: the \
+                 plugin could add plugins or policies there; grant a directory outside it, \
+                 make it read-only, or load without --recursive",
+                grant.host.display(),
+                root.display()
+            ),
+        },
+    })
+}
+
+/// How [`PluginHost::load_dir_with`] reads a directory.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LoadDirOptions {
+    /// Also load plugins in subdirectories (links to directories are not followed).
+    pub recursive: bool,
+    /// With `recursive`, also read build output directories (named `target`), which are
+    /// skipped by default: they hold intermediate copies of every plugin built there.
+    pub include_build_dirs: bool,
+    /// Load whatever is there, even if the directory has a lock file (to write a new one).
+    pub ignore_lock: bool,
+    /// The directory must have a lock file: without one, loading fails
+    /// ([`crate::LockError::Missing`]) instead of loading everything. `serve` sets it for every
+    /// reload of a directory that was locked when it started (`--locked` sets it from the
+    /// start), so that deleting the lock never unlocks it.
+    pub locked: bool,
+}
+
+impl LoadDirOptions {
+    /// Sets whether subdirectories are read too.
+    pub fn recursive(mut self, recursive: bool) -> Self {
+        self.recursive = recursive;
+        self
+    }
+
+    /// Sets whether the directory's lock file is ignored (see [`crate::LockFile`]).
+    pub fn ignore_lock(mut self, ignore: bool) -> Self {
+        self.ignore_lock = ignore;
+        self
+    }
+
+    /// Sets whether the directory must have a lock file (see [`LoadDirOptions::locked`]).
+    pub fn locked(mut self, locked: bool) -> Self {
+        self.locked = locked;
+        self
+    }
+
+    /// Sets whether `target` directories are read when reading subdirectories.
+    pub fn include_build_dirs(mut self, include: bool) -> Self {
+        self.include_build_dirs = include;
+        self
+    }
+
+    /// The files of `dir` these options read, sorted.
+    fn files(&self, dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+        let mut files = Vec::new();
+        let mut pending = vec![dir.to_owned()];
+        while let Some(current) = pending.pop() {
+            for entry in std::fs::read_dir(&current)? {
+                let Ok(entry) = entry else { continue };
+                let path = entry.path();
+                let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+                if is_dir {
+                    let build_output = entry.file_name() == "target" && !self.include_build_dirs;
+                    if self.recursive && !build_output {
+                        pending.push(path);
+                    }
+                } else {
+                    files.push(path);
+                }
+            }
+        }
+        files.sort();
+        Ok(files)
+    }
+
+    /// The `*.wasm` files these options take from `dir`, sorted.
+    pub fn plugin_files(&self, dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+        let mut files = self.files(dir)?;
+        files.retain(|path| path.extension().is_some_and(|ext| ext == "wasm"));
+        Ok(files)
+    }
+
+    /// Warnings about the `*.toml` files of `dir` that are the policy of no plugin (a policy
+    /// file with a typo in its name silently grants nothing, or not what was meant).
+    fn stray_policies(&self, dir: &Path) -> Vec<String> {
+        let Ok(files) = self.files(dir) else {
+            return Vec::new();
+        };
+        let plugins: Vec<&PathBuf> = files
+            .iter()
+            .filter(|path| path.extension().is_some_and(|ext| ext == "wasm"))
+            .collect();
+        files
+            .iter()
+            .filter(|path| path.extension().is_some_and(|ext| ext == "toml"))
+            .filter(|path| {
+                let name = path.file_name().unwrap_or_default();
+                name != "Cargo.toml" && name != crate::lock::LOCK_FILE
+            })
+            .filter(|policy| {
+                !plugins
+                    .iter()
+                    .any(|p| SandboxPolicy::path_for(p) == **policy)
+            })
+            .map(|policy| {
+                let name = policy.file_name().unwrap_or_default().to_string_lossy();
+                let stem = name
+                    .strip_suffix(".wasm.policy.toml")
+                    .or_else(|| name.strip_suffix(".policy.toml"))
+                    .or_else(|| name.strip_suffix(".toml"))
+                    .unwrap_or(&name);
+                let plugin = policy.with_file_name(format!("{stem}.wasm"));
+                if plugins.contains(&&plugin) {
+                    format!(
+                        "{} is not read: the policy of {} must be named {}",
+                        policy.display(),
+                        plugin.display(),
+                        SandboxPolicy::path_for(&plugin).display()
+                    )
+                } else {
+                    format!(
+                        "{} is the policy of no plugin (there is no {}); a policy file is named \
+                         after its plugin: NAME.policy.toml beside NAME.wasm",
+                        policy.display(),
+                        plugin.display()
+                    )
+                }
+            })
+            .collect()
+    }
+}
+
+/// The plugins of a directory: those that loaded, and why the others did not.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct PluginDir {
+    /// The plugins that loaded, sorted by file name.
+    pub plugins: Vec<LoadedPlugin>,
+    /// The files that were refused, with the reasons.
+    pub failures: Vec<PluginError>,
+    /// Other things worth telling the operator: policy files that belong to no plugin.
+    pub warnings: Vec<String>,
+}
+
+impl PluginDir {
+    /// Definitions of every tool of every plugin, for one new session.
+    pub fn definitions(&self) -> Vec<ToolDefinition> {
+        self.plugins
+            .iter()
+            .flat_map(LoadedPlugin::definitions)
+            .collect()
+    }
+}

@@ -1,0 +1,338 @@
+//! [`PluginHost`] and its builder: the one wasmtime engine every plugin is compiled for, its
+//! two linkers (WASI alone, and WASI with `wasi:http` for plugins granted HTTP), the thread
+//! that advances the epoch (time limits), the compiled cache, the pool of instance slots and
+//! the host-wide budget of open files. Loading is in `load.rs` and `dir.rs`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use wasmtime::component::Linker;
+use wasmtime::{Config, Engine};
+
+use super::instance::{self, PluginState};
+use super::{PluginError, bindings, cache, descriptors};
+#[cfg(not(feature = "wasi-http"))]
+use crate::policy::PolicyError;
+use crate::policy::{Limits, SandboxPolicy};
+
+/// How often the epoch advances: the granularity of time limits, and how often a running
+/// plugin yields to the async runtime.
+const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// Largest plugin file accepted by default.
+const DEFAULT_MAX_FILE_BYTES: u64 = 256 << 20;
+
+/// Advances the engine's epoch on a timer, for time limits and cooperative yielding.
+struct EpochTicker {
+    stop: Arc<AtomicBool>,
+}
+
+impl EpochTicker {
+    fn start(engine: &Engine) -> std::io::Result<Self> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let engine = engine.weak();
+        let flag = Arc::clone(&stop);
+        std::thread::Builder::new()
+            .name("llm-worker-epoch".into())
+            .spawn(move || {
+                while !flag.load(Ordering::Relaxed) {
+                    std::thread::sleep(EPOCH_TICK);
+                    match engine.upgrade() {
+                        Some(engine) => engine.increment_epoch(),
+                        None => break,
+                    }
+                }
+            })?;
+        Ok(Self { stop })
+    }
+}
+
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+pub(super) struct HostInner {
+    pub(super) engine: Engine,
+    /// WASI 0.2 without `wasi:http`.
+    pub(super) linker: Linker<PluginState>,
+    /// WASI 0.2 with `wasi:http`, for plugins granted HTTP.
+    #[cfg(feature = "wasi-http")]
+    pub(super) http_linker: Linker<PluginState>,
+    pub(super) limits: Limits,
+    pub(super) cache: Option<cache::CompileCache>,
+    pub(super) max_file_bytes: u64,
+    /// The open files and directories of all instances together.
+    pub(super) descriptors: Arc<descriptors::HostDescriptors>,
+    _ticker: EpochTicker,
+}
+
+/// Loads tool plugins: one shared wasmtime engine, a WASI linker, and the resource limits given
+/// to every instance. Cheap to clone.
+#[derive(Clone)]
+pub struct PluginHost {
+    pub(super) inner: Arc<HostInner>,
+}
+
+impl std::fmt::Debug for PluginHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PluginHost")
+            .field("limits", &self.inner.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Settings of a [`PluginHost`]: start from [`PluginHost::builder`].
+///
+/// ```no_run
+/// use llm_worker::{Limits, PluginHost};
+///
+/// let host = PluginHost::builder()
+///     .limits(Limits::default().memory_bytes(32 << 20))
+///     .cache_dir(PluginHost::default_cache_dir().expect("a home directory"))
+///     .instance_pool(256)
+///     .build()?;
+/// # Ok::<(), llm_worker::PluginError>(())
+/// ```
+#[derive(Debug, Clone, Default)]
+#[must_use]
+pub struct PluginHostBuilder {
+    limits: Limits,
+    cache_dir: Option<PathBuf>,
+    instance_pool: Option<u32>,
+    max_plugin_bytes: Option<u64>,
+    max_open_files: Option<usize>,
+}
+
+impl PluginHostBuilder {
+    /// The limits every plugin instance gets (a plugin's policy file may change its own).
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Keep compiled components in `dir` (see [`PluginHost::with_options`]).
+    pub fn cache_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.cache_dir = Some(dir.into());
+        self
+    }
+
+    /// Reserve slots for up to `max_instances` live plugin instances when the host is created,
+    /// and reuse them, instead of mapping memory and stacks for each instance as it starts
+    /// (the default).
+    ///
+    /// A pooled host starts instances (that is, registers plugins) faster, but it has a hard
+    /// capacity: once `max_instances` instances are alive, registering another one fails until
+    /// one is dropped (the registration is refused with wasmtime's reason). Each slot reserves
+    /// about 8 GiB of *address space* up front for its linear memories (never resident unless
+    /// used), so keep pools to a few thousand slots and to one pooled host per process. A
+    /// plugin's memory limit still applies inside its slot.
+    pub fn instance_pool(mut self, max_instances: u32) -> Self {
+        self.instance_pool = Some(max_instances.max(1));
+        self
+    }
+
+    /// The largest plugin accepted, in bytes, on every load path (files and bytes); default
+    /// 256 MiB. Compiling takes time in proportion to the size: a lower cap bounds how long a
+    /// hostile plugin can keep the loader busy.
+    pub fn max_plugin_bytes(mut self, bytes: u64) -> Self {
+        self.max_plugin_bytes = Some(bytes);
+        self
+    }
+
+    /// The most files and directories the plugin instances of this host may hold open
+    /// together (granted directories included); default: half of the process's open-file
+    /// limit (the soft `RLIMIT_NOFILE`) when the host is built, so that the host itself can
+    /// always open files and accept connections. Each instance may also hold at most 256.
+    /// An open over either cap fails in the plugin (`insufficient-memory`); a new instance
+    /// whose granted directories do not fit is refused as a lack of host capacity, never
+    /// counted against the plugin.
+    pub fn max_open_files(mut self, files: usize) -> Self {
+        self.max_open_files = Some(files);
+        self
+    }
+
+    /// Creates the host.
+    pub fn build(self) -> Result<PluginHost, PluginError> {
+        let engine_error = |e: wasmtime::Error| PluginError::Engine(format!("{e:?}"));
+        let PluginHostBuilder {
+            limits,
+            cache_dir,
+            instance_pool,
+            max_plugin_bytes,
+            max_open_files,
+        } = self;
+        limits.check().map_err(PluginError::InvalidLimits)?;
+        let mut config = Config::new();
+        config.wasm_component_model(true);
+        config.epoch_interruption(true);
+        config.consume_fuel(limits.fuel.is_some());
+        // Plugins use the synchronous component model (the `tool-plugin` world has no async
+        // functions or streams): skip the per-store state of component-model-async.
+        config.concurrency_support(false);
+        if let Some(max_instances) = instance_pool {
+            config.allocation_strategy(pool_config(max_instances));
+        }
+        let engine = Engine::new(&config).map_err(engine_error)?;
+        // Two linkers: WASI alone, for plugins without HTTP grants (they get no `wasi:http`
+        // imports at all), and WASI with `wasi:http`, for plugins whose policy grants it.
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(engine_error)?;
+        // Opening and closing descriptors counted per instance and host-wide.
+        descriptors::add_to_linker(&mut linker).map_err(engine_error)?;
+        bindings::add_host_imports(&mut linker).map_err(engine_error)?;
+        #[cfg(feature = "wasi-http")]
+        let http_linker = {
+            let mut http_linker = linker.clone();
+            wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut http_linker)
+                .map_err(engine_error)?;
+            http_linker
+        };
+        // Create the cache directory now, so that policies are checked against where it is.
+        let cache = cache_dir.map(cache::CompileCache::new);
+        if let Some(Err(reason)) = cache.as_ref().map(cache::CompileCache::prepare_dir) {
+            tracing::debug!("the compiled cache is not usable yet: {reason}");
+        }
+        let _ticker = EpochTicker::start(&engine).map_err(|e| {
+            PluginError::Engine(format!(
+                "cannot start the thread that enforces time limits: {e}"
+            ))
+        })?;
+        Ok(PluginHost {
+            inner: Arc::new(HostInner {
+                engine,
+                linker,
+                #[cfg(feature = "wasi-http")]
+                http_linker,
+                limits,
+                cache,
+                max_file_bytes: max_plugin_bytes.unwrap_or(DEFAULT_MAX_FILE_BYTES),
+                descriptors: Arc::new(descriptors::HostDescriptors::new(max_open_files)),
+                _ticker,
+            }),
+        })
+    }
+}
+
+/// The pool's per-plugin counts: the same as the limiter's for unpooled hosts.
+const POOL_CORE_INSTANCES_PER_PLUGIN: u32 = instance::MAX_CORE_INSTANCES as u32;
+const POOL_MEMORIES_PER_PLUGIN: u32 = instance::MAX_MEMORIES as u32;
+const POOL_TABLES_PER_PLUGIN: u32 = instance::MAX_TABLES as u32;
+
+/// The pooling allocator's configuration for `max_instances` plugin instances.
+fn pool_config(max_instances: u32) -> wasmtime::InstanceAllocationStrategy {
+    let mut pool = wasmtime::PoolingAllocationConfig::new();
+    pool.total_component_instances(max_instances)
+        // A count, not a reservation: each core instance's metadata is allocated as it starts.
+        .total_core_instances(max_instances.saturating_mul(POOL_CORE_INSTANCES_PER_PLUGIN))
+        .max_core_instances_per_component(POOL_CORE_INSTANCES_PER_PLUGIN)
+        .max_memories_per_component(POOL_MEMORIES_PER_PLUGIN)
+        .max_memories_per_module(POOL_MEMORIES_PER_PLUGIN)
+        .total_memories(max_instances.saturating_mul(POOL_MEMORIES_PER_PLUGIN))
+        .max_tables_per_component(POOL_TABLES_PER_PLUGIN)
+        .max_tables_per_module(POOL_TABLES_PER_PLUGIN)
+        .total_tables(max_instances.saturating_mul(POOL_TABLES_PER_PLUGIN))
+        .total_stacks(max_instances)
+        // 4 GiB: the whole 32-bit space, so any plugin's own memory limit fits in its slot.
+        .max_memory_size(1 << 32);
+    wasmtime::InstanceAllocationStrategy::Pooling(pool)
+}
+
+impl PluginHost {
+    /// A host with the default [`Limits`].
+    pub fn new() -> Result<Self, PluginError> {
+        Self::with_limits(Limits::default())
+    }
+
+    /// A host whose plugin instances get `limits`.
+    pub fn with_limits(limits: Limits) -> Result<Self, PluginError> {
+        Self::with_options(limits, None)
+    }
+
+    /// A host whose plugin instances get `limits` and which keeps compiled components in
+    /// `cache_dir` (see [`PluginHost::default_cache_dir`]): a second load of the same file
+    /// deserializes instead of compiling. Entries are keyed by the file's SHA-256 and the
+    /// engine's compatibility hash, written atomically, and checked before use.
+    ///
+    /// Shorthand for [`PluginHost::builder`] with these two settings.
+    pub fn with_options(limits: Limits, cache_dir: Option<PathBuf>) -> Result<Self, PluginError> {
+        let builder = Self::builder().limits(limits);
+        match cache_dir {
+            Some(dir) => builder.cache_dir(dir),
+            None => builder,
+        }
+        .build()
+    }
+
+    /// A builder for a host with more settings than [`with_options`](Self::with_options):
+    /// limits, compiled cache, and a pool of instance slots.
+    pub fn builder() -> PluginHostBuilder {
+        PluginHostBuilder::default()
+    }
+
+    /// The default compiled-cache directory: `$XDG_CACHE_HOME/llm-worker/compiled`, else
+    /// `$HOME/.cache/llm-worker/compiled`; `None` when neither is set.
+    pub fn default_cache_dir() -> Option<PathBuf> {
+        let base = std::env::var_os("XDG_CACHE_HOME")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")))?;
+        Some(base.join("llm-worker").join("compiled"))
+    }
+
+    /// The limits every instance gets.
+    pub fn limits(&self) -> &Limits {
+        &self.inner.limits
+    }
+
+    /// Reads a plugin file: a regular file (a FIFO or device is refused without blocking)
+    /// within the size limit.
+    pub(super) fn read_plugin_file(&self, path: &Path) -> Result<Vec<u8>, PluginError> {
+        crate::file::read_regular_file(path, self.inner.max_file_bytes).map_err(|error| match error
+        {
+            crate::file::ReadError::Io(source) => PluginError::Io {
+                path: path.to_owned(),
+                source,
+            },
+            crate::file::ReadError::NotAFile => PluginError::NotAFile {
+                path: path.to_owned(),
+            },
+            crate::file::ReadError::TooLarge(size) => PluginError::TooLarge {
+                path: path.to_owned(),
+                size,
+                limit: self.inner.max_file_bytes,
+            },
+        })
+    }
+
+    /// Loads every `*.wasm` file of `dir` (not its subdirectories), each with its policy file.
+    ///
+
+    /// The linker for a plugin under `policy`: with `wasi:http` only if it grants HTTP.
+    #[cfg_attr(feature = "wasi-http", allow(unused_variables))]
+    pub(super) fn linker_for(
+        &self,
+        path: &Path,
+        policy: &SandboxPolicy,
+    ) -> Result<&Linker<PluginState>, PluginError> {
+        if policy.http.is_empty() {
+            return Ok(&self.inner.linker);
+        }
+        #[cfg(feature = "wasi-http")]
+        return Ok(&self.inner.http_linker);
+        #[cfg(not(feature = "wasi-http"))]
+        Err(PluginError::Policy {
+            path: path.to_owned(),
+            source: PolicyError::Invalid {
+                path: SandboxPolicy::path_for(path),
+                key: "http.allow".into(),
+                message: "grants HTTP, but this host was built without `wasi:http` (the \
+                          `wasi-http` feature of llm-worker); remove the grant or rebuild"
+                    .into(),
+            },
+        })
+    }
+}

@@ -1,0 +1,533 @@
+//! The load pipeline of one plugin, as named steps: read the file and its policy (checked
+//! against the directory's lock, if any, before either is parsed), resolve and open the
+//! directory grants, check the header, compile (or take from the cache), check the contract
+//! version, link, check the exports, run it once with no grants to read its tool list, and
+//! validate that list into the [`ToolMeta`]s, compiled schemas and vouched hints of a
+//! [`LoadedPlugin`].
+
+use std::path::Path;
+use std::sync::Arc;
+
+use wasmtime::component::{Component, InstancePre};
+
+use super::bindings::{PluginPre, PluginToolMeta, VERSIONS};
+use super::instance::{PluginState, StartSpec};
+use super::loaded::{PluginImage, ValidTools};
+use super::validate::{self, ToolListProblem};
+use super::{LoadedPlugin, PluginError, PluginHost, annotations, blocking, descriptors, instance};
+use crate::lock::LockedPlugin;
+use crate::policy::{PolicyError, SandboxPolicy};
+use crate::tool::ToolMeta;
+
+impl PluginHost {
+    /// Reads, compiles and validates the plugin at `path`.
+    ///
+    /// This compiles the component (CPU-heavy: tens to hundreds of milliseconds) and runs it
+    /// once to read its tool list; from async code, call it in `spawn_blocking`. Nothing is
+    /// registered: call [`LoadedPlugin::definitions`] and register those.
+    pub fn load(&self, path: impl AsRef<Path>) -> Result<LoadedPlugin, PluginError> {
+        self.load_file(path.as_ref(), None)
+    }
+
+    /// Loads a plugin file with its policy file; with `approved` (the directory and its lock
+    /// entry), only if both are the ones the entry names (checked before anything of them is
+    /// parsed or compiled) and its directory grants lead where the entry says.
+    pub(super) fn load_file(
+        &self,
+        path: &Path,
+        approved: Option<(&Path, &LockedPlugin)>,
+    ) -> Result<LoadedPlugin, PluginError> {
+        let policy_error = |source| PluginError::Policy {
+            path: path.to_owned(),
+            source,
+        };
+        let policy_path = SandboxPolicy::path_for(path);
+        let policy_text = if policy_path.exists() {
+            Some(SandboxPolicy::read_text(&policy_path).map_err(policy_error)?)
+        } else {
+            None
+        };
+        let policy_sha256 = policy_text
+            .as_deref()
+            .map(|text| crate::digest::sha256_hex(text.as_bytes()));
+        let bytes = self.read_plugin_file(path)?;
+        if let Some((dir, entry)) = approved {
+            entry
+                .approves_files(
+                    &crate::digest::sha256_hex(&bytes),
+                    policy_sha256.as_deref(),
+                    &policy_path,
+                )
+                .map_err(|reason| PluginError::not_approved(dir, path, reason))?;
+        }
+        let policy = match &policy_text {
+            Some(text) => SandboxPolicy::parse(text, &policy_path, &self.inner.limits)
+                .map_err(policy_error)?,
+            None => SandboxPolicy::with_limits(self.inner.limits.clone()),
+        };
+        let (policy, granted_dirs) = self.resolve_dir_grants(path, policy)?;
+        if let Some((dir, entry)) = approved {
+            entry
+                .approves_grants(&policy)
+                .map_err(|reason| PluginError::not_approved(dir, path, reason))?;
+        }
+        let mut plugin = self.load_resolved(path, &bytes, policy, granted_dirs)?;
+        if let Some(image) = Arc::get_mut(&mut plugin.image) {
+            image.policy_sha256 = policy_sha256;
+        }
+        Ok(plugin)
+    }
+
+    /// Like [`load`](Self::load), with a policy given in code instead of a policy file.
+    pub fn load_with_policy(
+        &self,
+        path: impl AsRef<Path>,
+        policy: SandboxPolicy,
+    ) -> Result<LoadedPlugin, PluginError> {
+        let path = path.as_ref();
+        let bytes = self.read_plugin_file(path)?;
+        self.load_bytes_with_policy(path, &bytes, policy)
+    }
+
+    /// Compiles and validates a plugin given as bytes, with the host's limits and no grants;
+    /// `path` names it in messages and its file stem becomes the plugin's name.
+    pub fn load_bytes(
+        &self,
+        path: impl AsRef<Path>,
+        bytes: &[u8],
+    ) -> Result<LoadedPlugin, PluginError> {
+        let policy = SandboxPolicy::with_limits(self.inner.limits.clone());
+        self.load_bytes_with_policy(path.as_ref(), bytes, policy)
+    }
+
+    fn load_bytes_with_policy(
+        &self,
+        path: &Path,
+        bytes: &[u8],
+        policy: SandboxPolicy,
+    ) -> Result<LoadedPlugin, PluginError> {
+        let (policy, granted_dirs) = self.resolve_dir_grants(path, policy)?;
+        self.load_resolved(path, bytes, policy, granted_dirs)
+    }
+
+    /// Compiles and validates a plugin under a policy whose directory grants are resolved.
+    fn load_resolved(
+        &self,
+        path: &Path,
+        bytes: &[u8],
+        policy: SandboxPolicy,
+        granted_dirs: Arc<[descriptors::HeldDir]>,
+    ) -> Result<LoadedPlugin, PluginError> {
+        self.check_policy_limits(path, &policy)?;
+        self.check_header(path, bytes)?;
+        let sha256 = crate::digest::sha256(bytes);
+        let component = self.compile(path, bytes, &sha256)?;
+        let version = self.check_version(path, &component)?;
+        let pre = self.link(path, &component, &policy)?;
+        self.check_exports(path, &component)?;
+        let pre = world(path, version, pre)?;
+        let name = path
+            .file_stem()
+            .map(|stem| stem.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "plugin".to_owned());
+        let imports: Vec<String> = component
+            .component_type()
+            .imports(&self.inner.engine)
+            .map(|(name, _)| name.to_owned())
+            .collect();
+        let tools = self.read_tools(path, &pre, &policy)?;
+        let tools = validated_tools(path, &name, &policy, tools)?;
+        Ok(LoadedPlugin {
+            image: Arc::new(PluginImage {
+                sha256,
+                policy_sha256: None,
+                name,
+                path: path.to_owned(),
+                pre,
+                policy,
+                imports,
+                granted_dirs,
+                descriptors: Arc::clone(&self.inner.descriptors),
+                _host: Arc::clone(&self.inner),
+                tools,
+            }),
+        })
+    }
+
+    /// Refuses a policy whose limits this host cannot honour (fuel on a host that does not
+    /// meter it, or limits out of range).
+    fn check_policy_limits(&self, path: &Path, policy: &SandboxPolicy) -> Result<(), PluginError> {
+        let invalid = |key: &str, message: String| PluginError::Policy {
+            path: path.to_owned(),
+            source: PolicyError::Invalid {
+                path: SandboxPolicy::path_for(path),
+                key: key.into(),
+                message,
+            },
+        };
+        if policy.limits.fuel.is_some() && self.inner.limits.fuel.is_none() {
+            return Err(invalid(
+                "limits.fuel",
+                "needs a host with fuel metering (`--fuel UNITS` on the command line, or \
+                 `Limits::fuel` on the host); remove it to rely on the time limit"
+                    .into(),
+            ));
+        }
+        policy
+            .limits
+            .check()
+            .map_err(|message| invalid("limits", message))
+    }
+
+    /// Refuses bytes over the size cap, and anything but a WebAssembly component by its
+    /// header (a core module and other files each with their own message).
+    fn check_header(&self, path: &Path, bytes: &[u8]) -> Result<(), PluginError> {
+        if bytes.len() as u64 > self.inner.max_file_bytes {
+            return Err(PluginError::TooLarge {
+                path: path.to_owned(),
+                size: bytes.len() as u64,
+                limit: self.inner.max_file_bytes,
+            });
+        }
+        let path = path.to_owned();
+        match bytes.get(..8) {
+            Some([0, b'a', b's', b'm', 0x0d, 0x00, 0x01, 0x00]) => Ok(()),
+            Some([0, b'a', b's', b'm', 1, 0, 0, 0]) => Err(PluginError::CoreModule { path }),
+            Some([0, b'a', b's', b'm', ..]) => Err(PluginError::Invalid {
+                path,
+                reason: "unknown WebAssembly version or layer in the header".into(),
+            }),
+            _ => Err(PluginError::NotWasm { path }),
+        }
+    }
+
+    /// Compiles the component, or deserializes it from the compiled cache.
+    fn compile(
+        &self,
+        path: &Path,
+        bytes: &[u8],
+        sha256: &[u8; 32],
+    ) -> Result<Component, PluginError> {
+        let compiled = match &self.inner.cache {
+            Some(cache) => cache
+                .load_or_compile(&self.inner.engine, bytes, sha256, path)
+                .map(|(component, _)| component),
+            None => Component::new(&self.inner.engine, bytes),
+        };
+        compiled.map_err(|e| PluginError::Invalid {
+            path: path.to_owned(),
+            reason: format!("{e:#}"),
+        })
+    }
+
+    /// Links the component's imports: WASI, and `wasi:http` only where the policy grants it
+    /// (a plugin importing it without a grant is told which grant it lacks).
+    fn link(
+        &self,
+        path: &Path,
+        component: &Component,
+        policy: &SandboxPolicy,
+    ) -> Result<InstancePre<PluginState>, PluginError> {
+        let linker = self.linker_for(path, policy)?;
+        linker.instantiate_pre(component).map_err(|e| {
+            let reason = format!("{e:#}");
+            let reason = if policy.http.is_empty() && reason.contains("wasi:http/") {
+                format!(
+                    "{reason}; it imports wasi:http, which is linked only for plugins whose \
+                     policy grants HTTP: add the destinations it needs to [http] allow in {}",
+                    SandboxPolicy::path_for(path).display()
+                )
+            } else {
+                reason
+            };
+            PluginError::UnsupportedImport {
+                path: path.to_owned(),
+                reason,
+            }
+        })
+    }
+
+    /// Resolves each directory grant to its real path and opens it there (every instance is
+    /// given the directory opened, and refuses to start if the path has since been made to
+    /// lead elsewhere), and refuses grants through which a plugin could
+    /// change what the host runs: one that holds the plugin's own directory (it could replace
+    /// itself, its policy or other plugins) or that overlaps the compiled cache (native code
+    /// the host loads).
+    pub(super) fn resolve_dir_grants(
+        &self,
+        path: &Path,
+        mut policy: SandboxPolicy,
+    ) -> Result<(SandboxPolicy, Arc<[descriptors::HeldDir]>), PluginError> {
+        let invalid = |index: usize, message: String| PluginError::Policy {
+            path: path.to_owned(),
+            source: PolicyError::Invalid {
+                path: SandboxPolicy::path_for(path),
+                key: format!("dirs[{index}].host"),
+                message,
+            },
+        };
+        for (index, grant) in policy.dirs.iter_mut().enumerate() {
+            grant.host = grant.host.canonicalize().map_err(|e| {
+                invalid(
+                    index,
+                    format!("is {}, which cannot be opened: {e}", grant.host.display()),
+                )
+            })?;
+        }
+        let plugin_dir = path
+            .parent()
+            .filter(|dir| !dir.as_os_str().is_empty())
+            .unwrap_or_else(|| Path::new("."))
+            .canonicalize()
+            .ok();
+        // An unusable cache is not read at all; a usable one is compared by its real path.
+        let cache_dir = self
+            .inner
+            .cache
+            .as_ref()
+            .and_then(|cache| cache.prepare_dir().ok());
+        for (index, grant) in policy.dirs.iter().enumerate() {
+            let granted = &grant.host;
+            let problem = if plugin_dir
+                .as_ref()
+                .is_some_and(|dir| dir.starts_with(granted))
+            {
+                Some(
+                    "holds the plugin's own directory: the plugin could replace itself, its \
+                      policy or other plugins there",
+                )
+            } else if cache_dir
+                .as_ref()
+                .is_some_and(|dir| dir.starts_with(granted) || granted.starts_with(dir))
+            {
+                Some("overlaps the host's compiled cache, whose native code the host runs")
+            } else {
+                None
+            };
+            if let Some(problem) = problem {
+                return Err(invalid(
+                    index,
+                    format!(
+                        "is {}, which {problem}; grant a directory of its own instead",
+                        granted.display()
+                    ),
+                ));
+            }
+        }
+        let held = policy
+            .dirs
+            .iter()
+            .enumerate()
+            .map(|(index, grant)| {
+                descriptors::HeldDir::open(&grant.host).map_err(|e| {
+                    invalid(
+                        index,
+                        format!(
+                            "is {}, which cannot be opened as a directory (not following \
+                             links): {e}",
+                            grant.host.display()
+                        ),
+                    )
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok((policy, held))
+    }
+
+    /// Refuses components built against a version of our package this host does not load,
+    /// naming both; returns the version found (`None` if no name carries one).
+    fn check_version(
+        &self,
+        path: &Path,
+        component: &Component,
+    ) -> Result<Option<&'static str>, PluginError> {
+        let engine = &self.inner.engine;
+        let ty = component.component_type();
+        let names = ty
+            .imports(engine)
+            .map(|(name, _)| name.to_owned())
+            .chain(ty.exports(engine).map(|(name, _)| name.to_owned()));
+        let mut version = None;
+        for name in names {
+            let Some(found) = validate::package_version(&name) else {
+                continue;
+            };
+            match validate::compatible_version(found) {
+                Some(ours) if version.is_none_or(|v| v == ours) => version = Some(ours),
+                _ => {
+                    return Err(PluginError::WrongVersion {
+                        path: path.to_owned(),
+                        found: if found.is_empty() {
+                            "(unversioned)".into()
+                        } else {
+                            found.into()
+                        },
+                        expected: format!("{} and {}", VERSIONS[0], VERSIONS[1]),
+                    });
+                }
+            }
+        }
+        Ok(version)
+    }
+
+    /// Refuses components that do not export the world's functions, naming what they export.
+    fn check_exports(&self, path: &Path, component: &Component) -> Result<(), PluginError> {
+        let engine = &self.inner.engine;
+        let ty = component.component_type();
+        let exports: Vec<String> = ty
+            .exports(engine)
+            .map(|(name, _)| name.to_owned())
+            .collect();
+        let missing: Vec<&str> = ["tools", "execute"]
+            .into_iter()
+            .filter(|needed| !exports.iter().any(|e| e == needed))
+            .collect();
+        if !missing.is_empty() {
+            let exported = if exports.is_empty() {
+                "nothing".to_owned()
+            } else {
+                exports.join(", ")
+            };
+            return Err(PluginError::WrongWorld {
+                path: path.to_owned(),
+                reason: format!(
+                    "it does not export {}; it exports {exported}. Build it against wit/0.2.0/tool.wit",
+                    missing.join(" and ")
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Runs the plugin once to read its tool list, with its limits but **none of its grants**:
+    /// no directories, environment, HTTP destinations or secrets. Listing tools (for `check`,
+    /// `list`, `schema` or `lock`, i.e. before anyone approved the plugin) must not hand
+    /// unreviewed code what its policy grants.
+    fn read_tools(
+        &self,
+        path: &Path,
+        pre: &PluginPre<PluginState>,
+        policy: &SandboxPolicy,
+    ) -> Result<Vec<PluginToolMeta>, PluginError> {
+        let name = path.display().to_string();
+        let spec = StartSpec {
+            name: &name,
+            pre,
+            policy: &SandboxPolicy::with_limits(policy.limits.clone()),
+            granted_dirs: &[],
+            descriptors: &self.inner.descriptors,
+        };
+        blocking::block_on(instance::read_tools(&spec)).map_err(|reason| PluginError::Startup {
+            path: path.to_owned(),
+            reason,
+        })
+    }
+}
+
+/// The component as an instance of the `tool-plugin` world of its contract version. A
+/// component names the version in its imports (`llm-worker:tool/types@0.2.0`); one that names
+/// none is tried against the newest world, then the older.
+fn world(
+    path: &Path,
+    version: Option<&'static str>,
+    pre: InstancePre<PluginState>,
+) -> Result<PluginPre<PluginState>, PluginError> {
+    match version {
+        Some(version) => PluginPre::new(version, pre),
+        None => {
+            PluginPre::new(VERSIONS[1], pre.clone()).or_else(|_| PluginPre::new(VERSIONS[0], pre))
+        }
+    }
+    .map_err(|e| PluginError::WrongWorld {
+        path: path.to_owned(),
+        reason: format!("{e:#}"),
+    })
+}
+
+/// Validates the tool list a plugin gave: the caps on its size, each name, title, input and
+/// output schema (compiled within the policy's schema memory budget), the policy's per-tool
+/// keys naming tools that exist, and the hints the policy lets the host vouch for (those it
+/// contradicts are dropped, with a warning).
+fn validated_tools(
+    path: &Path,
+    name: &str,
+    policy: &SandboxPolicy,
+    tools: Vec<PluginToolMeta>,
+) -> Result<ValidTools, PluginError> {
+    let raw: Vec<(String, String, String)> = tools
+        .iter()
+        .map(|t| {
+            (
+                t.name.clone(),
+                t.description.clone(),
+                t.input_schema.clone(),
+            )
+        })
+        .collect();
+    validate::check_sizes(&raw).map_err(|problem| PluginError::tool_list(path, problem))?;
+    let mut schema_budget = validate::SchemaBudget::new(policy.limits.schema_memory_bytes);
+    let schemas = validate::check_tools(
+        raw.iter().map(|(n, _, s)| (n.as_str(), s.as_str())),
+        &mut schema_budget,
+    )
+    .map_err(|problem| PluginError::tool_list(path, problem))?;
+    if let Some(tool) = policy
+        .tool_http
+        .keys()
+        .find(|tool| !raw.iter().any(|(name, _, _)| name == *tool))
+    {
+        return Err(PluginError::Policy {
+            path: path.to_owned(),
+            source: PolicyError::Invalid {
+                path: SandboxPolicy::path_for(path),
+                key: format!("tools.{tool}"),
+                message: format!(
+                    "names a tool the plugin does not offer; its tools: {}",
+                    raw.iter()
+                        .map(|(name, _, _)| name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            },
+        });
+    }
+    let mut valid = ValidTools::default();
+    for (tool, checked) in tools.into_iter().zip(schemas) {
+        let invalid = |what: &str, reason: String| PluginError::InvalidToolMeta {
+            path: path.to_owned(),
+            tool: tool.name.clone(),
+            what: what.to_owned(),
+            reason,
+        };
+        let mut meta = ToolMeta::new(&tool.name)
+            .description(&tool.description)
+            .input_schema(checked.schema.clone());
+        if let Some(title) = &tool.title {
+            validate::check_title(title).map_err(|reason| invalid("title", reason))?;
+            meta = meta.title(title);
+        }
+        let output = match &tool.output_schema {
+            Some(text) => {
+                let output = validate::check_output_schema(text, &tool.name, &mut schema_budget)
+                    .map_err(|problem| match problem {
+                        ToolListProblem::BadSchema { reason, .. } => {
+                            invalid("output schema", reason)
+                        }
+                        other => PluginError::tool_list(path, other),
+                    })?;
+                meta = meta.output_schema(output.schema.clone());
+                Some(Arc::new(output))
+            }
+            None => None,
+        };
+        let (annotations, dropped) = annotations::vouched(policy, &tool.name, tool.annotations);
+        for warning in &dropped {
+            tracing::warn!(plugin = %name, "{warning}");
+        }
+        valid.warnings.extend(dropped);
+        valid.metas.push(meta.annotations(annotations));
+        valid.validators.push(Arc::new(checked));
+        valid.output_validators.push(output);
+    }
+    Ok(valid)
+}

@@ -1,0 +1,189 @@
+//! [`LoadedPlugin`]: a compiled, validated plugin (its `PluginImage`, shared by every session
+//! made from it), what it offers and runs under, and the [`ToolDefinition`]s whose factories
+//! start its instances.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::bindings::PluginPre;
+use super::host::HostInner;
+use super::instance::{self, PluginState, PluginTool, SessionOwner, StartSpec};
+use super::{descriptors, validate};
+use crate::policy::SandboxPolicy;
+use crate::tool::{ToolDefinition, ToolError, ToolMeta};
+
+/// A compiled, validated plugin, shared by every session made from it.
+pub(crate) struct PluginImage {
+    /// The SHA-256 of the component's bytes.
+    pub(super) sha256: [u8; 32],
+    /// The SHA-256 of its policy file, in hex, if it was loaded with one.
+    pub(super) policy_sha256: Option<String>,
+    pub(super) name: String,
+    pub(super) path: PathBuf,
+    pub(super) pre: PluginPre<PluginState>,
+    pub(super) policy: SandboxPolicy,
+    /// What the component imports (WASI interfaces), for operators.
+    pub(super) imports: Vec<String>,
+    /// The granted directories, opened at load, in the order of `policy.dirs`.
+    pub(super) granted_dirs: Arc<[descriptors::HeldDir]>,
+    /// The host's budget of open files and directories.
+    pub(super) descriptors: Arc<descriptors::HostDescriptors>,
+    /// Keeps the host (and its epoch ticker, which enforces time limits) alive while any
+    /// plugin or session made from it lives.
+    pub(super) _host: Arc<HostInner>,
+    /// Its tools, as validated at load.
+    pub(super) tools: ValidTools,
+}
+
+impl PluginImage {
+    /// What starting one of its instances needs.
+    pub(super) fn start_spec(&self) -> StartSpec<'_> {
+        StartSpec {
+            name: &self.name,
+            pre: &self.pre,
+            policy: &self.policy,
+            granted_dirs: &self.granted_dirs,
+            descriptors: &self.descriptors,
+        }
+    }
+}
+
+/// A plugin's tools as validated at load.
+#[derive(Default)]
+pub(super) struct ValidTools {
+    /// What each tool is.
+    pub(super) metas: Vec<ToolMeta>,
+    /// The compiled input schema of each tool, in the order of `metas`.
+    pub(super) validators: Vec<Arc<validate::CheckedSchema>>,
+    /// The compiled output schema of each tool that has one, in the order of `metas`.
+    pub(super) output_validators: Vec<Option<Arc<validate::CheckedSchema>>>,
+    /// What the host noticed at load and did about it (hints it dropped).
+    pub(super) warnings: Vec<String>,
+}
+
+/// A plugin that was compiled and validated. Cheap to clone.
+///
+/// Each call of [`definitions`](LoadedPlugin::definitions) is a new session: registering its
+/// definitions creates one fresh instance shared by all of the plugin's tools.
+#[derive(Clone)]
+pub struct LoadedPlugin {
+    pub(super) image: Arc<PluginImage>,
+}
+
+impl std::fmt::Debug for LoadedPlugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoadedPlugin")
+            .field("name", &self.image.name)
+            .field("path", &self.image.path)
+            .field("tools", &self.tool_names())
+            .finish()
+    }
+}
+
+impl LoadedPlugin {
+    /// The plugin's name: its file name without `.wasm`.
+    pub fn name(&self) -> &str {
+        &self.image.name
+    }
+
+    /// The file it was loaded from.
+    pub fn path(&self) -> &Path {
+        &self.image.path
+    }
+
+    /// The tools it offers, as validated at load.
+    pub fn tools(&self) -> &[ToolMeta] {
+        &self.image.tools.metas
+    }
+
+    /// The SHA-256 of the component's bytes: what identifies this build of the plugin.
+    pub fn sha256(&self) -> &[u8; 32] {
+        &self.image.sha256
+    }
+
+    /// The SHA-256 (hex) of the policy file it was loaded with, if any.
+    pub fn policy_sha256(&self) -> Option<&str> {
+        self.image.policy_sha256.as_deref()
+    }
+
+    /// The policy it runs under: its limits and grants.
+    pub fn policy(&self) -> &SandboxPolicy {
+        &self.image.policy
+    }
+
+    /// What the component imports (e.g. `wasi:filesystem/preopens@0.2.6`): what it may ask
+    /// for, compared with what its policy grants.
+    pub fn imports(&self) -> &[String] {
+        &self.image.imports
+    }
+
+    /// Checks `input_json` as a call of `tool` would before the plugin runs — its size
+    /// against the input limit, its JSON syntax, and the tool's input schema — without calling
+    /// anything. The error is the one the call would return (`InvalidArgument`, listing each
+    /// schema problem with its JSON path); an unknown tool is `InvalidArgument` too.
+    pub fn check_input(&self, tool: &str, input_json: &str) -> Result<(), ToolError> {
+        let Some(index) = self
+            .image
+            .tools
+            .metas
+            .iter()
+            .position(|meta| meta.name == tool)
+        else {
+            return Err(ToolError::InvalidArgument(format!(
+                "plugin '{}' has no tool '{tool}'; its tools: {}",
+                self.image.name,
+                self.tool_names().join(", ")
+            )));
+        };
+        instance::check_input(
+            &self.image.policy.limits,
+            &self.image.tools.validators[index],
+            tool,
+            input_json,
+        )
+    }
+
+    /// The version of the WIT contract it was built against: `"0.1.0"` or `"0.2.0"`.
+    pub fn contract_version(&self) -> &'static str {
+        self.image.pre.version()
+    }
+
+    /// What the host noticed when loading it and did about it, such as a tool's claim to be
+    /// read-only that its policy contradicts (the claim is dropped). Also logged at load.
+    pub fn warnings(&self) -> &[String] {
+        &self.image.tools.warnings
+    }
+
+    /// The names of its tools.
+    pub fn tool_names(&self) -> Vec<&str> {
+        self.image
+            .tools
+            .metas
+            .iter()
+            .map(|m| m.name.as_str())
+            .collect()
+    }
+
+    /// Definitions of every tool of the plugin, for one new session. Registering them creates
+    /// one instance, shared by these tools and by no one else.
+    pub fn definitions(&self) -> Vec<ToolDefinition> {
+        let session = Arc::new(SessionOwner::new(Arc::clone(&self.image)));
+        self.image
+            .tools
+            .metas
+            .iter()
+            .zip(&self.image.tools.validators)
+            .zip(&self.image.tools.output_validators)
+            .map(|((meta, validator), output)| {
+                let session = Arc::clone(&session);
+                let meta = meta.clone();
+                let validator = Arc::clone(validator);
+                let output = output.clone();
+                let factory: ToolDefinition = Arc::new(move || {
+                    PluginTool::create(&session, &meta, &validator, output.clone())
+                });
+                factory
+            })
+            .collect()
+    }
+}

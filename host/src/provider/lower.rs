@@ -1,0 +1,512 @@
+//! The lowering every provider dialect shares: one tool's input schema walked node by node,
+//! local references resolved (inlined, with cycles and size bounded), `allOf` merged, tuples
+//! turned into one item schema. `gemini.rs` and `strict.rs` say what each node becomes.
+//!
+//! schemars' own transforms (`AddNullable`, `ReplaceConstValue`, `ReplacePrefixItems`,
+//! `RecursiveTransform`, …) rewrite a schema in place, keyword by keyword, without knowing
+//! where a node sits; what stays hand-written here needs that: a reference is inlined or kept
+//! depending on the keywords beside it and on whether it leads back to itself, `allOf`
+//! branches must be merged (with conflicts reported), every error names the tool and the JSON
+//! pointer of the part, and the walk is bounded in nodes and depth against hostile schemas.
+
+use std::collections::BTreeSet;
+
+use serde_json::{Map, Value, json};
+
+use super::{ProviderError, ProviderFormat};
+
+/// Most schema nodes one tool's lowered schema may have (inlining can multiply them).
+pub(super) const MAX_NODES: usize = 100_000;
+/// Deepest nesting of schemas (with references inlined) one tool may have.
+pub(super) const MAX_DEPTH: usize = 128;
+
+/// Keywords that only annotate: of two merged schemas, the first keeps its own.
+pub(super) const ANNOTATIONS: &[&str] = &[
+    "title",
+    "description",
+    "default",
+    "examples",
+    "example",
+    "$comment",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+    "$schema",
+    "$id",
+    "$anchor",
+];
+
+/// `name` as one token of a JSON pointer.
+pub(super) fn escape(name: &str) -> String {
+    name.replace('~', "~0").replace('/', "~1")
+}
+
+/// The inverse of [`escape`].
+pub(super) fn unescape(token: &str) -> String {
+    token.replace("~1", "/").replace("~0", "~")
+}
+
+/// A URI fragment with its `%XX` escapes decoded (as `$ref` fragments are written).
+pub(super) fn percent_decode(fragment: &str) -> String {
+    let bytes = fragment.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| char::from(b).to_digit(16);
+        if bytes[i] == b'%'
+            && let (Some(high), Some(low)) = (
+                bytes.get(i + 1).copied().and_then(hex),
+                bytes.get(i + 2).copied().and_then(hex),
+            )
+        {
+            out.extend(u8::try_from(high * 16 + low).ok());
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).unwrap_or_else(|_| fragment.to_owned())
+}
+
+/// The names in a `type` keyword (a string or a list of strings).
+pub(super) fn type_names(kind: &Value) -> Vec<String> {
+    match kind {
+        Value::String(name) => vec![name.clone()],
+        Value::Array(names) => names
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// A `type` keyword for `names`: a string for one.
+pub(super) fn type_value(mut names: Vec<String>) -> Value {
+    if names.len() == 1 {
+        Value::String(names.remove(0))
+    } else {
+        names.into_iter().map(Value::String).collect()
+    }
+}
+
+/// The JSON type of every value, if they share one.
+pub(super) fn type_of_values(values: &[Value]) -> Option<&'static str> {
+    let kind = |value: &Value| match value {
+        Value::String(_) => Some("string"),
+        Value::Number(n) if n.is_i64() || n.is_u64() => Some("integer"),
+        Value::Number(_) => Some("number"),
+        Value::Bool(_) => Some("boolean"),
+        _ => None,
+    };
+    let first = kind(values.first()?)?;
+    values
+        .iter()
+        .all(|value| match (kind(value), first) {
+            (Some("integer" | "number"), "integer" | "number") => true,
+            (other, first) => other == Some(first),
+        })
+        .then(|| {
+            if first == "integer" && values.iter().any(|v| kind(v) == Some("number")) {
+                "number"
+            } else {
+                first
+            }
+        })
+}
+
+/// Merges schema `from` into `into` (both must hold, as in `allOf`): annotations of `into`
+/// win, properties and `required` are joined, types intersected. `Err(key)` on a conflict.
+pub(super) fn merge_schemas(
+    into: &mut Map<String, Value>,
+    from: &Map<String, Value>,
+) -> Result<(), String> {
+    for (key, value) in from {
+        let Some(existing) = into.get_mut(key) else {
+            into.insert(key.clone(), value.clone());
+            continue;
+        };
+        if *existing == *value || ANNOTATIONS.contains(&key.as_str()) {
+            continue;
+        }
+        match key.as_str() {
+            // Referenced from the root only: whatever is beside it here is never read.
+            "$defs" | "definitions" => {}
+            "properties" => {
+                let (Some(mine), Some(theirs)) = (existing.as_object_mut(), value.as_object())
+                else {
+                    return Err(key.clone());
+                };
+                for (name, schema) in theirs {
+                    match mine.get_mut(name) {
+                        None => {
+                            mine.insert(name.clone(), schema.clone());
+                        }
+                        Some(same) if *same == *schema => {}
+                        Some(other) => *other = json!({"allOf": [other.take(), schema.clone()]}),
+                    }
+                }
+            }
+            "required" | "allOf" => {
+                let (Some(mine), Some(theirs)) = (existing.as_array_mut(), value.as_array()) else {
+                    return Err(key.clone());
+                };
+                for item in theirs {
+                    if key == "allOf" || !mine.contains(item) {
+                        mine.push(item.clone());
+                    }
+                }
+            }
+            "type" => {
+                let theirs = type_names(value);
+                let mut both = Vec::new();
+                for name in type_names(existing) {
+                    let kept = if theirs.contains(&name) {
+                        Some(name)
+                    } else if (name == "integer" && theirs.iter().any(|t| t == "number"))
+                        || (name == "number" && theirs.iter().any(|t| t == "integer"))
+                    {
+                        Some("integer".to_owned())
+                    } else {
+                        None
+                    };
+                    if let Some(kept) = kept
+                        && !both.contains(&kept)
+                    {
+                        both.push(kept);
+                    }
+                }
+                if both.is_empty() {
+                    return Err(key.clone());
+                }
+                *existing = type_value(both);
+            }
+            _ => return Err(key.clone()),
+        }
+    }
+    Ok(())
+}
+
+/// Whether strict mode may keep `reference` as a reference: to the root, or to an entry of the
+/// root's `$defs` or `definitions` (emitted there).
+pub(super) fn keepable(reference: &str) -> bool {
+    let Some(fragment) = reference.strip_prefix('#') else {
+        return false;
+    };
+    let pointer = percent_decode(fragment);
+    pointer.is_empty()
+        || ["/$defs/", "/definitions/"].iter().any(|container| {
+            pointer
+                .strip_prefix(container)
+                .is_some_and(|name| !name.is_empty() && !name.contains('/'))
+        })
+}
+
+/// One tool's input schema, rewritten for Gemini or for OpenAI's strict mode.
+pub(super) struct Lowering<'a> {
+    pub(super) tool: &'a str,
+    pub(super) format: ProviderFormat,
+    pub(super) strict: bool,
+    pub(super) root: &'a Value,
+    /// The references being inlined, outermost first: meeting one again is a cycle.
+    pub(super) expanding: Vec<String>,
+    /// Strict mode: the references kept as references, whose targets go to `$defs`.
+    pub(super) kept: BTreeSet<String>,
+    pub(super) nodes: usize,
+    pub(super) depth: usize,
+}
+
+impl<'a> Lowering<'a> {
+    pub(super) fn new(
+        tool: &'a str,
+        root: &'a Value,
+        format: ProviderFormat,
+        strict: bool,
+    ) -> Self {
+        Self {
+            tool,
+            format,
+            strict,
+            root,
+            expanding: vec!["#".to_owned()],
+            kept: BTreeSet::new(),
+            nodes: 0,
+            depth: 0,
+        }
+    }
+
+    pub(super) fn unsupported(&self, pointer: &str, reason: impl Into<String>) -> ProviderError {
+        ProviderError::Unsupported {
+            tool: self.tool.to_owned(),
+            format: self.format,
+            strict: self.strict,
+            pointer: pointer.to_owned(),
+            reason: reason.into(),
+        }
+    }
+
+    pub(super) fn recursive(&self, pointer: &str, reference: &str) -> ProviderError {
+        ProviderError::Recursive {
+            tool: self.tool.to_owned(),
+            format: self.format,
+            strict: self.strict,
+            pointer: pointer.to_owned(),
+            reference: reference.to_owned(),
+        }
+    }
+
+    /// What to do, at the end of a strict-mode error.
+    pub(super) const LEAVE_STRICT: &'static str = "or leave strict mode off";
+
+    /// The target of local reference `reference` (met at `at`), and its JSON pointer.
+    pub(super) fn resolve(
+        &self,
+        reference: &str,
+        at: &str,
+    ) -> Result<(&'a Value, String), ProviderError> {
+        let pointer = reference
+            .strip_prefix('#')
+            .map(percent_decode)
+            .filter(|p| p.is_empty() || p.starts_with('/'))
+            .ok_or_else(|| {
+                self.unsupported(
+                    at,
+                    format!(
+                        "`$ref` {reference:?} is not a local JSON pointer (#/…), so it cannot be \
+                         inlined; refer to `$defs` of the same schema"
+                    ),
+                )
+            })?;
+        let target = self.root.pointer(&pointer).ok_or_else(|| {
+            self.unsupported(
+                at,
+                format!("`$ref` {reference:?} points to nothing in the schema; fix the reference"),
+            )
+        })?;
+        Ok((target, pointer))
+    }
+
+    /// `node` (at `at` in the input schema), rewritten.
+    pub(super) fn lower(&mut self, node: &Value, at: &str) -> Result<Value, ProviderError> {
+        self.nodes += 1;
+        if self.nodes > MAX_NODES {
+            return Err(self.unsupported(
+                at,
+                format!(
+                    "inlining its references makes the schema larger than {MAX_NODES} parts; \
+                     simplify the argument types"
+                ),
+            ));
+        }
+        if self.depth >= MAX_DEPTH {
+            return Err(self.unsupported(
+                at,
+                format!(
+                    "the schema (references inlined) nests deeper than {MAX_DEPTH} levels; \
+                     simplify the argument types"
+                ),
+            ));
+        }
+        self.depth += 1;
+        let lowered = self.lower_node(node, at);
+        self.depth -= 1;
+        lowered
+    }
+
+    pub(super) fn lower_node(&mut self, node: &Value, at: &str) -> Result<Value, ProviderError> {
+        let schema = match node {
+            Value::Object(schema) => schema,
+            Value::Bool(true) if self.strict => {
+                return Err(self.unsupported(
+                    at,
+                    format!(
+                        "the schema `true` accepts any JSON value; strict mode needs a type for \
+                         every value: give this part a concrete type, {}",
+                        Self::LEAVE_STRICT
+                    ),
+                ));
+            }
+            Value::Bool(true) => return Ok(json!({})),
+            Value::Bool(false) => {
+                return Err(self.unsupported(
+                    at,
+                    "the schema `false` accepts no value; remove this part from the schema",
+                ));
+            }
+            _ => {
+                return Err(self.unsupported(
+                    at,
+                    "this is not a schema (neither an object nor a boolean); fix the schema",
+                ));
+            }
+        };
+        if let Some(reference) = schema.get("$ref") {
+            return self.inline_reference(schema, reference, at);
+        }
+        if let Some(branches) = schema.get("allOf") {
+            return self.merge_all_of(schema, branches, at);
+        }
+        if self.strict {
+            self.strict_node(schema, at)
+        } else {
+            self.gemini_node(schema, at)
+        }
+    }
+
+    /// A schema with `$ref`: kept as it is (strict mode, nothing beside it), or its target
+    /// merged with the keywords beside it and rewritten.
+    pub(super) fn inline_reference(
+        &mut self,
+        schema: &Map<String, Value>,
+        reference: &Value,
+        at: &str,
+    ) -> Result<Value, ProviderError> {
+        let here = format!("{at}/$ref");
+        let reference = reference
+            .as_str()
+            .ok_or_else(|| self.unsupported(&here, "`$ref` is not a string; fix the schema"))?;
+        let keep = self.strict && keepable(reference);
+        if keep && schema.len() == 1 {
+            self.resolve(reference, &here)?;
+            self.kept.insert(reference.to_owned());
+            return Ok(json!({"$ref": reference}));
+        }
+        if self.expanding.iter().any(|r| r == reference) {
+            if keep {
+                // Recursion is fine in strict mode; what is beside the reference is lost.
+                self.kept.insert(reference.to_owned());
+                return Ok(json!({"$ref": reference}));
+            }
+            return Err(self.recursive(&here, reference));
+        }
+        let (target, target_at) = self.resolve(reference, &here)?;
+        let mut merged = schema.clone();
+        merged.remove("$ref");
+        match target {
+            Value::Object(target) => merge_schemas(&mut merged, target).map_err(|key| {
+                self.unsupported(
+                    at,
+                    format!(
+                        "`$ref` {reference:?} and the keywords beside it disagree on `{key}`, so \
+                         they cannot be written as one schema; simplify the type"
+                    ),
+                )
+            })?,
+            Value::Bool(true) => {}
+            other => return self.lower(other, &target_at),
+        }
+        self.expanding.push(reference.to_owned());
+        let lowered = self.lower(&Value::Object(merged), &target_at);
+        self.expanding.pop();
+        lowered
+    }
+
+    /// A schema with `allOf`: its branches (references resolved) merged into it, rewritten.
+    pub(super) fn merge_all_of(
+        &mut self,
+        schema: &Map<String, Value>,
+        branches: &Value,
+        at: &str,
+    ) -> Result<Value, ProviderError> {
+        let here = format!("{at}/allOf");
+        let branches = branches.as_array().ok_or_else(|| {
+            self.unsupported(&here, "`allOf` is not a list of schemas; fix the schema")
+        })?;
+        let mut merged = schema.clone();
+        merged.remove("allOf");
+        let mut pushed = 0;
+        let mut result = Ok(());
+        for (i, branch) in branches.iter().enumerate() {
+            let branch_at = format!("{here}/{i}");
+            result = self.merge_branch(&mut merged, branch, &branch_at, &mut pushed);
+            if result.is_err() {
+                break;
+            }
+        }
+        let lowered = result.and_then(|()| self.lower(&Value::Object(merged), at));
+        self.expanding.truncate(self.expanding.len() - pushed);
+        lowered
+    }
+
+    pub(super) fn merge_branch(
+        &mut self,
+        merged: &mut Map<String, Value>,
+        branch: &Value,
+        at: &str,
+        pushed: &mut usize,
+    ) -> Result<(), ProviderError> {
+        let mut branch = match branch {
+            Value::Object(branch) => branch.clone(),
+            Value::Bool(true) => return Ok(()),
+            _ => {
+                return Err(self.unsupported(
+                    at,
+                    "this `allOf` branch accepts no value; remove it from the schema",
+                ));
+            }
+        };
+        if let Some(reference) = branch.remove("$ref") {
+            let here = format!("{at}/$ref");
+            let reference = reference
+                .as_str()
+                .ok_or_else(|| self.unsupported(&here, "`$ref` is not a string; fix the schema"))?;
+            if self.expanding.iter().any(|r| r == reference) {
+                return Err(self.recursive(&here, reference));
+            }
+            let (target, _) = self.resolve(reference, &here)?;
+            if let Value::Object(target) = target {
+                merge_schemas(&mut branch, target).map_err(|key| self.conflict(at, &key))?;
+            }
+            self.expanding.push(reference.to_owned());
+            *pushed += 1;
+        }
+        merge_schemas(merged, &branch).map_err(|key| self.conflict(at, &key))
+    }
+
+    pub(super) fn conflict(&self, at: &str, key: &str) -> ProviderError {
+        self.unsupported(
+            at,
+            format!(
+                "the schemas of `allOf` disagree on `{key}`, so they cannot be merged into one; \
+                 simplify the type"
+            ),
+        )
+    }
+
+    /// The items of a tuple (`prefixItems`, or `items` as a list) as one schema: any of the
+    /// item schemas (and of `items` beside `prefixItems`).
+    pub(super) fn tuple_items(
+        &mut self,
+        schema: &Map<String, Value>,
+        at: &str,
+    ) -> Result<Value, ProviderError> {
+        let mut parts = Vec::new();
+        for key in ["prefixItems", "items"] {
+            match schema.get(key) {
+                Some(Value::Array(items)) => {
+                    for (i, item) in items.iter().enumerate() {
+                        parts.push((item, format!("{at}/{key}/{i}")));
+                    }
+                }
+                Some(rest @ Value::Object(_)) => parts.push((rest, format!("{at}/{key}"))),
+                _ => {}
+            }
+        }
+        let mut branches: Vec<Value> = Vec::new();
+        for (item, item_at) in parts {
+            let lowered = self.lower(item, &item_at)?;
+            if !branches.contains(&lowered) {
+                branches.push(lowered);
+            }
+        }
+        match branches.len() {
+            0 => Err(self.unsupported(
+                at,
+                "the array is an empty tuple; take no argument here instead",
+            )),
+            1 => Ok(branches.remove(0)),
+            _ => Ok(json!({"anyOf": branches})),
+        }
+    }
+}

@@ -1,0 +1,447 @@
+use serde_json::Map;
+
+use super::*;
+
+fn definition(name: &str, input_schema: Value) -> LlmToolDefinition {
+    LlmToolDefinition {
+        name: name.into(),
+        description: format!("The {name} tool"),
+        input_schema,
+        ..Default::default()
+    }
+}
+
+fn definitions() -> Vec<LlmToolDefinition> {
+    vec![LlmToolDefinition {
+        name: "greet".into(),
+        description: "Greets".into(),
+        input_schema: json!({"$schema": "x", "type": "object",
+            "properties": {"name": {"type": "string"}}, "required": ["name"]}),
+        ..Default::default()
+    }]
+}
+
+/// Gemini's parameters for one tool with `schema`.
+fn gemini(schema: Value) -> Result<Value, ProviderError> {
+    let json = provider_json(&[definition("t", schema)], ProviderFormat::Gemini)?;
+    Ok(json["functionDeclarations"][0]["parameters"].clone())
+}
+
+/// OpenAI's strict parameters for one tool with `schema`.
+fn strict(schema: Value) -> Result<Value, ProviderError> {
+    let json = provider_json_with(
+        &[definition("t", schema)],
+        ProviderFormat::OpenAi,
+        &ProviderOptions::default().strict(true),
+    )?;
+    assert_eq!(json[0]["function"]["strict"], true);
+    Ok(json[0]["function"]["parameters"].clone())
+}
+
+fn ok(result: Result<Value, ProviderError>) -> Value {
+    result.unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn err(result: Result<Value, ProviderError>) -> ProviderError {
+    match result {
+        Ok(value) => panic!("expected an error, got {value}"),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn shapes_follow_each_provider() {
+    let defs = definitions();
+    let parameters = json!({"type": "object", "properties": {"name": {"type": "string"}},
+        "required": ["name"]});
+    assert_eq!(
+        ok(provider_json(&defs, ProviderFormat::OpenAi)),
+        json!([{"type": "function", "function": {"name": "greet", "description": "Greets",
+            "parameters": parameters}}])
+    );
+    assert_eq!(
+        ok(provider_json(&defs, ProviderFormat::Anthropic)),
+        json!([{"name": "greet", "description": "Greets", "input_schema": parameters}])
+    );
+    assert_eq!(
+        ok(provider_json(&defs, ProviderFormat::Gemini))["functionDeclarations"][0]["parameters"],
+        parameters
+    );
+    assert_eq!(
+        ok(provider_json(&defs, ProviderFormat::Mcp))["tools"][0]["inputSchema"],
+        defs[0].input_schema
+    );
+    assert!("OpenAI".parse::<ProviderFormat>().is_ok());
+    assert!("claude".parse::<ProviderFormat>().is_err());
+    for format in ["openai", "anthropic", "gemini", "mcp"] {
+        let parsed: ProviderFormat = format.parse().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(parsed.to_string(), format);
+    }
+}
+
+#[test]
+fn anthropic_and_mcp_keep_the_full_schema() {
+    let schema = json!({"$schema": "s", "type": "object",
+        "properties": {"a": {"$ref": "#/$defs/A"}, "b": {"type": ["string", "null"]}},
+        "$defs": {"A": {"type": "object", "additionalProperties": true}}});
+    let defs = [definition("t", schema.clone())];
+    let mut without = schema.clone();
+    without.as_object_mut().map(|o| o.remove("$schema"));
+    assert_eq!(
+        ok(provider_json(&defs, ProviderFormat::Anthropic))[0]["input_schema"],
+        without
+    );
+    assert_eq!(
+        ok(provider_json(&defs, ProviderFormat::OpenAi))[0]["function"]["parameters"],
+        without
+    );
+    assert_eq!(
+        ok(provider_json(&defs, ProviderFormat::Mcp))["tools"][0]["inputSchema"],
+        schema
+    );
+}
+
+#[test]
+fn gemini_inlines_references() {
+    let parameters = ok(gemini(json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "properties": {
+            "style": {"$ref": "#/$defs/Style", "description": "How"},
+            "list": {"type": "array", "items": {"$ref": "#/$defs/Item"}},
+        },
+        "required": ["style"],
+        "$defs": {
+            "Style": {"type": "object", "description": "A style",
+                "properties": {"item": {"$ref": "#/$defs/Item"}},
+                "additionalProperties": false},
+            "Item": {"type": "string", "title": "Item"},
+        },
+    })));
+    assert_eq!(
+        parameters,
+        json!({"type": "object", "required": ["style"], "properties": {
+            "style": {"type": "object", "description": "How",
+                "properties": {"item": {"type": "string", "title": "Item"}}},
+            "list": {"type": "array", "items": {"type": "string", "title": "Item"}},
+        }})
+    );
+    // Draft-07 `definitions`, and references to references.
+    let parameters = ok(gemini(json!({
+        "type": "object",
+        "properties": {"a": {"$ref": "#/definitions/A"}},
+        "definitions": {"A": {"$ref": "#/definitions/B"}, "B": {"type": "integer"}},
+    })));
+    assert_eq!(
+        parameters,
+        json!({"type": "object", "properties": {"a": {"type": "integer"}}})
+    );
+}
+
+#[test]
+fn gemini_turns_null_types_into_nullable() {
+    let parameters = ok(gemini(json!({"type": "object", "properties": {
+        "limit": {"type": ["integer", "null"], "format": "uint", "minimum": 0},
+        "prefix": {"anyOf": [{"type": "string"}, {"type": "null"}], "description": "P"},
+        "inner": {"anyOf": [{"$ref": "#/$defs/In"}, {"type": "null"}]},
+        "mixed": {"type": ["string", "integer"], "maxLength": 3, "maximum": 9},
+    }, "$defs": {"In": {"type": "object", "properties": {"x": {"type": "boolean"}}}}})));
+    assert_eq!(
+        parameters["properties"],
+        json!({
+            "limit": {"type": "integer", "minimum": 0, "nullable": true},
+            "prefix": {"type": "string", "description": "P", "nullable": true},
+            "inner": {"type": "object", "properties": {"x": {"type": "boolean"}},
+                "nullable": true},
+            "mixed": {"anyOf": [{"type": "string", "maxLength": 3},
+                {"type": "integer", "maximum": 9}]},
+        })
+    );
+}
+
+#[test]
+fn gemini_lowers_constants_unions_and_formats() {
+    let parameters = ok(gemini(json!({"type": "object", "properties": {
+        "case": {"oneOf": [
+            {"const": "upper", "type": "string", "description": "UP"},
+            {"const": "lower", "type": "string", "description": "low"},
+        ]},
+        "level": {"type": "integer", "enum": [1, 2], "format": "int32"},
+        "x": {"type": "number", "format": "double", "exclusiveMinimum": 0.5},
+        "n": {"type": "integer", "format": "uint64", "exclusiveMaximum": 10},
+        "when": {"type": "string", "format": "date-time"},
+        "mail": {"type": "string", "format": "email", "uniqueItems": true},
+        "pair": {"type": "array", "prefixItems": [{"type": "string"}, {"type": "integer"}],
+            "minItems": 2, "maxItems": 2},
+        "both": {"allOf": [{"$ref": "#/$defs/A"}, {"$ref": "#/$defs/B"}]},
+    }, "additionalProperties": false, "$defs": {
+        "A": {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]},
+        "B": {"type": "object", "properties": {"b": {"type": "string"}}, "required": ["b"]},
+    }})));
+    assert!(parameters.get("additionalProperties").is_none());
+    let p = &parameters["properties"];
+    assert_eq!(
+        p["case"],
+        json!({"anyOf": [
+            {"type": "string", "enum": ["upper"], "description": "UP"},
+            {"type": "string", "enum": ["lower"], "description": "low"},
+        ]})
+    );
+    assert_eq!(
+        p["level"],
+        json!({"type": "integer", "enum": ["1", "2"], "format": "enum"})
+    );
+    assert_eq!(
+        p["x"],
+        json!({"type": "number", "format": "double", "minimum": 0.5})
+    );
+    assert_eq!(p["n"], json!({"type": "integer", "maximum": 9}));
+    assert_eq!(p["when"], json!({"type": "string", "format": "date-time"}));
+    assert_eq!(p["mail"], json!({"type": "string"}));
+    assert_eq!(
+        p["pair"],
+        json!({"type": "array", "minItems": 2, "maxItems": 2,
+            "items": {"anyOf": [{"type": "string"}, {"type": "integer"}]}})
+    );
+    assert_eq!(
+        p["both"],
+        json!({"type": "object", "required": ["a", "b"],
+            "properties": {"a": {"type": "string"}, "b": {"type": "string"}}})
+    );
+}
+
+#[test]
+fn gemini_declares_no_parameters_for_a_tool_without_any() {
+    let json = ok(provider_json(
+        &[definition(
+            "peek",
+            json!({"$schema": "s", "title": "PeekArgs", "type": "object"}),
+        )],
+        ProviderFormat::Gemini,
+    ));
+    assert_eq!(
+        json,
+        json!({"functionDeclarations": [{"name": "peek", "description": "The peek tool"}]})
+    );
+}
+
+#[test]
+fn gemini_refuses_a_recursive_type() {
+    let error = err(gemini(json!({"type": "object", "properties": {
+        "tree": {"$ref": "#/$defs/Node"},
+    }, "$defs": {"Node": {"type": "object", "properties": {
+        "children": {"type": "array", "items": {"$ref": "#/$defs/Node"}},
+    }}}})));
+    assert_eq!(error.tool(), Some("t"));
+    assert_eq!(
+        error.pointer(),
+        Some("/$defs/Node/properties/children/items/$ref")
+    );
+    let message = error.to_string();
+    assert!(
+        message.contains("tool 't'")
+            && message.contains("recursive")
+            && message.contains("#/$defs/Node"),
+        "{message}"
+    );
+    assert!(matches!(error, ProviderError::Recursive { .. }));
+    // The root referring to itself, and through `allOf`.
+    let error = err(gemini(json!({"type": "object", "properties": {
+        "again": {"anyOf": [{"$ref": "#"}, {"type": "null"}]}}})));
+    assert!(matches!(error, ProviderError::Recursive { .. }), "{error}");
+    let error = err(gemini(
+        json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}},
+        "$defs": {"A": {"allOf": [{"$ref": "#/$defs/A"}]}}}),
+    ));
+    assert!(matches!(error, ProviderError::Recursive { .. }), "{error}");
+}
+
+#[test]
+fn strict_requires_every_property_and_keeps_nullable_only_what_accepts_null() {
+    let parameters = ok(strict(json!({
+        "$schema": "s", "title": "Args", "type": "object",
+        "properties": {
+            "query": {"type": "string", "minLength": 1},
+            "limit": {"type": ["integer", "null"], "format": "uint", "minimum": 0},
+            "flag": {"type": "boolean", "default": false},
+            "mode": {"type": "string", "enum": ["a", "b"]},
+            "one": {"const": "x", "type": "string"},
+            "words": {"type": "array", "items": {"type": "string"}, "uniqueItems": true},
+        },
+        "required": ["query", "flag"],
+    })));
+    assert_eq!(
+        parameters,
+        json!({"title": "Args", "type": "object", "additionalProperties": false,
+        "required": ["flag", "limit", "mode", "one", "query", "words"],
+        "properties": {
+            "query": {"type": "string"},
+            "limit": {"type": ["integer", "null"], "minimum": 0},
+            // Optional without accepting `null`: required, not made nullable (the tool's
+            // own schema would refuse `null`).
+            "flag": {"type": "boolean"},
+            "mode": {"type": "string", "enum": ["a", "b"]},
+            "one": {"type": "string", "const": "x"},
+            "words": {"type": "array", "items": {"type": "string"}},
+        }})
+    );
+}
+
+#[test]
+fn strict_closes_nested_objects_and_keeps_references() {
+    let parameters = ok(strict(json!({
+        "type": "object",
+        "properties": {
+            "style": {"$ref": "#/$defs/Style", "description": "How"},
+            "maybe": {"anyOf": [{"$ref": "#/$defs/Style"}, {"type": "null"}]},
+            "tree": {"$ref": "#/$defs/Node"},
+            "case": {"oneOf": [{"const": "up", "type": "string"}, {"const": "down", "type": "string"}]},
+        },
+        "required": ["style", "maybe", "tree", "case"],
+        "$defs": {
+            "Style": {"type": "object", "properties": {"sep": {"type": "string"},
+                "upper": {"type": "boolean", "default": false}}, "required": ["sep"]},
+            "Node": {"type": "object", "properties": {
+                "children": {"type": "array", "items": {"$ref": "#/$defs/Node"}}},
+                "required": ["children"]},
+            "Unused": {"type": "object", "additionalProperties": true},
+        },
+    })));
+    let style = json!({"type": "object", "additionalProperties": false,
+        "required": ["sep", "upper"], "properties": {"sep": {"type": "string"},
+        "upper": {"type": "boolean"}}});
+    let mut described = style.clone();
+    described["description"] = "How".into();
+    assert_eq!(parameters["properties"]["style"], described);
+    assert_eq!(
+        parameters["properties"]["maybe"],
+        json!({"anyOf": [{"$ref": "#/$defs/Style"}, {"type": "null"}]})
+    );
+    assert_eq!(
+        parameters["properties"]["tree"],
+        json!({"$ref": "#/$defs/Node"})
+    );
+    assert_eq!(
+        parameters["properties"]["case"],
+        json!({"anyOf": [{"const": "up", "type": "string"}, {"const": "down", "type": "string"}]})
+    );
+    assert_eq!(
+        parameters["$defs"],
+        json!({"Style": style, "Node": {"type": "object", "additionalProperties": false,
+            "required": ["children"], "properties": {"children": {"type": "array",
+            "items": {"$ref": "#/$defs/Node"}}}}}),
+        "only the definitions still referred to, each strict"
+    );
+}
+
+#[test]
+fn strict_gives_a_tool_without_arguments_an_empty_closed_object() {
+    assert_eq!(
+        ok(strict(json!({"title": "PeekArgs", "type": "object"}))),
+        json!({"title": "PeekArgs", "type": "object", "properties": {}, "required": [],
+            "additionalProperties": false})
+    );
+}
+
+#[test]
+fn strict_refuses_free_form_values_with_their_pointer() {
+    let cases = [
+        (
+            json!({"type": "object", "properties": {"meta": {"type": "object",
+                "additionalProperties": {"type": "string"}}}}),
+            "/properties/meta/additionalProperties",
+            "keys",
+        ),
+        (
+            json!({"type": "object", "properties": {"any": true}}),
+            "/properties/any",
+            "any JSON",
+        ),
+        (
+            json!({"type": "object", "properties": {"any": {"description": "x"}}}),
+            "/properties/any",
+            "any JSON",
+        ),
+        (
+            json!({"type": "object", "properties": {"list": {"type": "array"}}}),
+            "/properties/list",
+            "items",
+        ),
+        (
+            json!({"type": "object", "properties": {"v": {"$ref": "#/$defs/V"}},
+                "$defs": {"V": {}}}),
+            "/$defs/V",
+            "any JSON",
+        ),
+        (
+            json!({"type": "object", "properties": {"n": {"type": "integer",
+                "not": {"const": 3}}}}),
+            "/properties/n/not",
+            "`not`",
+        ),
+        (
+            json!({"type": "object", "additionalProperties": true}),
+            "/additionalProperties",
+            "keys",
+        ),
+        (
+            json!({"anyOf": [{"type": "object"}, {"type": "object"}]}),
+            "",
+            "root",
+        ),
+    ];
+    for (schema, pointer, why) in cases {
+        let error = err(strict(schema.clone()));
+        assert_eq!(error.tool(), Some("t"), "{schema}");
+        assert_eq!(error.pointer(), Some(pointer), "{schema}: {error}");
+        let message = error.to_string();
+        assert!(
+            message.contains("tool 't'")
+                && message.contains("strict mode")
+                && message.contains(why),
+            "{message}"
+        );
+    }
+}
+
+#[test]
+fn strict_is_for_openai_only() {
+    for format in [
+        ProviderFormat::Anthropic,
+        ProviderFormat::Gemini,
+        ProviderFormat::Mcp,
+    ] {
+        let error = err(provider_json_with(
+            &definitions(),
+            format,
+            &ProviderOptions::default().strict(true),
+        ));
+        assert_eq!(error, ProviderError::StrictNeedsOpenAi { format });
+        assert_eq!(error.tool(), None);
+        assert!(error.to_string().contains("openai"), "{error}");
+    }
+    let json = ok(provider_json_with(
+        &definitions(),
+        ProviderFormat::OpenAi,
+        &ProviderOptions::default(),
+    ));
+    assert!(json[0]["function"].get("strict").is_none());
+}
+
+#[test]
+fn inlining_is_bounded() {
+    // Each definition refers twice to the next: 2^40 nodes if inlined naively.
+    let mut defs = Map::new();
+    for i in 0..40 {
+        let next = json!({"$ref": format!("#/$defs/D{}", i + 1)});
+        defs.insert(
+            format!("D{i}"),
+            json!({"type": "object", "properties": {"a": next, "b": next}}),
+        );
+    }
+    defs.insert("D40".into(), json!({"type": "string"}));
+    let schema = json!({"type": "object", "properties": {"x": {"$ref": "#/$defs/D0"}},
+        "$defs": defs});
+    let error = err(gemini(schema));
+    assert!(error.to_string().contains("larger than"), "{error}");
+}
