@@ -446,3 +446,45 @@ async fn watch_keeps_a_locked_directory_locked_and_follows_its_lock() {
     assert!(!tools.contains(&"greet".to_owned()), "{tools:?}");
     client.cancel().await.expect("close");
 }
+
+/// `schema --format mcp` prints what the server lists: one shape, titles, output schemas and
+/// vouched hints included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schema_for_mcp_prints_what_the_server_lists() {
+    let (dir, cache) = plugin_dir("mcp-shape", &["text", "search", "greet"]);
+    let printed = std::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"))
+        .args(["schema", "--format", "mcp", "--cache-dir"])
+        .arg(&cache)
+        .arg(&dir)
+        .output()
+        .expect("run schema");
+    assert!(
+        printed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&printed.stderr)
+    );
+    let printed: serde_json::Value = serde_json::from_slice(&printed.stdout).expect("json");
+
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"));
+    command
+        .arg("serve")
+        .arg("--cache-dir")
+        .arg(&cache)
+        .arg(&dir);
+    let client =
+        ().serve(TokioChildProcess::new(command).expect("spawn"))
+            .await
+            .expect("initialize");
+    let listed = client.list_all_tools().await.expect("tools/list");
+    let listed = serde_json::to_value(&listed).expect("tools as JSON");
+    assert_eq!(printed["tools"], listed);
+    // The shape carries what the tools declare, not only names and schemas.
+    let stats = listed
+        .as_array()
+        .and_then(|tools| tools.iter().find(|tool| tool["name"] == "stats"))
+        .expect("stats is listed");
+    assert_eq!(stats["title"], "Text statistics");
+    assert_eq!(stats["annotations"]["title"], "Text statistics");
+    assert_eq!(stats["outputSchema"]["type"], "object");
+    client.cancel().await.expect("close");
+}
