@@ -5,14 +5,20 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 rustup target add wasm32-wasip2 >/dev/null 2>&1 || echo "note: rustup not found; the wasm32-wasip2 target must be installed" >&2
 cargo build --release --target wasm32-wasip2 --manifest-path plugins/Cargo.toml --target-dir plugins/target
-cargo build --release -p llm-worker-cli --bin llm-worker
-cargo build --release -p llm-worker --example demo
+# The host in the dev profile, built as the tests build it (the whole workspace, examples
+# included, so the same features): `./scripts/test.sh` afterwards reuses every crate of it,
+# wasmtime first of all, instead of building it a second time in release. The dev profile
+# optimises cranelift, wasmtime's compiler and the regex crates (Cargo.toml), so the demo runs
+# at much the speed of a release build. For a release binary: `cargo build --release -p
+# llm-worker-cli`.
+cargo build --workspace --bins --examples
+target="${CARGO_TARGET_DIR:-target}"
 dir=target/demo-plugins
 rm -rf "$dir" && mkdir -p "$dir"
 for plugin in greet counter notes calc text search; do
   cp "plugins/target/wasm32-wasip2/release/$plugin.wasm" "$dir/"
 done
-cli=target/release/llm-worker
+cli="$target/debug/llm-worker"
 show() { printf '\n$ %s\n' "$*"; "$@" || true; }
 
 show "$cli" check "$dir"
@@ -24,5 +30,5 @@ show "$cli" call "$dir" search '{"query":"wasi","limit":1}'
 show "$cli" call "$dir" divide '{"dividend":1,"divisor":0}'
 show "$cli" call "$dir" join '{"words":["a",2]}'
 
-printf '\n$ target/release/examples/demo %s   # one session through the library: state is kept\n' "$dir"
-target/release/examples/demo "$dir"
+printf '\n$ %s %s   # one session through the library: state is kept\n' "$target/debug/examples/demo" "$dir"
+"$target/debug/examples/demo" "$dir"

@@ -48,16 +48,16 @@ struct HostArgs {
     no_cache: bool,
     /// Default memory limit per instance, in MiB (a policy file may override it).
     #[arg(long, value_name = "MIB", default_value_t = 64,
-          value_parser = clap::value_parser!(u64).range(1..=4096))]
+          value_parser = clap::value_parser!(u64).range(Limits::MEMORY_MIB))]
     memory_mib: u64,
     /// Default time limit per call, in milliseconds (a policy file may override it).
     #[arg(long, value_name = "MS", default_value_t = 10_000,
-          value_parser = clap::value_parser!(u64).range(1..=86_400_000))]
+          value_parser = clap::value_parser!(u64).range(Limits::TIMEOUT_MS))]
     timeout_ms: u64,
     /// Meter fuel: at most this many units per call (default: no metering; the time limit
     /// applies). Lets policy files set their own fuel.
     #[arg(long, value_name = "UNITS",
-          value_parser = clap::value_parser!(u64).range(1..))]
+          value_parser = clap::value_parser!(u64).range(Limits::FUEL))]
     fuel: Option<u64>,
     /// Reserve N instance slots up front and reuse them (wasmtime's pooling allocator):
     /// plugins start faster, but at most N instances live at once, and each slot reserves
@@ -235,7 +235,7 @@ pub(crate) struct Loader {
 
 fn loader(cli: &HostArgs) -> Result<Loader, String> {
     let limits = Limits::default()
-        // 1..=4096 MiB (checked by clap): fits any usize of a 64-bit host.
+        // Within Limits::MEMORY_MIB (checked by clap): fits any usize of a 64-bit host.
         .memory_bytes(usize::try_from(cli.memory_mib << 20).unwrap_or(usize::MAX))
         .call_timeout(Duration::from_millis(cli.timeout_ms))
         .fuel(cli.fuel);

@@ -8,9 +8,6 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-/// Longest time limit accepted: one day.
-const MAX_CALL_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
-
 /// Largest policy file read.
 const MAX_POLICY_BYTES: u64 = 1 << 20;
 
@@ -56,24 +53,45 @@ impl Default for Limits {
     }
 }
 
+/// "give 1 to 4096": what a message asks for, from the range it checked.
+fn give(range: &std::ops::RangeInclusive<u64>) -> String {
+    format!("give {} to {}", range.start(), range.end())
+}
+
+/// The range in bytes of a range in MiB.
+fn mib_to_bytes(range: &std::ops::RangeInclusive<u64>) -> std::ops::RangeInclusive<u64> {
+    (range.start() << 20)..=(range.end() << 20)
+}
+
 impl Limits {
-    /// Checks that the limits can be honoured, with the ranges a policy file allows: memory
-    /// and schema memory from 1 MiB to 4 GiB, a time limit and a failure count of at least 1,
-    /// fuel of at least 1.
+    /// The memory limits a policy file (`memory_mib`), the command line (`--memory-mib`) and
+    /// [`Limits::check`] accept, in MiB: the one home of this range.
+    pub const MEMORY_MIB: std::ops::RangeInclusive<u64> = 1..=4096;
+    /// The schema memory budgets accepted (`schema_memory_mib`), in MiB.
+    pub const SCHEMA_MEMORY_MIB: std::ops::RangeInclusive<u64> = 1..=4096;
+    /// The time limits accepted (`timeout_ms`, `--timeout-ms`), in milliseconds: up to a day.
+    pub const TIMEOUT_MS: std::ops::RangeInclusive<u64> = 1..=86_400_000;
+    /// The fuel limits accepted (`fuel`, `--fuel`): at least 1 (none means no metering).
+    pub const FUEL: std::ops::RangeFrom<u64> = 1..;
+
+    /// Checks that the limits can be honoured, with the ranges a policy file allows
+    /// ([`Limits::MEMORY_MIB`], [`Limits::SCHEMA_MEMORY_MIB`], [`Limits::TIMEOUT_MS`],
+    /// [`Limits::FUEL`]) and a failure count of at least 1.
     pub(crate) fn check(&self) -> Result<(), String> {
-        if !(1 << 20..=4 << 30).contains(&(self.memory_bytes as u64)) {
+        if !mib_to_bytes(&Self::MEMORY_MIB).contains(&(self.memory_bytes as u64)) {
             return Err(format!(
                 "the memory limit is {} bytes; give 1 MiB to 4 GiB",
                 self.memory_bytes
             ));
         }
-        if !(1 << 20..=4 << 30).contains(&(self.schema_memory_bytes as u64)) {
+        if !mib_to_bytes(&Self::SCHEMA_MEMORY_MIB).contains(&(self.schema_memory_bytes as u64)) {
             return Err(format!(
                 "the schema memory limit is {} bytes; give 1 MiB to 4 GiB",
                 self.schema_memory_bytes
             ));
         }
-        if self.call_timeout.is_zero() || self.call_timeout > MAX_CALL_TIMEOUT {
+        let longest = Duration::from_millis(*Self::TIMEOUT_MS.end());
+        if self.call_timeout.is_zero() || self.call_timeout > longest {
             return Err(format!(
                 "the time limit is {:?}; give 1 ms to one day",
                 self.call_timeout
@@ -82,7 +100,7 @@ impl Limits {
         if self.max_consecutive_failures == 0 {
             return Err("max_consecutive_failures is 0; give at least 1".into());
         }
-        if self.fuel == Some(0) {
+        if self.fuel.is_some_and(|fuel| !Self::FUEL.contains(&fuel)) {
             return Err("the fuel limit is 0; give at least 1 or none".into());
         }
         Ok(())
@@ -641,23 +659,22 @@ impl SandboxPolicy {
         let mut limits = defaults.clone();
         let l = &file.limits;
         if let Some(mib) = l.memory_mib {
-            if !(1..=4096).contains(&mib) {
+            if !Limits::MEMORY_MIB.contains(&mib) {
                 return Err(invalid(
                     "limits.memory_mib",
-                    format!("is {mib}; give 1 to 4096"),
+                    format!("is {mib}; {}", give(&Limits::MEMORY_MIB)),
                 ));
             }
             limits.memory_bytes = usize::try_from(mib << 20).unwrap_or(usize::MAX);
         }
         if let Some(ms) = l.timeout_ms {
-            let timeout = Duration::from_millis(ms);
-            if ms == 0 || timeout > MAX_CALL_TIMEOUT {
+            if !Limits::TIMEOUT_MS.contains(&ms) {
                 return Err(invalid(
                     "limits.timeout_ms",
-                    format!("is {ms}; give 1 to 86400000 (one day)"),
+                    format!("is {ms}; {} (one day)", give(&Limits::TIMEOUT_MS)),
                 ));
             }
-            limits.call_timeout = timeout;
+            limits.call_timeout = Duration::from_millis(ms);
         }
         if let Some(bytes) = l.max_input_bytes {
             limits.max_input_bytes = bytes;
@@ -675,16 +692,16 @@ impl SandboxPolicy {
             limits.max_consecutive_failures = failures;
         }
         if let Some(fuel) = l.fuel {
-            if fuel == 0 {
+            if !Limits::FUEL.contains(&fuel) {
                 return Err(invalid("limits.fuel", "is 0; give at least 1".into()));
             }
             limits.fuel = Some(fuel);
         }
         if let Some(mib) = l.schema_memory_mib {
-            if !(1..=4096).contains(&mib) {
+            if !Limits::SCHEMA_MEMORY_MIB.contains(&mib) {
                 return Err(invalid(
                     "limits.schema_memory_mib",
-                    format!("is {mib}; give 1 to 4096"),
+                    format!("is {mib}; {}", give(&Limits::SCHEMA_MEMORY_MIB)),
                 ));
             }
             limits.schema_memory_bytes = usize::try_from(mib << 20).unwrap_or(usize::MAX);

@@ -34,7 +34,24 @@ impl ToolServer {
 
 /// A cloneable reference to a [`ToolServer`]'s tools: look tools up, call them, list them.
 ///
-/// Registration goes through a [`Worker`](crate::Worker) only.
+/// Registration goes through a [`Worker`](crate::Worker) only: this does not compile
+/// (`E0624`, `register_tool` is private to the crate).
+///
+/// ```compile_fail,E0624
+/// # use std::sync::Arc;
+/// # use llm_worker::{Tool, ToolDefinition, ToolError, ToolMeta, Worker};
+/// # struct Nop;
+/// # #[async_trait::async_trait]
+/// # impl Tool for Nop {
+/// #     async fn execute(&self, _: &str) -> Result<String, ToolError> {
+/// #         Ok(String::new())
+/// #     }
+/// # }
+/// # let def: ToolDefinition =
+/// #     Arc::new(|| (ToolMeta::new("nop"), Arc::new(Nop) as Arc<dyn Tool>));
+/// let handle = Worker::new().tool_server_handle();
+/// handle.register_tool(def).unwrap();
+/// ```
 #[derive(Clone, Default)]
 pub struct ToolServerHandle {
     tools: Arc<Mutex<ToolMap>>,

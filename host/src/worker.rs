@@ -16,6 +16,42 @@ use crate::tool_server::{ToolServer, ToolServerError, ToolServerHandle};
 pub struct Mutable;
 
 /// The locked state: the tool set is fixed (so a model's cached prompt stays valid).
+///
+/// A locked worker has no way to register a tool: this does not compile (`E0599`, no method
+/// `register_tool` on `Worker<CacheLocked>`), while the same call before `lock()` does.
+///
+/// ```compile_fail,E0599
+/// # use std::sync::Arc;
+/// # use llm_worker::{Tool, ToolDefinition, ToolError, ToolMeta, Worker};
+/// # struct Nop;
+/// # #[async_trait::async_trait]
+/// # impl Tool for Nop {
+/// #     async fn execute(&self, _: &str) -> Result<String, ToolError> {
+/// #         Ok(String::new())
+/// #     }
+/// # }
+/// # let def: ToolDefinition =
+/// #     Arc::new(|| (ToolMeta::new("nop"), Arc::new(Nop) as Arc<dyn Tool>));
+/// let mut locked = Worker::new().lock();
+/// locked.register_tool(def).unwrap();
+/// ```
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use llm_worker::{Tool, ToolDefinition, ToolError, ToolMeta, Worker};
+/// # struct Nop;
+/// # #[async_trait::async_trait]
+/// # impl Tool for Nop {
+/// #     async fn execute(&self, _: &str) -> Result<String, ToolError> {
+/// #         Ok(String::new())
+/// #     }
+/// # }
+/// # let def: ToolDefinition =
+/// #     Arc::new(|| (ToolMeta::new("nop"), Arc::new(Nop) as Arc<dyn Tool>));
+/// let mut worker = Worker::new();
+/// worker.register_tool(def).unwrap();
+/// let _locked = worker.lock();
+/// ```
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CacheLocked;
 
