@@ -216,7 +216,9 @@ fn a_tool_name_offered_twice_is_served_once() {
     let counter = host
         .load(llm_worker_tests::plugin_path("counter"))
         .expect("load");
-    let copy = scratch_copy("counter-again");
+    let dir = llm_worker_tests::scratch_dir("counter-again");
+    let copy = dir.join("counter2.wasm");
+    std::fs::copy(llm_worker_tests::plugin_path("counter"), &copy).expect("copy");
     let again = host.load(&copy).expect("load");
     let catalog = ToolCatalog::from_plugins([&counter, &again]);
     let groups = catalog.groups();
@@ -224,21 +226,16 @@ fn a_tool_name_offered_twice_is_served_once() {
     assert_eq!(groups[0].name(), counter.path().display().to_string());
 }
 
-fn scratch_copy(name: &str) -> std::path::PathBuf {
-    let dir = llm_worker_tests::scratch_dir(name);
-    let path = dir.join("counter2.wasm");
-    std::fs::copy(llm_worker_tests::plugin_path("counter"), &path).expect("copy");
-    path
-}
-
-/// The tools of greet and of a plugin whose start spins for two minutes, as an MCP server.
-async fn greet_beside_a_slow_starter(name: &str) -> String {
-    let loaded = llm_worker_tests::greet_beside_a_slow_starter(name, 120_000);
-    serve(
+/// The tools of greet and of a plugin whose start spins for two minutes, as an MCP server:
+/// its URL, and the plugins' directory.
+async fn greet_beside_a_slow_starter(name: &str) -> (String, llm_worker_tests::ScratchDir) {
+    let (loaded, dir) = llm_worker_tests::greet_beside_a_slow_starter(name, 120_000);
+    let url = serve(
         ToolCatalog::from_plugins(&loaded.plugins),
         McpOptions::new("slow", "1"),
     )
-    .await
+    .await;
+    (url, dir)
 }
 
 fn greeting(result: &rmcp::model::CallToolResult) -> String {
@@ -251,7 +248,7 @@ fn greeting(result: &rmcp::model::CallToolResult) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_plugin_delays_neither_session_openings_nor_other_plugins() {
-    let url = greet_beside_a_slow_starter("mcp-slow-start").await;
+    let (url, _dir) = greet_beside_a_slow_starter("mcp-slow-start").await;
     // A session (2025-06-18): initialize, initialized, then a call of greet, while the slow
     // plugin's instance for this session is still starting.
     let stateful = tokio::spawn({
@@ -397,16 +394,12 @@ fn tracked(dropped: &Arc<AtomicUsize>) -> ToolCatalog {
     })])
 }
 
-/// Waits until `dropped` counts at least one, within a deadline.
+/// Waits until `dropped` counts at least one (within the tests' deadline).
 async fn until_dropped(dropped: &AtomicUsize) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while dropped.load(Ordering::SeqCst) == 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the session's tools were not dropped"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    llm_worker_tests::wait::until("the session's tools to be dropped", || {
+        dropped.load(Ordering::SeqCst) > 0
+    })
+    .await;
 }
 
 fn authorized(
@@ -578,7 +571,7 @@ async fn a_dir_watcher_follows_the_directory_one_rescan_at_a_time() {
     copy("counter", "counter.wasm");
     let host = llm_worker_tests::host().clone();
     let mut watcher =
-        DirWatcher::load(host, &dir, llm_worker::LoadDirOptions::default()).expect("load");
+        DirWatcher::load(host, dir.path(), llm_worker::LoadDirOptions::default()).expect("load");
     let names = |watcher: &DirWatcher| -> Vec<String> {
         watcher
             .groups()
@@ -656,7 +649,7 @@ async fn a_dir_watcher_follows_the_lock_once_there_is_one() {
     }
     let host = llm_worker_tests::host().clone();
     let mut watcher =
-        DirWatcher::load(host.clone(), &dir, LoadDirOptions::default()).expect("load");
+        DirWatcher::load(host.clone(), dir.path(), LoadDirOptions::default()).expect("load");
     assert!(!watcher.options().locked, "no lock yet");
     let served = |watcher: &DirWatcher| -> Vec<String> {
         watcher
