@@ -168,9 +168,9 @@ proptest! {
     }
 }
 
-/// Text of every kind a model might send: any text at all, a JSON object, and a JSON object
-/// with one character taken out or one of JSON's own put in (still JSON now and then, and
-/// often not).
+/// Text of every kind a model might send: any text at all, a JSON object, a JSON object with
+/// one character taken out or one of JSON's own put in (still JSON now and then, and often
+/// not), and JSON that is not an object.
 fn texts() -> impl Strategy<Value = String> {
     let object = prop::collection::btree_map("[a-z]{1,4}", json_value(), 0..4)
         .prop_map(|members| Value::Object(members.into_iter().collect()).to_string())
@@ -188,5 +188,6 @@ fn texts() -> impl Strategy<Value = String> {
             chars.into_iter().collect::<String>()
         },
     );
-    prop_oneof![".{0,40}", object, cut, added]
+    let other_json = json_value().prop_map(|value| value.to_string());
+    prop_oneof![".{0,40}", object, cut, added, other_json]
 }
