@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use async_trait::async_trait;
 use llm_worker::mcp::{HttpOptions, McpOptions, ToolCatalog, ToolGroup};
 use llm_worker::{Tool, ToolDefinition, ToolError, ToolMeta};
+use llm_worker_tests::logs::logged;
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, PaginatedRequestParams};
 use rmcp::service::ClientServiceExt;
@@ -585,21 +586,41 @@ async fn a_dir_watcher_follows_the_directory_one_rescan_at_a_time() {
             .collect()
     };
     assert_eq!(names(&watcher), ["counter.wasm"]);
-    assert!(!watcher.rescan().await, "nothing changed");
+    // Nothing changed: nothing is reloaded (the watcher says nothing).
+    let (changed, said) = logged(watcher.rescan()).await;
+    assert!(!changed && said.is_empty(), "{said:?}");
 
     copy("greet", "greet.wasm");
     assert!(watcher.rescan().await, "a plugin added");
     assert_eq!(names(&watcher), ["counter.wasm", "greet.wasm"]);
     let revision = watcher.groups()[1].revision();
 
-    // A broken new version: looked at, refused, the working one kept.
+    // A broken new version: looked at (the watcher says what it found), refused, the
+    // working one kept.
     std::fs::write(dir.join("greet.wasm"), b"broken").expect("break");
-    assert!(!watcher.rescan().await, "the served plugins did not change");
+    let (changed, said) = logged(watcher.rescan()).await;
+    assert!(!changed, "the served plugins did not change");
+    assert!(
+        said.iter()
+            .any(|line| line.starts_with("WARN") && line.contains("not a WebAssembly file")),
+        "{said:?}"
+    );
+    assert!(
+        said.iter()
+            .any(|line| line.contains("the served plugins are unchanged")),
+        "{said:?}"
+    );
     assert_eq!(watcher.groups()[1].revision(), revision);
 
-    // The same bytes again (a new modification time): no change either.
+    // The same bytes again (a new modification time): reloaded, and no change either.
     copy("greet", "greet.wasm");
-    assert!(!watcher.rescan().await);
+    let (changed, said) = logged(watcher.rescan()).await;
+    assert!(!changed);
+    assert!(
+        said.iter()
+            .any(|line| line.contains("the served plugins are unchanged")),
+        "{said:?}"
+    );
     assert_eq!(watcher.groups()[1].revision(), revision);
 
     std::fs::remove_file(dir.join("counter.wasm")).expect("remove");
@@ -689,9 +710,16 @@ async fn a_dir_watcher_follows_the_lock_once_there_is_one() {
     assert!(watcher.rescan().await);
     assert_eq!(served(&watcher), ["counter.wasm"]);
 
-    // The lock is deleted and a plugin dropped in: nothing of it is served.
+    // The lock is deleted and a plugin dropped in: the reload is refused (the watcher says
+    // so), and nothing of it is served.
     std::fs::remove_file(dir.join(llm_worker::LOCK_FILE)).expect("delete the lock");
     std::fs::copy(llm_worker_tests::plugin_path("calc"), dir.join("calc.wasm")).expect("copy");
-    assert!(!watcher.rescan().await);
+    let (changed, said) = logged(watcher.rescan()).await;
+    assert!(!changed);
+    assert!(
+        said.iter()
+            .any(|line| line.contains("still serving the plugins loaded before")),
+        "{said:?}"
+    );
     assert_eq!(served(&watcher), ["counter.wasm"]);
 }

@@ -11,6 +11,7 @@ use llm_worker::{LoadedPlugin, PluginHost, ToolEvent, ToolEventKind};
 
 pub mod bench;
 pub mod http_server;
+pub mod logs;
 pub mod wait;
 pub mod wat;
 
