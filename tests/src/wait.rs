@@ -9,7 +9,7 @@ use std::future::Future;
 use std::time::Duration;
 
 /// How long a test waits for something before it fails.
-pub const DEADLINE: Duration = Duration::from_secs(30);
+pub const DEADLINE: Duration = Duration::from_secs(60);
 
 /// How often [`until`] and [`eventually`] look again.
 const POLL: Duration = Duration::from_millis(10);

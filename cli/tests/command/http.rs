@@ -72,7 +72,7 @@ impl Server {
             .expect("spawn");
         let mut lines = tokio::io::BufReader::new(child.stderr.take().expect("stderr")).lines();
         let mut said = String::new();
-        let url = tokio::time::timeout(Duration::from_secs(60), async {
+        let url = within("the server to start serving or to end", async {
             while let Ok(Some(line)) = lines.next_line().await {
                 if let Some(url) = line.strip_prefix("llm-worker: serving MCP on ") {
                     return Some(url.to_owned());
@@ -82,8 +82,7 @@ impl Server {
             }
             None
         })
-        .await
-        .expect("the server starts or ends");
+        .await;
         // Keep draining stderr, so that the server never blocks on a full pipe, and keep its
         // lines for `said`.
         let (send, receive) = tokio::sync::mpsc::unbounded_channel();
