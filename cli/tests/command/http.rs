@@ -17,7 +17,7 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use serde_json::json;
 use tokio::io::AsyncBufReadExt;
 
-use super::mcp::{call, text};
+use super::mcp::{call, deploy, text};
 
 /// A running `llm-worker serve --http` and its URL.
 struct Server {
@@ -561,14 +561,6 @@ async fn stateless_clients_get_a_fresh_session_per_request() {
     assert_eq!(count(&client).await, "0");
     client.cancel().await.expect("close");
     server.stop().await;
-}
-
-/// Puts a copy of the plugin `name` at `path` whole, as an operator's deploy would (a copy
-/// written in place could be seen half-written by the watcher, a change of its own).
-fn deploy(name: &str, path: &std::path::Path) {
-    let partial = path.with_extension("partial");
-    std::fs::copy(plugin_path(name), &partial).expect("copy");
-    std::fs::rename(&partial, path).expect("rename");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -130,7 +130,7 @@ async fn watch_picks_up_new_changed_and_broken_plugins() {
     assert_eq!(text(&count), "0");
 
     // A plugin dropped in: the client is told, and the new tool is listed and callable.
-    std::fs::copy(plugin_path("greet"), dir.join("greet.wasm")).expect("copy");
+    deploy("greet", &dir.join("greet.wasm"));
     within("notifications/tools/list_changed", changes.notified()).await;
     assert_eq!(
         names(client.list_all_tools().await.expect("list")),
@@ -370,6 +370,14 @@ async fn serve_watching(
     let stderr = tokio::io::BufReader::new(stderr.expect("stderr")).lines();
     let client = watcher.serve(transport).await.expect("initialize");
     (client, changes, stderr)
+}
+
+/// Puts a copy of the plugin `name` at `path` whole, as an operator's deploy would (a copy
+/// written in place could be seen half-written by the watcher, a change of its own).
+pub(crate) fn deploy(name: &str, path: &std::path::Path) {
+    let partial = path.with_extension("partial");
+    std::fs::copy(plugin_path(name), &partial).expect("copy");
+    std::fs::rename(&partial, path).expect("rename");
 }
 
 /// The names of `tools`, in order.
