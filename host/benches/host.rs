@@ -401,7 +401,8 @@ fn registration(runtime: &tokio::runtime::Runtime, echo: &llm_worker::LoadedPlug
 /// Loading a plugin: compiling it vs reading the compiled cache.
 fn cache() {
     let cache = scratch_dir("bench-cache");
-    let cached = PluginHost::with_options(Limits::default(), Some(cache)).expect("host");
+    let cached =
+        PluginHost::with_options(Limits::default(), Some(cache.to_path_buf())).expect("host");
     cached.load(plugin_path("greet")).expect("fill the cache");
     let cold = median(3, |n| {
         for _ in 0..n {

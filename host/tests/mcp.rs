@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use async_trait::async_trait;
 use llm_worker::mcp::{HttpOptions, McpOptions, ToolCatalog, ToolGroup};
 use llm_worker::{Tool, ToolDefinition, ToolError, ToolMeta};
+use llm_worker_tests::logs::logged;
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, PaginatedRequestParams};
 use rmcp::service::ClientServiceExt;
@@ -216,7 +217,9 @@ fn a_tool_name_offered_twice_is_served_once() {
     let counter = host
         .load(llm_worker_tests::plugin_path("counter"))
         .expect("load");
-    let copy = scratch_copy("counter-again");
+    let dir = llm_worker_tests::scratch_dir("counter-again");
+    let copy = dir.join("counter2.wasm");
+    std::fs::copy(llm_worker_tests::plugin_path("counter"), &copy).expect("copy");
     let again = host.load(&copy).expect("load");
     let catalog = ToolCatalog::from_plugins([&counter, &again]);
     let groups = catalog.groups();
@@ -224,21 +227,16 @@ fn a_tool_name_offered_twice_is_served_once() {
     assert_eq!(groups[0].name(), counter.path().display().to_string());
 }
 
-fn scratch_copy(name: &str) -> std::path::PathBuf {
-    let dir = llm_worker_tests::scratch_dir(name);
-    let path = dir.join("counter2.wasm");
-    std::fs::copy(llm_worker_tests::plugin_path("counter"), &path).expect("copy");
-    path
-}
-
-/// The tools of greet and of a plugin whose start spins for two minutes, as an MCP server.
-async fn greet_beside_a_slow_starter(name: &str) -> String {
-    let loaded = llm_worker_tests::greet_beside_a_slow_starter(name, 120_000);
-    serve(
+/// The tools of greet and of a plugin whose start spins for two minutes, as an MCP server:
+/// its URL, and the plugins' directory.
+async fn greet_beside_a_slow_starter(name: &str) -> (String, llm_worker_tests::ScratchDir) {
+    let (loaded, dir) = llm_worker_tests::greet_beside_a_slow_starter(name, 120_000);
+    let url = serve(
         ToolCatalog::from_plugins(&loaded.plugins),
         McpOptions::new("slow", "1"),
     )
-    .await
+    .await;
+    (url, dir)
 }
 
 fn greeting(result: &rmcp::model::CallToolResult) -> String {
@@ -251,7 +249,7 @@ fn greeting(result: &rmcp::model::CallToolResult) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_plugin_delays_neither_session_openings_nor_other_plugins() {
-    let url = greet_beside_a_slow_starter("mcp-slow-start").await;
+    let (url, _dir) = greet_beside_a_slow_starter("mcp-slow-start").await;
     // A session (2025-06-18): initialize, initialized, then a call of greet, while the slow
     // plugin's instance for this session is still starting.
     let stateful = tokio::spawn({
@@ -397,16 +395,12 @@ fn tracked(dropped: &Arc<AtomicUsize>) -> ToolCatalog {
     })])
 }
 
-/// Waits until `dropped` counts at least one, within a deadline.
+/// Waits until `dropped` counts at least one (within the tests' deadline).
 async fn until_dropped(dropped: &AtomicUsize) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while dropped.load(Ordering::SeqCst) == 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the session's tools were not dropped"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    llm_worker_tests::wait::until("the session's tools to be dropped", || {
+        dropped.load(Ordering::SeqCst) > 0
+    })
+    .await;
 }
 
 fn authorized(
@@ -578,7 +572,7 @@ async fn a_dir_watcher_follows_the_directory_one_rescan_at_a_time() {
     copy("counter", "counter.wasm");
     let host = llm_worker_tests::host().clone();
     let mut watcher =
-        DirWatcher::load(host, &dir, llm_worker::LoadDirOptions::default()).expect("load");
+        DirWatcher::load(host, dir.path(), llm_worker::LoadDirOptions::default()).expect("load");
     let names = |watcher: &DirWatcher| -> Vec<String> {
         watcher
             .groups()
@@ -592,21 +586,41 @@ async fn a_dir_watcher_follows_the_directory_one_rescan_at_a_time() {
             .collect()
     };
     assert_eq!(names(&watcher), ["counter.wasm"]);
-    assert!(!watcher.rescan().await, "nothing changed");
+    // Nothing changed: nothing is reloaded (the watcher says nothing).
+    let (changed, said) = logged(watcher.rescan()).await;
+    assert!(!changed && said.is_empty(), "{said:?}");
 
     copy("greet", "greet.wasm");
     assert!(watcher.rescan().await, "a plugin added");
     assert_eq!(names(&watcher), ["counter.wasm", "greet.wasm"]);
     let revision = watcher.groups()[1].revision();
 
-    // A broken new version: looked at, refused, the working one kept.
+    // A broken new version: looked at (the watcher says what it found), refused, the
+    // working one kept.
     std::fs::write(dir.join("greet.wasm"), b"broken").expect("break");
-    assert!(!watcher.rescan().await, "the served plugins did not change");
+    let (changed, said) = logged(watcher.rescan()).await;
+    assert!(!changed, "the served plugins did not change");
+    assert!(
+        said.iter()
+            .any(|line| line.starts_with("WARN") && line.contains("not a WebAssembly file")),
+        "{said:?}"
+    );
+    assert!(
+        said.iter()
+            .any(|line| line.contains("the served plugins are unchanged")),
+        "{said:?}"
+    );
     assert_eq!(watcher.groups()[1].revision(), revision);
 
-    // The same bytes again (a new modification time): no change either.
+    // The same bytes again (a new modification time): reloaded, and no change either.
     copy("greet", "greet.wasm");
-    assert!(!watcher.rescan().await);
+    let (changed, said) = logged(watcher.rescan()).await;
+    assert!(!changed);
+    assert!(
+        said.iter()
+            .any(|line| line.contains("the served plugins are unchanged")),
+        "{said:?}"
+    );
     assert_eq!(watcher.groups()[1].revision(), revision);
 
     std::fs::remove_file(dir.join("counter.wasm")).expect("remove");
@@ -656,7 +670,7 @@ async fn a_dir_watcher_follows_the_lock_once_there_is_one() {
     }
     let host = llm_worker_tests::host().clone();
     let mut watcher =
-        DirWatcher::load(host.clone(), &dir, LoadDirOptions::default()).expect("load");
+        DirWatcher::load(host.clone(), dir.path(), LoadDirOptions::default()).expect("load");
     assert!(!watcher.options().locked, "no lock yet");
     let served = |watcher: &DirWatcher| -> Vec<String> {
         watcher
@@ -696,9 +710,16 @@ async fn a_dir_watcher_follows_the_lock_once_there_is_one() {
     assert!(watcher.rescan().await);
     assert_eq!(served(&watcher), ["counter.wasm"]);
 
-    // The lock is deleted and a plugin dropped in: nothing of it is served.
+    // The lock is deleted and a plugin dropped in: the reload is refused (the watcher says
+    // so), and nothing of it is served.
     std::fs::remove_file(dir.join(llm_worker::LOCK_FILE)).expect("delete the lock");
     std::fs::copy(llm_worker_tests::plugin_path("calc"), dir.join("calc.wasm")).expect("copy");
-    assert!(!watcher.rescan().await);
+    let (changed, said) = logged(watcher.rescan()).await;
+    assert!(!changed);
+    assert!(
+        said.iter()
+            .any(|line| line.contains("still serving the plugins loaded before")),
+        "{said:?}"
+    );
     assert_eq!(served(&watcher), ["counter.wasm"]);
 }

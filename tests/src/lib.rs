@@ -1,14 +1,18 @@
-//! Helpers for the end-to-end tests: build the plugins in `plugins/` for `wasm32-wasip2` once,
-//! and load them into one shared [`PluginHost`].
+//! Helpers for the end-to-end tests: build the plugins in `plugins/` for `wasm32-wasip2` once
+//! per test run, load them into one shared [`PluginHost`], give each test a scratch directory
+//! that goes with it, an HTTP server ([`http_server`]) and ways to wait ([`wait`]).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
-use llm_worker::{LoadedPlugin, PluginHost};
+use llm_worker::{LoadedPlugin, PluginHost, ToolEvent, ToolEventKind};
 
 pub mod bench;
+pub mod http_server;
+pub mod logs;
+pub mod wait;
 pub mod wat;
 
 /// The repository's root directory.
@@ -18,8 +22,13 @@ pub fn repo_root() -> &'static Path {
         .unwrap_or_else(|| Path::new(".."))
 }
 
-/// Builds every crate of `plugins/` (release, `wasm32-wasip2`) once per process, installing the
-/// target with rustup if needed, and returns the directory holding the `.wasm` files.
+/// Builds every crate of `plugins/` (release, `wasm32-wasip2`) once per test run, installing
+/// the target with rustup if needed, and returns the directory holding the `.wasm` files.
+///
+/// Every test binary calls this; the first to get here builds, under a lock that the others
+/// wait on, and leaves a stamp of what it built from (the sources of the plugins and of the
+/// SDK they use, the toolchain) and what it built. A process that finds the stamp matching
+/// builds nothing: a test run builds the plugins once, however many binaries it has.
 ///
 /// # Panics
 ///
@@ -29,13 +38,100 @@ pub fn plugin_dir() -> &'static Path {
     DIR.get_or_init(|| {
         let plugins = repo_root().join("plugins");
         let target_dir = plugins.join("target");
+        let out = target_dir.join("wasm32-wasip2").join("release");
+        std::fs::create_dir_all(&target_dir)
+            .unwrap_or_else(|e| panic!("cannot create {}: {e}", target_dir.display()));
+        let lock_path = target_dir.join("llm-worker-tests.lock");
+        let lock = std::fs::File::create(&lock_path)
+            .unwrap_or_else(|e| panic!("cannot create {}: {e}", lock_path.display()));
+        // Held until the build is done and stamped: another test binary waits here.
+        lock.lock()
+            .unwrap_or_else(|e| panic!("cannot lock {}: {e}", lock_path.display()));
+        let stamp = target_dir.join("llm-worker-tests.stamp");
+        if std::fs::read_to_string(&stamp).ok() == Some(build_fingerprint(&plugins, &out)) {
+            return out;
+        }
         // Installing the target is quick when it is there already; without rustup (another
         // toolchain manager) the build below says what is missing.
         let _ = Command::new("rustup")
             .args(["target", "add", "wasm32-wasip2"])
             .status();
-        build_for_wasm(&plugins, &target_dir)
+        let built = build_for_wasm(&plugins, &target_dir);
+        std::fs::write(&stamp, build_fingerprint(&plugins, &built))
+            .unwrap_or_else(|e| panic!("cannot write {}: {e}", stamp.display()));
+        built
     })
+}
+
+/// What the plugins of `plugins/` are built from and into: each source file of the plugins,
+/// the SDK, its macros and the WIT (path, size, modification time), the cargo that builds
+/// them, and each plugin's `.wasm` in `out`. Text, one line per file.
+fn build_fingerprint(plugins: &Path, out: &Path) -> String {
+    fn line(fingerprint: &mut String, path: &Path) {
+        let (size, modified) = std::fs::metadata(path)
+            .map(|m| (m.len(), m.modified().ok()))
+            .unwrap_or((0, None));
+        let modified = modified
+            .and_then(|time| time.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |since| since.as_nanos());
+        fingerprint.push_str(&format!("{} {size} {modified}\n", path.display()));
+    }
+    fn walk(fingerprint: &mut String, dir: &Path) {
+        let mut entries: Vec<_> = std::fs::read_dir(dir)
+            .map(|entries| entries.filter_map(Result::ok).map(|e| e.path()).collect())
+            .unwrap_or_default();
+        entries.sort();
+        for path in entries {
+            if path.is_dir() {
+                if path.file_name().is_some_and(|name| name != "target") {
+                    walk(fingerprint, &path);
+                }
+            } else {
+                line(fingerprint, &path);
+            }
+        }
+    }
+    let root = repo_root();
+    let mut fingerprint = String::new();
+    // The root manifest: the SDK takes its version and edition from it.
+    line(&mut fingerprint, &root.join("Cargo.toml"));
+    for dir in [
+        plugins,
+        &root.join("guest-sdk"),
+        &root.join("guest-macros"),
+        &root.join("wit"),
+    ] {
+        walk(&mut fingerprint, dir);
+    }
+    if let Some(cargo) = std::env::var_os("CARGO") {
+        line(&mut fingerprint, Path::new(&cargo));
+    }
+    for crate_name in plugin_crates(plugins) {
+        line(
+            &mut fingerprint,
+            &out.join(format!("{}.wasm", crate_name.replace('-', "_"))),
+        );
+    }
+    fingerprint
+}
+
+/// The names of the crates of the plugins' workspace (`plugins/*` and `plugins/fixtures/*`).
+fn plugin_crates(plugins: &Path) -> Vec<String> {
+    let mut names = Vec::new();
+    for dir in [plugins.to_owned(), plugins.join("fixtures")] {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let manifest = std::fs::read_to_string(entry.path().join("Cargo.toml"));
+            let name = manifest.ok().and_then(|text| {
+                text.lines().find_map(|line| {
+                    let value = line.strip_prefix("name")?.trim_start().strip_prefix('=')?;
+                    Some(value.trim().trim_matches('"').to_owned())
+                })
+            });
+            names.extend(name);
+        }
+    }
+    names.sort();
+    names
 }
 
 /// Builds the crate or workspace in `dir` (release, `wasm32-wasip2`) into `target_dir` and
@@ -127,13 +223,43 @@ pub fn session(plugin: &LoadedPlugin) -> llm_worker::ToolServerHandle {
     worker.tool_server_handle()
 }
 
-/// A fresh, empty directory for one test (under the system's temporary directory).
-pub fn scratch_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("llm-worker-tests-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir)
-        .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
-    dir
+/// A fresh, empty directory for one test (under the system's temporary directory), removed
+/// with everything in it when dropped: keep it for as long as the test uses what is in it.
+#[derive(Debug)]
+pub struct ScratchDir(tempfile::TempDir);
+
+impl ScratchDir {
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl std::ops::Deref for ScratchDir {
+    type Target = Path;
+
+    fn deref(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl AsRef<Path> for ScratchDir {
+    fn as_ref(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+/// A [`ScratchDir`] named after `name` (`llm-worker-tests-NAME-XXXXXX`).
+///
+/// # Panics
+///
+/// If it cannot be created.
+pub fn scratch_dir(name: &str) -> ScratchDir {
+    tempfile::Builder::new()
+        .prefix(&format!("llm-worker-tests-{name}-"))
+        .tempdir()
+        .map(ScratchDir)
+        .unwrap_or_else(|e| panic!("cannot create a scratch directory for {name}: {e}"))
 }
 
 /// The message of a failed tool call; panics if the call succeeded or failed otherwise.
@@ -147,12 +273,16 @@ pub fn error_message(result: Result<String, llm_worker::ToolServerError>) -> Str
 /// A fresh directory holding greet and `slow.wasm` ([`wat::start_gated_on_environment`]) with
 /// a policy granting it an environment variable, so that every instance made for a session
 /// spins in its start code for as long as `timeout_ms` lets it (loading it stays quick:
-/// listing tools runs a plugin with no grants). Loaded with the shared host.
+/// listing tools runs a plugin with no grants). Loaded with the shared host; the directory
+/// goes when the returned [`ScratchDir`] is dropped.
 ///
 /// # Panics
 ///
 /// If a file cannot be written or a plugin does not load.
-pub fn greet_beside_a_slow_starter(name: &str, timeout_ms: u64) -> llm_worker::PluginDir {
+pub fn greet_beside_a_slow_starter(
+    name: &str,
+    timeout_ms: u64,
+) -> (llm_worker::PluginDir, ScratchDir) {
     let dir = scratch_dir(name);
     let write = |file: &str, bytes: &[u8]| {
         std::fs::write(dir.join(file), bytes).unwrap_or_else(|e| panic!("{file}: {e}"));
@@ -166,5 +296,28 @@ pub fn greet_beside_a_slow_starter(name: &str, timeout_ms: u64) -> llm_worker::P
     std::fs::copy(plugin_path("greet"), dir.join("greet.wasm")).unwrap_or_else(|e| panic!("{e}"));
     let loaded = host().load_dir(&dir).unwrap_or_else(|e| panic!("{e}"));
     assert!(loaded.failures.is_empty(), "{:?}", loaded.failures);
-    loaded
+    (loaded, dir)
+}
+
+/// A sink for [`llm_worker::with_tool_events`] that wakes the returned `Notify` when a plugin
+/// logs a message containing `needle`: the fixtures log as a slow call begins (the sleeper
+/// `sleeping`, `spinning`; the trapper `spinning forever`), so a test can await that the call
+/// holds its instance instead of sleeping and hoping it does.
+pub fn when_logged(
+    needle: &'static str,
+) -> (
+    impl Fn(ToolEvent) + Send + Sync + 'static,
+    Arc<tokio::sync::Notify>,
+) {
+    let logged = Arc::new(tokio::sync::Notify::new());
+    let wake = Arc::clone(&logged);
+    let sink = move |event: ToolEvent| {
+        if let ToolEventKind::Log { message, .. } = &event.kind
+            && message.contains(needle)
+        {
+            // A permit is kept if nobody waits yet: the signal is not lost.
+            wake.notify_one();
+        }
+    };
+    (sink, logged)
 }

@@ -245,13 +245,14 @@ impl WatComponent {
         )
     }
 
-    /// The component's binary.
+    /// The component's binary, assembled once per process for each text (tests that build
+    /// the same component share it).
     ///
     /// # Panics
     ///
     /// If the text is not valid (a mistake in the test).
     pub fn build(&self) -> Vec<u8> {
-        wat::parse_str(self.text()).unwrap_or_else(|e| panic!("{e}"))
+        assemble(self.text())
     }
 }
 
@@ -336,5 +337,30 @@ pub fn start_gated_on_environment() -> Vec<u8> {
   (export "tools" (func $tools))
   (export "execute" (func $execute)))"#
     );
-    wat::parse_str(text).unwrap_or_else(|e| panic!("{e}"))
+    assemble(text)
+}
+
+/// The binary of the component `text`, assembled once per process.
+///
+/// # Panics
+///
+/// If the text is not valid (a mistake in the test).
+fn assemble(text: String) -> Vec<u8> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock, PoisonError};
+    static BUILT: OnceLock<Mutex<HashMap<String, Vec<u8>>>> = OnceLock::new();
+    let built = BUILT.get_or_init(Default::default);
+    if let Some(bytes) = built
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(&text)
+    {
+        return bytes.clone();
+    }
+    let bytes = wat::parse_str(&text).unwrap_or_else(|e| panic!("{e}"));
+    built
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(text, bytes.clone());
+    bytes
 }

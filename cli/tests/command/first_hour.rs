@@ -1,9 +1,9 @@
 //! What a new user trips on, tried as a user runs the command: its exit code, stdout and stderr.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use llm_worker_tests::{plugin_path, scratch_dir};
+use llm_worker_tests::{ScratchDir, plugin_path, scratch_dir};
 
 use super::cli::{stderr as err, stdout as out};
 
@@ -32,7 +32,7 @@ fn run_in(cwd: &Path, args: &[&str], stdin: Option<&[u8]>) -> Output {
 
 /// A directory laid out as after `./scripts/demo.sh`: `target/demo-plugins/` with the six
 /// example plugins.
-fn after_the_demo(name: &str) -> PathBuf {
+fn after_the_demo(name: &str) -> ScratchDir {
     let root = scratch_dir(name);
     let dir = root.join("target/demo-plugins");
     std::fs::create_dir_all(&dir).expect("mkdir");

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use llm_worker_tests::{plugin_path, scratch_dir};
+use llm_worker_tests::wait::{until, within};
+use llm_worker_tests::{ScratchDir, plugin_path, scratch_dir};
 use rmcp::ServiceExt;
 use rmcp::model::ProtocolVersion;
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RoleClient, RunningService};
@@ -16,7 +17,7 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use serde_json::json;
 use tokio::io::AsyncBufReadExt;
 
-use super::mcp::{call, text};
+use super::mcp::{call, deploy, text};
 
 /// A running `llm-worker serve --http` and its URL.
 struct Server {
@@ -26,6 +27,10 @@ struct Server {
     /// The token the server generated for its user (`XDG_STATE_HOME` is the test's own),
     /// unless it was started with `--token-file` or `--no-auth`.
     token: Option<String>,
+    /// What it says on stderr, line by line, from after it said it serves.
+    stderr: tokio::sync::Mutex<tokio::sync::mpsc::UnboundedReceiver<String>>,
+    /// Its plugins, cache and state; after `child`, so that the server is stopped first.
+    _root: ScratchDir,
 }
 
 impl Server {
@@ -67,7 +72,7 @@ impl Server {
             .expect("spawn");
         let mut lines = tokio::io::BufReader::new(child.stderr.take().expect("stderr")).lines();
         let mut said = String::new();
-        let url = tokio::time::timeout(Duration::from_secs(60), async {
+        let url = within("the server to start serving or to end", async {
             while let Ok(Some(line)) = lines.next_line().await {
                 if let Some(url) = line.strip_prefix("llm-worker: serving MCP on ") {
                     return Some(url.to_owned());
@@ -77,10 +82,15 @@ impl Server {
             }
             None
         })
-        .await
-        .expect("the server starts or ends");
-        // Keep draining stderr, so that the server never blocks on a full pipe.
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        .await;
+        // Keep draining stderr, so that the server never blocks on a full pipe, and keep its
+        // lines for `said`.
+        let (send, receive) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                let _ = send.send(line);
+            }
+        });
         let token = std::fs::read_to_string(state.join("llm-worker").join("http-token"))
             .ok()
             .map(|text| text.trim().to_owned());
@@ -90,9 +100,26 @@ impl Server {
                 url,
                 dir,
                 token,
+                stderr: tokio::sync::Mutex::new(receive),
+                _root: root,
             }),
             None => Err(said),
         }
+    }
+
+    /// Waits until the server says `needle` on stderr, after what it said at the last call,
+    /// and returns the line.
+    async fn said(&self, needle: &str) -> String {
+        let mut lines = self.stderr.lock().await;
+        within(&format!("the server to say {needle:?}"), async {
+            while let Some(line) = lines.recv().await {
+                if line.contains(needle) {
+                    return line;
+                }
+            }
+            panic!("the server ended without saying {needle:?}");
+        })
+        .await
     }
 
     /// A client transport's settings for the server, with its generated token.
@@ -123,6 +150,7 @@ impl Server {
             .expect("initialize over HTTP")
     }
 
+    /// Stops the server, and waits for it to end before its directory goes.
     async fn stop(mut self) {
         let _ = self.child.kill().await;
     }
@@ -208,7 +236,8 @@ async fn off_loopback_the_server_needs_tokens() {
         "{said}"
     );
 
-    let tokens = scratch_dir("http-token-file").join("tokens");
+    let tokens_dir = scratch_dir("http-token-file");
+    let tokens = tokens_dir.join("tokens");
     std::fs::write(
         &tokens,
         "# the team's tokens\nfirst-secret-token\n\nsecond-token\n",
@@ -394,6 +423,8 @@ async fn sessions_are_capped_and_expire() {
             "2",
             "--timeout-ms",
             "1000",
+            // Debug logs: the server says when a session ends.
+            "-v",
         ],
     )
     .await;
@@ -407,9 +438,9 @@ async fn sessions_are_capped_and_expire() {
     // The first session is not disturbed.
     assert_eq!(count(&first).await, "1");
 
-    tokio::time::sleep(Duration::from_secs(4)).await;
-    // Idle past the timeout, the session is closed and its instances dropped: rmcp's client
-    // opens a new session by itself, which starts afresh.
+    // Idle past the timeout, the session is closed and its instances dropped (the server
+    // says so): rmcp's client opens a new session by itself, which starts afresh.
+    server.said("an MCP session ended").await;
     assert_eq!(
         count(&first).await,
         "0",
@@ -417,18 +448,11 @@ async fn sessions_are_capped_and_expire() {
     );
     first.cancel().await.expect("close");
     // Closing a session frees its slot: the server ends the session after the client's
-    // DELETE, a moment later, so a new client may have to try again briefly.
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    let fresh = loop {
-        match connect(&server.url, server.token.as_deref()).await {
-            Ok(client) => break client,
-            Err(error) if std::time::Instant::now() < deadline => {
-                assert!(error.contains("its limit"), "{error}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            Err(error) => panic!("the closed session's slot was not freed: {error}"),
-        }
-    };
+    // DELETE, a moment later (it says so), and a new client is admitted.
+    server.said("an MCP session ended").await;
+    let fresh = connect(&server.url, server.token.as_deref())
+        .await
+        .unwrap_or_else(|error| panic!("the closed session's slot was not freed: {error}"));
     assert_eq!(count(&fresh).await, "0");
     fresh.cancel().await.expect("close");
     server.stop().await;
@@ -452,7 +476,14 @@ impl rmcp::ClientHandler for ProgressCounter {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_call_stops_and_progress_is_reported() {
-    let server = Server::start("http-cancel", &["sleeper", "counter"], "127.0.0.1:0", &[]).await;
+    // Logs at debug level: the server says when it stops a call.
+    let server = Server::start(
+        "http-cancel",
+        &["sleeper", "counter"],
+        "127.0.0.1:0",
+        &["-v"],
+    )
+    .await;
     let progress = ProgressCounter::default();
     let seen = Arc::clone(&progress.seen);
     let client = progress
@@ -474,20 +505,20 @@ async fn a_cancelled_call_stops_and_progress_is_reported() {
         .await
         .expect("spin");
     assert_ne!(slow.is_error, Some(true), "{}", text(&slow));
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while seen.load(Ordering::SeqCst) < 2 && std::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(seen.load(Ordering::SeqCst) >= 2, "progress notifications");
-
-    // rmcp's client sends notifications/cancelled when the call is dropped.
-    let dropped = tokio::time::timeout(
-        Duration::from_millis(500),
-        client.call_tool(call("sleep", json!({"ms": 5000}))),
-    )
+    until("the slow call's two progress notifications", || {
+        seen.load(Ordering::SeqCst) >= 2
+    })
     .await;
-    assert!(dropped.is_err(), "given up");
-    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // rmcp's client sends notifications/cancelled when the call is dropped: here once the
+    // plugin runs it (it says so as it begins; its sleep is the call to cancel).
+    tokio::select! {
+        ended = client.call_tool(call("sleep", json!({"ms": 5000}))) => {
+            panic!("a call of 5 s ended first: {ended:?}")
+        }
+        _ = server.said("sleeping 5000 ms") => {}
+    }
+    server.said("a call was dropped by its caller").await;
     // The instance was reset (a call still running would hold it for 5 s more, then this
     // call would see no "abandoned" but a sleep's result).
     let next = client
@@ -534,28 +565,40 @@ async fn stateless_clients_get_a_fresh_session_per_request() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_reloads_reach_every_http_session() {
-    let server = Server::start("http-watch", &["counter"], "127.0.0.1:0", &["--watch"]).await;
+    // Logs at debug level: the watcher says when it reloaded the directory, and with what
+    // outcome.
+    let server = Server::start(
+        "http-watch",
+        &["counter"],
+        "127.0.0.1:0",
+        &["--watch", "-v"],
+    )
+    .await;
     let mut sessions = Vec::new();
     for _ in 0..2 {
         let watcher = super::mcp::Watcher::default();
-        let changes = Arc::clone(&watcher.changes);
+        let (changes, notified) = (Arc::clone(&watcher.changes), Arc::clone(&watcher.count));
         let client = watcher
             .serve(StreamableHttpClientTransport::from_config(
                 server.transport(),
             ))
             .await
             .expect("initialize");
-        sessions.push((client, changes));
+        sessions.push((client, changes, notified));
     }
     assert_eq!(count(&sessions[0].0).await, "0");
     assert_eq!(count(&sessions[0].0).await, "1");
     assert_eq!(count(&sessions[1].0).await, "0");
 
-    std::fs::copy(plugin_path("greet"), server.dir().join("greet.wasm")).expect("copy");
-    for (client, changes) in &sessions {
-        tokio::time::timeout(Duration::from_secs(20), changes.notified())
-            .await
-            .expect("notifications/tools/list_changed in every session");
+    deploy("greet", &server.dir().join("greet.wasm"));
+    server.said("the served plugins changed").await;
+    for (client, changes, notified) in &sessions {
+        within(
+            "notifications/tools/list_changed in every session",
+            changes.notified(),
+        )
+        .await;
+        assert_eq!(notified.load(Ordering::SeqCst), 1);
         let names: Vec<String> = client
             .list_all_tools()
             .await
@@ -565,13 +608,26 @@ async fn watch_reloads_reach_every_http_session() {
             .collect();
         assert_eq!(names, ["count", "greet", "peek"]);
     }
-    // The same bytes copied over a plugin (a new modification time) change nothing.
-    std::fs::copy(plugin_path("counter"), server.dir().join("counter.wasm")).expect("copy");
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    // Each session kept its own state of the unchanged plugin.
+    // The same bytes put over a plugin (a new file, a new modification time): the watcher
+    // notices, reloads, and finds that nothing changed (it says so).
+    deploy("counter", &server.dir().join("counter.wasm"));
+    server.said("the served plugins are unchanged").await;
+    // Each session kept its own state of the unchanged plugin, and its tools; no client was
+    // told of a change.
     assert_eq!(count(&sessions[0].0).await, "2");
     assert_eq!(count(&sessions[1].0).await, "1");
-    for (client, _) in sessions {
+    for (client, _, notified) in &sessions {
+        let names: Vec<String> = client
+            .list_all_tools()
+            .await
+            .expect("list")
+            .into_iter()
+            .map(|t| t.name.into_owned())
+            .collect();
+        assert_eq!(names, ["count", "greet", "peek"]);
+        assert_eq!(notified.load(Ordering::SeqCst), 1, "no list_changed since");
+    }
+    for (client, _, _) in sessions {
         client.cancel().await.expect("close");
     }
     server.stop().await;

@@ -1,6 +1,7 @@
 //! `llm-worker serve` driven by a real MCP client (rmcp's) over the child's stdio.
 
-use llm_worker_tests::{plugin_path, scratch_dir};
+use llm_worker_tests::wait::{until, within};
+use llm_worker_tests::{ScratchDir, plugin_path, scratch_dir};
 use rmcp::ServiceExt;
 
 use super::cli::plugin_dir;
@@ -18,12 +19,14 @@ pub(crate) fn text(result: &rmcp::model::CallToolResult) -> String {
         .join("")
 }
 
-/// `llm-worker serve` over stdio, for a fresh directory holding copies of `plugins`.
-fn serve(name: &str, plugins: &[&str]) -> TokioChildProcess {
-    let (dir, cache) = plugin_dir(name, plugins);
+/// `llm-worker serve` over stdio, for a fresh directory holding copies of `plugins` (removed
+/// when the second value is dropped).
+fn serve(name: &str, plugins: &[&str]) -> (TokioChildProcess, ScratchDir) {
+    let (root, dir, cache) = plugin_dir(name, plugins);
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"));
     command.arg("serve").arg("--cache-dir").arg(cache).arg(&dir);
-    TokioChildProcess::new(command).expect("spawn llm-worker serve")
+    let child = TokioChildProcess::new(command).expect("spawn llm-worker serve");
+    (child, root)
 }
 
 pub(crate) fn call(name: &'static str, arguments: serde_json::Value) -> CallToolRequestParams {
@@ -36,7 +39,8 @@ pub(crate) fn call(name: &'static str, arguments: serde_json::Value) -> CallTool
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_mcp_client_lists_and_calls_tools_in_one_session() {
-    let client = ().serve(serve("mcp", &["counter", "calc", "greet"])).await.expect("initialize");
+    let (transport, _dir) = serve("mcp", &["counter", "calc", "greet"]);
+    let client = ().serve(transport).await.expect("initialize");
 
     let tools = client.list_all_tools().await.expect("tools/list");
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
@@ -91,10 +95,11 @@ async fn an_mcp_client_lists_and_calls_tools_in_one_session() {
     client.cancel().await.expect("close");
 }
 
-/// A client that counts `notifications/tools/list_changed`.
+/// A client that counts `notifications/tools/list_changed`, and wakes `changes` at each.
 #[derive(Clone, Default)]
 pub(crate) struct Watcher {
     pub(crate) changes: std::sync::Arc<tokio::sync::Notify>,
+    pub(crate) count: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl rmcp::ClientHandler for Watcher {
@@ -102,6 +107,7 @@ impl rmcp::ClientHandler for Watcher {
         &self,
         _context: rmcp::service::NotificationContext<rmcp::RoleClient>,
     ) {
+        self.count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.changes.notify_one();
     }
 }
@@ -124,10 +130,8 @@ async fn watch_picks_up_new_changed_and_broken_plugins() {
     assert_eq!(text(&count), "0");
 
     // A plugin dropped in: the client is told, and the new tool is listed and callable.
-    std::fs::copy(plugin_path("greet"), dir.join("greet.wasm")).expect("copy");
-    tokio::time::timeout(std::time::Duration::from_secs(20), changes.notified())
-        .await
-        .expect("notifications/tools/list_changed");
+    deploy("greet", &dir.join("greet.wasm"));
+    within("notifications/tools/list_changed", changes.notified()).await;
     assert_eq!(
         names(client.list_all_tools().await.expect("list")),
         ["count", "greet", "peek"]
@@ -157,9 +161,7 @@ async fn watch_picks_up_new_changed_and_broken_plugins() {
 
     // A removed plugin goes away.
     std::fs::remove_file(dir.join("greet.wasm")).expect("remove");
-    tokio::time::timeout(std::time::Duration::from_secs(20), changes.notified())
-        .await
-        .expect("notifications/tools/list_changed");
+    within("notifications/tools/list_changed", changes.notified()).await;
     assert_eq!(
         names(client.list_all_tools().await.expect("list")),
         ["count", "peek"]
@@ -200,9 +202,8 @@ async fn malformed_lines_get_json_rpc_errors() {
     send(r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"count","arguments":{}}}"#).await;
     let mut answers = Vec::new();
     while answers.len() < 4 {
-        let line = tokio::time::timeout(std::time::Duration::from_secs(30), lines.next_line())
+        let line = within("an answer", lines.next_line())
             .await
-            .expect("an answer")
             .expect("read")
             .expect("a line");
         answers.push(serde_json::from_str::<serde_json::Value>(&line).expect("JSON"));
@@ -256,7 +257,7 @@ impl rmcp::ClientHandler for Listener {
 #[allow(deprecated)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_mcp_client_sees_titles_hints_output_schemas_structured_results_logs_and_progress() {
-    let transport = serve("mcp-contract", &["text", "search"]);
+    let (transport, _dir) = serve("mcp-contract", &["text", "search"]);
     let listener = Listener::default();
     let (progress, logs) = (listener.progress.clone(), listener.logs.clone());
     let client = listener.serve(transport).await.expect("initialize");
@@ -315,18 +316,14 @@ async fn an_mcp_client_sees_titles_hints_output_schemas_structured_results_logs_
         .await
         .expect("search");
     assert!(text(&found).contains("wasmtime"), "{}", text(&found));
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    loop {
+    until("the search's last progress and its log message", || {
         let done = progress
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .contains(&(4.0, Some(4.0)));
-        let logged = !logs.lock().unwrap_or_else(|p| p.into_inner()).is_empty();
-        if (done && logged) || std::time::Instant::now() > deadline {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+        done && !logs.lock().unwrap_or_else(|p| p.into_inner()).is_empty()
+    })
+    .await;
     let logs = logs.lock().unwrap_or_else(|p| p.into_inner()).clone();
     assert_eq!(
         logs,
@@ -375,17 +372,25 @@ async fn serve_watching(
     (client, changes, stderr)
 }
 
+/// Puts a copy of the plugin `name` at `path` whole, as an operator's deploy would (a copy
+/// written in place could be seen half-written by the watcher, a change of its own).
+pub(crate) fn deploy(name: &str, path: &std::path::Path) {
+    let partial = path.with_extension("partial");
+    std::fs::copy(plugin_path(name), &partial).expect("copy");
+    std::fs::rename(&partial, path).expect("rename");
+}
+
 /// The names of `tools`, in order.
 fn names(tools: Vec<rmcp::model::Tool>) -> Vec<String> {
     tools.into_iter().map(|t| t.name.into_owned()).collect()
 }
 
-/// Waits until the server says `needle` on stderr (within a deadline).
+/// Waits until the server says `needle` on stderr (within the tests' deadline).
 async fn said(
     lines: &mut tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStderr>>,
     needle: &str,
 ) -> String {
-    tokio::time::timeout(std::time::Duration::from_secs(30), async {
+    within(&format!("the server to say {needle:?}"), async {
         while let Ok(Some(line)) = lines.next_line().await {
             if line.contains(needle) {
                 return line;
@@ -394,7 +399,6 @@ async fn said(
         panic!("the server ended without saying {needle:?}");
     })
     .await
-    .unwrap_or_else(|_| panic!("the server did not say {needle:?}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -438,9 +442,11 @@ async fn watch_keeps_a_locked_directory_locked_and_follows_its_lock() {
 
     // The operator reviews and approves the new plugin: the watcher follows the lock.
     lock(&dir);
-    tokio::time::timeout(std::time::Duration::from_secs(20), changes.notified())
-        .await
-        .expect("notifications/tools/list_changed after the lock was updated");
+    within(
+        "notifications/tools/list_changed after the lock was updated",
+        changes.notified(),
+    )
+    .await;
     let tools = names(client.list_all_tools().await.expect("list"));
     assert!(tools.contains(&"add".to_owned()), "{tools:?}");
     assert!(!tools.contains(&"greet".to_owned()), "{tools:?}");

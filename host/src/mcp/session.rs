@@ -107,7 +107,9 @@ impl Admission {
 
 impl Drop for Counted {
     fn drop(&mut self) {
-        self.0.live.fetch_sub(1, Ordering::AcqRel);
+        let live = self.0.live.fetch_sub(1, Ordering::AcqRel).saturating_sub(1);
+        // What a test of the session cap and the idle timeout waits for.
+        tracing::debug!("an MCP session ended ({live} open)");
     }
 }
 

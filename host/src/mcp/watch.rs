@@ -318,7 +318,14 @@ impl DirWatcher {
                 self.served.keep_approved(&self.dir, &lock);
             }
         }
-        self.served.revisions() != before
+        let changed = self.served.revisions() != before;
+        // What a test of `serve --watch` waits for (rather than guessing how long a rescan takes).
+        tracing::debug!(
+            "reloaded {}: the served plugins {}",
+            self.dir.display(),
+            if changed { "changed" } else { "are unchanged" }
+        );
+        changed
     }
 
     /// Rescans every [`WATCH_INTERVAL`] and replaces `catalog`'s groups when the plugins

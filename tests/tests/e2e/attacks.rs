@@ -5,9 +5,11 @@
 use std::time::Duration;
 
 use llm_worker::*;
+use llm_worker_tests::wait::within;
 use llm_worker_tests::wat::{WatComponent, ret};
 use llm_worker_tests::{
     error_message, greet_beside_a_slow_starter, plugin, plugin_path, scratch_dir, session,
+    when_logged,
 };
 
 const OBJECT: &str = r#"{"type":"object"}"#;
@@ -410,12 +412,14 @@ async fn a_call_dropped_by_its_caller_leaves_no_half_run_instance() {
     let tools = session(&trapper);
     assert_eq!(tools.call_tool("tick", "{}").await.as_deref(), Ok("0"));
     assert_eq!(tools.call_tool("tick", "{}").await.as_deref(), Ok("1"));
-    let dropped = tokio::time::timeout(
-        Duration::from_millis(200),
-        tools.call_tool("spin_forever", "{}"),
-    )
-    .await;
-    assert!(dropped.is_err(), "the caller gave up: {dropped:?}");
+    // The caller gives up once the loop runs (it says so as it begins).
+    let (sink, spinning) = when_logged("spinning forever");
+    tokio::select! {
+        ended = with_tool_events(sink, tools.call_tool("spin_forever", "{}")) => {
+            panic!("an endless loop ended: {ended:?}")
+        }
+        () = within("the endless loop to start", spinning.notified()) => {}
+    }
     // The next call says what was lost; it is not a failure of the plugin (one failure would
     // disable it here), and the instance after it starts afresh.
     let message = error_message(tools.call_tool("tick", "{}").await);
@@ -437,11 +441,15 @@ async fn a_call_queued_behind_a_busy_instance_waits_at_most_its_time_limit() {
         .unwrap_or_else(|e| panic!("{e}"));
     let tools = session(&sleeper);
     // The first call sleeps in a host call: it ends at its limit plus the grace for host
-    // calls; the second, queued behind it, gives up at its own limit.
-    let (slow, queued) = tokio::join!(tools.call_tool("sleep", r#"{"ms":100000}"#), async {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        tools.call_tool("spin", r#"{"ms":1}"#).await
-    });
+    // calls; the second, sent once the first holds the instance, gives up at its own limit.
+    let (sink, sleeping) = when_logged("sleeping");
+    let (slow, queued) = tokio::join!(
+        with_tool_events(sink, tools.call_tool("sleep", r#"{"ms":100000}"#)),
+        async {
+            within("the first call to start sleeping", sleeping.notified()).await;
+            tools.call_tool("spin", r#"{"ms":1}"#).await
+        }
+    );
     let slow = error_message(slow);
     assert!(slow.contains("time limit of 500ms"), "{slow}");
     let queued = error_message(queued);
@@ -467,12 +475,16 @@ async fn a_call_that_timed_out_after_waiting_is_not_the_plugins_failure() {
         .load(plugin_path("sleeper"))
         .unwrap_or_else(|e| panic!("{e}"));
     let tools = session(&sleeper);
-    // The first call holds the instance for 400 ms; the second gets it with ~200 ms left and
-    // needs 450.
-    let (first, second) = tokio::join!(tools.call_tool("spin", r#"{"ms":400}"#), async {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        tools.call_tool("spin", r#"{"ms":450}"#).await
-    });
+    // The first call holds the instance for 400 ms; the second, sent once the first holds
+    // it, gets it with at most 200 ms left and needs 450.
+    let (sink, spinning) = when_logged("spinning");
+    let (first, second) = tokio::join!(
+        with_tool_events(sink, tools.call_tool("spin", r#"{"ms":400}"#)),
+        async {
+            within("the first call to start spinning", spinning.notified()).await;
+            tools.call_tool("spin", r#"{"ms":450}"#).await
+        }
+    );
     assert!(first.is_ok(), "{first:?}");
     let second = error_message(second);
     assert!(
@@ -612,8 +624,8 @@ fn compiled_schemas_are_held_to_a_host_memory_budget() {
     assert_eq!(plugin.policy().limits.schema_memory_bytes, 512 << 20);
 }
 
-#[test]
-fn http_is_not_linked_for_plugins_without_http_grants() {
+#[tokio::test]
+async fn http_is_not_linked_for_plugins_without_http_grants() {
     let error = llm_worker_tests::host()
         .load(plugin_path("fetcher"))
         .expect_err("refused without a grant");
@@ -626,7 +638,8 @@ fn http_is_not_linked_for_plugins_without_http_grants() {
         "{message}"
     );
     // The plugins without HTTP still load and run.
-    let _ = plugin("counter");
+    let counter = session(&plugin("counter"));
+    assert_eq!(counter.call_tool("count", "{}").await.as_deref(), Ok("0"));
 }
 
 #[test]
@@ -697,7 +710,7 @@ fn special_files_are_refused_without_blocking() {
 async fn a_plugin_whose_start_is_slow_delays_no_other_plugin() {
     // The slow plugin's start would spin for two minutes: registering a session and calling
     // greet must not wait for it (the factory starts the instance in the background).
-    let loaded = greet_beside_a_slow_starter("slow-start-others", 120_000);
+    let (loaded, _dir) = greet_beside_a_slow_starter("slow-start-others", 120_000);
     let session = tokio::spawn(async move {
         let mut worker = Worker::new();
         worker
@@ -720,7 +733,7 @@ async fn a_plugin_whose_start_is_slow_delays_no_other_plugin() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_first_call_of_a_slow_starter_waits_within_its_own_time_limit() {
-    let loaded = greet_beside_a_slow_starter("slow-start-first-call", 1_000);
+    let (loaded, _dir) = greet_beside_a_slow_starter("slow-start-first-call", 1_000);
     let mut worker = Worker::new();
     worker
         .register_tools(loaded.definitions())

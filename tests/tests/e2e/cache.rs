@@ -96,6 +96,11 @@ async fn a_damaged_entry_is_recompiled() {
         .load(plugin_path("greet"))
         .unwrap_or_else(|e| panic!("{e}"));
     greets(&plugin).await;
+    assert_ne!(
+        std::fs::read(&entry).expect("read"),
+        b"garbage",
+        "the entry was rewritten"
+    );
 }
 
 #[tokio::test]
@@ -107,6 +112,7 @@ async fn an_unusable_cache_directory_only_costs_speed() {
         .load(plugin_path("greet"))
         .unwrap_or_else(|e| panic!("{e}"));
     greets(&plugin).await;
+    assert_eq!(std::fs::read(&not_a_dir).expect("read"), b"x", "left alone");
 }
 
 /// The entry the cache holds for the plugin `name`, after a load through `dir`.
@@ -215,7 +221,8 @@ fn an_entry_others_can_write_or_a_link_is_not_read() {
     assert_eq!(greet_tools(&dir), ["greet"]);
 
     // A link in place of the entry, to a forged file elsewhere.
-    let elsewhere = scratch_dir("cache-entry-link-target").join("forged.cwasm");
+    let elsewhere_dir = scratch_dir("cache-entry-link-target");
+    let elsewhere = elsewhere_dir.join("forged.cwasm");
     forge(&counter, &elsewhere, "greet");
     std::fs::set_permissions(&elsewhere, std::fs::Permissions::from_mode(0o600)).expect("chmod");
     let _ = std::fs::remove_file(&greet);
@@ -244,7 +251,8 @@ fn a_cache_directory_of_another_user_is_not_read() {
 #[test]
 fn a_new_cache_directory_is_private() {
     use std::os::unix::fs::PermissionsExt;
-    let dir = scratch_dir("cache-new").join("a/b/compiled");
+    let root = scratch_dir("cache-new");
+    let dir = root.join("a/b/compiled");
     entry_of(&dir, "greet");
     let mode = std::fs::metadata(&dir)
         .expect("created")
@@ -322,7 +330,8 @@ fn a_cache_below_a_directory_others_can_write_is_not_read() {
     std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).expect("chmod");
     assert_eq!(greet_tools(&dir), ["greet"]);
     // A link from a safe place to it changes nothing.
-    let link = scratch_dir("cache-link").join("cache");
+    let safe = scratch_dir("cache-link");
+    let link = safe.join("cache");
     std::os::unix::fs::symlink(&dir, &link).expect("link");
     assert_eq!(greet_tools(&link), ["greet"]);
     // Sticky, like /tmp: others cannot replace what is ours, so the forgery (in the user's

@@ -2,15 +2,13 @@
 //! reason for the host itself to run out; special files in a granted directory are refused
 //! without blocking; a granted directory is the one resolved at load.
 
-use std::path::PathBuf;
-
 use llm_worker::*;
-use llm_worker_tests::{error_message, plugin, plugin_path, scratch_dir, session};
+use llm_worker_tests::{ScratchDir, error_message, plugin, plugin_path, scratch_dir, session};
 use serde_json::json;
 
 /// A directory holding the fixture `fixture` as `name.wasm`, with a policy granting `data/`
 /// read-only as `/data` (plus `extra`), and `data/file.txt`.
-fn granted(name: &str, fixture: &str, extra: &str) -> PathBuf {
+fn granted(name: &str, fixture: &str, extra: &str) -> ScratchDir {
     let dir = scratch_dir(name);
     std::fs::copy(plugin_path(fixture), dir.join(format!("{name}.wasm"))).expect("copy plugin");
     std::fs::write(

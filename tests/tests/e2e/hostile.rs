@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use llm_worker::*;
-use llm_worker_tests::{error_message, host, plugin, plugin_path};
+use llm_worker_tests::wait::within;
+use llm_worker_tests::{error_message, host, plugin, plugin_path, when_logged};
 
 /// A session with the hostile plugin (loaded by `plugin_host`) and a well-behaved counter.
 fn session(hostile: &LoadedPlugin) -> ToolServerHandle {
@@ -57,6 +58,7 @@ async fn a_call_sleeping_forever_hits_the_wall_clock_limit() {
             .and_then(|host| host.load(plugin_path("sleeper")))
             .unwrap_or_else(|e| panic!("{e}"));
     let handle = session(&sleeper);
+    // The plugin's sleep is the attack under test: it must run out of time.
     let message = error_message(handle.call_tool("sleep", r#"{"ms":100000000}"#).await);
     assert!(message.contains("time limit of 300ms"), "{message}");
     counter_still_counts(&handle, 0).await;
@@ -199,12 +201,14 @@ async fn other_tools_answer_while_a_plugin_spins() {
             .and_then(|host| host.load(plugin_path("trapper")))
             .unwrap_or_else(|e| panic!("{e}"));
     let handle = session(&trapper);
-    let spinning = handle.call_tool("spin_forever", "{}");
+    let (sink, started) = when_logged("spinning forever");
+    let spinning = with_tool_events(sink, handle.call_tool("spin_forever", "{}"));
     let meanwhile = async {
+        // Once the loop runs (it says so as it begins), the counter answers meanwhile.
+        within("the endless loop to start", started.notified()).await;
         let mut answers = Vec::new();
         for _ in 0..5 {
             answers.push(handle.call_tool("count", "{}").await);
-            tokio::time::sleep(Duration::from_millis(20)).await;
         }
         (answers, std::time::Instant::now())
     };

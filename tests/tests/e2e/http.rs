@@ -1,96 +1,31 @@
 //! Outbound HTTP through `wasi:http`: denied unless the policy grants the destination; a
 //! granted name reaches public addresses only, unless the rule names the address or opts in.
 
-use std::io::{Read, Write};
-use std::net::TcpListener;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-
 use llm_worker::*;
-use llm_worker_tests::{host, plugin, plugin_path, scratch_dir};
+use llm_worker_tests::http_server::TestServer;
+use llm_worker_tests::wait::until;
+use llm_worker_tests::{ScratchDir, host, plugin, plugin_path, scratch_dir};
 
-/// A tiny HTTP server on 127.0.0.1 answering every request with "hello from local"; it
-/// counts connections, keeps the head of each request, and stops when dropped (or after
-/// 5 minutes: a test that starts it before the plugins are built still finds it running).
-struct TestServer {
-    port: u16,
-    hits: Arc<AtomicUsize>,
-    heads: Arc<Mutex<Vec<String>>>,
-}
-
+/// A server on 127.0.0.1 answering every request with "hello from local".
 fn test_server() -> TestServer {
-    test_server_on("127.0.0.1:0").expect("bind")
-}
-
-fn test_server_on(address: &str) -> std::io::Result<TestServer> {
-    let listener = TcpListener::bind(address)?;
-    listener.set_nonblocking(true)?;
-    let port = listener.local_addr()?.port();
-    let hits = Arc::new(AtomicUsize::new(0));
-    let heads = Arc::new(Mutex::new(Vec::new()));
-    let (counter, kept) = (Arc::clone(&hits), Arc::clone(&heads));
-    std::thread::spawn(move || {
-        let deadline = Instant::now() + Duration::from_secs(300);
-        // Until the `TestServer` (holding the other reference) is dropped.
-        while Instant::now() < deadline && Arc::strong_count(&counter) > 1 {
-            match listener.accept() {
-                Ok((mut stream, _)) => {
-                    counter.fetch_add(1, Ordering::SeqCst);
-                    let _ = stream.set_nonblocking(false);
-                    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
-                    let mut buffer = [0u8; 4096];
-                    let read = stream.read(&mut buffer).unwrap_or(0);
-                    kept.lock()
-                        .expect("lock")
-                        .push(String::from_utf8_lossy(&buffer[..read]).into_owned());
-                    let body = "hello from local";
-                    let _ = write!(
-                        stream,
-                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                        body.len()
-                    );
-                }
-                Err(_) => std::thread::sleep(Duration::from_millis(5)),
-            }
-        }
-    });
-    Ok(TestServer { port, hits, heads })
-}
-
-impl TestServer {
-    fn hits(&self) -> usize {
-        self.hits.load(Ordering::SeqCst)
-    }
-
-    /// The Authorization header of each request, if it had one.
-    fn authorization(&self) -> Vec<Option<String>> {
-        self.heads
-            .lock()
-            .expect("lock")
-            .iter()
-            .map(|head| {
-                head.lines()
-                    .find(|line| line.to_ascii_lowercase().starts_with("authorization:"))
-                    .map(|line| line["authorization:".len()..].trim().to_owned())
-            })
-            .collect()
-    }
+    TestServer::answering("hello from local")
 }
 
 /// The fetcher plugin in its own directory, with `policy` beside it (if any).
-fn fetcher_dir(name: &str, policy: Option<String>) -> PathBuf {
+fn fetcher_dir(name: &str, policy: Option<String>) -> ScratchDir {
     let dir = scratch_dir(name);
     std::fs::copy(plugin_path("fetcher"), dir.join("fetcher.wasm")).expect("copy");
     if let Some(policy) = policy {
         std::fs::write(dir.join("fetcher.policy.toml"), policy).expect("write policy");
     }
-    dir.join("fetcher.wasm")
+    dir
 }
 
-fn session(path: PathBuf) -> ToolServerHandle {
-    let loaded = host().load(path).unwrap_or_else(|e| panic!("{e}"));
+/// A session of the fetcher of `dir` (see [`fetcher_dir`]) and the counter.
+fn session(dir: &ScratchDir) -> ToolServerHandle {
+    let loaded = host()
+        .load(dir.join("fetcher.wasm"))
+        .unwrap_or_else(|e| panic!("{e}"));
     let mut worker = Worker::new();
     worker
         .register_tools(loaded.definitions())
@@ -115,33 +50,35 @@ fn failed_with(result: &Result<String, ToolServerError>, code: &str) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_granted_host_is_reachable() {
     let server = test_server();
-    let policy = format!("[http]\nallow = [\"http://127.0.0.1:{}\"]\n", server.port);
-    let tools = session(fetcher_dir("http-granted", Some(policy)));
-    let url = format!("http://127.0.0.1:{}/weather", server.port);
+    let policy = format!("[http]\nallow = [\"http://127.0.0.1:{}\"]\n", server.port());
+    let dir = fetcher_dir("http-granted", Some(policy));
+    let tools = session(&dir);
+    let url = format!("http://127.0.0.1:{}/weather", server.port());
     assert_eq!(
         fetch(&tools, &url).await.as_deref(),
         Ok("200 hello from local")
     );
-    assert_eq!(server.hits.load(Ordering::SeqCst), 1);
+    assert_eq!(server.requests().len(), 1);
     assert_eq!(tools.call_tool("count", "{}").await.as_deref(), Ok("0"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hosts_not_granted_are_denied_before_any_connection() {
     let server = test_server();
-    let other_port = server.port.wrapping_add(1).max(1);
+    let other_port = server.port().wrapping_add(1).max(1);
     for policy in [
         Some(format!(
             "[http]\nallow = [\"http://127.0.0.1:{other_port}\"]\n"
         )),
         Some(format!(
             "[http]\nallow = [\"https://127.0.0.1:{}\"]\n",
-            server.port
+            server.port()
         )),
         Some("[http]\nallow = [\"*.example.com\"]\n".to_owned()),
     ] {
-        let tools = session(fetcher_dir("http-denied", policy.clone()));
-        let url = format!("http://127.0.0.1:{}/secret", server.port);
+        let dir = fetcher_dir("http-denied", policy.clone());
+        let tools = session(&dir);
+        let url = format!("http://127.0.0.1:{}/secret", server.port());
         let denied = fetch(&tools, &url).await;
         assert!(
             matches!(&denied, Err(ToolServerError::ToolExecution(m)) if m.contains("HttpRequestDenied")),
@@ -149,56 +86,7 @@ async fn hosts_not_granted_are_denied_before_any_connection() {
         );
         assert_eq!(tools.call_tool("count", "{}").await.as_deref(), Ok("0"));
     }
-    assert_eq!(
-        server.hits.load(Ordering::SeqCst),
-        0,
-        "no request reached the server"
-    );
-}
-
-/// A server on 127.0.0.1 that accepts connections, reads the request and never answers; it
-/// counts connections accepted and connections the client closed.
-struct SilentServer {
-    port: u16,
-    accepted: Arc<AtomicUsize>,
-    closed: Arc<AtomicUsize>,
-}
-
-fn silent_server() -> SilentServer {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    listener.set_nonblocking(true).expect("nonblocking");
-    let port = listener.local_addr().expect("address").port();
-    let (accepted, closed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-    let (accepts, closes) = (Arc::clone(&accepted), Arc::clone(&closed));
-    std::thread::spawn(move || {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            match listener.accept() {
-                Ok((mut stream, _)) => {
-                    accepts.fetch_add(1, Ordering::SeqCst);
-                    let closes = Arc::clone(&closes);
-                    std::thread::spawn(move || {
-                        let _ = stream.set_nonblocking(false);
-                        let _ = stream.set_read_timeout(Some(Duration::from_secs(20)));
-                        let mut buffer = [0u8; 4096];
-                        // Read until the client closes the connection (0 bytes) or 20 s pass.
-                        while let Ok(read) = stream.read(&mut buffer) {
-                            if read == 0 {
-                                closes.fetch_add(1, Ordering::SeqCst);
-                                break;
-                            }
-                        }
-                    });
-                }
-                Err(_) => std::thread::sleep(Duration::from_millis(5)),
-            }
-        }
-    });
-    SilentServer {
-        port,
-        accepted,
-        closed,
-    }
+    assert_eq!(server.connections(), 0, "nothing reached the server");
 }
 
 /// A plugin that sends requests and returns without waiting for them: the requests are capped
@@ -206,14 +94,15 @@ fn silent_server() -> SilentServer {
 /// calls, holding connections and host memory.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_a_call_leaves_behind_are_capped_and_cancelled() {
-    let server = silent_server();
+    let server = TestServer::silent();
     // Waiting for a request still running would end at the time limit.
     let policy = format!(
         "[limits]\ntimeout_ms = 3000\n[http]\nallow = [\"http://127.0.0.1:{}\"]\n",
-        server.port
+        server.port()
     );
-    let tools = session(fetcher_dir("http-fire", Some(policy)));
-    let url = format!("http://127.0.0.1:{}/slow", server.port);
+    let dir = fetcher_dir("http-fire", Some(policy));
+    let tools = session(&dir);
+    let url = format!("http://127.0.0.1:{}/slow", server.port());
     let input = serde_json::json!({ "url": url, "count": 10 }).to_string();
     assert_eq!(
         tools.call_tool("fire", &input).await.as_deref(),
@@ -240,15 +129,13 @@ async fn requests_a_call_leaves_behind_are_capped_and_cancelled() {
         "cancelled when the call ended: {outcomes}"
     );
     // The connections that were opened are closed by the host.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while server.closed.load(Ordering::SeqCst) < server.accepted.load(Ordering::SeqCst)
-        && Instant::now() < deadline
-    {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let accepted = server.accepted.load(Ordering::SeqCst);
+    until(
+        "the host to close every connection its requests opened",
+        || server.closed() == server.connections(),
+    )
+    .await;
+    let accepted = server.connections();
     assert!(accepted <= 8, "{accepted} connections");
-    assert_eq!(server.closed.load(Ordering::SeqCst), accepted);
     assert_eq!(tools.call_tool("count", "{}").await.as_deref(), Ok("0"));
 }
 
@@ -261,7 +148,7 @@ async fn requests_a_call_leaves_behind_are_capped_and_cancelled() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_granted_name_reaches_no_private_address_unless_named_or_opted_in() {
     let server = test_server();
-    let port = server.port;
+    let port = server.port();
     for (rule, url) in [
         ("localhost", "localhost"),
         ("localhost", "LOCALHOST"),
@@ -273,24 +160,26 @@ async fn a_granted_name_reaches_no_private_address_unless_named_or_opted_in() {
         ("*.0.0.1", "127.0.0.1"),
     ] {
         let policy = format!("[http]\nallow = [\"http://{rule}:{port}\"]\n");
-        let tools = session(fetcher_dir("http-by-name", Some(policy)));
+        let dir = fetcher_dir("http-by-name", Some(policy));
+        let tools = session(&dir);
         let refused = fetch(&tools, &format!("http://{url}:{port}/")).await;
         assert!(
             failed_with(&refused, "DestinationIpProhibited"),
             "{rule}: {refused:?}"
         );
     }
-    assert_eq!(server.hits(), 0, "refused before any connection");
+    assert_eq!(server.connections(), 0, "refused before any connection");
 
     // Named literally: reached.
     let policy = format!("[http]\nallow = [\"http://127.0.0.1:{port}\"]\n");
-    let tools = session(fetcher_dir("http-literal", Some(policy)));
+    let dir = fetcher_dir("http-literal", Some(policy));
+    let tools = session(&dir);
     let url = format!("http://127.0.0.1:{port}/");
     assert_eq!(
         fetch(&tools, &url).await.as_deref(),
         Ok("200 hello from local")
     );
-    assert_eq!(server.hits(), 1);
+    assert_eq!(server.requests().len(), 1);
 
     // Opted in: reached, by `localhost` and by a name the resolver answers, with or without
     // the rule in `allow` too; the opt-in covers its own rule only.
@@ -298,7 +187,8 @@ async fn a_granted_name_reaches_no_private_address_unless_named_or_opted_in() {
         "[http]\nallow = [\"http://127.1:{port}\"]\n\
          allow_private = [\"http://localhost:{port}\", \"http://127.1:{port}\"]\n"
     );
-    let tools = session(fetcher_dir("http-opt-in", Some(policy)));
+    let dir = fetcher_dir("http-opt-in", Some(policy));
+    let tools = session(&dir);
     for name in ["localhost", "127.1"] {
         let url = format!("http://{name}:{port}/");
         assert_eq!(
@@ -307,37 +197,39 @@ async fn a_granted_name_reaches_no_private_address_unless_named_or_opted_in() {
             "{name}"
         );
     }
-    assert_eq!(server.hits(), 3);
+    assert_eq!(server.requests().len(), 3);
     let policy = format!(
         "[http]\nallow = [\"http://2130706433:{port}\"]\n\
          allow_private = [\"http://localhost:{port}\"]\n"
     );
-    let tools = session(fetcher_dir("http-opt-in-own", Some(policy)));
+    let dir = fetcher_dir("http-opt-in-own", Some(policy));
+    let tools = session(&dir);
     let refused = fetch(&tools, &format!("http://2130706433:{port}/")).await;
     assert!(
         failed_with(&refused, "DestinationIpProhibited"),
         "{refused:?}"
     );
-    assert_eq!(server.hits(), 3);
+    assert_eq!(server.requests().len(), 3);
 }
 
 /// IPv6: `[::1]` named literally is reached; `localhost`, which also means ::1, is not.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ipv6_loopback_is_reached_only_when_named() {
-    let Ok(server) = test_server_on("[::1]:0") else {
+    let Ok(server) = TestServer::answering_on("[::1]:0", "hello from local") else {
         eprintln!("no IPv6 loopback on this machine: skipped");
         return;
     };
-    let port = server.port;
+    let port = server.port();
     let policy =
         format!("[http]\nallow = [\"http://[::1]:{port}\", \"http://localhost:{port}\"]\n");
-    let tools = session(fetcher_dir("http-ipv6", Some(policy)));
+    let dir = fetcher_dir("http-ipv6", Some(policy));
+    let tools = session(&dir);
     let refused = fetch(&tools, &format!("http://localhost:{port}/")).await;
     assert!(
         failed_with(&refused, "DestinationIpProhibited"),
         "{refused:?}"
     );
-    assert_eq!(server.hits(), 0);
+    assert_eq!(server.connections(), 0);
     for url in [
         format!("http://[::1]:{port}/"),
         format!("http://[0:0::1]:{port}/"),
@@ -348,7 +240,7 @@ async fn ipv6_loopback_is_reached_only_when_named() {
             "{url}"
         );
     }
-    assert_eq!(server.hits(), 2);
+    assert_eq!(server.requests().len(), 2);
 }
 
 /// A secret goes only over https, or over http to a loopback address the rule names
@@ -361,7 +253,8 @@ fn a_secret_on_a_rule_that_allows_plain_http_to_a_name_is_a_load_error() {
             "[http]\nallow = [\"{rule}\"]\n[[http.secrets]]\nhost = \"{rule}\"\n\
              header = \"Authorization\"\nvalue = \"Bearer token\"\n"
         );
-        host().load(fetcher_dir("http-secret-rule", Some(policy)))
+        let dir = fetcher_dir("http-secret-rule", Some(policy));
+        host().load(dir.join("fetcher.wasm"))
     };
     for (rule, instead) in [
         ("http://api.example.com", "https://api.example.com"),
@@ -392,7 +285,7 @@ fn a_secret_on_a_rule_that_allows_plain_http_to_a_name_is_a_load_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_secret_is_never_sent_over_plain_http_to_a_name() {
     let server = test_server();
-    let grant = HttpGrant::parse(&format!("http://localhost:{}", server.port))
+    let grant = HttpGrant::parse(&format!("http://localhost:{}", server.port()))
         .expect("a rule")
         .with_private_addresses();
     let mut policy = SandboxPolicy::default();
@@ -406,21 +299,22 @@ async fn a_secret_is_never_sent_over_plain_http_to_a_name() {
         .register_tools(loaded.definitions())
         .expect("registers");
     let tools = worker.tool_server_handle();
-    let url = format!("http://localhost:{}/", server.port);
+    let url = format!("http://localhost:{}/", server.port());
     assert_eq!(
         fetch(&tools, &url).await.as_deref(),
         Ok("200 hello from local")
     );
-    assert_eq!(server.authorization(), [None]);
+    assert_eq!(server.header("authorization"), [None]);
 }
 
 /// `TRACE` is refused (it would echo the request back, headers the host added included).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_trace_method_is_refused() {
     let server = test_server();
-    let policy = format!("[http]\nallow = [\"http://127.0.0.1:{}\"]\n", server.port);
-    let tools = session(fetcher_dir("http-trace", Some(policy)));
-    let url = format!("http://127.0.0.1:{}/", server.port);
+    let policy = format!("[http]\nallow = [\"http://127.0.0.1:{}\"]\n", server.port());
+    let dir = fetcher_dir("http-trace", Some(policy));
+    let tools = session(&dir);
+    let url = format!("http://127.0.0.1:{}/", server.port());
     let call = |method: &str| {
         let input = serde_json::json!({ "url": url, "method": method }).to_string();
         let tools = tools.clone();
@@ -433,7 +327,8 @@ async fn the_trace_method_is_refused() {
             "{method}: {refused:?}"
         );
     }
-    assert_eq!(server.hits(), 0, "refused before any connection");
+    assert_eq!(server.connections(), 0, "refused before any connection");
     assert_eq!(call("GET").await.as_deref(), Ok("200 hello from local"));
-    assert_eq!(server.hits(), 1);
+    let methods: Vec<_> = server.requests().into_iter().map(|r| r.method).collect();
+    assert_eq!(methods, [http::Method::GET]);
 }

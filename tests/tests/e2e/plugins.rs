@@ -129,7 +129,8 @@ fn span(result: &ToolResult) -> (u64, u64) {
 }
 
 /// Two sessions' sleeping calls overlap even on a single-threaded runtime: a call waiting in
-/// the guest does not block the runtime's thread.
+/// the guest does not block the runtime's thread. (The plugins' sleeps are the behaviour under
+/// test, not a wait of the test's.)
 #[tokio::test(flavor = "current_thread")]
 async fn calls_to_different_instances_overlap() {
     let a = worker_with(&["sleeper"]);
@@ -172,7 +173,8 @@ async fn busy_calls_to_different_instances_overlap() {
     );
 }
 
-/// Calls to one instance run one at a time, in parallel batches too.
+/// Calls to one instance run one at a time, in parallel batches too (each call sleeps in the
+/// plugin, long enough to overlap if it could).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_to_one_instance_are_serialised() {
     let worker = worker_with(&["sleeper"]);

@@ -1,15 +1,15 @@
 //! Policy files beside plugins: limits and grants (environment variables, directories), and
 //! clear errors for bad policies.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use llm_worker::*;
-use llm_worker_tests::{host, plugin_path, scratch_dir};
+use llm_worker_tests::{ScratchDir, host, plugin_path, scratch_dir};
 use serde_json::json;
 
 /// A plugin directory holding the hostile plugin as `files.wasm` with `policy` beside it, a
 /// `data/` directory with `hello.txt`, and a secret file outside `data/`.
-fn plugin_dir(name: &str, policy: &str) -> PathBuf {
+fn plugin_dir(name: &str, policy: &str) -> ScratchDir {
     let dir = scratch_dir(name);
     std::fs::copy(plugin_path("trapper"), dir.join("files.wasm")).expect("copy plugin");
     std::fs::write(dir.join("files.policy.toml"), policy).expect("write policy");

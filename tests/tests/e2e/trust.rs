@@ -1,18 +1,15 @@
 //! Trusting a stranger's plugin: a lock file approving exact bytes, secrets the plugin never
 //! holds, and HTTP grants narrowed per tool.
 
-use std::io::{Read, Write};
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::path::Path;
 
 use llm_worker::*;
-use llm_worker_tests::{host, plugin_path, scratch_dir, session};
+use llm_worker_tests::http_server::TestServer;
+use llm_worker_tests::{ScratchDir, host, plugin_path, scratch_dir, session};
 use serde_json::json;
 
 /// A directory with the counter and greet plugins, and a policy for greet.
-fn plugin_dir(name: &str) -> PathBuf {
+fn plugin_dir(name: &str) -> ScratchDir {
     let dir = scratch_dir(name);
     for plugin in ["counter", "greet"] {
         std::fs::copy(plugin_path(plugin), dir.join(format!("{plugin}.wasm"))).expect("copy");
@@ -120,56 +117,12 @@ fn a_locked_directory_loads_only_what_was_approved() {
 }
 
 /// A server on 127.0.0.1 that answers "ok" and keeps the headers of every request.
-struct HeaderServer {
-    port: u16,
-    seen: Arc<Mutex<Vec<String>>>,
-}
-
-fn header_server() -> HeaderServer {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    listener.set_nonblocking(true).expect("nonblocking");
-    let port = listener.local_addr().expect("address").port();
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let record = Arc::clone(&seen);
-    std::thread::spawn(move || {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            match listener.accept() {
-                Ok((mut stream, _)) => {
-                    let _ = stream.set_nonblocking(false);
-                    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
-                    let mut buffer = [0u8; 8192];
-                    let read = stream.read(&mut buffer).unwrap_or(0);
-                    let head = String::from_utf8_lossy(&buffer[..read]).into_owned();
-                    record.lock().expect("lock").push(head);
-                    let _ = write!(
-                        stream,
-                        "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
-                    );
-                }
-                Err(_) => std::thread::sleep(Duration::from_millis(5)),
-            }
-        }
-    });
-    HeaderServer { port, seen }
-}
-
-impl HeaderServer {
-    fn authorization(&self) -> Vec<Option<String>> {
-        self.seen
-            .lock()
-            .expect("lock")
-            .iter()
-            .map(|head| {
-                head.lines()
-                    .find(|line| line.to_ascii_lowercase().starts_with("authorization:"))
-                    .map(|line| line["authorization:".len()..].trim().to_owned())
-            })
-            .collect()
-    }
+fn header_server() -> TestServer {
+    TestServer::answering("ok")
 }
 
 fn fetcher_with(name: &str, policy: &str) -> Result<LoadedPlugin, PluginError> {
+    // The plugin is read at load: its directory may go once it is loaded.
     let dir = scratch_dir(name);
     std::fs::copy(plugin_path("fetcher"), dir.join("fetcher.wasm")).expect("copy");
     std::fs::write(dir.join("fetcher.policy.toml"), policy).expect("policy");
@@ -185,8 +138,8 @@ async fn a_secret_reaches_only_its_destination_and_never_the_plugin() {
         "[http]\nallow = [\"http://127.0.0.1:{a}\", \"http://127.0.0.1:{b}\"]\n\
          [[http.secrets]]\nhost = \"http://127.0.0.1:{a}\"\nheader = \"Authorization\"\n\
          value = \"Bearer ${{CARGO_PKG_NAME}}\"\n",
-        a = granted.port,
-        b = other.port
+        a = granted.port(),
+        b = other.port()
     );
     let plugin = fetcher_with("secret", &policy).unwrap_or_else(|e| panic!("{e}"));
     let debug = format!("{:?}", plugin.policy());
@@ -199,26 +152,29 @@ async fn a_secret_reaches_only_its_destination_and_never_the_plugin() {
     };
     let url = |port: u16| format!("http://127.0.0.1:{port}/");
     assert_eq!(
-        fetch(url(granted.port), None).await.as_deref(),
+        fetch(url(granted.port()), None).await.as_deref(),
         Ok("200 ok")
     );
     // The plugin's own value is replaced, not sent beside the secret.
     assert_eq!(
-        fetch(url(granted.port), Some("Bearer forged"))
+        fetch(url(granted.port()), Some("Bearer forged"))
             .await
             .as_deref(),
         Ok("200 ok")
     );
-    assert_eq!(fetch(url(other.port), None).await.as_deref(), Ok("200 ok"));
     assert_eq!(
-        granted.authorization(),
+        fetch(url(other.port()), None).await.as_deref(),
+        Ok("200 ok")
+    );
+    assert_eq!(
+        granted.header("authorization"),
         [
             Some(format!("Bearer {secret}")),
             Some(format!("Bearer {secret}"))
         ]
     );
     assert_eq!(
-        other.authorization(),
+        other.header("authorization"),
         [None],
         "not sent to another destination"
     );
@@ -235,7 +191,7 @@ async fn a_secret_reaches_only_its_destination_and_never_the_plugin() {
     let stray = format!(
         "[http]\nallow = [\"http://127.0.0.1:{}\"]\n[[http.secrets]]\nhost = \"https://elsewhere.example\"\n\
          header = \"Authorization\"\nvalue = \"x\"\n",
-        granted.port
+        granted.port()
     );
     let error = fetcher_with("secret-stray", &stray).expect_err("refused");
     assert!(
@@ -251,22 +207,25 @@ async fn a_tool_without_the_grant_cannot_reach_the_host_its_sibling_can() {
     let policy = format!(
         "[http]\nallow = [\"http://127.0.0.1:{a}\", \"http://127.0.0.1:{b}\"]\n\
          [tools.fire.http]\nallow = [\"http://127.0.0.1:{b}\"]\n",
-        a = a.port,
-        b = b.port
+        a = a.port(),
+        b = b.port()
     );
     let plugin = fetcher_with("per-tool", &policy).unwrap_or_else(|e| panic!("{e}"));
     let tools = session(&plugin);
     let url = |port: u16| format!("http://127.0.0.1:{port}/");
     assert_eq!(
         tools
-            .call_tool("fetch", &json!({"url": url(a.port)}).to_string())
+            .call_tool("fetch", &json!({"url": url(a.port())}).to_string())
             .await
             .as_deref(),
         Ok("200 ok"),
         "the sibling reaches A"
     );
     let fired = tools
-        .call_tool("fire", &json!({"url": url(a.port), "count": 1}).to_string())
+        .call_tool(
+            "fire",
+            &json!({"url": url(a.port()), "count": 1}).to_string(),
+        )
         .await;
     assert_eq!(fired.as_deref(), Ok("sent 1"));
     assert_eq!(
@@ -274,12 +233,12 @@ async fn a_tool_without_the_grant_cannot_reach_the_host_its_sibling_can() {
         Ok("HttpRequestDenied"),
         "`fire` may not reach A"
     );
-    assert_eq!(a.authorization().len(), 1, "only `fetch` reached A");
+    assert_eq!(a.connections(), 1, "only `fetch` reached A");
 
     // A tool's list may not be wider than the plugin's.
     let wider = format!(
         "[http]\nallow = [\"http://127.0.0.1:{}\"]\n[tools.fetch.http]\nallow = [\"*.example.com\"]\n",
-        a.port
+        a.port()
     );
     let error = fetcher_with("per-tool-wider", &wider).expect_err("refused");
     assert!(
@@ -289,7 +248,7 @@ async fn a_tool_without_the_grant_cannot_reach_the_host_its_sibling_can() {
     );
     let unknown = format!(
         "[http]\nallow = [\"http://127.0.0.1:{}\"]\n[tools.nope.http]\nallow = []\n",
-        a.port
+        a.port()
     );
     let error = fetcher_with("per-tool-unknown", &unknown).expect_err("refused");
     assert!(error.to_string().contains("tools.nope"), "{error}");
@@ -403,7 +362,8 @@ fn a_configmap_mount_of_links_inside_the_directory_is_trusted() {
 #[test]
 fn writing_the_lock_replaces_a_planted_link_instead_of_following_it() {
     let dir = plugin_dir("lock-planted-link");
-    let victim = scratch_dir("lock-planted-victim").join("authorized_keys");
+    let home = scratch_dir("lock-planted-victim");
+    let victim = home.join("authorized_keys");
     std::fs::write(&victim, "ssh-ed25519 AAAA the operator's key\n").expect("victim");
     std::os::unix::fs::symlink(&victim, dir.join(LOCK_FILE)).expect("plant");
     let loaded = host()

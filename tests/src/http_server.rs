@@ -1,0 +1,188 @@
+//! An HTTP server for the tests to point plugins at: on 127.0.0.1 (or an address given), on
+//! the test's own tokio runtime, stopped when dropped (and with the runtime, at the end of the
+//! test). It counts the connections it accepts and keeps the head of every request.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use tokio::io::AsyncReadExt;
+
+/// What the server does with each connection.
+#[derive(Clone, Copy)]
+enum Behaviour {
+    /// Answers every request with 200 and this body.
+    Answer(&'static str),
+    /// Reads what the client sends until it closes the connection, and never answers.
+    Silent,
+}
+
+/// The head of a request the server received.
+#[derive(Debug, Clone)]
+pub struct SeenRequest {
+    /// Its method.
+    pub method: http::Method,
+    /// Its target.
+    pub uri: http::Uri,
+    /// Its headers.
+    pub headers: http::HeaderMap,
+}
+
+#[derive(Default)]
+struct Seen {
+    connections: AtomicUsize,
+    closed: AtomicUsize,
+    requests: Mutex<Vec<SeenRequest>>,
+}
+
+/// A running test server; see the module's documentation.
+pub struct TestServer {
+    address: SocketAddr,
+    seen: Arc<Seen>,
+    task: tokio::task::AbortHandle,
+}
+
+impl TestServer {
+    /// A server on 127.0.0.1 that answers every request with 200 and `body`.
+    ///
+    /// # Panics
+    ///
+    /// If it cannot listen, or outside a tokio runtime.
+    pub fn answering(body: &'static str) -> Self {
+        Self::answering_on("127.0.0.1:0", body).unwrap_or_else(|e| panic!("listen: {e}"))
+    }
+
+    /// Like [`answering`](Self::answering), on `address` (`"[::1]:0"`, say); an error if it
+    /// cannot listen there.
+    ///
+    /// # Panics
+    ///
+    /// Outside a tokio runtime.
+    pub fn answering_on(address: &str, body: &'static str) -> std::io::Result<Self> {
+        Self::start(address, Behaviour::Answer(body))
+    }
+
+    /// A server on 127.0.0.1 that accepts connections, reads what comes and never answers;
+    /// it counts the connections their client closed ([`closed`](Self::closed)).
+    ///
+    /// # Panics
+    ///
+    /// If it cannot listen, or outside a tokio runtime.
+    pub fn silent() -> Self {
+        Self::start("127.0.0.1:0", Behaviour::Silent).unwrap_or_else(|e| panic!("listen: {e}"))
+    }
+
+    fn start(address: &str, behaviour: Behaviour) -> std::io::Result<Self> {
+        let listener = std::net::TcpListener::bind(address)?;
+        listener.set_nonblocking(true)?;
+        let listener = tokio::net::TcpListener::from_std(listener)?;
+        let address = listener.local_addr()?;
+        let seen = Arc::new(Seen::default());
+        let task = tokio::spawn(serve(listener, behaviour, Arc::clone(&seen))).abort_handle();
+        Ok(Self {
+            address,
+            seen,
+            task,
+        })
+    }
+
+    /// The port it listens on.
+    pub fn port(&self) -> u16 {
+        self.address.port()
+    }
+
+    /// The connections it accepted so far.
+    pub fn connections(&self) -> usize {
+        self.seen.connections.load(Ordering::SeqCst)
+    }
+
+    /// The connections their client closed so far (a silent server's; an answering server
+    /// does not count them).
+    pub fn closed(&self) -> usize {
+        self.seen.closed.load(Ordering::SeqCst)
+    }
+
+    /// The requests it received so far, in order.
+    pub fn requests(&self) -> Vec<SeenRequest> {
+        self.seen
+            .requests
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The value of the header `name` in each request received, in order (`None` where a
+    /// request had none).
+    pub fn header(&self, name: &str) -> Vec<Option<String>> {
+        self.requests()
+            .iter()
+            .map(|request| {
+                request
+                    .headers
+                    .get(name)
+                    .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned())
+            })
+            .collect()
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        // The listener and every connection go with the task.
+        self.task.abort();
+    }
+}
+
+/// Accepts connections until the server is dropped; each connection's task is held here, so
+/// that it ends with the server.
+async fn serve(listener: tokio::net::TcpListener, behaviour: Behaviour, seen: Arc<Seen>) {
+    let mut connections = tokio::task::JoinSet::new();
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        seen.connections.fetch_add(1, Ordering::SeqCst);
+        while connections.try_join_next().is_some() {}
+        connections.spawn(connection(stream, behaviour, Arc::clone(&seen)));
+    }
+}
+
+async fn connection(mut stream: tokio::net::TcpStream, behaviour: Behaviour, seen: Arc<Seen>) {
+    match behaviour {
+        Behaviour::Answer(body) => {
+            let service = hyper::service::service_fn(move |request: http::Request<Incoming>| {
+                let (head, _) = request.into_parts();
+                seen.requests
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(SeenRequest {
+                        method: head.method,
+                        uri: head.uri,
+                        headers: head.headers,
+                    });
+                let response = http::Response::new(Full::new(Bytes::from_static(body.as_bytes())));
+                std::future::ready(Ok::<_, Infallible>(response))
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                .await;
+        }
+        Behaviour::Silent => {
+            let mut buffer = [0u8; 4096];
+            loop {
+                match stream.read(&mut buffer).await {
+                    Ok(0) => {
+                        seen.closed.fetch_add(1, Ordering::SeqCst);
+                        break;
+                    }
+                    Ok(_) => {}
+                    Err(_) => break,
+                }
+            }
+        }
+    }
+}
