@@ -457,7 +457,7 @@ async fn watch_keeps_a_locked_directory_locked_and_follows_its_lock() {
 /// vouched hints included.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn schema_for_mcp_prints_what_the_server_lists() {
-    let (dir, cache) = plugin_dir("mcp-shape", &["text", "search", "greet"]);
+    let (_scratch, dir, cache) = plugin_dir("mcp-shape", &["text", "search", "greet"]);
     let printed = std::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"))
         .args(["schema", "--format", "mcp", "--cache-dir"])
         .arg(&cache)

@@ -10,6 +10,9 @@ use crate::policy::{PolicyError, SandboxPolicy};
 use crate::tool::ToolDefinition;
 
 impl PluginHost {
+    /// Loads every `*.wasm` file of `dir` (not its subdirectories), each with its policy file.
+    ///
+    /// A plugin that cannot be loaded is reported in [`PluginDir::failures`] and the others are
     /// loaded; so are links to files outside `dir` (refused) and two plugins offering the same
     /// tool name (both refused: neither silently wins). Fails only if `dir` cannot be read.
     pub fn load_dir(&self, dir: impl AsRef<Path>) -> Result<PluginDir, PluginError> {

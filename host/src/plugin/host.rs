@@ -308,9 +308,6 @@ impl PluginHost {
         })
     }
 
-    /// Loads every `*.wasm` file of `dir` (not its subdirectories), each with its policy file.
-    ///
-
     /// The linker for a plugin under `policy`: with `wasi:http` only if it grants HTTP.
     #[cfg_attr(feature = "wasi-http", allow(unused_variables))]
     pub(super) fn linker_for(

@@ -701,7 +701,7 @@ fn new_store(image: &StartSpec<'_>) -> Result<Store<PluginState>, StartFailure> 
     for (name, value) in &policy.env {
         wasi.env(name, value);
     }
-    let mut descriptors = InstanceDescriptors::new(&image.descriptors, &image.name);
+    let mut descriptors = InstanceDescriptors::new(image.descriptors, image.name);
     for (dir, held) in policy.dirs.iter().zip(image.granted_dirs.iter()) {
         // The grant was resolved when the plugin was loaded; a link put in its path since
         // (by this or another plugin that may write a directory above it) would move it.
@@ -725,7 +725,7 @@ fn new_store(image: &StartSpec<'_>) -> Result<Store<PluginState>, StartFailure> 
         // Each granted directory is held open by the instance for its whole life.
         if let Err(why) = descriptors.reserve() {
             return Err(StartFailure {
-                reason: why.describe(&image.name, image.descriptors.max()),
+                reason: why.describe(image.name, image.descriptors.max()),
                 host_capacity: why == Refused::Host,
             });
         }
@@ -754,10 +754,10 @@ fn new_store(image: &StartSpec<'_>) -> Result<Store<PluginState>, StartFailure> 
         #[cfg(feature = "wasi-http")]
         http: WasiHttpCtx::new(),
         #[cfg(feature = "wasi-http")]
-        http_gate: HttpGate::new(&image.name, policy),
+        http_gate: HttpGate::new(image.name, policy),
         limiter: InstanceLimiter::new(limits.memory_bytes),
         descriptors,
-        reports: CallReports::new(&image.name),
+        reports: CallReports::new(image.name),
         deadline: Instant::now() + limits.call_timeout,
     };
     let mut store = Store::new(image.pre.engine(), state);
