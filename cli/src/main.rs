@@ -489,11 +489,13 @@ fn check(out: &mut String, loader: &Loader, dir: &Path) -> anyhow::Result<ExitCo
             file_name(plugin, dir),
             plugin.tool_names().join(", ")
         );
+        // What it asks of the sandbox: the contract's own interfaces are not asks.
+        let contract = format!("{}/", llm_worker_rules::contract::PACKAGE);
         let asks: Vec<&str> = plugin
             .imports()
             .iter()
             .map(|i| i.split('@').next().unwrap_or(i))
-            .filter(|i| !i.starts_with("llm-worker:"))
+            .filter(|i| !i.starts_with(&contract))
             .collect();
         outln!(out, "         imports: {}", asks.join(", "));
         let env: Vec<&str> = policy.env.iter().map(|(name, _)| name.as_str()).collect();

@@ -37,6 +37,7 @@ const EPOCH_TICK: Duration = Duration::from_millis(10);
 const DEFAULT_MAX_FILE_BYTES: u64 = 256 << 20;
 
 /// The world every plugin must be a component of, for messages.
+// TODO(rules): use llm_worker_rules::contract::WORLD instead of the literal "tool-plugin".
 fn world_name() -> String {
     format!(
         "{PACKAGE}/tool-plugin (@{} or @{})",
@@ -113,6 +114,7 @@ pub enum PluginError {
         reason: String,
     },
     /// The component was built against an incompatible version of our WIT package.
+    // TODO(rules): use llm_worker_rules::contract::CURRENT instead of the literal "wit/0.2.0".
     #[error(
         "plugin {} was built against {PACKAGE}@{found}, but this host supports \
          {PACKAGE}@{expected}; rebuild the plugin against one of them (wit/0.2.0 is the \
@@ -1203,6 +1205,7 @@ impl PluginHost {
             };
             return Err(PluginError::WrongWorld {
                 path: path.to_owned(),
+                // TODO(rules): use llm_worker_rules::contract::CURRENT instead of "wit/0.2.0".
                 reason: format!(
                     "it does not export {}; it exports {exported}. Build it against wit/0.2.0/tool.wit",
                     missing.join(" and ")
