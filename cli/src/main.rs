@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
+use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 
 mod new;
@@ -233,7 +234,7 @@ pub(crate) struct Loader {
     pub(crate) options: LoadDirOptions,
 }
 
-fn loader(cli: &HostArgs) -> Result<Loader, String> {
+fn loader(cli: &HostArgs) -> anyhow::Result<Loader> {
     let limits = Limits::default()
         // Within Limits::MEMORY_MIB (checked by clap): fits any usize of a 64-bit host.
         .memory_bytes(usize::try_from(cli.memory_mib << 20).unwrap_or(usize::MAX))
@@ -251,7 +252,7 @@ fn loader(cli: &HostArgs) -> Result<Loader, String> {
     if let Some(slots) = cli.pool.filter(|&slots| slots > 0) {
         builder = builder.instance_pool(slots);
     }
-    let host = builder.build().map_err(|e| e.to_string())?;
+    let host = builder.build()?;
     Ok(Loader {
         host,
         options: LoadDirOptions::default()
@@ -263,7 +264,7 @@ fn loader(cli: &HostArgs) -> Result<Loader, String> {
 
 /// Loads a directory (with a progress bar when stderr is a terminal), warning about refused
 /// plugins, stray policy files and a directory without plugins.
-fn load(loader: &Loader, dir: &Path) -> Result<PluginDir, String> {
+fn load(loader: &Loader, dir: &Path) -> anyhow::Result<PluginDir> {
     let loaded = load_with_progress(loader, dir)?;
     for failure in &loaded.failures {
         tracing::warn!("{failure}");
@@ -303,6 +304,23 @@ fn exit_with(message: String) -> u8 {
     1
 }
 
+/// An error's message followed by its causes, `"outer: cause: root"`. A library error often
+/// says its cause in its own message already (`cannot read plugin x.wasm: permission
+/// denied`); a cause whose text the message so far ends with is not repeated.
+fn error_text(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain() {
+        let line = cause.to_string();
+        if text.is_empty() {
+            text = line;
+        } else if !line.is_empty() && !text.ends_with(&line) {
+            text.push_str(": ");
+            text.push_str(&line);
+        }
+    }
+    text
+}
+
 fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or_default()
 }
@@ -317,7 +335,7 @@ fn file_name(plugin: &LoadedPlugin, dir: &Path) -> String {
         .unwrap_or_default()
 }
 
-fn list(out: &mut String, loader: &Loader, dir: &Path, as_json: bool) -> Result<ExitCode, String> {
+fn list(out: &mut String, loader: &Loader, dir: &Path, as_json: bool) -> anyhow::Result<ExitCode> {
     let loaded = load(loader, dir)?;
     let mut rows: Vec<(&str, String, &llm_worker::ToolMeta)> = loaded
         .plugins
@@ -376,7 +394,7 @@ async fn call(
     dir: &Path,
     tool: &str,
     input: Option<String>,
-) -> Result<ExitCode, String> {
+) -> anyhow::Result<ExitCode> {
     let input = match input.as_deref() {
         Some("-") | None => {
             use std::io::IsTerminal;
@@ -389,7 +407,7 @@ async fn call(
             let mut input = String::new();
             std::io::stdin()
                 .read_to_string(&mut input)
-                .map_err(|e| format!("cannot read the input from stdin: {e}"))?;
+                .context("cannot read the input from stdin")?;
             // Editors on some systems start a file with a byte-order mark.
             input
                 .strip_prefix('\u{feff}')
@@ -400,19 +418,17 @@ async fn call(
     };
     let loaded = load(loader, dir)?;
     if loaded.plugins.is_empty() && loaded.failures.is_empty() {
-        return Err(no_plugins(dir, loader.options));
+        bail!(no_plugins(dir, loader.options));
     }
     // Only the plugin offering the tool is registered (and started): a call needs no other.
     let mut worker = Worker::new();
-    worker
-        .register_tools(
-            loaded
-                .plugins
-                .iter()
-                .filter(|plugin| plugin.tool_names().contains(&tool))
-                .flat_map(LoadedPlugin::definitions),
-        )
-        .map_err(|e| e.to_string())?;
+    worker.register_tools(
+        loaded
+            .plugins
+            .iter()
+            .filter(|plugin| plugin.tool_names().contains(&tool))
+            .flat_map(LoadedPlugin::definitions),
+    )?;
     let tools = worker.tool_server_handle();
     // No input at all means no arguments.
     let input = match input.trim() {
@@ -462,7 +478,7 @@ async fn call(
     }
 }
 
-fn check(out: &mut String, loader: &Loader, dir: &Path) -> Result<ExitCode, String> {
+fn check(out: &mut String, loader: &Loader, dir: &Path) -> anyhow::Result<ExitCode> {
     let loaded = load_with_progress(loader, dir)?;
     let locked = dir.join(LOCK_FILE).exists() && !loader.options.ignore_lock;
     for plugin in &loaded.plugins {
@@ -473,11 +489,13 @@ fn check(out: &mut String, loader: &Loader, dir: &Path) -> Result<ExitCode, Stri
             file_name(plugin, dir),
             plugin.tool_names().join(", ")
         );
+        // What it asks of the sandbox: the contract's own interfaces are not asks.
+        let contract = format!("{}/", llm_worker_rules::contract::PACKAGE);
         let asks: Vec<&str> = plugin
             .imports()
             .iter()
             .map(|i| i.split('@').next().unwrap_or(i))
-            .filter(|i| !i.starts_with("llm-worker:"))
+            .filter(|i| !i.starts_with(&contract))
             .collect();
         outln!(out, "         imports: {}", asks.join(", "));
         let env: Vec<&str> = policy.env.iter().map(|(name, _)| name.as_str()).collect();
@@ -582,15 +600,12 @@ fn hint_words(hints: &llm_worker::ToolAnnotations) -> Vec<String> {
     .collect()
 }
 
-fn lock(out: &mut String, loader: &Loader, dir: &Path, check: bool) -> Result<ExitCode, String> {
+fn lock(out: &mut String, loader: &Loader, dir: &Path, check: bool) -> anyhow::Result<ExitCode> {
     let options = loader.options.ignore_lock(true);
-    let loaded = loader
-        .host
-        .load_dir_with(dir, options, |_, _, _| {})
-        .map_err(|e| e.to_string())?;
+    let loaded = loader.host.load_dir_with(dir, options, |_, _, _| {})?;
     let now = LockFile::of(dir, &loaded.plugins);
     if check {
-        let Some(approved) = LockFile::read(dir).map_err(|e| e.to_string())? else {
+        let Some(approved) = LockFile::read(dir)? else {
             eprintln!(
                 "error: {} has no {LOCK_FILE}; write one with `llm-worker lock {}`",
                 dir.display(),
@@ -631,7 +646,7 @@ fn lock(out: &mut String, loader: &Loader, dir: &Path, check: bool) -> Result<Ex
         );
         return Ok(ExitCode::FAILURE);
     }
-    now.write(dir).map_err(|e| e.to_string())?;
+    now.write(dir)?;
     outln!(
         out,
         "wrote {} ({} plugin(s)); commit it beside the plugins",
@@ -642,13 +657,11 @@ fn lock(out: &mut String, loader: &Loader, dir: &Path, check: bool) -> Result<Ex
 }
 
 /// Loads a directory, showing a progress bar on stderr when it is a terminal.
-pub(crate) fn load_with_progress(loader: &Loader, dir: &Path) -> Result<PluginDir, String> {
+pub(crate) fn load_with_progress(loader: &Loader, dir: &Path) -> anyhow::Result<PluginDir> {
     use std::io::IsTerminal;
     let (host, options) = (&loader.host, loader.options);
     if !std::io::stderr().is_terminal() {
-        return host
-            .load_dir_with(dir, options, |_, _, _| {})
-            .map_err(|e| e.to_string());
+        return Ok(host.load_dir_with(dir, options, |_, _, _| {})?);
     }
     let bar =
         indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr());
@@ -662,7 +675,7 @@ pub(crate) fn load_with_progress(loader: &Loader, dir: &Path) -> Result<PluginDi
         bar.set_message(format!("loading {name}"));
     });
     bar.finish_and_clear();
-    loaded.map_err(|e| e.to_string())
+    Ok(loaded?)
 }
 
 fn schema(
@@ -671,12 +684,12 @@ fn schema(
     dir: &Path,
     format: ProviderFormat,
     strict: bool,
-) -> Result<ExitCode, String> {
+) -> anyhow::Result<ExitCode> {
     if strict && format != ProviderFormat::OpenAi {
-        return Err(format!(
+        bail!(
             "--strict is OpenAI's strict mode and applies to --format openai only, not \
              --format {format}; drop --strict, or use --format openai"
-        ));
+        );
     }
     let loaded = load(loader, dir)?;
     let mut definitions: Vec<llm_worker::LlmToolDefinition> = loaded
@@ -687,8 +700,8 @@ fn schema(
         .collect();
     definitions.sort_by(|a, b| a.name.cmp(&b.name));
     let options = ProviderOptions::default().strict(strict);
-    let json = provider_json_with(&definitions, format, &options).map_err(|e| e.to_string())?;
-    let text = serde_json::to_string_pretty(&json).map_err(|e| e.to_string())?;
+    let json = provider_json_with(&definitions, format, &options)?;
+    let text = serde_json::to_string_pretty(&json)?;
     outln!(out, "{text}");
     Ok(ExitCode::SUCCESS)
 }
@@ -737,7 +750,7 @@ build it with: cd {} && cargo build --release --target wasm32-wasip2",
                 ExitCode::SUCCESS
             }
             Err(error) => {
-                eprintln!("error: {error}");
+                eprintln!("error: {}", error_text(&error));
                 ExitCode::FAILURE
             }
         };
@@ -753,7 +766,7 @@ build it with: cd {} && cargo build --release --target wasm32-wasip2",
     };
     let result = match host
         .map(loader)
-        .unwrap_or_else(|| Err("nothing to load".into()))
+        .unwrap_or_else(|| Err(anyhow::anyhow!("nothing to load")))
     {
         Err(error) => Err(error),
         Ok(loader) => match &cli.command {
@@ -818,7 +831,7 @@ build it with: cd {} && cargo build --release --target wasm32-wasip2",
         return ExitCode::FAILURE;
     }
     result.unwrap_or_else(|error| {
-        eprintln!("error: {error}");
+        eprintln!("error: {}", error_text(&error));
         ExitCode::FAILURE
     })
 }

@@ -2,6 +2,9 @@
 
 use std::path::{Path, PathBuf};
 
+use anyhow::{Context, bail};
+use heck::ToUpperCamelCase;
+
 /// Where this build of llm-worker found the guest SDK, if it still exists.
 fn local_sdk() -> Option<PathBuf> {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -89,12 +92,12 @@ fn relative(path: &Path, from: &Path) -> PathBuf {
 /// is to be shared): the SDK given with `--sdk`, as a path relative to the crate; else this
 /// llm-worker's own SDK, relative, when the crate is inside its checkout; else the published
 /// version.
-fn dependency(dir: &Path, sdk: Option<&Path>) -> Result<String, String> {
+fn dependency(dir: &Path, sdk: Option<&Path>) -> anyhow::Result<String> {
     let crate_dir = dir
         .parent()
         .and_then(|parent| parent.canonicalize().ok())
         .map(|parent| parent.join(dir.file_name().unwrap_or_default()))
-        .ok_or_else(|| format!("cannot resolve {}", dir.display()))?;
+        .with_context(|| format!("cannot resolve {}", dir.display()))?;
     let path = |sdk: &Path| {
         format!(
             "{{ path = {:?} }}",
@@ -106,7 +109,7 @@ fn dependency(dir: &Path, sdk: Option<&Path>) -> Result<String, String> {
             .canonicalize()
             .ok()
             .filter(|sdk| sdk.join("Cargo.toml").is_file())
-            .ok_or_else(|| {
+            .with_context(|| {
                 format!(
                     "--sdk {}: there is no crate there (no Cargo.toml); give the guest-sdk \
                      directory of an llm-worker checkout",
@@ -131,42 +134,30 @@ fn dependency(dir: &Path, sdk: Option<&Path>) -> Result<String, String> {
 }
 
 /// Creates the crate `name` in `parent`. `sdk` overrides where `llm-worker-guest` comes from.
-pub(crate) fn scaffold(parent: &Path, name: &str, sdk: Option<&Path>) -> Result<PathBuf, String> {
+pub(crate) fn scaffold(parent: &Path, name: &str, sdk: Option<&Path>) -> anyhow::Result<PathBuf> {
     let valid = name.chars().next().is_some_and(|c| c.is_ascii_lowercase())
         && name
             .chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
     if !valid {
-        return Err(format!(
+        bail!(
             "{name:?} is not a good crate name; use lower-case letters, digits, '-' and '_', \
              starting with a letter"
-        ));
+        );
     }
     if RESERVED.contains(&name.replace('-', "_").as_str()) {
-        return Err(format!(
+        bail!(
             "{name:?} is a Rust keyword or the name of a standard crate; choose another name, \
              e.g. \"{name}-tool\""
-        ));
+        );
     }
     let dir = parent.join(name);
     if dir.exists() {
-        return Err(format!(
-            "{} exists already; choose another name",
-            dir.display()
-        ));
+        bail!("{} exists already; choose another name", dir.display());
     }
     let dependency = dependency(&dir, sdk)?;
-    let type_name: String = name
-        .split(['-', '_'])
-        .filter(|part| !part.is_empty())
-        .map(|part| {
-            let mut chars = part.chars();
-            chars
-                .next()
-                .map(|c| c.to_ascii_uppercase().to_string() + chars.as_str())
-                .unwrap_or_default()
-        })
-        .collect();
+    // `weather-now` → `WeatherNow`.
+    let type_name = name.to_upper_camel_case();
 
     let cargo_toml = format!(
         r#"[package]
@@ -238,10 +229,10 @@ mod tests {{
          llm-worker call target/wasm32-wasip2/release hello '{{\"name\":\"Ada\"}}'\n```\n"
     );
     let write = |path: PathBuf, text: &str| {
-        std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
+        std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))
     };
     std::fs::create_dir_all(dir.join("src"))
-        .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        .with_context(|| format!("cannot create {}", dir.display()))?;
     write(dir.join("Cargo.toml"), &cargo_toml)?;
     write(dir.join("src/lib.rs"), &lib_rs)?;
     write(dir.join("README.md"), &readme)?;

@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use anyhow::{Context, bail};
 use llm_worker::mcp::{DirSnapshot, DirWatcher, HttpOptions, McpOptions, ToolCatalog};
 
 use super::Loader;
@@ -27,7 +28,7 @@ pub(crate) async fn serve(
     loader: Loader,
     dir: PathBuf,
     options: ServeOptions,
-) -> Result<(), String> {
+) -> anyhow::Result<()> {
     let before = DirSnapshot::take(&dir, loader.options);
     let loaded = super::load_with_progress(&loader, &dir)?;
     super::warn_about(&loaded, &dir, loader.options);
@@ -43,20 +44,18 @@ pub(crate) async fn serve(
         tokio::spawn(watcher.run(catalog.clone()));
     }
     let Some(address) = options.http else {
-        return llm_worker::mcp::serve_stdio(catalog, mcp)
-            .await
-            .map_err(|e| e.to_string());
+        return Ok(llm_worker::mcp::serve_stdio(catalog, mcp).await?);
     };
     let listener = bind(&address).await?;
     let local = listener
         .local_addr()
-        .map_err(|e| format!("cannot listen on {address}: {e}"))?;
+        .with_context(|| format!("cannot listen on {address}"))?;
     let loopback = local.ip().is_loopback();
     if options.no_auth && !loopback {
-        return Err(format!(
+        bail!(
             "--no-auth is for loopback addresses only, and {local} is not one: anyone who can \
              reach it could run the tools; give bearer tokens with --token-file FILE"
-        ));
+        );
     }
     // Clients learn how to authenticate here; the token itself goes to the terminal of the
     // user who started the server (as Jupyter prints its URL), never to a log file of ours.
@@ -73,11 +72,11 @@ pub(crate) async fn serve(
             "no token needed (--no-auth): every local user can call every tool".to_owned(),
         ),
         (None, false) if loopback => {
-            let path = llm_worker::mcp::default_token_path().ok_or(
+            let path = llm_worker::mcp::default_token_path().context(
                 "cannot keep a token: neither XDG_STATE_HOME nor HOME is set; give \
                  --token-file FILE, or --no-auth",
             )?;
-            let token = llm_worker::mcp::persistent_token(&path).map_err(|e| e.to_string())?;
+            let token = llm_worker::mcp::persistent_token(&path)?;
             let how = format!(
                 "clients send `Authorization: Bearer {token}` (kept in {}; --token-file FILE \
                  gives your own, --no-auth none)",
@@ -86,11 +85,11 @@ pub(crate) async fn serve(
             (vec![token], how)
         }
         (None, false) => {
-            return Err(format!(
+            bail!(
                 "refusing to serve on {local} without authentication: anyone who can reach it \
                  could run the tools. Put bearer tokens in a file, one per line, and add \
                  `--token-file FILE`; or serve on 127.0.0.1"
-            ));
+            );
         }
     };
     let mut http = HttpOptions::default()
@@ -106,33 +105,35 @@ pub(crate) async fn serve(
     eprintln!("llm-worker: {how}");
     // Clients (and tests) read the address from here, e.g. when the port was 0.
     eprintln!("llm-worker: serving MCP on http://{local}/");
-    llm_worker::mcp::serve_http(listener, catalog, mcp, http)
-        .await
-        .map_err(|e| e.to_string())
+    Ok(llm_worker::mcp::serve_http(listener, catalog, mcp, http).await?)
 }
 
 /// Listens on `address` (`HOST:PORT`; a name is resolved, the first address that binds wins).
-async fn bind(address: &str) -> Result<tokio::net::TcpListener, String> {
+async fn bind(address: &str) -> anyhow::Result<tokio::net::TcpListener> {
     let candidates: Vec<std::net::SocketAddr> = tokio::net::lookup_host(address)
         .await
-        .map_err(|e| {
-            format!("cannot resolve {address:?} (give HOST:PORT, e.g. 127.0.0.1:8080): {e}")
+        .with_context(|| {
+            format!("cannot resolve {address:?} (give HOST:PORT, e.g. 127.0.0.1:8080)")
         })?
         .collect();
     let mut last = None;
     for candidate in candidates {
         match tokio::net::TcpListener::bind(candidate).await {
             Ok(listener) => return Ok(listener),
-            Err(error) => last = Some(format!("cannot listen on {candidate}: {error}")),
+            Err(error) => {
+                last = Some(
+                    anyhow::Error::new(error).context(format!("cannot listen on {candidate}")),
+                );
+            }
         }
     }
-    Err(last.unwrap_or_else(|| format!("{address:?} resolves to no address")))
+    Err(last.unwrap_or_else(|| anyhow::anyhow!("{address:?} resolves to no address")))
 }
 
 /// The bearer tokens of a token file: one per line; blank lines and `#` comments ignored.
-fn read_tokens(path: &Path) -> Result<Vec<String>, String> {
+fn read_tokens(path: &Path) -> anyhow::Result<Vec<String>> {
     let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read the token file {}: {e}", path.display()))?;
+        .with_context(|| format!("cannot read the token file {}", path.display()))?;
     let tokens: Vec<String> = text
         .lines()
         .map(str::trim)
@@ -140,10 +141,10 @@ fn read_tokens(path: &Path) -> Result<Vec<String>, String> {
         .map(str::to_owned)
         .collect();
     if tokens.is_empty() {
-        return Err(format!(
+        bail!(
             "the token file {} holds no token; put one token per line",
             path.display()
-        ));
+        );
     }
     #[cfg(unix)]
     if let Ok(metadata) = std::fs::metadata(path) {

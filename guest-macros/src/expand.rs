@@ -72,53 +72,83 @@ pub(crate) fn misplaced(name: &str, attr: TokenStream, item: TokenStream) -> Tok
     quote!(#error #item)
 }
 
+/// The expansion: the user's impl block and, per tool, the items the spec names
+/// (`{Pascal}Args`, `Tool{Pascal}`; `{tool}_definition` is a method of the user's type); all
+/// else (trait implementations, the factories' impl block, the registry) inside
+/// `const _: () = { … };`, out of the user's namespace.
 fn expand(registry: &Registry, krate: &TokenStream) -> TokenStream {
     let item = &registry.item;
     let self_ty = &item.self_ty;
-    let tools = registry
+    let (named, hidden): (Vec<_>, Vec<_>) = registry
         .tools
         .iter()
-        .map(|tool| expand_tool(tool, self_ty, krate));
+        .map(|tool| expand_tool(tool, self_ty, krate))
+        .unzip();
     let definitions = registry.tools.iter().map(|tool| {
         let factory = format_ident!("{}_definition", tool.name);
         let cfgs = &tool.cfgs;
         quote!(#(#cfgs)* definitions.push(self.#factory());)
     });
-    // Each `#[description]` marker's path, used once, so that an import of it is not reported
-    // as unused (the markers themselves are removed: rustc takes no macros on parameters).
-    // When nothing imports it, the glob import (which an explicit import shadows) resolves it.
-    let mut seen = std::collections::HashSet::new();
-    let description_uses = registry
-        .description_paths
-        .iter()
-        .filter(|path| seen.insert(quote!(#path).to_string()))
-        .map(|path| {
-            quote! {
-                #[allow(unused_imports)]
-                use #krate::__private::markers::*;
-                #[#path(__llm_worker_registered)]
-                const _: () = ();
-            }
-        });
+    let description_uses = description_uses(registry, krate);
     quote! {
         #item
 
-        #(#tools)*
+        #(#named)*
 
-        #(#description_uses)*
+        const _: () = {
+            #(#hidden)*
 
-        impl #krate::ToolRegistry for #self_ty {
-            fn tool_definitions(&self) -> ::std::vec::Vec<#krate::ToolDefinition> {
-                #[allow(unused_mut)]
-                let mut definitions = ::std::vec::Vec::new();
-                #(#definitions)*
-                definitions
+            #description_uses
+
+            impl #krate::ToolRegistry for #self_ty {
+                fn tool_definitions(&self) -> ::std::vec::Vec<#krate::ToolDefinition> {
+                    #[allow(unused_mut)]
+                    let mut definitions = ::std::vec::Vec::new();
+                    #(#definitions)*
+                    definitions
+                }
             }
-        }
+        };
     }
 }
 
-fn expand_tool(tool: &ToolMethod, self_ty: &syn::Type, krate: &TokenStream) -> TokenStream {
+/// Each `#[description]` marker's path, used once, so that the user's import of it counts as
+/// used (the markers themselves are removed: rustc takes no macros on parameters).
+///
+/// Without an import, `description` is found through the glob of the hidden markers module,
+/// inside a block of its own (not in the user's module). `self::*`, the user's module with its
+/// import, comes first: of two globs that bring the same item rustc keeps the first, so the
+/// user's import is the one resolved. (rustc also counts an outer import as used when it
+/// checks a block's glob against the names outside, which covers imports inside a function
+/// body; `tests/macros.rs` holds both cases under `deny(unused_imports)`.)
+fn description_uses(registry: &Registry, krate: &TokenStream) -> Option<TokenStream> {
+    let mut seen = std::collections::HashSet::new();
+    let uses: Vec<TokenStream> = registry
+        .description_paths
+        .iter()
+        .filter(|path| seen.insert(quote!(#path).to_string()))
+        .map(|path| quote!(#[#path(__llm_worker_registered)] const _: () = ();))
+        .collect();
+    if uses.is_empty() {
+        return None;
+    }
+    Some(quote! {
+        const _: () = {
+            #[allow(unused_imports)]
+            use self::*;
+            #[allow(unused_imports)]
+            use #krate::__private::markers::*;
+            #(#uses)*
+        };
+    })
+}
+
+/// One tool's items: those the spec names, and the rest (to go out of the user's namespace).
+fn expand_tool(
+    tool: &ToolMethod,
+    self_ty: &syn::Type,
+    krate: &TokenStream,
+) -> (TokenStream, TokenStream) {
     let method = &tool.ident;
     let name = &tool.name;
     let pascal = to_pascal_case(name);
@@ -213,7 +243,7 @@ fn expand_tool(tool: &ToolMethod, self_ty: &syn::Type, krate: &TokenStream) -> T
             #(#fields,)*
         }
     };
-    quote! {
+    let named = quote! {
         #args_struct
 
         #(#cfgs)*
@@ -222,7 +252,8 @@ fn expand_tool(tool: &ToolMethod, self_ty: &syn::Type, krate: &TokenStream) -> T
         pub struct #tool_ty {
             ctx: #self_ty,
         }
-
+    };
+    let hidden = quote! {
         #(#cfgs)*
         #[#private::async_trait]
         impl #krate::Tool for #tool_ty {
@@ -285,5 +316,6 @@ fn expand_tool(tool: &ToolMethod, self_ty: &syn::Type, krate: &TokenStream) -> T
                 })
             }
         }
-    }
+    };
+    (named, hidden)
 }

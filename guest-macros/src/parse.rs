@@ -1,8 +1,10 @@
 //! The model of a `#[tool_registry]` impl block: parsed from the user's syntax (keeping it for
 //! spans) and validated, every misuse a spanned error.
 
+use heck::ToUpperCamelCase;
+use llm_worker_rules::tool::{MAX_NAME_LEN, MAX_TITLE_BYTES, NameProblem, TitleProblem};
 use syn::ext::IdentExt;
-use syn::punctuated::Punctuated;
+use syn::meta::ParseNestedMeta;
 use syn::spanned::Spanned;
 use syn::{
     Attribute, Expr, ExprLit, FnArg, ImplItem, ImplItemFn, ItemImpl, Lit, LitBool, LitStr, Meta,
@@ -54,9 +56,6 @@ pub(crate) struct ToolArg {
     /// `#[serde(…)]` and `#[schemars(…)]`, moved to the generated field.
     pub(crate) field_attrs: Vec<Attribute>,
 }
-
-/// The longest tool name the host accepts.
-const MAX_NAME: usize = 64;
 
 /// Collects errors so that one expansion reports every misuse at once.
 #[derive(Default)]
@@ -239,11 +238,9 @@ impl Registry {
 fn tool_options(marker: &Attribute) -> syn::Result<(Option<LitStr>, Annotations)> {
     let mut title = None;
     let mut annotations = Annotations::default();
-    let metas = match &marker.meta {
+    let list = match &marker.meta {
         Meta::Path(_) => return Ok((title, annotations)),
-        Meta::List(list) => {
-            list.parse_args_with(Punctuated::<Meta, Token![,]>::parse_terminated)?
-        }
+        Meta::List(list) => list,
         Meta::NameValue(nv) => {
             return Err(syn::Error::new_spanned(
                 nv,
@@ -252,89 +249,97 @@ fn tool_options(marker: &Attribute) -> syn::Result<(Option<LitStr>, Annotations)
             ));
         }
     };
+    // Every misuse of an option is collected, and the others still read: one build shows them
+    // all. An error returned from the closure is a syntax error, which stops the reading.
     let mut errors = Errors::default();
-    for meta in metas {
-        let key = meta.path().get_ident().map(ToString::to_string);
-        let flag = |meta: &Meta| -> syn::Result<bool> {
-            match meta {
-                Meta::Path(_) => Ok(true),
-                Meta::NameValue(nv) => match &nv.value {
-                    Expr::Lit(ExprLit {
-                        lit: Lit::Bool(LitBool { value, .. }),
-                        ..
-                    }) => Ok(*value),
-                    other => Err(syn::Error::new_spanned(other, "expected `true` or `false`")),
+    list.parse_nested_meta(|meta| {
+        let slot = if meta.path.is_ident("title") {
+            match option_value(&meta)? {
+                Some(Expr::Lit(ExprLit {
+                    lit: Lit::Str(text),
+                    ..
+                })) => match title_problem(&text.value()) {
+                    Some(problem) => errors.push(syn::Error::new_spanned(&text, problem)),
+                    None => title = Some(text),
                 },
-                Meta::List(_) => Err(syn::Error::new_spanned(
-                    meta,
-                    "write the hint alone (`read_only`) or with a value (`read_only = false`)",
+                Some(other) => errors.push(syn::Error::new_spanned(
+                    other,
+                    "expected `title = \"…\"` with a string literal",
+                )),
+                None => errors.push(syn::Error::new_spanned(
+                    &meta.path,
+                    "expected `title = \"…\"` with a string literal",
                 )),
             }
+            return Ok(());
+        } else if meta.path.is_ident("read_only") {
+            &mut annotations.read_only
+        } else if meta.path.is_ident("destructive") {
+            &mut annotations.destructive
+        } else if meta.path.is_ident("idempotent") {
+            &mut annotations.idempotent
+        } else if meta.path.is_ident("open_world") {
+            &mut annotations.open_world
+        } else {
+            option_value(&meta)?;
+            errors.push(syn::Error::new_spanned(
+                &meta.path,
+                "unknown #[tool] option; the options are `title = \"…\"`, `read_only`, \
+                 `destructive`, `idempotent` and `open_world` (the tool's name is the \
+                 method's name, its description the doc comment)",
+            ));
+            return Ok(());
         };
-        let slot = match key.as_deref() {
-            Some("title") => {
-                match &meta {
-                    Meta::NameValue(nv) => match &nv.value {
-                        Expr::Lit(ExprLit {
-                            lit: Lit::Str(text),
-                            ..
-                        }) => match title_problem(&text.value()) {
-                            Some(problem) => errors.push(syn::Error::new_spanned(text, problem)),
-                            None => title = Some(text.clone()),
-                        },
-                        other => errors.push(syn::Error::new_spanned(
-                            other,
-                            "expected `title = \"…\"` with a string literal",
-                        )),
-                    },
-                    _ => errors.push(syn::Error::new_spanned(
-                        &meta,
-                        "expected `title = \"…\"` with a string literal",
-                    )),
-                }
-                continue;
+        let parenthesized = meta.input.peek(syn::token::Paren);
+        match option_value(&meta)? {
+            None if parenthesized => errors.push(syn::Error::new_spanned(
+                &meta.path,
+                "write the hint alone (`read_only`) or with a value (`read_only = false`)",
+            )),
+            None => *slot = Some(true),
+            Some(Expr::Lit(ExprLit {
+                lit: Lit::Bool(LitBool { value, .. }),
+                ..
+            })) => *slot = Some(value),
+            Some(other) => {
+                errors.push(syn::Error::new_spanned(other, "expected `true` or `false`"));
             }
-            Some("read_only") => &mut annotations.read_only,
-            Some("destructive") => &mut annotations.destructive,
-            Some("idempotent") => &mut annotations.idempotent,
-            Some("open_world") => &mut annotations.open_world,
-            _ => {
-                errors.push(syn::Error::new_spanned(
-                    meta.path(),
-                    "unknown #[tool] option; the options are `title = \"…\"`, `read_only`, \
-                     `destructive`, `idempotent` and `open_world` (the tool's name is the \
-                     method's name, its description the doc comment)",
-                ));
-                continue;
-            }
-        };
-        match flag(&meta) {
-            Ok(value) => *slot = Some(value),
-            Err(error) => errors.push(error),
         }
-    }
+        Ok(())
+    })?;
     errors.finish()?;
     Ok((title, annotations))
 }
 
-/// Longest title hosts accept, in bytes.
-const MAX_TITLE: usize = 256;
+/// The value of an option, `= value`, if it has one; `option(…)` is read past (and left for
+/// the caller to refuse).
+fn option_value(meta: &ParseNestedMeta<'_>) -> syn::Result<Option<Expr>> {
+    if meta.input.peek(Token![=]) {
+        return meta.value()?.parse().map(Some);
+    }
+    if meta.input.peek(syn::token::Paren) {
+        let content;
+        syn::parenthesized!(content in meta.input);
+        content.parse::<proc_macro2::TokenStream>()?;
+    }
+    Ok(None)
+}
 
 /// Why hosts would refuse `title` (and with it the whole plugin), if they would.
 fn title_problem(title: &str) -> Option<String> {
-    if title.trim().is_empty() {
-        Some("a tool's title must not be empty; leave `title` out instead".to_owned())
-    } else if title.chars().any(char::is_control) {
-        Some("a tool's title is one line of text: no line breaks or control characters".to_owned())
-    } else if title.len() > MAX_TITLE {
-        Some(format!(
-            "this title is {} bytes; hosts accept titles of at most {MAX_TITLE} bytes (put the \
-             details in the doc comment)",
-            title.len()
-        ))
-    } else {
-        None
-    }
+    let problem = llm_worker_rules::tool::check_title(title).err()?;
+    Some(match problem {
+        TitleProblem::Empty => {
+            "a tool's title must not be empty; leave `title` out instead".to_owned()
+        }
+        TitleProblem::NotOneLine => {
+            "a tool's title is one line of text: no line breaks or control characters".to_owned()
+        }
+        TitleProblem::TooLong { len } => format!(
+            "this title is {len} bytes; hosts accept titles of at most {MAX_TITLE_BYTES} bytes \
+             (put the details in the doc comment)"
+        ),
+    })
 }
 
 /// Whether `ty` (anywhere inside) is `impl Trait`, which a generated item cannot name.
@@ -350,29 +355,22 @@ fn contains_impl_trait(ty: &Type) -> bool {
     finder.0
 }
 
-/// The host's rule for tool names: 1 to 64 characters of `A-Z a-z 0-9 _ -`.
+/// The hosts' rule for tool names (`llm_worker_rules::tool::check_name`).
 fn check_name(ident: &syn::Ident, name: &str, errors: &mut Errors) {
-    if let Some(bad) = name
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-'))
-    {
-        errors.push(syn::Error::new_spanned(
-            ident,
-            format!(
-                "the tool name `{name}` contains {bad:?}; hosts accept 1 to {MAX_NAME} \
-                 characters of `A-Z a-z 0-9 _ -`, so rename the method"
-            ),
-        ));
-    } else if name.len() > MAX_NAME {
-        errors.push(syn::Error::new_spanned(
-            ident,
-            format!(
-                "the tool name `{name}` has {} characters; hosts accept 1 to {MAX_NAME} \
-                 characters of `A-Z a-z 0-9 _ -`, so shorten the method's name",
-                name.len()
-            ),
-        ));
-    }
+    let message = match llm_worker_rules::tool::check_name(name) {
+        Ok(()) => return,
+        Err(NameProblem::BadChar(bad)) => format!(
+            "the tool name `{name}` contains {bad:?}; hosts accept 1 to {MAX_NAME_LEN} \
+             characters of `A-Z a-z 0-9 _ -`, so rename the method"
+        ),
+        Err(NameProblem::TooLong { len }) => format!(
+            "the tool name `{name}` has {len} characters; hosts accept 1 to {MAX_NAME_LEN} \
+             characters of `A-Z a-z 0-9 _ -`, so shorten the method's name"
+        ),
+        // A method's name is never empty; should the rules grow, say what they say.
+        Err(problem) => format!("the tool name `{name}` is refused by hosts: {problem}"),
+    };
+    errors.push(syn::Error::new_spanned(ident, message));
 }
 
 impl ToolMethod {
@@ -626,17 +624,9 @@ pub(crate) fn doc_pieces(attrs: &[Attribute]) -> Vec<Expr> {
         .collect()
 }
 
-/// `search_user` → `SearchUser`.
+/// `search_user` → `SearchUser`: the spec's `{PascalCase}Args` and `Tool{PascalCase}`.
 pub(crate) fn to_pascal_case(name: &str) -> String {
-    name.split('_')
-        .filter(|segment| !segment.is_empty())
-        .map(|segment| {
-            let mut chars = segment.chars();
-            chars.next().map_or_else(String::new, |first| {
-                first.to_uppercase().chain(chars).collect()
-            })
-        })
-        .collect()
+    name.to_upper_camel_case()
 }
 
 #[cfg(test)]

@@ -71,6 +71,46 @@ pub(crate) fn host_log(level: crate::log::Level, message: &str) {
     log(level, message);
 }
 
+/// The `log` crate's logger in a plugin: its records (a plugin's dependencies log through
+/// it) go to the host like the SDK's own `log::info!`.
+#[cfg(target_arch = "wasm32")]
+struct HostLogger;
+
+#[cfg(target_arch = "wasm32")]
+impl ::log::Log for HostLogger {
+    fn enabled(&self, _: &::log::Metadata<'_>) -> bool {
+        true
+    }
+
+    fn log(&self, record: &::log::Record<'_>) {
+        use crate::log::Level;
+        let level = match record.level() {
+            ::log::Level::Error => Level::Error,
+            ::log::Level::Warn => Level::Warn,
+            ::log::Level::Info => Level::Info,
+            ::log::Level::Debug => Level::Debug,
+            ::log::Level::Trace => Level::Trace,
+        };
+        match record.args().as_str() {
+            Some(text) => crate::report::log(level, text),
+            None => crate::report::log(level, &record.args().to_string()),
+        }
+    }
+
+    fn flush(&self) {}
+}
+
+/// Makes [`HostLogger`] the `log` crate's logger, at every level (the host filters). Called by
+/// [`export_plugin!`]'s glue before the plugin's value is created; once installed, later calls
+/// do nothing, and a logger the plugin installed itself is kept.
+#[cfg(target_arch = "wasm32")]
+pub fn install_logger() {
+    static LOGGER: HostLogger = HostLogger;
+    if ::log::set_logger(&LOGGER).is_ok() {
+        ::log::set_max_level(::log::LevelFilter::Trace);
+    }
+}
+
 /// Sends a progress report to the host.
 #[cfg(target_arch = "wasm32")]
 pub(crate) fn host_progress(done: f64, total: Option<f64>, message: Option<&str>) {
@@ -130,7 +170,8 @@ impl Plugin {
 ///
 /// `export_plugin!(MyTools)` creates the value with `Default::default()`;
 /// `export_plugin!(MyTools = MyTools::new(…))` with the given expression. The value is created
-/// once per instance, on the first call, and its tools keep their state between calls.
+/// once per instance, on the first call, and its tools keep their state between calls. Before
+/// it is created, the `log` crate's records start going to the host (see [`crate::log`]).
 ///
 /// On targets other than WebAssembly this expands to nothing, so the crate's tools can be
 /// unit-tested natively with `cargo test`.
@@ -146,6 +187,8 @@ macro_rules! export_plugin {
                 static PLUGIN: ::std::sync::OnceLock<$crate::__private::Plugin> =
                     ::std::sync::OnceLock::new();
                 PLUGIN.get_or_init(|| {
+                    // Before the value is created, so that its construction's logs arrive.
+                    $crate::__private::install_logger();
                     let registry: $registry = $init;
                     $crate::__private::Plugin::new(&registry)
                 })

@@ -102,5 +102,5 @@ pub mod __private {
     pub use serde_json;
 
     #[cfg(target_arch = "wasm32")]
-    pub use crate::export::bindings;
+    pub use crate::export::{bindings, install_logger};
 }

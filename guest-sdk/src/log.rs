@@ -1,23 +1,20 @@
 //! Logging from a tool: `log::info!("…")` and its siblings, formatted like `format!`.
 //!
 //! The host tags each message with the plugin and the tool being called, logs it, and sends it
-//! to MCP clients that asked for logs. It bounds them: 100 messages per call, 4 KiB each.
-//! Natively the messages go nowhere (see [`crate::report::capture`] for tests).
+//! to MCP clients that asked for logs. It bounds them: [`MAX_LOGS_PER_CALL`] messages per
+//! call, each cut at [`MAX_LOG_MESSAGE_BYTES`] bytes. Natively the messages go nowhere (see
+//! [`crate::report::capture`] for tests).
+//!
+//! In a plugin, the records of the [`log`](https://docs.rs/log) crate, through which most
+//! libraries log, go to the host the same way: the plugin's first call installs a logger that
+//! forwards them (unless the plugin installed one of its own). Natively nothing is installed:
+//! logging is the program's to set up.
+//!
+//! [`MAX_LOGS_PER_CALL`]: crate::report::MAX_LOGS_PER_CALL
+//! [`MAX_LOG_MESSAGE_BYTES`]: crate::report::MAX_LOG_MESSAGE_BYTES
 
-/// How important a message is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Level {
-    /// Very detailed tracing.
-    Trace,
-    /// Debugging detail.
-    Debug,
-    /// Normal operation.
-    Info,
-    /// Something unexpected that the tool handled.
-    Warn,
-    /// A failure.
-    Error,
-}
+/// How important a message is (the host's `LogLevel`: one type, from `llm-worker-rules`).
+pub use llm_worker_rules::report::Level;
 
 /// Logs `message` at `level`.
 pub fn log(level: Level, message: &str) {

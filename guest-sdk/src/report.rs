@@ -19,6 +19,11 @@ use std::cell::RefCell;
 
 use crate::log::Level;
 
+/// The bounds the host keeps a call's reports within (the contract's, from `llm-worker-rules`).
+pub use llm_worker_rules::report::{
+    MAX_LOG_MESSAGE_BYTES, MAX_LOGS_PER_CALL, MAX_PROGRESS_PER_CALL, PROGRESS_INTERVAL,
+};
+
 /// One report, as [`capture`] collects it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Report {
@@ -71,7 +76,8 @@ pub(crate) fn log(level: Level, message: &str) {
 
 /// Reports the current call's progress: `done` of `total` (when known) units, with an optional
 /// message. Keep `done` growing; the host drops reports that go back, and passes on at most one
-/// every 50 ms (plus the one that reaches `total`).
+/// every [`PROGRESS_INTERVAL`] (plus the one that reaches `total`), [`MAX_PROGRESS_PER_CALL`]
+/// per call.
 pub fn progress(done: f64, total: Option<f64>, message: Option<&str>) {
     record(|| Report::Progress {
         done,

@@ -432,3 +432,27 @@ fn marker_imports_count_as_used() {
         "a number"
     );
 }
+
+// The same with the import and the impl block inside a function body.
+#[test]
+#[deny(unused_imports)]
+fn marker_imports_in_a_function_count_as_used() {
+    use llm_worker_guest::{description, tool, tool_registry};
+
+    #[derive(Clone)]
+    struct Local;
+
+    #[tool_registry]
+    impl Local {
+        #[tool]
+        fn one(&self, #[description = "a number"] n: u32) -> u32 {
+            n
+        }
+    }
+
+    let (meta, _) = Local.one_definition()();
+    assert_eq!(
+        meta.input_schema["properties"]["n"]["description"],
+        "a number"
+    );
+}

@@ -32,19 +32,15 @@
 //! closer than [`PROGRESS_INTERVAL`] to the last one are dropped unless they complete the work
 //! (once), at most [`MAX_PROGRESS_PER_CALL`] per call.
 
-use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-/// Longest log message kept, in bytes; the rest is cut.
-pub const MAX_LOG_MESSAGE_BYTES: usize = 4 << 10;
-/// Most log messages one call may emit; later ones are counted and dropped.
-pub const MAX_LOGS_PER_CALL: u32 = 100;
-/// Shortest time between two progress reports of one call that are both passed on.
-pub const PROGRESS_INTERVAL: Duration = Duration::from_millis(50);
-/// Most progress reports one call may pass on; later ones are dropped.
-pub const MAX_PROGRESS_PER_CALL: u32 = 1000;
+// The bounds and the levels are the contract's, shared with the guest SDK.
+pub use llm_worker_rules::report::{
+    Level as LogLevel, MAX_LOG_MESSAGE_BYTES, MAX_LOGS_PER_CALL, MAX_PROGRESS_PER_CALL,
+    PROGRESS_INTERVAL,
+};
 
 /// A report from a running tool.
 #[derive(Debug, Clone, PartialEq)]
@@ -81,33 +77,6 @@ pub enum ToolEventKind {
         /// What is happening.
         message: Option<String>,
     },
-}
-
-/// How important a log message is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum LogLevel {
-    /// Very detailed tracing.
-    Trace,
-    /// Debugging detail.
-    Debug,
-    /// Normal operation.
-    Info,
-    /// Something unexpected that the tool handled.
-    Warn,
-    /// A failure.
-    Error,
-}
-
-impl fmt::Display for LogLevel {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Trace => "trace",
-            Self::Debug => "debug",
-            Self::Info => "info",
-            Self::Warn => "warn",
-            Self::Error => "error",
-        })
-    }
 }
 
 pub(crate) type Sink = Arc<dyn Fn(ToolEvent) + Send + Sync>;

@@ -28,8 +28,9 @@ pub(crate) mod v2 {
 
 pub(crate) use v2::llm_worker::tool::host::{Host as PluginHostImports, Level as LogLevel};
 
-/// The versions of the package this host loads.
-pub(crate) const VERSIONS: [&str; 2] = ["0.1.0", "0.2.0"];
+/// The versions of the package this host loads (the `bindgen!` paths above name each; the
+/// rules crate's tests check that they agree).
+pub(crate) use llm_worker_rules::contract::VERSIONS;
 
 /// One tool as a plugin lists it, whatever its contract version.
 #[derive(Debug, Clone)]

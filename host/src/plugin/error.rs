@@ -3,16 +3,14 @@
 
 use std::path::{Path, PathBuf};
 
-use super::bindings::VERSIONS;
 use super::validate::{PACKAGE, ToolListProblem};
 use crate::policy::PolicyError;
+use llm_worker_rules::contract::{CURRENT, VERSIONS, WORLD};
 
 /// The world every plugin must be a component of, for messages.
 fn world_name() -> String {
-    format!(
-        "{PACKAGE}/tool-plugin (@{} or @{})",
-        VERSIONS[0], VERSIONS[1]
-    )
+    let versions: Vec<String> = VERSIONS.iter().map(|v| format!("@{v}")).collect();
+    format!("{PACKAGE}/{WORLD} ({})", versions.join(" or "))
 }
 
 /// Why a plugin file was refused. Every message names the file and says what to do.
@@ -86,7 +84,7 @@ pub enum PluginError {
     /// The component was built against an incompatible version of our WIT package.
     #[error(
         "plugin {} was built against {PACKAGE}@{found}, but this host supports \
-         {PACKAGE}@{expected}; rebuild the plugin against one of them (wit/0.2.0 is the \
+         {PACKAGE}@{expected}; rebuild the plugin against one of them (wit/{CURRENT} is the \
          current contract)",
         path.display()
     )]

@@ -10,6 +10,8 @@ use std::sync::Arc;
 
 use wasmtime::component::{Component, InstancePre};
 
+use llm_worker_rules::contract::CURRENT;
+
 use super::bindings::{PluginPre, PluginToolMeta, VERSIONS};
 use super::instance::{PluginState, StartSpec};
 use super::loaded::{PluginImage, ValidTools};
@@ -362,7 +364,7 @@ impl PluginHost {
                         } else {
                             found.into()
                         },
-                        expected: format!("{} and {}", VERSIONS[0], VERSIONS[1]),
+                        expected: VERSIONS.join(" and "),
                     });
                 }
             }
@@ -391,7 +393,8 @@ impl PluginHost {
             return Err(PluginError::WrongWorld {
                 path: path.to_owned(),
                 reason: format!(
-                    "it does not export {}; it exports {exported}. Build it against wit/0.2.0/tool.wit",
+                    "it does not export {}; it exports {exported}. Build it against \
+                     wit/{CURRENT}/tool.wit",
                     missing.join(" and ")
                 ),
             });

@@ -4,10 +4,12 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
-/// The WIT package this host implements.
-pub(crate) const PACKAGE: &str = "llm-worker:tool";
 /// The versions this host loads, oldest first.
 pub(crate) use super::bindings::VERSIONS;
+/// The WIT package this host implements.
+pub(crate) use llm_worker_rules::contract::PACKAGE;
+/// The caps on a plugin's tool list.
+use llm_worker_rules::tool::{MAX_DESCRIPTION_BYTES, MAX_NAME_LEN, MAX_SCHEMA_BYTES, MAX_TOOLS};
 
 /// A problem with the tools a plugin lists.
 #[derive(Debug, PartialEq, Eq)]
@@ -26,13 +28,6 @@ pub(crate) enum ToolListProblem {
     TooLarge(String),
 }
 
-/// Most tools one plugin may list.
-pub(crate) const MAX_TOOLS: usize = 256;
-/// Longest tool description, in bytes.
-pub(crate) const MAX_DESCRIPTION_BYTES: usize = 16 << 10;
-/// Longest input schema of one tool, in bytes (of JSON text).
-pub(crate) const MAX_SCHEMA_BYTES: usize = 64 << 10;
-
 /// Checks a tool list (name, description, schema) against the caps: a plugin's tool list is
 /// shown to every client and model, and kept for the host's lifetime.
 pub(crate) fn check_sizes(tools: &[(String, String, String)]) -> Result<(), ToolListProblem> {
@@ -43,7 +38,7 @@ pub(crate) fn check_sizes(tools: &[(String, String, String)]) -> Result<(), Tool
         )));
     }
     for (name, description, schema) in tools {
-        let name: String = name.chars().take(64).collect();
+        let name: String = name.chars().take(MAX_NAME_LEN).collect();
         for (what, len, cap) in [
             ("description", description.len(), MAX_DESCRIPTION_BYTES),
             ("input schema", schema.len(), MAX_SCHEMA_BYTES),
@@ -78,22 +73,6 @@ pub(crate) fn compatible_version(found: &str) -> Option<&'static str> {
 pub(crate) fn package_version(name: &str) -> Option<&str> {
     let rest = name.strip_prefix(PACKAGE)?.strip_prefix('/')?;
     Some(rest.split_once('@').map_or("", |(_, version)| version))
-}
-
-fn check_name(name: &str) -> Result<(), &'static str> {
-    if name.is_empty() {
-        return Err("it is empty");
-    }
-    if name.len() > 64 {
-        return Err("it is longer than 64 characters");
-    }
-    if !name
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-    {
-        return Err("only the characters A-Z, a-z, 0-9, '_' and '-' are allowed");
-    }
-    Ok(())
 }
 
 /// Parses and checks an input schema: JSON, an object, and (if it says) of type "object".
@@ -363,21 +342,9 @@ pub(crate) fn check_output_schema(
     compile_schema(schema, budget).map_err(bad)
 }
 
-/// Longest title, in bytes.
-pub(crate) const MAX_TITLE_BYTES: usize = 256;
-
-/// Checks a title: short, one line.
+/// Checks a title: one line, not empty, short (the rule is `llm_worker_rules::tool`'s).
 pub(crate) fn check_title(title: &str) -> Result<(), String> {
-    if title.len() > MAX_TITLE_BYTES {
-        return Err(format!(
-            "it is {} bytes, over the limit of {MAX_TITLE_BYTES}",
-            title.len()
-        ));
-    }
-    if title.trim().is_empty() || title.chars().any(char::is_control) {
-        return Err("it must be one line of text, not empty".to_owned());
-    }
-    Ok(())
+    llm_worker_rules::tool::check_title(title).map_err(|problem| problem.to_string())
 }
 
 /// Every problem (up to 20) of a value that the schema refuses, each with its JSON path.
@@ -453,9 +420,9 @@ pub(crate) fn check_tools<'a>(
     let mut seen = HashSet::new();
     let mut parsed = Vec::new();
     for (name, schema) in tools {
-        check_name(name).map_err(|reason| ToolListProblem::BadName {
+        llm_worker_rules::tool::check_name(name).map_err(|problem| ToolListProblem::BadName {
             name: name.to_owned(),
-            reason,
+            reason: problem.reason(),
         })?;
         if !seen.insert(name) {
             return Err(ToolListProblem::Duplicate(name.to_owned()));
@@ -486,6 +453,7 @@ pub(crate) fn check_tools<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use llm_worker_rules::tool::MAX_TITLE_BYTES;
 
     fn input(text: &str) -> super::super::input::InputNode<'_> {
         super::super::input::parse(text).unwrap_or_else(|e| panic!("{e}"))

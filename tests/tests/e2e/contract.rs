@@ -228,6 +228,44 @@ async fn logs_and_progress_reach_the_callers_scope() {
     assert_eq!(last, Some((4.0, Some(4.0))));
 }
 
+/// A plugin's dependencies log through the `log` crate, not the SDK: the SDK forwards their
+/// records, which reach the host like the plugin's own logs, at their levels, tagged with the
+/// plugin and the tool.
+#[tokio::test]
+async fn a_dependencys_log_records_reach_the_host() {
+    let trapper = plugin("trapper");
+    let tools = session(&trapper);
+    let (sink, events) = collector();
+    let output = with_tool_events(
+        sink,
+        tools.call_tool("count_words", r#"{"text":"one two three"}"#),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(output, "3");
+    let events = events.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    assert!(
+        events
+            .iter()
+            .all(|e| e.plugin == "trapper" && e.tool == "count_words"),
+        "{events:?}"
+    );
+    let logs: Vec<(LogLevel, String)> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            ToolEventKind::Log { level, message } => Some((*level, message.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        logs,
+        [
+            (LogLevel::Info, "counted 3 words".to_owned()),
+            (LogLevel::Debug, "in 13 bytes".to_owned()),
+        ]
+    );
+}
+
 #[tokio::test]
 async fn a_worker_tags_events_with_the_call_id() {
     let mut worker = Worker::new();

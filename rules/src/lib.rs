@@ -1,0 +1,17 @@
+//! The rules that the llm-worker host, the guest SDK and its macros share, each in one place.
+//!
+//! A plugin and the host agree on these; the macros check them at compile time so that a
+//! plugin the host would refuse does not build, and the host checks them again at load since
+//! any toolchain can build a plugin. Each rule lives here once and every side calls it:
+//!
+//! - [`contract`]: the WIT package and the versions of it that exist;
+//! - [`tool`]: what a valid tool name and title are, and the caps on a plugin's tool list;
+//! - [`report`]: log levels and the bounds on what a running tool reports.
+//!
+//! The crate has no dependencies, so that a proc-macro crate, a `wasm32-wasip2` plugin and
+//! the host can all depend on it.
+#![no_std]
+
+pub mod contract;
+pub mod report;
+pub mod tool;

@@ -1,0 +1,162 @@
+//! What a plugin's tool list must be: valid names and titles, within the caps.
+//!
+//! The macros check a `#[tool]` method's name and title at compile time, each with a message
+//! of their own that points at the user's code; the host checks every plugin's list at load
+//! (any toolchain can build a plugin) and refuses the plugin on the first problem, in the
+//! words of [`NameProblem::reason`] and [`TitleProblem`].
+
+use core::fmt;
+
+/// Longest tool name, in characters (all ASCII: see [`is_name_char`]).
+pub const MAX_NAME_LEN: usize = 64;
+
+/// Longest title, in bytes.
+pub const MAX_TITLE_BYTES: usize = 256;
+
+/// Most tools one plugin may list.
+pub const MAX_TOOLS: usize = 256;
+
+/// Longest tool description, in bytes.
+pub const MAX_DESCRIPTION_BYTES: usize = 16 << 10;
+
+/// Longest input (or output) schema of one tool, in bytes of JSON text.
+pub const MAX_SCHEMA_BYTES: usize = 64 << 10;
+
+/// Whether `c` may be part of a tool name: `A-Z a-z 0-9 _ -` (what every provider accepts).
+#[must_use]
+pub const fn is_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_' || c == '-'
+}
+
+/// Why a tool name is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NameProblem {
+    /// The name is empty.
+    Empty,
+    /// The name has a character other than `A-Z a-z 0-9 _ -` (the first such).
+    BadChar(char),
+    /// The name is longer than [`MAX_NAME_LEN`]; `len` is its length (all ASCII).
+    TooLong {
+        /// The name's length.
+        len: usize,
+    },
+}
+
+impl NameProblem {
+    /// The problem as the host says it: "it is empty", ….
+    #[must_use]
+    pub const fn reason(self) -> &'static str {
+        match self {
+            Self::Empty => "it is empty",
+            Self::BadChar(_) => "only the characters A-Z, a-z, 0-9, '_' and '-' are allowed",
+            Self::TooLong { .. } => "it is longer than 64 characters",
+        }
+    }
+}
+
+impl fmt::Display for NameProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.reason())
+    }
+}
+
+/// Checks a tool name: 1 to [`MAX_NAME_LEN`] characters of `A-Z a-z 0-9 _ -`.
+///
+/// # Errors
+/// The first problem, in this order: empty, a character not allowed, too long (so that a
+/// name found too long is all ASCII and its length in bytes is its length in characters).
+pub fn check_name(name: &str) -> Result<(), NameProblem> {
+    if name.is_empty() {
+        return Err(NameProblem::Empty);
+    }
+    if let Some(bad) = name.chars().find(|&c| !is_name_char(c)) {
+        return Err(NameProblem::BadChar(bad));
+    }
+    if name.len() > MAX_NAME_LEN {
+        return Err(NameProblem::TooLong { len: name.len() });
+    }
+    Ok(())
+}
+
+/// Why a tool's title is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TitleProblem {
+    /// The title is empty or only white space.
+    Empty,
+    /// The title has a line break or another control character.
+    NotOneLine,
+    /// The title is longer than [`MAX_TITLE_BYTES`]; `len` is its length in bytes.
+    TooLong {
+        /// The title's length in bytes.
+        len: usize,
+    },
+}
+
+impl fmt::Display for TitleProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Empty | Self::NotOneLine => f.write_str("it must be one line of text, not empty"),
+            Self::TooLong { len } => {
+                write!(f, "it is {len} bytes, over the limit of {MAX_TITLE_BYTES}")
+            }
+        }
+    }
+}
+
+/// Checks a title: one line of text, not empty, at most [`MAX_TITLE_BYTES`] bytes.
+///
+/// # Errors
+/// The first problem, in this order: empty, not one line, too long.
+pub fn check_title(title: &str) -> Result<(), TitleProblem> {
+    if title.trim().is_empty() {
+        return Err(TitleProblem::Empty);
+    }
+    if title.chars().any(char::is_control) {
+        return Err(TitleProblem::NotOneLine);
+    }
+    if title.len() > MAX_TITLE_BYTES {
+        return Err(TitleProblem::TooLong { len: title.len() });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use std::string::ToString;
+
+    #[test]
+    fn names() {
+        assert_eq!(check_name("get_user-2"), Ok(()));
+        assert_eq!(check_name(""), Err(NameProblem::Empty));
+        assert_eq!(check_name("grüßen"), Err(NameProblem::BadChar('ü')));
+        assert_eq!(check_name("a.b"), Err(NameProblem::BadChar('.')));
+        assert_eq!(check_name(&"n".repeat(MAX_NAME_LEN)), Ok(()));
+        assert_eq!(
+            check_name(&"n".repeat(MAX_NAME_LEN + 1)),
+            Err(NameProblem::TooLong { len: 65 })
+        );
+        // Too long and not ASCII: the character is the problem named.
+        assert_eq!(check_name(&"é".repeat(40)), Err(NameProblem::BadChar('é')));
+        let reason = NameProblem::TooLong { len: 65 }.reason();
+        assert!(reason.contains(&MAX_NAME_LEN.to_string()), "{reason}");
+    }
+
+    #[test]
+    fn titles() {
+        assert_eq!(check_title("Read a note"), Ok(()));
+        assert_eq!(check_title(""), Err(TitleProblem::Empty));
+        assert_eq!(check_title("  "), Err(TitleProblem::Empty));
+        assert_eq!(check_title("two\nlines"), Err(TitleProblem::NotOneLine));
+        assert_eq!(check_title(&"t".repeat(MAX_TITLE_BYTES)), Ok(()));
+        assert_eq!(
+            check_title(&"t".repeat(MAX_TITLE_BYTES + 1)),
+            Err(TitleProblem::TooLong { len: 257 })
+        );
+        assert_eq!(
+            TitleProblem::TooLong { len: 257 }.to_string(),
+            "it is 257 bytes, over the limit of 256"
+        );
+    }
+}
