@@ -7,11 +7,14 @@
 use std::collections::BTreeMap;
 
 /// Names claimed so far, each by its first owner.
+// Used by the MCP catalog only.
+#[cfg_attr(not(feature = "mcp"), allow(dead_code))]
 #[derive(Debug)]
 pub(crate) struct Claims<K, O> {
     taken: BTreeMap<K, O>,
 }
 
+#[cfg_attr(not(feature = "mcp"), allow(dead_code))]
 impl<K: Ord + Clone, O> Claims<K, O> {
     /// No claims yet.
     pub(crate) fn new() -> Self {

@@ -1,0 +1,447 @@
+//! A plugin session: one live wasm instance serving the calls of one registration, one call at
+//! a time, restarted after a trap and disabled after repeated failures. What a store holds is
+//! in `state`, how an instance starts in `start`.
+
+mod start;
+mod state;
+
+pub(crate) use self::start::{StartSpec, read_tools};
+use self::start::{describe, instantiate, refuel, within};
+use self::state::TimedOut;
+pub(crate) use self::state::{MAX_CORE_INSTANCES, MAX_MEMORIES, MAX_TABLES, PluginState};
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use async_trait::async_trait;
+use wasmtime::Store;
+
+use super::PluginImage;
+use super::bindings::PluginBindings;
+use super::output::stderr_tail;
+use super::validate::CheckedSchema;
+use crate::policy::Limits;
+use crate::tool::{Tool, ToolError, ToolMeta};
+
+/// A call that waited this long for its instance and then ran out of time is not counted as
+/// the plugin's failure.
+const QUEUED_LONG_ENOUGH: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// Extra time given to a call stuck in a host call before its future is dropped; a call
+/// running wasm code is stopped by the epoch deadline at the limit itself.
+const TIMEOUT_GRACE: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// A live instance and its store.
+struct LiveInstance {
+    store: Store<PluginState>,
+    bindings: PluginBindings,
+    /// Whether the engine meters fuel (then each call is given its fuel).
+    metered: bool,
+}
+
+/// A failure message with the end of the plugin's stderr, where it said something.
+fn with_stderr(message: String, stderr: &str) -> String {
+    match stderr_tail(stderr) {
+        Some(tail) => format!("{message} (its stderr: {tail})"),
+        None => message,
+    }
+}
+
+/// The instance slot of a session: the live instance (if any) and the failure count.
+#[derive(Default)]
+struct Slot {
+    live: Option<LiveInstance>,
+    consecutive_failures: u32,
+    /// Whether an instance was ever started (or tried) for this session: a start begun at
+    /// registration that runs only after a call tried has nothing left to do.
+    tried: bool,
+    /// Why the last instance was dropped with no caller left to tell (its call was dropped):
+    /// the next call reports it.
+    lost: Option<String>,
+}
+
+/// The slot, held for one call. If the call's future is dropped before the call finished (a
+/// timeout around `call_tool`, a cancelled request), the instance may be stopped half-way
+/// through plugin code: it is dropped, without counting a failure, and the next call says so.
+struct CallInProgress<'a> {
+    slot: futures::lock::MutexGuard<'a, Slot>,
+    plugin: &'a str,
+    /// The tool running, while plugin code may be running.
+    running: Option<&'a str>,
+}
+
+impl Drop for CallInProgress<'_> {
+    fn drop(&mut self) {
+        if let Some(tool) = self.running.take() {
+            self.slot.live = None;
+            self.slot.lost = Some(format!(
+                "a call of tool '{tool}' of plugin '{}' was abandoned by its caller before it \
+                 finished (cancelled, or timed out around the call); the instance was \
+                 restarted and its state was lost",
+                self.plugin
+            ));
+            tracing::info!(plugin = %self.plugin, tool, "a call was dropped by its caller; the instance was reset");
+        }
+    }
+}
+
+/// The tools of one plugin registered together: they share one instance, as the methods of
+/// one `impl` share `self`.
+pub(crate) struct PluginSession {
+    image: Arc<PluginImage>,
+    slot: futures::lock::Mutex<Slot>,
+    /// Whether registration has started the instance: once per session, however many tools
+    /// the plugin has.
+    started: AtomicBool,
+    /// Whether the start begun at registration is still running (for the message of a call
+    /// that waited for it in vain).
+    starting: AtomicBool,
+    /// The task starting the instance in the background, aborted if the session ends first.
+    start_task: std::sync::Mutex<Option<tokio::task::AbortHandle>>,
+}
+
+/// What the tools of one session hold of it: when the last of them (and of the session's
+/// definitions) is dropped, a start still running in the background is stopped.
+pub(crate) struct SessionOwner(Arc<PluginSession>);
+
+impl SessionOwner {
+    pub(crate) fn new(image: Arc<PluginImage>) -> Self {
+        Self(Arc::new(PluginSession {
+            image,
+            slot: futures::lock::Mutex::new(Slot::default()),
+            started: AtomicBool::new(false),
+            starting: AtomicBool::new(false),
+            start_task: std::sync::Mutex::new(None),
+        }))
+    }
+}
+
+impl Drop for SessionOwner {
+    fn drop(&mut self) {
+        let task = self
+            .0
+            .start_task
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take();
+        if let Some(task) = task {
+            task.abort();
+        }
+    }
+}
+
+impl PluginSession {
+    /// Creates the live instance at registration (the factory's job), once per session: the
+    /// factories of the plugin's other tools find it started.
+    ///
+    /// The factory must not wait for the plugin: a component's start code may run for as long
+    /// as its time limit, and neither the registration (an MCP session's opening) nor the
+    /// runtime's threads may wait for it. So on a Tokio runtime the instance is created by a
+    /// task of its own, holding the session's slot while it runs: the first call waits for it
+    /// within its own time limit. Outside any runtime (nothing to block but the caller) it is
+    /// created before the factory returns. A failure is logged and counted once; the first call
+    /// tries again and reports it.
+    pub(crate) fn start_now(self: &Arc<Self>) {
+        if self.started.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                // Until it runs, the task holds the session weakly: a session dropped before
+                // then (its instance, its pool slot) is freed at once, not when the runtime
+                // gets round to the aborted task.
+                let session = Arc::downgrade(self);
+                let task = runtime.spawn(async move {
+                    if let Some(session) = session.upgrade() {
+                        session.start_at_registration().await;
+                    }
+                });
+                *self
+                    .start_task
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(task.abort_handle());
+            }
+            Err(_) => super::blocking::block_on(self.start_at_registration()),
+        }
+    }
+
+    async fn start_at_registration(&self) {
+        // A call holding the slot starts the instance itself: never wait for it here (a
+        // waiting task would keep the session, its instance and its pool slot, alive).
+        let Some(mut slot) = self.slot.try_lock() else {
+            return;
+        };
+        // A call may have come first and started it, or tried to.
+        if slot.tried {
+            return;
+        }
+        self.starting.store(true, Ordering::Release);
+        let deadline = Instant::now() + self.image.policy.limits.call_timeout;
+        let started = self.start(&mut slot, deadline).await;
+        self.starting.store(false, Ordering::Release);
+        if let Err(error) = started {
+            tracing::warn!(plugin = %self.image.name, "{error}");
+        }
+    }
+
+    /// Creates a live instance. A failure counts against the plugin, unless the host lacked
+    /// capacity (a full pool).
+    ///
+    /// The instance's tool list is not read again: the tools, descriptions and schemas are
+    /// those validated at load, and the plugin's own initialisation (a Rust plugin builds its
+    /// tools on its first export call) runs at the session's first call, in that call's time
+    /// limit. A session that never calls a plugin pays for its instance only.
+    async fn start(&self, slot: &mut Slot, deadline: Instant) -> Result<(), ToolError> {
+        slot.tried = true;
+        match instantiate(&self.image.start_spec(), deadline, false).await {
+            Ok((live, _)) => {
+                slot.live = Some(live);
+                Ok(())
+            }
+            Err(failure) => {
+                if !failure.host_capacity {
+                    slot.consecutive_failures += 1;
+                }
+                Err(ToolError::Internal(format!(
+                    "plugin '{}' failed while starting: {}",
+                    self.image.name, failure.reason
+                )))
+            }
+        }
+    }
+
+    async fn call(
+        &self,
+        tool_name: &Arc<str>,
+        validator: &CheckedSchema,
+        output_schema: Option<&CheckedSchema>,
+        input_json: &str,
+    ) -> Result<String, ToolError> {
+        let tool: &str = tool_name;
+        let image = &self.image;
+        let limits = &image.policy.limits;
+        check_input(limits, validator, tool, input_json)?;
+
+        // The time limit covers waiting for the instance too: a call queued behind others
+        // fails as busy rather than waiting for all of them.
+        let arrived = Instant::now();
+        let deadline = arrived + limits.call_timeout;
+        let Ok(slot) = within(deadline, self.slot.lock()).await else {
+            if self.starting.load(Ordering::Acquire) {
+                return Err(ToolError::ExecutionFailed(format!(
+                    "tool '{tool}' of plugin '{}' is not ready: the plugin's instance for this \
+                     session was still starting after the call's time limit of {:?}; its start \
+                     code is slow (it is stopped at the same limit); try again later",
+                    image.name, limits.call_timeout
+                )));
+            }
+            return Err(ToolError::ExecutionFailed(format!(
+                "tool '{tool}' of plugin '{}' is busy: this session's instance of the plugin \
+                 was running other calls for the whole time limit of {:?}; try again later",
+                image.name, limits.call_timeout
+            )));
+        };
+        // Time spent behind other calls: a call that then runs out of time is not the
+        // plugin's failure (overlapping calls must not be a way to disable a slow plugin).
+        let queued = arrived.elapsed();
+        let mut call = CallInProgress {
+            slot,
+            plugin: &image.name,
+            running: None,
+        };
+        if let Some(lost) = call.slot.lost.take() {
+            return Err(ToolError::Internal(format!("{lost}; call again")));
+        }
+        if call.slot.consecutive_failures >= limits.max_consecutive_failures {
+            return Err(ToolError::Internal(format!(
+                "plugin '{}' is disabled for this session after {} consecutive failures; \
+                 check the log for their causes, fix the plugin or its limits, and start a \
+                 new session",
+                image.name, call.slot.consecutive_failures
+            )));
+        }
+        call.running = Some(tool);
+        if call.slot.live.is_none() {
+            let started = self.start(&mut call.slot, deadline).await;
+            if started.is_err() {
+                call.running = None;
+            }
+            started?;
+        }
+        let Some(live) = call.slot.live.as_mut() else {
+            call.running = None;
+            return Err(ToolError::Internal(format!(
+                "plugin '{}' has no running instance",
+                image.name
+            )));
+        };
+        live.store.data_mut().begin_call(deadline, Some(tool_name));
+        live.store.set_epoch_deadline(1);
+        if live.metered {
+            refuel(&mut live.store, limits);
+        }
+        let outcome = within(
+            deadline + TIMEOUT_GRACE,
+            live.bindings
+                .call_execute(&mut live.store, tool, input_json),
+        )
+        .await;
+        let stderr = live.store.data_mut().end_call();
+        call.running = None;
+        let (failure, timed_out) = match outcome {
+            Ok(Ok(result)) => {
+                call.slot.consecutive_failures = 0;
+                return checked_output(image, limits, tool, output_schema, result);
+            }
+            Ok(Err(error)) => (
+                describe(limits, &error),
+                error.downcast_ref::<TimedOut>().is_some(),
+            ),
+            Err(_) => (describe(limits, &wasmtime::Error::new(TimedOut)), true),
+        };
+        // A trap leaves the store unusable: drop it, and start afresh on the next call.
+        call.slot.live = None;
+        let failure = if timed_out && queued >= QUEUED_LONG_ENOUGH {
+            format!("{failure}, {queued:?} of it waiting for other calls to finish")
+        } else {
+            call.slot.consecutive_failures += 1;
+            failure
+        };
+        let message = with_stderr(
+            format!(
+                "tool '{tool}' of plugin '{}' failed: {failure}; the instance was restarted \
+                 and its state was lost",
+                image.name
+            ),
+            &stderr,
+        );
+        tracing::warn!(plugin = %image.name, tool, "{message}");
+        Err(ToolError::Internal(message))
+    }
+}
+
+/// A finished call's result, within the output limit: an output over it is refused, an error
+/// text over it is cut (the plugin's errors are bounded like its outputs). A tool with an
+/// output schema must return JSON matching it: a mismatch is the plugin breaking its own
+/// contract, an internal error naming the tool.
+fn checked_output(
+    image: &PluginImage,
+    limits: &Limits,
+    tool: &str,
+    output_schema: Option<&CheckedSchema>,
+    result: Result<String, ToolError>,
+) -> Result<String, ToolError> {
+    let cap = limits.max_output_bytes;
+    match result {
+        Ok(output) if output.len() > cap => Err(ToolError::ExecutionFailed(format!(
+            "tool '{tool}' of plugin '{}' returned {} bytes, over the output limit of {cap} \
+             bytes",
+            image.name,
+            output.len(),
+        ))),
+        Ok(output) => {
+            match output_schema.map(|schema| super::validate::check_output(schema, &output)) {
+                Some(Err(problem)) => {
+                    let message = format!(
+                        "tool '{tool}' of plugin '{}' broke its own contract: {problem}; this is a \
+                     bug in the plugin",
+                        image.name
+                    );
+                    tracing::warn!(plugin = %image.name, tool, "{message}");
+                    Err(ToolError::Internal(message))
+                }
+                _ => Ok(output),
+            }
+        }
+        Err(error) => Err(match error {
+            ToolError::InvalidArgument(text) => ToolError::InvalidArgument(cut(text, cap)),
+            ToolError::ExecutionFailed(text) => ToolError::ExecutionFailed(cut(text, cap)),
+            ToolError::Internal(text) => ToolError::Internal(cut(text, cap)),
+        }),
+    }
+}
+
+/// `text` cut to at most `cap` bytes (at a character boundary), saying how much was cut.
+fn cut(mut text: String, cap: usize) -> String {
+    if text.len() <= cap {
+        return text;
+    }
+    let total = text.len();
+    text.truncate(text.floor_char_boundary(cap));
+    text.push_str(&format!(
+        " … [cut: the plugin's error text was {total} bytes, over the output limit of {cap}]"
+    ));
+    text
+}
+
+/// Checks a call's input before any plugin code runs: its size, JSON syntax, and the tool's
+/// input schema.
+pub(crate) fn check_input(
+    limits: &Limits,
+    validator: &CheckedSchema,
+    tool: &str,
+    input_json: &str,
+) -> Result<(), ToolError> {
+    if input_json.len() > limits.max_input_bytes {
+        return Err(ToolError::InvalidArgument(format!(
+            "the input of tool '{tool}' is {} bytes, over the limit of {} bytes",
+            input_json.len(),
+            limits.max_input_bytes
+        )));
+    }
+    let input = super::input::parse(input_json).map_err(|error| {
+        ToolError::InvalidArgument(format!(
+            "the input of tool '{tool}' is not valid JSON: {error}"
+        ))
+    })?;
+    if let Some((path, problem)) = input.key_problem() {
+        return Err(ToolError::InvalidArgument(format!(
+            "the input of tool '{tool}' {problem} in the object at {path}; give each key once, \
+             spelled one way"
+        )));
+    }
+    super::validate::check_schema(validator, tool, &input).map_err(ToolError::InvalidArgument)
+}
+
+/// One tool of a plugin session, as a [`Tool`].
+pub(crate) struct PluginTool {
+    session: Arc<SessionOwner>,
+    name: Arc<str>,
+    validator: Arc<CheckedSchema>,
+    output_schema: Option<Arc<CheckedSchema>>,
+}
+
+#[async_trait]
+impl Tool for PluginTool {
+    async fn execute(&self, input_json: &str) -> Result<String, ToolError> {
+        self.session
+            .0
+            .call(
+                &self.name,
+                &self.validator,
+                self.output_schema.as_deref(),
+                input_json,
+            )
+            .await
+    }
+}
+
+impl PluginTool {
+    /// The definition's factory: start the session's instance, return the meta and the tool.
+    pub(crate) fn create(
+        session: &Arc<SessionOwner>,
+        meta: &ToolMeta,
+        validator: &Arc<CheckedSchema>,
+        output_schema: Option<Arc<CheckedSchema>>,
+    ) -> (ToolMeta, Arc<dyn Tool>) {
+        session.0.start_now();
+        let tool = PluginTool {
+            session: Arc::clone(session),
+            name: Arc::from(meta.name.as_str()),
+            validator: Arc::clone(validator),
+            output_schema,
+        };
+        (meta.clone(), Arc::new(tool))
+    }
+}

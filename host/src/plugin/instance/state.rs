@@ -1,0 +1,260 @@
+//! What one store holds while a plugin runs: [`PluginState`] (WASI, its output, the host
+//! imports it reaches, the current call's deadline) and the [`InstanceLimiter`] that bounds its
+//! memories, tables and instances.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use wasmtime::ResourceLimiter;
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::filesystem::WasiFilesystemCtxView;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+#[cfg(feature = "wasi-http")]
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
+
+use super::super::bindings::{LogLevel as WitLevel, PluginHostImports};
+use super::super::descriptors::InstanceDescriptors;
+#[cfg(feature = "wasi-http")]
+use super::super::http::HttpGate;
+use super::super::output::PluginOutput;
+use crate::events::{CallReports, LogLevel};
+
+/// The data of one store: WASI state, resource limits, and the current call's deadline.
+pub(crate) struct PluginState {
+    pub(crate) wasi: WasiCtx,
+    pub(crate) table: ResourceTable,
+    pub(crate) limiter: InstanceLimiter,
+    pub(crate) deadline: Instant,
+    pub(crate) output: PluginOutput,
+    pub(crate) reports: CallReports,
+    /// The files and directories it holds open.
+    pub(crate) descriptors: InstanceDescriptors,
+    #[cfg(feature = "wasi-http")]
+    pub(crate) http: WasiHttpCtx,
+    #[cfg(feature = "wasi-http")]
+    pub(crate) http_gate: HttpGate,
+}
+
+impl PluginState {
+    /// A call of `tool` (or the start of the instance) begins, to end by `deadline`; what the
+    /// plugin reports goes to the caller's event scope, if any.
+    pub(crate) fn begin_call(&mut self, deadline: Instant, tool: Option<&Arc<str>>) {
+        self.deadline = deadline;
+        // A reference count, not a copy of the name: this runs on every call.
+        self.reports
+            .begin(tool.map(Arc::clone), crate::events::current_sink());
+        let tool = tool.map(|tool| &**tool);
+        #[cfg(feature = "wasi-http")]
+        self.http_gate.begin_call(deadline, tool);
+        #[cfg(not(feature = "wasi-http"))]
+        let _ = tool;
+    }
+
+    /// The file system of WASI and the count of open descriptors, side by side.
+    pub(crate) fn files(&mut self) -> (WasiFilesystemCtxView<'_>, &mut InstanceDescriptors) {
+        (
+            WasiFilesystemCtxView {
+                ctx: self.wasi.filesystem(),
+                table: &mut self.table,
+            },
+            &mut self.descriptors,
+        )
+    }
+
+    /// The call ended: pass on what it wrote to stdout and stderr (bounded like its logs),
+    /// cancel what it left running; returns its stderr, for quoting in an error.
+    pub(crate) fn end_call(&mut self) -> String {
+        let stderr = self.output.drain_into(&mut self.reports);
+        self.reports.end();
+        #[cfg(feature = "wasi-http")]
+        self.http_gate.end_call();
+        stderr
+    }
+}
+
+#[cfg(feature = "wasi-http")]
+impl WasiHttpView for PluginState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.http_gate,
+        }
+    }
+}
+
+/// The host interface of contract 0.2.0: logs and progress of the current call.
+impl PluginHostImports for PluginState {
+    fn log(&mut self, level: WitLevel, message: String) {
+        let level = match level {
+            WitLevel::Trace => LogLevel::Trace,
+            WitLevel::Debug => LogLevel::Debug,
+            WitLevel::Info => LogLevel::Info,
+            WitLevel::Warn => LogLevel::Warn,
+            WitLevel::Error => LogLevel::Error,
+        };
+        self.reports.log(level, message);
+    }
+
+    fn progress(&mut self, done: f64, total: Option<f64>, message: Option<String>) {
+        self.reports.progress(done, total, message);
+    }
+}
+
+impl WasiView for PluginState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+/// Bounds what an instance allocates: its linear memories and tables together stay within the
+/// plugin's memory limit, and it may create only as many core instances, memories and tables as
+/// real toolchains need.
+///
+/// Every size comes from the plugin (a `memory.grow` delta, a table's initial size), so all
+/// arithmetic is checked, a request above the limit is refused before anything is counted, and
+/// a growth above the memory's or table's own maximum is refused here (it could only fail).
+/// wasmtime also reports failures of growths it never asked about (an overflowing delta), so
+/// a failure is rolled back only when it is the operating system refusing the growth just
+/// allowed; any other failure leaves the count as it is, which can only err on the safe side.
+#[derive(Debug)]
+pub(crate) struct InstanceLimiter {
+    pub(crate) limit: usize,
+    /// Bytes of all linear memories, as last allowed.
+    pub(crate) memory_bytes: usize,
+    /// Bytes charged for all table elements ([`TABLE_ELEMENT_BYTES`] each).
+    pub(crate) table_bytes: usize,
+    /// The memory count before the growth allowed last, to restore if the system refuses it.
+    pub(crate) undo_memory: Option<usize>,
+}
+
+/// Most core instances one plugin may create. A Rust `wasm32-wasip2` plugin has four (the
+/// program, the WASI adapter and two shims); other toolchains link a few more modules.
+pub(crate) const MAX_CORE_INSTANCES: usize = 16;
+
+/// Most linear memories one plugin may create. Toolchains use one memory, plus one for the
+/// preview-1 adapter where they use it (shared-everything linking shares one memory).
+pub(crate) const MAX_MEMORIES: usize = 2;
+
+/// Most tables one plugin may create (one per core module is the usual case).
+pub(crate) const MAX_TABLES: usize = 16;
+
+/// What one table element costs, for the memory limit: wasmtime keeps a pointer per element
+/// (8 bytes); charging 16 covers the larger elements of other table types too.
+pub(crate) const TABLE_ELEMENT_BYTES: usize = 16;
+
+impl InstanceLimiter {
+    pub(crate) fn new(limit: usize) -> Self {
+        Self {
+            limit,
+            memory_bytes: 0,
+            table_bytes: 0,
+            undo_memory: None,
+        }
+    }
+
+    /// The new total of a resource growing from `current` to `desired` bytes, if it keeps
+    /// memory plus tables within the limit.
+    pub(crate) fn grown(
+        &self,
+        used: usize,
+        other: usize,
+        current: usize,
+        desired: usize,
+    ) -> Option<usize> {
+        if desired > self.limit {
+            return None;
+        }
+        let total = used.checked_sub(current.min(used))?.checked_add(desired)?;
+        (total.checked_add(other)? <= self.limit).then_some(total)
+    }
+}
+
+/// Most host resources (streams, pollables, files, HTTP requests …) one instance may hold at
+/// once. Each costs host memory the plugin's memory limit does not see, so keep it low.
+pub(crate) const MAX_HOST_RESOURCES: usize = 1_000;
+
+/// Most bytes one host call may take from the guest (DoS mitigation; wasmtime's default is
+/// 128 MiB).
+pub(crate) const HOSTCALL_FUEL: usize = 4 << 20;
+
+/// Most random bytes one call to `wasi:random` may ask for.
+pub(crate) const MAX_RANDOM_BYTES: u64 = 1 << 20;
+
+/// A call went past its time limit.
+#[derive(Debug, thiserror::Error)]
+#[error("timed out")]
+pub(crate) struct TimedOut;
+
+/// An instance asked for more memory than its limit.
+#[derive(Debug, thiserror::Error)]
+#[error("memory limit exceeded")]
+pub(crate) struct MemoryLimitExceeded;
+
+impl ResourceLimiter for InstanceLimiter {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let Some(total) = self.grown(self.memory_bytes, self.table_bytes, current, desired) else {
+            return Err(wasmtime::Error::new(MemoryLimitExceeded));
+        };
+        if maximum.is_some_and(|maximum| desired > maximum) {
+            return Ok(false);
+        }
+        self.undo_memory = Some(self.memory_bytes);
+        self.memory_bytes = total;
+        Ok(true)
+    }
+
+    fn memory_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        let refused_by_the_system = error.chain().any(|cause| cause.is::<std::io::Error>());
+        if let Some(previous) = self.undo_memory.take()
+            && refused_by_the_system
+        {
+            self.memory_bytes = previous;
+        }
+        Ok(())
+    }
+
+    fn table_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let bytes = |elements: usize| elements.checked_mul(TABLE_ELEMENT_BYTES);
+        let grown = bytes(current)
+            .zip(bytes(desired))
+            .and_then(|(current, desired)| {
+                self.grown(self.table_bytes, self.memory_bytes, current, desired)
+            });
+        let Some(total) = grown else {
+            return Err(wasmtime::Error::new(MemoryLimitExceeded));
+        };
+        if maximum.is_some_and(|maximum| desired > maximum) {
+            return Ok(false);
+        }
+        // Once allowed (and within the table's maximum), a table growth cannot fail: nothing to
+        // roll back in `table_grow_failed`, whose calls are all for growths never allowed.
+        self.table_bytes = total;
+        Ok(true)
+    }
+
+    fn instances(&self) -> usize {
+        MAX_CORE_INSTANCES
+    }
+
+    fn tables(&self) -> usize {
+        MAX_TABLES
+    }
+
+    fn memories(&self) -> usize {
+        MAX_MEMORIES
+    }
+}

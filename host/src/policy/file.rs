@@ -1,0 +1,380 @@
+//! The policy file (`NAME.policy.toml` beside `NAME.wasm`): its TOML format, read within a
+//! size cap, and checked key by key into a [`SandboxPolicy`], each error naming the key and
+//! what to give instead.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::http::expand;
+use super::*;
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct PolicyFile {
+    #[serde(default)]
+    limits: LimitsFile,
+    #[serde(default)]
+    env: EnvFile,
+    #[serde(default)]
+    dirs: Vec<DirFile>,
+    #[serde(default)]
+    http: HttpFile,
+    #[serde(default)]
+    tools: BTreeMap<String, ToolFile>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct HttpFile {
+    #[serde(default)]
+    allow: Vec<String>,
+    /// Rules granted like `allow`'s, whose names may resolve to non-public addresses.
+    #[serde(default)]
+    allow_private: Vec<String>,
+    #[serde(default)]
+    secrets: Vec<SecretFile>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SecretFile {
+    host: String,
+    header: String,
+    value: String,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct ToolFile {
+    #[serde(default)]
+    http: ToolHttpFile,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct ToolHttpFile {
+    #[serde(default)]
+    allow: Vec<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct LimitsFile {
+    memory_mib: Option<u64>,
+    timeout_ms: Option<u64>,
+    max_input_bytes: Option<usize>,
+    max_output_bytes: Option<usize>,
+    max_consecutive_failures: Option<u32>,
+    fuel: Option<u64>,
+    schema_memory_mib: Option<u64>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct EnvFile {
+    #[serde(default)]
+    inherit: Vec<String>,
+    #[serde(default)]
+    set: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DirFile {
+    host: PathBuf,
+    guest: String,
+    #[serde(default)]
+    mode: DirMode,
+}
+
+#[derive(Deserialize, Default, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+enum DirMode {
+    #[default]
+    Ro,
+    Rw,
+}
+
+impl SandboxPolicy {
+    /// The policy with these limits and no grants.
+    pub fn with_limits(limits: Limits) -> Self {
+        Self {
+            limits,
+            ..Self::default()
+        }
+    }
+
+    /// The policy file of a plugin: `weather.wasm` → `weather.policy.toml`, beside it.
+    pub fn path_for(plugin: &Path) -> PathBuf {
+        let stem = plugin.file_stem().unwrap_or_default().to_string_lossy();
+        plugin.with_file_name(format!("{stem}.policy.toml"))
+    }
+
+    /// Reads a policy file; limits it does not set come from `defaults`.
+    pub fn from_file(path: &Path, defaults: &Limits) -> Result<Self, PolicyError> {
+        let text = Self::read_text(path)?;
+        Self::parse(&text, path, defaults)
+    }
+
+    /// The text of a policy file: a regular file, within the size limit, UTF-8.
+    pub(crate) fn read_text(path: &Path) -> Result<String, PolicyError> {
+        let io = |source| PolicyError::Io {
+            path: path.to_owned(),
+            source,
+        };
+        let bytes = crate::file::read_regular_file(path, MAX_POLICY_BYTES).map_err(|error| {
+            io(match error {
+                crate::file::ReadError::Io(error) => error,
+                crate::file::ReadError::NotAFile => std::io::Error::other(
+                    "it is not a regular file (a FIFO, device, socket or directory)",
+                ),
+                crate::file::ReadError::TooLarge(size) => std::io::Error::other(format!(
+                    "it is {size} bytes, over the limit of {MAX_POLICY_BYTES} bytes for a policy"
+                )),
+            })
+        })?;
+        String::from_utf8(bytes).map_err(|_| io(std::io::Error::other("it is not UTF-8 text")))
+    }
+
+    /// Parses a policy; `path` names it in messages, and relative directories are resolved
+    /// against its directory.
+    pub fn parse(text: &str, path: &Path, defaults: &Limits) -> Result<Self, PolicyError> {
+        // The parser's message keeps its excerpt of the file, over several lines.
+        let file: PolicyFile = toml::from_str(text).map_err(|e| PolicyError::Parse {
+            path: path.to_owned(),
+            message: e.to_string().trim_end().to_owned(),
+        })?;
+        let invalid = |key: &str, message: String| PolicyError::Invalid {
+            path: path.to_owned(),
+            key: key.to_owned(),
+            message,
+        };
+
+        let mut limits = defaults.clone();
+        let l = &file.limits;
+        if let Some(mib) = l.memory_mib {
+            if !Limits::MEMORY_MIB.contains(&mib) {
+                return Err(invalid(
+                    "limits.memory_mib",
+                    format!("is {mib}; {}", give(&Limits::MEMORY_MIB)),
+                ));
+            }
+            limits.memory_bytes = usize::try_from(mib << 20).unwrap_or(usize::MAX);
+        }
+        if let Some(ms) = l.timeout_ms {
+            if !Limits::TIMEOUT_MS.contains(&ms) {
+                return Err(invalid(
+                    "limits.timeout_ms",
+                    format!("is {ms}; {} (one day)", give(&Limits::TIMEOUT_MS)),
+                ));
+            }
+            limits.call_timeout = Duration::from_millis(ms);
+        }
+        if let Some(bytes) = l.max_input_bytes {
+            limits.max_input_bytes = bytes;
+        }
+        if let Some(bytes) = l.max_output_bytes {
+            limits.max_output_bytes = bytes;
+        }
+        if let Some(failures) = l.max_consecutive_failures {
+            if failures == 0 {
+                return Err(invalid(
+                    "limits.max_consecutive_failures",
+                    "is 0; give at least 1".into(),
+                ));
+            }
+            limits.max_consecutive_failures = failures;
+        }
+        if let Some(fuel) = l.fuel {
+            if !Limits::FUEL.contains(&fuel) {
+                return Err(invalid("limits.fuel", "is 0; give at least 1".into()));
+            }
+            limits.fuel = Some(fuel);
+        }
+        if let Some(mib) = l.schema_memory_mib {
+            if !Limits::SCHEMA_MEMORY_MIB.contains(&mib) {
+                return Err(invalid(
+                    "limits.schema_memory_mib",
+                    format!("is {mib}; {}", give(&Limits::SCHEMA_MEMORY_MIB)),
+                ));
+            }
+            limits.schema_memory_bytes = usize::try_from(mib << 20).unwrap_or(usize::MAX);
+        }
+
+        let mut env = Vec::new();
+        for (index, name) in file.env.inherit.iter().enumerate() {
+            if name.is_empty() || name.contains(['=', '\0']) {
+                return Err(invalid(
+                    &format!("env.inherit[{index}]"),
+                    format!(
+                        "is {name:?}, not a valid environment variable name (it is empty or has \
+                         '=' or NUL in it)"
+                    ),
+                ));
+            }
+            let value = std::env::var(name).map_err(|_| {
+                invalid(
+                    &format!("env.inherit[{index}]"),
+                    format!("names {name}, which is not set in the host's environment; set it or remove the grant"),
+                )
+            })?;
+            env.push((name.clone(), value));
+        }
+        for name in file.env.set.keys() {
+            if name.is_empty() || name.contains(['=', '\0']) {
+                return Err(invalid(
+                    &format!("env.set.{name}"),
+                    "is not a valid environment variable name (it is empty or has '=' or NUL \
+                     in it)"
+                        .into(),
+                ));
+            }
+        }
+        env.extend(file.env.set);
+
+        let base = path.parent().unwrap_or_else(|| Path::new("."));
+        let mut dirs = Vec::new();
+        for (index, dir) in file.dirs.into_iter().enumerate() {
+            let host = base.join(&dir.host);
+            let host = host.canonicalize().map_err(|e| {
+                invalid(
+                    &format!("dirs[{index}].host"),
+                    format!("is {}, which cannot be opened: {e}", host.display()),
+                )
+            })?;
+            if !host.is_dir() {
+                return Err(invalid(
+                    &format!("dirs[{index}].host"),
+                    format!("is {}, which is not a directory", host.display()),
+                ));
+            }
+            if dirs
+                .iter()
+                .any(|granted: &DirGrant| granted.guest == dir.guest)
+            {
+                return Err(invalid(
+                    &format!("dirs[{index}].guest"),
+                    format!(
+                        "is {:?}, which an earlier grant uses already; give each directory its \
+                         own guest path",
+                        dir.guest
+                    ),
+                ));
+            }
+            if !dir.guest.starts_with('/') {
+                return Err(invalid(
+                    &format!("dirs[{index}].guest"),
+                    format!(
+                        "is {:?}; give an absolute path such as \"/data\"",
+                        dir.guest
+                    ),
+                ));
+            }
+            dirs.push(DirGrant {
+                host,
+                guest: dir.guest,
+                writable: dir.mode == DirMode::Rw,
+            });
+        }
+        let grants = |key: &str, rules: &[String]| -> Result<Vec<HttpGrant>, PolicyError> {
+            rules
+                .iter()
+                .enumerate()
+                .map(|(index, rule)| {
+                    HttpGrant::parse(rule).map_err(|message| {
+                        invalid(&format!("{key}[{index}]"), format!("({rule:?}) {message}"))
+                    })
+                })
+                .collect()
+        };
+        let mut http = grants("http.allow", &file.http.allow)?;
+        for grant in grants("http.allow_private", &file.http.allow_private)? {
+            let grant = grant.with_private_addresses();
+            match http.iter_mut().find(|rule| rule.same_destination(&grant)) {
+                Some(rule) => *rule = grant,
+                None => http.push(grant),
+            }
+        }
+        let mut http_secrets = Vec::new();
+        for (index, secret) in file.http.secrets.iter().enumerate() {
+            let key = |field: &str| format!("http.secrets[{index}].{field}");
+            let grant = HttpGrant::parse(&secret.host)
+                .ok()
+                .filter(|grant| http.iter().any(|rule| rule.same_destination(grant)))
+                .ok_or_else(|| {
+                    invalid(
+                        &key("host"),
+                        format!(
+                            "is {:?}, which is not one of the rules of [http] allow; a secret \
+                             goes only to a granted destination",
+                            secret.host
+                        ),
+                    )
+                })?;
+            if !may_carry_secrets(grant.scheme.as_deref(), &grant.host) {
+                let https = HttpGrant {
+                    scheme: Some("https".into()),
+                    ..grant.clone()
+                };
+                return Err(invalid(
+                    &key("host"),
+                    format!(
+                        "is {:?}, a rule that allows plain http, which would send the secret \
+                         unencrypted: a secret goes only over https, or over http to a loopback \
+                         address the rule names literally (such as http://127.0.0.1:8080); \
+                         grant and name \"{https}\" instead",
+                        secret.host
+                    ),
+                ));
+            }
+            let header_ok = !secret.header.is_empty()
+                && secret
+                    .header
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+            if !header_ok {
+                return Err(invalid(
+                    &key("header"),
+                    format!("is {:?}, not an HTTP header name", secret.header),
+                ));
+            }
+            let value = expand(&secret.value).map_err(|message| invalid(&key("value"), message))?;
+            // Never quote the value: it is the secret.
+            if value.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
+                return Err(invalid(
+                    &key("value"),
+                    "holds a line break or NUL once expanded, which no header may".into(),
+                ));
+            }
+            http_secrets.push(HttpSecret::new(grant, secret.header.clone(), value));
+        }
+        let mut tool_http = BTreeMap::new();
+        for (tool, rules) in &file.tools {
+            let key = format!("tools.{tool}.http.allow");
+            let narrowed = grants(&key, &rules.http.allow)?;
+            for (index, grant) in narrowed.iter().enumerate() {
+                if !http.iter().any(|wider| grant.within(wider)) {
+                    return Err(invalid(
+                        &format!("{key}[{index}]"),
+                        format!(
+                            "({grant}) is wider than the plugin's [http] allow; a tool's list \
+                             may only narrow the plugin's"
+                        ),
+                    ));
+                }
+            }
+            tool_http.insert(tool.clone(), narrowed);
+        }
+        Ok(Self {
+            limits,
+            env,
+            dirs,
+            http,
+            http_secrets,
+            tool_http,
+        })
+    }
+}

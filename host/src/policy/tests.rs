@@ -1,0 +1,354 @@
+use std::net::{IpAddr, Ipv6Addr};
+use std::path::Path;
+use std::time::Duration;
+
+use super::*;
+
+fn parse(text: &str) -> Result<SandboxPolicy, PolicyError> {
+    SandboxPolicy::parse(
+        text,
+        Path::new("/plugins/w.policy.toml"),
+        &Limits::default(),
+    )
+}
+
+#[test]
+fn an_empty_policy_grants_nothing() {
+    assert_eq!(parse("").ok(), Some(SandboxPolicy::default()));
+}
+
+#[test]
+fn limits_override_the_defaults_key_by_key() {
+    let policy = parse("[limits]\nmemory_mib = 8\ntimeout_ms = 250\nschema_memory_mib = 1024\n")
+        .expect("valid");
+    assert_eq!(policy.limits.memory_bytes, 8 << 20);
+    assert_eq!(policy.limits.schema_memory_bytes, 1 << 30);
+    assert_eq!(policy.limits.call_timeout, Duration::from_millis(250));
+    assert_eq!(
+        policy.limits.max_output_bytes,
+        Limits::default().max_output_bytes
+    );
+}
+
+#[test]
+fn errors_name_the_file_and_the_key() {
+    assert_eq!(
+        parse("[limits]\nfuel = 7\n")
+            .ok()
+            .and_then(|p| p.limits.fuel),
+        Some(7)
+    );
+    let message = parse("[limits]\nmemory = 8\n")
+        .expect_err("unknown")
+        .to_string();
+    assert!(
+        message.contains("/plugins/w.policy.toml") && message.contains("memory"),
+        "{message}"
+    );
+    let message = parse("[limits]\nmemory_mib = 0\n")
+        .expect_err("range")
+        .to_string();
+    assert!(message.contains("limits.memory_mib"), "{message}");
+    for bad in ["0", "4097"] {
+        let message = parse(&format!("[limits]\nschema_memory_mib = {bad}\n"))
+            .expect_err("range")
+            .to_string();
+        assert!(
+            message.contains("limits.schema_memory_mib") && message.contains("1 to 4096"),
+            "{message}"
+        );
+    }
+    assert!(
+        Limits::default()
+            .schema_memory_bytes(1 << 19)
+            .check()
+            .is_err_and(|message| message.contains("schema memory"))
+    );
+    let message = parse("[limits]\ntimeout_ms = \"soon\"\n")
+        .expect_err("type")
+        .to_string();
+    assert!(message.contains("timeout_ms"), "{message}");
+    let message = parse("[[dirs]]\nhost = \"/no/such/dir\"\nguest = \"/d\"\n")
+        .expect_err("missing dir")
+        .to_string();
+    assert!(message.contains("dirs[0].host"), "{message}");
+    let message = parse("[[dirs]]\nhost = \"/\"\nguest = \"d\"\nmode = \"ro\"\n")
+        .expect_err("relative guest")
+        .to_string();
+    assert!(message.contains("dirs[0].guest"), "{message}");
+    let message = parse("[[dirs]]\nhost = \"/\"\nguest = \"/d\"\nmode = \"rwx\"\n")
+        .expect_err("bad mode")
+        .to_string();
+    assert!(message.contains("rwx"), "{message}");
+    let message = parse("[env]\ninherit = [\"LLM_WORKER_SURELY_UNSET\"]\n")
+        .expect_err("unset")
+        .to_string();
+    assert!(message.contains("env.inherit[0]"), "{message}");
+    let message = parse("[env]\nset = { \"A=B\" = \"c\" }\n")
+        .expect_err("= in a name")
+        .to_string();
+    assert!(message.contains("env.set.A=B"), "{message}");
+    let message = parse("[env]\ninherit = [\"A=B\"]\n")
+        .expect_err("= in a name")
+        .to_string();
+    assert!(
+        message.contains("not a valid environment variable name"),
+        "{message}"
+    );
+    let message = parse(
+        "[[dirs]]\nhost = \"/tmp\"\nguest = \"/d\"\n[[dirs]]\nhost = \"/\"\nguest = \"/d\"\n",
+    )
+    .expect_err("the same guest path twice")
+    .to_string();
+    assert!(message.contains("dirs[1].guest"), "{message}");
+    // TOML errors keep the parser's excerpt of the file, line by line.
+    let message = parse("[limits]\nmemory_mib = \n")
+        .expect_err("bad toml")
+        .to_string();
+    assert!(message.lines().count() > 1, "{message}");
+}
+
+#[test]
+fn grants_are_resolved() {
+    let policy = parse(
+        "[env]\ninherit = [\"PATH\"]\nset = { MODE = \"test\" }\n\
+         [[dirs]]\nhost = \"/tmp\"\nguest = \"/scratch\"\nmode = \"rw\"\n",
+    )
+    .expect("valid");
+    assert_eq!(policy.env[0].0, "PATH");
+    assert_eq!(policy.env[1], ("MODE".to_owned(), "test".to_owned()));
+    assert_eq!(policy.dirs[0].guest, "/scratch");
+    assert!(policy.dirs[0].writable);
+    assert!(policy.dirs[0].host.is_absolute());
+}
+
+#[test]
+fn http_grants_match_scheme_host_and_port() {
+    let grant = |rule: &str| HttpGrant::parse(rule).unwrap_or_else(|e| panic!("{rule}: {e}"));
+    let api = grant("https://api.example.com");
+    assert!(api.allows("https", "api.example.com", None));
+    assert!(api.allows("https", "API.example.com", Some(443)));
+    assert!(!api.allows("http", "api.example.com", None));
+    assert!(!api.allows("https", "api.example.com", Some(8443)));
+    assert!(!api.allows("https", "evil.com", None));
+    let wild = grant("*.example.org");
+    assert!(wild.allows("https", "a.example.org", None));
+    assert!(wild.allows("http", "a.b.example.org", Some(80)));
+    assert!(!wild.allows("https", "example.org", None));
+    assert!(!wild.allows("https", "evilexample.org", None));
+    let local = grant("http://127.0.0.1:8080");
+    assert!(local.allows("http", "127.0.0.1", Some(8080)));
+    assert!(!local.allows("http", "127.0.0.1", None));
+    for bad in [
+        "ftp://x",
+        "https://x/path",
+        "x:notaport",
+        "",
+        "https://user@x",
+        "*.",
+        "http://127.0.0.1:0",
+        "localhost:65536",
+    ] {
+        assert!(HttpGrant::parse(bad).is_err(), "{bad}");
+    }
+    let message = parse("[http]\nallow = [\"https://ok.com\", \"gopher://x\"]\n")
+        .expect_err("bad scheme")
+        .to_string();
+    assert!(message.contains("http.allow[1]"), "{message}");
+}
+
+#[test]
+fn ipv6_addresses_are_granted_in_brackets() {
+    let grant = |rule: &str| HttpGrant::parse(rule).unwrap_or_else(|e| panic!("{rule}: {e}"));
+    let v6 = grant("http://[0:0::1]:8080");
+    assert_eq!(v6.to_string(), "http://[::1]:8080");
+    assert_eq!(v6.address(), Some(IpAddr::V6(Ipv6Addr::LOCALHOST)));
+    assert!(v6.allows("http", "[::1]", Some(8080)));
+    assert!(v6.allows("http", "[0::1]", Some(8080)));
+    assert!(!v6.allows("http", "[::2]", Some(8080)));
+    assert!(!v6.allows("http", "::1", Some(8080)));
+    assert!(grant("[2001:DB8::1]").allows("https", "[2001:db8::1]", None));
+    assert_eq!(
+        grant("http://127.0.0.1").address(),
+        Some([127, 0, 0, 1].into())
+    );
+    for not_an_address in ["localhost", "*.0.0.1", "127.1", "2130706433"] {
+        assert_eq!(grant(not_an_address).address(), None, "{not_an_address}");
+    }
+    for bad in [
+        "http://[::1",
+        "http://[x]:80",
+        "http://[::1]80",
+        "http://[::1]:0",
+        "::1",
+    ] {
+        assert!(HttpGrant::parse(bad).is_err(), "{bad}");
+    }
+}
+
+#[test]
+fn allow_private_grants_its_rules_with_the_opt_in() {
+    let policy = parse(
+        "[http]\nallow = [\"https://api.example.com\", \"http://intranet:8080\"]\n\
+         allow_private = [\"http://intranet:8080\", \"http://wiki.intranet\"]\n",
+    )
+    .expect("valid");
+    let rules: Vec<(String, bool)> = policy
+        .http
+        .iter()
+        .map(|grant| (grant.to_string(), grant.allows_private_addresses()))
+        .collect();
+    assert_eq!(
+        rules,
+        [
+            ("https://api.example.com".to_owned(), false),
+            ("http://intranet:8080".to_owned(), true),
+            ("http://wiki.intranet".to_owned(), true),
+        ]
+    );
+    let message = parse("[http]\nallow_private = [\"ftp://x\"]\n")
+        .expect_err("bad rule")
+        .to_string();
+    assert!(message.contains("http.allow_private[0]"), "{message}");
+    // A tool's list may narrow to an opted-in rule.
+    assert!(
+        parse(
+            "[http]\nallow_private = [\"http://wiki.intranet\"]\n\
+             [tools.t.http]\nallow = [\"http://wiki.intranet\"]\n"
+        )
+        .is_ok()
+    );
+}
+
+#[test]
+fn secrets_go_over_https_or_to_a_loopback_address_named_literally() {
+    let secret = |allow: &str, rule: &str| {
+        parse(&format!(
+            "[http]\n{allow} = [\"{rule}\"]\n[[http.secrets]]\nhost = \"{rule}\"\n\
+             header = \"Authorization\"\nvalue = \"x\"\n"
+        ))
+    };
+    for rule in [
+        "https://api.example.com",
+        "https://10.0.0.1:8443",
+        "http://127.0.0.1:8080",
+        "127.0.0.2",
+        "http://[::1]:8080",
+        "http://[::ffff:127.0.0.1]",
+    ] {
+        assert!(secret("allow", rule).is_ok(), "{rule}");
+    }
+    for (allow, rule) in [
+        ("allow", "http://api.example.com"),
+        ("allow", "api.example.com"),
+        ("allow", "http://localhost:8080"),
+        ("allow", "http://10.0.0.1"),
+        ("allow", "http://*.example.com"),
+        ("allow_private", "http://localhost:8080"),
+    ] {
+        let message = secret(allow, rule).expect_err(rule).to_string();
+        assert!(
+            message.contains("http.secrets[0].host") && message.contains("https://"),
+            "{rule}: {message}"
+        );
+    }
+    // The message names the rule to write.
+    let message = secret("allow", "api.example.com:8443")
+        .expect_err("plain http")
+        .to_string();
+    assert!(
+        message.contains("\"https://api.example.com:8443\""),
+        "{message}"
+    );
+}
+
+mod fuzz {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Policy-shaped text: known and unknown keys, values of every type and range.
+    fn policy_text() -> impl Strategy<Value = String> {
+        let value = prop_oneof![
+            any::<i64>().prop_map(|n| n.to_string()),
+            any::<u64>().prop_map(|n| n.to_string()),
+            Just("0".to_owned()),
+            Just("4097".to_owned()),
+            "\"[a-z0-9:/.*@?-]{0,24}\"",
+            Just("[\"PATH\"]".to_owned()),
+            Just("{ A = \"b\" }".to_owned()),
+            Just("true".to_owned()),
+            Just("1.5".to_owned()),
+        ];
+        let line = (
+            prop_oneof![
+                Just("[limits]"),
+                Just("[env]"),
+                Just("[http]"),
+                Just("[[dirs]]"),
+                Just("")
+            ],
+            prop_oneof![
+                Just("memory_mib"),
+                Just("timeout_ms"),
+                Just("max_input_bytes"),
+                Just("max_output_bytes"),
+                Just("max_consecutive_failures"),
+                Just("fuel"),
+                Just("schema_memory_mib"),
+                Just("inherit"),
+                Just("set"),
+                Just("allow"),
+                Just("allow_private"),
+                Just("host"),
+                Just("guest"),
+                Just("mode"),
+                Just("other"),
+            ],
+            value,
+        )
+            .prop_map(|(table, key, value)| format!("{table}\n{key} = {value}\n"));
+        prop::collection::vec(line, 0..6).prop_map(|lines| lines.concat())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 500, ..ProptestConfig::default() })]
+
+        /// Any text: an error or a policy, never a panic.
+        #[test]
+        fn any_text_is_a_policy_or_an_error(text in "(?s).{0,200}") {
+            let _ = SandboxPolicy::parse(&text, Path::new("/p/x.policy.toml"), &Limits::default());
+        }
+
+        /// Policy-shaped text: whatever is accepted is within the documented ranges, and
+        /// every HTTP grant has a port from 1 to 65535.
+        #[test]
+        fn accepted_policies_are_within_range(text in policy_text()) {
+            if let Ok(policy) = SandboxPolicy::parse(&text, Path::new("/p/x.policy.toml"), &Limits::default()) {
+                prop_assert!(policy.limits.check().is_ok(), "{:?}", policy.limits);
+                for grant in &policy.http {
+                    prop_assert!(grant.port != Some(0), "{}", grant);
+                }
+            }
+        }
+
+        /// HTTP rules: parsed or refused, never a panic; an accepted rule allows its own
+        /// host and never a host outside it.
+        #[test]
+        fn http_rules_allow_only_their_host(rule in "[a-z*.:/0-9@-]{0,30}", other in "[a-z]{1,8}") {
+            if let Ok(grant) = HttpGrant::parse(&rule) {
+                let host = grant.host.trim_start_matches("*.").to_owned();
+                let outside = format!("{other}x.invalid");
+                prop_assert!(!grant.allows("https", &outside, None) || host == outside);
+            }
+        }
+    }
+}
+
+#[test]
+fn policy_files_sit_beside_plugins() {
+    assert_eq!(
+        SandboxPolicy::path_for(Path::new("/p/weather.wasm")),
+        Path::new("/p/weather.policy.toml")
+    );
+}
