@@ -11,8 +11,10 @@ mod http;
 #[cfg(test)]
 mod tests;
 
+#[cfg(feature = "wasi-http")]
+pub(crate) use self::http::literal_address;
+pub(crate) use self::http::may_carry_secrets;
 pub use self::http::{HttpGrant, HttpSecret};
-pub(crate) use self::http::{literal_address, may_carry_secrets};
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
