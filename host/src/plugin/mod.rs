@@ -569,6 +569,11 @@ impl PluginHost {
         &self.inner.limits
     }
 
+    /// The largest plugin file this host reads ([`PluginHostBuilder::max_plugin_bytes`]).
+    pub fn max_plugin_bytes(&self) -> u64 {
+        self.inner.max_file_bytes
+    }
+
     /// Reads, compiles and validates the plugin at `path`.
     ///
     /// This compiles the component (CPU-heavy: tens to hundreds of milliseconds) and runs it
@@ -702,6 +707,11 @@ impl PluginHost {
             crate::lock::LockFile::read(dir)?
         };
         let approved = lock.as_ref().map(crate::lock::LockFile::by_file);
+        // Pulled plugins whose signer the trust policy no longer allows (host/src/lock.rs).
+        let source_refusals = lock
+            .as_ref()
+            .map(|lock| lock.source_refusals(dir))
+            .unwrap_or_default();
 
         let mut loaded = Vec::new();
         let mut failures = Vec::new();
@@ -733,6 +743,14 @@ impl PluginHost {
                     failures.push(PluginError::Io { path, source });
                     continue;
                 }
+            }
+            if let Some(reason) = source_refusals.get(&crate::lock::relative_name(dir, &path)) {
+                failures.push(PluginError::NotApproved {
+                    path,
+                    lock: dir.join(crate::lock::LOCK_FILE),
+                    reason: reason.clone(),
+                });
+                continue;
             }
             let attempt = match &approved {
                 None => self.load(&path),
@@ -1377,7 +1395,9 @@ impl LoadDirOptions {
             .filter(|path| path.extension().is_some_and(|ext| ext == "toml"))
             .filter(|path| {
                 let name = path.file_name().unwrap_or_default();
-                name != "Cargo.toml" && name != crate::lock::LOCK_FILE
+                name != "Cargo.toml"
+                    && name != crate::lock::LOCK_FILE
+                    && name != crate::trust::TRUST_FILE
             })
             .filter(|policy| {
                 !plugins
