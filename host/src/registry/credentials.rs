@@ -135,10 +135,10 @@ fn from_docker_config(
                 .and_then(|(_, helper)| helper.as_str())
         })
         .or_else(|| config.get("credsStore").and_then(serde_json::Value::as_str));
-    if let Some(helper) = helper {
-        if let Some(found) = from_helper(helper, registry)? {
-            return Ok(Some(found));
-        }
+    if let Some(helper) = helper
+        && let Some(found) = from_helper(helper, registry)?
+    {
+        return Ok(Some(found));
     }
     let Some(auths) = config.get("auths").and_then(serde_json::Value::as_object) else {
         return Ok(None);
