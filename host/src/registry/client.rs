@@ -1,7 +1,7 @@
 //! The HTTP side of the OCI distribution API: manifests and blobs read with size caps, blobs
 //! and manifests written, the registry's token or basic authentication.
 //!
-//! TLS is rustls with ring, checked against the system's roots; plain HTTP only for a
+//! TLS is rustls with ring, checked against the system's root certificates; plain HTTP only for a
 //! loopback registry and only when asked for. Redirects are followed at most five times, only
 //! to https (or to plain HTTP on loopback when plain HTTP is allowed), and reqwest drops the
 //! `Authorization` header on any redirect to another host, port or scheme. Proxies come from
@@ -132,11 +132,7 @@ impl RegistryClient {
             .timeout(options.request_timeout)
             .user_agent(concat!("llm-worker/", env!("CARGO_PKG_VERSION")));
         if !plain_http {
-            builder = builder
-                .https_only(true)
-                .tls_backend_preconfigured(tls_config()?);
-        } else {
-            builder = builder.tls_backend_preconfigured(tls_config()?);
+            builder = builder.https_only(true);
         }
         let http = builder.build().map_err(|error| {
             RegistryError::Usage(format!("cannot set up the HTTP client: {error}"))
@@ -449,17 +445,6 @@ fn challenge_parameters(text: &str) -> Vec<(String, String)> {
         rest = remaining.trim_start().trim_start_matches(',');
     }
     pairs
-}
-
-/// The rustls configuration: ring, and the platform's verifier (the system's roots).
-fn tls_config() -> Result<rustls::ClientConfig, RegistryError> {
-    use rustls_platform_verifier::BuilderVerifierExt;
-    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
-    rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .and_then(|builder| builder.with_platform_verifier())
-        .map(|builder| builder.with_no_client_auth())
-        .map_err(|error| RegistryError::Usage(format!("cannot set up TLS: {error}")))
 }
 
 fn transport(url: &str, error: &reqwest::Error) -> RegistryError {
