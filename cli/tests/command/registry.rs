@@ -301,7 +301,13 @@ async fn a_signed_plugin_is_pushed_pulled_served_and_recorded_in_the_lock() {
             && report.contains("still allowed by llm-worker.trust.toml"),
         "{report}"
     );
-    assert!(!stderr(&out).contains("trust.toml"), "{}", stderr(&out));
+    let out = run(&registry.cache(), &["list", text_of(&dir)], None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        !stderr(&out).contains("trust.toml"),
+        "not a stray policy: {}",
+        stderr(&out)
+    );
 
     // Pulling again changes nothing; `lock` keeps the provenance.
     let out = registry.pull("acme/greet:1.0", &dir, &[]);
