@@ -4,6 +4,25 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rustup target add wasm32-wasip2 >/dev/null 2>&1 || echo "note: rustup not found; the wasm32-wasip2 target must be installed" >&2
+# The registry tests (cli/tests/command/registry.rs) start Debian's `docker-registry`
+# (distribution 2.8) on a loopback port, and push with python3 and openssl as an independent
+# client. Install them where apt can; elsewhere those tests say they are skipped (under CI
+# they fail instead).
+missing=""
+for program in docker-registry python3 openssl; do
+    command -v "$program" >/dev/null 2>&1 || missing="$missing $program"
+done
+if [ -n "$missing" ]; then
+    packages="$missing"
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "installing$packages for the registry tests"
+        # The package's service is not wanted: the tests start their own registries.
+        (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $packages) >/dev/null \
+            || echo "note: could not install$packages; the registry tests will say they are skipped" >&2
+    else
+        echo "note:$missing not installed (apt-get install$packages as root); the registry tests will say they are skipped" >&2
+    fi
+fi
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 cargo test --manifest-path plugins/Cargo.toml --target-dir plugins/target --workspace 2>&1 | tee -a "$log"

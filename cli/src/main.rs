@@ -24,6 +24,8 @@ macro_rules! outln {
     }};
 }
 
+mod registry;
+
 /// Host LLM tools as sandboxed WebAssembly components.
 #[derive(Parser)]
 #[command(name = "llm-worker", version, about, long_about = None)]
@@ -77,6 +79,10 @@ struct HostArgs {
     /// whatever is there). A directory that has a lock when `serve` starts stays locked.
     #[arg(long)]
     locked: bool,
+    /// Largest plugin file read (and, for `pull`, downloaded), in MiB.
+    #[arg(long, value_name = "MIB", default_value_t = 256,
+          value_parser = clap::value_parser!(u64).range(1..=4096))]
+    max_plugin_mib: u64,
 }
 
 #[derive(Subcommand)]
@@ -180,6 +186,51 @@ enum Command {
         #[arg(long)]
         check: bool,
     },
+    /// Pull a plugin from an OCI registry into DIR (as NAME.wasm), verified against
+    /// DIR/llm-worker.trust.toml, and record its digests and signer in DIR/llm-worker.lock.
+    Pull {
+        /// REGISTRY/REPOSITORY:TAG or REGISTRY/REPOSITORY@sha256:DIGEST.
+        reference: String,
+        /// The plugin directory.
+        dir: PathBuf,
+        #[command(flatten)]
+        host: HostArgs,
+        /// The plugin's name in DIR (NAME.wasm); default: the repository's last part.
+        #[arg(long)]
+        name: Option<String>,
+        /// Move a plugin the lock records to what REFERENCE names now (verified first).
+        #[arg(long)]
+        update: bool,
+        /// Take the artifact without a signature, this once (recorded in the lock as such).
+        #[arg(long)]
+        allow_unsigned: bool,
+        /// Speak plain HTTP, to a registry on this machine only (localhost, 127.0.0.1, [::1]).
+        #[arg(long)]
+        plain_http: bool,
+        /// Give up a request to the registry after this many seconds.
+        #[arg(long, value_name = "SECS", default_value_t = 600,
+              value_parser = clap::value_parser!(u64).range(1..=86_400))]
+        timeout_secs: u64,
+    },
+    /// Push a plugin FILE to an OCI registry as a Wasm artifact, signed with --sign KEY as
+    /// cosign signs (the signature under the tag sha256-<digest>.sig).
+    Push {
+        /// The plugin (.wasm); it must load.
+        file: PathBuf,
+        /// REGISTRY/REPOSITORY:TAG.
+        reference: String,
+        /// Sign with this unencrypted PEM key of the curve P-256 (PKCS#8 `PRIVATE KEY` or
+        /// SEC1 `EC PRIVATE KEY`).
+        #[arg(long, value_name = "KEY")]
+        sign: Option<PathBuf>,
+        /// Speak plain HTTP, to a registry on this machine only.
+        #[arg(long)]
+        plain_http: bool,
+        /// Give up a request to the registry after this many seconds.
+        #[arg(long, value_name = "SECS", default_value_t = 600,
+              value_parser = clap::value_parser!(u64).range(1..=86_400))]
+        timeout_secs: u64,
+    },
     /// Print the tool definitions of DIR in a provider's JSON shape, sorted by name.
     Schema {
         /// The plugin directory.
@@ -245,7 +296,9 @@ fn loader(cli: &HostArgs) -> anyhow::Result<Loader> {
     } else {
         cli.cache_dir.clone().or_else(PluginHost::default_cache_dir)
     };
-    let mut builder = PluginHost::builder().limits(limits);
+    let mut builder = PluginHost::builder()
+        .limits(limits)
+        .max_plugin_bytes(cli.max_plugin_mib << 20);
     if let Some(dir) = cache {
         builder = builder.cache_dir(dir);
     }
@@ -481,6 +534,8 @@ async fn call(
 fn check(out: &mut String, loader: &Loader, dir: &Path) -> anyhow::Result<ExitCode> {
     let loaded = load_with_progress(loader, dir)?;
     let locked = dir.join(LOCK_FILE).exists() && !loader.options.ignore_lock;
+    // What `pull` verified, by file (the lock was read and checked by the load above).
+    let lock = LockFile::read(dir).ok().flatten().filter(|_| locked);
     for plugin in &loaded.plugins {
         let policy = plugin.policy();
         outln!(
@@ -564,6 +619,31 @@ fn check(out: &mut String, loader: &Loader, dir: &Path) -> anyhow::Result<ExitCo
         if locked {
             outln!(out, "         lock: approved by {LOCK_FILE}");
         }
+        let file = file_name(plugin, dir);
+        if let Some(source) = lock
+            .iter()
+            .flat_map(|lock| &lock.plugins)
+            .find(|entry| entry.file == file)
+            .and_then(|entry| entry.source.as_ref())
+        {
+            outln!(
+                out,
+                "         source: {} (manifest {}, component sha256:{})",
+                source.reference,
+                source.manifest,
+                file_sha256(source)
+            );
+            outln!(
+                out,
+                "         verified: {} at pull; bytes match the lock; {}",
+                source.verified(),
+                if source.unsigned.as_deref() == Some(llm_worker::UNSIGNED_BY_FLAG) {
+                    "not checked against the trust policy (a one-off exception)".to_owned()
+                } else {
+                    format!("still allowed by {}", llm_worker::TRUST_FILE)
+                }
+            );
+        }
     }
     for failure in &loaded.failures {
         outln!(out, "refused  {failure}");
@@ -581,6 +661,14 @@ fn check(out: &mut String, loader: &Loader, dir: &Path) -> anyhow::Result<ExitCo
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// The hex SHA-256 of a pulled plugin's component, from its layer digest.
+fn file_sha256(source: &llm_worker::PluginSource) -> &str {
+    source
+        .layer
+        .strip_prefix("sha256:")
+        .unwrap_or(&source.layer)
 }
 
 /// The hints a client is shown, in words: `read-only`, `not open-world`, ….
@@ -603,7 +691,21 @@ fn hint_words(hints: &llm_worker::ToolAnnotations) -> Vec<String> {
 fn lock(out: &mut String, loader: &Loader, dir: &Path, check: bool) -> anyhow::Result<ExitCode> {
     let options = loader.options.ignore_lock(true);
     let loaded = loader.host.load_dir_with(dir, options, |_, _, _| {})?;
-    let now = LockFile::of(dir, &loaded.plugins);
+    let mut now = LockFile::of(dir, &loaded.plugins);
+    // Pulled plugins keep their provenance; the trust policy is pinned (and must allow them).
+    match LockFile::read(dir) {
+        Ok(Some(previous)) => {
+            for note in now.keep_sources(&previous) {
+                tracing::warn!("{note}");
+            }
+        }
+        Ok(None) => {}
+        Err(error) => tracing::warn!(
+            "the current lock cannot be read, so pulled plugins lose their provenance: {error}"
+        ),
+    }
+    now.trust_sha256 = llm_worker::TrustPolicy::pin(dir)?;
+    let refusals = now.source_refusals(dir);
     if check {
         let Some(approved) = LockFile::read(dir)? else {
             eprintln!(
@@ -614,6 +716,12 @@ fn lock(out: &mut String, loader: &Loader, dir: &Path, check: bool) -> anyhow::R
             return Ok(ExitCode::FAILURE);
         };
         let mut differences = approved.differences(&now);
+        differences.extend(approved.trust_difference(&now));
+        differences.extend(
+            refusals
+                .iter()
+                .map(|(file, reason)| format!("refused: {file}: {reason}")),
+        );
         differences.extend(
             loaded
                 .failures
@@ -636,9 +744,12 @@ fn lock(out: &mut String, loader: &Loader, dir: &Path, check: bool) -> anyhow::R
         );
         return Ok(ExitCode::FAILURE);
     }
-    if !loaded.failures.is_empty() {
+    if !loaded.failures.is_empty() || !refusals.is_empty() {
         for failure in &loaded.failures {
             eprintln!("refused: {failure}");
+        }
+        for (file, reason) in &refusals {
+            eprintln!("refused: {file}: {reason}");
         }
         eprintln!(
             "error: nothing written: fix or remove the refused plugins first, so that the lock \
@@ -761,9 +872,33 @@ build it with: cd {} && cargo build --release --target wasm32-wasip2",
         | Command::Check { host, .. }
         | Command::Serve { host, .. }
         | Command::Lock { host, .. }
+        | Command::Pull { host, .. }
         | Command::Schema { host, .. } => Some(host),
-        Command::New { .. } => None,
+        Command::New { .. } | Command::Push { .. } => None,
     };
+    if let Command::Push {
+        file,
+        reference,
+        sign,
+        plain_http,
+        timeout_secs,
+    } = &cli.command
+    {
+        let result = registry::push_file(
+            &mut out,
+            file,
+            reference,
+            sign.as_deref(),
+            *plain_http,
+            *timeout_secs,
+        )
+        .await;
+        print!("{out}");
+        return result.unwrap_or_else(|error| {
+            eprintln!("error: {}", error_text(&error));
+            ExitCode::FAILURE
+        });
+    }
     let result = match host
         .map(loader)
         .unwrap_or_else(|| Err(anyhow::anyhow!("nothing to load")))
@@ -776,6 +911,27 @@ build it with: cd {} && cargo build --release --target wasm32-wasip2",
             } => call(&mut out, &loader, dir, tool, json.clone()).await,
             Command::Check { dir, .. } => check(&mut out, &loader, dir),
             Command::Lock { dir, check, .. } => lock(&mut out, &loader, dir, *check),
+            Command::Pull {
+                reference,
+                dir,
+                name,
+                update,
+                allow_unsigned,
+                plain_http,
+                timeout_secs,
+                ..
+            } => {
+                let args = registry::PullArgs {
+                    reference,
+                    dir,
+                    name: name.clone(),
+                    update: *update,
+                    allow_unsigned: *allow_unsigned,
+                    plain_http: *plain_http,
+                    timeout_secs: *timeout_secs,
+                };
+                registry::pull(&mut out, &loader, args).await
+            }
             Command::Schema {
                 dir,
                 format,
@@ -817,7 +973,7 @@ build it with: cd {} && cargo build --release --target wasm32-wasip2",
                     .await
                     .map(|()| ExitCode::SUCCESS)
             }
-            Command::New { .. } => Ok(ExitCode::SUCCESS),
+            Command::New { .. } | Command::Push { .. } => Ok(ExitCode::SUCCESS),
         },
     };
     // A reader that stops early (`| head`) is not an error.

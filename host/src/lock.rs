@@ -40,14 +40,22 @@ pub struct LockedPlugin {
     pub tools: Vec<String>,
     /// What it imports, for the reviewer.
     pub imports: Vec<String>,
+    /// Where it was pulled from and what was verified then (lock version 2; `None` for a
+    /// plugin put in the directory by hand).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<PluginSource>,
 }
 
 /// The contents of a lock file, plugins in file order.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LockFile {
-    /// The format's version (1).
+    /// The format's version: 1, or 2 once it records pulled plugins or pins a trust policy.
     pub version: u32,
+    /// The SHA-256 of the directory's trust policy ([`crate::TRUST_FILE`]) when it was locked
+    /// (version 2): a trust policy changed since is not used until it is approved again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trust_sha256: Option<String>,
     /// The approved plugins.
     #[serde(default, rename = "plugin")]
     pub plugins: Vec<LockedPlugin>,
@@ -220,7 +228,7 @@ fn grants_moved(locked: &[String], now: &[String]) -> String {
 /// Opens the lock file at `path` (in `dir`) for reading if it can be trusted: a regular file
 /// (never blocking on a FIFO), owned by this user or root, writable by no one else, and — when
 /// reached through links — still inside `dir`. `Ok(None)` if there is none.
-fn open_trusted(dir: &Path, path: &Path) -> Result<Option<std::fs::File>, LockError> {
+pub(crate) fn open_trusted(dir: &Path, path: &Path) -> Result<Option<std::fs::File>, LockError> {
     let untrusted = |reason: String| LockError::Untrusted {
         path: path.to_owned(),
         reason,
@@ -331,14 +339,9 @@ impl LockFile {
             path: path.clone(),
             message: e.to_string().trim_end().to_owned(),
         })?;
-        if lock.version != 1 {
-            return Err(LockError::Invalid {
-                path,
-                message: format!(
-                    "its version is {}; this llm-worker reads version 1",
-                    lock.version
-                ),
-            });
+        // Version 2 (pulled plugins' provenance, the trust policy's pin) is checked apart.
+        if let Err(message) = lock.check_version() {
+            return Err(LockError::Invalid { path, message });
         }
         Ok(Some(lock))
     }
@@ -361,18 +364,20 @@ impl LockFile {
                 dirs: grant_paths(plugin.policy()),
                 tools: plugin.tool_names().into_iter().map(str::to_owned).collect(),
                 imports: plugin.imports().to_vec(),
+                source: None,
             })
             .collect();
         plugins.sort_by(|a, b| a.file.cmp(&b.file));
         Self {
             version: 1,
+            trust_sha256: None,
             plugins,
         }
     }
 
     /// The file's text: stable order, one table per plugin, reviewable in a diff.
     pub fn to_toml(&self) -> String {
-        let body = toml::to_string_pretty(self).unwrap_or_default();
+        let body = toml::to_string_pretty(&self.versioned()).unwrap_or_default();
         format!(
             "# The plugins approved for this directory, by the SHA-256 of each plugin and of its\n\
              # policy, and where its directory grants lead. A plugin that changed, or that is\n\
@@ -447,5 +452,335 @@ impl LockFile {
             }
         }
         lines
+    }
+}
+
+/// How a plugin pulled without a signature was let in: `llm-worker pull --allow-unsigned`, a
+/// one-off exception of the operator's that loading does not question again.
+pub const UNSIGNED_BY_FLAG: &str = "pull --allow-unsigned";
+/// ... or a rule of the trust policy saying `unsigned = true`, which loading checks again.
+pub const UNSIGNED_BY_POLICY: &str = "trust policy";
+
+/// Where a pulled plugin came from and what `llm-worker pull` verified (lock version 2).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginSource {
+    /// The reference pulled, as given (`registry/repository:tag` or `…@sha256:…`).
+    pub reference: String,
+    /// `registry/repository`, which the trust policy's rules match.
+    pub repository: String,
+    /// The digest of the manifest pulled: a tag that later points elsewhere is refused until
+    /// `pull --update`.
+    pub manifest: String,
+    /// The digest of its one layer: `sha256:` and the plugin's `sha256`.
+    pub layer: String,
+    /// The name of the key whose signature was verified, in the trust policy then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signer: Option<String>,
+    /// That key's SHA-256 (`sha256:` and the hex of its DER): loading refuses the plugin once
+    /// the trust policy no longer lists this key for its repository.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// Why it was taken without a signature: [`UNSIGNED_BY_FLAG`] or [`UNSIGNED_BY_POLICY`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unsigned: Option<String>,
+}
+
+impl PluginSource {
+    /// What was verified, in words: `signed by acme (sha256:…)` or `unsigned (…)`.
+    pub fn verified(&self) -> String {
+        match (&self.signer, &self.key, &self.unsigned) {
+            (Some(signer), Some(key), _) => format!("signed by {signer} ({key})"),
+            (_, _, Some(how)) => format!("unsigned, allowed by {how}"),
+            _ => "nothing".to_owned(),
+        }
+    }
+
+    /// Why the current trust policy (`None`: there is none) does not allow this plugin to load.
+    fn refusal(&self, policy: Option<&crate::TrustPolicy>) -> Option<String> {
+        use crate::trust::Requirement;
+        let trust = crate::trust::TRUST_FILE;
+        if self.unsigned.as_deref() == Some(UNSIGNED_BY_FLAG) {
+            return None;
+        }
+        let repository = &self.repository;
+        let Some(policy) = policy else {
+            return Some(format!(
+                "it was pulled from {repository} and verified against the trust policy, and \
+                 {trust} is gone; restore it"
+            ));
+        };
+        match policy.requirement(repository) {
+            Requirement::NoRule => Some(format!(
+                "no rule of {trust} covers {repository} any more, so its signer is no longer \
+                 trusted; remove the plugin, or add a rule for {repository}"
+            )),
+            Requirement::Unsigned => None,
+            Requirement::Signed(keys) => {
+                let names: Vec<&str> = keys.iter().map(|key| key.name.as_str()).collect();
+                let trusted = keys
+                    .iter()
+                    .any(|key| Some(&key.fingerprint) == self.key.as_ref());
+                match (&self.signer, &self.key) {
+                    _ if trusted => None,
+                    (Some(signer), Some(key)) => Some(format!(
+                        "its signer '{signer}' ({key}) is no longer trusted for {repository} by \
+                         {trust} (its rule accepts {}); remove the plugin, or pull a version \
+                         signed by a trusted key with `llm-worker pull --update`",
+                        names.join(", ")
+                    )),
+                    _ => Some(format!(
+                        "it was pulled unsigned as the trust policy then allowed, and {trust} \
+                         now wants {repository} signed by {}; remove the plugin, or pull a \
+                         signed version with `llm-worker pull --update`",
+                        names.join(", ")
+                    )),
+                }
+            }
+        }
+    }
+}
+
+impl LockFile {
+    /// Whether the lock needs version 2 (pulled plugins, a pinned trust policy).
+    fn needs_version_2(&self) -> bool {
+        self.trust_sha256.is_some() || self.plugins.iter().any(|p| p.source.is_some())
+    }
+
+    /// This lock with the lowest version that holds it (older readers keep reading plain
+    /// directories' locks).
+    fn versioned(&self) -> Self {
+        let mut lock = self.clone();
+        lock.version = if self.needs_version_2() { 2 } else { 1 };
+        lock
+    }
+
+    /// Checks the version and what version 2 adds.
+    fn check_version(&self) -> Result<(), String> {
+        match self.version {
+            1 if self.needs_version_2() => {
+                return Err(
+                    "it says version 1 but has `trust_sha256` or a `[plugin.source]`, which \
+                     only version 2 has"
+                        .into(),
+                );
+            }
+            1 | 2 => {}
+            version => {
+                return Err(format!(
+                    "its version is {version}; this llm-worker reads versions 1 and 2"
+                ));
+            }
+        }
+        for plugin in &self.plugins {
+            let Some(source) = &plugin.source else {
+                continue;
+            };
+            let file = &plugin.file;
+            if source.layer != format!("sha256:{}", plugin.sha256) {
+                return Err(format!(
+                    "{file}: its source's layer is {}, and its sha256 {}: they must be the same \
+                     bytes",
+                    source.layer, plugin.sha256
+                ));
+            }
+            let signed = source.signer.is_some() && source.key.is_some();
+            let unsigned = matches!(
+                source.unsigned.as_deref(),
+                Some(UNSIGNED_BY_FLAG | UNSIGNED_BY_POLICY)
+            );
+            if signed == unsigned || source.signer.is_some() != source.key.is_some() {
+                return Err(format!(
+                    "{file}: its source names a `signer` and its `key`, or says `unsigned = \
+                     \"{UNSIGNED_BY_FLAG}\"` (or \"{UNSIGNED_BY_POLICY}\"), not both"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds `entry` to the lock, replacing the entry of the same file.
+    pub fn upsert(&mut self, entry: LockedPlugin) {
+        self.plugins.retain(|plugin| plugin.file != entry.file);
+        self.plugins.push(entry);
+        self.plugins.sort_by(|a, b| a.file.cmp(&b.file));
+    }
+
+    /// Keeps the provenance that `previous` recorded for plugins whose bytes are unchanged (a
+    /// lock written afresh with [`LockFile::of`] knows nothing of registries); one note for
+    /// each pulled plugin whose bytes changed, whose provenance is dropped.
+    pub fn keep_sources(&mut self, previous: &LockFile) -> Vec<String> {
+        let before = previous.by_file();
+        let mut notes = Vec::new();
+        for plugin in &mut self.plugins {
+            let Some(old) = before.get(plugin.file.as_str()) else {
+                continue;
+            };
+            let Some(source) = &old.source else {
+                continue;
+            };
+            if old.sha256 == plugin.sha256 {
+                plugin.source = Some(source.clone());
+            } else {
+                notes.push(format!(
+                    "{}: changed since it was pulled from {} ({}); it is now approved as a \
+                     local file, without its provenance",
+                    plugin.file, source.reference, source.manifest
+                ));
+            }
+        }
+        notes
+    }
+
+    /// Says how the trust policy's pin differs between this lock and `now`, if it does.
+    pub fn trust_difference(&self, now: &LockFile) -> Option<String> {
+        let trust = crate::trust::TRUST_FILE;
+        let show = |pin: &Option<String>| pin.clone().unwrap_or_else(|| "none".into());
+        (self.trust_sha256 != now.trust_sha256).then(|| {
+            format!(
+                "{trust}: changed (sha256 {} in the lock, {} now)",
+                show(&self.trust_sha256),
+                show(&now.trust_sha256)
+            )
+        })
+    }
+
+    /// Why each plugin of this lock that was pulled from a registry may not load now, by file:
+    /// its signer is no longer allowed by the directory's trust policy, or the trust policy is
+    /// not the one the lock pinned. Empty when every one may (and always for a lock without
+    /// pulled plugins, which reads no trust policy).
+    pub fn source_refusals(&self, dir: &Path) -> BTreeMap<String, String> {
+        let pulled: Vec<(&str, &PluginSource)> = self
+            .plugins
+            .iter()
+            .filter_map(|plugin| Some((plugin.file.as_str(), plugin.source.as_ref()?)))
+            .collect();
+        if pulled.is_empty() {
+            return BTreeMap::new();
+        }
+        let trust = crate::trust::TRUST_FILE;
+        let policy = match crate::TrustPolicy::read(dir) {
+            Ok(policy) => policy,
+            Err(error) => {
+                let reason = format!("it was pulled from a registry, and {error}");
+                return pulled
+                    .into_iter()
+                    .filter(|(_, source)| source.unsigned.as_deref() != Some(UNSIGNED_BY_FLAG))
+                    .map(|(file, _)| (file.to_owned(), reason.clone()))
+                    .collect();
+            }
+        };
+        let now = policy.as_ref().map(|policy| policy.sha256.clone());
+        let pin = match (&self.trust_sha256, &now) {
+            (old, new) if old == new => None,
+            (Some(old), Some(new)) => Some(format!(
+                "the trust policy {trust} changed since it was locked (sha256 {old} in the lock, \
+                 {new} now); review it, then approve it with `llm-worker lock DIR`"
+            )),
+            (Some(old), None) => Some(format!(
+                "the trust policy {trust} that the lock pinned (sha256 {old}) is gone; restore it"
+            )),
+            (None, _) => Some(format!(
+                "the lock does not pin the trust policy {trust}; review it, then approve it with \
+                 `llm-worker lock DIR`"
+            )),
+        };
+        pulled
+            .into_iter()
+            .filter_map(|(file, source)| {
+                let reason = source.refusal(policy.as_ref()).or_else(|| {
+                    (source.unsigned.as_deref() != Some(UNSIGNED_BY_FLAG))
+                        .then(|| pin.clone())
+                        .flatten()
+                })?;
+                Some((file.to_owned(), reason))
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pulled(unsigned: Option<&str>) -> LockFile {
+        let sha = "ab".repeat(32);
+        LockFile {
+            version: 2,
+            trust_sha256: None,
+            plugins: vec![LockedPlugin {
+                file: "greet.wasm".into(),
+                sha256: sha.clone(),
+                policy_sha256: "none".into(),
+                dirs: Vec::new(),
+                tools: vec!["greet".into()],
+                imports: Vec::new(),
+                source: Some(PluginSource {
+                    reference: "r.example/acme/greet:1".into(),
+                    repository: "r.example/acme/greet".into(),
+                    manifest: format!("sha256:{}", "cd".repeat(32)),
+                    layer: format!("sha256:{sha}"),
+                    signer: unsigned.is_none().then(|| "acme".into()),
+                    key: unsigned
+                        .is_none()
+                        .then(|| format!("sha256:{}", "ef".repeat(32))),
+                    unsigned: unsigned.map(str::to_owned),
+                }),
+            }],
+        }
+    }
+
+    #[test]
+    fn version_2_is_written_only_when_needed_and_checked_when_read() {
+        let lock = pulled(None);
+        let text = lock.to_toml();
+        assert!(
+            text.contains("version = 2") && text.contains("[plugin.source]"),
+            "{text}"
+        );
+        let read: LockFile = toml::from_str(&text).expect("toml");
+        assert_eq!(read.check_version(), Ok(()));
+        assert_eq!(read.plugins, lock.plugins);
+
+        let mut plain = lock.clone();
+        plain.plugins[0].source = None;
+        assert!(plain.to_toml().contains("version = 1"));
+
+        let mut old = read.clone();
+        old.version = 1;
+        assert!(old.check_version().is_err(), "version 1 has no sources");
+        let mut future = read.clone();
+        future.version = 3;
+        assert!(future.check_version().expect_err("3").contains("1 and 2"));
+        let mut moved = read.clone();
+        moved.plugins[0].sha256 = "00".repeat(32);
+        assert!(
+            moved
+                .check_version()
+                .expect_err("layer")
+                .contains("same bytes")
+        );
+        let mut both = pulled(Some(UNSIGNED_BY_FLAG));
+        assert_eq!(both.check_version(), Ok(()));
+        if let Some(source) = &mut both.plugins[0].source {
+            source.signer = Some("acme".into());
+            source.key = Some("sha256:00".into());
+        }
+        assert!(both.check_version().is_err(), "signed and unsigned at once");
+    }
+
+    #[test]
+    fn a_one_off_unsigned_pull_needs_no_trust_policy_and_a_signed_one_does() {
+        let dir = std::env::temp_dir().join(format!("llm-worker-lock-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        assert!(
+            pulled(Some(UNSIGNED_BY_FLAG))
+                .source_refusals(&dir)
+                .is_empty()
+        );
+        let refusals = pulled(None).source_refusals(&dir);
+        assert!(refusals["greet.wasm"].contains("is gone"), "{refusals:?}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

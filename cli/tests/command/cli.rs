@@ -18,7 +18,7 @@ pub(crate) fn plugin_dir(name: &str, plugins: &[&str]) -> (ScratchDir, PathBuf, 
     (root, dir, cache)
 }
 
-fn run(cache: &Path, args: &[&str], stdin: Option<&str>) -> Output {
+pub(crate) fn run(cache: &Path, args: &[&str], stdin: Option<&str>) -> Output {
     // The loading options go after the subcommand: `llm-worker list --cache-dir DIR …`.
     let at = args
         .iter()

@@ -5,3 +5,4 @@ mod cli;
 mod first_hour;
 mod http;
 mod mcp;
+mod registry;

@@ -348,7 +348,7 @@ async fn an_mcp_client_sees_titles_hints_output_schemas_structured_results_logs_
 
 /// `llm-worker serve --watch` of `dir` over stdio, its client (counting list changes) and its
 /// stderr, line by line.
-async fn serve_watching(
+pub(crate) async fn serve_watching(
     cache: &std::path::Path,
     dir: &std::path::Path,
 ) -> (
@@ -381,7 +381,7 @@ pub(crate) fn deploy(name: &str, path: &std::path::Path) {
 }
 
 /// The names of `tools`, in order.
-fn names(tools: Vec<rmcp::model::Tool>) -> Vec<String> {
+pub(crate) fn names(tools: Vec<rmcp::model::Tool>) -> Vec<String> {
     tools.into_iter().map(|t| t.name.into_owned()).collect()
 }
 

@@ -43,6 +43,12 @@ impl PluginHost {
             crate::lock::LockFile::read(dir)?
         };
 
+        // Pulled plugins whose signer the trust policy no longer allows (host/src/lock.rs).
+        let source_refusals = lock
+            .as_ref()
+            .map(|lock| lock.source_refusals(dir))
+            .unwrap_or_default();
+
         let mut loaded = Vec::new();
         let mut failures = Vec::new();
         if let Some(lock) = &lock {
@@ -66,6 +72,10 @@ impl PluginHost {
                     failures.push(PluginError::Io { path, source });
                     continue;
                 }
+            }
+            if let Some(reason) = source_refusals.get(&crate::lock::relative_name(dir, &path)) {
+                failures.push(PluginError::not_approved(dir, &path, reason.clone()));
+                continue;
             }
             let attempt = match &lock {
                 None => self.load(&path),
@@ -223,7 +233,9 @@ impl LoadDirOptions {
             .filter(|path| path.extension().is_some_and(|ext| ext == "toml"))
             .filter(|path| {
                 let name = path.file_name().unwrap_or_default();
-                name != "Cargo.toml" && name != crate::lock::LOCK_FILE
+                name != "Cargo.toml"
+                    && name != crate::lock::LOCK_FILE
+                    && name != crate::trust::TRUST_FILE
             })
             .filter(|policy| {
                 !plugins

@@ -288,6 +288,11 @@ impl PluginHost {
         &self.inner.limits
     }
 
+    /// The largest plugin file this host reads ([`PluginHostBuilder::max_plugin_bytes`]).
+    pub fn max_plugin_bytes(&self) -> u64 {
+        self.inner.max_file_bytes
+    }
+
     /// Reads a plugin file: a regular file (a FIFO or device is refused without blocking)
     /// within the size limit.
     pub(super) fn read_plugin_file(&self, path: &Path) -> Result<Vec<u8>, PluginError> {

@@ -99,7 +99,7 @@ impl HttpGrant {
 /// A name the grant allows must resolve to public addresses only, unless the grant opts in
 /// to the others ([`HttpGrant::with_private_addresses`], `[http] allow_private` in a policy
 /// file); an address the grant names literally is reached whatever its range. See
-/// [`SandboxPolicy`].
+/// [`SandboxPolicy`](super::SandboxPolicy).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HttpGrant {
     pub(super) scheme: Option<String>,

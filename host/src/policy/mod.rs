@@ -77,7 +77,8 @@ fn mib_to_bytes(range: &std::ops::RangeInclusive<u64>) -> std::ops::RangeInclusi
 
 impl Limits {
     /// The memory limits a policy file (`memory_mib`), the command line (`--memory-mib`) and
-    /// [`Limits::check`] accept, in MiB: the one home of this range.
+    /// a host (its limits are checked when it is built) accept, in MiB: the one home of this
+    /// range.
     pub const MEMORY_MIB: std::ops::RangeInclusive<u64> = 1..=4096;
     /// The schema memory budgets accepted (`schema_memory_mib`), in MiB.
     pub const SCHEMA_MEMORY_MIB: std::ops::RangeInclusive<u64> = 1..=4096;

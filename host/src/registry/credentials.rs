@@ -1,0 +1,247 @@
+//! Registry credentials, found as other registry clients find them: the environment
+//! (`LLM_WORKER_REGISTRY_USERNAME` and `LLM_WORKER_REGISTRY_PASSWORD`, for the registry named on
+//! the command line), then Docker's config file (`$DOCKER_CONFIG/config.json`, else
+//! `~/.docker/config.json`): its `auths` entries and its credential helpers (`credHelpers`,
+//! `credsStore`, run as `docker-credential-NAME get`).
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// The environment variables that give credentials for the registry being pulled or pushed.
+pub const USERNAME_VARIABLE: &str = "LLM_WORKER_REGISTRY_USERNAME";
+/// See [`USERNAME_VARIABLE`].
+pub const PASSWORD_VARIABLE: &str = "LLM_WORKER_REGISTRY_PASSWORD";
+
+/// Largest Docker config file read.
+const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// A user name and password (or token) for one registry; `Debug` does not show the password.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Credentials {
+    /// The user name.
+    pub username: String,
+    password: String,
+}
+
+impl fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Credentials")
+            .field("username", &self.username)
+            .field("password", &"[redacted]")
+            .finish()
+    }
+}
+
+impl Credentials {
+    /// Credentials from a user name and a password or token.
+    pub fn new(username: impl Into<String>, password: impl Into<String>) -> Self {
+        Self {
+            username: username.into(),
+            password: password.into(),
+        }
+    }
+
+    /// The password or token.
+    pub(crate) fn password(&self) -> &str {
+        &self.password
+    }
+
+    /// The credentials for `registry` (`host[:port]` as a reference names it): from the
+    /// environment, else from Docker's config file; `None` when neither has any (anonymous
+    /// access). A config file that is there but unreadable is an error.
+    pub fn find(registry: &str) -> Result<Option<Self>, String> {
+        match (
+            std::env::var(USERNAME_VARIABLE)
+                .ok()
+                .filter(|v| !v.is_empty()),
+            std::env::var(PASSWORD_VARIABLE)
+                .ok()
+                .filter(|v| !v.is_empty()),
+        ) {
+            (Some(username), Some(password)) => return Ok(Some(Self::new(username, password))),
+            (Some(_), None) | (None, Some(_)) => {
+                return Err(format!(
+                    "set both {USERNAME_VARIABLE} and {PASSWORD_VARIABLE}, or neither"
+                ));
+            }
+            (None, None) => {}
+        }
+        let Some(path) = docker_config_path() else {
+            return Ok(None);
+        };
+        let bytes = match crate::file::read_regular_file(&path, MAX_CONFIG_BYTES) {
+            Ok(bytes) => bytes,
+            Err(crate::file::ReadError::Io(error))
+                if error.kind() == std::io::ErrorKind::NotFound =>
+            {
+                return Ok(None);
+            }
+            Err(_) => {
+                return Err(format!(
+                    "cannot read Docker's config file {} (not a regular file of at most 1 MiB)",
+                    path.display()
+                ));
+            }
+        };
+        let config: serde_json::Value = serde_json::from_slice(&bytes).map_err(|error| {
+            format!(
+                "Docker's config file {} is not valid JSON: {error}",
+                path.display()
+            )
+        })?;
+        from_docker_config(&config, registry)
+            .map_err(|error| format!("Docker's config file {}: {error}", path.display()))
+    }
+}
+
+/// `$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`.
+fn docker_config_path() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("DOCKER_CONFIG").filter(|v| !v.is_empty()) {
+        return Some(PathBuf::from(dir).join("config.json"));
+    }
+    let home = std::env::var_os("HOME").filter(|v| !v.is_empty())?;
+    Some(PathBuf::from(home).join(".docker").join("config.json"))
+}
+
+/// The names a Docker config may file `registry` under, compared without scheme and path.
+fn same_registry(key: &str, registry: &str) -> bool {
+    let host = key
+        .trim_start_matches("https://")
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap_or_default();
+    let hub = |name: &str| {
+        matches!(
+            name,
+            "docker.io" | "index.docker.io" | "registry-1.docker.io"
+        )
+    };
+    host == registry || (hub(host) && hub(registry))
+}
+
+/// The credentials a parsed Docker config holds for `registry`.
+fn from_docker_config(
+    config: &serde_json::Value,
+    registry: &str,
+) -> Result<Option<Credentials>, String> {
+    let helper = config
+        .get("credHelpers")
+        .and_then(serde_json::Value::as_object)
+        .and_then(|helpers| {
+            helpers
+                .iter()
+                .find(|(key, _)| same_registry(key, registry))
+                .and_then(|(_, helper)| helper.as_str())
+        })
+        .or_else(|| config.get("credsStore").and_then(serde_json::Value::as_str));
+    if let Some(helper) = helper
+        && let Some(found) = from_helper(helper, registry)?
+    {
+        return Ok(Some(found));
+    }
+    let Some(auths) = config.get("auths").and_then(serde_json::Value::as_object) else {
+        return Ok(None);
+    };
+    let Some(entry) = auths
+        .iter()
+        .find(|(key, _)| same_registry(key, registry))
+        .map(|(_, entry)| entry)
+    else {
+        return Ok(None);
+    };
+    let text = |field: &str| {
+        entry
+            .get(field)
+            .and_then(serde_json::Value::as_str)
+            .filter(|v| !v.is_empty())
+    };
+    if let Some(auth) = text("auth") {
+        let decoded = <base64ct::Base64 as base64ct::Encoding>::decode_vec(auth)
+            .ok()
+            .and_then(|bytes| String::from_utf8(bytes).ok())
+            .ok_or_else(|| format!("the `auth` of {registry} is not base64 of USER:PASSWORD"))?;
+        let (username, password) = decoded
+            .split_once(':')
+            .ok_or_else(|| format!("the `auth` of {registry} is not base64 of USER:PASSWORD"))?;
+        return Ok(Some(Credentials::new(username, password)));
+    }
+    match (text("username"), text("password")) {
+        (Some(username), Some(password)) => Ok(Some(Credentials::new(username, password))),
+        _ => Ok(None),
+    }
+}
+
+/// Asks `docker-credential-HELPER get` for `registry`'s credentials (`None`: it has none).
+fn from_helper(helper: &str, registry: &str) -> Result<Option<Credentials>, String> {
+    use std::io::Write;
+    if helper.is_empty()
+        || !helper
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    {
+        return Err(format!("'{helper}' is not a credential helper's name"));
+    }
+    let program = format!("docker-credential-{helper}");
+    let mut child = match std::process::Command::new(&program)
+        .arg("get")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+    {
+        Ok(child) => child,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            tracing::debug!("credential helper {program} is not installed");
+            return Ok(None);
+        }
+        Err(error) => return Err(format!("cannot run {program}: {error}")),
+    };
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(registry.as_bytes());
+    }
+    let output = child
+        .wait_with_output()
+        .map_err(|error| format!("cannot run {program}: {error}"))?;
+    if !output.status.success() {
+        // "credentials not found in native keychain": nothing stored for this registry.
+        return Ok(None);
+    }
+    let answer: serde_json::Value = serde_json::from_slice(&output.stdout)
+        .map_err(|_| format!("{program} answered something other than JSON"))?;
+    let field = |name: &str| answer.get(name).and_then(serde_json::Value::as_str);
+    match (field("Username"), field("Secret")) {
+        (Some(username), Some(secret)) if !secret.is_empty() => {
+            Ok(Some(Credentials::new(username, secret)))
+        }
+        _ => Ok(None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn docker_config_entries_are_found_by_registry() {
+        let config = serde_json::json!({
+            "auths": {
+                "https://index.docker.io/v1/": {"auth": "aHViOnNlY3JldA=="},
+                "127.0.0.1:5000": {"username": "u", "password": "p"},
+                "bad.example": {"auth": "bm9jb2xvbg=="}
+            }
+        });
+        assert_eq!(
+            from_docker_config(&config, "docker.io").expect("ok"),
+            Some(Credentials::new("hub", "secret"))
+        );
+        assert_eq!(
+            from_docker_config(&config, "127.0.0.1:5000").expect("ok"),
+            Some(Credentials::new("u", "p"))
+        );
+        assert_eq!(from_docker_config(&config, "ghcr.io").expect("ok"), None);
+        assert!(from_docker_config(&config, "bad.example").is_err());
+        let shown = format!("{:?}", Credentials::new("u", "hunter2"));
+        assert!(!shown.contains("hunter2"), "{shown}");
+    }
+}

@@ -1,0 +1,287 @@
+//! References to artifacts in a registry: `registry/repository:tag`,
+//! `registry/repository@sha256:…`, or both.
+
+use std::fmt;
+use std::net::IpAddr;
+
+/// Where Docker Hub's repositories are named (`docker.io/library/x`) and where they are served.
+const DOCKER_HUB: &str = "docker.io";
+const DOCKER_HUB_API: &str = "registry-1.docker.io";
+
+/// A parsed reference to an artifact in a registry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reference {
+    /// The registry as named, `host[:port]` (`docker.io` for Docker Hub).
+    pub registry: String,
+    /// The repository's path within the registry (`acme/greet`).
+    pub repository: String,
+    /// The tag, if one was given.
+    pub tag: Option<String>,
+    /// The manifest's digest (`sha256:…`), if one was given.
+    pub digest: Option<String>,
+}
+
+impl Reference {
+    /// Parses `registry/repository[:tag][@sha256:hex]`. Without a tag or digest the tag is
+    /// `latest`. The registry is the first component when it has a `.` or a `:` or is
+    /// `localhost`, as Docker reads names; otherwise the name is Docker Hub's.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let bad = |why: &str| {
+            format!(
+                "'{text}' is not a registry reference ({why}); write \
+                 REGISTRY/REPOSITORY:TAG or REGISTRY/REPOSITORY@sha256:DIGEST, e.g. \
+                 ghcr.io/acme/greet:1.0"
+            )
+        };
+        if text.is_empty() || text.len() > 1024 || text.chars().any(|c| c.is_whitespace()) {
+            return Err(bad("empty, too long or with spaces"));
+        }
+        let (name, digest) = match text.split_once('@') {
+            Some((name, digest)) => {
+                let hex = digest
+                    .strip_prefix("sha256:")
+                    .ok_or_else(|| bad("only sha256 digests are supported"))?;
+                if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    return Err(bad("a sha256 digest is 64 hex digits"));
+                }
+                (name, Some(format!("sha256:{}", hex.to_ascii_lowercase())))
+            }
+            None => (text, None),
+        };
+        // A tag follows the last `:` after the last `/` (a port's `:` comes before it).
+        let last_slash = name.rfind('/').unwrap_or(0);
+        let (name, tag) = match name[last_slash..].rfind(':') {
+            Some(at) => {
+                let at = last_slash + at;
+                (&name[..at], Some(name[at + 1..].to_owned()))
+            }
+            None => (name, None),
+        };
+        if let Some(tag) = &tag {
+            let valid = !tag.is_empty()
+                && tag.len() <= 128
+                && !tag.starts_with(['.', '-'])
+                && tag
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
+            if !valid {
+                return Err(bad("a tag is up to 128 letters, digits, `_`, `.` and `-`"));
+            }
+        }
+        let (registry, repository) = match name.split_once('/') {
+            Some((first, rest))
+                if first.contains('.') || first.contains(':') || first == "localhost" =>
+            {
+                (first.to_owned(), rest.to_owned())
+            }
+            _ => (DOCKER_HUB.to_owned(), name.to_owned()),
+        };
+        let registry = match registry.as_str() {
+            "index.docker.io" | "registry-1.docker.io" => DOCKER_HUB.to_owned(),
+            _ => registry,
+        };
+        let repository = if registry == DOCKER_HUB && !repository.contains('/') {
+            format!("library/{repository}")
+        } else {
+            repository
+        };
+        check_host(&registry).map_err(|why| bad(&why))?;
+        let valid_path = repository.len() <= 255
+            && repository.split('/').all(|segment| {
+                !segment.is_empty()
+                    && segment.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+                    && segment.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+                    && segment.chars().all(|c| {
+                        c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-')
+                    })
+            });
+        if !valid_path {
+            return Err(bad(
+                "a repository is lower-case letters, digits and `.`, `_`, `-` inside \
+                 `/`-separated parts",
+            ));
+        }
+        let tag = if tag.is_none() && digest.is_none() {
+            Some("latest".to_owned())
+        } else {
+            tag
+        };
+        Ok(Self {
+            registry,
+            repository,
+            tag,
+            digest,
+        })
+    }
+
+    /// `registry/repository`: what trust rules match and what a signature names.
+    pub fn name(&self) -> String {
+        format!("{}/{}", self.registry, self.repository)
+    }
+
+    /// The host (and port) the registry's API is served from.
+    pub fn api_host(&self) -> &str {
+        if self.registry == DOCKER_HUB {
+            DOCKER_HUB_API
+        } else {
+            &self.registry
+        }
+    }
+
+    /// What to ask the registry for: the digest if there is one, else the tag.
+    pub fn manifest_reference(&self) -> &str {
+        self.digest
+            .as_deref()
+            .or(self.tag.as_deref())
+            .unwrap_or("latest")
+    }
+
+    /// The same repository at another tag (for a signature's `sha256-….sig`).
+    pub fn with_tag(&self, tag: &str) -> Self {
+        Self {
+            tag: Some(tag.to_owned()),
+            digest: None,
+            ..self.clone()
+        }
+    }
+
+    /// The same repository at a digest.
+    pub fn with_digest(&self, digest: &str) -> Self {
+        Self {
+            tag: None,
+            digest: Some(digest.to_owned()),
+            ..self.clone()
+        }
+    }
+
+    /// Whether the registry is on this machine (`localhost`, `127.0.0.0/8`, `::1`): the only
+    /// registries that may be spoken to over plain HTTP.
+    pub fn is_loopback(&self) -> bool {
+        is_loopback_host(&self.registry)
+    }
+
+    /// The last part of the repository (`greet` for `acme/greet`): the default plugin name.
+    pub fn short_name(&self) -> &str {
+        self.repository
+            .rsplit('/')
+            .next()
+            .unwrap_or(&self.repository)
+    }
+}
+
+impl fmt::Display for Reference {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.registry, self.repository)?;
+        if let Some(tag) = &self.tag {
+            write!(f, ":{tag}")?;
+        }
+        if let Some(digest) = &self.digest {
+            write!(f, "@{digest}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Checks `host[:port]` (an IPv6 address in brackets).
+fn check_host(registry: &str) -> Result<(), String> {
+    let (host, port) = split_host_port(registry);
+    if let Some(port) = port
+        && port.parse::<u16>().is_err()
+    {
+        return Err(format!("'{port}' is not a port"));
+    }
+    let host_ok = if let Some(inner) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        inner.parse::<std::net::Ipv6Addr>().is_ok()
+    } else {
+        !host.is_empty()
+            && host.split('.').all(|label| {
+                !label.is_empty()
+                    && !label.starts_with('-')
+                    && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+            })
+    };
+    if host_ok {
+        Ok(())
+    } else {
+        Err(format!("'{host}' is not a host name"))
+    }
+}
+
+/// `host` and `port` of `host[:port]` / `[v6]:port`.
+fn split_host_port(registry: &str) -> (&str, Option<&str>) {
+    if registry.starts_with('[') {
+        match registry.find(']') {
+            Some(end) => (&registry[..=end], registry[end + 1..].strip_prefix(':')),
+            None => (registry, None),
+        }
+    } else {
+        match registry.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (registry, None),
+        }
+    }
+}
+
+/// Whether `host[:port]` names this machine.
+pub(crate) fn is_loopback_host(registry: &str) -> bool {
+    let (host, _) = split_host_port(registry);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn references_are_read_as_docker_reads_them() {
+        let r = Reference::parse("127.0.0.1:5000/acme/greet:1.0").expect("valid");
+        assert_eq!(
+            (r.registry.as_str(), r.repository.as_str(), r.tag.as_deref()),
+            ("127.0.0.1:5000", "acme/greet", Some("1.0"))
+        );
+        assert!(r.is_loopback());
+        assert_eq!(r.short_name(), "greet");
+        let hex = "a".repeat(64);
+        let r = Reference::parse(&format!("ghcr.io/acme/greet@sha256:{hex}")).expect("valid");
+        assert_eq!(r.tag, None);
+        assert_eq!(r.manifest_reference(), format!("sha256:{hex}"));
+        assert!(!r.is_loopback());
+        let r = Reference::parse("greet").expect("valid");
+        assert_eq!(r.name(), "docker.io/library/greet");
+        assert_eq!(r.api_host(), "registry-1.docker.io");
+        assert_eq!(r.tag.as_deref(), Some("latest"));
+        let r = Reference::parse("localhost/x/y:v").expect("valid");
+        assert_eq!(r.registry, "localhost");
+        assert!(
+            Reference::parse("[::1]:5000/x:v")
+                .expect("valid")
+                .is_loopback()
+        );
+        assert_eq!(
+            Reference::parse(&format!("r.example/a/b:t@sha256:{hex}"))
+                .expect("valid")
+                .to_string(),
+            format!("r.example/a/b:t@sha256:{hex}")
+        );
+    }
+
+    #[test]
+    fn bad_references_are_refused() {
+        for bad in [
+            "",
+            "r.example/Acme/greet",
+            "r.example/a//b",
+            "r.example/../b",
+            "r.example/a:b:c",
+            "r.example/a@sha512:00",
+            "r.example/a@sha256:zz",
+            "r.example:99999/a",
+            "r.example/a:-x",
+            "r e/a",
+        ] {
+            assert!(Reference::parse(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,199 @@
+//! Key-based signatures as cosign makes them, checked in process: a "simple signing" payload
+//! naming the repository and the manifest digest, signed with ECDSA P-256 over SHA-256, stored
+//! as a layer of the manifest tagged `sha256-<hex>.sig` in the same repository, the signature
+//! (DER, base64) in the layer's `dev.cosignproject.cosign/signature` annotation.
+//!
+//! Keys: public keys are PEM `PUBLIC KEY` (SubjectPublicKeyInfo) of the curve P-256, as
+//! `cosign generate-key-pair` (`cosign.pub`) and `openssl pkey -pubout` write them. Signing keys
+//! are unencrypted PEM: PKCS#8 (`PRIVATE KEY`, e.g. `openssl genpkey -algorithm EC -pkeyopt
+//! ec_paramgen_curve:P-256`) or SEC1 (`EC PRIVATE KEY`). cosign's own encrypted
+//! `cosign.key` is not read (export the key, or make one with openssl and `cosign
+//! import-key-pair` it for cosign).
+
+use p256::ecdsa::signature::{Signer, Verifier};
+use p256::pkcs8::{DecodePrivateKey, DecodePublicKey, EncodePublicKey};
+
+/// The annotation of a signature layer that holds the signature.
+pub const SIGNATURE_ANNOTATION: &str = "dev.cosignproject.cosign/signature";
+/// The media type of a signature layer (the payload).
+pub const SIMPLE_SIGNING_MEDIA_TYPE: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
+/// The `critical.type` of a cosign payload.
+const PAYLOAD_TYPE: &str = "cosign container image signature";
+/// Largest payload read.
+pub(crate) const MAX_PAYLOAD_BYTES: u64 = 64 << 10;
+
+/// The tag cosign stores the signatures of `manifest_digest` under: `sha256-<hex>.sig`.
+pub fn signature_tag(manifest_digest: &str) -> String {
+    format!("{}.sig", manifest_digest.replacen(':', "-", 1))
+}
+
+/// The simple-signing payload for the manifest `manifest_digest` of `repository`
+/// (`registry/path`).
+pub fn payload(repository: &str, manifest_digest: &str) -> Vec<u8> {
+    serde_json::json!({
+        "critical": {
+            "identity": {"docker-reference": repository},
+            "image": {"docker-manifest-digest": manifest_digest},
+            "type": PAYLOAD_TYPE,
+        },
+        "optional": null,
+    })
+    .to_string()
+    .into_bytes()
+}
+
+/// A key that signs artifacts (ECDSA P-256).
+pub struct SigningKey(p256::ecdsa::SigningKey);
+
+impl std::fmt::Debug for SigningKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("SigningKey")
+            .field(&self.fingerprint())
+            .finish()
+    }
+}
+
+impl SigningKey {
+    /// Reads an unencrypted PEM signing key: PKCS#8 (`PRIVATE KEY`) or SEC1
+    /// (`EC PRIVATE KEY`), of the curve P-256.
+    pub fn from_pem(pem: &str) -> Result<Self, String> {
+        if pem.contains("ENCRYPTED") {
+            return Err(
+                "the key is encrypted (cosign's `cosign.key` is): give an unencrypted PKCS#8 \
+                 PEM key of the curve P-256, e.g. from `openssl genpkey -algorithm EC -pkeyopt \
+                 ec_paramgen_curve:P-256 -out signing.pem`"
+                    .into(),
+            );
+        }
+        if pem.contains("-----BEGIN EC PRIVATE KEY-----") {
+            let der = crate::trust::pem_body(pem, "EC PRIVATE KEY")?;
+            return p256::SecretKey::from_sec1_der(&der)
+                .map(|secret| Self(secret.into()))
+                .map_err(|_| "not a SEC1 private key of the curve P-256".to_owned());
+        }
+        p256::ecdsa::SigningKey::from_pkcs8_pem(pem)
+            .map(Self)
+            .map_err(|_| {
+                "not a PEM private key of the curve P-256 (PKCS#8 `PRIVATE KEY` or SEC1 `EC \
+                 PRIVATE KEY`, unencrypted)"
+                    .to_owned()
+            })
+    }
+
+    /// The signature of `payload`: DER, in base64, as cosign stores it.
+    pub fn sign(&self, payload: &[u8]) -> String {
+        let signature: p256::ecdsa::Signature = self.0.sign(payload);
+        <base64ct::Base64 as base64ct::Encoding>::encode_string(signature.to_der().as_bytes())
+    }
+
+    /// The public key in DER (SubjectPublicKeyInfo).
+    pub fn public_key_der(&self) -> Vec<u8> {
+        self.0
+            .verifying_key()
+            .to_public_key_der()
+            .map(|document| document.as_bytes().to_vec())
+            .unwrap_or_default()
+    }
+
+    /// `sha256:` and the SHA-256 of the public key's DER: how the lock names the signer.
+    pub fn fingerprint(&self) -> String {
+        format!(
+            "sha256:{}",
+            crate::digest::sha256_hex(&self.public_key_der())
+        )
+    }
+}
+
+/// Checks `signature` (base64 of DER, or of the 64-byte `r‖s` form) of `payload` with the
+/// public key `key_der`.
+pub(crate) fn verify(key_der: &[u8], payload: &[u8], signature: &str) -> Result<(), String> {
+    let key = p256::ecdsa::VerifyingKey::from_public_key_der(key_der)
+        .map_err(|_| "the key is not a P-256 public key".to_owned())?;
+    let bytes = <base64ct::Base64 as base64ct::Encoding>::decode_vec(signature.trim())
+        .map_err(|_| "the signature annotation is not base64".to_owned())?;
+    let signature = p256::ecdsa::Signature::from_der(&bytes)
+        .or_else(|_| p256::ecdsa::Signature::from_slice(&bytes))
+        .map_err(|_| "the signature is not an ECDSA signature".to_owned())?;
+    key.verify(payload, &signature)
+        .map_err(|_| "the signature does not verify".to_owned())
+}
+
+/// Checks that a verified payload is a cosign signature of `manifest_digest` in `repository`.
+pub(crate) fn check_payload(
+    payload: &[u8],
+    repository: &str,
+    manifest_digest: &str,
+) -> Result<(), String> {
+    let value: serde_json::Value =
+        serde_json::from_slice(payload).map_err(|_| "its payload is not JSON".to_owned())?;
+    let critical = value
+        .get("critical")
+        .ok_or_else(|| "its payload has no `critical` section".to_owned())?;
+    let text = |path: &[&str]| {
+        path.iter()
+            .try_fold(critical, |value, key| value.get(key))
+            .and_then(serde_json::Value::as_str)
+    };
+    if text(&["type"]) != Some(PAYLOAD_TYPE) {
+        return Err(format!(
+            "its payload is not a cosign image signature (type {:?})",
+            text(&["type"]).unwrap_or("missing")
+        ));
+    }
+    let digest = text(&["image", "docker-manifest-digest"]).unwrap_or("none");
+    if digest != manifest_digest {
+        return Err(format!(
+            "it signs the manifest {digest}, not {manifest_digest}"
+        ));
+    }
+    let named = text(&["identity", "docker-reference"]).unwrap_or("none");
+    let same = super::Reference::parse(named).is_ok_and(|reference| reference.name() == repository);
+    if !same {
+        return Err(format!(
+            "it was made for the repository {named}, not {repository} (a signature copied from \
+             another repository)"
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEY: &str = "-----BEGIN PRIVATE KEY-----
+MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgzQGqfcgro/uX8Fji
+Aq3OnJnA2aQm6shetM737wxpQAGhRANCAAQXE6zR4o6mq11jlXXSO/4t3a5PO87m
+f9wPlCaHANanCGbTUAcbC8Dde4QYyPUeTdYv0haZ+zCBRNRhAErHCfBz
+-----END PRIVATE KEY-----
+";
+    const PUBLIC: &str = "-----BEGIN PUBLIC KEY-----
+MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEFxOs0eKOpqtdY5V10jv+Ld2uTzvO
+5n/cD5QmhwDWpwhm01AHGwvA3XuEGMj1Hk3WL9IWmfswgUTUYQBKxwnwcw==
+-----END PUBLIC KEY-----
+";
+
+    #[test]
+    fn a_signature_verifies_with_its_key_and_names_what_it_signs() {
+        let key = SigningKey::from_pem(KEY).expect("key");
+        let der = crate::trust::public_key_der(PUBLIC).expect("public key");
+        assert_eq!(key.public_key_der(), der);
+        let digest = format!("sha256:{}", "ab".repeat(32));
+        let payload = payload("r.example/acme/greet", &digest);
+        let signature = key.sign(&payload);
+        verify(&der, &payload, &signature).expect("verifies");
+        check_payload(&payload, "r.example/acme/greet", &digest).expect("names it");
+        let mut tampered = payload.clone();
+        tampered[10] ^= 1;
+        assert!(verify(&der, &tampered, &signature).is_err());
+        let other = check_payload(&payload, "r.example/other/greet", &digest).expect_err("other");
+        assert!(other.contains("r.example/acme/greet"), "{other}");
+        let wrong = check_payload(&payload, "r.example/acme/greet", "sha256:00").expect_err("x");
+        assert!(wrong.contains("sha256:00"), "{wrong}");
+        assert_eq!(
+            signature_tag(&digest),
+            format!("sha256-{}.sig", "ab".repeat(32))
+        );
+        assert!(SigningKey::from_pem("-----BEGIN ENCRYPTED SIGSTORE PRIVATE KEY-----").is_err());
+    }
+}
