@@ -37,10 +37,13 @@ fn stat(path: &Path) -> Stat {
 struct Scan {
     plugins: BTreeMap<PathBuf, Fingerprint>,
     lock: Option<Stat>,
+    /// The trust policy of pulled plugins: a key revoked there stops their serving.
+    trust: Option<Stat>,
 }
 
 fn scan(dir: &Path, options: LoadDirOptions) -> Scan {
     let lock = dir.join(LOCK_FILE);
+    let trust = dir.join(crate::trust::TRUST_FILE);
     Scan {
         plugins: options
             .plugin_files(dir)
@@ -54,6 +57,9 @@ fn scan(dir: &Path, options: LoadDirOptions) -> Scan {
         lock: std::fs::symlink_metadata(&lock)
             .is_ok()
             .then(|| stat(&lock)),
+        trust: std::fs::symlink_metadata(&trust)
+            .is_ok()
+            .then(|| stat(&trust)),
     }
 }
 
@@ -153,12 +159,19 @@ impl Served {
     }
 
     /// Stops serving every plugin the lock of `dir` does not approve as it is served (its
-    /// entry withdrawn, or moved on to other bytes while the old file stayed).
+    /// entry withdrawn, or moved on to other bytes while the old file stayed), and every
+    /// pulled plugin whose signer the trust policy no longer allows (a revoked key).
     fn keep_approved(&mut self, dir: &Path, lock: &LockFile) {
         let approved = lock.by_file();
+        let refused = lock.source_refusals(dir);
         let approvals = &self.approvals;
         self.groups.retain(|path, _| {
-            let entry = approved.get(crate::lock::relative_name(dir, path).as_str());
+            let name = crate::lock::relative_name(dir, path);
+            if let Some(reason) = refused.get(&name) {
+                tracing::warn!(plugin = %path.display(), "no longer served: {reason}");
+                return false;
+            }
+            let entry = approved.get(name.as_str());
             let served = approvals.get(path);
             let keep = entry.zip(served).is_some_and(|(entry, (sha256, policy))| {
                 entry.sha256 == *sha256 && entry.policy_sha256 == *policy

@@ -323,10 +323,18 @@ async fn verify(
     let signatures = Manifest::parse(&fetched.bytes, fetched.content_type.as_deref())
         .map_err(|why| refuse(format!("its signature manifest {tag} is unreadable: {why}")))?;
     let mut reasons = Vec::new();
+    // Only layers that carry a signature count towards the cap, so that anyone who can push
+    // to the repository cannot hide a valid signature behind unsigned junk layers.
     let layers = signatures
         .layers
         .iter()
         .filter(|layer| layer.media_type == SIMPLE_SIGNING_MEDIA_TYPE)
+        .filter(|layer| {
+            layer
+                .annotations
+                .as_ref()
+                .is_some_and(|annotations| annotations.contains_key(SIGNATURE_ANNOTATION))
+        })
         .take(MAX_SIGNATURES);
     for (index, layer) in layers.enumerate() {
         let number = index + 1;
@@ -335,21 +343,29 @@ async fn verify(
             .as_ref()
             .and_then(|annotations| annotations.get(SIGNATURE_ANNOTATION))
         else {
-            reasons.push(format!("signature {number} has no {SIGNATURE_ANNOTATION}"));
             continue;
         };
         if artifact::check_digest(&layer.digest).is_err() {
             reasons.push(format!("signature {number} names no sha256 payload"));
             continue;
         }
-        let payload = client
+        // A payload that cannot be fetched is that signature's failure, not the pull's: another
+        // signature of the list may still verify.
+        let payload = match client
             .blob(
                 &layer.digest,
                 signature::MAX_PAYLOAD_BYTES,
                 &format!("the payload of signature {number} of {repository}"),
                 "",
             )
-            .await?;
+            .await
+        {
+            Ok(payload) => payload,
+            Err(error) => {
+                reasons.push(format!("signature {number}: {error}"));
+                continue;
+            }
+        };
         let Some(key) = keys
             .iter()
             .find(|key| signature::verify(&key.der, &payload, signature).is_ok())
@@ -673,7 +689,33 @@ pub async fn pull_into(
     };
     let _ = std::fs::remove_file(&temporary);
     write().map_err(io(&temporary))?;
-    let entry = match entry_for(host, &path, &temporary, &file) {
+    let entry = entry_for(host, &path, &temporary, &file).and_then(|entry| {
+        // What is locked is what was verified: the bytes loaded are the layer's.
+        if Some(entry.sha256.as_str()) != pulled.layer_digest.strip_prefix("sha256:") {
+            return Err(RegistryError::Usage(format!(
+                "{} changed while it was being written (sha256 {} loaded, {} verified); \
+                 nothing was approved: pull again",
+                temporary.display(),
+                entry.sha256,
+                pulled.layer_digest
+            )));
+        }
+        // A pull approves new bytes, never a policy nobody reviewed: the policy file and where
+        // its grants lead must be the ones the lock approved for this plugin.
+        if let Some(locked) = &existing
+            && (locked.policy_sha256 != entry.policy_sha256 || locked.dirs != entry.dirs)
+        {
+            return Err(RegistryError::Usage(format!(
+                "the policy of {} (or where its directory grants lead) changed since it was \
+                 locked; nothing was written: review it, approve it with `llm-worker lock {}`, \
+                 then pull again",
+                path.display(),
+                dir.display()
+            )));
+        }
+        Ok(entry)
+    });
+    let entry = match entry {
         Ok(entry) => entry,
         Err(error) => {
             let _ = std::fs::remove_file(&temporary);
