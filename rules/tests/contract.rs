@@ -6,8 +6,13 @@ use std::path::{Path, PathBuf};
 
 use llm_worker_rules::contract::{CURRENT, PACKAGE, VERSIONS, WORLD};
 
+/// The repository, from where cargo runs the test (read at run time: a test binary reused
+/// from a build elsewhere, as a shared target directory allows, must not look there).
 fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+    let crate_dir = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).to_owned());
+    crate_dir.join("..")
 }
 
 fn read(path: &str) -> String {

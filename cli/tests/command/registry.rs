@@ -497,7 +497,11 @@ fn a_signature_made_for_another_repository_is_refused() {
 
 /// `oci_push.py`: pushes `layer` to `repository:1` without llm-worker; the manifest digest.
 fn independent_push(registry: &Registry, repository: &str, layer: &Path, extra: &[&str]) -> String {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/command/oci_push.py");
+    // Read at run time: a test binary reused from a build elsewhere must not look there.
+    let script = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into())
+        .join("tests/command/oci_push.py");
     let out = Command::new("python3")
         .arg(script)
         .args([
