@@ -48,6 +48,16 @@ fn skip(why: &str) {
     eprintln!("SKIPPED: {why} (scripts/test.sh installs it on Debian)");
 }
 
+/// Whether python3 and openssl (what `oci_push.py`, the independent client, needs) are
+/// installed; if not, says the test is skipped (see [`skip`]).
+fn independent_client_installed() -> bool {
+    let installed = find_program("python3").is_some() && find_program("openssl").is_some();
+    if !installed {
+        skip("python3 and openssl (the independent OCI client) are not installed");
+    }
+    installed
+}
+
 /// `program` on the PATH.
 fn find_program(program: &str) -> Option<PathBuf> {
     std::env::var_os("PATH").and_then(|paths| {
@@ -463,10 +473,9 @@ fn a_signature_made_for_another_repository_is_refused() {
     let Some(registry) = Registry::start("registry-identity") else {
         return;
     };
-    let (Some(_), Some(_)) = (find_program("python3"), find_program("openssl")) else {
-        skip("python3 and openssl (the independent OCI client) are not installed");
+    if !independent_client_installed() {
         return;
-    };
+    }
     let acme = registry.key("acme", ACME_KEY);
     let dir = registry.plugin_dir("plugins", &signed_by(&registry, "acme/*", "\"acme\""));
     // A valid acme signature of the same manifest, made for acme/other and copied here.
@@ -559,7 +568,7 @@ fn tampered_oversized_and_non_wasm_artifacts_are_refused() {
     let mut big = std::fs::read(plugin_path("greet")).expect("greet");
     big.resize(2 << 20, 0);
     std::fs::write(&large, &big).expect("large");
-    if find_program("python3").is_some() {
+    if independent_client_installed() {
         independent_push(&registry, "acme/large", &large, &["--sign", text_of(&acme)]);
         let out = run(
             &registry.cache(),
@@ -603,8 +612,6 @@ fn tampered_oversized_and_non_wasm_artifacts_are_refused() {
                 && message.contains("application/vnd.oci.image.config.v1+json"),
             "{message}"
         );
-    } else {
-        skip("python3 (the independent OCI client) is not installed");
     }
 }
 
@@ -613,10 +620,9 @@ fn an_artifact_pushed_by_an_independent_client_is_pulled_and_run() {
     let Some(registry) = Registry::start("registry-interop") else {
         return;
     };
-    let (Some(_), Some(_)) = (find_program("python3"), find_program("openssl")) else {
-        skip("python3 and openssl (the independent OCI client) are not installed");
+    if !independent_client_installed() {
         return;
-    };
+    }
     let acme = registry.key("acme", ACME_KEY);
     let dir = registry.plugin_dir("plugins", &signed_by(&registry, "tools/*", "\"acme\""));
     let digest = independent_push(
