@@ -1,9 +1,10 @@
 //! What serving costs: `tools/call` throughput over streamable HTTP with 1, 10 and 100
-//! concurrent sessions against a trivial rmcp server with the same tool (the floor), the cost
+//! concurrent sessions against a trivial rmcp server with the same tool (the floor), the
+//! latency of sequential calls over stdio against the same floor served over stdio, the cost
 //! of opening a session, resident memory per open session, and the start of the command.
 //!
 //! ```sh
-//! cargo bench -p llm-worker-cli --bench serve [-- SECTION…]   # throughput, open, memory, start
+//! cargo bench -p llm-worker-cli --bench serve [-- SECTION…]   # throughput, stdio, open, memory, start
 //! ```
 //!
 //! Prints Markdown tables; every ratio is between setups measured in this one run.
@@ -89,6 +90,26 @@ async fn floor_server() -> String {
         }
     });
     url
+}
+
+/// When set, this benchmark's own executable is the floor served over stdio (the stdio section
+/// starts it as a child process, beside `llm-worker serve`).
+const FLOOR_STDIO: &str = "LLM_WORKER_BENCH_FLOOR_STDIO";
+
+/// Serves the floor on this process's stdin and stdout until the client goes.
+fn serve_floor_on_stdio() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let running = Floor
+            .serve(rmcp::transport::stdio())
+            .await
+            .expect("serve the floor over stdio");
+        let _ = running.waiting().await;
+    });
 }
 
 /// Serves `plugins` with llm-worker's library on a new loopback port; returns its URL.
@@ -182,6 +203,77 @@ fn section_throughput(runtime: &tokio::runtime::Runtime) {
             best.0 / best.1
         );
     }
+}
+
+/// Latencies of `rounds × per_round` sequential `echo` calls over stdio to two servers started
+/// as child processes, the two taking turns every `per_round` calls (the machine's noise is of
+/// the size being measured, so neither gets a quieter minute than the other).
+async fn stdio_latencies(
+    ours: &RunningService<RoleClient, ()>,
+    floor: &RunningService<RoleClient, ()>,
+    rounds: usize,
+    per_round: usize,
+) -> (Vec<Duration>, Vec<Duration>) {
+    let mut times = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        for (client, into) in [(ours, &mut times.0), (floor, &mut times.1)] {
+            for _ in 0..per_round {
+                let start = Instant::now();
+                client.call_tool(echo_call()).await.expect("echo over stdio");
+                into.push(start.elapsed());
+            }
+        }
+    }
+    times
+}
+
+fn percentile(times: &mut [Duration], p: f64) -> Duration {
+    times.sort_unstable();
+    let index = ((times.len() as f64 - 1.0) * p).round() as usize;
+    times.get(index).copied().unwrap_or_default()
+}
+
+fn section_stdio(runtime: &tokio::runtime::Runtime) {
+    use rmcp::transport::TokioChildProcess;
+    let root = scratch_dir("bench-stdio");
+    let dir = root.join("plugins");
+    std::fs::create_dir(&dir).expect("mkdir");
+    std::fs::copy(plugin_path("echo"), dir.join("echo.wasm")).expect("copy");
+    let mut ours = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"));
+    ours.args(["-q", "serve", "--cache-dir"])
+        .arg(root.join("cache"))
+        .arg(&dir);
+    let mut floor = tokio::process::Command::new(std::env::current_exe().expect("own path"));
+    floor.env(FLOOR_STDIO, "1");
+    let (mut ours, mut floor) = runtime.block_on(async {
+        let ours = ().serve(TokioChildProcess::new(ours).expect("spawn llm-worker serve"));
+        let floor = ().serve(TokioChildProcess::new(floor).expect("spawn the floor"));
+        let ours = ours.await.expect("initialize llm-worker");
+        let floor = floor.await.expect("initialize the floor");
+        // Warm-up: the plugin's instance, the cache, both processes' allocators.
+        let _ = stdio_latencies(&ours, &floor, 1, 200).await;
+        let (ours_times, floor_times) = stdio_latencies(&ours, &floor, 10, 200).await;
+        let _ = ours.cancel().await;
+        let _ = floor.cancel().await;
+        (ours_times, floor_times)
+    });
+    println!(
+        "\n| 2,000 sequential tools/call over stdio (rmcp client, child processes, taking turns every 200) | p50 | p90 | p50 vs floor |"
+    );
+    println!("|---|---|---|---|");
+    let (floor50, floor90) = (percentile(&mut floor, 0.5), percentile(&mut floor, 0.9));
+    let (ours50, ours90) = (percentile(&mut ours, 0.5), percentile(&mut ours, 0.9));
+    println!(
+        "| rmcp floor (`rmcp::transport::stdio`) | {} | {} | 1.00× |",
+        show(floor50),
+        show(floor90)
+    );
+    println!(
+        "| `llm-worker serve`, echo plugin | {} | {} | {} |",
+        show(ours50),
+        show(ours90),
+        ratio(ours50, floor50)
+    );
 }
 
 fn section_open(runtime: &tokio::runtime::Runtime) {
@@ -321,9 +413,12 @@ fn section_start() {
     );
 }
 
-const SECTIONS: [&str; 4] = ["throughput", "open", "memory", "start"];
+const SECTIONS: [&str; 5] = ["throughput", "stdio", "open", "memory", "start"];
 
 fn main() {
+    if std::env::var_os(FLOOR_STDIO).is_some() {
+        return serve_floor_on_stdio();
+    }
     let filters: Vec<String> = std::env::args()
         .skip(1)
         .filter(|arg| !arg.starts_with('-'))
@@ -339,6 +434,7 @@ fn main() {
     for section in SECTIONS.into_iter().filter(|s| wanted(s)) {
         match section {
             "throughput" => section_throughput(&runtime),
+            "stdio" => section_stdio(&runtime),
             "open" => section_open(&runtime),
             "memory" => section_memory(&runtime),
             _ => section_start(),
