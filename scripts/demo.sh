@@ -3,7 +3,8 @@
 # then use them through the `llm-worker` command and through the library (one session).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-rustup target add wasm32-wasip2 >/dev/null 2>&1 || echo "note: rustup not found; the wasm32-wasip2 target must be installed" >&2
+# The toolchain rust-toolchain.toml names (Rust 1.97, clippy, rustfmt, the wasm32-wasip2 target).
+rustup toolchain install >/dev/null 2>&1 || echo "note: rustup could not install the toolchain of rust-toolchain.toml (Rust 1.97 with the wasm32-wasip2 target is needed)" >&2
 cargo build --release --target wasm32-wasip2 --manifest-path plugins/Cargo.toml --target-dir plugins/target
 # The host in the dev profile, built as the tests build it (the whole workspace, examples
 # included, so the same features): `./scripts/test.sh` afterwards reuses every crate of it,
