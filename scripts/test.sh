@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rustup target add wasm32-wasip2 >/dev/null 2>&1 || echo "note: rustup not found; the wasm32-wasip2 target must be installed" >&2
-# The registry tests (cli/tests/command/registry.rs) start Debian's `docker-registry`
+# The registry tests (cli/tests/command/registry/) start Debian's `docker-registry`
 # (distribution 2.8) on a loopback port, and push with python3 and openssl as an independent
 # client. Install them where apt can; elsewhere those tests say they are skipped (under CI
 # they fail instead).
