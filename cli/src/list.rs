@@ -11,7 +11,12 @@ fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or_default()
 }
 
-pub(crate) fn list(out: &mut String, loader: &Loader, dir: &Path, as_json: bool) -> anyhow::Result<ExitCode> {
+pub(crate) fn list(
+    out: &mut String,
+    loader: &Loader,
+    dir: &Path,
+    as_json: bool,
+) -> anyhow::Result<ExitCode> {
     let loaded = load(loader, dir)?;
     let mut rows: Vec<(&str, String, &llm_worker::ToolMeta)> = loaded
         .plugins

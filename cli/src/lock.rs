@@ -8,7 +8,12 @@ use llm_worker::{LOCK_FILE, LockFile};
 
 use crate::load::Loader;
 
-pub(crate) fn lock(out: &mut String, loader: &Loader, dir: &Path, check: bool) -> anyhow::Result<ExitCode> {
+pub(crate) fn lock(
+    out: &mut String,
+    loader: &Loader,
+    dir: &Path,
+    check: bool,
+) -> anyhow::Result<ExitCode> {
     let options = loader.options.ignore_lock(true);
     let loaded = loader.host.load_dir_with(dir, options, |_, _, _| {})?;
     let mut now = LockFile::of(dir, &loaded.plugins);
