@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # The toolchain rust-toolchain.toml names (Rust 1.97, clippy, rustfmt, the wasm32-wasip2 target).
 rustup toolchain install >/dev/null 2>&1 || echo "note: rustup could not install the toolchain of rust-toolchain.toml (Rust 1.97 with the wasm32-wasip2 target is needed)" >&2
-# The registry tests (cli/tests/command/registry.rs) start Debian's `docker-registry`
+# The registry tests (cli/tests/command/registry/) start Debian's `docker-registry`
 # (distribution 2.8) on a loopback port, and push with python3 and openssl as an independent
 # client. Install them where apt can; elsewhere those tests say they are skipped (under CI
 # they fail instead).

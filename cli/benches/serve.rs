@@ -219,7 +219,10 @@ async fn stdio_latencies(
         for (client, into) in [(ours, &mut times.0), (floor, &mut times.1)] {
             for _ in 0..per_round {
                 let start = Instant::now();
-                client.call_tool(echo_call()).await.expect("echo over stdio");
+                client
+                    .call_tool(echo_call())
+                    .await
+                    .expect("echo over stdio");
                 into.push(start.elapsed());
             }
         }

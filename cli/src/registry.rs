@@ -10,7 +10,7 @@ use llm_worker::registry::{
 };
 use llm_worker::{LOCK_FILE, PluginHost};
 
-use crate::Loader;
+use crate::load::Loader;
 
 /// What `pull` was asked.
 pub(crate) struct PullArgs<'a> {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use llm_worker::mcp::{DirSnapshot, DirWatcher, HttpOptions, McpOptions, ToolCatalog};
 
-use super::Loader;
+use crate::load::Loader;
 
 /// The options of `serve` besides the directory.
 pub(crate) struct ServeOptions {
@@ -30,8 +30,8 @@ pub(crate) async fn serve(
     options: ServeOptions,
 ) -> anyhow::Result<()> {
     let before = DirSnapshot::take(&dir, loader.options);
-    let loaded = super::load_with_progress(&loader, &dir)?;
-    super::warn_about(&loaded, &dir, loader.options);
+    let loaded = crate::load::load_with_progress(&loader, &dir)?;
+    crate::load::warn_about(&loaded, &dir, loader.options);
     // A directory locked now stays locked: a reload that finds the lock gone refuses every
     // change and keeps serving what was approved.
     let watcher = DirWatcher::from_loaded(loader.host, &dir, loader.options, before, loaded);

@@ -1,0 +1,228 @@
+//! The command line: the subcommands and their options, as clap reads them.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+use llm_worker::{Limits, ProviderFormat};
+
+/// Host LLM tools as sandboxed WebAssembly components.
+#[derive(Parser)]
+#[command(name = "llm-worker", version, about, long_about = None)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub(crate) command: Command,
+    /// More log output on stderr (-v: debug, -vv: trace). RUST_LOG overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub(crate) verbose: u8,
+    /// Only errors on stderr.
+    #[arg(short, long, global = true)]
+    pub(crate) quiet: bool,
+}
+
+/// How plugins are loaded and limited: the options of every command that loads a directory.
+#[derive(clap::Args)]
+pub(crate) struct HostArgs {
+    /// Keep compiled plugins here (default: $XDG_CACHE_HOME/llm-worker/compiled).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) cache_dir: Option<PathBuf>,
+    /// Compile every plugin afresh; read and write no cache.
+    #[arg(long)]
+    pub(crate) no_cache: bool,
+    /// Default memory limit per instance, in MiB (a policy file may override it).
+    #[arg(long, value_name = "MIB", default_value_t = 64,
+          value_parser = clap::value_parser!(u64).range(Limits::MEMORY_MIB))]
+    pub(crate) memory_mib: u64,
+    /// Default time limit per call, in milliseconds (a policy file may override it).
+    #[arg(long, value_name = "MS", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(Limits::TIMEOUT_MS))]
+    pub(crate) timeout_ms: u64,
+    /// Meter fuel: at most this many units per call (default: no metering; the time limit
+    /// applies). Lets policy files set their own fuel.
+    #[arg(long, value_name = "UNITS",
+          value_parser = clap::value_parser!(u64).range(Limits::FUEL))]
+    pub(crate) fuel: Option<u64>,
+    /// Reserve N instance slots up front and reuse them (wasmtime's pooling allocator):
+    /// plugins start faster, but at most N instances live at once, and each slot reserves
+    /// ~8 GiB of address space (not memory). Default: map memory per instance, no cap.
+    #[arg(long, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) pool: Option<u32>,
+    /// Also load plugins from subdirectories of DIR (build output directories named
+    /// `target` are skipped, unless --include-target).
+    #[arg(short, long)]
+    pub(crate) recursive: bool,
+    /// With -r: read `target` directories too.
+    #[arg(long, requires = "recursive")]
+    pub(crate) include_target: bool,
+    /// Require DIR/llm-worker.lock: without it, load nothing and fail (instead of loading
+    /// whatever is there). A directory that has a lock when `serve` starts stays locked.
+    #[arg(long)]
+    pub(crate) locked: bool,
+    /// Largest plugin file read (and, for `pull`, downloaded), in MiB.
+    #[arg(long, value_name = "MIB", default_value_t = 256,
+          value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub(crate) max_plugin_mib: u64,
+}
+
+#[derive(Subcommand)]
+pub(crate) enum Command {
+    /// List the tools of every plugin in DIR: tool, plugin file, description.
+    List {
+        /// The plugin directory.
+        dir: PathBuf,
+        #[command(flatten)]
+        host: HostArgs,
+        /// Print JSON (one object per tool) instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Call TOOL with JSON input (from the argument, or stdin if absent) and print its output.
+    Call {
+        /// The plugin directory.
+        dir: PathBuf,
+        #[command(flatten)]
+        host: HostArgs,
+        /// The tool's name.
+        tool: String,
+        /// The input, a JSON object; read from stdin when absent or `-`.
+        json: Option<String>,
+    },
+    /// Load every plugin in DIR and report, per file, whether it loads, what it imports and
+    /// what its policy grants. Exits non-zero if any plugin is refused.
+    Check {
+        /// The plugin directory.
+        dir: PathBuf,
+        #[command(flatten)]
+        host: HostArgs,
+    },
+    /// Serve the tools of DIR over MCP (tools/list, tools/call): on stdio, the connection is
+    /// one session; over --http, each MCP session is one. A session's plugin state is kept
+    /// between its calls and seen by no other session.
+    Serve {
+        /// The plugin directory.
+        dir: PathBuf,
+        #[command(flatten)]
+        host: HostArgs,
+        /// Pick up added, changed and removed plugin files while serving, and tell the client
+        /// (notifications/tools/list_changed). Unchanged plugins keep their state; a broken
+        /// new version does not take the working one away.
+        #[arg(long)]
+        watch: bool,
+        /// Serve streamable HTTP on ADDR (HOST:PORT, e.g. 127.0.0.1:8080) instead of stdio:
+        /// each MCP session gets its own plugin instances. Off loopback, --token-file is
+        /// required.
+        #[arg(long, value_name = "ADDR")]
+        http: Option<String>,
+        /// With --http: bearer tokens that admit clients, one per line (`Authorization:
+        /// Bearer TOKEN`). Without it, on loopback, a token is generated once and kept in
+        /// $XDG_STATE_HOME/llm-worker/http-token (readable by you alone).
+        #[arg(long, value_name = "FILE", requires = "http")]
+        token_file: Option<PathBuf>,
+        /// With --http on a loopback address: admit clients without a token. Every user and
+        /// process of this machine can then run every tool with your grants and secrets.
+        #[arg(long, requires = "http", conflicts_with = "token_file")]
+        no_auth: bool,
+        /// With --http: most MCP sessions open at once; past it new ones get 503.
+        #[arg(long, value_name = "N", default_value_t = 64, requires = "http",
+              value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+        max_sessions: u64,
+        /// With --http: close a session (and drop its instances) after this many seconds
+        /// without requests.
+        #[arg(long, value_name = "SECS", default_value_t = 300, requires = "http",
+              value_parser = clap::value_parser!(u64).range(1..=86_400))]
+        idle_timeout: u64,
+        /// With --http: a value of the Host header to accept (repeatable; default on
+        /// loopback: localhost, 127.0.0.1, ::1; elsewhere any, as tokens are required).
+        #[arg(long, value_name = "HOST", requires = "http")]
+        allowed_host: Vec<String>,
+        /// With --http: a browser origin to accept, e.g. `https://app.example.com`
+        /// (repeatable); requests from other origins get 403.
+        #[arg(long, value_name = "ORIGIN", requires = "http")]
+        allowed_origin: Vec<String>,
+        /// With --http: start every session id with PREFIX (this replica's name), for a load
+        /// balancer to route each session to its replica (docs/deploy.md).
+        #[arg(long, value_name = "PREFIX", requires = "http")]
+        session_prefix: Option<String>,
+    },
+    /// Create a new plugin crate NAME (in the current directory) that builds and loads as
+    /// it is.
+    New {
+        /// The crate's name.
+        name: String,
+        /// Use the guest SDK at this path (default: the one this llm-worker was built from).
+        #[arg(long, value_name = "PATH")]
+        sdk: Option<PathBuf>,
+    },
+    /// Approve the plugins of DIR as they are: write DIR/llm-worker.lock with the SHA-256 of
+    /// each plugin and of its policy. A directory with a lock file loads only those plugins,
+    /// unchanged.
+    Lock {
+        /// The plugin directory.
+        dir: PathBuf,
+        #[command(flatten)]
+        host: HostArgs,
+        /// Write nothing: exit 1 if the directory differs from its lock file (for CI).
+        #[arg(long)]
+        check: bool,
+    },
+    /// Pull a plugin from an OCI registry into DIR (as NAME.wasm), verified against
+    /// DIR/llm-worker.trust.toml, and record its digests and signer in DIR/llm-worker.lock.
+    Pull {
+        /// REGISTRY/REPOSITORY:TAG or REGISTRY/REPOSITORY@sha256:DIGEST.
+        reference: String,
+        /// The plugin directory.
+        dir: PathBuf,
+        #[command(flatten)]
+        host: HostArgs,
+        /// The plugin's name in DIR (NAME.wasm); default: the repository's last part.
+        #[arg(long)]
+        name: Option<String>,
+        /// Move a plugin the lock records to what REFERENCE names now (verified first).
+        #[arg(long)]
+        update: bool,
+        /// Take the artifact without a signature, this once (recorded in the lock as such).
+        #[arg(long)]
+        allow_unsigned: bool,
+        /// Speak plain HTTP, to a registry on this machine only (localhost, 127.0.0.1, [::1]).
+        #[arg(long)]
+        plain_http: bool,
+        /// Give up a request to the registry after this many seconds.
+        #[arg(long, value_name = "SECS", default_value_t = 600,
+              value_parser = clap::value_parser!(u64).range(1..=86_400))]
+        timeout_secs: u64,
+    },
+    /// Push a plugin FILE to an OCI registry as a Wasm artifact, signed with --sign KEY as
+    /// cosign signs (the signature under the tag sha256-<digest>.sig).
+    Push {
+        /// The plugin (.wasm); it must load.
+        file: PathBuf,
+        /// REGISTRY/REPOSITORY:TAG.
+        reference: String,
+        /// Sign with this unencrypted PEM key of the curve P-256 (PKCS#8 `PRIVATE KEY` or
+        /// SEC1 `EC PRIVATE KEY`).
+        #[arg(long, value_name = "KEY")]
+        sign: Option<PathBuf>,
+        /// Speak plain HTTP, to a registry on this machine only.
+        #[arg(long)]
+        plain_http: bool,
+        /// Give up a request to the registry after this many seconds.
+        #[arg(long, value_name = "SECS", default_value_t = 600,
+              value_parser = clap::value_parser!(u64).range(1..=86_400))]
+        timeout_secs: u64,
+    },
+    /// Print the tool definitions of DIR in a provider's JSON shape, sorted by name.
+    Schema {
+        /// The plugin directory.
+        dir: PathBuf,
+        #[command(flatten)]
+        host: HostArgs,
+        /// openai, anthropic, gemini or mcp.
+        #[arg(long, default_value = "openai")]
+        format: ProviderFormat,
+        /// With --format openai: declare every function with OpenAI's strict mode (all
+        /// properties required, optional ones nullable, no unnamed keys); a tool whose schema
+        /// strict mode cannot express is an error.
+        #[arg(long)]
+        strict: bool,
+    },
+}

@@ -1,0 +1,100 @@
+//! `llm-worker call`: one call of one tool, its input from the argument or stdin.
+
+use std::io::Read;
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use llm_worker::{LoadedPlugin, ToolServerError, Worker};
+
+use crate::load::{Loader, load, no_plugins};
+
+pub(crate) async fn call(
+    out: &mut String,
+    loader: &Loader,
+    dir: &Path,
+    tool: &str,
+    input: Option<String>,
+) -> anyhow::Result<ExitCode> {
+    let input = match input.as_deref() {
+        Some("-") | None => {
+            use std::io::IsTerminal;
+            if std::io::stdin().is_terminal() {
+                eprintln!(
+                    "reading the input of '{tool}' (a JSON object) from stdin; end it with \
+                     Ctrl-D, or give it as an argument"
+                );
+            }
+            let mut input = String::new();
+            std::io::stdin()
+                .read_to_string(&mut input)
+                .context("cannot read the input from stdin")?;
+            // Editors on some systems start a file with a byte-order mark.
+            input
+                .strip_prefix('\u{feff}')
+                .map(str::to_owned)
+                .unwrap_or(input)
+        }
+        Some(input) => input.to_owned(),
+    };
+    let loaded = load(loader, dir)?;
+    if loaded.plugins.is_empty() && loaded.failures.is_empty() {
+        bail!(no_plugins(dir, loader.options));
+    }
+    // Only the plugin offering the tool is registered (and started): a call needs no other.
+    let mut worker = Worker::new();
+    worker.register_tools(
+        loaded
+            .plugins
+            .iter()
+            .filter(|plugin| plugin.tool_names().contains(&tool))
+            .flat_map(LoadedPlugin::definitions),
+    )?;
+    let tools = worker.tool_server_handle();
+    // No input at all means no arguments.
+    let input = match input.trim() {
+        "" => "{}",
+        input => input,
+    };
+    match tools.call_tool(tool, input).await {
+        Ok(output) => {
+            outln!(out, "{output}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(ToolServerError::ToolNotFound(name)) => {
+            let mut names: Vec<&str> = loaded
+                .plugins
+                .iter()
+                .flat_map(|plugin| plugin.tool_names())
+                .collect();
+            names.sort_unstable();
+            if loaded.failures.is_empty() {
+                eprintln!(
+                    "error: no tool '{name}' in {}; the tools are: {}",
+                    dir.display(),
+                    names.join(", ")
+                );
+                return Ok(ExitCode::from(2));
+            }
+            // A plugin that failed may be the one offering it: say so, and why it failed.
+            let failed: Vec<String> = loaded.failures.iter().map(ToString::to_string).collect();
+            eprintln!(
+                "error: no tool '{name}' among the plugins that loaded in {}, but {} plugin(s) \
+                 failed to load or start and may offer it: {}",
+                dir.display(),
+                failed.len(),
+                failed.join("; ")
+            );
+            Ok(ExitCode::FAILURE)
+        }
+        // The tool's own message ("Execution failed: …"), without the tool server's prefix.
+        Err(ToolServerError::ToolExecution(message)) => {
+            eprintln!("error: tool '{tool}': {message}");
+            Ok(ExitCode::FAILURE)
+        }
+        Err(error) => {
+            eprintln!("error: {error}");
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! `llm-worker check`: per plugin file, whether it loads, what it imports, what its policy
+//! grants and where a pulled plugin came from.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use llm_worker::{LOCK_FILE, LockFile};
+
+use crate::load::{Loader, file_name, load_with_progress};
+
+pub(crate) fn check(out: &mut String, loader: &Loader, dir: &Path) -> anyhow::Result<ExitCode> {
+    let loaded = load_with_progress(loader, dir)?;
+    let locked = dir.join(LOCK_FILE).exists() && !loader.options.ignore_lock;
+    // What `pull` verified, by file (the lock was read and checked by the load above).
+    let lock = LockFile::read(dir).ok().flatten().filter(|_| locked);
+    for plugin in &loaded.plugins {
+        let policy = plugin.policy();
+        outln!(
+            out,
+            "ok       {}  tools: {}",
+            file_name(plugin, dir),
+            plugin.tool_names().join(", ")
+        );
+        // What it asks of the sandbox: the contract's own interfaces are not asks.
+        let contract = format!("{}/", llm_worker_rules::contract::PACKAGE);
+        let asks: Vec<&str> = plugin
+            .imports()
+            .iter()
+            .map(|i| i.split('@').next().unwrap_or(i))
+            .filter(|i| !i.starts_with(&contract))
+            .collect();
+        outln!(out, "         imports: {}", asks.join(", "));
+        let env: Vec<&str> = policy.env.iter().map(|(name, _)| name.as_str()).collect();
+        let dirs: Vec<String> = policy
+            .dirs
+            .iter()
+            .map(|d| {
+                format!(
+                    "{} -> {} ({})",
+                    d.host.display(),
+                    d.guest,
+                    if d.writable { "rw" } else { "ro" }
+                )
+            })
+            .collect();
+        let http: Vec<String> = policy.http.iter().map(ToString::to_string).collect();
+        outln!(
+            out,
+            "         grants: env [{}], dirs [{}], http [{}]; limits: {} MiB, {:?}",
+            env.join(", "),
+            dirs.join(", "),
+            http.join(", "),
+            policy.limits.memory_bytes >> 20,
+            policy.limits.call_timeout
+        );
+        for (tool, grants) in &policy.tool_http {
+            let grants: Vec<String> = grants.iter().map(ToString::to_string).collect();
+            outln!(out, "         tool {tool}: http [{}]", grants.join(", "));
+        }
+        for secret in &policy.http_secrets {
+            outln!(
+                out,
+                "         secret: header {} set by the host on requests to {}",
+                secret.header,
+                secret.grant
+            );
+        }
+        outln!(
+            out,
+            "         contract: llm-worker:tool@{}",
+            plugin.contract_version()
+        );
+        for meta in plugin.tools() {
+            let hints = hint_words(&meta.annotations);
+            if !hints.is_empty() || meta.output_schema.is_some() {
+                outln!(
+                    out,
+                    "         tool {}: {}{}",
+                    meta.name,
+                    if meta.output_schema.is_some() {
+                        "structured result; "
+                    } else {
+                        ""
+                    },
+                    if hints.is_empty() {
+                        "no hints".to_owned()
+                    } else {
+                        hints.join(", ")
+                    }
+                );
+            }
+        }
+        for warning in plugin.warnings() {
+            outln!(out, "         warning: {warning}");
+        }
+        if locked {
+            outln!(out, "         lock: approved by {LOCK_FILE}");
+        }
+        let file = file_name(plugin, dir);
+        if let Some(source) = lock
+            .iter()
+            .flat_map(|lock| &lock.plugins)
+            .find(|entry| entry.file == file)
+            .and_then(|entry| entry.source.as_ref())
+        {
+            outln!(
+                out,
+                "         source: {} (manifest {}, component sha256:{})",
+                source.reference,
+                source.manifest,
+                file_sha256(source)
+            );
+            outln!(
+                out,
+                "         verified: {} at pull; bytes match the lock; {}",
+                source.verified(),
+                if source.unsigned.as_deref() == Some(llm_worker::UNSIGNED_BY_FLAG) {
+                    "not checked against the trust policy (a one-off exception)".to_owned()
+                } else {
+                    format!("still allowed by {}", llm_worker::TRUST_FILE)
+                }
+            );
+        }
+    }
+    for failure in &loaded.failures {
+        outln!(out, "refused  {failure}");
+    }
+    if !locked {
+        outln!(
+            out,
+            "(no {LOCK_FILE}: any plugin put in {} is loaded; `llm-worker lock` approves \
+             these, and `--locked` then refuses to load without the lock)",
+            dir.display()
+        );
+    }
+    Ok(if loaded.failures.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// The hex SHA-256 of a pulled plugin's component, from its layer digest.
+fn file_sha256(source: &llm_worker::PluginSource) -> &str {
+    source
+        .layer
+        .strip_prefix("sha256:")
+        .unwrap_or(&source.layer)
+}
+
+/// The hints a client is shown, in words: `read-only`, `not open-world`, ….
+fn hint_words(hints: &llm_worker::ToolAnnotations) -> Vec<String> {
+    [
+        (hints.read_only, "read-only"),
+        (hints.destructive, "destructive"),
+        (hints.idempotent, "idempotent"),
+        (hints.open_world, "open-world"),
+    ]
+    .into_iter()
+    .filter_map(|(value, word)| match value {
+        Some(true) => Some(word.to_owned()),
+        Some(false) => Some(format!("not {word}")),
+        None => None,
+    })
+    .collect()
+}

@@ -1,0 +1,93 @@
+//! `llm-worker lock`: write a directory's lock file, or with `--check` compare the directory
+//! with it.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use llm_worker::{LOCK_FILE, LockFile};
+
+use crate::load::Loader;
+
+pub(crate) fn lock(
+    out: &mut String,
+    loader: &Loader,
+    dir: &Path,
+    check: bool,
+) -> anyhow::Result<ExitCode> {
+    let options = loader.options.ignore_lock(true);
+    let loaded = loader.host.load_dir_with(dir, options, |_, _, _| {})?;
+    let mut now = LockFile::of(dir, &loaded.plugins);
+    // Pulled plugins keep their provenance; the trust policy is pinned (and must allow them).
+    match LockFile::read(dir) {
+        Ok(Some(previous)) => {
+            for note in now.keep_sources(&previous) {
+                tracing::warn!("{note}");
+            }
+        }
+        Ok(None) => {}
+        Err(error) => tracing::warn!(
+            "the current lock cannot be read, so pulled plugins lose their provenance: {error}"
+        ),
+    }
+    now.trust_sha256 = llm_worker::TrustPolicy::pin(dir)?;
+    let refusals = now.source_refusals(dir);
+    if check {
+        let Some(approved) = LockFile::read(dir)? else {
+            eprintln!(
+                "error: {} has no {LOCK_FILE}; write one with `llm-worker lock {}`",
+                dir.display(),
+                dir.display()
+            );
+            return Ok(ExitCode::FAILURE);
+        };
+        let mut differences = approved.differences(&now);
+        differences.extend(approved.trust_difference(&now));
+        differences.extend(
+            refusals
+                .iter()
+                .map(|(file, reason)| format!("refused: {file}: {reason}")),
+        );
+        differences.extend(
+            loaded
+                .failures
+                .iter()
+                .map(|failure| format!("refused: {failure}")),
+        );
+        if differences.is_empty() {
+            outln!(out, "{} matches its {LOCK_FILE}", dir.display());
+            return Ok(ExitCode::SUCCESS);
+        }
+        for difference in &differences {
+            outln!(out, "{difference}");
+        }
+        eprintln!(
+            "error: {} differs from its {LOCK_FILE} ({} difference(s)); review, then approve \
+             with `llm-worker lock {}`",
+            dir.display(),
+            differences.len(),
+            dir.display()
+        );
+        return Ok(ExitCode::FAILURE);
+    }
+    if !loaded.failures.is_empty() || !refusals.is_empty() {
+        for failure in &loaded.failures {
+            eprintln!("refused: {failure}");
+        }
+        for (file, reason) in &refusals {
+            eprintln!("refused: {file}: {reason}");
+        }
+        eprintln!(
+            "error: nothing written: fix or remove the refused plugins first, so that the lock \
+             approves the whole directory"
+        );
+        return Ok(ExitCode::FAILURE);
+    }
+    now.write(dir)?;
+    outln!(
+        out,
+        "wrote {} ({} plugin(s)); commit it beside the plugins",
+        dir.join(LOCK_FILE).display(),
+        now.plugins.len()
+    );
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,200 @@
+//! Who is let in: bearer tokens off loopback and the generated one on it, `--no-auth`, the
+//! Origin and Host checks, the bound on request bodies; and a listen address given by name.
+
+use std::io::{Read, Write};
+
+use llm_worker_tests::scratch_dir;
+
+use super::{INITIALIZE, Server, connect, count, raw_post};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn off_loopback_the_server_needs_tokens() {
+    let refused = Server::try_start("http-no-token", &["counter"], "0.0.0.0:0", &[]).await;
+    let said = refused.err().expect("refused without tokens");
+    assert!(
+        said.contains("without authentication") && said.contains("--token-file"),
+        "{said}"
+    );
+
+    let tokens_dir = scratch_dir("http-token-file");
+    let tokens = tokens_dir.join("tokens");
+    std::fs::write(
+        &tokens,
+        "# the team's tokens\nfirst-secret-token\n\nsecond-token\n",
+    )
+    .expect("tokens");
+    let server = Server::start(
+        "http-token",
+        &["counter"],
+        "0.0.0.0:0",
+        &["--token-file", tokens.to_str().expect("utf-8")],
+    )
+    .await;
+    // The server listens on every interface; talk to it on loopback.
+    let port = server
+        .authority()
+        .rsplit(':')
+        .next()
+        .expect("port")
+        .to_owned();
+    let (authority, url) = (
+        format!("127.0.0.1:{port}"),
+        format!("http://127.0.0.1:{port}/"),
+    );
+    let (status, rest) = raw_post(&authority, &[], INITIALIZE);
+    assert!(status.contains("401"), "{status}");
+    assert!(
+        rest.to_ascii_lowercase()
+            .contains("www-authenticate: bearer realm=\"llm-worker\""),
+        "{rest}"
+    );
+    let (status, _) = raw_post(
+        &authority,
+        &["Authorization: Bearer first-secret-tokeN"],
+        INITIALIZE,
+    );
+    assert!(status.contains("401"), "a near miss is refused: {status}");
+    assert!(connect(&url, None).await.is_err());
+    for token in ["first-secret-token", "second-token"] {
+        let client = connect(&url, Some(token)).await.expect("admitted");
+        assert_eq!(count(&client).await, "0");
+        client.cancel().await.expect("close");
+    }
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_loopback_other_users_need_the_generated_token() {
+    let server = Server::start("http-loopback-token", &["counter"], "127.0.0.1:0", &[]).await;
+    let token = server
+        .token
+        .clone()
+        .expect("a token was generated and kept");
+    assert_eq!(token.len(), 64, "256 random bits in hex: {token}");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let file = server
+            .dir()
+            .parent()
+            .expect("root")
+            .join("state/llm-worker/http-token");
+        let mode = std::fs::metadata(&file)
+            .expect("token file")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o077, 0, "only the user may read it: {mode:o}");
+    }
+    // Another local user, without the token: refused, as off loopback.
+    let (status, rest) = raw_post(server.authority(), &[], INITIALIZE);
+    assert!(status.contains("401"), "{status}");
+    assert!(rest.contains("bearer token"), "{rest}");
+    assert!(connect(&server.url, None).await.is_err());
+    assert!(connect(&server.url, Some("not-the-token")).await.is_err());
+    let client = server.client().await;
+    assert_eq!(count(&client).await, "0");
+    client.cancel().await.expect("close");
+    server.stop().await;
+
+    // The explicit opt-out, on loopback only.
+    let open = Server::start("http-no-auth", &["counter"], "127.0.0.1:0", &["--no-auth"]).await;
+    assert!(open.token.is_none(), "no token is generated with --no-auth");
+    let client = connect(&open.url, None)
+        .await
+        .expect("admitted without a token");
+    assert_eq!(count(&client).await, "0");
+    client.cancel().await.expect("close");
+    open.stop().await;
+    let refused = Server::try_start(
+        "http-no-auth-off",
+        &["counter"],
+        "0.0.0.0:0",
+        &["--no-auth"],
+    )
+    .await
+    .err()
+    .expect("--no-auth is refused off loopback");
+    assert!(
+        refused.contains("--no-auth") && refused.contains("loopback"),
+        "{refused}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn origins_and_hosts_are_checked() {
+    let server = Server::start("http-origin", &["counter"], "127.0.0.1:0", &[]).await;
+    let token = server.authorization();
+    for headers in [
+        vec!["Origin: https://evil.example"],
+        vec!["Origin: https://evil.example", &token],
+    ] {
+        let (status, _) = raw_post(server.authority(), &headers, INITIALIZE);
+        assert!(
+            status.contains("403"),
+            "a web page of another origin, with or without the token: {status}"
+        );
+    }
+    // The server's own origin is not a foreign one (a page it serves, the conformance suite).
+    let port = server
+        .authority()
+        .rsplit(':')
+        .next()
+        .expect("port")
+        .to_owned();
+    let own = format!("Origin: http://{}", server.authority());
+    let (status, _) = raw_post(server.authority(), &[&own, &token], INITIALIZE);
+    assert!(status.contains("200"), "same origin: {status}");
+    let mut stream = std::net::TcpStream::connect(server.authority()).expect("connect");
+    let request = format!(
+        "POST / HTTP/1.1\r\nHost: localhost:{port}\r\nOrigin: http://localhost:{port}\r\n{token}\r\n\
+         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{INITIALIZE}",
+        INITIALIZE.len()
+    );
+    stream.write_all(request.as_bytes()).expect("send");
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    assert!(
+        response.starts_with("HTTP/1.1 200"),
+        "localhost's own origin: {response}"
+    );
+    // Another port of the same host is another origin.
+    let other = format!(
+        "Origin: http://127.0.0.1:{}",
+        port.parse::<u16>().expect("port") ^ 1
+    );
+    let (status, _) = raw_post(server.authority(), &[&other, &token], INITIALIZE);
+    assert!(status.contains("403"), "another port: {status}");
+    // A DNS-rebinding page reaches the server under its own name.
+    let mut stream = std::net::TcpStream::connect(server.authority()).expect("connect");
+    let request = format!(
+        "POST / HTTP/1.1\r\nHost: evil.example\r\n{token}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n{INITIALIZE}",
+        INITIALIZE.len()
+    );
+    stream.write_all(request.as_bytes()).expect("send");
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    assert!(
+        response.starts_with("HTTP/1.1 403"),
+        "a rebound Host, with the token: {response}"
+    );
+    // Request bodies are bounded.
+    let huge = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"pad":"{}"}}}}"#,
+        "x".repeat(5 << 20)
+    );
+    let (status, _) = raw_post(server.authority(), &[&server.authorization()], &huge);
+    assert!(status.contains("413"), "{status}");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_name_is_resolved() {
+    let server = Server::start("http-localhost", &["counter"], "localhost:0", &[]).await;
+    let client = server.client().await;
+    assert_eq!(count(&client).await, "0");
+    client.cancel().await.expect("close");
+    server.stop().await;
+}

@@ -1,0 +1,250 @@
+//! What `pull` refuses (unverified, tampered, oversized and non-Wasm artifacts, a signature made
+//! for another repository, names outside the directory, plain HTTP off loopback), and the
+//! unsigned exceptions it records as such.
+
+use llm_worker_tests::plugin_path;
+
+use super::{
+    ACME_KEY, OTHER_KEY, Registry, independent_client_installed, independent_push, sha256_file,
+    signed_by, source_of, text_of, write_trust,
+};
+use crate::cli::{run, stderr, stdout};
+
+#[test]
+fn unverified_artifacts_are_refused_naming_what_failed() {
+    let Some(registry) = Registry::start("registry-unverified") else {
+        return;
+    };
+    let acme = registry.key("acme", ACME_KEY);
+    let other = registry.key("other", OTHER_KEY);
+    let dir = registry.plugin_dir("plugins", &signed_by(&registry, "acme/*", "\"acme\""));
+    let refused = |repository: &str, needles: &[&str]| {
+        let out = registry.pull(repository, &dir, &[]);
+        assert_eq!(out.status.code(), Some(1), "{repository}: {}", stdout(&out));
+        let message = stderr(&out);
+        for needle in needles {
+            assert!(
+                message.contains(needle),
+                "{repository}: {needle:?} in {message}"
+            );
+        }
+        assert!(
+            !dir.join("greet.wasm").exists() && !dir.join("llm-worker.lock").exists(),
+            "{repository}: nothing written"
+        );
+    };
+
+    registry.push("greet", "acme/greet:unsigned", None);
+    refused(
+        "acme/greet:unsigned",
+        &["no signature", ".sig", "signed by acme"],
+    );
+
+    registry.push("greet", "acme/greet:other", Some(&other));
+    refused(
+        "acme/greet:other",
+        &["does not verify with acme", "signature 1"],
+    );
+
+    // The rule for the repository asks for another signer than the one who signed.
+    registry.push("greet", "acme/greet:acme", Some(&acme));
+    write_trust(&dir, &signed_by(&registry, "acme/*", "\"other\""));
+    refused("acme/greet:acme", &["does not verify with other"]);
+
+    // No rule covers the repository.
+    write_trust(&dir, &signed_by(&registry, "acme/*", "\"acme\""));
+    registry.push("greet", "elsewhere/greet:1", Some(&acme));
+    refused(
+        "elsewhere/greet:1",
+        &["no rule", &format!("{}/elsewhere/greet", registry.address)],
+    );
+
+    // No trust policy at all.
+    std::fs::remove_file(dir.join("llm-worker.trust.toml")).expect("rm");
+    refused("acme/greet:acme", &["no trust policy", "--allow-unsigned"]);
+}
+
+#[test]
+fn a_signature_made_for_another_repository_is_refused() {
+    let Some(registry) = Registry::start("registry-identity") else {
+        return;
+    };
+    if !independent_client_installed() {
+        return;
+    }
+    let acme = registry.key("acme", ACME_KEY);
+    let dir = registry.plugin_dir("plugins", &signed_by(&registry, "acme/*", "\"acme\""));
+    // A valid acme signature of the same manifest, made for acme/other and copied here.
+    independent_push(
+        &registry,
+        "acme/greet",
+        &plugin_path("greet"),
+        &[
+            "--sign",
+            text_of(&acme),
+            "--identity",
+            &registry.reference("acme/other"),
+        ],
+    );
+    let out = registry.pull("acme/greet:1", &dir, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let message = stderr(&out);
+    assert!(
+        message.contains("is by acme")
+            && message.contains(&format!(
+                "made for the repository {}/acme/other",
+                registry.address
+            )),
+        "{message}"
+    );
+    assert!(!dir.join("greet.wasm").exists());
+}
+
+#[test]
+fn tampered_oversized_and_non_wasm_artifacts_are_refused() {
+    let Some(registry) = Registry::start("registry-hostile") else {
+        return;
+    };
+    let acme = registry.key("acme", ACME_KEY);
+    let dir = registry.plugin_dir("plugins", &signed_by(&registry, "acme/*", "\"acme\""));
+
+    // A byte of the stored component changed behind the registry's back.
+    registry.push("greet", "acme/greet:1", Some(&acme));
+    let digest = format!("sha256:{}", sha256_file(&plugin_path("greet")));
+    let blob = registry.blob_file(&digest);
+    let mut bytes = std::fs::read(&blob).expect("stored blob");
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x55;
+    std::fs::write(&blob, bytes).expect("tamper");
+    let out = registry.pull("acme/greet:1", &dir, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let message = stderr(&out);
+    assert!(
+        message.contains("the component of") && message.contains(&format!("not {digest}")),
+        "{message}"
+    );
+    assert!(!dir.join("greet.wasm").exists());
+    let leftovers: Vec<_> = std::fs::read_dir(&dir)
+        .expect("dir")
+        .filter_map(Result::ok)
+        .map(|entry| entry.file_name())
+        .filter(|name| name != "llm-worker.trust.toml")
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+
+    // A component over the host's plugin size cap (2 MiB, with --max-plugin-mib 1): refused
+    // before it is fetched.
+    let large = registry.root.join("large.wasm");
+    let mut big = std::fs::read(plugin_path("greet")).expect("greet");
+    big.resize(2 << 20, 0);
+    std::fs::write(&large, &big).expect("large");
+    if independent_client_installed() {
+        independent_push(&registry, "acme/large", &large, &["--sign", text_of(&acme)]);
+        let out = run(
+            &registry.cache(),
+            &[
+                "pull",
+                &registry.reference("acme/large:1"),
+                text_of(&dir),
+                "--plain-http",
+                "--max-plugin-mib",
+                "1",
+            ],
+            None,
+        );
+        assert_eq!(out.status.code(), Some(1));
+        let message = stderr(&out);
+        assert!(
+            message.contains("2097152 bytes, over the cap of 1048576 bytes")
+                && message.contains("max_plugin_bytes"),
+            "{message}"
+        );
+
+        // A container image, not a Wasm artifact: refused naming its media type.
+        independent_push(
+            &registry,
+            "acme/image",
+            &plugin_path("greet"),
+            &[
+                "--sign",
+                text_of(&acme),
+                "--config-type",
+                "application/vnd.oci.image.config.v1+json",
+                "--layer-type",
+                "application/vnd.oci.image.layer.v1.tar+gzip",
+            ],
+        );
+        let out = registry.pull("acme/image:1", &dir, &[]);
+        assert_eq!(out.status.code(), Some(1));
+        let message = stderr(&out);
+        assert!(
+            message.contains("not a Wasm component artifact")
+                && message.contains("application/vnd.oci.image.config.v1+json"),
+            "{message}"
+        );
+    }
+}
+
+#[test]
+fn unsigned_pulls_are_recorded_and_plain_http_and_names_stay_local() {
+    let Some(registry) = Registry::start("registry-unsigned") else {
+        return;
+    };
+    registry.push("greet", "scratch/greet:1", None);
+    let dir = registry.plugin_dir("plugins", &signed_by(&registry, "acme/*", "\"acme\""));
+    let out = registry.pull("scratch/greet:1", &dir, &["--allow-unsigned"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        source_of(&dir, "greet.wasm")["unsigned"].as_str(),
+        Some("pull --allow-unsigned")
+    );
+    let out = run(&registry.cache(), &["check", text_of(&dir)], None);
+    assert!(
+        stdout(&out).contains("unsigned, allowed by pull --allow-unsigned"),
+        "{}",
+        stdout(&out)
+    );
+
+    // A rule may let a repository's plugins come unsigned; that is recorded too.
+    let rules = format!(
+        "[[rule]]\nrepository = \"{}/scratch/*\"\nunsigned = true\n",
+        registry.address
+    );
+    write_trust(&dir, &rules);
+    let out = run(&registry.cache(), &["lock", text_of(&dir)], None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = registry.pull("scratch/greet:1", &dir, &["--name", "greet2"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        source_of(&dir, "greet2.wasm")["unsigned"].as_str(),
+        Some("trust policy")
+    );
+
+    // Names cannot leave the directory; plain HTTP is for loopback only.
+    for name in ["../evil", "a/b", ".hidden", ""] {
+        let out = registry.pull("scratch/greet:1", &dir, &["--name", name]);
+        assert_eq!(out.status.code(), Some(1), "{name}");
+        assert!(
+            stderr(&out).contains("cannot name a plugin file"),
+            "{}",
+            stderr(&out)
+        );
+    }
+    let out = run(
+        &registry.cache(),
+        &[
+            "pull",
+            "registry.example/acme/greet:1",
+            text_of(&dir),
+            "--plain-http",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("plain HTTP is only for"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!registry.root.join("evil.wasm").exists());
+}

@@ -1,0 +1,196 @@
+//! What goes through: a signed plugin pushed, pulled, locked and served; a moved tag followed
+//! only on `pull --update`; an artifact pushed by the independent client.
+
+use std::time::{Duration, Instant};
+
+use llm_worker_tests::plugin_path;
+use serde_json::json;
+
+use super::{
+    ACME_KEY, Registry, independent_client_installed, independent_push, lock_of, sha256_file,
+    signed_by, source_of, text_of,
+};
+use crate::cli::{run, stderr, stdout};
+use crate::mcp::{call, names, serve_watching, text};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signed_plugin_is_pushed_pulled_served_and_recorded_in_the_lock() {
+    let Some(registry) = Registry::start("registry-round-trip") else {
+        return;
+    };
+    let acme = registry.key("acme", ACME_KEY);
+    let pushed = registry.push("greet", "acme/greet:1.0", Some(&acme));
+    assert!(pushed.contains("signed with sha256:"), "{pushed}");
+    let dir = registry.plugin_dir("plugins", &signed_by(&registry, "acme/*", "\"acme\""));
+
+    let out = registry.pull("acme/greet:1.0", &dir, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("signed by acme"), "{}", stdout(&out));
+
+    // The lock: the file's digest, the manifest, the layer and the signer.
+    let lock = lock_of(&dir);
+    assert_eq!(lock["version"].as_integer(), Some(2));
+    assert!(lock.contains_key("trust_sha256"), "{lock}");
+    let source = source_of(&dir, "greet.wasm");
+    let sha256 = sha256_file(&dir.join("greet.wasm"));
+    assert_eq!(sha256, sha256_file(&plugin_path("greet")));
+    assert_eq!(
+        source["layer"].as_str(),
+        Some(format!("sha256:{sha256}").as_str())
+    );
+    assert_eq!(source["signer"].as_str(), Some("acme"));
+    assert_eq!(
+        source["reference"].as_str(),
+        Some(registry.reference("acme/greet:1.0").as_str())
+    );
+    assert!(
+        source["manifest"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("sha256:"))
+    );
+
+    // `check` says what was verified, and does not take the trust policy for a stray policy.
+    let out = run(&registry.cache(), &["check", text_of(&dir)], None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = stdout(&out);
+    assert!(
+        report.contains("verified: signed by acme (sha256:")
+            && report.contains("still allowed by llm-worker.trust.toml"),
+        "{report}"
+    );
+    let out = run(&registry.cache(), &["list", text_of(&dir)], None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        !stderr(&out).contains("trust.toml"),
+        "not a stray policy: {}",
+        stderr(&out)
+    );
+
+    // Pulling again changes nothing; `lock` keeps the provenance.
+    let out = registry.pull("acme/greet:1.0", &dir, &[]);
+    assert!(stdout(&out).contains("up to date"), "{}", stdout(&out));
+    let out = run(&registry.cache(), &["lock", text_of(&dir)], None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        source_of(&dir, "greet.wasm")["signer"].as_str(),
+        Some("acme")
+    );
+    let out = run(&registry.cache(), &["lock", "--check", text_of(&dir)], None);
+    assert!(out.status.success(), "{}", stdout(&out));
+
+    // Served over MCP, locked.
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"));
+    command
+        .args(["serve", "--locked", "--cache-dir"])
+        .arg(registry.cache())
+        .arg(&dir);
+    let transport = rmcp::transport::TokioChildProcess::new(command).expect("serve");
+    let client = rmcp::ServiceExt::serve((), transport)
+        .await
+        .expect("initialize");
+    let hello = client
+        .call_tool(call("greet", json!({"name": "registry"})))
+        .await
+        .expect("greet");
+    assert_eq!(text(&hello), "Hello, registry!");
+    client.cancel().await.expect("close");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_moved_tag_changes_nothing_until_pull_update_and_watch_follows() {
+    let Some(registry) = Registry::start("registry-moved-tag") else {
+        return;
+    };
+    let acme = registry.key("acme", ACME_KEY);
+    registry.push("greet", "acme/tool:stable", Some(&acme));
+    let dir = registry.plugin_dir("plugins", &signed_by(&registry, "acme/*", "\"acme\""));
+    let out = registry.pull("acme/tool:stable", &dir, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let first = source_of(&dir, "tool.wasm")["manifest"]
+        .as_str()
+        .expect("manifest")
+        .to_owned();
+    let (client, changes, _stderr) = serve_watching(&registry.cache(), &dir).await;
+    assert_eq!(
+        names(client.list_all_tools().await.expect("list")),
+        ["greet"]
+    );
+
+    // The tag now names another component (signed by the same key): refused until --update.
+    registry.push("counter", "acme/tool:stable", Some(&acme));
+    let out = registry.pull("acme/tool:stable", &dir, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let message = stderr(&out);
+    assert!(
+        message.contains(&first) && message.contains("pull --update"),
+        "{message}"
+    );
+    assert_eq!(
+        source_of(&dir, "tool.wasm")["manifest"].as_str(),
+        Some(first.as_str())
+    );
+    assert_eq!(
+        sha256_file(&dir.join("tool.wasm")),
+        sha256_file(&plugin_path("greet"))
+    );
+
+    let out = registry.pull("acme/tool:stable", &dir, &["--update"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains(&format!("{first} ->")),
+        "{}",
+        stdout(&out)
+    );
+    assert_ne!(
+        source_of(&dir, "tool.wasm")["manifest"].as_str(),
+        Some(first.as_str())
+    );
+
+    // `serve --watch` picks the update up (the new file and the new lock, once both are there).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        tokio::time::timeout(left, changes.notified())
+            .await
+            .expect("notifications/tools/list_changed after pull --update");
+        if names(client.list_all_tools().await.expect("list")) == ["count", "peek"] {
+            break;
+        }
+    }
+    client.cancel().await.expect("close");
+}
+
+#[test]
+fn an_artifact_pushed_by_an_independent_client_is_pulled_and_run() {
+    let Some(registry) = Registry::start("registry-interop") else {
+        return;
+    };
+    if !independent_client_installed() {
+        return;
+    }
+    let acme = registry.key("acme", ACME_KEY);
+    let dir = registry.plugin_dir("plugins", &signed_by(&registry, "tools/*", "\"acme\""));
+    let digest = independent_push(
+        &registry,
+        "tools/calc",
+        &plugin_path("calc"),
+        &["--sign", text_of(&acme)],
+    );
+    let out = registry.pull("tools/calc:1", &dir, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        source_of(&dir, "calc.wasm")["manifest"].as_str(),
+        Some(digest.as_str())
+    );
+    let out = run(
+        &registry.cache(),
+        &["call", text_of(&dir), "add", r#"{"a":2,"b":3}"#],
+        None,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), "5.0");
+
+    // And by digest, under another name.
+    let out = registry.pull(&format!("tools/calc@{digest}"), &dir, &["--name", "calc2"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}

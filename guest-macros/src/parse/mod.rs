@@ -1,0 +1,122 @@
+//! The model of a `#[tool_registry]` impl block: parsed from the user's syntax (keeping it for
+//! spans) and validated, every misuse a spanned error.
+
+use heck::ToUpperCamelCase;
+use syn::{Attribute, Expr, ItemImpl, LitStr, Meta, Type};
+
+mod method;
+mod options;
+mod registry;
+
+/// A `#[tool_registry]` impl block and its tools.
+pub(crate) struct Registry {
+    /// The impl block with the `#[tool]` and `#[description]` markers removed.
+    pub(crate) item: ItemImpl,
+    pub(crate) tools: Vec<ToolMethod>,
+    /// The paths of the `#[description]` markers removed, so that their imports count as used.
+    pub(crate) description_paths: Vec<syn::Path>,
+}
+
+/// One `#[tool]` method.
+pub(crate) struct ToolMethod {
+    pub(crate) ident: syn::Ident,
+    /// The tool's name: the method's name without `r#`.
+    pub(crate) name: String,
+    /// The doc comment's `#[doc = …]` values in order (literals or `include_str!(…)`).
+    pub(crate) doc: Vec<Expr>,
+    pub(crate) args: Vec<ToolArg>,
+    pub(crate) is_async: bool,
+    /// The declared return type (`()` when there is none).
+    pub(crate) output: Type,
+    /// The method's `#[cfg(…)]` attributes, repeated on every generated item.
+    pub(crate) cfgs: Vec<Attribute>,
+    pub(crate) title: Option<LitStr>,
+    pub(crate) annotations: Annotations,
+}
+
+/// `#[tool(read_only, destructive = false, …)]`.
+#[derive(Default)]
+pub(crate) struct Annotations {
+    pub(crate) read_only: Option<bool>,
+    pub(crate) destructive: Option<bool>,
+    pub(crate) idempotent: Option<bool>,
+    pub(crate) open_world: Option<bool>,
+}
+
+/// One argument of a tool method.
+pub(crate) struct ToolArg {
+    pub(crate) ident: syn::Ident,
+    pub(crate) ty: Type,
+    pub(crate) description: Option<LitStr>,
+    /// `#[default = …]`.
+    pub(crate) default: Option<Expr>,
+    /// `#[serde(…)]` and `#[schemars(…)]`, moved to the generated field.
+    pub(crate) field_attrs: Vec<Attribute>,
+}
+
+/// Collects errors so that one expansion reports every misuse at once.
+#[derive(Default)]
+pub(crate) struct Errors(Option<syn::Error>);
+
+impl Errors {
+    pub(crate) fn push(&mut self, error: syn::Error) {
+        match &mut self.0 {
+            Some(existing) => existing.combine(error),
+            None => self.0 = Some(error),
+        }
+    }
+
+    pub(crate) fn finish(self) -> syn::Result<()> {
+        self.0.map_or(Ok(()), Err)
+    }
+}
+
+/// Whether `attr` is the marker `name`, however it is spelled: `#[tool]`,
+/// `#[llm_worker_guest::tool]`, `#[llm_worker::tool]`.
+fn is_marker(attr: &Attribute, name: &str) -> bool {
+    let path = attr.path();
+    match path.segments.len() {
+        1 => path.is_ident(name),
+        _ => {
+            let mut segments = path.segments.iter().map(|s| s.ident.to_string());
+            let first = segments.next().unwrap_or_default();
+            let last = path.segments.last().map(|s| s.ident.to_string());
+            path.segments.len() == 2
+                && matches!(
+                    first.as_str(),
+                    "llm_worker_guest" | "llm_worker" | "llm_worker_macros"
+                )
+                && last.as_deref() == Some(name)
+        }
+    }
+}
+
+/// The values of the `#[doc = …]` attributes: string literals from `///` and `/** */`, or
+/// expressions such as `include_str!("…")`.
+pub(crate) fn doc_pieces(attrs: &[Attribute]) -> Vec<Expr> {
+    attrs
+        .iter()
+        .filter(|attr| attr.path().is_ident("doc"))
+        .filter_map(|attr| match &attr.meta {
+            Meta::NameValue(nv) => Some(nv.value.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `search_user` → `SearchUser`: the spec's `{PascalCase}Args` and `Tool{PascalCase}`.
+pub(crate) fn to_pascal_case(name: &str) -> String {
+    name.to_upper_camel_case()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pascal_case_follows_the_spec() {
+        assert_eq!(to_pascal_case("search"), "Search");
+        assert_eq!(to_pascal_case("get_user"), "GetUser");
+        assert_eq!(to_pascal_case("a__b_"), "AB");
+    }
+}

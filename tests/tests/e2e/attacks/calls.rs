@@ -1,0 +1,237 @@
+//! Attacks through calls: starts that hang or are slow, a full instance pool, calls dropped or
+//! queued behind a busy instance, and error texts past the output cap.
+
+use std::time::Duration;
+
+use llm_worker::*;
+use llm_worker_tests::wait::within;
+use llm_worker_tests::wat::{WatComponent, ret};
+use llm_worker_tests::{
+    error_message, greet_beside_a_slow_starter, plugin_path, scratch_dir, session, when_logged,
+};
+
+use super::OBJECT;
+
+#[tokio::test]
+async fn a_plugin_whose_start_hangs_is_started_once_per_session() {
+    let dir = scratch_dir("slowstart");
+    std::fs::copy(plugin_path("slowstart"), dir.join("slow.wasm")).expect("copy");
+    std::fs::create_dir(dir.join("control")).expect("mkdir");
+    std::fs::write(
+        dir.join("slow.policy.toml"),
+        "[limits]\ntimeout_ms = 300\nmax_consecutive_failures = 2\n\
+         [[dirs]]\nhost = \"control\"\nguest = \"/control\"\n",
+    )
+    .expect("policy");
+    let plugin = llm_worker_tests::host()
+        .load(dir.join("slow.wasm"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(plugin.tools().len(), 5);
+
+    // From now on, the plugin's initialisation hangs until its time limit.
+    std::fs::write(dir.join("control/hang"), "").expect("hang");
+    // Registering five tools starts one instance, once; the plugin's own initialisation
+    // runs at the first call, within that call's limit.
+    let tools = session(&plugin);
+    let message = error_message(tools.call_tool("one", "{}").await);
+    assert!(message.contains("time limit of 300ms"), "{message}");
+    std::fs::remove_file(dir.join("control/hang")).expect("unhang");
+
+    // One failure was counted (of the two allowed): the next call starts afresh and runs.
+    assert_eq!(tools.call_tool("three", "{}").await.as_deref(), Ok("0"));
+    assert_eq!(tools.call_tool("five", "{}").await.as_deref(), Ok("1"));
+}
+
+#[tokio::test]
+async fn a_full_pool_is_not_counted_against_the_plugin() {
+    let host = PluginHost::builder()
+        .limits(Limits::default().max_consecutive_failures(2))
+        .instance_pool(1)
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let counter = host
+        .load(plugin_path("counter"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let first = session(&counter);
+    assert_eq!(first.call_tool("count", "{}").await.as_deref(), Ok("0"));
+    let second = session(&counter);
+    for _ in 0..4 {
+        let message = error_message(second.call_tool("count", "{}").await);
+        assert!(
+            message.contains("pool of instance slots is full"),
+            "{message}"
+        );
+    }
+    drop(first);
+    // Not disabled: the pool's capacity is the host's limit, not the plugin's failure.
+    assert_eq!(second.call_tool("count", "{}").await.as_deref(), Ok("0"));
+}
+
+#[tokio::test]
+async fn a_call_dropped_by_its_caller_leaves_no_half_run_instance() {
+    let host = PluginHost::with_limits(Limits::default().max_consecutive_failures(1))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let trapper = host
+        .load(plugin_path("trapper"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let tools = session(&trapper);
+    assert_eq!(tools.call_tool("tick", "{}").await.as_deref(), Ok("0"));
+    assert_eq!(tools.call_tool("tick", "{}").await.as_deref(), Ok("1"));
+    // The caller gives up once the loop runs (it says so as it begins).
+    let (sink, spinning) = when_logged("spinning forever");
+    tokio::select! {
+        ended = with_tool_events(sink, tools.call_tool("spin_forever", "{}")) => {
+            panic!("an endless loop ended: {ended:?}")
+        }
+        () = within("the endless loop to start", spinning.notified()) => {}
+    }
+    // The next call says what was lost; it is not a failure of the plugin (one failure would
+    // disable it here), and the instance after it starts afresh.
+    let message = error_message(tools.call_tool("tick", "{}").await);
+    assert!(
+        message.contains("'spin_forever'")
+            && message.contains("abandoned by its caller")
+            && message.contains("state was lost"),
+        "{message}"
+    );
+    assert_eq!(tools.call_tool("tick", "{}").await.as_deref(), Ok("0"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_queued_behind_a_busy_instance_waits_at_most_its_time_limit() {
+    let host = PluginHost::with_limits(Limits::default().call_timeout(Duration::from_millis(500)))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let sleeper = host
+        .load(plugin_path("sleeper"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let tools = session(&sleeper);
+    // The first call sleeps in a host call: it ends at its limit plus the grace for host
+    // calls; the second, sent once the first holds the instance, gives up at its own limit.
+    let (sink, sleeping) = when_logged("sleeping");
+    let (slow, queued) = tokio::join!(
+        with_tool_events(sink, tools.call_tool("sleep", r#"{"ms":100000}"#)),
+        async {
+            within("the first call to start sleeping", sleeping.notified()).await;
+            tools.call_tool("spin", r#"{"ms":1}"#).await
+        }
+    );
+    let slow = error_message(slow);
+    assert!(slow.contains("time limit of 500ms"), "{slow}");
+    let queued = error_message(queued);
+    assert!(
+        queued.contains("'spin'") && queued.contains("is busy"),
+        "{queued}"
+    );
+    let after = tools.call_tool("spin", r#"{"ms":1}"#).await;
+    assert!(after.is_ok(), "{after:?}");
+}
+
+/// Overlapping calls must not be a way to disable a slow plugin: a call that waited behind
+/// another and then ran out of time is not counted as the plugin's failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_that_timed_out_after_waiting_is_not_the_plugins_failure() {
+    let host = PluginHost::with_limits(
+        Limits::default()
+            .call_timeout(Duration::from_millis(600))
+            .max_consecutive_failures(1),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let sleeper = host
+        .load(plugin_path("sleeper"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let tools = session(&sleeper);
+    // The first call holds the instance for 400 ms; the second, sent once the first holds
+    // it, gets it with at most 200 ms left and needs 450.
+    let (sink, spinning) = when_logged("spinning");
+    let (first, second) = tokio::join!(
+        with_tool_events(sink, tools.call_tool("spin", r#"{"ms":400}"#)),
+        async {
+            within("the first call to start spinning", spinning.notified()).await;
+            tools.call_tool("spin", r#"{"ms":450}"#).await
+        }
+    );
+    assert!(first.is_ok(), "{first:?}");
+    let second = error_message(second);
+    assert!(
+        second.contains("time limit of 600ms") && second.contains("waiting for other calls"),
+        "{second}"
+    );
+    let after = tools.call_tool("spin", r#"{"ms":1}"#).await;
+    assert!(after.is_ok(), "not disabled: {after:?}");
+}
+
+#[tokio::test]
+async fn error_texts_are_capped_like_outputs() {
+    // An `execute` that returns `Err(execution-failed(…))` of 40,000 bytes of its memory.
+    let bytes = WatComponent::new(&[("shout", "d", OBJECT)])
+        .execute(&format!(
+            "(i32.store8 (i32.const {at}) (i32.const 1))
+             (i32.store8 (i32.const {tag}) (i32.const 1))
+             (i32.store (i32.const {ptr}) (i32.const 16384))
+             (i32.store (i32.const {len}) (i32.const 40000))
+             (i32.const {at})",
+            at = ret(0),
+            tag = ret(0) + 4,
+            ptr = ret(0) + 8,
+            len = ret(0) + 12,
+        ))
+        .build();
+    let host = PluginHost::with_limits(Limits::default().max_output_bytes(1000))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let plugin = host
+        .load_bytes("/plugins/shout.wasm", &bytes)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let message = error_message(session(&plugin).call_tool("shout", "{}").await);
+    assert!(message.len() < 1200, "{} bytes", message.len());
+    assert!(message.contains("was 40000 bytes"), "{message}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_whose_start_is_slow_delays_no_other_plugin() {
+    // The slow plugin's start would spin for two minutes: registering a session and calling
+    // greet must not wait for it (the factory starts the instance in the background).
+    let (loaded, _dir) = greet_beside_a_slow_starter("slow-start-others", 120_000);
+    let session = tokio::spawn(async move {
+        let mut worker = Worker::new();
+        worker
+            .register_tools(loaded.definitions())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let tools = worker.tool_server_handle();
+        let greeting = tools.call_tool("greet", r#"{"name":"Ada"}"#).await;
+        (greeting, worker)
+    });
+    // A liveness bound, a hundred times what the greeting takes: the old factory blocked here
+    // for the slow plugin's whole start.
+    let (greeting, worker) = tokio::time::timeout(Duration::from_secs(60), session)
+        .await
+        .expect("the session opened and greet answered while the other plugin was starting")
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(greeting.is_ok_and(|text| text.contains("Ada")));
+    // Ending the session stops the start still running (the next test's CPU is its own).
+    drop(worker);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_call_of_a_slow_starter_waits_within_its_own_time_limit() {
+    let (loaded, _dir) = greet_beside_a_slow_starter("slow-start-first-call", 1_000);
+    let mut worker = Worker::new();
+    worker
+        .register_tools(loaded.definitions())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let tools = worker.tool_server_handle();
+    // Started at registration, in the background: the call waits for that start, which runs
+    // out of its time limit; then the call itself tries once more, within what is left.
+    let message = error_message(tools.call_tool("slow", "{}").await);
+    assert!(
+        message.contains("plugin 'slow'")
+            && (message.contains("still starting") || message.contains("time limit of 1s")),
+        "{message}"
+    );
+    assert_eq!(
+        tools
+            .call_tool("greet", r#"{"name":"Bo"}"#)
+            .await
+            .as_deref(),
+        Ok("Hello, Bo!")
+    );
+}

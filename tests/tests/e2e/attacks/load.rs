@@ -1,0 +1,193 @@
+//! Attacks at load: oversized tool lists and compiled schemas, HTTP imports without a grant,
+//! plugins over the size cap, and special files in place of plugins and policies.
+
+use llm_worker::*;
+use llm_worker_tests::wat::WatComponent;
+use llm_worker_tests::{plugin, plugin_path, scratch_dir, session};
+
+use super::OBJECT;
+
+#[test]
+fn oversized_tool_lists_are_refused() {
+    let long = "d".repeat(20_000);
+    let error = llm_worker_tests::host()
+        .load_bytes(
+            "/plugins/verbose.wasm",
+            &WatComponent::new(&[("verbose", &long, OBJECT)]).build(),
+        )
+        .expect_err("refused");
+    assert!(
+        matches!(error, PluginError::ToolListTooLarge { .. })
+            && error
+                .to_string()
+                .contains("description of tool \"verbose\""),
+        "{error}"
+    );
+}
+
+/// An input schema of `count` distinct regular expressions (numbered from `first`), as
+/// `patternProperties` keys, each wide enough to compile into some 20 KB: 2,000 of them make
+/// 36 KB of schema.
+fn patterns_schema(first: usize, count: usize) -> String {
+    let patterns: Vec<String> = (first..first + count)
+        .map(|i| format!(r#""^\\S+{i}.*$":{{}}"#))
+        .collect();
+    format!(
+        r#"{{"type":"object","patternProperties":{{{}}}}}"#,
+        patterns.join(",")
+    )
+}
+
+#[test]
+fn compiled_schemas_are_held_to_a_host_memory_budget() {
+    // 64 tools of 2,000 distinct patterns each: 4 GiB of host memory once compiled.
+    let names: Vec<String> = (0..64).map(|i| format!("t{i}")).collect();
+    let schemas: Vec<String> = (0..64).map(|i| patterns_schema(i * 2_000, 2_000)).collect();
+    let tools: Vec<(&str, &str, &str)> = names
+        .iter()
+        .zip(&schemas)
+        .map(|(name, schema)| (name.as_str(), "Patterns.", schema.as_str()))
+        .collect();
+    let error = llm_worker_tests::host()
+        .load_bytes("/plugins/patterns.wasm", &WatComponent::new(&tools).build())
+        .expect_err("over the budget");
+    let message = error.to_string();
+    assert!(
+        matches!(error, PluginError::ToolListTooLarge { .. })
+            && message.contains("/plugins/patterns.wasm")
+            && message.contains("the input schema of tool \"t")
+            && message.contains("limit of 256 MiB")
+            && message.contains("`schema_memory_mib` under [limits]"),
+        "{message}"
+    );
+    // The same in output schemas.
+    let metas: Vec<_> = schemas
+        .iter()
+        .map(|schema| llm_worker_tests::wat::MetaV2 {
+            output_schema: Some(schema.clone()),
+            ..Default::default()
+        })
+        .collect();
+    let outputs: Vec<(&str, &str, &str)> = names
+        .iter()
+        .map(|name| (name.as_str(), "Patterns.", OBJECT))
+        .collect();
+    let error = llm_worker_tests::host()
+        .load_bytes(
+            "/plugins/outputs.wasm",
+            &WatComponent::new(&outputs).v2(metas).build(),
+        )
+        .expect_err("over the budget");
+    let message = error.to_string();
+    assert!(
+        matches!(error, PluginError::ToolListTooLarge { .. })
+            && message.contains("the output schema of tool \"t"),
+        "{message}"
+    );
+    // A moderate number of patterns loads and checks its inputs.
+    let few = WatComponent::new(&[("few", "Patterns.", &patterns_schema(0, 50))])
+        .echo()
+        .build();
+    let plugin = llm_worker_tests::host()
+        .load_bytes("/plugins/few.wasm", &few)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(plugin.check_input("few", r#"{"a7x":1}"#).is_ok());
+    // Over a host's budget (8 MiB here), a plugin loads once its policy raises its own.
+    let host = PluginHost::with_limits(Limits::default().schema_memory_bytes(8 << 20))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let dir = scratch_dir("schema-memory");
+    let path = dir.join("many.wasm");
+    let many = WatComponent::new(&[("many", "Patterns.", &patterns_schema(0, 2_000))]).build();
+    std::fs::write(&path, many).expect("write");
+    let error = host.load(&path).expect_err("over 8 MiB");
+    assert!(error.to_string().contains("limit of 8 MiB"), "{error}");
+    std::fs::write(
+        dir.join("many.policy.toml"),
+        "[limits]\nschema_memory_mib = 512\n",
+    )
+    .expect("policy");
+    let plugin = host.load(&path).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(plugin.policy().limits.schema_memory_bytes, 512 << 20);
+}
+
+#[tokio::test]
+async fn http_is_not_linked_for_plugins_without_http_grants() {
+    let error = llm_worker_tests::host()
+        .load(plugin_path("fetcher"))
+        .expect_err("refused without a grant");
+    let message = error.to_string();
+    assert!(
+        matches!(error, PluginError::UnsupportedImport { .. })
+            && message.contains("wasi:http")
+            && message.contains("[http] allow")
+            && message.contains("fetcher.policy.toml"),
+        "{message}"
+    );
+    // The plugins without HTTP still load and run.
+    let counter = session(&plugin("counter"));
+    assert_eq!(counter.call_tool("count", "{}").await.as_deref(), Ok("0"));
+}
+
+#[test]
+fn the_size_cap_applies_to_bytes_too() {
+    let host = PluginHost::builder()
+        .max_plugin_bytes(1000)
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let bytes = WatComponent::new(&[("t", "d", OBJECT)]).build();
+    assert!(bytes.len() > 1000);
+    for loaded in [
+        host.load_bytes("/plugins/big.wasm", &bytes),
+        host.load(plugin_path("greet")),
+        host.load_with_policy(plugin_path("greet"), SandboxPolicy::default()),
+    ] {
+        match loaded {
+            Err(error @ PluginError::TooLarge { .. }) => {
+                assert!(
+                    error.to_string().contains("over the limit of 1000 bytes"),
+                    "{error}"
+                )
+            }
+            other => panic!("expected TooLarge, got {other:?}"),
+        }
+    }
+}
+
+/// A FIFO named like a plugin or a policy would block a loader that opens it: refused at once.
+#[cfg(unix)]
+#[test]
+fn special_files_are_refused_without_blocking() {
+    let dir = scratch_dir("fifo");
+    std::fs::copy(plugin_path("greet"), dir.join("greet.wasm")).expect("copy");
+    std::fs::copy(plugin_path("counter"), dir.join("counter.wasm")).expect("copy");
+    for fifo in ["evil.wasm", "counter.policy.toml"] {
+        let made = std::process::Command::new("mkfifo")
+            .arg(dir.join(fifo))
+            .status()
+            .expect("mkfifo runs");
+        assert!(made.success());
+    }
+    let loaded = llm_worker_tests::host()
+        .load_dir(&dir)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(loaded.plugins.len(), 1, "{:?}", loaded.failures);
+    assert_eq!(loaded.plugins[0].name(), "greet");
+    let messages: Vec<String> = loaded.failures.iter().map(ToString::to_string).collect();
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("evil.wasm") && m.contains("not a regular file")),
+        "{messages:?}"
+    );
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("counter.policy.toml") && m.contains("not a regular file")),
+        "{messages:?}"
+    );
+    let device = llm_worker_tests::host().load("/dev/zero");
+    assert!(
+        matches!(device, Err(PluginError::NotAFile { .. })),
+        "{device:?}"
+    );
+}
