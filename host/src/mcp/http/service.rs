@@ -27,6 +27,8 @@ use crate::mcp::{McpError, McpOptions, ToolCatalog};
 /// it is deleted or idle past the timeout; a client of the stateless protocol revision
 /// (2026-07-28) gets a fresh registration for every request, creating only the instance of
 /// the plugin it calls. Clones share the sessions.
+///
+/// [`serve_http`]: super::serve_http
 #[derive(Clone)]
 pub struct McpHttpService {
     gate: Arc<Gate>,
@@ -49,6 +51,8 @@ impl McpHttpService {
     /// [`serve_http`] on a loopback address). Without [`HttpOptions::allowed_hosts`], only the loopback
     /// names (`localhost`, `127.0.0.1`, `::1`) are accepted as `Host`: set the names under
     /// which the embedder serves it.
+    ///
+    /// [`serve_http`]: super::serve_http
     pub fn new(
         catalog: ToolCatalog,
         options: McpOptions,
