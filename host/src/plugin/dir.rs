@@ -43,7 +43,7 @@ impl PluginHost {
             crate::lock::LockFile::read(dir)?
         };
 
-        // Pulled plugins whose signer the trust policy no longer allows (host/src/lock.rs).
+        // Pulled plugins whose signer the trust policy no longer allows (host/src/lock/source.rs).
         let source_refusals = lock
             .as_ref()
             .map(|lock| lock.source_refusals(dir))

@@ -1,0 +1,162 @@
+//! Reading, writing and comparing lock files: the lock of loaded plugins, its TOML text, the
+//! atomic write, and the differences between an approved lock and the directory now.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::Path;
+
+use super::approval::grants_moved;
+use super::{
+    LOCK_FILE, LockError, LockFile, LockedPlugin, grant_paths, open_trusted, relative_name,
+};
+
+/// Largest lock file read.
+const MAX_LOCK_BYTES: u64 = 4 << 20;
+
+impl LockFile {
+    /// The lock file of `dir`, if it has one.
+    ///
+    /// A lock file that is there but cannot be trusted (a link leaving the directory, someone
+    /// else's, writable by others, not a regular file) is an error, not `None`.
+    pub fn read(dir: &Path) -> Result<Option<Self>, LockError> {
+        let path = dir.join(LOCK_FILE);
+        let Some(file) = open_trusted(dir, &path)? else {
+            return Ok(None);
+        };
+        let mut bytes = Vec::new();
+        // The file may grow after it was checked: never read past the limit.
+        file.take(MAX_LOCK_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|source| LockError::Io {
+                path: path.clone(),
+                source,
+            })?;
+        if bytes.len() as u64 > MAX_LOCK_BYTES {
+            return Err(LockError::Invalid {
+                path,
+                message: format!("it is over {MAX_LOCK_BYTES} bytes"),
+            });
+        }
+        let text = String::from_utf8(bytes).map_err(|_| LockError::Invalid {
+            path: path.clone(),
+            message: "it is not UTF-8 text".into(),
+        })?;
+        let lock: LockFile = toml::from_str(&text).map_err(|e| LockError::Invalid {
+            path: path.clone(),
+            message: e.to_string().trim_end().to_owned(),
+        })?;
+        // Version 2 (pulled plugins' provenance, the trust policy's pin) is checked apart.
+        if let Err(message) = lock.check_version() {
+            return Err(LockError::Invalid { path, message });
+        }
+        Ok(Some(lock))
+    }
+
+    /// The lock file of `dir`, which must have one: a missing lock is [`LockError::Missing`].
+    pub fn read_required(dir: &Path) -> Result<Self, LockError> {
+        Self::read(dir)?.ok_or_else(|| LockError::Missing {
+            path: dir.join(LOCK_FILE),
+        })
+    }
+
+    /// The lock of `plugins` (loaded from `dir`), sorted by file.
+    pub fn of(dir: &Path, plugins: &[crate::LoadedPlugin]) -> Self {
+        let mut plugins: Vec<LockedPlugin> = plugins
+            .iter()
+            .map(|plugin| LockedPlugin {
+                file: relative_name(dir, plugin.path()),
+                sha256: crate::digest::hex(plugin.sha256()),
+                policy_sha256: plugin.policy_sha256().unwrap_or("none").to_owned(),
+                dirs: grant_paths(plugin.policy()),
+                tools: plugin.tool_names().into_iter().map(str::to_owned).collect(),
+                imports: plugin.imports().to_vec(),
+                source: None,
+            })
+            .collect();
+        plugins.sort_by(|a, b| a.file.cmp(&b.file));
+        Self {
+            version: 1,
+            trust_sha256: None,
+            plugins,
+        }
+    }
+
+    /// The file's text: stable order, one table per plugin, reviewable in a diff.
+    pub fn to_toml(&self) -> String {
+        let body = toml::to_string_pretty(&self.versioned()).unwrap_or_default();
+        format!(
+            "# The plugins approved for this directory, by the SHA-256 of each plugin and of its\n\
+             # policy, and where its directory grants lead. A plugin that changed, or that is\n\
+             # not listed here, is not loaded.\n\
+             # Written by `llm-worker lock DIR`; review changes to it like changes to code.\n\n{body}"
+        )
+    }
+
+    /// Writes the lock file of `dir`: to a temporary file created new in `dir` (never through
+    /// a link), then renamed over the lock file, so that a reader sees the old or the new lock
+    /// and a link planted under its name is replaced rather than written through.
+    pub fn write(&self, dir: &Path) -> Result<(), LockError> {
+        let path = dir.join(LOCK_FILE);
+        let io = |source| LockError::Io {
+            path: path.clone(),
+            source,
+        };
+        let nonce = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |elapsed| elapsed.subsec_nanos());
+        let temporary = dir.join(format!(".{LOCK_FILE}.{}-{nonce}.tmp", std::process::id()));
+        let mut options = std::fs::OpenOptions::new();
+        // `create_new` fails on anything already there, a link included.
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o644);
+        let written = options.open(&temporary).and_then(|mut file| {
+            file.write_all(self.to_toml().as_bytes())?;
+            file.sync_all()
+        });
+        let renamed = written.and_then(|()| std::fs::rename(&temporary, &path));
+        if let Err(error) = renamed {
+            let _ = std::fs::remove_file(&temporary);
+            return Err(io(error));
+        }
+        Ok(())
+    }
+
+    /// The entries by file.
+    pub(crate) fn by_file(&self) -> BTreeMap<&str, &LockedPlugin> {
+        self.plugins.iter().map(|p| (p.file.as_str(), p)).collect()
+    }
+
+    /// What differs between this lock (the approved one) and `now` (what the directory holds),
+    /// one line each; empty when they agree.
+    pub fn differences(&self, now: &LockFile) -> Vec<String> {
+        let (old, new) = (self.by_file(), now.by_file());
+        let mut lines = Vec::new();
+        for (file, locked) in &old {
+            match new.get(file) {
+                None => lines.push(format!("{file}: locked, but gone")),
+                Some(current) if current.sha256 != locked.sha256 => lines.push(format!(
+                    "{file}: changed (sha256 {} in the lock, {} now)",
+                    locked.sha256, current.sha256
+                )),
+                Some(current) if current.policy_sha256 != locked.policy_sha256 => {
+                    lines.push(format!(
+                        "{file}: its policy changed (sha256 {} in the lock, {} now)",
+                        locked.policy_sha256, current.policy_sha256
+                    ));
+                }
+                Some(current) if current.dirs != locked.dirs => lines.push(format!(
+                    "{file}: {}",
+                    grants_moved(&locked.dirs, &current.dirs)
+                )),
+                Some(_) => {}
+            }
+        }
+        for file in new.keys() {
+            if !old.contains_key(file) {
+                lines.push(format!("{file}: not in the lock"));
+            }
+        }
+        lines
+    }
+}

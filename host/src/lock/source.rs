@@ -1,0 +1,254 @@
+//! Lock version 2: where a pulled plugin came from and what was verified ([`PluginSource`]),
+//! the pinned trust policy, and whether the directory's trust policy still lets each pulled
+//! plugin load.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::{LockFile, LockedPlugin};
+
+/// How a plugin pulled without a signature was let in: `llm-worker pull --allow-unsigned`, a
+/// one-off exception of the operator's that loading does not question again.
+pub const UNSIGNED_BY_FLAG: &str = "pull --allow-unsigned";
+/// ... or a rule of the trust policy saying `unsigned = true`, which loading checks again.
+pub const UNSIGNED_BY_POLICY: &str = "trust policy";
+
+/// Where a pulled plugin came from and what `llm-worker pull` verified (lock version 2).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginSource {
+    /// The reference pulled, as given (`registry/repository:tag` or `…@sha256:…`).
+    pub reference: String,
+    /// `registry/repository`, which the trust policy's rules match.
+    pub repository: String,
+    /// The digest of the manifest pulled: a tag that later points elsewhere is refused until
+    /// `pull --update`.
+    pub manifest: String,
+    /// The digest of its one layer: `sha256:` and the plugin's `sha256`.
+    pub layer: String,
+    /// The name of the key whose signature was verified, in the trust policy then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signer: Option<String>,
+    /// That key's SHA-256 (`sha256:` and the hex of its DER): loading refuses the plugin once
+    /// the trust policy no longer lists this key for its repository.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// Why it was taken without a signature: [`UNSIGNED_BY_FLAG`] or [`UNSIGNED_BY_POLICY`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unsigned: Option<String>,
+}
+
+impl PluginSource {
+    /// What was verified, in words: `signed by acme (sha256:…)` or `unsigned (…)`.
+    pub fn verified(&self) -> String {
+        match (&self.signer, &self.key, &self.unsigned) {
+            (Some(signer), Some(key), _) => format!("signed by {signer} ({key})"),
+            (_, _, Some(how)) => format!("unsigned, allowed by {how}"),
+            _ => "nothing".to_owned(),
+        }
+    }
+
+    /// Why the current trust policy (`None`: there is none) does not allow this plugin to load.
+    fn refusal(&self, policy: Option<&crate::TrustPolicy>) -> Option<String> {
+        use crate::trust::Requirement;
+        let trust = crate::trust::TRUST_FILE;
+        if self.unsigned.as_deref() == Some(UNSIGNED_BY_FLAG) {
+            return None;
+        }
+        let repository = &self.repository;
+        let Some(policy) = policy else {
+            return Some(format!(
+                "it was pulled from {repository} and verified against the trust policy, and \
+                 {trust} is gone; restore it"
+            ));
+        };
+        match policy.requirement(repository) {
+            Requirement::NoRule => Some(format!(
+                "no rule of {trust} covers {repository} any more, so its signer is no longer \
+                 trusted; remove the plugin, or add a rule for {repository}"
+            )),
+            Requirement::Unsigned => None,
+            Requirement::Signed(keys) => {
+                let names: Vec<&str> = keys.iter().map(|key| key.name.as_str()).collect();
+                let trusted = keys
+                    .iter()
+                    .any(|key| Some(&key.fingerprint) == self.key.as_ref());
+                match (&self.signer, &self.key) {
+                    _ if trusted => None,
+                    (Some(signer), Some(key)) => Some(format!(
+                        "its signer '{signer}' ({key}) is no longer trusted for {repository} by \
+                         {trust} (its rule accepts {}); remove the plugin, or pull a version \
+                         signed by a trusted key with `llm-worker pull --update`",
+                        names.join(", ")
+                    )),
+                    _ => Some(format!(
+                        "it was pulled unsigned as the trust policy then allowed, and {trust} \
+                         now wants {repository} signed by {}; remove the plugin, or pull a \
+                         signed version with `llm-worker pull --update`",
+                        names.join(", ")
+                    )),
+                }
+            }
+        }
+    }
+}
+
+impl LockFile {
+    /// Whether the lock needs version 2 (pulled plugins, a pinned trust policy).
+    fn needs_version_2(&self) -> bool {
+        self.trust_sha256.is_some() || self.plugins.iter().any(|p| p.source.is_some())
+    }
+
+    /// This lock with the lowest version that holds it (older readers keep reading plain
+    /// directories' locks).
+    pub(super) fn versioned(&self) -> Self {
+        let mut lock = self.clone();
+        lock.version = if self.needs_version_2() { 2 } else { 1 };
+        lock
+    }
+
+    /// Checks the version and what version 2 adds.
+    pub(super) fn check_version(&self) -> Result<(), String> {
+        match self.version {
+            1 if self.needs_version_2() => {
+                return Err(
+                    "it says version 1 but has `trust_sha256` or a `[plugin.source]`, which \
+                     only version 2 has"
+                        .into(),
+                );
+            }
+            1 | 2 => {}
+            version => {
+                return Err(format!(
+                    "its version is {version}; this llm-worker reads versions 1 and 2"
+                ));
+            }
+        }
+        for plugin in &self.plugins {
+            let Some(source) = &plugin.source else {
+                continue;
+            };
+            let file = &plugin.file;
+            if source.layer != format!("sha256:{}", plugin.sha256) {
+                return Err(format!(
+                    "{file}: its source's layer is {}, and its sha256 {}: they must be the same \
+                     bytes",
+                    source.layer, plugin.sha256
+                ));
+            }
+            let signed = source.signer.is_some() && source.key.is_some();
+            let unsigned = matches!(
+                source.unsigned.as_deref(),
+                Some(UNSIGNED_BY_FLAG | UNSIGNED_BY_POLICY)
+            );
+            if signed == unsigned || source.signer.is_some() != source.key.is_some() {
+                return Err(format!(
+                    "{file}: its source names a `signer` and its `key`, or says `unsigned = \
+                     \"{UNSIGNED_BY_FLAG}\"` (or \"{UNSIGNED_BY_POLICY}\"), not both"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds `entry` to the lock, replacing the entry of the same file.
+    pub fn upsert(&mut self, entry: LockedPlugin) {
+        self.plugins.retain(|plugin| plugin.file != entry.file);
+        self.plugins.push(entry);
+        self.plugins.sort_by(|a, b| a.file.cmp(&b.file));
+    }
+
+    /// Keeps the provenance that `previous` recorded for plugins whose bytes are unchanged (a
+    /// lock written afresh with [`LockFile::of`] knows nothing of registries); one note for
+    /// each pulled plugin whose bytes changed, whose provenance is dropped.
+    pub fn keep_sources(&mut self, previous: &LockFile) -> Vec<String> {
+        let before = previous.by_file();
+        let mut notes = Vec::new();
+        for plugin in &mut self.plugins {
+            let Some(old) = before.get(plugin.file.as_str()) else {
+                continue;
+            };
+            let Some(source) = &old.source else {
+                continue;
+            };
+            if old.sha256 == plugin.sha256 {
+                plugin.source = Some(source.clone());
+            } else {
+                notes.push(format!(
+                    "{}: changed since it was pulled from {} ({}); it is now approved as a \
+                     local file, without its provenance",
+                    plugin.file, source.reference, source.manifest
+                ));
+            }
+        }
+        notes
+    }
+
+    /// Says how the trust policy's pin differs between this lock and `now`, if it does.
+    pub fn trust_difference(&self, now: &LockFile) -> Option<String> {
+        let trust = crate::trust::TRUST_FILE;
+        let show = |pin: &Option<String>| pin.clone().unwrap_or_else(|| "none".into());
+        (self.trust_sha256 != now.trust_sha256).then(|| {
+            format!(
+                "{trust}: changed (sha256 {} in the lock, {} now)",
+                show(&self.trust_sha256),
+                show(&now.trust_sha256)
+            )
+        })
+    }
+
+    /// Why each plugin of this lock that was pulled from a registry may not load now, by file:
+    /// its signer is no longer allowed by the directory's trust policy, or the trust policy is
+    /// not the one the lock pinned. Empty when every one may (and always for a lock without
+    /// pulled plugins, which reads no trust policy).
+    pub fn source_refusals(&self, dir: &Path) -> BTreeMap<String, String> {
+        let pulled: Vec<(&str, &PluginSource)> = self
+            .plugins
+            .iter()
+            .filter_map(|plugin| Some((plugin.file.as_str(), plugin.source.as_ref()?)))
+            .collect();
+        if pulled.is_empty() {
+            return BTreeMap::new();
+        }
+        let trust = crate::trust::TRUST_FILE;
+        let policy = match crate::TrustPolicy::read(dir) {
+            Ok(policy) => policy,
+            Err(error) => {
+                let reason = format!("it was pulled from a registry, and {error}");
+                return pulled
+                    .into_iter()
+                    .filter(|(_, source)| source.unsigned.as_deref() != Some(UNSIGNED_BY_FLAG))
+                    .map(|(file, _)| (file.to_owned(), reason.clone()))
+                    .collect();
+            }
+        };
+        let now = policy.as_ref().map(|policy| policy.sha256.clone());
+        let pin = match (&self.trust_sha256, &now) {
+            (old, new) if old == new => None,
+            (Some(old), Some(new)) => Some(format!(
+                "the trust policy {trust} changed since it was locked (sha256 {old} in the lock, \
+                 {new} now); review it, then approve it with `llm-worker lock DIR`"
+            )),
+            (Some(old), None) => Some(format!(
+                "the trust policy {trust} that the lock pinned (sha256 {old}) is gone; restore it"
+            )),
+            (None, _) => Some(format!(
+                "the lock does not pin the trust policy {trust}; review it, then approve it with \
+                 `llm-worker lock DIR`"
+            )),
+        };
+        pulled
+            .into_iter()
+            .filter_map(|(file, source)| {
+                let reason = source.refusal(policy.as_ref()).or_else(|| {
+                    (source.unsigned.as_deref() != Some(UNSIGNED_BY_FLAG))
+                        .then(|| pin.clone())
+                        .flatten()
+                })?;
+                Some((file.to_owned(), reason))
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,84 @@
+//! Unit tests of lock version 2: writing, checking and the trust policy's refusals.
+
+use super::*;
+
+fn pulled(unsigned: Option<&str>) -> LockFile {
+    let sha = "ab".repeat(32);
+    LockFile {
+        version: 2,
+        trust_sha256: None,
+        plugins: vec![LockedPlugin {
+            file: "greet.wasm".into(),
+            sha256: sha.clone(),
+            policy_sha256: "none".into(),
+            dirs: Vec::new(),
+            tools: vec!["greet".into()],
+            imports: Vec::new(),
+            source: Some(PluginSource {
+                reference: "r.example/acme/greet:1".into(),
+                repository: "r.example/acme/greet".into(),
+                manifest: format!("sha256:{}", "cd".repeat(32)),
+                layer: format!("sha256:{sha}"),
+                signer: unsigned.is_none().then(|| "acme".into()),
+                key: unsigned
+                    .is_none()
+                    .then(|| format!("sha256:{}", "ef".repeat(32))),
+                unsigned: unsigned.map(str::to_owned),
+            }),
+        }],
+    }
+}
+
+#[test]
+fn version_2_is_written_only_when_needed_and_checked_when_read() {
+    let lock = pulled(None);
+    let text = lock.to_toml();
+    assert!(
+        text.contains("version = 2") && text.contains("[plugin.source]"),
+        "{text}"
+    );
+    let read: LockFile = toml::from_str(&text).expect("toml");
+    assert_eq!(read.check_version(), Ok(()));
+    assert_eq!(read.plugins, lock.plugins);
+
+    let mut plain = lock.clone();
+    plain.plugins[0].source = None;
+    assert!(plain.to_toml().contains("version = 1"));
+
+    let mut old = read.clone();
+    old.version = 1;
+    assert!(old.check_version().is_err(), "version 1 has no sources");
+    let mut future = read.clone();
+    future.version = 3;
+    assert!(future.check_version().expect_err("3").contains("1 and 2"));
+    let mut moved = read.clone();
+    moved.plugins[0].sha256 = "00".repeat(32);
+    assert!(
+        moved
+            .check_version()
+            .expect_err("layer")
+            .contains("same bytes")
+    );
+    let mut both = pulled(Some(UNSIGNED_BY_FLAG));
+    assert_eq!(both.check_version(), Ok(()));
+    if let Some(source) = &mut both.plugins[0].source {
+        source.signer = Some("acme".into());
+        source.key = Some("sha256:00".into());
+    }
+    assert!(both.check_version().is_err(), "signed and unsigned at once");
+}
+
+#[test]
+fn a_one_off_unsigned_pull_needs_no_trust_policy_and_a_signed_one_does() {
+    let dir = std::env::temp_dir().join(format!("llm-worker-lock-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    assert!(
+        pulled(Some(UNSIGNED_BY_FLAG))
+            .source_refusals(&dir)
+            .is_empty()
+    );
+    let refusals = pulled(None).source_refusals(&dir);
+    assert!(refusals["greet.wasm"].contains("is gone"), "{refusals:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,88 @@
+//! Opening a lock file only if it can be trusted: a regular file of this user or root that no
+//! one else may write, reached by no link that leaves the plugin directory.
+
+use std::path::{Path, PathBuf};
+
+use super::LockError;
+
+/// Opens the lock file at `path` (in `dir`) for reading if it can be trusted: a regular file
+/// (never blocking on a FIFO), owned by this user or root, writable by no one else, and — when
+/// reached through links — still inside `dir`. `Ok(None)` if there is none.
+pub(crate) fn open_trusted(dir: &Path, path: &Path) -> Result<Option<std::fs::File>, LockError> {
+    let untrusted = |reason: String| LockError::Untrusted {
+        path: path.to_owned(),
+        reason,
+    };
+    let io = |source| LockError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    // A dangling link is not "no lock": someone put it there.
+    match std::fs::symlink_metadata(path) {
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(io(error)),
+        Ok(_) => {}
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
+    let file = options.open(path).map_err(|error| {
+        if error.kind() == std::io::ErrorKind::NotFound {
+            untrusted("it is a link to a file that does not exist".into())
+        } else {
+            io(error)
+        }
+    })?;
+    let metadata = file.metadata().map_err(io)?;
+    if !metadata.is_file() {
+        return Err(untrusted(
+            "it is not a regular file (a FIFO, device or directory)".into(),
+        ));
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let us = rustix::process::geteuid().as_raw();
+        if metadata.uid() != us && metadata.uid() != 0 {
+            return Err(untrusted(format!(
+                "it belongs to user {}, neither this user ({us}) nor root, who could approve \
+                 any plugin with it",
+                metadata.uid()
+            )));
+        }
+        if metadata.mode() & 0o022 != 0 {
+            return Err(untrusted(format!(
+                "other users may write it (mode {:o}); run `chmod go-w` on it",
+                metadata.mode() & 0o7777
+            )));
+        }
+    }
+    // Where the opened file really is: links are followed only where they stay in `dir`.
+    let real = opened_path(&file, path).map_err(io)?;
+    let root = dir.canonicalize().map_err(io)?;
+    if !real.starts_with(&root) {
+        return Err(untrusted(format!(
+            "it leads to {}, outside the plugin directory; a lock file is a file of the \
+             directory (a link may lead only to another place inside it)",
+            real.display()
+        )));
+    }
+    Ok(Some(file))
+}
+
+/// The real path of an open file: on Linux, of the descriptor itself (so a link swapped after
+/// opening changes nothing); elsewhere, of the path.
+fn opened_path(file: &std::fs::File, path: &Path) -> std::io::Result<PathBuf> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        let _ = path;
+        std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = file;
+        path.canonicalize()
+    }
+}

@@ -1,0 +1,260 @@
+//! The gate every request passes before rmcp sees it: `Host` and `Origin` validation, bearer
+//! tokens and the session cap, each refusal a JSON-RPC error.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full};
+use subtle::ConstantTimeEq;
+
+use super::Body;
+use crate::mcp::session::SessionCounter;
+
+/// A JSON-RPC error as an HTTP response (no request id: the request was not read).
+fn refusal(status: StatusCode, message: &str) -> Response<Body> {
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {"code": -32000, "message": message},
+    });
+    let mut response = Response::new(Full::new(Bytes::from(body.to_string())).boxed());
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// What every request passes before rmcp sees it, in this order: its `Host`, its `Origin`
+/// (so that a bad one is 403 whatever the token), its token, then the session cap.
+pub(super) struct Gate {
+    pub(super) tokens: Vec<Vec<u8>>,
+    /// `Host` values accepted (lower-case names, or `name:port`); empty: any.
+    pub(super) allowed_hosts: Vec<String>,
+    /// Browser origins accepted besides the server's own.
+    pub(super) allowed_origins: Vec<String>,
+    pub(super) sessions: Arc<SessionCounter>,
+    pub(super) max_sessions: usize,
+}
+
+/// A `Host` header or an origin's host and port, compared without case.
+#[derive(Debug, PartialEq, Eq)]
+struct Authority {
+    host: String,
+    port: Option<u16>,
+}
+
+impl Authority {
+    fn parse(text: &str) -> Option<Self> {
+        let authority: http::uri::Authority = text.trim().parse().ok()?;
+        // A user-info part has no place in a Host header or an origin.
+        if authority.as_str().contains('@') {
+            return None;
+        }
+        let host = authority
+            .host()
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_ascii_lowercase();
+        Some(Self {
+            host,
+            port: authority.port_u16(),
+        })
+    }
+
+    /// Whether an entry of `--allowed-host` (`name`, `name:port`, or a bare IPv6 address such
+    /// as `::1`) admits it.
+    fn allowed_by(&self, entry: &str) -> bool {
+        if let Ok(std::net::IpAddr::V6(address)) = entry.trim().parse::<std::net::IpAddr>() {
+            return self.host == address.to_string();
+        }
+        match Authority::parse(entry) {
+            Some(Authority { host, port: None }) => host == self.host,
+            Some(allowed) => allowed == *self,
+            None => false,
+        }
+    }
+}
+
+/// The scheme and authority of an `Origin` header (`https://app.example.com:8443`).
+fn parse_origin(origin: &str) -> Option<(String, Authority)> {
+    let (scheme, rest) = origin.trim().split_once("://")?;
+    let scheme = scheme.to_ascii_lowercase();
+    if !matches!(scheme.as_str(), "http" | "https") || rest.contains(['/', '?', '#']) {
+        return None;
+    }
+    let mut authority = Authority::parse(rest)?;
+    authority.port = authority
+        .port
+        .or(Some(if scheme == "https" { 443 } else { 80 }));
+    Some((scheme, authority))
+}
+
+impl Gate {
+    fn admits_token<B>(&self, request: &Request<B>) -> bool {
+        if self.tokens.is_empty() {
+            return true;
+        }
+        // The scheme's name is case-insensitive (RFC 9110).
+        let Some(given) = request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .map(|value| value.as_bytes())
+            .filter(|value| value.len() > 7 && value[..7].eq_ignore_ascii_case(b"bearer "))
+            .map(|value| &value[7..])
+        else {
+            return false;
+        };
+        // Compared in constant time with each token (a token's length is not secret).
+        self.tokens
+            .iter()
+            .fold(false, |found, token| found | bool::from(token.ct_eq(given)))
+    }
+
+    /// The request's `Host`, if it is one this server answers to.
+    fn host<B>(&self, request: &Request<B>) -> Result<Option<Authority>, String> {
+        let Some(value) = request.headers().get(header::HOST) else {
+            return if self.allowed_hosts.is_empty() {
+                Ok(None)
+            } else {
+                Err("the request has no Host header".into())
+            };
+        };
+        let text = value.to_str().unwrap_or_default();
+        let Some(host) = Authority::parse(text) else {
+            return Err(format!("the Host header {text:?} is not a host name"));
+        };
+        if self.allowed_hosts.is_empty()
+            || self
+                .allowed_hosts
+                .iter()
+                .any(|entry| host.allowed_by(entry))
+        {
+            Ok(Some(host))
+        } else {
+            Err(format!(
+                "the Host {text:?} is not one this server answers to (DNS rebinding?); the                  operator can allow it with --allowed-host"
+            ))
+        }
+    }
+
+    /// Whether the request's `Origin`, if it has one, may call: the server's own origin (the
+    /// same host and port as the `Host` it was sent to), or one the operator allowed.
+    fn check_origin<B>(
+        &self,
+        request: &Request<B>,
+        host: Option<&Authority>,
+    ) -> Result<(), String> {
+        let Some(value) = request.headers().get(header::ORIGIN) else {
+            return Ok(());
+        };
+        let text = value.to_str().unwrap_or_default().trim();
+        let origin = parse_origin(text);
+        let allowed = self.allowed_origins.iter().any(|entry| {
+            let entry = entry.trim();
+            if entry.eq_ignore_ascii_case(text) {
+                return true;
+            }
+            // `http://localhost:*`: any port of that scheme and host.
+            if let Some(any_port) = entry.strip_suffix(":*") {
+                return parse_origin(any_port).is_some_and(|(scheme, allowed)| {
+                    origin
+                        .as_ref()
+                        .is_some_and(|(given, at)| *given == scheme && at.host == allowed.host)
+                });
+            }
+            parse_origin(entry).is_some_and(|entry| origin.as_ref() == Some(&entry))
+        });
+        let same_origin = origin.is_some_and(|(scheme, origin)| {
+            host.is_some_and(|host| {
+                // A Host without a port was sent to the origin scheme's default port.
+                let default = if scheme == "https" { 443 } else { 80 };
+                origin.host == host.host && origin.port == Some(host.port.unwrap_or(default))
+            })
+        });
+        if allowed || same_origin {
+            Ok(())
+        } else {
+            Err(format!(
+                "requests from the web origin {text:?} are not allowed; the operator can allow                  it with --allowed-origin"
+            ))
+        }
+    }
+
+    pub(super) fn check<B>(&self, request: &Request<B>) -> Option<Response<Body>> {
+        let host = match self.host(request) {
+            Ok(host) => host,
+            Err(message) => return Some(refusal(StatusCode::FORBIDDEN, &message)),
+        };
+        if let Err(message) = self.check_origin(request, host.as_ref()) {
+            return Some(refusal(StatusCode::FORBIDDEN, &message));
+        }
+        if !self.admits_token(request) {
+            let mut response = refusal(
+                StatusCode::UNAUTHORIZED,
+                "this MCP server needs a bearer token: send `Authorization: Bearer TOKEN`",
+            );
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static("Bearer realm=\"llm-worker\""),
+            );
+            return Some(response);
+        }
+        // A POST without a session id opens a session (or is a stateless request, which is a
+        // session of its own while it runs).
+        let opens_session = request.method() == http::Method::POST
+            && !request.headers().contains_key("mcp-session-id");
+        if opens_session && self.sessions.live() >= self.max_sessions {
+            let mut response = refusal(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &format!(
+                    "this MCP server has {} sessions open, its limit; try again when one ends",
+                    self.max_sessions
+                ),
+            );
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from_static("5"));
+            return Some(response);
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_and_origins_are_compared_by_host_and_port() {
+        let host = |text| Authority::parse(text).expect("a host");
+        assert!(host("LocalHost:8080").allowed_by("localhost"));
+        assert!(host("localhost:8080").allowed_by("localhost:8080"));
+        assert!(!host("localhost:8081").allowed_by("localhost:8080"));
+        assert!(host("[::1]:8080").allowed_by("::1"));
+        assert!(!host("evil.example").allowed_by("localhost"));
+        assert!(Authority::parse("user@localhost").is_none());
+
+        let (scheme, origin) = parse_origin("https://App.Example.com").expect("an origin");
+        assert_eq!(
+            (scheme.as_str(), origin.host.as_str()),
+            ("https", "app.example.com")
+        );
+        assert_eq!(origin.port, Some(443), "the scheme's default port");
+        assert_eq!(
+            parse_origin("http://localhost").map(|(_, o)| o.port),
+            Some(Some(80))
+        );
+        for refused in [
+            "null",
+            "file://x",
+            "http://a/path",
+            "localhost:8080",
+            "ftp://a",
+        ] {
+            assert!(parse_origin(refused).is_none(), "{refused}");
+        }
+    }
+}

@@ -1,0 +1,195 @@
+//! [`McpHttpService`]: the MCP server over streamable HTTP as a `tower::Service`, the gate in
+//! front of rmcp's streamable HTTP service.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use http::{Request, Response};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+
+use super::Body;
+use super::gate::Gate;
+use super::options::{
+    DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_SESSIONS, HttpOptions,
+};
+use super::sessions::PrefixedSessions;
+use crate::mcp::session::{Admission, McpSession, SessionCounter};
+use crate::mcp::{McpError, McpOptions, ToolCatalog};
+
+/// The MCP server over streamable HTTP as a service to mount on an embedder's own router (a
+/// `tower::Service`, as rmcp's and axum's are), carrying the whole gate: `Host` and `Origin`
+/// checks, bearer tokens, the session cap and the body limit come before rmcp sees a request,
+/// so mounting it never makes it open. [`serve_http`] is this service behind its own listener.
+///
+/// Each MCP session (`Mcp-Session-Id`) registers the catalog's tools afresh and drops them when
+/// it is deleted or idle past the timeout; a client of the stateless protocol revision
+/// (2026-07-28) gets a fresh registration for every request, creating only the instance of
+/// the plugin it calls. Clones share the sessions.
+///
+/// [`serve_http`]: super::serve_http
+#[derive(Clone)]
+pub struct McpHttpService {
+    gate: Arc<Gate>,
+    service: StreamableHttpService<McpSession, PrefixedSessions>,
+    cancel: tokio_util::sync::CancellationToken,
+}
+
+impl std::fmt::Debug for McpHttpService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpHttpService")
+            .field("allowed_hosts", &self.gate.allowed_hosts)
+            .field("max_sessions", &self.gate.max_sessions)
+            .finish_non_exhaustive()
+    }
+}
+
+impl McpHttpService {
+    /// The service for `catalog`. [`HttpOptions::tokens`] must not be empty: a mounted service
+    /// may be reached from anywhere, so [`HttpOptions::no_auth`] is refused here (it is for
+    /// [`serve_http`] on a loopback address). Without [`HttpOptions::allowed_hosts`], only the loopback
+    /// names (`localhost`, `127.0.0.1`, `::1`) are accepted as `Host`: set the names under
+    /// which the embedder serves it.
+    ///
+    /// [`serve_http`]: super::serve_http
+    pub fn new(
+        catalog: ToolCatalog,
+        options: McpOptions,
+        http: HttpOptions,
+    ) -> Result<Self, McpError> {
+        Self::build(catalog, options, http, None)
+    }
+
+    /// The service, for a server listening on `address` (`None`: unknown, as when mounted).
+    pub(super) fn build(
+        catalog: ToolCatalog,
+        options: McpOptions,
+        http: HttpOptions,
+        address: Option<SocketAddr>,
+    ) -> Result<Self, McpError> {
+        // A mounted service (no address) may be reached from anywhere: it needs tokens.
+        let no_auth_allowed = address.is_some_and(|address| address.ip().is_loopback());
+        let loopback = address.is_none_or(|address| address.ip().is_loopback());
+        // An empty token would admit `Authorization: Bearer ` with nothing after it.
+        let tokens: Vec<Vec<u8>> = http
+            .tokens
+            .iter()
+            .map(|token| token.trim())
+            .filter(|token| !token.is_empty())
+            .map(|token| token.as_bytes().to_vec())
+            .collect();
+        if tokens.is_empty() && !(no_auth_allowed && http.no_auth) {
+            return Err(McpError::NoAuthentication {
+                address: address.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0))),
+            });
+        }
+        let max_sessions = http.max_sessions.unwrap_or(DEFAULT_MAX_SESSIONS);
+        let sessions = Arc::new(SessionCounter::default());
+        // The gate checks `Host` and `Origin` before the token (rmcp's own checks would come
+        // after it, and refuse the server's own origin).
+        let config = StreamableHttpServerConfig::default()
+            .with_max_request_body_bytes(http.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES))
+            .disable_allowed_hosts()
+            .disable_allowed_origins();
+        let cancel = config.cancellation_token.clone();
+        let allowed_hosts: Vec<String> = if !http.allowed_hosts.is_empty() {
+            http.allowed_hosts.clone()
+        } else if loopback {
+            ["localhost", "127.0.0.1", "::1"].map(String::from).to_vec()
+        } else {
+            // Off loopback, behind its own listener, tokens are required: any name passes.
+            Vec::new()
+        };
+        let mut local = LocalSessionManager::default();
+        local.session_config.keep_alive = Some(http.idle_timeout.unwrap_or(DEFAULT_IDLE_TIMEOUT));
+        let prefix = http.session_prefix.clone().unwrap_or_default();
+        if prefix.len() > 32
+            || !prefix
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            return Err(McpError::Session(format!(
+                "the session prefix {prefix:?} is not allowed: use at most 32 letters, digits, \
+                 '-' and '_'"
+            )));
+        }
+        let manager = PrefixedSessions {
+            local,
+            prefix,
+            max_sessions,
+        };
+        let options = Arc::new(options);
+        let factory_sessions = Arc::clone(&sessions);
+        let service = StreamableHttpService::new(
+            move || {
+                // Cheap: rmcp builds a handler for a schema lookup too. The session takes its
+                // place among the live ones when it first creates instances (the gate refuses
+                // new sessions at the cap; the admission holds it under a race too).
+                Ok(McpSession::new(
+                    &catalog,
+                    Arc::clone(&options),
+                    Some(Admission::new(Arc::clone(&factory_sessions), max_sessions)),
+                ))
+            },
+            Arc::new(manager),
+            config,
+        );
+        let gate = Arc::new(Gate {
+            tokens,
+            allowed_hosts,
+            allowed_origins: http.allowed_origins.clone(),
+            sessions,
+            max_sessions,
+        });
+        Ok(Self {
+            gate,
+            service,
+            cancel,
+        })
+    }
+
+    /// Answers one HTTP request: refused by the gate, or handled by the MCP server.
+    pub async fn handle<B>(&self, request: Request<B>) -> Response<Body>
+    where
+        B: http_body::Body + Send + 'static,
+        B::Data: Send + 'static,
+        B::Error: std::fmt::Display,
+    {
+        if let Some(refused) = self.gate.check(&request) {
+            return refused;
+        }
+        self.service.handle(request).await
+    }
+
+    /// Ends every open session (their instances are dropped) and every response stream; the
+    /// service then refuses new sessions. For an embedder shutting down.
+    pub fn close(&self) {
+        self.cancel.cancel();
+    }
+}
+
+impl<B> tower_service::Service<Request<B>> for McpHttpService
+where
+    B: http_body::Body + Send + 'static,
+    B::Data: Send + 'static,
+    B::Error: std::fmt::Display,
+{
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Self::Response, Infallible>> + Send>,
+    >;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Infallible>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        let service = self.clone();
+        Box::pin(async move { Ok(service.handle(request).await) })
+    }
+}

@@ -1,0 +1,93 @@
+//! rmcp's in-process session manager with a prefix on every session id and a cap on the
+//! sessions it keeps.
+
+use futures::Stream;
+use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::transport::WorkerTransport;
+use rmcp::transport::common::server_side_http::{ServerSseMessage, SessionId, session_id};
+use rmcp::transport::streamable_http_server::session::SessionManager;
+
+use rmcp::transport::streamable_http_server::session::local::{
+    LocalSessionManager, LocalSessionManagerError, create_local_session,
+};
+
+/// rmcp's in-process sessions, with a prefix on every session id (the replica's name, for a
+/// load balancer to route by).
+pub(super) struct PrefixedSessions {
+    pub(super) local: LocalSessionManager,
+    pub(super) prefix: String,
+    /// Most sessions rmcp keeps at once, initialised or not (a client that never sends
+    /// `initialized` takes no place among the admitted sessions, but holds a session's worker
+    /// until it expires).
+    pub(super) max_sessions: usize,
+}
+
+impl SessionManager for PrefixedSessions {
+    type Error = LocalSessionManagerError;
+    type Transport = <LocalSessionManager as SessionManager>::Transport;
+
+    /// A session as rmcp's local manager makes one, under a prefixed id.
+    async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
+        if self.local.sessions.read().await.len() >= self.max_sessions {
+            return Err(LocalSessionManagerError::SessionError(
+                rmcp::transport::streamable_http_server::session::local::SessionError::Io(
+                    std::io::Error::other(format!(
+                        "this MCP server has {} sessions open, its limit",
+                        self.max_sessions
+                    )),
+                ),
+            ));
+        }
+        let id = SessionId::from(format!("{}{}", self.prefix, session_id()));
+        let (handle, worker) = create_local_session(id.clone(), self.local.session_config.clone());
+        self.local.sessions.write().await.insert(id.clone(), handle);
+        Ok((id, WorkerTransport::spawn(worker)))
+    }
+
+    async fn initialize_session(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<ServerJsonRpcMessage, Self::Error> {
+        self.local.initialize_session(id, message).await
+    }
+
+    async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {
+        self.local.has_session(id).await
+    }
+
+    async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
+        self.local.close_session(id).await
+    }
+
+    async fn create_stream(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        self.local.create_stream(id, message).await
+    }
+
+    async fn accept_message(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<(), Self::Error> {
+        self.local.accept_message(id, message).await
+    }
+
+    async fn create_standalone_stream(
+        &self,
+        id: &SessionId,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        self.local.create_standalone_stream(id).await
+    }
+
+    async fn resume(
+        &self,
+        id: &SessionId,
+        last_event_id: String,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        self.local.resume(id, last_event_id).await
+    }
+}

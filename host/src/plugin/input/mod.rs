@@ -1,0 +1,60 @@
+//! A tool's input, parsed for checking against its schema without copying it.
+//!
+//! Every call's input is checked on the host before the plugin sees it. Parsing it into a
+//! `serde_json::Value` would allocate a map per object and copy every string — for a 100 KB
+//! argument, a 100 KB copy that is thrown away once the check passes. [`InputNode`] borrows
+//! each string from the input text instead (only strings with escapes are unescaped into an
+//! owned copy), and objects are plain vectors of members. jsonschema validates it through its
+//! [`Json`] abstraction, exactly as it would validate a `Value`.
+
+mod json;
+mod keys;
+mod parse;
+#[cfg(test)]
+mod tests;
+
+use std::borrow::Cow;
+
+use serde_json::{Number, Value};
+
+pub(crate) use json::InputJson;
+
+/// A JSON value whose strings borrow from the input text where they can.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub(crate) enum InputNode<'a> {
+    #[default]
+    Null,
+    Bool(bool),
+    Number(Number),
+    String(Cow<'a, str>),
+    Array(Vec<InputNode<'a>>),
+    /// Members in input order; a repeated name is kept twice, so each value is checked.
+    Object(Vec<(Cow<'a, str>, InputNode<'a>)>),
+}
+
+/// Parses `text` (serde_json's parser, with its nesting limit).
+pub(crate) fn parse(text: &str) -> Result<InputNode<'_>, serde_json::Error> {
+    serde_json::from_str(text)
+}
+
+/// The validator of a tool's input schema, over [`InputNode`]s.
+pub(crate) type InputValidator = jsonschema::Validator<InputJson>;
+
+/// Compiles `schema` for checking inputs (remote references are not fetched), with the
+/// patterns `compiled` already holds (one cache per plugin: a pattern its schemas repeat is
+/// compiled once).
+///
+/// `pattern`s run on a linear-time engine (no lookaround or backreferences): the schema comes
+/// from the plugin and the input from a model, and a backtracking engine would let the two
+/// together keep the host busy for minutes on one input.
+pub(crate) fn validator(
+    schema: &Value,
+    compiled: &jsonschema::PatternCache,
+) -> Result<InputValidator, jsonschema::ValidationError<'static>> {
+    jsonschema::options_for::<InputJson>()
+        .with_pattern_options(
+            jsonschema::PatternOptions::regex().size_limit(super::validate::PATTERN_SIZE_LIMIT),
+        )
+        .with_pattern_cache(compiled.clone())
+        .build(schema)
+}

@@ -1,0 +1,149 @@
+//! Checks a component against the world `tool-plugin` and its tool list against the rules.
+
+mod budget;
+mod schema;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashSet;
+
+use serde_json::Value;
+
+/// The versions this host loads, oldest first.
+pub(crate) use super::bindings::VERSIONS;
+/// The WIT package this host implements.
+pub(crate) use llm_worker_rules::contract::PACKAGE;
+/// The caps on a plugin's tool list.
+use llm_worker_rules::tool::{MAX_DESCRIPTION_BYTES, MAX_NAME_LEN, MAX_SCHEMA_BYTES, MAX_TOOLS};
+
+pub(crate) use budget::{PATTERN_SIZE_LIMIT, SchemaBudget};
+use schema::compile_schema;
+pub(crate) use schema::{CheckedSchema, check_output, check_output_schema, check_schema};
+
+/// A problem with the tools a plugin lists.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum ToolListProblem {
+    Empty,
+    BadName {
+        name: String,
+        reason: &'static str,
+    },
+    Duplicate(String),
+    BadSchema {
+        tool: String,
+        reason: String,
+    },
+    /// Over one of the caps below.
+    TooLarge(String),
+}
+
+/// Checks a tool list (name, description, schema) against the caps: a plugin's tool list is
+/// shown to every client and model, and kept for the host's lifetime.
+pub(crate) fn check_sizes(tools: &[(String, String, String)]) -> Result<(), ToolListProblem> {
+    if tools.len() > MAX_TOOLS {
+        return Err(ToolListProblem::TooLarge(format!(
+            "it lists {} tools, over the limit of {MAX_TOOLS}",
+            tools.len()
+        )));
+    }
+    for (name, description, schema) in tools {
+        let name: String = name.chars().take(MAX_NAME_LEN).collect();
+        for (what, len, cap) in [
+            ("description", description.len(), MAX_DESCRIPTION_BYTES),
+            ("input schema", schema.len(), MAX_SCHEMA_BYTES),
+        ] {
+            if len > cap {
+                return Err(ToolListProblem::TooLarge(format!(
+                    "the {what} of tool {name:?} is {len} bytes, over the limit of {cap} bytes"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Which of our versions a component's version is compatible with: the same major version,
+/// or for 0.x the same minor version (semver's rule, as wasmtime applies it when linking).
+pub(crate) fn compatible_version(found: &str) -> Option<&'static str> {
+    let found = semver::Version::parse(found).ok()?;
+    VERSIONS.into_iter().find(|ours| {
+        let Ok(ours) = semver::Version::parse(ours) else {
+            return false;
+        };
+        if ours.major == 0 {
+            found.major == 0 && found.minor == ours.minor
+        } else {
+            found.major == ours.major
+        }
+    })
+}
+
+/// The version in an import or export name of our package (`llm-worker:tool/types@0.1.0`).
+pub(crate) fn package_version(name: &str) -> Option<&str> {
+    let rest = name.strip_prefix(PACKAGE)?.strip_prefix('/')?;
+    Some(rest.split_once('@').map_or("", |(_, version)| version))
+}
+
+/// Parses and checks an input schema: JSON, an object, and (if it says) of type "object".
+pub(crate) fn parse_schema(text: &str) -> Result<Value, String> {
+    let schema: Value =
+        serde_json::from_str(text).map_err(|e| format!("it is not valid JSON: {e}"))?;
+    let Some(object) = schema.as_object() else {
+        return Err("it is not a JSON object".to_owned());
+    };
+    match object.get("type") {
+        None => {}
+        Some(Value::String(t)) if t == "object" => {}
+        Some(other) => {
+            return Err(format!(
+                "its \"type\" is {other}, but a tool's input must be an object (\"type\": \"object\")"
+            ));
+        }
+    }
+    Ok(schema)
+}
+
+/// Checks a title: one line, not empty, short (the rule is `llm_worker_rules::tool`'s).
+pub(crate) fn check_title(title: &str) -> Result<(), String> {
+    llm_worker_rules::tool::check_title(title).map_err(|problem| problem.to_string())
+}
+
+/// Checks a plugin's tool list: at least one tool, valid and unique names, valid JSON Schemas
+/// of objects, within the plugin's schema memory `budget` (every input schema is charged
+/// before any is compiled). Returns the compiled schemas in order.
+pub(crate) fn check_tools<'a>(
+    tools: impl IntoIterator<Item = (&'a str, &'a str)>,
+    budget: &mut SchemaBudget,
+) -> Result<Vec<CheckedSchema>, ToolListProblem> {
+    let mut seen = HashSet::new();
+    let mut parsed = Vec::new();
+    for (name, schema) in tools {
+        llm_worker_rules::tool::check_name(name).map_err(|problem| ToolListProblem::BadName {
+            name: name.to_owned(),
+            reason: problem.reason(),
+        })?;
+        if !seen.insert(name) {
+            return Err(ToolListProblem::Duplicate(name.to_owned()));
+        }
+        let schema = parse_schema(schema).map_err(|reason| ToolListProblem::BadSchema {
+            tool: name.to_owned(),
+            reason,
+        })?;
+        budget
+            .charge(&schema, &format!("the input schema of tool {name:?}"))
+            .map_err(ToolListProblem::TooLarge)?;
+        parsed.push((name, schema));
+    }
+    if parsed.is_empty() {
+        return Err(ToolListProblem::Empty);
+    }
+    parsed
+        .into_iter()
+        .map(|(name, schema)| {
+            compile_schema(schema, budget).map_err(|reason| ToolListProblem::BadSchema {
+                tool: name.to_owned(),
+                reason,
+            })
+        })
+        .collect()
+}

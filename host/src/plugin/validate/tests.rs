@@ -1,0 +1,318 @@
+//! Unit tests of the tool list, schema and output checks and of the schema memory budget.
+
+use super::budget::{REGEX_OVERHEAD_BYTES, regex_cost, regexes};
+use super::schema::{input_verdict, verdict};
+use super::*;
+use llm_worker_rules::tool::MAX_TITLE_BYTES;
+
+fn input(text: &str) -> super::super::input::InputNode<'_> {
+    super::super::input::parse(text).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The default budget of a plugin.
+fn budget() -> SchemaBudget {
+    SchemaBudget::new(crate::Limits::default().schema_memory_bytes)
+}
+
+fn check_output_schema(text: &str) -> Result<CheckedSchema, String> {
+    super::check_output_schema(text, "t", &mut budget()).map_err(|problem| format!("{problem:?}"))
+}
+
+fn check_tools<'a>(
+    tools: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> Result<Vec<CheckedSchema>, ToolListProblem> {
+    super::check_tools(tools, &mut budget())
+}
+
+#[test]
+fn output_schemas_and_titles_are_checked() {
+    let ok = check_output_schema(
+        r#"{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}"#,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(check_output(&ok, r#"{"n":1}"#), Ok(()));
+    let wrong = check_output(&ok, r#"{"n":"one"}"#)
+        .err()
+        .unwrap_or_default();
+    assert!(
+        wrong.contains("does not match its output schema") && wrong.contains("/n"),
+        "{wrong}"
+    );
+    let missing = check_output(&ok, "{}").err().unwrap_or_default();
+    assert!(
+        missing.contains("\"n\" is a required property"),
+        "{missing}"
+    );
+    let text = check_output(&ok, "plain text").err().unwrap_or_default();
+    assert!(text.contains("is not JSON"), "{text}");
+    // Read one way by the check and another by a client: refused.
+    let twice = check_output(&ok, r#"{"n":1,"a":0,"b":0,"c":0,"n":"rm -rf /"}"#)
+        .err()
+        .unwrap_or_default();
+    assert!(twice.contains("\"n\""), "{twice}");
+    let loose = check_output_schema(r#"{"type":"object"}"#).unwrap_or_else(|e| panic!("{e}"));
+    assert!(check_output(&loose, "[1]").is_err());
+    for bad in [
+        r#"{"type":"array"}"#,
+        "{}",
+        "[]",
+        "not json",
+        r#"{"type":"object","minimum":"x"}"#,
+    ] {
+        assert!(check_output_schema(bad).is_err(), "{bad}");
+    }
+    let huge = format!(
+        r#"{{"type":"object","description":"{}"}}"#,
+        "x".repeat(MAX_SCHEMA_BYTES)
+    );
+    assert!(
+        check_output_schema(&huge)
+            .err()
+            .unwrap_or_default()
+            .contains("over the limit")
+    );
+    assert_eq!(check_title("Read a note"), Ok(()));
+    assert!(check_title("").is_err());
+    assert!(check_title("two\nlines").is_err());
+    assert!(check_title(&"t".repeat(MAX_TITLE_BYTES + 1)).is_err());
+}
+
+#[test]
+fn a_validator_that_lists_no_problem_does_not_let_a_value_through() {
+    assert_eq!(input_verdict("t", true, Vec::new), Ok(()));
+    // `is_valid` false with no error listed: refused all the same, naming the tool.
+    let message = input_verdict("t", false, Vec::new).expect_err("fails closed");
+    assert!(
+        message.contains("input of tool 't' does not match its input schema"),
+        "{message}"
+    );
+    let message =
+        input_verdict("t", false, || vec!["at /n: -1 is less than 0".into()]).expect_err("invalid");
+    assert!(
+        message.ends_with("schema: at /n: -1 is less than 0"),
+        "{message}"
+    );
+    assert!(verdict(false, Vec::new).is_err());
+}
+
+/// A schema of `count` distinct regular expressions of this shape (`{i}` is a number), as
+/// `patternProperties` keys, and an input whose one member each of them is tried on.
+fn patterns_schema(count: usize, shape: &str) -> (String, String) {
+    let patterns: Vec<String> = (0..count)
+        .map(|i| format!(r#""{}":{{}}"#, shape.replace("{i}", &i.to_string())))
+        .collect();
+    let schema = format!(
+        r#"{{"type":"object","patternProperties":{{{}}}}}"#,
+        patterns.join(",")
+    );
+    (schema, r#"{"a0":1}"#.to_owned())
+}
+
+/// The shape of the patterns of the attack in SECURITY.md: 2,263 of them fit a 60 KB
+/// schema.
+const ATTACK_SHAPE: &str = r"^\\S+{i}.*$";
+
+#[test]
+fn schema_memory_is_charged_before_compiling() {
+    let (schema, _) = patterns_schema(2_000, ATTACK_SHAPE);
+    assert!(schema.len() <= MAX_SCHEMA_BYTES, "{}", schema.len());
+    // Within the default budget, one such schema loads; charged, not free.
+    let mut plugin = budget();
+    let checked = super::check_tools([("t", schema.as_str())], &mut plugin)
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(checked.len(), 1);
+    let one = plugin.spent();
+    assert!(one > 2_000 * REGEX_OVERHEAD_BYTES, "{one}");
+    // The same patterns again, in another tool or an output schema: compiled once, charged
+    // once.
+    let output = schema.replace(r#""type":"object""#, r#""type":"object","title":"o""#);
+    super::check_output_schema(&output, "t", &mut plugin).unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(plugin.spent(), one);
+    // A budget below what they take: refused, naming the tool and what to do.
+    let mut small = SchemaBudget::new(one / 2);
+    let problem = super::check_tools([("a", "{}"), ("big", schema.as_str())], &mut small)
+        .err()
+        .unwrap_or_else(|| panic!("over the budget"));
+    let ToolListProblem::TooLarge(message) = problem else {
+        panic!("{problem:?}");
+    };
+    assert!(
+        message.contains("the input schema of tool \"big\"")
+            && message.contains("schema_memory_mib")
+            && message.contains("[limits]"),
+        "{message}"
+    );
+    assert!(small.spent() <= one / 2);
+    // The same for an output schema.
+    let mut small = SchemaBudget::new(one / 2);
+    let problem = super::check_output_schema(&output, "out", &mut small)
+        .err()
+        .unwrap_or_else(|| panic!("over the budget"));
+    assert!(
+        matches!(&problem, ToolListProblem::TooLarge(m) if m.contains("output schema of tool \"out\"")),
+        "{problem:?}"
+    );
+    // One regular expression bigger than what is left fails as it is built (its NFA alone).
+    assert_eq!(regex_cost(r"x\w{500}y", 8 << 10), None);
+    assert!(regex_cost(r"x\w{500}y", 64 << 20).is_some_and(|cost| cost > 8 << 10));
+    // Every place a regular expression hides is found, data included.
+    let mut found = Vec::new();
+    let schema = serde_json::json!({
+        "patternProperties": {"^a": {}, "^b": {"pattern": "c"}},
+        "properties": {"const": {"pattern": "d"}, "pattern": {"type": "string"}},
+        "items": [{"pattern": "e"}],
+    });
+    regexes(&schema, &mut found);
+    found.sort_unstable();
+    assert_eq!(found, ["^a", "^b", "c", "d", "e"]);
+}
+
+/// Host memory now (Linux): resident pages, in bytes.
+fn resident_bytes() -> usize {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: usize = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|pages| pages.parse().ok())
+        .unwrap_or(0);
+    pages * 4096
+}
+
+/// Calibrates [`REGEX_OVERHEAD_BYTES`]: what a schema of 2,263 distinct patterns really
+/// takes (resident memory, compiled and after one validation), against what the budget
+/// charges for it. Run alone:
+/// `cargo test -p llm-worker --lib measure_the_memory -- --ignored --nocapture`
+/// (`SHAPE` may give another pattern shape, `{i}` for the number).
+#[test]
+#[ignore = "a measurement: run it alone, by hand"]
+fn measure_the_memory_of_compiled_patterns() {
+    let shape = std::env::var("SHAPE").unwrap_or_else(|_| ATTACK_SHAPE.to_owned());
+    let count = 2_263;
+    let (schema, input_text) = patterns_schema(count, &shape);
+    let value: Value = serde_json::from_str(&schema).expect("schema");
+    let before = resident_bytes();
+    let started = std::time::Instant::now();
+    let validator = super::super::input::validator(&value, &jsonschema::PatternCache::new())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let compile_time = started.elapsed();
+    let compiled = resident_bytes() - before;
+    let input = super::super::input::parse(&input_text).expect("input");
+    let valid = validator.is_valid(&input);
+    let used = resident_bytes() - before;
+    let started = std::time::Instant::now();
+    let mut budget = SchemaBudget::new(usize::MAX);
+    budget.charge(&value, "it").expect("no limit");
+    let charge_time = started.elapsed();
+    let mib = |bytes: usize| bytes as f64 / f64::from(1 << 20);
+    println!(
+        "{count} patterns like {shape:?}, schema {} bytes: compiled in {compile_time:?}, \
+         {:.1} MiB resident ({} bytes each); {:.1} MiB after one validation (valid: {valid}); \
+         charged {:.1} MiB ({} bytes each, {} of them overhead) in {charge_time:?}",
+        schema.len(),
+        mib(compiled),
+        compiled / count,
+        mib(used),
+        mib(budget.spent()),
+        budget.spent() / count,
+        REGEX_OVERHEAD_BYTES,
+    );
+    drop(validator);
+}
+
+#[test]
+fn versions_follow_semver_for_zero_major() {
+    assert_eq!(compatible_version("0.1.0"), Some("0.1.0"));
+    assert_eq!(compatible_version("0.1.7"), Some("0.1.0"));
+    assert_eq!(compatible_version("0.2.0"), Some("0.2.0"));
+    assert_eq!(compatible_version("0.2.3"), Some("0.2.0"));
+    assert_eq!(compatible_version("0.3.0"), None);
+    assert_eq!(compatible_version("1.0.0"), None);
+    assert_eq!(compatible_version("not-a-version"), None);
+}
+
+#[test]
+fn package_version_is_read_from_names() {
+    assert_eq!(
+        package_version("llm-worker:tool/types@0.1.0"),
+        Some("0.1.0")
+    );
+    assert_eq!(package_version("llm-worker:tool/types"), Some(""));
+    assert_eq!(package_version("wasi:io/streams@0.2.0"), None);
+}
+
+#[test]
+fn tool_lists_are_checked() {
+    let ok = check_tools([("a-b_1", r#"{"type":"object"}"#), ("b", "{}")]);
+    assert_eq!(ok.map(|s| s.len()).ok(), Some(2));
+    assert!(matches!(check_tools([]), Err(ToolListProblem::Empty)));
+    assert!(matches!(
+        check_tools([("has space", "{}")]),
+        Err(ToolListProblem::BadName { .. })
+    ));
+    assert!(matches!(
+        check_tools([(&*"x".repeat(65), "{}")]),
+        Err(ToolListProblem::BadName { .. })
+    ));
+    assert!(matches!(
+        check_tools([("a", "{}"), ("a", "{}")]),
+        Err(ToolListProblem::Duplicate(name)) if name == "a"
+    ));
+    assert!(matches!(
+        check_tools([("a", "[1]")]),
+        Err(ToolListProblem::BadSchema { .. })
+    ));
+    assert!(matches!(
+        check_tools([("a", r#"{"type":"string"}"#)]),
+        Err(ToolListProblem::BadSchema { .. })
+    ));
+    assert!(matches!(
+        check_tools([("a", "{not json")]),
+        Err(ToolListProblem::BadSchema { .. })
+    ));
+    assert!(matches!(
+        check_tools([(
+            "a",
+            r#"{"type":"object","properties":{"x":{"type":"nope"}}}"#
+        )]),
+        Err(ToolListProblem::BadSchema { .. })
+    ));
+}
+
+#[test]
+fn inputs_are_checked_with_json_paths() {
+    let checked = check_tools([(
+        "t",
+        r#"{"type":"object","properties":{"n":{"type":"integer","minimum":0},
+            "tags":{"type":"array","items":{"type":"string"}}},"required":["n"]}"#,
+    )])
+    .map(|mut s| s.remove(0))
+    .unwrap_or_else(|_| panic!("valid schema"));
+    assert_eq!(check_schema(&checked, "t", &input(r#"{"n": 1}"#)), Ok(()));
+    let message = check_schema(&checked, "t", &input(r#"{"n": -1, "tags": ["a", 2]}"#))
+        .expect_err("two problems");
+    assert!(message.contains("at /n:"), "{message}");
+    assert!(message.contains("at /tags/1:"), "{message}");
+    let message = check_schema(&checked, "t", &input("{}")).expect_err("missing field");
+    assert!(
+        message.contains("at /:") && message.contains("\"n\""),
+        "{message}"
+    );
+}
+
+#[test]
+fn enum_mismatches_name_the_allowed_values() {
+    let checked = check_tools([(
+        "t",
+        r##"{"type":"object","properties":{"case":{"$ref":"#/$defs/Case"}},
+            "$defs":{"Case":{"oneOf":[{"const":"upper","description":"UP"},
+                                      {"const":"lower","description":"down"}]}}}"##,
+    )])
+    .map(|mut s| s.remove(0))
+    .unwrap_or_else(|_| panic!("valid schema"));
+    let message =
+        check_schema(&checked, "t", &input(r#"{"case":"UPPER"}"#)).expect_err("not a case");
+    assert!(
+        message.contains(r#"at /case: "UPPER" is not one of "upper", "lower""#),
+        "{message}"
+    );
+}

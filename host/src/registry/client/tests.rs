@@ -1,0 +1,114 @@
+//! Unit tests of the client: where credentials go on redirects, and reading challenges.
+
+use std::sync::{Arc, Mutex};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// A one-line HTTP server on loopback: `answer(request head)` is the whole response; every
+/// request head is kept.
+async fn server(
+    answer: impl Fn(&str) -> String + Send + Sync + 'static,
+) -> (u16, Arc<Mutex<Vec<String>>>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("address").port();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let kept = Arc::clone(&seen);
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).await.unwrap_or(0) == 1 {
+                head.push(byte[0]);
+            }
+            let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+            let response = answer(&head);
+            if let Ok(mut seen) = kept.lock() {
+                seen.push(head);
+            }
+            let _ = stream.write_all(response.as_bytes()).await;
+        }
+    });
+    (port, seen)
+}
+
+#[tokio::test]
+async fn credentials_never_follow_a_redirect_to_another_host_and_http_only_to_loopback() {
+    let (blob_port, blob_seen) =
+        server(|_| "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello".into())
+            .await;
+    let (registry_port, registry_seen) = server(move |head| {
+        if !head.contains("authorization:") {
+            return "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"r\"\r\n\
+                    Content-Length: 0\r\nConnection: close\r\n\r\n"
+                .into();
+        }
+        let target = if head.starts_with("get /v2/acme/away/") {
+            "http://registry.example/blob".to_owned()
+        } else {
+            format!("http://localhost:{blob_port}/blob")
+        };
+        format!(
+            "HTTP/1.1 307 Temporary Redirect\r\nLocation: {target}\r\nContent-Length: 0\r\n\
+             Connection: close\r\n\r\n"
+        )
+    })
+    .await;
+    let options = super::ClientOptions::default()
+        .plain_http(true)
+        .credentials(super::Credentials::new("user", "hunter2"));
+    let digest = format!("sha256:{}", crate::digest::sha256_hex(b"hello"));
+    let reference =
+        super::Reference::parse(&format!("127.0.0.1:{registry_port}/acme/x:1")).expect("ref");
+    let client = super::RegistryClient::new(&reference, &options).expect("client");
+    let blob = client
+        .blob(&digest, 100, "the blob", "")
+        .await
+        .expect("blob");
+    assert_eq!(blob, b"hello");
+    let to_registry = registry_seen.lock().expect("seen").join("");
+    assert!(
+        to_registry.contains("authorization: basic "),
+        "{to_registry}"
+    );
+    let to_blob_host = blob_seen.lock().expect("seen").join("");
+    assert!(to_blob_host.contains("get /blob"), "{to_blob_host}");
+    assert!(!to_blob_host.contains("authorization"), "{to_blob_host}");
+
+    let reference =
+        super::Reference::parse(&format!("127.0.0.1:{registry_port}/acme/away:1")).expect("ref");
+    let client = super::RegistryClient::new(&reference, &options).expect("client");
+    let error = client
+        .blob(&digest, 100, "the blob", "")
+        .await
+        .expect_err("refused");
+    assert!(
+        error.to_string().contains("only https is followed"),
+        "{error}"
+    );
+
+    let remote = super::Reference::parse("registry.example/acme/x:1").expect("ref");
+    let error = super::RegistryClient::new(&remote, &options)
+        .err()
+        .expect("refused");
+    assert!(
+        error.to_string().contains("plain HTTP is only for"),
+        "{error}"
+    );
+}
+
+#[test]
+fn challenges_are_read_with_quotes_and_commas() {
+    let pairs = super::auth::challenge_parameters(
+        r#"realm="https://auth.example/token",service="registry.example",scope="repository:a/b:pull,push""#,
+    );
+    assert_eq!(
+        pairs,
+        vec![
+            ("realm".into(), "https://auth.example/token".into()),
+            ("service".into(), "registry.example".into()),
+            ("scope".into(), "repository:a/b:pull,push".into()),
+        ]
+    );
+}

@@ -1,0 +1,328 @@
+//! Pulling a plugin into a plugin directory: checking it against the lock and the trust
+//! policy, writing it under a temporary name, loading it, renaming it into place and recording
+//! in the lock what was verified.
+
+use std::path::{Path, PathBuf};
+
+use super::fetch::{Demand, Verification, pull, resolve};
+use super::{ClientOptions, Reference, RegistryClient, RegistryError};
+use crate::lock::{LockedPlugin, PluginSource};
+use crate::trust::{TRUST_FILE, TrustPolicy};
+use crate::{LockFile, PluginError, PluginHost};
+
+/// How [`pull_into`] pulls.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct PullOptions {
+    /// The plugin's name in the directory (`NAME.wasm`); default: the repository's last part.
+    pub name: Option<String>,
+    /// Move a plugin the lock already records to what the reference names now.
+    pub update: bool,
+    /// Take the artifact without a signature (recorded in the lock as such).
+    pub allow_unsigned: bool,
+    /// How the registry is reached.
+    pub client: ClientOptions,
+}
+
+impl PullOptions {
+    /// Sets the plugin's name.
+    pub fn name(mut self, name: Option<String>) -> Self {
+        self.name = name;
+        self
+    }
+
+    /// Sets whether a recorded plugin may be moved to a new version.
+    pub fn update(mut self, update: bool) -> Self {
+        self.update = update;
+        self
+    }
+
+    /// Sets whether the artifact may come unsigned.
+    pub fn allow_unsigned(mut self, allow: bool) -> Self {
+        self.allow_unsigned = allow;
+        self
+    }
+
+    /// Sets how the registry is reached.
+    pub fn client(mut self, client: ClientOptions) -> Self {
+        self.client = client;
+        self
+    }
+}
+
+/// What [`pull_into`] did.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct PullOutcome {
+    /// The plugin file.
+    pub path: PathBuf,
+    /// Its lock entry.
+    pub entry: LockedPlugin,
+    /// What verified it.
+    pub verified: String,
+    /// The manifest the lock recorded before, when this moved it.
+    pub previous_manifest: Option<String>,
+    /// `false` when the directory already held exactly this version (nothing written).
+    pub changed: bool,
+}
+
+/// A plugin name that stays in its directory: letters, digits, `_`, `-` and inner `.`.
+fn check_name(name: &str) -> Result<String, RegistryError> {
+    let name = name.strip_suffix(".wasm").unwrap_or(name);
+    let valid = !name.is_empty()
+        && name.len() <= 64
+        && !name.starts_with('.')
+        && !name.ends_with('.')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    if valid {
+        Ok(name.to_owned())
+    } else {
+        Err(RegistryError::Usage(format!(
+            "'{name}' cannot name a plugin file: use up to 64 letters, digits, `_`, `-` and \
+             inner `.` (the file is NAME.wasm in the directory)"
+        )))
+    }
+}
+
+/// Pulls `reference` into the plugin directory `dir` as `NAME.wasm`, verified against the
+/// directory's trust policy, and records it in the lock (created if the directory has none
+/// and holds no other plugin).
+///
+/// A plugin the lock already records from a registry is moved to another manifest only with
+/// [`PullOptions::update`] (a tag that now names another manifest is refused otherwise); a
+/// file of that name that did not come from a registry is never replaced. The new component
+/// is verified, written under a temporary name, loaded with its policy (`NAME.policy.toml`)
+/// like any plugin, renamed into place, and only then is the lock written.
+pub async fn pull_into(
+    host: &PluginHost,
+    dir: &Path,
+    reference: &Reference,
+    options: &PullOptions,
+) -> Result<PullOutcome, RegistryError> {
+    let name = check_name(options.name.as_deref().unwrap_or(reference.short_name()))?;
+    let file = format!("{name}.wasm");
+    let path = dir.join(&file);
+    let io = |path: &Path| {
+        let path = path.to_owned();
+        move |source| RegistryError::Io { path, source }
+    };
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    let mut lock = match LockFile::read(dir)? {
+        Some(lock) => lock,
+        None => {
+            let others = crate::LoadDirOptions::default()
+                .plugin_files(dir)
+                .map_err(io(dir))?;
+            if !others.is_empty() {
+                return Err(RegistryError::Usage(format!(
+                    "{} holds plugins but no lock file: review them and approve them with \
+                     `llm-worker lock {}` first, so that the lock `pull` adds to covers the \
+                     whole directory",
+                    dir.display(),
+                    dir.display()
+                )));
+            }
+            LockFile {
+                version: 2,
+                ..LockFile::default()
+            }
+        }
+    };
+    let trust = TrustPolicy::read(dir)?;
+    let pinned_before =
+        lock.trust_sha256.is_some() || lock.plugins.iter().any(|p| p.source.is_some());
+    let now = trust.as_ref().map(|policy| policy.sha256.clone());
+    // A trust policy changed since the lock approved it is not used (nor approved by a pull).
+    let pin_ok = !pinned_before || lock.trust_sha256 == now;
+    if !pin_ok && !options.allow_unsigned {
+        return Err(RegistryError::Usage(format!(
+            "the trust policy {} is not the one the lock approved (sha256 {} in the lock, {} \
+             now); review it, then approve it with `llm-worker lock {}` before pulling with it",
+            dir.join(TRUST_FILE).display(),
+            lock.trust_sha256.as_deref().unwrap_or("none"),
+            now.as_deref().unwrap_or("none"),
+            dir.display()
+        )));
+    }
+    let existing = lock
+        .by_file()
+        .get(file.as_str())
+        .map(|entry| (*entry).clone());
+    let on_disk = std::fs::symlink_metadata(&path).is_ok();
+    let previous = match &existing {
+        Some(entry) => match &entry.source {
+            Some(source) => Some(source.clone()),
+            None => {
+                return Err(RegistryError::Usage(format!(
+                    "{} is approved by the lock as a local file, not pulled from a registry: \
+                     pull under another --name, or remove it and its lock entry first",
+                    path.display()
+                )));
+            }
+        },
+        None if on_disk => {
+            return Err(RegistryError::Usage(format!(
+                "{} is already there and not in the lock: pull under another --name, or remove \
+                 it first",
+                path.display()
+            )));
+        }
+        None => None,
+    };
+
+    let client = RegistryClient::new(reference, &options.client)?;
+    if let (Some(source), Some(entry)) = (&previous, &existing) {
+        let (now, _) = resolve(&client, reference).await?;
+        let moved = now != source.manifest || source.repository != reference.name();
+        if !moved {
+            return Ok(PullOutcome {
+                path,
+                verified: source.verified(),
+                entry: entry.clone(),
+                previous_manifest: None,
+                changed: false,
+            });
+        }
+        if !options.update {
+            return Err(RegistryError::TagMoved {
+                reference: reference.to_string(),
+                file,
+                locked: format!("{} ({})", source.manifest, source.reference),
+                now,
+            });
+        }
+    }
+    let demand = if options.allow_unsigned {
+        Demand::AllowUnsigned
+    } else {
+        Demand::Policy(trust.as_ref())
+    };
+    let pulled = pull(&client, reference, demand, host.max_plugin_bytes()).await?;
+
+    // Written under a name no loader reads, loaded with the plugin's policy, then renamed.
+    let temporary = dir.join(format!(".{file}.{}.pulling", std::process::id()));
+    let write = || -> std::io::Result<()> {
+        use std::io::Write;
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o644);
+        let mut out = options.open(&temporary)?;
+        out.write_all(&pulled.bytes)?;
+        out.sync_all()
+    };
+    let _ = std::fs::remove_file(&temporary);
+    write().map_err(io(&temporary))?;
+    let entry = entry_for(host, &path, &temporary, &file).and_then(|entry| {
+        // What is locked is what was verified: the bytes loaded are the layer's.
+        if Some(entry.sha256.as_str()) != pulled.layer_digest.strip_prefix("sha256:") {
+            return Err(RegistryError::Usage(format!(
+                "{} changed while it was being written (sha256 {} loaded, {} verified); \
+                 nothing was approved: pull again",
+                temporary.display(),
+                entry.sha256,
+                pulled.layer_digest
+            )));
+        }
+        // A pull approves new bytes, never a policy nobody reviewed: the policy file and where
+        // its grants lead must be the ones the lock approved for this plugin.
+        if let Some(locked) = &existing
+            && (locked.policy_sha256 != entry.policy_sha256 || locked.dirs != entry.dirs)
+        {
+            return Err(RegistryError::Usage(format!(
+                "the policy of {} (or where its directory grants lead) changed since it was \
+                 locked; nothing was written: review it, approve it with `llm-worker lock {}`, \
+                 then pull again",
+                path.display(),
+                dir.display()
+            )));
+        }
+        Ok(entry)
+    });
+    let entry = match entry {
+        Ok(entry) => entry,
+        Err(error) => {
+            let _ = std::fs::remove_file(&temporary);
+            return Err(error);
+        }
+    };
+    let (signer, key, unsigned) = match &pulled.verified {
+        Verification::Signed { signer, key } => (Some(signer.clone()), Some(key.clone()), None),
+        Verification::Unsigned(how) => (None, None, Some((*how).to_owned())),
+    };
+    let entry = LockedPlugin {
+        source: Some(PluginSource {
+            reference: reference.to_string(),
+            repository: reference.name(),
+            manifest: pulled.manifest_digest.clone(),
+            layer: pulled.layer_digest.clone(),
+            signer,
+            key,
+            unsigned,
+        }),
+        ..entry
+    };
+    if let Err(source) = std::fs::rename(&temporary, &path) {
+        let _ = std::fs::remove_file(&temporary);
+        return Err(RegistryError::Io { path, source });
+    }
+    lock.upsert(entry.clone());
+    if pin_ok && (trust.is_some() || lock.trust_sha256.is_some()) {
+        lock.trust_sha256 = now;
+    }
+    lock.write(dir)?;
+    Ok(PullOutcome {
+        path,
+        entry,
+        verified: pulled.verified.to_string(),
+        previous_manifest: previous.map(|source| source.manifest),
+        changed: true,
+    })
+}
+
+/// Loads the component written at `temporary` as the plugin `path` (with `path`'s policy) and
+/// makes its lock entry.
+fn entry_for(
+    host: &PluginHost,
+    path: &Path,
+    temporary: &Path,
+    file: &str,
+) -> Result<LockedPlugin, RegistryError> {
+    let policy_path = crate::SandboxPolicy::path_for(path);
+    let policy_text = if policy_path.exists() {
+        Some(
+            crate::SandboxPolicy::read_text(&policy_path).map_err(|source| {
+                PluginError::Policy {
+                    path: path.to_owned(),
+                    source,
+                }
+            })?,
+        )
+    } else {
+        None
+    };
+    let policy =
+        match &policy_text {
+            Some(text) => crate::SandboxPolicy::parse(text, &policy_path, host.limits()).map_err(
+                |source| PluginError::Policy {
+                    path: path.to_owned(),
+                    source,
+                },
+            )?,
+            None => crate::SandboxPolicy::with_limits(host.limits().clone()),
+        };
+    let plugin = host.load_with_policy(temporary, policy)?;
+    Ok(LockedPlugin {
+        file: file.to_owned(),
+        sha256: crate::digest::hex(plugin.sha256()),
+        policy_sha256: policy_text
+            .map(|text| crate::digest::sha256_hex(text.as_bytes()))
+            .unwrap_or_else(|| "none".to_owned()),
+        dirs: crate::lock::grant_paths(plugin.policy()),
+        tools: plugin.tool_names().into_iter().map(str::to_owned).collect(),
+        imports: plugin.imports().to_vec(),
+        source: None,
+    })
+}

@@ -1,0 +1,81 @@
+//! Authentication: serving without tokens is an explicit opt-out on loopback, and a persistent
+//! token is kept private.
+
+use llm_worker::mcp::{HttpOptions, McpOptions, ToolCatalog};
+
+use crate::counters;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loopback_without_tokens_needs_an_explicit_opt_out() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let refused = llm_worker::mcp::serve_http(
+        listener,
+        ToolCatalog::new([counters("all", 1, &["a"])]),
+        McpOptions::new("open", "1"),
+        HttpOptions::default(),
+    )
+    .await;
+    let error = refused.expect_err("no tokens and no opt-out");
+    assert!(
+        matches!(error, llm_worker::mcp::McpError::NoAuthentication { .. }),
+        "{error}"
+    );
+    assert!(error.to_string().contains("no_auth"), "{error}");
+
+    // The opt-out is for loopback only.
+    let listener = tokio::net::TcpListener::bind("0.0.0.0:0")
+        .await
+        .expect("bind");
+    let refused = llm_worker::mcp::serve_http(
+        listener,
+        ToolCatalog::new([counters("all", 1, &["a"])]),
+        McpOptions::new("open", "1"),
+        HttpOptions::default().no_auth(true),
+    )
+    .await;
+    assert!(matches!(
+        refused,
+        Err(llm_worker::mcp::McpError::NoAuthentication { .. })
+    ));
+}
+
+#[test]
+fn a_persistent_token_is_kept_private_and_reused() {
+    let dir = llm_worker_tests::scratch_dir("persistent-token");
+    let path = dir.join("state").join("http-token");
+    let first = llm_worker::mcp::persistent_token(&path).expect("generated");
+    assert_eq!(first.len(), 64);
+    assert_eq!(
+        llm_worker::mcp::persistent_token(&path).expect("read again"),
+        first,
+        "a restarted server keeps its clients' token"
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&path).expect("file").permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let parent = std::fs::metadata(dir.join("state"))
+            .expect("dir")
+            .permissions()
+            .mode();
+        assert_eq!(parent & 0o777, 0o700);
+        // Readable by others: refused, not used.
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        let error = llm_worker::mcp::persistent_token(&path).expect_err("readable by others");
+        assert!(error.to_string().contains("chmod 600"), "{error}");
+        // A link planted under its name: refused, not followed.
+        let planted = dir.join("planted");
+        std::fs::write(dir.join("attacker-token"), "attacker\n").expect("write");
+        std::fs::set_permissions(
+            dir.join("attacker-token"),
+            std::fs::Permissions::from_mode(0o600),
+        )
+        .expect("chmod");
+        std::os::unix::fs::symlink(dir.join("attacker-token"), &planted).expect("link");
+        let error = llm_worker::mcp::persistent_token(&planted).expect_err("a link");
+        assert!(error.to_string().contains("link"), "{error}");
+    }
+}

@@ -1,0 +1,215 @@
+//! The server as an embedder uses it: [`McpHttpService`](llm_worker::mcp::McpHttpService) on
+//! the embedder's own router, and `serve_http_with_shutdown` stopped when told; sessions'
+//! tools are dropped when they end.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use async_trait::async_trait;
+use llm_worker::mcp::{HttpOptions, McpOptions, ToolCatalog, ToolGroup};
+use llm_worker::{Tool, ToolDefinition, ToolError, ToolMeta};
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use serde_json::json;
+
+use crate::greeting;
+
+/// A tool that counts how many of its instances were dropped (a session's end).
+struct Tracked(Arc<AtomicUsize>);
+
+#[async_trait]
+impl Tool for Tracked {
+    async fn execute(&self, _input_json: &str) -> Result<String, ToolError> {
+        Ok("tracked".into())
+    }
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+fn tracked(dropped: &Arc<AtomicUsize>) -> ToolCatalog {
+    let dropped = Arc::clone(dropped);
+    ToolCatalog::new([ToolGroup::new("tracked", 1, move || {
+        let dropped = Arc::clone(&dropped);
+        let definition: ToolDefinition = Arc::new(move || {
+            let meta = ToolMeta::new("tracked")
+                .description("Tracked")
+                .input_schema(json!({"type": "object"}));
+            (
+                meta,
+                Arc::new(Tracked(Arc::clone(&dropped))) as Arc<dyn Tool>,
+            )
+        });
+        vec![definition]
+    })])
+}
+
+/// Waits until `dropped` counts at least one (within the tests' deadline).
+async fn until_dropped(dropped: &AtomicUsize) {
+    llm_worker_tests::wait::until("the session's tools to be dropped", || {
+        dropped.load(Ordering::SeqCst) > 0
+    })
+    .await;
+}
+
+fn authorized(
+    url: &str,
+    token: &str,
+) -> rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig {
+    rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(url)
+        .auth_header(token)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_embedder_mounts_the_mcp_service_on_its_own_router_and_stops_it() {
+    use http_body_util::BodyExt;
+    use llm_worker::mcp::McpHttpService;
+
+    // Mounting never makes it open: no tokens and no opt-out is refused.
+    let open = McpHttpService::new(
+        ToolCatalog::new([]),
+        McpOptions::new("open", "1"),
+        HttpOptions::default(),
+    );
+    assert!(open.is_err());
+    // Nor does the loopback opt-out: a mounted service may be reached from anywhere.
+    let open = McpHttpService::new(
+        ToolCatalog::new([]),
+        McpOptions::new("open", "1"),
+        HttpOptions::default().no_auth(true),
+    );
+    assert!(open.is_err());
+
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let mcp = McpHttpService::new(
+        tracked(&dropped),
+        McpOptions::new("mounted", "1"),
+        HttpOptions::default().tokens(["embedder-token"]),
+    )
+    .expect("service");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let address = listener.local_addr().expect("address");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    // The embedder's own server and router: `/health` is theirs, `/mcp` is the MCP service.
+    let router = mcp.clone();
+    let server = tokio::spawn(async move {
+        let mut stopped = std::pin::pin!(stopped);
+        loop {
+            let stream = tokio::select! {
+                accepted = listener.accept() => accepted.expect("accept").0,
+                _ = &mut stopped => break,
+            };
+            let router = router.clone();
+            tokio::spawn(async move {
+                let route = hyper::service::service_fn(
+                    move |request: http::Request<hyper::body::Incoming>| {
+                        let router = router.clone();
+                        async move {
+                            Ok::<_, std::convert::Infallible>(
+                                if request.uri().path() == "/health" {
+                                    http::Response::new(
+                                        http_body_util::Full::new(bytes::Bytes::from("ok")).boxed(),
+                                    )
+                                } else {
+                                    router.handle(request).await
+                                },
+                            )
+                        }
+                    },
+                );
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), route)
+                    .await;
+            });
+        }
+        // Stopping: the embedder ends the MCP sessions with its own server.
+        router.close();
+    });
+
+    let url = format!("http://{address}/mcp");
+    assert!(
+        ().serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
+            url.as_str()
+        ))
+        .await
+        .is_err(),
+        "no token: refused, mounted or not"
+    );
+    let client = ()
+        .serve(rmcp::transport::StreamableHttpClientTransport::from_config(
+            authorized(&url, "embedder-token"),
+        ))
+        .await
+        .expect("initialize through the embedder's router");
+    let result = client
+        .call_tool(CallToolRequestParams::new("tracked"))
+        .await
+        .expect("call");
+    assert_eq!(greeting(&result), "tracked");
+    let mut health = tokio::net::TcpStream::connect(address)
+        .await
+        .expect("connect");
+    tokio::io::AsyncWriteExt::write_all(
+        &mut health,
+        b"GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+    )
+    .await
+    .expect("send");
+    let mut answer = String::new();
+    tokio::io::AsyncReadExt::read_to_string(&mut health, &mut answer)
+        .await
+        .expect("read");
+    assert!(
+        answer.starts_with("HTTP/1.1 200") && answer.ends_with("ok"),
+        "{answer}"
+    );
+
+    stop.send(()).expect("stop");
+    server.await.expect("the embedder's server stopped");
+    until_dropped(&dropped).await;
+    drop(client);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_http_stops_when_told() {
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let address = listener.local_addr().expect("address");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(llm_worker::mcp::serve_http_with_shutdown(
+        listener,
+        tracked(&dropped),
+        McpOptions::new("stoppable", "1"),
+        HttpOptions::default().tokens(["t0ken"]),
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    let client = ()
+        .serve(rmcp::transport::StreamableHttpClientTransport::from_config(
+            authorized(&format!("http://{address}/"), "t0ken"),
+        ))
+        .await
+        .expect("initialize");
+    let result = client
+        .call_tool(CallToolRequestParams::new("tracked"))
+        .await
+        .expect("call");
+    assert_eq!(greeting(&result), "tracked");
+    stop.send(()).expect("stop");
+    server
+        .await
+        .expect("the server task")
+        .expect("serve_http_with_shutdown returns Ok once stopped");
+    // The session ended with the server, its tools dropped; nothing listens any more.
+    until_dropped(&dropped).await;
+    assert!(tokio::net::TcpStream::connect(address).await.is_err());
+    drop(client);
+}

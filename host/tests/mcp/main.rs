@@ -1,0 +1,70 @@
+//! The MCP server as a library (feature `mcp-http`): a catalog of native tools served over
+//! streamable HTTP in-process, driven by rmcp's client.
+
+mod auth;
+mod calls;
+mod catalog;
+mod embedding;
+mod watch;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use async_trait::async_trait;
+use llm_worker::mcp::{HttpOptions, McpOptions, ToolCatalog, ToolGroup};
+use llm_worker::{Tool, ToolDefinition, ToolError, ToolMeta};
+use serde_json::json;
+
+/// Counts its calls.
+struct Counter(AtomicUsize);
+
+#[async_trait]
+impl Tool for Counter {
+    async fn execute(&self, _input_json: &str) -> Result<String, ToolError> {
+        Ok(self.0.fetch_add(1, Ordering::SeqCst).to_string())
+    }
+}
+
+/// A group of counters named `names`, at `revision`.
+fn counters(group: &str, revision: u64, names: &'static [&'static str]) -> ToolGroup {
+    ToolGroup::new(group, revision, move || {
+        names
+            .iter()
+            .map(|name| {
+                let definition: ToolDefinition = Arc::new(move || {
+                    let meta = ToolMeta::new(*name)
+                        .description("Counts")
+                        .input_schema(json!({"type": "object"}));
+                    (
+                        meta,
+                        Arc::new(Counter(AtomicUsize::new(0))) as Arc<dyn Tool>,
+                    )
+                });
+                definition
+            })
+            .collect()
+    })
+}
+
+async fn serve(catalog: ToolCatalog, options: McpOptions) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/", listener.local_addr().expect("address"));
+    tokio::spawn(llm_worker::mcp::serve_http(
+        listener,
+        catalog,
+        options,
+        // These tests are about MCP, not authentication: loopback without tokens.
+        HttpOptions::default().no_auth(true),
+    ));
+    url
+}
+
+fn greeting(result: &rmcp::model::CallToolResult) -> String {
+    result
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect()
+}

@@ -1,0 +1,167 @@
+//! Following a plugin directory: the watcher rescans it (or follows its lock) one rescan at a
+//! time, and a changed secret is a new revision.
+
+use llm_worker::mcp::ToolGroup;
+use llm_worker_tests::logs::logged;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dir_watcher_follows_the_directory_one_rescan_at_a_time() {
+    use llm_worker::mcp::DirWatcher;
+    let dir = llm_worker_tests::scratch_dir("dir-watcher");
+    let copy = |plugin: &str, name: &str| {
+        std::fs::copy(llm_worker_tests::plugin_path(plugin), dir.join(name)).expect("copy");
+    };
+    copy("counter", "counter.wasm");
+    let host = llm_worker_tests::host().clone();
+    let mut watcher =
+        DirWatcher::load(host, dir.path(), llm_worker::LoadDirOptions::default()).expect("load");
+    let names = |watcher: &DirWatcher| -> Vec<String> {
+        watcher
+            .groups()
+            .iter()
+            .map(|group| {
+                std::path::Path::new(group.name())
+                    .file_name()
+                    .map(|name| name.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            })
+            .collect()
+    };
+    assert_eq!(names(&watcher), ["counter.wasm"]);
+    // Nothing changed: nothing is reloaded (the watcher says nothing).
+    let (changed, said) = logged(watcher.rescan()).await;
+    assert!(!changed && said.is_empty(), "{said:?}");
+
+    copy("greet", "greet.wasm");
+    assert!(watcher.rescan().await, "a plugin added");
+    assert_eq!(names(&watcher), ["counter.wasm", "greet.wasm"]);
+    let revision = watcher.groups()[1].revision();
+
+    // A broken new version: looked at (the watcher says what it found), refused, the
+    // working one kept.
+    std::fs::write(dir.join("greet.wasm"), b"broken").expect("break");
+    let (changed, said) = logged(watcher.rescan()).await;
+    assert!(!changed, "the served plugins did not change");
+    assert!(
+        said.iter()
+            .any(|line| line.starts_with("WARN") && line.contains("not a WebAssembly file")),
+        "{said:?}"
+    );
+    assert!(
+        said.iter()
+            .any(|line| line.contains("the served plugins are unchanged")),
+        "{said:?}"
+    );
+    assert_eq!(watcher.groups()[1].revision(), revision);
+
+    // The same bytes again (a new modification time): reloaded, and no change either.
+    copy("greet", "greet.wasm");
+    let (changed, said) = logged(watcher.rescan()).await;
+    assert!(!changed);
+    assert!(
+        said.iter()
+            .any(|line| line.contains("the served plugins are unchanged")),
+        "{said:?}"
+    );
+    assert_eq!(watcher.groups()[1].revision(), revision);
+
+    std::fs::remove_file(dir.join("counter.wasm")).expect("remove");
+    assert!(watcher.rescan().await, "a plugin removed");
+    assert_eq!(names(&watcher), ["greet.wasm"]);
+}
+
+#[test]
+fn a_changed_secret_is_a_new_revision() {
+    use llm_worker::{HttpGrant, HttpSecret, Limits, SandboxPolicy};
+    let with_secret = |value: &str| {
+        let grant = HttpGrant::parse("https://api.example.com").expect("rule");
+        let mut policy = SandboxPolicy::with_limits(Limits::default());
+        policy.http.push(grant.clone());
+        policy
+            .http_secrets
+            .push(HttpSecret::new(grant, "Authorization", value));
+        let plugin = llm_worker_tests::host()
+            .load_with_policy(llm_worker_tests::plugin_path("fetcher"), policy)
+            .expect("load");
+        ToolGroup::plugin(&plugin).revision()
+    };
+    let first = with_secret("Bearer one");
+    assert_eq!(
+        first,
+        with_secret("Bearer one"),
+        "the same plugin and policy"
+    );
+    assert_ne!(
+        first,
+        with_secret("Bearer two"),
+        "a session must not keep an instance sending the old secret"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dir_watcher_follows_the_lock_once_there_is_one() {
+    use llm_worker::mcp::DirWatcher;
+    use llm_worker::{LoadDirOptions, LockFile};
+    let dir = llm_worker_tests::scratch_dir("dir-watcher-lock");
+    for plugin in ["counter", "greet"] {
+        std::fs::copy(
+            llm_worker_tests::plugin_path(plugin),
+            dir.join(format!("{plugin}.wasm")),
+        )
+        .expect("copy");
+    }
+    let host = llm_worker_tests::host().clone();
+    let mut watcher =
+        DirWatcher::load(host.clone(), dir.path(), LoadDirOptions::default()).expect("load");
+    assert!(!watcher.options().locked, "no lock yet");
+    let served = |watcher: &DirWatcher| -> Vec<String> {
+        watcher
+            .groups()
+            .iter()
+            .filter_map(|group| {
+                std::path::Path::new(group.name())
+                    .file_name()
+                    .map(|name| name.to_string_lossy().into_owned())
+            })
+            .collect()
+    };
+    let lock_with = |plugins: &[&str]| {
+        let loaded = host
+            .load_dir_with(
+                &dir,
+                LoadDirOptions::default().ignore_lock(true),
+                |_, _, _| {},
+            )
+            .expect("load");
+        let approved: Vec<_> = loaded
+            .plugins
+            .into_iter()
+            .filter(|plugin| plugins.contains(&plugin.name()))
+            .collect();
+        LockFile::of(&dir, &approved).write(&dir).expect("lock");
+    };
+
+    // Locked while serving: from now on the directory stays locked.
+    lock_with(&["counter", "greet"]);
+    watcher.rescan().await;
+    assert!(watcher.options().locked, "locked since");
+    assert_eq!(served(&watcher), ["counter.wasm", "greet.wasm"]);
+
+    // The operator withdraws greet's approval; its file stays: it is no longer served.
+    lock_with(&["counter"]);
+    assert!(watcher.rescan().await);
+    assert_eq!(served(&watcher), ["counter.wasm"]);
+
+    // The lock is deleted and a plugin dropped in: the reload is refused (the watcher says
+    // so), and nothing of it is served.
+    std::fs::remove_file(dir.join(llm_worker::LOCK_FILE)).expect("delete the lock");
+    std::fs::copy(llm_worker_tests::plugin_path("calc"), dir.join("calc.wasm")).expect("copy");
+    let (changed, said) = logged(watcher.rescan()).await;
+    assert!(!changed);
+    assert!(
+        said.iter()
+            .any(|line| line.contains("still serving the plugins loaded before")),
+        "{said:?}"
+    );
+    assert_eq!(served(&watcher), ["counter.wasm"]);
+}
