@@ -29,8 +29,10 @@ pub(crate) struct HttpGate {
     active: Arc<[HttpGrant]>,
     secrets: Arc<[HttpSecret]>,
     in_flight: Arc<Semaphore>,
-    /// The current call: its deadline, and a sender whose drop ends its requests.
-    call: Option<(Instant, watch::Sender<()>)>,
+    /// The current call: its deadline, and a sender whose drop ends its requests (made at
+    /// the call's first request: a watch channel costs an allocation to make and eight
+    /// notifications to drop, on every call of a plugin that sends nothing).
+    call: Option<(Instant, Option<watch::Sender<()>>)>,
 }
 
 type ResponseFuture = Box<
@@ -71,13 +73,14 @@ impl HttpGate {
     /// plugin's, and it serves no tool of its own.
     pub(crate) fn begin_call(&mut self, deadline: Instant, tool: Option<&str>) {
         self.active = match tool {
+            Some(_) if self.tool_grants.is_empty() => Arc::clone(&self.grants),
             Some(tool) => self
                 .tool_grants
                 .get(tool)
                 .map_or_else(|| Arc::clone(&self.grants), Arc::clone),
             None => Arc::from([]),
         };
-        self.call = Some((deadline, watch::Sender::new(())));
+        self.call = Some((deadline, None));
     }
 
     /// The call ended: every request it sent that is still running is cancelled.
@@ -194,9 +197,13 @@ impl WasiHttpHooks for HttpGate {
             );
             return Box::new(async { Err(Error::HttpRequestDenied) });
         };
-        let Some((deadline, call)) = &self.call else {
+        let Some((deadline, call)) = &mut self.call else {
             return Box::new(async { Err(Error::HttpRequestDenied) });
         };
+        let deadline = *deadline;
+        let ended = call
+            .get_or_insert_with(|| watch::Sender::new(()))
+            .subscribe();
         let Ok(permit) = Arc::clone(&self.in_flight).try_acquire_owned() else {
             tracing::warn!(
                 plugin = %self.plugin,
@@ -205,7 +212,6 @@ impl WasiHttpHooks for HttpGate {
             );
             return Box::new(async { Err(Error::ConnectionLimitReached) });
         };
-        let (deadline, ended) = (*deadline, call.subscribe());
         self.add_secrets(&mut request);
         tracing::debug!(plugin = %self.plugin, uri = %request.uri(), "HTTP request");
         let plugin = Arc::clone(&self.plugin);
