@@ -38,16 +38,21 @@ impl RegistryClient {
             }
             request
         };
+        // The registry's credentials go to the registry only: a URL it hands out elsewhere
+        // (an upload Location on a storage host, say) gets the request without them, and its
+        // challenges are not answered.
+        let ours = self.is_registry_origin(url);
         let cached = self
             .authorization
             .lock()
             .ok()
-            .and_then(|value| value.clone());
+            .and_then(|value| value.clone())
+            .filter(|_| ours);
         let response = request(cached)
             .send()
             .await
             .map_err(|error| transport(url, &error))?;
-        if response.status() != StatusCode::UNAUTHORIZED {
+        if response.status() != StatusCode::UNAUTHORIZED || !ours {
             return Ok(response);
         }
         let challenge = response
@@ -64,6 +69,15 @@ impl RegistryClient {
             .send()
             .await
             .map_err(|error| transport(url, &error))
+    }
+
+    /// Whether `url` has the registry's origin (scheme, host and port), the only one its
+    /// credentials are sent to.
+    fn is_registry_origin(&self, url: &str) -> bool {
+        match (reqwest::Url::parse(url), reqwest::Url::parse(&self.base)) {
+            (Ok(url), Ok(base)) => url.origin() == base.origin(),
+            _ => false,
+        }
     }
 
     /// The `Authorization` value that answers `challenge`.

@@ -112,3 +112,52 @@ fn challenges_are_read_with_quotes_and_commas() {
         ]
     );
 }
+
+#[tokio::test]
+async fn credentials_never_go_to_an_upload_location_on_another_host() {
+    let (storage_port, storage_seen) =
+        server(|_| "HTTP/1.1 201 Created\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".into())
+            .await;
+    let (registry_port, registry_seen) = server(move |head| {
+        if !head.contains("authorization:") {
+            return "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"r\"\r\n\
+                    Content-Length: 0\r\nConnection: close\r\n\r\n"
+                .into();
+        }
+        if head.starts_with("head ") {
+            return "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                .into();
+        }
+        format!(
+            "HTTP/1.1 202 Accepted\r\nLocation: http://localhost:{storage_port}/upload/1\r\n\
+             Content-Length: 0\r\nConnection: close\r\n\r\n"
+        )
+    })
+    .await;
+    let options = super::ClientOptions::default()
+        .plain_http(true)
+        .credentials(super::Credentials::new("user", "hunter2"));
+    let reference =
+        super::Reference::parse(&format!("127.0.0.1:{registry_port}/acme/x:1")).expect("ref");
+    let client = super::RegistryClient::new(&reference, &options).expect("client");
+    let digest = client.put_blob(b"hello").await.expect("upload");
+    assert_eq!(
+        digest,
+        format!("sha256:{}", crate::digest::sha256_hex(b"hello"))
+    );
+    let to_registry = registry_seen.lock().expect("seen").join("");
+    assert!(
+        to_registry.contains("post /v2/acme/x/blobs/uploads/"),
+        "{to_registry}"
+    );
+    assert!(
+        to_registry.contains("authorization: basic "),
+        "{to_registry}"
+    );
+    let to_storage = storage_seen.lock().expect("seen").join("");
+    assert!(
+        to_storage.contains("put /upload/1?digest=sha256%3a"),
+        "{to_storage}"
+    );
+    assert!(!to_storage.contains("authorization"), "{to_storage}");
+}
