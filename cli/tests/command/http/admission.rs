@@ -158,6 +158,11 @@ async fn origins_and_hosts_are_checked() {
         response.starts_with("HTTP/1.1 200"),
         "localhost's own origin: {response}"
     );
+    // Reached at 127.0.0.1, the server's origin may be named with localhost: one port of the
+    // loopback interface is one server.
+    let alias = format!("Origin: http://localhost:{port}");
+    let (status, _) = raw_post(server.authority(), &[&alias, &token], INITIALIZE);
+    assert!(status.contains("200"), "localhost on 127.0.0.1: {status}");
     // Another port of the same host is another origin.
     let other = format!(
         "Origin: http://127.0.0.1:{}",

@@ -64,6 +64,20 @@ impl Authority {
         })
     }
 
+    /// Whether this, an origin's authority (its port filled in), is the server's own origin
+    /// for a request sent to `host`: the same host and port; or, on the same port, two loopback
+    /// names (`localhost`, `127.0.0.1`, `::1`), as a client that reached the server at
+    /// `127.0.0.1:PORT` may name it `http://localhost:PORT`. A loopback origin is a page served
+    /// by this machine on that port, never a remote one: a page of evil.example whose name
+    /// resolves to 127.0.0.1 still has the origin `http://evil.example` (and sends that `Host`).
+    fn is_own_origin(&self, scheme: &str, host: &Authority) -> bool {
+        // A Host without a port was sent to the origin scheme's default port.
+        let default = if scheme == "https" { 443 } else { 80 };
+        self.port == Some(host.port.unwrap_or(default))
+            && (self.host == host.host
+                || (is_loopback_name(&self.host) && is_loopback_name(&host.host)))
+    }
+
     /// Whether an entry of `--allowed-host` (`name`, `name:port`, or a bare IPv6 address such
     /// as `::1`) admits it.
     fn allowed_by(&self, entry: &str) -> bool {
@@ -76,6 +90,12 @@ impl Authority {
             None => false,
         }
     }
+}
+
+/// Whether `host` (lower case, an IPv6 address without brackets) is one of the names the
+/// loopback interface answers to by default.
+fn is_loopback_name(host: &str) -> bool {
+    matches!(host, "localhost" | "127.0.0.1" | "::1")
 }
 
 /// The scheme and authority of an `Origin` header (`https://app.example.com:8443`).
@@ -135,13 +155,15 @@ impl Gate {
             Ok(Some(host))
         } else {
             Err(format!(
-                "the Host {text:?} is not one this server answers to (DNS rebinding?); the                  operator can allow it with --allowed-host"
+                "the Host {text:?} is not one this server answers to (DNS rebinding?); the \
+                 operator can allow it with --allowed-host"
             ))
         }
     }
 
     /// Whether the request's `Origin`, if it has one, may call: the server's own origin (the
-    /// same host and port as the `Host` it was sent to), or one the operator allowed.
+    /// same host and port as the `Host` it was sent to, see [`Authority::is_own_origin`]), or
+    /// one the operator allowed.
     fn check_origin<B>(
         &self,
         request: &Request<B>,
@@ -168,17 +190,14 @@ impl Gate {
             parse_origin(entry).is_some_and(|entry| origin.as_ref() == Some(&entry))
         });
         let same_origin = origin.is_some_and(|(scheme, origin)| {
-            host.is_some_and(|host| {
-                // A Host without a port was sent to the origin scheme's default port.
-                let default = if scheme == "https" { 443 } else { 80 };
-                origin.host == host.host && origin.port == Some(host.port.unwrap_or(default))
-            })
+            host.is_some_and(|host| origin.is_own_origin(&scheme, host))
         });
         if allowed || same_origin {
             Ok(())
         } else {
             Err(format!(
-                "requests from the web origin {text:?} are not allowed; the operator can allow                  it with --allowed-origin"
+                "requests from the web origin {text:?} are not allowed; the operator can allow \
+                 it with --allowed-origin"
             ))
         }
     }
@@ -256,5 +275,105 @@ mod tests {
         ] {
             assert!(parse_origin(refused).is_none(), "{refused}");
         }
+    }
+
+    /// The gate of a server on loopback without tokens, as `serve --http 127.0.0.1:8080
+    /// --no-auth` builds it.
+    fn loopback_gate() -> Gate {
+        Gate {
+            tokens: Vec::new(),
+            allowed_hosts: ["localhost", "127.0.0.1", "::1"].map(String::from).to_vec(),
+            allowed_origins: Vec::new(),
+            sessions: Arc::default(),
+            max_sessions: 64,
+        }
+    }
+
+    /// The status the gate answers a POST with `host` and `origin` (200: let through).
+    fn status(gate: &Gate, host: &str, origin: Option<&str>) -> u16 {
+        let mut request = Request::post("/").header(header::HOST, host);
+        if let Some(origin) = origin {
+            request = request.header(header::ORIGIN, origin);
+        }
+        let request = request.body(()).expect("a request");
+        gate.check(&request)
+            .map_or(200, |refused| refused.status().as_u16())
+    }
+
+    #[test]
+    fn the_servers_own_origin_is_let_through() {
+        let gate = loopback_gate();
+        for (host, origin) in [
+            // What the conformance suite's dns-rebinding-protection scenario sends.
+            ("localhost:8080", "http://localhost:8080"),
+            ("127.0.0.1:8080", "http://127.0.0.1:8080"),
+            ("[::1]:8080", "http://[::1]:8080"),
+            ("LocalHost:8080", "http://localhost:8080"),
+            // The loopback names of the same port are one server.
+            ("127.0.0.1:8080", "http://localhost:8080"),
+            ("localhost:8080", "http://127.0.0.1:8080"),
+            ("localhost:8080", "http://[::1]:8080"),
+            // A Host without a port is the scheme's default one.
+            ("localhost", "http://127.0.0.1"),
+            ("localhost:443", "https://localhost"),
+        ] {
+            assert_eq!(
+                status(&gate, host, Some(origin)),
+                200,
+                "{host} from {origin}"
+            );
+        }
+        assert_eq!(
+            status(&gate, "localhost:8080", None),
+            200,
+            "no Origin: no browser"
+        );
+    }
+
+    #[test]
+    fn foreign_origins_and_rebound_hosts_are_refused() {
+        let gate = loopback_gate();
+        for (host, origin) in [
+            // DNS rebinding: evil.example resolves to 127.0.0.1; the Host check refuses it,
+            // with its own origin or a loopback one.
+            ("evil.example.com", Some("http://evil.example.com")),
+            (
+                "evil.example.com:8080",
+                Some("http://evil.example.com:8080"),
+            ),
+            ("evil.example.com:8080", Some("http://localhost:8080")),
+            ("evil.example.com:8080", None),
+            // A page of another site calling the server under its loopback name.
+            ("localhost:8080", Some("http://evil.example.com")),
+            ("127.0.0.1:8080", Some("https://evil.example.com:8080")),
+            // Another port of the loopback interface is another server's page.
+            ("localhost:8080", Some("http://localhost:8081")),
+            ("127.0.0.1:8080", Some("http://localhost:8081")),
+            ("127.0.0.1:8080", Some("http://localhost")),
+            ("localhost:80", Some("https://127.0.0.1")),
+            // Other loopback addresses are not the names this server answers to.
+            ("127.0.0.1:8080", Some("http://127.0.0.2:8080")),
+            // Opaque and malformed origins.
+            ("localhost:8080", Some("null")),
+            ("localhost:8080", Some("file://localhost:8080")),
+            ("localhost:8080", Some("localhost:8080")),
+        ] {
+            assert_eq!(status(&gate, host, origin), 403, "{host} from {origin:?}");
+        }
+    }
+
+    #[test]
+    fn an_allowed_origin_is_let_through_and_the_host_check_stays() {
+        let mut gate = loopback_gate();
+        gate.allowed_origins = vec!["https://app.example.com".into()];
+        assert_eq!(
+            status(&gate, "localhost:8080", Some("https://app.example.com")),
+            200
+        );
+        assert_eq!(
+            status(&gate, "app.example.com", Some("https://app.example.com")),
+            403,
+            "an allowed origin does not make its name an allowed Host"
+        );
     }
 }
