@@ -92,23 +92,50 @@ async fn floor_server() -> String {
     url
 }
 
-/// When set, this benchmark's own executable is the floor served over stdio (the stdio section
-/// starts it as a child process, beside `llm-worker serve`).
-const FLOOR_STDIO: &str = "LLM_WORKER_BENCH_FLOOR_STDIO";
+/// When set, this benchmark's own executable is a server over stdio (the stdio section starts
+/// it as a child process): `floor` the bare rmcp server, `native` llm-worker's MCP layer
+/// serving a native echo tool (no plugin: what the layer costs apart from the sandbox).
+const STDIO_SERVER: &str = "LLM_WORKER_BENCH_STDIO_SERVER";
 
-/// Serves the floor on this process's stdin and stdout until the client goes.
-fn serve_floor_on_stdio() {
+/// The floor's echo as a native [`llm_worker::Tool`]: the arguments back as text.
+struct NativeEcho;
+
+#[async_trait::async_trait]
+impl llm_worker::Tool for NativeEcho {
+    async fn execute(&self, input_json: &str) -> Result<String, llm_worker::ToolError> {
+        Ok(input_json.to_owned())
+    }
+}
+
+/// Serves `which` (see [`STDIO_SERVER`]) on this process's stdin and stdout until the client
+/// goes.
+fn serve_on_stdio(which: &str) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .expect("runtime");
     runtime.block_on(async {
-        let running = Floor
-            .serve(rmcp::transport::stdio())
-            .await
-            .expect("serve the floor over stdio");
-        let _ = running.waiting().await;
+        if which == "native" {
+            let group = llm_worker::mcp::ToolGroup::new("native", 1, || {
+                let definition: llm_worker::ToolDefinition = Arc::new(|| {
+                    let meta = llm_worker::ToolMeta::new("echo")
+                        .description("Echoes")
+                        .input_schema(json!({"type": "object"}));
+                    (meta, Arc::new(NativeEcho) as Arc<dyn llm_worker::Tool>)
+                });
+                vec![definition]
+            });
+            llm_worker::mcp::serve_stdio(ToolCatalog::new([group]), McpOptions::new("bench", "0"))
+                .await
+                .expect("serve the native echo over stdio");
+        } else {
+            let running = Floor
+                .serve(rmcp::transport::stdio())
+                .await
+                .expect("serve the floor over stdio");
+            let _ = running.waiting().await;
+        }
     });
 }
 
@@ -205,18 +232,17 @@ fn section_throughput(runtime: &tokio::runtime::Runtime) {
     }
 }
 
-/// Latencies of `rounds × per_round` sequential `echo` calls over stdio to two servers started
-/// as child processes, the two taking turns every `per_round` calls (the machine's noise is of
-/// the size being measured, so neither gets a quieter minute than the other).
+/// Latencies of `rounds × per_round` sequential `echo` calls over stdio to each of `servers`
+/// (child processes), the servers taking turns every `per_round` calls (the machine's noise is
+/// of the size being measured, so none gets a quieter minute than the others).
 async fn stdio_latencies(
-    ours: &RunningService<RoleClient, ()>,
-    floor: &RunningService<RoleClient, ()>,
+    servers: &[RunningService<RoleClient, ()>],
     rounds: usize,
     per_round: usize,
-) -> (Vec<Duration>, Vec<Duration>) {
-    let mut times = (Vec::new(), Vec::new());
+) -> Vec<Vec<Duration>> {
+    let mut times = vec![Vec::new(); servers.len()];
     for _ in 0..rounds {
-        for (client, into) in [(ours, &mut times.0), (floor, &mut times.1)] {
+        for (client, into) in servers.iter().zip(times.iter_mut()) {
             for _ in 0..per_round {
                 let start = Instant::now();
                 client
@@ -246,37 +272,60 @@ fn section_stdio(runtime: &tokio::runtime::Runtime) {
     ours.args(["-q", "serve", "--cache-dir"])
         .arg(root.join("cache"))
         .arg(&dir);
-    let mut floor = tokio::process::Command::new(std::env::current_exe().expect("own path"));
-    floor.env(FLOOR_STDIO, "1");
-    let (mut ours, mut floor) = runtime.block_on(async {
-        let ours = ().serve(TokioChildProcess::new(ours).expect("spawn llm-worker serve"));
-        let floor = ().serve(TokioChildProcess::new(floor).expect("spawn the floor"));
-        let ours = ours.await.expect("initialize llm-worker");
-        let floor = floor.await.expect("initialize the floor");
-        // Warm-up: the plugin's instance, the cache, both processes' allocators.
-        let _ = stdio_latencies(&ours, &floor, 1, 200).await;
-        let (ours_times, floor_times) = stdio_latencies(&ours, &floor, 10, 200).await;
-        let _ = ours.cancel().await;
-        let _ = floor.cancel().await;
-        (ours_times, floor_times)
+    let mut pooled = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"));
+    pooled
+        .args(["-q", "serve", "--pool", "4", "--cache-dir"])
+        .arg(root.join("cache"))
+        .arg(&dir);
+    let own = std::env::current_exe().expect("own path");
+    let mut native = tokio::process::Command::new(&own);
+    native.env(STDIO_SERVER, "native");
+    let mut floor = tokio::process::Command::new(&own);
+    floor.env(STDIO_SERVER, "floor");
+    let mut times = runtime.block_on(async {
+        let mut servers = Vec::new();
+        for (command, what) in [
+            (floor, "the floor"),
+            (native, "the native echo"),
+            (ours, "llm-worker serve"),
+            (pooled, "llm-worker serve --pool 4"),
+        ] {
+            let transport =
+                TokioChildProcess::new(command).unwrap_or_else(|e| panic!("spawn {what}: {e}"));
+            servers.push(
+                ().serve(transport)
+                    .await
+                    .unwrap_or_else(|e| panic!("initialize {what}: {e}")),
+            );
+        }
+        // Warm-up: the plugin's instance, the cache, every process's allocator.
+        let _ = stdio_latencies(&servers, 1, 200).await;
+        let times = stdio_latencies(&servers, 10, 200).await;
+        for server in servers {
+            let _ = server.cancel().await;
+        }
+        times
     });
     println!(
         "\n| 2,000 sequential tools/call over stdio (rmcp client, child processes, taking turns every 200) | p50 | p90 | p50 vs floor |"
     );
     println!("|---|---|---|---|");
-    let (floor50, floor90) = (percentile(&mut floor, 0.5), percentile(&mut floor, 0.9));
-    let (ours50, ours90) = (percentile(&mut ours, 0.5), percentile(&mut ours, 0.9));
-    println!(
-        "| rmcp floor (`rmcp::transport::stdio`) | {} | {} | 1.00× |",
-        show(floor50),
-        show(floor90)
-    );
-    println!(
-        "| `llm-worker serve`, echo plugin | {} | {} | {} |",
-        show(ours50),
-        show(ours90),
-        ratio(ours50, floor50)
-    );
+    let floor50 = percentile(&mut times[0], 0.5);
+    let names = [
+        "rmcp floor (`rmcp::transport::stdio`)",
+        "llm-worker's MCP layer, native echo `Tool` (`mcp::serve_stdio`)",
+        "`llm-worker serve`, echo plugin",
+        "`llm-worker serve --pool 4` (wasmtime's pooling allocator), echo plugin",
+    ];
+    for (name, times) in names.iter().zip(times.iter_mut()) {
+        let (p50, p90) = (percentile(times, 0.5), percentile(times, 0.9));
+        println!(
+            "| {name} | {} | {} | {} |",
+            show(p50),
+            show(p90),
+            ratio(p50, floor50)
+        );
+    }
 }
 
 fn section_open(runtime: &tokio::runtime::Runtime) {
@@ -419,8 +468,8 @@ fn section_start() {
 const SECTIONS: [&str; 5] = ["throughput", "stdio", "open", "memory", "start"];
 
 fn main() {
-    if std::env::var_os(FLOOR_STDIO).is_some() {
-        return serve_floor_on_stdio();
+    if let Ok(which) = std::env::var(STDIO_SERVER) {
+        return serve_on_stdio(&which);
     }
     let filters: Vec<String> = std::env::args()
         .skip(1)
