@@ -33,6 +33,17 @@ async fn server(
     (port, seen)
 }
 
+/// A registry's answer to a request without credentials: basic ones, please.
+const ASK_FOR_BASIC: &str = "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"r\"\r\n\
+                             Content-Length: 0\r\nConnection: close\r\n\r\n";
+
+/// Options for a loopback registry over plain HTTP, with credentials to leak.
+fn with_credentials() -> super::ClientOptions {
+    super::ClientOptions::default()
+        .plain_http(true)
+        .credentials(super::Credentials::new("user", "hunter2"))
+}
+
 #[tokio::test]
 async fn credentials_never_follow_a_redirect_to_another_host_and_http_only_to_loopback() {
     let (blob_port, blob_seen) =
@@ -40,9 +51,7 @@ async fn credentials_never_follow_a_redirect_to_another_host_and_http_only_to_lo
             .await;
     let (registry_port, registry_seen) = server(move |head| {
         if !head.contains("authorization:") {
-            return "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"r\"\r\n\
-                    Content-Length: 0\r\nConnection: close\r\n\r\n"
-                .into();
+            return ASK_FOR_BASIC.into();
         }
         let target = if head.starts_with("get /v2/acme/away/") {
             "http://registry.example/blob".to_owned()
@@ -55,9 +64,7 @@ async fn credentials_never_follow_a_redirect_to_another_host_and_http_only_to_lo
         )
     })
     .await;
-    let options = super::ClientOptions::default()
-        .plain_http(true)
-        .credentials(super::Credentials::new("user", "hunter2"));
+    let options = with_credentials();
     let digest = format!("sha256:{}", crate::digest::sha256_hex(b"hello"));
     let reference =
         super::Reference::parse(&format!("127.0.0.1:{registry_port}/acme/x:1")).expect("ref");
@@ -120,9 +127,7 @@ async fn credentials_never_go_to_an_upload_location_on_another_host() {
             .await;
     let (registry_port, registry_seen) = server(move |head| {
         if !head.contains("authorization:") {
-            return "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"r\"\r\n\
-                    Content-Length: 0\r\nConnection: close\r\n\r\n"
-                .into();
+            return ASK_FOR_BASIC.into();
         }
         if head.starts_with("head ") {
             return "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
@@ -134,9 +139,7 @@ async fn credentials_never_go_to_an_upload_location_on_another_host() {
         )
     })
     .await;
-    let options = super::ClientOptions::default()
-        .plain_http(true)
-        .credentials(super::Credentials::new("user", "hunter2"));
+    let options = with_credentials();
     let reference =
         super::Reference::parse(&format!("127.0.0.1:{registry_port}/acme/x:1")).expect("ref");
     let client = super::RegistryClient::new(&reference, &options).expect("client");
