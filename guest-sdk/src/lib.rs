@@ -73,15 +73,22 @@
 #[allow(unused_extern_crates)]
 extern crate self as llm_worker_guest;
 
+pub mod content;
 mod export;
 pub mod log;
 #[doc(hidden)]
 pub mod output;
+pub mod question;
 pub mod report;
 mod tool;
 
+pub use content::{
+    Completion, CompletionRef, Content, Media, Message, Prompt, PromptArgument, PromptMeta,
+    RequestError, ResourceContents, ResourceData, ResourceMeta, ResourceTemplate, Role, ToolOutput,
+};
 pub use export::block_on;
 pub use llm_worker_macros::{description, tool, tool_registry};
+pub use question::{ElicitationAnswer, QuestionError, Root, SamplingAnswer, SamplingRequest};
 pub use report::progress;
 pub use tool::{
     Tool, ToolAnnotations, ToolDefinition, ToolError, ToolMeta, ToolRegistry, WorkerToolDefinition,

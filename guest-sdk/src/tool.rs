@@ -6,6 +6,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::Value;
 
+use crate::content::ToolOutput;
+
 /// What the model sees of a tool: its name, description and JSON input schema; optionally a
 /// human-readable title, the JSON schema of its structured output and hints about its
 /// behaviour.
@@ -116,6 +118,17 @@ impl ToolMeta {
 pub trait Tool: Send + Sync {
     /// Runs the tool with its input, a JSON object as text.
     async fn execute(&self, input_json: &str) -> Result<String, ToolError>;
+
+    /// Runs the tool and returns what it says as content blocks (images, audio, resources,
+    /// mixed) and an optional structured value: the path MCP uses, beside the spec's text
+    /// path.
+    ///
+    /// By default it wraps [`execute`](Self::execute) in one text block. A tool that says more
+    /// than text implements both, `execute` returning the text form
+    /// ([`ToolOutput::to_text`]), as the host's proxies of plugin tools do.
+    async fn call(&self, input_json: &str) -> Result<ToolOutput, ToolError> {
+        self.execute(input_json).await.map(ToolOutput::text)
+    }
 }
 
 /// Why a tool call failed.
