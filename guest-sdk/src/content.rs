@@ -283,7 +283,19 @@ impl ToolOutput {
         out
     }
 
-    /// Bytes carried by the blocks and the structured value (as JSON text).
+    /// The output as text, like [`to_text`](Self::to_text), without copying a single text
+    /// block.
+    #[must_use]
+    pub fn into_text(mut self) -> String {
+        if self.content.len() == 1
+            && let Some(Content::Text(text)) = self.content.pop()
+        {
+            return text;
+        }
+        self.to_text()
+    }
+
+    /// Bytes carried by the content blocks.
     #[must_use]
     pub fn size(&self) -> usize {
         self.content.iter().map(Content::size).sum::<usize>()

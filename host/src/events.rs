@@ -68,6 +68,13 @@ pub enum ToolEventKind {
         /// The text (cut at [`MAX_LOG_MESSAGE_BYTES`]).
         message: String,
     },
+    /// The plugin says the resource `uri` changed (MCP clients subscribed to it are told).
+    ResourceUpdated {
+        /// The resource's URI.
+        uri: String,
+    },
+    /// The plugin says its list of resources or prompts changed.
+    ListChanged(Listing),
     /// Progress of the current call.
     Progress {
         /// Units done so far.
@@ -78,6 +85,21 @@ pub enum ToolEventKind {
         message: Option<String>,
     },
 }
+
+/// Which list of a plugin changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Listing {
+    /// Its resources.
+    Resources,
+    /// Its prompts.
+    Prompts,
+}
+
+/// Most notices (resource updates, list changes) one call passes on; more are dropped.
+pub const MAX_NOTICES_PER_CALL: u32 = 100;
+
+/// Longest resource URI a notice may name, in bytes; a longer one is dropped.
+pub const MAX_URI_BYTES: usize = 2048;
 
 pub(crate) type Sink = Arc<dyn Fn(ToolEvent) + Send + Sync>;
 
@@ -138,6 +160,7 @@ pub(crate) struct CallReports {
     last_progress: Option<(Instant, f64)>,
     progress_reports: u32,
     completed: bool,
+    notices: u32,
 }
 
 impl CallReports {
@@ -151,6 +174,7 @@ impl CallReports {
             last_progress: None,
             progress_reports: 0,
             completed: false,
+            notices: 0,
         }
     }
 
@@ -163,6 +187,23 @@ impl CallReports {
         self.last_progress = None;
         self.progress_reports = 0;
         self.completed = false;
+        self.notices = 0;
+    }
+
+    /// A notice from the plugin (a resource changed, a list changed), within the call's
+    /// bound; a URI over [`MAX_URI_BYTES`] is dropped.
+    pub(crate) fn notice(&mut self, kind: ToolEventKind) {
+        if self.notices >= MAX_NOTICES_PER_CALL {
+            return;
+        }
+        if let ToolEventKind::ResourceUpdated { uri } = &kind
+            && (uri.len() > MAX_URI_BYTES || uri.is_empty())
+        {
+            return;
+        }
+        self.notices += 1;
+        tracing::debug!(target: "llm_worker::plugin", plugin = %self.plugin, tool = %self.tool(), "notice: {kind:?}");
+        self.send(kind);
     }
 
     /// The call ended: say how many messages were dropped, and let the sink go.
@@ -317,7 +358,7 @@ mod tests {
             .iter()
             .filter_map(|e| match e.kind {
                 ToolEventKind::Progress { done, .. } => Some(done),
-                ToolEventKind::Log { .. } => None,
+                _ => None,
             })
             .collect();
         assert_eq!(done, vec![1.0, 4.0]);

@@ -12,6 +12,7 @@ pub mod mcp;
 mod plugin;
 mod policy;
 mod provider;
+pub mod question;
 #[cfg(feature = "registry")]
 pub mod registry;
 mod tool;
@@ -20,8 +21,9 @@ mod trust;
 mod worker;
 
 pub use events::{
-    LogLevel, MAX_LOG_MESSAGE_BYTES, MAX_LOGS_PER_CALL, MAX_PROGRESS_PER_CALL, PROGRESS_INTERVAL,
-    ToolEvent, ToolEventKind, with_tool_events,
+    Listing, LogLevel, MAX_LOG_MESSAGE_BYTES, MAX_LOGS_PER_CALL, MAX_NOTICES_PER_CALL,
+    MAX_PROGRESS_PER_CALL, MAX_URI_BYTES, PROGRESS_INTERVAL, ToolEvent, ToolEventKind,
+    with_tool_events,
 };
 pub use hook::{
     PostToolCallAction, PostToolCallContext, PostToolCallHook, PreToolCallAction, PreToolCallHook,
@@ -33,14 +35,20 @@ pub use lock::{
     UNSIGNED_BY_POLICY,
 };
 pub use plugin::{
-    LoadDirOptions, LoadedPlugin, PluginDir, PluginError, PluginHost, PluginHostBuilder,
+    LoadDirOptions, LoadedPlugin, MAX_COMPLETION_VALUES, PluginDir, PluginError, PluginHost,
+    PluginHostBuilder, PluginSession,
 };
-pub use policy::{DirGrant, HttpGrant, HttpSecret, Limits, PolicyError, SandboxPolicy};
+pub use policy::{
+    ClientPolicy, DirGrant, HttpGrant, HttpSecret, Limits, PolicyError, SandboxPolicy,
+};
 pub use provider::{
     ProviderError, ProviderFormat, ProviderOptions, provider_json, provider_json_with,
 };
 pub use tool::{
-    Tool, ToolAnnotations, ToolDefinition, ToolError, ToolMeta, ToolRegistry, WorkerToolDefinition,
+    Completion, CompletionRef, Content, Media, Message, Prompt, PromptArgument, PromptMeta,
+    RequestError, ResourceContents, ResourceData, ResourceMeta, ResourceTemplate, Role, Tool,
+    ToolAnnotations, ToolDefinition, ToolError, ToolMeta, ToolOutput, ToolRegistry,
+    WorkerToolDefinition,
 };
 pub use tool_server::{LlmToolDefinition, ToolServer, ToolServerError, ToolServerHandle};
 pub use trust::{Requirement, TRUST_FILE, TrustError, TrustPolicy, TrustRule, TrustedKey};

@@ -5,5 +5,8 @@
 //! compiled to WebAssembly, as a plugin — the very same code.
 
 pub use llm_worker_guest::{
-    Tool, ToolAnnotations, ToolDefinition, ToolError, ToolMeta, ToolRegistry, WorkerToolDefinition,
+    Completion, CompletionRef, Content, ElicitationAnswer, Media, Message, Prompt, PromptArgument,
+    PromptMeta, QuestionError, RequestError, ResourceContents, ResourceData, ResourceMeta,
+    ResourceTemplate, Role, Root, SamplingAnswer, SamplingRequest, Tool, ToolAnnotations,
+    ToolDefinition, ToolError, ToolMeta, ToolOutput, ToolRegistry, WorkerToolDefinition,
 };

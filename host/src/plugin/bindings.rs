@@ -1,7 +1,8 @@
-//! The generated host bindings of both versions of the WIT world `llm-worker:tool/tool-plugin`
-//! (0.1.0 and 0.2.0). Nothing else in the crate sees generated types: they are converted at this
-//! module's edge, to [`PluginToolMeta`] and [`crate::ToolError`], and the two versions are
-//! called through [`PluginPre`] and [`PluginBindings`].
+//! The generated host bindings of every version of the WIT world `llm-worker:tool/tool-plugin`
+//! (0.1.0, 0.2.0, 0.3.0). Nothing else in the crate sees generated types: they are converted at
+//! this module's edge (here, and for 0.3.0's records in `bindings_v3`) to [`PluginToolMeta`],
+//! [`crate::ToolError`] and the content types of `llm_worker_guest::content`, and the versions
+//! are called through [`PluginPre`] and [`PluginBindings`].
 
 use wasmtime::Store;
 use wasmtime::component::{InstancePre, Linker};
@@ -26,7 +27,66 @@ pub(crate) mod v2 {
     });
 }
 
+/// The world of `wit/0.3.0`. The questions to the client wait for an answer: they are async.
+pub(crate) mod v3 {
+    wasmtime::component::bindgen!({
+        path: "../wit/0.3.0",
+        world: "tool-plugin",
+        imports: {
+            "llm-worker:tool/client.elicit": async,
+            "llm-worker:tool/client.sample": async,
+            "llm-worker:tool/client.roots": async,
+        },
+        exports: { default: async },
+    });
+}
+
+use super::bindings_v3::RawOutput;
+use crate::tool::{
+    Completion, CompletionRef, Prompt, PromptMeta, RequestError, ResourceContents, ResourceMeta,
+    ResourceTemplate,
+};
 pub(crate) use v2::llm_worker::tool::host::{Host as PluginHostImports, Level as LogLevel};
+pub(crate) use v3::llm_worker::tool::client::Host as PluginClientImports;
+pub(crate) use v3::llm_worker::tool::host::Host as PluginHostImportsV3;
+
+/// A request to a plugin other than a tool call (contract 0.3.0's exports).
+#[derive(Debug, Clone)]
+pub(crate) enum Request {
+    Resources,
+    ReadResource(String),
+    Prompts,
+    GetPrompt(String, Vec<(String, String)>),
+    Complete {
+        reference: CompletionRef,
+        argument: String,
+        value: String,
+        context: Vec<(String, String)>,
+    },
+}
+
+impl Request {
+    /// What the plugin's reports name as the "tool" of this call.
+    pub(crate) fn label(&self) -> &'static str {
+        match self {
+            Self::Resources => "resources/list",
+            Self::ReadResource(_) => "resources/read",
+            Self::Prompts => "prompts/list",
+            Self::GetPrompt(..) => "prompts/get",
+            Self::Complete { .. } => "completion/complete",
+        }
+    }
+}
+
+/// What a [`Request`] returned.
+#[derive(Debug)]
+pub(crate) enum Response {
+    Resources(Vec<ResourceMeta>),
+    Contents(Vec<ResourceContents>),
+    Prompts(Vec<PromptMeta>),
+    Prompt(Prompt),
+    Completion(Completion),
+}
 
 /// The versions of the package this host loads (the `bindgen!` paths above name each; the
 /// rules crate's tests check that they agree).
@@ -75,6 +135,36 @@ impl From<v2::llm_worker::tool::types::ToolMeta> for PluginToolMeta {
     }
 }
 
+impl From<v3::llm_worker::tool::types::ToolMeta> for PluginToolMeta {
+    fn from(meta: v3::llm_worker::tool::types::ToolMeta) -> Self {
+        let hints = meta.annotations;
+        Self {
+            name: meta.name,
+            description: meta.description,
+            input_schema: meta.input_schema,
+            title: meta.title,
+            output_schema: meta.output_schema,
+            annotations: ToolAnnotations {
+                read_only: hints.read_only,
+                destructive: hints.destructive,
+                idempotent: hints.idempotent,
+                open_world: hints.open_world,
+            },
+        }
+    }
+}
+
+impl From<v3::llm_worker::tool::types::ToolError> for crate::ToolError {
+    fn from(error: v3::llm_worker::tool::types::ToolError) -> Self {
+        use v3::llm_worker::tool::types::ToolError as E;
+        match error {
+            E::InvalidArgument(text) => Self::InvalidArgument(text),
+            E::ExecutionFailed(text) => Self::ExecutionFailed(text),
+            E::Internal(text) => Self::Internal(text),
+        }
+    }
+}
+
 impl From<v1::llm_worker::tool::types::ToolError> for crate::ToolError {
     fn from(error: v1::llm_worker::tool::types::ToolError) -> Self {
         use v1::llm_worker::tool::types::ToolError as E;
@@ -101,6 +191,7 @@ impl From<v2::llm_worker::tool::types::ToolError> for crate::ToolError {
 pub(crate) enum PluginPre<T: 'static> {
     V1(v1::ToolPluginPre<T>),
     V2(v2::ToolPluginPre<T>),
+    V3(v3::ToolPluginPre<T>),
 }
 
 impl<T: 'static> Clone for PluginPre<T> {
@@ -108,17 +199,20 @@ impl<T: 'static> Clone for PluginPre<T> {
         match self {
             Self::V1(pre) => Self::V1(pre.clone()),
             Self::V2(pre) => Self::V2(pre.clone()),
+            Self::V3(pre) => Self::V3(pre.clone()),
         }
     }
 }
 
 impl<T: Send + 'static> PluginPre<T> {
-    /// Checks `pre`'s exports against the world of `version` ("0.1.0" or "0.2.0").
+    /// Checks `pre`'s exports against the world of `version` (one of [`VERSIONS`]).
     pub(crate) fn new(version: &str, pre: InstancePre<T>) -> wasmtime::Result<Self> {
         if version == VERSIONS[0] {
             v1::ToolPluginPre::new(pre).map(Self::V1)
-        } else {
+        } else if version == VERSIONS[1] {
             v2::ToolPluginPre::new(pre).map(Self::V2)
+        } else {
+            v3::ToolPluginPre::new(pre).map(Self::V3)
         }
     }
 
@@ -127,6 +221,7 @@ impl<T: Send + 'static> PluginPre<T> {
         match self {
             Self::V1(_) => VERSIONS[0],
             Self::V2(_) => VERSIONS[1],
+            Self::V3(_) => VERSIONS[2],
         }
     }
 
@@ -134,6 +229,7 @@ impl<T: Send + 'static> PluginPre<T> {
         match self {
             Self::V1(pre) => pre.engine(),
             Self::V2(pre) => pre.engine(),
+            Self::V3(pre) => pre.engine(),
         }
     }
 
@@ -144,24 +240,29 @@ impl<T: Send + 'static> PluginPre<T> {
         Ok(match self {
             Self::V1(pre) => PluginBindings::V1(pre.instantiate_async(store).await?),
             Self::V2(pre) => PluginBindings::V2(pre.instantiate_async(store).await?),
+            Self::V3(pre) => PluginBindings::V3(pre.instantiate_async(store).await?),
         })
     }
 }
 
-/// Adds the 0.2.0 world's host interface to `linker` (a 0.1.0 component does not import it).
-pub(crate) fn add_host_imports<T: PluginHostImports + Send + 'static>(
+/// Adds the host interfaces of 0.2.0 and 0.3.0 to `linker` (a 0.1.0 component imports
+/// neither): they are versioned names of their own, so both live in one linker.
+pub(crate) fn add_host_imports<
+    T: PluginHostImports + PluginHostImportsV3 + PluginClientImports + Send + 'static,
+>(
     linker: &mut Linker<T>,
 ) -> wasmtime::Result<()> {
-    v2::llm_worker::tool::host::add_to_linker::<T, wasmtime::component::HasSelf<T>>(
-        linker,
-        |state| state,
-    )
+    use wasmtime::component::HasSelf;
+    v2::llm_worker::tool::host::add_to_linker::<T, HasSelf<T>>(linker, |state| state)?;
+    v3::llm_worker::tool::host::add_to_linker::<T, HasSelf<T>>(linker, |state| state)?;
+    v3::llm_worker::tool::client::add_to_linker::<T, HasSelf<T>>(linker, |state| state)
 }
 
 /// A live instance's exports.
 pub(crate) enum PluginBindings {
     V1(v1::ToolPlugin),
     V2(v2::ToolPlugin),
+    V3(v3::ToolPlugin),
 }
 
 impl PluginBindings {
@@ -182,6 +283,96 @@ impl PluginBindings {
                 .into_iter()
                 .map(Into::into)
                 .collect(),
+            Self::V3(b) => b
+                .call_tools(store)
+                .await?
+                .into_iter()
+                .map(Into::into)
+                .collect(),
+        })
+    }
+
+    /// Runs a request other than a tool call. A plugin of an older contract has no
+    /// resources, templates or prompts, and finds nothing.
+    pub(crate) async fn call_request<T: Send>(
+        &self,
+        store: &mut Store<T>,
+        request: &Request,
+    ) -> wasmtime::Result<Result<Response, RequestError>> {
+        let Self::V3(b) = self else {
+            return Ok(match request {
+                Request::Resources => Ok(Response::Resources(Vec::new())),
+                Request::Prompts => Ok(Response::Prompts(Vec::new())),
+                Request::ReadResource(uri) => Err(RequestError::NotFound(format!(
+                    "no resource '{uri}' (the plugin, of contract {}, has no resources)",
+                    self.version()
+                ))),
+                Request::GetPrompt(name, _) => Err(RequestError::NotFound(format!(
+                    "no prompt '{name}' (the plugin, of contract {}, has no prompts)",
+                    self.version()
+                ))),
+                Request::Complete { .. } => Ok(Response::Completion(Completion::default())),
+            });
+        };
+        Ok(match request {
+            Request::Resources => Ok(Response::Resources(
+                b.call_resources(store)
+                    .await?
+                    .into_iter()
+                    .map(Into::into)
+                    .collect(),
+            )),
+            Request::Prompts => Ok(Response::Prompts(
+                b.call_prompts(store)
+                    .await?
+                    .into_iter()
+                    .map(Into::into)
+                    .collect(),
+            )),
+            Request::ReadResource(uri) => b
+                .call_read_resource(store, uri)
+                .await?
+                .map(|contents| Response::Contents(contents.into_iter().map(Into::into).collect()))
+                .map_err(Into::into),
+            Request::GetPrompt(name, arguments) => b
+                .call_get_prompt(store, name, arguments)
+                .await?
+                .map(|prompt| Response::Prompt(prompt.into()))
+                .map_err(Into::into),
+            Request::Complete {
+                reference,
+                argument,
+                value,
+                context,
+            } => b
+                .call_complete(store, &reference.clone().into(), argument, value, context)
+                .await?
+                .map(|completion| Response::Completion(completion.into()))
+                .map_err(Into::into),
+        })
+    }
+
+    fn version(&self) -> &'static str {
+        match self {
+            Self::V1(_) => VERSIONS[0],
+            Self::V2(_) => VERSIONS[1],
+            Self::V3(_) => VERSIONS[2],
+        }
+    }
+
+    /// The resource templates (read once, at load). An older plugin has none.
+    pub(crate) async fn call_resource_templates<T: Send>(
+        &self,
+        store: &mut Store<T>,
+    ) -> wasmtime::Result<Vec<ResourceTemplate>> {
+        Ok(match self {
+            Self::V3(b) => b
+                .call_resource_templates(store)
+                .await?
+                .into_iter()
+                .map(Into::into)
+                .collect(),
+            _ => Vec::new(),
         })
     }
 
@@ -190,15 +381,22 @@ impl PluginBindings {
         store: &mut Store<T>,
         name: &str,
         input_json: &str,
-    ) -> wasmtime::Result<Result<String, crate::ToolError>> {
+    ) -> wasmtime::Result<Result<RawOutput, crate::ToolError>> {
         Ok(match self {
             Self::V1(b) => b
                 .call_execute(store, name, input_json)
                 .await?
+                .map(RawOutput::legacy)
                 .map_err(Into::into),
             Self::V2(b) => b
                 .call_execute(store, name, input_json)
                 .await?
+                .map(RawOutput::legacy)
+                .map_err(Into::into),
+            Self::V3(b) => b
+                .call_execute(store, name, input_json)
+                .await?
+                .map(Into::into)
                 .map_err(Into::into),
         })
     }

@@ -13,8 +13,8 @@ use wasmtime::component::{Component, InstancePre};
 use llm_worker_rules::contract::CURRENT;
 
 use super::bindings::{PluginPre, PluginToolMeta, VERSIONS};
-use super::instance::{PluginState, StartSpec};
-use super::loaded::{PluginImage, ValidTools};
+use super::instance::{PluginListing, PluginState, StartSpec};
+use super::loaded::{Offerings, PluginImage, ValidTools};
 use super::validate::{self, ToolListProblem};
 use super::{LoadedPlugin, PluginError, PluginHost, annotations, blocking, descriptors, instance};
 use crate::lock::LockedPlugin;
@@ -137,8 +137,9 @@ impl PluginHost {
             .imports(&self.inner.engine)
             .map(|(name, _)| name.to_owned())
             .collect();
-        let tools = self.read_tools(path, &pre, &policy)?;
-        let tools = validated_tools(path, &name, &policy, tools)?;
+        let listing = self.read_tools(path, &pre, &policy)?;
+        let offerings = validated_offerings(path, &listing)?;
+        let tools = validated_tools(path, &name, &policy, listing.tools)?;
         Ok(LoadedPlugin {
             image: Arc::new(PluginImage {
                 sha256,
@@ -152,6 +153,7 @@ impl PluginHost {
                 descriptors: Arc::clone(&self.inner.descriptors),
                 _host: Arc::clone(&self.inner),
                 tools,
+                offerings,
             }),
         })
     }
@@ -411,7 +413,7 @@ impl PluginHost {
         path: &Path,
         pre: &PluginPre<PluginState>,
         policy: &SandboxPolicy,
-    ) -> Result<Vec<PluginToolMeta>, PluginError> {
+    ) -> Result<PluginListing, PluginError> {
         let name = path.display().to_string();
         let spec = StartSpec {
             name: &name,
@@ -419,6 +421,7 @@ impl PluginHost {
             policy: &SandboxPolicy::with_limits(policy.limits.clone()),
             granted_dirs: &[],
             descriptors: &self.inner.descriptors,
+            changed: None,
         };
         blocking::block_on(instance::read_tools(&spec)).map_err(|reason| PluginError::Startup {
             path: path.to_owned(),
@@ -437,13 +440,38 @@ fn world(
 ) -> Result<PluginPre<PluginState>, PluginError> {
     match version {
         Some(version) => PluginPre::new(version, pre),
-        None => {
-            PluginPre::new(VERSIONS[1], pre.clone()).or_else(|_| PluginPre::new(VERSIONS[0], pre))
-        }
+        // Newest first.
+        None => PluginPre::new(VERSIONS[2], pre.clone())
+            .or_else(|_| PluginPre::new(VERSIONS[1], pre.clone()))
+            .or_else(|_| PluginPre::new(VERSIONS[0], pre)),
     }
     .map_err(|e| PluginError::WrongWorld {
         path: path.to_owned(),
         reason: format!("{e:#}"),
+    })
+}
+
+/// Validates the resources, templates and prompts a plugin listed (contract 0.3.0).
+fn validated_offerings(path: &Path, listing: &PluginListing) -> Result<Offerings, PluginError> {
+    use validate::offerings;
+    let refused = |reason: String| PluginError::WrongWorld {
+        path: path.to_owned(),
+        reason: format!("what it offers is refused: {reason}"),
+    };
+    offerings::check_resources(&listing.resources).map_err(refused)?;
+    offerings::check_templates(&listing.templates).map_err(refused)?;
+    offerings::check_prompts(&listing.prompts).map_err(refused)?;
+    let matchers = listing
+        .templates
+        .iter()
+        .map(|template| offerings::TemplateMatcher::new(&template.uri_template))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(refused)?;
+    Ok(Offerings {
+        resources: listing.resources.clone(),
+        templates: listing.templates.clone(),
+        matchers,
+        prompts: listing.prompts.clone(),
     })
 }
 

@@ -7,10 +7,13 @@ use std::sync::Arc;
 
 use super::bindings::PluginPre;
 use super::host::HostInner;
-use super::instance::{self, PluginState, PluginTool, SessionOwner, StartSpec};
+use super::instance::{self, PluginState, StartSpec};
+use super::session::PluginSession;
 use super::{descriptors, validate};
 use crate::policy::SandboxPolicy;
-use crate::tool::{ToolDefinition, ToolError, ToolMeta};
+use crate::tool::{
+    PromptMeta, ResourceMeta, ResourceTemplate, ToolDefinition, ToolError, ToolMeta,
+};
 
 /// A compiled, validated plugin, shared by every session made from it.
 pub(crate) struct PluginImage {
@@ -33,6 +36,18 @@ pub(crate) struct PluginImage {
     pub(super) _host: Arc<HostInner>,
     /// Its tools, as validated at load.
     pub(super) tools: ValidTools,
+    /// Its resources, templates and prompts as listed at load (contract 0.3.0).
+    pub(super) offerings: Offerings,
+}
+
+/// What a plugin offers besides tools, as validated at load.
+#[derive(Default)]
+pub(crate) struct Offerings {
+    pub(crate) resources: Vec<ResourceMeta>,
+    pub(crate) templates: Vec<ResourceTemplate>,
+    /// Each template compiled, in the order of `templates`.
+    pub(crate) matchers: Vec<validate::offerings::TemplateMatcher>,
+    pub(crate) prompts: Vec<PromptMeta>,
 }
 
 impl PluginImage {
@@ -44,6 +59,7 @@ impl PluginImage {
             policy: &self.policy,
             granted_dirs: &self.granted_dirs,
             descriptors: &self.descriptors,
+            changed: None,
         }
     }
 }
@@ -167,23 +183,12 @@ impl LoadedPlugin {
     /// Definitions of every tool of the plugin, for one new session. Registering them creates
     /// one instance, shared by these tools and by no one else.
     pub fn definitions(&self) -> Vec<ToolDefinition> {
-        let session = Arc::new(SessionOwner::new(Arc::clone(&self.image)));
-        self.image
-            .tools
-            .metas
-            .iter()
-            .zip(&self.image.tools.validators)
-            .zip(&self.image.tools.output_validators)
-            .map(|((meta, validator), output)| {
-                let session = Arc::clone(&session);
-                let meta = meta.clone();
-                let validator = Arc::clone(validator);
-                let output = output.clone();
-                let factory: ToolDefinition = Arc::new(move || {
-                    PluginTool::create(&session, &meta, &validator, output.clone())
-                });
-                factory
-            })
-            .collect()
+        self.open().definitions()
+    }
+
+    /// Opens a session of the plugin: its tool definitions and its resources, prompts and
+    /// completions, served by one instance (see [`PluginSession`]).
+    pub fn open(&self) -> PluginSession {
+        PluginSession::new(Arc::clone(&self.image))
     }
 }

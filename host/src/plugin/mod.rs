@@ -12,6 +12,7 @@
 
 mod annotations;
 mod bindings;
+mod bindings_v3;
 mod blocking;
 mod cache;
 mod descriptors;
@@ -27,6 +28,7 @@ mod loaded;
 #[cfg(feature = "wasi-http")]
 mod net;
 mod output;
+mod session;
 mod validate;
 
 pub use self::dir::{LoadDirOptions, PluginDir};
@@ -34,3 +36,4 @@ pub use self::error::PluginError;
 pub use self::host::{PluginHost, PluginHostBuilder};
 pub use self::loaded::LoadedPlugin;
 pub(crate) use self::loaded::PluginImage;
+pub use self::session::{MAX_COMPLETION_VALUES, PluginSession};

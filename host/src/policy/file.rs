@@ -24,6 +24,19 @@ struct PolicyFile {
     http: HttpFile,
     #[serde(default)]
     tools: BTreeMap<String, ToolFile>,
+    #[serde(default)]
+    client: ClientFile,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct ClientFile {
+    elicitation: Option<bool>,
+    sampling: Option<bool>,
+    roots: Option<bool>,
+    max_questions: Option<u64>,
+    max_question_bytes: Option<u64>,
+    answer_timeout_ms: Option<u64>,
 }
 
 #[derive(Deserialize, Default)]
@@ -368,6 +381,7 @@ impl SandboxPolicy {
             }
             tool_http.insert(tool.clone(), narrowed);
         }
+        let client = file.client.checked(&invalid)?;
         Ok(Self {
             limits,
             env,
@@ -375,6 +389,50 @@ impl SandboxPolicy {
             http,
             http_secrets,
             tool_http,
+            client,
         })
+    }
+}
+
+impl ClientFile {
+    /// The `[client]` table, each number within its range.
+    fn checked(
+        &self,
+        invalid: &impl Fn(&str, String) -> PolicyError,
+    ) -> Result<ClientPolicy, PolicyError> {
+        let mut client = ClientPolicy::default();
+        let ranged =
+            |key: &str, value: Option<u64>, range: &std::ops::RangeInclusive<u64>| match value {
+                Some(value) if !range.contains(&value) => Err(invalid(
+                    &format!("client.{key}"),
+                    format!("is {value}; {}", give(range)),
+                )),
+                _ => Ok(value),
+            };
+        client.elicitation = self.elicitation.unwrap_or(client.elicitation);
+        client.sampling = self.sampling.unwrap_or(client.sampling);
+        client.roots = self.roots.unwrap_or(client.roots);
+        if let Some(questions) = ranged(
+            "max_questions",
+            self.max_questions,
+            &ClientPolicy::MAX_QUESTIONS,
+        )? {
+            client.max_questions = u32::try_from(questions).unwrap_or(u32::MAX);
+        }
+        if let Some(bytes) = ranged(
+            "max_question_bytes",
+            self.max_question_bytes,
+            &ClientPolicy::MAX_QUESTION_BYTES,
+        )? {
+            client.max_question_bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
+        }
+        if let Some(ms) = ranged(
+            "answer_timeout_ms",
+            self.answer_timeout_ms,
+            &ClientPolicy::ANSWER_TIMEOUT_MS,
+        )? {
+            client.answer_timeout = Duration::from_millis(ms);
+        }
+        Ok(client)
     }
 }

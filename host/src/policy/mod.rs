@@ -6,11 +6,13 @@
 //! and secret headers: parsing a rule, matching a request), `file` (the policy file's format,
 //! read and checked into a [`SandboxPolicy`]).
 
+mod client;
 mod file;
 mod http;
 #[cfg(test)]
 mod tests;
 
+pub use self::client::ClientPolicy;
 #[cfg(feature = "wasi-http")]
 pub(crate) use self::http::literal_address;
 pub(crate) use self::http::may_carry_secrets;
@@ -197,6 +199,11 @@ impl Limits {
 ///
 /// [tools.forecast.http]  # a narrower list for the calls of one tool
 /// allow = ["https://api.example.com"]
+///
+/// [client]               # questions to the client (see `ClientPolicy`)
+/// elicitation = true
+/// sampling = false
+/// roots = false
 /// ```
 ///
 /// # Network grants and private networks
@@ -237,6 +244,8 @@ pub struct SandboxPolicy {
     pub http_secrets: Vec<HttpSecret>,
     /// Per tool, a narrower list of destinations than `http` for that tool's calls.
     pub tool_http: BTreeMap<String, Vec<HttpGrant>>,
+    /// What the plugin may ask the client.
+    pub client: ClientPolicy,
 }
 
 /// A host directory granted to a plugin.

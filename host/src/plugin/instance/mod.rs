@@ -2,11 +2,12 @@
 //! a time, restarted after a trap and disabled after repeated failures. What a store holds is
 //! in `state`, how an instance starts in `start`.
 
+mod ask;
 mod start;
 mod state;
 
-pub(crate) use self::start::{StartSpec, read_tools};
-use self::start::{describe, instantiate, refuel, within};
+pub(crate) use self::start::{PluginListing, StartSpec, read_tools};
+use self::start::{describe, instantiate, refuel, within, within_moving};
 use self::state::TimedOut;
 pub(crate) use self::state::{MAX_CORE_INSTANCES, MAX_MEMORIES, MAX_TABLES, PluginState};
 
@@ -18,11 +19,12 @@ use async_trait::async_trait;
 use wasmtime::Store;
 
 use super::PluginImage;
-use super::bindings::PluginBindings;
+use super::bindings::{PluginBindings, Request, Response};
+use super::bindings_v3::RawOutput;
 use super::output::stderr_tail;
 use super::validate::CheckedSchema;
 use crate::policy::Limits;
-use crate::tool::{Tool, ToolError, ToolMeta};
+use crate::tool::{Content, RequestError, Tool, ToolError, ToolMeta, ToolOutput};
 
 /// A call that waited this long for its instance and then ran out of time is not counted as
 /// the plugin's failure.
@@ -38,6 +40,8 @@ struct LiveInstance {
     bindings: PluginBindings,
     /// Whether the engine meters fuel (then each call is given its fuel).
     metered: bool,
+    /// The time the current call waited for answers from the client (the store's too).
+    waited: Arc<ask::Waited>,
 }
 
 /// A failure message with the end of the plugin's stderr, where it said something.
@@ -67,29 +71,29 @@ struct Slot {
 struct CallInProgress<'a> {
     slot: futures::lock::MutexGuard<'a, Slot>,
     plugin: &'a str,
-    /// The tool running, while plugin code may be running.
-    running: Option<&'a str>,
+    /// What is running, while plugin code may be running.
+    running: Option<Subject<'a>>,
 }
 
 impl Drop for CallInProgress<'_> {
     fn drop(&mut self) {
-        if let Some(tool) = self.running.take() {
+        if let Some(subject) = self.running.take() {
             self.slot.live = None;
             self.slot.lost = Some(format!(
-                "a call of tool '{tool}' of plugin '{}' was abandoned by its caller before it \
+                "a call of {subject} of plugin '{}' was abandoned by its caller before it \
                  finished (cancelled, or timed out around the call); the instance was \
                  restarted and its state was lost",
                 self.plugin
             ));
-            tracing::info!(plugin = %self.plugin, tool, "a call was dropped by its caller; the instance was reset");
+            tracing::info!(plugin = %self.plugin, "a call of {subject} was dropped by its caller; the instance was reset");
         }
     }
 }
 
 /// The tools of one plugin registered together: they share one instance, as the methods of
 /// one `impl` share `self`.
-pub(crate) struct PluginSession {
-    image: Arc<PluginImage>,
+pub(crate) struct SessionCore {
+    pub(crate) image: Arc<PluginImage>,
     slot: futures::lock::Mutex<Slot>,
     /// Whether registration has started the instance: once per session, however many tools
     /// the plugin has.
@@ -99,20 +103,31 @@ pub(crate) struct PluginSession {
     starting: AtomicBool,
     /// The task starting the instance in the background, aborted if the session ends first.
     start_task: std::sync::Mutex<Option<tokio::task::AbortHandle>>,
+    /// Which of its lists the plugin said changed in this session.
+    pub(crate) changed: Arc<ChangedLists>,
+}
+
+/// Which lists a plugin said changed (`host.list-changed`), until the session reads them
+/// again.
+#[derive(Debug, Default)]
+pub(crate) struct ChangedLists {
+    pub(crate) resources: AtomicBool,
+    pub(crate) prompts: AtomicBool,
 }
 
 /// What the tools of one session hold of it: when the last of them (and of the session's
 /// definitions) is dropped, a start still running in the background is stopped.
-pub(crate) struct SessionOwner(Arc<PluginSession>);
+pub(crate) struct SessionOwner(pub(crate) Arc<SessionCore>);
 
 impl SessionOwner {
     pub(crate) fn new(image: Arc<PluginImage>) -> Self {
-        Self(Arc::new(PluginSession {
+        Self(Arc::new(SessionCore {
             image,
             slot: futures::lock::Mutex::new(Slot::default()),
             started: AtomicBool::new(false),
             starting: AtomicBool::new(false),
             start_task: std::sync::Mutex::new(None),
+            changed: Arc::default(),
         }))
     }
 }
@@ -131,7 +146,7 @@ impl Drop for SessionOwner {
     }
 }
 
-impl PluginSession {
+impl SessionCore {
     /// Creates the live instance at registration (the factory's job), once per session: the
     /// factories of the plugin's other tools find it started.
     ///
@@ -194,7 +209,9 @@ impl PluginSession {
     /// limit. A session that never calls a plugin pays for its instance only.
     async fn start(&self, slot: &mut Slot, deadline: Instant) -> Result<(), ToolError> {
         slot.tried = true;
-        match instantiate(&self.image.start_spec(), deadline, false).await {
+        let mut spec = self.image.start_spec();
+        spec.changed = Some(&self.changed);
+        match instantiate(&spec, deadline, false).await {
             Ok((live, _)) => {
                 slot.live = Some(live);
                 Ok(())
@@ -217,12 +234,53 @@ impl PluginSession {
         validator: &CheckedSchema,
         output_schema: Option<&CheckedSchema>,
         input_json: &str,
-    ) -> Result<String, ToolError> {
+    ) -> Result<ToolOutput, ToolError> {
         let tool: &str = tool_name;
+        let limits = &self.image.policy.limits;
+        check_input(limits, validator, tool, input_json)?;
+        match self
+            .run(tool_name, Subject::Tool(tool), Work::Execute(input_json))
+            .await?
+        {
+            Done::Executed(result) => {
+                checked_output(&self.image, limits, tool, output_schema, result)
+            }
+            Done::Answered(_) => Err(ToolError::Internal(
+                "a tool call got a request's answer".into(),
+            )),
+        }
+    }
+
+    /// Runs a request other than a tool call in the session's instance, under the same limits.
+    pub(crate) async fn request(&self, request: &Request) -> Result<Response, RequestError> {
+        let label: Arc<str> = Arc::from(request.label());
+        match self
+            .run(&label, Subject::Request(request), Work::Request(request))
+            .await
+        {
+            Ok(Done::Answered(answer)) => answer,
+            Ok(Done::Executed(_)) => Err(RequestError::Internal(
+                "a request got a tool's answer".into(),
+            )),
+            Err(error) => Err(match error {
+                ToolError::InvalidArgument(text) => RequestError::InvalidArgument(text),
+                ToolError::ExecutionFailed(text) | ToolError::Internal(text) => {
+                    RequestError::Internal(text)
+                }
+            }),
+        }
+    }
+
+    /// Runs `work` in the session's instance (starting it if need be) within the time limit;
+    /// a trap or a limit hit drops the instance and counts as the plugin's failure.
+    async fn run(
+        &self,
+        label: &Arc<str>,
+        subject: Subject<'_>,
+        work: Work<'_>,
+    ) -> Result<Done, ToolError> {
         let image = &self.image;
         let limits = &image.policy.limits;
-        check_input(limits, validator, tool, input_json)?;
-
         // The time limit covers waiting for the instance too: a call queued behind others
         // fails as busy rather than waiting for all of them.
         let arrived = Instant::now();
@@ -230,14 +288,14 @@ impl PluginSession {
         let Ok(slot) = within(deadline, self.slot.lock()).await else {
             if self.starting.load(Ordering::Acquire) {
                 return Err(ToolError::ExecutionFailed(format!(
-                    "tool '{tool}' of plugin '{}' is not ready: the plugin's instance for this \
+                    "{subject} of plugin '{}' is not ready: the plugin's instance for this \
                      session was still starting after the call's time limit of {:?}; its start \
                      code is slow (it is stopped at the same limit); try again later",
                     image.name, limits.call_timeout
                 )));
             }
             return Err(ToolError::ExecutionFailed(format!(
-                "tool '{tool}' of plugin '{}' is busy: this session's instance of the plugin \
+                "{subject} of plugin '{}' is busy: this session's instance of the plugin \
                  was running other calls for the whole time limit of {:?}; try again later",
                 image.name, limits.call_timeout
             )));
@@ -261,7 +319,7 @@ impl PluginSession {
                 image.name, call.slot.consecutive_failures
             )));
         }
-        call.running = Some(tool);
+        call.running = Some(subject);
         if call.slot.live.is_none() {
             let started = self.start(&mut call.slot, deadline).await;
             if started.is_err() {
@@ -276,23 +334,32 @@ impl PluginSession {
                 image.name
             )));
         };
-        live.store.data_mut().begin_call(deadline, Some(tool_name));
+        live.store.data_mut().begin_call(deadline, Some(label));
         live.store.set_epoch_deadline(1);
         if live.metered {
             refuel(&mut live.store, limits);
         }
-        let outcome = within(
-            deadline + TIMEOUT_GRACE,
-            live.bindings
-                .call_execute(&mut live.store, tool, input_json),
-        )
+        // Time spent waiting for the client's answers moves the deadline (the store's epoch
+        // deadline moves with it).
+        let outcome = within_moving(deadline + TIMEOUT_GRACE, &live.waited, async {
+            Ok(match work {
+                Work::Execute(input_json) => Done::Executed(
+                    live.bindings
+                        .call_execute(&mut live.store, label, input_json)
+                        .await?,
+                ),
+                Work::Request(request) => {
+                    Done::Answered(live.bindings.call_request(&mut live.store, request).await?)
+                }
+            })
+        })
         .await;
         let stderr = live.store.data_mut().end_call();
         call.running = None;
         let (failure, timed_out) = match outcome {
-            Ok(Ok(result)) => {
+            Ok(Ok(done)) => {
                 call.slot.consecutive_failures = 0;
-                return checked_output(image, limits, tool, output_schema, result);
+                return Ok(done);
             }
             Ok(Err(error)) => (
                 describe(limits, &error),
@@ -310,56 +377,123 @@ impl PluginSession {
         };
         let message = with_stderr(
             format!(
-                "tool '{tool}' of plugin '{}' failed: {failure}; the instance was restarted \
+                "{subject} of plugin '{}' failed: {failure}; the instance was restarted \
                  and its state was lost",
                 image.name
             ),
             &stderr,
         );
-        tracing::warn!(plugin = %image.name, tool, "{message}");
+        tracing::warn!(plugin = %image.name, "{message}");
         Err(ToolError::Internal(message))
     }
 }
 
+/// What a session's instance is asked to do.
+enum Work<'a> {
+    /// Run the tool (the label) with this input.
+    Execute(&'a str),
+    Request(&'a Request),
+}
+
+/// What it did.
+enum Done {
+    Executed(Result<RawOutput, ToolError>),
+    Answered(Result<Response, RequestError>),
+}
+
+/// What a call is, in messages: "tool 'search'", "the read of resource 'notes://today'".
+#[derive(Clone, Copy)]
+enum Subject<'a> {
+    Tool(&'a str),
+    Request(&'a Request),
+}
+
+impl std::fmt::Display for Subject<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Tool(tool) => write!(f, "tool '{tool}'"),
+            Self::Request(Request::Resources) => f.write_str("the resource list"),
+            Self::Request(Request::ReadResource(uri)) => write!(f, "the read of resource '{uri}'"),
+            Self::Request(Request::Prompts) => f.write_str("the prompt list"),
+            Self::Request(Request::GetPrompt(name, _)) => write!(f, "prompt '{name}'"),
+            Self::Request(Request::Complete { argument, .. }) => {
+                write!(f, "the completion of '{argument}'")
+            }
+        }
+    }
+}
+
 /// A finished call's result, within the output limit: an output over it is refused, an error
-/// text over it is cut (the plugin's errors are bounded like its outputs). A tool with an
-/// output schema must return JSON matching it: a mismatch is the plugin breaking its own
-/// contract, an internal error naming the tool.
+/// text over it is cut (the plugin's errors are bounded like its outputs). A structured value
+/// must be a JSON object (one key once), and, for a tool with an output schema, be there and
+/// match it: anything else is the plugin breaking its own contract, an internal error naming
+/// the tool.
 fn checked_output(
     image: &PluginImage,
     limits: &Limits,
     tool: &str,
     output_schema: Option<&CheckedSchema>,
-    result: Result<String, ToolError>,
-) -> Result<String, ToolError> {
+    result: Result<RawOutput, ToolError>,
+) -> Result<ToolOutput, ToolError> {
     let cap = limits.max_output_bytes;
-    match result {
-        Ok(output) if output.len() > cap => Err(ToolError::ExecutionFailed(format!(
-            "tool '{tool}' of plugin '{}' returned {} bytes, over the output limit of {cap} \
+    let raw = match result {
+        Ok(raw) => raw,
+        Err(error) => {
+            return Err(match error {
+                ToolError::InvalidArgument(text) => ToolError::InvalidArgument(cut(text, cap)),
+                ToolError::ExecutionFailed(text) => ToolError::ExecutionFailed(cut(text, cap)),
+                ToolError::Internal(text) => ToolError::Internal(cut(text, cap)),
+            });
+        }
+    };
+    let RawOutput {
+        mut output,
+        structured,
+        legacy,
+    } = raw;
+    let size = output.size() + structured.as_ref().map_or(0, String::len);
+    if size > cap {
+        return Err(ToolError::ExecutionFailed(format!(
+            "tool '{tool}' of plugin '{}' returned {size} bytes, over the output limit of {cap} \
              bytes",
             image.name,
-            output.len(),
-        ))),
-        Ok(output) => {
-            match output_schema.map(|schema| super::validate::check_output(schema, &output)) {
-                Some(Err(problem)) => {
-                    let message = format!(
-                        "tool '{tool}' of plugin '{}' broke its own contract: {problem}; this is a \
-                     bug in the plugin",
-                        image.name
-                    );
-                    tracing::warn!(plugin = %image.name, tool, "{message}");
-                    Err(ToolError::Internal(message))
-                }
-                _ => Ok(output),
-            }
-        }
-        Err(error) => Err(match error {
-            ToolError::InvalidArgument(text) => ToolError::InvalidArgument(cut(text, cap)),
-            ToolError::ExecutionFailed(text) => ToolError::ExecutionFailed(cut(text, cap)),
-            ToolError::Internal(text) => ToolError::Internal(cut(text, cap)),
-        }),
+        )));
     }
+    let broke = |problem: String| {
+        let message = format!(
+            "tool '{tool}' of plugin '{}' broke its own contract: {problem}; this is a bug in \
+             the plugin",
+            image.name
+        );
+        tracing::warn!(plugin = %image.name, tool, "{message}");
+        ToolError::Internal(message)
+    };
+    // An older plugin's text is the structured value of a tool with an output schema.
+    let structured_text = match (&structured, legacy, output_schema) {
+        (Some(text), _, _) => Some(text.as_str()),
+        (None, true, Some(_)) if !output.is_error => match output.content.first() {
+            Some(Content::Text(text)) => Some(text.as_str()),
+            _ => None,
+        },
+        _ => None,
+    };
+    match (structured_text, output_schema) {
+        (Some(text), Some(schema)) => {
+            super::validate::check_output(schema, text).map_err(broke)?;
+        }
+        (Some(text), None) => {
+            super::validate::check_structured(text).map_err(broke)?;
+        }
+        (None, Some(_)) if !output.is_error => {
+            return Err(broke(
+                "it has an output schema but returned no structured value".to_owned(),
+            ));
+        }
+        (None, _) => {}
+    }
+    // Checked above: an object, each key once.
+    output.structured = structured_text.and_then(|text| serde_json::from_str(text).ok());
+    Ok(output)
 }
 
 /// `text` cut to at most `cap` bytes (at a character boundary), saying how much was cut.
@@ -414,7 +548,17 @@ pub(crate) struct PluginTool {
 
 #[async_trait]
 impl Tool for PluginTool {
+    /// The text form of [`call`](Tool::call)'s output; a failure told with content is an
+    /// [`ToolError::ExecutionFailed`] with its text.
     async fn execute(&self, input_json: &str) -> Result<String, ToolError> {
+        let output = self.call(input_json).await?;
+        if output.is_error {
+            return Err(ToolError::ExecutionFailed(output.into_text()));
+        }
+        Ok(output.into_text())
+    }
+
+    async fn call(&self, input_json: &str) -> Result<ToolOutput, ToolError> {
         self.session
             .0
             .call(

@@ -13,13 +13,14 @@ use wasmtime_wasi::{FsPerms, WasiCtx};
 #[cfg(feature = "wasi-http")]
 use wasmtime_wasi_http::WasiHttpCtx;
 
-use super::super::bindings::{PluginPre, PluginToolMeta};
+use super::super::bindings::{PluginPre, PluginToolMeta, Request, Response};
 use super::super::descriptors::{HeldDir, HostDescriptors, InstanceDescriptors, Refused};
 #[cfg(feature = "wasi-http")]
 use super::super::http::HttpGate;
 use super::super::output::PluginOutput;
 use crate::events::CallReports;
 use crate::policy::{Limits, SandboxPolicy};
+use crate::tool::{PromptMeta, ResourceMeta, ResourceTemplate};
 
 use super::state::{
     HOSTCALL_FUEL, InstanceLimiter, MAX_HOST_RESOURCES, MAX_RANDOM_BYTES, MemoryLimitExceeded,
@@ -101,6 +102,8 @@ pub(super) fn new_store(image: &StartSpec<'_>) -> Result<Store<PluginState>, Sta
         limiter: InstanceLimiter::new(limits.memory_bytes),
         descriptors,
         reports: CallReports::new(image.name),
+        questions: super::ask::Questions::new(image.name, &policy.client),
+        changed: image.changed.map(Arc::clone),
         deadline: Instant::now() + limits.call_timeout,
     };
     let mut store = Store::new(image.pre.engine(), state);
@@ -138,6 +141,39 @@ pub(super) async fn within<F: Future>(deadline: Instant, call: F) -> Result<F::O
     .await
 }
 
+/// Like [`within`], for a call whose deadline moves on by the time it `waited` for answers
+/// from the client.
+pub(super) async fn within_moving<F: Future>(
+    deadline: Instant,
+    waited: &super::ask::Waited,
+    call: F,
+) -> Result<F::Output, TimedOut> {
+    let mut call = std::pin::pin!(call);
+    let mut timer: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
+    std::future::poll_fn(|cx| {
+        loop {
+            if let Poll::Ready(output) = call.as_mut().poll(cx) {
+                return Poll::Ready(Ok(output));
+            }
+            let now_due = deadline + waited.get();
+            let timer =
+                timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(now_due.into())));
+            if timer.deadline() < now_due.into() {
+                timer.as_mut().reset(now_due.into());
+            }
+            match timer.as_mut().poll(cx) {
+                Poll::Pending => return Poll::Pending,
+                // Fired: unless the call waited for an answer meanwhile, it is out of time.
+                Poll::Ready(()) if deadline + waited.get() <= Instant::now() => {
+                    return Poll::Ready(Err(TimedOut));
+                }
+                Poll::Ready(()) => {}
+            }
+        }
+    })
+    .await
+}
+
 /// Gives a store the fuel of one call, where the engine meters fuel (unlimited for plugins
 /// without a fuel limit).
 pub(super) fn refuel(store: &mut Store<PluginState>, limits: &Limits) {
@@ -154,12 +190,22 @@ pub(crate) struct StartFailure {
     pub(crate) host_capacity: bool,
 }
 
-/// Creates an instance of the plugin by `deadline`, and reads its tool list if `list_tools`.
+/// What a plugin offers, read at load: its tools and, from contract 0.3.0, its resources,
+/// resource templates and prompts.
+#[derive(Default)]
+pub(crate) struct PluginListing {
+    pub(crate) tools: Vec<PluginToolMeta>,
+    pub(crate) resources: Vec<ResourceMeta>,
+    pub(crate) templates: Vec<ResourceTemplate>,
+    pub(crate) prompts: Vec<PromptMeta>,
+}
+
+/// Creates an instance of the plugin by `deadline`, and reads what it offers if `list`.
 pub(super) async fn instantiate(
     image: &StartSpec<'_>,
     deadline: Instant,
     list_tools: bool,
-) -> Result<(LiveInstance, Vec<PluginToolMeta>), StartFailure> {
+) -> Result<(LiveInstance, PluginListing), StartFailure> {
     let limits = &image.policy.limits;
     let plugin_failure = |reason| StartFailure {
         reason,
@@ -169,23 +215,38 @@ pub(super) async fn instantiate(
     store.data_mut().begin_call(deadline, None);
     let started = within(deadline + TIMEOUT_GRACE, async {
         let bindings = image.pre.instantiate_async(&mut store).await?;
-        let tools = if list_tools {
-            bindings.call_tools(&mut store).await?
-        } else {
-            Vec::new()
-        };
-        wasmtime::Result::Ok((bindings, tools))
+        let mut listing = PluginListing::default();
+        if list_tools {
+            listing.tools = bindings.call_tools(&mut store).await?;
+            listing.templates = bindings.call_resource_templates(&mut store).await?;
+            for request in [Request::Resources, Request::Prompts] {
+                match bindings.call_request(&mut store, &request).await? {
+                    Ok(Response::Resources(resources)) => listing.resources = resources,
+                    Ok(Response::Prompts(prompts)) => listing.prompts = prompts,
+                    Ok(_) => {}
+                    Err(error) => {
+                        return Err(wasmtime::Error::msg(format!(
+                            "{} failed: {error}",
+                            request.label()
+                        )));
+                    }
+                }
+            }
+        }
+        wasmtime::Result::Ok((bindings, listing))
     })
     .await;
     let stderr = store.data_mut().end_call();
     match started {
         Ok(Ok((bindings, tools))) => {
             let metered = store.get_fuel().is_ok();
+            let waited = std::sync::Arc::clone(&store.data().questions.waited);
             Ok((
                 LiveInstance {
                     store,
                     bindings,
                     metered,
+                    waited,
                 },
                 tools,
             ))
@@ -212,10 +273,12 @@ pub(crate) struct StartSpec<'a> {
     pub(crate) granted_dirs: &'a [HeldDir],
     /// The host's budget of open files and directories.
     pub(crate) descriptors: &'a Arc<HostDescriptors>,
+    /// Where the instance says its lists changed (a session's; none at load).
+    pub(crate) changed: Option<&'a Arc<super::ChangedLists>>,
 }
 
-/// Creates a throwaway instance to read the plugin's tool list (used at load).
-pub(crate) async fn read_tools(image: &StartSpec<'_>) -> Result<Vec<PluginToolMeta>, String> {
+/// Creates a throwaway instance to read what the plugin offers (used at load).
+pub(crate) async fn read_tools(image: &StartSpec<'_>) -> Result<PluginListing, String> {
     let deadline = Instant::now() + image.policy.limits.call_timeout;
     instantiate(image, deadline, true)
         .await

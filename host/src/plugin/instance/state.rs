@@ -12,12 +12,23 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 #[cfg(feature = "wasi-http")]
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-use super::super::bindings::{LogLevel as WitLevel, PluginHostImports};
+use super::super::bindings::v3::llm_worker::tool::client::{
+    ElicitationAnswer as WitElicitation, QuestionError as WitQuestionError, Root as WitRoot,
+    SamplingAnswer as WitSamplingAnswer, SamplingRequest as WitSamplingRequest,
+};
+use super::super::bindings::v3::llm_worker::tool::host::{
+    Level as WitLevelV3, Listing as WitListing,
+};
+use super::super::bindings::{
+    LogLevel as WitLevel, PluginClientImports, PluginHostImports, PluginHostImportsV3,
+};
 use super::super::descriptors::InstanceDescriptors;
 #[cfg(feature = "wasi-http")]
 use super::super::http::HttpGate;
 use super::super::output::PluginOutput;
-use crate::events::{CallReports, LogLevel};
+use super::ask::{Kind, Questions};
+use crate::events::{CallReports, Listing, LogLevel, ToolEventKind};
+use crate::tool::{Content, ElicitationAnswer};
 
 /// The data of one store: WASI state, resource limits, and the current call's deadline.
 pub(crate) struct PluginState {
@@ -27,6 +38,10 @@ pub(crate) struct PluginState {
     pub(crate) deadline: Instant,
     pub(crate) output: PluginOutput,
     pub(crate) reports: CallReports,
+    /// Who answers the current call's questions to the client, and how many it asked.
+    pub(crate) questions: Questions,
+    /// Where to mark the lists the plugin says changed (a session's instance).
+    pub(crate) changed: Option<Arc<super::ChangedLists>>,
     /// The files and directories it holds open.
     pub(crate) descriptors: InstanceDescriptors,
     #[cfg(feature = "wasi-http")]
@@ -43,6 +58,7 @@ impl PluginState {
         // A reference count, not a copy of the name: this runs on every call.
         self.reports
             .begin(tool.map(Arc::clone), crate::events::current_sink());
+        self.questions.begin(tool);
         let tool = tool.map(|tool| &**tool);
         #[cfg(feature = "wasi-http")]
         self.http_gate.begin_call(deadline, tool);
@@ -66,6 +82,7 @@ impl PluginState {
     pub(crate) fn end_call(&mut self) -> String {
         let stderr = self.output.drain_into(&mut self.reports);
         self.reports.end();
+        self.questions.end();
         #[cfg(feature = "wasi-http")]
         self.http_gate.end_call();
         stderr
@@ -98,6 +115,132 @@ impl PluginHostImports for PluginState {
 
     fn progress(&mut self, done: f64, total: Option<f64>, message: Option<String>) {
         self.reports.progress(done, total, message);
+    }
+}
+
+/// The host interface of contract 0.3.0: 0.2.0's, plus notices of changed resources and lists.
+impl PluginHostImportsV3 for PluginState {
+    fn log(&mut self, level: WitLevelV3, message: String) {
+        let level = match level {
+            WitLevelV3::Trace => LogLevel::Trace,
+            WitLevelV3::Debug => LogLevel::Debug,
+            WitLevelV3::Info => LogLevel::Info,
+            WitLevelV3::Warn => LogLevel::Warn,
+            WitLevelV3::Error => LogLevel::Error,
+        };
+        self.reports.log(level, message);
+    }
+
+    fn progress(&mut self, done: f64, total: Option<f64>, message: Option<String>) {
+        self.reports.progress(done, total, message);
+    }
+
+    fn resource_updated(&mut self, uri: String) {
+        self.reports.notice(ToolEventKind::ResourceUpdated { uri });
+    }
+
+    fn list_changed(&mut self, which: WitListing) {
+        if let Some(changed) = &self.changed {
+            let flag = match which {
+                WitListing::Resources => &changed.resources,
+                WitListing::Prompts => &changed.prompts,
+            };
+            flag.store(true, std::sync::atomic::Ordering::Release);
+        }
+        self.reports.notice(ToolEventKind::ListChanged(match which {
+            WitListing::Resources => Listing::Resources,
+            WitListing::Prompts => Listing::Prompts,
+        }));
+    }
+}
+
+/// Bytes of a content block, for the question and answer bounds.
+fn content_bytes(content: &Content) -> usize {
+    content.size()
+}
+
+/// The questions of contract 0.3.0, within the plugin's `[client]` policy.
+impl PluginClientImports for PluginState {
+    async fn elicit(
+        &mut self,
+        message: String,
+        requested_schema: String,
+    ) -> Result<WitElicitation, WitQuestionError> {
+        let schema: serde_json::Value = match serde_json::from_str(&requested_schema) {
+            Ok(schema @ serde_json::Value::Object(_)) => schema,
+            _ => {
+                return Err(WitQuestionError::Failed(
+                    "the requested schema is not a JSON object schema; give a flat object                      schema of the form's fields"
+                        .into(),
+                ));
+            }
+        };
+        let bytes = message.len() + requested_schema.len();
+        let answer = self
+            .questions
+            .ask(
+                &mut self.deadline,
+                Kind::Elicitation,
+                bytes,
+                |handler, asker| async move { handler.elicit(&asker, &message, &schema).await },
+                |answer| match answer {
+                    ElicitationAnswer::Accept(content) => {
+                        serde_json::to_string(content).map_or(usize::MAX, |text| text.len())
+                    }
+                    _ => 0,
+                },
+            )
+            .await?;
+        Ok(match answer {
+            ElicitationAnswer::Accept(content) => {
+                WitElicitation::Accept(serde_json::Value::Object(content).to_string())
+            }
+            ElicitationAnswer::Decline => WitElicitation::Decline,
+            ElicitationAnswer::Cancel => WitElicitation::Cancel,
+        })
+    }
+
+    async fn sample(
+        &mut self,
+        request: WitSamplingRequest,
+    ) -> Result<WitSamplingAnswer, WitQuestionError> {
+        let request: crate::tool::SamplingRequest = request.into();
+        let bytes = request
+            .messages
+            .iter()
+            .map(|m| content_bytes(&m.content))
+            .sum::<usize>()
+            + request.system_prompt.as_ref().map_or(0, String::len);
+        let answer = self
+            .questions
+            .ask(
+                &mut self.deadline,
+                Kind::Sampling,
+                bytes,
+                |handler, asker| async move { handler.sample(&asker, &request).await },
+                |answer| content_bytes(&answer.content) + answer.model.len(),
+            )
+            .await?;
+        Ok(answer.into())
+    }
+
+    async fn roots(&mut self) -> Result<Vec<WitRoot>, WitQuestionError> {
+        let roots = self
+            .questions
+            .ask(
+                &mut self.deadline,
+                Kind::Roots,
+                0,
+                |handler, asker| async move { handler.roots(&asker).await },
+                |roots| {
+                    roots
+                        .iter()
+                        .map(|r| r.uri.len() + r.name.as_ref().map_or(0, String::len))
+                        .sum()
+                },
+            )
+            .await?;
+        Ok(roots.into_iter().map(Into::into).collect())
     }
 }
 

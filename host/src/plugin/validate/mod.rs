@@ -1,6 +1,7 @@
 //! Checks a component against the world `tool-plugin` and its tool list against the rules.
 
 mod budget;
+pub(crate) mod offerings;
 mod schema;
 #[cfg(test)]
 mod tests;
@@ -18,7 +19,9 @@ use llm_worker_rules::tool::{MAX_DESCRIPTION_BYTES, MAX_NAME_LEN, MAX_SCHEMA_BYT
 
 pub(crate) use budget::{PATTERN_SIZE_LIMIT, SchemaBudget};
 use schema::compile_schema;
-pub(crate) use schema::{CheckedSchema, check_output, check_output_schema, check_schema};
+pub(crate) use schema::{
+    CheckedSchema, check_output, check_output_schema, check_schema, check_structured,
+};
 
 /// A problem with the tools a plugin lists.
 #[derive(Debug, PartialEq, Eq)]

@@ -63,6 +63,21 @@ pub(super) fn verdict(valid: bool, problems: impl FnOnce() -> Vec<String>) -> Re
 }
 
 /// Checks a tool's result against its output schema: JSON, and valid.
+/// Checks a structured value of a tool with no output schema: a JSON object, each key once.
+pub(crate) fn check_structured(output: &str) -> Result<(), String> {
+    let value = crate::plugin::input::parse(output)
+        .map_err(|error| format!("its structured result is not JSON ({error})"))?;
+    if let Some((path, problem)) = value.key_problem() {
+        return Err(format!(
+            "its structured result {problem} in the object at {path}"
+        ));
+    }
+    if !matches!(value, crate::plugin::input::InputNode::Object(_)) {
+        return Err("its structured result is not a JSON object".to_owned());
+    }
+    Ok(())
+}
+
 pub(crate) fn check_output(checked: &CheckedSchema, output: &str) -> Result<(), String> {
     let value = crate::plugin::input::parse(output)
         .map_err(|error| format!("its result is not JSON ({error})"))?;

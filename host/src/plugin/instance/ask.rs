@@ -1,0 +1,179 @@
+//! A plugin's questions to the client (contract 0.3.0's `client` imports): checked against
+//! the plugin's `[client]` policy, passed to the call's [`QuestionHandler`], waited for
+//! within the policy's answer time — time that does not count against the call's own limit.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::policy::ClientPolicy;
+use crate::question::{Asker, QuestionError, QuestionHandler};
+
+/// Time a call spent waiting for answers, shared by the store (which moves the epoch deadline)
+/// and the future running the call (which moves its own timer).
+#[derive(Debug, Default)]
+pub(crate) struct Waited(AtomicU64);
+
+impl Waited {
+    pub(crate) fn get(&self) -> Duration {
+        Duration::from_nanos(self.0.load(Ordering::Acquire))
+    }
+
+    fn add(&self, waited: Duration) {
+        let nanos = u64::try_from(waited.as_nanos()).unwrap_or(u64::MAX);
+        let _ = self
+            .0
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |now| {
+                Some(now.saturating_add(nanos))
+            });
+    }
+
+    pub(crate) fn reset(&self) {
+        self.0.store(0, Ordering::Release);
+    }
+}
+
+/// The questions side of one store: who answers during the current call, and how many
+/// questions it asked.
+pub(crate) struct Questions {
+    plugin: String,
+    policy: ClientPolicy,
+    handler: Option<Arc<dyn QuestionHandler>>,
+    tool: Option<Arc<str>>,
+    asked: u32,
+    pub(crate) waited: Arc<Waited>,
+}
+
+/// The kinds of question, with their policy key.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Kind {
+    Elicitation,
+    Sampling,
+    Roots,
+}
+
+impl Kind {
+    fn key(self) -> &'static str {
+        match self {
+            Self::Elicitation => "elicitation",
+            Self::Sampling => "sampling",
+            Self::Roots => "roots",
+        }
+    }
+}
+
+impl Questions {
+    pub(crate) fn new(plugin: &str, policy: &ClientPolicy) -> Self {
+        Self {
+            plugin: plugin.to_owned(),
+            policy: policy.clone(),
+            handler: None,
+            tool: None,
+            asked: 0,
+            waited: Arc::default(),
+        }
+    }
+
+    /// A call of `tool` begins (`None`: the instance starting, which may not ask), answered
+    /// by the handler in scope.
+    pub(crate) fn begin(&mut self, tool: Option<&Arc<str>>) {
+        self.tool = tool.map(Arc::clone);
+        self.handler = tool.and_then(|_| crate::question::current_handler());
+        self.asked = 0;
+        self.waited.reset();
+    }
+
+    pub(crate) fn end(&mut self) {
+        self.handler = None;
+        self.tool = None;
+    }
+
+    /// Whether the question may be asked, and who answers it.
+    fn admit(
+        &mut self,
+        kind: Kind,
+        question_bytes: usize,
+    ) -> Result<(Arc<dyn QuestionHandler>, Asker), QuestionError> {
+        let plugin = &self.plugin;
+        let Some(tool) = &self.tool else {
+            return Err(QuestionError::Unsupported(format!(
+                "plugin '{plugin}' asked the client a question while starting; ask from \
+                 within a tool call"
+            )));
+        };
+        let allowed = match kind {
+            Kind::Elicitation => self.policy.elicitation,
+            Kind::Sampling => self.policy.sampling,
+            Kind::Roots => self.policy.roots,
+        };
+        if !allowed {
+            return Err(QuestionError::Denied(format!(
+                "plugin '{plugin}' may not ask the client for {}: its policy does not allow it \
+                 (the operator can set `[client] {} = true` in its policy file)",
+                kind.key(),
+                kind.key()
+            )));
+        }
+        if self.asked >= self.policy.max_questions {
+            return Err(QuestionError::Denied(format!(
+                "tool '{tool}' of plugin '{plugin}' has asked its {} questions, the most one \
+                 call may ask (`[client] max_questions`)",
+                self.policy.max_questions
+            )));
+        }
+        if question_bytes > self.policy.max_question_bytes {
+            return Err(QuestionError::Denied(format!(
+                "a question of tool '{tool}' of plugin '{plugin}' is {question_bytes} bytes, \
+                 over the limit of {} bytes (`[client] max_question_bytes`)",
+                self.policy.max_question_bytes
+            )));
+        }
+        let Some(handler) = &self.handler else {
+            return Err(QuestionError::Unsupported(format!(
+                "tool '{tool}' of plugin '{plugin}' asked for {}, but nothing answers questions \
+                 on this call (no MCP client, and no question handler set on the worker)",
+                kind.key()
+            )));
+        };
+        self.asked += 1;
+        Ok((Arc::clone(handler), Asker::new(plugin, &**tool)))
+    }
+
+    /// Asks: admits the question, waits for `ask`'s answer within the answer time, checks
+    /// its size with `answer_bytes`, and moves `deadline` by the time waited.
+    pub(crate) async fn ask<T, F, Fut>(
+        &mut self,
+        deadline: &mut Instant,
+        kind: Kind,
+        question_bytes: usize,
+        ask: F,
+        answer_bytes: impl Fn(&T) -> usize,
+    ) -> Result<T, QuestionError>
+    where
+        F: FnOnce(Arc<dyn QuestionHandler>, Asker) -> Fut,
+        Fut: std::future::Future<Output = Result<T, QuestionError>>,
+    {
+        let (handler, asker) = self.admit(kind, question_bytes)?;
+        let timeout = self.policy.answer_timeout;
+        let started = Instant::now();
+        let answer = tokio::time::timeout(timeout, ask(handler, asker)).await;
+        let waited = started.elapsed();
+        *deadline += waited;
+        self.waited.add(waited);
+        let answer = answer.map_err(|_| {
+            QuestionError::Failed(format!(
+                "no answer came within {timeout:?} (`[client] answer_timeout_ms` of plugin '{}')",
+                self.plugin
+            ))
+        })??;
+        let bytes = answer_bytes(&answer);
+        if bytes > self.policy.max_question_bytes {
+            return Err(QuestionError::Failed(format!(
+                "the answer was {bytes} bytes, over the limit of {} bytes (`[client] \
+                 max_question_bytes` of plugin '{}')",
+                self.policy.max_question_bytes, self.plugin
+            )));
+        }
+        Ok(answer)
+    }
+}

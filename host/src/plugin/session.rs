@@ -1,0 +1,260 @@
+//! [`PluginSession`]: one session of a plugin as a library sees it — the tool definitions to
+//! register, and the plugin's resources, prompts and completions (contract 0.3.0), all served by
+//! the session's one instance, so they share its state.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use super::PluginImage;
+use super::bindings::{Request, Response};
+use super::instance::{PluginTool, SessionOwner};
+use super::validate::offerings;
+use crate::tool::{
+    Completion, CompletionRef, Prompt, PromptMeta, RequestError, ResourceContents, ResourceMeta,
+    ResourceTemplate, ToolDefinition,
+};
+
+/// Most values a completion passes on; more are cut (and `has_more` set).
+pub const MAX_COMPLETION_VALUES: usize = 100;
+
+/// One session of a plugin: its tools' definitions (register them on a
+/// [`Worker`](crate::Worker) or a [`ToolServer`](crate::ToolServer)) and its resources,
+/// prompts and completions. All are served by one instance of the plugin, created at the
+/// registration of its tools (or by the first request), whose state they share: a resource
+/// a tool wrote is there to read. Cheap to clone; clones are the same session.
+///
+/// A plugin of contract 0.1.0 or 0.2.0 has no resources or prompts: the lists are empty, and
+/// reading or rendering anything is [`RequestError::NotFound`].
+#[derive(Clone)]
+pub struct PluginSession {
+    owner: Arc<SessionOwner>,
+    /// The lists as read again after the plugin said they changed.
+    lists: Arc<std::sync::Mutex<Lists>>,
+}
+
+#[derive(Default)]
+struct Lists {
+    resources: Option<Arc<[ResourceMeta]>>,
+    prompts: Option<Arc<[PromptMeta]>>,
+}
+
+impl std::fmt::Debug for PluginSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PluginSession")
+            .field("plugin", &self.image().name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PluginSession {
+    pub(super) fn new(image: Arc<PluginImage>) -> Self {
+        Self {
+            owner: Arc::new(SessionOwner::new(image)),
+            lists: Arc::default(),
+        }
+    }
+
+    fn image(&self) -> &PluginImage {
+        &self.owner.0.image
+    }
+
+    /// The plugin's name (its file stem).
+    pub fn plugin_name(&self) -> &str {
+        &self.image().name
+    }
+
+    /// The definitions of the plugin's tools in this session; each factory starts the
+    /// session's instance (once), as the spec's registration does.
+    pub fn definitions(&self) -> Vec<ToolDefinition> {
+        let image = self.image();
+        image
+            .tools
+            .metas
+            .iter()
+            .zip(&image.tools.validators)
+            .zip(&image.tools.output_validators)
+            .map(|((meta, validator), output)| {
+                let session = Arc::clone(&self.owner);
+                let meta = meta.clone();
+                let validator = Arc::clone(validator);
+                let output = output.clone();
+                let factory: ToolDefinition = Arc::new(move || {
+                    PluginTool::create(&session, &meta, &validator, output.clone())
+                });
+                factory
+            })
+            .collect()
+    }
+
+    fn lists(&self) -> std::sync::MutexGuard<'_, Lists> {
+        self.lists.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The resources the plugin offers now: as listed at load, or, once the plugin said the
+    /// list changed, as it lists them again (checked like the first list).
+    pub async fn resources(&self) -> Result<Arc<[ResourceMeta]>, RequestError> {
+        let core = &self.owner.0;
+        if core.changed.resources.swap(false, Ordering::AcqRel) {
+            match core.request(&Request::Resources).await? {
+                Response::Resources(resources) => {
+                    offerings::check_resources(&resources).map_err(|reason| {
+                        core.changed.resources.store(true, Ordering::Release);
+                        self.broke(format!("its new resource list is refused: {reason}"))
+                    })?;
+                    self.lists().resources = Some(resources.into());
+                }
+                _ => return Err(self.broke("it answered a list of resources wrongly".into())),
+            }
+        }
+        let cached = self.lists().resources.clone();
+        Ok(cached.unwrap_or_else(|| self.image().offerings.resources.clone().into()))
+    }
+
+    /// The plugin's resource templates (fixed at load).
+    pub fn resource_templates(&self) -> &[ResourceTemplate] {
+        &self.image().offerings.templates
+    }
+
+    /// Whether `uri` is one of the plugin's resources as last listed, or matches one of its
+    /// templates.
+    pub fn offers_resource(&self, uri: &str) -> bool {
+        let listed = match &self.lists().resources {
+            Some(resources) => resources.iter().any(|r| r.uri == uri),
+            None => self
+                .image()
+                .offerings
+                .resources
+                .iter()
+                .any(|r| r.uri == uri),
+        };
+        listed
+            || self
+                .image()
+                .offerings
+                .matchers
+                .iter()
+                .any(|matcher| matcher.matches(uri))
+    }
+
+    /// Reads the resource `uri`. Its contents together are bounded like a tool's output
+    /// (`max_output_bytes`).
+    pub async fn read_resource(&self, uri: &str) -> Result<Vec<ResourceContents>, RequestError> {
+        offerings::check_uri(uri)
+            .map_err(|reason| RequestError::InvalidArgument(format!("the URI {reason}")))?;
+        match self
+            .owner
+            .0
+            .request(&Request::ReadResource(uri.to_owned()))
+            .await?
+        {
+            Response::Contents(contents) => {
+                let size: usize = contents.iter().map(ResourceContents::size).sum();
+                self.within_output_limit(size, || format!("resource '{uri}'"))?;
+                Ok(contents)
+            }
+            _ => Err(self.broke("it answered a read wrongly".into())),
+        }
+    }
+
+    /// The prompts the plugin offers now (like [`resources`](Self::resources)).
+    pub async fn prompts(&self) -> Result<Arc<[PromptMeta]>, RequestError> {
+        let core = &self.owner.0;
+        if core.changed.prompts.swap(false, Ordering::AcqRel) {
+            match core.request(&Request::Prompts).await? {
+                Response::Prompts(prompts) => {
+                    offerings::check_prompts(&prompts).map_err(|reason| {
+                        core.changed.prompts.store(true, Ordering::Release);
+                        self.broke(format!("its new prompt list is refused: {reason}"))
+                    })?;
+                    self.lists().prompts = Some(prompts.into());
+                }
+                _ => return Err(self.broke("it answered a list of prompts wrongly".into())),
+            }
+        }
+        let cached = self.lists().prompts.clone();
+        Ok(cached.unwrap_or_else(|| self.image().offerings.prompts.clone().into()))
+    }
+
+    /// Renders the prompt `name` with `arguments` (name, value). Its messages together are
+    /// bounded like a tool's output.
+    pub async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: &[(String, String)],
+    ) -> Result<Prompt, RequestError> {
+        match self
+            .owner
+            .0
+            .request(&Request::GetPrompt(name.to_owned(), arguments.to_vec()))
+            .await?
+        {
+            Response::Prompt(prompt) => {
+                let size: usize = prompt
+                    .messages
+                    .iter()
+                    .map(|message| message.content.size())
+                    .sum::<usize>()
+                    + prompt.description.as_ref().map_or(0, String::len);
+                self.within_output_limit(size, || format!("prompt '{name}'"))?;
+                Ok(prompt)
+            }
+            _ => Err(self.broke("it answered a prompt wrongly".into())),
+        }
+    }
+
+    /// Suggests values for `argument` of `reference`, typed so far as `value`, with the
+    /// arguments already given in `context`. At most [`MAX_COMPLETION_VALUES`] values.
+    pub async fn complete(
+        &self,
+        reference: CompletionRef,
+        argument: &str,
+        value: &str,
+        context: &[(String, String)],
+    ) -> Result<Completion, RequestError> {
+        let request = Request::Complete {
+            reference,
+            argument: argument.to_owned(),
+            value: value.to_owned(),
+            context: context.to_vec(),
+        };
+        match self.owner.0.request(&request).await? {
+            Response::Completion(mut completion) => {
+                if completion.values.len() > MAX_COMPLETION_VALUES {
+                    completion.values.truncate(MAX_COMPLETION_VALUES);
+                    completion.has_more = true;
+                }
+                let size: usize = completion.values.iter().map(String::len).sum();
+                self.within_output_limit(size, || format!("the completion of '{argument}'"))?;
+                Ok(completion)
+            }
+            _ => Err(self.broke("it answered a completion wrongly".into())),
+        }
+    }
+
+    fn within_output_limit(
+        &self,
+        size: usize,
+        what: impl Fn() -> String,
+    ) -> Result<(), RequestError> {
+        let image = self.image();
+        let cap = image.policy.limits.max_output_bytes;
+        if size > cap {
+            return Err(RequestError::Internal(format!(
+                "{} of plugin '{}' is {size} bytes, over the output limit of {cap} bytes",
+                what(),
+                image.name
+            )));
+        }
+        Ok(())
+    }
+
+    fn broke(&self, problem: String) -> RequestError {
+        let image = self.image();
+        let message = format!(
+            "plugin '{}' broke its own contract: {problem}; this is a bug in the plugin",
+            image.name
+        );
+        tracing::warn!(plugin = %image.name, "{message}");
+        RequestError::Internal(message)
+    }
+}

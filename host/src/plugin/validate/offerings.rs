@@ -1,0 +1,243 @@
+//! Checks what a 0.3.0 plugin offers besides tools: its resources (URIs, names, sizes), URI
+//! templates (RFC 6570 level 1) and prompts (names as tools', their arguments), each within
+//! caps, unique within the plugin. The same checks apply to a list a plugin gives again after
+//! saying it changed.
+
+use std::collections::BTreeSet;
+
+use llm_worker_rules::tool::{MAX_DESCRIPTION_BYTES, check_name, check_title};
+
+use crate::events::MAX_URI_BYTES;
+use crate::tool::{PromptMeta, ResourceMeta, ResourceTemplate};
+
+/// Most resources one plugin may list.
+pub(crate) const MAX_RESOURCES: usize = 1000;
+/// Most URI templates one plugin may offer.
+pub(crate) const MAX_TEMPLATES: usize = 100;
+/// Most prompts one plugin may offer.
+pub(crate) const MAX_PROMPTS: usize = 256;
+/// Most arguments one prompt may have.
+pub(crate) const MAX_PROMPT_ARGUMENTS: usize = 64;
+
+/// A URI: a scheme (`letter *( letter / digit / "+" / "-" / "." )`), a colon, then no
+/// whitespace or control characters; at most [`MAX_URI_BYTES`].
+pub(crate) fn check_uri(uri: &str) -> Result<(), String> {
+    if uri.is_empty() || uri.len() > MAX_URI_BYTES {
+        return Err(format!("is {} bytes; give 1 to {MAX_URI_BYTES}", uri.len()));
+    }
+    if uri.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err("has whitespace or control characters".to_owned());
+    }
+    let scheme = uri.split(':').next().unwrap_or_default();
+    let valid_scheme = uri.contains(':')
+        && scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+    if !valid_scheme {
+        return Err("has no scheme (write it like `notes://today` or `file:///a.txt`)".to_owned());
+    }
+    Ok(())
+}
+
+/// A display name: one line, 1 to [`MAX_TITLE_BYTES`] bytes.
+fn check_display_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("is empty".to_owned());
+    }
+    check_title(name).map_err(|problem| problem.to_string())
+}
+
+fn check_optional(
+    what: &str,
+    text: Option<&String>,
+    check: impl Fn(&str) -> Result<(), String>,
+) -> Result<(), String> {
+    match text {
+        Some(text) => check(text).map_err(|reason| format!("its {what} {reason}")),
+        None => Ok(()),
+    }
+}
+
+fn check_description(text: &str) -> Result<(), String> {
+    if text.len() > MAX_DESCRIPTION_BYTES {
+        return Err(format!(
+            "is {} bytes, over the limit of {MAX_DESCRIPTION_BYTES}",
+            text.len()
+        ));
+    }
+    Ok(())
+}
+
+/// The variables of a level-1 URI template (`notes://{date}/{id}`), in order; an error for
+/// anything else (unbalanced braces, operators, empty or repeated names).
+pub(crate) fn template_variables(template: &str) -> Result<Vec<&str>, String> {
+    let mut variables = Vec::new();
+    let mut rest = template;
+    while let Some(open) = rest.find(['{', '}']) {
+        if rest[open..].starts_with('}') {
+            return Err("has a '}' with no '{' before it".to_owned());
+        }
+        let after = &rest[open + 1..];
+        let Some(close) = after.find('}') else {
+            return Err("has a '{' with no '}' after it".to_owned());
+        };
+        let name = &after[..close];
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(format!(
+                "has the variable {{{name}}}; only level-1 variables of letters, digits and '_' \
+                 are supported (such as {{id}})"
+            ));
+        }
+        if variables.contains(&name) {
+            return Err(format!("names the variable {{{name}}} twice"));
+        }
+        variables.push(name);
+        rest = &after[close + 1..];
+    }
+    Ok(variables)
+}
+
+/// Checks a resource list: the cap, each URI (unique), name, title, description.
+pub(crate) fn check_resources(resources: &[ResourceMeta]) -> Result<(), String> {
+    if resources.len() > MAX_RESOURCES {
+        return Err(format!(
+            "it lists {} resources, over the limit of {MAX_RESOURCES}",
+            resources.len()
+        ));
+    }
+    let mut seen = BTreeSet::new();
+    for resource in resources {
+        let problem = |reason: String| format!("resource '{}': {reason}", resource.uri);
+        check_uri(&resource.uri).map_err(|reason| problem(format!("its URI {reason}")))?;
+        if !seen.insert(resource.uri.as_str()) {
+            return Err(problem("it is listed twice".to_owned()));
+        }
+        check_display_name(&resource.name)
+            .map_err(|reason| problem(format!("its name {reason}")))?;
+        check_optional("title", resource.title.as_ref(), check_display_name).map_err(problem)?;
+        check_optional(
+            "description",
+            resource.description.as_ref(),
+            check_description,
+        )
+        .map_err(problem)?;
+        check_optional("MIME type", resource.mime_type.as_ref(), check_display_name)
+            .map_err(problem)?;
+    }
+    Ok(())
+}
+
+/// Checks the URI templates: the cap, each template's syntax (unique), name, texts.
+pub(crate) fn check_templates(templates: &[ResourceTemplate]) -> Result<(), String> {
+    if templates.len() > MAX_TEMPLATES {
+        return Err(format!(
+            "it offers {} resource templates, over the limit of {MAX_TEMPLATES}",
+            templates.len()
+        ));
+    }
+    let mut seen = BTreeSet::new();
+    for template in templates {
+        let problem =
+            |reason: String| format!("resource template '{}': {reason}", template.uri_template);
+        check_uri(&template.uri_template).map_err(|reason| problem(format!("its URI {reason}")))?;
+        template_variables(&template.uri_template).map_err(problem)?;
+        if !seen.insert(template.uri_template.as_str()) {
+            return Err(problem("it is offered twice".to_owned()));
+        }
+        check_display_name(&template.name)
+            .map_err(|reason| problem(format!("its name {reason}")))?;
+        check_optional("title", template.title.as_ref(), check_display_name).map_err(problem)?;
+        check_optional(
+            "description",
+            template.description.as_ref(),
+            check_description,
+        )
+        .map_err(problem)?;
+        check_optional("MIME type", template.mime_type.as_ref(), check_display_name)
+            .map_err(problem)?;
+    }
+    Ok(())
+}
+
+/// Checks the prompts: the cap, names as tools' (unique), their arguments.
+pub(crate) fn check_prompts(prompts: &[PromptMeta]) -> Result<(), String> {
+    if prompts.len() > MAX_PROMPTS {
+        return Err(format!(
+            "it offers {} prompts, over the limit of {MAX_PROMPTS}",
+            prompts.len()
+        ));
+    }
+    let mut seen = BTreeSet::new();
+    for prompt in prompts {
+        let problem = |reason: String| format!("prompt '{}': {reason}", prompt.name);
+        check_name(&prompt.name).map_err(|reason| problem(format!("its name {reason}")))?;
+        if !seen.insert(prompt.name.as_str()) {
+            return Err(problem("it is offered twice".to_owned()));
+        }
+        check_optional("title", prompt.title.as_ref(), check_display_name).map_err(problem)?;
+        check_optional(
+            "description",
+            prompt.description.as_ref(),
+            check_description,
+        )
+        .map_err(problem)?;
+        if prompt.arguments.len() > MAX_PROMPT_ARGUMENTS {
+            return Err(problem(format!(
+                "it has {} arguments, over the limit of {MAX_PROMPT_ARGUMENTS}",
+                prompt.arguments.len()
+            )));
+        }
+        let mut names = BTreeSet::new();
+        for argument in &prompt.arguments {
+            let problem =
+                |reason: String| problem(format!("argument '{}': {reason}", argument.name));
+            check_name(&argument.name).map_err(|reason| problem(format!("its name {reason}")))?;
+            if !names.insert(argument.name.as_str()) {
+                return Err(problem("it is given twice".to_owned()));
+            }
+            check_optional("title", argument.title.as_ref(), check_display_name)
+                .map_err(problem)?;
+            check_optional(
+                "description",
+                argument.description.as_ref(),
+                check_description,
+            )
+            .map_err(problem)?;
+        }
+    }
+    Ok(())
+}
+
+/// A level-1 URI template compiled for matching URIs against it: its literal parts in order,
+/// each variable a non-empty run of characters other than `/`. Matching takes time linear in
+/// the URI (a regular expression without backtracking), whatever the template.
+pub(crate) struct TemplateMatcher {
+    regex: regex_automata::meta::Regex,
+}
+
+impl TemplateMatcher {
+    /// Compiles a template that passed [`template_variables`].
+    pub(crate) fn new(template: &str) -> Result<Self, String> {
+        let mut pattern = String::from("^");
+        let mut rest = template;
+        while let Some(open) = rest.find('{') {
+            pattern.push_str(&regex_syntax::escape(&rest[..open]));
+            let close = rest[open..]
+                .find('}')
+                .ok_or_else(|| "has a '{' with no '}' after it".to_owned())?;
+            pattern.push_str("[^/]+");
+            rest = &rest[open + close + 1..];
+        }
+        pattern.push_str(&regex_syntax::escape(rest));
+        pattern.push('$');
+        regex_automata::meta::Regex::new(&pattern)
+            .map(|regex| Self { regex })
+            .map_err(|error| format!("cannot be matched: {error}"))
+    }
+
+    /// Whether `uri` is an instance of the template.
+    pub(crate) fn matches(&self, uri: &str) -> bool {
+        self.regex.is_match(uri)
+    }
+}
