@@ -6,8 +6,8 @@ use std::sync::{Arc, OnceLock};
 
 use tokio::sync::watch;
 
-use crate::plugin::LoadedPlugin;
-use crate::tool::{Tool, ToolDefinition, ToolError, ToolMeta};
+use crate::plugin::{LoadedPlugin, PluginSession};
+use crate::tool::{Tool, ToolDefinition, ToolError, ToolMeta, ToolOutput};
 use crate::tool_server::{ToolServer, ToolServerHandle};
 
 type Definitions = Arc<dyn Fn() -> Vec<ToolDefinition> + Send + Sync>;
@@ -30,6 +30,9 @@ pub struct ToolGroup {
     /// tools only when it needs them (see [`SessionTools`]).
     tools: Option<Arc<[ToolMeta]>>,
     definitions: Definitions,
+    /// The plugin, for a plugin's group: each session opens a [`PluginSession`] of it, which
+    /// serves its tools, resources and prompts.
+    plugin: Option<LoadedPlugin>,
 }
 
 impl std::fmt::Debug for ToolGroup {
@@ -56,6 +59,7 @@ impl ToolGroup {
             tool_names: None,
             tools: None,
             definitions: Arc::new(definitions),
+            plugin: None,
         }
     }
 
@@ -69,6 +73,21 @@ impl ToolGroup {
             tool_names: Some(plugin.tool_names().into_iter().map(str::to_owned).collect()),
             tools: Some(plugin.tools().into()),
             definitions: Arc::new(move || source.definitions()),
+            plugin: Some(plugin.clone()),
+        }
+    }
+
+    /// What the group offers that must be unique in a catalog, as (kind, name): a plugin's
+    /// tools, resource URIs, templates and prompts; another group's tool names.
+    fn offered(&self) -> Vec<(&'static str, String)> {
+        match &self.plugin {
+            Some(plugin) => plugin.offered(),
+            None => self
+                .tool_names
+                .iter()
+                .flatten()
+                .map(|name| ("tool", name.clone()))
+                .collect(),
         }
     }
 
@@ -142,21 +161,22 @@ impl ToolCatalog {
     }
 }
 
-/// The groups, less those whose tool names an earlier group has (each left out with a warning).
+/// The groups, less those whose tool names, resource URIs, resource templates or prompt names
+/// an earlier group has (each left out with a warning naming both).
 fn without_clashes(groups: impl IntoIterator<Item = ToolGroup>) -> Arc<[ToolGroup]> {
     let mut claims = crate::clash::Claims::new();
     let mut kept = Vec::new();
     for group in groups {
-        let names = group.tool_names.clone().unwrap_or_default();
-        if let Some((name, owner)) = claims.first_taken(&names) {
+        let offered = group.offered();
+        if let Some(((kind, name), owner)) = claims.first_taken(&offered) {
             tracing::warn!(
-                "not serving {}: its tool '{name}' is offered by {owner} already; rename or \
+                "not serving {}: its {kind} '{name}' is offered by {owner} already; rename or \
                  remove one of them",
                 group.name
             );
             continue;
         }
-        claims.claim(&names, group.name.clone());
+        claims.claim(&offered, group.name.clone());
         kept.push(group);
     }
     kept.into()
@@ -167,13 +187,35 @@ fn without_clashes(groups: impl IntoIterator<Item = ToolGroup>) -> Arc<[ToolGrou
 struct GroupTools {
     group: ToolGroup,
     created: OnceLock<Created>,
+    /// The session of the group's plugin, opened when first needed.
+    session: OnceLock<Option<PluginSession>>,
 }
 
 impl GroupTools {
+    fn new(group: ToolGroup) -> Self {
+        Self {
+            group,
+            created: OnceLock::new(),
+            session: OnceLock::new(),
+        }
+    }
+
+    /// The session of the group's plugin (opening it starts nothing: its tools' registration
+    /// or its first request does).
+    fn session(&self) -> Option<&PluginSession> {
+        self.session
+            .get_or_init(|| self.group.plugin.as_ref().map(LoadedPlugin::open))
+            .as_ref()
+    }
+
     /// The group's tools, created now if they were not yet.
     fn created(&self) -> &Created {
         self.created.get_or_init(|| {
-            (self.group.definitions)()
+            let definitions = match self.session() {
+                Some(session) => session.definitions(),
+                None => (self.group.definitions)(),
+            };
+            definitions
                 .into_iter()
                 .map(|definition| definition())
                 .collect()
@@ -193,18 +235,36 @@ struct DeferredTool {
 #[async_trait::async_trait]
 impl Tool for DeferredTool {
     async fn execute(&self, input_json: &str) -> Result<String, ToolError> {
+        match self.find() {
+            Some(tool) => tool.execute(input_json).await,
+            None => Err(self.missing()),
+        }
+    }
+
+    async fn call(&self, input_json: &str) -> Result<ToolOutput, ToolError> {
+        match self.find() {
+            Some(tool) => tool.call(input_json).await,
+            None => Err(self.missing()),
+        }
+    }
+}
+
+impl DeferredTool {
+    /// The created tool (creating the group's tools now).
+    fn find(&self) -> Option<&Arc<dyn Tool>> {
         let created = self.group.created();
-        let tool = created
+        created
             .get(self.index)
             .filter(|(meta, _)| meta.name == self.name)
-            .or_else(|| created.iter().find(|(meta, _)| meta.name == self.name));
-        match tool {
-            Some((_, tool)) => tool.execute(input_json).await,
-            None => Err(ToolError::Internal(format!(
-                "{} did not create its tool '{}' for this session",
-                self.group.group.name, self.name
-            ))),
-        }
+            .or_else(|| created.iter().find(|(meta, _)| meta.name == self.name))
+            .map(|(_, tool)| tool)
+    }
+
+    fn missing(&self) -> ToolError {
+        ToolError::Internal(format!(
+            "{} did not create its tool '{}' for this session",
+            self.group.group.name, self.name
+        ))
     }
 }
 
@@ -275,6 +335,14 @@ impl SessionTools {
         self.take_in(&groups)
     }
 
+    /// The sessions of the plugins of this session, in the order of their groups' names.
+    pub(crate) fn plugin_sessions(&self) -> Vec<PluginSession> {
+        self.groups
+            .values()
+            .filter_map(|(_, tools)| tools.session().cloned())
+            .collect()
+    }
+
     /// Waits until the catalog changes (`false`: it is gone).
     pub(crate) fn changes(&self) -> watch::Receiver<Arc<[ToolGroup]>> {
         self.updates.clone()
@@ -293,10 +361,7 @@ impl SessionTools {
             {
                 continue;
             }
-            let tools = Arc::new(GroupTools {
-                group: group.clone(),
-                created: OnceLock::new(),
-            });
+            let tools = Arc::new(GroupTools::new(group.clone()));
             // Tools not known in advance are known only once created.
             if self.create_all || group.tools.is_none() {
                 tools.created();

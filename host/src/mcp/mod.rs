@@ -19,9 +19,13 @@
 //! # }
 //! ```
 
+mod ask;
 mod catalog;
+mod content;
 #[cfg(feature = "mcp-http")]
 mod http;
+mod offerings;
+mod reports;
 mod session;
 mod stdio;
 #[cfg(feature = "mcp-http")]

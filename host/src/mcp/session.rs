@@ -5,14 +5,17 @@
 // of the protocol, but it is what released clients use for server logs.
 #![allow(deprecated)]
 
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode,
-    Implementation, ListToolsResult, LoggingLevel, LoggingMessageNotificationParam,
-    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ServerCapabilities,
-    ServerConfig, SetLevelRequestParams, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+    ContentBlock, ErrorCode, GetPromptRequestParams, GetPromptResponse, Implementation,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    LoggingLevel, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+    ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscribeRequestParams, Tool,
+    UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -20,11 +23,13 @@ use serde_json::Value;
 
 use super::McpOptions;
 use super::catalog::{SessionTools, ToolCatalog};
-use crate::events::{LogLevel, ToolEvent, ToolEventKind, with_tool_events};
+use super::reports::{REPORTS_DRAIN, REPORTS_QUEUED, Report, forward_reports};
+use crate::events::with_tool_events;
 use crate::hook::{
     PostToolCallAction, PostToolCallContext, PreToolCallAction, ToolCall, ToolCallContext,
     ToolResult,
 };
+use crate::tool::{Content, ToolOutput};
 use crate::tool_server::{LlmToolDefinition, ToolServerHandle};
 
 /// How long a call runs before it reports progress (to a client that sent a progress token).
@@ -116,7 +121,7 @@ impl Drop for Counted {
 /// The MCP server side of one session.
 pub(crate) struct McpSession {
     tools: Arc<Mutex<SessionTools>>,
-    options: Arc<McpOptions>,
+    pub(super) options: Arc<McpOptions>,
     /// The task telling the client about catalog changes: one per session, ended with it.
     watcher: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// The least important plugin log message the client wants (`logging/setLevel`); none
@@ -124,6 +129,10 @@ pub(crate) struct McpSession {
     log_level: Arc<Mutex<Option<LoggingLevel>>>,
     /// Its place among the server's sessions, if the server counts them.
     admission: Option<Admission>,
+    /// The resource URIs the client subscribed to.
+    pub(super) subscriptions: Arc<Mutex<BTreeSet<String>>>,
+    /// Who answers the plugins' questions: the session's client (made at the first call).
+    questions: std::sync::OnceLock<Arc<dyn crate::question::QuestionHandler>>,
 }
 
 impl Drop for McpSession {
@@ -153,15 +162,17 @@ impl McpSession {
             watcher: Mutex::new(None),
             log_level: Arc::new(Mutex::new(None)),
             admission,
+            subscriptions: Arc::default(),
+            questions: std::sync::OnceLock::new(),
         }
     }
 
     /// Takes the session's place among the server's live sessions (once).
-    fn admit(&self) -> Result<(), ErrorData> {
+    pub(super) fn admit(&self) -> Result<(), ErrorData> {
         self.admission.as_ref().map_or(Ok(()), Admission::admit)
     }
 
-    fn lock(&self) -> MutexGuard<'_, SessionTools> {
+    pub(super) fn lock(&self) -> MutexGuard<'_, SessionTools> {
         lock(&self.tools)
     }
 
@@ -194,115 +205,18 @@ fn mcp_tool(definition: LlmToolDefinition) -> Tool {
     })
 }
 
-/// MCP's severity ranks, least important first, for comparing with the client's level.
-fn rank(level: LoggingLevel) -> u8 {
-    match level {
-        LoggingLevel::Debug => 0,
-        LoggingLevel::Info => 1,
-        LoggingLevel::Notice => 2,
-        LoggingLevel::Warning => 3,
-        LoggingLevel::Error => 4,
-        LoggingLevel::Critical => 5,
-        LoggingLevel::Alert => 6,
-        LoggingLevel::Emergency => 7,
-    }
-}
-
-fn mcp_level(level: LogLevel) -> LoggingLevel {
-    match level {
-        LogLevel::Trace | LogLevel::Debug => LoggingLevel::Debug,
-        LogLevel::Info => LoggingLevel::Info,
-        LogLevel::Warn => LoggingLevel::Warning,
-        LogLevel::Error => LoggingLevel::Error,
-    }
-}
-
-/// What one call tells its client besides the result, in order.
-enum Report {
-    /// What the plugin reported.
-    Plugin(ToolEvent),
-    /// The host's own progress report: the call started (0 of 1) or finished (1 of 1).
-    Host { done: f64, message: String },
-    /// The call has ended: nothing more comes.
-    End,
-}
-
-/// Most reports one call may have waiting to be sent; more are dropped (a client that does
-/// not read must not make the host hold a plugin's every report).
-const REPORTS_QUEUED: usize = 256;
-
-/// How long a finished call waits for its reports to be sent before it answers.
-const REPORTS_DRAIN: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// Sends a call's reports to the client, in the order they were made, until
-/// [`Report::End`]: logs at or above the client's level, and progress when the client sent a
-/// token. Progress only grows; once the plugin reported progress itself, the host's own
-/// reports are left out, so that the client sees one growing sequence.
-///
-/// A future polled beside the call in the call's own task, not a task of its own: a quick
-/// call that reports nothing then costs no task, no wake-up of another thread and no timer
-/// (over stdio, `serve` went from 1.25× to 1.12× a bare rmcp server's p50 when the forwarder
-/// stopped being a spawned task; BENCHMARKS.md).
-async fn forward_reports(
-    peer: rmcp::Peer<RoleServer>,
-    level: Arc<Mutex<Option<LoggingLevel>>>,
-    token: Option<ProgressToken>,
-    mut receiver: tokio::sync::mpsc::Receiver<Report>,
-) {
-    let mut plugin_reported = false;
-    let mut last = f64::NEG_INFINITY;
-    while let Some(report) = receiver.recv().await {
-        let (done, total, message) = match report {
-            Report::End => break,
-            Report::Plugin(ToolEvent {
-                kind: ToolEventKind::Log { level: at, message },
-                plugin,
-                tool,
-                ..
-            }) => {
-                let wanted = *level.lock().unwrap_or_else(|p| p.into_inner());
-                let at = mcp_level(at);
-                if wanted.is_some_and(|wanted| rank(at) >= rank(wanted)) {
-                    let mut param =
-                        LoggingMessageNotificationParam::new(at, Value::String(message));
-                    param.logger = Some(format!("{plugin}/{tool}"));
-                    let _ = peer.notify_logging_message(param).await;
-                }
-                continue;
-            }
-            Report::Plugin(ToolEvent {
-                kind:
-                    ToolEventKind::Progress {
-                        done,
-                        total,
-                        message,
-                    },
-                ..
-            }) => {
-                plugin_reported = true;
-                (done, total, message)
-            }
-            Report::Host { .. } if plugin_reported => continue,
-            Report::Host { done, message } => (done, Some(1.0), Some(message)),
-        };
-        let Some(token) = &token else { continue };
-        if done <= last {
-            continue;
-        }
-        last = done;
-        let mut param = ProgressNotificationParam::new(token.clone(), done);
-        param.total = total;
-        param.message = message;
-        let _ = peer.notify_progress(param).await;
-    }
-}
-
 impl ServerHandler for McpSession {
     fn get_info(&self) -> ServerConfig {
         let capabilities = ServerCapabilities::builder()
             .enable_logging()
             .enable_tools()
             .enable_tool_list_changed()
+            .enable_resources()
+            .enable_resources_subscribe()
+            .enable_resources_list_changed()
+            .enable_prompts()
+            .enable_prompts_list_changed()
+            .enable_completions()
             .build();
         let mut info = ServerConfig::new(capabilities);
         info.server_info = Implementation::new(&self.options.name, &self.options.version);
@@ -351,33 +265,11 @@ impl ServerHandler for McpSession {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let definitions = self.current().tool_definitions_sorted();
-        let total = definitions.len();
-        let start = match request.and_then(|r| r.cursor) {
-            None => 0,
-            Some(cursor) => cursor
-                .parse::<usize>()
-                .ok()
-                .filter(|&at| at <= total)
-                .ok_or_else(|| {
-                    ErrorData::invalid_params(
-                        format!("the cursor {cursor:?} is not one this server gave"),
-                        None,
-                    )
-                })?,
-        };
-        let end = start
-            .saturating_add(self.options.page_size.max(1))
-            .min(total);
-        let page = definitions
-            .into_iter()
-            .skip(start)
-            .take(end - start)
-            .map(mcp_tool)
-            .collect::<Vec<_>>();
-        let mut result = ListToolsResult::with_all_items(page);
-        if end < total {
-            result.next_cursor = Some(end.to_string());
-        }
+        let (page, next) = super::offerings::page(definitions, request, self.options.page_size)?;
+        let mut result = ListToolsResult::with_all_items(page.into_iter().map(mcp_tool).collect())
+            .with_ttl_ms(super::offerings::TTL_MS)
+            .with_cache_scope(rmcp::model::CacheScope::Private);
+        result.next_cursor = next;
         Ok(result)
     }
 
@@ -385,6 +277,72 @@ impl ServerHandler for McpSession {
         self.current()
             .get_tool(name)
             .map(|(meta, _)| mcp_tool(LlmToolDefinition::from(&meta)))
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        self.resources_page(request).await
+    }
+
+    async fn list_resource_templates(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        self.templates_page(request)
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        self.read(&request)
+            .await
+            .map(ReadResourceResponse::Complete)
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.subscribe_to(&request.uri, true)
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.subscribe_to(&request.uri, false)
+    }
+
+    async fn list_prompts(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        self.prompts_page(request).await
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        self.render(request).await.map(GetPromptResponse::Complete)
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        self.completion(request).await
     }
 
     async fn set_level(
@@ -435,22 +393,44 @@ impl ServerHandler for McpSession {
         }
         let ToolCallContext { call, meta, tool } = ctx;
         let outcome = self.run(&call, &tool, context).await?;
-        // A tool with an output schema returned JSON matching it: the object is the structured
-        // result, and its text the content, for older clients. A plugin's result was checked
-        // against the schema (one key once, an object); a native tool is the operator's own
-        // code, trusted to serialise the type its schema is made of.
-        let structured = match &outcome {
-            Ok(output) if meta.output_schema.is_some() => serde_json::from_str::<Value>(output)
-                .ok()
-                .filter(Value::is_object),
-            _ => None,
-        };
-        let mut result = match outcome {
-            Ok(output) => ToolResult::success(&call.id, output),
+        let (output, error) = match outcome {
+            Ok(output) => (output, None),
             // A tool's failure is a result the model can read, not a protocol error.
-            Err(error) => ToolResult::error(&call.id, error.to_string()),
+            Err(error) => (ToolOutput::default(), Some(error.to_string())),
         };
+        let ToolOutput {
+            content,
+            structured,
+            is_error,
+        } = output;
+        // A plugin's structured value was checked (an object, one key once, matching its
+        // schema). A native tool with an output schema returns the object's JSON as its text:
+        // the operator's own code, trusted to serialise the type its schema is made of.
+        let structured = structured.or_else(|| match content.as_slice() {
+            [Content::Text(text)] if meta.output_schema.is_some() && error.is_none() => {
+                serde_json::from_str::<Value>(text)
+                    .ok()
+                    .filter(Value::is_object)
+            }
+            _ => None,
+        });
+        let mut blocks: Vec<ContentBlock> = match &error {
+            Some(text) => vec![ContentBlock::text(text.clone())],
+            None if content.is_empty() => structured
+                .iter()
+                .map(|value| ContentBlock::text(value.to_string()))
+                .collect(),
+            None => content.into_iter().map(super::content::block).collect(),
+        };
+        let mut is_error = is_error || error.is_some();
         if !self.options.post_hooks.is_empty() {
+            // The hooks see the text form; what they change replaces the content.
+            let text = super::content::blocks_text(&blocks);
+            let result = if is_error {
+                ToolResult::error(&call.id, text.clone())
+            } else {
+                ToolResult::success(&call.id, text.clone())
+            };
             let mut ctx = PostToolCallContext {
                 call,
                 result,
@@ -462,13 +442,15 @@ impl ServerHandler for McpSession {
                     return Err(refused_by_hook(&ctx.call, &reason));
                 }
             }
-            result = ctx.result;
+            if ctx.result.content != text {
+                blocks = vec![ContentBlock::text(ctx.result.content)];
+            }
+            is_error = ctx.result.is_error;
         }
-        let content = vec![ContentBlock::text(result.content)];
-        Ok(if result.is_error {
-            CallToolResult::error(content)
+        Ok(if is_error {
+            CallToolResult::error(blocks)
         } else {
-            let mut success = CallToolResult::success(content);
+            let mut success = CallToolResult::success(blocks);
             success.structured_content = structured;
             success
         }
@@ -496,12 +478,18 @@ impl McpSession {
         call: &ToolCall,
         tool: &Arc<dyn crate::tool::Tool>,
         context: RequestContext<RoleServer>,
-    ) -> Result<Result<String, crate::tool::ToolError>, ErrorData> {
+    ) -> Result<Result<crate::tool::ToolOutput, crate::tool::ToolError>, ErrorData> {
         let input = call.input.to_string();
         let (reports, receiver) = tokio::sync::mpsc::channel::<Report>(REPORTS_QUEUED);
+        let questions = Arc::clone(self.questions.get_or_init(|| {
+            Arc::new(super::ask::PeerQuestions {
+                peer: context.peer.clone(),
+            })
+        }));
         let forwarding = forward_reports(
             context.peer.clone(),
             Arc::clone(&self.log_level),
+            Arc::clone(&self.subscriptions),
             context.meta.get_progress_token(),
             receiver,
         );
@@ -516,7 +504,10 @@ impl McpSession {
         };
         // A cancelled request drops the call: the plugin's instance is reset (its state is
         // lost, and the next call says so), without counting as the plugin's failure.
-        let execution = with_tool_events(sink, tool.execute(&input));
+        let execution = with_tool_events(
+            sink,
+            crate::question::with_question_handler(questions, tool.call(&input)),
+        );
         let mut execution = std::pin::pin!(execution);
         // The reports are sent while the call runs, from this task: `forwarding` is polled
         // beside the call (it only ends at `Report::End`, sent below).

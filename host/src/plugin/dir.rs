@@ -94,15 +94,27 @@ impl PluginHost {
             }
         }
 
-        // Refuse both plugins of every clash of tool names.
-        let names: Vec<Vec<&str>> = loaded.iter().map(LoadedPlugin::tool_names).collect();
+        // Refuse both plugins of every clash of tool names, resource URIs, resource templates
+        // or prompt names.
+        let names: Vec<Vec<(&str, String)>> = loaded.iter().map(LoadedPlugin::offered).collect();
         let clashes = crate::clash::mutual(&names);
         for (plugin, clash) in loaded.iter().zip(&clashes) {
-            if let Some((tool, other)) = clash {
-                failures.push(PluginError::ToolNameClash {
-                    path: plugin.path().to_owned(),
-                    other: loaded[*other].path().to_owned(),
-                    tool: (*tool).to_owned(),
+            if let Some(((kind, name), other)) = clash {
+                let path = plugin.path().to_owned();
+                let other = loaded[*other].path().to_owned();
+                failures.push(if *kind == "tool" {
+                    PluginError::ToolNameClash {
+                        path,
+                        other,
+                        tool: name.clone(),
+                    }
+                } else {
+                    PluginError::OfferingClash {
+                        path,
+                        other,
+                        kind,
+                        name: name.clone(),
+                    }
                 });
             }
         }

@@ -217,6 +217,24 @@ pub enum PluginError {
         /// The tool both offer.
         tool: String,
     },
+    /// Two plugins of one directory offer the same resource URI, resource template or prompt
+    /// name; neither is loaded.
+    #[error(
+        "plugin {} and plugin {} both offer the {kind} '{name}'; neither is loaded — remove or \
+         rename one of them",
+        path.display(),
+        other.display()
+    )]
+    OfferingClash {
+        /// This plugin.
+        path: PathBuf,
+        /// The other plugin.
+        other: PathBuf,
+        /// What both offer: "resource", "resource template" or "prompt".
+        kind: &'static str,
+        /// Its URI, template or name.
+        name: String,
+    },
     /// The directory has a lock file, and this plugin is not approved by it.
     #[error(
         "plugin {} is not approved by {}: {reason}; review it, then approve it with \
@@ -267,6 +285,7 @@ impl PluginError {
             | PluginError::Policy { path, .. }
             | PluginError::OutsideDirectory { path, .. }
             | PluginError::ToolNameClash { path, .. }
+            | PluginError::OfferingClash { path, .. }
             | PluginError::NotApproved { path, .. } => Some(path),
             PluginError::Lock(error) => Some(error.path()),
             PluginError::InvalidLimits(_) | PluginError::Engine(_) => None,

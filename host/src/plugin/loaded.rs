@@ -186,6 +186,42 @@ impl LoadedPlugin {
         self.open().definitions()
     }
 
+    /// The resources the plugin listed at load (contract 0.3.0; empty for older plugins).
+    pub fn resources(&self) -> &[ResourceMeta] {
+        &self.image.offerings.resources
+    }
+
+    /// The plugin's resource templates.
+    pub fn resource_templates(&self) -> &[ResourceTemplate] {
+        &self.image.offerings.templates
+    }
+
+    /// The prompts the plugin listed at load.
+    pub fn prompts(&self) -> &[PromptMeta] {
+        &self.image.offerings.prompts
+    }
+
+    /// Everything the plugin offers that must be unique among the plugins served together,
+    /// as (kind, name): its tools, resource URIs, resource templates and prompts.
+    pub(crate) fn offered(&self) -> Vec<(&'static str, String)> {
+        let offerings = &self.image.offerings;
+        let tools = self.tools().iter().map(|t| ("tool", t.name.clone()));
+        let resources = offerings
+            .resources
+            .iter()
+            .map(|r| ("resource", r.uri.clone()));
+        let templates = offerings
+            .templates
+            .iter()
+            .map(|t| ("resource template", t.uri_template.clone()));
+        let prompts = offerings.prompts.iter().map(|p| ("prompt", p.name.clone()));
+        tools
+            .chain(resources)
+            .chain(templates)
+            .chain(prompts)
+            .collect()
+    }
+
     /// Opens a session of the plugin: its tool definitions and its resources, prompts and
     /// completions, served by one instance (see [`PluginSession`]).
     pub fn open(&self) -> PluginSession {

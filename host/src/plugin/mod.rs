@@ -36,4 +36,4 @@ pub use self::error::PluginError;
 pub use self::host::{PluginHost, PluginHostBuilder};
 pub use self::loaded::LoadedPlugin;
 pub(crate) use self::loaded::PluginImage;
-pub use self::session::{MAX_COMPLETION_VALUES, PluginSession};
+pub use self::session::{MAX_COMPLETION_VALUES, MAX_SUBSCRIPTIONS, PluginSession};

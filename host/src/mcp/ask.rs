@@ -1,0 +1,152 @@
+//! The MCP session as a [`QuestionHandler`]: a plugin's question becomes a request to the
+//! session's client (`elicitation/create`, `sampling/createMessage`, `roots/list`), asked only
+//! of a client that declared the capability, and answered back to the plugin.
+//!
+//! A session without an `initialize` handshake (revision 2026-07-28's stateless requests)
+//! cannot be sent requests: its questions fail as unsupported, a tool error the model reads.
+
+#![allow(deprecated)]
+
+use async_trait::async_trait;
+use rmcp::model::{
+    CreateMessageRequestParams, ElicitRequestParams, ElicitationAction, ElicitationSchema,
+    ModelHint, ModelPreferences,
+};
+use rmcp::{Peer, RoleServer};
+use serde_json::Value;
+
+use super::content::{our_role, sampled_content, sampling_message};
+use crate::question::{
+    Asker, ElicitationAnswer, QuestionError, QuestionHandler, Root, SamplingAnswer, SamplingRequest,
+};
+
+/// Asks the client of one MCP session.
+pub(crate) struct PeerQuestions {
+    pub(crate) peer: Peer<RoleServer>,
+}
+
+impl PeerQuestions {
+    /// The client's capabilities, or why it cannot be asked at all.
+    fn capabilities(
+        &self,
+        asker: &Asker,
+        what: &str,
+    ) -> Result<rmcp::model::ClientCapabilities, QuestionError> {
+        match self.peer.peer_info() {
+            Some(info) => Ok(info.capabilities.clone()),
+            None => Err(QuestionError::Unsupported(format!(
+                "tool '{}' of plugin '{}' asked the client to {what}, but this session has no \
+                 initialize handshake (a stateless request) and cannot be sent requests",
+                asker.tool, asker.plugin
+            ))),
+        }
+    }
+}
+
+fn undeclared(asker: &Asker, capability: &str) -> QuestionError {
+    QuestionError::Unsupported(format!(
+        "tool '{}' of plugin '{}' needs the client's `{capability}` capability, which this \
+         client did not declare",
+        asker.tool, asker.plugin
+    ))
+}
+
+fn failed(error: impl std::fmt::Display) -> QuestionError {
+    QuestionError::Failed(format!("the client answered with an error: {error}"))
+}
+
+#[async_trait]
+impl QuestionHandler for PeerQuestions {
+    async fn elicit(
+        &self,
+        asker: &Asker,
+        message: &str,
+        schema: &Value,
+    ) -> Result<ElicitationAnswer, QuestionError> {
+        if self
+            .capabilities(asker, "elicit input")?
+            .elicitation
+            .is_none()
+        {
+            return Err(undeclared(asker, "elicitation"));
+        }
+        // MCP's elicitation schema: a flat object of primitive fields. One the protocol does
+        // not allow is refused here, not passed on for the client to choke on.
+        let requested_schema: ElicitationSchema =
+            serde_json::from_value(schema.clone()).map_err(|error| {
+                QuestionError::Denied(format!(
+                    "the form's schema is not one MCP elicitation allows (a flat object of \
+                     string, number, integer, boolean and enum fields): {error}"
+                ))
+            })?;
+        let params = ElicitRequestParams::FormElicitationParams {
+            meta: None,
+            message: message.to_owned(),
+            requested_schema,
+        };
+        let result = self.peer.create_elicitation(params).await.map_err(failed)?;
+        Ok(match result.action {
+            ElicitationAction::Accept => match result.content {
+                Some(Value::Object(content)) => ElicitationAnswer::Accept(content),
+                None => ElicitationAnswer::Accept(serde_json::Map::new()),
+                Some(_) => {
+                    return Err(QuestionError::Failed(
+                        "the client accepted with content that is not a JSON object".into(),
+                    ));
+                }
+            },
+            ElicitationAction::Decline => ElicitationAnswer::Decline,
+            _ => ElicitationAnswer::Cancel,
+        })
+    }
+
+    async fn sample(
+        &self,
+        asker: &Asker,
+        request: &SamplingRequest,
+    ) -> Result<SamplingAnswer, QuestionError> {
+        if self.capabilities(asker, "sample")?.sampling.is_none() {
+            return Err(undeclared(asker, "sampling"));
+        }
+        let messages = request.messages.iter().map(sampling_message).collect();
+        let mut params = CreateMessageRequestParams::new(messages, request.max_tokens);
+        params.system_prompt.clone_from(&request.system_prompt);
+        params.temperature = request.temperature.map(|t| t as f32);
+        if !request.stop_sequences.is_empty() {
+            params.stop_sequences = Some(request.stop_sequences.clone());
+        }
+        if !request.model_hints.is_empty() {
+            let mut preferences = ModelPreferences::default();
+            preferences.hints = Some(
+                request
+                    .model_hints
+                    .iter()
+                    .map(|name| ModelHint::new(name.clone()))
+                    .collect(),
+            );
+            params.model_preferences = Some(preferences);
+        }
+        let result = self.peer.create_message(params).await.map_err(failed)?;
+        Ok(SamplingAnswer {
+            role: our_role(result.message.role),
+            content: sampled_content(result.message.content).map_err(QuestionError::Failed)?,
+            model: result.model,
+            stop_reason: result.stop_reason,
+        })
+    }
+
+    async fn roots(&self, asker: &Asker) -> Result<Vec<Root>, QuestionError> {
+        if self.capabilities(asker, "list its roots")?.roots.is_none() {
+            return Err(undeclared(asker, "roots"));
+        }
+        let result = self.peer.list_roots().await.map_err(failed)?;
+        Ok(result
+            .roots
+            .into_iter()
+            .map(|root| Root {
+                uri: root.uri,
+                name: root.name,
+            })
+            .collect())
+    }
+}

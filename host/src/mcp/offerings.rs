@@ -1,0 +1,297 @@
+//! An MCP session's resources, resource templates, prompts and completions: gathered from the
+//! sessions of its plugins (contract 0.3.0), each request routed to the plugin that offers what
+//! it names, in that plugin's session instance.
+
+use std::collections::BTreeMap;
+
+use rmcp::ErrorData;
+use rmcp::model::{
+    CacheScope, CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResult,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResult, Reference,
+};
+use serde_json::Value;
+
+use super::content;
+use super::session::McpSession;
+use crate::plugin::PluginSession;
+use crate::tool::{CompletionRef, RequestError};
+
+/// How long a client may keep a list or a read (`ttlMs`, revision 2026-07-28): not at all;
+/// a plugin's lists change with `--watch` and with what its calls do, and the session says so.
+pub(super) const TTL_MS: u64 = 0;
+
+/// The page of `items` a request's cursor asks for (a cursor is an index this server gave).
+pub(super) fn page<T>(
+    items: Vec<T>,
+    request: Option<PaginatedRequestParams>,
+    page_size: usize,
+) -> Result<(Vec<T>, Option<String>), ErrorData> {
+    let total = items.len();
+    let start = match request.and_then(|r| r.cursor) {
+        None => 0,
+        Some(cursor) => cursor
+            .parse::<usize>()
+            .ok()
+            .filter(|&at| at <= total)
+            .ok_or_else(|| {
+                ErrorData::invalid_params(
+                    format!("the cursor {cursor:?} is not one this server gave"),
+                    None,
+                )
+            })?,
+    };
+    let end = start.saturating_add(page_size.max(1)).min(total);
+    let next = (end < total).then(|| end.to_string());
+    Ok((
+        items.into_iter().skip(start).take(end - start).collect(),
+        next,
+    ))
+}
+
+/// A plugin's failure to answer a request, as MCP's error.
+fn request_error(error: RequestError, not_found: impl FnOnce(String) -> ErrorData) -> ErrorData {
+    match error {
+        RequestError::NotFound(text) => not_found(text),
+        RequestError::InvalidArgument(text) => ErrorData::invalid_params(text, None),
+        RequestError::Internal(text) => ErrorData::internal_error(text, None),
+    }
+}
+
+/// MCP's "Resource not found" (SEP-2164): invalid params, naming the URI in `data`.
+fn resource_not_found(uri: &str) -> ErrorData {
+    ErrorData::invalid_params(
+        "Resource not found",
+        Some(serde_json::json!({ "uri": uri })),
+    )
+}
+
+impl McpSession {
+    /// The sessions of this MCP session's plugins (opening them starts nothing).
+    fn plugins(&self) -> Vec<PluginSession> {
+        let mut tools = self.lock();
+        tools.refresh();
+        tools.plugin_sessions()
+    }
+
+    /// The plugin session whose resources or templates include `uri`.
+    fn resource_owner(&self, uri: &str) -> Option<PluginSession> {
+        self.plugins()
+            .into_iter()
+            .find(|session| session.offers_resource(uri))
+    }
+
+    pub(super) async fn resources_page(
+        &self,
+        request: Option<PaginatedRequestParams>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let mut resources = Vec::new();
+        for session in self.plugins() {
+            let listed = session.resources().await.map_err(|error| {
+                request_error(error, |text| ErrorData::internal_error(text, None))
+            })?;
+            resources.extend(listed.iter().cloned().map(content::resource));
+        }
+        let (page, next) = page(resources, request, self.options.page_size)?;
+        let mut result = ListResourcesResult::with_all_items(page)
+            .with_ttl_ms(TTL_MS)
+            .with_cache_scope(CacheScope::Private);
+        result.next_cursor = next;
+        Ok(result)
+    }
+
+    pub(super) fn templates_page(
+        &self,
+        request: Option<PaginatedRequestParams>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let templates = self
+            .plugins()
+            .iter()
+            .flat_map(|session| {
+                session
+                    .resource_templates()
+                    .iter()
+                    .map(content::template)
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let (page, next) = page(templates, request, self.options.page_size)?;
+        let mut result = ListResourceTemplatesResult::with_all_items(page)
+            .with_ttl_ms(TTL_MS)
+            .with_cache_scope(CacheScope::Private);
+        result.next_cursor = next;
+        Ok(result)
+    }
+
+    pub(super) async fn read(
+        &self,
+        request: &ReadResourceRequestParams,
+    ) -> Result<ReadResourceResult, ErrorData> {
+        let uri = request.uri.as_str();
+        let Some(session) = self.resource_owner(uri) else {
+            return Err(resource_not_found(uri));
+        };
+        self.admit()?;
+        let contents = session
+            .read_resource(uri)
+            .await
+            .map_err(|error| request_error(error, |_| resource_not_found(uri)))?;
+        if contents.is_empty() {
+            // A read answers with contents, or not at all (SEP-2164).
+            return Err(resource_not_found(uri));
+        }
+        let mut result = ReadResourceResult::new(
+            contents
+                .into_iter()
+                .map(content::resource_contents)
+                .collect(),
+        );
+        result.ttl_ms = Some(TTL_MS);
+        result.cache_scope = Some(CacheScope::Private);
+        Ok(result)
+    }
+
+    /// Subscribes to a resource the session's plugins offer; notices of its changes come from
+    /// the plugin, during its calls.
+    pub(super) fn subscribe_to(&self, uri: &str, subscribe: bool) -> Result<(), ErrorData> {
+        let mut subscriptions = self.subscriptions.lock().unwrap_or_else(|p| p.into_inner());
+        if !subscribe {
+            subscriptions.remove(uri);
+            return Ok(());
+        }
+        if self.resource_owner(uri).is_none() {
+            return Err(resource_not_found(uri));
+        }
+        // Bounded like a plugin's resource list: one entry per resource it could name.
+        if subscriptions.len() >= crate::plugin::MAX_SUBSCRIPTIONS {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "this session has {} subscriptions, the most it may have; unsubscribe from \
+                     some first",
+                    crate::plugin::MAX_SUBSCRIPTIONS
+                ),
+                None,
+            ));
+        }
+        subscriptions.insert(uri.to_owned());
+        Ok(())
+    }
+
+    pub(super) async fn prompts_page(
+        &self,
+        request: Option<PaginatedRequestParams>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let mut prompts = Vec::new();
+        for session in self.plugins() {
+            let listed = session.prompts().await.map_err(|error| {
+                request_error(error, |text| ErrorData::internal_error(text, None))
+            })?;
+            prompts.extend(listed.iter().map(content::prompt));
+        }
+        let (page, next) = page(prompts, request, self.options.page_size)?;
+        let mut result = ListPromptsResult::with_all_items(page)
+            .with_ttl_ms(TTL_MS)
+            .with_cache_scope(CacheScope::Private);
+        result.next_cursor = next;
+        Ok(result)
+    }
+
+    /// The plugin session offering the prompt `name`.
+    async fn prompt_owner(&self, name: &str) -> Result<PluginSession, ErrorData> {
+        for session in self.plugins() {
+            if let Ok(prompts) = session.prompts().await
+                && prompts.iter().any(|prompt| prompt.name == name)
+            {
+                return Ok(session);
+            }
+        }
+        Err(ErrorData::invalid_params(
+            format!("no prompt named '{name}'; call prompts/list for the prompts"),
+            None,
+        ))
+    }
+
+    pub(super) async fn render(
+        &self,
+        request: GetPromptRequestParams,
+    ) -> Result<GetPromptResult, ErrorData> {
+        let session = self.prompt_owner(&request.name).await?;
+        let arguments = string_arguments(request.arguments.unwrap_or_default())?;
+        self.admit()?;
+        let rendered = session
+            .get_prompt(&request.name, &arguments)
+            .await
+            .map_err(|error| request_error(error, |text| ErrorData::invalid_params(text, None)))?;
+        Ok(content::rendered_prompt(rendered))
+    }
+
+    pub(super) async fn completion(
+        &self,
+        request: CompleteRequestParams,
+    ) -> Result<CompleteResult, ErrorData> {
+        let (reference, session) = match &request.r#ref {
+            Reference::Prompt(prompt) => (
+                CompletionRef::Prompt(prompt.name.clone()),
+                self.prompt_owner(&prompt.name).await?,
+            ),
+            Reference::Resource(template) => {
+                let owner = self.plugins().into_iter().find(|session| {
+                    session
+                        .resource_templates()
+                        .iter()
+                        .any(|t| t.uri_template == template.uri)
+                });
+                let Some(owner) = owner else {
+                    return Err(ErrorData::invalid_params(
+                        format!(
+                            "no resource template '{}'; call resources/templates/list for them",
+                            template.uri
+                        ),
+                        None,
+                    ));
+                };
+                (CompletionRef::ResourceTemplate(template.uri.clone()), owner)
+            }
+            _ => {
+                return Err(ErrorData::invalid_params(
+                    "the completion's ref is neither ref/prompt nor ref/resource",
+                    None,
+                ));
+            }
+        };
+        let context: Vec<(String, String)> = request
+            .context
+            .and_then(|context| context.arguments)
+            .map(|arguments| arguments.into_iter().collect::<BTreeMap<_, _>>())
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
+        self.admit()?;
+        let completion = session
+            .complete(
+                reference,
+                &request.argument.name,
+                &request.argument.value,
+                &context,
+            )
+            .await
+            .map_err(|error| request_error(error, |text| ErrorData::invalid_params(text, None)))?;
+        Ok(content::completion(completion))
+    }
+}
+
+/// A prompt's arguments: MCP sends strings; anything else is refused, naming the argument.
+fn string_arguments(
+    arguments: serde_json::Map<String, Value>,
+) -> Result<Vec<(String, String)>, ErrorData> {
+    arguments
+        .into_iter()
+        .map(|(name, value)| match value {
+            Value::String(text) => Ok((name, text)),
+            other => Err(ErrorData::invalid_params(
+                format!("the prompt argument '{name}' is {other}, not a string"),
+                None,
+            )),
+        })
+        .collect()
+}
