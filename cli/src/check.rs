@@ -70,6 +70,35 @@ pub(crate) fn check(out: &mut String, loader: &Loader, dir: &Path) -> anyhow::Re
             "         contract: llm-worker:tool@{}",
             plugin.contract_version()
         );
+        if plugin.contract_version() != "0.1.0" && plugin.contract_version() != "0.2.0" {
+            let client = &policy.client;
+            let allowed = |on: bool| if on { "allowed" } else { "denied" };
+            outln!(
+                out,
+                "         client questions: elicitation {}, sampling {}, roots {}; at most {} \
+                 per call, {} bytes each, {:?} to answer",
+                allowed(client.elicitation),
+                allowed(client.sampling),
+                allowed(client.roots),
+                client.max_questions,
+                client.max_question_bytes,
+                client.answer_timeout
+            );
+            let resources: Vec<&str> = plugin.resources().iter().map(|r| r.uri.as_str()).collect();
+            let templates: Vec<&str> = plugin
+                .resource_templates()
+                .iter()
+                .map(|t| t.uri_template.as_str())
+                .collect();
+            let prompts: Vec<&str> = plugin.prompts().iter().map(|p| p.name.as_str()).collect();
+            outln!(
+                out,
+                "         resources: [{}], templates: [{}], prompts: [{}]",
+                resources.join(", "),
+                templates.join(", "),
+                prompts.join(", ")
+            );
+        }
         for meta in plugin.tools() {
             let hints = hint_words(&meta.annotations);
             if !hints.is_empty() || meta.output_schema.is_some() {

@@ -70,4 +70,9 @@ pub enum QuestionError {
     /// No answer came: the client failed, or the time to answer ran out.
     #[error("the client did not answer: {0}")]
     Failed(String),
+    /// The question goes to the client with this run's answer, which is not used; the
+    /// client's retry runs the tool again with the answer (MCP revision 2026-07-28). Return
+    /// promptly.
+    #[error("the client is asked; this run's result is not used: {0}")]
+    Deferred(String),
 }

@@ -20,7 +20,8 @@ use serde_json::Value;
 
 pub use crate::tool::{ElicitationAnswer, QuestionError, Root, SamplingAnswer, SamplingRequest};
 
-/// Who is asking: the plugin and the tool being called.
+/// Who is asking, and the question's key: the plugin, the tool being called (or the request,
+/// such as `prompts/get`), and the key the plugin gave the question (unique within the call).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Asker {
@@ -28,14 +29,17 @@ pub struct Asker {
     pub plugin: String,
     /// The tool being called.
     pub tool: String,
+    /// The question's key.
+    pub key: String,
 }
 
 impl Asker {
-    /// The tool `tool` of plugin `plugin`.
-    pub fn new(plugin: impl Into<String>, tool: impl Into<String>) -> Self {
+    /// Question `key` of the tool `tool` of plugin `plugin`.
+    pub fn new(plugin: impl Into<String>, tool: impl Into<String>, key: impl Into<String>) -> Self {
         Self {
             plugin: plugin.into(),
             tool: tool.into(),
+            key: key.into(),
         }
     }
 }

@@ -3,6 +3,8 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 
+use crate::question::QuestionHandler;
+
 use crate::events::{Sink, ToolEvent};
 use crate::hook::{
     PostToolCallAction, PostToolCallContext, PostToolCallHook, PreToolCallAction, PreToolCallHook,
@@ -102,6 +104,8 @@ pub struct Worker<S: WorkerState = Mutable> {
     pre_hooks: Vec<Arc<dyn PreToolCallHook>>,
     post_hooks: Vec<Arc<dyn PostToolCallHook>>,
     event_hooks: Vec<EventHook>,
+    /// Who answers the questions tools ask (elicitation, sampling, roots).
+    questions: Option<Arc<dyn QuestionHandler>>,
     _state: PhantomData<S>,
 }
 
@@ -122,6 +126,7 @@ impl Worker<Mutable> {
             pre_hooks: Vec::new(),
             post_hooks: Vec::new(),
             event_hooks: Vec::new(),
+            questions: None,
             _state: PhantomData,
         }
     }
@@ -186,6 +191,7 @@ impl<S: WorkerState> Worker<S> {
             pre_hooks: self.pre_hooks,
             post_hooks: self.post_hooks,
             event_hooks: self.event_hooks,
+            questions: self.questions,
             _state: PhantomData,
         }
     }
@@ -211,6 +217,16 @@ impl<S: WorkerState> Worker<S> {
     /// running the plugin, while the plugin waits: keep it quick.
     pub fn add_tool_event_hook(&mut self, hook: impl Fn(&ToolEvent) + Send + Sync + 'static) {
         self.event_hooks.push(Arc::new(hook));
+    }
+
+    /// Sets who answers the questions the tools of this worker's calls ask the user or a model
+    /// (contract 0.3.0: elicitation, sampling, roots): the embedder's own UI or model. Without
+    /// one, the handler of the caller's
+    /// [`with_question_handler`](crate::question::with_question_handler) scope answers, if
+    /// any; otherwise a question fails and the tool reports it. The plugin's policy (`[client]`)
+    /// decides first what it may ask.
+    pub fn set_question_handler(&mut self, handler: Arc<dyn QuestionHandler>) {
+        self.questions = Some(handler);
     }
 
     /// Where the events of this worker's calls go: its event hooks, then the caller's
@@ -276,7 +292,11 @@ impl<S: WorkerState> Worker<S> {
             pending.push((index, PendingCall { call, meta, tool }));
         }
 
-        let outcomes = run_in_parallel(&pending, self.event_sink()).await;
+        let questions = self
+            .questions
+            .clone()
+            .or_else(crate::question::current_handler);
+        let outcomes = run_in_parallel(&pending, self.event_sink(), questions).await;
 
         for ((index, pending), result) in pending.into_iter().zip(outcomes) {
             let PendingCall { call, meta, tool } = pending;
@@ -304,13 +324,23 @@ impl<S: WorkerState> Worker<S> {
 
 /// Runs the calls concurrently: on tokio worker threads when inside a tokio runtime, otherwise
 /// interleaved on the calling task.
-async fn run_in_parallel(pending: &[(usize, PendingCall)], sink: Option<Sink>) -> Vec<ToolResult> {
+async fn run_in_parallel(
+    pending: &[(usize, PendingCall)],
+    sink: Option<Sink>,
+    questions: Option<Arc<dyn QuestionHandler>>,
+) -> Vec<ToolResult> {
     let jobs = pending.iter().map(|(_, p)| {
         let tool = Arc::clone(&p.tool);
         let input = p.call.input.to_string();
         let id = p.call.id.clone();
+        let questions = questions.clone();
         async move {
-            match tool.execute(&input).await {
+            let execution = tool.execute(&input);
+            let outcome = match questions {
+                Some(handler) => crate::question::with_question_handler(handler, execution).await,
+                None => execution.await,
+            };
+            match outcome {
                 Ok(content) => ToolResult::success(id, content),
                 Err(error) => ToolResult::error(id, error.to_string()),
             }

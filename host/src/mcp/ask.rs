@@ -8,14 +8,11 @@
 #![allow(deprecated)]
 
 use async_trait::async_trait;
-use rmcp::model::{
-    CreateMessageRequestParams, ElicitRequestParams, ElicitationAction, ElicitationSchema,
-    ModelHint, ModelPreferences,
-};
+use rmcp::model::{ElicitRequestParams, ElicitationAction, ElicitationSchema};
 use rmcp::{Peer, RoleServer};
 use serde_json::Value;
 
-use super::content::{our_role, sampled_content, sampling_message};
+use super::content::{our_role, sampled_content};
 use crate::question::{
     Asker, ElicitationAnswer, QuestionError, QuestionHandler, Root, SamplingAnswer, SamplingRequest,
 };
@@ -108,24 +105,7 @@ impl QuestionHandler for PeerQuestions {
         if self.capabilities(asker, "sample")?.sampling.is_none() {
             return Err(undeclared(asker, "sampling"));
         }
-        let messages = request.messages.iter().map(sampling_message).collect();
-        let mut params = CreateMessageRequestParams::new(messages, request.max_tokens);
-        params.system_prompt.clone_from(&request.system_prompt);
-        params.temperature = request.temperature.map(|t| t as f32);
-        if !request.stop_sequences.is_empty() {
-            params.stop_sequences = Some(request.stop_sequences.clone());
-        }
-        if !request.model_hints.is_empty() {
-            let mut preferences = ModelPreferences::default();
-            preferences.hints = Some(
-                request
-                    .model_hints
-                    .iter()
-                    .map(|name| ModelHint::new(name.clone()))
-                    .collect(),
-            );
-            params.model_preferences = Some(preferences);
-        }
+        let params = super::mrtr::sampling_params(request);
         let result = self.peer.create_message(params).await.map_err(failed)?;
         Ok(SamplingAnswer {
             role: our_role(result.message.role),

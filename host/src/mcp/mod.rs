@@ -24,6 +24,7 @@ mod catalog;
 mod content;
 #[cfg(feature = "mcp-http")]
 mod http;
+mod mrtr;
 mod offerings;
 mod reports;
 mod session;
@@ -67,6 +68,11 @@ pub struct McpOptions {
     /// (the output, or the error's message) and may rewrite it; structured content passes
     /// untouched; `Abort` fails the request with the hook's reason.
     pub post_hooks: Vec<Arc<dyn PostToolCallHook>>,
+    /// Signs the request states of revision 2026-07-28's `input_required` answers (a tool's
+    /// questions to the client). Replicas behind one balancer must share the key
+    /// ([`request_state_key`](Self::request_state_key)); by default each process makes a
+    /// random one.
+    request_states: Option<Arc<rmcp::model::RequestStateCodec>>,
 }
 
 impl std::fmt::Debug for McpOptions {
@@ -92,7 +98,24 @@ impl McpOptions {
             page_size: 100,
             pre_hooks: Vec::new(),
             post_hooks: Vec::new(),
+            request_states: process_codec(),
         }
+    }
+
+    /// Signs request states with `key` (at least 32 bytes; secret), so that servers sharing
+    /// it accept each other's states (replicas behind one balancer).
+    ///
+    /// # Errors
+    ///
+    /// A key shorter than 32 bytes.
+    pub fn request_state_key(mut self, key: &[u8]) -> Result<Self, McpError> {
+        let codec = mrtr::codec(Some(key)).map_err(McpError::Session)?;
+        self.request_states = Some(Arc::new(codec));
+        Ok(self)
+    }
+
+    pub(crate) fn request_states(&self) -> Option<&rmcp::model::RequestStateCodec> {
+        self.request_states.as_deref()
     }
 
     /// Adds a hook run before every tool call of every session (an operator's audit or
@@ -123,6 +146,22 @@ impl McpOptions {
         self.page_size = tools.max(1);
         self
     }
+}
+
+/// This process's request-state codec, with a random key made once; none if the system gave
+/// no randomness (then no state is made or accepted: questions on 2026-07-28 fail closed).
+fn process_codec() -> Option<Arc<rmcp::model::RequestStateCodec>> {
+    static CODEC: std::sync::OnceLock<Option<Arc<rmcp::model::RequestStateCodec>>> =
+        std::sync::OnceLock::new();
+    CODEC
+        .get_or_init(|| match mrtr::codec(None) {
+            Ok(codec) => Some(Arc::new(codec)),
+            Err(error) => {
+                tracing::error!("{error}; request states cannot be made or accepted");
+                None
+            }
+        })
+        .clone()
 }
 
 /// Why serving stopped or could not start.

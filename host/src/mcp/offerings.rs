@@ -4,12 +4,15 @@
 
 use std::collections::BTreeMap;
 
-use rmcp::ErrorData;
+use std::sync::Arc;
+
 use rmcp::model::{
-    CacheScope, CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResult,
+    CacheScope, CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResponse,
     ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams,
     ReadResourceRequestParams, ReadResourceResult, Reference,
 };
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer};
 use serde_json::Value;
 
 use super::content;
@@ -211,18 +214,53 @@ impl McpSession {
         ))
     }
 
+    /// Renders a prompt; a prompt may ask the client too (on 2026-07-28, deferred like a
+    /// tool's questions).
     pub(super) async fn render(
         &self,
-        request: GetPromptRequestParams,
-    ) -> Result<GetPromptResult, ErrorData> {
+        mut request: GetPromptRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
         let session = self.prompt_owner(&request.name).await?;
-        let arguments = string_arguments(request.arguments.unwrap_or_default())?;
+        let arguments_json = request.arguments.take().unwrap_or_default();
+        let arguments = string_arguments(arguments_json.clone())?;
         self.admit()?;
-        let rendered = session
-            .get_prompt(&request.name, &arguments)
-            .await
+        let replay = match super::mrtr::is_stateless(&context.meta) {
+            true => self.replay(
+                "prompts/get",
+                &request.name,
+                &arguments_json,
+                &mut request.request_state,
+                &mut request.input_responses,
+                context,
+            )?,
+            false => None,
+        };
+        let rendering = session.get_prompt(&request.name, &arguments);
+        let rendered = match &replay {
+            Some((replay, _)) => {
+                crate::question::with_question_handler(Arc::clone(replay) as _, rendering).await
+            }
+            None if super::mrtr::is_stateless(&context.meta) => rendering.await,
+            None => {
+                let peer = Arc::new(super::ask::PeerQuestions {
+                    peer: context.peer.clone(),
+                });
+                crate::question::with_question_handler(peer, rendering).await
+            }
+        };
+        if let Some((replay, arguments)) = &replay
+            && let Some(codec) = self.options.request_states()
+            && let Some(input_required) =
+                replay.input_required(codec, "prompts/get", &request.name, arguments)?
+        {
+            return Ok(GetPromptResponse::InputRequired(input_required));
+        }
+        let rendered = rendered
             .map_err(|error| request_error(error, |text| ErrorData::invalid_params(text, None)))?;
-        Ok(content::rendered_prompt(rendered))
+        Ok(GetPromptResponse::Complete(content::rendered_prompt(
+            rendered,
+        )))
     }
 
     pub(super) async fn completion(

@@ -332,9 +332,9 @@ impl ServerHandler for McpSession {
     async fn get_prompt(
         &self,
         request: GetPromptRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        self.render(request).await.map(GetPromptResponse::Complete)
+        self.render(request, &context).await
     }
 
     async fn complete(
@@ -356,7 +356,7 @@ impl ServerHandler for McpSession {
 
     async fn call_tool(
         &self,
-        request: CallToolRequestParams,
+        mut request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let Some((meta, tool)) = self.current().get_tool(&request.name) else {
@@ -369,10 +369,27 @@ impl ServerHandler for McpSession {
             ));
         };
         self.admit()?;
+        let arguments = request.arguments.take().unwrap_or_default();
+        // On 2026-07-28 a question is deferred to the client's retry, which brings its
+        // answers and the signed state of earlier rounds.
+        let replay = match super::mrtr::is_stateless(&context.meta) {
+            true => self.replay(
+                "tools/call",
+                &request.name,
+                &arguments,
+                &mut request.request_state,
+                &mut request.input_responses,
+                &context,
+            )?,
+            false => None,
+        };
         let call = ToolCall {
             id: context.id.to_string(),
             name: request.name.to_string(),
-            input: Value::Object(request.arguments.unwrap_or_default()),
+            input: Value::Object(match &replay {
+                Some(_) => arguments.clone(),
+                None => arguments,
+            }),
         };
         // The operator's hooks see every call, whatever the front end.
         let mut ctx = ToolCallContext { call, meta, tool };
@@ -392,7 +409,23 @@ impl ServerHandler for McpSession {
             }
         }
         let ToolCallContext { call, meta, tool } = ctx;
-        let outcome = self.run(&call, &tool, context).await?;
+        let questions: Option<Arc<dyn crate::question::QuestionHandler>> = match &replay {
+            Some((replay, _)) => Some(Arc::clone(replay) as _),
+            None if super::mrtr::is_stateless(&context.meta) => None,
+            None => Some(Arc::clone(self.questions.get_or_init(|| {
+                Arc::new(super::ask::PeerQuestions {
+                    peer: context.peer.clone(),
+                })
+            }))),
+        };
+        let outcome = self.run(&call, &tool, context, questions).await?;
+        if let Some((replay, arguments)) = &replay
+            && let Some(codec) = self.options.request_states()
+            && let Some(input_required) =
+                replay.input_required(codec, "tools/call", &call.name, arguments)?
+        {
+            return Ok(CallToolResponse::InputRequired(input_required));
+        }
         let (output, error) = match outcome {
             Ok(output) => (output, None),
             // A tool's failure is a result the model can read, not a protocol error.
@@ -471,6 +504,34 @@ fn refused_by_hook(call: &ToolCall, reason: &str) -> ErrorData {
 }
 
 impl McpSession {
+    /// The questions of a 2026-07-28 request of `method` for `name` (its state verified, its
+    /// answers taken), with the arguments the state is bound to; none if this server cannot
+    /// sign states (its questions then fail as unanswerable).
+    #[allow(clippy::type_complexity)]
+    pub(super) fn replay(
+        &self,
+        method: &str,
+        name: &str,
+        arguments: &serde_json::Map<String, Value>,
+        state: &mut Option<String>,
+        responses: &mut Option<rmcp::model::InputResponses>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Option<(Arc<super::mrtr::Replay>, serde_json::Map<String, Value>)>, ErrorData> {
+        let Some(codec) = self.options.request_states() else {
+            return Ok(None);
+        };
+        let replay = super::mrtr::Replay::open(
+            codec,
+            method,
+            name,
+            arguments,
+            state.take().as_deref(),
+            responses.take(),
+            context.client_capabilities().unwrap_or_default(),
+        )?;
+        Ok(Some((Arc::new(replay), arguments.clone())))
+    }
+
     /// Runs a call with its reports (logs, progress) sent to the client, stopping it if the
     /// client cancels the request.
     async fn run(
@@ -478,14 +539,10 @@ impl McpSession {
         call: &ToolCall,
         tool: &Arc<dyn crate::tool::Tool>,
         context: RequestContext<RoleServer>,
+        questions: Option<Arc<dyn crate::question::QuestionHandler>>,
     ) -> Result<Result<crate::tool::ToolOutput, crate::tool::ToolError>, ErrorData> {
         let input = call.input.to_string();
         let (reports, receiver) = tokio::sync::mpsc::channel::<Report>(REPORTS_QUEUED);
-        let questions = Arc::clone(self.questions.get_or_init(|| {
-            Arc::new(super::ask::PeerQuestions {
-                peer: context.peer.clone(),
-            })
-        }));
         let forwarding = forward_reports(
             context.peer.clone(),
             Arc::clone(&self.log_level),
@@ -504,10 +561,14 @@ impl McpSession {
         };
         // A cancelled request drops the call: the plugin's instance is reset (its state is
         // lost, and the next call says so), without counting as the plugin's failure.
-        let execution = with_tool_events(
-            sink,
-            crate::question::with_question_handler(questions, tool.call(&input)),
-        );
+        let execution = with_tool_events(sink, async {
+            match questions {
+                Some(handler) => {
+                    crate::question::with_question_handler(handler, tool.call(&input)).await
+                }
+                None => tool.call(&input).await,
+            }
+        });
         let mut execution = std::pin::pin!(execution);
         // The reports are sent while the call runs, from this task: `forwarding` is polled
         // beside the call (it only ends at `Report::End`, sent below).

@@ -241,6 +241,7 @@ impl From<crate::tool::QuestionError> for wit_client::QuestionError {
             E::Unsupported(text) => Self::Unsupported(text),
             E::Denied(text) => Self::Denied(text),
             E::Failed(text) => Self::Failed(text),
+            E::Deferred(text) => Self::Deferred(text),
         }
     }
 }

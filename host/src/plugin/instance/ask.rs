@@ -40,7 +40,8 @@ pub(crate) struct Questions {
     policy: ClientPolicy,
     handler: Option<Arc<dyn QuestionHandler>>,
     tool: Option<Arc<str>>,
-    asked: u32,
+    /// The keys of the questions this call asked.
+    asked: Vec<String>,
     pub(crate) waited: Arc<Waited>,
 }
 
@@ -69,7 +70,7 @@ impl Questions {
             policy: policy.clone(),
             handler: None,
             tool: None,
-            asked: 0,
+            asked: Vec::new(),
             waited: Arc::default(),
         }
     }
@@ -79,7 +80,7 @@ impl Questions {
     pub(crate) fn begin(&mut self, tool: Option<&Arc<str>>) {
         self.tool = tool.map(Arc::clone);
         self.handler = tool.and_then(|_| crate::question::current_handler());
-        self.asked = 0;
+        self.asked.clear();
         self.waited.reset();
     }
 
@@ -91,6 +92,7 @@ impl Questions {
     /// Whether the question may be asked, and who answers it.
     fn admit(
         &mut self,
+        key: &str,
         kind: Kind,
         question_bytes: usize,
     ) -> Result<(Arc<dyn QuestionHandler>, Asker), QuestionError> {
@@ -114,7 +116,18 @@ impl Questions {
                 kind.key()
             )));
         }
-        if self.asked >= self.policy.max_questions {
+        if let Err(problem) = llm_worker_rules::tool::check_name(key) {
+            return Err(QuestionError::Denied(format!(
+                "tool '{tool}' of plugin '{plugin}' asked a question whose key {problem}"
+            )));
+        }
+        if self.asked.iter().any(|asked| asked == key) {
+            return Err(QuestionError::Denied(format!(
+                "tool '{tool}' of plugin '{plugin}' asked a second question with the key \
+                 '{key}'; give each question of a call its own key"
+            )));
+        }
+        if self.asked.len() >= self.policy.max_questions as usize {
             return Err(QuestionError::Denied(format!(
                 "tool '{tool}' of plugin '{plugin}' has asked its {} questions, the most one \
                  call may ask (`[client] max_questions`)",
@@ -135,8 +148,8 @@ impl Questions {
                 kind.key()
             )));
         };
-        self.asked += 1;
-        Ok((Arc::clone(handler), Asker::new(plugin, &**tool)))
+        self.asked.push(key.to_owned());
+        Ok((Arc::clone(handler), Asker::new(plugin, &**tool, key)))
     }
 
     /// Asks: admits the question, waits for `ask`'s answer within the answer time, checks
@@ -144,6 +157,7 @@ impl Questions {
     pub(crate) async fn ask<T, F, Fut>(
         &mut self,
         deadline: &mut Instant,
+        key: &str,
         kind: Kind,
         question_bytes: usize,
         ask: F,
@@ -153,7 +167,7 @@ impl Questions {
         F: FnOnce(Arc<dyn QuestionHandler>, Asker) -> Fut,
         Fut: std::future::Future<Output = Result<T, QuestionError>>,
     {
-        let (handler, asker) = self.admit(kind, question_bytes)?;
+        let (handler, asker) = self.admit(key, kind, question_bytes)?;
         let timeout = self.policy.answer_timeout;
         let started = Instant::now();
         let answer = tokio::time::timeout(timeout, ask(handler, asker)).await;

@@ -163,6 +163,7 @@ fn content_bytes(content: &Content) -> usize {
 impl PluginClientImports for PluginState {
     async fn elicit(
         &mut self,
+        key: String,
         message: String,
         requested_schema: String,
     ) -> Result<WitElicitation, WitQuestionError> {
@@ -180,6 +181,7 @@ impl PluginClientImports for PluginState {
             .questions
             .ask(
                 &mut self.deadline,
+                &key,
                 Kind::Elicitation,
                 bytes,
                 |handler, asker| async move { handler.elicit(&asker, &message, &schema).await },
@@ -202,6 +204,7 @@ impl PluginClientImports for PluginState {
 
     async fn sample(
         &mut self,
+        key: String,
         request: WitSamplingRequest,
     ) -> Result<WitSamplingAnswer, WitQuestionError> {
         let request: crate::tool::SamplingRequest = request.into();
@@ -215,6 +218,7 @@ impl PluginClientImports for PluginState {
             .questions
             .ask(
                 &mut self.deadline,
+                &key,
                 Kind::Sampling,
                 bytes,
                 |handler, asker| async move { handler.sample(&asker, &request).await },
@@ -224,11 +228,12 @@ impl PluginClientImports for PluginState {
         Ok(answer.into())
     }
 
-    async fn roots(&mut self) -> Result<Vec<WitRoot>, WitQuestionError> {
+    async fn roots(&mut self, key: String) -> Result<Vec<WitRoot>, WitQuestionError> {
         let roots = self
             .questions
             .ask(
                 &mut self.deadline,
+                &key,
                 Kind::Roots,
                 0,
                 |handler, asker| async move { handler.roots(&asker).await },

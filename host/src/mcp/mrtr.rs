@@ -1,0 +1,272 @@
+//! Questions on revision 2026-07-28, which has no server-to-client requests (SEP-2322,
+//! "multi round-trip requests"): a call's question the client has not answered yet is
+//! deferred — the plugin is told so, and the call is answered `input_required` with the
+//! questions and a request state. The client's retry carries its answers (`inputResponses`)
+//! and the state; the tool runs again from the start, and each question gets the answer of its
+//! key. The state, signed by this server (`RequestStateCodec`, HMAC-SHA256), holds the answers
+//! of earlier rounds and is bound to the method, the tool or prompt and its arguments: a
+//! tampered or foreign state is refused.
+
+#![allow(deprecated)]
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rmcp::ErrorData;
+use rmcp::model::{
+    ClientCapabilities, CreateMessageRequest, CreateMessageRequestParams, CreateMessageResult,
+    ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema,
+    InputRequest, InputRequiredResult, ListRootsRequest, ListRootsResult, ModelHint,
+    ModelPreferences, RequestStateCodec, SealOptions,
+};
+use serde_json::Value;
+
+use super::content::{our_role, sampled_content, sampling_message};
+use crate::question::{
+    Asker, ElicitationAnswer, QuestionError, QuestionHandler, Root, SamplingAnswer, SamplingRequest,
+};
+
+/// How long a request state stays valid.
+const STATE_TTL: Duration = Duration::from_secs(3600);
+
+/// The signing key of request states: the operator's (shared by replicas behind one
+/// balancer), or one made at random for this process.
+pub(crate) fn codec(key: Option<&[u8]>) -> Result<RequestStateCodec, String> {
+    match key {
+        Some(key) => RequestStateCodec::try_new(key.to_vec()).map_err(|error| error.to_string()),
+        None => {
+            let mut key = [0u8; 32];
+            getrandom::fill(&mut key)
+                .map_err(|error| format!("cannot make a request-state key: {error}"))?;
+            RequestStateCodec::try_new(key.to_vec()).map_err(|error| error.to_string())
+        }
+    }
+}
+
+/// What a request state holds: the answers of earlier rounds, by question key.
+#[derive(serde::Serialize, serde::Deserialize, Default)]
+struct State {
+    answers: BTreeMap<String, Value>,
+}
+
+/// What binds a state to its request: the method, the tool's or prompt's name, its arguments.
+fn binding(method: &str, name: &str, arguments: &serde_json::Map<String, Value>) -> Vec<u8> {
+    // serde_json's map is ordered by key: the same arguments give the same bytes.
+    let arguments = Value::Object(arguments.clone()).to_string();
+    let digest = crate::digest::sha256(arguments.as_bytes());
+    let mut bound = format!("{method}\n{name}\n").into_bytes();
+    bound.extend_from_slice(&digest);
+    bound
+}
+
+/// One 2026-07-28 request's questions: answered from the client's responses and the state's,
+/// the others deferred.
+pub(crate) struct Replay {
+    answers: BTreeMap<String, Value>,
+    capabilities: ClientCapabilities,
+    /// The questions deferred, by key.
+    deferred: Mutex<BTreeMap<String, InputRequest>>,
+    /// The answers this run used, by key: carried to the next round.
+    used: Mutex<BTreeMap<String, Value>>,
+}
+
+impl Replay {
+    /// The questions of a request of `method` for `name` with `arguments`: the answers of the
+    /// verified `state` (an error if it does not verify), then the client's `responses`.
+    pub(crate) fn open(
+        codec: &RequestStateCodec,
+        method: &str,
+        name: &str,
+        arguments: &serde_json::Map<String, Value>,
+        state: Option<&str>,
+        responses: Option<BTreeMap<String, Value>>,
+        capabilities: ClientCapabilities,
+    ) -> Result<Self, ErrorData> {
+        let mut answers = match state {
+            None => BTreeMap::new(),
+            Some(sealed) => {
+                let state: State = codec
+                    .open_json_with(sealed, &binding(method, name, arguments))
+                    .map_err(|error| {
+                        tracing::debug!("a request state was refused: {error}");
+                        ErrorData::invalid_params(
+                            "requestState integrity check failed: it was not made by this \
+                             server for this request (or it expired); retry without it",
+                            None,
+                        )
+                    })?;
+                state.answers
+            }
+        };
+        answers.extend(responses.unwrap_or_default());
+        Ok(Self {
+            answers,
+            capabilities,
+            deferred: Mutex::default(),
+            used: Mutex::default(),
+        })
+    }
+
+    /// The `input_required` answer if the run deferred questions, with a state holding the
+    /// answers it used.
+    pub(crate) fn input_required(
+        &self,
+        codec: &RequestStateCodec,
+        method: &str,
+        name: &str,
+        arguments: &serde_json::Map<String, Value>,
+    ) -> Result<Option<InputRequiredResult>, ErrorData> {
+        let deferred = std::mem::take(&mut *lock(&self.deferred));
+        if deferred.is_empty() {
+            return Ok(None);
+        }
+        let state = State {
+            answers: std::mem::take(&mut *lock(&self.used)),
+        };
+        let sealed = codec
+            .seal_json_with(
+                &state,
+                &SealOptions::new()
+                    .associated_data(&binding(method, name, arguments))
+                    .ttl(STATE_TTL),
+            )
+            .map_err(|error| ErrorData::internal_error(error.to_string(), None))?;
+        Ok(Some(InputRequiredResult::new(Some(deferred), Some(sealed))))
+    }
+
+    /// The answer to `key`, if the client gave one of the right shape; otherwise the question
+    /// is deferred.
+    fn answer<T: serde::de::DeserializeOwned>(
+        &self,
+        asker: &Asker,
+        request: impl FnOnce() -> InputRequest,
+    ) -> Result<T, QuestionError> {
+        if let Some(value) = self.answers.get(&asker.key)
+            && let Ok(answer) = serde_json::from_value::<T>(value.clone())
+        {
+            lock(&self.used).insert(asker.key.clone(), value.clone());
+            return Ok(answer);
+        }
+        lock(&self.deferred).insert(asker.key.clone(), request());
+        Err(QuestionError::Deferred(format!(
+            "question '{}' goes to the client with this call's answer",
+            asker.key
+        )))
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn undeclared(asker: &Asker, capability: &str) -> QuestionError {
+    QuestionError::Unsupported(format!(
+        "tool '{}' of plugin '{}' needs the client's `{capability}` capability, which this \
+         request did not declare",
+        asker.tool, asker.plugin
+    ))
+}
+
+#[async_trait]
+impl QuestionHandler for Replay {
+    async fn elicit(
+        &self,
+        asker: &Asker,
+        message: &str,
+        schema: &Value,
+    ) -> Result<ElicitationAnswer, QuestionError> {
+        if self.capabilities.elicitation.is_none() {
+            return Err(undeclared(asker, "elicitation"));
+        }
+        let requested_schema: ElicitationSchema =
+            serde_json::from_value(schema.clone()).map_err(|error| {
+                QuestionError::Denied(format!(
+                    "the form's schema is not one MCP elicitation allows: {error}"
+                ))
+            })?;
+        let result: ElicitResult = self.answer(asker, || {
+            InputRequest::Elicitation(ElicitRequest::new(
+                ElicitRequestParams::FormElicitationParams {
+                    meta: None,
+                    message: message.to_owned(),
+                    requested_schema,
+                },
+            ))
+        })?;
+        Ok(match result.action {
+            ElicitationAction::Accept => match result.content {
+                Some(Value::Object(content)) => ElicitationAnswer::Accept(content),
+                _ => ElicitationAnswer::Accept(serde_json::Map::new()),
+            },
+            ElicitationAction::Decline => ElicitationAnswer::Decline,
+            _ => ElicitationAnswer::Cancel,
+        })
+    }
+
+    async fn sample(
+        &self,
+        asker: &Asker,
+        request: &SamplingRequest,
+    ) -> Result<SamplingAnswer, QuestionError> {
+        if self.capabilities.sampling.is_none() {
+            return Err(undeclared(asker, "sampling"));
+        }
+        let result: CreateMessageResult = self.answer(asker, || {
+            InputRequest::CreateMessage(CreateMessageRequest::new(sampling_params(request)))
+        })?;
+        Ok(SamplingAnswer {
+            role: our_role(result.message.role),
+            content: sampled_content(result.message.content).map_err(QuestionError::Failed)?,
+            model: result.model,
+            stop_reason: result.stop_reason,
+        })
+    }
+
+    async fn roots(&self, asker: &Asker) -> Result<Vec<Root>, QuestionError> {
+        if self.capabilities.roots.is_none() {
+            return Err(undeclared(asker, "roots"));
+        }
+        let result: ListRootsResult = self.answer(asker, || {
+            InputRequest::ListRoots(ListRootsRequest::default())
+        })?;
+        Ok(result
+            .roots
+            .into_iter()
+            .map(|root| Root {
+                uri: root.uri,
+                name: root.name,
+            })
+            .collect())
+    }
+}
+
+/// A sampling request as MCP's.
+pub(crate) fn sampling_params(request: &SamplingRequest) -> CreateMessageRequestParams {
+    let messages = request.messages.iter().map(sampling_message).collect();
+    let mut params = CreateMessageRequestParams::new(messages, request.max_tokens);
+    params.system_prompt.clone_from(&request.system_prompt);
+    params.temperature = request.temperature.map(|t| t as f32);
+    if !request.stop_sequences.is_empty() {
+        params.stop_sequences = Some(request.stop_sequences.clone());
+    }
+    if !request.model_hints.is_empty() {
+        let mut preferences = ModelPreferences::default();
+        preferences.hints = Some(
+            request
+                .model_hints
+                .iter()
+                .map(|name| ModelHint::new(name.clone()))
+                .collect(),
+        );
+        params.model_preferences = Some(preferences);
+    }
+    params
+}
+
+/// Whether a request is of revision 2026-07-28 or later (its `_meta` names its version):
+/// questions are then deferred, not sent.
+pub(crate) fn is_stateless(meta: &rmcp::model::RequestMetaObject) -> bool {
+    meta.protocol_version().is_some()
+}
