@@ -270,3 +270,172 @@ pub(crate) fn sampling_params(request: &SamplingRequest) -> CreateMessageRequest
 pub(crate) fn is_stateless(meta: &rmcp::model::RequestMetaObject) -> bool {
     meta.protocol_version().is_some()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn capabilities() -> ClientCapabilities {
+        serde_json::from_value(serde_json::json!({"elicitation": {}, "sampling": {}}))
+            .expect("capabilities")
+    }
+
+    fn asker(key: &str) -> Asker {
+        Asker::new("p", "t", key)
+    }
+
+    fn form() -> Value {
+        serde_json::json!({"type": "object", "properties": {"name": {"type": "string"}}})
+    }
+
+    fn arguments(text: &str) -> serde_json::Map<String, Value> {
+        let mut map = serde_json::Map::new();
+        map.insert("a".into(), Value::String(text.into()));
+        map
+    }
+
+    #[tokio::test]
+    async fn a_question_is_deferred_then_answered_from_the_state_and_the_responses() {
+        let codec = codec(Some(&[7u8; 32])).expect("codec");
+        let args = arguments("x");
+        // Round 1: nothing answered: the question is deferred.
+        let round1 = Replay::open(&codec, "tools/call", "t", &args, None, None, capabilities())
+            .expect("round 1");
+        let deferred = round1.elicit(&asker("name"), "Name?", &form()).await;
+        assert!(
+            matches!(deferred, Err(QuestionError::Deferred(_))),
+            "{deferred:?}"
+        );
+        let result = round1
+            .input_required(&codec, "tools/call", "t", &args)
+            .expect("seal")
+            .expect("input required");
+        let requests = result.input_requests.expect("requests");
+        assert_eq!(requests.keys().collect::<Vec<_>>(), ["name"]);
+        let state1 = result.request_state.expect("state");
+        // Round 2: answered; a second question is deferred, and the state carries the first.
+        let responses = BTreeMap::from([(
+            "name".to_owned(),
+            serde_json::json!({"action": "accept", "content": {"name": "Ada"}}),
+        )]);
+        let round2 = Replay::open(
+            &codec,
+            "tools/call",
+            "t",
+            &args,
+            Some(&state1),
+            Some(responses),
+            capabilities(),
+        )
+        .expect("round 2");
+        let answer = round2.elicit(&asker("name"), "Name?", &form()).await;
+        assert!(
+            matches!(&answer, Ok(ElicitationAnswer::Accept(content)) if content["name"] == "Ada"),
+            "{answer:?}"
+        );
+        let colour = round2.elicit(&asker("colour"), "Colour?", &form()).await;
+        assert!(matches!(colour, Err(QuestionError::Deferred(_))));
+        let state2 = round2
+            .input_required(&codec, "tools/call", "t", &args)
+            .expect("seal")
+            .and_then(|result| result.request_state)
+            .expect("state 2");
+        assert_ne!(state1, state2);
+        // Round 3: the first answer comes from the state alone.
+        let responses = BTreeMap::from([(
+            "colour".to_owned(),
+            serde_json::json!({"action": "accept", "content": {"name": "blue"}}),
+        )]);
+        let round3 = Replay::open(
+            &codec,
+            "tools/call",
+            "t",
+            &args,
+            Some(&state2),
+            Some(responses),
+            capabilities(),
+        )
+        .expect("round 3");
+        assert!(
+            round3
+                .elicit(&asker("name"), "Name?", &form())
+                .await
+                .is_ok()
+        );
+        assert!(
+            round3
+                .elicit(&asker("colour"), "Colour?", &form())
+                .await
+                .is_ok()
+        );
+        assert!(
+            round3
+                .input_required(&codec, "tools/call", "t", &args)
+                .expect("seal")
+                .is_none()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_tampered_foreign_or_rebound_state_is_refused() {
+        let codec = codec(Some(&[7u8; 32])).expect("codec");
+        let args = arguments("x");
+        let round1 = Replay::open(&codec, "tools/call", "t", &args, None, None, capabilities())
+            .expect("round 1");
+        let _ = round1.roots(&asker("r")).await;
+        let _ = round1.elicit(&asker("name"), "Name?", &form()).await;
+        let state = round1
+            .input_required(&codec, "tools/call", "t", &args)
+            .expect("seal")
+            .and_then(|result| result.request_state)
+            .expect("state");
+        let open = |codec: &RequestStateCodec, method: &str, name: &str, args, state: &str| {
+            Replay::open(codec, method, name, args, Some(state), None, capabilities()).map(|_| ())
+        };
+        assert!(open(&codec, "tools/call", "t", &args, &state).is_ok());
+        let tampered = format!("{state}-TAMPERED");
+        let error = open(&codec, "tools/call", "t", &args, &tampered).expect_err("tampered");
+        assert_eq!(error.code, rmcp::model::ErrorCode::INVALID_PARAMS);
+        assert!(error.message.contains("integrity"), "{}", error.message);
+        let other_server = codec_with(&[9u8; 32]);
+        assert!(open(&other_server, "tools/call", "t", &args, &state).is_err());
+        assert!(open(&codec, "tools/call", "other", &args, &state).is_err());
+        assert!(open(&codec, "prompts/get", "t", &args, &state).is_err());
+        assert!(open(&codec, "tools/call", "t", &arguments("y"), &state).is_err());
+    }
+
+    fn codec_with(key: &[u8]) -> RequestStateCodec {
+        codec(Some(key)).expect("codec")
+    }
+
+    #[tokio::test]
+    async fn an_undeclared_capability_is_a_clear_error_and_a_malformed_answer_asks_again() {
+        let codec = codec_with(&[7u8; 32]);
+        let args = arguments("x");
+        let responses = BTreeMap::from([("name".to_owned(), serde_json::json!(12345))]);
+        let replay = Replay::open(
+            &codec,
+            "tools/call",
+            "t",
+            &args,
+            None,
+            Some(responses),
+            capabilities(),
+        )
+        .expect("open");
+        let roots = replay.roots(&asker("r")).await;
+        assert!(
+            matches!(&roots, Err(QuestionError::Unsupported(text)) if text.contains("roots")),
+            "{roots:?}"
+        );
+        let again = replay.elicit(&asker("name"), "Name?", &form()).await;
+        assert!(
+            matches!(again, Err(QuestionError::Deferred(_))),
+            "{again:?}"
+        );
+        assert!(
+            super::codec(Some(&[1u8; 8])).is_err(),
+            "a short key is refused"
+        );
+    }
+}

@@ -352,3 +352,41 @@ fn policy_files_sit_beside_plugins() {
         Path::new("/p/weather.policy.toml")
     );
 }
+
+#[test]
+fn the_client_table_is_deny_by_default_for_sampling_and_roots_and_checked() {
+    let defaults = Limits::default();
+    let path = std::path::Path::new("p.policy.toml");
+    let policy = SandboxPolicy::parse("", path, &defaults).expect("empty policy");
+    assert!(policy.client.elicitation);
+    assert!(!policy.client.sampling);
+    assert!(!policy.client.roots);
+    let policy = SandboxPolicy::parse(
+        "[client]\nsampling = true\nroots = true\nelicitation = false\nmax_questions = 3\n\
+         max_question_bytes = 2048\nanswer_timeout_ms = 1500\n",
+        path,
+        &defaults,
+    )
+    .expect("valid [client]");
+    assert!(policy.client.sampling && policy.client.roots && !policy.client.elicitation);
+    assert_eq!(policy.client.max_questions, 3);
+    assert_eq!(policy.client.max_question_bytes, 2048);
+    assert_eq!(
+        policy.client.answer_timeout,
+        std::time::Duration::from_millis(1500)
+    );
+    for (bad, key) in [
+        ("max_questions = 0", "client.max_questions"),
+        ("max_question_bytes = 10", "client.max_question_bytes"),
+        ("answer_timeout_ms = 0", "client.answer_timeout_ms"),
+    ] {
+        let error = SandboxPolicy::parse(&format!("[client]\n{bad}\n"), path, &defaults)
+            .expect_err(bad)
+            .to_string();
+        assert!(error.contains(key), "{error}");
+    }
+    let unknown = SandboxPolicy::parse("[client]\nsampel = true\n", path, &defaults)
+        .expect_err("unknown key")
+        .to_string();
+    assert!(unknown.contains("sampel"), "{unknown}");
+}

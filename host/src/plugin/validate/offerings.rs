@@ -241,3 +241,92 @@ impl TemplateMatcher {
         self.regex.is_match(uri)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uris_need_a_scheme_and_no_spaces() {
+        assert_eq!(check_uri("test://static-text"), Ok(()));
+        assert_eq!(check_uri("file:///a/b.txt"), Ok(()));
+        for bad in [
+            "",
+            "no-scheme",
+            "://x",
+            "1x://y",
+            "a b://c",
+            "x://a b",
+            "x://\u{7}",
+        ] {
+            assert!(check_uri(bad).is_err(), "{bad:?} was accepted");
+        }
+        assert!(check_uri(&format!("x://{}", "a".repeat(MAX_URI_BYTES))).is_err());
+    }
+
+    #[test]
+    fn templates_are_level_one_with_unique_variables() {
+        assert_eq!(
+            template_variables("test://template/{id}/data"),
+            Ok(vec!["id"])
+        );
+        assert_eq!(template_variables("x://{a}/{b}"), Ok(vec!["a", "b"]));
+        for bad in [
+            "x://{",
+            "x://}",
+            "x://{}",
+            "x://{+path}",
+            "x://{a}/{a}",
+            "x://{a,b}",
+        ] {
+            assert!(template_variables(bad).is_err(), "{bad:?} was accepted");
+        }
+    }
+
+    #[test]
+    fn a_template_matches_its_instances_only() {
+        let matcher = TemplateMatcher::new("test://template/{id}/data").expect("compiles");
+        assert!(matcher.matches("test://template/123/data"));
+        assert!(!matcher.matches("test://template//data"));
+        assert!(!matcher.matches("test://template/1/2/data"));
+        assert!(!matcher.matches("test://template/123/data/more"));
+        assert!(!matcher.matches("xtest://template/123/data"));
+        // Literal characters that mean something in a regular expression stay literal.
+        let dotted = TemplateMatcher::new("a.b://{x}?q=(1)").expect("compiles");
+        assert!(dotted.matches("a.b://v?q=(1)"));
+        assert!(!dotted.matches("aXb://v?q=(1)"));
+    }
+
+    #[test]
+    fn a_hostile_template_matches_in_linear_time() {
+        // Adjacent variables over a long run would make a backtracking matcher explode.
+        let template = format!(
+            "x://{}",
+            (0..60).map(|i| format!("{{v{i}}}")).collect::<String>()
+        );
+        let matcher = TemplateMatcher::new(&template).expect("compiles");
+        let uri = format!("x://{}!", "a".repeat(2000));
+        assert!(matcher.matches(&uri));
+        assert!(!matcher.matches(&format!("x://{}/", "a".repeat(2000))));
+    }
+
+    #[test]
+    fn lists_refuse_duplicates_and_bad_names() {
+        let resource = |uri: &str| ResourceMeta::new(uri, "name");
+        assert_eq!(
+            check_resources(&[resource("a://1"), resource("a://2")]),
+            Ok(())
+        );
+        let twice = check_resources(&[resource("a://1"), resource("a://1")]).unwrap_err();
+        assert!(twice.contains("listed twice"), "{twice}");
+        let nameless = check_resources(&[ResourceMeta::new("a://1", "")]).unwrap_err();
+        assert!(nameless.contains("name"), "{nameless}");
+        let prompt = |name: &str| PromptMeta {
+            name: name.to_owned(),
+            ..PromptMeta::default()
+        };
+        assert_eq!(check_prompts(&[prompt("summarise")]), Ok(()));
+        assert!(check_prompts(&[prompt("has space")]).is_err());
+        assert!(check_prompts(&[prompt("p"), prompt("p")]).is_err());
+    }
+}
