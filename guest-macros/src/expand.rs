@@ -227,9 +227,9 @@ fn expand_tool(
         #[allow(unused_imports)]
         use #output::{
             ErrorIsBoxedError as _, ErrorIsDebug as _, ErrorIsDisplay as _,
-            ErrorIsStdError as _, ErrorIsToolError as _,
-            OutputIsDebug as _, OutputIsJson as _, OutputIsJsonWithSchema as _,
-            OutputIsText as _, SplitPlain as _, SplitResult as _,
+            ErrorIsRequestError as _, ErrorIsStdError as _, ErrorIsToolError as _,
+            OutputIsContent as _, OutputIsDebug as _, OutputIsJson as _,
+            OutputIsJsonWithSchema as _, OutputIsText as _, SplitPlain as _, SplitResult as _,
         };
     };
 
@@ -267,7 +267,25 @@ fn expand_tool(
                 let split = (&#output::Is::of(&result)).__llm_worker_split();
                 match split.result(result) {
                     ::std::result::Result::Ok(value) => {
-                        (&&&&#output::Is::of(&value)).__llm_worker_output().output(value)
+                        (&&&&&#output::Is::of(&value)).__llm_worker_output().output(value)
+                    }
+                    ::std::result::Result::Err(error) => ::std::result::Result::Err(
+                        (&&&&#output::Is::of(&error)).__llm_worker_error().tool_error(error),
+                    ),
+                }
+            }
+
+            async fn call(
+                &self,
+                input_json: &str,
+            ) -> ::std::result::Result<#output::ToolOutput, #krate::ToolError> {
+                #dispatch
+                let args: #args_ty = #output::arguments(input_json)?;
+                let result = #call;
+                let split = (&#output::Is::of(&result)).__llm_worker_split();
+                match split.result(result) {
+                    ::std::result::Result::Ok(value) => {
+                        (&&&&&#output::Is::of(&value)).__llm_worker_output().content(value)
                     }
                     ::std::result::Result::Err(error) => ::std::result::Result::Err(
                         (&&&&#output::Is::of(&error)).__llm_worker_error().tool_error(error),
@@ -295,7 +313,7 @@ fn expand_tool(
                         description
                     };
                     let split = (&#output::Is::<#output_ty>::new()).__llm_worker_split();
-                    let output_schema = (&&&&split.ok()).__llm_worker_output().output_schema(split.ok());
+                    let output_schema = (&&&&&split.ok()).__llm_worker_output().output_schema(split.ok());
                     let meta = #krate::ToolMeta::new(#name)
                         .description(description)
                         .input_schema(schema)

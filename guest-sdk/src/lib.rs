@@ -73,6 +73,7 @@
 #[allow(unused_extern_crates)]
 extern crate self as llm_worker_guest;
 
+mod client;
 pub mod content;
 mod export;
 pub mod log;
@@ -82,14 +83,15 @@ pub mod question;
 pub mod report;
 mod tool;
 
+pub use client::{Elicitation, elicit, elicit_with_schema, roots, sample};
 pub use content::{
     Completion, CompletionRef, Content, Media, Message, Prompt, PromptArgument, PromptMeta,
     RequestError, ResourceContents, ResourceData, ResourceMeta, ResourceTemplate, Role, ToolOutput,
 };
 pub use export::block_on;
-pub use llm_worker_macros::{description, tool, tool_registry};
+pub use llm_worker_macros::{complete, description, prompt, resource, tool, tool_registry};
 pub use question::{ElicitationAnswer, QuestionError, Root, SamplingAnswer, SamplingRequest};
-pub use report::progress;
+pub use report::{Listing, list_changed, progress, resource_updated};
 pub use tool::{
     Tool, ToolAnnotations, ToolDefinition, ToolError, ToolMeta, ToolRegistry, WorkerToolDefinition,
 };
@@ -99,7 +101,7 @@ pub use tool::{
 pub mod __private {
     /// The marker attributes, for a glob import that an explicit import shadows.
     pub mod markers {
-        pub use llm_worker_macros::description;
+        pub use llm_worker_macros::{complete, description};
     }
     pub use crate::export::{Plugin, block_on};
     pub use crate::output;
