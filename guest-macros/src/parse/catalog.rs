@@ -486,3 +486,73 @@ fn check_prompt_name(ident: &syn::Ident, name: &str, errors: &mut Errors) {
     };
     errors.push(syn::Error::new_spanned(ident, message));
 }
+
+#[cfg(test)]
+mod tests {
+    use quote::quote;
+
+    use super::super::Registry;
+    use super::*;
+
+    fn registry(tokens: proc_macro2::TokenStream) -> syn::Result<Registry> {
+        Registry::parse(syn::parse2(tokens)?).map_err(|(error, _)| error)
+    }
+
+    #[test]
+    fn resources_and_prompts_are_read_with_their_arguments() {
+        let reg = registry(quote! {
+            impl App {
+                /// All.
+                #[resource(uri = "a://all", mime_type = "text/plain")]
+                fn all(&self) -> String { String::new() }
+                #[resource(template = "a://{day}/{id}", name = "entry", title = "Entry")]
+                fn entry(&self, id: String, #[complete(days)] day: String) -> String { id }
+                /// Asks.
+                #[prompt(title = "Ask")]
+                fn r#ask(&self, #[description = "the topic"] topic: String, tone: Option<String>) -> String { topic }
+            }
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert!(reg.tools.is_empty());
+        let [all, entry] = &reg.resources[..] else {
+            panic!("two resources expected");
+        };
+        assert_eq!(all.name, "all");
+        assert!(matches!(&all.kind, ResourceKind::Fixed(uri) if uri.value() == "a://all"));
+        assert_eq!(entry.name, "entry");
+        let names: Vec<&str> = entry.args.iter().map(|a| a.name.as_str()).collect();
+        assert_eq!(names, ["id", "day"]);
+        assert_eq!(
+            entry.args[1]
+                .complete
+                .as_ref()
+                .map(ToString::to_string)
+                .as_deref(),
+            Some("days")
+        );
+        let ask = &reg.prompts[0];
+        assert_eq!(ask.name, "ask");
+        assert!(ask.args[0].required && !ask.args[1].required);
+        assert_eq!(
+            ask.args[0]
+                .description
+                .as_ref()
+                .map(LitStr::value)
+                .as_deref(),
+            Some("the topic")
+        );
+        // The argument markers are removed from the emitted block.
+        let item = &reg.item;
+        let emitted = quote!(#item).to_string();
+        assert!(!emitted.contains("complete") && !emitted.contains("description"));
+    }
+
+    #[test]
+    fn type_checks_accept_only_text() {
+        assert!(is_string(&syn::parse_quote!(String)));
+        assert!(is_string(&syn::parse_quote!(std::string::String)));
+        assert!(!is_string(&syn::parse_quote!(&str)));
+        assert!(is_option_of_string(&syn::parse_quote!(Option<String>)));
+        assert!(!is_option_of_string(&syn::parse_quote!(Option<u32>)));
+    }
+}
