@@ -1,4 +1,5 @@
-//! Logs and progress from a running tool (contract 0.2.0's `host` interface).
+//! Logs and progress from a running tool, and notices that the plugin's resources or lists
+//! changed (the contract's `host` interface).
 //!
 //! In a plugin they go to the host, which tags them with the plugin and the tool, logs them,
 //! and passes them to the client (MCP `notifications/message` and `notifications/progress`).
@@ -26,6 +27,7 @@ pub use llm_worker_rules::report::{
 
 /// One report, as [`capture`] collects it.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Report {
     /// A log message.
     Log {
@@ -43,6 +45,19 @@ pub enum Report {
         /// What is happening.
         message: Option<String>,
     },
+    /// The resource of this URI changed ([`resource_updated`]).
+    ResourceUpdated(String),
+    /// A list changed ([`list_changed`]).
+    ListChanged(Listing),
+}
+
+/// Which of a plugin's lists changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Listing {
+    /// Its resources.
+    Resources,
+    /// Its prompts.
+    Prompts,
 }
 
 thread_local! {
@@ -86,4 +101,20 @@ pub fn progress(done: f64, total: Option<f64>, message: Option<&str>) {
     });
     #[cfg(target_arch = "wasm32")]
     crate::export::host_progress(done, total, message);
+}
+
+/// Tells the host that the resource `uri` changed: clients subscribed to it are told. Call it
+/// from within a call (a tool's, a resource read's, …): a plugin runs only then.
+pub fn resource_updated(uri: &str) {
+    record(|| Report::ResourceUpdated(uri.to_owned()));
+    #[cfg(target_arch = "wasm32")]
+    crate::export::host_resource_updated(uri);
+}
+
+/// Tells the host that the plugin's list of resources or prompts changed: the session reads
+/// it again and its client is told.
+pub fn list_changed(which: Listing) {
+    record(|| Report::ListChanged(which));
+    #[cfg(target_arch = "wasm32")]
+    crate::export::host_list_changed(which);
 }

@@ -1,12 +1,16 @@
-//! The tool itself: its immutable [`ToolMeta`], the [`Tool`] trait, [`ToolError`] and the
-//! [`ToolDefinition`] factory that creates both at registration.
+//! The tool itself: its immutable [`ToolMeta`], the [`Tool`] trait, [`ToolError`], the
+//! [`ToolDefinition`] factory that creates both at registration, and the [`ToolRegistry`]
+//! that lists a type's tools and serves its resources and prompts.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde_json::Value;
 
-use crate::content::ToolOutput;
+use crate::content::{
+    Completion, CompletionRef, Prompt, PromptMeta, RequestError, ResourceContents, ResourceMeta,
+    ResourceTemplate, ToolOutput,
+};
 
 /// What the model sees of a tool: its name, description and JSON input schema; optionally a
 /// human-readable title, the JSON schema of its structured output and hints about its
@@ -154,9 +158,79 @@ pub type ToolDefinition = Arc<dyn Fn() -> (ToolMeta, Arc<dyn Tool>) + Send + Syn
 /// The definition a host's `Worker` registers: the same factory as [`ToolDefinition`].
 pub type WorkerToolDefinition = ToolDefinition;
 
-/// A type whose methods are tools: implemented by `#[tool_registry]` for the whole `impl`
-/// block, listing every `#[tool]` method's definition in declaration order.
+/// A type whose methods are tools, resources and prompts: implemented by `#[tool_registry]`
+/// for the whole `impl` block. It lists every `#[tool]` method's definition in declaration
+/// order, and serves the `#[resource]` and `#[prompt]` methods (with their completions) from
+/// the same value.
+///
+/// The provided methods are what a registry without resources or prompts answers: empty
+/// lists, and [`RequestError::NotFound`] for anything asked by name.
 pub trait ToolRegistry {
     /// One definition per `#[tool]` method.
     fn tool_definitions(&self) -> Vec<ToolDefinition>;
+
+    /// The resources offered now: one per `#[resource(uri = …)]` method.
+    fn resources(&self) -> Vec<ResourceMeta> {
+        Vec::new()
+    }
+
+    /// The URI templates offered: one per `#[resource(template = …)]` method.
+    fn resource_templates(&self) -> Vec<ResourceTemplate> {
+        Vec::new()
+    }
+
+    /// Reads the resource `uri`: a listed one, or one matching a template.
+    ///
+    /// # Errors
+    /// [`RequestError::NotFound`] for a URI that is neither; otherwise what the resource's
+    /// method returned.
+    fn read_resource(&self, uri: &str) -> Result<Vec<ResourceContents>, RequestError> {
+        Err(RequestError::NotFound(format!(
+            "no resource '{uri}': this plugin offers no resources"
+        )))
+    }
+
+    /// The prompts offered now: one per `#[prompt]` method.
+    fn prompts(&self) -> Vec<PromptMeta> {
+        Vec::new()
+    }
+
+    /// Renders the prompt `name` with its arguments, as (name, value) pairs.
+    ///
+    /// # Errors
+    /// [`RequestError::NotFound`] for an unknown prompt, [`RequestError::InvalidArgument`] for
+    /// a missing or unknown argument; otherwise what the prompt's method returned.
+    fn get_prompt(
+        &self,
+        name: &str,
+        arguments: &[(String, String)],
+    ) -> Result<Prompt, RequestError> {
+        let _ = arguments;
+        Err(RequestError::NotFound(format!(
+            "no prompt '{name}': this plugin offers no prompts"
+        )))
+    }
+
+    /// Suggests values for the argument `argument` of `reference`, typed so far as `value`.
+    /// An argument without a `#[complete(…)]` method gets an empty completion.
+    ///
+    /// # Errors
+    /// [`RequestError::NotFound`] for an unknown prompt or template,
+    /// [`RequestError::InvalidArgument`] for an argument it does not have.
+    fn complete(
+        &self,
+        reference: &CompletionRef,
+        argument: &str,
+        value: &str,
+    ) -> Result<Completion, RequestError> {
+        let _ = (argument, value);
+        Err(RequestError::NotFound(match reference {
+            CompletionRef::Prompt(name) => {
+                format!("no prompt '{name}': this plugin offers no prompts")
+            }
+            CompletionRef::ResourceTemplate(template) => format!(
+                "no resource template '{template}': this plugin offers no resource templates"
+            ),
+        }))
+    }
 }

@@ -6,7 +6,8 @@
 //!
 //! - [`contract`]: the WIT package and the versions of it that exist;
 //! - [`tool`]: what a valid tool name and title are, and the caps on a plugin's tool list;
-//! - [`report`]: log levels and the bounds on what a running tool reports.
+//! - [`report`]: log levels and the bounds on what a running tool reports;
+//! - [`template`]: resource URI templates, and which URIs they match.
 //!
 //! The crate has no dependencies, so that a proc-macro crate, a `wasm32-wasip2` plugin and
 //! the host can all depend on it.
@@ -14,4 +15,5 @@
 
 pub mod contract;
 pub mod report;
+pub mod template;
 pub mod tool;

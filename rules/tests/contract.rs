@@ -43,9 +43,9 @@ fn the_host_binds_every_version_and_the_guest_the_current_one() {
             "host/src/plugin/bindings.rs does not bind wit/{version}"
         );
     }
-    let guest = read("guest-sdk/src/export.rs");
+    let guest = read("guest-sdk/src/export/bindings.rs");
     assert!(
         guest.contains(&format!("path: \"../wit/{CURRENT}\"")),
-        "guest-sdk/src/export.rs does not build against wit/{CURRENT}"
+        "guest-sdk/src/export/bindings.rs does not build against wit/{CURRENT}"
     );
 }

@@ -38,7 +38,7 @@ impl ToolMethod {
                 "a #[tool] method cannot be variadic",
             ));
         }
-        check_receiver(sig, errors);
+        check_receiver(sig, "tool", errors);
 
         let mut args = Vec::new();
         for input in method.sig.inputs.iter_mut() {
@@ -153,7 +153,7 @@ impl ToolMethod {
 }
 
 /// Whether `ty` (anywhere inside) is `impl Trait`, which a generated item cannot name.
-fn contains_impl_trait(ty: &Type) -> bool {
+pub(super) fn contains_impl_trait(ty: &Type) -> bool {
     struct Finder(bool);
     impl<'ast> syn::visit::Visit<'ast> for Finder {
         fn visit_type_impl_trait(&mut self, _: &'ast syn::TypeImplTrait) {
@@ -184,19 +184,21 @@ fn check_name(ident: &syn::Ident, name: &str, errors: &mut Errors) {
 }
 
 /// A tool method takes `&self` (also written `self: &Self`).
-fn check_receiver(sig: &syn::Signature, errors: &mut Errors) {
+pub(super) fn check_receiver(sig: &syn::Signature, kind: &str, errors: &mut Errors) {
     let Some(FnArg::Receiver(receiver)) = sig.inputs.first() else {
         errors.push(syn::Error::new_spanned(
             &sig.ident,
-            "a #[tool] method takes `&self` as its first parameter",
+            format!("a #[{kind}] method takes `&self` as its first parameter"),
         ));
         return;
     };
     let by_mut_ref = || {
         syn::Error::new_spanned(
             receiver,
-            "a #[tool] method takes `&self`, not `&mut self`: calls may run concurrently, so \
-             keep state in a Mutex or an atomic",
+            format!(
+                "a #[{kind}] method takes `&self`, not `&mut self`: calls may run \
+                 concurrently, so keep state in a Mutex or an atomic"
+            ),
         )
     };
     if receiver.colon_token.is_none() {
@@ -205,8 +207,10 @@ fn check_receiver(sig: &syn::Signature, errors: &mut Errors) {
             (Some(_), Some(_)) => errors.push(by_mut_ref()),
             (None, _) => errors.push(syn::Error::new_spanned(
                 receiver,
-                "a #[tool] method takes `&self`, not `self` by value: the same instance serves \
-                 every call",
+                format!(
+                    "a #[{kind}] method takes `&self`, not `self` by value: the same instance \
+                     serves every call"
+                ),
             )),
         }
         return;
@@ -220,9 +224,9 @@ fn check_receiver(sig: &syn::Signature, errors: &mut Errors) {
             errors.push(syn::Error::new_spanned(
                 receiver,
                 format!(
-                    "a #[tool] method takes `&self`, not `self: {written}`: each tool holds a \
-                     clone of the registry value, so put what must be shared (an `Arc<…>`) in a \
-                     field"
+                    "a #[{kind}] method takes `&self`, not `self: {written}`: each tool holds \
+                     a clone of the registry value, so put what must be shared (an `Arc<…>`) in \
+                     a field"
                 ),
             ));
         }
@@ -230,7 +234,7 @@ fn check_receiver(sig: &syn::Signature, errors: &mut Errors) {
 }
 
 /// The text of `#[description = "…"]`.
-fn description_text(attr: &Attribute) -> syn::Result<LitStr> {
+pub(super) fn description_text(attr: &Attribute) -> syn::Result<LitStr> {
     if let Meta::NameValue(nv) = &attr.meta
         && let Expr::Lit(ExprLit {
             lit: Lit::Str(text),

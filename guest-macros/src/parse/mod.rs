@@ -4,17 +4,71 @@
 use heck::ToUpperCamelCase;
 use syn::{Attribute, Expr, ItemImpl, LitStr, Meta, Type};
 
+mod catalog;
 mod method;
 mod options;
 mod registry;
 
-/// A `#[tool_registry]` impl block and its tools.
+/// A `#[tool_registry]` impl block and its tools, resources and prompts.
 pub(crate) struct Registry {
     /// The impl block with the `#[tool]` and `#[description]` markers removed.
     pub(crate) item: ItemImpl,
     pub(crate) tools: Vec<ToolMethod>,
-    /// The paths of the `#[description]` markers removed, so that their imports count as used.
+    pub(crate) resources: Vec<ResourceMethod>,
+    pub(crate) prompts: Vec<PromptMethod>,
+    /// The paths of the argument markers removed (`#[description]`, `#[complete]`), so that
+    /// their imports count as used.
     pub(crate) description_paths: Vec<syn::Path>,
+}
+
+/// What a `#[resource]` method serves: one URI, or the URIs matching a template.
+pub(crate) enum ResourceKind {
+    Fixed(LitStr),
+    Template(LitStr),
+}
+
+/// One `#[resource]` method.
+pub(crate) struct ResourceMethod {
+    pub(crate) ident: syn::Ident,
+    pub(crate) kind: ResourceKind,
+    /// `name = "…"`, or the method's name.
+    pub(crate) name: String,
+    pub(crate) title: Option<LitStr>,
+    pub(crate) mime_type: Option<LitStr>,
+    pub(crate) doc: Vec<Expr>,
+    /// The template's variables, in the method's argument order.
+    pub(crate) args: Vec<CatalogArg>,
+    pub(crate) is_async: bool,
+    pub(crate) cfgs: Vec<Attribute>,
+    /// Where the return type is written (the method's name when there is none), for errors
+    /// about what it returns.
+    pub(crate) output_span: proc_macro2::Span,
+}
+
+/// One `#[prompt]` method.
+pub(crate) struct PromptMethod {
+    pub(crate) ident: syn::Ident,
+    /// The prompt's name: the method's name without `r#`.
+    pub(crate) name: String,
+    pub(crate) title: Option<LitStr>,
+    pub(crate) doc: Vec<Expr>,
+    pub(crate) args: Vec<CatalogArg>,
+    pub(crate) is_async: bool,
+    pub(crate) cfgs: Vec<Attribute>,
+    /// Where the return type is written (the method's name when there is none), for errors
+    /// about what it returns.
+    pub(crate) output_span: proc_macro2::Span,
+}
+
+/// An argument of a prompt, or a variable of a resource template.
+pub(crate) struct CatalogArg {
+    /// Its name: the parameter's name without `r#`.
+    pub(crate) name: String,
+    /// `String` (required) rather than `Option<String>`.
+    pub(crate) required: bool,
+    pub(crate) description: Option<LitStr>,
+    /// `#[complete(method)]`.
+    pub(crate) complete: Option<syn::Ident>,
 }
 
 /// One `#[tool]` method.

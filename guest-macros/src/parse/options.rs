@@ -85,7 +85,7 @@ pub(super) fn tool_options(marker: &Attribute) -> syn::Result<(Option<LitStr>, A
 
 /// The value of an option, `= value`, if it has one; `option(…)` is read past (and left for
 /// the caller to refuse).
-fn option_value(meta: &ParseNestedMeta<'_>) -> syn::Result<Option<Expr>> {
+pub(super) fn option_value(meta: &ParseNestedMeta<'_>) -> syn::Result<Option<Expr>> {
     if meta.input.peek(Token![=]) {
         return meta.value()?.parse().map(Some);
     }

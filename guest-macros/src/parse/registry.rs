@@ -6,7 +6,10 @@ use syn::spanned::Spanned;
 use syn::{FnArg, ImplItem, ItemImpl};
 
 use super::options::tool_options;
-use super::{Annotations, Errors, Registry, ToolMethod, is_marker, to_pascal_case};
+use super::{
+    Annotations, Errors, PromptMethod, Registry, ResourceKind, ResourceMethod, ToolMethod,
+    is_marker, to_pascal_case,
+};
 
 impl Registry {
     /// Parses and validates the impl block. On error, also returns the block with the markers
@@ -48,6 +51,8 @@ impl Registry {
             })
             .collect();
         let mut tools: Vec<ToolMethod> = Vec::new();
+        let mut resources: Vec<ResourceMethod> = Vec::new();
+        let mut prompts: Vec<PromptMethod> = Vec::new();
         let mut description_paths = Vec::new();
         let mut marked = 0;
         for impl_item in &mut item.items {
@@ -63,32 +68,49 @@ impl Registry {
                     ));
                 }
             }
-            let positions: Vec<usize> = method
-                .attrs
-                .iter()
-                .enumerate()
-                .filter(|(_, a)| is_marker(a, "tool"))
-                .map(|(i, _)| i)
-                .collect();
-            let Some(&position) = positions.first() else {
+            let tool_marker = take_marker(method, "tool", &mut errors);
+            let resource_marker = take_marker(method, "resource", &mut errors);
+            let prompt_marker = take_marker(method, "prompt", &mut errors);
+            let markers = [&tool_marker, &resource_marker, &prompt_marker];
+            if markers.iter().any(|m| m.is_some()) {
+                marked += 1;
+            }
+            if markers.iter().filter(|m| m.is_some()).count() > 1 {
+                errors.push(syn::Error::new_spanned(
+                    &method.sig.ident,
+                    "a method is one of #[tool], #[resource] and #[prompt]; to offer the same \
+                     thing twice, write a second method that calls this one",
+                ));
+                continue;
+            }
+            if let Some(marker) = resource_marker {
+                let parsed =
+                    ResourceMethod::parse(method, &marker, &mut errors, &mut description_paths);
+                if let Some(resource) = parsed {
+                    check_unique_resource(&resources, &resource, &mut errors);
+                    resources.push(resource);
+                }
+                continue;
+            }
+            if let Some(marker) = prompt_marker {
+                let parsed =
+                    PromptMethod::parse(method, &marker, &mut errors, &mut description_paths);
+                if let Some(prompt) = parsed {
+                    if let Some(first) = prompts.iter().find(|p| p.name == prompt.name) {
+                        let mut error = syn::Error::new_spanned(
+                            &prompt.ident,
+                            format!("a prompt named `{}` is defined twice", prompt.name),
+                        );
+                        error.combine(syn::Error::new_spanned(&first.ident, "first defined here"));
+                        errors.push(error);
+                    }
+                    prompts.push(prompt);
+                }
+                continue;
+            }
+            let Some(marker) = tool_marker else {
                 continue;
             };
-            for &extra in &positions[1..] {
-                errors.push(syn::Error::new_spanned(
-                    &method.attrs[extra],
-                    "#[tool] is written twice on this method; once is enough (put the options \
-                     in one: `#[tool(title = \"…\", read_only)]`)",
-                ));
-            }
-            // Keep the marker (so the user's `use …::tool` counts as used), tagged so that the
-            // `#[tool]` macro knows it was read here and passes the method through.
-            marked += 1;
-            let marker = method.attrs[position].clone();
-            let path = marker.path().clone();
-            method.attrs[position] = syn::parse_quote!(#[#path(__llm_worker_registered)]);
-            for &extra in positions[1..].iter().rev() {
-                method.attrs.remove(extra);
-            }
             let (title, annotations) = match tool_options(&marker) {
                 Ok(options) => options,
                 Err(error) => {
@@ -135,16 +157,80 @@ impl Registry {
         if marked == 0 {
             errors.push(syn::Error::new(
                 item.self_ty.span(),
-                "#[tool_registry] found no #[tool] methods in this impl block; mark the \
-                 methods that are tools with #[tool]",
+                "#[tool_registry] found no #[tool], #[resource] or #[prompt] methods in this \
+                 impl block; mark the methods that are tools with #[tool]",
             ));
         }
         errors.finish()?;
         Ok(Self {
             item,
             tools,
+            resources,
+            prompts,
             description_paths,
         })
+    }
+}
+
+/// Finds the marker `name` on `method`, reports it if written twice, and tags it: it stays
+/// (so the user's `use …::tool` counts as used), tagged so that the marker's macro knows it
+/// was read here and passes the method through. Returns the marker as written.
+fn take_marker(
+    method: &mut syn::ImplItemFn,
+    name: &str,
+    errors: &mut Errors,
+) -> Option<syn::Attribute> {
+    let positions: Vec<usize> = method
+        .attrs
+        .iter()
+        .enumerate()
+        .filter(|(_, a)| is_marker(a, name))
+        .map(|(i, _)| i)
+        .collect();
+    let &position = positions.first()?;
+    for &extra in &positions[1..] {
+        let message = if name == "tool" {
+            "#[tool] is written twice on this method; once is enough (put the options in one: \
+             `#[tool(title = \"…\", read_only)]`)"
+                .to_owned()
+        } else {
+            format!(
+                "#[{name}] is written twice on this method; once is enough (put the options in one)"
+            )
+        };
+        errors.push(syn::Error::new_spanned(&method.attrs[extra], message));
+    }
+    let marker = method.attrs[position].clone();
+    let path = marker.path().clone();
+    method.attrs[position] = syn::parse_quote!(#[#path(__llm_worker_registered)]);
+    for &extra in positions[1..].iter().rev() {
+        method.attrs.remove(extra);
+    }
+    Some(marker)
+}
+
+/// Two `#[resource]` methods may not serve the same URI or template.
+fn check_unique_resource(
+    resources: &[ResourceMethod],
+    resource: &ResourceMethod,
+    errors: &mut Errors,
+) {
+    let key = |r: &ResourceMethod| match &r.kind {
+        ResourceKind::Fixed(uri) => (false, uri.value()),
+        ResourceKind::Template(template) => (true, template.value()),
+    };
+    let (is_template, text) = key(resource);
+    if let Some(first) = resources
+        .iter()
+        .find(|r| key(r) == (is_template, text.clone()))
+    {
+        let what = if is_template { "template" } else { "URI" };
+        let mut error = syn::Error::new_spanned(
+            &resource.ident,
+            format!("the resource {what} \"{text}\" is served by two methods; keep one"),
+        );
+        error.combine(syn::Error::new_spanned(&first.ident, "first defined here"));
+        errors.push(error);
     }
 }
 
@@ -156,11 +242,24 @@ fn strip_markers(item: &mut ItemImpl) {
             continue;
         };
         let is_tool = method.attrs.iter().any(|a| is_marker(a, "tool"));
+        let is_catalog = method
+            .attrs
+            .iter()
+            .any(|a| is_marker(a, "resource") || is_marker(a, "prompt"));
         method.attrs.retain(|a| !is_marker(a, "description"));
         for attr in &mut method.attrs {
-            if is_marker(attr, "tool") {
+            if is_marker(attr, "tool") || is_marker(attr, "resource") || is_marker(attr, "prompt") {
                 let path = attr.path().clone();
                 *attr = syn::parse_quote!(#[#path(__llm_worker_registered)]);
+            }
+        }
+        if is_catalog {
+            for input in &mut method.sig.inputs {
+                if let FnArg::Typed(typed) = input {
+                    typed.attrs.retain(|attr| {
+                        !is_marker(attr, "description") && !is_marker(attr, "complete")
+                    });
+                }
             }
         }
         if !is_tool {

@@ -4,8 +4,9 @@
 //! | the method returns                                   | output                        |
 //! |------------------------------------------------------|-------------------------------|
 //! | `Result<T, E>` (any alias: `anyhow::Result`, …) `Err` | a [`ToolError`]: `E` itself if it is a `ToolError`, else `ExecutionFailed` with the whole cause chain |
+//! | [`Content`], `Vec<Content>`, [`ToolOutput`]            | those blocks (`call`); their text (`execute`) |
 //! | `String`, `&str`, `Cow<str>`, `Box<str>`, `Arc<str>`  | the text as it is             |
-//! | `T: Serialize + JsonSchema`                          | JSON; an object type also gives the tool its output schema |
+//! | `T: Serialize + JsonSchema`                          | JSON; an object type also gives the tool its output schema, and `call` returns it as the structured value |
 //! | `T: Serialize`                                       | JSON                          |
 //! | anything else with `Debug`                           | `format!("{:?}", value)`      |
 //!
@@ -15,12 +16,16 @@
 //!
 //! The same rules apply to the `T` of `Result<T, E>`.
 //!
+//! Each tag has two conversions: `output`, the text [`Tool::execute`](crate::Tool::execute)
+//! returns, and `content`, the [`ToolOutput`] of [`Tool::call`](crate::Tool::call). What
+//! resources and prompts return is converted by [`catalog`]'s traits.
+//!
 //! The dispatch is "autoref specialisation": generated code calls a method on several layers
 //! of references to a type tag, and the compiler picks the impl with the fewest references
 //! that applies. Everything here is used by generated code only.
 
 use std::borrow::Cow;
-use std::fmt::{Debug, Display};
+use std::fmt::Debug;
 use std::marker::PhantomData;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -29,7 +34,20 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::Value;
 
+pub use crate::content::{
+    Completion, CompletionRef, Content, Prompt, PromptArgument, PromptMeta, RequestError,
+    ResourceContents, ResourceMeta, ResourceTemplate, ToolOutput,
+};
+pub use crate::export::block_on;
 use crate::tool::ToolError;
+
+pub mod catalog;
+mod doc;
+mod error;
+
+pub use catalog::*;
+pub use doc::{doc_description, optional_description};
+pub use error::*;
 
 /// A type tag: the type `T`, with no value.
 pub struct Is<T>(PhantomData<fn() -> T>);
@@ -130,133 +148,6 @@ impl<T> PlainTag<T> {
     }
 }
 
-// ---- Errors ----------------------------------------------------------------------------------
-
-/// Picked for `ToolError`: kept as it is. Call `(&&&&Is::<E>::new()).__llm_worker_error()`.
-pub trait ErrorIsToolError {
-    /// The tag.
-    fn __llm_worker_error(&self) -> ToolErrorTag;
-}
-/// Picked for `E: std::error::Error`: the message and every `source()`.
-pub trait ErrorIsStdError {
-    /// The tag.
-    fn __llm_worker_error(&self) -> StdErrorTag;
-}
-/// Picked for `E: Display` (as `anyhow::Error`): the alternate form, `{:#}`, which shows the
-/// whole chain for anyhow and is the plain text for most other types.
-pub trait ErrorIsDisplay {
-    /// The tag.
-    fn __llm_worker_error(&self) -> DisplayTag;
-}
-/// Picked for anything else: `{:?}`.
-pub trait ErrorIsDebug {
-    /// The tag.
-    fn __llm_worker_error(&self) -> DebugTag;
-}
-
-impl ErrorIsToolError for &&&Is<ToolError> {
-    fn __llm_worker_error(&self) -> ToolErrorTag {
-        ToolErrorTag
-    }
-}
-impl<E: std::error::Error> ErrorIsStdError for &&Is<E> {
-    fn __llm_worker_error(&self) -> StdErrorTag {
-        StdErrorTag
-    }
-}
-/// Picked for a boxed `dyn Error`, which does not implement `std::error::Error` itself: the
-/// message and every `source()`, as for any other error.
-pub trait ErrorIsBoxedError {
-    /// The tag.
-    fn __llm_worker_error(&self) -> BoxedErrorTag;
-}
-
-impl ErrorIsBoxedError for &&Is<Box<dyn std::error::Error>> {
-    fn __llm_worker_error(&self) -> BoxedErrorTag {
-        BoxedErrorTag
-    }
-}
-impl ErrorIsBoxedError for &&Is<Box<dyn std::error::Error + Send>> {
-    fn __llm_worker_error(&self) -> BoxedErrorTag {
-        BoxedErrorTag
-    }
-}
-impl ErrorIsBoxedError for &&Is<Box<dyn std::error::Error + Send + Sync>> {
-    fn __llm_worker_error(&self) -> BoxedErrorTag {
-        BoxedErrorTag
-    }
-}
-
-/// The error is a boxed `dyn Error`.
-pub struct BoxedErrorTag;
-
-impl BoxedErrorTag {
-    /// `ExecutionFailed` with the error's message and its causes, joined by `": "`.
-    #[allow(clippy::unused_self)]
-    pub fn tool_error<E: std::ops::Deref<Target = D>, D: std::error::Error + ?Sized>(
-        &self,
-        error: E,
-    ) -> ToolError {
-        ToolError::ExecutionFailed(error_chain(&*error))
-    }
-}
-
-impl<E: Display> ErrorIsDisplay for &Is<E> {
-    fn __llm_worker_error(&self) -> DisplayTag {
-        DisplayTag
-    }
-}
-
-/// The error is a [`ToolError`].
-pub struct ToolErrorTag;
-/// The error implements `std::error::Error`.
-pub struct StdErrorTag;
-/// The error implements `Display`.
-pub struct DisplayTag;
-/// The value implements `Debug` only.
-pub struct DebugTag;
-
-impl ToolErrorTag {
-    /// The error as it is.
-    #[allow(clippy::unused_self)]
-    #[must_use]
-    pub fn tool_error(&self, error: ToolError) -> ToolError {
-        error
-    }
-}
-
-impl StdErrorTag {
-    /// `ExecutionFailed` with the error's message and its causes, joined by `": "`.
-    #[allow(clippy::unused_self)]
-    pub fn tool_error<E: std::error::Error>(&self, error: E) -> ToolError {
-        ToolError::ExecutionFailed(error_chain(&error))
-    }
-}
-
-impl DisplayTag {
-    /// `ExecutionFailed` with the error's alternate (`{:#}`) text.
-    #[allow(clippy::unused_self)]
-    pub fn tool_error<E: Display>(&self, error: E) -> ToolError {
-        ToolError::ExecutionFailed(format!("{error:#}"))
-    }
-}
-
-/// The message of `error` followed by each of its causes, `"outer: inner: root"`. A cause whose
-/// text the message already ends with (errors that print their source) is not repeated.
-pub fn error_chain<E: std::error::Error + ?Sized>(error: &E) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let line = cause.to_string();
-        if !line.is_empty() && !text.ends_with(&line) {
-            text.push_str(": ");
-            text.push_str(&line);
-        }
-        source = cause.source();
-    }
-    text
-}
-
 // ---- Success values --------------------------------------------------------------------------
 
 /// Text a tool returns as it is.
@@ -298,6 +189,69 @@ impl ToolText for Arc<str> {
 impl ToolText for Rc<str> {
     fn into_text(self) -> String {
         self.as_ref().to_owned()
+    }
+}
+
+/// Content blocks a tool returns as they are: [`Content`], `Vec<Content>`, [`ToolOutput`].
+pub trait ToolContent {
+    /// The blocks as a tool's output.
+    fn into_output(self) -> ToolOutput;
+}
+
+impl ToolContent for Content {
+    fn into_output(self) -> ToolOutput {
+        ToolOutput::content(vec![self])
+    }
+}
+impl ToolContent for Vec<Content> {
+    fn into_output(self) -> ToolOutput {
+        ToolOutput::content(self)
+    }
+}
+impl ToolContent for ToolOutput {
+    fn into_output(self) -> ToolOutput {
+        self
+    }
+}
+
+/// Picked for content blocks. Call `(&&&&&Is::<T>::new()).__llm_worker_output()`.
+pub trait OutputIsContent {
+    /// The tag.
+    fn __llm_worker_output(&self) -> ContentTag;
+}
+
+impl<T: ToolContent> OutputIsContent for &&&&Is<T> {
+    fn __llm_worker_output(&self) -> ContentTag {
+        ContentTag
+    }
+}
+
+/// The value is content blocks.
+pub struct ContentTag;
+
+impl ContentTag {
+    /// The blocks' text ([`ToolOutput::to_text`]); an output marked as an error
+    /// (`is_error`) is `ExecutionFailed` with that text.
+    #[allow(clippy::unused_self, clippy::missing_errors_doc)]
+    pub fn output<T: ToolContent>(&self, value: T) -> Result<String, ToolError> {
+        let output = value.into_output();
+        if output.is_error {
+            return Err(ToolError::ExecutionFailed(output.to_text()));
+        }
+        Ok(output.to_text())
+    }
+
+    /// The blocks as they are.
+    #[allow(clippy::unused_self, clippy::missing_errors_doc)]
+    pub fn content<T: ToolContent>(&self, value: T) -> Result<ToolOutput, ToolError> {
+        Ok(value.into_output())
+    }
+
+    /// Content has no output schema.
+    #[allow(clippy::unused_self)]
+    #[must_use]
+    pub const fn output_schema<T>(&self, _type: Is<T>) -> Option<Value> {
+        None
     }
 }
 
@@ -362,6 +316,12 @@ impl TextTag {
         Ok(value.into_text())
     }
 
+    /// One text block.
+    #[allow(clippy::unused_self, clippy::missing_errors_doc)]
+    pub fn content<T: ToolText>(&self, value: T) -> Result<ToolOutput, ToolError> {
+        Ok(ToolOutput::text(value.into_text()))
+    }
+
     /// Text has no output schema.
     #[allow(clippy::unused_self)]
     #[must_use]
@@ -375,6 +335,25 @@ impl JsonSchemaTag {
     #[allow(clippy::unused_self, clippy::missing_errors_doc)]
     pub fn output<T: Serialize>(&self, value: T) -> Result<String, ToolError> {
         json_text(&value)
+    }
+
+    /// The structured value with no content (the host shows its text) when `T`'s schema is
+    /// an object, the tool's output schema; otherwise one block of JSON text.
+    #[allow(clippy::unused_self, clippy::missing_errors_doc)]
+    pub fn content<T: Serialize + JsonSchema>(&self, value: T) -> Result<ToolOutput, ToolError> {
+        if self.output_schema(Is::<T>::new()).is_none() {
+            return json_text(&value).map(ToolOutput::text);
+        }
+        let structured = serde_json::to_value(&value).map_err(|error| {
+            ToolError::Internal(format!(
+                "the tool's result cannot be written as JSON: {error}"
+            ))
+        })?;
+        Ok(ToolOutput {
+            content: Vec::new(),
+            structured: Some(structured),
+            is_error: false,
+        })
     }
 
     /// `T`'s schema, if it describes a JSON object (MCP's `outputSchema` must).
@@ -392,6 +371,12 @@ impl JsonTag {
     #[allow(clippy::unused_self, clippy::missing_errors_doc)]
     pub fn output<T: Serialize>(&self, value: T) -> Result<String, ToolError> {
         json_text(&value)
+    }
+
+    /// One block of JSON text.
+    #[allow(clippy::unused_self, clippy::missing_errors_doc)]
+    pub fn content<T: Serialize>(&self, value: T) -> Result<ToolOutput, ToolError> {
+        json_text(&value).map(ToolOutput::text)
     }
 
     /// Without `JsonSchema` there is no output schema.
@@ -419,6 +404,12 @@ impl DebugTag {
         Ok(format!("{value:?}"))
     }
 
+    /// One block of `format!("{:?}", value)`.
+    #[allow(clippy::unused_self, clippy::missing_errors_doc)]
+    pub fn content<T: DebugOutput>(&self, value: T) -> Result<ToolOutput, ToolError> {
+        Ok(ToolOutput::text(format!("{value:?}")))
+    }
+
     /// `Debug` text has no output schema.
     #[allow(clippy::unused_self)]
     #[must_use]
@@ -430,6 +421,12 @@ impl DebugTag {
     #[allow(clippy::unused_self)]
     pub fn tool_error<E: DebugOutput>(&self, error: E) -> ToolError {
         ToolError::ExecutionFailed(format!("{error:?}"))
+    }
+
+    /// `InvalidArgument` with `format!("{:?}", error)`.
+    #[allow(clippy::unused_self)]
+    pub fn request_error<E: DebugOutput>(&self, error: E) -> RequestError {
+        RequestError::InvalidArgument(format!("{error:?}"))
     }
 }
 
@@ -465,93 +462,13 @@ pub fn strip_root_title(mut schema: Value) -> Value {
     schema
 }
 
-// ---- Descriptions ----------------------------------------------------------------------------
-
-/// The description from a doc comment's pieces (each `#[doc = …]` attribute, in order): lines
-/// of `///` comments, whole `/** */` blocks or `include_str!` texts.
-///
-/// Removes a `/** */` block's leading `*` column, the indentation common to all lines, and
-/// blank lines at the start and end; keeps blank lines between paragraphs.
-#[must_use]
-pub fn doc_description(pieces: &[&str]) -> String {
-    let mut lines: Vec<String> = Vec::new();
-    for piece in pieces {
-        // `split`, not `lines`: an empty piece (a blank `///` line) is one empty line.
-        let piece_lines: Vec<&str> = piece
-            .split('\n')
-            .map(|line| line.strip_suffix('\r').unwrap_or(line))
-            .collect();
-        // A `/** */` block whose continuation lines all start with `*` (after spaces).
-        let starred = piece_lines.len() > 1
-            && piece_lines
-                .iter()
-                .skip(1)
-                .filter(|line| !line.trim().is_empty())
-                .all(|line| line.trim_start().starts_with('*'));
-        for (index, line) in piece_lines.iter().enumerate() {
-            let line = if starred && index > 0 {
-                let rest = line.trim_start();
-                rest.strip_prefix('*').unwrap_or(rest)
-            } else {
-                line
-            };
-            lines.push(line.trim_end().to_owned());
-        }
-    }
-    // Indentation in characters (a doc comment may be indented with wide spaces).
-    let indent = lines
-        .iter()
-        .filter(|line| !line.trim().is_empty())
-        .map(|line| line.chars().take_while(|c| c.is_whitespace()).count())
-        .min()
-        .unwrap_or(0);
-    let lines: Vec<&str> = lines
-        .iter()
-        .map(|line| {
-            let cut = line
-                .char_indices()
-                .nth(indent)
-                .map_or(line.len(), |(at, _)| at);
-            line[cut..].trim_end()
-        })
-        .collect();
-    let start = lines
-        .iter()
-        .position(|l| !l.is_empty())
-        .unwrap_or(lines.len());
-    let end = lines
-        .iter()
-        .rposition(|l| !l.is_empty())
-        .map_or(start, |e| e + 1);
-    lines[start..end].join("\n")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn doc_comments_keep_paragraphs_and_lose_decoration() {
-        assert_eq!(
-            doc_description(&[" First line.", " Second.", "", " Para two."]),
-            "First line.\nSecond.\n\nPara two."
-        );
-        assert_eq!(
-            doc_description(&["\n * Block line.\n *\n * More.\n "]),
-            "Block line.\n\nMore."
-        );
-        assert_eq!(
-            doc_description(&[" Intro:", "", "     code();"]),
-            "Intro:\n\n    code();"
-        );
-        assert_eq!(doc_description(&["# Title\n\nBody\n"]), "# Title\n\nBody");
-        assert_eq!(doc_description(&[]), "");
-        assert_eq!(doc_description(&[" Intro", "\u{3000}詳細"]), "Intro\n詳細");
-    }
-
     #[derive(Debug)]
     struct Outer(std::io::Error);
-    impl Display for Outer {
+    impl std::fmt::Display for Outer {
         fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
             f.write_str("cannot load the index")
         }

@@ -8,6 +8,8 @@ use syn::spanned::Spanned;
 
 use crate::parse::{Registry, ToolMethod, to_pascal_case};
 
+mod catalog;
+
 /// The crate the generated code names: `llm-worker-guest` (plugins) or `llm-worker` (hosts),
 /// whichever the calling crate depends on, under the name it uses.
 fn api_crate() -> syn::Result<TokenStream> {
@@ -58,7 +60,8 @@ pub(crate) fn tool_registry(attr: TokenStream, item: TokenStream) -> syn::Result
 /// The argument `#[tool_registry]` gives the `#[tool]` markers it has read.
 pub(crate) const REGISTERED: &str = "__llm_worker_registered";
 
-/// `#[tool]` or `#[description]` outside a `#[tool_registry]` impl block.
+/// A marker (`#[tool]`, `#[resource]`, `#[description]`, …) outside a `#[tool_registry]` impl
+/// block.
 pub(crate) fn misplaced(name: &str, attr: TokenStream, item: TokenStream) -> TokenStream {
     if attr.to_string() == REGISTERED {
         return item;
@@ -90,6 +93,7 @@ fn expand(registry: &Registry, krate: &TokenStream) -> TokenStream {
         quote!(#(#cfgs)* definitions.push(self.#factory());)
     });
     let description_uses = description_uses(registry, krate);
+    let catalog = catalog::registry_methods(registry, krate);
     quote! {
         #item
 
@@ -107,6 +111,8 @@ fn expand(registry: &Registry, krate: &TokenStream) -> TokenStream {
                     #(#definitions)*
                     definitions
                 }
+
+                #catalog
             }
         };
     }
@@ -223,16 +229,7 @@ fn expand_tool(
     );
     let factory_doc = format!("The definition (factory) of the tool `{name}`.");
     let fallback = format!("Tool: {name}");
-    let dispatch = quote! {
-        #[allow(unused_imports)]
-        use #output::{
-            ErrorIsBoxedError as _, ErrorIsDebug as _, ErrorIsDisplay as _,
-            ErrorIsStdError as _, ErrorIsToolError as _,
-            OutputIsDebug as _, OutputIsJson as _, OutputIsJsonWithSchema as _,
-            OutputIsText as _, SplitPlain as _, SplitResult as _,
-        };
-    };
-
+    let dispatch = dispatch_imports(&output);
     // Spanned at the method, so that a clash with a user's type points there.
     let args_struct = quote_spanned! {method.span()=>
         #(#cfgs)*
@@ -267,7 +264,25 @@ fn expand_tool(
                 let split = (&#output::Is::of(&result)).__llm_worker_split();
                 match split.result(result) {
                     ::std::result::Result::Ok(value) => {
-                        (&&&&#output::Is::of(&value)).__llm_worker_output().output(value)
+                        (&&&&&#output::Is::of(&value)).__llm_worker_output().output(value)
+                    }
+                    ::std::result::Result::Err(error) => ::std::result::Result::Err(
+                        (&&&&#output::Is::of(&error)).__llm_worker_error().tool_error(error),
+                    ),
+                }
+            }
+
+            async fn call(
+                &self,
+                input_json: &str,
+            ) -> ::std::result::Result<#output::ToolOutput, #krate::ToolError> {
+                #dispatch
+                let args: #args_ty = #output::arguments(input_json)?;
+                let result = #call;
+                let split = (&#output::Is::of(&result)).__llm_worker_split();
+                match split.result(result) {
+                    ::std::result::Result::Ok(value) => {
+                        (&&&&&#output::Is::of(&value)).__llm_worker_output().content(value)
                     }
                     ::std::result::Result::Err(error) => ::std::result::Result::Err(
                         (&&&&#output::Is::of(&error)).__llm_worker_error().tool_error(error),
@@ -295,7 +310,7 @@ fn expand_tool(
                         description
                     };
                     let split = (&#output::Is::<#output_ty>::new()).__llm_worker_split();
-                    let output_schema = (&&&&split.ok()).__llm_worker_output().output_schema(split.ok());
+                    let output_schema = (&&&&&split.ok()).__llm_worker_output().output_schema(split.ok());
                     let meta = #krate::ToolMeta::new(#name)
                         .description(description)
                         .input_schema(schema)
@@ -318,4 +333,17 @@ fn expand_tool(
         }
     };
     (named, hidden)
+}
+
+/// The traits the autoref dispatch of return values and errors calls, imported anonymously.
+fn dispatch_imports(output: &TokenStream) -> TokenStream {
+    quote! {
+        #[allow(unused_imports)]
+        use #output::{
+            ErrorIsBoxedError as _, ErrorIsDebug as _, ErrorIsDisplay as _,
+            ErrorIsRequestError as _, ErrorIsStdError as _, ErrorIsToolError as _,
+            OutputIsContent as _, OutputIsDebug as _, OutputIsJson as _,
+            OutputIsJsonWithSchema as _, OutputIsText as _, SplitPlain as _, SplitResult as _,
+        };
+    }
 }

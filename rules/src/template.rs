@@ -1,0 +1,253 @@
+//! Resource URI templates (RFC 6570 level 1, `notes://{date}/{id}`): which templates are
+//! valid, and which URIs a template matches with what values.
+//!
+//! The macros check a `#[resource(template = "…")]` at compile time, the SDK matches the URIs
+//! a client reads against it, and the host checks a plugin's templates at load.
+//!
+//! A variable `{name}` matches a non-empty run of characters without `/`. It ends where the
+//! text that follows it in the template first appears (so `{name}.{ext}` splits
+//! `archive.tar.gz` into `archive` and `tar.gz`); a variable at the end takes the rest. The
+//! match never backtracks, so it costs time linear in the URI's length, whatever the URI.
+
+use core::fmt;
+
+/// Longest URI template (and longest resource URI), in bytes.
+pub const MAX_URI_BYTES: usize = 2048;
+
+/// Why a URI template is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TemplateProblem {
+    /// The template is empty.
+    Empty,
+    /// The template is longer than [`MAX_URI_BYTES`].
+    TooLong {
+        /// Its length in bytes.
+        len: usize,
+    },
+    /// A `{` without its `}`, or a `}` without its `{`.
+    Unbalanced,
+    /// A variable's name is empty or has a character other than `A-Z a-z 0-9 _` (such as a
+    /// level-2 operator, `{+path}`).
+    BadVariable,
+    /// Two variables follow each other (`{a}{b}`): where one ends would be a guess.
+    AdjacentVariables,
+    /// No variable: a plain URI, which is a resource, not a template.
+    NoVariable,
+}
+
+impl fmt::Display for TemplateProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Empty => f.write_str("it is empty"),
+            Self::TooLong { len } => write!(
+                f,
+                "it is {len} bytes long; templates are at most {MAX_URI_BYTES} bytes"
+            ),
+            Self::Unbalanced => f.write_str("a `{` or `}` has no partner"),
+            Self::BadVariable => f.write_str(
+                "a variable's name must be 1 or more of `A-Z a-z 0-9 _` (level 1: no \
+                 operators such as `+`, `#`, `?`)",
+            ),
+            Self::AdjacentVariables => f.write_str(
+                "two variables follow each other; put fixed text (such as `/`) between them",
+            ),
+            Self::NoVariable => {
+                f.write_str("it has no `{variable}`; a fixed URI is a resource, not a template")
+            }
+        }
+    }
+}
+
+/// One piece of a template: fixed text or a variable's name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Piece<'a> {
+    /// Text the URI must contain as it is.
+    Literal(&'a str),
+    /// A variable, by name.
+    Variable(&'a str),
+}
+
+/// The pieces of `template` in order, or why it is refused.
+pub fn pieces(template: &str) -> impl Iterator<Item = Result<Piece<'_>, TemplateProblem>> {
+    let mut rest = template;
+    core::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let piece = match rest.find(['{', '}']) {
+            Some(0) if rest.starts_with('{') => match rest.find('}') {
+                Some(end) => {
+                    let name = &rest[1..end];
+                    rest = &rest[end + 1..];
+                    if name.contains('{') {
+                        Err(TemplateProblem::Unbalanced)
+                    } else if name.is_empty()
+                        || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                    {
+                        Err(TemplateProblem::BadVariable)
+                    } else {
+                        Ok(Piece::Variable(name))
+                    }
+                }
+                None => Err(TemplateProblem::Unbalanced),
+            },
+            Some(0) => Err(TemplateProblem::Unbalanced),
+            Some(at) => {
+                let literal = &rest[..at];
+                rest = &rest[at..];
+                Ok(Piece::Literal(literal))
+            }
+            None => {
+                let literal = rest;
+                rest = "";
+                Ok(Piece::Literal(literal))
+            }
+        };
+        if piece.is_err() {
+            rest = "";
+        }
+        Some(piece)
+    })
+}
+
+/// Checks that `template` is a level-1 URI template this contract accepts.
+///
+/// # Errors
+/// The first problem found.
+pub fn check_template(template: &str) -> Result<(), TemplateProblem> {
+    if template.is_empty() {
+        return Err(TemplateProblem::Empty);
+    }
+    if template.len() > MAX_URI_BYTES {
+        return Err(TemplateProblem::TooLong {
+            len: template.len(),
+        });
+    }
+    let mut previous_was_variable = false;
+    let mut any_variable = false;
+    for piece in pieces(template) {
+        let is_variable = matches!(piece?, Piece::Variable(_));
+        if is_variable && previous_was_variable {
+            return Err(TemplateProblem::AdjacentVariables);
+        }
+        any_variable |= is_variable;
+        previous_was_variable = is_variable;
+    }
+    if any_variable {
+        Ok(())
+    } else {
+        Err(TemplateProblem::NoVariable)
+    }
+}
+
+/// Matches `uri` against `template` (which should pass [`check_template`]), calling
+/// `found(name, value)` for each variable, in order, once the whole URI has matched. Returns
+/// whether it matched; an invalid template matches nothing.
+pub fn match_uri<'u>(template: &str, uri: &'u str, mut found: impl FnMut(&str, &'u str)) -> bool {
+    if check_template(template).is_err() || uri.len() > MAX_URI_BYTES {
+        return false;
+    }
+    // First pass: does it match? Second pass: report the values (no allocation needed).
+    walk(template, uri, |_, _| {}) && walk(template, uri, &mut found)
+}
+
+fn walk<'u>(template: &str, uri: &'u str, mut found: impl FnMut(&str, &'u str)) -> bool {
+    let mut rest = uri;
+    let mut pieces = pieces(template).peekable();
+    while let Some(piece) = pieces.next() {
+        match piece {
+            Ok(Piece::Literal(text)) => match rest.strip_prefix(text) {
+                Some(after) => rest = after,
+                None => return false,
+            },
+            Ok(Piece::Variable(name)) => {
+                let run = rest.find('/').map_or(rest, |slash| &rest[..slash]);
+                let end = match pieces.peek() {
+                    // The next text may start with `/`, right where the run ends.
+                    Some(Ok(Piece::Literal(next))) => match rest.find(next) {
+                        Some(at) if at <= run.len() => at,
+                        _ => return false,
+                    },
+                    _ => run.len(),
+                };
+                if end == 0 {
+                    return false;
+                }
+                found(name, &rest[..end]);
+                rest = &rest[end..];
+            }
+            Err(_) => return false,
+        }
+    }
+    rest.is_empty()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn matched(template: &str, uri: &str) -> bool {
+        match_uri(template, uri, |_, _| {})
+    }
+
+    fn values<'u>(template: &str, uri: &'u str) -> Option<([&'u str; 2], usize)> {
+        let mut out = [""; 2];
+        let mut count = 0;
+        let ok = match_uri(template, uri, |_, value| {
+            if count < 2 {
+                out[count] = value;
+            }
+            count += 1;
+        });
+        ok.then_some((out, count))
+    }
+
+    #[test]
+    fn variables_match_runs_without_slashes() {
+        assert_eq!(
+            values("test://template/{id}/data", "test://template/42/data"),
+            Some((["42", ""], 1))
+        );
+        assert_eq!(
+            values("notes://{day}/{id}", "notes://mon/7"),
+            Some((["mon", "7"], 2))
+        );
+        assert_eq!(
+            values("f://{name}.{ext}", "f://archive.tar.gz"),
+            Some((["archive", "tar.gz"], 2))
+        );
+        assert!(!matched(
+            "test://template/{id}/data",
+            "test://template//data"
+        ));
+        assert!(!matched(
+            "test://template/{id}/data",
+            "test://template/a/b/data"
+        ));
+        assert!(!matched("test://template/{id}", "test://template/a/b"));
+        assert!(!matched("test://template/{id}", "test://other/a"));
+        assert!(!matched(
+            "test://template/{id}/data",
+            "test://template/a/datax"
+        ));
+    }
+
+    #[test]
+    fn bad_templates_are_refused_with_the_reason() {
+        assert_eq!(check_template(""), Err(TemplateProblem::Empty));
+        assert_eq!(check_template("a://{x"), Err(TemplateProblem::Unbalanced));
+        assert_eq!(check_template("a://x}"), Err(TemplateProblem::Unbalanced));
+        assert_eq!(
+            check_template("a://{+x}"),
+            Err(TemplateProblem::BadVariable)
+        );
+        assert_eq!(check_template("a://{}"), Err(TemplateProblem::BadVariable));
+        assert_eq!(
+            check_template("a://{x}{y}"),
+            Err(TemplateProblem::AdjacentVariables)
+        );
+        assert_eq!(check_template("a://x"), Err(TemplateProblem::NoVariable));
+        assert_eq!(check_template("a://{x}/{y_2}"), Ok(()));
+        assert!(!matched("a://{x", "a://{x"));
+    }
+}
