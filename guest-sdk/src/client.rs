@@ -3,9 +3,13 @@
 //! policy; natively (in unit tests) there is no one to ask, and every question fails with
 //! [`QuestionError::Unsupported`].
 //!
-//! A tool that asks must ask the same questions in the same order for the same input and
-//! answers (the contract's interface `client` says why): decide what to ask from the input
-//! and earlier answers only.
+//! Each question has a `key` (1 to 64 characters of `A-Z a-z 0-9 _ -`), unique within the
+//! call: it names the question to the client. A tool that asks must ask the same questions,
+//! under the same keys, for the same input and answers (the contract's interface `client` says
+//! why: over MCP 2026-07-28 the tool runs again with the answers so far): decide what to ask
+//! from the input and earlier answers only. There, a question not answered yet fails with
+//! [`QuestionError::Deferred`]: return promptly (propagate it with `?`); its answer comes with
+//! the next run.
 
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
@@ -24,7 +28,8 @@ pub enum Elicitation<T> {
     Cancel,
 }
 
-/// Asks the user for a `T`, through a form the client shows with `message`.
+/// Asks the user for a `T`, through a form the client shows with `message`; `key` names the
+/// question (see the module's documentation).
 ///
 /// The form's fields are `T`'s: a struct of strings, numbers, integers, booleans and enums of
 /// strings (each optionally an `Option`, or with a `#[serde(default)]`), described with doc
@@ -35,6 +40,7 @@ pub enum Elicitation<T> {
 /// content the client sent is not a `T`; [`QuestionError::Unsupported`] when `T`'s schema is
 /// not an object (use a struct) or outside a plugin host.
 pub fn elicit<T: DeserializeOwned + JsonSchema>(
+    key: &str,
     message: &str,
 ) -> Result<Elicitation<T>, QuestionError> {
     let schema = form_schema(schemars::schema_for!(T).to_value()).ok_or_else(|| {
@@ -43,7 +49,7 @@ pub fn elicit<T: DeserializeOwned + JsonSchema>(
             std::any::type_name::<T>()
         ))
     })?;
-    Ok(match elicit_with_schema(message, schema)? {
+    Ok(match elicit_with_schema(key, message, schema)? {
         ElicitationAnswer::Accept(content) => {
             let value = serde_json::from_value(Value::Object(content)).map_err(|error| {
                 QuestionError::Failed(format!(
@@ -58,19 +64,20 @@ pub fn elicit<T: DeserializeOwned + JsonSchema>(
 }
 
 /// Asks the user to fill a form of `requested_schema` (a flat JSON object schema: strings,
-/// numbers, integers, booleans, enums), showing `message`.
+/// numbers, integers, booleans, enums), showing `message`; `key` names the question.
 ///
 /// # Errors
 /// The host's [`QuestionError`]; [`QuestionError::Failed`] when the answer is not a JSON
 /// object; [`QuestionError::Unsupported`] outside a plugin host.
 pub fn elicit_with_schema(
+    key: &str,
     message: &str,
     requested_schema: Value,
 ) -> Result<ElicitationAnswer, QuestionError> {
     #[cfg(target_arch = "wasm32")]
     {
         use crate::export::bindings::llm_worker::tool::client;
-        let answer = client::elicit(message, &requested_schema.to_string())?;
+        let answer = client::elicit(key, message, &requested_schema.to_string())?;
         Ok(match answer {
             client::ElicitationAnswer::Accept(text) => {
                 let content: Map<String, Value> = serde_json::from_str(&text).map_err(|error| {
@@ -86,42 +93,43 @@ pub fn elicit_with_schema(
     }
     #[cfg(not(target_arch = "wasm32"))]
     {
-        let _ = (message, requested_schema);
+        let _ = (key, message, requested_schema);
         Err(outside_a_host("elicitation"))
     }
 }
 
-/// Asks the client's model to say something.
+/// Asks the client's model to say something; `key` names the question.
 ///
 /// # Errors
 /// The host's [`QuestionError`] (sampling is off unless the operator's policy allows it);
 /// [`QuestionError::Unsupported`] outside a plugin host.
-pub fn sample(request: SamplingRequest) -> Result<SamplingAnswer, QuestionError> {
+pub fn sample(key: &str, request: SamplingRequest) -> Result<SamplingAnswer, QuestionError> {
     #[cfg(target_arch = "wasm32")]
     {
         use crate::export::bindings::llm_worker::tool::client;
-        Ok(client::sample(&request.into())?.into())
+        Ok(client::sample(key, &request.into())?.into())
     }
     #[cfg(not(target_arch = "wasm32"))]
     {
-        let _ = request;
+        let _ = (key, request);
         Err(outside_a_host("sampling"))
     }
 }
 
-/// The client's roots: the directories and files it works in.
+/// The client's roots: the directories and files it works in; `key` names the question.
 ///
 /// # Errors
 /// The host's [`QuestionError`] (roots are off unless the operator's policy allows them);
 /// [`QuestionError::Unsupported`] outside a plugin host.
-pub fn roots() -> Result<Vec<Root>, QuestionError> {
+pub fn roots(key: &str) -> Result<Vec<Root>, QuestionError> {
     #[cfg(target_arch = "wasm32")]
     {
         use crate::export::bindings::llm_worker::tool::client;
-        Ok(client::roots()?.into_iter().map(Into::into).collect())
+        Ok(client::roots(key)?.into_iter().map(Into::into).collect())
     }
     #[cfg(not(target_arch = "wasm32"))]
     {
+        let _ = key;
         Err(outside_a_host("roots"))
     }
 }
@@ -225,10 +233,10 @@ mod tests {
     #[test]
     fn natively_there_is_no_one_to_ask() {
         let unsupported = |e: &QuestionError| matches!(e, QuestionError::Unsupported(t) if t.contains("outside a plugin host"));
-        assert!(elicit::<Order>("size?").is_err_and(|e| unsupported(&e)));
-        assert!(sample(SamplingRequest::default()).is_err_and(|e| unsupported(&e)));
-        assert!(roots().is_err_and(|e| unsupported(&e)));
-        let not_a_form = elicit::<String>("name?");
+        assert!(elicit::<Order>("order", "size?").is_err_and(|e| unsupported(&e)));
+        assert!(sample("s", SamplingRequest::default()).is_err_and(|e| unsupported(&e)));
+        assert!(roots("r").is_err_and(|e| unsupported(&e)));
+        let not_a_form = elicit::<String>("name", "name?");
         assert!(matches!(not_a_form, Err(QuestionError::Unsupported(t)) if t.contains("struct")));
     }
 }

@@ -191,8 +191,11 @@
 //!
 //! **Questions** a running tool may ask the client: [`elicit`] (a form the user fills, its
 //! fields those of a struct), [`elicit_with_schema`], [`sample`] (the client's model) and
-//! [`roots`]. The host answers within the operator's policy; a tool that asks must ask the
-//! same questions in the same order for the same input. Natively there is no one to ask:
+//! [`roots`]. Each question has a key, unique within the call, naming it to the client. The
+//! host answers within the operator's policy; a tool that asks must ask the same questions,
+//! under the same keys, for the same input and answers (over MCP 2026-07-28 it runs again with
+//! the answers so far, and an unanswered question fails with [`QuestionError::Deferred`]:
+//! propagate it). Natively there is no one to ask:
 //!
 //! ```
 //! use llm_worker_guest::{Elicitation, QuestionError, elicit};
@@ -204,7 +207,7 @@
 //! }
 //!
 //! fn delete() -> Result<String, QuestionError> {
-//!     match elicit::<Confirm>("Delete 3 files?")? {
+//!     match elicit::<Confirm>("confirm", "Delete 3 files?")? {
 //!         Elicitation::Accept(Confirm { really: true }) => Ok("deleted".into()),
 //!         _ => Ok("kept the files".into()),
 //!     }

@@ -264,6 +264,7 @@ impl From<wit_client::QuestionError> for crate::QuestionError {
             wit_client::QuestionError::Unsupported(text) => Self::Unsupported(text),
             wit_client::QuestionError::Denied(text) => Self::Denied(text),
             wit_client::QuestionError::Failed(text) => Self::Failed(text),
+            wit_client::QuestionError::Deferred(text) => Self::Deferred(text),
         }
     }
 }
