@@ -56,9 +56,12 @@ cargo build -p llm-worker-cli || fail "llm-worker does not build"
 cli="${CARGO_TARGET_DIR:-target}/debug/llm-worker"
 
 rm -rf "$run" && mkdir -p "$run/plugins"
-for plugin in greet counter notes calc text search; do
+# The suite's fixtures (plugins/conformance, with its policy allowing the questions the suite
+# asks), beside the example plugins.
+for plugin in conformance greet counter notes calc text search; do
     cp "plugins/target/wasm32-wasip2/release/$plugin.wasm" "$run/plugins/"
 done
+cp plugins/conformance/conformance.policy.toml "$run/plugins/"
 
 # The server, on a free loopback port, without a token (--no-auth, loopback only): the suite
 # sends none. It prints its address once the plugins are loaded.
@@ -81,7 +84,7 @@ done
 # Under its loopback name, as a local client would use it (the dns-rebinding-protection
 # scenario needs a localhost URL, and sends its host as Host and Origin).
 url="http://localhost:${address##*:}/"
-echo "conformance: llm-worker serves the example plugins at $url"
+echo "conformance: llm-worker serves the fixtures and the example plugins at $url"
 
 summary_args=()
 for revision in "${revisions[@]}"; do

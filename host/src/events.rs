@@ -99,7 +99,7 @@ pub enum Listing {
 pub const MAX_NOTICES_PER_CALL: u32 = 100;
 
 /// Longest resource URI a notice may name, in bytes; a longer one is dropped.
-pub const MAX_URI_BYTES: usize = 2048;
+pub use llm_worker_rules::template::MAX_URI_BYTES;
 
 pub(crate) type Sink = Arc<dyn Fn(ToolEvent) + Send + Sync>;
 

@@ -29,7 +29,7 @@ pub use hook::{
     PostToolCallAction, PostToolCallContext, PostToolCallHook, PreToolCallAction, PreToolCallHook,
     ToolCall, ToolCallContext, ToolResult,
 };
-pub use llm_worker_macros::{description, tool, tool_registry};
+pub use llm_worker_macros::{complete, description, prompt, resource, tool, tool_registry};
 pub use lock::{
     LOCK_FILE, LockError, LockFile, LockedPlugin, PluginSource, UNSIGNED_BY_FLAG,
     UNSIGNED_BY_POLICY,
@@ -59,7 +59,7 @@ pub use worker::{CacheLocked, Mutable, ToolRegistryError, Worker, WorkerError, W
 pub mod __private {
     /// The marker attributes, for a glob import that an explicit import shadows.
     pub mod markers {
-        pub use llm_worker_macros::description;
+        pub use llm_worker_macros::{complete, description};
     }
     pub use async_trait::async_trait;
     pub use llm_worker_guest::__private::output;

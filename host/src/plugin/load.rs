@@ -461,16 +461,9 @@ fn validated_offerings(path: &Path, listing: &PluginListing) -> Result<Offerings
     offerings::check_resources(&listing.resources).map_err(refused)?;
     offerings::check_templates(&listing.templates).map_err(refused)?;
     offerings::check_prompts(&listing.prompts).map_err(refused)?;
-    let matchers = listing
-        .templates
-        .iter()
-        .map(|template| offerings::TemplateMatcher::new(&template.uri_template))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(refused)?;
     Ok(Offerings {
         resources: listing.resources.clone(),
         templates: listing.templates.clone(),
-        matchers,
         prompts: listing.prompts.clone(),
     })
 }

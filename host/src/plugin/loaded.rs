@@ -45,8 +45,6 @@ pub(crate) struct PluginImage {
 pub(crate) struct Offerings {
     pub(crate) resources: Vec<ResourceMeta>,
     pub(crate) templates: Vec<ResourceTemplate>,
-    /// Each template compiled, in the order of `templates`.
-    pub(crate) matchers: Vec<validate::offerings::TemplateMatcher>,
     pub(crate) prompts: Vec<PromptMeta>,
 }
 

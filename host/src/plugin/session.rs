@@ -134,9 +134,9 @@ impl PluginSession {
             || self
                 .image()
                 .offerings
-                .matchers
+                .templates
                 .iter()
-                .any(|matcher| matcher.matches(uri))
+                .any(|template| offerings::template_matches(&template.uri_template, uri))
     }
 
     /// Reads the resource `uri`. Its contents together are bounded like a tool's output

@@ -7,8 +7,8 @@ use std::collections::BTreeSet;
 
 use llm_worker_rules::tool::{MAX_DESCRIPTION_BYTES, check_name, check_title};
 
-use crate::events::MAX_URI_BYTES;
 use crate::tool::{PromptMeta, ResourceMeta, ResourceTemplate};
+use llm_worker_rules::template::MAX_URI_BYTES;
 
 /// Most resources one plugin may list.
 pub(crate) const MAX_RESOURCES: usize = 1000;
@@ -69,35 +69,6 @@ fn check_description(text: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The variables of a level-1 URI template (`notes://{date}/{id}`), in order; an error for
-/// anything else (unbalanced braces, operators, empty or repeated names).
-pub(crate) fn template_variables(template: &str) -> Result<Vec<&str>, String> {
-    let mut variables = Vec::new();
-    let mut rest = template;
-    while let Some(open) = rest.find(['{', '}']) {
-        if rest[open..].starts_with('}') {
-            return Err("has a '}' with no '{' before it".to_owned());
-        }
-        let after = &rest[open + 1..];
-        let Some(close) = after.find('}') else {
-            return Err("has a '{' with no '}' after it".to_owned());
-        };
-        let name = &after[..close];
-        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-            return Err(format!(
-                "has the variable {{{name}}}; only level-1 variables of letters, digits and '_' \
-                 are supported (such as {{id}})"
-            ));
-        }
-        if variables.contains(&name) {
-            return Err(format!("names the variable {{{name}}} twice"));
-        }
-        variables.push(name);
-        rest = &after[close + 1..];
-    }
-    Ok(variables)
-}
-
 /// Checks a resource list: the cap, each URI (unique), name, title, description.
 pub(crate) fn check_resources(resources: &[ResourceMeta]) -> Result<(), String> {
     if resources.len() > MAX_RESOURCES {
@@ -141,7 +112,8 @@ pub(crate) fn check_templates(templates: &[ResourceTemplate]) -> Result<(), Stri
         let problem =
             |reason: String| format!("resource template '{}': {reason}", template.uri_template);
         check_uri(&template.uri_template).map_err(|reason| problem(format!("its URI {reason}")))?;
-        template_variables(&template.uri_template).map_err(problem)?;
+        llm_worker_rules::template::check_template(&template.uri_template)
+            .map_err(|reason| problem(reason.to_string()))?;
         if !seen.insert(template.uri_template.as_str()) {
             return Err(problem("it is offered twice".to_owned()));
         }
@@ -209,37 +181,10 @@ pub(crate) fn check_prompts(prompts: &[PromptMeta]) -> Result<(), String> {
     Ok(())
 }
 
-/// A level-1 URI template compiled for matching URIs against it: its literal parts in order,
-/// each variable a non-empty run of characters other than `/`. Matching takes time linear in
-/// the URI (a regular expression without backtracking), whatever the template.
-pub(crate) struct TemplateMatcher {
-    regex: regex_automata::meta::Regex,
-}
-
-impl TemplateMatcher {
-    /// Compiles a template that passed [`template_variables`].
-    pub(crate) fn new(template: &str) -> Result<Self, String> {
-        let mut pattern = String::from("^");
-        let mut rest = template;
-        while let Some(open) = rest.find('{') {
-            pattern.push_str(&regex_syntax::escape(&rest[..open]));
-            let close = rest[open..]
-                .find('}')
-                .ok_or_else(|| "has a '{' with no '}' after it".to_owned())?;
-            pattern.push_str("[^/]+");
-            rest = &rest[open + close + 1..];
-        }
-        pattern.push_str(&regex_syntax::escape(rest));
-        pattern.push('$');
-        regex_automata::meta::Regex::new(&pattern)
-            .map(|regex| Self { regex })
-            .map_err(|error| format!("cannot be matched: {error}"))
-    }
-
-    /// Whether `uri` is an instance of the template.
-    pub(crate) fn matches(&self, uri: &str) -> bool {
-        self.regex.is_match(uri)
-    }
+/// Whether `uri` is an instance of `template`, by the contract's one rule
+/// ([`llm_worker_rules::template::match_uri`], linear in the URI's length).
+pub(crate) fn template_matches(template: &str, uri: &str) -> bool {
+    llm_worker_rules::template::match_uri(template, uri, |_, _| {})
 }
 
 #[cfg(test)]
@@ -265,49 +210,46 @@ mod tests {
     }
 
     #[test]
-    fn templates_are_level_one_with_unique_variables() {
-        assert_eq!(
-            template_variables("test://template/{id}/data"),
-            Ok(vec!["id"])
-        );
-        assert_eq!(template_variables("x://{a}/{b}"), Ok(vec!["a", "b"]));
-        for bad in [
+    fn a_template_matches_its_instances_only() {
+        let template = "test://template/{id}/data";
+        assert!(template_matches(template, "test://template/123/data"));
+        assert!(!template_matches(template, "test://template//data"));
+        assert!(!template_matches(template, "test://template/1/2/data"));
+        assert!(!template_matches(template, "test://template/123/data/more"));
+        assert!(!template_matches(template, "xtest://template/123/data"));
+        let bad = [
             "x://{",
             "x://}",
             "x://{}",
             "x://{+path}",
             "x://{a}/{a}",
             "x://{a,b}",
-        ] {
-            assert!(template_variables(bad).is_err(), "{bad:?} was accepted");
+        ];
+        let listed = |uri: &str| ResourceTemplate {
+            uri_template: uri.to_owned(),
+            name: "t".to_owned(),
+            ..ResourceTemplate::default()
+        };
+        for template in bad {
+            assert!(
+                check_templates(&[listed(template)]).is_err(),
+                "{template:?} was accepted"
+            );
         }
+        assert_eq!(check_templates(&[listed("x://{a}/{b}")]), Ok(()));
     }
 
     #[test]
-    fn a_template_matches_its_instances_only() {
-        let matcher = TemplateMatcher::new("test://template/{id}/data").expect("compiles");
-        assert!(matcher.matches("test://template/123/data"));
-        assert!(!matcher.matches("test://template//data"));
-        assert!(!matcher.matches("test://template/1/2/data"));
-        assert!(!matcher.matches("test://template/123/data/more"));
-        assert!(!matcher.matches("xtest://template/123/data"));
-        // Literal characters that mean something in a regular expression stay literal.
-        let dotted = TemplateMatcher::new("a.b://{x}?q=(1)").expect("compiles");
-        assert!(dotted.matches("a.b://v?q=(1)"));
-        assert!(!dotted.matches("aXb://v?q=(1)"));
-    }
-
-    #[test]
-    fn a_hostile_template_matches_in_linear_time() {
-        // Adjacent variables over a long run would make a backtracking matcher explode.
+    fn a_hostile_uri_is_matched_in_linear_time() {
         let template = format!(
             "x://{}",
-            (0..60).map(|i| format!("{{v{i}}}")).collect::<String>()
+            (0..60).map(|i| format!("{{v{i}}}-")).collect::<String>()
         );
-        let matcher = TemplateMatcher::new(&template).expect("compiles");
-        let uri = format!("x://{}!", "a".repeat(2000));
-        assert!(matcher.matches(&uri));
-        assert!(!matcher.matches(&format!("x://{}/", "a".repeat(2000))));
+        let uri = format!("x://{}", "a-".repeat(5000));
+        // Completes at once (a backtracking matcher would not); whether it matches is the
+        // rule's business.
+        let _ = template_matches(&template, &uri);
+        assert!(!template_matches(&template, &format!("{uri}/")));
     }
 
     #[test]

@@ -1,0 +1,495 @@
+//! The fixtures of the official MCP conformance suite (`@modelcontextprotocol/conformance`),
+//! written as one plugin with the SDK: the tools, resources and prompts its server scenarios
+//! call by name, with the behaviour they check (see `docs/conformance.md`).
+//!
+//! It is a test fixture, not an example of a useful tool; it does show every kind of content,
+//! resources, prompts, completion and questions to the client in one place.
+
+// The suite names a prompt argument `resourceUri`.
+#![allow(non_snake_case)]
+
+use std::time::Duration;
+
+use llm_worker_guest::log;
+use llm_worker_guest::{
+    Content, ElicitationAnswer, Message, QuestionError, ResourceContents, SamplingRequest,
+    ToolOutput, complete, elicit_with_schema, progress, prompt, resource, roots, sample, tool,
+    tool_registry,
+};
+use serde_json::{Value, json};
+
+/// A red pixel, as PNG.
+const PNG: &[u8] = &[137, 80, 78, 71, 13, 10, 26, 10, 0, 0, 0, 13, 73, 72, 68, 82, 0, 0, 0, 1, 0, 0, 0, 1, 8, 6, 0, 0, 0, 31, 21, 196, 137, 0, 0, 0, 13, 73, 68, 65, 84, 120, 218, 99, 252, 207, 192, 240, 31, 0, 5, 5, 2, 0, 95, 200, 241, 210, 0, 0, 0, 0, 73, 69, 78, 68, 174, 66, 96, 130];
+
+/// The shortest WAV file.
+const WAV: &[u8] = &[82, 73, 70, 70, 38, 0, 0, 0, 87, 65, 86, 69, 102, 109, 116, 32, 16, 0, 0, 0, 1, 0, 1, 0, 64, 31, 0, 0, 0, 125, 0, 0, 2, 0, 16, 0, 100, 97, 116, 97, 2, 0, 0, 0];
+
+/// The fixtures; they keep no state.
+#[derive(Clone, Default)]
+pub struct Conformance;
+
+/// A form's answer as the suite's fixtures print it.
+fn describe(answer: &ElicitationAnswer) -> String {
+    match answer {
+        ElicitationAnswer::Accept(content) => {
+            format!("action=accept, content={}", Value::Object(content.clone()))
+        }
+        ElicitationAnswer::Decline => "action=decline".to_owned(),
+        ElicitationAnswer::Cancel => "action=cancel".to_owned(),
+    }
+}
+
+/// A one-field form.
+fn form(field: &str, kind: &str) -> Value {
+    json!({"type": "object", "properties": {field: {"type": kind}}, "required": [field]})
+}
+
+/// The text of a form's field, if the user accepted and gave one.
+fn accepted(answer: &ElicitationAnswer, field: &str) -> Option<String> {
+    match answer {
+        ElicitationAnswer::Accept(content) => match content.get(field)? {
+            Value::String(text) => Some(text.clone()),
+            other => Some(other.to_string()),
+        },
+        _ => None,
+    }
+}
+
+fn sampled_text(answer: &llm_worker_guest::SamplingAnswer) -> String {
+    match &answer.content {
+        Content::Text(text) => text.clone(),
+        other => {
+            let mut text = String::new();
+            other.write_text(&mut text);
+            text
+        }
+    }
+}
+
+fn pause() {
+    std::thread::sleep(Duration::from_millis(60));
+}
+
+#[tool_registry]
+impl Conformance {
+    /// Returns a simple text.
+    #[tool]
+    fn test_simple_text(&self) -> &'static str {
+        "This is a simple text response for testing."
+    }
+
+    /// Returns an image (a red pixel, PNG).
+    #[tool]
+    fn test_image_content(&self) -> Content {
+        Content::image("image/png", PNG)
+    }
+
+    /// Returns an audio clip (WAV).
+    #[tool]
+    fn test_audio_content(&self) -> Content {
+        Content::audio("audio/wav", WAV)
+    }
+
+    /// Returns an embedded text resource.
+    #[tool]
+    fn test_embedded_resource(&self) -> Content {
+        Content::Resource(ResourceContents::text(
+            "test://embedded-resource",
+            Some("text/plain"),
+            "This is an embedded resource content.",
+        ))
+    }
+
+    /// Returns text, an image and an embedded resource.
+    #[tool]
+    fn test_multiple_content_types(&self) -> Vec<Content> {
+        vec![
+            Content::text("Multiple content types test:"),
+            Content::image("image/png", PNG),
+            Content::Resource(ResourceContents::text(
+                "test://mixed-content-resource",
+                Some("application/json"),
+                r#"{"test":"data","value":123}"#,
+            )),
+        ]
+    }
+
+    /// Logs three messages while it runs.
+    #[tool]
+    fn test_tool_with_logging(&self) -> &'static str {
+        log::info!("Tool execution started");
+        pause();
+        log::info!("Tool processing data");
+        pause();
+        log::info!("Tool execution completed");
+        "Tool with logging executed successfully"
+    }
+
+    /// Reports progress 0, 50 and 100 of 100 while it runs.
+    #[tool]
+    fn test_tool_with_progress(&self) -> &'static str {
+        progress(0.0, Some(100.0), None);
+        pause();
+        progress(50.0, Some(100.0), None);
+        pause();
+        progress(100.0, Some(100.0), None);
+        "Progress test completed"
+    }
+
+    /// Fails, telling why as its content.
+    #[tool]
+    fn test_error_handling(&self) -> ToolOutput {
+        ToolOutput::error(vec![Content::text(
+            "This tool intentionally returns an error for testing",
+        )])
+    }
+
+    /// Asks the client's model to answer the prompt.
+    #[tool]
+    fn test_sampling(
+        &self,
+        #[description = "What to ask the model"] prompt: String,
+    ) -> Result<String, QuestionError> {
+        let answer = sample(
+            "llm",
+            SamplingRequest {
+                messages: vec![Message::user(prompt)],
+                max_tokens: 100,
+                ..SamplingRequest::default()
+            },
+        )?;
+        Ok(format!("LLM response: {}", sampled_text(&answer)))
+    }
+
+    /// Asks the user for a user name and an e-mail address.
+    #[tool]
+    fn test_elicitation(
+        &self,
+        #[description = "What to tell the user"] message: String,
+    ) -> Result<String, QuestionError> {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "username": {"type": "string", "description": "User's response"},
+                "email": {"type": "string", "description": "User's email address"}
+            },
+            "required": ["username", "email"]
+        });
+        let answer = elicit_with_schema("user_info", &message, schema)?;
+        Ok(format!("User response: {}", describe(&answer)))
+    }
+
+    /// Asks the user to review a form whose fields have defaults (SEP-1034).
+    #[tool]
+    fn test_elicitation_sep1034_defaults(&self) -> Result<String, QuestionError> {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "description": "User name", "default": "John Doe"},
+                "age": {"type": "integer", "description": "User age", "default": 30},
+                "score": {"type": "number", "description": "User score", "default": 95.5},
+                "status": {
+                    "type": "string",
+                    "description": "User status",
+                    "enum": ["active", "inactive", "pending"],
+                    "default": "active"
+                },
+                "verified": {"type": "boolean", "description": "Verified", "default": true}
+            },
+            "required": []
+        });
+        let answer = elicit_with_schema(
+            "defaults",
+            "Please review and update the form fields with defaults",
+            schema,
+        )?;
+        Ok(format!("Elicitation completed: {}", describe(&answer)))
+    }
+
+    /// Asks the user to choose from enums of every kind (SEP-1330).
+    #[tool]
+    fn test_elicitation_sep1330_enums(&self) -> Result<String, QuestionError> {
+        let choices = |titles: [&str; 3]| {
+            titles
+                .iter()
+                .enumerate()
+                .map(|(at, title)| json!({"const": format!("value{}", at + 1), "title": title}))
+                .collect::<Vec<_>>()
+        };
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "untitledSingle": {
+                    "type": "string",
+                    "description": "Choose one",
+                    "enum": ["option1", "option2", "option3"]
+                },
+                "titledSingle": {
+                    "type": "string",
+                    "description": "Choose one",
+                    "oneOf": choices(["First Option", "Second Option", "Third Option"])
+                },
+                "legacyEnum": {
+                    "type": "string",
+                    "description": "Choose one",
+                    "enum": ["opt1", "opt2", "opt3"],
+                    "enumNames": ["Option One", "Option Two", "Option Three"]
+                },
+                "untitledMulti": {
+                    "type": "array",
+                    "description": "Choose some",
+                    "minItems": 1,
+                    "maxItems": 3,
+                    "items": {"type": "string", "enum": ["option1", "option2", "option3"]}
+                },
+                "titledMulti": {
+                    "type": "array",
+                    "description": "Choose some",
+                    "minItems": 1,
+                    "maxItems": 3,
+                    "items": {"anyOf": choices(["First Choice", "Second Choice", "Third Choice"])}
+                }
+            },
+            "required": []
+        });
+        let answer = elicit_with_schema("enums", "Please choose from the enums", schema)?;
+        Ok(format!("Elicitation completed: {}", describe(&answer)))
+    }
+
+    /// Needs the client's sampling capability (server-stateless).
+    #[tool]
+    fn test_missing_capability(&self) -> Result<&'static str, QuestionError> {
+        sample(
+            "needs_sampling",
+            SamplingRequest {
+                messages: vec![Message::user("Say success")],
+                max_tokens: 10,
+                ..SamplingRequest::default()
+            },
+        )?;
+        Ok("Success")
+    }
+
+    /// Asks the user for confirmation; never sends requests on its response stream.
+    #[tool]
+    fn test_streaming_elicitation(&self) -> Result<&'static str, QuestionError> {
+        elicit_with_schema("stream_confirm", "Please confirm", form("ok", "boolean"))?;
+        Ok("Streaming complete")
+    }
+
+    /// Logs at info; clients see it only at the level they asked for.
+    #[tool]
+    fn test_logging_tool(&self) -> &'static str {
+        log::info!("Logging tool ran");
+        "Logging evaluated"
+    }
+
+    /// Asks the user's name (revision 2026-07-28: answered input_required).
+    #[tool]
+    fn test_input_required_result_elicitation(&self) -> Result<String, QuestionError> {
+        let answer = elicit_with_schema("user_name", "What is your name?", form("name", "string"))?;
+        match accepted(&answer, "name") {
+            Some(name) => Ok(format!("Hello, {name}!")),
+            None => Ok(format!("No name given ({})", describe(&answer))),
+        }
+    }
+
+    /// Asks the client's model a question.
+    #[tool]
+    fn test_input_required_result_sampling(&self) -> Result<String, QuestionError> {
+        let answer = sample(
+            "capital_question",
+            SamplingRequest {
+                messages: vec![Message::user("What is the capital of France?")],
+                max_tokens: 100,
+                ..SamplingRequest::default()
+            },
+        )?;
+        Ok(format!("Sampling result: {}", sampled_text(&answer)))
+    }
+
+    /// Reads the client's roots.
+    #[tool]
+    fn test_input_required_result_list_roots(&self) -> Result<String, QuestionError> {
+        let found = roots("client_roots")?;
+        Ok(format!("Found {} root(s)", found.len()))
+    }
+
+    /// Asks for a confirmation carried across the retry by the request state.
+    #[tool]
+    fn test_input_required_result_request_state(&self) -> Result<String, QuestionError> {
+        elicit_with_schema("confirm", "Please confirm", form("ok", "boolean"))?;
+        Ok("state-ok: requestState validated".to_owned())
+    }
+
+    /// Asks three questions at once: a form, the model and the roots.
+    #[tool]
+    fn test_input_required_result_multiple_inputs(&self) -> Result<String, QuestionError> {
+        // Ask all three before giving up on any: the client answers them together.
+        let name = elicit_with_schema("user_name", "What is your name?", form("name", "string"));
+        let greeting = sample(
+            "greeting",
+            SamplingRequest {
+                messages: vec![Message::user("Generate a greeting")],
+                max_tokens: 50,
+                ..SamplingRequest::default()
+            },
+        );
+        let found = roots("client_roots");
+        let (name, greeting, found) = (name?, greeting?, found?);
+        Ok(format!(
+            "Name: {}; Greeting: {}; Roots: {}",
+            accepted(&name, "name").unwrap_or_default(),
+            sampled_text(&greeting),
+            found.len()
+        ))
+    }
+
+    /// Asks two questions, one after the other.
+    #[tool]
+    fn test_input_required_result_multi_round(&self) -> Result<String, QuestionError> {
+        let name = elicit_with_schema("step1", "Step 1: What is your name?", form("name", "string"))?;
+        let colour = elicit_with_schema(
+            "step2",
+            "Step 2: What is your favorite color?",
+            form("color", "string"),
+        )?;
+        Ok(format!(
+            "Multi-round complete for {} who likes {}",
+            accepted(&name, "name").unwrap_or_default(),
+            accepted(&colour, "color").unwrap_or_default()
+        ))
+    }
+
+    /// Asks for a confirmation; a tampered request state is refused by the host.
+    #[tool]
+    fn test_input_required_result_tampered_state(&self) -> Result<String, QuestionError> {
+        elicit_with_schema("confirm", "Please confirm", form("ok", "boolean"))?;
+        Ok("integrity-ok: state verified".to_owned())
+    }
+
+    /// Asks only what the client declared it can answer.
+    #[tool]
+    fn test_input_required_result_capabilities(&self) -> Result<String, QuestionError> {
+        let asked = [
+            elicit_with_schema("user_input", "Your input?", form("input", "string")).map(|_| ()),
+            sample(
+                "sample_input",
+                SamplingRequest {
+                    messages: vec![Message::user("Sample request")],
+                    max_tokens: 50,
+                    ..SamplingRequest::default()
+                },
+            )
+            .map(|_| ()),
+            roots("roots_input").map(|_| ()),
+        ];
+        // What the client cannot answer is skipped; what it will answer is waited for.
+        for outcome in asked {
+            if let Err(deferred @ QuestionError::Deferred(_)) = outcome {
+                return Err(deferred);
+            }
+        }
+        Ok("capabilities respected".to_owned())
+    }
+
+    /// The static text resource.
+    #[resource(uri = "test://static-text", name = "static-text", mime_type = "text/plain")]
+    fn static_text(&self) -> &'static str {
+        "This is the content of the static text resource."
+    }
+
+    /// The static binary resource (a red pixel).
+    #[resource(uri = "test://static-binary", name = "static-binary", mime_type = "image/png")]
+    fn static_binary(&self) -> Vec<u8> {
+        PNG.to_vec()
+    }
+
+    /// A resource to subscribe to.
+    #[resource(
+        uri = "test://watched-resource",
+        name = "watched-resource",
+        mime_type = "text/plain"
+    )]
+    fn watched_resource(&self) -> &'static str {
+        "Watched resource content"
+    }
+
+    /// Data for an id.
+    #[resource(
+        template = "test://template/{id}/data",
+        name = "template",
+        mime_type = "application/json"
+    )]
+    fn template_data(&self, id: String) -> String {
+        json!({"id": id, "templateTest": true, "data": format!("Data for ID: {id}")}).to_string()
+    }
+
+    /// A simple prompt.
+    #[prompt]
+    fn test_simple_prompt(&self) -> &'static str {
+        "This is a simple prompt for testing."
+    }
+
+    /// A prompt with two arguments.
+    #[prompt]
+    fn test_prompt_with_arguments(
+        &self,
+        #[description = "The first argument"]
+        #[complete(suggest_arg1)]
+        arg1: String,
+        #[description = "The second argument"] arg2: String,
+    ) -> String {
+        format!("Prompt with arguments: arg1='{arg1}', arg2='{arg2}'")
+    }
+
+    /// Values for `arg1` that start with what is typed.
+    fn suggest_arg1(&self, typed: &str) -> Vec<String> {
+        ["test", "testing", "value"]
+            .into_iter()
+            .filter(|value| value.starts_with(typed))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// A prompt with an embedded resource.
+    #[prompt]
+    fn test_prompt_with_embedded_resource(
+        &self,
+        #[description = "The URI of the resource to embed"] resourceUri: String,
+    ) -> Vec<Message> {
+        vec![
+            Message::user(Content::Resource(ResourceContents::text(
+                resourceUri,
+                Some("text/plain"),
+                "Embedded resource content for testing.",
+            ))),
+            Message::user("Please process the embedded resource above."),
+        ]
+    }
+
+    /// A prompt with an image.
+    #[prompt]
+    fn test_prompt_with_image(&self) -> Vec<Message> {
+        vec![
+            Message::user(Content::image("image/png", PNG)),
+            Message::user("Please analyze the image above."),
+        ]
+    }
+
+    /// A prompt that asks the user for context first.
+    #[prompt]
+    fn test_input_required_result_prompt(&self) -> Result<String, QuestionError> {
+        let answer = elicit_with_schema(
+            "user_context",
+            "What context should the prompt use?",
+            form("context", "string"),
+        )?;
+        Ok(format!(
+            "Prompt with context: {}",
+            accepted(&answer, "context").unwrap_or_default()
+        ))
+    }
+}
+
+llm_worker_guest::export_plugin!(Conformance);
