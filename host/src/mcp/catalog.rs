@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, OnceLock};
 
-use tokio::sync::watch;
+use tokio::sync::{broadcast, watch};
 
 use crate::plugin::{LoadedPlugin, PluginSession};
 use crate::tool::{Tool, ToolDefinition, ToolError, ToolMeta, ToolOutput};
@@ -128,13 +128,27 @@ fn plugin_revision(plugin: &LoadedPlugin) -> u64 {
 #[derive(Clone, Debug)]
 pub struct ToolCatalog {
     groups: Arc<watch::Sender<Arc<[ToolGroup]>>>,
+    /// What the plugins of any session say changed, for the server's subscription streams
+    /// (`subscriptions/listen`, revision 2026-07-28).
+    notices: broadcast::Sender<Notice>,
 }
+
+/// A plugin's notice, for subscription streams.
+#[derive(Debug, Clone)]
+pub(crate) enum Notice {
+    ListChanged(crate::events::Listing),
+    ResourceUpdated(String),
+}
+
+/// Notices a slow subscription stream may fall behind by before it misses some.
+const NOTICES_QUEUED: usize = 64;
 
 impl ToolCatalog {
     /// A catalog of these groups (see [`replace`](Self::replace) for clashes).
     pub fn new(groups: impl IntoIterator<Item = ToolGroup>) -> Self {
         Self {
             groups: Arc::new(watch::Sender::new(without_clashes(groups))),
+            notices: broadcast::Sender::new(NOTICES_QUEUED),
         }
     }
 
@@ -158,6 +172,11 @@ impl ToolCatalog {
 
     pub(crate) fn subscribe(&self) -> watch::Receiver<Arc<[ToolGroup]>> {
         self.groups.subscribe()
+    }
+
+    /// Where plugins' notices go, for subscription streams.
+    pub(crate) fn notices(&self) -> broadcast::Sender<Notice> {
+        self.notices.clone()
     }
 }
 

@@ -70,6 +70,8 @@ pub(crate) struct Replay {
     deferred: Mutex<BTreeMap<String, InputRequest>>,
     /// The answers this run used, by key: carried to the next round.
     used: Mutex<BTreeMap<String, Value>>,
+    /// The capabilities the run's questions needed and the request did not declare.
+    missing: Mutex<ClientCapabilities>,
 }
 
 impl Replay {
@@ -106,6 +108,7 @@ impl Replay {
             capabilities,
             deferred: Mutex::default(),
             used: Mutex::default(),
+            missing: Mutex::default(),
         })
     }
 
@@ -134,6 +137,29 @@ impl Replay {
             )
             .map_err(|error| ErrorData::internal_error(error.to_string(), None))?;
         Ok(Some(InputRequiredResult::new(Some(deferred), Some(sealed))))
+    }
+
+    /// MCP's "missing required client capability" (-32021) for a run that failed after a
+    /// question the request's capabilities could not answer, naming them; `None` if none was
+    /// missing.
+    pub(crate) fn missing_capability(&self) -> Option<ErrorData> {
+        let missing = lock(&self.missing).clone();
+        let any =
+            missing.elicitation.is_some() || missing.sampling.is_some() || missing.roots.is_some();
+        any.then(|| ErrorData::missing_required_client_capability(missing))
+    }
+
+    /// Records that a question needed `capability`, which the request did not declare.
+    fn undeclared(&self, asker: &Asker, capability: &str) -> QuestionError {
+        {
+            let mut missing = lock(&self.missing);
+            match capability {
+                "elicitation" => missing.elicitation = Some(Default::default()),
+                "sampling" => missing.sampling = Some(Default::default()),
+                _ => missing.roots = Some(Default::default()),
+            }
+        }
+        undeclared(asker, capability)
     }
 
     /// The answer to `key`, if the client gave one of the right shape; otherwise the question
@@ -178,7 +204,7 @@ impl QuestionHandler for Replay {
         schema: &Value,
     ) -> Result<ElicitationAnswer, QuestionError> {
         if self.capabilities.elicitation.is_none() {
-            return Err(undeclared(asker, "elicitation"));
+            return Err(self.undeclared(asker, "elicitation"));
         }
         let requested_schema: ElicitationSchema =
             serde_json::from_value(schema.clone()).map_err(|error| {
@@ -211,7 +237,7 @@ impl QuestionHandler for Replay {
         request: &SamplingRequest,
     ) -> Result<SamplingAnswer, QuestionError> {
         if self.capabilities.sampling.is_none() {
-            return Err(undeclared(asker, "sampling"));
+            return Err(self.undeclared(asker, "sampling"));
         }
         let result: CreateMessageResult = self.answer(asker, || {
             InputRequest::CreateMessage(CreateMessageRequest::new(sampling_params(request)))
@@ -226,7 +252,7 @@ impl QuestionHandler for Replay {
 
     async fn roots(&self, asker: &Asker) -> Result<Vec<Root>, QuestionError> {
         if self.capabilities.roots.is_none() {
-            return Err(undeclared(asker, "roots"));
+            return Err(self.undeclared(asker, "roots"));
         }
         let result: ListRootsResult = self.answer(asker, || {
             InputRequest::ListRoots(ListRootsRequest::default())
@@ -427,6 +453,14 @@ mod tests {
         assert!(
             matches!(&roots, Err(QuestionError::Unsupported(text)) if text.contains("roots")),
             "{roots:?}"
+        );
+        let missing = replay.missing_capability().expect("roots were missing");
+        assert_eq!(missing.code.0, -32021);
+        let data = missing.data.expect("data");
+        assert!(data["requiredCapabilities"]["roots"].is_object(), "{data}");
+        assert!(
+            data["requiredCapabilities"].get("sampling").is_none(),
+            "{data}"
         );
         let again = replay.elicit(&asker("name"), "Name?", &form()).await;
         assert!(

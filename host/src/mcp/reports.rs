@@ -14,6 +14,7 @@ use rmcp::model::{
 };
 use serde_json::Value;
 
+use super::catalog::Notice;
 use crate::events::{Listing, LogLevel, ToolEvent, ToolEventKind};
 
 /// MCP's severity ranks, least important first, for comparing with the client's level.
@@ -69,6 +70,7 @@ pub(super) async fn forward_reports(
     peer: rmcp::Peer<RoleServer>,
     level: Arc<Mutex<Option<LoggingLevel>>>,
     subscriptions: Arc<Mutex<BTreeSet<String>>>,
+    notices: tokio::sync::broadcast::Sender<Notice>,
     token: Option<ProgressToken>,
     mut receiver: tokio::sync::mpsc::Receiver<Report>,
 ) {
@@ -97,6 +99,7 @@ pub(super) async fn forward_reports(
                 kind: ToolEventKind::ResourceUpdated { uri },
                 ..
             }) => {
+                let _ = notices.send(Notice::ResourceUpdated(uri.clone()));
                 let subscribed = subscriptions
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
@@ -112,6 +115,7 @@ pub(super) async fn forward_reports(
                 kind: ToolEventKind::ListChanged(which),
                 ..
             }) => {
+                let _ = notices.send(Notice::ListChanged(which));
                 let _ = match which {
                     Listing::Resources => peer.notify_resource_list_changed().await,
                     Listing::Prompts => peer.notify_prompt_list_changed().await,
@@ -142,5 +146,21 @@ pub(super) async fn forward_reports(
         param.total = total;
         param.message = message;
         let _ = peer.notify_progress(param).await;
+    }
+}
+
+/// A plugin's notice as MCP's notification.
+pub(super) fn notification(notice: Notice) -> rmcp::model::ServerNotification {
+    use rmcp::model::{ResourceUpdatedNotification, ServerNotification};
+    match notice {
+        Notice::ListChanged(Listing::Resources) => {
+            ServerNotification::ResourceListChangedNotification(Default::default())
+        }
+        Notice::ListChanged(Listing::Prompts) => {
+            ServerNotification::PromptListChangedNotification(Default::default())
+        }
+        Notice::ResourceUpdated(uri) => ServerNotification::ResourceUpdatedNotification(
+            ResourceUpdatedNotification::new(ResourceUpdatedNotificationParam::new(uri)),
+        ),
     }
 }

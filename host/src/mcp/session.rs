@@ -17,7 +17,8 @@ use rmcp::model::{
     ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscribeRequestParams, Tool,
     UnsubscribeRequestParams,
 };
-use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::model::{ServerNotification, SubscriptionFilter};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::Value;
 
@@ -131,6 +132,8 @@ pub(crate) struct McpSession {
     admission: Option<Admission>,
     /// The resource URIs the client subscribed to.
     pub(super) subscriptions: Arc<Mutex<BTreeSet<String>>>,
+    /// Where the plugins' notices go for the server's subscription streams.
+    notices: tokio::sync::broadcast::Sender<super::catalog::Notice>,
     /// Who answers the plugins' questions: the session's client (made at the first call).
     questions: std::sync::OnceLock<Arc<dyn crate::question::QuestionHandler>>,
 }
@@ -163,6 +166,7 @@ impl McpSession {
             log_level: Arc::new(Mutex::new(None)),
             admission,
             subscriptions: Arc::default(),
+            notices: catalog.notices(),
             questions: std::sync::OnceLock::new(),
         }
     }
@@ -345,6 +349,38 @@ impl ServerHandler for McpSession {
         self.completion(request).await
     }
 
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        // rmcp keeps of it what the server's capabilities advertise.
+        Some(requested.clone())
+    }
+
+    /// A subscription stream (revision 2026-07-28): the catalog's changes of tools, and what
+    /// the plugins of any session say changed, until the client goes.
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let mut changes = self.lock().changes();
+        let mut notices = self.notices.subscribe();
+        let sink = context.sink();
+        loop {
+            let notification = tokio::select! {
+                () = context.cancelled() => return Ok(()),
+                changed = changes.changed() => match changed {
+                    Ok(()) => ServerNotification::ToolListChangedNotification(Default::default()),
+                    Err(_) => return Ok(()),
+                },
+                notice = notices.recv() => match notice {
+                    Ok(notice) => super::reports::notification(notice),
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return Ok(()),
+                },
+            };
+            // The sink passes what the client's filter accepted only.
+            let _ = sink.send(notification).await;
+        }
+    }
+
     async fn set_level(
         &self,
         request: SetLevelRequestParams,
@@ -425,6 +461,18 @@ impl ServerHandler for McpSession {
                 replay.input_required(codec, "tools/call", &call.name, arguments)?
         {
             return Ok(CallToolResponse::InputRequired(input_required));
+        }
+        // A tool that failed after asking what the request's client cannot answer: the
+        // protocol's own error, naming the capability (revision 2026-07-28).
+        let failed = match &outcome {
+            Ok(output) => output.is_error,
+            Err(_) => true,
+        };
+        if failed
+            && let Some((replay, _)) = &replay
+            && let Some(error) = replay.missing_capability()
+        {
+            return Err(error);
         }
         let (output, error) = match outcome {
             Ok(output) => (output, None),
@@ -547,6 +595,7 @@ impl McpSession {
             context.peer.clone(),
             Arc::clone(&self.log_level),
             Arc::clone(&self.subscriptions),
+            self.notices.clone(),
             context.meta.get_progress_token(),
             receiver,
         );

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use llm_worker_guest::log;
 use llm_worker_guest::{
-    Content, ElicitationAnswer, Message, QuestionError, ResourceContents, SamplingRequest,
-    ToolOutput, complete, elicit_with_schema, progress, prompt, resource, roots, sample, tool,
+    Content, ElicitationAnswer, Listing, Message, QuestionError, ResourceContents, SamplingRequest,
+    ToolOutput, complete, elicit_with_schema, list_changed, progress, prompt, resource, roots, sample, tool,
     tool_registry,
 };
 use serde_json::{Value, json};
@@ -282,6 +282,13 @@ impl Conformance {
     fn test_logging_tool(&self) -> &'static str {
         log::info!("Logging tool ran");
         "Logging evaluated"
+    }
+
+    /// Says that this plugin's prompts changed (clients subscribed to the change are told).
+    #[tool]
+    fn test_trigger_prompt_change(&self) -> &'static str {
+        list_changed(Listing::Prompts);
+        "Mutation triggered"
     }
 
     /// Asks the user's name (revision 2026-07-28: answered input_required).
