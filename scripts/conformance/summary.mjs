@@ -5,7 +5,8 @@
 // Usage: node summary.mjs REVISION LOG RESULTS [REVISION LOG RESULTS ...]
 // LOG is the suite's output for `server --requirements REVISION`, RESULTS its --output-dir.
 // The verdicts are the suite's own (its SUMMARY lines: a scenario passes with no failed
-// check); the messages come from each scenario's checks.json.
+// check); the messages come from each scenario's checks.json. Exits 1 when a requirement set
+// did not run, 3 when a scored scenario failed (unscored ones are reported only).
 import fs from 'node:fs';
 import path from 'node:path';
 
@@ -37,6 +38,7 @@ const firstFailure = (results, scenario) => {
 const rows = [];
 const failures = [];
 let broken = false;
+let scoredFailures = 0;
 for (let i = 0; i < args.length; i += 3) {
   const [revision, log, results] = args.slice(i, i + 3);
   const text = fs.existsSync(log) ? fs.readFileSync(log, 'utf8') : '';
@@ -62,6 +64,7 @@ for (let i = 0; i < args.length; i += 3) {
   for (const name of [...scored, ...other]) {
     if (verdicts.get(name)) continue;
     const kind = notScored.has(name) ? `not scored: ${notScored.get(name)}` : 'scored';
+    if (!notScored.has(name)) scoredFailures += 1;
     failures.push({ revision, name, kind, why: firstFailure(results, name) });
   }
 }
@@ -76,4 +79,5 @@ for (const failure of failures) {
   console.log(`  ${failure.revision}  ${failure.name} (${failure.kind})`);
   if (failure.why) console.log(`      ${failure.why}`);
 }
-process.exit(broken ? 1 : 0);
+// 1: the suite did not run; 3: a scenario a requirement set scores failed.
+process.exit(broken ? 1 : scoredFailures > 0 ? 3 : 0);
