@@ -287,7 +287,7 @@ impl ToolOutput {
     /// block.
     #[must_use]
     pub fn into_text(mut self) -> String {
-        if self.content.len() == 1
+        if let [Content::Text(_)] = self.content.as_slice()
             && let Some(Content::Text(text)) = self.content.pop()
         {
             return text;

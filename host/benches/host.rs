@@ -29,8 +29,13 @@ impl NativeEcho {
 /// fiber, so that a call can yield and be timed out).
 mod bare {
     wasmtime::component::bindgen!({
-        path: "../wit/0.2.0",
+        path: "../wit/0.3.0",
         world: "tool-plugin",
+        imports: {
+            "llm-worker:tool/client.elicit": async,
+            "llm-worker:tool/client.sample": async,
+            "llm-worker:tool/client.roots": async,
+        },
         exports: { default: async },
     });
 }
@@ -38,7 +43,7 @@ mod bare {
 /// The same world called synchronously: wasmtime's cheapest call, the floor of any host.
 mod bare_sync {
     wasmtime::component::bindgen!({
-        path: "../wit/0.2.0",
+        path: "../wit/0.3.0",
         world: "tool-plugin",
     });
 }
@@ -48,16 +53,96 @@ struct BareState {
     table: ResourceTable,
 }
 
-/// The host interface of contract 0.2.0, doing nothing (the echo tool neither logs nor
-/// reports progress).
+/// The host interfaces of contract 0.3.0, doing nothing (the echo tool neither logs, reports
+/// nor asks).
 impl bare::llm_worker::tool::host::Host for BareState {
     fn log(&mut self, _: bare::llm_worker::tool::host::Level, _: String) {}
     fn progress(&mut self, _: f64, _: Option<f64>, _: Option<String>) {}
+    fn resource_updated(&mut self, _: String) {}
+    fn list_changed(&mut self, _: bare::llm_worker::tool::host::Listing) {}
+}
+
+impl bare::llm_worker::tool::client::Host for BareState {
+    async fn elicit(
+        &mut self,
+        _: String,
+        _: String,
+        _: String,
+    ) -> Result<
+        bare::llm_worker::tool::client::ElicitationAnswer,
+        bare::llm_worker::tool::client::QuestionError,
+    > {
+        Err(bare::llm_worker::tool::client::QuestionError::Unsupported(
+            String::new(),
+        ))
+    }
+
+    async fn sample(
+        &mut self,
+        _: String,
+        _: bare::llm_worker::tool::client::SamplingRequest,
+    ) -> Result<
+        bare::llm_worker::tool::client::SamplingAnswer,
+        bare::llm_worker::tool::client::QuestionError,
+    > {
+        Err(bare::llm_worker::tool::client::QuestionError::Unsupported(
+            String::new(),
+        ))
+    }
+
+    async fn roots(
+        &mut self,
+        _: String,
+    ) -> Result<
+        Vec<bare::llm_worker::tool::client::Root>,
+        bare::llm_worker::tool::client::QuestionError,
+    > {
+        Err(bare::llm_worker::tool::client::QuestionError::Unsupported(
+            String::new(),
+        ))
+    }
 }
 
 impl bare_sync::llm_worker::tool::host::Host for BareState {
     fn log(&mut self, _: bare_sync::llm_worker::tool::host::Level, _: String) {}
     fn progress(&mut self, _: f64, _: Option<f64>, _: Option<String>) {}
+    fn resource_updated(&mut self, _: String) {}
+    fn list_changed(&mut self, _: bare_sync::llm_worker::tool::host::Listing) {}
+}
+
+impl bare_sync::llm_worker::tool::client::Host for BareState {
+    fn elicit(
+        &mut self,
+        _: String,
+        _: String,
+        _: String,
+    ) -> Result<
+        bare_sync::llm_worker::tool::client::ElicitationAnswer,
+        bare_sync::llm_worker::tool::client::QuestionError,
+    > {
+        Err(bare_sync::llm_worker::tool::client::QuestionError::Unsupported(String::new()))
+    }
+
+    fn sample(
+        &mut self,
+        _: String,
+        _: bare_sync::llm_worker::tool::client::SamplingRequest,
+    ) -> Result<
+        bare_sync::llm_worker::tool::client::SamplingAnswer,
+        bare_sync::llm_worker::tool::client::QuestionError,
+    > {
+        Err(bare_sync::llm_worker::tool::client::QuestionError::Unsupported(String::new()))
+    }
+
+    fn roots(
+        &mut self,
+        _: String,
+    ) -> Result<
+        Vec<bare_sync::llm_worker::tool::client::Root>,
+        bare_sync::llm_worker::tool::client::QuestionError,
+    > {
+        Err(bare_sync::llm_worker::tool::client::QuestionError::Unsupported(String::new()))
+    }
 }
 
 impl WasiView for BareState {
@@ -117,6 +202,11 @@ fn bare_component(
             |state| state,
         )
         .expect("host");
+        bare::llm_worker::tool::client::add_to_linker::<_, wasmtime::component::HasSelf<_>>(
+            &mut linker,
+            |state| state,
+        )
+        .expect("client");
     } else {
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker).expect("wasi");
         bare_sync::llm_worker::tool::host::add_to_linker::<_, wasmtime::component::HasSelf<_>>(
@@ -124,6 +214,11 @@ fn bare_component(
             |state| state,
         )
         .expect("host");
+        bare_sync::llm_worker::tool::client::add_to_linker::<_, wasmtime::component::HasSelf<_>>(
+            &mut linker,
+            |state| state,
+        )
+        .expect("client");
     }
     let component =
         wasmtime::component::Component::from_file(&engine, plugin_path("echo")).expect("compile");

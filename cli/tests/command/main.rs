@@ -5,4 +5,5 @@ mod cli;
 mod first_hour;
 mod http;
 mod mcp;
+mod protocol;
 mod registry;

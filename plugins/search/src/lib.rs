@@ -78,7 +78,7 @@ mod tests {
                     assert_eq!(*total, Some(4.0));
                     Some(*done)
                 }
-                Report::Log { .. } => None,
+                _ => None,
             })
             .collect();
         assert_eq!(progress, [1.0, 2.0, 3.0, 4.0]);

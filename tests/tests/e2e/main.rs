@@ -15,4 +15,5 @@ mod plugin_dir;
 mod plugins;
 mod policy;
 mod pool;
+mod questions;
 mod trust;

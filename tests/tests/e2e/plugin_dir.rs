@@ -129,3 +129,33 @@ fn subdirectories_are_read_only_when_asked() {
     );
     assert!(deep.failures.is_empty(), "{:?}", deep.failures);
 }
+
+/// Two plugins offering the same resource URI (contract 0.3.0) are refused like two offering
+/// the same tool name: both, each naming the other and the URI.
+#[test]
+fn plugins_offering_the_same_resource_are_both_refused() {
+    let root = scratch_dir("resource-clash");
+    let dir = root.join("plugins");
+    std::fs::create_dir(&dir).expect("mkdir");
+    for plugin in ["notes", "shadow", "counter"] {
+        std::fs::copy(plugin_path(plugin), dir.join(format!("{plugin}.wasm"))).expect("copy");
+    }
+    let loaded = host().load_dir(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let names: Vec<&str> = loaded.plugins.iter().map(LoadedPlugin::name).collect();
+    assert_eq!(names, ["counter"]);
+    let clashes: Vec<String> = loaded
+        .failures
+        .iter()
+        .filter(|f| matches!(f, PluginError::OfferingClash { kind: "resource", .. }))
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(clashes.len(), 2, "{:#?}", loaded.failures);
+    for clash in &clashes {
+        assert!(
+            clash.contains("notes.wasm")
+                && clash.contains("shadow.wasm")
+                && clash.contains("the resource 'notes://all'"),
+            "{clash}"
+        );
+    }
+}

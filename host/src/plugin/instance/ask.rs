@@ -10,26 +10,61 @@ use crate::policy::ClientPolicy;
 use crate::question::{Asker, QuestionError, QuestionHandler};
 
 /// Time a call spent waiting for answers, shared by the store (which moves the epoch deadline)
-/// and the future running the call (which moves its own timer).
-#[derive(Debug, Default)]
-pub(crate) struct Waited(AtomicU64);
+/// and the future running the call (which moves its own timer): the waits that ended, and the
+/// one going on.
+#[derive(Debug)]
+pub(crate) struct Waited {
+    /// What the times below count from.
+    base: Instant,
+    /// Nanoseconds of the waits that ended.
+    ended: AtomicU64,
+    /// When the wait going on began, in nanoseconds after `base` plus one; 0 when none is.
+    since: AtomicU64,
+}
+
+impl Default for Waited {
+    fn default() -> Self {
+        Self {
+            base: Instant::now(),
+            ended: AtomicU64::new(0),
+            since: AtomicU64::new(0),
+        }
+    }
+}
+
+fn nanos(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
+}
 
 impl Waited {
+    /// The time waited so far, the wait going on included.
     pub(crate) fn get(&self) -> Duration {
-        Duration::from_nanos(self.0.load(Ordering::Acquire))
+        let ended = self.ended.load(Ordering::Acquire);
+        let since = self.since.load(Ordering::Acquire);
+        let ongoing = match since {
+            0 => 0,
+            began => nanos(self.base.elapsed()).saturating_sub(began - 1),
+        };
+        Duration::from_nanos(ended.saturating_add(ongoing))
     }
 
-    fn add(&self, waited: Duration) {
-        let nanos = u64::try_from(waited.as_nanos()).unwrap_or(u64::MAX);
+    fn begin(&self) {
+        let now = nanos(self.base.elapsed()).saturating_add(1);
+        self.since.store(now, Ordering::Release);
+    }
+
+    fn end(&self, waited: Duration) {
         let _ = self
-            .0
+            .ended
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |now| {
-                Some(now.saturating_add(nanos))
+                Some(now.saturating_add(nanos(waited)))
             });
+        self.since.store(0, Ordering::Release);
     }
 
     pub(crate) fn reset(&self) {
-        self.0.store(0, Ordering::Release);
+        self.ended.store(0, Ordering::Release);
+        self.since.store(0, Ordering::Release);
     }
 }
 
@@ -170,10 +205,11 @@ impl Questions {
         let (handler, asker) = self.admit(key, kind, question_bytes)?;
         let timeout = self.policy.answer_timeout;
         let started = Instant::now();
+        self.waited.begin();
         let answer = tokio::time::timeout(timeout, ask(handler, asker)).await;
         let waited = started.elapsed();
         *deadline += waited;
-        self.waited.add(waited);
+        self.waited.end(waited);
         let answer = answer.map_err(|_| {
             QuestionError::Failed(format!(
                 "no answer came within {timeout:?} (`[client] answer_timeout_ms` of plugin '{}')",

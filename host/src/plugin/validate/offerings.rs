@@ -259,9 +259,9 @@ mod tests {
             check_resources(&[resource("a://1"), resource("a://2")]),
             Ok(())
         );
-        let twice = check_resources(&[resource("a://1"), resource("a://1")]).unwrap_err();
+        let twice = check_resources(&[resource("a://1"), resource("a://1")]).expect_err("twice");
         assert!(twice.contains("listed twice"), "{twice}");
-        let nameless = check_resources(&[ResourceMeta::new("a://1", "")]).unwrap_err();
+        let nameless = check_resources(&[ResourceMeta::new("a://1", "")]).expect_err("nameless");
         assert!(nameless.contains("name"), "{nameless}");
         let prompt = |name: &str| PromptMeta {
             name: name.to_owned(),

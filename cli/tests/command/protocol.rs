@@ -1,0 +1,316 @@
+//! Contract 0.3.0 over MCP (revision 2025-11-25, stdio): `llm-worker serve` with the
+//! conformance fixtures, driven by rmcp's client — content blocks, resources, prompts and
+//! completion, and a plugin's questions round-tripping through the client (sampling,
+//! elicitation, roots), only as far as the client declared and the policy allows.
+
+#![allow(deprecated)]
+
+use std::sync::{Arc, Mutex};
+
+use llm_worker_tests::{ScratchDir, repo_root};
+use rmcp::model::{
+    ClientConfig, CompleteRequestParams, ContentBlock, CreateMessageRequestParams,
+    CreateMessageResult, ElicitRequestParams, ElicitResult, ElicitationAction,
+    GetPromptRequestParams, ListRootsResult, ReadResourceRequestParams, Reference,
+    ResourceContents, Role, SamplingMessage, SamplingMessageContentBlock,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::TokioChildProcess;
+use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceExt};
+use serde_json::json;
+
+use super::cli::plugin_dir;
+use super::mcp::{call, text};
+
+/// `llm-worker serve` over stdio with the conformance fixtures, with their policy (which
+/// allows sampling and roots) unless `with_policy` is false.
+fn serve(name: &str, with_policy: bool) -> (TokioChildProcess, ScratchDir) {
+    let (root, dir, cache) = plugin_dir(name, &["conformance"]);
+    if with_policy {
+        std::fs::copy(
+            repo_root().join("plugins/conformance/conformance.policy.toml"),
+            dir.join("conformance.policy.toml"),
+        )
+        .expect("copy the policy");
+    }
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"));
+    command.arg("serve").arg("--cache-dir").arg(cache).arg(&dir);
+    (
+        TokioChildProcess::new(command).expect("spawn llm-worker serve"),
+        root,
+    )
+}
+
+/// A client answering like a person and a model would (when `capable`), recording what the
+/// server asked.
+#[derive(Clone, Default)]
+struct Client {
+    capable: bool,
+    asked: Arc<Mutex<Vec<String>>>,
+}
+
+impl Client {
+    fn record(&self, what: String) {
+        self.asked
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(what);
+    }
+}
+
+impl ClientHandler for Client {
+    fn get_info(&self) -> ClientConfig {
+        let capabilities = if self.capable {
+            json!({"sampling": {}, "elicitation": {"form": {}}, "roots": {}})
+        } else {
+            json!({})
+        };
+        serde_json::from_value(json!({
+            "protocolVersion": "2025-11-25",
+            "capabilities": capabilities,
+            "clientInfo": {"name": "llm-worker-tests", "version": "1"}
+        }))
+        .expect("client info")
+    }
+
+    async fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, ErrorData> {
+        let prompt = match params.messages[0].content.clone().into_vec().remove(0) {
+            SamplingMessageContentBlock::Text(text) => text.text,
+            _ => String::new(),
+        };
+        self.record(format!("sampling: {prompt} ({} tokens)", params.max_tokens));
+        Ok(CreateMessageResult::new(
+            SamplingMessage::new(Role::Assistant, SamplingMessageContentBlock::text("Paris")),
+            "a-model".into(),
+        )
+        .with_stop_reason(CreateMessageResult::STOP_REASON_END_TURN))
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        if let ElicitRequestParams::FormElicitationParams {
+            message,
+            requested_schema,
+            ..
+        } = &request
+        {
+            let schema = serde_json::to_value(requested_schema).unwrap_or_default();
+            self.record(format!("elicitation: {message} {}", schema["required"]));
+        }
+        Ok(ElicitResult::new(ElicitationAction::Accept)
+            .with_content(json!({"username": "ada", "email": "ada@example.com"})))
+    }
+
+    async fn list_roots(
+        &self,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, ErrorData> {
+        self.record("roots".into());
+        Ok(serde_json::from_value(json!({"roots": [
+            {"uri": "file:///work", "name": "work"},
+            {"uri": "file:///home", "name": "home"}
+        ]}))
+        .expect("roots"))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugins_questions_round_trip_through_the_mcp_client() {
+    let (transport, _dir) = serve("protocol-questions", true);
+    let client = Client {
+        capable: true,
+        ..Client::default()
+    };
+    let asked = Arc::clone(&client.asked);
+    let session = client.serve(transport).await.expect("initialize");
+
+    let sampled = session
+        .call_tool(call(
+            "test_sampling",
+            json!({"prompt": "Capital of France?"}),
+        ))
+        .await
+        .expect("tools/call");
+    assert_eq!(text(&sampled), "LLM response: Paris");
+    let elicited = session
+        .call_tool(call("test_elicitation", json!({"message": "Who are you?"})))
+        .await
+        .expect("tools/call");
+    assert!(
+        text(&elicited)
+            .contains(r#"action=accept, content={"email":"ada@example.com","username":"ada"}"#),
+        "{}",
+        text(&elicited)
+    );
+    let roots = session
+        .call_tool(call("test_input_required_result_list_roots", json!({})))
+        .await
+        .expect("tools/call");
+    assert_eq!(text(&roots), "Found 2 root(s)");
+    assert_eq!(
+        asked.lock().map(|a| a.clone()).unwrap_or_default(),
+        [
+            "sampling: Capital of France? (100 tokens)",
+            r#"elicitation: Who are you? ["username","email"]"#,
+            "roots",
+        ]
+    );
+    session.cancel().await.expect("close");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_cannot_answer_and_a_policy_that_denies_give_clear_tool_errors() {
+    // The client declared no capability: the server does not ask it.
+    let (transport, _dir) = serve("protocol-incapable", true);
+    let client = Client::default();
+    let asked = Arc::clone(&client.asked);
+    let session = client.serve(transport).await.expect("initialize");
+    let sampled = session
+        .call_tool(call("test_sampling", json!({"prompt": "?"})))
+        .await
+        .expect("a tool error is a result");
+    assert_eq!(sampled.is_error, Some(true));
+    assert!(
+        text(&sampled).contains("`sampling` capability, which this client did not declare"),
+        "{}",
+        text(&sampled)
+    );
+    assert!(asked.lock().is_ok_and(|a| a.is_empty()));
+    session.cancel().await.expect("close");
+
+    // Without the plugin's policy, sampling is denied whatever the client can do.
+    let (transport, _dir) = serve("protocol-denied", false);
+    let client = Client {
+        capable: true,
+        ..Client::default()
+    };
+    let asked = Arc::clone(&client.asked);
+    let session = client.serve(transport).await.expect("initialize");
+    let denied = session
+        .call_tool(call("test_sampling", json!({"prompt": "?"})))
+        .await
+        .expect("a tool error is a result");
+    assert_eq!(denied.is_error, Some(true));
+    assert!(
+        text(&denied).contains("[client] sampling = true"),
+        "{}",
+        text(&denied)
+    );
+    assert!(asked.lock().is_ok_and(|a| a.is_empty()));
+    session.cancel().await.expect("close");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn content_resources_prompts_and_completion_over_mcp() {
+    let (transport, _dir) = serve("protocol-content", true);
+    let session = Client::default()
+        .serve(transport)
+        .await
+        .expect("initialize");
+
+    let image = session
+        .call_tool(call("test_image_content", json!({})))
+        .await
+        .expect("tools/call");
+    let [ContentBlock::Image(image)] = image.content.as_slice() else {
+        panic!("not one image: {image:?}");
+    };
+    assert_eq!(image.mime_type, "image/png");
+    assert!(image.data.starts_with("iVBORw0KGgo"), "{}", image.data);
+    let mixed = session
+        .call_tool(call("test_multiple_content_types", json!({})))
+        .await
+        .expect("tools/call");
+    let kinds: Vec<&str> = mixed
+        .content
+        .iter()
+        .map(|block| match block {
+            ContentBlock::Text(_) => "text",
+            ContentBlock::Image(_) => "image",
+            ContentBlock::Resource(_) => "resource",
+            _ => "other",
+        })
+        .collect();
+    assert_eq!(kinds, ["text", "image", "resource"]);
+    let failed = session
+        .call_tool(call("test_error_handling", json!({})))
+        .await
+        .expect("tools/call");
+    assert_eq!(failed.is_error, Some(true));
+    assert_eq!(
+        text(&failed),
+        "This tool intentionally returns an error for testing"
+    );
+
+    let resources = session.list_all_resources().await.expect("resources/list");
+    let uris: Vec<&str> = resources.iter().map(|r| r.uri.as_str()).collect();
+    assert_eq!(
+        uris,
+        [
+            "test://static-text",
+            "test://static-binary",
+            "test://watched-resource"
+        ]
+    );
+    let templates = session
+        .list_all_resource_templates()
+        .await
+        .expect("resources/templates/list");
+    assert_eq!(templates[0].uri_template, "test://template/{id}/data");
+    let read = session
+        .read_resource(ReadResourceRequestParams::new("test://template/42/data"))
+        .await
+        .expect("resources/read");
+    let ResourceContents::TextResourceContents { text: data, .. } = &read.contents[0] else {
+        panic!("not text: {read:?}");
+    };
+    assert!(data.contains(r#""id":"42""#), "{data}");
+    let binary = session
+        .read_resource(ReadResourceRequestParams::new("test://static-binary"))
+        .await
+        .expect("resources/read");
+    assert!(
+        matches!(&binary.contents[0], ResourceContents::BlobResourceContents { blob, mime_type, .. }
+            if blob.starts_with("iVBORw0KGgo") && mime_type.as_deref() == Some("image/png")),
+        "{binary:?}"
+    );
+    let missing = session
+        .read_resource(ReadResourceRequestParams::new("test://nothing"))
+        .await
+        .expect_err("no such resource");
+    assert!(
+        missing.to_string().contains("Resource not found"),
+        "{missing}"
+    );
+
+    let prompts = session.list_all_prompts().await.expect("prompts/list");
+    assert!(
+        prompts
+            .iter()
+            .any(|p| p.name == "test_prompt_with_arguments")
+    );
+    let mut arguments = serde_json::Map::new();
+    arguments.insert("arg1".into(), json!("one"));
+    arguments.insert("arg2".into(), json!("two"));
+    let mut get = GetPromptRequestParams::new("test_prompt_with_arguments");
+    get.arguments = Some(arguments);
+    let rendered = session.get_prompt(get).await.expect("prompts/get");
+    let rendered = serde_json::to_string(&rendered.messages).unwrap_or_default();
+    assert!(rendered.contains("arg1='one', arg2='two'"), "{rendered}");
+    let completed = session
+        .complete(CompleteRequestParams::new(
+            Reference::for_prompt("test_prompt_with_arguments"),
+            rmcp::model::ArgumentInfo::new("arg1", "te"),
+        ))
+        .await
+        .expect("completion/complete");
+    assert_eq!(completed.completion.values, ["test", "testing"]);
+    session.cancel().await.expect("close");
+}

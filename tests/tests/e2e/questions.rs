@@ -1,0 +1,360 @@
+//! Contract 0.3.0 through the library: content blocks beside the spec's text, a plugin's
+//! resources, prompts and completions in its session, and its questions to the client
+//! answered by an embedder's `QuestionHandler`, within the plugin's `[client]` policy.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use llm_worker::question::{
+    Asker, ElicitationAnswer, QuestionError, QuestionHandler, Root, SamplingAnswer, SamplingRequest,
+};
+use llm_worker::*;
+use llm_worker_tests::{host, plugin, plugin_path, session};
+use serde_json::{Value, json};
+
+/// The conformance fixtures with a policy allowing every question, and `client` changed by
+/// `adjust`.
+fn asking_plugin(
+    adjust: impl FnOnce(ClientPolicy) -> ClientPolicy,
+    limits: Limits,
+) -> LoadedPlugin {
+    let mut policy = SandboxPolicy::with_limits(limits);
+    policy.client = adjust(ClientPolicy::default().sampling(true).roots(true));
+    host()
+        .load_with_policy(plugin_path("conformance"), policy)
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Answers like a person and a model would, recording what it was asked.
+#[derive(Default)]
+struct Answers {
+    asked: Mutex<Vec<String>>,
+    /// How long each answer takes.
+    delay: Duration,
+}
+
+#[async_trait]
+impl QuestionHandler for Answers {
+    async fn elicit(
+        &self,
+        asker: &Asker,
+        message: &str,
+        schema: &Value,
+    ) -> Result<ElicitationAnswer, QuestionError> {
+        tokio::time::sleep(self.delay).await;
+        self.asked
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(format!(
+                "{}/{}/{}: {message} {}",
+                asker.plugin, asker.tool, asker.key, schema["required"]
+            ));
+        let mut content = serde_json::Map::new();
+        content.insert("username".into(), json!("ada"));
+        content.insert("email".into(), json!("ada@example.com"));
+        Ok(ElicitationAnswer::Accept(content))
+    }
+
+    async fn sample(
+        &self,
+        asker: &Asker,
+        request: &SamplingRequest,
+    ) -> Result<SamplingAnswer, QuestionError> {
+        let mut prompt = String::new();
+        request.messages[0].content.write_text(&mut prompt);
+        self.asked
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(format!(
+                "{}: {prompt} ({} tokens)",
+                asker.key, request.max_tokens
+            ));
+        Ok(SamplingAnswer {
+            role: Role::Assistant,
+            content: Content::text("Paris"),
+            model: "a-model".into(),
+            stop_reason: Some("endTurn".into()),
+        })
+    }
+
+    async fn roots(&self, _asker: &Asker) -> Result<Vec<Root>, QuestionError> {
+        Ok(vec![Root {
+            uri: "file:///work".into(),
+            name: Some("work".into()),
+        }])
+    }
+}
+
+fn worker(plugin: &LoadedPlugin, handler: Option<Arc<dyn QuestionHandler>>) -> Worker {
+    let mut worker = Worker::new();
+    worker
+        .register_tools(plugin.definitions())
+        .unwrap_or_else(|e| panic!("{e}"));
+    if let Some(handler) = handler {
+        worker.set_question_handler(handler);
+    }
+    worker
+}
+
+async fn run(worker: &Worker, tool: &str, input: Value) -> ToolResult {
+    let mut results = worker
+        .execute_tool_calls(vec![ToolCall {
+            id: "1".into(),
+            name: tool.into(),
+            input,
+        }])
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    results.remove(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_embedder_answers_a_plugins_elicitation_sampling_and_roots() {
+    let answers = Arc::new(Answers::default());
+    let plugin = asking_plugin(|client| client, Limits::default());
+    let worker = worker(&plugin, Some(Arc::clone(&answers) as _));
+
+    let sampled = run(
+        &worker,
+        "test_sampling",
+        json!({"prompt": "Capital of France?"}),
+    )
+    .await;
+    assert_eq!(sampled.content, "LLM response: Paris");
+    assert!(!sampled.is_error);
+    let elicited = run(
+        &worker,
+        "test_elicitation",
+        json!({"message": "Who are you?"}),
+    )
+    .await;
+    assert!(!elicited.is_error, "{}", elicited.content);
+    assert!(
+        elicited.content.starts_with("User response: action=accept")
+            && elicited.content.contains(r#""username":"ada""#),
+        "{}",
+        elicited.content
+    );
+    let roots = run(&worker, "test_input_required_result_list_roots", json!({})).await;
+    assert_eq!(roots.content, "Found 1 root(s)");
+    let asked = answers.asked.lock().map(|a| a.clone()).unwrap_or_default();
+    assert_eq!(
+        asked,
+        [
+            "llm: Capital of France? (100 tokens)".to_owned(),
+            r#"conformance/test_elicitation/user_info: Who are you? ["username","email"]"#
+                .to_owned(),
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_with_no_one_to_answer_or_outside_the_policy_is_a_clear_tool_error() {
+    // No handler: nothing answers.
+    let asking = asking_plugin(|client| client, Limits::default());
+    let unanswered = run(
+        &worker(&asking, None),
+        "test_sampling",
+        json!({"prompt": "?"}),
+    )
+    .await;
+    assert!(unanswered.is_error);
+    assert!(
+        unanswered.content.contains("nothing answers questions"),
+        "{}",
+        unanswered.content
+    );
+    // The default policy denies sampling and roots, whoever would answer.
+    let denied_plugin = plugin("conformance");
+    let denied = worker(&denied_plugin, Some(Arc::new(Answers::default())));
+    let sampled = run(&denied, "test_sampling", json!({"prompt": "?"})).await;
+    assert!(sampled.is_error);
+    assert!(
+        sampled.content.contains("[client] sampling = true"),
+        "{}",
+        sampled.content
+    );
+    let roots = run(&denied, "test_input_required_result_list_roots", json!({})).await;
+    assert!(
+        roots.content.contains("[client] roots = true"),
+        "{}",
+        roots.content
+    );
+    // Elicitation is allowed by default.
+    let elicited = run(&denied, "test_elicitation", json!({"message": "?"})).await;
+    assert!(!elicited.is_error, "{}", elicited.content);
+    // A cap on questions per call.
+    let capped = asking_plugin(|client| client.max_questions(2), Limits::default());
+    let three = run(
+        &worker(&capped, Some(Arc::new(Answers::default()))),
+        "test_input_required_result_multiple_inputs",
+        json!({}),
+    )
+    .await;
+    assert!(three.is_error);
+    assert!(three.content.contains("max_questions"), "{}", three.content);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_for_an_answer_has_its_own_budget_apart_from_the_call_time_limit() {
+    // The answer takes longer than the call's whole time limit, and the call still succeeds:
+    // a person's answer is not the plugin's CPU time.
+    let limits = Limits::default().call_timeout(Duration::from_millis(1000));
+    let slow = Arc::new(Answers {
+        delay: Duration::from_millis(1500),
+        ..Answers::default()
+    });
+    let plugin = asking_plugin(|client| client, limits.clone());
+    let elicited = run(
+        &worker(&plugin, Some(slow)),
+        "test_elicitation",
+        json!({"message": "Take your time"}),
+    )
+    .await;
+    assert!(!elicited.is_error, "{}", elicited.content);
+    // An answer that does not come within the policy's answer time fails the question.
+    let never = Arc::new(Answers {
+        delay: Duration::from_secs(3600),
+        ..Answers::default()
+    });
+    let impatient = asking_plugin(
+        |client| client.answer_timeout(Duration::from_millis(50)),
+        Limits::default(),
+    );
+    let timed_out = run(
+        &worker(&impatient, Some(never)),
+        "test_elicitation",
+        json!({"message": "?"}),
+    )
+    .await;
+    assert!(timed_out.is_error);
+    assert!(
+        timed_out.content.contains("answer_timeout_ms"),
+        "{}",
+        timed_out.content
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn content_blocks_travel_beside_the_text_the_spec_returns() {
+    let handle = session(&plugin("conformance"));
+    let (_, image) = handle.get_tool("test_image_content").expect("tool");
+    let output = image.call("{}").await.unwrap_or_else(|e| panic!("{e}"));
+    let [Content::Image(media)] = output.content.as_slice() else {
+        panic!("not one image: {output:?}");
+    };
+    assert_eq!(media.mime_type, "image/png");
+    assert!(media.data.starts_with(b"\x89PNG\r\n\x1a\n"), "{media:?}");
+    // The spec's text path describes what text cannot carry.
+    assert_eq!(
+        handle
+            .call_tool("test_image_content", "{}")
+            .await
+            .as_deref(),
+        Ok("[image: image/png, 70 bytes]")
+    );
+    let (_, mixed) = handle
+        .get_tool("test_multiple_content_types")
+        .expect("tool");
+    let mixed = mixed.call("{}").await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(mixed.content.len(), 3);
+    assert_eq!(
+        mixed.to_text(),
+        "Multiple content types test:\n[image: image/png, 70 bytes]\n{\"test\":\"data\",\"value\":123}"
+    );
+    // A failure told with content: an error result with that text.
+    let failed = handle.call_tool("test_error_handling", "{}").await;
+    assert!(
+        failed
+            .as_ref()
+            .is_err_and(|e| e.to_string().contains("intentionally returns an error")),
+        "{failed:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugins_resources_prompts_and_completions_share_its_sessions_instance() {
+    let notes = plugin("notes");
+    let session = notes.open();
+    let mut worker = Worker::new();
+    worker
+        .register_tools(session.definitions())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let handle = worker.tool_server_handle();
+    assert_eq!(
+        handle
+            .call_tool("add_note", r#"{"text":"buy milk"}"#)
+            .await
+            .as_deref(),
+        Ok("1")
+    );
+    // The resource reads the state the tool wrote: one instance.
+    let all = session
+        .read_resource("notes://all")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(all[0].data, ResourceData::Text("buy milk".into()));
+    let one = session
+        .read_resource("notes://note/1")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(one[0].uri, "notes://note/1");
+    assert!(session.offers_resource("notes://note/7"));
+    assert!(!session.offers_resource("notes://other"));
+    let missing = session.read_resource("notes://note/9").await;
+    assert!(
+        matches!(missing, Err(RequestError::NotFound(_))),
+        "{missing:?}"
+    );
+    let completion = session
+        .complete(
+            CompletionRef::ResourceTemplate("notes://note/{number}".into()),
+            "number",
+            "",
+            &[],
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(completion.values, ["1"]);
+    let prompts = session.prompts().await.unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        prompts.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(),
+        ["review"]
+    );
+    let review = session
+        .get_prompt("review", &[("focus".into(), "dairy".into())])
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut text = String::new();
+    review.messages[0].content.write_text(&mut text);
+    assert!(
+        text.contains("dairy") && text.contains("buy milk"),
+        "{text}"
+    );
+    // Another session has its own instance, and its own (empty) notes.
+    let other = notes.open();
+    let empty = other
+        .read_resource("notes://all")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(empty[0].data, ResourceData::Text(String::new()));
+}
+
+#[tokio::test]
+async fn an_older_contracts_plugin_offers_no_resources_or_prompts() {
+    let old = host()
+        .load_bytes(
+            "/plugins/old.wasm",
+            &llm_worker_tests::wat::WatComponent::new(&[("t", "T.", r#"{"type":"object"}"#)])
+                .output("ok")
+                .build(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(old.contract_version(), "0.1.0");
+    assert!(old.resources().is_empty() && old.prompts().is_empty());
+    let session = old.open();
+    assert!(session.resources().await.is_ok_and(|r| r.is_empty()));
+    let read = session.read_resource("x://y").await;
+    assert!(matches!(read, Err(RequestError::NotFound(_))), "{read:?}");
+}
