@@ -146,7 +146,15 @@ fn plugins_offering_the_same_resource_are_both_refused() {
     let clashes: Vec<String> = loaded
         .failures
         .iter()
-        .filter(|f| matches!(f, PluginError::OfferingClash { kind: "resource", .. }))
+        .filter(|f| {
+            matches!(
+                f,
+                PluginError::OfferingClash {
+                    kind: "resource",
+                    ..
+                }
+            )
+        })
         .map(ToString::to_string)
         .collect();
     assert_eq!(clashes.len(), 2, "{:#?}", loaded.failures);
