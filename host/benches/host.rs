@@ -4,6 +4,7 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+use base64ct::Encoding as _;
 use llm_worker::{Limits, PluginHost, ToolServerHandle, Worker};
 use llm_worker_guest::{tool, tool_registry};
 use llm_worker_tests::bench::{median, ratio, show};
@@ -293,7 +294,14 @@ fn bare_sync_calls(input: &str, iterations: u32) -> Duration {
 
 /// The sections, in order; `cargo bench -p llm-worker --bench host -- NAME…` runs only those
 /// whose name contains one of the arguments (e.g. `-- calls` while profiling the call path).
-const SECTIONS: [&str; 5] = ["calls", "registration", "cache", "scaling", "memory"];
+const SECTIONS: [&str; 6] = [
+    "calls",
+    "content",
+    "registration",
+    "cache",
+    "scaling",
+    "memory",
+];
 
 fn main() {
     let filters: Vec<String> = std::env::args()
@@ -322,6 +330,7 @@ fn main() {
     for section in SECTIONS.into_iter().filter(|section| wanted(section)) {
         match section {
             "calls" => warm_calls(&runtime, &echo),
+            "content" => content_calls(&runtime, &echo),
             "registration" => registration(&runtime, &echo),
             "cache" => cache(),
             "scaling" => scaling(&echo),
@@ -329,6 +338,52 @@ fn main() {
         }
     }
     println!();
+}
+
+/// Contract 0.3.0's content path: a 1 MB image out of the plugin (`Tool::call`), beside a text
+/// of the same size through the same path, and base64 (which MCP's JSON requires of bytes)
+/// of 1 MB alone.
+fn content_calls(runtime: &tokio::runtime::Runtime, echo: &llm_worker::LoadedPlugin) {
+    let tools = registered(echo).tool_server_handle();
+    let (_, image) = tools.get_tool("image").expect("image tool");
+    let (_, text) = tools.get_tool("echo").expect("echo tool");
+    let size = 1_000_000;
+    let image_input = format!(r#"{{"bytes":{size}}}"#);
+    let text_input = format!(r#"{{"text":"{}"}}"#, "x".repeat(size - 20));
+    let iterations = 100;
+    let call = |tool: &std::sync::Arc<dyn llm_worker::Tool>, input: &str| {
+        median(iterations, |n| {
+            runtime.block_on(async {
+                for _ in 0..n {
+                    black_box(tool.call(input).await.expect("call"));
+                }
+            })
+        })
+    };
+    let i = call(&image, &image_input);
+    let t = call(&text, &text_input);
+    let bytes = vec![0x5a_u8; size];
+    let b = median(iterations, |n| {
+        for _ in 0..n {
+            black_box(base64ct::Base64::encode_string(black_box(&bytes)));
+        }
+    });
+    println!("\n| 1 MB out of a plugin, `Tool::call` | median | vs text of 1 MB |");
+    println!("|---|---|---|");
+    println!(
+        "| image 1,000,000 B (`Content::Image`) | {} | {} |",
+        show(i),
+        ratio(i, t)
+    );
+    println!(
+        "| text ~1,000,000 B (echo, input of the same size) | {} | 1.00x |",
+        show(t)
+    );
+    println!(
+        "| base64 of 1,000,000 B alone (MCP's JSON needs it) | {} | {} |",
+        show(b),
+        ratio(b, t)
+    );
 }
 
 /// A worker with every tool of `plugin` registered: one new session.

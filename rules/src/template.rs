@@ -31,6 +31,8 @@ pub enum TemplateProblem {
     BadVariable,
     /// Two variables follow each other (`{a}{b}`): where one ends would be a guess.
     AdjacentVariables,
+    /// A variable is named twice (`{a}/{a}`): the two places could hold different values.
+    RepeatedVariable,
     /// No variable: a plain URI, which is a resource, not a template.
     NoVariable,
 }
@@ -51,6 +53,9 @@ impl fmt::Display for TemplateProblem {
             Self::AdjacentVariables => f.write_str(
                 "two variables follow each other; put fixed text (such as `/`) between them",
             ),
+            Self::RepeatedVariable => {
+                f.write_str("a variable is named twice; give each variable its own name")
+            }
             Self::NoVariable => {
                 f.write_str("it has no `{variable}`; a fixed URI is a resource, not a template")
             }
@@ -125,8 +130,21 @@ pub fn check_template(template: &str) -> Result<(), TemplateProblem> {
     }
     let mut previous_was_variable = false;
     let mut any_variable = false;
-    for piece in pieces(template) {
-        let is_variable = matches!(piece?, Piece::Variable(_));
+    for (at, piece) in pieces(template).enumerate() {
+        let is_variable = match piece? {
+            Piece::Variable(name) => {
+                // Templates are short (at most `MAX_URI_BYTES`): look back at the earlier
+                // pieces rather than keep a set.
+                let named_before = pieces(template)
+                    .take(at)
+                    .any(|earlier| matches!(earlier, Ok(Piece::Variable(other)) if other == name));
+                if named_before {
+                    return Err(TemplateProblem::RepeatedVariable);
+                }
+                true
+            }
+            Piece::Literal(_) => false,
+        };
         if is_variable && previous_was_variable {
             return Err(TemplateProblem::AdjacentVariables);
         }

@@ -225,7 +225,9 @@ fn versions_follow_semver_for_zero_major() {
     assert_eq!(compatible_version("0.1.7"), Some("0.1.0"));
     assert_eq!(compatible_version("0.2.0"), Some("0.2.0"));
     assert_eq!(compatible_version("0.2.3"), Some("0.2.0"));
-    assert_eq!(compatible_version("0.3.0"), None);
+    assert_eq!(compatible_version("0.3.0"), Some("0.3.0"));
+    assert_eq!(compatible_version("0.3.9"), Some("0.3.0"));
+    assert_eq!(compatible_version("0.4.0"), None);
     assert_eq!(compatible_version("1.0.0"), None);
     assert_eq!(compatible_version("not-a-version"), None);
 }
