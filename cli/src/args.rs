@@ -143,6 +143,12 @@ pub(crate) enum Command {
         /// balancer to route each session to its replica (docs/deploy.md).
         #[arg(long, value_name = "PREFIX", requires = "http")]
         session_prefix: Option<String>,
+        /// Sign the request states of MCP 2026-07-28 (a tool's questions to the client,
+        /// answered on the client's retry) with the key in FILE (at least 32 bytes, readable
+        /// by you alone), so that replicas sharing it accept each other's states. Without
+        /// it, each process makes a random key.
+        #[arg(long, value_name = "FILE")]
+        request_state_key_file: Option<PathBuf>,
     },
     /// Create a new plugin crate NAME (in the current directory) that builds and loads as
     /// it is.

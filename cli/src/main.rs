@@ -221,6 +221,7 @@ build it with: cd {} && cargo build --release --target wasm32-wasip2",
                 allowed_host,
                 allowed_origin,
                 session_prefix,
+                request_state_key_file,
                 host: serve_host,
             } => {
                 if http.is_some() && idle_timeout.saturating_mul(1000) < serve_host.timeout_ms {
@@ -240,6 +241,7 @@ build it with: cd {} && cargo build --release --target wasm32-wasip2",
                     allowed_hosts: allowed_host.clone(),
                     allowed_origins: allowed_origin.clone(),
                     session_prefix: session_prefix.clone(),
+                    request_state_key_file: request_state_key_file.clone(),
                 };
                 serve::serve(loader, dir.clone(), options)
                     .await

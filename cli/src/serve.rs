@@ -20,6 +20,43 @@ pub(crate) struct ServeOptions {
     pub(crate) allowed_hosts: Vec<String>,
     pub(crate) allowed_origins: Vec<String>,
     pub(crate) session_prefix: Option<String>,
+    pub(crate) request_state_key_file: Option<PathBuf>,
+}
+
+/// The request-state key in `file`: a regular file readable by its owner alone (a key others
+/// can read lets them forge answers), trailing whitespace removed.
+fn read_key(file: &Path) -> anyhow::Result<Vec<u8>> {
+    use std::os::unix::fs::MetadataExt;
+    let metadata = std::fs::metadata(file)
+        .with_context(|| format!("cannot read the request-state key {}", file.display()))?;
+    if !metadata.is_file() {
+        bail!(
+            "the request-state key {} is not a regular file",
+            file.display()
+        );
+    }
+    if metadata.mode() & 0o077 != 0 {
+        bail!(
+            "the request-state key {} can be read or written by others (mode {:o}); anyone \
+             who reads it can forge the answers to a tool's questions: `chmod 600` it",
+            file.display(),
+            metadata.mode() & 0o777
+        );
+    }
+    let mut key = std::fs::read(file)
+        .with_context(|| format!("cannot read the request-state key {}", file.display()))?;
+    while key.last().is_some_and(u8::is_ascii_whitespace) {
+        key.pop();
+    }
+    if key.len() < 32 {
+        bail!(
+            "the request-state key {} has {} bytes; give at least 32 (e.g. `head -c 32 \
+             /dev/urandom | base64 > FILE`)",
+            file.display(),
+            key.len()
+        );
+    }
+    Ok(key)
 }
 
 /// Serves the plugins of `dir` until the client disconnects (stdio) or the server fails
@@ -36,10 +73,13 @@ pub(crate) async fn serve(
     // change and keeps serving what was approved.
     let watcher = DirWatcher::from_loaded(loader.host, &dir, loader.options, before, loaded);
     let catalog = ToolCatalog::new(watcher.groups());
-    let mcp = McpOptions::new("llm-worker", env!("CARGO_PKG_VERSION")).instructions(format!(
+    let mut mcp = McpOptions::new("llm-worker", env!("CARGO_PKG_VERSION")).instructions(format!(
         "Tools from the WebAssembly plugins in {}, run in a sandbox by llm-worker.",
         dir.display()
     ));
+    if let Some(file) = &options.request_state_key_file {
+        mcp = mcp.request_state_key(&read_key(file)?)?;
+    }
     if options.watch {
         tokio::spawn(watcher.run(catalog.clone()));
     }

@@ -314,3 +314,30 @@ async fn content_resources_prompts_and_completion_over_mcp() {
     assert_eq!(completed.completion.values, ["test", "testing"]);
     session.cancel().await.expect("close");
 }
+
+#[test]
+fn a_request_state_key_others_can_read_or_too_short_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let (root, dir, cache) = plugin_dir("protocol-key", &["greet"]);
+    let key = root.join("state.key");
+    std::fs::write(&key, "k".repeat(40)).expect("write");
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let dir = dir.display().to_string();
+    let key_arg = key.display().to_string();
+    let args = [
+        "serve",
+        dir.as_str(),
+        "--request-state-key-file",
+        key_arg.as_str(),
+    ];
+    let readable = super::cli::run(&cache, &args, None);
+    assert!(!readable.status.success());
+    let stderr = String::from_utf8_lossy(&readable.stderr);
+    assert!(stderr.contains("chmod 600"), "{stderr}");
+    std::fs::write(&key, "short").expect("write");
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let short = super::cli::run(&cache, &args, None);
+    assert!(!short.status.success());
+    let stderr = String::from_utf8_lossy(&short.stderr);
+    assert!(stderr.contains("at least 32"), "{stderr}");
+}

@@ -7,6 +7,15 @@ use super::validate::{PACKAGE, ToolListProblem};
 use crate::policy::PolicyError;
 use llm_worker_rules::contract::{CURRENT, VERSIONS, WORLD};
 
+/// The versions this host loads, for messages: "0.1.0, 0.2.0 and 0.3.0".
+pub(super) fn versions_text() -> String {
+    match VERSIONS.split_last() {
+        Some((last, [])) => (*last).to_owned(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+        None => String::new(),
+    }
+}
+
 /// The world every plugin must be a component of, for messages.
 fn world_name() -> String {
     let versions: Vec<String> = VERSIONS.iter().map(|v| format!("@{v}")).collect();

@@ -366,7 +366,7 @@ impl PluginHost {
                         } else {
                             found.into()
                         },
-                        expected: VERSIONS.join(" and "),
+                        expected: super::error::versions_text(),
                     });
                 }
             }

@@ -133,7 +133,7 @@ fn a_component_mixing_versions_is_refused() {
         .map(|e| e.to_string())
         .unwrap_or_default();
     assert!(
-        error.contains("llm-worker:tool@0.2.0") && error.contains("0.1.0 and 0.2.0"),
+        error.contains("llm-worker:tool@0.2.0") && error.contains("0.1.0, 0.2.0 and 0.3.0"),
         "{error}"
     );
 }
@@ -141,7 +141,7 @@ fn a_component_mixing_versions_is_refused() {
 #[tokio::test]
 async fn a_structured_result_matches_its_output_schema() {
     let text = plugin("text");
-    assert_eq!(text.contract_version(), "0.2.0");
+    assert_eq!(text.contract_version(), "0.3.0");
     let stats = meta(&text, "stats");
     assert_eq!(stats.title.as_deref(), Some("Text statistics"));
     assert_eq!(

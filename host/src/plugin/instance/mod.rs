@@ -85,7 +85,7 @@ impl Drop for CallInProgress<'_> {
                  restarted and its state was lost",
                 self.plugin
             ));
-            tracing::info!(plugin = %self.plugin, "a call of {subject} was dropped by its caller; the instance was reset");
+            tracing::info!(plugin = %self.plugin, "a call was dropped by its caller ({subject}); the instance was reset");
         }
     }
 }
