@@ -23,15 +23,24 @@ pub(crate) struct ServeOptions {
     pub(crate) request_state_key_file: Option<PathBuf>,
 }
 
-/// The request-state key in `file`: a regular file readable by its owner alone (a key others
-/// can read lets them forge answers), trailing whitespace removed.
+/// The request-state key in `file`: a regular file of yours that others can neither read nor
+/// write (a key others can read lets them forge answers), trailing whitespace removed. It is
+/// checked and read through one open file, so it cannot be swapped in between.
 fn read_key(file: &Path) -> anyhow::Result<Vec<u8>> {
+    use std::io::Read as _;
     use std::os::unix::fs::MetadataExt;
-    let metadata = std::fs::metadata(file)
-        .with_context(|| format!("cannot read the request-state key {}", file.display()))?;
+    let context = || format!("cannot read the request-state key {}", file.display());
+    let opened = std::fs::File::open(file).with_context(context)?;
+    let metadata = opened.metadata().with_context(context)?;
     if !metadata.is_file() {
         bail!(
             "the request-state key {} is not a regular file",
+            file.display()
+        );
+    }
+    if metadata.uid() != rustix::process::geteuid().as_raw() {
+        bail!(
+            "the request-state key {} belongs to another user; use a key file of your own",
             file.display()
         );
     }
@@ -43,8 +52,11 @@ fn read_key(file: &Path) -> anyhow::Result<Vec<u8>> {
             metadata.mode() & 0o777
         );
     }
-    let mut key = std::fs::read(file)
-        .with_context(|| format!("cannot read the request-state key {}", file.display()))?;
+    let mut key = Vec::new();
+    opened
+        .take(64 << 10)
+        .read_to_end(&mut key)
+        .with_context(context)?;
     while key.last().is_some_and(u8::is_ascii_whitespace) {
         key.pop();
     }

@@ -65,7 +65,7 @@
 //! | `Result<T, E>`, `Err(e)` | `e` itself if `E` is [`ToolError`]; otherwise [`ToolError::ExecutionFailed`] with the message and every cause (`source()`, anyhow's context chain) | the same |
 //! | [`Content`], `Vec<Content>`, [`ToolOutput`] (bare or as the `T` of a `Result`) | those blocks | [`ToolOutput::to_text`]; a `ToolOutput` with `is_error` is `ExecutionFailed` with that text |
 //! | `String`, `&str`, `Cow<str>`, `Box<str>`, `Arc<str>` | one text block | the text as it is |
-//! | a type with `Serialize` and `JsonSchema` whose schema is an object | the structured value, no blocks (the host shows its JSON as the content); its schema is the tool's output schema | JSON |
+//! | a type with `Serialize` and `JsonSchema` whose schema is an object | the structured value, and its JSON (fields in declaration order) as one text block; its schema is the tool's output schema | JSON |
 //! | any other type with `Serialize` (`serde_json::Value`, `Vec<u32>`, …) | one block of JSON | JSON |
 //! | anything else with `Debug` (and `()`, which is JSON `null`) | one block of `format!("{:?}", value)` | the same |
 //!

@@ -170,7 +170,7 @@ fn structured_results_are_structured_on_call_and_json_on_execute() {
     let notes = Notes::default();
     let (text, output) = call(&notes, "add", r#"{"a":2,"b":3}"#);
     assert_eq!(text.as_deref(), Ok(r#"{"total":5}"#));
-    assert!(output.content.is_empty());
+    assert_eq!(output.content, [Content::text(r#"{"total":5}"#)]);
     assert_eq!(output.structured, Some(json!({"total": 5})));
     assert_eq!(output.to_text(), r#"{"total":5}"#);
 }

@@ -95,7 +95,8 @@ pub enum Listing {
     Prompts,
 }
 
-/// Most notices (resource updates, list changes) one call passes on; more are dropped.
+/// Most notices (resource updates, list changes) one call passes on; more are dropped, and a
+/// notice repeated within a call is passed on once.
 pub const MAX_NOTICES_PER_CALL: u32 = 100;
 
 /// Longest resource URI a notice may name, in bytes; a longer one is dropped.
@@ -160,7 +161,8 @@ pub(crate) struct CallReports {
     last_progress: Option<(Instant, f64)>,
     progress_reports: u32,
     completed: bool,
-    notices: u32,
+    /// The notices this call passed on: each is passed on once.
+    notices: Vec<ToolEventKind>,
 }
 
 impl CallReports {
@@ -174,7 +176,7 @@ impl CallReports {
             last_progress: None,
             progress_reports: 0,
             completed: false,
-            notices: 0,
+            notices: Vec::new(),
         }
     }
 
@@ -187,13 +189,13 @@ impl CallReports {
         self.last_progress = None;
         self.progress_reports = 0;
         self.completed = false;
-        self.notices = 0;
+        self.notices.clear();
     }
 
     /// A notice from the plugin (a resource changed, a list changed), within the call's
     /// bound; a URI over [`MAX_URI_BYTES`] is dropped.
     pub(crate) fn notice(&mut self, kind: ToolEventKind) {
-        if self.notices >= MAX_NOTICES_PER_CALL {
+        if self.notices.len() >= MAX_NOTICES_PER_CALL as usize || self.notices.contains(&kind) {
             return;
         }
         if let ToolEventKind::ResourceUpdated { uri } = &kind
@@ -201,7 +203,7 @@ impl CallReports {
         {
             return;
         }
-        self.notices += 1;
+        self.notices.push(kind.clone());
         tracing::debug!(target: "llm_worker::plugin", plugin = %self.plugin, tool = %self.tool(), "notice: {kind:?}");
         self.send(kind);
     }

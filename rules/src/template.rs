@@ -120,6 +120,12 @@ pub fn pieces(template: &str) -> impl Iterator<Item = Result<Piece<'_>, Template
 /// # Errors
 /// The first problem found.
 pub fn check_template(template: &str) -> Result<(), TemplateProblem> {
+    check(template, true)
+}
+
+/// [`check_template`]'s checks; the look for repeated names (quadratic in the number of
+/// variables) only when `repeats`: a match, run on every read, checks the rest (linear).
+fn check(template: &str, repeats: bool) -> Result<(), TemplateProblem> {
     if template.is_empty() {
         return Err(TemplateProblem::Empty);
     }
@@ -132,7 +138,7 @@ pub fn check_template(template: &str) -> Result<(), TemplateProblem> {
     let mut any_variable = false;
     for (at, piece) in pieces(template).enumerate() {
         let is_variable = match piece? {
-            Piece::Variable(name) => {
+            Piece::Variable(name) if repeats => {
                 // Templates are short (at most `MAX_URI_BYTES`): look back at the earlier
                 // pieces rather than keep a set.
                 let named_before = pieces(template)
@@ -143,6 +149,7 @@ pub fn check_template(template: &str) -> Result<(), TemplateProblem> {
                 }
                 true
             }
+            Piece::Variable(_) => true,
             Piece::Literal(_) => false,
         };
         if is_variable && previous_was_variable {
@@ -162,7 +169,9 @@ pub fn check_template(template: &str) -> Result<(), TemplateProblem> {
 /// `found(name, value)` for each variable, in order, once the whole URI has matched. Returns
 /// whether it matched; an invalid template matches nothing.
 pub fn match_uri<'u>(template: &str, uri: &'u str, mut found: impl FnMut(&str, &'u str)) -> bool {
-    if check_template(template).is_err() || uri.len() > MAX_URI_BYTES {
+    // Templates were checked whole where they were accepted; a repeated name cannot make the
+    // walk below go wrong, so it is not looked for on every match.
+    if check(template, false).is_err() || uri.len() > MAX_URI_BYTES {
         return false;
     }
     // First pass: does it match? Second pass: report the values (no allocation needed).

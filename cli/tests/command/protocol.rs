@@ -158,7 +158,8 @@ async fn a_plugins_questions_round_trip_through_the_mcp_client() {
         asked.lock().map(|a| a.clone()).unwrap_or_default(),
         [
             "sampling: Capital of France? (100 tokens)",
-            r#"elicitation: Who are you? ["username","email"]"#,
+            "elicitation: Who are you?\n\n(asked by tool 'test_elicitation' of plugin \
+             'conformance') [\"username\",\"email\"]",
             "roots",
         ]
     );

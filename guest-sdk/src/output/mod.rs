@@ -337,8 +337,9 @@ impl JsonSchemaTag {
         json_text(&value)
     }
 
-    /// The structured value with no content (the host shows its text) when `T`'s schema is
-    /// an object, the tool's output schema; otherwise one block of JSON text.
+    /// When `T`'s schema is an object (the tool's output schema): the structured value, and
+    /// its JSON text (fields in declaration order) as the content, which `execute` returns and
+    /// older MCP clients read; otherwise one block of JSON text.
     #[allow(clippy::unused_self, clippy::missing_errors_doc)]
     pub fn content<T: Serialize + JsonSchema>(&self, value: T) -> Result<ToolOutput, ToolError> {
         if self.output_schema(Is::<T>::new()).is_none() {
@@ -350,7 +351,7 @@ impl JsonSchemaTag {
             ))
         })?;
         Ok(ToolOutput {
-            content: Vec::new(),
+            content: vec![crate::Content::Text(json_text(&value)?)],
             structured: Some(structured),
             is_error: false,
         })

@@ -40,6 +40,15 @@ impl PeerQuestions {
     }
 }
 
+/// An elicitation's message, saying which plugin and tool ask: one server hosts many
+/// plugins, and the person answering should know which of them wants what.
+pub(crate) fn attributed(message: &str, asker: &Asker) -> String {
+    format!(
+        "{message}\n\n(asked by tool '{}' of plugin '{}')",
+        asker.tool, asker.plugin
+    )
+}
+
 fn undeclared(asker: &Asker, capability: &str) -> QuestionError {
     QuestionError::Unsupported(format!(
         "tool '{}' of plugin '{}' needs the client's `{capability}` capability, which this \
@@ -78,7 +87,7 @@ impl QuestionHandler for PeerQuestions {
             })?;
         let params = ElicitRequestParams::FormElicitationParams {
             meta: None,
-            message: message.to_owned(),
+            message: attributed(message, asker),
             requested_schema,
         };
         let result = self.peer.create_elicitation(params).await.map_err(failed)?;

@@ -61,7 +61,8 @@ pub struct McpOptions {
     /// Most tools in one page of `tools/list`; the rest follow with a cursor. Default 100.
     pub page_size: usize,
     /// Run before every `tools/call` of every session, in order (the spec's pre-call hooks,
-    /// as on a [`crate::Worker`]): a hook may rewrite the input; `Skip` answers the call with
+    /// as on a [`crate::Worker`]; resource reads, prompt renderings and completions are not
+    /// tool calls and do not pass through them): a hook may rewrite the input; `Skip` answers the call with
     /// a tool error saying a hook skipped it; `Abort` fails the request with the hook's reason.
     pub pre_hooks: Vec<Arc<dyn PreToolCallHook>>,
     /// Run after every `tools/call` of every session, in order: a hook sees the result's text

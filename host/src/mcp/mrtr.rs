@@ -102,7 +102,10 @@ impl Replay {
                 state.answers
             }
         };
-        answers.extend(responses.unwrap_or_default());
+        // The answers of earlier rounds stand: a retry adds answers, it does not change them.
+        for (key, answer) in responses.unwrap_or_default() {
+            answers.entry(key).or_insert(answer);
+        }
         Ok(Self {
             answers,
             capabilities,
@@ -216,7 +219,7 @@ impl QuestionHandler for Replay {
             InputRequest::Elicitation(ElicitRequest::new(
                 ElicitRequestParams::FormElicitationParams {
                     meta: None,
-                    message: message.to_owned(),
+                    message: super::ask::attributed(message, asker),
                     requested_schema,
                 },
             ))
@@ -224,7 +227,12 @@ impl QuestionHandler for Replay {
         Ok(match result.action {
             ElicitationAction::Accept => match result.content {
                 Some(Value::Object(content)) => ElicitationAnswer::Accept(content),
-                _ => ElicitationAnswer::Accept(serde_json::Map::new()),
+                None => ElicitationAnswer::Accept(serde_json::Map::new()),
+                Some(_) => {
+                    return Err(QuestionError::Failed(
+                        "the client accepted with content that is not a JSON object".into(),
+                    ));
+                }
             },
             ElicitationAction::Decline => ElicitationAnswer::Decline,
             _ => ElicitationAnswer::Cancel,

@@ -61,6 +61,24 @@ fn request_error(error: RequestError, not_found: impl FnOnce(String) -> ErrorDat
     }
 }
 
+/// Two plugins answer to one name: refused, naming both.
+fn ambiguous(kind: &str, name: &str, one: &PluginSession, two: &PluginSession) -> ErrorData {
+    tracing::warn!(
+        "the {kind} '{name}' is offered by plugins '{}' and '{}'; refusing to choose",
+        one.plugin_name(),
+        two.plugin_name()
+    );
+    ErrorData::invalid_params(
+        format!(
+            "the {kind} '{name}' is offered by two plugins ('{}' and '{}'); this server will \
+             not choose between them",
+            one.plugin_name(),
+            two.plugin_name()
+        ),
+        None,
+    )
+}
+
 /// MCP's "Resource not found" (SEP-2164): invalid params, naming the URI in `data`.
 fn resource_not_found(uri: &str) -> ErrorData {
     ErrorData::invalid_params(
@@ -77,11 +95,19 @@ impl McpSession {
         tools.plugin_sessions()
     }
 
-    /// The plugin session whose resources or templates include `uri`.
-    fn resource_owner(&self, uri: &str) -> Option<PluginSession> {
-        self.plugins()
+    /// The plugin session whose resources or templates include `uri`; an error if two do
+    /// (lists that changed while serving can overlap): a read never goes to a guess.
+    fn resource_owner(&self, uri: &str) -> Result<Option<PluginSession>, ErrorData> {
+        let owners: Vec<PluginSession> = self
+            .plugins()
             .into_iter()
-            .find(|session| session.offers_resource(uri))
+            .filter(|session| session.offers_resource(uri))
+            .collect();
+        match owners.as_slice() {
+            [] => Ok(None),
+            [one] => Ok(Some(one.clone())),
+            [one, two, ..] => Err(ambiguous("resource", uri, one, two)),
+        }
     }
 
     pub(super) async fn resources_page(
@@ -90,9 +116,7 @@ impl McpSession {
     ) -> Result<ListResourcesResult, ErrorData> {
         let mut resources = Vec::new();
         for session in self.plugins() {
-            let listed = session.resources().await.map_err(|error| {
-                request_error(error, |text| ErrorData::internal_error(text, None))
-            })?;
+            let listed = session.resources().await;
             resources.extend(listed.iter().cloned().map(content::resource));
         }
         let (page, next) = page(resources, request, self.options.page_size)?;
@@ -131,7 +155,7 @@ impl McpSession {
         request: &ReadResourceRequestParams,
     ) -> Result<ReadResourceResult, ErrorData> {
         let uri = request.uri.as_str();
-        let Some(session) = self.resource_owner(uri) else {
+        let Some(session) = self.resource_owner(uri)? else {
             return Err(resource_not_found(uri));
         };
         self.admit()?;
@@ -162,7 +186,7 @@ impl McpSession {
             subscriptions.remove(uri);
             return Ok(());
         }
-        if self.resource_owner(uri).is_none() {
+        if self.resource_owner(uri)?.is_none() {
             return Err(resource_not_found(uri));
         }
         // Bounded like a plugin's resource list: one entry per resource it could name.
@@ -186,9 +210,7 @@ impl McpSession {
     ) -> Result<ListPromptsResult, ErrorData> {
         let mut prompts = Vec::new();
         for session in self.plugins() {
-            let listed = session.prompts().await.map_err(|error| {
-                request_error(error, |text| ErrorData::internal_error(text, None))
-            })?;
+            let listed = session.prompts().await;
             prompts.extend(listed.iter().map(content::prompt));
         }
         let (page, next) = page(prompts, request, self.options.page_size)?;
@@ -199,19 +221,24 @@ impl McpSession {
         Ok(result)
     }
 
-    /// The plugin session offering the prompt `name`.
+    /// The plugin session offering the prompt `name`; an error if none does, or two do.
     async fn prompt_owner(&self, name: &str) -> Result<PluginSession, ErrorData> {
+        let mut owner: Option<PluginSession> = None;
         for session in self.plugins() {
-            if let Ok(prompts) = session.prompts().await
-                && prompts.iter().any(|prompt| prompt.name == name)
-            {
-                return Ok(session);
+            let prompts = session.prompts().await;
+            if prompts.iter().any(|prompt| prompt.name == name) {
+                if let Some(first) = &owner {
+                    return Err(ambiguous("prompt", name, first, &session));
+                }
+                owner = Some(session);
             }
         }
-        Err(ErrorData::invalid_params(
-            format!("no prompt named '{name}'; call prompts/list for the prompts"),
-            None,
-        ))
+        owner.ok_or_else(|| {
+            ErrorData::invalid_params(
+                format!("no prompt named '{name}'; call prompts/list for the prompts"),
+                None,
+            )
+        })
     }
 
     /// Renders a prompt; a prompt may ask the client too (on 2026-07-28, deferred like a

@@ -14,7 +14,7 @@ use rmcp::model::{
 };
 use serde_json::Value;
 
-use super::catalog::Notice;
+use super::catalog::{Notice, SessionTools};
 use crate::events::{Listing, LogLevel, ToolEvent, ToolEventKind};
 
 /// MCP's severity ranks, least important first, for comparing with the client's level.
@@ -71,6 +71,7 @@ pub(super) async fn forward_reports(
     level: Arc<Mutex<Option<LoggingLevel>>>,
     subscriptions: Arc<Mutex<BTreeSet<String>>>,
     notices: tokio::sync::broadcast::Sender<Notice>,
+    tools: Arc<Mutex<SessionTools>>,
     token: Option<ProgressToken>,
     mut receiver: tokio::sync::mpsc::Receiver<Report>,
 ) {
@@ -97,8 +98,22 @@ pub(super) async fn forward_reports(
             }
             Report::Plugin(ToolEvent {
                 kind: ToolEventKind::ResourceUpdated { uri },
+                plugin,
                 ..
             }) => {
+                // A plugin speaks for its own resources only.
+                let owned = tools
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .plugin_sessions()
+                    .iter()
+                    .any(|session| {
+                        session.plugin_name() == plugin && session.offers_resource(&uri)
+                    });
+                if !owned {
+                    tracing::debug!(%plugin, "a notice of a resource the plugin does not offer was dropped: {uri}");
+                    continue;
+                }
                 let _ = notices.send(Notice::ResourceUpdated(uri.clone()));
                 let subscribed = subscriptions
                     .lock()

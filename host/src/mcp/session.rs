@@ -458,7 +458,7 @@ impl ServerHandler for McpSession {
         if let Some((replay, arguments)) = &replay
             && let Some(codec) = self.options.request_states()
             && let Some(input_required) =
-                replay.input_required(codec, "tools/call", &call.name, arguments)?
+                replay.input_required(codec, "tools/call", &request.name, arguments)?
         {
             return Ok(CallToolResponse::InputRequired(input_required));
         }
@@ -596,6 +596,7 @@ impl McpSession {
             Arc::clone(&self.log_level),
             Arc::clone(&self.subscriptions),
             self.notices.clone(),
+            Arc::clone(&self.tools),
             context.meta.get_progress_token(),
             receiver,
         );

@@ -118,7 +118,30 @@ impl PluginHost {
                 });
             }
         }
-        let clashing: Vec<bool> = clashes.iter().map(Option::is_some).collect();
+        let mut clashing: Vec<bool> = clashes.iter().map(Option::is_some).collect();
+        // A fixed resource URI of one plugin that a template of another matches: a read of it
+        // would have two answers. Both are refused, like any clash.
+        for (at, plugin) in loaded.iter().enumerate() {
+            for (other_at, other) in loaded.iter().enumerate() {
+                if at == other_at {
+                    continue;
+                }
+                if let Some(uri) = plugin.resource_claimed_by(other) {
+                    for (this, that) in [(at, other_at), (other_at, at)] {
+                        if clashing[this] {
+                            continue;
+                        }
+                        clashing[this] = true;
+                        failures.push(PluginError::OfferingClash {
+                            path: loaded[this].path().to_owned(),
+                            other: loaded[that].path().to_owned(),
+                            kind: "resource",
+                            name: uri.to_owned(),
+                        });
+                    }
+                }
+            }
+        }
         let plugins = loaded
             .into_iter()
             .zip(clashing)

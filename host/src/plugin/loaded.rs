@@ -208,16 +208,38 @@ impl LoadedPlugin {
             .resources
             .iter()
             .map(|r| ("resource", r.uri.clone()));
-        let templates = offerings
-            .templates
-            .iter()
-            .map(|t| ("resource template", t.uri_template.clone()));
+        // Templates that differ only in their variables' names match the same URIs.
+        let templates = offerings.templates.iter().map(|t| {
+            (
+                "resource template",
+                validate::offerings::template_shape(&t.uri_template),
+            )
+        });
         let prompts = offerings.prompts.iter().map(|p| ("prompt", p.name.clone()));
         tools
             .chain(resources)
             .chain(templates)
             .chain(prompts)
             .collect()
+    }
+
+    /// The first of this plugin's fixed resource URIs that one of `other`'s templates
+    /// matches: the two would both answer a read of it.
+    pub(crate) fn resource_claimed_by(&self, other: &LoadedPlugin) -> Option<&str> {
+        let templates = &other.image.offerings.templates;
+        if templates.is_empty() {
+            return None;
+        }
+        self.image
+            .offerings
+            .resources
+            .iter()
+            .map(|resource| resource.uri.as_str())
+            .find(|uri| {
+                templates
+                    .iter()
+                    .any(|t| validate::offerings::template_matches(&t.uri_template, uri))
+            })
     }
 
     /// Opens a session of the plugin: its tool definitions and its resources, prompts and

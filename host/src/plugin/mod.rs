@@ -37,3 +37,12 @@ pub use self::host::{PluginHost, PluginHostBuilder};
 pub use self::loaded::LoadedPlugin;
 pub(crate) use self::loaded::PluginImage;
 pub use self::session::{MAX_COMPLETION_VALUES, MAX_SUBSCRIPTIONS, PluginSession};
+
+/// What an output limit charges for `items` blocks (content, messages, resource contents,
+/// completion values) carrying `bytes` in all: each block also costs the host its own
+/// bookkeeping, so a million empty blocks are not free.
+pub(crate) fn charged(bytes: usize, items: usize) -> usize {
+    /// Bytes charged per block besides what it carries.
+    const PER_ITEM: usize = 64;
+    bytes.saturating_add(items.saturating_mul(PER_ITEM))
+}

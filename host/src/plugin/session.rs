@@ -94,23 +94,29 @@ impl PluginSession {
     }
 
     /// The resources the plugin offers now: as listed at load, or, once the plugin said the
-    /// list changed, as it lists them again (checked like the first list).
-    pub async fn resources(&self) -> Result<Arc<[ResourceMeta]>, RequestError> {
+    /// list changed, as it lists them again (checked like the first list). If the plugin cannot
+    /// list them now (busy, failing, or the new list is refused), the last list is served and
+    /// the list is read again next time.
+    pub async fn resources(&self) -> Arc<[ResourceMeta]> {
         let core = &self.owner.0;
         if core.changed.resources.swap(false, Ordering::AcqRel) {
-            match core.request(&Request::Resources).await? {
-                Response::Resources(resources) => {
-                    offerings::check_resources(&resources).map_err(|reason| {
-                        core.changed.resources.store(true, Ordering::Release);
-                        self.broke(format!("its new resource list is refused: {reason}"))
-                    })?;
-                    self.lists().resources = Some(resources.into());
+            let listed = match core.request(&Request::Resources).await {
+                Ok(Response::Resources(resources)) => offerings::check_resources(&resources)
+                    .map(|()| resources)
+                    .map_err(|reason| format!("its new resource list is refused: {reason}")),
+                Ok(_) => Err("it answered a list of resources wrongly".to_owned()),
+                Err(error) => Err(format!("it could not list its resources: {error}")),
+            };
+            match listed {
+                Ok(resources) => self.lists().resources = Some(resources.into()),
+                Err(problem) => {
+                    core.changed.resources.store(true, Ordering::Release);
+                    tracing::warn!(plugin = %self.plugin_name(), "{problem}; serving its last list");
                 }
-                _ => return Err(self.broke("it answered a list of resources wrongly".into())),
             }
         }
         let cached = self.lists().resources.clone();
-        Ok(cached.unwrap_or_else(|| self.image().offerings.resources.clone().into()))
+        cached.unwrap_or_else(|| self.image().offerings.resources.clone().into())
     }
 
     /// The plugin's resource templates (fixed at load).
@@ -151,7 +157,10 @@ impl PluginSession {
             .await?
         {
             Response::Contents(contents) => {
-                let size: usize = contents.iter().map(ResourceContents::size).sum();
+                let size = super::charged(
+                    contents.iter().map(ResourceContents::size).sum(),
+                    contents.len(),
+                );
                 self.within_output_limit(size, || format!("resource '{uri}'"))?;
                 Ok(contents)
             }
@@ -160,22 +169,26 @@ impl PluginSession {
     }
 
     /// The prompts the plugin offers now (like [`resources`](Self::resources)).
-    pub async fn prompts(&self) -> Result<Arc<[PromptMeta]>, RequestError> {
+    pub async fn prompts(&self) -> Arc<[PromptMeta]> {
         let core = &self.owner.0;
         if core.changed.prompts.swap(false, Ordering::AcqRel) {
-            match core.request(&Request::Prompts).await? {
-                Response::Prompts(prompts) => {
-                    offerings::check_prompts(&prompts).map_err(|reason| {
-                        core.changed.prompts.store(true, Ordering::Release);
-                        self.broke(format!("its new prompt list is refused: {reason}"))
-                    })?;
-                    self.lists().prompts = Some(prompts.into());
+            let listed = match core.request(&Request::Prompts).await {
+                Ok(Response::Prompts(prompts)) => offerings::check_prompts(&prompts)
+                    .map(|()| prompts)
+                    .map_err(|reason| format!("its new prompt list is refused: {reason}")),
+                Ok(_) => Err("it answered a list of prompts wrongly".to_owned()),
+                Err(error) => Err(format!("it could not list its prompts: {error}")),
+            };
+            match listed {
+                Ok(prompts) => self.lists().prompts = Some(prompts.into()),
+                Err(problem) => {
+                    core.changed.prompts.store(true, Ordering::Release);
+                    tracing::warn!(plugin = %self.plugin_name(), "{problem}; serving its last list");
                 }
-                _ => return Err(self.broke("it answered a list of prompts wrongly".into())),
             }
         }
         let cached = self.lists().prompts.clone();
-        Ok(cached.unwrap_or_else(|| self.image().offerings.prompts.clone().into()))
+        cached.unwrap_or_else(|| self.image().offerings.prompts.clone().into())
     }
 
     /// Renders the prompt `name` with `arguments` (name, value). Its messages together are
@@ -192,12 +205,15 @@ impl PluginSession {
             .await?
         {
             Response::Prompt(prompt) => {
-                let size: usize = prompt
-                    .messages
-                    .iter()
-                    .map(|message| message.content.size())
-                    .sum::<usize>()
-                    + prompt.description.as_ref().map_or(0, String::len);
+                let size = super::charged(
+                    prompt
+                        .messages
+                        .iter()
+                        .map(|message| message.content.size())
+                        .sum::<usize>()
+                        + prompt.description.as_ref().map_or(0, String::len),
+                    prompt.messages.len(),
+                );
                 self.within_output_limit(size, || format!("prompt '{name}'"))?;
                 Ok(prompt)
             }
@@ -226,7 +242,10 @@ impl PluginSession {
                     completion.values.truncate(MAX_COMPLETION_VALUES);
                     completion.has_more = true;
                 }
-                let size: usize = completion.values.iter().map(String::len).sum();
+                let size = super::charged(
+                    completion.values.iter().map(String::len).sum(),
+                    completion.values.len(),
+                );
                 self.within_output_limit(size, || format!("the completion of '{argument}'"))?;
                 Ok(completion)
             }

@@ -131,13 +131,20 @@ fn subdirectories_are_read_only_when_asked() {
 }
 
 /// Two plugins offering the same resource URI (contract 0.3.0) are refused like two offering
-/// the same tool name: both, each naming the other and the URI.
+/// the same tool name: both, each naming the other and the URI. So are a fixed URI of one and
+/// a template of the other that matches it.
 #[test]
 fn plugins_offering_the_same_resource_are_both_refused() {
+    for (other, uri) in [("shadow", "notes://all"), ("lookalike", "notes://note/7")] {
+        resource_clash(other, uri);
+    }
+}
+
+fn resource_clash(other: &str, uri: &str) {
     let root = scratch_dir("resource-clash");
     let dir = root.join("plugins");
     std::fs::create_dir(&dir).expect("mkdir");
-    for plugin in ["notes", "shadow", "counter"] {
+    for plugin in ["notes", other, "counter"] {
         std::fs::copy(plugin_path(plugin), dir.join(format!("{plugin}.wasm"))).expect("copy");
     }
     let loaded = host().load_dir(&dir).unwrap_or_else(|e| panic!("{e}"));
@@ -161,8 +168,8 @@ fn plugins_offering_the_same_resource_are_both_refused() {
     for clash in &clashes {
         assert!(
             clash.contains("notes.wasm")
-                && clash.contains("shadow.wasm")
-                && clash.contains("the resource 'notes://all'"),
+                && clash.contains(&format!("{other}.wasm"))
+                && clash.contains(&format!("the resource '{uri}'")),
             "{clash}"
         );
     }

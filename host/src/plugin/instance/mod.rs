@@ -208,6 +208,11 @@ impl SessionCore {
     /// tools on its first export call) runs at the session's first call, in that call's time
     /// limit. A session that never calls a plugin pays for its instance only.
     async fn start(&self, slot: &mut Slot, deadline: Instant) -> Result<(), ToolError> {
+        if slot.tried {
+            // A restart: the lists the old instance gave may not be the new one's.
+            self.changed.resources.store(true, Ordering::Release);
+            self.changed.prompts.store(true, Ordering::Release);
+        }
         slot.tried = true;
         let mut spec = self.image.start_spec();
         spec.changed = Some(&self.changed);
@@ -451,7 +456,8 @@ fn checked_output(
         structured,
         legacy,
     } = raw;
-    let size = output.size() + structured.as_ref().map_or(0, String::len);
+    let size = super::charged(output.size(), output.content.len())
+        + structured.as_ref().map_or(0, String::len);
     if size > cap {
         return Err(ToolError::ExecutionFailed(format!(
             "tool '{tool}' of plugin '{}' returned {size} bytes, over the output limit of {cap} \
@@ -493,6 +499,13 @@ fn checked_output(
     }
     // Checked above: an object, each key once.
     output.structured = structured_text.and_then(|text| serde_json::from_str(text).ok());
+    // With no content, the structured value's text is the content, as the plugin wrote it
+    // (its keys in its order): what `execute` returns and older MCP clients read.
+    if output.content.is_empty()
+        && let Some(text) = structured
+    {
+        output.content.push(Content::Text(text));
+    }
     Ok(output)
 }
 

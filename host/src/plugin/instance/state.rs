@@ -167,15 +167,6 @@ impl PluginClientImports for PluginState {
         message: String,
         requested_schema: String,
     ) -> Result<WitElicitation, WitQuestionError> {
-        let schema: serde_json::Value = match serde_json::from_str(&requested_schema) {
-            Ok(schema @ serde_json::Value::Object(_)) => schema,
-            _ => {
-                return Err(WitQuestionError::Failed(
-                    "the requested schema is not a JSON object schema; give a flat object                      schema of the form's fields"
-                        .into(),
-                ));
-            }
-        };
         let bytes = message.len() + requested_schema.len();
         let answer = self
             .questions
@@ -184,7 +175,21 @@ impl PluginClientImports for PluginState {
                 &key,
                 Kind::Elicitation,
                 bytes,
-                |handler, asker| async move { handler.elicit(&asker, &message, &schema).await },
+                |handler, asker| async move {
+                    // Checked once the policy let the question through (a bad schema is a
+                    // question asked all the same, and counts).
+                    let schema = match serde_json::from_str(&requested_schema) {
+                        Ok(schema @ serde_json::Value::Object(_)) => schema,
+                        _ => {
+                            return Err(crate::tool::QuestionError::Failed(
+                                "the requested schema is not a JSON object schema; give a flat \
+                                 object schema of the form's fields"
+                                    .into(),
+                            ));
+                        }
+                    };
+                    handler.elicit(&asker, &message, &schema).await
+                },
                 |answer| match answer {
                     ElicitationAnswer::Accept(content) => {
                         serde_json::to_string(content).map_or(usize::MAX, |text| text.len())
@@ -213,7 +218,13 @@ impl PluginClientImports for PluginState {
             .iter()
             .map(|m| content_bytes(&m.content))
             .sum::<usize>()
-            + request.system_prompt.as_ref().map_or(0, String::len);
+            + request.system_prompt.as_ref().map_or(0, String::len)
+            + request
+                .stop_sequences
+                .iter()
+                .map(String::len)
+                .sum::<usize>()
+            + request.model_hints.iter().map(String::len).sum::<usize>();
         let answer = self
             .questions
             .ask(

@@ -181,6 +181,18 @@ pub(crate) fn check_prompts(prompts: &[PromptMeta]) -> Result<(), String> {
     Ok(())
 }
 
+/// A template with its variables' names left out (`notes://{…}/data`): two templates of the
+/// same shape match the same URIs.
+pub(crate) fn template_shape(template: &str) -> String {
+    use llm_worker_rules::template::{Piece, pieces};
+    pieces(template)
+        .map(|piece| match piece {
+            Ok(Piece::Literal(text)) => text,
+            Ok(Piece::Variable(_)) | Err(_) => "{…}",
+        })
+        .collect()
+}
+
 /// Whether `uri` is an instance of `template`, by the contract's one rule
 /// ([`llm_worker_rules::template::match_uri`], linear in the URI's length).
 pub(crate) fn template_matches(template: &str, uri: &str) -> bool {
@@ -237,6 +249,16 @@ mod tests {
             );
         }
         assert_eq!(check_templates(&[listed("x://{a}/{b}")]), Ok(()));
+    }
+
+    #[test]
+    fn templates_of_one_shape_are_one_offering() {
+        assert_eq!(
+            template_shape("notes://note/{number}"),
+            template_shape("notes://note/{n}")
+        );
+        assert_eq!(template_shape("x://{a}/y"), "x://{…}/y");
+        assert_ne!(template_shape("x://{a}/y"), template_shape("x://{a}/z"));
     }
 
     #[test]
