@@ -47,6 +47,9 @@ use std::sync::Arc;
 
 use crate::hook::{PostToolCallHook, PreToolCallHook};
 
+/// Most resources one MCP session may subscribe to (`resources/subscribe`).
+pub const MAX_SUBSCRIPTIONS: usize = 1000;
+
 /// What the server says about itself, how it lists tools, and the hooks every call of every
 /// session goes through.
 #[derive(Clone)]

@@ -190,12 +190,12 @@ impl McpSession {
             return Err(resource_not_found(uri));
         }
         // Bounded like a plugin's resource list: one entry per resource it could name.
-        if subscriptions.len() >= crate::plugin::MAX_SUBSCRIPTIONS {
+        if subscriptions.len() >= super::MAX_SUBSCRIPTIONS {
             return Err(ErrorData::invalid_params(
                 format!(
                     "this session has {} subscriptions, the most it may have; unsubscribe from \
                      some first",
-                    crate::plugin::MAX_SUBSCRIPTIONS
+                    super::MAX_SUBSCRIPTIONS
                 ),
                 None,
             ));

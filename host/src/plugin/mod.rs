@@ -36,7 +36,7 @@ pub use self::error::PluginError;
 pub use self::host::{PluginHost, PluginHostBuilder};
 pub use self::loaded::LoadedPlugin;
 pub(crate) use self::loaded::PluginImage;
-pub use self::session::{MAX_COMPLETION_VALUES, MAX_SUBSCRIPTIONS, PluginSession};
+pub use self::session::{MAX_COMPLETION_VALUES, PluginSession};
 
 /// What an output limit charges for `items` blocks (content, messages, resource contents,
 /// completion values) carrying `bytes` in all: each block also costs the host its own

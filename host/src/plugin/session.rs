@@ -14,9 +14,6 @@ use crate::tool::{
     ResourceTemplate, ToolDefinition,
 };
 
-/// Most resources one MCP session may subscribe to.
-pub const MAX_SUBSCRIPTIONS: usize = 1000;
-
 /// Most values a completion passes on; more are cut (and `has_more` set).
 pub const MAX_COMPLETION_VALUES: usize = 100;
 

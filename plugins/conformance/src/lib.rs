@@ -13,16 +13,23 @@ use std::time::Duration;
 use llm_worker_guest::log;
 use llm_worker_guest::{
     Content, ElicitationAnswer, Listing, Message, QuestionError, ResourceContents, SamplingRequest,
-    ToolOutput, complete, elicit_with_schema, list_changed, progress, prompt, resource, roots, sample, tool,
-    tool_registry,
+    ToolOutput, complete, elicit_with_schema, list_changed, progress, prompt, resource, roots,
+    sample, tool, tool_registry,
 };
 use serde_json::{Value, json};
 
 /// A red pixel, as PNG.
-const PNG: &[u8] = &[137, 80, 78, 71, 13, 10, 26, 10, 0, 0, 0, 13, 73, 72, 68, 82, 0, 0, 0, 1, 0, 0, 0, 1, 8, 6, 0, 0, 0, 31, 21, 196, 137, 0, 0, 0, 13, 73, 68, 65, 84, 120, 218, 99, 252, 207, 192, 240, 31, 0, 5, 5, 2, 0, 95, 200, 241, 210, 0, 0, 0, 0, 73, 69, 78, 68, 174, 66, 96, 130];
+const PNG: &[u8] = &[
+    137, 80, 78, 71, 13, 10, 26, 10, 0, 0, 0, 13, 73, 72, 68, 82, 0, 0, 0, 1, 0, 0, 0, 1, 8, 6, 0,
+    0, 0, 31, 21, 196, 137, 0, 0, 0, 13, 73, 68, 65, 84, 120, 218, 99, 252, 207, 192, 240, 31, 0,
+    5, 5, 2, 0, 95, 200, 241, 210, 0, 0, 0, 0, 73, 69, 78, 68, 174, 66, 96, 130,
+];
 
 /// The shortest WAV file.
-const WAV: &[u8] = &[82, 73, 70, 70, 38, 0, 0, 0, 87, 65, 86, 69, 102, 109, 116, 32, 16, 0, 0, 0, 1, 0, 1, 0, 64, 31, 0, 0, 0, 125, 0, 0, 2, 0, 16, 0, 100, 97, 116, 97, 2, 0, 0, 0];
+const WAV: &[u8] = &[
+    82, 73, 70, 70, 38, 0, 0, 0, 87, 65, 86, 69, 102, 109, 116, 32, 16, 0, 0, 0, 1, 0, 1, 0, 64,
+    31, 0, 0, 0, 125, 0, 0, 2, 0, 16, 0, 100, 97, 116, 97, 2, 0, 0, 0,
+];
 
 /// The fixtures; they keep no state.
 #[derive(Clone, Default)]
@@ -355,7 +362,11 @@ impl Conformance {
     /// Asks two questions, one after the other.
     #[tool]
     fn test_input_required_result_multi_round(&self) -> Result<String, QuestionError> {
-        let name = elicit_with_schema("step1", "Step 1: What is your name?", form("name", "string"))?;
+        let name = elicit_with_schema(
+            "step1",
+            "Step 1: What is your name?",
+            form("name", "string"),
+        )?;
         let colour = elicit_with_schema(
             "step2",
             "Step 2: What is your favorite color?",
@@ -401,13 +412,21 @@ impl Conformance {
     }
 
     /// The static text resource.
-    #[resource(uri = "test://static-text", name = "static-text", mime_type = "text/plain")]
+    #[resource(
+        uri = "test://static-text",
+        name = "static-text",
+        mime_type = "text/plain"
+    )]
     fn static_text(&self) -> &'static str {
         "This is the content of the static text resource."
     }
 
     /// The static binary resource (a red pixel).
-    #[resource(uri = "test://static-binary", name = "static-binary", mime_type = "image/png")]
+    #[resource(
+        uri = "test://static-binary",
+        name = "static-binary",
+        mime_type = "image/png"
+    )]
     fn static_binary(&self) -> Vec<u8> {
         PNG.to_vec()
     }

@@ -3,7 +3,9 @@
 
 use std::sync::{Arc, Mutex};
 
-use llm_worker_guest::{RequestError, complete, prompt, resource, resource_updated, tool, tool_registry};
+use llm_worker_guest::{
+    RequestError, complete, prompt, resource, resource_updated, tool, tool_registry,
+};
 
 /// A notebook shared by its tools.
 #[derive(Clone, Default)]
@@ -39,7 +41,11 @@ impl Notes {
     }
 
     /// One note, by its number (1 is the oldest).
-    #[resource(template = "notes://note/{number}", name = "note", mime_type = "text/plain")]
+    #[resource(
+        template = "notes://note/{number}",
+        name = "note",
+        mime_type = "text/plain"
+    )]
     fn note(&self, #[complete(note_numbers)] number: String) -> Result<String, RequestError> {
         let notes = self
             .notes
@@ -75,7 +81,9 @@ impl Notes {
     ) -> Result<String, String> {
         let notes = self.list_notes()?;
         let focus = focus.map_or_else(String::new, |focus| format!(", looking for {focus}"));
-        Ok(format!("Review these notes{focus}, and suggest what to do next:\n\n{notes}"))
+        Ok(format!(
+            "Review these notes{focus}, and suggest what to do next:\n\n{notes}"
+        ))
     }
 }
 
