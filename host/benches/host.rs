@@ -4,7 +4,7 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use base64ct::Encoding as _;
+use base64::Engine as _;
 use llm_worker::{Limits, PluginHost, ToolServerHandle, Worker};
 use llm_worker_guest::{tool, tool_registry};
 use llm_worker_tests::bench::{median, ratio, show};
@@ -365,7 +365,7 @@ fn content_calls(runtime: &tokio::runtime::Runtime, echo: &llm_worker::LoadedPlu
     let bytes = vec![0x5a_u8; size];
     let b = median(iterations, |n| {
         for _ in 0..n {
-            black_box(base64ct::Base64::encode_string(black_box(&bytes)));
+            black_box(base64::engine::general_purpose::STANDARD.encode(black_box(&bytes)));
         }
     });
     println!("\n| 1 MB out of a plugin, `Tool::call` | median | vs text of 1 MB |");

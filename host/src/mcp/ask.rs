@@ -8,7 +8,10 @@
 #![allow(deprecated)]
 
 use async_trait::async_trait;
-use rmcp::model::{ElicitRequestParams, ElicitationAction, ElicitationSchema};
+use rmcp::model::{
+    CreateMessageResult, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema,
+    ListRootsResult,
+};
 use rmcp::{Peer, RoleServer};
 use serde_json::Value;
 
@@ -49,7 +52,71 @@ pub(crate) fn attributed(message: &str, asker: &Asker) -> String {
     )
 }
 
-fn undeclared(asker: &Asker, capability: &str) -> QuestionError {
+/// A form question as MCP's `elicitation/create` params. MCP's elicitation schema is a flat
+/// object of primitive fields: one the protocol does not allow is refused here, not passed on
+/// for the client to choke on.
+pub(crate) fn elicitation_params(
+    message: &str,
+    schema: &Value,
+    asker: &Asker,
+) -> Result<ElicitRequestParams, QuestionError> {
+    let requested_schema: ElicitationSchema =
+        serde_json::from_value(schema.clone()).map_err(|error| {
+            QuestionError::Denied(format!(
+                "the form's schema is not one MCP elicitation allows (a flat object of string, \
+                 number, integer, boolean and enum fields): {error}"
+            ))
+        })?;
+    Ok(ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message: attributed(message, asker),
+        requested_schema,
+    })
+}
+
+/// What the client answered to a form, in our terms.
+pub(crate) fn elicitation_answer(result: ElicitResult) -> Result<ElicitationAnswer, QuestionError> {
+    Ok(match result.action {
+        ElicitationAction::Accept => match result.content {
+            Some(Value::Object(content)) => ElicitationAnswer::Accept(content),
+            None => ElicitationAnswer::Accept(serde_json::Map::new()),
+            Some(_) => {
+                return Err(QuestionError::Failed(
+                    "the client accepted with content that is not a JSON object".into(),
+                ));
+            }
+        },
+        ElicitationAction::Decline => ElicitationAnswer::Decline,
+        _ => ElicitationAnswer::Cancel,
+    })
+}
+
+/// What the client's model said, in our terms.
+pub(crate) fn sampling_answer(
+    result: CreateMessageResult,
+) -> Result<SamplingAnswer, QuestionError> {
+    Ok(SamplingAnswer {
+        role: our_role(result.message.role),
+        content: sampled_content(result.message.content).map_err(QuestionError::Failed)?,
+        model: result.model,
+        stop_reason: result.stop_reason,
+    })
+}
+
+/// The client's roots, in our terms.
+pub(crate) fn roots_answer(result: ListRootsResult) -> Vec<Root> {
+    result
+        .roots
+        .into_iter()
+        .map(|root| Root {
+            uri: root.uri,
+            name: root.name,
+        })
+        .collect()
+}
+
+/// A question needing a capability the client did not declare.
+pub(crate) fn undeclared(asker: &Asker, capability: &str) -> QuestionError {
     QuestionError::Unsupported(format!(
         "tool '{}' of plugin '{}' needs the client's `{capability}` capability, which this \
          client did not declare",
@@ -76,34 +143,9 @@ impl QuestionHandler for PeerQuestions {
         {
             return Err(undeclared(asker, "elicitation"));
         }
-        // MCP's elicitation schema: a flat object of primitive fields. One the protocol does
-        // not allow is refused here, not passed on for the client to choke on.
-        let requested_schema: ElicitationSchema =
-            serde_json::from_value(schema.clone()).map_err(|error| {
-                QuestionError::Denied(format!(
-                    "the form's schema is not one MCP elicitation allows (a flat object of \
-                     string, number, integer, boolean and enum fields): {error}"
-                ))
-            })?;
-        let params = ElicitRequestParams::FormElicitationParams {
-            meta: None,
-            message: attributed(message, asker),
-            requested_schema,
-        };
+        let params = elicitation_params(message, schema, asker)?;
         let result = self.peer.create_elicitation(params).await.map_err(failed)?;
-        Ok(match result.action {
-            ElicitationAction::Accept => match result.content {
-                Some(Value::Object(content)) => ElicitationAnswer::Accept(content),
-                None => ElicitationAnswer::Accept(serde_json::Map::new()),
-                Some(_) => {
-                    return Err(QuestionError::Failed(
-                        "the client accepted with content that is not a JSON object".into(),
-                    ));
-                }
-            },
-            ElicitationAction::Decline => ElicitationAnswer::Decline,
-            _ => ElicitationAnswer::Cancel,
-        })
+        elicitation_answer(result)
     }
 
     async fn sample(
@@ -116,12 +158,7 @@ impl QuestionHandler for PeerQuestions {
         }
         let params = super::mrtr::sampling_params(request);
         let result = self.peer.create_message(params).await.map_err(failed)?;
-        Ok(SamplingAnswer {
-            role: our_role(result.message.role),
-            content: sampled_content(result.message.content).map_err(QuestionError::Failed)?,
-            model: result.model,
-            stop_reason: result.stop_reason,
-        })
+        sampling_answer(result)
     }
 
     async fn roots(&self, asker: &Asker) -> Result<Vec<Root>, QuestionError> {
@@ -129,13 +166,6 @@ impl QuestionHandler for PeerQuestions {
             return Err(undeclared(asker, "roots"));
         }
         let result = self.peer.list_roots().await.map_err(failed)?;
-        Ok(result
-            .roots
-            .into_iter()
-            .map(|root| Root {
-                uri: root.uri,
-                name: root.name,
-            })
-            .collect())
+        Ok(roots_answer(result))
     }
 }

@@ -4,7 +4,8 @@
 
 #![allow(deprecated)]
 
-use base64ct::{Base64, Encoding};
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
 use rmcp::model::{
     self as mcp, AudioContent, ContentBlock, EmbeddedResource, ImageContent, TextContent,
 };
@@ -32,7 +33,7 @@ pub(crate) fn block(content: Content) -> ContentBlock {
 }
 
 fn encode(bytes: &[u8]) -> String {
-    Base64::encode_string(bytes)
+    BASE64.encode(bytes)
 }
 
 /// A resource's contents as MCP's.
@@ -167,7 +168,8 @@ pub(crate) fn sampled_content(
 }
 
 fn decode_media(data: String, mime_type: String) -> Result<Media, String> {
-    Base64::decode_vec(&data)
+    BASE64
+        .decode(&data)
         .map(|data| Media { mime_type, data })
         .map_err(|_| "the client's answer is not valid base64".to_owned())
 }

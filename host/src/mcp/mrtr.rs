@@ -17,13 +17,13 @@ use async_trait::async_trait;
 use rmcp::ErrorData;
 use rmcp::model::{
     ClientCapabilities, CreateMessageRequest, CreateMessageRequestParams, CreateMessageResult,
-    ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema,
-    InputRequest, InputRequiredResult, ListRootsRequest, ListRootsResult, ModelHint,
-    ModelPreferences, RequestStateCodec, SealOptions,
+    ElicitRequest, ElicitResult, InputRequest, InputRequiredResult, ListRootsRequest,
+    ListRootsResult, ModelHint, ModelPreferences, RequestStateCodec, SealOptions,
 };
 use serde_json::Value;
 
-use super::content::{our_role, sampled_content, sampling_message};
+use super::ask::{elicitation_answer, elicitation_params, roots_answer, sampling_answer};
+use super::content::sampling_message;
 use crate::question::{
     Asker, ElicitationAnswer, QuestionError, QuestionHandler, Root, SamplingAnswer, SamplingRequest,
 };
@@ -162,7 +162,7 @@ impl Replay {
                 _ => missing.roots = Some(Default::default()),
             }
         }
-        undeclared(asker, capability)
+        super::ask::undeclared(asker, capability)
     }
 
     /// The answer to `key`, if the client gave one of the right shape; otherwise the question
@@ -190,14 +190,6 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn undeclared(asker: &Asker, capability: &str) -> QuestionError {
-    QuestionError::Unsupported(format!(
-        "tool '{}' of plugin '{}' needs the client's `{capability}` capability, which this \
-         request did not declare",
-        asker.tool, asker.plugin
-    ))
-}
-
 #[async_trait]
 impl QuestionHandler for Replay {
     async fn elicit(
@@ -209,34 +201,11 @@ impl QuestionHandler for Replay {
         if self.capabilities.elicitation.is_none() {
             return Err(self.undeclared(asker, "elicitation"));
         }
-        let requested_schema: ElicitationSchema =
-            serde_json::from_value(schema.clone()).map_err(|error| {
-                QuestionError::Denied(format!(
-                    "the form's schema is not one MCP elicitation allows: {error}"
-                ))
-            })?;
+        let params = elicitation_params(message, schema, asker)?;
         let result: ElicitResult = self.answer(asker, || {
-            InputRequest::Elicitation(ElicitRequest::new(
-                ElicitRequestParams::FormElicitationParams {
-                    meta: None,
-                    message: super::ask::attributed(message, asker),
-                    requested_schema,
-                },
-            ))
+            InputRequest::Elicitation(ElicitRequest::new(params))
         })?;
-        Ok(match result.action {
-            ElicitationAction::Accept => match result.content {
-                Some(Value::Object(content)) => ElicitationAnswer::Accept(content),
-                None => ElicitationAnswer::Accept(serde_json::Map::new()),
-                Some(_) => {
-                    return Err(QuestionError::Failed(
-                        "the client accepted with content that is not a JSON object".into(),
-                    ));
-                }
-            },
-            ElicitationAction::Decline => ElicitationAnswer::Decline,
-            _ => ElicitationAnswer::Cancel,
-        })
+        elicitation_answer(result)
     }
 
     async fn sample(
@@ -250,12 +219,7 @@ impl QuestionHandler for Replay {
         let result: CreateMessageResult = self.answer(asker, || {
             InputRequest::CreateMessage(CreateMessageRequest::new(sampling_params(request)))
         })?;
-        Ok(SamplingAnswer {
-            role: our_role(result.message.role),
-            content: sampled_content(result.message.content).map_err(QuestionError::Failed)?,
-            model: result.model,
-            stop_reason: result.stop_reason,
-        })
+        sampling_answer(result)
     }
 
     async fn roots(&self, asker: &Asker) -> Result<Vec<Root>, QuestionError> {
@@ -265,14 +229,7 @@ impl QuestionHandler for Replay {
         let result: ListRootsResult = self.answer(asker, || {
             InputRequest::ListRoots(ListRootsRequest::default())
         })?;
-        Ok(result
-            .roots
-            .into_iter()
-            .map(|root| Root {
-                uri: root.uri,
-                name: root.name,
-            })
-            .collect())
+        Ok(roots_answer(result))
     }
 }
 
