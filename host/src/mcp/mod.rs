@@ -19,6 +19,7 @@
 //! # }
 //! ```
 
+mod admission;
 mod ask;
 mod catalog;
 mod content;

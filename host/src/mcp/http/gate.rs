@@ -9,7 +9,7 @@ use http_body_util::{BodyExt, Full};
 use subtle::ConstantTimeEq;
 
 use super::Body;
-use crate::mcp::session::SessionCounter;
+use crate::mcp::admission::SessionCounter;
 
 /// A JSON-RPC error as an HTTP response (no request id: the request was not read).
 fn refusal(status: StatusCode, message: &str) -> Response<Body> {

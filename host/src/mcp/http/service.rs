@@ -15,7 +15,8 @@ use super::options::{
     DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_SESSIONS, HttpOptions,
 };
 use super::sessions::PrefixedSessions;
-use crate::mcp::session::{Admission, McpSession, SessionCounter};
+use crate::mcp::admission::{Admission, SessionCounter};
+use crate::mcp::session::McpSession;
 use crate::mcp::{McpError, McpOptions, ToolCatalog};
 
 /// The MCP server over streamable HTTP as a service to mount on an embedder's own router (a

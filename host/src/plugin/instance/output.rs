@@ -1,0 +1,133 @@
+//! What goes in and out of a call: the input checked before any plugin code runs (size, JSON,
+//! one key once, the schema), and the result checked before anyone sees it (the output limit,
+//! the structured value against the output schema, error texts cut).
+
+use super::super::PluginImage;
+use super::super::bindings_v3::RawOutput;
+use super::super::validate::CheckedSchema;
+use crate::policy::Limits;
+use crate::tool::{Content, ToolError, ToolOutput};
+
+/// A finished call's result, within the output limit: an output over it is refused, an error
+/// text over it is cut (the plugin's errors are bounded like its outputs). A structured value
+/// must be a JSON object (one key once), and, for a tool with an output schema, be there and
+/// match it: anything else is the plugin breaking its own contract, an internal error naming
+/// the tool.
+pub(super) fn checked_output(
+    image: &PluginImage,
+    limits: &Limits,
+    tool: &str,
+    output_schema: Option<&CheckedSchema>,
+    result: Result<RawOutput, ToolError>,
+) -> Result<ToolOutput, ToolError> {
+    let cap = limits.max_output_bytes;
+    let raw = match result {
+        Ok(raw) => raw,
+        Err(error) => {
+            return Err(match error {
+                ToolError::InvalidArgument(text) => ToolError::InvalidArgument(cut(text, cap)),
+                ToolError::ExecutionFailed(text) => ToolError::ExecutionFailed(cut(text, cap)),
+                ToolError::Internal(text) => ToolError::Internal(cut(text, cap)),
+            });
+        }
+    };
+    let RawOutput {
+        mut output,
+        structured,
+        legacy,
+    } = raw;
+    let size = super::super::charged(output.size(), output.content.len())
+        + structured.as_ref().map_or(0, String::len);
+    if size > cap {
+        return Err(ToolError::ExecutionFailed(format!(
+            "tool '{tool}' of plugin '{}' returned {size} bytes, over the output limit of {cap} \
+             bytes",
+            image.name,
+        )));
+    }
+    let broke = |problem: String| {
+        let message = format!(
+            "tool '{tool}' of plugin '{}' broke its own contract: {problem}; this is a bug in \
+             the plugin",
+            image.name
+        );
+        tracing::warn!(plugin = %image.name, tool, "{message}");
+        ToolError::Internal(message)
+    };
+    // An older plugin's text is the structured value of a tool with an output schema.
+    let structured_text = match (&structured, legacy, output_schema) {
+        (Some(text), _, _) => Some(text.as_str()),
+        (None, true, Some(_)) if !output.is_error => match output.content.first() {
+            Some(Content::Text(text)) => Some(text.as_str()),
+            _ => None,
+        },
+        _ => None,
+    };
+    match (structured_text, output_schema) {
+        (Some(text), Some(schema)) => {
+            super::super::validate::check_output(schema, text).map_err(broke)?;
+        }
+        (Some(text), None) => {
+            super::super::validate::check_structured(text).map_err(broke)?;
+        }
+        (None, Some(_)) if !output.is_error => {
+            return Err(broke(
+                "it has an output schema but returned no structured value".to_owned(),
+            ));
+        }
+        (None, _) => {}
+    }
+    // Checked above: an object, each key once.
+    output.structured = structured_text.and_then(|text| serde_json::from_str(text).ok());
+    // With no content, the structured value's text is the content, as the plugin wrote it
+    // (its keys in its order): what `execute` returns and older MCP clients read.
+    if output.content.is_empty()
+        && let Some(text) = structured
+    {
+        output.content.push(Content::Text(text));
+    }
+    Ok(output)
+}
+
+/// `text` cut to at most `cap` bytes (at a character boundary), saying how much was cut.
+fn cut(mut text: String, cap: usize) -> String {
+    if text.len() <= cap {
+        return text;
+    }
+    let total = text.len();
+    text.truncate(text.floor_char_boundary(cap));
+    text.push_str(&format!(
+        " … [cut: the plugin's error text was {total} bytes, over the output limit of {cap}]"
+    ));
+    text
+}
+
+/// Checks a call's input before any plugin code runs: its size, JSON syntax, and the tool's
+/// input schema.
+pub(crate) fn check_input(
+    limits: &Limits,
+    validator: &CheckedSchema,
+    tool: &str,
+    input_json: &str,
+) -> Result<(), ToolError> {
+    if input_json.len() > limits.max_input_bytes {
+        return Err(ToolError::InvalidArgument(format!(
+            "the input of tool '{tool}' is {} bytes, over the limit of {} bytes",
+            input_json.len(),
+            limits.max_input_bytes
+        )));
+    }
+    let input = super::super::input::parse(input_json).map_err(|error| {
+        ToolError::InvalidArgument(format!(
+            "the input of tool '{tool}' is not valid JSON: {error}"
+        ))
+    })?;
+    if let Some((path, problem)) = input.key_problem() {
+        return Err(ToolError::InvalidArgument(format!(
+            "the input of tool '{tool}' {problem} in the object at {path}; give each key once, \
+             spelled one way"
+        )));
+    }
+    super::super::validate::check_schema(validator, tool, &input)
+        .map_err(ToolError::InvalidArgument)
+}
