@@ -1,6 +1,6 @@
 //! Registry credentials, found as other registry clients find them: the environment
-//! (`LLM_WORKER_REGISTRY_USERNAME` and `LLM_WORKER_REGISTRY_PASSWORD`, for the registry named on
-//! the command line), then Docker's config file (`$DOCKER_CONFIG/config.json`, else
+//! (`LLM_WORKER_REGISTRY_USERNAME` and `LLM_WORKER_REGISTRY_PASSWORD`, for the one registry
+//! `LLM_WORKER_REGISTRY` names), then Docker's config file (`$DOCKER_CONFIG/config.json`, else
 //! `~/.docker/config.json`): its `auths` entries and its credential helpers (`credHelpers`,
 //! `credsStore`, run as `docker-credential-NAME get`).
 
@@ -11,6 +11,10 @@ use std::path::PathBuf;
 pub const USERNAME_VARIABLE: &str = "LLM_WORKER_REGISTRY_USERNAME";
 /// See [`USERNAME_VARIABLE`].
 pub const PASSWORD_VARIABLE: &str = "LLM_WORKER_REGISTRY_PASSWORD";
+/// The registry (`host[:port]`) the credentials of [`USERNAME_VARIABLE`] and
+/// [`PASSWORD_VARIABLE`] are for: they go to that registry only, never to another one a
+/// command, a lock or a trust policy names.
+pub const REGISTRY_VARIABLE: &str = "LLM_WORKER_REGISTRY";
 
 /// Largest Docker config file read.
 const MAX_CONFIG_BYTES: u64 = 1 << 20;
@@ -50,21 +54,10 @@ impl Credentials {
     /// environment, else from Docker's config file; `None` when neither has any (anonymous
     /// access). A config file that is there but unreadable is an error.
     pub fn find(registry: &str) -> Result<Option<Self>, String> {
-        match (
-            std::env::var(USERNAME_VARIABLE)
-                .ok()
-                .filter(|v| !v.is_empty()),
-            std::env::var(PASSWORD_VARIABLE)
-                .ok()
-                .filter(|v| !v.is_empty()),
-        ) {
-            (Some(username), Some(password)) => return Ok(Some(Self::new(username, password))),
-            (Some(_), None) | (None, Some(_)) => {
-                return Err(format!(
-                    "set both {USERNAME_VARIABLE} and {PASSWORD_VARIABLE}, or neither"
-                ));
-            }
-            (None, None) => {}
+        if let Some(found) = from_environment(registry, |name| {
+            std::env::var(name).ok().filter(|v| !v.is_empty())
+        })? {
+            return Ok(Some(found));
         }
         let Some(path) = docker_config_path() else {
             return Ok(None);
@@ -91,6 +84,37 @@ impl Credentials {
         })?;
         from_docker_config(&config, registry)
             .map_err(|error| format!("Docker's config file {}: {error}", path.display()))
+    }
+}
+
+/// The credentials the environment (read through `var`) gives for `registry`: only when
+/// [`REGISTRY_VARIABLE`] names it. Credentials without it are an error (fail closed: they
+/// would otherwise go to whatever registry a reference names).
+fn from_environment(
+    registry: &str,
+    var: impl Fn(&str) -> Option<String>,
+) -> Result<Option<Credentials>, String> {
+    let (username, password) = match (var(USERNAME_VARIABLE), var(PASSWORD_VARIABLE)) {
+        (Some(username), Some(password)) => (username, password),
+        (None, None) => return Ok(None),
+        _ => {
+            return Err(format!(
+                "set both {USERNAME_VARIABLE} and {PASSWORD_VARIABLE}, or neither"
+            ));
+        }
+    };
+    let Some(for_registry) = var(REGISTRY_VARIABLE) else {
+        return Err(format!(
+            "{USERNAME_VARIABLE} and {PASSWORD_VARIABLE} are set, but not {REGISTRY_VARIABLE}: \
+             set it to the registry (host[:port]) they are for, so that they are never sent to \
+             another one"
+        ));
+    };
+    if same_registry(for_registry.trim(), registry) {
+        Ok(Some(Credentials::new(username, password)))
+    } else {
+        // Another registry's credentials: not this one's business.
+        Ok(None)
     }
 }
 
@@ -243,5 +267,45 @@ mod tests {
         assert!(from_docker_config(&config, "bad.example").is_err());
         let shown = format!("{:?}", Credentials::new("u", "hunter2"));
         assert!(!shown.contains("hunter2"), "{shown}");
+    }
+}
+
+#[cfg(test)]
+mod environment_tests {
+    use super::*;
+
+    fn env(pairs: &[(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        let pairs = pairs.to_vec();
+        move |name| {
+            pairs
+                .iter()
+                .find(|(key, _)| *key == name)
+                .map(|(_, value)| (*value).to_owned())
+        }
+    }
+
+    #[test]
+    fn environment_credentials_go_only_to_the_registry_they_are_for() {
+        let set = [
+            (USERNAME_VARIABLE, "ci"),
+            (PASSWORD_VARIABLE, "secret"),
+            (REGISTRY_VARIABLE, "registry.example.com"),
+        ];
+        assert_eq!(
+            from_environment("registry.example.com", env(&set)),
+            Ok(Some(Credentials::new("ci", "secret")))
+        );
+        // A reference naming another registry does not get them.
+        assert_eq!(from_environment("evil.example.net", env(&set)), Ok(None));
+        // Without saying which registry they are for, they go nowhere: an error.
+        let unscoped = from_environment(
+            "registry.example.com",
+            env(&[(USERNAME_VARIABLE, "ci"), (PASSWORD_VARIABLE, "secret")]),
+        )
+        .expect_err("unscoped credentials");
+        assert!(unscoped.contains(REGISTRY_VARIABLE), "{unscoped}");
+        let half = from_environment("r", env(&[(USERNAME_VARIABLE, "ci")])).expect_err("half");
+        assert!(half.contains("or neither"), "{half}");
+        assert_eq!(from_environment("r", env(&[])), Ok(None));
     }
 }

@@ -33,7 +33,7 @@ pub use artifact::{
     WASM_LAYER_MEDIA_TYPE, wasm_config,
 };
 pub use client::{ClientOptions, MAX_MANIFEST_BYTES, RegistryClient};
-pub use credentials::{Credentials, PASSWORD_VARIABLE, USERNAME_VARIABLE};
+pub use credentials::{Credentials, PASSWORD_VARIABLE, REGISTRY_VARIABLE, USERNAME_VARIABLE};
 pub use fetch::{Demand, PulledArtifact, Verification, pull, resolve};
 pub use install::{PullOptions, PullOutcome, pull_into};
 pub use publish::{Pushed, push};

@@ -104,9 +104,11 @@ impl RegistryClient {
         if scheme.eq_ignore_ascii_case("basic") {
             let value = basic.ok_or_else(|| {
                 denied(format!(
-                    "the registry wants credentials: `docker login` it, or set {} and {}",
+                    "the registry wants credentials: `docker login` it, or set {}, {} and {} \
+                     (the registry they are for)",
                     crate::registry::credentials::USERNAME_VARIABLE,
-                    crate::registry::credentials::PASSWORD_VARIABLE
+                    crate::registry::credentials::PASSWORD_VARIABLE,
+                    crate::registry::credentials::REGISTRY_VARIABLE
                 ))
             })?;
             return HeaderValue::from_str(&value)
