@@ -18,17 +18,21 @@ pub(crate) fn lock(
     let loaded = loader.host.load_dir_with(dir, options, |_, _, _| {})?;
     let mut now = LockFile::of(dir, &loaded.plugins);
     // Pulled plugins keep their provenance; the trust policy is pinned (and must allow them).
-    match LockFile::read(dir) {
+    let previous = match LockFile::read(dir) {
         Ok(Some(previous)) => {
             for note in now.keep_sources(&previous) {
                 tracing::warn!("{note}");
             }
+            Some(previous)
         }
-        Ok(None) => {}
-        Err(error) => tracing::warn!(
-            "the current lock cannot be read, so pulled plugins lose their provenance: {error}"
-        ),
-    }
+        Ok(None) => None,
+        Err(error) => {
+            tracing::warn!(
+                "the current lock cannot be read, so pulled plugins lose their provenance: {error}"
+            );
+            None
+        }
+    };
     now.trust_sha256 = llm_worker::TrustPolicy::pin(dir)?;
     let refusals = now.source_refusals(dir);
     if check {
@@ -83,6 +87,10 @@ pub(crate) fn lock(
         return Ok(ExitCode::FAILURE);
     }
     now.write(dir)?;
+    // Approving a changed trust policy is what `lock` is for, but never without saying so.
+    if let Some(change) = previous.and_then(|previous| previous.trust_difference(&now)) {
+        outln!(out, "approved: {change}");
+    }
     outln!(
         out,
         "wrote {} ({} plugin(s)); commit it beside the plugins",

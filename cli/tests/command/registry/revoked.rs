@@ -61,6 +61,12 @@ fn a_revoked_key_stops_loading() {
     );
     let out = run(&registry.cache(), &["lock", text_of(&dir)], None);
     assert!(out.status.success(), "{}", stderr(&out));
+    // Approved, and said so: the operator sees that the trust policy itself was re-pinned.
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("approved: llm-worker.trust.toml: changed (sha256 "),
+        "{said}"
+    );
     assert!(call(&registry.cache()).status.success());
 }
 
