@@ -116,76 +116,49 @@ impl From<v1::llm_worker::tool::types::ToolMeta> for PluginToolMeta {
     }
 }
 
-impl From<v2::llm_worker::tool::types::ToolMeta> for PluginToolMeta {
-    fn from(meta: v2::llm_worker::tool::types::ToolMeta) -> Self {
-        let hints = meta.annotations;
-        Self {
-            name: meta.name,
-            description: meta.description,
-            input_schema: meta.input_schema,
-            title: meta.title,
-            output_schema: meta.output_schema,
-            annotations: ToolAnnotations {
-                read_only: hints.read_only,
-                destructive: hints.destructive,
-                idempotent: hints.idempotent,
-                open_world: hints.open_world,
-            },
+/// The conversions of the records 0.2.0 and 0.3.0 share (the same WIT, generated twice).
+macro_rules! shared_records {
+    ($($version:ident),+) => {$(
+        impl From<$version::llm_worker::tool::types::ToolMeta> for PluginToolMeta {
+            fn from(meta: $version::llm_worker::tool::types::ToolMeta) -> Self {
+                let hints = meta.annotations;
+                Self {
+                    name: meta.name,
+                    description: meta.description,
+                    input_schema: meta.input_schema,
+                    title: meta.title,
+                    output_schema: meta.output_schema,
+                    annotations: ToolAnnotations {
+                        read_only: hints.read_only,
+                        destructive: hints.destructive,
+                        idempotent: hints.idempotent,
+                        open_world: hints.open_world,
+                    },
+                }
+            }
         }
-    }
+    )+};
 }
 
-impl From<v3::llm_worker::tool::types::ToolMeta> for PluginToolMeta {
-    fn from(meta: v3::llm_worker::tool::types::ToolMeta) -> Self {
-        let hints = meta.annotations;
-        Self {
-            name: meta.name,
-            description: meta.description,
-            input_schema: meta.input_schema,
-            title: meta.title,
-            output_schema: meta.output_schema,
-            annotations: ToolAnnotations {
-                read_only: hints.read_only,
-                destructive: hints.destructive,
-                idempotent: hints.idempotent,
-                open_world: hints.open_world,
-            },
+shared_records!(v2, v3);
+
+/// The conversion of `tool-error`, the same in every version.
+macro_rules! tool_error {
+    ($($version:ident),+) => {$(
+        impl From<$version::llm_worker::tool::types::ToolError> for crate::ToolError {
+            fn from(error: $version::llm_worker::tool::types::ToolError) -> Self {
+                use $version::llm_worker::tool::types::ToolError as E;
+                match error {
+                    E::InvalidArgument(text) => Self::InvalidArgument(text),
+                    E::ExecutionFailed(text) => Self::ExecutionFailed(text),
+                    E::Internal(text) => Self::Internal(text),
+                }
+            }
         }
-    }
+    )+};
 }
 
-impl From<v3::llm_worker::tool::types::ToolError> for crate::ToolError {
-    fn from(error: v3::llm_worker::tool::types::ToolError) -> Self {
-        use v3::llm_worker::tool::types::ToolError as E;
-        match error {
-            E::InvalidArgument(text) => Self::InvalidArgument(text),
-            E::ExecutionFailed(text) => Self::ExecutionFailed(text),
-            E::Internal(text) => Self::Internal(text),
-        }
-    }
-}
-
-impl From<v1::llm_worker::tool::types::ToolError> for crate::ToolError {
-    fn from(error: v1::llm_worker::tool::types::ToolError) -> Self {
-        use v1::llm_worker::tool::types::ToolError as E;
-        match error {
-            E::InvalidArgument(text) => Self::InvalidArgument(text),
-            E::ExecutionFailed(text) => Self::ExecutionFailed(text),
-            E::Internal(text) => Self::Internal(text),
-        }
-    }
-}
-
-impl From<v2::llm_worker::tool::types::ToolError> for crate::ToolError {
-    fn from(error: v2::llm_worker::tool::types::ToolError) -> Self {
-        use v2::llm_worker::tool::types::ToolError as E;
-        match error {
-            E::InvalidArgument(text) => Self::InvalidArgument(text),
-            E::ExecutionFailed(text) => Self::ExecutionFailed(text),
-            E::Internal(text) => Self::Internal(text),
-        }
-    }
-}
+tool_error!(v1, v2, v3);
 
 /// A component checked against one version of the world, ready to instantiate.
 pub(crate) enum PluginPre<T: 'static> {

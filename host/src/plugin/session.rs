@@ -3,7 +3,7 @@
 //! the session's one instance, so they share its state.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::PluginImage;
 use super::bindings::{Request, Response};
@@ -95,25 +95,53 @@ impl PluginSession {
     /// list them now (busy, failing, or the new list is refused), the last list is served and
     /// the list is read again next time.
     pub async fn resources(&self) -> Arc<[ResourceMeta]> {
-        let core = &self.owner.0;
-        if core.changed.resources.swap(false, Ordering::AcqRel) {
-            let listed = match core.request(&Request::Resources).await {
-                Ok(Response::Resources(resources)) => offerings::check_resources(&resources)
-                    .map(|()| resources)
-                    .map_err(|reason| format!("its new resource list is refused: {reason}")),
-                Ok(_) => Err("it answered a list of resources wrongly".to_owned()),
-                Err(error) => Err(format!("it could not list its resources: {error}")),
+        self.relisted(
+            &self.owner.0.changed.resources,
+            Request::Resources,
+            "resource",
+            |response| match response {
+                Response::Resources(resources) => Some(resources),
+                _ => None,
+            },
+            offerings::check_resources,
+            |lists| &mut lists.resources,
+            &self.image().offerings.resources,
+        )
+        .await
+    }
+
+    /// A list of the plugin's (`what`s): the one cached, or, when `changed` says the plugin
+    /// changed it, the plugin's answer to `request`, checked. A list that cannot be read or is
+    /// refused leaves the last one served and `changed` set, to be read again next time.
+    #[allow(clippy::too_many_arguments)]
+    async fn relisted<T: Clone>(
+        &self,
+        changed: &AtomicBool,
+        request: Request,
+        what: &str,
+        take: impl FnOnce(Response) -> Option<Vec<T>>,
+        check: impl FnOnce(&[T]) -> Result<(), String>,
+        cache: impl Fn(&mut Lists) -> &mut Option<Arc<[T]>>,
+        at_load: &[T],
+    ) -> Arc<[T]> {
+        if changed.swap(false, Ordering::AcqRel) {
+            let listed = match self.owner.0.request(&request).await.map(take) {
+                Ok(Some(items)) => check(&items)
+                    .map(|()| items)
+                    .map_err(|reason| format!("its new {what} list is refused: {reason}")),
+                Ok(None) => Err(format!("it answered a list of {what}s wrongly")),
+                Err(error) => Err(format!("it could not list its {what}s: {error}")),
             };
             match listed {
-                Ok(resources) => self.lists().resources = Some(resources.into()),
+                Ok(items) => *cache(&mut self.lists()) = Some(items.into()),
                 Err(problem) => {
-                    core.changed.resources.store(true, Ordering::Release);
+                    changed.store(true, Ordering::Release);
                     tracing::warn!(plugin = %self.plugin_name(), "{problem}; serving its last list");
                 }
             }
         }
-        let cached = self.lists().resources.clone();
-        cached.unwrap_or_else(|| self.image().offerings.resources.clone().into())
+        let cached = cache(&mut self.lists()).clone();
+        cached.unwrap_or_else(|| at_load.into())
     }
 
     /// The plugin's resource templates (fixed at load).
@@ -167,25 +195,19 @@ impl PluginSession {
 
     /// The prompts the plugin offers now (like [`resources`](Self::resources)).
     pub async fn prompts(&self) -> Arc<[PromptMeta]> {
-        let core = &self.owner.0;
-        if core.changed.prompts.swap(false, Ordering::AcqRel) {
-            let listed = match core.request(&Request::Prompts).await {
-                Ok(Response::Prompts(prompts)) => offerings::check_prompts(&prompts)
-                    .map(|()| prompts)
-                    .map_err(|reason| format!("its new prompt list is refused: {reason}")),
-                Ok(_) => Err("it answered a list of prompts wrongly".to_owned()),
-                Err(error) => Err(format!("it could not list its prompts: {error}")),
-            };
-            match listed {
-                Ok(prompts) => self.lists().prompts = Some(prompts.into()),
-                Err(problem) => {
-                    core.changed.prompts.store(true, Ordering::Release);
-                    tracing::warn!(plugin = %self.plugin_name(), "{problem}; serving its last list");
-                }
-            }
-        }
-        let cached = self.lists().prompts.clone();
-        cached.unwrap_or_else(|| self.image().offerings.prompts.clone().into())
+        self.relisted(
+            &self.owner.0.changed.prompts,
+            Request::Prompts,
+            "prompt",
+            |response| match response {
+                Response::Prompts(prompts) => Some(prompts),
+                _ => None,
+            },
+            offerings::check_prompts,
+            |lists| &mut lists.prompts,
+            &self.image().offerings.prompts,
+        )
+        .await
     }
 
     /// Renders the prompt `name` with `arguments` (name, value). Its messages together are
