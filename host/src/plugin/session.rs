@@ -217,6 +217,10 @@ impl PluginSession {
         name: &str,
         arguments: &[(String, String)],
     ) -> Result<Prompt, RequestError> {
+        self.within_input_limit(
+            arguments.iter().map(|(n, v)| n.len() + v.len()).sum(),
+            || format!("the arguments of prompt '{name}'"),
+        )?;
         match self
             .owner
             .0
@@ -249,6 +253,15 @@ impl PluginSession {
         value: &str,
         context: &[(String, String)],
     ) -> Result<Completion, RequestError> {
+        self.within_input_limit(
+            argument.len()
+                + value.len()
+                + context
+                    .iter()
+                    .map(|(n, v)| n.len() + v.len())
+                    .sum::<usize>(),
+            || format!("the completion of '{argument}'"),
+        )?;
         let request = Request::Complete {
             reference,
             argument: argument.to_owned(),
@@ -270,6 +283,26 @@ impl PluginSession {
             }
             _ => Err(self.broke("it answered a completion wrongly".into())),
         }
+    }
+
+    /// Refuses what a client sends a plugin beyond a tool call's input limit
+    /// (`max_input_bytes`), before any plugin code runs.
+    fn within_input_limit(
+        &self,
+        size: usize,
+        what: impl Fn() -> String,
+    ) -> Result<(), RequestError> {
+        let image = self.image();
+        let cap = image.policy.limits.max_input_bytes;
+        if size > cap {
+            return Err(RequestError::InvalidArgument(format!(
+                "{} for plugin '{}' are {size} bytes, over its input limit of {cap} bytes; send \
+                 less",
+                what(),
+                image.name
+            )));
+        }
+        Ok(())
     }
 
     fn within_output_limit(

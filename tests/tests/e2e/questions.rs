@@ -332,6 +332,27 @@ async fn a_plugins_resources_prompts_and_completions_share_its_sessions_instance
         text.contains("dairy") && text.contains("buy milk"),
         "{text}"
     );
+    // What a client sends a plugin is bounded like a tool's input, before the plugin runs.
+    let huge = "x".repeat(Limits::default().max_input_bytes + 1);
+    let refused = session
+        .get_prompt("review", &[("focus".into(), huge.clone())])
+        .await;
+    assert!(
+        matches!(&refused, Err(RequestError::InvalidArgument(text)) if text.contains("input limit") && text.contains("'notes'")),
+        "{refused:?}"
+    );
+    let refused = session
+        .complete(
+            CompletionRef::ResourceTemplate("notes://note/{number}".into()),
+            "number",
+            &huge,
+            &[],
+        )
+        .await;
+    assert!(
+        matches!(refused, Err(RequestError::InvalidArgument(_))),
+        "{refused:?}"
+    );
     // Another session has its own instance, and its own (empty) notes.
     let other = notes.open();
     let empty = other
