@@ -186,7 +186,8 @@ pub(crate) enum Command {
         /// Move a plugin the lock records to what REFERENCE names now (verified first).
         #[arg(long)]
         update: bool,
-        /// Take the artifact without a signature, this once (recorded in the lock as such).
+        /// Take the artifact without a signature, this once (recorded in the lock as such),
+        /// if no rule of the trust policy covers its repository (a rule is never overridden).
         #[arg(long)]
         allow_unsigned: bool,
         /// Speak plain HTTP, to a registry on this machine only (localhost, 127.0.0.1, [::1]).

@@ -144,7 +144,10 @@ pub(crate) fn check(out: &mut String, loader: &Loader, dir: &Path) -> anyhow::Re
                 "         verified: {} at pull; bytes match the lock; {}",
                 source.verified(),
                 if source.unsigned.as_deref() == Some(llm_worker::UNSIGNED_BY_FLAG) {
-                    "not checked against the trust policy (a one-off exception)".to_owned()
+                    format!(
+                        "a one-off exception, allowed while no rule of {} wants it signed",
+                        llm_worker::TRUST_FILE
+                    )
                 } else {
                     format!("still allowed by {}", llm_worker::TRUST_FILE)
                 }

@@ -71,6 +71,15 @@ pub(crate) async fn pull(
         entry.tools.join(", ")
     );
     outln!(out, "  verified:  {}", pulled.verified);
+    if let Some(sha256) = &pulled.trust_pinned {
+        outln!(
+            out,
+            "approved: {}: pinned as it stands (sha256 {sha256}) by this first pull; review \
+             it: `llm-worker lock --check {}` shows any later change",
+            llm_worker::TRUST_FILE,
+            args.dir.display()
+        );
+    }
     outln!(
         out,
         "recorded in {}; commit it beside the plugins",

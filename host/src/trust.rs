@@ -346,10 +346,11 @@ pub(crate) fn pem_body(text: &str, label: &str) -> Result<Vec<u8>, String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    const KEY: &str = "-----BEGIN PUBLIC KEY-----
+    /// A P-256 public key in PEM, for tests.
+    pub(crate) const KEY: &str = "-----BEGIN PUBLIC KEY-----
 MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEFxOs0eKOpqtdY5V10jv+Ld2uTzvO
 5n/cD5QmhwDWpwhm01AHGwvA3XuEGMj1Hk3WL9IWmfswgUTUYQBKxwnwcw==
 -----END PUBLIC KEY-----

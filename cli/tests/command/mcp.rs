@@ -224,6 +224,67 @@ async fn malformed_lines_get_json_rpc_errors() {
     let _ = child.wait().await;
 }
 
+/// `serve` reads a pipe and writes a Unix socket (what Node gives a child) through the
+/// runtime's reactor, in non-blocking mode, and sets the mode back when the session ends: the
+/// open file may be shared with other processes.
+#[cfg(unix)]
+#[test]
+fn serve_speaks_over_pipes_and_sockets_and_sets_their_mode_back() {
+    use std::io::{BufRead, Write};
+    use std::os::fd::OwnedFd;
+    use std::os::unix::net::UnixStream;
+
+    use rustix::fs::{OFlags, fcntl_getfl};
+
+    let root = scratch_dir("mcp-streams");
+    let dir = root.join("plugins");
+    std::fs::create_dir(&dir).expect("mkdir");
+    std::fs::copy(plugin_path("counter"), dir.join("counter.wasm")).expect("copy");
+    let (stdin, mut to_server) = std::io::pipe().expect("pipe");
+    // The test keeps the pipe's read end too, to see its mode.
+    let kept = stdin.try_clone().expect("dup");
+    let (from_server, stdout) = UnixStream::pair().expect("socket pair");
+    from_server
+        .set_read_timeout(Some(std::time::Duration::from_secs(120)))
+        .expect("timeout");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"))
+        .arg("serve")
+        .arg("--cache-dir")
+        .arg(root.join("cache"))
+        .arg(&dir)
+        .stdin(stdin)
+        .stdout(OwnedFd::from(stdout))
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn");
+    assert!(!fcntl_getfl(&kept).expect("flags").contains(OFlags::NONBLOCK));
+    for line in [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"count","arguments":{}}}"#,
+    ] {
+        writeln!(to_server, "{line}").expect("write");
+    }
+    let mut lines = std::io::BufReader::new(&from_server).lines();
+    let mut answers = Vec::new();
+    while answers.len() < 2 {
+        let line = lines.next().expect("an answer").expect("read");
+        answers.push(serde_json::from_str::<serde_json::Value>(&line).expect("JSON"));
+    }
+    let called = answers
+        .iter()
+        .find(|answer| answer["id"] == 2)
+        .expect("the call's answer");
+    assert_eq!(called["result"]["content"][0]["text"], "0", "{answers:?}");
+    // Serving, it reads stdin through the reactor ...
+    assert!(fcntl_getfl(&kept).expect("flags").contains(OFlags::NONBLOCK));
+    // ... and when the client goes, it sets the mode back before it exits.
+    drop(to_server);
+    let status = child.wait().expect("wait");
+    assert!(status.success(), "{status}");
+    assert!(!fcntl_getfl(&kept).expect("flags").contains(OFlags::NONBLOCK));
+}
+
 type Shared<T> = std::sync::Arc<std::sync::Mutex<Vec<T>>>;
 
 /// What an MCP client receives besides results: progress and log notifications.

@@ -10,7 +10,9 @@ use serde::{Deserialize, Serialize};
 use super::{LockFile, LockedPlugin};
 
 /// How a plugin pulled without a signature was let in: `llm-worker pull --allow-unsigned`, a
-/// one-off exception of the operator's that loading does not question again.
+/// one-off exception of the operator's for a repository no rule of the trust policy covers. It
+/// needs no trust policy, but loading refuses it once a rule covers its repository and wants
+/// it signed.
 pub const UNSIGNED_BY_FLAG: &str = "pull --allow-unsigned";
 /// ... or a rule of the trust policy saying `unsigned = true`, which loading checks again.
 pub const UNSIGNED_BY_POLICY: &str = "trust policy";
@@ -54,10 +56,20 @@ impl PluginSource {
     fn refusal(&self, policy: Option<&crate::TrustPolicy>) -> Option<String> {
         use crate::trust::Requirement;
         let trust = crate::trust::TRUST_FILE;
-        if self.unsigned.as_deref() == Some(UNSIGNED_BY_FLAG) {
-            return None;
-        }
         let repository = &self.repository;
+        if self.unsigned.as_deref() == Some(UNSIGNED_BY_FLAG) {
+            // The operator's exception stands where no rule speaks, never against one.
+            let Requirement::Signed(keys) = policy?.requirement(repository) else {
+                return None;
+            };
+            let names: Vec<&str> = keys.iter().map(|key| key.name.as_str()).collect();
+            return Some(format!(
+                "it was pulled unsigned with `pull --allow-unsigned`, and a rule of {trust} now \
+                 wants {repository} signed by {}; remove the plugin, or pull a signed version \
+                 with `llm-worker pull --update`",
+                names.join(", ")
+            ));
+        }
         let Some(policy) = policy else {
             return Some(format!(
                 "it was pulled from {repository} and verified against the trust policy, and \
@@ -215,11 +227,11 @@ impl LockFile {
         let trust = crate::trust::TRUST_FILE;
         let policy = match crate::TrustPolicy::read(dir) {
             Ok(policy) => policy,
+            // Not even a one-off exception loads when no one can tell whether a rule binds it.
             Err(error) => {
                 let reason = format!("it was pulled from a registry, and {error}");
                 return pulled
                     .into_iter()
-                    .filter(|(_, source)| source.unsigned.as_deref() != Some(UNSIGNED_BY_FLAG))
                     .map(|(file, _)| (file.to_owned(), reason.clone()))
                     .collect();
             }

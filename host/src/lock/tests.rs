@@ -82,3 +82,35 @@ fn a_one_off_unsigned_pull_needs_no_trust_policy_and_a_signed_one_does() {
     assert!(refusals["greet.wasm"].contains("is gone"), "{refusals:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_one_off_unsigned_pull_stops_loading_once_a_rule_wants_its_repository_signed() {
+    let dir = llm_worker_tests::scratch_dir("lock-flag-bound");
+    let lock = pulled(Some(UNSIGNED_BY_FLAG));
+    let write_trust = |rules: &str| {
+        let key = crate::trust::tests::KEY;
+        let text = format!("[keys]\nacme = \"\"\"\n{key}\"\"\"\n{rules}");
+        std::fs::write(dir.path().join(crate::trust::TRUST_FILE), text).expect("write");
+    };
+    // Rules that say nothing of its repository, or let it come unsigned: it loads.
+    write_trust("[[rule]]\nrepository = \"r.example/other/*\"\nsigners = [\"acme\"]\n");
+    assert!(lock.source_refusals(dir.path()).is_empty());
+    write_trust("[[rule]]\nrepository = \"r.example/acme/*\"\nunsigned = true\n");
+    assert!(lock.source_refusals(dir.path()).is_empty());
+    // A rule that wants it signed binds the exception too.
+    write_trust("[[rule]]\nrepository = \"r.example/acme/*\"\nsigners = [\"acme\"]\n");
+    let refusals = lock.source_refusals(dir.path());
+    let reason = &refusals["greet.wasm"];
+    assert!(
+        reason.contains("--allow-unsigned") && reason.contains("signed by acme"),
+        "{reason}"
+    );
+    // A trust policy that cannot be read cannot say no rule binds it.
+    std::fs::write(
+        dir.path().join(crate::trust::TRUST_FILE),
+        "[[rule]]\nbroken",
+    )
+    .expect("write");
+    let refusals = lock.source_refusals(dir.path());
+    assert!(refusals["greet.wasm"].contains("invalid"), "{refusals:?}");
+}

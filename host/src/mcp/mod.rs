@@ -29,6 +29,7 @@ mod mrtr;
 mod offerings;
 mod reports;
 mod session;
+mod std_streams;
 mod stdio;
 #[cfg(feature = "mcp-http")]
 mod token;
@@ -203,7 +204,15 @@ pub enum McpError {
 }
 
 /// Serves `catalog` over stdin and stdout: one session, until the client disconnects.
+///
+/// Run it on a Tokio runtime with I/O and time enabled (`#[tokio::main]`, or
+/// `Builder::enable_all`): stdin and stdout that are pipes or sockets, as MCP clients give, are
+/// read and written through the runtime's reactor (their non-blocking mode is set back when
+/// the session ends).
 pub async fn serve_stdio(catalog: ToolCatalog, options: McpOptions) -> Result<(), McpError> {
     let session = session::McpSession::new(&catalog, Arc::new(options), None);
-    stdio::serve_lines(session, tokio::io::stdin(), tokio::io::stdout()).await
+    let streams = std_streams::open();
+    let served = stdio::serve_lines(session, streams.input, streams.output).await;
+    drop(streams.restore);
+    served
 }

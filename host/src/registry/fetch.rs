@@ -53,8 +53,10 @@ pub enum Demand<'a> {
     /// What this trust policy asks of the repository (`None`: there is none, so a signature
     /// cannot be verified and the artifact is refused).
     Policy(Option<&'a TrustPolicy>),
-    /// Nothing: take it unsigned (`pull --allow-unsigned`).
-    AllowUnsigned,
+    /// Take it unsigned (`pull --allow-unsigned`) unless this trust policy has a rule for the
+    /// repository: the flag is for what no rule covers, and never overrides a rule that wants
+    /// the repository signed.
+    AllowUnsigned(Option<&'a TrustPolicy>),
 }
 
 /// Fetches the manifest `reference` names: its digest (computed, and checked against the
@@ -152,7 +154,12 @@ async fn verify(
         reason,
     };
     let policy = match demand {
-        Demand::AllowUnsigned => return Ok(Verification::Unsigned(UNSIGNED_BY_FLAG)),
+        Demand::AllowUnsigned(Some(policy))
+            if !matches!(policy.requirement(&repository), Requirement::NoRule) =>
+        {
+            policy
+        }
+        Demand::AllowUnsigned(_) => return Ok(Verification::Unsigned(UNSIGNED_BY_FLAG)),
         Demand::Policy(None) => {
             return Err(refuse(format!(
                 "the directory has no trust policy ({TRUST_FILE}) saying which keys sign \

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use super::fetch::{Demand, Verification, pull, resolve};
 use super::{ClientOptions, Reference, RegistryClient, RegistryError};
 use crate::lock::{LockedPlugin, PluginSource};
-use crate::trust::{TRUST_FILE, TrustPolicy};
+use crate::trust::{Requirement, TRUST_FILE, TrustPolicy};
 use crate::{LockFile, PluginError, PluginHost};
 
 /// How [`pull_into`] pulls.
@@ -18,7 +18,8 @@ pub struct PullOptions {
     pub name: Option<String>,
     /// Move a plugin the lock already records to what the reference names now.
     pub update: bool,
-    /// Take the artifact without a signature (recorded in the lock as such).
+    /// Take the artifact without a signature (recorded in the lock as such) if no rule of the
+    /// trust policy covers its repository: the flag never overrides a rule.
     pub allow_unsigned: bool,
     /// How the registry is reached.
     pub client: ClientOptions,
@@ -64,6 +65,9 @@ pub struct PullOutcome {
     pub previous_manifest: Option<String>,
     /// `false` when the directory already held exactly this version (nothing written).
     pub changed: bool,
+    /// The SHA-256 of the trust policy when this pull was the first to pin it in the lock (it
+    /// was used as it stood: say so, so that the operator reviews what was trusted).
+    pub trust_pinned: Option<String>,
 }
 
 /// A plugin name that stays in its directory: letters, digits, `_`, `-` and inner `.`.
@@ -135,8 +139,13 @@ pub async fn pull_into(
         lock.trust_sha256.is_some() || lock.plugins.iter().any(|p| p.source.is_some());
     let now = trust.as_ref().map(|policy| policy.sha256.clone());
     // A trust policy changed since the lock approved it is not used (nor approved by a pull).
+    // `--allow-unsigned` goes on without it only for a repository none of its rules covers:
+    // the flag never overrides a rule.
     let pin_ok = !pinned_before || lock.trust_sha256 == now;
-    if !pin_ok && !options.allow_unsigned {
+    let covered = trust.as_ref().is_some_and(|policy| {
+        !matches!(policy.requirement(&reference.name()), Requirement::NoRule)
+    });
+    if !pin_ok && (!options.allow_unsigned || covered) {
         return Err(RegistryError::Usage(format!(
             "the trust policy {} is not the one the lock approved (sha256 {} in the lock, {} \
              now); review it, then approve it with `llm-worker lock {}` before pulling with it",
@@ -183,6 +192,7 @@ pub async fn pull_into(
                 entry: entry.clone(),
                 previous_manifest: None,
                 changed: false,
+                trust_pinned: None,
             });
         }
         if !options.update {
@@ -195,7 +205,7 @@ pub async fn pull_into(
         }
     }
     let demand = if options.allow_unsigned {
-        Demand::AllowUnsigned
+        Demand::AllowUnsigned(trust.as_ref())
     } else {
         Demand::Policy(trust.as_ref())
     };
@@ -269,7 +279,11 @@ pub async fn pull_into(
         return Err(RegistryError::Io { path, source });
     }
     lock.upsert(entry.clone());
+    let mut trust_pinned = None;
     if pin_ok && (trust.is_some() || lock.trust_sha256.is_some()) {
+        if lock.trust_sha256.is_none() {
+            trust_pinned.clone_from(&now);
+        }
         lock.trust_sha256 = now;
     }
     lock.write(dir)?;
@@ -279,6 +293,7 @@ pub async fn pull_into(
         verified: pulled.verified.to_string(),
         previous_manifest: previous.map(|source| source.manifest),
         changed: true,
+        trust_pinned,
     })
 }
 

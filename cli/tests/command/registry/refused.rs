@@ -205,6 +205,43 @@ fn unsigned_pulls_are_recorded_and_plain_http_and_names_stay_local() {
         stdout(&out)
     );
 
+    // The flag is for what no rule covers: it never overrides a rule that wants signers.
+    registry.push("greet", "acme/greet:1", None);
+    let out = registry.pull(
+        "acme/greet:1",
+        &dir,
+        &["--allow-unsigned", "--name", "flagged"],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("no signature") && stderr(&out).contains("acme"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!dir.join("flagged.wasm").exists());
+    // A rule written later that wants signers binds a plugin pulled with the flag.
+    write_trust(&dir, &signed_by(&registry, "scratch/*", "\"acme\""));
+    let out = run(&registry.cache(), &["lock", "--check", text_of(&dir)], None);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stdout(&out).contains(
+            "refused: greet.wasm: it was pulled unsigned with `pull --allow-unsigned`, and a rule"
+        ),
+        "{}",
+        stdout(&out)
+    );
+    let out = run(
+        &registry.cache(),
+        &["call", text_of(&dir), "greet", r#"{"name":"x"}"#],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("pull --allow-unsigned"),
+        "{}",
+        stderr(&out)
+    );
+
     // A rule may let a repository's plugins come unsigned; that is recorded too.
     let rules = format!(
         "[[rule]]\nrepository = \"{}/scratch/*\"\nunsigned = true\n",

@@ -30,7 +30,15 @@ async fn a_signed_plugin_is_pushed_pulled_served_and_recorded_in_the_lock() {
     // The lock: the file's digest, the manifest, the layer and the signer.
     let lock = lock_of(&dir);
     assert_eq!(lock["version"].as_integer(), Some(2));
-    assert!(lock.contains_key("trust_sha256"), "{lock}");
+    // The first pull pins the trust policy it used, and says so.
+    let pinned = lock["trust_sha256"].as_str().expect("trust_sha256");
+    assert!(
+        stdout(&out).contains(&format!(
+            "approved: llm-worker.trust.toml: pinned as it stands (sha256 {pinned})"
+        )),
+        "{}",
+        stdout(&out)
+    );
     let source = source_of(&dir, "greet.wasm");
     let sha256 = sha256_file(&dir.join("greet.wasm"));
     assert_eq!(sha256, sha256_file(&plugin_path("greet")));
