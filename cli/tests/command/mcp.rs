@@ -257,7 +257,12 @@ fn serve_speaks_over_pipes_and_sockets_and_sets_their_mode_back() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("spawn");
-    assert!(!fcntl_getfl(&kept).expect("flags").contains(OFlags::NONBLOCK));
+    let nonblocking = || {
+        fcntl_getfl(&kept)
+            .expect("flags")
+            .contains(OFlags::NONBLOCK)
+    };
+    assert!(!nonblocking());
     for line in [
         r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#,
         r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
@@ -277,12 +282,12 @@ fn serve_speaks_over_pipes_and_sockets_and_sets_their_mode_back() {
         .expect("the call's answer");
     assert_eq!(called["result"]["content"][0]["text"], "0", "{answers:?}");
     // Serving, it reads stdin through the reactor ...
-    assert!(fcntl_getfl(&kept).expect("flags").contains(OFlags::NONBLOCK));
+    assert!(nonblocking());
     // ... and when the client goes, it sets the mode back before it exits.
     drop(to_server);
     let status = child.wait().expect("wait");
     assert!(status.success(), "{status}");
-    assert!(!fcntl_getfl(&kept).expect("flags").contains(OFlags::NONBLOCK));
+    assert!(!nonblocking());
 }
 
 type Shared<T> = std::sync::Arc<std::sync::Mutex<Vec<T>>>;
