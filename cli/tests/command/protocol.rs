@@ -208,6 +208,68 @@ async fn a_client_that_cannot_answer_and_a_policy_that_denies_give_clear_tool_er
     session.cancel().await.expect("close");
 }
 
+/// A schema written by hand in JSON Schema 2020-12 (`$schema`, `$defs` with an `$anchor`,
+/// `allOf`/`anyOf`, `if`/`then`/`else`): listed exactly as the plugin declared it, and held
+/// to before any plugin code runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_written_2020_12_schema_is_listed_as_declared_and_enforced() {
+    let (transport, _dir) = serve("protocol-2020-12", true);
+    let session = Client::default()
+        .serve(transport)
+        .await
+        .expect("initialize");
+    let tools = session.list_all_tools().await.expect("tools/list");
+    let tool = tools
+        .iter()
+        .find(|tool| tool.name == "json_schema_2020_12_tool")
+        .expect("listed");
+    let expected = json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "$defs": {"address": {
+            "$anchor": "addressDef",
+            "type": "object",
+            "properties": {"street": {"type": "string"}, "city": {"type": "string"}}
+        }},
+        "properties": {
+            "name": {"type": "string"},
+            "address": {"$ref": "#/$defs/address"},
+            "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+            "phone": {"type": "string"},
+            "email": {"type": "string"}
+        },
+        "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+        "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+        "then": {"required": ["phone"]},
+        "else": {"required": ["email"]},
+        "additionalProperties": false
+    });
+    assert_eq!(
+        serde_json::Value::Object((*tool.input_schema).clone()),
+        expected
+    );
+
+    let by_email = json!({"name": "ada", "email": "ada@example.com"});
+    let answered = session
+        .call_tool(call("json_schema_2020_12_tool", by_email))
+        .await
+        .expect("tools/call");
+    assert_eq!(text(&answered), "ok");
+    // `if` (a phone contact) `then` (a phone number): the host refuses it, naming the tool.
+    let no_phone = json!({"name": "ada", "contactMethod": "phone", "email": "ada@example.com"});
+    let refused = session
+        .call_tool(call("json_schema_2020_12_tool", no_phone))
+        .await
+        .expect("a tool error is a result");
+    assert_eq!(refused.is_error, Some(true));
+    assert!(
+        text(&refused).contains("json_schema_2020_12_tool") && text(&refused).contains("phone"),
+        "{}",
+        text(&refused)
+    );
+    session.cancel().await.expect("close");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn content_resources_prompts_and_completion_over_mcp() {
     let (transport, _dir) = serve("protocol-content", true);

@@ -12,9 +12,11 @@ use std::time::Duration;
 
 use llm_worker_guest::log;
 use llm_worker_guest::{
-    Content, ElicitationAnswer, Listing, Message, QuestionError, ResourceContents, SamplingRequest,
-    ToolOutput, complete, elicit_with_schema, list_changed, progress, prompt, resource, roots,
-    sample, tool, tool_registry,
+    Completion, CompletionRef, Content, ElicitationAnswer, Listing, Message, Prompt, PromptMeta,
+    QuestionError, RequestError, ResourceContents, ResourceMeta, ResourceTemplate, SamplingRequest,
+    Tool, ToolDefinition, ToolError, ToolMeta, ToolOutput, ToolRegistry, complete,
+    elicit_with_schema, list_changed, progress, prompt, resource, roots, sample, tool,
+    tool_registry,
 };
 use serde_json::{Value, json};
 
@@ -518,4 +520,97 @@ impl Conformance {
     }
 }
 
-llm_worker_guest::export_plugin!(Conformance);
+/// The tool `json_schema_2020_12_tool`: its input schema is written by hand, as the suite
+/// gives it (`$schema`, `$defs` with an `$anchor`, `allOf`/`anyOf`, `if`/`then`/`else`,
+/// `additionalProperties`), which no Rust type derives. It is made with the spec's API, a
+/// [`ToolDefinition`] factory, beside the `#[tool_registry]` ones.
+struct JsonSchemaTool;
+
+#[async_trait::async_trait]
+impl Tool for JsonSchemaTool {
+    async fn execute(&self, _input_json: &str) -> Result<String, ToolError> {
+        Ok("ok".to_owned())
+    }
+}
+
+fn json_schema_2020_12_tool() -> ToolDefinition {
+    std::sync::Arc::new(|| {
+        let schema = json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "$defs": {
+                "address": {
+                    "$anchor": "addressDef",
+                    "type": "object",
+                    "properties": {"street": {"type": "string"}, "city": {"type": "string"}}
+                }
+            },
+            "properties": {
+                "name": {"type": "string"},
+                "address": {"$ref": "#/$defs/address"},
+                "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+                "phone": {"type": "string"},
+                "email": {"type": "string"}
+            },
+            "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+            "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+            "then": {"required": ["phone"]},
+            "else": {"required": ["email"]},
+            "additionalProperties": false
+        });
+        let meta = ToolMeta::new("json_schema_2020_12_tool")
+            .description("Tool with JSON Schema 2020-12 features")
+            .input_schema(schema);
+        (
+            meta,
+            std::sync::Arc::new(JsonSchemaTool) as std::sync::Arc<dyn Tool>,
+        )
+    })
+}
+
+/// The `#[tool_registry]` fixtures and the hand-made one, as one registry.
+#[derive(Default)]
+pub struct Fixtures(Conformance);
+
+impl ToolRegistry for Fixtures {
+    fn tool_definitions(&self) -> Vec<ToolDefinition> {
+        let mut tools = self.0.tool_definitions();
+        tools.push(json_schema_2020_12_tool());
+        tools
+    }
+
+    fn resources(&self) -> Vec<ResourceMeta> {
+        self.0.resources()
+    }
+
+    fn resource_templates(&self) -> Vec<ResourceTemplate> {
+        self.0.resource_templates()
+    }
+
+    fn read_resource(&self, uri: &str) -> Result<Vec<ResourceContents>, RequestError> {
+        self.0.read_resource(uri)
+    }
+
+    fn prompts(&self) -> Vec<PromptMeta> {
+        self.0.prompts()
+    }
+
+    fn get_prompt(
+        &self,
+        name: &str,
+        arguments: &[(String, String)],
+    ) -> Result<Prompt, RequestError> {
+        self.0.get_prompt(name, arguments)
+    }
+
+    fn complete(
+        &self,
+        reference: &CompletionRef,
+        argument: &str,
+        value: &str,
+    ) -> Result<Completion, RequestError> {
+        self.0.complete(reference, argument, value)
+    }
+}
+
+llm_worker_guest::export_plugin!(Fixtures);
