@@ -87,8 +87,9 @@ pub(crate) fn lock(
         return Ok(ExitCode::FAILURE);
     }
     now.write(dir)?;
-    // Approving a changed trust policy is what `lock` is for, but never without saying so.
-    if let Some(change) = previous.and_then(|previous| previous.trust_difference(&now)) {
+    // Approving a changed trust policy is what `lock` is for, but never without saying so (a
+    // first lock too: it pins the trust policy as it stands).
+    if let Some(change) = previous.unwrap_or_default().trust_difference(&now) {
         outln!(out, "approved: {change}");
     }
     outln!(

@@ -96,7 +96,17 @@ pub(crate) async fn serve(
         tokio::spawn(watcher.run(catalog.clone()));
     }
     let Some(address) = options.http else {
-        return Ok(llm_worker::mcp::serve_stdio(catalog, mcp).await?);
+        // SIGINT or SIGTERM ends the session as the client's going does: the session's end
+        // sets back what it changed of stdin and stdout (their non-blocking mode).
+        tokio::select! {
+            served = llm_worker::mcp::serve_stdio(catalog, mcp) => return Ok(served?),
+            () = terminated() => {
+                // The session was dropped with the other branch, its streams set back. Exit
+                // now: the runtime would wait for a blocking read of a terminal's stdin.
+                tracing::debug!("stopped by a signal");
+                std::process::exit(0);
+            }
+        }
     };
     let listener = bind(&address).await?;
     let local = listener
@@ -209,4 +219,26 @@ fn read_tokens(path: &Path) -> anyhow::Result<Vec<String>> {
         }
     }
     Ok(tokens)
+}
+
+/// Resolves at SIGINT or SIGTERM (at Ctrl-C elsewhere); never, if they cannot be watched.
+async fn terminated() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut interrupt), Ok(mut terminate)) = (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) else {
+            return std::future::pending().await;
+        };
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = terminate.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    if tokio::signal::ctrl_c().await.is_err() {
+        std::future::pending::<()>().await;
+    }
 }

@@ -225,13 +225,12 @@ async fn malformed_lines_get_json_rpc_errors() {
 }
 
 /// `serve` reads a pipe and writes a Unix socket (what Node gives a child) through the
-/// runtime's reactor, in non-blocking mode, and sets the mode back when the session ends: the
-/// open file may be shared with other processes.
+/// runtime's reactor, in non-blocking mode, and sets their modes back when the session ends,
+/// by the client's going or by SIGTERM: the open files may be shared with other processes.
 #[cfg(unix)]
 #[test]
 fn serve_speaks_over_pipes_and_sockets_and_sets_their_mode_back() {
-    use std::io::{BufRead, Write};
-    use std::os::fd::OwnedFd;
+    use std::os::fd::{AsFd, OwnedFd};
     use std::os::unix::net::UnixStream;
 
     use rustix::fs::{OFlags, fcntl_getfl};
@@ -240,29 +239,57 @@ fn serve_speaks_over_pipes_and_sockets_and_sets_their_mode_back() {
     let dir = root.join("plugins");
     std::fs::create_dir(&dir).expect("mkdir");
     std::fs::copy(plugin_path("counter"), dir.join("counter.wasm")).expect("copy");
-    let (stdin, mut to_server) = std::io::pipe().expect("pipe");
-    // The test keeps the pipe's read end too, to see its mode.
-    let kept = stdin.try_clone().expect("dup");
-    let (from_server, stdout) = UnixStream::pair().expect("socket pair");
-    from_server
-        .set_read_timeout(Some(std::time::Duration::from_secs(120)))
-        .expect("timeout");
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"))
-        .arg("serve")
-        .arg("--cache-dir")
-        .arg(root.join("cache"))
-        .arg(&dir)
-        .stdin(stdin)
-        .stdout(OwnedFd::from(stdout))
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("spawn");
-    let nonblocking = || {
-        fcntl_getfl(&kept)
-            .expect("flags")
-            .contains(OFlags::NONBLOCK)
-    };
-    assert!(!nonblocking());
+    for by_signal in [false, true] {
+        let (stdin, to_server) = std::io::pipe().expect("pipe");
+        // The test keeps the pipe's read end and the server's socket too, to see their modes.
+        let kept_pipe = stdin.try_clone().expect("dup");
+        let (from_server, stdout) = UnixStream::pair().expect("socket pair");
+        let kept_socket = stdout.try_clone().expect("dup");
+        from_server
+            .set_read_timeout(Some(std::time::Duration::from_secs(120)))
+            .expect("timeout");
+        let nonblocking = || {
+            [kept_pipe.as_fd(), kept_socket.as_fd()]
+                .map(|fd| fcntl_getfl(fd).expect("flags").contains(OFlags::NONBLOCK))
+        };
+        assert_eq!(nonblocking(), [false, false]);
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"))
+            .arg("serve")
+            .arg("--cache-dir")
+            .arg(root.join("cache"))
+            .arg(&dir)
+            .stdin(stdin)
+            .stdout(OwnedFd::from(stdout))
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn");
+        let to_server = answered_through(to_server, &from_server);
+        // Serving, it reads and writes them through the reactor ...
+        assert_eq!(nonblocking(), [true, true]);
+        // ... and when the session ends, it sets their modes back before it exits.
+        if by_signal {
+            let pid = rustix::process::Pid::from_child(&child);
+            rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("kill");
+        }
+        drop(to_server);
+        let status = child.wait().expect("wait");
+        assert!(status.success(), "{status}");
+        assert_eq!(
+            nonblocking(),
+            [false, false],
+            "ended by a signal: {by_signal}"
+        );
+    }
+}
+
+/// Opens an MCP session through `to_server` and `from_server`, and checks a call's answer;
+/// returns the way to the server, still open.
+#[cfg(unix)]
+fn answered_through(
+    mut to_server: std::io::PipeWriter,
+    from_server: &std::os::unix::net::UnixStream,
+) -> std::io::PipeWriter {
+    use std::io::{BufRead, Write};
     for line in [
         r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#,
         r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
@@ -270,7 +297,7 @@ fn serve_speaks_over_pipes_and_sockets_and_sets_their_mode_back() {
     ] {
         writeln!(to_server, "{line}").expect("write");
     }
-    let mut lines = std::io::BufReader::new(&from_server).lines();
+    let mut lines = std::io::BufReader::new(from_server).lines();
     let mut answers = Vec::new();
     while answers.len() < 2 {
         let line = lines.next().expect("an answer").expect("read");
@@ -281,13 +308,7 @@ fn serve_speaks_over_pipes_and_sockets_and_sets_their_mode_back() {
         .find(|answer| answer["id"] == 2)
         .expect("the call's answer");
     assert_eq!(called["result"]["content"][0]["text"], "0", "{answers:?}");
-    // Serving, it reads stdin through the reactor ...
-    assert!(nonblocking());
-    // ... and when the client goes, it sets the mode back before it exits.
-    drop(to_server);
-    let status = child.wait().expect("wait");
-    assert!(status.success(), "{status}");
-    assert!(!nonblocking());
+    to_server
 }
 
 type Shared<T> = std::sync::Arc<std::sync::Mutex<Vec<T>>>;

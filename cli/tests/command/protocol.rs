@@ -255,18 +255,33 @@ async fn a_hand_written_2020_12_schema_is_listed_as_declared_and_enforced() {
         .await
         .expect("tools/call");
     assert_eq!(text(&answered), "ok");
-    // `if` (a phone contact) `then` (a phone number): the host refuses it, naming the tool.
-    let no_phone = json!({"name": "ada", "contactMethod": "phone", "email": "ada@example.com"});
-    let refused = session
-        .call_tool(call("json_schema_2020_12_tool", no_phone))
-        .await
-        .expect("a tool error is a result");
-    assert_eq!(refused.is_error, Some(true));
-    assert!(
-        text(&refused).contains("json_schema_2020_12_tool") && text(&refused).contains("phone"),
-        "{}",
-        text(&refused)
-    );
+    // The host refuses what the schema does not allow, naming the tool and the rule broken:
+    // `if` (a phone contact) `then` (a phone number), `additionalProperties: false`, and
+    // `anyOf` (a phone number or an e-mail address).
+    let refusals = [
+        (
+            json!({"name": "ada", "contactMethod": "phone", "email": "ada@example.com"}),
+            "\"phone\" is a required property",
+        ),
+        (
+            json!({"name": "ada", "email": "ada@example.com", "age": 3}),
+            "'age' was unexpected",
+        ),
+        (json!({"name": "ada"}), "'anyOf'"),
+    ];
+    for (input, why) in refusals {
+        let refused = session
+            .call_tool(call("json_schema_2020_12_tool", input))
+            .await
+            .expect("a tool error is a result");
+        assert_eq!(refused.is_error, Some(true));
+        let said = text(&refused);
+        assert!(
+            said.contains("the input of tool 'json_schema_2020_12_tool' does not match")
+                && said.contains(why),
+            "{said}"
+        );
+    }
     session.cancel().await.expect("close");
 }
 

@@ -17,6 +17,14 @@ pub const UNSIGNED_BY_FLAG: &str = "pull --allow-unsigned";
 /// ... or a rule of the trust policy saying `unsigned = true`, which loading checks again.
 pub const UNSIGNED_BY_POLICY: &str = "trust policy";
 
+/// The way out of a refusal by the trust policy: the plugin file goes, `lock` then approves
+/// the directory with its trust policy, and `pull` takes a version the policy accepts (`pull
+/// --update` cannot: it uses only an approved trust policy, and `lock` approves none while a
+/// plugin is refused).
+const REPLACE: &str = "delete its file, approve the directory and its trust policy with \
+                       `llm-worker lock DIR`, then `llm-worker pull` a version signed by a key \
+                       the rule accepts";
+
 /// Where a pulled plugin came from and what `llm-worker pull` verified (lock version 2).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -65,8 +73,7 @@ impl PluginSource {
             let names: Vec<&str> = keys.iter().map(|key| key.name.as_str()).collect();
             return Some(format!(
                 "it was pulled unsigned with `pull --allow-unsigned`, and a rule of {trust} now \
-                 wants {repository} signed by {}; remove the plugin, or pull a signed version \
-                 with `llm-worker pull --update`",
+                 wants {repository} signed by {}; {REPLACE}",
                 names.join(", ")
             ));
         }
@@ -91,14 +98,12 @@ impl PluginSource {
                     _ if trusted => None,
                     (Some(signer), Some(key)) => Some(format!(
                         "its signer '{signer}' ({key}) is no longer trusted for {repository} by \
-                         {trust} (its rule accepts {}); remove the plugin, or pull a version \
-                         signed by a trusted key with `llm-worker pull --update`",
+                         {trust} (its rule accepts {}); {REPLACE}",
                         names.join(", ")
                     )),
                     _ => Some(format!(
                         "it was pulled unsigned as the trust policy then allowed, and {trust} \
-                         now wants {repository} signed by {}; remove the plugin, or pull a \
-                         signed version with `llm-worker pull --update`",
+                         now wants {repository} signed by {}; {REPLACE}",
                         names.join(", ")
                     )),
                 }
@@ -251,14 +256,12 @@ impl LockFile {
                  `llm-worker lock DIR`"
             )),
         };
+        // A trust policy the lock did not approve decides nothing, for a one-off exception
+        // either: whether a rule covers its repository is that policy's to say.
         pulled
             .into_iter()
             .filter_map(|(file, source)| {
-                let reason = source.refusal(policy.as_ref()).or_else(|| {
-                    (source.unsigned.as_deref() != Some(UNSIGNED_BY_FLAG))
-                        .then(|| pin.clone())
-                        .flatten()
-                })?;
+                let reason = source.refusal(policy.as_ref()).or_else(|| pin.clone())?;
                 Some((file.to_owned(), reason))
             })
             .collect()

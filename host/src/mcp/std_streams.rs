@@ -9,8 +9,12 @@
 //! blocking streams.
 //!
 //! Non-blocking mode belongs to the open file, which other processes may share, so it is set
-//! back as it was when the streams are dropped; and stdout stays blocking when stderr is the
-//! same file (a log line written to a full pipe would otherwise fail instead of waiting).
+//! back as it was when the streams are dropped (a process killed by a signal cannot: the
+//! command ends the session on SIGINT and SIGTERM first). A stream that shares its file with
+//! one that stays blocking keeps tokio's blocking stream too: stderr always stays blocking (a
+//! log line written to a full pipe must wait, not fail), so stdout does when it is stderr's
+//! file, and stdin does when it is the file of stderr or of a blocking stdout (one socket on
+//! all three, as inetd gives).
 
 use tokio::io::{AsyncRead, AsyncWrite};
 
@@ -22,37 +26,32 @@ pub(crate) struct StdStreams {
     pub(crate) restore: Restore,
 }
 
-/// Opens stdin and stdout for a session; must be called within a Tokio runtime with I/O
-/// enabled.
+/// Opens stdin and stdout for a session.
+///
+/// # Panics
+///
+/// Outside a Tokio runtime with I/O enabled, when stdin or stdout is a pipe or a socket.
 pub(crate) fn open() -> StdStreams {
+    let mut restore = Restore::default();
     #[cfg(unix)]
-    {
-        let mut restore = Restore::default();
-        let input = match unix::reader() {
-            Some((stream, mode)) => {
-                restore.0.extend(mode);
-                stream
-            }
-            None => Box::new(tokio::io::stdin()),
-        };
-        let output = match unix::writer() {
-            Some((stream, mode)) => {
-                restore.0.extend(mode);
-                stream
-            }
-            None => Box::new(tokio::io::stdout()),
-        };
-        StdStreams {
-            input,
-            output,
-            restore,
-        }
-    }
+    let (input, output) = {
+        let same = unix::same_files();
+        // stdout through the reactor unless it is stderr's file; stdin unless it is the file
+        // of stderr or of a stdout that stays blocking.
+        let output = (!same.out_err)
+            .then(|| unix::writer(&mut restore))
+            .flatten();
+        let input = (!same.in_err && (output.is_some() || !same.in_out))
+            .then(|| unix::reader(&mut restore))
+            .flatten();
+        (input, output)
+    };
     #[cfg(not(unix))]
+    let (input, output) = (None, None);
     StdStreams {
-        input: Box::new(tokio::io::stdin()),
-        output: Box::new(tokio::io::stdout()),
-        restore: Restore::default(),
+        input: input.unwrap_or_else(|| Box::new(tokio::io::stdin())),
+        output: output.unwrap_or_else(|| Box::new(tokio::io::stdout())),
+        restore,
     }
 }
 
@@ -65,25 +64,58 @@ pub(crate) struct Restore(#[cfg(unix)] Vec<unix::Mode>);
 impl Drop for Restore {
     fn drop(&mut self) {
         for mode in self.0.drain(..) {
-            let _ = rustix::fs::fcntl_setfl(&mode.fd, mode.flags);
+            mode.set_back();
         }
     }
 }
 
 #[cfg(unix)]
 mod unix {
-    use std::os::fd::{AsFd, OwnedFd};
+    use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
     use rustix::fs::{FileType, OFlags};
     use tokio::io::{AsyncRead, AsyncWrite};
     use tokio::net::UnixStream;
     use tokio::net::unix::pipe;
 
-    /// A descriptor's flags before they were changed.
+    use super::Restore;
+
+    /// A descriptor's flags before they were changed, on a duplicate of it.
     pub(super) struct Mode {
-        pub(super) fd: OwnedFd,
-        pub(super) flags: OFlags,
+        fd: OwnedFd,
+        flags: OFlags,
     }
+
+    impl Mode {
+        pub(super) fn set_back(&self) {
+            let _ = rustix::fs::fcntl_setfl(&self.fd, self.flags);
+        }
+    }
+
+    /// Which of the standard streams are the same open file (or the same socket).
+    pub(super) struct Same {
+        pub(super) in_out: bool,
+        pub(super) in_err: bool,
+        pub(super) out_err: bool,
+    }
+
+    pub(super) fn same_files() -> Same {
+        let id = |fd: BorrowedFd<'_>| rustix::fs::fstat(fd).ok().map(|s| (s.st_dev, s.st_ino));
+        let [input, output, error] = [
+            id(std::io::stdin().as_fd()),
+            id(std::io::stdout().as_fd()),
+            id(std::io::stderr().as_fd()),
+        ];
+        let same = |a: &Option<_>, b: &Option<_>| a.is_some() && a == b;
+        Same {
+            in_out: same(&input, &output),
+            in_err: same(&input, &error),
+            out_err: same(&output, &error),
+        }
+    }
+
+    type Reader = Box<dyn AsyncRead + Send + Unpin>;
+    type Writer = Box<dyn AsyncWrite + Send + Unpin>;
 
     /// What a descriptor is, as far as the reactor is concerned.
     enum Kind {
@@ -91,8 +123,9 @@ mod unix {
         Socket,
     }
 
-    /// A duplicate of `fd`, what it is, and its mode before, if it is a pipe or a socket.
-    fn duplicate(fd: std::os::fd::BorrowedFd<'_>) -> Option<(OwnedFd, Kind, Mode)> {
+    /// A duplicate of `fd` set non-blocking, and what it is, if it is a pipe or a socket; its
+    /// mode before goes to `restore` first (a failure later sets it back at once).
+    fn non_blocking(fd: BorrowedFd<'_>, restore: &mut Restore) -> Option<(OwnedFd, Kind)> {
         let stat = rustix::fs::fstat(fd).ok()?;
         let kind = match FileType::from_raw_mode(stat.st_mode) {
             FileType::Fifo => Kind::Pipe,
@@ -100,48 +133,62 @@ mod unix {
             _ => return None,
         };
         let flags = rustix::fs::fcntl_getfl(fd).ok()?;
-        let mode = Mode {
-            fd: fd.try_clone_to_owned().ok()?,
-            flags,
-        };
-        Some((fd.try_clone_to_owned().ok()?, kind, mode))
+        let duplicate = fd.try_clone_to_owned().ok()?;
+        if !flags.contains(OFlags::NONBLOCK) {
+            restore.0.push(Mode {
+                fd: fd.try_clone_to_owned().ok()?,
+                flags,
+            });
+            if rustix::fs::fcntl_setfl(&duplicate, flags | OFlags::NONBLOCK).is_err() {
+                undo(restore);
+                return None;
+            }
+        }
+        Some((duplicate, kind))
     }
 
-    /// A socket descriptor, non-blocking, as Tokio's stream.
-    fn socket(fd: OwnedFd, flags: OFlags) -> Option<UnixStream> {
-        rustix::fs::fcntl_setfl(&fd, flags | OFlags::NONBLOCK).ok()?;
-        UnixStream::from_std(std::os::unix::net::UnixStream::from(fd)).ok()
+    /// Sets back the mode recorded last, after the stream it was changed for failed.
+    fn undo(restore: &mut Restore) {
+        if let Some(mode) = restore.0.pop() {
+            mode.set_back();
+        }
     }
-
-    type Reader = Box<dyn AsyncRead + Send + Unpin>;
-    type Writer = Box<dyn AsyncWrite + Send + Unpin>;
 
     /// stdin through the reactor, if it is a pipe or a socket.
-    pub(super) fn reader() -> Option<(Reader, Option<Mode>)> {
-        let (fd, kind, mode) = duplicate(std::io::stdin().as_fd())?;
-        let changed = !mode.flags.contains(OFlags::NONBLOCK);
-        let stream: Reader = match kind {
-            Kind::Pipe => Box::new(pipe::Receiver::from_owned_fd(fd).ok()?),
-            Kind::Socket => Box::new(socket(fd, mode.flags)?),
+    pub(super) fn reader(restore: &mut Restore) -> Option<Reader> {
+        let changed = restore.0.len();
+        let (fd, kind) = non_blocking(std::io::stdin().as_fd(), restore)?;
+        let stream: Option<Reader> = match kind {
+            Kind::Pipe => pipe::Receiver::from_owned_fd_unchecked(fd)
+                .ok()
+                .map(|pipe| Box::new(pipe) as Reader),
+            Kind::Socket => socket(fd).map(|socket| Box::new(socket) as Reader),
         };
-        Some((stream, changed.then_some(mode)))
+        if stream.is_none() && restore.0.len() > changed {
+            undo(restore);
+        }
+        stream
     }
 
-    /// stdout through the reactor, if it is a pipe or a socket that stderr is not.
-    pub(super) fn writer() -> Option<(Writer, Option<Mode>)> {
-        let stdout = std::io::stdout();
-        let out = rustix::fs::fstat(stdout.as_fd()).ok()?;
-        if let Ok(err) = rustix::fs::fstat(std::io::stderr().as_fd())
-            && (err.st_dev, err.st_ino) == (out.st_dev, out.st_ino)
-        {
-            return None;
-        }
-        let (fd, kind, mode) = duplicate(stdout.as_fd())?;
-        let changed = !mode.flags.contains(OFlags::NONBLOCK);
-        let stream: Writer = match kind {
-            Kind::Pipe => Box::new(pipe::Sender::from_owned_fd(fd).ok()?),
-            Kind::Socket => Box::new(socket(fd, mode.flags)?),
+    /// stdout through the reactor, if it is a pipe or a socket.
+    pub(super) fn writer(restore: &mut Restore) -> Option<Writer> {
+        let changed = restore.0.len();
+        let (fd, kind) = non_blocking(std::io::stdout().as_fd(), restore)?;
+        let stream: Option<Writer> = match kind {
+            Kind::Pipe => pipe::Sender::from_owned_fd_unchecked(fd)
+                .ok()
+                .map(|pipe| Box::new(pipe) as Writer),
+            Kind::Socket => socket(fd).map(|socket| Box::new(socket) as Writer),
         };
-        Some((stream, changed.then_some(mode)))
+        if stream.is_none() && restore.0.len() > changed {
+            undo(restore);
+        }
+        stream
+    }
+
+    /// A non-blocking socket descriptor as Tokio's stream (any stream socket reads and writes
+    /// the same way).
+    fn socket(fd: OwnedFd) -> Option<UnixStream> {
+        UnixStream::from_std(std::os::unix::net::UnixStream::from(fd)).ok()
     }
 }

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use super::fetch::{Demand, Verification, pull, resolve};
 use super::{ClientOptions, Reference, RegistryClient, RegistryError};
 use crate::lock::{LockedPlugin, PluginSource};
-use crate::trust::{Requirement, TRUST_FILE, TrustPolicy};
+use crate::trust::{TRUST_FILE, TrustPolicy};
 use crate::{LockFile, PluginError, PluginHost};
 
 /// How [`pull_into`] pulls.
@@ -138,14 +138,10 @@ pub async fn pull_into(
     let pinned_before =
         lock.trust_sha256.is_some() || lock.plugins.iter().any(|p| p.source.is_some());
     let now = trust.as_ref().map(|policy| policy.sha256.clone());
-    // A trust policy changed since the lock approved it is not used (nor approved by a pull).
-    // `--allow-unsigned` goes on without it only for a repository none of its rules covers:
-    // the flag never overrides a rule.
+    // A trust policy changed since the lock approved it is not used (nor approved by a pull),
+    // not even to learn that no rule covers the repository for `--allow-unsigned`.
     let pin_ok = !pinned_before || lock.trust_sha256 == now;
-    let covered = trust.as_ref().is_some_and(|policy| {
-        !matches!(policy.requirement(&reference.name()), Requirement::NoRule)
-    });
-    if !pin_ok && (!options.allow_unsigned || covered) {
+    if !pin_ok {
         return Err(RegistryError::Usage(format!(
             "the trust policy {} is not the one the lock approved (sha256 {} in the lock, {} \
              now); review it, then approve it with `llm-worker lock {}` before pulling with it",
@@ -280,7 +276,7 @@ pub async fn pull_into(
     }
     lock.upsert(entry.clone());
     let mut trust_pinned = None;
-    if pin_ok && (trust.is_some() || lock.trust_sha256.is_some()) {
+    if trust.is_some() || lock.trust_sha256.is_some() {
         if lock.trust_sha256.is_none() {
             trust_pinned.clone_from(&now);
         }

@@ -219,6 +219,23 @@ fn unsigned_pulls_are_recorded_and_plain_http_and_names_stay_local() {
         stderr(&out)
     );
     assert!(!dir.join("flagged.wasm").exists());
+    // ... nor does a trust policy the lock did not approve say that no rule covers it.
+    write_trust(
+        &dir,
+        &format!("{}# edited\n", signed_by(&registry, "acme/*", "\"acme\"")),
+    );
+    let out = registry.pull(
+        "scratch/greet:1",
+        &dir,
+        &["--allow-unsigned", "--name", "flagged"],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("not the one the lock approved"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!dir.join("flagged.wasm").exists());
     // A rule written later that wants signers binds a plugin pulled with the flag.
     write_trust(&dir, &signed_by(&registry, "scratch/*", "\"acme\""));
     let out = run(&registry.cache(), &["lock", "--check", text_of(&dir)], None);
@@ -240,6 +257,23 @@ fn unsigned_pulls_are_recorded_and_plain_http_and_names_stay_local() {
         stderr(&out).contains("pull --allow-unsigned"),
         "{}",
         stderr(&out)
+    );
+    // The way out the refusal names: delete the file, approve with `lock`, pull a signed one.
+    assert!(
+        stderr(&out).contains("delete its file, approve the directory and its trust policy"),
+        "{}",
+        stderr(&out)
+    );
+    std::fs::remove_file(dir.join("greet.wasm")).expect("delete");
+    let out = run(&registry.cache(), &["lock", text_of(&dir)], None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let acme = registry.key("acme", ACME_KEY);
+    registry.push("greet", "scratch/greet:1", Some(&acme));
+    let out = registry.pull("scratch/greet:1", &dir, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        source_of(&dir, "greet.wasm")["signer"].as_str(),
+        Some("acme")
     );
 
     // A rule may let a repository's plugins come unsigned; that is recorded too.
