@@ -86,20 +86,39 @@ fn a_one_off_unsigned_pull_needs_no_trust_policy_and_a_signed_one_does() {
 #[test]
 fn a_one_off_unsigned_pull_stops_loading_once_a_rule_wants_its_repository_signed() {
     let dir = llm_worker_tests::scratch_dir("lock-flag-bound");
-    let lock = pulled(Some(UNSIGNED_BY_FLAG));
-    let write_trust = |rules: &str| {
+    let mut lock = pulled(Some(UNSIGNED_BY_FLAG));
+    // Writes the trust policy; the lock approves it when `approve`.
+    let mut write_trust = |rules: &str, approve: bool| {
         let key = crate::trust::tests::KEY;
         let text = format!("[keys]\nacme = \"\"\"\n{key}\"\"\"\n{rules}");
         std::fs::write(dir.path().join(crate::trust::TRUST_FILE), text).expect("write");
+        if approve {
+            lock.trust_sha256 = crate::TrustPolicy::pin(dir.path()).expect("pin");
+        }
+        lock.clone()
     };
-    // Rules that say nothing of its repository, or let it come unsigned: it loads.
-    write_trust("[[rule]]\nrepository = \"r.example/other/*\"\nsigners = [\"acme\"]\n");
-    assert!(lock.source_refusals(dir.path()).is_empty());
-    write_trust("[[rule]]\nrepository = \"r.example/acme/*\"\nunsigned = true\n");
-    assert!(lock.source_refusals(dir.path()).is_empty());
+    // Approved rules that say nothing of its repository, or let it come unsigned: it loads.
+    let other = "[[rule]]\nrepository = \"r.example/other/*\"\nsigners = [\"acme\"]\n";
+    assert!(
+        write_trust(other, true)
+            .source_refusals(dir.path())
+            .is_empty()
+    );
+    let unsigned = "[[rule]]\nrepository = \"r.example/acme/*\"\nunsigned = true\n";
+    assert!(
+        write_trust(unsigned, true)
+            .source_refusals(dir.path())
+            .is_empty()
+    );
+    // The same rules, not approved: a policy the lock did not approve decides nothing.
+    let refusals = write_trust(other, false).source_refusals(dir.path());
+    assert!(
+        refusals["greet.wasm"].contains("changed since it was locked"),
+        "{refusals:?}"
+    );
     // A rule that wants it signed binds the exception too.
-    write_trust("[[rule]]\nrepository = \"r.example/acme/*\"\nsigners = [\"acme\"]\n");
-    let refusals = lock.source_refusals(dir.path());
+    let signed = "[[rule]]\nrepository = \"r.example/acme/*\"\nsigners = [\"acme\"]\n";
+    let refusals = write_trust(signed, true).source_refusals(dir.path());
     let reason = &refusals["greet.wasm"];
     assert!(
         reason.contains("--allow-unsigned") && reason.contains("signed by acme"),
