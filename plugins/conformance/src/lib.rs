@@ -568,7 +568,43 @@ fn json_schema_2020_12_tool() -> ToolDefinition {
     })
 }
 
-/// The `#[tool_registry]` fixtures and the hand-made one, as one registry.
+/// The tool `test_x_mcp_header`: its `region` argument is also sent as the HTTP header
+/// `Mcp-Param-Region` (SEP-2243, `x-mcp-header` in the input schema), which the server checks
+/// against the body. It says which region it was given.
+struct HeaderTool;
+
+#[async_trait::async_trait]
+impl Tool for HeaderTool {
+    async fn execute(&self, input_json: &str) -> Result<String, ToolError> {
+        let input: Value = serde_json::from_str(input_json)
+            .map_err(|error| ToolError::InvalidArgument(error.to_string()))?;
+        Ok(format!(
+            "region: {}",
+            input["region"].as_str().unwrap_or_default()
+        ))
+    }
+}
+
+fn test_x_mcp_header() -> ToolDefinition {
+    std::sync::Arc::new(|| {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "region": {"type": "string", "x-mcp-header": "Region", "description": "A region"}
+            },
+            "required": ["region"]
+        });
+        let meta = ToolMeta::new("test_x_mcp_header")
+            .description("Says which region it was given, also sent as the Mcp-Param-Region header")
+            .input_schema(schema);
+        (
+            meta,
+            std::sync::Arc::new(HeaderTool) as std::sync::Arc<dyn Tool>,
+        )
+    })
+}
+
+/// The `#[tool_registry]` fixtures and the hand-made ones, as one registry.
 #[derive(Default)]
 pub struct Fixtures(Conformance);
 
@@ -576,6 +612,7 @@ impl ToolRegistry for Fixtures {
     fn tool_definitions(&self) -> Vec<ToolDefinition> {
         let mut tools = self.0.tool_definitions();
         tools.push(json_schema_2020_12_tool());
+        tools.push(test_x_mcp_header());
         tools
     }
 

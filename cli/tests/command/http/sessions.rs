@@ -182,3 +182,60 @@ async fn watch_reloads_reach_every_http_session() {
     }
     server.stop().await;
 }
+
+/// SEP-2243 (revision 2026-07-28): a plugin's tool whose input schema marks an argument with
+/// `x-mcp-header` gets it as an `Mcp-Param-*` header too, for intermediaries to route on; a
+/// request whose header is missing or says something else than its body is refused before
+/// any plugin code runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_param_headers_must_say_what_the_body_says() {
+    let server = Server::start("http-param-headers", &["conformance"], "127.0.0.1:0", &[]).await;
+    let client = ()
+        .serve_with_lifecycle(
+            StreamableHttpClientTransport::from_config(server.transport()),
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .expect("server/discover");
+    // rmcp's client learns from the list which arguments travel as headers, and sends them.
+    let tools = client.list_all_tools().await.expect("tools/list");
+    assert!(tools.iter().any(|tool| tool.name == "test_x_mcp_header"));
+    let called = client
+        .call_tool(crate::mcp::call(
+            "test_x_mcp_header",
+            serde_json::json!({"region": "eu"}),
+        ))
+        .await
+        .expect("tools/call");
+    assert_eq!(crate::mcp::text(&called), "region: eu");
+    client.cancel().await.expect("close");
+
+    let body = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"test_x_mcp_header","arguments":{"region":"eu"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+    let authorization = server.authorization();
+    let headers = |region: Option<&'static str>| {
+        let mut headers = vec![
+            authorization.clone(),
+            "MCP-Protocol-Version: 2026-07-28".to_owned(),
+            "Mcp-Method: tools/call".to_owned(),
+            "Mcp-Name: test_x_mcp_header".to_owned(),
+        ];
+        headers.extend(region.map(|region| format!("Mcp-Param-Region: {region}")));
+        headers
+    };
+    let post = |headers: Vec<String>| {
+        let headers: Vec<&str> = headers.iter().map(String::as_str).collect();
+        raw_post(server.authority(), &headers, body)
+    };
+    let (status, answer) = post(headers(Some("eu")));
+    assert!(status.contains("200"), "{status} {answer}");
+    assert!(answer.contains("region: eu"), "{answer}");
+    for (region, why) in [(Some("us"), "does not match"), (None, "Mcp-Param-Region")] {
+        let (status, answer) = post(headers(region));
+        assert!(status.contains("400"), "{region:?}: {status} {answer}");
+        assert!(answer.contains(why), "{region:?}: {answer}");
+        assert!(!answer.contains("region: "), "{answer}");
+    }
+    server.stop().await;
+}
