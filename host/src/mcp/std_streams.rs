@@ -18,10 +18,13 @@
 
 use tokio::io::{AsyncRead, AsyncWrite};
 
+type Reader = Box<dyn AsyncRead + Send + Unpin>;
+type Writer = Box<dyn AsyncWrite + Send + Unpin>;
+
 /// stdin and stdout, as the session reads and writes them.
 pub(crate) struct StdStreams {
-    pub(crate) input: Box<dyn AsyncRead + Send + Unpin>,
-    pub(crate) output: Box<dyn AsyncWrite + Send + Unpin>,
+    pub(crate) input: Reader,
+    pub(crate) output: Writer,
     /// Sets the descriptors' modes back when the session is over.
     pub(crate) restore: Restore,
 }
@@ -32,6 +35,7 @@ pub(crate) struct StdStreams {
 ///
 /// Outside a Tokio runtime with I/O enabled, when stdin or stdout is a pipe or a socket.
 pub(crate) fn open() -> StdStreams {
+    #[cfg_attr(not(unix), allow(unused_mut))]
     let mut restore = Restore::default();
     #[cfg(unix)]
     let (input, output) = {
@@ -47,7 +51,7 @@ pub(crate) fn open() -> StdStreams {
         (input, output)
     };
     #[cfg(not(unix))]
-    let (input, output) = (None, None);
+    let (input, output): (Option<Reader>, Option<Writer>) = (None, None);
     StdStreams {
         input: input.unwrap_or_else(|| Box::new(tokio::io::stdin())),
         output: output.unwrap_or_else(|| Box::new(tokio::io::stdout())),
@@ -74,11 +78,10 @@ mod unix {
     use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
     use rustix::fs::{FileType, OFlags};
-    use tokio::io::{AsyncRead, AsyncWrite};
     use tokio::net::UnixStream;
     use tokio::net::unix::pipe;
 
-    use super::Restore;
+    use super::{Reader, Restore, Writer};
 
     /// A descriptor's flags before they were changed, on a duplicate of it.
     pub(super) struct Mode {
@@ -113,9 +116,6 @@ mod unix {
             out_err: same(&output, &error),
         }
     }
-
-    type Reader = Box<dyn AsyncRead + Send + Unpin>;
-    type Writer = Box<dyn AsyncWrite + Send + Unpin>;
 
     /// What a descriptor is, as far as the reactor is concerned.
     enum Kind {
@@ -156,30 +156,34 @@ mod unix {
 
     /// stdin through the reactor, if it is a pipe or a socket.
     pub(super) fn reader(restore: &mut Restore) -> Option<Reader> {
-        let changed = restore.0.len();
-        let (fd, kind) = non_blocking(std::io::stdin().as_fd(), restore)?;
-        let stream: Option<Reader> = match kind {
+        through_reactor(std::io::stdin().as_fd(), restore, |fd, kind| match kind {
             Kind::Pipe => pipe::Receiver::from_owned_fd_unchecked(fd)
                 .ok()
                 .map(|pipe| Box::new(pipe) as Reader),
             Kind::Socket => socket(fd).map(|socket| Box::new(socket) as Reader),
-        };
-        if stream.is_none() && restore.0.len() > changed {
-            undo(restore);
-        }
-        stream
+        })
     }
 
     /// stdout through the reactor, if it is a pipe or a socket.
     pub(super) fn writer(restore: &mut Restore) -> Option<Writer> {
-        let changed = restore.0.len();
-        let (fd, kind) = non_blocking(std::io::stdout().as_fd(), restore)?;
-        let stream: Option<Writer> = match kind {
+        through_reactor(std::io::stdout().as_fd(), restore, |fd, kind| match kind {
             Kind::Pipe => pipe::Sender::from_owned_fd_unchecked(fd)
                 .ok()
                 .map(|pipe| Box::new(pipe) as Writer),
             Kind::Socket => socket(fd).map(|socket| Box::new(socket) as Writer),
-        };
+        })
+    }
+
+    /// The stream `make` makes of a non-blocking duplicate of `fd`; if it makes none, the mode
+    /// changed for it is set back at once.
+    fn through_reactor<T>(
+        fd: BorrowedFd<'_>,
+        restore: &mut Restore,
+        make: impl FnOnce(OwnedFd, Kind) -> Option<T>,
+    ) -> Option<T> {
+        let changed = restore.0.len();
+        let (fd, kind) = non_blocking(fd, restore)?;
+        let stream = make(fd, kind);
         if stream.is_none() && restore.0.len() > changed {
             undo(restore);
         }
