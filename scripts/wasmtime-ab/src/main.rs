@@ -3,7 +3,7 @@
 //! 0.3.0. No llm-worker code is involved: this measures wasmtime alone.
 use std::hint::black_box;
 use std::time::{Duration, Instant};
-use wasmtime::component::{Linker, ResourceTable, HasSelf};
+use wasmtime::component::{HasSelf, Linker, ResourceTable};
 use wasmtime::{Config, Engine, Store};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
@@ -21,7 +21,10 @@ mod bare {
 }
 use bare::llm_worker::tool::{client, host};
 
-struct S { wasi: WasiCtx, table: ResourceTable }
+struct S {
+    wasi: WasiCtx,
+    table: ResourceTable,
+}
 impl host::Host for S {
     fn log(&mut self, _: host::Level, _: String) {}
     fn progress(&mut self, _: f64, _: Option<f64>, _: Option<String>) {}
@@ -29,12 +32,32 @@ impl host::Host for S {
     fn list_changed(&mut self, _: host::Listing) {}
 }
 impl client::Host for S {
-    async fn elicit(&mut self, _: String, _: String, _: String) -> Result<client::ElicitationAnswer, client::QuestionError> { Err(client::QuestionError::Unsupported(String::new())) }
-    async fn sample(&mut self, _: String, _: client::SamplingRequest) -> Result<client::SamplingAnswer, client::QuestionError> { Err(client::QuestionError::Unsupported(String::new())) }
-    async fn roots(&mut self, _: String) -> Result<Vec<client::Root>, client::QuestionError> { Err(client::QuestionError::Unsupported(String::new())) }
+    async fn elicit(
+        &mut self,
+        _: String,
+        _: String,
+        _: String,
+    ) -> Result<client::ElicitationAnswer, client::QuestionError> {
+        Err(client::QuestionError::Unsupported(String::new()))
+    }
+    async fn sample(
+        &mut self,
+        _: String,
+        _: client::SamplingRequest,
+    ) -> Result<client::SamplingAnswer, client::QuestionError> {
+        Err(client::QuestionError::Unsupported(String::new()))
+    }
+    async fn roots(&mut self, _: String) -> Result<Vec<client::Root>, client::QuestionError> {
+        Err(client::QuestionError::Unsupported(String::new()))
+    }
 }
 impl WasiView for S {
-    fn ctx(&mut self) -> WasiCtxView<'_> { WasiCtxView { ctx: &mut self.wasi, table: &mut self.table } }
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
 }
 
 fn main() {
@@ -49,7 +72,13 @@ fn main() {
     client::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s).unwrap();
     let component = wasmtime::component::Component::from_file(&engine, &path).unwrap();
     let pre = bare::ToolPluginPre::new(linker.instantiate_pre(&component).unwrap()).unwrap();
-    let mut store = Store::new(&engine, S { wasi: WasiCtx::builder().build(), table: ResourceTable::new() });
+    let mut store = Store::new(
+        &engine,
+        S {
+            wasi: WasiCtx::builder().build(),
+            table: ResourceTable::new(),
+        },
+    );
     store.set_epoch_deadline(u64::MAX / 2);
     let input = format!(r#"{{"text":"{}"}}"#, "x".repeat(82));
     futures::executor::block_on(async {
@@ -60,9 +89,17 @@ fn main() {
         for round in 0..22 {
             let start = Instant::now();
             for _ in 0..20_000 {
-                black_box(plugin.call_execute(&mut store, "echo", &input).await.unwrap().ok());
+                black_box(
+                    plugin
+                        .call_execute(&mut store, "echo", &input)
+                        .await
+                        .unwrap()
+                        .ok(),
+                );
             }
-            if round > 0 { samples.push(start.elapsed() / 20_000); }
+            if round > 0 {
+                samples.push(start.elapsed() / 20_000);
+            }
         }
         samples.sort();
         // idle: 2,000 calls after 250 µs each
@@ -70,10 +107,22 @@ fn main() {
         for _ in 0..2000 {
             std::thread::sleep(Duration::from_micros(250));
             let start = Instant::now();
-            black_box(plugin.call_execute(&mut store, "echo", &input).await.unwrap().ok());
+            black_box(
+                plugin
+                    .call_execute(&mut store, "echo", &input)
+                    .await
+                    .unwrap()
+                    .ok(),
+            );
             idle.push(start.elapsed());
         }
         idle.sort();
-        println!("{} warm median {:?} | idle p50 {:?} p90 {:?}", env!("CARGO_PKG_NAME"), samples[10], idle[1000], idle[1800]);
+        println!(
+            "{} warm median {:?} | idle p50 {:?} p90 {:?}",
+            env!("CARGO_PKG_NAME"),
+            samples[10],
+            idle[1000],
+            idle[1800]
+        );
     });
 }
