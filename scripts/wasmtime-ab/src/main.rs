@@ -84,18 +84,21 @@ fn main() {
     futures::executor::block_on(async {
         let plugin = pre.instantiate_async(&mut store).await.unwrap();
         plugin.call_tools(&mut store).await.unwrap();
+        let mut echo = async || {
+            black_box(
+                plugin
+                    .call_execute(&mut store, "echo", &input)
+                    .await
+                    .unwrap()
+                    .ok(),
+            );
+        };
         // warm: 21 samples of 20,000 calls
         let mut samples = Vec::new();
         for round in 0..22 {
             let start = Instant::now();
             for _ in 0..20_000 {
-                black_box(
-                    plugin
-                        .call_execute(&mut store, "echo", &input)
-                        .await
-                        .unwrap()
-                        .ok(),
-                );
+                echo().await;
             }
             if round > 0 {
                 samples.push(start.elapsed() / 20_000);
@@ -107,13 +110,7 @@ fn main() {
         for _ in 0..2000 {
             std::thread::sleep(Duration::from_micros(250));
             let start = Instant::now();
-            black_box(
-                plugin
-                    .call_execute(&mut store, "echo", &input)
-                    .await
-                    .unwrap()
-                    .ok(),
-            );
+            echo().await;
             idle.push(start.elapsed());
         }
         idle.sort();

@@ -148,6 +148,20 @@ impl Server {
         self.url.trim_start_matches("http://").trim_end_matches('/')
     }
 
+    /// A client of revision 2026-07-28: stateless, `server/discover` instead of a session.
+    async fn stateless_client(&self) -> RunningService<RoleClient, ()> {
+        use rmcp::model::ProtocolVersion;
+        use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
+        ().serve_with_lifecycle(
+            StreamableHttpClientTransport::from_config(self.transport()),
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .expect("server/discover")
+    }
+
     async fn client(&self) -> RunningService<RoleClient, ()> {
         connect(&self.url, self.token.as_deref())
             .await

@@ -6,8 +6,6 @@ use std::sync::atomic::Ordering;
 
 use llm_worker_tests::wait::within;
 use rmcp::ServiceExt;
-use rmcp::model::ProtocolVersion;
-use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
 use rmcp::transport::StreamableHttpClientTransport;
 
 use super::{INITIALIZE, Server, connect, count, raw_post};
@@ -89,15 +87,7 @@ async fn sessions_are_capped_and_expire() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stateless_clients_get_a_fresh_session_per_request() {
     let server = Server::start("http-stateless", &["counter"], "127.0.0.1:0", &[]).await;
-    let client = ()
-        .serve_with_lifecycle(
-            StreamableHttpClientTransport::from_config(server.transport()),
-            ClientLifecycleMode::Discover {
-                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-            },
-        )
-        .await
-        .expect("server/discover");
+    let client = server.stateless_client().await;
     let tools: Vec<String> = client
         .list_all_tools()
         .await
@@ -190,15 +180,7 @@ async fn watch_reloads_reach_every_http_session() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mcp_param_headers_must_say_what_the_body_says() {
     let server = Server::start("http-param-headers", &["conformance"], "127.0.0.1:0", &[]).await;
-    let client = ()
-        .serve_with_lifecycle(
-            StreamableHttpClientTransport::from_config(server.transport()),
-            ClientLifecycleMode::Discover {
-                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-            },
-        )
-        .await
-        .expect("server/discover");
+    let client = server.stateless_client().await;
     // rmcp's client learns from the list which arguments travel as headers, and sends them.
     let tools = client.list_all_tools().await.expect("tools/list");
     assert!(tools.iter().any(|tool| tool.name == "test_x_mcp_header"));
