@@ -57,6 +57,26 @@ pub(crate) fn check(out: &mut String, loader: &Loader, dir: &Path) -> anyhow::Re
             let grants: Vec<String> = grants.iter().map(ToString::to_string).collect();
             outln!(out, "         tool {tool}: http [{}]", grants.join(", "));
         }
+        if !policy.http.is_empty() {
+            let requests = &policy.request_http;
+            for (what, grants) in [
+                ("resources", &requests.resources),
+                ("prompts", &requests.prompts),
+                ("completion", &requests.completion),
+            ] {
+                let grants: Vec<String> = grants.iter().map(ToString::to_string).collect();
+                outln!(
+                    out,
+                    "         {what}: http [{}]{}",
+                    grants.join(", "),
+                    if grants.is_empty() {
+                        format!(" (none unless [{what}.http] allow grants some)")
+                    } else {
+                        String::new()
+                    }
+                );
+            }
+        }
         for secret in &policy.http_secrets {
             outln!(
                 out,

@@ -39,7 +39,7 @@ pub use plugin::{
     PluginHostBuilder, PluginSession,
 };
 pub use policy::{
-    ClientPolicy, DirGrant, HttpGrant, HttpSecret, Limits, PolicyError, SandboxPolicy,
+    ClientPolicy, DirGrant, HttpGrant, HttpSecret, Limits, PolicyError, RequestHttp, SandboxPolicy,
 };
 pub use provider::{
     ProviderError, ProviderFormat, ProviderOptions, provider_json, provider_json_with,

@@ -130,7 +130,7 @@ pub struct ToolCatalog {
     groups: Arc<watch::Sender<Arc<[ToolGroup]>>>,
     /// What the plugins of any session say changed, for the server's subscription streams
     /// (`subscriptions/listen`, revision 2026-07-28).
-    notices: broadcast::Sender<Notice>,
+    notices: broadcast::Sender<(Origin, Notice)>,
 }
 
 /// A plugin's notice, for subscription streams.
@@ -138,6 +138,33 @@ pub struct ToolCatalog {
 pub(crate) enum Notice {
     ListChanged(crate::events::Listing),
     ResourceUpdated(String),
+}
+
+/// Who sent a request, as far as notices go: the index of the bearer token it bore among the
+/// server's (`None`: the server has no tokens, or the transport has none, as stdio).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Caller(pub(crate) Option<usize>);
+
+/// Where a notice comes from: the MCP session whose call made it, and, for a stateless
+/// request (revision 2026-07-28, a session of its own while it runs), who sent it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Origin {
+    pub(crate) session: u64,
+    pub(crate) stateless: Option<Caller>,
+}
+
+impl Origin {
+    /// Whether a subscription stream of `listener` may be told of what this origin did: the
+    /// same session, or — a stateless listener, whose session ends with its request — a
+    /// stateless request of the same caller. Never another session's, never another
+    /// caller's.
+    pub(crate) fn reaches(&self, listener: &Origin) -> bool {
+        match (listener.stateless, self.stateless) {
+            (Some(listening), Some(sender)) => listening == sender,
+            (None, _) => self.session == listener.session,
+            (Some(_), None) => false,
+        }
+    }
 }
 
 /// Notices a slow subscription stream may fall behind by before it misses some.
@@ -175,7 +202,7 @@ impl ToolCatalog {
     }
 
     /// Where plugins' notices go, for subscription streams.
-    pub(crate) fn notices(&self) -> broadcast::Sender<Notice> {
+    pub(crate) fn notices(&self) -> broadcast::Sender<(Origin, Notice)> {
         self.notices.clone()
     }
 }

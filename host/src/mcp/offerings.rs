@@ -87,6 +87,50 @@ fn resource_not_found(uri: &str) -> ErrorData {
     )
 }
 
+/// The resource URIs content blocks carry: embedded resources and links.
+pub(super) fn named_uris(content: &[crate::tool::Content]) -> impl Iterator<Item = &str> {
+    use crate::tool::Content;
+    content.iter().filter_map(|block| match block {
+        Content::Resource(contents) => Some(contents.uri.as_str()),
+        Content::Link(link) => Some(link.uri.as_str()),
+        _ => None,
+    })
+}
+
+/// A plugin speaks only for its own resources: content it returns (a tool's result, a
+/// prompt's messages, a read's contents) may name a URI it offers, or one no plugin of the
+/// session offers — never another plugin's, whose contents and links the client would take
+/// as that plugin's. `what` names the content in the message.
+pub(super) fn speaks_for_itself<'a>(
+    plugins: &[PluginSession],
+    plugin: &str,
+    what: &str,
+    uris: impl IntoIterator<Item = &'a str>,
+) -> Result<(), String> {
+    for uri in uris {
+        let mine = plugins
+            .iter()
+            .any(|session| session.plugin_name() == plugin && session.offers_resource(uri));
+        if mine {
+            continue;
+        }
+        if let Some(owner) = plugins
+            .iter()
+            .find(|session| session.plugin_name() != plugin && session.offers_resource(uri))
+        {
+            let shown: String = uri.chars().take(200).collect();
+            tracing::warn!(%plugin, "{what} named another plugin's resource '{shown}'; refused");
+            return Err(format!(
+                "{what} of plugin '{plugin}' names the resource '{shown}', which plugin '{}' \
+                 serves; a plugin may embed or link only its own resources or URIs no plugin \
+                 serves, so the content was refused",
+                owner.plugin_name()
+            ));
+        }
+    }
+    Ok(())
+}
+
 impl McpSession {
     /// The sessions of this MCP session's plugins (opening them starts nothing).
     fn plugins(&self) -> Vec<PluginSession> {
@@ -167,6 +211,13 @@ impl McpSession {
             // A read answers with contents, or not at all (SEP-2164).
             return Err(resource_not_found(uri));
         }
+        speaks_for_itself(
+            &self.plugins(),
+            session.plugin_name(),
+            &format!("the read of '{uri}'"),
+            contents.iter().map(|contents| contents.uri.as_str()),
+        )
+        .map_err(|text| ErrorData::internal_error(text, None))?;
         let mut result = ReadResourceResult::new(
             contents
                 .into_iter()
@@ -285,6 +336,16 @@ impl McpSession {
         }
         let rendered = rendered
             .map_err(|error| request_error(error, |text| ErrorData::invalid_params(text, None)))?;
+        speaks_for_itself(
+            &self.plugins(),
+            session.plugin_name(),
+            &format!("prompt '{}'", request.name),
+            rendered
+                .messages
+                .iter()
+                .flat_map(|message| named_uris(std::slice::from_ref(&message.content))),
+        )
+        .map_err(|text| ErrorData::internal_error(text, None))?;
         Ok(GetPromptResponse::Complete(content::rendered_prompt(
             rendered,
         )))

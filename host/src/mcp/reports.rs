@@ -14,7 +14,7 @@ use rmcp::model::{
 };
 use serde_json::Value;
 
-use super::catalog::{Notice, SessionTools};
+use super::catalog::{Notice, Origin, SessionTools};
 use crate::events::{Listing, LogLevel, ToolEvent, ToolEventKind};
 
 /// MCP's severity ranks, least important first, for comparing with the client's level.
@@ -66,11 +66,13 @@ pub(super) const REPORTS_DRAIN: std::time::Duration = std::time::Duration::from_
 /// call that reports nothing then costs no task, no wake-up of another thread and no timer
 /// (over stdio, `serve` went from 1.25× to 1.12× a bare rmcp server's p50 when the forwarder
 /// stopped being a spawned task; BENCHMARKS.md).
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn forward_reports(
+    origin: Origin,
     peer: rmcp::Peer<RoleServer>,
     level: Arc<Mutex<Option<LoggingLevel>>>,
     subscriptions: Arc<Mutex<BTreeSet<String>>>,
-    notices: tokio::sync::broadcast::Sender<Notice>,
+    notices: tokio::sync::broadcast::Sender<(Origin, Notice)>,
     tools: Arc<Mutex<SessionTools>>,
     token: Option<ProgressToken>,
     mut receiver: tokio::sync::mpsc::Receiver<Report>,
@@ -114,7 +116,7 @@ pub(super) async fn forward_reports(
                     tracing::debug!(%plugin, "a notice of a resource the plugin does not offer was dropped: {uri}");
                     continue;
                 }
-                let _ = notices.send(Notice::ResourceUpdated(uri.clone()));
+                let _ = notices.send((origin, Notice::ResourceUpdated(uri.clone())));
                 let subscribed = subscriptions
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
@@ -130,7 +132,7 @@ pub(super) async fn forward_reports(
                 kind: ToolEventKind::ListChanged(which),
                 ..
             }) => {
-                let _ = notices.send(Notice::ListChanged(which));
+                let _ = notices.send((origin, Notice::ListChanged(which)));
                 let _ = match which {
                     Listing::Resources => peer.notify_resource_list_changed().await,
                     Listing::Prompts => peer.notify_prompt_list_changed().await,

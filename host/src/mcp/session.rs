@@ -23,7 +23,7 @@ use serde_json::Value;
 
 use super::McpOptions;
 use super::admission::Admission;
-use super::catalog::{SessionTools, ToolCatalog};
+use super::catalog::{Caller, Origin, SessionTools, ToolCatalog};
 use super::reports::{REPORTS_DRAIN, REPORTS_QUEUED, Report, forward_reports};
 use crate::events::with_tool_events;
 use crate::hook::{
@@ -57,8 +57,11 @@ pub(crate) struct McpSession {
     admission: Option<Admission>,
     /// The resource URIs the client subscribed to.
     pub(super) subscriptions: Arc<Mutex<BTreeSet<String>>>,
-    /// Where the plugins' notices go for the server's subscription streams.
-    notices: tokio::sync::broadcast::Sender<super::catalog::Notice>,
+    /// Where the plugins' notices go for the server's subscription streams, with where each
+    /// comes from (a stream passes only its own session's, or its own caller's).
+    notices: tokio::sync::broadcast::Sender<(Origin, super::catalog::Notice)>,
+    /// This session among the server's, for the origin of its notices.
+    id: u64,
     /// Who answers the plugins' questions: the session's client (made at the first call).
     questions: std::sync::OnceLock<Arc<dyn crate::question::QuestionHandler>>,
 }
@@ -92,7 +95,17 @@ impl McpSession {
             admission,
             subscriptions: Arc::default(),
             notices: catalog.notices(),
+            id: NEXT_SESSION.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             questions: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Where what a request of this session makes comes from: this session, and for a
+    /// stateless request, its caller too.
+    pub(super) fn origin(&self, context: &RequestContext<RoleServer>) -> Origin {
+        Origin {
+            session: self.id,
+            stateless: super::mrtr::is_stateless(&context.meta).then(|| caller(context)),
         }
     }
 
@@ -111,6 +124,24 @@ impl McpSession {
         tools.refresh();
         tools.handle()
     }
+}
+
+/// The ids of sessions: each new session takes the next.
+static NEXT_SESSION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Who sent a request: the caller the HTTP service found (the bearer token among the
+/// server's); over other transports, the one caller there is.
+fn caller(context: &RequestContext<RoleServer>) -> Caller {
+    #[cfg(feature = "mcp-http")]
+    if let Some(parts) = context.extensions.get::<http::request::Parts>() {
+        return parts
+            .extensions
+            .get::<Caller>()
+            .copied()
+            .unwrap_or_default();
+    }
+    let _ = context;
+    Caller::default()
 }
 
 fn lock(tools: &Mutex<SessionTools>) -> MutexGuard<'_, SessionTools> {
@@ -283,8 +314,12 @@ impl ServerHandler for McpSession {
     }
 
     /// A subscription stream (revision 2026-07-28): the catalog's changes of tools, and what
-    /// the plugins of any session say changed, until the client goes.
+    /// the plugins say changed in calls of this session — for a stateless listener, in the
+    /// stateless requests of the same caller (the same bearer token) — until the client goes.
+    /// Another session's or another caller's notices never reach it: they tell of instances
+    /// this client cannot see.
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let listener = self.origin(context.request_context());
         let mut changes = self.lock().changes();
         let mut notices = self.notices.subscribe();
         let sink = context.sink();
@@ -296,7 +331,10 @@ impl ServerHandler for McpSession {
                     Err(_) => return Ok(()),
                 },
                 notice = notices.recv() => match notice {
-                    Ok(notice) => super::reports::notification(notice),
+                    Ok((origin, notice)) if origin.reaches(&listener) => {
+                        super::reports::notification(notice)
+                    }
+                    Ok(_) => continue,
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
                     Err(tokio::sync::broadcast::error::RecvError::Closed) => return Ok(()),
                 },
@@ -399,6 +437,24 @@ impl ServerHandler for McpSession {
         {
             return Err(error);
         }
+        // A plugin's result names only its own resources (or URIs no plugin serves).
+        let outcome = outcome.and_then(|output| {
+            let plugins = self.lock().plugin_sessions();
+            match plugins
+                .iter()
+                .find(|session| session.offers_tool(&call.name))
+            {
+                Some(owner) => super::offerings::speaks_for_itself(
+                    &plugins,
+                    owner.plugin_name(),
+                    &format!("the result of tool '{}'", call.name),
+                    super::offerings::named_uris(&output.content),
+                )
+                .map(|()| output)
+                .map_err(crate::tool::ToolError::Internal),
+                None => Ok(output),
+            }
+        });
         let (output, error) = match outcome {
             Ok(output) => (output, None),
             // A tool's failure is a result the model can read, not a protocol error.
@@ -517,6 +573,7 @@ impl McpSession {
         let input = call.input.to_string();
         let (reports, receiver) = tokio::sync::mpsc::channel::<Report>(REPORTS_QUEUED);
         let forwarding = forward_reports(
+            self.origin(&context),
             context.peer.clone(),
             Arc::clone(&self.log_level),
             Arc::clone(&self.subscriptions),

@@ -12,6 +12,7 @@ use std::time::Instant;
 use tokio::sync::{Semaphore, watch};
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
+use super::instance::HttpScope;
 use super::net::{self, Destination, Refused};
 use crate::policy::{HttpGrant, HttpSecret, SandboxPolicy, literal_address, may_carry_secrets};
 
@@ -25,6 +26,8 @@ pub(crate) struct HttpGate {
     grants: Arc<[HttpGrant]>,
     /// Narrower grants for the calls of some tools.
     tool_grants: Arc<std::collections::BTreeMap<String, Arc<[HttpGrant]>>>,
+    /// The grants of requests other than tool calls (none unless the policy gives some).
+    request_grants: [Arc<[HttpGrant]>; 3],
     /// The grants of the call running now.
     active: Arc<[HttpGrant]>,
     secrets: Arc<[HttpSecret]>,
@@ -61,24 +64,33 @@ impl HttpGate {
                     .map(|(tool, grants)| (tool.clone(), Arc::from(grants.as_slice())))
                     .collect(),
             ),
+            request_grants: [
+                Arc::from(policy.request_http.resources.as_slice()),
+                Arc::from(policy.request_http.prompts.as_slice()),
+                Arc::from(policy.request_http.completion.as_slice()),
+            ],
             secrets: Arc::from(policy.http_secrets.as_slice()),
             in_flight: Arc::new(Semaphore::new(MAX_REQUESTS_IN_FLIGHT)),
             call: None,
         }
     }
 
-    /// A call of `tool` (or the start of an instance, `None`) begins: requests may be sent
-    /// until `deadline`, to the destinations granted to that tool. An instance's start code
-    /// may send none: it may run inside a call of a tool whose grants are narrower than the
-    /// plugin's, and it serves no tool of its own.
-    pub(crate) fn begin_call(&mut self, deadline: Instant, tool: Option<&str>) {
-        self.active = match tool {
-            Some(_) if self.tool_grants.is_empty() => Arc::clone(&self.grants),
-            Some(tool) => self
+    /// A call begins: requests may be sent until `deadline`, to the destinations granted to
+    /// what runs. An instance's start code may send none: it may run inside a call of a tool
+    /// whose grants are narrower than the plugin's, and it serves no tool of its own. A request
+    /// other than a tool call gets only what the policy grants its kind (nothing by default):
+    /// a client sends those with no tool call or model involved.
+    pub(crate) fn begin_call(&mut self, deadline: Instant, scope: HttpScope<'_>) {
+        self.active = match scope {
+            HttpScope::Tool(_) if self.tool_grants.is_empty() => Arc::clone(&self.grants),
+            HttpScope::Tool(tool) => self
                 .tool_grants
                 .get(tool)
                 .map_or_else(|| Arc::clone(&self.grants), Arc::clone),
-            None => Arc::from([]),
+            HttpScope::Resources => Arc::clone(&self.request_grants[0]),
+            HttpScope::Prompts => Arc::clone(&self.request_grants[1]),
+            HttpScope::Completion => Arc::clone(&self.request_grants[2]),
+            HttpScope::Start => Arc::from([]),
         };
         self.call = Some((deadline, None));
     }
@@ -256,6 +268,10 @@ mod tests {
     use std::path::Path;
 
     fn gate(policy: &str, tool: Option<&str>) -> HttpGate {
+        gate_for(policy, tool.map_or(HttpScope::Start, HttpScope::Tool))
+    }
+
+    fn gate_for(policy: &str, scope: HttpScope<'_>) -> HttpGate {
         let policy = SandboxPolicy::parse(
             policy,
             Path::new("/p/w.policy.toml"),
@@ -263,7 +279,7 @@ mod tests {
         )
         .unwrap_or_else(|e| panic!("{e}"));
         let mut gate = HttpGate::new("w", &policy);
-        gate.begin_call(Instant::now(), tool);
+        gate.begin_call(Instant::now(), scope);
         gate
     }
 

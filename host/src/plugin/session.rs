@@ -93,7 +93,9 @@ impl PluginSession {
     /// The resources the plugin offers now: as listed at load, or, once the plugin said the
     /// list changed, as it lists them again (checked like the first list). If the plugin cannot
     /// list them now (busy, failing, or the new list is refused), the last list is served and
-    /// the list is read again next time.
+    /// the list is read again next time: a busy instance is not waited for, so one plugin's
+    /// long call (a question a person has not answered) never delays another plugin's lists,
+    /// nor the routing of a request to its owner.
     pub async fn resources(&self) -> Arc<[ResourceMeta]> {
         self.relisted(
             &self.owner.0.changed.resources,
@@ -125,7 +127,8 @@ impl PluginSession {
         at_load: &[T],
     ) -> Arc<[T]> {
         if changed.swap(false, Ordering::AcqRel) {
-            let listed = match self.owner.0.request(&request).await.map(take) {
+            // Never behind a busy instance: the last list is served meanwhile.
+            let listed = match self.owner.0.request_if_idle(&request).await.map(take) {
                 Ok(Some(items)) => check(&items)
                     .map(|()| items)
                     .map_err(|reason| format!("its new {what} list is refused: {reason}")),
@@ -142,6 +145,15 @@ impl PluginSession {
         }
         let cached = cache(&mut self.lists()).clone();
         cached.unwrap_or_else(|| at_load.into())
+    }
+
+    /// Whether the plugin offers a tool named `name`.
+    pub fn offers_tool(&self, name: &str) -> bool {
+        self.image()
+            .tools
+            .metas
+            .iter()
+            .any(|meta| meta.name == name)
     }
 
     /// The plugin's resource templates (fixed at load).

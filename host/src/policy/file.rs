@@ -24,6 +24,14 @@ struct PolicyFile {
     http: HttpFile,
     #[serde(default)]
     tools: BTreeMap<String, ToolFile>,
+    /// What requests other than tool calls may reach: `[resources.http]`, `[prompts.http]`,
+    /// `[completion.http]`.
+    #[serde(default)]
+    resources: ToolFile,
+    #[serde(default)]
+    prompts: ToolFile,
+    #[serde(default)]
+    completion: ToolFile,
     #[serde(default)]
     client: ClientFile,
 }
@@ -364,23 +372,32 @@ impl SandboxPolicy {
             }
             http_secrets.push(HttpSecret::new(grant, secret.header.clone(), value));
         }
-        let mut tool_http = BTreeMap::new();
-        for (tool, rules) in &file.tools {
-            let key = format!("tools.{tool}.http.allow");
-            let narrowed = grants(&key, &rules.http.allow)?;
+        // A narrower list than the plugin's: each rule within one of `[http] allow`.
+        let narrowed = |key: &str, rules: &[String], whose: &str| {
+            let narrowed = grants(key, rules)?;
             for (index, grant) in narrowed.iter().enumerate() {
                 if !http.iter().any(|wider| grant.within(wider)) {
                     return Err(invalid(
                         &format!("{key}[{index}]"),
                         format!(
-                            "({grant}) is wider than the plugin's [http] allow; a tool's list \
+                            "({grant}) is wider than the plugin's [http] allow; {whose} list \
                              may only narrow the plugin's"
                         ),
                     ));
                 }
             }
-            tool_http.insert(tool.clone(), narrowed);
+            Ok(narrowed)
+        };
+        let mut tool_http = BTreeMap::new();
+        for (tool, rules) in &file.tools {
+            let key = format!("tools.{tool}.http.allow");
+            tool_http.insert(tool.clone(), narrowed(&key, &rules.http.allow, "a tool's")?);
         }
+        let request_http = RequestHttp {
+            resources: narrowed("resources.http.allow", &file.resources.http.allow, "this")?,
+            prompts: narrowed("prompts.http.allow", &file.prompts.http.allow, "this")?,
+            completion: narrowed("completion.http.allow", &file.completion.http.allow, "this")?,
+        };
         let client = file.client.checked(&invalid)?;
         Ok(Self {
             limits,
@@ -389,6 +406,7 @@ impl SandboxPolicy {
             http,
             http_secrets,
             tool_http,
+            request_http,
             client,
         })
     }

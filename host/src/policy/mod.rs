@@ -200,6 +200,10 @@ impl Limits {
 /// [tools.forecast.http]  # a narrower list for the calls of one tool
 /// allow = ["https://api.example.com"]
 ///
+/// [resources.http]       # what resource reads and lists may reach (default: nothing)
+/// allow = ["https://api.example.com"]
+/// # [prompts.http] and [completion.http] likewise, for prompt renderings and completions
+///
 /// [client]               # questions to the client (see `ClientPolicy`)
 /// elicitation = true
 /// sampling = false
@@ -244,8 +248,36 @@ pub struct SandboxPolicy {
     pub http_secrets: Vec<HttpSecret>,
     /// Per tool, a narrower list of destinations than `http` for that tool's calls.
     pub tool_http: BTreeMap<String, Vec<HttpGrant>>,
+    /// The destinations of the plugin's answers to requests other than tool calls (resource
+    /// reads, prompt renderings, completions): none unless granted here.
+    pub request_http: RequestHttp,
     /// What the plugin may ask the client.
     pub client: ClientPolicy,
+}
+
+/// Where a plugin may send HTTP requests while it answers a request that is not a tool call.
+///
+/// Such requests come from the client without any tool call or model involved: a client sends
+/// `completion/complete` while its user types, and reads resources or renders prompts to show
+/// them. So they get **no** HTTP by default, whatever `[http] allow` grants the plugin's tools;
+/// each list here must be within `[http] allow`, and a secret of `[http.secrets]` goes along
+/// only to a destination the list allows. The start of an instance gets none either.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RequestHttp {
+    /// For `resources/list` and `resources/read` (`[resources.http] allow`).
+    pub resources: Vec<HttpGrant>,
+    /// For `prompts/list` and `prompts/get` (`[prompts.http] allow`).
+    pub prompts: Vec<HttpGrant>,
+    /// For `completion/complete` (`[completion.http] allow`).
+    pub completion: Vec<HttpGrant>,
+}
+
+impl RequestHttp {
+    /// Whether any request other than a tool call may send HTTP.
+    pub fn is_empty(&self) -> bool {
+        self.resources.is_empty() && self.prompts.is_empty() && self.completion.is_empty()
+    }
 }
 
 /// A host directory granted to a plugin.

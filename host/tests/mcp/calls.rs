@@ -137,3 +137,113 @@ async fn the_operators_hooks_see_and_can_refuse_every_mcp_call() {
     );
     client.cancel().await.expect("close");
 }
+
+/// A client whose person is away: it declares elicitation, says when it is asked, and never
+/// answers.
+struct AwayClient {
+    asked: Arc<tokio::sync::Notify>,
+}
+
+impl rmcp::ClientHandler for AwayClient {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        serde_json::from_value(json!({
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"elicitation": {"form": {}}},
+            "clientInfo": {"name": "away", "version": "1"}
+        }))
+        .expect("client info")
+    }
+
+    async fn create_elicitation(
+        &self,
+        _request: rmcp::model::ElicitRequestParams,
+        _context: rmcp::service::RequestContext<rmcp::RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        self.asked.notify_one();
+        std::future::pending().await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_plugins_wait_for_an_answer_delays_no_other_plugins_requests() {
+    use llm_worker::{ClientPolicy, Limits, SandboxPolicy};
+    use rmcp::model::{
+        CompleteRequestParams, GetPromptRequestParams, ReadResourceRequestParams, Reference,
+    };
+    use std::time::{Duration, Instant};
+    // The conformance fixtures may ask a person, and have a minute for a call.
+    let mut limits = Limits::default();
+    limits.call_timeout = Duration::from_secs(60);
+    let mut policy = SandboxPolicy::with_limits(limits);
+    policy.client = ClientPolicy::default();
+    let asking = llm_worker_tests::host()
+        .load_with_policy(llm_worker_tests::plugin_path("conformance"), policy)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let notes = llm_worker_tests::plugin("notes");
+    let url = serve(
+        ToolCatalog::from_plugins([&asking, &notes]),
+        McpOptions::new("waits", "1"),
+    )
+    .await;
+    let asked = Arc::new(tokio::sync::Notify::new());
+    let client = AwayClient {
+        asked: Arc::clone(&asked),
+    }
+    .serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
+        url.as_str(),
+    ))
+    .await
+    .expect("initialize");
+    // The attack: the plugin says its prompts changed, then waits for an answer that never
+    // comes, holding its instance. Every other plugin's prompt, read and completion used to
+    // wait for it (the listing and routing entered each plugin's instance in turn) for its
+    // whole time limit.
+    client
+        .call_tool(CallToolRequestParams::new("test_trigger_prompt_change"))
+        .await
+        .expect("the change");
+    let waiting = tokio::spawn({
+        let peer = client.peer().clone();
+        async move {
+            let mut call = CallToolRequestParams::new("test_elicitation");
+            call.arguments = json!({"message": "Who are you?"}).as_object().cloned();
+            peer.call_tool(call).await
+        }
+    });
+    tokio::time::timeout(Duration::from_secs(30), asked.notified())
+        .await
+        .expect("the client was asked");
+    // A bound far below the waiting plugin's minute and far above what these take.
+    let quick = Duration::from_secs(20);
+    let started = Instant::now();
+    let review = client
+        .get_prompt(GetPromptRequestParams::new("review"))
+        .await
+        .expect("notes' prompt");
+    assert!(!review.messages.is_empty());
+    let read = client
+        .read_resource(ReadResourceRequestParams::new("notes://all"))
+        .await
+        .expect("notes' resource");
+    assert_eq!(read.contents.len(), 1);
+    let completed = client
+        .complete(CompleteRequestParams::new(
+            Reference::for_resource("notes://note/{number}"),
+            rmcp::model::ArgumentInfo::new("number", ""),
+        ))
+        .await
+        .expect("notes' completion");
+    assert!(completed.completion.values.is_empty());
+    // The lists are served, the waiting plugin's as last known.
+    let prompts = client.list_all_prompts().await.expect("the prompts");
+    assert!(prompts.iter().any(|p| p.name == "review"));
+    assert!(prompts.iter().any(|p| p.name == "test_simple_prompt"));
+    assert!(
+        started.elapsed() < quick,
+        "other plugins' requests waited {:?} for the plugin waiting for an answer",
+        started.elapsed()
+    );
+    assert!(!waiting.is_finished(), "the question is still waiting");
+    waiting.abort();
+    client.cancel().await.expect("close");
+}

@@ -5,6 +5,8 @@ mod auth;
 mod calls;
 mod catalog;
 mod embedding;
+mod notices;
+mod speaking;
 mod watch;
 
 use std::sync::Arc;

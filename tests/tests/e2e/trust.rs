@@ -254,6 +254,114 @@ async fn a_tool_without_the_grant_cannot_reach_the_host_its_sibling_can() {
     assert!(error.to_string().contains("tools.nope"), "{error}");
 }
 
+/// A completion, a resource read and a prompt rendering of the fetcher, each fetching the
+/// server at `port`: what each answered (the outcome, or the error's text).
+async fn requests_reaching(session: &PluginSession, port: u16) -> [String; 3] {
+    let completed = session
+        .complete(
+            CompletionRef::ResourceTemplate("fetched://local/{port}".into()),
+            "port",
+            &port.to_string(),
+            &[],
+        )
+        .await
+        .map(|completion| completion.values.join(" "));
+    let read = session
+        .read_resource(&format!("fetched://local/{port}"))
+        .await
+        .map(|contents| format!("{:?}", contents[0].data));
+    let rendered = session
+        .get_prompt(
+            "show",
+            &[("url".into(), format!("http://127.0.0.1:{port}/"))],
+        )
+        .await
+        .map(|prompt| {
+            let mut text = String::new();
+            prompt.messages[0].content.write_text(&mut text);
+            text
+        });
+    [completed, read, rendered].map(|answer| answer.unwrap_or_else(|error| error.to_string()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_other_than_tool_calls_get_no_http_unless_granted_their_own() {
+    // The attack: `[http]` grants A (with a secret header) for tool `fetch` only; a client's
+    // `completion/complete` — sent while its user types, no model or tool call involved — used
+    // to reach A with the secret, and so did resource reads and prompt renderings.
+    let a = header_server();
+    let secret = std::env::var("CARGO_PKG_NAME").expect("cargo sets CARGO_PKG_NAME");
+    let granted = format!(
+        "[http]\nallow = [\"http://127.0.0.1:{a}\"]\n\
+         [[http.secrets]]\nhost = \"http://127.0.0.1:{a}\"\nheader = \"Authorization\"\n\
+         value = \"Bearer ${{CARGO_PKG_NAME}}\"\n\
+         [tools.fetch.http]\nallow = [\"http://127.0.0.1:{a}\"]\n",
+        a = a.port()
+    );
+    let plugin = fetcher_with("requests-http", &granted).unwrap_or_else(|e| panic!("{e}"));
+    let session = plugin.open();
+    let [completed, read, rendered] = requests_reaching(&session, a.port()).await;
+    assert_eq!(
+        completed, "HttpRequestDenied",
+        "the completion reaches nothing"
+    );
+    assert!(read.contains("HttpRequestDenied"), "{read}");
+    assert!(rendered.contains("HttpRequestDenied"), "{rendered}");
+    assert_eq!(
+        a.connections(),
+        0,
+        "no request reached A: {:?}",
+        a.header("authorization")
+    );
+    // The tool still reaches A, with the secret.
+    let mut worker = Worker::new();
+    worker
+        .register_tools(session.definitions())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let fetched = worker
+        .tool_server_handle()
+        .call_tool(
+            "fetch",
+            &json!({"url": format!("http://127.0.0.1:{}/", a.port())}).to_string(),
+        )
+        .await;
+    assert_eq!(fetched.as_deref(), Ok("200 ok"));
+    assert_eq!(
+        a.header("authorization"),
+        [Some(format!("Bearer {secret}"))]
+    );
+
+    // Granted on purpose, each kind of request reaches A (and its secret goes along).
+    let b = header_server();
+    let own = granted.replace(&a.port().to_string(), &b.port().to_string())
+        + &format!(
+            "[completion.http]\nallow = [\"http://127.0.0.1:{b}\"]\n\
+             [resources.http]\nallow = [\"http://127.0.0.1:{b}\"]\n\
+             [prompts.http]\nallow = [\"http://127.0.0.1:{b}\"]\n",
+            b = b.port()
+        );
+    let plugin = fetcher_with("requests-http-granted", &own).unwrap_or_else(|e| panic!("{e}"));
+    let [completed, read, rendered] = requests_reaching(&plugin.open(), b.port()).await;
+    assert_eq!(completed, "200 ok");
+    assert!(read.contains("200 ok"), "{read}");
+    assert_eq!(rendered, "200 ok");
+    assert_eq!(
+        b.header("authorization"),
+        vec![Some(format!("Bearer {secret}")); 3]
+    );
+
+    // Such a list may not be wider than the plugin's.
+    let wider = format!(
+        "[http]\nallow = [\"http://127.0.0.1:{}\"]\n[completion.http]\nallow = [\"*.example.com\"]\n",
+        a.port()
+    );
+    let error = fetcher_with("requests-http-wider", &wider).expect_err("refused");
+    assert!(
+        error.to_string().contains("completion.http.allow[0]"),
+        "{error}"
+    );
+}
+
 fn lock_error(result: Result<PluginDir, PluginError>) -> LockError {
     match result {
         Err(PluginError::Lock(error)) => error,

@@ -113,6 +113,28 @@ fn parse_origin(origin: &str) -> Option<(String, Authority)> {
 }
 
 impl Gate {
+    /// Who sent an admitted request, as far as notices go: which of the server's tokens it
+    /// bore (all requests are one caller on a server without tokens).
+    pub(super) fn caller<B>(&self, request: &Request<B>) -> crate::mcp::catalog::Caller {
+        let given = request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .map(|value| value.as_bytes())
+            .filter(|value| value.len() > 7 && value[..7].eq_ignore_ascii_case(b"bearer "))
+            .map(|value| &value[7..]);
+        let token = given.and_then(|given| {
+            // Every token is compared, in constant time, whichever matches.
+            self.tokens
+                .iter()
+                .enumerate()
+                .fold(None, |found, (index, token)| {
+                    let matches = bool::from(token.ct_eq(given));
+                    found.or(matches.then_some(index))
+                })
+        });
+        crate::mcp::catalog::Caller(token)
+    }
+
     fn admits_token<B>(&self, request: &Request<B>) -> bool {
         if self.tokens.is_empty() {
             return true;

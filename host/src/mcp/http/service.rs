@@ -157,9 +157,14 @@ impl McpHttpService {
         B::Data: Send + 'static,
         B::Error: std::fmt::Display,
     {
+        let mut request = request;
         if let Some(refused) = self.gate.check(&request) {
             return refused;
         }
+        // Who asks, for the sessions to scope notices by (rmcp hands the request's parts to
+        // the handler).
+        let caller = self.gate.caller(&request);
+        request.extensions_mut().insert(caller);
         self.service.handle(request).await
     }
 

@@ -246,7 +246,12 @@ impl SessionCore {
         let limits = &self.image.policy.limits;
         check_input(limits, validator, tool, input_json)?;
         match self
-            .run(tool_name, Subject::Tool(tool), Work::Execute(input_json))
+            .run(
+                tool_name,
+                Subject::Tool(tool),
+                Work::Execute(input_json),
+                true,
+            )
             .await?
         {
             Done::Executed(result) => {
@@ -260,9 +265,32 @@ impl SessionCore {
 
     /// Runs a request other than a tool call in the session's instance, under the same limits.
     pub(crate) async fn request(&self, request: &Request) -> Result<Response, RequestError> {
+        self.request_waiting(request, true).await
+    }
+
+    /// Runs a request in the session's instance only if the instance is idle now: a list read
+    /// again must not wait behind another call (which may be waiting for a person's answer)
+    /// while the client waits for every plugin's lists. `Err` when busy, as a busy call's.
+    pub(crate) async fn request_if_idle(
+        &self,
+        request: &Request,
+    ) -> Result<Response, RequestError> {
+        self.request_waiting(request, false).await
+    }
+
+    async fn request_waiting(
+        &self,
+        request: &Request,
+        wait: bool,
+    ) -> Result<Response, RequestError> {
         let label: Arc<str> = Arc::from(request.label());
         match self
-            .run(&label, Subject::Request(request), Work::Request(request))
+            .run(
+                &label,
+                Subject::Request(request),
+                Work::Request(request),
+                wait,
+            )
             .await
         {
             Ok(Done::Answered(answer)) => answer,
@@ -280,11 +308,14 @@ impl SessionCore {
 
     /// Runs `work` in the session's instance (starting it if need be) within the time limit;
     /// a trap or a limit hit drops the instance and counts as the plugin's failure.
+    /// `wait`: whether to wait for a busy instance (up to the time limit) rather than fail at
+    /// once.
     async fn run(
         &self,
         label: &Arc<str>,
         subject: Subject<'_>,
         work: Work<'_>,
+        wait: bool,
     ) -> Result<Done, ToolError> {
         let image = &self.image;
         let limits = &image.policy.limits;
@@ -292,7 +323,19 @@ impl SessionCore {
         // fails as busy rather than waiting for all of them.
         let arrived = Instant::now();
         let deadline = arrived + limits.call_timeout;
-        let Ok(slot) = within(deadline, self.slot.lock()).await else {
+        let slot = if wait {
+            within(deadline, self.slot.lock()).await.ok()
+        } else {
+            self.slot.try_lock()
+        };
+        let Some(slot) = slot else {
+            if !wait {
+                return Err(ToolError::ExecutionFailed(format!(
+                    "{subject} of plugin '{}' is busy: this session's instance of the plugin \
+                     is running another call",
+                    image.name
+                )));
+            }
             if self.starting.load(Ordering::Acquire) {
                 return Err(ToolError::ExecutionFailed(format!(
                     "{subject} of plugin '{}' is not ready: the plugin's instance for this \
@@ -341,7 +384,9 @@ impl SessionCore {
                 image.name
             )));
         };
-        live.store.data_mut().begin_call(deadline, Some(label));
+        live.store
+            .data_mut()
+            .begin_call(deadline, Some(label), subject.http_scope());
         live.store.set_epoch_deadline(1);
         if live.metered {
             refuel(&mut live.store, limits);
@@ -400,6 +445,34 @@ enum Work<'a> {
     /// Run the tool (the label) with this input.
     Execute(&'a str),
     Request(&'a Request),
+}
+
+/// What runs in an instance, as far as its HTTP grants go.
+#[derive(Clone, Copy, Debug)]
+#[cfg_attr(not(feature = "wasi-http"), allow(dead_code))]
+pub(crate) enum HttpScope<'a> {
+    /// The instance's start code.
+    Start,
+    /// A call of this tool.
+    Tool(&'a str),
+    /// A resource list or read.
+    Resources,
+    /// A prompt list or rendering.
+    Prompts,
+    /// A completion.
+    Completion,
+}
+
+impl<'a> Subject<'a> {
+    /// What its HTTP grants are.
+    fn http_scope(self) -> HttpScope<'a> {
+        match self {
+            Self::Tool(tool) => HttpScope::Tool(tool),
+            Self::Request(Request::Resources | Request::ReadResource(_)) => HttpScope::Resources,
+            Self::Request(Request::Prompts | Request::GetPrompt(..)) => HttpScope::Prompts,
+            Self::Request(Request::Complete { .. }) => HttpScope::Completion,
+        }
+    }
 }
 
 /// What it did.

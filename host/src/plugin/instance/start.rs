@@ -212,7 +212,9 @@ pub(super) async fn instantiate(
         host_capacity: false,
     };
     let mut store = new_store(image)?;
-    store.data_mut().begin_call(deadline, None);
+    store
+        .data_mut()
+        .begin_call(deadline, None, super::HttpScope::Start);
     let started = within(deadline + TIMEOUT_GRACE, async {
         let bindings = image.pre.instantiate_async(&mut store).await?;
         let mut listing = PluginListing::default();

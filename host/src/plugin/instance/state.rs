@@ -53,17 +53,21 @@ pub(crate) struct PluginState {
 impl PluginState {
     /// A call of `tool` (or the start of the instance) begins, to end by `deadline`; what the
     /// plugin reports goes to the caller's event scope, if any.
-    pub(crate) fn begin_call(&mut self, deadline: Instant, tool: Option<&Arc<str>>) {
+    pub(crate) fn begin_call(
+        &mut self,
+        deadline: Instant,
+        tool: Option<&Arc<str>>,
+        scope: super::HttpScope<'_>,
+    ) {
         self.deadline = deadline;
         // A reference count, not a copy of the name: this runs on every call.
         self.reports
             .begin(tool.map(Arc::clone), crate::events::current_sink());
         self.questions.begin(tool);
-        let tool = tool.map(|tool| &**tool);
         #[cfg(feature = "wasi-http")]
-        self.http_gate.begin_call(deadline, tool);
+        self.http_gate.begin_call(deadline, scope);
         #[cfg(not(feature = "wasi-http"))]
-        let _ = tool;
+        let _ = scope;
     }
 
     /// The file system of WASI and the count of open descriptors, side by side.

@@ -1,0 +1,90 @@
+//! Notices stay in their session: a subscription stream is told what its own session's (or,
+//! stateless, its own caller's) calls made plugins say, never another client's.
+
+use llm_worker::mcp::{HttpOptions, McpOptions, ToolCatalog};
+use rmcp::ServiceExt;
+use rmcp::model::{CallToolRequestParams, ProtocolVersion, ServerNotification, SubscriptionFilter};
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use serde_json::json;
+
+const ALICE: &str = "alice-token-0123456789abcdef0123456789";
+const BOB: &str = "bob-token-0123456789abcdef0123456789ab";
+
+fn config(url: &str, token: &str) -> StreamableHttpClientTransportConfig {
+    StreamableHttpClientTransportConfig::with_uri(url).auth_header(token)
+}
+
+/// A stateless (2026-07-28) client bearing `token`.
+async fn stateless(url: &str, token: &str) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
+    ().serve_with_lifecycle(
+        StreamableHttpClientTransport::from_config(config(url, token)),
+        ClientLifecycleMode::Discover {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        },
+    )
+    .await
+    .expect("server/discover")
+}
+
+fn add_note(text: &str) -> CallToolRequestParams {
+    let mut call = CallToolRequestParams::new("add_note");
+    call.arguments = json!({ "text": text }).as_object().cloned();
+    call
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listener_hears_only_its_own_callers_notices() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/", listener.local_addr().expect("address"));
+    tokio::spawn(llm_worker::mcp::serve_http(
+        listener,
+        ToolCatalog::from_plugins([&llm_worker_tests::plugin("notes")]),
+        McpOptions::new("notices", "1"),
+        HttpOptions::default().tokens([ALICE, BOB]),
+    ));
+    // Bob listens, stateless, for changes of notes' list.
+    let bob = stateless(&url, BOB).await;
+    let mut heard = bob
+        .peer()
+        .listen(
+            SubscriptionFilter::builder()
+                .resource_subscription("notes://all")
+                .build(),
+        )
+        .await
+        .expect("subscriptions/listen");
+    // The attack: Alice's session — and Alice's stateless requests — add notes; Bob's stream
+    // used to be told of each (`notifications/resources/updated`), of instances he cannot see.
+    let alice = ()
+        .serve(StreamableHttpClientTransport::from_config(config(
+            &url, ALICE,
+        )))
+        .await
+        .expect("initialize");
+    alice.call_tool(add_note("alice's")).await.expect("a call");
+    alice.cancel().await.expect("close");
+    let alice = stateless(&url, ALICE).await;
+    alice.call_tool(add_note("alice's")).await.expect("a call");
+    alice.cancel().await.expect("close");
+    // Bob's own stateless call: his stream hears of it, and of nothing before it.
+    bob.call_tool(add_note("bob's")).await.expect("a call");
+    let updated = |notification: &ServerNotification| matches!(notification, ServerNotification::ResourceUpdatedNotification(n) if n.params.uri == "notes://all");
+    let first = tokio::time::timeout(std::time::Duration::from_secs(30), heard.next())
+        .await
+        .expect("Bob hears of his own call")
+        .expect("the stream")
+        .expect("a notification");
+    assert!(updated(&first), "{first:?}");
+    // Notices leave in order: any of Alice's would have come before Bob's.
+    let more = tokio::time::timeout(std::time::Duration::from_secs(1), heard.next()).await;
+    assert!(
+        !matches!(&more, Ok(Ok(Some(n))) if updated(n)),
+        "Bob heard of another caller's call: {more:?}"
+    );
+    drop(heard);
+    bob.cancel().await.expect("close");
+}
