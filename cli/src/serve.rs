@@ -23,43 +23,51 @@ pub(crate) struct ServeOptions {
     pub(crate) request_state_key_file: Option<PathBuf>,
 }
 
-/// The request-state key in `file`: a regular file of yours that others can neither read nor
-/// write (a key others can read lets them forge answers), trailing whitespace removed. It is
-/// checked and read through one open file, so it cannot be swapped in between.
-fn read_key(file: &Path) -> anyhow::Result<Vec<u8>> {
+/// The operator's secret in `file` (at most 64 KiB, trailing white space dropped): opened
+/// once and judged by what was opened (never checked by path and then read again), refused
+/// unless it is a regular file of this user that no one else may read or write. `what` names
+/// it in messages, `leak` says what anyone who reads it could do.
+fn read_secret_file(file: &Path, what: &str, leak: &str) -> anyhow::Result<Vec<u8>> {
     use std::io::Read as _;
     use std::os::unix::fs::MetadataExt;
-    let context = || format!("cannot read the request-state key {}", file.display());
+    let context = || format!("cannot read {what} {}", file.display());
     let opened = std::fs::File::open(file).with_context(context)?;
     let metadata = opened.metadata().with_context(context)?;
     if !metadata.is_file() {
-        bail!(
-            "the request-state key {} is not a regular file",
-            file.display()
-        );
+        bail!("{what} {} is not a regular file", file.display());
     }
     if metadata.uid() != rustix::process::geteuid().as_raw() {
         bail!(
-            "the request-state key {} belongs to another user; use a key file of your own",
+            "{what} {} belongs to another user; use a file of your own",
             file.display()
         );
     }
     if metadata.mode() & 0o077 != 0 {
         bail!(
-            "the request-state key {} can be read or written by others (mode {:o}); anyone \
-             who reads it can forge the answers to a tool's questions: `chmod 600` it",
+            "{what} {} can be read or written by others (mode {:o}); anyone who reads it can \
+             {leak}: `chmod 600` it",
             file.display(),
             metadata.mode() & 0o777
         );
     }
-    let mut key = Vec::new();
+    let mut bytes = Vec::new();
     opened
         .take(64 << 10)
-        .read_to_end(&mut key)
+        .read_to_end(&mut bytes)
         .with_context(context)?;
-    while key.last().is_some_and(u8::is_ascii_whitespace) {
-        key.pop();
+    while bytes.last().is_some_and(u8::is_ascii_whitespace) {
+        bytes.pop();
     }
+    Ok(bytes)
+}
+
+/// The request-state key of `--request-state-key-file`: the operator's own, at least 32 bytes.
+fn read_key(file: &Path) -> anyhow::Result<Vec<u8>> {
+    let key = read_secret_file(
+        file,
+        "the request-state key",
+        "forge the answers to a tool's questions",
+    )?;
     if key.len() < 32 {
         bail!(
             "the request-state key {} has {} bytes; give at least 32 (e.g. `head -c 32 \
@@ -192,10 +200,12 @@ async fn bind(address: &str) -> anyhow::Result<tokio::net::TcpListener> {
     Err(last.unwrap_or_else(|| anyhow::anyhow!("{address:?} resolves to no address")))
 }
 
-/// The bearer tokens of a token file: one per line; blank lines and `#` comments ignored.
+/// The bearer tokens of a token file: one per line; blank lines and `#` comments ignored. The
+/// file must be the operator's own, readable by no one else (as the request-state key).
 fn read_tokens(path: &Path) -> anyhow::Result<Vec<String>> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read the token file {}", path.display()))?;
+    let bytes = read_secret_file(path, "the token file", "call every tool")?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| anyhow::anyhow!("the token file {} is not UTF-8 text", path.display()))?;
     let tokens: Vec<String> = text
         .lines()
         .map(str::trim)
@@ -207,16 +217,6 @@ fn read_tokens(path: &Path) -> anyhow::Result<Vec<String>> {
             "the token file {} holds no token; put one token per line",
             path.display()
         );
-    }
-    #[cfg(unix)]
-    if let Ok(metadata) = std::fs::metadata(path) {
-        use std::os::unix::fs::PermissionsExt;
-        if metadata.permissions().mode() & 0o077 != 0 {
-            tracing::warn!(
-                "the token file {} may be read by other users; run `chmod 600` on it",
-                path.display()
-            );
-        }
     }
     Ok(tokens)
 }

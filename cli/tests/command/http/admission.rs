@@ -23,6 +23,25 @@ async fn off_loopback_the_server_needs_tokens() {
         "# the team's tokens\nfirst-secret-token\n\nsecond-token\n",
     )
     .expect("tokens");
+    // A token file others can read is refused (it used to be only warned about).
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        let refused = Server::try_start(
+            "http-token-readable",
+            &["counter"],
+            "0.0.0.0:0",
+            &["--token-file", tokens.to_str().expect("utf-8")],
+        )
+        .await;
+        let said = refused.err().expect("refused: others can read the tokens");
+        assert!(
+            said.contains("can be read or written by others") && said.contains("chmod 600"),
+            "{said}"
+        );
+        std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    }
     let server = Server::start(
         "http-token",
         &["counter"],
