@@ -25,8 +25,9 @@ pub(crate) struct ServeOptions {
 
 /// The operator's secret in `file` (at most 64 KiB, trailing white space dropped): opened
 /// once and judged by what was opened (never checked by path and then read again), refused
-/// unless it is a regular file of this user that no one else may read or write. `what` names
-/// it in messages, `leak` says what anyone who reads it could do.
+/// unless it is a regular file of this user that no one else may read or write (or root's,
+/// readable by its group at most). `what` names it in messages, `leak` says what anyone who
+/// reads it could do.
 fn read_secret_file(file: &Path, what: &str, leak: &str) -> anyhow::Result<Vec<u8>> {
     use std::io::Read as _;
     use std::os::unix::fs::MetadataExt;
@@ -36,13 +37,17 @@ fn read_secret_file(file: &Path, what: &str, leak: &str) -> anyhow::Result<Vec<u
     if !metadata.is_file() {
         bail!("{what} {} is not a regular file", file.display());
     }
-    if metadata.uid() != rustix::process::geteuid().as_raw() {
-        bail!(
+    // A file of root's may be readable by its group: Kubernetes mounts a secret so (root's,
+    // its group the pod's `fsGroup`, `defaultMode: 0440`); root could read it anyway.
+    let others = match metadata.uid() {
+        owner if owner == rustix::process::geteuid().as_raw() => 0o077,
+        0 => 0o037,
+        _ => bail!(
             "{what} {} belongs to another user; use a file of your own",
             file.display()
-        );
-    }
-    if metadata.mode() & 0o077 != 0 {
+        ),
+    };
+    if metadata.mode() & others != 0 {
         bail!(
             "{what} {} can be read or written by others (mode {:o}); anyone who reads it can \
              {leak}: `chmod 600` it",
