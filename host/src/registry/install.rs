@@ -180,7 +180,11 @@ pub async fn pull_into(
     let client = RegistryClient::new(reference, &options.client)?;
     if let (Some(source), Some(entry)) = (&previous, &existing) {
         let (now, _) = resolve(&client, reference).await?;
-        let moved = now != source.manifest || source.repository != reference.name();
+        // The entry's repository as the reference names it, however the entry spells it.
+        let same_repository = source
+            .canonical_repository()
+            .is_ok_and(|repository| repository == reference.name());
+        let moved = now != source.manifest || !same_repository;
         if !moved {
             return Ok(PullOutcome {
                 path,
