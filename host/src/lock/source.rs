@@ -29,9 +29,12 @@ const REPLACE: &str = "delete its file, approve the directory and its trust poli
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PluginSource {
-    /// The reference pulled, as given (`registry/repository:tag` or `…@sha256:…`).
+    /// The reference pulled (`registry/repository:tag` or `…@sha256:…`), its registry in
+    /// canonical spelling as `registry::Reference` writes it.
     pub reference: String,
-    /// `registry/repository`, which the trust policy's rules match.
+    /// `registry/repository`, which the trust policy's rules match. Judged by its registry's
+    /// canonical name ([`Self::canonical_repository`]): an entry an earlier version recorded
+    /// as `LOCALHOST:05000/acme/greet` is bound by the rules for `localhost:5000/acme/*`.
     pub repository: String,
     /// The digest of the manifest pulled: a tag that later points elsewhere is refused until
     /// `pull --update`.
