@@ -166,6 +166,12 @@ mod tests {
                 Ok(canonical),
                 "{typed}"
             );
+            // The canonical name is its own canonical name.
+            assert_eq!(
+                canonical_registry(canonical).as_deref(),
+                Ok(canonical),
+                "{canonical}"
+            );
         }
     }
 
