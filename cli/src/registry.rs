@@ -80,6 +80,18 @@ pub(crate) async fn pull(
             args.dir.display()
         );
     }
+    if let Some((policy, sha256)) = &pulled.policy_pinned {
+        // It was in the directory before the plugin: whoever put it there chose what the
+        // plugin may reach, and this pull approved it without anyone reading it.
+        outln!(
+            out,
+            "approved: {policy}: pinned as it stands (sha256 {sha256}) by this first pull; \
+             review it, it grants what {} may reach: `llm-worker lock --check {}` shows any \
+             later change",
+            entry.file,
+            args.dir.display()
+        );
+    }
     outln!(
         out,
         "recorded in {}; commit it beside the plugins",

@@ -15,6 +15,7 @@ mod provider;
 pub mod question;
 #[cfg(feature = "registry")]
 pub mod registry;
+mod registry_name;
 mod tool;
 mod tool_server;
 mod trust;

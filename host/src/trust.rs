@@ -106,7 +106,9 @@ pub struct TrustedKey {
 /// One `[[rule]]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TrustRule {
-    /// `registry/repository`, or `registry/prefix/*` for every repository below the prefix.
+    /// `registry/repository`, or `registry/prefix/*` for every repository below the prefix;
+    /// [`TrustPolicy::parse`] writes the registry canonically, as a reference names it
+    /// (`LOCALHOST:05000` is `localhost:5000`, `ghcr.io:443` is `ghcr.io`).
     pub repository: String,
     /// Names of the keys that may sign (any one suffices).
     pub signers: Vec<String>,
@@ -115,8 +117,16 @@ pub struct TrustRule {
 }
 
 impl TrustRule {
-    /// Whether the rule covers `repository` (`registry/path`).
+    /// Whether the rule covers `repository` (`registry/path`, its registry spelt any way a
+    /// registry may be: it is compared in its canonical spelling). A name that is not
+    /// `registry/path` is covered by no rule.
     pub fn covers(&self, repository: &str) -> bool {
+        crate::registry_name::canonical_repository(repository)
+            .is_ok_and(|repository| self.covers_canonical(&repository))
+    }
+
+    /// [`Self::covers`] for a repository whose registry is already canonical.
+    fn covers_canonical(&self, repository: &str) -> bool {
         match self.repository.strip_suffix("/*") {
             Some(prefix) => repository
                 .strip_prefix(prefix)
@@ -217,7 +227,7 @@ impl TrustPolicy {
         let mut rules = Vec::new();
         for (index, rule) in file.rules.into_iter().enumerate() {
             let key = |field: &str| format!("rule[{index}].{field}");
-            check_pattern(&rule.repository)
+            let repository = check_pattern(&rule.repository)
                 .map_err(|why| invalid(format!("{}: {why}", key("repository"))))?;
             match (rule.signers.is_empty(), rule.unsigned) {
                 (true, false) => {
@@ -243,7 +253,7 @@ impl TrustPolicy {
                 )));
             }
             rules.push(TrustRule {
-                repository: rule.repository,
+                repository,
                 signers: rule.signers,
                 unsigned: rule.unsigned,
             });
@@ -256,15 +266,18 @@ impl TrustPolicy {
         })
     }
 
-    /// The first rule covering `repository` (`registry/path`), with its index.
+    /// The first rule covering `repository` (`registry/path`, its registry spelt any way: it
+    /// is compared in its canonical spelling), with its index.
     pub fn rule_for(&self, repository: &str) -> Option<(usize, &TrustRule)> {
+        let repository = crate::registry_name::canonical_repository(repository).ok()?;
         self.rules
             .iter()
             .enumerate()
-            .find(|(_, rule)| rule.covers(repository))
+            .find(|(_, rule)| rule.covers_canonical(&repository))
     }
 
-    /// What the policy asks of `repository`'s plugins.
+    /// What the policy asks of `repository`'s plugins (`registry/path`, compared as
+    /// [`Self::rule_for`] does).
     pub fn requirement(&self, repository: &str) -> Requirement<'_> {
         match self.rule_for(repository) {
             None => Requirement::NoRule,
@@ -284,30 +297,40 @@ impl TrustPolicy {
     }
 }
 
-/// Checks a rule's `repository`: `registry/path` or `registry/prefix/*`, lower case, no
-/// empty segment.
-fn check_pattern(pattern: &str) -> Result<(), String> {
-    let body = pattern.strip_suffix("/*").unwrap_or(pattern);
-    let segments: Vec<&str> = body.split('/').collect();
-    let valid = segments.len() >= 2
-        && segments.iter().all(|segment| {
-            !segment.is_empty()
-                && segment != &"."
-                && segment != &".."
-                && segment.chars().all(|c| {
-                    c.is_ascii_lowercase()
-                        || c.is_ascii_digit()
-                        || matches!(c, '.' | '-' | '_' | ':' | '[' | ']')
-                })
-        });
-    if valid {
-        Ok(())
-    } else {
-        Err(format!(
-            "'{pattern}' is not `registry/repository` or `registry/prefix/*` (e.g. \
+/// Checks a rule's `repository` (`registry/path` or `registry/prefix/*`, the path lower case
+/// with no empty segment) and writes its registry canonically, as references name it
+/// (`LOCALHOST:05000/acme/*` is `localhost:5000/acme/*`).
+fn check_pattern(pattern: &str) -> Result<String, String> {
+    let wrong = |why: String| {
+        format!(
+            "'{pattern}' is not `registry/repository` or `registry/prefix/*` ({why}; e.g. \
              `ghcr.io/acme/greet`, `ghcr.io/acme/*`)"
-        ))
+        )
+    };
+    let (body, wildcard) = match pattern.strip_suffix("/*") {
+        Some(body) => (body, "/*"),
+        None => (pattern, ""),
+    };
+    let Some((registry, path)) = body.split_once('/') else {
+        return Err(wrong("no repository after the registry".into()));
+    };
+    let registry = crate::registry_name::canonical_registry(registry).map_err(wrong)?;
+    let valid = path.split('/').all(|segment| {
+        !segment.is_empty()
+            && segment != "."
+            && segment != ".."
+            && segment.chars().all(|c| {
+                c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '-' | '_')
+            })
+    });
+    if !valid {
+        return Err(wrong(
+            "a repository is lower-case letters, digits and `.`, `_`, `-` inside `/`-separated \
+             parts"
+                .into(),
+        ));
     }
+    Ok(format!("{registry}/{path}{wildcard}"))
 }
 
 /// The DER of a PEM `PUBLIC KEY` (SubjectPublicKeyInfo) holding a P-256 key.
@@ -387,6 +410,71 @@ MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEFxOs0eKOpqtdY5V10jv+Ld2uTzvO
         assert_eq!(policy.requirement("r.example/acme"), Requirement::NoRule);
         assert_eq!(policy.requirement("r.example/acmex/y"), Requirement::NoRule);
         assert_eq!(policy.requirement("other/acme/greet"), Requirement::NoRule);
+    }
+
+    #[test]
+    fn rules_and_repositories_are_compared_by_their_registry_s_canonical_name() {
+        let policy = policy(
+            "[[rule]]\nrepository = \"localhost:5000/acme/*\"\nsigners = [\"acme\"]\n\
+             [[rule]]\nrepository = \"LOCALHOST:05000/exact\"\nsigners = [\"acme\"]\n\
+             [[rule]]\nrepository = \"GHCR.io:443/acme/*\"\nsigners = [\"acme\"]\n\
+             [[rule]]\nrepository = \"127.1:5000/scratch/*\"\nunsigned = true\n",
+        )
+        .expect("valid");
+        let patterns: Vec<&str> = policy.rules.iter().map(|r| r.repository.as_str()).collect();
+        assert_eq!(
+            patterns,
+            [
+                "localhost:5000/acme/*",
+                "localhost:5000/exact",
+                "ghcr.io/acme/*",
+                "127.0.0.1:5000/scratch/*"
+            ]
+        );
+        let key = &policy.keys["acme"];
+        for spelling in [
+            "localhost:5000/acme/greet",
+            "LOCALHOST:5000/acme/greet",
+            "localhost:05000/acme/greet",
+            "LocalHost.:5000/acme/greet",
+            "ｌｏｃａｌｈｏｓｔ:5000/acme/greet",
+            "localhost:5000/exact",
+            "ghcr.io/acme/greet",
+            "GHCR.IO:0443/acme/greet",
+        ] {
+            assert_eq!(
+                policy.requirement(spelling),
+                Requirement::Signed(vec![key]),
+                "{spelling}"
+            );
+            assert!(policy.rule_for(spelling).is_some(), "{spelling}");
+        }
+        for spelling in ["127.0.0.1:5000/scratch/x", "0x7f000001:05000/scratch/x"] {
+            assert_eq!(
+                policy.requirement(spelling),
+                Requirement::Unsigned,
+                "{spelling}"
+            );
+        }
+        assert!(policy.rules[0].covers("LOCALHOST:5000/acme/greet"));
+        // Other registries stay other registries (another port, the plain-HTTP port of a
+        // loopback host); a name that is no registry's is covered by nothing.
+        for other in [
+            "localhost:5001/acme/greet",
+            "localhost/acme/greet",
+            "localhost:443/acme/greet",
+            "ghcr.io:8443/acme/greet",
+            "user@localhost:5000/acme/greet",
+            "localhost:5000",
+        ] {
+            assert_eq!(policy.requirement(other), Requirement::NoRule, "{other}");
+        }
+        let bad = policy_error("[[rule]]\nrepository = \"localhost:0/acme/*\"\nunsigned = true\n");
+        assert!(bad.contains("rule[0].repository"), "{bad}");
+    }
+
+    fn policy_error(rules: &str) -> String {
+        policy(rules).expect_err("invalid").to_string()
     }
 
     #[test]

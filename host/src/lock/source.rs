@@ -29,9 +29,12 @@ const REPLACE: &str = "delete its file, approve the directory and its trust poli
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PluginSource {
-    /// The reference pulled, as given (`registry/repository:tag` or `…@sha256:…`).
+    /// The reference pulled (`registry/repository:tag` or `…@sha256:…`), its registry in
+    /// canonical spelling as `registry::Reference` writes it.
     pub reference: String,
-    /// `registry/repository`, which the trust policy's rules match.
+    /// `registry/repository`, which the trust policy's rules match. Judged by its registry's
+    /// canonical name ([`Self::canonical_repository`]): an entry an earlier version recorded
+    /// as `LOCALHOST:05000/acme/greet` is bound by the rules for `localhost:5000/acme/*`.
     pub repository: String,
     /// The digest of the manifest pulled: a tag that later points elsewhere is refused until
     /// `pull --update`.
@@ -60,11 +63,32 @@ impl PluginSource {
         }
     }
 
+    /// [`Self::repository`] with its registry in its canonical spelling (lower case, port as a
+    /// number, `:443` dropped for a remote host …), as trust rules and references name it; an
+    /// error if it is not `registry/path`.
+    pub fn canonical_repository(&self) -> Result<String, String> {
+        crate::registry_name::canonical_repository(&self.repository)
+    }
+
     /// Why the current trust policy (`None`: there is none) does not allow this plugin to load.
     fn refusal(&self, policy: Option<&crate::TrustPolicy>) -> Option<String> {
         use crate::trust::Requirement;
         let trust = crate::trust::TRUST_FILE;
-        let repository = &self.repository;
+        // Judged by its registry's canonical name, however the entry spells it (an entry
+        // written as `LOCALHOST:05000/acme/greet` is bound by a rule for
+        // `localhost:5000/acme/*`); a name that is no registry's binds nothing, so it loads
+        // nothing.
+        let repository = match self.canonical_repository() {
+            Ok(repository) => repository,
+            Err(why) => {
+                return Some(format!(
+                    "its source names the repository '{}', which is not a registry's \
+                     repository ({why}), so no rule of {trust} can be told to bind it; {REPLACE}",
+                    self.repository
+                ));
+            }
+        };
+        let repository = &repository;
         if self.unsigned.as_deref() == Some(UNSIGNED_BY_FLAG) {
             // The operator's exception stands where no rule speaks, never against one.
             let Requirement::Signed(keys) = policy?.requirement(repository) else {

@@ -133,3 +133,58 @@ fn a_one_off_unsigned_pull_stops_loading_once_a_rule_wants_its_repository_signed
     let refusals = lock.source_refusals(dir.path());
     assert!(refusals["greet.wasm"].contains("invalid"), "{refusals:?}");
 }
+
+#[test]
+fn a_lock_entry_is_judged_by_its_registry_s_canonical_name() {
+    let dir = llm_worker_tests::scratch_dir("lock-odd-spelling");
+    let key = crate::trust::tests::KEY;
+    let rules = "[[rule]]\nrepository = \"r.example/acme/*\"\nsigners = [\"acme\"]\n";
+    std::fs::write(
+        dir.path().join(crate::trust::TRUST_FILE),
+        format!("[keys]\nacme = \"\"\"\n{key}\"\"\"\n{rules}"),
+    )
+    .expect("write");
+    let pin = crate::TrustPolicy::pin(dir.path()).expect("pin");
+    let spelt = |repository: &str, unsigned: Option<&str>| {
+        let mut lock = pulled(unsigned);
+        lock.trust_sha256.clone_from(&pin);
+        if let Some(source) = &mut lock.plugins[0].source {
+            repository.clone_into(&mut source.repository);
+        }
+        lock.source_refusals(dir.path())
+    };
+    // Pulled unsigned under another spelling of the repository the rule binds: refused.
+    for repository in [
+        "R.EXAMPLE/acme/greet",
+        "r.example:443/acme/greet",
+        "r.example:0443/acme/greet",
+        "r.example./acme/greet",
+    ] {
+        let refusals = spelt(repository, Some(UNSIGNED_BY_FLAG));
+        let reason = refusals.get("greet.wasm").map(String::as_str).unwrap_or("");
+        assert!(
+            reason.contains("--allow-unsigned") && reason.contains("r.example/acme/greet"),
+            "{repository}: {refusals:?}"
+        );
+    }
+    // A name that is no registry's repository binds nothing and loads nothing.
+    let refusals = spelt("r.example:0/acme/greet", Some(UNSIGNED_BY_FLAG));
+    assert!(
+        refusals["greet.wasm"].contains("not a registry's repository"),
+        "{refusals:?}"
+    );
+    // The key the rule accepts, recorded under another spelling: still allowed.
+    let fingerprint = crate::TrustPolicy::read(dir.path())
+        .expect("read")
+        .expect("a policy")
+        .keys["acme"]
+        .fingerprint
+        .clone();
+    let mut lock = pulled(None);
+    lock.trust_sha256.clone_from(&pin);
+    if let Some(source) = &mut lock.plugins[0].source {
+        source.repository = "R.Example:443/acme/greet".into();
+        source.key = Some(fingerprint);
+    }
+    assert!(lock.source_refusals(dir.path()).is_empty());
+}

@@ -7,6 +7,8 @@
 use std::fmt;
 use std::path::PathBuf;
 
+use crate::registry_name::canonical_registry;
+
 /// The environment variables that give credentials for the registry being pulled or pushed.
 pub const USERNAME_VARIABLE: &str = "LLM_WORKER_REGISTRY_USERNAME";
 /// See [`USERNAME_VARIABLE`].
@@ -110,7 +112,14 @@ fn from_environment(
              another one"
         ));
     };
-    if same_registry(for_registry.trim(), registry) {
+    let for_registry = for_registry.trim();
+    if let Err(why) = canonical_registry(for_registry) {
+        return Err(format!(
+            "{REGISTRY_VARIABLE} is not the registry the credentials are for: {why}; set it to \
+             host[:port]"
+        ));
+    }
+    if same_registry(for_registry, registry) {
         Ok(Some(Credentials::new(username, password)))
     } else {
         // Another registry's credentials: not this one's business.
@@ -127,21 +136,20 @@ fn docker_config_path() -> Option<PathBuf> {
     Some(PathBuf::from(home).join(".docker").join("config.json"))
 }
 
-/// The names a Docker config may file `registry` under, compared without scheme and path.
+/// Whether `key` (a Docker config key: `host[:port]`, perhaps with a scheme and a path, as
+/// `https://index.docker.io/v1/`) names `registry`, both in their canonical spelling: the
+/// registry a reference names is its canonical name already, and a key written
+/// `LOCALHOST:05000` is for `localhost:5000`. A key that names no registry is no one's.
 fn same_registry(key: &str, registry: &str) -> bool {
     let host = key
-        .trim_start_matches("https://")
-        .trim_start_matches("http://")
-        .split('/')
-        .next()
-        .unwrap_or_default();
-    let hub = |name: &str| {
-        matches!(
-            name,
-            "docker.io" | "index.docker.io" | "registry-1.docker.io"
-        )
-    };
-    host == registry || (hub(host) && hub(registry))
+        .strip_prefix("https://")
+        .or_else(|| key.strip_prefix("http://"))
+        .unwrap_or(key);
+    let host = host.split('/').next().unwrap_or_default();
+    match (canonical_registry(host), canonical_registry(registry)) {
+        (Ok(key), Ok(registry)) => key == registry,
+        _ => false,
+    }
 }
 
 /// The credentials a parsed Docker config holds for `registry`.
@@ -264,6 +272,24 @@ mod tests {
             Some(Credentials::new("u", "p"))
         );
         assert_eq!(from_docker_config(&config, "ghcr.io").expect("ok"), None);
+        // Keys are compared in their canonical spelling, as references name registries.
+        let odd = serde_json::json!({
+            "auths": {
+                "LOCALHOST:05000": {"username": "local", "password": "p"},
+                "https://GHCR.io:443/v2/": {"username": "gh", "password": "p"},
+                "127.1:7000": {"username": "ip", "password": "p"}
+            }
+        });
+        let user = |registry: &str| {
+            from_docker_config(&odd, registry)
+                .expect("ok")
+                .map(|found| found.username)
+        };
+        assert_eq!(user("localhost:5000").as_deref(), Some("local"));
+        assert_eq!(user("ghcr.io").as_deref(), Some("gh"));
+        assert_eq!(user("127.0.0.1:7000").as_deref(), Some("ip"));
+        assert_eq!(user("localhost:5001"), None);
+        assert_eq!(user("127.0.0.1:5000"), None);
         assert!(from_docker_config(&config, "bad.example").is_err());
         let shown = format!("{:?}", Credentials::new("u", "hunter2"));
         assert!(!shown.contains("hunter2"), "{shown}");
@@ -297,6 +323,28 @@ mod environment_tests {
         );
         // A reference naming another registry does not get them.
         assert_eq!(from_environment("evil.example.net", env(&set)), Ok(None));
+        // The variable names its registry in any spelling of it.
+        let odd = [
+            (USERNAME_VARIABLE, "ci"),
+            (PASSWORD_VARIABLE, "secret"),
+            (REGISTRY_VARIABLE, "LOCALHOST:05000"),
+        ];
+        assert_eq!(
+            from_environment("localhost:5000", env(&odd)),
+            Ok(Some(Credentials::new("ci", "secret")))
+        );
+        assert_eq!(from_environment("localhost:5001", env(&odd)), Ok(None));
+        // A value that is no registry's is an error, not silence.
+        let bad = from_environment(
+            "r.example",
+            env(&[
+                (USERNAME_VARIABLE, "ci"),
+                (PASSWORD_VARIABLE, "secret"),
+                (REGISTRY_VARIABLE, "user@r.example"),
+            ]),
+        )
+        .expect_err("not a registry");
+        assert!(bad.contains(REGISTRY_VARIABLE), "{bad}");
         // Without saying which registry they are for, they go nowhere: an error.
         let unscoped = from_environment(
             "registry.example.com",

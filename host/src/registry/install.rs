@@ -68,6 +68,11 @@ pub struct PullOutcome {
     /// The SHA-256 of the trust policy when this pull was the first to pin it in the lock (it
     /// was used as it stood: say so, so that the operator reviews what was trusted).
     pub trust_pinned: Option<String>,
+    /// The plugin's policy file (`NAME.policy.toml`) and the SHA-256 the lock now approves it
+    /// by, when this pull was the first to approve it: it lay beside the plugin and was taken
+    /// as it stood (it decides what the plugin may reach: say so, so that the operator reviews
+    /// it). `None` without a policy file, or when the lock had approved it before.
+    pub policy_pinned: Option<(String, String)>,
 }
 
 /// A plugin name that stays in its directory: letters, digits, `_`, `-` and inner `.`.
@@ -180,7 +185,11 @@ pub async fn pull_into(
     let client = RegistryClient::new(reference, &options.client)?;
     if let (Some(source), Some(entry)) = (&previous, &existing) {
         let (now, _) = resolve(&client, reference).await?;
-        let moved = now != source.manifest || source.repository != reference.name();
+        // The entry's repository as the reference names it, however the entry spells it.
+        let same_repository = source
+            .canonical_repository()
+            .is_ok_and(|repository| repository == reference.name());
+        let moved = now != source.manifest || !same_repository;
         if !moved {
             return Ok(PullOutcome {
                 path,
@@ -189,6 +198,7 @@ pub async fn pull_into(
                 previous_manifest: None,
                 changed: false,
                 trust_pinned: None,
+                policy_pinned: None,
             });
         }
         if !options.update {
@@ -282,6 +292,14 @@ pub async fn pull_into(
         }
         lock.trust_sha256 = now;
     }
+    // A policy file beside a plugin the lock did not record yet is approved by this pull as
+    // it stands; an update keeps the policy the lock approved (checked above).
+    let policy_pinned = (existing.is_none() && entry.policy_sha256 != "none").then(|| {
+        (
+            crate::lock::relative_name(dir, &crate::SandboxPolicy::path_for(&path)),
+            entry.policy_sha256.clone(),
+        )
+    });
     lock.write(dir)?;
     Ok(PullOutcome {
         path,
@@ -290,6 +308,7 @@ pub async fn pull_into(
         previous_manifest: previous.map(|source| source.manifest),
         changed: true,
         trust_pinned,
+        policy_pinned,
     })
 }
 

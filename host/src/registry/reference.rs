@@ -2,16 +2,19 @@
 //! `registry/repository@sha256:…`, or both.
 
 use std::fmt;
-use std::net::IpAddr;
 
-/// Where Docker Hub's repositories are named (`docker.io/library/x`) and where they are served.
-const DOCKER_HUB: &str = "docker.io";
+pub(crate) use crate::registry_name::is_loopback_host;
+use crate::registry_name::{DOCKER_HUB, canonical_registry};
+
+/// Where Docker Hub's repositories are served (they are named `docker.io/library/x`).
 const DOCKER_HUB_API: &str = "registry-1.docker.io";
 
 /// A parsed reference to an artifact in a registry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reference {
-    /// The registry as named, `host[:port]` (`docker.io` for Docker Hub).
+    /// The registry, `host[:port]`, in its canonical spelling (`docker.io` for Docker Hub):
+    /// lower case, punycode, IPv4 as four decimal numbers, the port a number and `:443`
+    /// dropped for a remote host, as trust rules, lock entries and credentials compare it.
     pub registry: String,
     /// The repository's path within the registry (`acme/greet`).
     pub repository: String,
@@ -24,7 +27,9 @@ pub struct Reference {
 impl Reference {
     /// Parses `registry/repository[:tag][@sha256:hex]`. Without a tag or digest the tag is
     /// `latest`. The registry is the first component when it has a `.` or a `:` or is
-    /// `localhost`, as Docker reads names; otherwise the name is Docker Hub's.
+    /// `localhost`, as Docker reads names; otherwise the name is Docker Hub's. The registry is
+    /// made canonical (`LOCALHOST:05000` is `localhost:5000`), so `registry`, [`Self::name`]
+    /// and the text shown are the same for every spelling of it.
     pub fn parse(text: &str) -> Result<Self, String> {
         let bad = |why: &str| {
             format!(
@@ -76,16 +81,12 @@ impl Reference {
             }
             _ => (DOCKER_HUB.to_owned(), name.to_owned()),
         };
-        let registry = match registry.as_str() {
-            "index.docker.io" | "registry-1.docker.io" => DOCKER_HUB.to_owned(),
-            _ => registry,
-        };
+        let registry = canonical_registry(&registry).map_err(|why| bad(&why))?;
         let repository = if registry == DOCKER_HUB && !repository.contains('/') {
             format!("library/{repository}")
         } else {
             repository
         };
-        check_host(&registry).map_err(|why| bad(&why))?;
         let valid_path = repository.len() <= 255
             && repository.split('/').all(|segment| {
                 !segment.is_empty()
@@ -182,54 +183,6 @@ impl fmt::Display for Reference {
     }
 }
 
-/// Checks `host[:port]` (an IPv6 address in brackets).
-fn check_host(registry: &str) -> Result<(), String> {
-    let (host, port) = split_host_port(registry);
-    if let Some(port) = port
-        && port.parse::<u16>().is_err()
-    {
-        return Err(format!("'{port}' is not a port"));
-    }
-    let host_ok = if let Some(inner) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
-        inner.parse::<std::net::Ipv6Addr>().is_ok()
-    } else {
-        !host.is_empty()
-            && host.split('.').all(|label| {
-                !label.is_empty()
-                    && !label.starts_with('-')
-                    && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
-            })
-    };
-    if host_ok {
-        Ok(())
-    } else {
-        Err(format!("'{host}' is not a host name"))
-    }
-}
-
-/// `host` and `port` of `host[:port]` / `[v6]:port`.
-fn split_host_port(registry: &str) -> (&str, Option<&str>) {
-    if registry.starts_with('[') {
-        match registry.find(']') {
-            Some(end) => (&registry[..=end], registry[end + 1..].strip_prefix(':')),
-            None => (registry, None),
-        }
-    } else {
-        match registry.rsplit_once(':') {
-            Some((host, port)) => (host, Some(port)),
-            None => (registry, None),
-        }
-    }
-}
-
-/// Whether `host[:port]` names this machine.
-pub(crate) fn is_loopback_host(registry: &str) -> bool {
-    let (host, _) = split_host_port(registry);
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    host.eq_ignore_ascii_case("localhost")
-        || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -268,6 +221,52 @@ mod tests {
     }
 
     #[test]
+    fn a_registry_has_one_name_however_it_is_spelt() {
+        for typed in [
+            "LOCALHOST:5000/acme/greet:1",
+            "localhost:05000/acme/greet:1",
+            "LocalHost.:005000/acme/greet:1",
+            "ｌｏｃａｌｈｏｓｔ:5000/acme/greet:1",
+        ] {
+            let r = Reference::parse(typed).expect(typed);
+            assert_eq!(r.registry, "localhost:5000", "{typed}");
+            assert_eq!(r.name(), "localhost:5000/acme/greet", "{typed}");
+            assert_eq!(r.to_string(), "localhost:5000/acme/greet:1", "{typed}");
+            assert!(r.is_loopback(), "{typed}");
+        }
+        for (typed, name) in [
+            ("127.1:5000/a/b", "127.0.0.1:5000/a/b"),
+            ("0x7f.0.0.1:5000/a/b", "127.0.0.1:5000/a/b"),
+            ("[0:0:0:0:0:0:0:1]:5000/a/b", "[::1]:5000/a/b"),
+            ("GHCR.IO/acme/greet", "ghcr.io/acme/greet"),
+            ("ghcr.io:443/acme/greet", "ghcr.io/acme/greet"),
+            ("ghcr.io:8443/acme/greet", "ghcr.io:8443/acme/greet"),
+            (
+                "bücher.example/acme/greet",
+                "xn--bcher-kva.example/acme/greet",
+            ),
+            ("index.docker.io/greet", "docker.io/library/greet"),
+            (
+                "registry-1.docker.io:443/acme/greet",
+                "docker.io/acme/greet",
+            ),
+            ("localhost:443/a/b", "localhost:443/a/b"),
+        ] {
+            assert_eq!(
+                Reference::parse(typed).expect(typed).name(),
+                name,
+                "{typed}"
+            );
+        }
+        assert_eq!(
+            Reference::parse("registry-1.docker.io:443/acme/greet")
+                .expect("hub")
+                .api_host(),
+            "registry-1.docker.io"
+        );
+    }
+
+    #[test]
     fn bad_references_are_refused() {
         for bad in [
             "",
@@ -280,6 +279,10 @@ mod tests {
             "r.example:99999/a",
             "r.example/a:-x",
             "r e/a",
+            "localhost:0/a",
+            "localhost:/a",
+            "loc%61lhost:5000/a",
+            "a_b.example/a",
         ] {
             assert!(Reference::parse(bad).is_err(), "{bad}");
         }

@@ -319,3 +319,144 @@ fn unsigned_pulls_are_recorded_and_plain_http_and_names_stay_local() {
     );
     assert!(!registry.root.join("evil.wasm").exists());
 }
+
+/// The port of the test's registry, for spelling its address other ways.
+fn port_of(registry: &Registry) -> &str {
+    registry
+        .address
+        .rsplit_once(':')
+        .map(|(_, port)| port)
+        .expect("HOST:PORT")
+}
+
+#[test]
+fn other_spellings_of_a_registry_are_bound_by_its_rules() {
+    let Some(registry) = Registry::start("registry-spellings") else {
+        return;
+    };
+    let port = port_of(&registry);
+    registry.push("greet", "acme/greet:1", None);
+    let rules = format!(
+        "[[rule]]\nrepository = \"localhost:{port}/acme/*\"\nsigners = [\"acme\"]\n\
+         [[rule]]\nrepository = \"127.0.0.1:{port}/acme/*\"\nsigners = [\"acme\"]\n"
+    );
+    let dir = registry.plugin_dir("plugins", &rules);
+    // The same registry, spelt as the rule's text is not: case, a leading zero in the port,
+    // IPv4 in other forms. `--allow-unsigned` is for what no rule covers, and a rule covers
+    // each of these.
+    for spelling in [
+        format!("LOCALHOST:{port}"),
+        format!("localhost:0{port}"),
+        format!("LocalHost.:00{port}"),
+        format!("127.1:{port}"),
+        format!("0x7f.0.0.1:0{port}"),
+    ] {
+        let reference = format!("{spelling}/acme/greet:1");
+        let out = run(
+            &registry.cache(),
+            &[
+                "pull",
+                &reference,
+                text_of(&dir),
+                "--plain-http",
+                "--allow-unsigned",
+            ],
+            None,
+        );
+        assert_eq!(out.status.code(), Some(1), "{reference}: {}", stdout(&out));
+        let message = stderr(&out);
+        assert!(
+            message.contains("no signature") && message.contains("signed by acme"),
+            "{reference}: {message}"
+        );
+        assert!(
+            !dir.join("greet.wasm").exists() && !dir.join("llm-worker.lock").exists(),
+            "{reference}: nothing written"
+        );
+    }
+    // What is shown and recorded is the registry's one name.
+    let out = run(
+        &registry.cache(),
+        &[
+            "pull",
+            &format!("LOCALHOST:0{port}/acme/greet:1"),
+            text_of(&dir),
+            "--plain-http",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains(&format!("localhost:{port}/acme/greet:1 is not verified")),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_lock_entry_spelt_another_way_is_refused_once_a_rule_wants_it_signed() {
+    let Some(registry) = Registry::start("registry-odd-lock") else {
+        return;
+    };
+    let port = port_of(&registry);
+    registry.push("greet", "scratch/greet:1", None);
+    let dir = registry.plugin_dir("plugins", &signed_by(&registry, "acme/*", "\"acme\""));
+    let reference = format!("localhost:{port}/scratch/greet:1");
+    let out = run(
+        &registry.cache(),
+        &[
+            "pull",
+            &reference,
+            text_of(&dir),
+            "--plain-http",
+            "--allow-unsigned",
+        ],
+        None,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    // The entry as an earlier llm-worker recorded it, the registry spelt as typed.
+    let lock_path = dir.join("llm-worker.lock");
+    let text = std::fs::read_to_string(&lock_path).expect("lock");
+    let canonical = format!("\"localhost:{port}/scratch/greet");
+    assert_eq!(text.matches(&canonical).count(), 2, "{text}");
+    let odd = text.replace(&canonical, &format!("\"LOCALHOST:0{port}/scratch/greet"));
+    std::fs::write(&lock_path, odd).expect("rewrite the lock");
+    assert_eq!(
+        source_of(&dir, "greet.wasm")["repository"].as_str(),
+        Some(format!("LOCALHOST:0{port}/scratch/greet").as_str())
+    );
+    let call = || {
+        run(
+            &registry.cache(),
+            &["call", text_of(&dir), "greet", r#"{"name":"x"}"#],
+            None,
+        )
+    };
+    let out = call();
+    assert!(
+        out.status.success(),
+        "no rule binds it yet: {}",
+        stderr(&out)
+    );
+
+    // A rule for the registry's name wants the repository signed: `lock` does not approve
+    // the directory with it, and the plugin no longer loads.
+    write_trust(
+        &dir,
+        &format!("[[rule]]\nrepository = \"localhost:{port}/scratch/*\"\nsigners = [\"acme\"]\n"),
+    );
+    let out = run(&registry.cache(), &["lock", text_of(&dir)], None);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let why = format!(
+        "refused: greet.wasm: it was pulled unsigned with `pull --allow-unsigned`, and a rule of \
+         llm-worker.trust.toml now wants localhost:{port}/scratch/greet signed by acme"
+    );
+    assert!(stderr(&out).contains(&why), "{}", stderr(&out));
+    let out = call();
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("pull --allow-unsigned"),
+        "{}",
+        stderr(&out)
+    );
+}

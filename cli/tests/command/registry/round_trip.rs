@@ -202,3 +202,42 @@ fn an_artifact_pushed_by_an_independent_client_is_pulled_and_run() {
     let out = registry.pull(&format!("tools/calc@{digest}"), &dir, &["--name", "calc2"]);
     assert!(out.status.success(), "{}", stderr(&out));
 }
+
+/// A policy file that lay in the directory before the plugin was pulled is approved by the
+/// first pull as it stands; the pull says so, as it does of the trust policy.
+#[test]
+fn a_first_pull_says_it_approved_the_policy_file_beside_the_plugin() {
+    let Some(registry) = Registry::start("registry-policy-pinned") else {
+        return;
+    };
+    registry.push("greet", "scratch/greet:1", None);
+    let rules = format!(
+        "[[rule]]\nrepository = \"{}/scratch/*\"\nunsigned = true\n",
+        registry.address
+    );
+    let dir = registry.plugin_dir("plugins", &rules);
+    let policy = dir.join("greet.policy.toml");
+    std::fs::write(&policy, "[env]\nset = { MODE = \"planted\" }\n").expect("policy");
+    let out = registry.pull("scratch/greet:1", &dir, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let sha256 = sha256_file(&policy);
+    let report = stdout(&out);
+    assert!(
+        report.contains(&format!(
+            "approved: greet.policy.toml: pinned as it stands (sha256 {sha256}) by this first \
+             pull; review it"
+        )),
+        "{report}"
+    );
+    let lock = lock_of(&dir);
+    let entry = lock["plugin"]
+        .as_array()
+        .and_then(|plugins| plugins.first())
+        .expect("an entry");
+    assert_eq!(entry["policy_sha256"].as_str(), Some(sha256.as_str()));
+
+    // Without a policy file nothing is approved but the plugin, and nothing is said of one.
+    let out = registry.pull("scratch/greet:1", &dir, &["--name", "bare"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!stdout(&out).contains("policy.toml"), "{}", stdout(&out));
+}

@@ -40,7 +40,8 @@ impl RegistryClient {
         };
         // The registry's credentials go to the registry only: a URL it hands out elsewhere
         // (an upload Location on a storage host, say) gets the request without them, and its
-        // challenges are not answered.
+        // challenges are not answered. (reqwest drops the `Authorization` header itself when a
+        // redirect leaves the origin.)
         let ours = self.is_registry_origin(url);
         let cached = self
             .authorization
@@ -54,6 +55,20 @@ impl RegistryClient {
             .map_err(|error| transport(url, &error))?;
         if response.status() != StatusCode::UNAUTHORIZED || !ours {
             return Ok(response);
+        }
+        // A challenge is judged by who made it: the URL that answered, after any redirects,
+        // not the one asked for. A registry that redirects elsewhere does not get that host's
+        // token realm sent the registry's credentials.
+        if !self.is_registry_origin(response.url().as_str()) {
+            return Err(RegistryError::Status {
+                url: url.to_owned(),
+                status: 401,
+                detail: format!(
+                    ": the registry redirected to {}, which asks for authentication; the \
+                     registry's credentials are sent to the registry only, so none were sent",
+                    response.url().origin().ascii_serialization()
+                ),
+            });
         }
         let challenge = response
             .headers()

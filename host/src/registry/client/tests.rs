@@ -164,3 +164,57 @@ async fn credentials_never_go_to_an_upload_location_on_another_host() {
     );
     assert!(!to_storage.contains("authorization"), "{to_storage}");
 }
+
+#[tokio::test]
+async fn credentials_never_answer_a_challenge_from_a_host_the_registry_redirected_to() {
+    let (token_port, token_seen) = server(|_| {
+        let body = r#"{"token":"stolen"}"#;
+        format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+             Connection: close\r\n\r\n{body}",
+            body.len()
+        )
+    })
+    .await;
+    // Another host, which the registry redirects to: its 401 names a token realm of its own.
+    let (elsewhere_port, elsewhere_seen) = server(move |_| {
+        format!(
+            "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Bearer \
+             realm=\"http://127.0.0.1:{token_port}/token\",service=\"elsewhere\"\r\n\
+             Content-Length: 0\r\nConnection: close\r\n\r\n"
+        )
+    })
+    .await;
+    let (registry_port, registry_seen) = server(move |_| {
+        format!(
+            "HTTP/1.1 307 Temporary Redirect\r\nLocation: http://localhost:{elsewhere_port}/blob\r\n\
+             Content-Length: 0\r\nConnection: close\r\n\r\n"
+        )
+    })
+    .await;
+    let reference =
+        super::Reference::parse(&format!("127.0.0.1:{registry_port}/acme/x:1")).expect("ref");
+    let client = super::RegistryClient::new(&reference, &with_credentials()).expect("client");
+    let digest = format!("sha256:{}", crate::digest::sha256_hex(b"hello"));
+    let error = client
+        .blob(&digest, 100, "the blob", "")
+        .await
+        .expect_err("a challenge from elsewhere is not answered");
+    let to_token = token_seen.lock().expect("seen").join("");
+    assert!(
+        to_token.is_empty(),
+        "the token realm was asked for a token: {to_token}"
+    );
+    let message = error.to_string();
+    assert!(
+        message.contains("401")
+            && message.contains(&format!("redirected to http://localhost:{elsewhere_port}"))
+            && message.contains("none were sent"),
+        "{message}"
+    );
+    let to_elsewhere = elsewhere_seen.lock().expect("seen").join("");
+    assert!(to_elsewhere.contains("get /blob"), "{to_elsewhere}");
+    assert!(!to_elsewhere.contains("authorization"), "{to_elsewhere}");
+    let to_registry = registry_seen.lock().expect("seen").join("");
+    assert!(!to_registry.contains("authorization"), "{to_registry}");
+}

@@ -1,0 +1,209 @@
+//! The one canonical text of a registry's name (`host[:port]`), so that a reference, a trust
+//! rule, a lock entry and a credential entry that name the same registry compare equal
+//! however each was typed.
+//!
+//! The host is read as the HTTP client reads it (the WHATWG URL standard, through the `url`
+//! crate that reqwest uses): letters lower-cased, Unicode mapped and written as punycode
+//! (IDNA), IPv4 addresses in any of their forms (`127.1`, `0x7f.0.0.1`, `2130706433`) written
+//! as four decimal numbers, IPv6 addresses compressed, one trailing `.` dropped. The port is
+//! written as a number (`05000` is `5000`), and `:443`, the https default, is dropped except
+//! for a loopback host. Docker Hub's other names (`index.docker.io`, `registry-1.docker.io`)
+//! are `docker.io`.
+//!
+//! Compiled without the `registry` feature too: loading checks pulled plugins' lock entries
+//! against the trust policy whether or not this build can pull.
+
+use std::net::IpAddr;
+
+/// Docker Hub's name in references and trust rules.
+pub(crate) const DOCKER_HUB: &str = "docker.io";
+
+/// The https default port, which a name without a port means.
+const HTTPS_PORT: u16 = 443;
+
+/// The canonical text of the registry `text` (`host[:port]`, an IPv6 address in brackets), or
+/// why it is not one.
+pub(crate) fn canonical_registry(text: &str) -> Result<String, String> {
+    // What would make the URL below mean something else than a host and a port (user
+    // information, a path, a query), or be decoded into another host (`%`).
+    if text.is_empty()
+        || text.len() > 255
+        || text
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || "@/\\?#%".contains(c))
+    {
+        return Err(format!("'{text}' is not a registry's host[:port]"));
+    }
+    let (host, port) = split_host_port(text);
+    let port = match port {
+        None => None,
+        Some(digits) => {
+            let number = (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| digits.parse::<u16>().ok())
+                .flatten()
+                .filter(|port| *port != 0)
+                .ok_or_else(|| format!("'{digits}' is not a port"))?;
+            Some(number)
+        }
+    };
+    let not_a_host = || format!("'{host}' is not a host name");
+    // A `:` outside brackets would be read as a port by the URL parser below.
+    if !host.starts_with('[') && host.contains(':') {
+        return Err(not_a_host());
+    }
+    let url = url::Url::parse(&format!("https://{host}/")).map_err(|_| not_a_host())?;
+    let only_a_host = url.username().is_empty()
+        && url.password().is_none()
+        && url.port().is_none()
+        && url.path() == "/"
+        && url.query().is_none()
+        && url.fragment().is_none();
+    // What the client connects to: the host as the URL holds it.
+    let parsed = match (url.host(), url.host_str()) {
+        (Some(url::Host::Domain(_)), Some(domain)) if only_a_host => {
+            let domain = domain.strip_suffix('.').unwrap_or(domain);
+            let labels_ok = !domain.is_empty()
+                && domain.split('.').all(|label| {
+                    !label.is_empty()
+                        && label.len() <= 63
+                        && !label.starts_with('-')
+                        && !label.ends_with('-')
+                        && label
+                            .bytes()
+                            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                });
+            if !labels_ok {
+                return Err(not_a_host());
+            }
+            domain.to_owned()
+        }
+        (Some(url::Host::Ipv4(_) | url::Host::Ipv6(_)), Some(address)) if only_a_host => {
+            address.to_owned()
+        }
+        _ => return Err(not_a_host()),
+    };
+    // A remote registry is only ever spoken to over https, where `:443` is what no port means.
+    // A loopback one may be spoken to over plain HTTP (`--plain-http`), where no port means 80
+    // and `:443` is another server, so its port stays as written.
+    let port = port.filter(|port| *port != HTTPS_PORT || is_loopback_host(&parsed));
+    Ok(match (parsed.as_str(), port) {
+        ("index.docker.io" | "registry-1.docker.io", None) => DOCKER_HUB.to_owned(),
+        (_, Some(port)) => format!("{parsed}:{port}"),
+        (_, None) => parsed,
+    })
+}
+
+/// `registry/path` with its registry made canonical ([`canonical_registry`]); the path is
+/// kept as it is (it is compared as text, and checked where it is read).
+pub(crate) fn canonical_repository(name: &str) -> Result<String, String> {
+    let (registry, path) = name
+        .split_once('/')
+        .filter(|(_, path)| !path.is_empty())
+        .ok_or_else(|| format!("'{name}' is not `registry/repository`"))?;
+    Ok(format!("{}/{path}", canonical_registry(registry)?))
+}
+
+/// `host` and `port` of `host[:port]` / `[v6]:port`.
+pub(crate) fn split_host_port(registry: &str) -> (&str, Option<&str>) {
+    if registry.starts_with('[') {
+        match registry.find(']') {
+            Some(end) => (&registry[..=end], registry[end + 1..].strip_prefix(':')),
+            None => (registry, None),
+        }
+    } else {
+        match registry.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (registry, None),
+        }
+    }
+}
+
+/// Whether `host[:port]` names this machine (`localhost`, `127.0.0.0/8`, `::1`).
+pub(crate) fn is_loopback_host(registry: &str) -> bool {
+    let (host, _) = split_host_port(registry);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spellings_of_one_registry_have_one_name() {
+        for (typed, canonical) in [
+            ("localhost:5000", "localhost:5000"),
+            ("LOCALHOST:5000", "localhost:5000"),
+            ("localhost:05000", "localhost:5000"),
+            ("LocalHost.:0005000", "localhost:5000"),
+            // Fullwidth letters, as IDNA maps them.
+            ("ｌｏｃａｌｈｏｓｔ:5000", "localhost:5000"),
+            ("127.0.0.1:5000", "127.0.0.1:5000"),
+            ("127.1:5000", "127.0.0.1:5000"),
+            ("0x7f.0.0.1:5000", "127.0.0.1:5000"),
+            ("2130706433:5000", "127.0.0.1:5000"),
+            ("0177.0.0.01:5000", "127.0.0.1:5000"),
+            ("[::1]:5000", "[::1]:5000"),
+            ("[0:0:0:0:0:0:0:1]:05000", "[::1]:5000"),
+            ("[::FFFF:127.0.0.1]", "[::ffff:7f00:1]"),
+            ("GHCR.io", "ghcr.io"),
+            ("ghcr.io:443", "ghcr.io"),
+            ("ghcr.io:0443", "ghcr.io"),
+            ("ghcr.io.", "ghcr.io"),
+            ("ghcr.io:80", "ghcr.io:80"),
+            ("bücher.example", "xn--bcher-kva.example"),
+            ("BÜCHER.example:8443", "xn--bcher-kva.example:8443"),
+            ("index.docker.io", "docker.io"),
+            ("registry-1.docker.io:443", "docker.io"),
+            ("docker.io:443", "docker.io"),
+            // Over plain HTTP, a loopback registry's :443 is not what no port means.
+            ("localhost:443", "localhost:443"),
+            ("127.0.0.1:0443", "127.0.0.1:443"),
+        ] {
+            assert_eq!(
+                canonical_registry(typed).as_deref(),
+                Ok(canonical),
+                "{typed}"
+            );
+            // The canonical name is its own canonical name.
+            assert_eq!(
+                canonical_registry(canonical).as_deref(),
+                Ok(canonical),
+                "{canonical}"
+            );
+        }
+    }
+
+    #[test]
+    fn what_is_not_a_registry_is_refused() {
+        for bad in [
+            "",
+            "user@localhost:5000",
+            "localhost:5000/x",
+            "localhost:",
+            "localhost:0",
+            "localhost:65536",
+            "localhost:+80",
+            "localhost:5000:5000",
+            "localhost:443:5000",
+            "loc%61lhost",
+            "a..b",
+            "-a.example",
+            "a_b.example",
+            "[::1",
+            "[fe80::1%25eth0]",
+            "::1",
+            "r e",
+            ".",
+        ] {
+            assert!(canonical_registry(bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            canonical_repository("LOCALHOST:05000/acme/greet").as_deref(),
+            Ok("localhost:5000/acme/greet")
+        );
+        assert!(canonical_repository("localhost:5000").is_err());
+        assert!(canonical_repository("localhost:5000/").is_err());
+    }
+}
