@@ -272,10 +272,23 @@ impl McpSession {
         Ok(result)
     }
 
-    /// The plugin session offering the prompt `name`; an error if none does, or two do.
+    /// The plugin session offering the prompt `name`; an error if none does, or two do. The
+    /// lists as last read are asked first, so that finding one plugin's prompt never waits for
+    /// another plugin reading its changed list again; only a name none of them has makes the
+    /// changed lists be read.
     async fn prompt_owner(&self, name: &str) -> Result<PluginSession, ErrorData> {
+        let plugins = self.plugins();
+        let known: Vec<&PluginSession> = plugins
+            .iter()
+            .filter(|session| session.offers_prompt(name))
+            .collect();
+        match known.as_slice() {
+            [one] => return Ok((*one).clone()),
+            [one, two, ..] => return Err(ambiguous("prompt", name, one, two)),
+            [] => {}
+        }
         let mut owner: Option<PluginSession> = None;
-        for session in self.plugins() {
+        for session in plugins {
             let prompts = session.prompts().await;
             if prompts.iter().any(|prompt| prompt.name == name) {
                 if let Some(first) = &owner {

@@ -222,6 +222,15 @@ impl PluginSession {
         .await
     }
 
+    /// Whether `name` is one of the plugin's prompts as last listed (asking the plugin
+    /// nothing, even if it said its list changed).
+    pub fn offers_prompt(&self, name: &str) -> bool {
+        match &self.lists().prompts {
+            Some(prompts) => prompts.iter().any(|p| p.name == name),
+            None => self.image().offerings.prompts.iter().any(|p| p.name == name),
+        }
+    }
+
     /// Renders the prompt `name` with `arguments` (name, value). Its messages together are
     /// bounded like a tool's output.
     pub async fn get_prompt(
