@@ -24,6 +24,8 @@ use serde_json::Value;
 
 use super::ask::{elicitation_answer, elicitation_params, roots_answer, sampling_answer};
 use super::content::sampling_message;
+use crate::question::answer::{check_elicitation, check_roots, check_sampling};
+use crate::question::form::Form;
 use crate::question::{
     Asker, ElicitationAnswer, QuestionError, QuestionHandler, Root, SamplingAnswer, SamplingRequest,
 };
@@ -165,18 +167,31 @@ impl Replay {
         super::ask::undeclared(asker, capability)
     }
 
-    /// The answer to `key`, if the client gave one of the right shape; otherwise the question
-    /// is deferred.
-    fn answer<T: serde::de::DeserializeOwned>(
+    /// The answer to `key`, if the client gave one of the right shape that `fits` (turns
+    /// into ours, and passes the checks every answer passes); otherwise the question is
+    /// deferred: asked again, never passed on.
+    fn answer<T: serde::de::DeserializeOwned, U>(
         &self,
         asker: &Asker,
         request: impl FnOnce() -> InputRequest,
-    ) -> Result<T, QuestionError> {
-        if let Some(value) = self.answers.get(&asker.key)
-            && let Ok(answer) = serde_json::from_value::<T>(value.clone())
-        {
-            lock(&self.used).insert(asker.key.clone(), value.clone());
-            return Ok(answer);
+        fits: impl FnOnce(T) -> Result<U, QuestionError>,
+    ) -> Result<U, QuestionError> {
+        if let Some(value) = self.answers.get(&asker.key) {
+            match serde_json::from_value::<T>(value.clone())
+                .map_err(|error| QuestionError::Failed(error.to_string()))
+                .and_then(fits)
+            {
+                Ok(answer) => {
+                    lock(&self.used).insert(asker.key.clone(), value.clone());
+                    return Ok(answer);
+                }
+                Err(error) => {
+                    tracing::debug!(
+                        "the answer to question '{}' is asked again: {error}",
+                        asker.key
+                    );
+                }
+            }
         }
         lock(&self.deferred).insert(asker.key.clone(), request());
         Err(QuestionError::Deferred(format!(
@@ -202,10 +217,16 @@ impl QuestionHandler for Replay {
             return Err(self.undeclared(asker, "elicitation"));
         }
         let params = elicitation_params(message, schema, asker)?;
-        let result: ElicitResult = self.answer(asker, || {
-            InputRequest::Elicitation(ElicitRequest::new(params))
-        })?;
-        elicitation_answer(result)
+        let form = Form::parse(schema).map_err(QuestionError::Denied)?;
+        self.answer(
+            asker,
+            || InputRequest::Elicitation(ElicitRequest::new(params)),
+            |result: ElicitResult| {
+                let answer = elicitation_answer(result)?;
+                check_elicitation(&answer, &form, asker)?;
+                Ok(answer)
+            },
+        )
     }
 
     async fn sample(
@@ -216,20 +237,30 @@ impl QuestionHandler for Replay {
         if self.capabilities.sampling.is_none() {
             return Err(self.undeclared(asker, "sampling"));
         }
-        let result: CreateMessageResult = self.answer(asker, || {
-            InputRequest::CreateMessage(CreateMessageRequest::new(sampling_params(request)))
-        })?;
-        sampling_answer(result)
+        self.answer(
+            asker,
+            || InputRequest::CreateMessage(CreateMessageRequest::new(sampling_params(request))),
+            |result: CreateMessageResult| {
+                let answer = sampling_answer(result)?;
+                check_sampling(&answer, asker)?;
+                Ok(answer)
+            },
+        )
     }
 
     async fn roots(&self, asker: &Asker) -> Result<Vec<Root>, QuestionError> {
         if self.capabilities.roots.is_none() {
             return Err(self.undeclared(asker, "roots"));
         }
-        let result: ListRootsResult = self.answer(asker, || {
-            InputRequest::ListRoots(ListRootsRequest::default())
-        })?;
-        Ok(roots_answer(result))
+        self.answer(
+            asker,
+            || InputRequest::ListRoots(ListRootsRequest::default()),
+            |result: ListRootsResult| {
+                let roots = roots_answer(result);
+                check_roots(&roots, asker)?;
+                Ok(roots)
+            },
+        )
     }
 }
 
