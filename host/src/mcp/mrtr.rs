@@ -468,4 +468,152 @@ mod tests {
             "a short key is refused"
         );
     }
+
+    /// Item 7 of issue 29: a retry's answers are checked before the plugin sees them; one
+    /// that does not fit its question is asked again, and not carried in the state.
+    #[tokio::test]
+    async fn a_retrys_answer_that_does_not_fit_its_question_is_asked_again() {
+        let codec = codec_with(&[7u8; 32]);
+        let args = arguments("x");
+        let capabilities: ClientCapabilities = serde_json::from_value(
+            serde_json::json!({"elicitation": {}, "sampling": {}, "roots": {}}),
+        )
+        .expect("capabilities");
+        let form = serde_json::json!({
+            "type": "object",
+            "properties": {"name": {"type": "string"}},
+            "required": ["name"]
+        });
+        let responses = BTreeMap::from([
+            (
+                "forged".to_owned(),
+                serde_json::json!({"action": "accept", "content": {"name": 12345, "role": "admin"}}),
+            ),
+            (
+                "extra".to_owned(),
+                serde_json::json!({"action": "accept", "content": {"name": "Ada", "role": "admin"}}),
+            ),
+            (
+                "missing".to_owned(),
+                serde_json::json!({"action": "accept"}),
+            ),
+            (
+                "fits".to_owned(),
+                serde_json::json!({"action": "accept", "content": {"name": "Ada"}}),
+            ),
+            (
+                "as_user".to_owned(),
+                serde_json::json!({"role": "user", "content": {"type": "text", "text": "hi"}, "model": "m"}),
+            ),
+            (
+                "tool_use".to_owned(),
+                serde_json::json!({"role": "assistant", "model": "m", "content":
+                    [{"type": "tool_use", "id": "1", "name": "rm", "input": {}}]}),
+            ),
+            (
+                "two_blocks".to_owned(),
+                serde_json::json!({"role": "assistant", "model": "m", "content":
+                    [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}),
+            ),
+            (
+                "model".to_owned(),
+                serde_json::json!({"role": "assistant", "content": {"type": "text", "text": "Paris"}, "model": "m"}),
+            ),
+            (
+                "web_root".to_owned(),
+                serde_json::json!({"roots": [{"uri": "https://evil.example/"}]}),
+            ),
+            (
+                "dotted_root".to_owned(),
+                serde_json::json!({"roots": [{"uri": "file:///work/../etc"}]}),
+            ),
+            (
+                "root".to_owned(),
+                serde_json::json!({"roots": [{"uri": "file:///work"}]}),
+            ),
+        ]);
+        let replay = Replay::open(
+            &codec,
+            "tools/call",
+            "t",
+            &args,
+            None,
+            Some(responses),
+            capabilities,
+        )
+        .expect("open");
+        for key in ["forged", "extra", "missing"] {
+            let again = replay.elicit(&asker(key), "Name?", &form).await;
+            assert!(
+                matches!(again, Err(QuestionError::Deferred(_))),
+                "{key}: {again:?}"
+            );
+        }
+        let fits = replay.elicit(&asker("fits"), "Name?", &form).await;
+        assert!(
+            matches!(&fits, Ok(ElicitationAnswer::Accept(content)) if content["name"] == "Ada"),
+            "{fits:?}"
+        );
+        let request = SamplingRequest::default();
+        for key in ["as_user", "tool_use", "two_blocks"] {
+            let again = replay.sample(&asker(key), &request).await;
+            assert!(
+                matches!(again, Err(QuestionError::Deferred(_))),
+                "{key}: {again:?}"
+            );
+        }
+        assert!(replay.sample(&asker("model"), &request).await.is_ok());
+        // The tool use and the two blocks are read, and refused by the host, not by serde.
+        for (key, why) in [("tool_use", "tool use"), ("two_blocks", "2 content blocks")] {
+            let value = replay.answers.get(key).cloned().unwrap_or_default();
+            let read: CreateMessageResult = serde_json::from_value(value).expect("a result");
+            let refused = sampling_answer(read);
+            assert!(
+                matches!(&refused, Err(QuestionError::Failed(text)) if text.contains(why)),
+                "{key}: {refused:?}"
+            );
+        }
+        for key in ["web_root", "dotted_root"] {
+            let again = replay.roots(&asker(key)).await;
+            assert!(
+                matches!(again, Err(QuestionError::Deferred(_))),
+                "{key}: {again:?}"
+            );
+        }
+        assert!(replay.roots(&asker("root")).await.is_ok());
+        // The state carries the answers that fit, and the misfits are asked again.
+        let result = replay
+            .input_required(&codec, "tools/call", "t", &args)
+            .expect("seal")
+            .expect("input required");
+        let asked: Vec<&String> = result
+            .input_requests
+            .as_ref()
+            .expect("requests")
+            .keys()
+            .collect();
+        assert_eq!(
+            asked,
+            [
+                "as_user",
+                "dotted_root",
+                "extra",
+                "forged",
+                "missing",
+                "tool_use",
+                "two_blocks",
+                "web_root"
+            ]
+        );
+        let state: State = codec
+            .open_json_with(
+                result.request_state.as_deref().expect("state"),
+                &binding("tools/call", "t", &args),
+            )
+            .expect("open the state");
+        assert_eq!(
+            state.answers.keys().collect::<Vec<_>>(),
+            ["fits", "model", "root"]
+        );
+    }
 }
