@@ -673,6 +673,53 @@ mod tests {
         assert_eq!(everything.items(), 12 + 2 + 1 + 3 + 1);
     }
 
+    /// The forms of `plugins/conformance` (SEP-1034 defaults, SEP-1330 enums) with the
+    /// answers the MCP conformance suite gives them.
+    #[test]
+    fn the_conformance_suites_forms_and_answers_fit() {
+        let defaults = form(json!({
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "description": "User name", "default": "John Doe"},
+                "age": {"type": "integer", "description": "User age", "default": 30},
+                "score": {"type": "number", "description": "User score", "default": 95.5},
+                "status": {"type": "string", "enum": ["active", "inactive", "pending"],
+                           "default": "active"},
+                "verified": {"type": "boolean", "default": true}
+            },
+            "required": []
+        }));
+        let answer_1034 = json!({"name": "Jane Smith", "age": 25, "score": 88,
+                                 "status": "inactive", "verified": false});
+        assert_eq!(defaults.check(&answer(answer_1034)), Ok(()));
+        let choices = |titles: [&str; 3]| {
+            titles
+                .iter()
+                .enumerate()
+                .map(|(at, title)| json!({"const": format!("value{}", at + 1), "title": title}))
+                .collect::<Vec<_>>()
+        };
+        let enums = form(json!({
+            "type": "object",
+            "properties": {
+                "untitledSingle": {"type": "string", "enum": ["option1", "option2", "option3"]},
+                "titledSingle": {"type": "string", "oneOf": choices(["A", "B", "C"])},
+                "legacyEnum": {"type": "string", "enum": ["opt1", "opt2", "opt3"],
+                               "enumNames": ["Option One", "Option Two", "Option Three"]},
+                "untitledMulti": {"type": "array", "minItems": 1, "maxItems": 3,
+                                  "items": {"type": "string",
+                                            "enum": ["option1", "option2", "option3"]}},
+                "titledMulti": {"type": "array", "minItems": 1, "maxItems": 3,
+                                "items": {"anyOf": choices(["A", "B", "C"])}}
+            },
+            "required": []
+        }));
+        let answer_1330 = json!({"untitledSingle": "option1", "titledSingle": "value1",
+                                 "legacyEnum": "opt1", "untitledMulti": ["option1", "option2"],
+                                 "titledMulti": ["value1", "value2"]});
+        assert_eq!(enums.check(&answer(answer_1330)), Ok(()));
+    }
+
     #[test]
     fn a_schema_mcp_cannot_carry_is_refused() {
         for (schema, why) in [
