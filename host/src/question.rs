@@ -11,6 +11,22 @@
 //! Whatever answers, the plugin's policy (`[client]`, [`ClientPolicy`](crate::ClientPolicy))
 //! decides first whether the question may be asked at all, how many per call, how large the
 //! question and its answer may be, and how long the call waits for the answer.
+//!
+//! Whatever answers, the host also checks both sides, in one place for every handler:
+//!
+//! - a form's message is at most [`MAX_MESSAGE_CHARS`] characters and [`MAX_MESSAGE_LINES`]
+//!   lines, holds no control character (but newline and tab), no bidirectional formatting
+//!   character and no imitation of the host's attribution; its schema is one MCP's form
+//!   schema allows (a flat object of string, number, integer, boolean and enum fields);
+//!   either refused is the plugin's error, [`QuestionError::Denied`];
+//! - a question's size counts a fixed overhead for every entry of every list it holds
+//!   (messages and their blocks, stop sequences, model hints, a form's fields and choices),
+//!   as tool output does;
+//! - an answer must fit its question before the plugin sees it: accepted content only the
+//!   form's fields, each of its type and within its bounds, the required ones given; a
+//!   model's answer the assistant's text, image or audio; at most [`MAX_ROOTS`] roots, each a
+//!   `file://` URI. One that does not is refused, [`QuestionError::Failed`] (over MCP
+//!   revision 2026-07-28, a retry's misfitting answer asks the question again).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -18,7 +34,14 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::Value;
 
+pub use self::answer::MAX_ROOTS;
+pub use self::message::{MAX_MESSAGE_CHARS, MAX_MESSAGE_LINES};
 pub use crate::tool::{ElicitationAnswer, QuestionError, Root, SamplingAnswer, SamplingRequest};
+
+pub(crate) mod answer;
+pub(crate) mod cost;
+pub(crate) mod form;
+pub(crate) mod message;
 
 /// Who is asking, and the question's key: the plugin, the tool being called (or the request,
 /// such as `prompts/get`), and the key the plugin gave the question (unique within the call).
@@ -49,7 +72,10 @@ impl Asker {
 #[async_trait]
 pub trait QuestionHandler: Send + Sync {
     /// Asks the user `message`, with a form of the fields of `schema` (a flat JSON object
-    /// schema); returns what they did.
+    /// schema, one MCP's elicitation allows); returns what they did. Show `asker` (the plugin
+    /// and the tool) where the message cannot bury or imitate it, as the MCP server does with
+    /// a first line of its own. The host checked the message and the schema, and checks the
+    /// answer against the schema before the plugin sees it.
     async fn elicit(
         &self,
         asker: &Asker,

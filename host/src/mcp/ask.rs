@@ -43,12 +43,15 @@ impl PeerQuestions {
     }
 }
 
-/// An elicitation's message, saying which plugin and tool ask: one server hosts many
-/// plugins, and the person answering should know which of them wants what.
+/// An elicitation's message, saying first which plugin and tool ask: one server hosts many
+/// plugins, and the person answering should know which of them wants what. The host's line
+/// comes before anything the plugin wrote, which cannot imitate it and is bounded
+/// ([`question::message`](crate::question::message)), so it can be neither forged nor
+/// pushed out of sight.
 pub(crate) fn attributed(message: &str, asker: &Asker) -> String {
     format!(
-        "{message}\n\n(asked by tool '{}' of plugin '{}')",
-        asker.tool, asker.plugin
+        "[plugin '{}', tool '{}' asks]\n{message}",
+        asker.plugin, asker.tool
     )
 }
 
@@ -91,7 +94,8 @@ pub(crate) fn elicitation_answer(result: ElicitResult) -> Result<ElicitationAnsw
     })
 }
 
-/// What the client's model said, in our terms.
+/// What the client's model said, in our terms (its shape is checked with every handler's,
+/// in [`question::answer`](crate::question::answer)).
 pub(crate) fn sampling_answer(
     result: CreateMessageResult,
 ) -> Result<SamplingAnswer, QuestionError> {
@@ -103,7 +107,8 @@ pub(crate) fn sampling_answer(
     })
 }
 
-/// The client's roots, in our terms.
+/// The client's roots, in our terms (checked with every handler's, in
+/// [`question::answer`](crate::question::answer)).
 pub(crate) fn roots_answer(result: ListRootsResult) -> Vec<Root> {
     result
         .roots

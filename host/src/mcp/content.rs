@@ -148,23 +148,33 @@ pub(crate) fn sampling_message(message: &Message) -> mcp::SamplingMessage {
     mcp::SamplingMessage::new(role(message.role), content)
 }
 
-/// What a client's model said, in our terms: its first text, image or audio block.
+/// What a client's model said, in our terms: one text, image or audio block. More blocks,
+/// or a tool use or result (the host offered the model no tools), are refused, not skipped.
 pub(crate) fn sampled_content(
     content: mcp::SamplingContent<mcp::SamplingMessageContentBlock>,
 ) -> Result<Content, String> {
-    for block in content.into_vec() {
-        match block {
-            mcp::SamplingMessageContentBlock::Text(text) => return Ok(Content::Text(text.text)),
-            mcp::SamplingMessageContentBlock::Image(image) => {
-                return decode_media(image.data, image.mime_type).map(Content::Image);
-            }
-            mcp::SamplingMessageContentBlock::Audio(audio) => {
-                return decode_media(audio.data, audio.mime_type).map(Content::Audio);
-            }
-            _ => {}
-        }
+    let mut blocks = content.into_vec();
+    if blocks.len() != 1 {
+        return Err(format!(
+            "the client's answer has {} content blocks; the host asks for one (text, image \
+             or audio)",
+            blocks.len()
+        ));
     }
-    Err("the client's answer has no text, image or audio".to_owned())
+    match blocks.remove(0) {
+        mcp::SamplingMessageContentBlock::Text(text) => Ok(Content::Text(text.text)),
+        mcp::SamplingMessageContentBlock::Image(image) => {
+            decode_media(image.data, image.mime_type).map(Content::Image)
+        }
+        mcp::SamplingMessageContentBlock::Audio(audio) => {
+            decode_media(audio.data, audio.mime_type).map(Content::Audio)
+        }
+        _ => Err(
+            "the client's answer is a tool use or result, but the host offered the \
+                  model no tools; answer with text, an image or audio"
+                .to_owned(),
+        ),
+    }
 }
 
 fn decode_media(data: String, mime_type: String) -> Result<Media, String> {

@@ -24,6 +24,8 @@ use serde_json::Value;
 
 use super::ask::{elicitation_answer, elicitation_params, roots_answer, sampling_answer};
 use super::content::sampling_message;
+use crate::question::answer::{check_elicitation, check_roots, check_sampling};
+use crate::question::form::Form;
 use crate::question::{
     Asker, ElicitationAnswer, QuestionError, QuestionHandler, Root, SamplingAnswer, SamplingRequest,
 };
@@ -165,18 +167,31 @@ impl Replay {
         super::ask::undeclared(asker, capability)
     }
 
-    /// The answer to `key`, if the client gave one of the right shape; otherwise the question
-    /// is deferred.
-    fn answer<T: serde::de::DeserializeOwned>(
+    /// The answer to `key`, if the client gave one of the right shape that `fits` (turns
+    /// into ours, and passes the checks every answer passes); otherwise the question is
+    /// deferred: asked again, never passed on.
+    fn answer<T: serde::de::DeserializeOwned, U>(
         &self,
         asker: &Asker,
         request: impl FnOnce() -> InputRequest,
-    ) -> Result<T, QuestionError> {
-        if let Some(value) = self.answers.get(&asker.key)
-            && let Ok(answer) = serde_json::from_value::<T>(value.clone())
-        {
-            lock(&self.used).insert(asker.key.clone(), value.clone());
-            return Ok(answer);
+        fits: impl FnOnce(T) -> Result<U, QuestionError>,
+    ) -> Result<U, QuestionError> {
+        if let Some(value) = self.answers.get(&asker.key) {
+            match serde_json::from_value::<T>(value.clone())
+                .map_err(|error| QuestionError::Failed(error.to_string()))
+                .and_then(fits)
+            {
+                Ok(answer) => {
+                    lock(&self.used).insert(asker.key.clone(), value.clone());
+                    return Ok(answer);
+                }
+                Err(error) => {
+                    tracing::debug!(
+                        "the answer to question '{}' is asked again: {error}",
+                        asker.key
+                    );
+                }
+            }
         }
         lock(&self.deferred).insert(asker.key.clone(), request());
         Err(QuestionError::Deferred(format!(
@@ -202,10 +217,16 @@ impl QuestionHandler for Replay {
             return Err(self.undeclared(asker, "elicitation"));
         }
         let params = elicitation_params(message, schema, asker)?;
-        let result: ElicitResult = self.answer(asker, || {
-            InputRequest::Elicitation(ElicitRequest::new(params))
-        })?;
-        elicitation_answer(result)
+        let form = Form::parse(schema).map_err(QuestionError::Denied)?;
+        self.answer(
+            asker,
+            || InputRequest::Elicitation(ElicitRequest::new(params)),
+            |result: ElicitResult| {
+                let answer = elicitation_answer(result)?;
+                check_elicitation(&answer, &form, asker)?;
+                Ok(answer)
+            },
+        )
     }
 
     async fn sample(
@@ -216,20 +237,30 @@ impl QuestionHandler for Replay {
         if self.capabilities.sampling.is_none() {
             return Err(self.undeclared(asker, "sampling"));
         }
-        let result: CreateMessageResult = self.answer(asker, || {
-            InputRequest::CreateMessage(CreateMessageRequest::new(sampling_params(request)))
-        })?;
-        sampling_answer(result)
+        self.answer(
+            asker,
+            || InputRequest::CreateMessage(CreateMessageRequest::new(sampling_params(request))),
+            |result: CreateMessageResult| {
+                let answer = sampling_answer(result)?;
+                check_sampling(&answer, asker)?;
+                Ok(answer)
+            },
+        )
     }
 
     async fn roots(&self, asker: &Asker) -> Result<Vec<Root>, QuestionError> {
         if self.capabilities.roots.is_none() {
             return Err(self.undeclared(asker, "roots"));
         }
-        let result: ListRootsResult = self.answer(asker, || {
-            InputRequest::ListRoots(ListRootsRequest::default())
-        })?;
-        Ok(roots_answer(result))
+        self.answer(
+            asker,
+            || InputRequest::ListRoots(ListRootsRequest::default()),
+            |result: ListRootsResult| {
+                let roots = roots_answer(result);
+                check_roots(&roots, asker)?;
+                Ok(roots)
+            },
+        )
     }
 }
 
@@ -435,6 +466,154 @@ mod tests {
         assert!(
             super::codec(Some(&[1u8; 8])).is_err(),
             "a short key is refused"
+        );
+    }
+
+    /// Item 7 of issue 29: a retry's answers are checked before the plugin sees them; one
+    /// that does not fit its question is asked again, and not carried in the state.
+    #[tokio::test]
+    async fn a_retrys_answer_that_does_not_fit_its_question_is_asked_again() {
+        let codec = codec_with(&[7u8; 32]);
+        let args = arguments("x");
+        let capabilities: ClientCapabilities = serde_json::from_value(
+            serde_json::json!({"elicitation": {}, "sampling": {}, "roots": {}}),
+        )
+        .expect("capabilities");
+        let form = serde_json::json!({
+            "type": "object",
+            "properties": {"name": {"type": "string"}},
+            "required": ["name"]
+        });
+        let responses = BTreeMap::from([
+            (
+                "forged".to_owned(),
+                serde_json::json!({"action": "accept", "content": {"name": 12345, "role": "admin"}}),
+            ),
+            (
+                "extra".to_owned(),
+                serde_json::json!({"action": "accept", "content": {"name": "Ada", "role": "admin"}}),
+            ),
+            (
+                "missing".to_owned(),
+                serde_json::json!({"action": "accept"}),
+            ),
+            (
+                "fits".to_owned(),
+                serde_json::json!({"action": "accept", "content": {"name": "Ada"}}),
+            ),
+            (
+                "as_user".to_owned(),
+                serde_json::json!({"role": "user", "content": {"type": "text", "text": "hi"}, "model": "m"}),
+            ),
+            (
+                "tool_use".to_owned(),
+                serde_json::json!({"role": "assistant", "model": "m", "content":
+                    [{"type": "tool_use", "id": "1", "name": "rm", "input": {}}]}),
+            ),
+            (
+                "two_blocks".to_owned(),
+                serde_json::json!({"role": "assistant", "model": "m", "content":
+                    [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}),
+            ),
+            (
+                "model".to_owned(),
+                serde_json::json!({"role": "assistant", "content": {"type": "text", "text": "Paris"}, "model": "m"}),
+            ),
+            (
+                "web_root".to_owned(),
+                serde_json::json!({"roots": [{"uri": "https://evil.example/"}]}),
+            ),
+            (
+                "dotted_root".to_owned(),
+                serde_json::json!({"roots": [{"uri": "file:///work/../etc"}]}),
+            ),
+            (
+                "root".to_owned(),
+                serde_json::json!({"roots": [{"uri": "file:///work"}]}),
+            ),
+        ]);
+        let replay = Replay::open(
+            &codec,
+            "tools/call",
+            "t",
+            &args,
+            None,
+            Some(responses),
+            capabilities,
+        )
+        .expect("open");
+        for key in ["forged", "extra", "missing"] {
+            let again = replay.elicit(&asker(key), "Name?", &form).await;
+            assert!(
+                matches!(again, Err(QuestionError::Deferred(_))),
+                "{key}: {again:?}"
+            );
+        }
+        let fits = replay.elicit(&asker("fits"), "Name?", &form).await;
+        assert!(
+            matches!(&fits, Ok(ElicitationAnswer::Accept(content)) if content["name"] == "Ada"),
+            "{fits:?}"
+        );
+        let request = SamplingRequest::default();
+        for key in ["as_user", "tool_use", "two_blocks"] {
+            let again = replay.sample(&asker(key), &request).await;
+            assert!(
+                matches!(again, Err(QuestionError::Deferred(_))),
+                "{key}: {again:?}"
+            );
+        }
+        assert!(replay.sample(&asker("model"), &request).await.is_ok());
+        // The tool use and the two blocks are read, and refused by the host, not by serde.
+        for (key, why) in [("tool_use", "tool use"), ("two_blocks", "2 content blocks")] {
+            let value = replay.answers.get(key).cloned().unwrap_or_default();
+            let read: CreateMessageResult = serde_json::from_value(value).expect("a result");
+            let refused = sampling_answer(read);
+            assert!(
+                matches!(&refused, Err(QuestionError::Failed(text)) if text.contains(why)),
+                "{key}: {refused:?}"
+            );
+        }
+        for key in ["web_root", "dotted_root"] {
+            let again = replay.roots(&asker(key)).await;
+            assert!(
+                matches!(again, Err(QuestionError::Deferred(_))),
+                "{key}: {again:?}"
+            );
+        }
+        assert!(replay.roots(&asker("root")).await.is_ok());
+        // The state carries the answers that fit, and the misfits are asked again.
+        let result = replay
+            .input_required(&codec, "tools/call", "t", &args)
+            .expect("seal")
+            .expect("input required");
+        let asked: Vec<&String> = result
+            .input_requests
+            .as_ref()
+            .expect("requests")
+            .keys()
+            .collect();
+        assert_eq!(
+            asked,
+            [
+                "as_user",
+                "dotted_root",
+                "extra",
+                "forged",
+                "missing",
+                "tool_use",
+                "two_blocks",
+                "web_root"
+            ]
+        );
+        let state: State = codec
+            .open_json_with(
+                result.request_state.as_deref().expect("state"),
+                &binding("tools/call", "t", &args),
+            )
+            .expect("open the state");
+        assert_eq!(
+            state.answers.keys().collect::<Vec<_>>(),
+            ["fits", "model", "root"]
         );
     }
 }

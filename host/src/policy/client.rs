@@ -19,6 +19,11 @@ use std::time::Duration;
 /// answer_timeout_ms = 300000  # how long one question waits for its answer; 1 ms-1 day
 /// ```
 ///
+/// `max_question_bytes` counts what a question and an answer carry plus 64 bytes for every
+/// entry of every list they hold (each message of a conversation and its block, each stop
+/// sequence and model hint, each field, choice and required name of a form, each root), as
+/// output limits count blocks: many empty entries are not free.
+///
 /// Waiting for an answer does not count against the call's time limit
 /// (`limits.timeout_ms`): a person may take minutes. Meanwhile the session's other calls to
 /// the same plugin wait for the instance (one call at a time, as always) and fail as busy if
@@ -34,7 +39,8 @@ pub struct ClientPolicy {
     pub roots: bool,
     /// Most questions one call may ask, all kinds together.
     pub max_questions: u32,
-    /// Largest question (message, schema, conversation) and largest answer, in bytes.
+    /// Largest question (message, schema, conversation) and largest answer, in bytes, with
+    /// 64 bytes charged for every entry of their lists.
     pub max_question_bytes: usize,
     /// How long one question waits for its answer.
     pub answer_timeout: Duration,

@@ -119,6 +119,11 @@ impl Questions {
         self.waited.reset();
     }
 
+    /// The largest question and answer the policy allows, in bytes (as charged).
+    pub(crate) fn max_question_bytes(&self) -> usize {
+        self.policy.max_question_bytes
+    }
+
     pub(crate) fn end(&mut self) {
         self.handler = None;
         self.tool = None;
@@ -187,8 +192,10 @@ impl Questions {
         Ok((Arc::clone(handler), Asker::new(plugin, &**tool, key)))
     }
 
-    /// Asks: admits the question, waits for `ask`'s answer within the answer time, checks
-    /// its size with `answer_bytes`, and moves `deadline` by the time waited.
+    /// Asks: admits the question (`question_bytes` as [`cost`](crate::question::cost)
+    /// charges it), waits for `ask`'s answer within the answer time, checks its size with
+    /// `answer_bytes`, and moves `deadline` by the time waited. `ask` checks the answer's
+    /// shape ([`answer`](crate::question::answer)), whoever gave it.
     pub(crate) async fn ask<T, F, Fut>(
         &mut self,
         deadline: &mut Instant,

@@ -28,7 +28,8 @@ use super::super::http::HttpGate;
 use super::super::output::PluginOutput;
 use super::ask::{Kind, Questions};
 use crate::events::{CallReports, Listing, LogLevel, ToolEventKind};
-use crate::tool::{Content, ElicitationAnswer};
+use crate::question;
+use crate::tool::{ElicitationAnswer, QuestionError};
 
 /// The data of one store: WASI state, resource limits, and the current call's deadline.
 pub(crate) struct PluginState {
@@ -158,12 +159,9 @@ impl PluginHostImportsV3 for PluginState {
     }
 }
 
-/// Bytes of a content block, for the question and answer bounds.
-fn content_bytes(content: &Content) -> usize {
-    content.size()
-}
-
-/// The questions of contract 0.3.0, within the plugin's `[client]` policy.
+/// The questions of contract 0.3.0, within the plugin's `[client]` policy. Every answer,
+/// whoever gives it (an MCP client, a retry's answers, an embedder's handler), passes the
+/// checks of [`question::answer`] here, before the plugin sees it.
 impl PluginClientImports for PluginState {
     async fn elicit(
         &mut self,
@@ -171,7 +169,21 @@ impl PluginClientImports for PluginState {
         message: String,
         requested_schema: String,
     ) -> Result<WitElicitation, WitQuestionError> {
-        let bytes = message.len() + requested_schema.len();
+        // The schema is read only when its text is within the limit: an oversized one is
+        // refused unread, by the admission below.
+        let within = message.len().saturating_add(requested_schema.len())
+            <= self.questions.max_question_bytes();
+        let form = within.then(|| {
+            serde_json::from_str::<serde_json::Value>(&requested_schema)
+                .map_err(|error| format!("the requested schema is not JSON: {error}"))
+                .and_then(|schema| Ok((question::form::Form::parse(&schema)?, schema)))
+        });
+        let form_parsed = form.as_ref().and_then(|form| form.as_ref().ok());
+        let bytes = question::cost::elicitation(
+            &message,
+            requested_schema.len(),
+            form_parsed.map(|(form, _)| form),
+        );
         let answer = self
             .questions
             .ask(
@@ -180,26 +192,29 @@ impl PluginClientImports for PluginState {
                 Kind::Elicitation,
                 bytes,
                 |handler, asker| async move {
-                    // Checked once the policy let the question through (a bad schema is a
-                    // question asked all the same, and counts).
-                    let schema = match serde_json::from_str(&requested_schema) {
-                        Ok(schema @ serde_json::Value::Object(_)) => schema,
-                        _ => {
-                            return Err(crate::tool::QuestionError::Failed(
-                                "the requested schema is not a JSON object schema; give a flat \
-                                 object schema of the form's fields"
-                                    .into(),
-                            ));
+                    // Checked once the policy let the question through (a bad message or
+                    // schema is a question asked all the same, and counts).
+                    question::message::check_message(&message, &asker)?;
+                    let (form, schema) = match form {
+                        Some(Ok(form)) => form,
+                        Some(Err(problem)) => {
+                            return Err(QuestionError::Denied(format!(
+                                "tool '{}' of plugin '{}' asked question '{}' with a form MCP                                  does not allow ({problem}); give a flat object schema of                                  string, number, integer, boolean and enum fields",
+                                asker.tool, asker.plugin, asker.key
+                            )));
+                        }
+                        None => {
+                            return Err(QuestionError::Denied(format!(
+                                "question '{}' is over `[client] max_question_bytes`",
+                                asker.key
+                            )));
                         }
                     };
-                    handler.elicit(&asker, &message, &schema).await
+                    let answer = handler.elicit(&asker, &message, &schema).await?;
+                    question::answer::check_elicitation(&answer, &form, &asker)?;
+                    Ok(answer)
                 },
-                |answer| match answer {
-                    ElicitationAnswer::Accept(content) => {
-                        serde_json::to_string(content).map_or(usize::MAX, |text| text.len())
-                    }
-                    _ => 0,
-                },
+                question::cost::elicitation_answer,
             )
             .await?;
         Ok(match answer {
@@ -217,18 +232,7 @@ impl PluginClientImports for PluginState {
         request: WitSamplingRequest,
     ) -> Result<WitSamplingAnswer, WitQuestionError> {
         let request: crate::tool::SamplingRequest = request.into();
-        let bytes = request
-            .messages
-            .iter()
-            .map(|m| content_bytes(&m.content))
-            .sum::<usize>()
-            + request.system_prompt.as_ref().map_or(0, String::len)
-            + request
-                .stop_sequences
-                .iter()
-                .map(String::len)
-                .sum::<usize>()
-            + request.model_hints.iter().map(String::len).sum::<usize>();
+        let bytes = question::cost::sampling(&request);
         let answer = self
             .questions
             .ask(
@@ -236,8 +240,12 @@ impl PluginClientImports for PluginState {
                 &key,
                 Kind::Sampling,
                 bytes,
-                |handler, asker| async move { handler.sample(&asker, &request).await },
-                |answer| content_bytes(&answer.content) + answer.model.len(),
+                |handler, asker| async move {
+                    let answer = handler.sample(&asker, &request).await?;
+                    question::answer::check_sampling(&answer, &asker)?;
+                    Ok(answer)
+                },
+                question::cost::sampling_answer,
             )
             .await?;
         Ok(answer.into())
@@ -250,14 +258,13 @@ impl PluginClientImports for PluginState {
                 &mut self.deadline,
                 &key,
                 Kind::Roots,
-                0,
-                |handler, asker| async move { handler.roots(&asker).await },
-                |roots| {
-                    roots
-                        .iter()
-                        .map(|r| r.uri.len() + r.name.as_ref().map_or(0, String::len))
-                        .sum()
+                question::cost::roots_question(),
+                |handler, asker| async move {
+                    let roots = handler.roots(&asker).await?;
+                    question::answer::check_roots(&roots, &asker)?;
+                    Ok(roots)
                 },
+                |roots| question::cost::roots_answer(roots),
             )
             .await?;
         Ok(roots.into_iter().map(Into::into).collect())
