@@ -65,6 +65,19 @@ impl Asker {
             key: key.into(),
         }
     }
+
+    /// What asks, in words: `tool 'T'`, or for a request other than a tool call (whose
+    /// `tool` is its method), `a prompt rendering` and the like.
+    pub fn subject(&self) -> String {
+        match self.tool.as_str() {
+            "prompts/get" => "a prompt rendering".to_owned(),
+            "prompts/list" => "the prompt list".to_owned(),
+            "resources/read" => "a resource read".to_owned(),
+            "resources/list" => "the resource list".to_owned(),
+            "completion/complete" => "a completion".to_owned(),
+            tool => format!("tool '{tool}'"),
+        }
+    }
 }
 
 /// Answers the questions tools ask. Each method has a default that says it cannot answer

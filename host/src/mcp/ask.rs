@@ -50,8 +50,9 @@ impl PeerQuestions {
 /// pushed out of sight.
 pub(crate) fn attributed(message: &str, asker: &Asker) -> String {
     format!(
-        "[plugin '{}', tool '{}' asks]\n{message}",
-        asker.plugin, asker.tool
+        "[plugin '{}', {} asks]\n{message}",
+        asker.plugin,
+        asker.subject()
     )
 }
 
