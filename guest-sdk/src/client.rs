@@ -31,6 +31,12 @@ pub enum Elicitation<T> {
 /// Asks the user for a `T`, through a form the client shows with `message`; `key` names the
 /// question (see the module's documentation).
 ///
+/// The host shows the message under a line of its own naming the plugin and the tool, and
+/// refuses ([`QuestionError::Denied`]) a message of more than 20 lines or 2,000 characters, one
+/// holding control characters other than newline and tab or bidirectional formatting
+/// characters, or one imitating that line. It checks the answer against the form before the
+/// plugin sees it.
+///
 /// The form's fields are `T`'s: a struct of strings, numbers, integers, booleans and enums of
 /// strings (each optionally an `Option`, or with a `#[serde(default)]`), described with doc
 /// comments.
