@@ -227,7 +227,12 @@ impl PluginSession {
     pub fn offers_prompt(&self, name: &str) -> bool {
         match &self.lists().prompts {
             Some(prompts) => prompts.iter().any(|p| p.name == name),
-            None => self.image().offerings.prompts.iter().any(|p| p.name == name),
+            None => self
+                .image()
+                .offerings
+                .prompts
+                .iter()
+                .any(|p| p.name == name),
         }
     }
 
