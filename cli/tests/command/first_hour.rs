@@ -42,21 +42,34 @@ fn after_the_demo(name: &str) -> ScratchDir {
     root
 }
 
-/// The commands of the README's "The `llm-worker` command" block, as printed.
-fn readme_commands() -> Vec<Vec<String>> {
+/// A directory laid out as the README's install steps leave it: `llm-worker-plugins/` with the
+/// six example plugins.
+fn after_the_install(name: &str) -> ScratchDir {
+    let root = scratch_dir(name);
+    let dir = root.join("llm-worker-plugins");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    for plugin in ["greet", "counter", "notes", "calc", "text", "search"] {
+        std::fs::copy(plugin_path(plugin), dir.join(format!("{plugin}.wasm"))).expect("copy");
+    }
+    root
+}
+
+/// The `llm-worker` commands of the README's "Install and use" section, as printed, with the
+/// home directory (`~/`) read as `root`.
+fn readme_commands(root: &std::path::Path) -> Vec<Vec<String>> {
     let readme = std::fs::read_to_string(llm_worker_tests::repo_root().join("README.md"))
         .expect("README.md");
     let section = readme
-        .split("## The `llm-worker` command")
+        .split("## Install and use")
         .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
         .expect("the section");
-    let block = section
+    let home = format!("{}/", root.display());
+    section
         .split("```sh\n")
-        .nth(1)
-        .and_then(|rest| rest.split("```").next())
-        .expect("its first sh block");
-    block
-        .lines()
+        .skip(1)
+        .filter_map(|rest| rest.split("```").next())
+        .flat_map(str::lines)
         .map(|line| line.split(" # ").next().unwrap_or(line).trim())
         .filter(|line| line.starts_with("llm-worker "))
         .map(|line| {
@@ -70,7 +83,7 @@ fn readme_commands() -> Vec<Vec<String>> {
                     rest = after.trim_start();
                 } else {
                     let (word, after) = rest.split_once(' ').unwrap_or((rest, ""));
-                    words.push(word.to_owned());
+                    words.push(word.replace("~/", &home));
                     rest = after.trim_start();
                 }
             }
@@ -81,29 +94,35 @@ fn readme_commands() -> Vec<Vec<String>> {
 
 #[test]
 fn the_readme_commands_work_as_printed() {
-    let root = after_the_demo("readme");
-    let commands = readme_commands();
-    assert!(commands.len() >= 5, "{commands:?}");
+    let root = after_the_install("readme");
+    let commands = readme_commands(root.path());
+    assert!(commands.len() >= 3, "{commands:?}");
+    assert!(
+        commands.iter().any(|words| words[0] == "lock"),
+        "{commands:?}"
+    );
     for words in commands {
         let args: Vec<&str> = words.iter().map(String::as_str).collect();
-        match args[0] {
-            // A server runs until its client leaves: `mcp.rs` tests it.
-            "serve" => continue,
-            "new" => {
-                let output = run_in(&root, &args, None);
-                assert!(output.status.success(), "{args:?}: {}", err(&output));
-                assert!(root.join(args[1]).join("Cargo.toml").is_file());
-            }
-            _ => {
-                let output = run_in(&root, &args, None);
-                assert!(output.status.success(), "{args:?}: {}", err(&output));
-                assert!(!out(&output).trim().is_empty(), "{args:?} printed nothing");
-                assert!(!err(&output).contains("WARN"), "{args:?}: {}", err(&output));
-            }
+        // A server runs until its client leaves: `mcp.rs` tests it.
+        if args[0] == "serve" {
+            continue;
         }
+        let output = run_in(&root, &args, None);
+        assert!(output.status.success(), "{args:?}: {}", err(&output));
+        assert!(
+            !out(&output).trim().is_empty() || !err(&output).trim().is_empty(),
+            "{args:?} said nothing"
+        );
+        assert!(!err(&output).contains("WARN"), "{args:?}: {}", err(&output));
     }
-    let listed = run_in(&root, &["list", "target/demo-plugins/"], None);
+    let listed = run_in(&root, &["list", "llm-worker-plugins/"], None);
     assert!(out(&listed).contains("greet.wasm"), "{}", out(&listed));
+    let greeted = run_in(
+        &root,
+        &["call", "llm-worker-plugins", "greet", r#"{"name":"Ada"}"#],
+        None,
+    );
+    assert_eq!(out(&greeted).trim(), "Hello, Ada!");
 }
 
 #[test]
