@@ -3,6 +3,8 @@
 
 mod clash;
 mod digest;
+#[cfg(doctest)]
+mod docs;
 mod events;
 mod file;
 mod hook;
