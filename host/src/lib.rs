@@ -3,7 +3,7 @@
 
 mod clash;
 mod digest;
-#[cfg(doctest)]
+#[cfg(any(test, doctest))]
 mod docs;
 mod events;
 mod file;
