@@ -3,6 +3,8 @@
 
 mod clash;
 mod digest;
+#[cfg(any(test, doctest))]
+mod docs;
 mod events;
 mod file;
 mod hook;

@@ -3,12 +3,15 @@
 //! beside the plugin.
 //!
 //! The rooms: this file (the types and the ranges limits must be in), `http` (destinations
-//! and secret headers: parsing a rule, matching a request), `file` (the policy file's format,
-//! read and checked into a [`SandboxPolicy`]).
+//! and secret headers: parsing a rule, matching a request), `client` (what a plugin may ask
+//! the client), `file` (the policy file's format, read and checked into a [`SandboxPolicy`]),
+//! and, among the tests, `reference` (docs/policy.md held to the parser).
 
 mod client;
 mod file;
 mod http;
+#[cfg(test)]
+mod reference;
 #[cfg(test)]
 mod tests;
 
