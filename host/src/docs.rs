@@ -7,6 +7,16 @@
 #[doc = include_str!("../../docs/embedding.md")]
 pub struct EmbeddingGuide;
 
+/// `docs/plugins.md`: writing a tool plugin.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/plugins.md")]
+pub struct PluginsGuide;
+
+/// `docs/hosting.md`: the tool API, plugins in process, the instance pool, MCP in code.
+#[cfg(all(doctest, feature = "mcp-http"))]
+#[doc = include_str!("../../docs/hosting.md")]
+pub struct HostingGuide;
+
 #[cfg(test)]
 mod tests {
     const EMBEDDING: &str = include_str!("../../docs/embedding.md");
