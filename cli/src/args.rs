@@ -155,7 +155,8 @@ pub(crate) enum Command {
     New {
         /// The crate's name.
         name: String,
-        /// Use the guest SDK at this path (default: the one this llm-worker was built from).
+        /// Build against the guest SDK at PATH: an llm-worker checkout or its guest-sdk
+        /// directory (default: the checkout this llm-worker was built from, while it exists).
         #[arg(long, value_name = "PATH")]
         sdk: Option<PathBuf>,
     },

@@ -122,13 +122,22 @@ async fn main() -> ExitCode {
     raise_open_file_limit();
     let mut out = String::new();
     if let Command::New { name, sdk } = &cli.command {
-        return match new::scaffold(Path::new("."), name, sdk.as_deref()) {
-            Ok(dir) => {
-                println!(
-                    "created {}
-build it with: cd {} && cargo build --release --target wasm32-wasip2",
-                    dir.display(),
-                    dir.display()
+        let created = new::Sdk::find(sdk.as_deref(), new::built_from())
+            .and_then(|sdk| new::scaffold(Path::new("."), name, sdk));
+        return match created {
+            Ok(created) => {
+                let steps: String = new::next_steps(name)
+                    .lines()
+                    .map(|line| format!("  {line}\n"))
+                    .collect();
+                print!(
+                    "created {}, a plugin crate on the SDK in {}\n\
+                     Its rust-toolchain.toml names Rust {} and the wasm32-wasip2 target: rustup \
+                     installs them on first use (or run `rustup toolchain install` in it). \
+                     Next:\n  cd {name}\n{steps}",
+                    created.dir.display(),
+                    created.sdk.dir.display(),
+                    created.channel,
                 );
                 ExitCode::SUCCESS
             }

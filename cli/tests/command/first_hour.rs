@@ -3,9 +3,12 @@
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use llm_worker_tests::{ScratchDir, plugin_path, scratch_dir};
+use llm_worker_tests::{ScratchDir, plugin_path, repo_root, scratch_dir};
+use rmcp::ServiceExt;
+use serde_json::json;
 
 use super::cli::{stderr as err, stdout as out};
+use super::mcp::{call, text};
 
 /// Runs the command in `cwd` with `args` (and `stdin`), logs at their defaults.
 fn run_in(cwd: &Path, args: &[&str], stdin: Option<&[u8]>) -> Output {
@@ -290,4 +293,121 @@ fn policy_errors_name_what_to_change() {
         .take(4)
         .collect::<Vec<_>>();
     assert!(excerpt.iter().any(|line| line.contains('|')), "{text}");
+}
+
+/// `cargo` as a plugin's author runs it in `dir`: the one on PATH (rustup's, which reads the
+/// crate's rust-toolchain.toml), without the toolchain and flags of the cargo running this
+/// test. Its build directory is `target_dir`.
+fn authors_cargo(dir: &Path, target_dir: &Path, args: &[&str]) -> Output {
+    Command::new("cargo")
+        .current_dir(dir)
+        .args(args)
+        // Set by rustup for this test's process; it would override the crate's toolchain file.
+        .env_remove("RUSTUP_TOOLCHAIN")
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .env_remove("CARGO_BUILD_TARGET")
+        .env("CARGO_TARGET_DIR", target_dir)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run cargo")
+}
+
+/// The plugin quick start, from a directory outside the checkout: `llm-worker new demo`, then
+/// in it `cargo test` and `cargo build --release --target wasm32-wasip2`, then `llm-worker
+/// call`, `list` and `serve` on what it built. One thing differs from an author's run: the
+/// build directory, shared by the runs of this test (under the workspace's target directory)
+/// so that the SDK's dependencies are compiled once, not on every run.
+#[test]
+fn a_new_plugin_tests_builds_and_serves_from_outside_the_checkout() {
+    let root = scratch_dir("first-plugin");
+    let checkout = repo_root().canonicalize().expect("the checkout");
+    assert!(!root.canonicalize().expect("root").starts_with(&checkout));
+
+    let created = run_in(&root, &["new", "demo"], None);
+    assert!(created.status.success(), "{}", err(&created));
+    assert!(out(&created).contains("cd demo"), "{}", out(&created));
+    let crate_dir = root.join("demo");
+    // The SDK it was built from, by path: the SDK is not on crates.io.
+    let manifest: toml::Table =
+        toml::from_str(&std::fs::read_to_string(crate_dir.join("Cargo.toml")).expect("read"))
+            .expect("Cargo.toml is TOML");
+    let sdk = manifest["dependencies"]["llm-worker-guest"]["path"]
+        .as_str()
+        .expect("a path dependency");
+    assert_eq!(Path::new(sdk), checkout.join("guest-sdk"));
+    assert!(manifest.contains_key("workspace"), "a workspace of its own");
+    let toolchain: toml::Table = toml::from_str(
+        &std::fs::read_to_string(crate_dir.join("rust-toolchain.toml")).expect("read"),
+    )
+    .expect("rust-toolchain.toml is TOML");
+    let pinned: toml::Table = toml::from_str(
+        &std::fs::read_to_string(checkout.join("rust-toolchain.toml")).expect("read"),
+    )
+    .expect("TOML");
+    assert_eq!(
+        toolchain["toolchain"]["channel"], pinned["toolchain"]["channel"],
+        "the checkout's Rust"
+    );
+    assert_eq!(
+        toolchain["toolchain"]["targets"],
+        toml::Value::Array(vec!["wasm32-wasip2".into()])
+    );
+
+    let target_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("first-plugin");
+    let built = target_dir.join("wasm32-wasip2/release");
+    // Whatever an earlier run built does not count.
+    let _ = std::fs::remove_file(built.join("demo.wasm"));
+    for args in [
+        &["test"][..],
+        &["build", "--release", "--target", "wasm32-wasip2"],
+    ] {
+        let output = authors_cargo(&crate_dir, &target_dir, args);
+        assert!(output.status.success(), "cargo {args:?}: {}", err(&output));
+        if args[0] == "test" {
+            assert!(
+                out(&output).contains("test tests::says_hello ... ok"),
+                "{}",
+                out(&output)
+            );
+        }
+    }
+    assert!(built.join("demo.wasm").is_file());
+
+    let built_dir = built.to_str().expect("a UTF-8 path");
+    let called = run_in(
+        &crate_dir,
+        &["call", built_dir, "hello", r#"{"name":"Ada"}"#],
+        None,
+    );
+    assert!(called.status.success(), "{}", err(&called));
+    assert_eq!(out(&called), "Hello, Ada!\n");
+    let listed = run_in(&crate_dir, &["list", built_dir], None);
+    assert!(
+        out(&listed).contains("hello") && out(&listed).contains("demo.wasm"),
+        "{}",
+        out(&listed)
+    );
+
+    // `serve`, to an MCP client.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"));
+        command
+            .current_dir(&crate_dir)
+            .args(["serve", built_dir])
+            .env("XDG_CACHE_HOME", crate_dir.join("cache-home"));
+        let transport = rmcp::transport::TokioChildProcess::new(command).expect("spawn serve");
+        let client = ().serve(transport).await.expect("initialize");
+        let hello = client
+            .call_tool(call("hello", json!({"name": "MCP"})))
+            .await
+            .expect("tools/call");
+        assert_eq!(text(&hello), "Hello, MCP!");
+        client.cancel().await.expect("close");
+    });
 }
