@@ -411,3 +411,25 @@ fn a_new_plugin_tests_builds_and_serves_from_outside_the_checkout() {
         client.cancel().await.expect("close");
     });
 }
+
+#[test]
+fn unknown_arguments_are_named() {
+    let root = after_the_demo("unknown-arguments");
+    for (tool, input, said) in [
+        // A tool without arguments.
+        (
+            "count",
+            r#"{"x":1}"#,
+            r#"at /: unknown argument "x"; the tool takes none"#,
+        ),
+        (
+            "greet",
+            r#"{"name":"Ada","nmae":"Ada"}"#,
+            r#"at /: unknown argument "nmae"; the tool takes "name""#,
+        ),
+    ] {
+        let called = run_in(&root, &["call", "target/demo-plugins", tool, input], None);
+        assert_eq!(called.status.code(), Some(1), "{tool}");
+        assert!(err(&called).contains(said), "{tool}: {}", err(&called));
+    }
+}
