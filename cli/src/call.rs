@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use llm_worker::{LoadedPlugin, ToolServerError, Worker};
 
-use crate::load::{Loader, load, no_plugins};
+use crate::load::{Loader, holds_no_plugins, load, no_plugins};
 
 pub(crate) async fn call(
     out: &mut String,
@@ -38,7 +38,7 @@ pub(crate) async fn call(
         Some(input) => input.to_owned(),
     };
     let loaded = load(loader, dir)?;
-    if loaded.plugins.is_empty() && loaded.failures.is_empty() {
+    if holds_no_plugins(&loaded) {
         bail!(no_plugins(dir, loader.options));
     }
     // Only the plugin offering the tool is registered (and started): a call needs no other.

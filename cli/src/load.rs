@@ -75,9 +75,14 @@ pub(crate) fn warn_about(loaded: &PluginDir, dir: &Path, options: LoadDirOptions
     for warning in &loaded.warnings {
         tracing::warn!("{warning}");
     }
-    if loaded.plugins.is_empty() && loaded.failures.is_empty() {
+    if holds_no_plugins(loaded) {
         tracing::warn!("{}", no_plugins(dir, options));
     }
+}
+
+/// Whether a directory read holds no plugin files at all (none loaded, none refused).
+pub(crate) fn holds_no_plugins(loaded: &PluginDir) -> bool {
+    loaded.plugins.is_empty() && loaded.failures.is_empty()
 }
 
 /// A plugin's file as the user knows it: its path within the directory (`sub/counter.wasm`).

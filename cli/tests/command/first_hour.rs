@@ -433,3 +433,50 @@ fn unknown_arguments_are_named() {
         assert!(err(&called).contains(said), "{tool}: {}", err(&called));
     }
 }
+
+#[test]
+fn check_names_the_policy_it_read_and_the_stray_ones() {
+    let root = after_the_demo("check-policies");
+    let dir = root.join("target/demo-plugins");
+    std::fs::write(dir.join("calc.policy.toml"), "[limits]\nmemory_mib = 32\n").expect("write");
+    // A policy under the wrong name: greet runs with the defaults.
+    std::fs::write(dir.join("greet.toml"), "[limits]\nmemory_mib = 8\n").expect("write");
+    let checked = run_in(&root, &["check", "target/demo-plugins"], None);
+    assert!(checked.status.success(), "{}", err(&checked));
+    let report = out(&checked);
+    let section = |file: &str| -> String {
+        report
+            .lines()
+            .skip_while(|line| !line.starts_with(&format!("ok       {file}")))
+            .take_while(|line| !line.starts_with("ok ") || line.contains(file))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert!(
+        section("calc.wasm").contains("policy: calc.policy.toml"),
+        "{report}"
+    );
+    assert!(
+        section("greet.wasm").contains("no policy: the defaults (no greet.policy.toml beside it)"),
+        "{report}"
+    );
+    assert!(
+        report.contains("warning  target/demo-plugins/greet.toml is not read: the policy of"),
+        "{report}"
+    );
+}
+
+#[test]
+fn check_fails_where_call_fails_on_a_directory_without_plugins() {
+    let root = scratch_dir("check-empty");
+    std::fs::create_dir_all(root.join("plugins")).expect("mkdir");
+    let checked = run_in(&root, &["check", "plugins"], None);
+    assert_eq!(checked.status.code(), Some(1), "{}", out(&checked));
+    assert!(
+        err(&checked).contains("error: plugins holds no plugins (no `.wasm` files"),
+        "{}",
+        err(&checked)
+    );
+    let called = run_in(&root, &["call", "plugins", "greet", "{}"], None);
+    assert_eq!(called.status.code(), Some(1));
+}
