@@ -480,3 +480,39 @@ fn check_fails_where_call_fails_on_a_directory_without_plugins() {
     let called = run_in(&root, &["call", "plugins", "greet", "{}"], None);
     assert_eq!(called.status.code(), Some(1));
 }
+
+#[test]
+fn an_empty_input_is_not_a_call_without_arguments() {
+    let root = after_the_demo("empty-input");
+    for stdin in ["", " \n"] {
+        let called = run_in(
+            &root,
+            &["call", "target/demo-plugins", "count"],
+            Some(stdin.as_bytes()),
+        );
+        assert_eq!(called.status.code(), Some(2), "{stdin:?}");
+        assert_eq!(
+            err(&called),
+            "error: no input on stdin: give the arguments of 'count' as a JSON object, e.g. \
+             '{}' for none\n"
+        );
+        assert!(out(&called).is_empty());
+    }
+    let called = run_in(&root, &["call", "target/demo-plugins", "count", ""], None);
+    assert_eq!(called.status.code(), Some(2));
+    assert!(
+        err(&called).contains("the input is empty"),
+        "{}",
+        err(&called)
+    );
+    // `{}`, as the argument or on stdin, is a call without arguments.
+    let called = run_in(&root, &["call", "target/demo-plugins", "count", "{}"], None);
+    assert!(called.status.success(), "{}", err(&called));
+    assert_eq!(out(&called), "0\n");
+    let called = run_in(
+        &root,
+        &["call", "target/demo-plugins", "count"],
+        Some(b"{}\n"),
+    );
+    assert!(called.status.success(), "{}", err(&called));
+}
