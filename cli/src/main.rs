@@ -1,4 +1,5 @@
-//! The `llm-worker` command: list, call, check and describe the tool plugins of a directory.
+//! The `llm-worker` command: run, review and serve the tool plugins of a directory; write,
+//! approve and share them.
 
 use std::io::Write;
 use std::path::Path;
@@ -147,15 +148,19 @@ async fn main() -> ExitCode {
             }
         };
     }
-    let host = match &cli.command {
+    let loader = match &cli.command {
         Command::List { host, .. }
         | Command::Call { host, .. }
         | Command::Check { host, .. }
         | Command::Serve { host, .. }
-        | Command::Lock { host, .. }
-        | Command::Pull { host, .. }
-        | Command::Schema { host, .. } => Some(host),
-        Command::New { .. } | Command::Push { .. } => None,
+        | Command::Schema { host, .. } => loader(host),
+        Command::Lock {
+            plugins, dir_args, ..
+        } => load::loader_with(plugins, dir_args, None, false),
+        Command::Pull { plugins, .. } => {
+            load::loader_with(plugins, &args::DirArgs::default(), None, false)
+        }
+        Command::New { .. } | Command::Push { .. } => Err(anyhow::anyhow!("nothing to load")),
     };
     if let Command::Push {
         file,
@@ -180,10 +185,7 @@ async fn main() -> ExitCode {
             ExitCode::FAILURE
         });
     }
-    let result = match host
-        .map(loader)
-        .unwrap_or_else(|| Err(anyhow::anyhow!("nothing to load")))
-    {
+    let result = match loader {
         Err(error) => Err(error),
         Ok(loader) => match &cli.command {
             Command::List { dir, json, .. } => list(&mut out, &loader, dir, *json),
@@ -233,11 +235,11 @@ async fn main() -> ExitCode {
                 request_state_key_file,
                 host: serve_host,
             } => {
-                if http.is_some() && idle_timeout.saturating_mul(1000) < serve_host.timeout_ms {
+                let timeout_ms = serve_host.plugins.timeout_ms;
+                if http.is_some() && idle_timeout.saturating_mul(1000) < timeout_ms {
                     return ExitCode::from(exit_with(format!(
-                        "--idle-timeout {idle_timeout} s is shorter than --timeout-ms {} ms: a \
-                         session would expire during a long call; raise --idle-timeout",
-                        serve_host.timeout_ms
+                        "--idle-timeout {idle_timeout} s is shorter than --timeout-ms {timeout_ms} ms: a \
+                         session would expire during a long call; raise --idle-timeout"
                     )));
                 }
                 let options = serve::ServeOptions {

@@ -516,3 +516,73 @@ fn an_empty_input_is_not_a_call_without_arguments() {
     );
     assert!(called.status.success(), "{}", err(&called));
 }
+
+#[test]
+fn the_help_lists_every_command_in_one_line_and_each_its_own_flags() {
+    let root = scratch_dir("help");
+    let help = |args: &[&str]| {
+        let output = run_in(&root, args, None);
+        assert!(output.status.success(), "{args:?}: {}", err(&output));
+        out(&output)
+    };
+    let top = help(&["--help"]);
+    let commands: Vec<&str> = top
+        .lines()
+        .skip_while(|line| *line != "Commands:")
+        .skip(1)
+        .take_while(|line| !line.is_empty())
+        .collect();
+    let names: Vec<&str> = commands
+        .iter()
+        .filter_map(|line| line.split_whitespace().next())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "list", "call", "check", "serve", "new", "lock", "pull", "push", "schema", "help"
+        ],
+        "{top}"
+    );
+    for line in &commands {
+        assert!(line.len() <= 100, "more than one line: {line:?}");
+    }
+    assert!(
+        help(&["list", "--help"]).contains("Print a JSON array, one object per tool"),
+        "what `list --json` prints"
+    );
+    // Each command shows the flags it uses: `lock` and `pull` start no instances (no
+    // --pool) and read no lock as --locked would; `pull` reads no subdirectories.
+    for (command, absent, present) in [
+        (
+            "lock",
+            &["--pool", "--locked"][..],
+            &["--fuel", "--recursive"][..],
+        ),
+        (
+            "pull",
+            &["--pool", "--locked", "--recursive", "--include-target"],
+            &["--fuel"],
+        ),
+        (
+            "list",
+            &[],
+            &["--pool", "--locked", "--recursive", "--fuel"],
+        ),
+        (
+            "serve",
+            &[],
+            &["--pool", "--locked", "--recursive", "--fuel"],
+        ),
+    ] {
+        let text = help(&[command, "--help"]);
+        for flag in absent {
+            assert!(
+                !text.contains(flag),
+                "{command} --help shows {flag}: {text}"
+            );
+        }
+        for flag in present {
+            assert!(text.contains(flag), "{command} --help lacks {flag}: {text}");
+        }
+    }
+}
