@@ -5,9 +5,10 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 use llm_worker::{Limits, ProviderFormat};
 
-/// Host LLM tools as sandboxed WebAssembly components.
+/// Host LLM tools as sandboxed WebAssembly components: run, review and serve a directory's
+/// plugins; write, approve and share them.
 #[derive(Parser)]
-#[command(name = "llm-worker", version, about, long_about = None)]
+#[command(name = "llm-worker", version, long_about = None)]
 pub(crate) struct Cli {
     #[command(subcommand)]
     pub(crate) command: Command,
@@ -19,9 +20,10 @@ pub(crate) struct Cli {
     pub(crate) quiet: bool,
 }
 
-/// How plugins are loaded and limited: the options of every command that loads a directory.
+/// How plugins are compiled and limited: the options of every command that loads plugins
+/// (they decide whether a plugin loads, so `lock` and `pull` take them too).
 #[derive(clap::Args)]
-pub(crate) struct HostArgs {
+pub(crate) struct PluginArgs {
     /// Keep compiled plugins here (default: $XDG_CACHE_HOME/llm-worker/compiled).
     #[arg(long, value_name = "DIR")]
     pub(crate) cache_dir: Option<PathBuf>,
@@ -37,16 +39,20 @@ pub(crate) struct HostArgs {
           value_parser = clap::value_parser!(u64).range(Limits::TIMEOUT_MS))]
     pub(crate) timeout_ms: u64,
     /// Meter fuel: at most this many units per call (default: no metering; the time limit
-    /// applies). Lets policy files set their own fuel.
+    /// applies). Lets policy files set their own fuel: without it, a plugin whose policy sets
+    /// `fuel` is refused.
     #[arg(long, value_name = "UNITS",
           value_parser = clap::value_parser!(u64).range(Limits::FUEL))]
     pub(crate) fuel: Option<u64>,
-    /// Reserve N instance slots up front and reuse them (wasmtime's pooling allocator):
-    /// plugins start faster, but at most N instances live at once, and each slot reserves
-    /// ~8 GiB of address space (not memory). Default: map memory per instance, no cap.
-    #[arg(long, value_name = "N",
-          value_parser = clap::value_parser!(u32).range(1..))]
-    pub(crate) pool: Option<u32>,
+    /// Largest plugin file read (and, for `pull`, downloaded), in MiB.
+    #[arg(long, value_name = "MIB", default_value_t = 256,
+          value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub(crate) max_plugin_mib: u64,
+}
+
+/// Which files of DIR are plugins: the options of every command that reads a whole directory.
+#[derive(clap::Args, Default)]
+pub(crate) struct DirArgs {
     /// Also load plugins from subdirectories of DIR (build output directories named
     /// `target` are skipped, unless --include-target).
     #[arg(short, long)]
@@ -54,29 +60,45 @@ pub(crate) struct HostArgs {
     /// With -r: read `target` directories too.
     #[arg(long, requires = "recursive")]
     pub(crate) include_target: bool,
+}
+
+/// How plugins are loaded and limited: the options of every command that loads a directory to
+/// use its tools.
+#[derive(clap::Args)]
+pub(crate) struct HostArgs {
+    #[command(flatten)]
+    pub(crate) plugins: PluginArgs,
+    #[command(flatten)]
+    pub(crate) dir: DirArgs,
+    /// Reserve N instance slots up front and reuse them (wasmtime's pooling allocator):
+    /// plugins start faster, but at most N instances live at once, and each slot reserves
+    /// ~8 GiB of address space (not memory). Default: map memory per instance, no cap.
+    #[arg(long, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) pool: Option<u32>,
     /// Require DIR/llm-worker.lock: without it, load nothing and fail (instead of loading
     /// whatever is there). A directory that has a lock when `serve` starts stays locked.
     #[arg(long)]
     pub(crate) locked: bool,
-    /// Largest plugin file read (and, for `pull`, downloaded), in MiB.
-    #[arg(long, value_name = "MIB", default_value_t = 256,
-          value_parser = clap::value_parser!(u64).range(1..=4096))]
-    pub(crate) max_plugin_mib: u64,
 }
 
 #[derive(Subcommand)]
 pub(crate) enum Command {
-    /// List the tools of every plugin in DIR: tool, plugin file, description.
+    /// List the tools of the plugins in DIR: tool, plugin file, description.
     List {
         /// The plugin directory.
         dir: PathBuf,
         #[command(flatten)]
         host: HostArgs,
-        /// Print JSON (one object per tool) instead of a table.
+        /// Print a JSON array, one object per tool (tool, plugin, description, input_schema),
+        /// instead of a table.
         #[arg(long)]
         json: bool,
     },
-    /// Call TOOL with JSON input (from the argument, or stdin if absent) and print its output.
+    /// Call one tool of DIR with JSON input and print its output.
+    ///
+    /// The input is the JSON object of the tool's arguments, from the argument or, when it
+    /// is absent or `-`, from stdin (`{}` for a tool without arguments).
     Call {
         /// The plugin directory.
         dir: PathBuf,
@@ -84,20 +106,25 @@ pub(crate) enum Command {
         host: HostArgs,
         /// The tool's name.
         tool: String,
-        /// The input, a JSON object; read from stdin when absent or `-`.
+        /// The input, a JSON object (`{}` for none); read from stdin when absent or `-`.
         json: Option<String>,
     },
-    /// Load every plugin in DIR and report, per file, whether it loads, what it imports and
-    /// what its policy grants. Exits non-zero if any plugin is refused.
+    /// Review DIR: per plugin, whether it loads, its policy file, what it imports and is granted.
+    ///
+    /// Loads every plugin in DIR and reports, per file, whether it loads, the policy file it
+    /// read (or that it runs with the defaults), what it imports and what its policy grants,
+    /// and policy files that belong to no plugin. Exits non-zero where `call` would fail: a
+    /// plugin is refused, or DIR holds no plugins.
     Check {
         /// The plugin directory.
         dir: PathBuf,
         #[command(flatten)]
         host: HostArgs,
     },
-    /// Serve the tools of DIR over MCP (tools/list, tools/call): on stdio, the connection is
-    /// one session; over --http, each MCP session is one. A session's plugin state is kept
-    /// between its calls and seen by no other session.
+    /// Serve the tools of DIR to MCP clients, on stdio or over HTTP.
+    ///
+    /// On stdio, the connection is one session; over --http, each MCP session is one. A
+    /// session's plugin state is kept between its calls and seen by no other session.
     Serve {
         /// The plugin directory.
         dir: PathBuf,
@@ -150,36 +177,45 @@ pub(crate) enum Command {
         #[arg(long, value_name = "FILE")]
         request_state_key_file: Option<PathBuf>,
     },
-    /// Create a new plugin crate NAME (in the current directory) that builds and loads as
-    /// it is.
+    /// Create a plugin crate NAME that tests, builds and loads as it is.
+    ///
+    /// The crate is made in the current directory, on the guest SDK of an llm-worker checkout
+    /// (by path: the SDK is not on crates.io), with a rust-toolchain.toml naming the Rust and
+    /// the wasm32-wasip2 target it builds with.
     New {
         /// The crate's name.
         name: String,
-        /// Use the guest SDK at this path (default: the one this llm-worker was built from).
+        /// Build against the guest SDK at PATH: an llm-worker checkout or its guest-sdk
+        /// directory (default: the checkout this llm-worker was built from, while it exists).
         #[arg(long, value_name = "PATH")]
         sdk: Option<PathBuf>,
     },
-    /// Approve the plugins of DIR as they are: write DIR/llm-worker.lock with the SHA-256 of
-    /// each plugin and of its policy. A directory with a lock file loads only those plugins,
-    /// unchanged.
+    /// Approve the plugins of DIR as they are, in DIR/llm-worker.lock.
+    ///
+    /// Writes DIR/llm-worker.lock with the SHA-256 of each plugin and of its policy. A
+    /// directory with a lock file loads only those plugins, unchanged.
     Lock {
         /// The plugin directory.
         dir: PathBuf,
         #[command(flatten)]
-        host: HostArgs,
+        plugins: PluginArgs,
+        #[command(flatten)]
+        dir_args: DirArgs,
         /// Write nothing: exit 1 if the directory differs from its lock file (for CI).
         #[arg(long)]
         check: bool,
     },
-    /// Pull a plugin from an OCI registry into DIR (as NAME.wasm), verified against
-    /// DIR/llm-worker.trust.toml, and record its digests and signer in DIR/llm-worker.lock.
+    /// Pull a plugin from an OCI registry into DIR, verified against DIR's trust policy.
+    ///
+    /// The plugin is written as DIR/NAME.wasm, verified against DIR/llm-worker.trust.toml,
+    /// and its digests and signer are recorded in DIR/llm-worker.lock.
     Pull {
         /// REGISTRY/REPOSITORY:TAG or REGISTRY/REPOSITORY@sha256:DIGEST.
         reference: String,
         /// The plugin directory.
         dir: PathBuf,
         #[command(flatten)]
-        host: HostArgs,
+        plugins: PluginArgs,
         /// The plugin's name in DIR (NAME.wasm); default: the repository's last part.
         #[arg(long)]
         name: Option<String>,
@@ -198,8 +234,9 @@ pub(crate) enum Command {
               value_parser = clap::value_parser!(u64).range(1..=86_400))]
         timeout_secs: u64,
     },
-    /// Push a plugin FILE to an OCI registry as a Wasm artifact, signed with --sign KEY as
-    /// cosign signs (the signature under the tag sha256-<digest>.sig).
+    /// Push a plugin FILE to an OCI registry as a Wasm artifact, signed as cosign signs.
+    ///
+    /// With --sign KEY, the signature goes under the tag sha256-<digest>.sig, as cosign puts it.
     Push {
         /// The plugin (.wasm); it must load.
         file: PathBuf,

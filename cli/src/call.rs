@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use llm_worker::{LoadedPlugin, ToolServerError, Worker};
 
-use crate::load::{Loader, load, no_plugins};
+use crate::load::{Loader, holds_no_plugins, load, no_plugins};
 
 pub(crate) async fn call(
     out: &mut String,
@@ -16,6 +16,7 @@ pub(crate) async fn call(
     tool: &str,
     input: Option<String>,
 ) -> anyhow::Result<ExitCode> {
+    let from_stdin = matches!(input.as_deref(), Some("-") | None);
     let input = match input.as_deref() {
         Some("-") | None => {
             use std::io::IsTerminal;
@@ -37,8 +38,21 @@ pub(crate) async fn call(
         }
         Some(input) => input.to_owned(),
     };
+    // Nothing at all is not "no arguments": a pipe that gave nothing is more likely a
+    // mistake than a call, and `{}` says "none" in one word.
+    if input.trim().is_empty() {
+        eprintln!(
+            "error: {}: give the arguments of '{tool}' as a JSON object, e.g. '{{}}' for none",
+            if from_stdin {
+                "no input on stdin"
+            } else {
+                "the input is empty"
+            }
+        );
+        return Ok(ExitCode::from(2));
+    }
     let loaded = load(loader, dir)?;
-    if loaded.plugins.is_empty() && loaded.failures.is_empty() {
+    if holds_no_plugins(&loaded) {
         bail!(no_plugins(dir, loader.options));
     }
     // Only the plugin offering the tool is registered (and started): a call needs no other.
@@ -51,12 +65,7 @@ pub(crate) async fn call(
             .flat_map(LoadedPlugin::definitions),
     )?;
     let tools = worker.tool_server_handle();
-    // No input at all means no arguments.
-    let input = match input.trim() {
-        "" => "{}",
-        input => input,
-    };
-    match tools.call_tool(tool, input).await {
+    match tools.call_tool(tool, input.trim()).await {
         Ok(output) => {
             outln!(out, "{output}");
             Ok(ExitCode::SUCCESS)

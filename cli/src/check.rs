@@ -1,12 +1,13 @@
-//! `llm-worker check`: per plugin file, whether it loads, what it imports, what its policy
-//! grants and where a pulled plugin came from.
+//! `llm-worker check`: per plugin file, whether it loads, the policy file it read, what it
+//! imports, what its policy grants and where a pulled plugin came from; the directory's stray
+//! policy files; failing where `call` would.
 
 use std::path::Path;
 use std::process::ExitCode;
 
-use llm_worker::{LOCK_FILE, LockFile};
+use llm_worker::{LOCK_FILE, LockFile, SandboxPolicy};
 
-use crate::load::{Loader, file_name, load_with_progress};
+use crate::load::{Loader, file_name, holds_no_plugins, load_with_progress, no_plugins};
 
 pub(crate) fn check(out: &mut String, loader: &Loader, dir: &Path) -> anyhow::Result<ExitCode> {
     let loaded = load_with_progress(loader, dir)?;
@@ -21,6 +22,18 @@ pub(crate) fn check(out: &mut String, loader: &Loader, dir: &Path) -> anyhow::Re
             file_name(plugin, dir),
             plugin.tool_names().join(", ")
         );
+        // Which file says what it may do: the one read, or where one would be read.
+        let policy_file = SandboxPolicy::path_for(plugin.path());
+        let policy_file = policy_file.strip_prefix(dir).unwrap_or(&policy_file);
+        if plugin.policy_sha256().is_some() {
+            outln!(out, "         policy: {}", policy_file.display());
+        } else {
+            outln!(
+                out,
+                "         no policy: the defaults (no {} beside it)",
+                policy_file.display()
+            );
+        }
         // What it asks of the sandbox: the contract's own interfaces are not asks.
         let contract = format!("{}/", llm_worker_rules::contract::PACKAGE);
         let asks: Vec<&str> = plugin
@@ -176,6 +189,14 @@ pub(crate) fn check(out: &mut String, loader: &Loader, dir: &Path) -> anyhow::Re
     }
     for failure in &loaded.failures {
         outln!(out, "refused  {failure}");
+    }
+    // Policy files that belong to no plugin, as `list` warns of them.
+    for warning in &loaded.warnings {
+        outln!(out, "warning  {warning}");
+    }
+    if holds_no_plugins(&loaded) {
+        // As `call` fails on it.
+        anyhow::bail!(no_plugins(dir, loader.options));
     }
     if !locked {
         outln!(

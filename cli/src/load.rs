@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use llm_worker::{Limits, LoadDirOptions, LoadedPlugin, PluginDir, PluginHost};
 
-use crate::args::HostArgs;
+use crate::args::{DirArgs, HostArgs, PluginArgs};
 
 /// The host and how it reads plugin directories.
 pub(crate) struct Loader {
@@ -14,33 +14,48 @@ pub(crate) struct Loader {
     pub(crate) options: LoadDirOptions,
 }
 
-pub(crate) fn loader(cli: &HostArgs) -> anyhow::Result<Loader> {
+/// The loader of a command that loads a directory to use its tools.
+pub(crate) fn loader(args: &HostArgs) -> anyhow::Result<Loader> {
+    loader_with(&args.plugins, &args.dir, args.pool, args.locked)
+}
+
+/// The loader of the options a command takes: `pool` instance slots, `locked` to require a
+/// lock file.
+pub(crate) fn loader_with(
+    plugins: &PluginArgs,
+    dir: &DirArgs,
+    pool: Option<u32>,
+    locked: bool,
+) -> anyhow::Result<Loader> {
     let limits = Limits::default()
         // Within Limits::MEMORY_MIB (checked by clap): fits any usize of a 64-bit host.
-        .memory_bytes(usize::try_from(cli.memory_mib << 20).unwrap_or(usize::MAX))
-        .call_timeout(Duration::from_millis(cli.timeout_ms))
-        .fuel(cli.fuel);
-    let cache = if cli.no_cache {
+        .memory_bytes(usize::try_from(plugins.memory_mib << 20).unwrap_or(usize::MAX))
+        .call_timeout(Duration::from_millis(plugins.timeout_ms))
+        .fuel(plugins.fuel);
+    let cache = if plugins.no_cache {
         None
     } else {
-        cli.cache_dir.clone().or_else(PluginHost::default_cache_dir)
+        plugins
+            .cache_dir
+            .clone()
+            .or_else(PluginHost::default_cache_dir)
     };
     let mut builder = PluginHost::builder()
         .limits(limits)
-        .max_plugin_bytes(cli.max_plugin_mib << 20);
+        .max_plugin_bytes(plugins.max_plugin_mib << 20);
     if let Some(dir) = cache {
         builder = builder.cache_dir(dir);
     }
-    if let Some(slots) = cli.pool.filter(|&slots| slots > 0) {
+    if let Some(slots) = pool.filter(|&slots| slots > 0) {
         builder = builder.instance_pool(slots);
     }
     let host = builder.build()?;
     Ok(Loader {
         host,
         options: LoadDirOptions::default()
-            .recursive(cli.recursive)
-            .include_build_dirs(cli.include_target)
-            .locked(cli.locked),
+            .recursive(dir.recursive)
+            .include_build_dirs(dir.include_target)
+            .locked(locked),
     })
 }
 
@@ -75,9 +90,14 @@ pub(crate) fn warn_about(loaded: &PluginDir, dir: &Path, options: LoadDirOptions
     for warning in &loaded.warnings {
         tracing::warn!("{warning}");
     }
-    if loaded.plugins.is_empty() && loaded.failures.is_empty() {
+    if holds_no_plugins(loaded) {
         tracing::warn!("{}", no_plugins(dir, options));
     }
+}
+
+/// Whether a directory read holds no plugin files at all (none loaded, none refused).
+pub(crate) fn holds_no_plugins(loaded: &PluginDir) -> bool {
+    loaded.plugins.is_empty() && loaded.failures.is_empty()
 }
 
 /// A plugin's file as the user knows it: its path within the directory (`sub/counter.wasm`).

@@ -1,4 +1,5 @@
-//! The `llm-worker` command: list, call, check and describe the tool plugins of a directory.
+//! The `llm-worker` command: run, review and serve the tool plugins of a directory; write,
+//! approve and share them.
 
 use std::io::Write;
 use std::path::Path;
@@ -122,13 +123,22 @@ async fn main() -> ExitCode {
     raise_open_file_limit();
     let mut out = String::new();
     if let Command::New { name, sdk } = &cli.command {
-        return match new::scaffold(Path::new("."), name, sdk.as_deref()) {
-            Ok(dir) => {
-                println!(
-                    "created {}
-build it with: cd {} && cargo build --release --target wasm32-wasip2",
-                    dir.display(),
-                    dir.display()
+        let created = new::Sdk::find(sdk.as_deref(), new::built_from())
+            .and_then(|sdk| new::scaffold(Path::new("."), name, sdk));
+        return match created {
+            Ok(created) => {
+                let steps: String = new::next_steps(name)
+                    .lines()
+                    .map(|line| format!("  {line}\n"))
+                    .collect();
+                print!(
+                    "created {}, a plugin crate on the SDK in {}\n\
+                     Its rust-toolchain.toml names Rust {} and the wasm32-wasip2 target: rustup \
+                     installs them on first use (or run `rustup toolchain install` in it). \
+                     Next:\n  cd {name}\n{steps}",
+                    created.dir.display(),
+                    created.sdk.dir.display(),
+                    created.channel,
                 );
                 ExitCode::SUCCESS
             }
@@ -138,15 +148,19 @@ build it with: cd {} && cargo build --release --target wasm32-wasip2",
             }
         };
     }
-    let host = match &cli.command {
+    let loader = match &cli.command {
         Command::List { host, .. }
         | Command::Call { host, .. }
         | Command::Check { host, .. }
         | Command::Serve { host, .. }
-        | Command::Lock { host, .. }
-        | Command::Pull { host, .. }
-        | Command::Schema { host, .. } => Some(host),
-        Command::New { .. } | Command::Push { .. } => None,
+        | Command::Schema { host, .. } => loader(host),
+        Command::Lock {
+            plugins, dir_args, ..
+        } => load::loader_with(plugins, dir_args, None, false),
+        Command::Pull { plugins, .. } => {
+            load::loader_with(plugins, &args::DirArgs::default(), None, false)
+        }
+        Command::New { .. } | Command::Push { .. } => Err(anyhow::anyhow!("nothing to load")),
     };
     if let Command::Push {
         file,
@@ -171,10 +185,7 @@ build it with: cd {} && cargo build --release --target wasm32-wasip2",
             ExitCode::FAILURE
         });
     }
-    let result = match host
-        .map(loader)
-        .unwrap_or_else(|| Err(anyhow::anyhow!("nothing to load")))
-    {
+    let result = match loader {
         Err(error) => Err(error),
         Ok(loader) => match &cli.command {
             Command::List { dir, json, .. } => list(&mut out, &loader, dir, *json),
@@ -224,11 +235,11 @@ build it with: cd {} && cargo build --release --target wasm32-wasip2",
                 request_state_key_file,
                 host: serve_host,
             } => {
-                if http.is_some() && idle_timeout.saturating_mul(1000) < serve_host.timeout_ms {
+                let timeout_ms = serve_host.plugins.timeout_ms;
+                if http.is_some() && idle_timeout.saturating_mul(1000) < timeout_ms {
                     return ExitCode::from(exit_with(format!(
-                        "--idle-timeout {idle_timeout} s is shorter than --timeout-ms {} ms: a \
-                         session would expire during a long call; raise --idle-timeout",
-                        serve_host.timeout_ms
+                        "--idle-timeout {idle_timeout} s is shorter than --timeout-ms {timeout_ms} ms: a \
+                         session would expire during a long call; raise --idle-timeout"
                     )));
                 }
                 let options = serve::ServeOptions {

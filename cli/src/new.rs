@@ -1,16 +1,86 @@
-//! `llm-worker new NAME`: a new plugin crate that builds and loads as it is.
+//! `llm-worker new NAME`: a new plugin crate that builds, tests and loads as it is, from any
+//! directory: it depends on the guest SDK of an llm-worker checkout by path (the SDK is not on
+//! crates.io) and names the toolchain and target it needs, for rustup to install.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use heck::ToUpperCamelCase;
 
-/// Where this build of llm-worker found the guest SDK, if it still exists.
-fn local_sdk() -> Option<PathBuf> {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../guest-sdk")
-        .canonicalize()
-        .ok()
+/// The guest SDK's package name.
+const SDK_PACKAGE: &str = "llm-worker-guest";
+
+/// The guest SDK a new crate builds against: `llm-worker-guest` in an llm-worker checkout.
+#[derive(Debug)]
+pub(crate) struct Sdk {
+    /// Its directory (`…/guest-sdk`), links resolved.
+    pub(crate) dir: PathBuf,
+    /// The checkout holding it: its workspace, where its macros and rules sit beside it.
+    pub(crate) checkout: PathBuf,
+}
+
+impl Sdk {
+    /// The SDK at `path`: the SDK's own directory, or a checkout holding it in `guest-sdk/`.
+    fn at(path: &Path) -> Option<Sdk> {
+        [path.to_owned(), path.join("guest-sdk")]
+            .into_iter()
+            .find_map(|dir| {
+                let dir = dir.canonicalize().ok()?;
+                let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).ok()?;
+                let manifest: toml::Table = toml::from_str(&manifest).ok()?;
+                let name = manifest.get("package")?.get("name")?.as_str()?;
+                let checkout = dir.parent()?.to_owned();
+                (name == SDK_PACKAGE).then_some(Sdk { dir, checkout })
+            })
+    }
+
+    /// The SDK given with `--sdk`, else the one of the checkout at `built_from` (where this
+    /// llm-worker was built), if it is still there. Never a crate that cannot build: without
+    /// either, an error saying how to get one.
+    pub(crate) fn find(given: Option<&Path>, built_from: &Path) -> anyhow::Result<Sdk> {
+        match given {
+            Some(path) => Sdk::at(path).with_context(|| {
+                format!(
+                    "--sdk {}: no llm-worker SDK there (a crate named {SDK_PACKAGE}); give an \
+                     llm-worker checkout or its guest-sdk directory",
+                    path.display()
+                )
+            }),
+            None => Sdk::at(built_from).with_context(|| {
+                format!(
+                    "this llm-worker was built from {}, which holds no SDK any more (no \
+                     guest-sdk/ with the crate {SDK_PACKAGE}), and the SDK is not on crates.io; \
+                     give one with --sdk PATH: a checkout of llm-worker's source (or its \
+                     guest-sdk directory)",
+                    built_from.display()
+                )
+            }),
+        }
+    }
+
+    /// The Rust toolchain the checkout pins (its `rust-toolchain.toml`), else `stable`.
+    fn channel(&self) -> String {
+        std::fs::read_to_string(self.checkout.join("rust-toolchain.toml"))
+            .ok()
+            .and_then(|text| toml::from_str::<toml::Table>(&text).ok())
+            .and_then(|file| {
+                let channel = file.get("toolchain")?.get("channel")?.as_str()?;
+                Some(channel.to_owned())
+            })
+            .unwrap_or_else(|| "stable".to_owned())
+    }
+
+    /// The lock file the checkout builds its example plugins with: the versions of the SDK's
+    /// dependencies it was tested with (cargo drops the entries a new crate does not use).
+    fn lock_file(&self) -> Option<String> {
+        std::fs::read_to_string(self.checkout.join("plugins/Cargo.lock")).ok()
+    }
+}
+
+/// The checkout this llm-worker was built from (the parent of `cli/`).
+pub(crate) fn built_from() -> &'static Path {
+    let cli = Path::new(env!("CARGO_MANIFEST_DIR"));
+    cli.parent().unwrap_or(cli)
 }
 
 /// Rust's keywords and the names of the standard crates: not usable as a crate's name.
@@ -88,53 +158,51 @@ fn relative(path: &Path, from: &Path) -> PathBuf {
     relative
 }
 
-/// The `llm-worker-guest` dependency of a crate at `dir`, never an absolute path (the crate
-/// is to be shared): the SDK given with `--sdk`, as a path relative to the crate; else this
-/// llm-worker's own SDK, relative, when the crate is inside its checkout; else the published
-/// version.
-fn dependency(dir: &Path, sdk: Option<&Path>) -> anyhow::Result<String> {
-    let crate_dir = dir
-        .parent()
-        .and_then(|parent| parent.canonicalize().ok())
-        .map(|parent| parent.join(dir.file_name().unwrap_or_default()))
-        .with_context(|| format!("cannot resolve {}", dir.display()))?;
-    let path = |sdk: &Path| {
-        format!(
-            "{{ path = {:?} }}",
-            relative(sdk, &crate_dir).display().to_string()
-        )
-    };
-    if let Some(sdk) = sdk {
-        let found = sdk
-            .canonicalize()
-            .ok()
-            .filter(|sdk| sdk.join("Cargo.toml").is_file())
-            .with_context(|| {
-                format!(
-                    "--sdk {}: there is no crate there (no Cargo.toml); give the guest-sdk \
-                     directory of an llm-worker checkout",
-                    sdk.display()
-                )
-            })?;
-        return Ok(path(&found));
-    }
-    match local_sdk() {
-        Some(sdk)
-            if sdk
-                .parent()
-                .is_some_and(|checkout| crate_dir.starts_with(checkout)) =>
-        {
-            Ok(path(&sdk))
-        }
-        _ => Ok(format!(
-            "\"{}\"  # from crates.io; or {{ path = \"…/guest-sdk\" }} of a checkout",
-            env!("CARGO_PKG_VERSION")
-        )),
-    }
+/// A string as TOML writes it, quoted and escaped.
+fn toml_string(text: &str) -> String {
+    toml::Value::String(text.to_owned()).to_string()
 }
 
-/// Creates the crate `name` in `parent`. `sdk` overrides where `llm-worker-guest` comes from.
-pub(crate) fn scaffold(parent: &Path, name: &str, sdk: Option<&Path>) -> anyhow::Result<PathBuf> {
+/// The `llm-worker-guest` dependency of the crate at `crate_dir` (absolute, links resolved):
+/// a path relative to the crate when it is inside the SDK's checkout (the two move together),
+/// else the SDK's absolute path (the crate moves on its own).
+fn dependency(crate_dir: &Path, sdk: &Sdk) -> anyhow::Result<String> {
+    let path = if crate_dir.starts_with(&sdk.checkout) {
+        relative(&sdk.dir, crate_dir)
+    } else {
+        sdk.dir.clone()
+    };
+    let path = path.to_str().with_context(|| {
+        format!(
+            "the SDK's path {} is not UTF-8, which Cargo.toml cannot hold; give another with \
+             --sdk",
+            sdk.dir.display()
+        )
+    })?;
+    Ok(format!("{{ path = {} }}", toml_string(path)))
+}
+
+/// What `new` made: the crate's directory, the SDK it builds against, the toolchain it names.
+#[derive(Debug)]
+pub(crate) struct Created {
+    pub(crate) dir: PathBuf,
+    pub(crate) sdk: Sdk,
+    pub(crate) channel: String,
+}
+
+/// The commands that test, build, call and serve the new crate `name`, from its directory.
+pub(crate) fn next_steps(name: &str) -> String {
+    let file = name.replace('-', "_");
+    format!(
+        "cargo test                                      # the tools, natively\n\
+         cargo build --release --target wasm32-wasip2    # target/wasm32-wasip2/release/{file}.wasm\n\
+         llm-worker call target/wasm32-wasip2/release hello '{{\"name\":\"Ada\"}}'\n\
+         llm-worker serve target/wasm32-wasip2/release   # its tools for an MCP client, on stdio\n"
+    )
+}
+
+/// Creates the crate `name` in `parent`, on the SDK `sdk` (see [`Sdk::find`]).
+pub(crate) fn scaffold(parent: &Path, name: &str, sdk: Sdk) -> anyhow::Result<Created> {
     let valid = name.chars().next().is_some_and(|c| c.is_ascii_lowercase())
         && name
             .chars()
@@ -151,11 +219,15 @@ pub(crate) fn scaffold(parent: &Path, name: &str, sdk: Option<&Path>) -> anyhow:
              e.g. \"{name}-tool\""
         );
     }
+    let parent = parent
+        .canonicalize()
+        .with_context(|| format!("cannot resolve {}", parent.display()))?;
     let dir = parent.join(name);
     if dir.exists() {
         bail!("{} exists already; choose another name", dir.display());
     }
-    let dependency = dependency(&dir, sdk)?;
+    let dependency = dependency(&dir, &sdk)?;
+    let channel = sdk.channel();
     // `weather-now` → `WeatherNow`.
     let type_name = name.to_upper_camel_case();
 
@@ -169,6 +241,7 @@ edition = "2024"
 crate-type = ["cdylib", "rlib"]
 
 [dependencies]
+# The llm-worker SDK (not on crates.io), from the checkout {checkout}.
 llm-worker-guest = {dependency}
 
 # Plugins ship as one file: small and fast.
@@ -181,7 +254,18 @@ panic = "abort"
 
 # A crate of its own, even inside another workspace.
 [workspace]
-"#
+"#,
+        checkout = sdk.checkout.display()
+    );
+    let toolchain = format!(
+        "# The Rust this plugin is built with and the WebAssembly target it is built for: rustup\n\
+         # installs them on first use in this directory.\n\
+         [toolchain]\n\
+         channel = {}\n\
+         components = [\"rustfmt\", \"clippy\"]\n\
+         targets = [\"wasm32-wasip2\"]\n\
+         profile = \"minimal\"\n",
+        toml_string(&channel)
     );
     let lib_rs = format!(
         r##"//! The `{name}` tool plugin.
@@ -222,19 +306,92 @@ mod tests {{
 }}
 "##
     );
-    let file = name.replace('-', "_");
     let readme = format!(
-        "# {name}\n\nAn llm-worker tool plugin.\n\n```sh\ncargo test                                      # the tools, natively\n\
-         cargo build --release --target wasm32-wasip2    # target/wasm32-wasip2/release/{file}.wasm\n\
-         llm-worker call target/wasm32-wasip2/release hello '{{\"name\":\"Ada\"}}'\n```\n"
+        "# {name}\n\nAn llm-worker tool plugin.\n\n```sh\n{}```\n",
+        next_steps(name)
     );
-    let write = |path: PathBuf, text: &str| {
-        std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))
-    };
-    std::fs::create_dir_all(dir.join("src"))
-        .with_context(|| format!("cannot create {}", dir.display()))?;
-    write(dir.join("Cargo.toml"), &cargo_toml)?;
-    write(dir.join("src/lib.rs"), &lib_rs)?;
-    write(dir.join("README.md"), &readme)?;
-    Ok(dir)
+    let files = [
+        ("Cargo.toml", cargo_toml),
+        ("rust-toolchain.toml", toolchain),
+        (".gitignore", "/target\n".to_owned()),
+        ("src/lib.rs", lib_rs),
+        ("README.md", readme),
+    ]
+    .into_iter()
+    .chain(sdk.lock_file().map(|lock| ("Cargo.lock", lock)));
+    // Created anew (never into a directory made meanwhile), and removed again if a file
+    // cannot be written: no half a crate.
+    std::fs::create_dir(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let written = std::fs::create_dir(dir.join("src"))
+        .with_context(|| format!("cannot create {}", dir.join("src").display()))
+        .and_then(|()| {
+            files.into_iter().try_for_each(|(file, text)| {
+                let path = dir.join(file);
+                std::fs::write(&path, text)
+                    .with_context(|| format!("cannot write {}", path.display()))
+            })
+        });
+    if let Err(error) = written {
+        let _ = std::fs::remove_dir_all(&dir);
+        return Err(error);
+    }
+    Ok(Created { dir, sdk, channel })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_an_sdk_new_says_how_to_get_one() {
+        let gone = Path::new("/no/such/checkout");
+        let message = format!("{:#}", Sdk::find(None, gone).expect_err("no SDK there"));
+        assert!(
+            message.contains("built from /no/such/checkout")
+                && message.contains("--sdk PATH")
+                && message.contains("not on crates.io"),
+            "{message}"
+        );
+        let message = format!("{:#}", Sdk::find(Some(gone), gone).expect_err("none"));
+        assert!(message.contains("--sdk /no/such/checkout"), "{message}");
+    }
+
+    #[test]
+    fn the_sdk_is_a_checkout_or_its_guest_sdk_directory() {
+        let checkout = built_from();
+        let nowhere = Path::new("/no/such/checkout");
+        let given = Sdk::find(Some(checkout), nowhere).expect("a checkout");
+        let inside = Sdk::find(Some(&checkout.join("guest-sdk")), nowhere).expect("its SDK");
+        let built_in = Sdk::find(None, checkout).expect("this build's checkout");
+        assert_eq!(given.dir, inside.dir);
+        assert_eq!(given.dir, built_in.dir);
+        assert!(given.dir.ends_with("guest-sdk"), "{given:?}");
+        // Another crate of the checkout is not the SDK.
+        assert!(Sdk::find(Some(&checkout.join("host")), nowhere).is_err());
+        // The toolchain the checkout pins.
+        let pinned = std::fs::read_to_string(checkout.join("rust-toolchain.toml"))
+            .expect("rust-toolchain.toml");
+        assert!(
+            pinned.contains(&format!("channel = \"{}\"", given.channel())),
+            "{pinned}"
+        );
+    }
+
+    #[test]
+    fn the_dependency_is_relative_inside_the_checkout_only() {
+        let sdk = Sdk {
+            dir: PathBuf::from("/src/llm-worker/guest-sdk"),
+            checkout: PathBuf::from("/src/llm-worker"),
+        };
+        let inside = dependency(Path::new("/src/llm-worker/plugins/mine"), &sdk);
+        assert_eq!(
+            inside.ok().as_deref(),
+            Some(r#"{ path = "../../guest-sdk" }"#)
+        );
+        let outside = dependency(Path::new("/home/ada/mine"), &sdk);
+        assert_eq!(
+            outside.ok().as_deref(),
+            Some(r#"{ path = "/src/llm-worker/guest-sdk" }"#)
+        );
+    }
 }

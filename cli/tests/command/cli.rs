@@ -293,17 +293,20 @@ fn a_missing_directory_is_a_clear_error() {
     );
 }
 
+/// What `new` refuses, writing nothing: bad names, an SDK that is not one, an existing crate.
+/// (`first_hour.rs` builds, tests and serves what it makes.)
 #[test]
-fn new_scaffolds_a_plugin_that_builds_and_loads() {
+fn new_refuses_bad_names_and_sdks_and_never_overwrites() {
     let root = scratch_dir("cli-new");
-    let new = |name: &str| {
+    let new = |args: &[&str]| {
         Command::new(env!("CARGO_BIN_EXE_llm-worker"))
             .current_dir(&root)
-            .args(["new", name])
+            .arg("new")
+            .args(args)
             .output()
             .expect("run new")
     };
-    let out = new("Bad Name");
+    let out = new(&["Bad Name"]);
     assert!(!out.status.success());
     assert!(
         stderr(&out).contains("not a good crate name"),
@@ -312,63 +315,66 @@ fn new_scaffolds_a_plugin_that_builds_and_loads() {
     );
 
     for reserved in ["self", "crate", "std", "type"] {
-        let out = new(reserved);
+        let out = new(&[reserved]);
         assert!(
             !out.status.success() && stderr(&out).contains("keyword"),
             "{reserved}: {}",
             stderr(&out)
         );
     }
-    let missing = Command::new(env!("CARGO_BIN_EXE_llm-worker"))
-        .current_dir(&root)
-        .args(["new", "lost", "--sdk", "/no/such/sdk"])
-        .output()
-        .expect("run new");
-    assert!(
-        !missing.status.success() && stderr(&missing).contains("/no/such/sdk"),
-        "{}",
-        stderr(&missing)
-    );
+    for not_an_sdk in [
+        "/no/such/sdk",
+        path(&llm_worker_tests::repo_root().join("host")),
+    ] {
+        let missing = new(&["lost", "--sdk", not_an_sdk]);
+        assert!(
+            !missing.status.success()
+                && stderr(&missing).contains(&format!("--sdk {not_an_sdk}: no llm-worker SDK")),
+            "{}",
+            stderr(&missing)
+        );
+    }
     assert!(!root.join("lost").exists());
 
-    let sdk = llm_worker_tests::repo_root().join("guest-sdk");
-    let out = Command::new(env!("CARGO_BIN_EXE_llm-worker"))
-        .current_dir(&root)
-        .args(["new", "hello-plugin", "--sdk"])
-        .arg(&sdk)
-        .output()
-        .expect("run new");
-    assert!(out.status.success(), "{}", stderr(&out));
-    let manifest =
-        std::fs::read_to_string(root.join("hello-plugin/Cargo.toml")).expect("Cargo.toml");
-    assert!(
-        manifest.contains("llm-worker-guest = { path = \"../"),
-        "a path relative to the crate: {manifest}"
-    );
-    let lib = std::fs::read_to_string(root.join("hello-plugin/src/lib.rs")).expect("lib.rs");
+    // The SDK's directory or the checkout holding it.
+    let checkout = llm_worker_tests::repo_root();
+    for (name, sdk) in [
+        ("by-sdk", checkout.join("guest-sdk")),
+        ("by-checkout", checkout.to_owned()),
+    ] {
+        let out = new(&[name, "--sdk", path(&sdk)]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let manifest =
+            std::fs::read_to_string(root.join(name).join("Cargo.toml")).expect("Cargo.toml");
+        let sdk = checkout.join("guest-sdk").canonicalize().expect("the SDK");
+        assert!(
+            manifest.contains(&format!(
+                "llm-worker-guest = {{ path = \"{}\" }}",
+                path(&sdk)
+            )),
+            "{manifest}"
+        );
+    }
+    let lib = std::fs::read_to_string(root.join("by-sdk/src/lib.rs")).expect("lib.rs");
     assert!(!lib.contains("__private"), "{lib}");
-    assert!(
-        new("hello-plugin").status.code() == Some(1),
+    let before = std::fs::read_to_string(root.join("by-sdk/src/lib.rs")).expect("lib.rs");
+    std::fs::write(root.join("by-sdk/src/lib.rs"), "// mine").expect("write");
+    let again = new(&["by-sdk"]);
+    assert_eq!(
+        again.status.code(),
+        Some(1),
         "an existing crate is not overwritten"
     );
-
-    // Build it as its author would (sharing the example plugins' build directory for speed).
-    let target_dir = llm_worker_tests::repo_root().join("plugins/target");
-    let built = llm_worker_tests::build_for_wasm(&root.join("hello-plugin"), &target_dir);
-    let dir = root.join("plugins");
-    std::fs::create_dir(&dir).expect("mkdir");
-    std::fs::copy(
-        built.join("hello_plugin.wasm"),
-        dir.join("hello_plugin.wasm"),
-    )
-    .expect("copy");
-    let out = run(
-        &root.join("cache"),
-        &["call", path(&dir), "hello", r#"{"name":"Ada"}"#],
-        None,
+    assert!(
+        stderr(&again).contains("exists already"),
+        "{}",
+        stderr(&again)
     );
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(stdout(&out).trim(), "Hello, Ada!");
+    assert_eq!(
+        std::fs::read_to_string(root.join("by-sdk/src/lib.rs")).expect("lib.rs"),
+        "// mine"
+    );
+    assert!(before.contains("#[tool_registry]"), "{before}");
 }
 
 #[test]

@@ -3,9 +3,12 @@
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use llm_worker_tests::{ScratchDir, plugin_path, scratch_dir};
+use llm_worker_tests::{ScratchDir, plugin_path, repo_root, scratch_dir};
+use rmcp::ServiceExt;
+use serde_json::json;
 
 use super::cli::{stderr as err, stdout as out};
+use super::mcp::{call, text};
 
 /// Runs the command in `cwd` with `args` (and `stdin`), logs at their defaults.
 fn run_in(cwd: &Path, args: &[&str], stdin: Option<&[u8]>) -> Output {
@@ -309,4 +312,296 @@ fn policy_errors_name_what_to_change() {
         .take(4)
         .collect::<Vec<_>>();
     assert!(excerpt.iter().any(|line| line.contains('|')), "{text}");
+}
+
+/// `cargo` as a plugin's author runs it in `dir`: the one on PATH (rustup's, which reads the
+/// crate's rust-toolchain.toml), without the toolchain and flags of the cargo running this
+/// test. Its build directory is `target_dir`.
+fn authors_cargo(dir: &Path, target_dir: &Path, args: &[&str]) -> Output {
+    Command::new("cargo")
+        .current_dir(dir)
+        .args(args)
+        // Set by rustup for this test's process; it would override the crate's toolchain file.
+        .env_remove("RUSTUP_TOOLCHAIN")
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .env_remove("CARGO_BUILD_TARGET")
+        .env("CARGO_TARGET_DIR", target_dir)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run cargo")
+}
+
+/// The plugin quick start, from a directory outside the checkout: `llm-worker new demo`, then
+/// in it `cargo test` and `cargo build --release --target wasm32-wasip2`, then `llm-worker
+/// call`, `list` and `serve` on what it built. One thing differs from an author's run: the
+/// build directory, shared by the runs of this test (under the workspace's target directory)
+/// so that the SDK's dependencies are compiled once, not on every run.
+#[test]
+fn a_new_plugin_tests_builds_and_serves_from_outside_the_checkout() {
+    let root = scratch_dir("first-plugin");
+    let checkout = repo_root().canonicalize().expect("the checkout");
+    assert!(!root.canonicalize().expect("root").starts_with(&checkout));
+
+    let created = run_in(&root, &["new", "demo"], None);
+    assert!(created.status.success(), "{}", err(&created));
+    assert!(out(&created).contains("cd demo"), "{}", out(&created));
+    let crate_dir = root.join("demo");
+    // The SDK it was built from, by path: the SDK is not on crates.io.
+    let manifest: toml::Table =
+        toml::from_str(&std::fs::read_to_string(crate_dir.join("Cargo.toml")).expect("read"))
+            .expect("Cargo.toml is TOML");
+    let sdk = manifest["dependencies"]["llm-worker-guest"]["path"]
+        .as_str()
+        .expect("a path dependency");
+    assert_eq!(Path::new(sdk), checkout.join("guest-sdk"));
+    assert!(manifest.contains_key("workspace"), "a workspace of its own");
+    let toolchain: toml::Table = toml::from_str(
+        &std::fs::read_to_string(crate_dir.join("rust-toolchain.toml")).expect("read"),
+    )
+    .expect("rust-toolchain.toml is TOML");
+    let pinned: toml::Table = toml::from_str(
+        &std::fs::read_to_string(checkout.join("rust-toolchain.toml")).expect("read"),
+    )
+    .expect("TOML");
+    assert_eq!(
+        toolchain["toolchain"]["channel"], pinned["toolchain"]["channel"],
+        "the checkout's Rust"
+    );
+    assert_eq!(
+        toolchain["toolchain"]["targets"],
+        toml::Value::Array(vec!["wasm32-wasip2".into()])
+    );
+
+    let target_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("first-plugin");
+    let built = target_dir.join("wasm32-wasip2/release");
+    // Whatever an earlier run built does not count.
+    let _ = std::fs::remove_file(built.join("demo.wasm"));
+    for args in [
+        &["test"][..],
+        &["build", "--release", "--target", "wasm32-wasip2"],
+    ] {
+        let output = authors_cargo(&crate_dir, &target_dir, args);
+        assert!(output.status.success(), "cargo {args:?}: {}", err(&output));
+        if args[0] == "test" {
+            assert!(
+                out(&output).contains("test tests::says_hello ... ok"),
+                "{}",
+                out(&output)
+            );
+        }
+    }
+    assert!(built.join("demo.wasm").is_file());
+
+    let built_dir = built.to_str().expect("a UTF-8 path");
+    let called = run_in(
+        &crate_dir,
+        &["call", built_dir, "hello", r#"{"name":"Ada"}"#],
+        None,
+    );
+    assert!(called.status.success(), "{}", err(&called));
+    assert_eq!(out(&called), "Hello, Ada!\n");
+    let listed = run_in(&crate_dir, &["list", built_dir], None);
+    assert!(
+        out(&listed).contains("hello") && out(&listed).contains("demo.wasm"),
+        "{}",
+        out(&listed)
+    );
+
+    // `serve`, to an MCP client.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"));
+        command
+            .current_dir(&crate_dir)
+            .args(["serve", built_dir])
+            .env("XDG_CACHE_HOME", crate_dir.join("cache-home"));
+        let transport = rmcp::transport::TokioChildProcess::new(command).expect("spawn serve");
+        let client = ().serve(transport).await.expect("initialize");
+        let hello = client
+            .call_tool(call("hello", json!({"name": "MCP"})))
+            .await
+            .expect("tools/call");
+        assert_eq!(text(&hello), "Hello, MCP!");
+        client.cancel().await.expect("close");
+    });
+}
+
+#[test]
+fn unknown_arguments_are_named() {
+    let root = after_the_demo("unknown-arguments");
+    for (tool, input, said) in [
+        // A tool without arguments.
+        (
+            "count",
+            r#"{"x":1}"#,
+            r#"at /: unknown argument "x"; the tool takes none"#,
+        ),
+        (
+            "greet",
+            r#"{"name":"Ada","nmae":"Ada"}"#,
+            r#"at /: unknown argument "nmae"; the tool takes "name""#,
+        ),
+    ] {
+        let called = run_in(&root, &["call", "target/demo-plugins", tool, input], None);
+        assert_eq!(called.status.code(), Some(1), "{tool}");
+        assert!(err(&called).contains(said), "{tool}: {}", err(&called));
+    }
+}
+
+#[test]
+fn check_names_the_policy_it_read_and_the_stray_ones() {
+    let root = after_the_demo("check-policies");
+    let dir = root.join("target/demo-plugins");
+    std::fs::write(dir.join("calc.policy.toml"), "[limits]\nmemory_mib = 32\n").expect("write");
+    // A policy under the wrong name: greet runs with the defaults.
+    std::fs::write(dir.join("greet.toml"), "[limits]\nmemory_mib = 8\n").expect("write");
+    let checked = run_in(&root, &["check", "target/demo-plugins"], None);
+    assert!(checked.status.success(), "{}", err(&checked));
+    let report = out(&checked);
+    let section = |file: &str| -> String {
+        report
+            .lines()
+            .skip_while(|line| !line.starts_with(&format!("ok       {file}")))
+            .take_while(|line| !line.starts_with("ok ") || line.contains(file))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert!(
+        section("calc.wasm").contains("policy: calc.policy.toml"),
+        "{report}"
+    );
+    assert!(
+        section("greet.wasm").contains("no policy: the defaults (no greet.policy.toml beside it)"),
+        "{report}"
+    );
+    assert!(
+        report.contains("warning  target/demo-plugins/greet.toml is not read: the policy of"),
+        "{report}"
+    );
+}
+
+#[test]
+fn check_fails_where_call_fails_on_a_directory_without_plugins() {
+    let root = scratch_dir("check-empty");
+    std::fs::create_dir_all(root.join("plugins")).expect("mkdir");
+    let checked = run_in(&root, &["check", "plugins"], None);
+    assert_eq!(checked.status.code(), Some(1), "{}", out(&checked));
+    assert!(
+        err(&checked).contains("error: plugins holds no plugins (no `.wasm` files"),
+        "{}",
+        err(&checked)
+    );
+    let called = run_in(&root, &["call", "plugins", "greet", "{}"], None);
+    assert_eq!(called.status.code(), Some(1));
+}
+
+#[test]
+fn an_empty_input_is_not_a_call_without_arguments() {
+    let root = after_the_demo("empty-input");
+    for stdin in ["", " \n"] {
+        let called = run_in(
+            &root,
+            &["call", "target/demo-plugins", "count"],
+            Some(stdin.as_bytes()),
+        );
+        assert_eq!(called.status.code(), Some(2), "{stdin:?}");
+        assert_eq!(
+            err(&called),
+            "error: no input on stdin: give the arguments of 'count' as a JSON object, e.g. \
+             '{}' for none\n"
+        );
+        assert!(out(&called).is_empty());
+    }
+    let called = run_in(&root, &["call", "target/demo-plugins", "count", ""], None);
+    assert_eq!(called.status.code(), Some(2));
+    assert!(
+        err(&called).contains("the input is empty"),
+        "{}",
+        err(&called)
+    );
+    // `{}`, as the argument or on stdin, is a call without arguments.
+    let called = run_in(&root, &["call", "target/demo-plugins", "count", "{}"], None);
+    assert!(called.status.success(), "{}", err(&called));
+    assert_eq!(out(&called), "0\n");
+    let called = run_in(
+        &root,
+        &["call", "target/demo-plugins", "count"],
+        Some(b"{}\n"),
+    );
+    assert!(called.status.success(), "{}", err(&called));
+}
+
+#[test]
+fn the_help_lists_every_command_in_one_line_and_each_its_own_flags() {
+    let root = scratch_dir("help");
+    let help = |args: &[&str]| {
+        let output = run_in(&root, args, None);
+        assert!(output.status.success(), "{args:?}: {}", err(&output));
+        out(&output)
+    };
+    let top = help(&["--help"]);
+    let commands: Vec<&str> = top
+        .lines()
+        .skip_while(|line| *line != "Commands:")
+        .skip(1)
+        .take_while(|line| !line.is_empty())
+        .collect();
+    let names: Vec<&str> = commands
+        .iter()
+        .filter_map(|line| line.split_whitespace().next())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "list", "call", "check", "serve", "new", "lock", "pull", "push", "schema", "help"
+        ],
+        "{top}"
+    );
+    for line in &commands {
+        assert!(line.len() <= 100, "more than one line: {line:?}");
+    }
+    assert!(
+        help(&["list", "--help"]).contains("Print a JSON array, one object per tool"),
+        "what `list --json` prints"
+    );
+    // Each command shows the flags it uses: `lock` and `pull` start no instances (no
+    // --pool) and read no lock as --locked would; `pull` reads no subdirectories.
+    for (command, absent, present) in [
+        (
+            "lock",
+            &["--pool", "--locked"][..],
+            &["--fuel", "--recursive"][..],
+        ),
+        (
+            "pull",
+            &["--pool", "--locked", "--recursive", "--include-target"],
+            &["--fuel"],
+        ),
+        (
+            "list",
+            &[],
+            &["--pool", "--locked", "--recursive", "--fuel"],
+        ),
+        (
+            "serve",
+            &[],
+            &["--pool", "--locked", "--recursive", "--fuel"],
+        ),
+    ] {
+        let text = help(&[command, "--help"]);
+        for flag in absent {
+            assert!(
+                !text.contains(flag),
+                "{command} --help shows {flag}: {text}"
+            );
+        }
+        for flag in present {
+            assert!(text.contains(flag), "{command} --help lacks {flag}: {text}");
+        }
+    }
 }

@@ -32,6 +32,27 @@ pub(crate) enum InputNode<'a> {
     Object(Vec<(Cow<'a, str>, InputNode<'a>)>),
 }
 
+impl<'a> InputNode<'a> {
+    /// The value at `location` (a JSON pointer, as jsonschema reports where a problem is), if
+    /// there is one; of a repeated member name, the first.
+    pub(crate) fn at(&self, location: &jsonschema::paths::Location) -> Option<&InputNode<'a>> {
+        use jsonschema::paths::LocationSegment;
+        location
+            .segments()
+            .try_fold(self, |node, segment| match (node, segment) {
+                (InputNode::Array(items), LocationSegment::Index(index)) => items.get(index),
+                (InputNode::Object(members), segment) => {
+                    let name = segment.to_string();
+                    members
+                        .iter()
+                        .find(|(member, _)| *member == name)
+                        .map(|(_, value)| value)
+                }
+                _ => None,
+            })
+    }
+}
+
 /// Parses `text` (serde_json's parser, with its nesting limit).
 pub(crate) fn parse(text: &str) -> Result<InputNode<'_>, serde_json::Error> {
     serde_json::from_str(text)

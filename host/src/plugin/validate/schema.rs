@@ -1,5 +1,6 @@
 //! Input and output schemas compiled for checking, and their verdicts: every problem with its
-//! JSON path (and an enum's allowed values), failing closed when the validator lists none.
+//! JSON path (an enum's allowed values, an unknown member's name and what the object takes),
+//! failing closed when the validator lists none.
 
 use serde_json::Value;
 
@@ -32,7 +33,7 @@ pub(crate) fn check_schema(
 ) -> Result<(), String> {
     // The common case, valid input, without building any error.
     input_verdict(tool, checked.validator.is_valid(input), || {
-        schema_problems(checked, input)
+        schema_problems(checked, input, Checked::Input)
     })
 }
 
@@ -89,7 +90,7 @@ pub(crate) fn check_output(checked: &CheckedSchema, output: &str) -> Result<(), 
         return Err("its result is not a JSON object".to_owned());
     }
     verdict(checked.validator.is_valid(&value), || {
-        schema_problems(checked, &value)
+        schema_problems(checked, &value, Checked::Output)
     })
     .map_err(|problems| format!("its result does not match its output schema{problems}"))
 }
@@ -129,25 +130,33 @@ pub(crate) fn check_output_schema(
     compile_schema(schema, budget).map_err(bad)
 }
 
+/// What a schema checks: a tool's input (its top-level members are the tool's arguments) or
+/// its result.
+#[derive(Clone, Copy, PartialEq)]
+enum Checked {
+    Input,
+    Output,
+}
+
 /// Every problem (up to 20) of a value that the schema refuses, each with its JSON path.
 fn schema_problems(
     checked: &CheckedSchema,
     input: &crate::plugin::input::InputNode<'_>,
+    what: Checked,
 ) -> Vec<String> {
     checked
         .validator
         .iter_errors(input)
         .take(20)
         .map(|error| {
-            let path = error.instance_path().to_string();
-            let path = if path.is_empty() {
-                "/".to_owned()
-            } else {
-                path
-            };
-            let text = choices(&checked.schema, &error)
-                .map(|choices| format!("{} is not one of {choices}", error.instance()))
-                .unwrap_or_else(|| error.to_string());
+            let (path, text) = refused_members(&checked.schema, input, &error, what)
+                .unwrap_or_else(|| {
+                    let text = choices(&checked.schema, &error)
+                        .map(|choices| format!("{} is not one of {choices}", error.instance()))
+                        .unwrap_or_else(|| error.to_string());
+                    (error.instance_path().to_string(), text)
+                });
+            let path = if path.is_empty() { "/" } else { &path };
             // A message may quote the input (up to its whole size): keep each one short.
             let mut message = format!("at {path}: {text}");
             if message.len() > 300 {
@@ -161,6 +170,118 @@ fn schema_problems(
             message
         })
         .collect()
+}
+
+/// Names in a message, JSON-quoted: the first ten, then how many more.
+fn quoted_names<'n>(names: impl ExactSizeIterator<Item = &'n str>) -> String {
+    let count = names.len();
+    let mut quoted: Vec<String> = names
+        .take(10)
+        .map(|name| Value::from(name).to_string())
+        .collect();
+    if count > quoted.len() {
+        quoted.push(format!("and {} more", count - quoted.len()));
+    }
+    quoted.join(", ")
+}
+
+/// For an object member the schema refuses as a member — one it does not name where it allows
+/// no others (`additionalProperties` or `unevaluatedProperties` false, `propertyNames` false),
+/// or a property whose schema is `false` — the path of the object and a message naming the
+/// member and what the object takes: `unknown argument "x"; the tool takes none`. (jsonschema
+/// says "False schema does not allow 1" of a member of an object without properties, naming
+/// neither the member nor the object.)
+fn refused_members(
+    schema: &Value,
+    input: &crate::plugin::input::InputNode<'_>,
+    error: &jsonschema::ValidationError<'_>,
+    what: Checked,
+) -> Option<(String, String)> {
+    use jsonschema::error::ValidationErrorKind;
+    let (object_schema, keyword) = error.schema_path().as_str().rsplit_once('/')?;
+    let instance_path = error.instance_path();
+    let (object_path, object_schema, names, forbidden) = match error.kind() {
+        ValidationErrorKind::AdditionalProperties { unexpected }
+        | ValidationErrorKind::UnevaluatedProperties { unexpected } => (
+            instance_path.as_str(),
+            object_schema,
+            unexpected.clone(),
+            false,
+        ),
+        // Reported once, of the first member, at the object: every member is refused.
+        ValidationErrorKind::FalseSchema
+            if keyword == "additionalProperties" || keyword == "propertyNames" =>
+        {
+            let crate::plugin::input::InputNode::Object(members) = input.at(instance_path)? else {
+                return None;
+            };
+            let names = members.iter().map(|(name, _)| name.to_string()).collect();
+            (instance_path.as_str(), object_schema, names, false)
+        }
+        // A property whose schema is `false`: the member NAME, refused by `…/properties/NAME`.
+        ValidationErrorKind::FalseSchema => {
+            let (object_schema, "properties") = object_schema.rsplit_once('/')? else {
+                return None;
+            };
+            let (object_path, member) = instance_path.as_str().rsplit_once('/')?;
+            if member != keyword {
+                return None;
+            }
+            let name = instance_path.segments().last()?.to_string();
+            (object_path, object_schema, vec![name], true)
+        }
+        _ => return None,
+    };
+    if names.is_empty() {
+        return None;
+    }
+    let arguments = what == Checked::Input && object_path.is_empty();
+    let noun = match (arguments, names.len()) {
+        (true, 1) => "argument",
+        (true, _) => "arguments",
+        (false, 1) => "property",
+        (false, _) => "properties",
+    };
+    let names_text = quoted_names(names.iter().map(String::as_str));
+    let mut text = if forbidden {
+        format!("{noun} {names_text} is not allowed")
+    } else {
+        format!("unknown {noun} {names_text}")
+    };
+    // What it takes instead, where the schema says (a `$ref` to another document does not).
+    if let Some(object) = schema.pointer(object_schema).and_then(Value::as_object) {
+        let taken: Vec<&str> = object
+            .get("properties")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .filter(|(_, property)| **property != Value::Bool(false))
+            .map(|(name, _)| name.as_str())
+            .collect();
+        let patterns: Vec<&str> = object
+            .get("patternProperties")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .map(|(pattern, _)| pattern.as_str())
+            .collect();
+        let takes = match (taken.is_empty(), patterns.is_empty()) {
+            (true, true) => "none".to_owned(),
+            (false, true) => quoted_names(taken.into_iter()),
+            (true, false) => format!("names matching {}", quoted_names(patterns.into_iter())),
+            (false, false) => format!(
+                "{} and names matching {}",
+                quoted_names(taken.into_iter()),
+                quoted_names(patterns.into_iter())
+            ),
+        };
+        if arguments {
+            text.push_str(&format!("; the tool takes {takes}"));
+        } else {
+            text.push_str(&format!("; the object takes {takes}"));
+        }
+    }
+    Some((object_path.to_owned(), text))
 }
 
 /// For a `oneOf`/`anyOf` whose every branch is one constant (how an enum with documented

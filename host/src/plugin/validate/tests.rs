@@ -318,3 +318,62 @@ fn enum_mismatches_name_the_allowed_values() {
         "{message}"
     );
 }
+
+#[test]
+fn unknown_members_are_named_with_what_the_object_takes() {
+    let problem = |schema: &str, value: &str| {
+        let checked = check_tools([("t", schema)])
+            .map(|mut s| s.remove(0))
+            .unwrap_or_else(|_| panic!("valid schema: {schema}"));
+        check_schema(&checked, "t", &input(value)).expect_err("refused")
+    };
+    // A tool without arguments: jsonschema says "False schema does not allow 1".
+    let none = r#"{"type":"object","additionalProperties":false}"#;
+    let message = problem(none, r#"{"x":1}"#);
+    assert!(
+        message.ends_with(r#"at /: unknown argument "x"; the tool takes none"#),
+        "{message}"
+    );
+    let message = problem(none, r#"{"x":1,"y":2}"#);
+    assert!(
+        message.contains(r#"unknown arguments "x", "y"; the tool takes none"#),
+        "{message}"
+    );
+    // With properties, and nested.
+    let named = r##"{"type":"object","additionalProperties":false,
+        "properties":{"name":{"type":"string"},"style":{"$ref":"#/$defs/Style"}},
+        "$defs":{"Style":{"type":"object","properties":{"sep":{"type":"string"}},
+                          "additionalProperties":false}}}"##;
+    let message = problem(named, r#"{"name":"a","nmae":"b"}"#);
+    assert!(
+        message.contains(r#"at /: unknown argument "nmae"; the tool takes "name", "style""#),
+        "{message}"
+    );
+    let message = problem(named, r#"{"style":{"sep":"-","zz":1}}"#);
+    assert!(
+        message.contains(r#"at /style: unknown property "zz"; the object takes "sep""#),
+        "{message}"
+    );
+    // A property whose schema is `false`, and names given by patterns.
+    let forbidden = r#"{"type":"object","properties":{"a":{"type":"integer"},"old":false}}"#;
+    let message = problem(forbidden, r#"{"old":1}"#);
+    assert!(
+        message.contains(r#"at /: argument "old" is not allowed; the tool takes "a""#),
+        "{message}"
+    );
+    let patterns =
+        r#"{"type":"object","patternProperties":{"^x-":{}},"additionalProperties":false}"#;
+    let message = problem(patterns, r#"{"y":1}"#);
+    assert!(
+        message.contains(r#"unknown argument "y"; the tool takes names matching "^x-""#),
+        "{message}"
+    );
+    // A result's members are not arguments.
+    let output = check_output_schema(r#"{"type":"object","additionalProperties":false}"#)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let message = super::check_output(&output, r#"{"x":1}"#).expect_err("refused");
+    assert!(
+        message.contains(r#"at /: unknown property "x"; the object takes none"#),
+        "{message}"
+    );
+}
