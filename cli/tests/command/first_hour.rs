@@ -33,11 +33,10 @@ fn run_in(cwd: &Path, args: &[&str], stdin: Option<&[u8]>) -> Output {
     child.wait_with_output().expect("wait")
 }
 
-/// A directory laid out as after `./scripts/demo.sh`: `target/demo-plugins/` with the six
-/// example plugins.
-fn after_the_demo(name: &str) -> ScratchDir {
+/// A scratch directory holding the six example plugins in `plugins` (a path below it).
+fn with_the_examples_in(name: &str, plugins: &str) -> ScratchDir {
     let root = scratch_dir(name);
-    let dir = root.join("target/demo-plugins");
+    let dir = root.join(plugins);
     std::fs::create_dir_all(&dir).expect("mkdir");
     for plugin in ["greet", "counter", "notes", "calc", "text", "search"] {
         std::fs::copy(plugin_path(plugin), dir.join(format!("{plugin}.wasm"))).expect("copy");
@@ -45,16 +44,16 @@ fn after_the_demo(name: &str) -> ScratchDir {
     root
 }
 
+/// A directory laid out as after `./scripts/demo.sh`: `target/demo-plugins/` with the six
+/// example plugins.
+fn after_the_demo(name: &str) -> ScratchDir {
+    with_the_examples_in(name, "target/demo-plugins")
+}
+
 /// A directory laid out as the README's install steps leave it: `llm-worker-plugins/` with the
 /// six example plugins.
 fn after_the_install(name: &str) -> ScratchDir {
-    let root = scratch_dir(name);
-    let dir = root.join("llm-worker-plugins");
-    std::fs::create_dir_all(&dir).expect("mkdir");
-    for plugin in ["greet", "counter", "notes", "calc", "text", "search"] {
-        std::fs::copy(plugin_path(plugin), dir.join(format!("{plugin}.wasm"))).expect("copy");
-    }
-    root
+    with_the_examples_in(name, "llm-worker-plugins")
 }
 
 /// The `llm-worker` commands of the README's "Install and use" section, as printed, with the

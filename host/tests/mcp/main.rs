@@ -49,16 +49,18 @@ fn counters(group: &str, revision: u64, names: &'static [&'static str]) -> ToolG
 }
 
 async fn serve(catalog: ToolCatalog, options: McpOptions) -> String {
+    // These tests are about MCP, not authentication: loopback without tokens.
+    serve_with(catalog, options, HttpOptions::default().no_auth(true)).await
+}
+
+/// The server on a loopback port of its own, with `http`'s options: its URL.
+async fn serve_with(catalog: ToolCatalog, options: McpOptions, http: HttpOptions) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
     let url = format!("http://{}/", listener.local_addr().expect("address"));
     tokio::spawn(llm_worker::mcp::serve_http(
-        listener,
-        catalog,
-        options,
-        // These tests are about MCP, not authentication: loopback without tokens.
-        HttpOptions::default().no_auth(true),
+        listener, catalog, options, http,
     ));
     url
 }

@@ -36,16 +36,12 @@ fn add_note(text: &str) -> CallToolRequestParams {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_listener_hears_only_its_own_callers_notices() {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let url = format!("http://{}/", listener.local_addr().expect("address"));
-    tokio::spawn(llm_worker::mcp::serve_http(
-        listener,
+    let url = crate::serve_with(
         ToolCatalog::from_plugins([&llm_worker_tests::plugin("notes")]),
         McpOptions::new("notices", "1"),
         HttpOptions::default().tokens([ALICE, BOB]),
-    ));
+    )
+    .await;
     // Bob listens, stateless, for changes of notes' list.
     let bob = stateless(&url, BOB).await;
     let mut heard = bob

@@ -352,17 +352,7 @@ fn other_spellings_of_a_registry_are_bound_by_its_rules() {
         format!("0x7f.0.0.1:0{port}"),
     ] {
         let reference = format!("{spelling}/acme/greet:1");
-        let out = run(
-            &registry.cache(),
-            &[
-                "pull",
-                &reference,
-                text_of(&dir),
-                "--plain-http",
-                "--allow-unsigned",
-            ],
-            None,
-        );
+        let out = pull_allowing_unsigned(&registry, &reference, &dir);
         assert_eq!(out.status.code(), Some(1), "{reference}: {}", stdout(&out));
         let message = stderr(&out);
         assert!(
@@ -402,17 +392,7 @@ fn a_lock_entry_spelt_another_way_is_refused_once_a_rule_wants_it_signed() {
     registry.push("greet", "scratch/greet:1", None);
     let dir = registry.plugin_dir("plugins", &signed_by(&registry, "acme/*", "\"acme\""));
     let reference = format!("localhost:{port}/scratch/greet:1");
-    let out = run(
-        &registry.cache(),
-        &[
-            "pull",
-            &reference,
-            text_of(&dir),
-            "--plain-http",
-            "--allow-unsigned",
-        ],
-        None,
-    );
+    let out = pull_allowing_unsigned(&registry, &reference, &dir);
     assert!(out.status.success(), "{}", stderr(&out));
     // The entry as an earlier llm-worker recorded it, the registry spelt as typed.
     let lock_path = dir.join("llm-worker.lock");
@@ -459,4 +439,23 @@ fn a_lock_entry_spelt_another_way_is_refused_once_a_rule_wants_it_signed() {
         "{}",
         stderr(&out)
     );
+}
+
+/// `pull --plain-http --allow-unsigned REFERENCE DIR`.
+fn pull_allowing_unsigned(
+    registry: &Registry,
+    reference: &str,
+    dir: &std::path::Path,
+) -> std::process::Output {
+    run(
+        &registry.cache(),
+        &[
+            "pull",
+            reference,
+            text_of(dir),
+            "--plain-http",
+            "--allow-unsigned",
+        ],
+        None,
+    )
 }
