@@ -1,7 +1,7 @@
 //! `llm-worker serve`: the tools of a plugin directory over MCP, on stdio (one session) or
 //! streamable HTTP (a session per client), with `--watch` reaching every open session.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -23,67 +23,6 @@ pub(crate) struct ServeOptions {
     pub(crate) request_state_key_file: Option<PathBuf>,
 }
 
-/// The operator's secret in `file` (at most 64 KiB, trailing white space dropped): opened
-/// once and judged by what was opened (never checked by path and then read again), refused
-/// unless it is a regular file of this user that no one else may read or write (or root's,
-/// readable by its group at most). `what` names it in messages, `leak` says what anyone who
-/// reads it could do.
-fn read_secret_file(file: &Path, what: &str, leak: &str) -> anyhow::Result<Vec<u8>> {
-    use std::io::Read as _;
-    use std::os::unix::fs::MetadataExt;
-    let context = || format!("cannot read {what} {}", file.display());
-    let opened = std::fs::File::open(file).with_context(context)?;
-    let metadata = opened.metadata().with_context(context)?;
-    if !metadata.is_file() {
-        bail!("{what} {} is not a regular file", file.display());
-    }
-    // A file of root's may be readable by its group: Kubernetes mounts a secret so (root's,
-    // its group the pod's `fsGroup`, `defaultMode: 0440`); root could read it anyway.
-    let others = match metadata.uid() {
-        owner if owner == rustix::process::geteuid().as_raw() => 0o077,
-        0 => 0o037,
-        _ => bail!(
-            "{what} {} belongs to another user; use a file of your own",
-            file.display()
-        ),
-    };
-    if metadata.mode() & others != 0 {
-        bail!(
-            "{what} {} can be read or written by others (mode {:o}); anyone who reads it can \
-             {leak}: `chmod 600` it",
-            file.display(),
-            metadata.mode() & 0o777
-        );
-    }
-    let mut bytes = Vec::new();
-    opened
-        .take(64 << 10)
-        .read_to_end(&mut bytes)
-        .with_context(context)?;
-    while bytes.last().is_some_and(u8::is_ascii_whitespace) {
-        bytes.pop();
-    }
-    Ok(bytes)
-}
-
-/// The request-state key of `--request-state-key-file`: the operator's own, at least 32 bytes.
-fn read_key(file: &Path) -> anyhow::Result<Vec<u8>> {
-    let key = read_secret_file(
-        file,
-        "the request-state key",
-        "forge the answers to a tool's questions",
-    )?;
-    if key.len() < 32 {
-        bail!(
-            "the request-state key {} has {} bytes; give at least 32 (e.g. `head -c 32 \
-             /dev/urandom | base64 > FILE`)",
-            file.display(),
-            key.len()
-        );
-    }
-    Ok(key)
-}
-
 /// Serves the plugins of `dir` until the client disconnects (stdio) or the server fails
 /// (HTTP).
 pub(crate) async fn serve(
@@ -103,7 +42,7 @@ pub(crate) async fn serve(
         dir.display()
     ));
     if let Some(file) = &options.request_state_key_file {
-        mcp = mcp.request_state_key(&read_key(file)?)?;
+        mcp = mcp.request_state_key(&llm_worker::mcp::read_request_state_key(file)?)?;
     }
     if options.watch {
         tokio::spawn(watcher.run(catalog.clone()));
@@ -136,7 +75,7 @@ pub(crate) async fn serve(
     // user who started the server (as Jupyter prints its URL), never to a log file of ours.
     let (tokens, how) = match (&options.token_file, options.no_auth) {
         (Some(path), _) => (
-            read_tokens(path)?,
+            llm_worker::mcp::read_token_file(path)?,
             format!(
                 "clients send `Authorization: Bearer TOKEN` with a token of {}",
                 path.display()
@@ -203,27 +142,6 @@ async fn bind(address: &str) -> anyhow::Result<tokio::net::TcpListener> {
         }
     }
     Err(last.unwrap_or_else(|| anyhow::anyhow!("{address:?} resolves to no address")))
-}
-
-/// The bearer tokens of a token file: one per line; blank lines and `#` comments ignored. The
-/// file must be the operator's own, readable by no one else (as the request-state key).
-fn read_tokens(path: &Path) -> anyhow::Result<Vec<String>> {
-    let bytes = read_secret_file(path, "the token file", "call every tool")?;
-    let text = String::from_utf8(bytes)
-        .map_err(|_| anyhow::anyhow!("the token file {} is not UTF-8 text", path.display()))?;
-    let tokens: Vec<String> = text
-        .lines()
-        .map(str::trim)
-        .filter(|line| !line.is_empty() && !line.starts_with('#'))
-        .map(str::to_owned)
-        .collect();
-    if tokens.is_empty() {
-        bail!(
-            "the token file {} holds no token; put one token per line",
-            path.display()
-        );
-    }
-    Ok(tokens)
 }
 
 /// Resolves at SIGINT or SIGTERM (at Ctrl-C elsewhere); never, if they cannot be watched.

@@ -1,5 +1,6 @@
 //! Reading files that others may have placed (plugins, policy files): regular files only,
-//! opened without blocking, read up to a size limit.
+//! opened without blocking, read up to a size limit; and reading the operator's secrets
+//! (tokens, keys), which must be private to the user.
 
 use std::io::Read;
 use std::path::Path;
@@ -41,4 +42,91 @@ pub(crate) fn read_regular_file(path: &Path, limit: u64) -> Result<Vec<u8>, Read
         return Err(ReadError::TooLarge(bytes.len() as u64));
     }
     Ok(bytes)
+}
+
+/// Who may own a private file besides the user, and how.
+#[cfg_attr(not(feature = "mcp-http"), allow(dead_code))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Private {
+    /// The user's own, readable and writable by no one else, and not a link: a file this
+    /// program wrote.
+    Ours,
+    /// As `Ours`, through links too, or root's and readable by its group at most: a file the
+    /// operator put there (a Kubernetes secret is mounted as root's, its group the pod's
+    /// `fsGroup`, through links into `..data/`); root could read it anyway.
+    Operators,
+}
+
+/// The bytes of the private file at `path` (at most `limit`), `None` if there is none; checked
+/// on the file opened (never by path and then read again), refused with what to fix when it is
+/// not a regular file, not the user's (see [`Private`]), or readable or writable by others.
+#[cfg(unix)]
+#[cfg_attr(not(feature = "mcp-http"), allow(dead_code))]
+pub(crate) fn read_private_file(
+    path: &Path,
+    limit: u64,
+    who: Private,
+) -> Result<Option<Vec<u8>>, String> {
+    use std::os::unix::fs::MetadataExt;
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    let flags = match who {
+        Private::Ours => libc::O_NOFOLLOW | libc::O_NONBLOCK,
+        Private::Operators => libc::O_NONBLOCK,
+    };
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, flags);
+    let file = match options.open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if who == Private::Ours => {
+            return Err(format!("cannot open it ({e}); is it a link?"));
+        }
+        Err(e) => return Err(format!("cannot open it: {e}")),
+    };
+    let metadata = file.metadata().map_err(|e| e.to_string())?;
+    if !metadata.is_file() {
+        return Err("it is not a regular file".into());
+    }
+    let us = rustix::process::geteuid().as_raw();
+    let others = match metadata.uid() {
+        owner if owner == us => 0o077,
+        0 if who == Private::Operators => 0o037,
+        owner => {
+            return Err(format!(
+                "it belongs to user {owner}, not to this user ({us}); use a file of your own"
+            ));
+        }
+    };
+    if metadata.mode() & others != 0 {
+        return Err(format!(
+            "other users may read or write it (mode {:o}); run `chmod 600` on it",
+            metadata.mode() & 0o7777
+        ));
+    }
+    let mut bytes = Vec::new();
+    file.take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read it: {e}"))?;
+    if bytes.len() as u64 > limit {
+        return Err(format!("it is larger than {limit} bytes"));
+    }
+    Ok(Some(bytes))
+}
+
+/// Elsewhere the file's owner and mode are not checked (keep such files where only you can
+/// read them).
+#[cfg(not(unix))]
+#[cfg_attr(not(feature = "mcp-http"), allow(dead_code))]
+pub(crate) fn read_private_file(
+    path: &Path,
+    limit: u64,
+    _who: Private,
+) -> Result<Option<Vec<u8>>, String> {
+    match read_regular_file(path, limit) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(ReadError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(ReadError::Io(e)) => Err(format!("cannot read it: {e}")),
+        Err(ReadError::NotAFile) => Err("it is not a regular file".into()),
+        Err(ReadError::TooLarge(_)) => Err(format!("it is larger than {limit} bytes")),
+    }
 }

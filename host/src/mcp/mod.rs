@@ -42,7 +42,7 @@ pub use http::{
     McpHttpService, serve_http, serve_http_with_shutdown,
 };
 #[cfg(feature = "mcp-http")]
-pub use token::{default_token_path, persistent_token};
+pub use token::{default_token_path, persistent_token, read_request_state_key, read_token_file};
 pub use watch::{DirSnapshot, DirWatcher, WATCH_INTERVAL};
 
 use std::sync::Arc;
@@ -181,6 +181,14 @@ pub enum McpError {
     #[error("cannot use the token file {}: {reason}", path.display())]
     TokenFile {
         /// The token file.
+        path: std::path::PathBuf,
+        /// What is wrong, and what to do.
+        reason: String,
+    },
+    /// The request-state key file could not be read or trusted.
+    #[error("cannot use the request-state key {}: {reason}", path.display())]
+    KeyFile {
+        /// The key file.
         path: std::path::PathBuf,
         /// What is wrong, and what to do.
         reason: String,

@@ -1,7 +1,7 @@
 //! The bearer token of a local HTTP server, generated once and kept where only the user can
 //! read it, so that clients configured with it keep working across restarts (as Jupyter does).
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::McpError;
@@ -75,47 +75,76 @@ pub fn persistent_token(path: &Path) -> Result<String, McpError> {
 
 /// The token in `path`, if the file exists and is private to this user.
 fn read_private(path: &Path) -> Result<Option<String>, String> {
-    let mut options = std::fs::OpenOptions::new();
-    options.read(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::custom_flags(
-        &mut options,
-        libc::O_NOFOLLOW | libc::O_NONBLOCK,
-    );
-    let file = match options.open(path) {
-        Ok(file) => file,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("cannot open it ({e}); is it a link?")),
+    let Some(text) = read_text(path, crate::file::Private::Ours)? else {
+        return Ok(None);
     };
-    let metadata = file.metadata().map_err(|e| e.to_string())?;
-    if !metadata.is_file() {
-        return Err("it is not a regular file".into());
-    }
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        let us = rustix::process::geteuid().as_raw();
-        if metadata.uid() != us {
-            return Err(format!(
-                "it belongs to user {}, not to this user ({us})",
-                metadata.uid()
-            ));
-        }
-        if metadata.mode() & 0o077 != 0 {
-            return Err(format!(
-                "other users may read or write it (mode {:o}); run `chmod 600` on it",
-                metadata.mode() & 0o7777
-            ));
-        }
-    }
-    let mut text = String::new();
-    file.take(MAX_TOKEN_FILE_BYTES)
-        .read_to_string(&mut text)
-        .map_err(|e| format!("cannot read it: {e}"))?;
-    let token = text
-        .lines()
-        .map(str::trim)
-        .find(|line| !line.is_empty() && !line.starts_with('#'))
+    let token = tokens_in(&text)
+        .next()
         .ok_or("it holds no token; delete it to have a new one generated")?;
     Ok(Some(token.to_owned()))
+}
+
+/// The text of the private file `path` (`None`: there is none).
+fn read_text(path: &Path, who: crate::file::Private) -> Result<Option<String>, String> {
+    let Some(bytes) = crate::file::read_private_file(path, MAX_TOKEN_FILE_BYTES, who)? else {
+        return Ok(None);
+    };
+    String::from_utf8(bytes)
+        .map(Some)
+        .map_err(|_| "it is not UTF-8 text".to_owned())
+}
+
+/// The tokens of a token file's text: one per line, blank lines and `#` comments left out.
+fn tokens_in(text: &str) -> impl Iterator<Item = &str> {
+    text.lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty() && !line.starts_with('#'))
+}
+
+/// The bearer tokens of the operator's token file `path` (`--token-file`): one per line, blank
+/// lines and `#` comments left out. The file must be the user's own and readable by no one
+/// else — or root's and readable by its group at most, as Kubernetes mounts a secret — and is
+/// checked on the file opened; links are followed.
+pub fn read_token_file(path: &Path) -> Result<Vec<String>, McpError> {
+    let error = |reason: String| McpError::TokenFile {
+        path: path.to_owned(),
+        reason,
+    };
+    let text = read_text(path, crate::file::Private::Operators)
+        .map_err(error)?
+        .ok_or_else(|| error("there is no such file".into()))?;
+    let tokens: Vec<String> = tokens_in(&text).map(str::to_owned).collect();
+    if tokens.is_empty() {
+        return Err(error("it holds no token; put one token per line".into()));
+    }
+    Ok(tokens)
+}
+
+/// Fewest bytes a request-state key may have.
+const MIN_KEY_BYTES: usize = 32;
+
+/// The request-state key in the operator's file `path` (`--request-state-key-file`), trailing
+/// white space removed: at least 32 bytes, in a file as private as a token file (anyone who
+/// reads it can forge the answers to a tool's questions). For
+/// [`McpOptions::request_state_key`](super::McpOptions::request_state_key).
+pub fn read_request_state_key(path: &Path) -> Result<Vec<u8>, McpError> {
+    let error = |reason: String| McpError::KeyFile {
+        path: path.to_owned(),
+        reason,
+    };
+    let mut key =
+        crate::file::read_private_file(path, MAX_TOKEN_FILE_BYTES, crate::file::Private::Operators)
+            .map_err(error)?
+            .ok_or_else(|| error("there is no such file".into()))?;
+    while key.last().is_some_and(u8::is_ascii_whitespace) {
+        key.pop();
+    }
+    if key.len() < MIN_KEY_BYTES {
+        return Err(error(format!(
+            "it has {} bytes; give at least {MIN_KEY_BYTES} (e.g. `head -c 32 /dev/urandom | \
+             base64 > FILE`)",
+            key.len()
+        )));
+    }
+    Ok(key)
 }

@@ -37,7 +37,7 @@ async fn off_loopback_the_server_needs_tokens() {
         .await;
         let said = refused.err().expect("refused: others can read the tokens");
         assert!(
-            said.contains("can be read or written by others") && said.contains("chmod 600"),
+            said.contains("other users may read or write it") && said.contains("chmod 600"),
             "{said}"
         );
         std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o600)).expect("chmod");
