@@ -2,7 +2,7 @@
 //! opened without blocking, read up to a size limit; and reading the operator's secrets
 //! (tokens, keys), which must be private to the user.
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::Path;
 
 /// Why a file could not be read.
@@ -129,4 +129,47 @@ pub(crate) fn read_private_file(
         Err(ReadError::NotAFile) => Err("it is not a regular file".into()),
         Err(ReadError::TooLarge(_)) => Err(format!("it is larger than {limit} bytes")),
     }
+}
+
+/// Writes `path` atomically with what `write` puts in it: into a temporary file created new
+/// beside it (never through a link, with `mode` on Unix), synced to disk, then renamed over
+/// `path`. A reader sees the old file or the new one, never half of one, and a link planted
+/// under the name is replaced rather than written through. The temporary file is removed if
+/// anything fails.
+pub(crate) fn write_atomically(
+    path: &Path,
+    mode: u32,
+    write: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let name = path
+        .file_name()
+        .map_or_else(Default::default, |name| name.to_string_lossy().into_owned());
+    let temporary = path.with_file_name(format!(
+        ".{name}.{}-{}.tmp",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    let mut options = std::fs::OpenOptions::new();
+    // `create_new` fails on anything already there, a link included.
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(mode).custom_flags(libc::O_NOFOLLOW);
+    }
+    #[cfg(not(unix))]
+    let _ = mode;
+    let written = options.open(&temporary).and_then(|mut file| {
+        write(&mut file)?;
+        file.flush()?;
+        file.sync_all()?;
+        drop(file);
+        std::fs::rename(&temporary, path)
+    });
+    if written.is_err() {
+        let _ = std::fs::remove_file(&temporary);
+    }
+    written
 }

@@ -101,24 +101,10 @@ impl LockFile {
             path: path.clone(),
             source,
         };
-        let nonce = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |elapsed| elapsed.subsec_nanos());
-        let temporary = dir.join(format!(".{LOCK_FILE}.{}-{nonce}.tmp", std::process::id()));
-        let mut options = std::fs::OpenOptions::new();
-        // `create_new` fails on anything already there, a link included.
-        options.write(true).create_new(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o644);
-        let written = options.open(&temporary).and_then(|mut file| {
-            file.write_all(self.to_toml().as_bytes())?;
-            file.sync_all()
-        });
-        let renamed = written.and_then(|()| std::fs::rename(&temporary, &path));
-        if let Err(error) = renamed {
-            let _ = std::fs::remove_file(&temporary);
-            return Err(io(error));
-        }
+        crate::file::write_atomically(&path, 0o644, |file| {
+            file.write_all(self.to_toml().as_bytes())
+        })
+        .map_err(io)?;
         Ok(())
     }
 

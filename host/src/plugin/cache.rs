@@ -16,7 +16,7 @@
 use std::hash::{Hash, Hasher};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use wasmtime::Engine;
 use wasmtime::component::Component;
@@ -203,33 +203,12 @@ impl CompileCache {
     /// Writes an entry atomically: a new temporary file in the same directory (created new,
     /// readable by the user only, not through a link), then a rename.
     fn write(&self, entry: &Path, hash: &[u8], compiled: &[u8]) -> std::io::Result<()> {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let temporary = entry.with_extension(format!(
-            "tmp{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        let mut options = std::fs::OpenOptions::new();
-        options.write(true).create_new(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            options.mode(0o600).custom_flags(libc::O_NOFOLLOW);
-        }
-        let mut file = options.open(&temporary)?;
-        let written = (|| {
+        crate::file::write_atomically(entry, 0o600, |file| {
             file.write_all(MAGIC)?;
             file.write_all(hash)?;
             file.write_all(&checksum(hash, compiled))?;
-            file.write_all(compiled)?;
-            file.sync_all()?;
-            drop(file);
-            std::fs::rename(&temporary, entry)
-        })();
-        if written.is_err() {
-            let _ = std::fs::remove_file(&temporary);
-        }
-        written
+            file.write_all(compiled)
+        })
     }
 }
 
