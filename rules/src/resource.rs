@@ -50,8 +50,9 @@ impl fmt::Display for UriProblem {
             }
             Self::NotOneWord(c) => write!(
                 f,
-                "it has {c:?}; a URI has no white space or control characters \
-                 (percent-encode them: a space is `%20`)"
+                "it has {c:?}; a URI is one word with a scheme, such as `notes://today` or \
+                 `file:///a.txt`, with no white space or control characters (percent-encode \
+                 them: a space is `%20`)"
             ),
             Self::NoScheme => f.write_str(
                 "it does not start with a scheme; a URI looks like `notes://today` or \
