@@ -125,7 +125,7 @@ impl fmt::Display for MimeProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::NotTypeSubtype => f.write_str(
-                "a MIME type is `type/subtype` (letters, digits and `!#$&-^_.+`), such as \
+                "it is not `type/subtype` (each letters, digits and `!#$&-^_.+`), such as \
                  `text/markdown` or `image/png`, optionally with parameters \
                  (`text/plain; charset=utf-8`)",
             ),
