@@ -46,7 +46,10 @@ impl fmt::Display for UriProblem {
         match self {
             Self::Empty => f.write_str("it is empty; a URI looks like `notes://today`"),
             Self::TooLong { len } => {
-                write!(f, "it is {len} bytes; a URI is at most {MAX_URI_BYTES} bytes")
+                write!(
+                    f,
+                    "it is {len} bytes; a URI is at most {MAX_URI_BYTES} bytes"
+                )
             }
             Self::NotOneWord(c) => write!(
                 f,
@@ -180,7 +183,12 @@ mod tests {
 
     #[test]
     fn uris_need_a_scheme_and_no_spaces() {
-        for good in ["test://static-text", "file:///a/b.txt", "urn:isbn:1", "a+b.c-d:x"] {
+        for good in [
+            "test://static-text",
+            "file:///a/b.txt",
+            "urn:isbn:1",
+            "a+b.c-d:x",
+        ] {
             assert_eq!(check_resource_uri(good), Ok(()), "{good:?}");
         }
         assert_eq!(check_uri(""), Err(UriProblem::Empty));
@@ -196,10 +204,7 @@ mod tests {
             })
         );
         assert_eq!(check_uri("x://{id}"), Ok(()));
-        assert_eq!(
-            check_resource_uri("x://{id}"),
-            Err(UriProblem::HasVariable)
-        );
+        assert_eq!(check_resource_uri("x://{id}"), Err(UriProblem::HasVariable));
     }
 
     #[test]
@@ -212,7 +217,15 @@ mod tests {
         ] {
             assert_eq!(check_mime_type(good), Ok(()), "{good:?}");
         }
-        for bad in ["", "markdown", "text/", "/plain", "text/pl ain", "text/plain/x", "tëxt/plain"] {
+        for bad in [
+            "",
+            "markdown",
+            "text/",
+            "/plain",
+            "text/pl ain",
+            "text/plain/x",
+            "tëxt/plain",
+        ] {
             assert_eq!(
                 check_mime_type(bad),
                 Err(MimeProblem::NotTypeSubtype),
@@ -224,6 +237,9 @@ mod tests {
             Err(MimeProblem::BadParameters)
         );
         let long = format!("text/plain; x={}", "y".repeat(MAX_MIME_TYPE_BYTES));
-        assert!(matches!(check_mime_type(&long), Err(MimeProblem::TooLong { .. })));
+        assert!(matches!(
+            check_mime_type(&long),
+            Err(MimeProblem::TooLong { .. })
+        ));
     }
 }

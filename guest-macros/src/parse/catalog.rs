@@ -467,9 +467,11 @@ fn string_value(value: Option<Expr>) -> Option<LitStr> {
 fn check_uri(uri: &LitStr, errors: &mut Errors) {
     let message = match check_resource_uri(&uri.value()) {
         Ok(()) => return,
-        Err(UriProblem::HasVariable) => "this URI has a `{variable}`: write `template = \"…\"` for \
+        Err(UriProblem::HasVariable) => {
+            "this URI has a `{variable}`: write `template = \"…\"` for \
                                          a family of resources"
-            .to_owned(),
+                .to_owned()
+        }
         Err(problem) => format!("this resource's URI is refused by hosts: {problem}"),
     };
     errors.push(syn::Error::new_spanned(uri, message));
@@ -629,7 +631,9 @@ mod tests {
         use llm_worker_rules::tool::MAX_TOOLS;
         let methods = |count: usize, method: &dyn Fn(syn::Ident) -> proc_macro2::TokenStream| {
             let methods = (0..count).map(|i| method(quote::format_ident!("m{i}")));
-            registry(quote! { impl App { #(#methods)* } }).err().map(|e| e.to_string())
+            registry(quote! { impl App { #(#methods)* } })
+                .err()
+                .map(|e| e.to_string())
         };
         let tool = |m: syn::Ident| quote! { #[tool] fn #m(&self) -> String { String::new() } };
         let resource = |m: syn::Ident| {
@@ -642,7 +646,10 @@ mod tests {
         };
         let prompt = |m: syn::Ident| quote! { #[prompt] fn #m(&self) -> String { String::new() } };
         for (method, cap) in [
-            (&tool as &dyn Fn(syn::Ident) -> proc_macro2::TokenStream, MAX_TOOLS),
+            (
+                &tool as &dyn Fn(syn::Ident) -> proc_macro2::TokenStream,
+                MAX_TOOLS,
+            ),
             (&resource, MAX_RESOURCES),
             (&template, MAX_TEMPLATES),
             (&prompt, MAX_PROMPTS),
@@ -658,7 +665,10 @@ mod tests {
         .err()
         .map(|e| e.to_string())
         .unwrap_or_default();
-        assert!(error.contains(&format!("at most {MAX_PROMPT_ARGUMENTS}")), "{error}");
+        assert!(
+            error.contains(&format!("at most {MAX_PROMPT_ARGUMENTS}")),
+            "{error}"
+        );
         let error = registry(quote! {
             impl App { #[prompt] fn p(&self, café: String) -> String { café } }
         })

@@ -193,8 +193,16 @@ fn check_caps(
     let prompts: Vec<&syn::Ident> = prompts.iter().map(|p| &p.ident).collect();
     for (listed, cap, what) in [
         (&tools, MAX_TOOLS, "#[tool] methods (tools)"),
-        (&fixed, MAX_RESOURCES, "#[resource(uri = …)] methods (resources)"),
-        (&templates, MAX_TEMPLATES, "#[resource(template = …)] methods (templates)"),
+        (
+            &fixed,
+            MAX_RESOURCES,
+            "#[resource(uri = …)] methods (resources)",
+        ),
+        (
+            &templates,
+            MAX_TEMPLATES,
+            "#[resource(template = …)] methods (templates)",
+        ),
         (&prompts, MAX_PROMPTS, "#[prompt] methods (prompts)"),
     ] {
         if let Some(over) = listed.get(cap) {

@@ -73,8 +73,7 @@ pub(crate) fn check_resources(resources: &[ResourceMeta]) -> Result<(), String> 
             check_description,
         )
         .map_err(problem)?;
-        check_optional("MIME type", resource.mime_type.as_ref(), mime_type)
-            .map_err(problem)?;
+        check_optional("MIME type", resource.mime_type.as_ref(), mime_type).map_err(problem)?;
     }
     Ok(())
 }
@@ -105,8 +104,7 @@ pub(crate) fn check_templates(templates: &[ResourceTemplate]) -> Result<(), Stri
             check_description,
         )
         .map_err(problem)?;
-        check_optional("MIME type", template.mime_type.as_ref(), mime_type)
-            .map_err(problem)?;
+        check_optional("MIME type", template.mime_type.as_ref(), mime_type).map_err(problem)?;
     }
     Ok(())
 }
