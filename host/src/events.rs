@@ -97,7 +97,7 @@ pub enum Listing {
 
 /// Most notices (resource updates, list changes) one call passes on; more are dropped, and a
 /// notice repeated within a call is passed on once.
-pub const MAX_NOTICES_PER_CALL: u32 = 100;
+pub use llm_worker_rules::report::MAX_NOTICES_PER_CALL;
 
 /// Longest resource URI a notice may name, in bytes; a longer one is dropped.
 pub use llm_worker_rules::template::MAX_URI_BYTES;

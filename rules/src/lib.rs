@@ -6,7 +6,11 @@
 //!
 //! - [`contract`]: the WIT package and the versions of it that exist;
 //! - [`tool`]: what a valid tool name and title are, and the caps on a plugin's tool list;
-//! - [`report`]: log levels and the bounds on what a running tool reports;
+//! - [`resource`]: what a valid resource URI and MIME type are, and the caps on resources and
+//!   templates;
+//! - [`prompt`]: the caps on prompts, their arguments and completions (names as tools');
+//! - [`report`]: log levels and the bounds on what a running tool reports (logs, progress,
+//!   notices);
 //! - [`template`]: resource URI templates, and which URIs they match.
 //!
 //! The crate has no dependencies, so that a proc-macro crate, a `wasm32-wasip2` plugin and
@@ -14,6 +18,8 @@
 #![no_std]
 
 pub mod contract;
+pub mod prompt;
 pub mod report;
+pub mod resource;
 pub mod template;
 pub mod tool;

@@ -42,6 +42,9 @@ pub const MAX_LOGS_PER_CALL: u32 = 100;
 pub const PROGRESS_INTERVAL: Duration = Duration::from_millis(50);
 /// Most progress reports one call may pass on; later ones are dropped.
 pub const MAX_PROGRESS_PER_CALL: u32 = 1000;
+/// Most notices (resource updates, list changes) one call passes on; more are dropped, and a
+/// notice repeated within a call is passed on once.
+pub const MAX_NOTICES_PER_CALL: u32 = 100;
 
 #[cfg(test)]
 mod tests {

@@ -11,6 +11,8 @@
 
 use core::fmt;
 
+use crate::resource::{UriProblem, check_uri};
+
 /// Longest URI template (and longest resource URI), in bytes.
 pub const MAX_URI_BYTES: usize = 2048;
 
@@ -35,6 +37,8 @@ pub enum TemplateProblem {
     RepeatedVariable,
     /// No variable: a plain URI, which is a resource, not a template.
     NoVariable,
+    /// The template is not a URI ([`check_uri`]): no scheme, or white space.
+    NotAUri(UriProblem),
 }
 
 impl fmt::Display for TemplateProblem {
@@ -59,6 +63,7 @@ impl fmt::Display for TemplateProblem {
             Self::NoVariable => {
                 f.write_str("it has no `{variable}`; a fixed URI is a resource, not a template")
             }
+            Self::NotAUri(problem) => problem.fmt(f),
         }
     }
 }
@@ -115,7 +120,8 @@ pub fn pieces(template: &str) -> impl Iterator<Item = Result<Piece<'_>, Template
     })
 }
 
-/// Checks that `template` is a level-1 URI template this contract accepts.
+/// Checks that `template` is a level-1 URI template this contract accepts: a URI
+/// ([`check_uri`]) with at least one `{variable}`.
 ///
 /// # Errors
 /// The first problem found.
@@ -158,6 +164,7 @@ fn check(template: &str, repeats: bool) -> Result<(), TemplateProblem> {
         any_variable |= is_variable;
         previous_was_variable = is_variable;
     }
+    check_uri(template).map_err(TemplateProblem::NotAUri)?;
     if any_variable {
         Ok(())
     } else {
@@ -274,6 +281,14 @@ mod tests {
             Err(TemplateProblem::AdjacentVariables)
         );
         assert_eq!(check_template("a://x"), Err(TemplateProblem::NoVariable));
+        assert_eq!(
+            check_template("my notes:{x}"),
+            Err(TemplateProblem::NotAUri(UriProblem::NotOneWord(' ')))
+        );
+        assert_eq!(
+            check_template("{scheme}://x"),
+            Err(TemplateProblem::NotAUri(UriProblem::NoScheme))
+        );
         assert_eq!(check_template("a://{x}/{y_2}"), Ok(()));
         assert!(!matched("a://{x", "a://{x"));
     }

@@ -1,7 +1,8 @@
 //! What a plugin's tool list must be: valid names and titles, within the caps.
 //!
-//! The macros check a `#[tool]` method's name and title at compile time, each with a message
-//! of their own that points at the user's code; the host checks every plugin's list at load
+//! The macros check a `#[tool]` method's name and title, and the number of tools in a
+//! `#[tool_registry]` block, at compile time, each with a message of their own that points at
+//! the user's code; the host checks every plugin's list at load
 //! (any toolchain can build a plugin) and refuses the plugin on the first problem, in the
 //! words of [`NameProblem::reason`] and [`TitleProblem`].
 

@@ -1,6 +1,8 @@
 //! Reading `#[resource(…)]` and `#[prompt(…)]` methods: their options, their text arguments
 //! (with `#[description]` and `#[complete(…)]`), each misuse a spanned error.
 
+use llm_worker_rules::prompt::MAX_PROMPT_ARGUMENTS;
+use llm_worker_rules::resource::{UriProblem, check_mime_type, check_resource_uri};
 use llm_worker_rules::template::{Piece, check_template, pieces};
 use llm_worker_rules::tool::{MAX_NAME_LEN, NameProblem};
 use syn::ext::IdentExt;
@@ -125,12 +127,23 @@ impl PromptMethod {
                 ));
                 continue;
             };
+            let name = arg.ident.unraw().to_string();
+            check_argument_name(&arg.ident, &name, errors);
             args.push(CatalogArg {
-                name: arg.ident.unraw().to_string(),
+                name,
                 required,
                 description: arg.description.map(|(_, text)| text),
                 complete: arg.complete,
             });
+        }
+        if args.len() > MAX_PROMPT_ARGUMENTS {
+            errors.push(syn::Error::new_spanned(
+                &ident,
+                format!(
+                    "this prompt has {} arguments; hosts accept at most {MAX_PROMPT_ARGUMENTS}",
+                    args.len()
+                ),
+            ));
         }
         if errors.0.is_some() && !before {
             return None;
@@ -394,11 +407,11 @@ fn resource_options(marker: &Attribute, errors: &mut Errors) -> ResourceOptions 
         }
     }
     if let Some(mime) = &options.mime_type
-        && !mime.value().contains('/')
+        && let Err(problem) = check_mime_type(&mime.value())
     {
         errors.push(syn::Error::new_spanned(
             mime,
-            "a MIME type is `type/subtype`, such as `text/markdown` or `image/png`",
+            format!("this MIME type is refused by hosts: {problem}"),
         ));
     }
     options
@@ -450,24 +463,18 @@ fn string_value(value: Option<Expr>) -> Option<LitStr> {
     }
 }
 
+/// The hosts' rule for a resource's URI ([`check_resource_uri`]).
 fn check_uri(uri: &LitStr, errors: &mut Errors) {
-    let text = uri.value();
-    let problem = if text.trim().is_empty() {
-        "a resource's URI must not be empty: write `uri = \"scheme://…\"`".to_owned()
-    } else if text.len() > llm_worker_rules::template::MAX_URI_BYTES {
-        format!(
-            "this URI is {} bytes; hosts accept at most {}",
-            text.len(),
-            llm_worker_rules::template::MAX_URI_BYTES
-        )
-    } else if text.contains('{') {
-        "this URI has a `{variable}`: write `template = \"…\"` for a family of resources".to_owned()
-    } else if !text.contains(':') {
-        "a resource's URI has a scheme, such as `notes://today` or `file:///a.txt`".to_owned()
-    } else {
-        return;
+    let message = match check_resource_uri(&uri.value()) {
+        Ok(()) => return,
+        Err(UriProblem::HasVariable) => {
+            "this URI has a `{variable}`: write `template = \"…\"` for \
+                                         a family of resources"
+                .to_owned()
+        }
+        Err(problem) => format!("this resource's URI is refused by hosts: {problem}"),
     };
-    errors.push(syn::Error::new_spanned(uri, problem));
+    errors.push(syn::Error::new_spanned(uri, message));
 }
 
 /// The hosts' rule for prompt names, the same as for tool names.
@@ -485,6 +492,19 @@ fn check_prompt_name(ident: &syn::Ident, name: &str, errors: &mut Errors) {
         Err(problem) => format!("the prompt name `{name}` is refused by hosts: {problem}"),
     };
     errors.push(syn::Error::new_spanned(ident, message));
+}
+
+/// The hosts' rule for a prompt argument's name, the same as for tool names.
+fn check_argument_name(ident: &syn::Ident, name: &str, errors: &mut Errors) {
+    if let Err(problem) = llm_worker_rules::prompt::check_name(name) {
+        errors.push(syn::Error::new_spanned(
+            ident,
+            format!(
+                "the prompt argument name `{name}` is refused by hosts: {problem}; rename the \
+                 argument"
+            ),
+        ));
+    }
 }
 
 #[cfg(test)]
@@ -545,6 +565,117 @@ mod tests {
         let item = &reg.item;
         let emitted = quote!(#item).to_string();
         assert!(!emitted.contains("complete") && !emitted.contains("description"));
+    }
+
+    /// Whether the macros accept `#[resource(uri = …, mime_type = …)]`.
+    fn builds(uri: &str, mime: &str) -> bool {
+        registry(quote! {
+            impl App {
+                #[resource(uri = #uri, mime_type = #mime)]
+                fn r(&self) -> String { String::new() }
+            }
+        })
+        .is_ok()
+    }
+
+    /// The macros give the rules' answer for every sample, as the host's load check does
+    /// (`host/src/plugin/validate/offerings.rs`): what builds loads, and what the host refuses
+    /// does not build.
+    #[test]
+    fn the_macros_apply_the_rule_the_host_loads_by() {
+        use llm_worker_rules::resource::{check_mime_type, check_resource_uri};
+        for uri in [
+            "notes://today",
+            "file:///a/b.txt",
+            "urn:isbn:0451450523",
+            "a+b.c-d:x",
+            "my notes:x",
+            "notes://a b",
+            "notes://tab\there",
+            "today",
+            "1x://y",
+            "://x",
+            "",
+            "notes://{id}",
+        ] {
+            let rule = check_resource_uri(uri).is_ok();
+            assert_eq!(builds(uri, "text/plain"), rule, "{uri:?}");
+        }
+        for mime in [
+            "text/plain",
+            "image/png",
+            "application/vnd.api+json",
+            "text/plain; charset=utf-8",
+            "markdown",
+            "text/",
+            "text/pl ain",
+            "text/plain/x",
+            "",
+        ] {
+            let rule = check_mime_type(mime).is_ok();
+            assert_eq!(builds("notes://today", mime), rule, "{mime:?}");
+        }
+        let refused = registry(quote! {
+            impl App {
+                #[resource(template = "my notes:{id}")]
+                fn r(&self, id: String) -> String { id }
+            }
+        });
+        assert!(refused.is_err(), "a template with a space builds");
+    }
+
+    #[test]
+    fn the_caps_are_the_hosts() {
+        use llm_worker_rules::prompt::{MAX_PROMPT_ARGUMENTS, MAX_PROMPTS};
+        use llm_worker_rules::resource::{MAX_RESOURCES, MAX_TEMPLATES};
+        use llm_worker_rules::tool::MAX_TOOLS;
+        let methods = |count: usize, method: &dyn Fn(syn::Ident) -> proc_macro2::TokenStream| {
+            let methods = (0..count).map(|i| method(quote::format_ident!("m{i}")));
+            registry(quote! { impl App { #(#methods)* } })
+                .err()
+                .map(|e| e.to_string())
+        };
+        let tool = |m: syn::Ident| quote! { #[tool] fn #m(&self) -> String { String::new() } };
+        let resource = |m: syn::Ident| {
+            let uri = format!("a://{m}");
+            quote! { #[resource(uri = #uri)] fn #m(&self) -> String { String::new() } }
+        };
+        let template = |m: syn::Ident| {
+            let template = format!("a://{m}/{{id}}");
+            quote! { #[resource(template = #template)] fn #m(&self, id: String) -> String { id } }
+        };
+        let prompt = |m: syn::Ident| quote! { #[prompt] fn #m(&self) -> String { String::new() } };
+        for (method, cap) in [
+            (
+                &tool as &dyn Fn(syn::Ident) -> proc_macro2::TokenStream,
+                MAX_TOOLS,
+            ),
+            (&resource, MAX_RESOURCES),
+            (&template, MAX_TEMPLATES),
+            (&prompt, MAX_PROMPTS),
+        ] {
+            assert_eq!(methods(cap, method), None, "{cap} build");
+            let error = methods(cap + 1, method).unwrap_or_default();
+            assert!(error.contains(&format!("at most {cap}")), "{error}");
+        }
+        let args = (0..=MAX_PROMPT_ARGUMENTS).map(|i| quote::format_ident!("a{i}"));
+        let error = registry(quote! {
+            impl App { #[prompt] fn p(&self, #(#args: String),*) -> String { String::new() } }
+        })
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+        assert!(
+            error.contains(&format!("at most {MAX_PROMPT_ARGUMENTS}")),
+            "{error}"
+        );
+        let error = registry(quote! {
+            impl App { #[prompt] fn p(&self, café: String) -> String { café } }
+        })
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+        assert!(error.contains("prompt argument name `café`"), "{error}");
     }
 
     #[test]

@@ -1,6 +1,9 @@
 //! Reading a whole `#[tool_registry]` impl block: its `#[tool]` methods, the names they would
 //! generate, and the block with the markers removed when there are errors.
 
+use llm_worker_rules::prompt::MAX_PROMPTS;
+use llm_worker_rules::resource::{MAX_RESOURCES, MAX_TEMPLATES};
+use llm_worker_rules::tool::MAX_TOOLS;
 use syn::ext::IdentExt;
 use syn::spanned::Spanned;
 use syn::{FnArg, ImplItem, ItemImpl};
@@ -154,6 +157,7 @@ impl Registry {
             }
             tools.push(tool);
         }
+        check_caps(&tools, &resources, &prompts, &mut errors);
         if marked == 0 {
             errors.push(syn::Error::new(
                 item.self_ty.span(),
@@ -169,6 +173,47 @@ impl Registry {
             prompts,
             description_paths,
         })
+    }
+}
+
+/// The hosts' caps on how many tools, resources, templates and prompts one plugin lists: the
+/// first method over a cap is the error.
+fn check_caps(
+    tools: &[ToolMethod],
+    resources: &[ResourceMethod],
+    prompts: &[PromptMethod],
+    errors: &mut Errors,
+) {
+    let (fixed, templates): (Vec<_>, Vec<_>) = resources
+        .iter()
+        .partition(|r| matches!(r.kind, ResourceKind::Fixed(_)));
+    let fixed: Vec<&syn::Ident> = fixed.iter().map(|r| &r.ident).collect();
+    let templates: Vec<&syn::Ident> = templates.iter().map(|r| &r.ident).collect();
+    let tools: Vec<&syn::Ident> = tools.iter().map(|t| &t.ident).collect();
+    let prompts: Vec<&syn::Ident> = prompts.iter().map(|p| &p.ident).collect();
+    for (listed, cap, what) in [
+        (&tools, MAX_TOOLS, "#[tool] methods (tools)"),
+        (
+            &fixed,
+            MAX_RESOURCES,
+            "#[resource(uri = …)] methods (resources)",
+        ),
+        (
+            &templates,
+            MAX_TEMPLATES,
+            "#[resource(template = …)] methods (templates)",
+        ),
+        (&prompts, MAX_PROMPTS, "#[prompt] methods (prompts)"),
+    ] {
+        if let Some(over) = listed.get(cap) {
+            errors.push(syn::Error::new_spanned(
+                over,
+                format!(
+                    "this impl block has {} {what}; hosts accept at most {cap} per plugin",
+                    listed.len()
+                ),
+            ));
+        }
     }
 }
 

@@ -12,7 +12,7 @@ use crate::content::{
 };
 
 /// The most values one completion carries (the contract's limit).
-pub const MAX_COMPLETION_VALUES: usize = 100;
+pub use llm_worker_rules::prompt::MAX_COMPLETION_VALUES;
 
 /// What a `#[resource]` method may return: text, bytes, or the contents themselves.
 #[diagnostic::on_unimplemented(

@@ -15,7 +15,7 @@ use crate::tool::{
 };
 
 /// Most values a completion passes on; more are cut (and `has_more` set).
-pub const MAX_COMPLETION_VALUES: usize = 100;
+pub use llm_worker_rules::prompt::MAX_COMPLETION_VALUES;
 
 /// One session of a plugin: its tools' definitions (register them on a
 /// [`Worker`](crate::Worker) or a [`ToolServer`](crate::ToolServer)) and its resources,
@@ -185,8 +185,9 @@ impl PluginSession {
     /// Reads the resource `uri`. Its contents together are bounded like a tool's output
     /// (`max_output_bytes`).
     pub async fn read_resource(&self, uri: &str) -> Result<Vec<ResourceContents>, RequestError> {
-        offerings::check_uri(uri)
-            .map_err(|reason| RequestError::InvalidArgument(format!("the URI {reason}")))?;
+        llm_worker_rules::resource::check_uri(uri).map_err(|reason| {
+            RequestError::InvalidArgument(format!("the URI is refused: {reason}"))
+        })?;
         match self
             .owner
             .0

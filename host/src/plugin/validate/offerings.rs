@@ -5,40 +5,14 @@
 
 use std::collections::BTreeSet;
 
+use llm_worker_rules::prompt::{MAX_PROMPT_ARGUMENTS, MAX_PROMPTS};
+use llm_worker_rules::resource::{
+    MAX_RESOURCES, MAX_TEMPLATES, check_mime_type, check_resource_uri,
+};
+use llm_worker_rules::template::check_template;
 use llm_worker_rules::tool::{MAX_DESCRIPTION_BYTES, check_name, check_title};
 
 use crate::tool::{PromptMeta, ResourceMeta, ResourceTemplate};
-use llm_worker_rules::template::MAX_URI_BYTES;
-
-/// Most resources one plugin may list.
-pub(crate) const MAX_RESOURCES: usize = 1000;
-/// Most URI templates one plugin may offer.
-pub(crate) const MAX_TEMPLATES: usize = 100;
-/// Most prompts one plugin may offer.
-pub(crate) const MAX_PROMPTS: usize = 256;
-/// Most arguments one prompt may have.
-pub(crate) const MAX_PROMPT_ARGUMENTS: usize = 64;
-
-/// A URI: a scheme (`letter *( letter / digit / "+" / "-" / "." )`), a colon, then no
-/// whitespace or control characters; at most [`MAX_URI_BYTES`].
-pub(crate) fn check_uri(uri: &str) -> Result<(), String> {
-    if uri.is_empty() || uri.len() > MAX_URI_BYTES {
-        return Err(format!("is {} bytes; give 1 to {MAX_URI_BYTES}", uri.len()));
-    }
-    if uri.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err("has whitespace or control characters".to_owned());
-    }
-    let scheme = uri.split(':').next().unwrap_or_default();
-    let valid_scheme = uri.contains(':')
-        && scheme.starts_with(|c: char| c.is_ascii_alphabetic())
-        && scheme
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
-    if !valid_scheme {
-        return Err("has no scheme (write it like `notes://today` or `file:///a.txt`)".to_owned());
-    }
-    Ok(())
-}
 
 /// A display name: one line, 1 to [`MAX_TITLE_BYTES`] bytes.
 fn check_display_name(name: &str) -> Result<(), String> {
@@ -46,6 +20,11 @@ fn check_display_name(name: &str) -> Result<(), String> {
         return Err("is empty".to_owned());
     }
     check_title(name).map_err(|problem| problem.to_string())
+}
+
+/// A MIME type, by the contract's one rule ([`check_mime_type`]).
+fn mime_type(mime: &str) -> Result<(), String> {
+    check_mime_type(mime).map_err(|problem| format!("{mime:?} is refused: {problem}"))
 }
 
 fn check_optional(
@@ -80,7 +59,8 @@ pub(crate) fn check_resources(resources: &[ResourceMeta]) -> Result<(), String> 
     let mut seen = BTreeSet::new();
     for resource in resources {
         let problem = |reason: String| format!("resource '{}': {reason}", resource.uri);
-        check_uri(&resource.uri).map_err(|reason| problem(format!("its URI {reason}")))?;
+        check_resource_uri(&resource.uri)
+            .map_err(|reason| problem(format!("its URI is refused: {reason}")))?;
         if !seen.insert(resource.uri.as_str()) {
             return Err(problem("it is listed twice".to_owned()));
         }
@@ -93,8 +73,7 @@ pub(crate) fn check_resources(resources: &[ResourceMeta]) -> Result<(), String> 
             check_description,
         )
         .map_err(problem)?;
-        check_optional("MIME type", resource.mime_type.as_ref(), check_display_name)
-            .map_err(problem)?;
+        check_optional("MIME type", resource.mime_type.as_ref(), mime_type).map_err(problem)?;
     }
     Ok(())
 }
@@ -111,9 +90,8 @@ pub(crate) fn check_templates(templates: &[ResourceTemplate]) -> Result<(), Stri
     for template in templates {
         let problem =
             |reason: String| format!("resource template '{}': {reason}", template.uri_template);
-        check_uri(&template.uri_template).map_err(|reason| problem(format!("its URI {reason}")))?;
-        llm_worker_rules::template::check_template(&template.uri_template)
-            .map_err(|reason| problem(reason.to_string()))?;
+        check_template(&template.uri_template)
+            .map_err(|reason| problem(format!("its URI template is refused: {reason}")))?;
         if !seen.insert(template.uri_template.as_str()) {
             return Err(problem("it is offered twice".to_owned()));
         }
@@ -126,8 +104,7 @@ pub(crate) fn check_templates(templates: &[ResourceTemplate]) -> Result<(), Stri
             check_description,
         )
         .map_err(problem)?;
-        check_optional("MIME type", template.mime_type.as_ref(), check_display_name)
-            .map_err(problem)?;
+        check_optional("MIME type", template.mime_type.as_ref(), mime_type).map_err(problem)?;
     }
     Ok(())
 }
@@ -203,22 +180,65 @@ pub(crate) fn template_matches(template: &str, uri: &str) -> bool {
 mod tests {
     use super::*;
 
+    /// URIs and MIME types on both sides of the rules. The load check must give the rules'
+    /// answer; the macros' tests (`guest-macros/src/parse/catalog.rs`) assert the same of
+    /// the macros, so what builds loads and what is refused at load does not build.
+    const SAMPLE_URIS: &[(&str, bool)] = &[
+        ("notes://today", true),
+        ("file:///a/b.txt", true),
+        ("urn:isbn:0451450523", true),
+        ("a+b.c-d:x", true),
+        ("my notes:x", false),
+        ("notes://a b", false),
+        ("notes://tab\there", false),
+        ("today", false),
+        ("1x://y", false),
+        ("://x", false),
+        ("", false),
+        ("notes://{id}", false),
+    ];
+    const SAMPLE_MIME_TYPES: &[(&str, bool)] = &[
+        ("text/plain", true),
+        ("image/png", true),
+        ("application/vnd.api+json", true),
+        ("text/plain; charset=utf-8", true),
+        ("markdown", false),
+        ("text/", false),
+        ("text/pl ain", false),
+        ("text/plain/x", false),
+        ("", false),
+    ];
+
     #[test]
-    fn uris_need_a_scheme_and_no_spaces() {
-        assert_eq!(check_uri("test://static-text"), Ok(()));
-        assert_eq!(check_uri("file:///a/b.txt"), Ok(()));
-        for bad in [
-            "",
-            "no-scheme",
-            "://x",
-            "1x://y",
-            "a b://c",
-            "x://a b",
-            "x://\u{7}",
-        ] {
-            assert!(check_uri(bad).is_err(), "{bad:?} was accepted");
+    fn the_load_check_is_the_rule_the_macros_apply() {
+        for &(uri, valid) in SAMPLE_URIS {
+            let loaded = check_resources(&[ResourceMeta::new(uri, "name")]);
+            assert_eq!(loaded.is_ok(), valid, "{uri:?}: {loaded:?}");
+            assert_eq!(check_resource_uri(uri).is_ok(), valid, "{uri:?}");
         }
-        assert!(check_uri(&format!("x://{}", "a".repeat(MAX_URI_BYTES))).is_err());
+        for &(mime, valid) in SAMPLE_MIME_TYPES {
+            let resource = ResourceMeta {
+                mime_type: Some(mime.to_owned()),
+                ..ResourceMeta::new("notes://today", "name")
+            };
+            let template = ResourceTemplate {
+                uri_template: "notes://{id}".to_owned(),
+                name: "t".to_owned(),
+                mime_type: Some(mime.to_owned()),
+                ..ResourceTemplate::default()
+            };
+            let loaded = check_resources(&[resource]);
+            assert_eq!(loaded.is_ok(), valid, "{mime:?}: {loaded:?}");
+            assert_eq!(check_templates(&[template]).is_ok(), valid, "{mime:?}");
+            assert_eq!(check_mime_type(mime).is_ok(), valid, "{mime:?}");
+        }
+        let refused = check_resources(&[ResourceMeta::new("my notes:x", "notes")])
+            .expect_err("a space in a URI");
+        assert!(
+            refused.starts_with("resource 'my notes:x': its URI is refused")
+                && refused.contains("`notes://today`"),
+            "{refused}"
+        );
     }
 
     #[test]

@@ -1,0 +1,245 @@
+//! What a plugin's resources must be: valid URIs and MIME types, within the caps on how many
+//! resources and URI templates one plugin lists.
+//!
+//! The macros check a `#[resource(uri = …, mime_type = …)]` at compile time and the host
+//! checks every plugin's list at load, both with these functions, so that what builds loads.
+//! A template's own grammar is in [`crate::template`]; a template is a URI too, and is
+//! checked with [`check_uri`] there.
+
+use core::fmt;
+
+pub use crate::template::MAX_URI_BYTES;
+
+/// Most resources one plugin may list.
+pub const MAX_RESOURCES: usize = 1000;
+
+/// Most URI templates one plugin may offer.
+pub const MAX_TEMPLATES: usize = 100;
+
+/// Longest MIME type, parameters included, in bytes.
+pub const MAX_MIME_TYPE_BYTES: usize = 256;
+
+/// Longest type or subtype of a MIME type, in characters (RFC 6838's `restricted-name`).
+pub const MAX_MIME_NAME_LEN: usize = 127;
+
+/// Why a URI is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UriProblem {
+    /// The URI is empty.
+    Empty,
+    /// The URI is longer than [`MAX_URI_BYTES`].
+    TooLong {
+        /// Its length in bytes.
+        len: usize,
+    },
+    /// The URI has white space or a control character (the first such).
+    NotOneWord(char),
+    /// The URI does not start with a scheme (`letter *( letter / digit / "+" / "-" / "." )`)
+    /// and a colon.
+    NoScheme,
+    /// A resource's URI has a `{` or `}`: a URI with `{variables}` is a template.
+    HasVariable,
+}
+
+impl fmt::Display for UriProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Empty => f.write_str("it is empty; a URI looks like `notes://today`"),
+            Self::TooLong { len } => {
+                write!(
+                    f,
+                    "it is {len} bytes; a URI is at most {MAX_URI_BYTES} bytes"
+                )
+            }
+            Self::NotOneWord(c) => write!(
+                f,
+                "it has {c:?}; a URI is one word with a scheme, such as `notes://today` or \
+                 `file:///a.txt`, with no white space or control characters (percent-encode \
+                 them: a space is `%20`)"
+            ),
+            Self::NoScheme => f.write_str(
+                "it does not start with a scheme; a URI looks like `notes://today` or \
+                 `file:///a.txt` (a letter, then letters, digits, `+`, `-` or `.`, then `:`)",
+            ),
+            Self::HasVariable => f.write_str(
+                "it has a `{` or `}`; a URI with `{variables}` is a resource template, not a \
+                 resource",
+            ),
+        }
+    }
+}
+
+/// Checks a URI (a resource's, one a client reads, a template's fixed text): 1 to
+/// [`MAX_URI_BYTES`] bytes, no white space or control characters, a scheme and a colon.
+///
+/// # Errors
+/// The first problem, in this order: empty, too long, not one word, no scheme.
+pub fn check_uri(uri: &str) -> Result<(), UriProblem> {
+    if uri.is_empty() {
+        return Err(UriProblem::Empty);
+    }
+    if uri.len() > MAX_URI_BYTES {
+        return Err(UriProblem::TooLong { len: uri.len() });
+    }
+    if let Some(bad) = uri.chars().find(|&c| c.is_whitespace() || c.is_control()) {
+        return Err(UriProblem::NotOneWord(bad));
+    }
+    let Some((scheme, _)) = uri.split_once(':') else {
+        return Err(UriProblem::NoScheme);
+    };
+    let valid_scheme = scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+    if !valid_scheme {
+        return Err(UriProblem::NoScheme);
+    }
+    Ok(())
+}
+
+/// Checks the URI of one resource a plugin lists: [`check_uri`], and no `{` or `}` (those
+/// mark a template's variables).
+///
+/// # Errors
+/// [`check_uri`]'s problem, else [`UriProblem::HasVariable`].
+pub fn check_resource_uri(uri: &str) -> Result<(), UriProblem> {
+    check_uri(uri)?;
+    if uri.contains(['{', '}']) {
+        return Err(UriProblem::HasVariable);
+    }
+    Ok(())
+}
+
+/// Why a MIME type is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MimeProblem {
+    /// Not `type/subtype`, each 1 to [`MAX_MIME_NAME_LEN`] of RFC 6838's characters.
+    NotTypeSubtype,
+    /// The parameters after `;` are not one line of text.
+    BadParameters,
+    /// Longer than [`MAX_MIME_TYPE_BYTES`].
+    TooLong {
+        /// Its length in bytes.
+        len: usize,
+    },
+}
+
+impl fmt::Display for MimeProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NotTypeSubtype => f.write_str(
+                "it is not `type/subtype` (each letters, digits and `!#$&-^_.+`), such as \
+                 `text/markdown` or `image/png`, optionally with parameters \
+                 (`text/plain; charset=utf-8`)",
+            ),
+            Self::BadParameters => f.write_str(
+                "its parameters (after `;`) must be one line of text, such as `charset=utf-8`",
+            ),
+            Self::TooLong { len } => write!(
+                f,
+                "it is {len} bytes; a MIME type is at most {MAX_MIME_TYPE_BYTES} bytes"
+            ),
+        }
+    }
+}
+
+/// Whether `name` is an RFC 6838 `restricted-name` (a MIME type's type or subtype).
+fn is_restricted_name(name: &str) -> bool {
+    name.len() <= MAX_MIME_NAME_LEN
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.chars().all(|c| {
+            c.is_ascii_alphanumeric()
+                || matches!(c, '!' | '#' | '$' | '&' | '-' | '^' | '_' | '.' | '+')
+        })
+}
+
+/// Checks a MIME type: `type/subtype` by RFC 6838, then optionally `;` and parameters on
+/// the same line; at most [`MAX_MIME_TYPE_BYTES`] bytes.
+///
+/// # Errors
+/// The first problem, in this order: too long, not `type/subtype`, bad parameters.
+pub fn check_mime_type(mime: &str) -> Result<(), MimeProblem> {
+    if mime.len() > MAX_MIME_TYPE_BYTES {
+        return Err(MimeProblem::TooLong { len: mime.len() });
+    }
+    let (essence, parameters) = mime.split_once(';').unwrap_or((mime, ""));
+    let Some((kind, subtype)) = essence.split_once('/') else {
+        return Err(MimeProblem::NotTypeSubtype);
+    };
+    if !is_restricted_name(kind) || !is_restricted_name(subtype) {
+        return Err(MimeProblem::NotTypeSubtype);
+    }
+    if parameters.chars().any(char::is_control) {
+        return Err(MimeProblem::BadParameters);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use std::format;
+
+    #[test]
+    fn uris_need_a_scheme_and_no_spaces() {
+        for good in [
+            "test://static-text",
+            "file:///a/b.txt",
+            "urn:isbn:1",
+            "a+b.c-d:x",
+        ] {
+            assert_eq!(check_resource_uri(good), Ok(()), "{good:?}");
+        }
+        assert_eq!(check_uri(""), Err(UriProblem::Empty));
+        assert_eq!(check_uri("no-scheme"), Err(UriProblem::NoScheme));
+        assert_eq!(check_uri("://x"), Err(UriProblem::NoScheme));
+        assert_eq!(check_uri("1x://y"), Err(UriProblem::NoScheme));
+        assert_eq!(check_uri("my notes:x"), Err(UriProblem::NotOneWord(' ')));
+        assert_eq!(check_uri("x://\u{7}"), Err(UriProblem::NotOneWord('\u{7}')));
+        assert_eq!(
+            check_uri(&format!("x://{}", "a".repeat(MAX_URI_BYTES))),
+            Err(UriProblem::TooLong {
+                len: MAX_URI_BYTES + 4
+            })
+        );
+        assert_eq!(check_uri("x://{id}"), Ok(()));
+        assert_eq!(check_resource_uri("x://{id}"), Err(UriProblem::HasVariable));
+    }
+
+    #[test]
+    fn mime_types_are_type_slash_subtype() {
+        for good in [
+            "text/plain",
+            "image/png",
+            "application/vnd.api+json",
+            "text/plain; charset=utf-8",
+        ] {
+            assert_eq!(check_mime_type(good), Ok(()), "{good:?}");
+        }
+        for bad in [
+            "",
+            "markdown",
+            "text/",
+            "/plain",
+            "text/pl ain",
+            "text/plain/x",
+            "tëxt/plain",
+        ] {
+            assert_eq!(
+                check_mime_type(bad),
+                Err(MimeProblem::NotTypeSubtype),
+                "{bad:?}"
+            );
+        }
+        assert_eq!(
+            check_mime_type("text/plain; a=\nb"),
+            Err(MimeProblem::BadParameters)
+        );
+        let long = format!("text/plain; x={}", "y".repeat(MAX_MIME_TYPE_BYTES));
+        assert!(matches!(
+            check_mime_type(&long),
+            Err(MimeProblem::TooLong { .. })
+        ));
+    }
+}
