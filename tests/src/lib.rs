@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use llm_worker::{LoadedPlugin, PluginHost, ToolEvent, ToolEventKind};
+use llm_worker::{
+    DirGrant, Limits, LoadedPlugin, PluginHost, SandboxPolicy, ToolEvent, ToolEventKind,
+};
 
 pub mod bench;
 pub mod http_server;
@@ -299,9 +301,51 @@ pub fn greet_beside_a_slow_starter(
     (loaded, dir)
 }
 
+/// The sleeper fixture loaded with `limits` and a fresh directory granted as `/control`, for
+/// its `hold` tool: each call logs `holding` as it begins and holds its instance until the
+/// test calls [`Release::release`] (or the call's time limit ends it). A barrier the test
+/// releases, so that a test shows two calls inside at once, or one waiting behind another,
+/// without a sleep standing in for either.
+///
+/// # Panics
+///
+/// If the directory cannot be made or the plugin does not load.
+pub fn held_sleeper(name: &str, limits: Limits) -> (LoadedPlugin, Release) {
+    let dir = scratch_dir(name);
+    let control = dir
+        .canonicalize()
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    let mut policy = SandboxPolicy::with_limits(limits);
+    policy.dirs.push(DirGrant {
+        host: control,
+        guest: "/control".into(),
+        writable: false,
+    });
+    let sleeper = host()
+        .load_with_policy(plugin_path("sleeper"), policy)
+        .unwrap_or_else(|e| panic!("{e}"));
+    (sleeper, Release(dir))
+}
+
+/// Ends the `hold` calls of a [`held_sleeper`], those running and those to come.
+#[derive(Debug)]
+pub struct Release(ScratchDir);
+
+impl Release {
+    /// Lets every `hold` call return.
+    ///
+    /// # Panics
+    ///
+    /// If the file that releases them cannot be written.
+    pub fn release(&self) {
+        let path = self.0.join("release");
+        std::fs::write(&path, "").unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    }
+}
+
 /// A sink for [`llm_worker::with_tool_events`] that wakes the returned `Notify` when a plugin
 /// logs a message containing `needle`: the fixtures log as a slow call begins (the sleeper
-/// `sleeping`, `spinning`; the trapper `spinning forever`), so a test can await that the call
+/// `sleeping`, `spinning`, `holding`; the trapper `spinning forever`), so a test can await that the call
 /// holds its instance instead of sleeping and hoping it does.
 pub fn when_logged(
     needle: &'static str,

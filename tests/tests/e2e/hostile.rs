@@ -193,14 +193,13 @@ fn http_imports_are_refused_naming_the_interface() {
 }
 
 /// While one plugin spins in an endless loop, another keeps answering — on a single-threaded
-/// runtime, so the loop does not hold the thread.
+/// runtime, so the loop does not hold the thread. Had it held it, the counter could answer
+/// only once the loop had ended at its time limit: the loop must still be running when the
+/// counter has answered five times. (That the loop ends at its limit is
+/// `plugins::an_endless_loop_hits_the_time_limit`; here the caller drops it.)
 #[tokio::test(flavor = "current_thread")]
 async fn other_tools_answer_while_a_plugin_spins() {
-    let trapper =
-        PluginHost::with_limits(Limits::default().call_timeout(Duration::from_millis(600)))
-            .and_then(|host| host.load(plugin_path("trapper")))
-            .unwrap_or_else(|e| panic!("{e}"));
-    let handle = session(&trapper);
+    let handle = session(&plugin("trapper"));
     let (sink, started) = when_logged("spinning forever");
     let spinning = with_tool_events(sink, handle.call_tool("spin_forever", "{}"));
     let meanwhile = async {
@@ -210,20 +209,15 @@ async fn other_tools_answer_while_a_plugin_spins() {
         for _ in 0..5 {
             answers.push(handle.call_tool("count", "{}").await);
         }
-        (answers, std::time::Instant::now())
+        answers
     };
-    let ((spin_result, spin_end), (answers, answers_end)) = tokio::join!(
-        async { (spinning.await, std::time::Instant::now()) },
-        meanwhile
-    );
+    let answers = tokio::select! {
+        ended = spinning => panic!("the loop ended before the counter had answered: {ended:?}"),
+        answers = meanwhile => answers,
+    };
     let expected: Vec<Result<String, ToolServerError>> =
         (0..5).map(|i| Ok(i.to_string())).collect();
     assert_eq!(answers, expected);
-    assert!(
-        answers_end < spin_end,
-        "the counter answered while the loop was running"
-    );
-    assert!(error_message(spin_result).contains("time limit"));
 }
 
 #[tokio::test]

@@ -173,7 +173,7 @@ async fn a_question_with_no_one_to_answer_or_outside_the_policy_is_a_clear_tool_
     .await;
     assert!(unanswered.is_error);
     assert!(
-        unanswered.content.contains("nothing answers questions"),
+        unanswered.content.contains("'test_sampling'") && unanswered.content.contains("answers"),
         "{}",
         unanswered.content
     );
@@ -210,11 +210,14 @@ async fn a_question_with_no_one_to_answer_or_outside_the_policy_is_a_clear_tool_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiting_for_an_answer_has_its_own_budget_apart_from_the_call_time_limit() {
-    // The answer takes longer than the call's whole time limit, and the call still succeeds:
-    // a person's answer is not the plugin's CPU time.
-    let limits = Limits::default().call_timeout(Duration::from_millis(1000));
+    // The person answers only once twice the call's whole time limit has passed since they
+    // were asked, and the call still succeeds: a person's answer is not the plugin's time.
+    // (The question comes after the call began, so by the answer the call has run past its
+    // limit and any grace, however slow the machine.)
+    let limit = Duration::from_secs(1);
+    let limits = Limits::default().call_timeout(limit);
     let slow = Arc::new(Answers {
-        delay: Duration::from_millis(1500),
+        delay: 2 * limit,
         ..Answers::default()
     });
     let plugin = asking_plugin(|client| client, limits.clone());
@@ -538,9 +541,8 @@ async fn twenty_thousand_empty_messages_are_over_max_question_bytes() {
     assert!(refused.is_error, "{}", refused.content);
     assert!(
         refused.content.contains("`[client] max_question_bytes`")
-            && refused
-                .content
-                .contains("tool 'converse' of plugin 'asker'"),
+            && refused.content.contains("'converse'")
+            && refused.content.contains("'asker'"),
         "{}",
         refused.content
     );

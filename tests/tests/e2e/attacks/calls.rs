@@ -1,13 +1,16 @@
 //! Attacks through calls: starts that hang or are slow, a full instance pool, calls dropped or
 //! queued behind a busy instance, and error texts past the output cap.
 
+use std::future::Future;
+use std::task::Poll;
 use std::time::Duration;
 
 use llm_worker::*;
 use llm_worker_tests::wait::within;
 use llm_worker_tests::wat::{WatComponent, ret};
 use llm_worker_tests::{
-    error_message, greet_beside_a_slow_starter, plugin_path, scratch_dir, session, when_logged,
+    error_message, greet_beside_a_slow_starter, held_sleeper, plugin_path, scratch_dir, session,
+    when_logged,
 };
 
 use super::OBJECT;
@@ -58,7 +61,7 @@ async fn a_full_pool_is_not_counted_against_the_plugin() {
     for _ in 0..4 {
         let message = error_message(second.call_tool("count", "{}").await);
         assert!(
-            message.contains("pool of instance slots is full"),
+            message.contains("pool") && message.contains("full"),
             "{message}"
         );
     }
@@ -90,7 +93,7 @@ async fn a_call_dropped_by_its_caller_leaves_no_half_run_instance() {
     let message = error_message(tools.call_tool("tick", "{}").await);
     assert!(
         message.contains("'spin_forever'")
-            && message.contains("abandoned by its caller")
+            && message.contains("abandoned")
             && message.contains("state was lost"),
         "{message}"
     );
@@ -130,30 +133,29 @@ async fn a_call_queued_behind_a_busy_instance_waits_at_most_its_time_limit() {
 /// another and then ran out of time is not counted as the plugin's failure.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_that_timed_out_after_waiting_is_not_the_plugins_failure() {
-    let host = PluginHost::with_limits(
-        Limits::default()
-            .call_timeout(Duration::from_millis(600))
-            .max_consecutive_failures(1),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    let sleeper = host
-        .load(plugin_path("sleeper"))
-        .unwrap_or_else(|e| panic!("{e}"));
+    let limits = Limits::default()
+        .call_timeout(Duration::from_secs(3))
+        .max_consecutive_failures(1);
+    let (sleeper, release) = held_sleeper("timed-out-after-waiting", limits);
     let tools = session(&sleeper);
-    // The first call holds the instance for 400 ms; the second, sent once the first holds
-    // it, gets it with at most 200 ms left and needs 450.
-    let (sink, spinning) = when_logged("spinning");
-    let (first, second) = tokio::join!(
-        with_tool_events(sink, tools.call_tool("spin", r#"{"ms":400}"#)),
-        async {
-            within("the first call to start spinning", spinning.notified()).await;
-            tools.call_tool("spin", r#"{"ms":450}"#).await
-        }
-    );
-    assert!(first.is_ok(), "{first:?}");
-    let second = error_message(second);
+    // The first call holds the instance until the test releases it; the second is queued
+    // behind it, then sleeps past its time limit: it runs out of time after waiting.
+    let (sink, holding) = when_logged("holding");
+    let first = tokio::spawn(with_tool_events(sink, {
+        let tools = tools.clone();
+        async move { tools.call_tool("hold", r#"{"busy":false}"#).await }
+    }));
+    within("the first call to hold the instance", holding.notified()).await;
+    let mut second = std::pin::pin!(tools.call_tool("sleep", r#"{"ms":100000000}"#));
+    // Polled once, it waits for the instance (nothing before that queue waits).
+    let polled = std::future::poll_fn(|cx| Poll::Ready(second.as_mut().poll(cx))).await;
+    assert!(polled.is_pending(), "not queued: {polled:?}");
+    release.release();
+    let first = within("the held call to return", first).await;
+    assert_eq!(first.expect("joined").as_deref(), Ok("released"));
+    let second = error_message(within("the queued call to end", second).await);
     assert!(
-        second.contains("time limit of 600ms") && second.contains("waiting for other calls"),
+        second.contains("time limit of 3s") && second.contains("waiting for other calls"),
         "{second}"
     );
     let after = tools.call_tool("spin", r#"{"ms":1}"#).await;
