@@ -49,10 +49,13 @@ pub(crate) async fn serve(
     }
     let Some(address) = options.http else {
         // SIGINT or SIGTERM ends the session as the client's going does: the session's end
-        // sets back what it changed of stdin and stdout (their non-blocking mode).
+        // sets back what it changed of stdin and stdout (their non-blocking mode). The
+        // signals are watched before the first message is read, so that no signal can come
+        // while nothing watches them (and end the process with its modes left set).
+        let terminated = terminated();
         tokio::select! {
             served = llm_worker::mcp::serve_stdio(catalog, mcp) => return Ok(served?),
-            () = terminated() => {
+            () = terminated => {
                 // The session was dropped with the other branch, its streams set back. Exit
                 // now: the runtime would wait for a blocking read of a terminal's stdin.
                 tracing::debug!("stopped by a signal");
@@ -145,23 +148,29 @@ async fn bind(address: &str) -> anyhow::Result<tokio::net::TcpListener> {
 }
 
 /// Resolves at SIGINT or SIGTERM (at Ctrl-C elsewhere); never, if they cannot be watched.
-async fn terminated() {
+/// The signals are watched from this call on, not from the future's first poll.
+fn terminated() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
-        let (Ok(mut interrupt), Ok(mut terminate)) = (
+        let watched = (
             signal(SignalKind::interrupt()),
             signal(SignalKind::terminate()),
-        ) else {
-            return std::future::pending().await;
-        };
-        tokio::select! {
-            _ = interrupt.recv() => {}
-            _ = terminate.recv() => {}
+        );
+        async move {
+            let (Ok(mut interrupt), Ok(mut terminate)) = watched else {
+                return std::future::pending().await;
+            };
+            tokio::select! {
+                _ = interrupt.recv() => {}
+                _ = terminate.recv() => {}
+            }
         }
     }
     #[cfg(not(unix))]
-    if tokio::signal::ctrl_c().await.is_err() {
-        std::future::pending::<()>().await;
+    async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
     }
 }
