@@ -439,6 +439,13 @@ impl ServerHandler for McpSession {
         }
         // A plugin's result names only its own resources (or URIs no plugin serves).
         let outcome = outcome.and_then(|output| {
+            // Most results name no resource: the plugins are looked at only for one that does.
+            if super::offerings::named_uris(&output.content)
+                .next()
+                .is_none()
+            {
+                return Ok(output);
+            }
             let plugins = self.lock().plugin_sessions();
             match plugins
                 .iter()
