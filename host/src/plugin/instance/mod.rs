@@ -28,10 +28,6 @@ use super::output::stderr_tail;
 use super::validate::CheckedSchema;
 use crate::tool::{RequestError, Tool, ToolError, ToolMeta, ToolOutput};
 
-/// A call that waited this long for its instance and then ran out of time is not counted as
-/// the plugin's failure.
-const QUEUED_LONG_ENOUGH: std::time::Duration = std::time::Duration::from_millis(1);
-
 /// Extra time given to a call stuck in a host call before its future is dropped; a call
 /// running wasm code is stopped by the epoch deadline at the limit itself.
 const TIMEOUT_GRACE: std::time::Duration = std::time::Duration::from_millis(250);
@@ -323,10 +319,13 @@ impl SessionCore {
         // fails as busy rather than waiting for all of them.
         let arrived = Instant::now();
         let deadline = arrived + limits.call_timeout;
-        let slot = if wait {
-            within(deadline, self.slot.lock()).await.ok()
-        } else {
-            self.slot.try_lock()
+        // Whether the call found the instance running another: one that then runs out of
+        // time had less than its limit to run in, so it is not the plugin's failure
+        // (overlapping calls must not be a way to disable a slow plugin).
+        let (slot, queued) = match self.slot.try_lock() {
+            Some(slot) => (Some(slot), false),
+            None if wait => (within(deadline, self.slot.lock()).await.ok(), true),
+            None => (None, false),
         };
         let Some(slot) = slot else {
             if !wait {
@@ -350,9 +349,7 @@ impl SessionCore {
                 image.name, limits.call_timeout
             )));
         };
-        // Time spent behind other calls: a call that then runs out of time is not the
-        // plugin's failure (overlapping calls must not be a way to disable a slow plugin).
-        let queued = arrived.elapsed();
+        let queued = queued.then(|| arrived.elapsed());
         let mut call = CallInProgress {
             slot,
             plugin: &image.name,
@@ -421,11 +418,14 @@ impl SessionCore {
         };
         // A trap leaves the store unusable: drop it, and start afresh on the next call.
         call.slot.live = None;
-        let failure = if timed_out && queued >= QUEUED_LONG_ENOUGH {
-            format!("{failure}, {queued:?} of it waiting for other calls to finish")
-        } else {
-            call.slot.consecutive_failures += 1;
-            failure
+        let failure = match queued {
+            Some(queued) if timed_out => {
+                format!("{failure}, {queued:?} of it waiting for other calls to finish")
+            }
+            _ => {
+                call.slot.consecutive_failures += 1;
+                failure
+            }
         };
         let message = with_stderr(
             format!(
