@@ -6,4 +6,5 @@ mod first_hour;
 mod http;
 mod mcp;
 mod protocol;
+mod reference;
 mod registry;
