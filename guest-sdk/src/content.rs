@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use serde_json::Value;
 
 /// One block of what a tool, a prompt or a model says.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Content {
     /// Text.
     Text(String),
@@ -225,7 +225,7 @@ pub struct ResourceTemplate {
 
 /// What a tool returns on the content path ([`Tool::call`](crate::Tool::call)): content blocks
 /// and, optionally, a structured value.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ToolOutput {
     /// The content blocks, in order.
     pub content: Vec<Content>,

@@ -124,22 +124,17 @@ pub(crate) fn current_sink() -> Option<Sink> {
     SINK.try_with(Arc::clone).ok()
 }
 
-/// Runs `future` in the scope of `sink` (if any), tagging events with `call_id`.
-pub(crate) async fn rescope<F: Future>(
-    sink: Option<Sink>,
-    call_id: String,
-    future: F,
-) -> F::Output {
-    match sink {
-        Some(sink) => {
-            let tagged: Sink = Arc::new(move |mut event: ToolEvent| {
-                event.call_id.get_or_insert_with(|| call_id.clone());
-                sink(event);
-            });
-            SINK.scope(tagged, future).await
-        }
-        None => future.await,
-    }
+/// Runs `future` with `sink` receiving its events.
+pub(crate) async fn with_sink<F: Future>(sink: Sink, future: F) -> F::Output {
+    SINK.scope(sink, future).await
+}
+
+/// `sink`, tagging the events it gets with `call_id` (unless they have one).
+pub(crate) fn tagged(sink: Sink, call_id: String) -> Sink {
+    Arc::new(move |mut event: ToolEvent| {
+        event.call_id.get_or_insert_with(|| call_id.clone());
+        sink(event);
+    })
 }
 
 /// Cuts `text` to [`MAX_LOG_MESSAGE_BYTES`] at a character boundary; whether it was longer.

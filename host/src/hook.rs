@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::tool::{Tool, ToolMeta};
+use crate::tool::{Content, Tool, ToolMeta, ToolOutput};
 
 /// One tool call requested by a model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -21,6 +21,12 @@ pub struct ToolCall {
 }
 
 /// The outcome of one tool call, as sent back to the model.
+///
+/// `content` is the text a model reads. A tool that returns more than text (images, audio,
+/// embedded resources, resource links, a structured value: [`Tool::call`]) has it in
+/// [`blocks`](Self::blocks) and [`structured`](Self::structured) too, as an MCP client gets
+/// it; `content` is then their text form ([`ToolOutput::to_text`](crate::ToolOutput::to_text)).
+/// The serialised form carries the text only.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolResult {
     /// The id of the call this answers.
@@ -29,25 +35,62 @@ pub struct ToolResult {
     pub content: String,
     /// Whether `content` is an error.
     pub is_error: bool,
+    /// The tool's content blocks, in order; empty for a result made from text alone (a tool's
+    /// [`execute`](Tool::execute) text is one text block).
+    ///
+    /// A post-call hook that rewrites [`content`](Self::content) replaces these with that
+    /// text; one that changes only these has `content` rendered from them again.
+    #[serde(skip)]
+    pub blocks: Vec<Content>,
+    /// The tool's structured value (an object matching its output schema), if it gave one.
+    /// Dropped when a post-call hook rewrites `content`.
+    #[serde(skip)]
+    pub structured: Option<Value>,
 }
 
 impl ToolResult {
     /// A successful result.
     pub fn success(call_id: impl Into<String>, content: impl Into<String>) -> Self {
-        Self {
-            call_id: call_id.into(),
-            content: content.into(),
-            is_error: false,
-        }
+        Self::text(call_id.into(), content.into(), false)
     }
 
     /// An error result.
     pub fn error(call_id: impl Into<String>, content: impl Into<String>) -> Self {
+        Self::text(call_id.into(), content.into(), true)
+    }
+
+    fn text(call_id: String, content: String, is_error: bool) -> Self {
+        Self {
+            call_id,
+            blocks: vec![Content::Text(content.clone())],
+            content,
+            is_error,
+            structured: None,
+        }
+    }
+
+    /// The result of a tool's [`call`](Tool::call): its blocks and structured value, and their
+    /// text.
+    pub fn from_output(call_id: impl Into<String>, output: ToolOutput) -> Self {
         Self {
             call_id: call_id.into(),
-            content: content.into(),
-            is_error: true,
+            content: output.to_text(),
+            is_error: output.is_error,
+            blocks: output.content,
+            structured: output.structured,
         }
+    }
+
+    /// The result of a call a pre-call hook skipped: an error (the tool did not run) that
+    /// gives the hook's reason, for the model to read.
+    pub fn skipped(call: &ToolCall, reason: &str) -> Self {
+        Self::error(
+            &call.id,
+            format!(
+                "the call of '{}' was not run: a hook skipped it: {reason}",
+                call.name
+            ),
+        )
     }
 }
 
@@ -79,8 +122,11 @@ pub struct PostToolCallContext {
 pub enum PreToolCallAction {
     /// Go on: the next hook, then the call.
     Continue,
-    /// Do not run this call; its result says it was skipped. Later hooks do not run for it.
-    Skip,
+    /// Do not run this call: its result is an error giving this reason
+    /// ([`ToolResult::skipped`]), in the [`Worker`](crate::Worker) and over MCP alike. It is
+    /// an error because the tool did not run: a model must not take the text for the tool's
+    /// answer. Later hooks do not run for it; the other calls of a batch go on.
+    Skip(String),
     /// Fail the whole batch of calls with this reason.
     Abort(String),
 }

@@ -1,6 +1,7 @@
 //! Host LLM agent tools as sandboxed WebAssembly components.
 #![doc = include_str!("../../README.md")]
 
+mod call;
 mod clash;
 mod digest;
 #[cfg(any(test, doctest))]

@@ -5,12 +5,12 @@ use std::sync::Arc;
 
 use crate::question::QuestionHandler;
 
+use crate::call::{self, Aborted, Before, Hooks, Scopes};
 use crate::events::{Sink, ToolEvent};
 use crate::hook::{
-    PostToolCallAction, PostToolCallContext, PostToolCallHook, PreToolCallAction, PreToolCallHook,
-    ToolCall, ToolCallContext, ToolResult,
+    PostToolCallContext, PostToolCallHook, PreToolCallHook, ToolCall, ToolCallContext, ToolResult,
 };
-use crate::tool::{Tool, ToolMeta, WorkerToolDefinition};
+use crate::tool::WorkerToolDefinition;
 use crate::tool_server::{ToolServer, ToolServerError, ToolServerHandle};
 
 /// The state in which tools can be registered.
@@ -177,13 +177,6 @@ fn registry_error(error: ToolServerError) -> ToolRegistryError {
     }
 }
 
-/// A call that passed the pre-call hooks and is to be run.
-struct PendingCall {
-    call: ToolCall,
-    meta: ToolMeta,
-    tool: Arc<dyn Tool>,
-}
-
 impl<S: WorkerState> Worker<S> {
     fn into_state<T: WorkerState>(self) -> Worker<T> {
         Worker {
@@ -256,10 +249,11 @@ impl<S: WorkerState> Worker<S> {
         calls: Vec<ToolCall>,
     ) -> Result<Vec<ToolResult>, WorkerError> {
         let handle = self.tool_server.handle();
+        let hooks = self.hooks();
         let mut results: Vec<Option<ToolResult>> = vec![None; calls.len()];
-        let mut pending: Vec<(usize, PendingCall)> = Vec::new();
+        let mut pending: Vec<(usize, ToolCallContext)> = Vec::new();
 
-        'calls: for (index, call) in calls.into_iter().enumerate() {
+        for (index, call) in calls.into_iter().enumerate() {
             let Some((meta, tool)) = handle.get_tool(&call.name) else {
                 let known = handle.tool_names().join(", ");
                 results[index] = Some(ToolResult::error(
@@ -268,28 +262,11 @@ impl<S: WorkerState> Worker<S> {
                 ));
                 continue;
             };
-            let mut ctx = ToolCallContext { call, meta, tool };
-            for hook in &self.pre_hooks {
-                match hook.pre_tool_call(&mut ctx).await {
-                    PreToolCallAction::Continue => {}
-                    PreToolCallAction::Skip => {
-                        results[index] = Some(ToolResult::success(
-                            &ctx.call.id,
-                            format!("Tool call to '{}' was skipped by a hook", ctx.call.name),
-                        ));
-                        continue 'calls;
-                    }
-                    PreToolCallAction::Abort(reason) => {
-                        return Err(WorkerError::HookAborted {
-                            call_id: ctx.call.id,
-                            tool: ctx.call.name,
-                            reason,
-                        });
-                    }
-                }
+            match hooks.before(ToolCallContext { call, meta, tool }).await {
+                Before::Run(ctx) => pending.push((index, ctx)),
+                Before::Skipped(result) => results[index] = Some(result),
+                Before::Aborted(aborted) => return Err(hook_aborted(aborted)),
             }
-            let ToolCallContext { call, meta, tool } = ctx;
-            pending.push((index, PendingCall { call, meta, tool }));
         }
 
         let questions = self
@@ -298,82 +275,69 @@ impl<S: WorkerState> Worker<S> {
             .or_else(crate::question::current_handler);
         let outcomes = run_in_parallel(&pending, self.event_sink(), questions).await;
 
-        for ((index, pending), result) in pending.into_iter().zip(outcomes) {
-            let PendingCall { call, meta, tool } = pending;
-            let mut ctx = PostToolCallContext {
+        for ((index, ctx), result) in pending.into_iter().zip(outcomes) {
+            let ToolCallContext { call, meta, tool } = ctx;
+            let post = PostToolCallContext {
                 result,
                 call,
                 meta,
                 tool,
             };
-            for hook in &self.post_hooks {
-                if let PostToolCallAction::Abort(reason) = hook.post_tool_call(&mut ctx).await {
-                    return Err(WorkerError::HookAborted {
-                        call_id: ctx.call.id,
-                        tool: ctx.call.name,
-                        reason,
-                    });
-                }
-            }
-            results[index] = Some(ctx.result);
+            results[index] = Some(hooks.after(post).await.map_err(hook_aborted)?);
         }
 
         Ok(results.into_iter().flatten().collect())
     }
+
+    fn hooks(&self) -> Hooks<'_> {
+        Hooks {
+            pre: &self.pre_hooks,
+            post: &self.post_hooks,
+        }
+    }
+}
+
+fn hook_aborted(aborted: Aborted) -> WorkerError {
+    WorkerError::HookAborted {
+        call_id: aborted.call.id,
+        tool: aborted.call.name,
+        reason: aborted.reason,
+    }
 }
 
 /// Runs the calls concurrently: on tokio worker threads when inside a tokio runtime, otherwise
-/// interleaved on the calling task.
+/// interleaved on the calling task. Each call's events go to `sink` tagged with its id.
 async fn run_in_parallel(
-    pending: &[(usize, PendingCall)],
+    pending: &[(usize, ToolCallContext)],
     sink: Option<Sink>,
     questions: Option<Arc<dyn QuestionHandler>>,
 ) -> Vec<ToolResult> {
-    let jobs = pending.iter().map(|(_, p)| {
-        let tool = Arc::clone(&p.tool);
-        let input = p.call.input.to_string();
-        let id = p.call.id.clone();
-        let questions = questions.clone();
-        async move {
-            let execution = tool.execute(&input);
-            let outcome = match questions {
-                Some(handler) => crate::question::with_question_handler(handler, execution).await,
-                None => execution.await,
-            };
-            match outcome {
-                Ok(content) => ToolResult::success(id, content),
-                Err(error) => ToolResult::error(id, error.to_string()),
-            }
-        }
+    let jobs = pending.iter().map(|(_, ctx)| {
+        let tool = Arc::clone(&ctx.tool);
+        let input = ctx.call.input.to_string();
+        let id = ctx.call.id.clone();
+        let scopes = Scopes {
+            events: sink
+                .clone()
+                .map(|sink| crate::events::tagged(sink, id.clone())),
+            questions: questions.clone(),
+        };
+        async move { call::result(&id, call::execute(tool.as_ref(), &input, scopes).await) }
     });
     match tokio::runtime::Handle::try_current() {
         Ok(runtime) => {
-            // The caller's event scope (`with_tool_events`) goes with each call into its task,
-            // which tags the events with the call's id.
-            let tasks: Vec<_> = jobs
-                .zip(pending)
-                .map(|(job, (_, p))| {
-                    runtime.spawn(crate::events::rescope(sink.clone(), p.call.id.clone(), job))
-                })
-                .collect();
+            let tasks: Vec<_> = jobs.map(|job| runtime.spawn(job)).collect();
             let mut results = Vec::with_capacity(tasks.len());
-            for (task, (_, p)) in tasks.into_iter().zip(pending) {
+            for (task, (_, ctx)) in tasks.into_iter().zip(pending) {
                 results.push(task.await.unwrap_or_else(|join_error| {
                     ToolResult::error(
-                        &p.call.id,
-                        format!("Tool '{}' panicked: {join_error}", p.call.name),
+                        &ctx.call.id,
+                        format!("Tool '{}' panicked: {join_error}", ctx.call.name),
                     )
                 }));
             }
             results
         }
-        Err(_) => {
-            futures::future::join_all(
-                jobs.zip(pending).map(|(job, (_, p))| {
-                    crate::events::rescope(sink.clone(), p.call.id.clone(), job)
-                }),
-            )
-            .await
-        }
+        Err(_) => futures::future::join_all(jobs).await,
     }
 }

@@ -11,10 +11,11 @@ use llm_worker_tests::{ScratchDir, repo_root};
 use rmcp::model::{
     ClientConfig, CompleteRequestParams, ContentBlock, CreateMessageRequestParams,
     CreateMessageResult, ElicitRequestParams, ElicitResult, ElicitationAction,
-    GetPromptRequestParams, ListRootsResult, ReadResourceRequestParams, Reference,
-    ResourceContents, Role, SamplingMessage, SamplingMessageContentBlock,
+    GetPromptRequestParams, ListRootsResult, LoggingLevel, LoggingMessageNotificationParam,
+    ReadResourceRequestParams, Reference, ResourceContents, Role, SamplingMessage,
+    SamplingMessageContentBlock, SetLevelRequestParams,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::transport::TokioChildProcess;
 use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceExt};
 use serde_json::json;
@@ -125,6 +126,14 @@ impl ClientHandler for Client {
             .with_content(json!({"username": "ada", "email": "ada@example.com"})))
     }
 
+    async fn on_logging_message(
+        &self,
+        params: LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.record(format!("log: {}", params.data));
+    }
+
     async fn list_roots(
         &self,
         _context: RequestContext<RoleClient>,
@@ -187,6 +196,53 @@ async fn a_plugins_questions_round_trip_through_the_mcp_client() {
         ]
     );
     session.cancel().await.expect("close");
+}
+
+/// A resource read runs in the scopes of a tool call: its logs reach the client, and it may
+/// ask the client (here, for the user's name) as far as the plugin's policy allows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resource_read_logs_to_the_client_and_asks_it() {
+    let (root, dir, cache) = plugin_dir("protocol-read-asks", &["asker"]);
+    std::fs::write(
+        dir.join("asker.policy.toml"),
+        "[client]\nelicitation = true\n",
+    )
+    .expect("policy");
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"));
+    command.arg("serve").arg("--cache-dir").arg(cache).arg(&dir);
+    let transport = TokioChildProcess::new(command).expect("spawn llm-worker serve");
+    let client = Client {
+        capable: true,
+        ..Client::default()
+    };
+    let asked = Arc::clone(&client.asked);
+    let session = client.serve(transport).await.expect("initialize");
+    session
+        .set_level(SetLevelRequestParams::new(LoggingLevel::Info))
+        .await
+        .expect("logging/setLevel");
+    let read = session
+        .read_resource(ReadResourceRequestParams::new("asker://name"))
+        .await
+        .expect("resources/read");
+    let [ResourceContents::TextResourceContents { text, .. }] = read.contents.as_slice() else {
+        panic!("not one text: {read:?}");
+    };
+    assert_eq!(text, "ada");
+    // Both before the result (in no order between them: the log is a notification sent
+    // beside the read, the question a request of its own).
+    let mut seen = asked.lock().map(|a| a.clone()).unwrap_or_default();
+    seen.sort();
+    assert_eq!(
+        seen,
+        [
+            "elicitation: [plugin 'asker', a resource read asks]\nWho are you? \
+             [\"username\"]",
+            "log: \"reading the name\"",
+        ]
+    );
+    session.cancel().await.expect("close");
+    drop(root);
 }
 
 /// Issue 29, items 4 and 7, over MCP (2025-11-25): a message burying a forged attribution

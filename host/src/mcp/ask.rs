@@ -162,7 +162,7 @@ impl QuestionHandler for PeerQuestions {
         if self.capabilities(asker, "sample")?.sampling.is_none() {
             return Err(undeclared(asker, "sampling"));
         }
-        let params = super::mrtr::sampling_params(request);
+        let params = super::input_required::sampling_params(request);
         let result = self.peer.create_message(params).await.map_err(failed)?;
         sampling_answer(result)
     }

@@ -191,33 +191,3 @@ pub(crate) fn our_role(role: mcp::Role) -> Role {
         _ => Role::User,
     }
 }
-
-/// The text of MCP content blocks, as the hooks see it: text blocks as they are, others
-/// described.
-pub(crate) fn blocks_text(blocks: &[ContentBlock]) -> String {
-    let mut text = String::new();
-    for (at, block) in blocks.iter().enumerate() {
-        if at > 0 {
-            text.push('\n');
-        }
-        match block {
-            ContentBlock::Text(block) => text.push_str(&block.text),
-            ContentBlock::Image(image) => text.push_str(&format!("[image: {}]", image.mime_type)),
-            ContentBlock::Audio(audio) => text.push_str(&format!("[audio: {}]", audio.mime_type)),
-            ContentBlock::Resource(embedded) => match &embedded.resource {
-                rmcp::model::ResourceContents::TextResourceContents { text: inner, .. } => {
-                    text.push_str(inner);
-                }
-                rmcp::model::ResourceContents::BlobResourceContents { uri, .. } => {
-                    text.push_str(&format!("[resource {uri}]"));
-                }
-                _ => {}
-            },
-            ContentBlock::ResourceLink(link) => {
-                text.push_str(&format!("[resource link {}: {}]", link.uri, link.name));
-            }
-            _ => {}
-        }
-    }
-    text
-}

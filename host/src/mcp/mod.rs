@@ -25,9 +25,10 @@ mod catalog;
 mod content;
 #[cfg(feature = "mcp-http")]
 mod http;
-mod mrtr;
+mod input_required;
 mod offerings;
 mod reports;
+mod request;
 mod session;
 mod std_streams;
 mod stdio;
@@ -66,13 +67,14 @@ pub struct McpOptions {
     /// Most tools in one page of `tools/list`; the rest follow with a cursor. Default 100.
     pub page_size: usize,
     /// Run before every `tools/call` of every session, in order (the spec's pre-call hooks,
-    /// as on a [`crate::Worker`]; resource reads, prompt renderings and completions are not
-    /// tool calls and do not pass through them): a hook may rewrite the input; `Skip` answers the call with
-    /// a tool error saying a hook skipped it; `Abort` fails the request with the hook's reason.
+    /// meaning what they mean on a [`crate::Worker`]; resource reads, prompt renderings and
+    /// completions are not tool calls and do not pass through them): a hook may rewrite the
+    /// input; `Skip(reason)` answers the call with a tool error giving the reason; `Abort`
+    /// fails the request with the hook's reason.
     pub pre_hooks: Vec<Arc<dyn PreToolCallHook>>,
-    /// Run after every `tools/call` of every session, in order: a hook sees the result's text
-    /// (the output, or the error's message) and may rewrite it; structured content passes
-    /// untouched; `Abort` fails the request with the hook's reason.
+    /// Run after every `tools/call` of every session, in order: a hook sees the result (its
+    /// text, blocks and structured value: [`crate::ToolResult`]) and may rewrite it; `Abort`
+    /// fails the request with the hook's reason.
     pub post_hooks: Vec<Arc<dyn PostToolCallHook>>,
     /// Signs the request states of revision 2026-07-28's `input_required` answers (a tool's
     /// questions to the client). Replicas behind one balancer must share the key
@@ -115,7 +117,7 @@ impl McpOptions {
     ///
     /// A key shorter than 32 bytes.
     pub fn request_state_key(mut self, key: &[u8]) -> Result<Self, McpError> {
-        let codec = mrtr::codec(Some(key)).map_err(McpError::Session)?;
+        let codec = input_required::codec(Some(key)).map_err(McpError::Session)?;
         self.request_states = Some(Arc::new(codec));
         Ok(self)
     }
@@ -139,6 +141,14 @@ impl McpOptions {
         self
     }
 
+    /// The hooks around every call.
+    pub(crate) fn hooks(&self) -> crate::call::Hooks<'_> {
+        crate::call::Hooks {
+            pre: &self.pre_hooks,
+            post: &self.post_hooks,
+        }
+    }
+
     /// Sets the instructions.
     #[must_use]
     pub fn instructions(mut self, instructions: impl Into<String>) -> Self {
@@ -160,7 +170,7 @@ fn process_codec() -> Option<Arc<rmcp::model::RequestStateCodec>> {
     static CODEC: std::sync::OnceLock<Option<Arc<rmcp::model::RequestStateCodec>>> =
         std::sync::OnceLock::new();
     CODEC
-        .get_or_init(|| match mrtr::codec(None) {
+        .get_or_init(|| match input_required::codec(None) {
             Ok(codec) => Some(Arc::new(codec)),
             Err(error) => {
                 tracing::error!("{error}; request states cannot be made or accepted");

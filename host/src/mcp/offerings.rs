@@ -4,12 +4,10 @@
 
 use std::collections::BTreeMap;
 
-use std::sync::Arc;
-
 use rmcp::model::{
     CacheScope, CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResponse,
     ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResult, Reference,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Reference,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
@@ -194,19 +192,45 @@ impl McpSession {
         Ok(result)
     }
 
+    /// Reads a resource; the read may report and ask the client, as a tool call does (on
+    /// 2026-07-28, deferred like a tool's questions).
     pub(super) async fn read(
         &self,
-        request: &ReadResourceRequestParams,
-    ) -> Result<ReadResourceResult, ErrorData> {
-        let uri = request.uri.as_str();
+        mut request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let uri = request.uri.clone();
+        let uri = uri.as_str();
         let Some(session) = self.resource_owner(uri)? else {
             return Err(resource_not_found(uri));
         };
         self.admit()?;
-        let contents = session
-            .read_resource(uri)
-            .await
-            .map_err(|error| request_error(error, |_| resource_not_found(uri)))?;
+        let asking = self.asking(
+            "resources/read",
+            uri,
+            &serde_json::Map::new(),
+            &mut request.request_state,
+            &mut request.input_responses,
+            &context,
+        )?;
+        let what = format!("the read of '{uri}'");
+        let read = self
+            .run(
+                &what,
+                context,
+                asking.questions(),
+                session.read_resource(uri),
+            )
+            .await?;
+        if let Some(input_required) = self.input_required(&asking, "resources/read", uri)? {
+            return Ok(ReadResourceResponse::InputRequired(input_required));
+        }
+        if read.is_err()
+            && let Some(error) = asking.missing_capability()
+        {
+            return Err(error);
+        }
+        let contents = read.map_err(|error| request_error(error, |_| resource_not_found(uri)))?;
         if contents.is_empty() {
             // A read answers with contents, or not at all (SEP-2164).
             return Err(resource_not_found(uri));
@@ -214,7 +238,7 @@ impl McpSession {
         speaks_for_itself(
             &self.plugins(),
             session.plugin_name(),
-            &format!("the read of '{uri}'"),
+            &what,
             contents.iter().map(|contents| contents.uri.as_str()),
         )
         .map_err(|text| ErrorData::internal_error(text, None))?;
@@ -226,7 +250,7 @@ impl McpSession {
         );
         result.ttl_ms = Some(TTL_MS);
         result.cache_scope = Some(CacheScope::Private);
-        Ok(result)
+        Ok(ReadResourceResponse::Complete(result))
     }
 
     /// Subscribes to a resource the session's plugins offer; notices of its changes come from
@@ -316,43 +340,37 @@ impl McpSession {
         let arguments_json = request.arguments.take().unwrap_or_default();
         let arguments = string_arguments(arguments_json.clone())?;
         self.admit()?;
-        let replay = match super::mrtr::is_stateless(&context.meta) {
-            true => self.replay(
-                "prompts/get",
-                &request.name,
-                &arguments_json,
-                &mut request.request_state,
-                &mut request.input_responses,
-                context,
-            )?,
-            false => None,
-        };
-        let rendering = session.get_prompt(&request.name, &arguments);
-        let rendered = match &replay {
-            Some((replay, _)) => {
-                crate::question::with_question_handler(Arc::clone(replay) as _, rendering).await
-            }
-            None if super::mrtr::is_stateless(&context.meta) => rendering.await,
-            None => {
-                let peer = Arc::new(super::ask::PeerQuestions {
-                    peer: context.peer.clone(),
-                });
-                crate::question::with_question_handler(peer, rendering).await
-            }
-        };
-        if let Some((replay, arguments)) = &replay
-            && let Some(codec) = self.options.request_states()
-            && let Some(input_required) =
-                replay.input_required(codec, "prompts/get", &request.name, arguments)?
-        {
+        let asking = self.asking(
+            "prompts/get",
+            &request.name,
+            &arguments_json,
+            &mut request.request_state,
+            &mut request.input_responses,
+            context,
+        )?;
+        let what = format!("prompt '{}'", request.name);
+        let rendered = self
+            .run(
+                &what,
+                context.clone(),
+                asking.questions(),
+                session.get_prompt(&request.name, &arguments),
+            )
+            .await?;
+        if let Some(input_required) = self.input_required(&asking, "prompts/get", &request.name)? {
             return Ok(GetPromptResponse::InputRequired(input_required));
+        }
+        if rendered.is_err()
+            && let Some(error) = asking.missing_capability()
+        {
+            return Err(error);
         }
         let rendered = rendered
             .map_err(|error| request_error(error, |text| ErrorData::invalid_params(text, None)))?;
         speaks_for_itself(
             &self.plugins(),
             session.plugin_name(),
-            &format!("prompt '{}'", request.name),
+            &what,
             rendered
                 .messages
                 .iter()
@@ -364,9 +382,12 @@ impl McpSession {
         )))
     }
 
+    /// Completes an argument; the completion may report and ask the client of a stateful
+    /// session.
     pub(super) async fn completion(
         &self,
         request: CompleteRequestParams,
+        context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
         let (reference, session) = match &request.r#ref {
             Reference::Prompt(prompt) => (
@@ -398,7 +419,7 @@ impl McpSession {
                 ));
             }
         };
-        let context: Vec<(String, String)> = request
+        let arguments: Vec<(String, String)> = request
             .context
             .and_then(|context| context.arguments)
             .map(|arguments| arguments.into_iter().collect::<BTreeMap<_, _>>())
@@ -406,14 +427,17 @@ impl McpSession {
             .into_iter()
             .collect();
         self.admit()?;
-        let completion = session
-            .complete(
-                reference,
-                &request.argument.name,
-                &request.argument.value,
-                &context,
-            )
-            .await
+        let asking = self.asking_now(&context);
+        let what = format!("the completion of '{}'", request.argument.name);
+        let completing = session.complete(
+            reference,
+            &request.argument.name,
+            &request.argument.value,
+            &arguments,
+        );
+        let completion = self
+            .run(&what, context, asking.questions(), completing)
+            .await?
             .map_err(|error| request_error(error, |text| ErrorData::invalid_params(text, None)))?;
         Ok(content::completion(completion))
     }

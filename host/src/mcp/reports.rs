@@ -57,6 +57,24 @@ pub(super) const REPORTS_QUEUED: usize = 256;
 /// How long a finished call waits for its reports to be sent before it answers.
 pub(super) const REPORTS_DRAIN: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// Where one request's reports go: its client, as far as it asked, and the server's
+/// subscription streams.
+pub(super) struct ReportsTo {
+    /// Where the request comes from (a stream passes only its own session's notices).
+    pub(super) origin: Origin,
+    pub(super) peer: rmcp::Peer<RoleServer>,
+    /// The least important log message the client wants.
+    pub(super) level: Arc<Mutex<Option<LoggingLevel>>>,
+    /// The resources the client subscribed to.
+    pub(super) subscriptions: Arc<Mutex<BTreeSet<String>>>,
+    /// The server's subscription streams.
+    pub(super) notices: tokio::sync::broadcast::Sender<(Origin, Notice)>,
+    /// The session's plugins, to check that a plugin speaks only of its own resources.
+    pub(super) tools: Arc<Mutex<SessionTools>>,
+    /// The request's progress token, if the client sent one.
+    pub(super) token: Option<ProgressToken>,
+}
+
 /// Sends a call's reports to the client, in the order they were made, until
 /// [`Report::End`]: logs at or above the client's level, and progress when the client sent a
 /// token. Progress only grows; once the plugin reported progress itself, the host's own
@@ -66,17 +84,19 @@ pub(super) const REPORTS_DRAIN: std::time::Duration = std::time::Duration::from_
 /// call that reports nothing then costs no task, no wake-up of another thread and no timer
 /// (over stdio, `serve` went from 1.25× to 1.12× a bare rmcp server's p50 when the forwarder
 /// stopped being a spawned task; BENCHMARKS.md).
-#[allow(clippy::too_many_arguments)]
 pub(super) async fn forward_reports(
-    origin: Origin,
-    peer: rmcp::Peer<RoleServer>,
-    level: Arc<Mutex<Option<LoggingLevel>>>,
-    subscriptions: Arc<Mutex<BTreeSet<String>>>,
-    notices: tokio::sync::broadcast::Sender<(Origin, Notice)>,
-    tools: Arc<Mutex<SessionTools>>,
-    token: Option<ProgressToken>,
+    to: ReportsTo,
     mut receiver: tokio::sync::mpsc::Receiver<Report>,
 ) {
+    let ReportsTo {
+        origin,
+        peer,
+        level,
+        subscriptions,
+        notices,
+        tools,
+        token,
+    } = to;
     let mut plugin_reported = false;
     let mut last = f64::NEG_INFINITY;
     while let Some(report) = receiver.recv().await {

@@ -24,25 +24,11 @@ use serde_json::Value;
 use super::McpOptions;
 use super::admission::Admission;
 use super::catalog::{Caller, Origin, SessionTools, ToolCatalog};
-use super::reports::{REPORTS_DRAIN, REPORTS_QUEUED, Report, forward_reports};
-use crate::events::with_tool_events;
-use crate::hook::{
-    PostToolCallAction, PostToolCallContext, PreToolCallAction, ToolCall, ToolCallContext,
-    ToolResult,
-};
-use crate::tool::{Content, ToolOutput};
+use super::reports::ReportsTo;
+use crate::call::{Aborted, Before};
+use crate::hook::{PostToolCallContext, ToolCall, ToolCallContext, ToolResult};
+use crate::tool::Content;
 use crate::tool_server::{LlmToolDefinition, ToolServerHandle};
-
-/// How long a call runs before it reports progress (to a client that sent a progress token).
-const PROGRESS_AFTER: std::time::Duration = std::time::Duration::from_millis(50);
-
-fn cancelled(tool: &str) -> ErrorData {
-    ErrorData::new(
-        ErrorCode::INTERNAL_ERROR,
-        format!("the call of '{tool}' was cancelled"),
-        None,
-    )
-}
 
 /// The MCP server side of one session.
 pub(crate) struct McpSession {
@@ -105,8 +91,33 @@ impl McpSession {
     pub(super) fn origin(&self, context: &RequestContext<RoleServer>) -> Origin {
         Origin {
             session: self.id,
-            stateless: super::mrtr::is_stateless(&context.meta).then(|| caller(context)),
+            stateless: super::input_required::is_stateless(&context.meta).then(|| caller(context)),
         }
+    }
+
+    /// Where the reports of a request of this session go.
+    pub(super) fn reports_to(&self, context: &RequestContext<RoleServer>) -> ReportsTo {
+        ReportsTo {
+            origin: self.origin(context),
+            peer: context.peer.clone(),
+            level: Arc::clone(&self.log_level),
+            subscriptions: Arc::clone(&self.subscriptions),
+            notices: self.notices.clone(),
+            tools: Arc::clone(&self.tools),
+            token: context.meta.get_progress_token(),
+        }
+    }
+
+    /// Who answers the plugins' questions in a stateful session: its client.
+    pub(super) fn client_questions(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> Arc<dyn crate::question::QuestionHandler> {
+        Arc::clone(self.questions.get_or_init(|| {
+            Arc::new(super::ask::PeerQuestions {
+                peer: context.peer.clone(),
+            })
+        }))
     }
 
     /// Takes the session's place among the server's live sessions (once).
@@ -258,11 +269,9 @@ impl ServerHandler for McpSession {
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        self.read(&request)
-            .await
-            .map(ReadResourceResponse::Complete)
+        self.read(request, context).await
     }
 
     async fn subscribe(
@@ -300,9 +309,9 @@ impl ServerHandler for McpSession {
     async fn complete(
         &self,
         request: CompleteRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
-        self.completion(request).await
+        self.completion(request, context).await
     }
 
     fn accepted_subscription_filter(
@@ -369,60 +378,32 @@ impl ServerHandler for McpSession {
         };
         self.admit()?;
         let arguments = request.arguments.take().unwrap_or_default();
-        // On 2026-07-28 a question is deferred to the client's retry, which brings its
-        // answers and the signed state of earlier rounds.
-        let replay = match super::mrtr::is_stateless(&context.meta) {
-            true => self.replay(
-                "tools/call",
-                &request.name,
-                &arguments,
-                &mut request.request_state,
-                &mut request.input_responses,
-                &context,
-            )?,
-            false => None,
-        };
+        let asking = self.asking(
+            "tools/call",
+            &request.name,
+            &arguments,
+            &mut request.request_state,
+            &mut request.input_responses,
+            &context,
+        )?;
         let call = ToolCall {
             id: context.id.to_string(),
             name: request.name.to_string(),
-            input: Value::Object(match &replay {
-                Some(_) => arguments.clone(),
-                None => arguments,
-            }),
+            input: Value::Object(arguments),
         };
-        // The operator's hooks see every call, whatever the front end.
-        let mut ctx = ToolCallContext { call, meta, tool };
-        for hook in &self.options.pre_hooks {
-            match hook.pre_tool_call(&mut ctx).await {
-                PreToolCallAction::Continue => {}
-                PreToolCallAction::Skip => {
-                    return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
-                        "the call of '{}' was skipped by a hook of this server",
-                        ctx.call.name
-                    ))])
-                    .into());
-                }
-                PreToolCallAction::Abort(reason) => {
-                    return Err(refused_by_hook(&ctx.call, &reason));
-                }
-            }
-        }
-        let ToolCallContext { call, meta, tool } = ctx;
-        let questions: Option<Arc<dyn crate::question::QuestionHandler>> = match &replay {
-            Some((replay, _)) => Some(Arc::clone(replay) as _),
-            None if super::mrtr::is_stateless(&context.meta) => None,
-            None => Some(Arc::clone(self.questions.get_or_init(|| {
-                Arc::new(super::ask::PeerQuestions {
-                    peer: context.peer.clone(),
-                })
-            }))),
-        };
-        let outcome = self.run(&call, &tool, context, questions).await?;
-        if let Some((replay, arguments)) = &replay
-            && let Some(codec) = self.options.request_states()
-            && let Some(input_required) =
-                replay.input_required(codec, "tools/call", &request.name, arguments)?
-        {
+        // The operator's hooks see every call, whatever the front end, and mean the same.
+        let hooks = self.options.hooks();
+        let ToolCallContext { call, meta, tool } =
+            match hooks.before(ToolCallContext { call, meta, tool }).await {
+                Before::Run(ctx) => ctx,
+                Before::Skipped(result) => return Ok(call_tool_result(result).into()),
+                Before::Aborted(aborted) => return Err(refused_by_hook(&aborted)),
+            };
+        let input = call.input.to_string();
+        let outcome = self
+            .run(&call.name, context, asking.questions(), tool.call(&input))
+            .await?;
+        if let Some(input_required) = self.input_required(&asking, "tools/call", &call.name)? {
             return Ok(CallToolResponse::InputRequired(input_required));
         }
         // A tool that failed after asking what the request's client cannot answer: the
@@ -431,10 +412,7 @@ impl ServerHandler for McpSession {
             Ok(output) => output.is_error,
             Err(_) => true,
         };
-        if failed
-            && let Some((replay, _)) = &replay
-            && let Some(error) = replay.missing_capability()
-        {
+        if failed && let Some(error) = asking.missing_capability() {
             return Err(error);
         }
         // A plugin's result names only its own resources (or URIs no plugin serves).
@@ -462,189 +440,63 @@ impl ServerHandler for McpSession {
                 None => Ok(output),
             }
         });
-        let (output, error) = match outcome {
-            Ok(output) => (output, None),
-            // A tool's failure is a result the model can read, not a protocol error.
-            Err(error) => (ToolOutput::default(), Some(error.to_string())),
-        };
-        let ToolOutput {
-            content,
-            structured,
-            is_error,
-        } = output;
+        let mut result = crate::call::result(&call.id, outcome);
         // A plugin's structured value was checked (an object, one key once, matching its
         // schema). A native tool with an output schema returns the object's JSON as its text:
         // the operator's own code, trusted to serialise the type its schema is made of.
-        let structured = structured.or_else(|| match content.as_slice() {
-            [Content::Text(text)] if meta.output_schema.is_some() && error.is_none() => {
-                serde_json::from_str::<Value>(text)
+        if result.structured.is_none() && !result.is_error && meta.output_schema.is_some() {
+            result.structured = match result.blocks.as_slice() {
+                [Content::Text(text)] => serde_json::from_str::<Value>(text)
                     .ok()
-                    .filter(Value::is_object)
-            }
-            _ => None,
-        });
-        let mut blocks: Vec<ContentBlock> = match &error {
-            Some(text) => vec![ContentBlock::text(text.clone())],
-            None if content.is_empty() => structured
-                .iter()
-                .map(|value| ContentBlock::text(value.to_string()))
-                .collect(),
-            None => content.into_iter().map(super::content::block).collect(),
+                    .filter(Value::is_object),
+                _ => None,
+            };
+        }
+        let post = PostToolCallContext {
+            call,
+            result,
+            meta,
+            tool,
         };
-        let mut is_error = is_error || error.is_some();
-        if !self.options.post_hooks.is_empty() {
-            // The hooks see the text form; what they change replaces the content.
-            let text = super::content::blocks_text(&blocks);
-            let result = if is_error {
-                ToolResult::error(&call.id, text.clone())
-            } else {
-                ToolResult::success(&call.id, text.clone())
-            };
-            let mut ctx = PostToolCallContext {
-                call,
-                result,
-                meta,
-                tool,
-            };
-            for hook in &self.options.post_hooks {
-                if let PostToolCallAction::Abort(reason) = hook.post_tool_call(&mut ctx).await {
-                    return Err(refused_by_hook(&ctx.call, &reason));
-                }
-            }
-            if ctx.result.content != text {
-                blocks = vec![ContentBlock::text(ctx.result.content)];
-            }
-            is_error = ctx.result.is_error;
-        }
-        Ok(if is_error {
-            CallToolResult::error(blocks)
-        } else {
-            let mut success = CallToolResult::success(blocks);
-            success.structured_content = structured;
-            success
-        }
-        .into())
+        let result = hooks
+            .after(post)
+            .await
+            .map_err(|aborted| refused_by_hook(&aborted))?;
+        Ok(call_tool_result(result).into())
     }
+}
+
+/// A result as MCP sends it: the blocks (the text, for a result made of text alone), and the
+/// structured value of a success.
+fn call_tool_result(result: ToolResult) -> CallToolResult {
+    let blocks: Vec<ContentBlock> = if result.blocks.is_empty() {
+        match result.content.is_empty() {
+            true => Vec::new(),
+            false => vec![ContentBlock::text(result.content)],
+        }
+    } else {
+        result
+            .blocks
+            .into_iter()
+            .map(super::content::block)
+            .collect()
+    };
+    if result.is_error {
+        return CallToolResult::error(blocks);
+    }
+    let mut success = CallToolResult::success(blocks);
+    success.structured_content = result.structured;
+    success
 }
 
 /// A request failed by a hook's `Abort`.
-fn refused_by_hook(call: &ToolCall, reason: &str) -> ErrorData {
+fn refused_by_hook(aborted: &Aborted) -> ErrorData {
     ErrorData::new(
         ErrorCode::INVALID_REQUEST,
         format!(
-            "the call of '{}' was refused by a hook of this server: {reason}",
-            call.name
+            "the call of '{}' was refused by a hook of this server: {}",
+            aborted.call.name, aborted.reason
         ),
         None,
     )
-}
-
-impl McpSession {
-    /// The questions of a 2026-07-28 request of `method` for `name` (its state verified, its
-    /// answers taken), with the arguments the state is bound to; none if this server cannot
-    /// sign states (its questions then fail as unanswerable).
-    #[allow(clippy::type_complexity)]
-    pub(super) fn replay(
-        &self,
-        method: &str,
-        name: &str,
-        arguments: &serde_json::Map<String, Value>,
-        state: &mut Option<String>,
-        responses: &mut Option<rmcp::model::InputResponses>,
-        context: &RequestContext<RoleServer>,
-    ) -> Result<Option<(Arc<super::mrtr::Replay>, serde_json::Map<String, Value>)>, ErrorData> {
-        let Some(codec) = self.options.request_states() else {
-            return Ok(None);
-        };
-        let replay = super::mrtr::Replay::open(
-            codec,
-            method,
-            name,
-            arguments,
-            state.take().as_deref(),
-            responses.take(),
-            context.client_capabilities().unwrap_or_default(),
-        )?;
-        Ok(Some((Arc::new(replay), arguments.clone())))
-    }
-
-    /// Runs a call with its reports (logs, progress) sent to the client, stopping it if the
-    /// client cancels the request.
-    async fn run(
-        &self,
-        call: &ToolCall,
-        tool: &Arc<dyn crate::tool::Tool>,
-        context: RequestContext<RoleServer>,
-        questions: Option<Arc<dyn crate::question::QuestionHandler>>,
-    ) -> Result<Result<crate::tool::ToolOutput, crate::tool::ToolError>, ErrorData> {
-        let input = call.input.to_string();
-        let (reports, receiver) = tokio::sync::mpsc::channel::<Report>(REPORTS_QUEUED);
-        let forwarding = forward_reports(
-            self.origin(&context),
-            context.peer.clone(),
-            Arc::clone(&self.log_level),
-            Arc::clone(&self.subscriptions),
-            self.notices.clone(),
-            Arc::clone(&self.tools),
-            context.meta.get_progress_token(),
-            receiver,
-        );
-        // Fused: polled again after it ended, it waits instead of panicking.
-        let mut forwarding = std::pin::pin!(futures::FutureExt::fuse(forwarding));
-        let report = |done: f64, message: String| {
-            let _ = reports.try_send(Report::Host { done, message });
-        };
-        let plugin_reports = reports.clone();
-        let sink = move |event| {
-            let _ = plugin_reports.try_send(Report::Plugin(event));
-        };
-        // A cancelled request drops the call: the plugin's instance is reset (its state is
-        // lost, and the next call says so), without counting as the plugin's failure.
-        let execution = with_tool_events(sink, async {
-            match questions {
-                Some(handler) => {
-                    crate::question::with_question_handler(handler, tool.call(&input)).await
-                }
-                None => tool.call(&input).await,
-            }
-        });
-        let mut execution = std::pin::pin!(execution);
-        // The reports are sent while the call runs, from this task: `forwarding` is polled
-        // beside the call (it only ends at `Report::End`, sent below).
-        let started = tokio::select! {
-            biased;
-            outcome = &mut execution => Some(outcome),
-            () = tokio::time::sleep(PROGRESS_AFTER) => None,
-            () = context.ct.cancelled() => return Err(cancelled(&call.name)),
-            // Not before `Report::End`, which comes after the call: this function holds a
-            // sender, so the channel stays open.
-            () = &mut forwarding => Some((&mut execution).await),
-        };
-        // A call still running after a moment reports that it started, and then that it
-        // finished; a quick call's result is all the progress there is to tell.
-        let outcome = match started {
-            Some(outcome) => outcome,
-            None => {
-                report(0.0, format!("{} is running", call.name));
-                let outcome = tokio::select! {
-                    biased;
-                    outcome = &mut execution => outcome,
-                    () = context.ct.cancelled() => return Err(cancelled(&call.name)),
-                    () = &mut forwarding => (&mut execution).await,
-                };
-                report(1.0, format!("{} finished", call.name));
-                outcome
-            }
-        };
-        // The call's notifications go before its result (a client drops progress for a
-        // request it has its answer to), within a bound.
-        let _ = tokio::time::timeout(REPORTS_DRAIN, async {
-            let end = async {
-                let _ = reports.send(Report::End).await;
-            };
-            tokio::join!(end, &mut forwarding);
-        })
-        .await;
-        Ok(outcome)
-    }
 }

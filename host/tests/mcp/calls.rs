@@ -92,7 +92,7 @@ async fn the_operators_hooks_see_and_can_refuse_every_mcp_call() {
                 .push(format!("{} {}", ctx.call.name, ctx.call.input));
             match ctx.call.name.as_str() {
                 "forbidden" => PreToolCallAction::Abort("not on weekends".into()),
-                "skipped" => PreToolCallAction::Skip,
+                "skipped" => PreToolCallAction::Skip("closed for lunch".into()),
                 _ => PreToolCallAction::Continue,
             }
         })
@@ -123,7 +123,7 @@ async fn the_operators_hooks_see_and_can_refuse_every_mcp_call() {
         .expect("a result");
     assert_eq!(skipped.is_error, Some(true));
     assert!(
-        greeting(&skipped).contains("skipped by a hook"),
+        greeting(&skipped).contains("a hook skipped it: closed for lunch"),
         "{skipped:?}"
     );
     // The hook saw every call with its input, the refused and skipped ones too.
@@ -245,5 +245,67 @@ async fn one_plugins_wait_for_an_answer_delays_no_other_plugins_requests() {
     );
     assert!(!waiting.is_finished(), "the question is still waiting");
     waiting.abort();
+    client.cancel().await.expect("close");
+}
+
+/// A hook's `Skip` means the same to an embedder's `Worker` and to an MCP client: an error
+/// result, giving the hook's reason, and the tool not run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_skip_is_the_same_answer_from_the_worker_and_over_mcp() {
+    use llm_worker::{PreToolCallAction, ToolCall, ToolCallContext, Worker};
+    fn pausing(ctx: &mut ToolCallContext) -> PreToolCallAction {
+        match ctx.call.input.get("pause") {
+            Some(_) => PreToolCallAction::Skip("counting is paused".into()),
+            None => PreToolCallAction::Continue,
+        }
+    }
+    const NAMES: &[&str] = &["count"];
+    let mut worker = Worker::new();
+    worker
+        .register_tools(crate::counter_definitions(NAMES))
+        .expect("register");
+    worker.add_pre_tool_call_hook(pausing);
+    let call = |input: serde_json::Value| ToolCall {
+        id: "1".into(),
+        name: "count".into(),
+        input,
+    };
+    let from_worker = worker
+        .execute_tool_calls(vec![call(json!({"pause": true}))])
+        .await
+        .expect("no abort")
+        .remove(0);
+
+    let options = McpOptions::new("skipping", "1").pre_tool_call_hook(pausing);
+    let url = serve(ToolCatalog::new([counters("all", 1, NAMES)]), options).await;
+    let client = ()
+        .serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
+            url.as_str(),
+        ))
+        .await
+        .expect("initialize");
+    let mut paused = CallToolRequestParams::new("count");
+    paused.arguments = json!({"pause": true}).as_object().cloned();
+    let over_mcp = client.call_tool(paused).await.expect("a result");
+
+    assert!(from_worker.is_error, "{from_worker:?}");
+    assert_eq!(over_mcp.is_error, Some(true), "{over_mcp:?}");
+    assert_eq!(greeting(&over_mcp), from_worker.content);
+    assert!(
+        from_worker.content.contains("counting is paused"),
+        "the hook's reason reaches the model: {}",
+        from_worker.content
+    );
+    // The skipped calls did not run: both counters are still at 0.
+    let counted = worker
+        .execute_tool_calls(vec![call(json!({}))])
+        .await
+        .expect("no abort");
+    assert_eq!(counted[0].content, "0");
+    let counted = client
+        .call_tool(CallToolRequestParams::new("count"))
+        .await
+        .expect("a result");
+    assert_eq!(greeting(&counted), "0");
     client.cancel().await.expect("close");
 }

@@ -29,23 +29,26 @@ impl Tool for Counter {
 
 /// A group of counters named `names`, at `revision`.
 fn counters(group: &str, revision: u64, names: &'static [&'static str]) -> ToolGroup {
-    ToolGroup::new(group, revision, move || {
-        names
-            .iter()
-            .map(|name| {
-                let definition: ToolDefinition = Arc::new(move || {
-                    let meta = ToolMeta::new(*name)
-                        .description("Counts")
-                        .input_schema(json!({"type": "object"}));
-                    (
-                        meta,
-                        Arc::new(Counter(AtomicUsize::new(0))) as Arc<dyn Tool>,
-                    )
-                });
-                definition
-            })
-            .collect()
-    })
+    ToolGroup::new(group, revision, move || counter_definitions(names))
+}
+
+/// The definitions of counters named `names`: each factory makes a counter from 0.
+fn counter_definitions(names: &'static [&'static str]) -> Vec<ToolDefinition> {
+    names
+        .iter()
+        .map(|name| {
+            let definition: ToolDefinition = Arc::new(move || {
+                let meta = ToolMeta::new(*name)
+                    .description("Counts")
+                    .input_schema(json!({"type": "object"}));
+                (
+                    meta,
+                    Arc::new(Counter(AtomicUsize::new(0))) as Arc<dyn Tool>,
+                )
+            });
+            definition
+        })
+        .collect()
 }
 
 async fn serve(catalog: ToolCatalog, options: McpOptions) -> String {

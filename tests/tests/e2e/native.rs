@@ -259,7 +259,7 @@ async fn pre_hooks_rewrite_skip_and_abort_in_order() {
             ctx.call.input["rewritten"] = json!(true);
         }
         if ctx.call.id == "skip" {
-            return PreToolCallAction::Skip;
+            return PreToolCallAction::Skip("not during the test".into());
         }
         PreToolCallAction::Continue
     });
@@ -284,7 +284,13 @@ async fn pre_hooks_rewrite_skip_and_abort_in_order() {
     let echoed: serde_json::Value = serde_json::from_str(&results[0].content).expect("json");
     assert_eq!(echoed, json!({"x": 1, "rewritten": true}));
     assert_eq!(results[1].call_id, "skip");
-    assert!(results[1].content.contains("skipped"));
+    // A skip is an error result (the tool did not run) that gives the hook's reason.
+    assert!(results[1].is_error);
+    assert!(
+        results[1].content.contains("not during the test"),
+        "{}",
+        results[1].content
+    );
     assert_eq!(results[2].content, r#"{"y":2}"#);
     assert_eq!(
         *seen.lock().unwrap_or_else(|p| p.into_inner()),

@@ -288,6 +288,51 @@ async fn content_blocks_travel_beside_the_text_the_spec_returns() {
     );
 }
 
+/// An embedder gets through the `Worker` what an MCP client gets: a plugin's image, its
+/// mixed blocks, beside their text; a post-call hook that rewrites the text replaces them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_embedder_gets_a_plugins_images_and_blocks_through_the_worker() {
+    let mut worker = worker(&plugin("conformance"), None);
+    let image = run(&worker, "test_image_content", json!({})).await;
+    assert!(!image.is_error, "{image:?}");
+    let [Content::Image(media)] = image.blocks.as_slice() else {
+        panic!("not one image: {image:?}");
+    };
+    assert_eq!(media.mime_type, "image/png");
+    assert!(media.data.starts_with(b"\x89PNG\r\n\x1a\n"), "{media:?}");
+    assert_eq!(image.content, "[image: image/png, 70 bytes]");
+    let mixed = run(&worker, "test_multiple_content_types", json!({})).await;
+    assert!(
+        matches!(
+            mixed.blocks.as_slice(),
+            [Content::Text(_), Content::Image(_), Content::Resource(_)]
+        ),
+        "{mixed:?}"
+    );
+
+    // A hook that redacts the text: the blocks are that text alone (nothing it took out
+    // travels in another block); one that drops a block: the text follows.
+    worker.add_post_tool_call_hook(|ctx: &mut PostToolCallContext| {
+        match ctx.call.name.as_str() {
+            "test_image_content" => ctx.result.content = "an image was here".into(),
+            _ => ctx
+                .result
+                .blocks
+                .retain(|b| !matches!(b, Content::Image(_))),
+        }
+        PostToolCallAction::Continue
+    });
+    let redacted = run(&worker, "test_image_content", json!({})).await;
+    assert_eq!(redacted.blocks, [Content::Text("an image was here".into())]);
+    assert_eq!(redacted.structured, None);
+    let dropped = run(&worker, "test_multiple_content_types", json!({})).await;
+    assert_eq!(dropped.blocks.len(), 2, "{dropped:?}");
+    assert_eq!(
+        dropped.content,
+        "Multiple content types test:\n{\"test\":\"data\",\"value\":123}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plugins_resources_prompts_and_completions_share_its_sessions_instance() {
     let notes = plugin("notes");

@@ -1,0 +1,145 @@
+//! One tool call, from the hooks before it to the hooks after it: the steps the [`Worker`]
+//! and MCP's `tools/call` both run, so that a hook means the same in both.
+//!
+//! - [`Hooks::before`]: the pre-call hooks, in order; a `Skip` ends the call with an error
+//!   result giving the hook's reason (the tool did not run, so nothing it could have said is
+//!   passed off as its answer), an `Abort` ends the request.
+//! - [`execute`]: the tool, in the scopes of the call (where its events go, who answers its
+//!   questions).
+//! - [`result`]: what the tool returned as a [`ToolResult`], its content blocks and structured
+//!   value beside their text ([`ToolOutput::to_text`], the one rendering of blocks to text).
+//! - [`Hooks::after`]: the post-call hooks, in order, then the rule for what they rewrote.
+//!
+//! [`Worker`]: crate::Worker
+
+use std::sync::Arc;
+
+use crate::events::Sink;
+use crate::hook::{
+    PostToolCallAction, PostToolCallContext, PostToolCallHook, PreToolCallAction, PreToolCallHook,
+    ToolCall, ToolCallContext, ToolResult,
+};
+use crate::question::QuestionHandler;
+use crate::tool::{Tool, ToolError, ToolOutput};
+
+/// The hooks around every call.
+#[derive(Clone, Copy)]
+pub(crate) struct Hooks<'a> {
+    pub(crate) pre: &'a [Arc<dyn PreToolCallHook>],
+    pub(crate) post: &'a [Arc<dyn PostToolCallHook>],
+}
+
+/// A hook's `Abort`: the call and the hook's reason.
+#[derive(Debug)]
+pub(crate) struct Aborted {
+    pub(crate) call: ToolCall,
+    pub(crate) reason: String,
+}
+
+/// What the pre-call hooks decided.
+pub(crate) enum Before {
+    /// Run the call (as the hooks may have rewritten it).
+    Run(ToolCallContext),
+    /// Not run: this is its result (an error saying a hook skipped it, and why).
+    Skipped(ToolResult),
+    /// The request ends.
+    Aborted(Aborted),
+}
+
+impl Hooks<'_> {
+    /// Runs the pre-call hooks on `ctx`, in order, until one skips or aborts the call.
+    pub(crate) async fn before(&self, mut ctx: ToolCallContext) -> Before {
+        for hook in self.pre {
+            match hook.pre_tool_call(&mut ctx).await {
+                PreToolCallAction::Continue => {}
+                PreToolCallAction::Skip(reason) => {
+                    return Before::Skipped(ToolResult::skipped(&ctx.call, &reason));
+                }
+                PreToolCallAction::Abort(reason) => {
+                    return Before::Aborted(Aborted {
+                        call: ctx.call,
+                        reason,
+                    });
+                }
+            }
+        }
+        Before::Run(ctx)
+    }
+
+    /// Runs the post-call hooks on `ctx`, in order, and gives the result they leave.
+    ///
+    /// A hook may rewrite the result's text or its blocks: if the text is no longer the one it
+    /// saw, the text wins — it becomes the only block, and the structured value is dropped
+    /// (it would still hold what the hook took out of the text); otherwise, blocks a hook
+    /// changed are rendered to the text again.
+    pub(crate) async fn after(&self, mut ctx: PostToolCallContext) -> Result<ToolResult, Aborted> {
+        if self.post.is_empty() {
+            return Ok(ctx.result);
+        }
+        let text = ctx.result.content.clone();
+        let blocks = ctx.result.blocks.clone();
+        for hook in self.post {
+            if let PostToolCallAction::Abort(reason) = hook.post_tool_call(&mut ctx).await {
+                return Err(Aborted {
+                    call: ctx.call,
+                    reason,
+                });
+            }
+        }
+        let mut result = ctx.result;
+        if result.content != text {
+            result.blocks = vec![crate::tool::Content::Text(result.content.clone())];
+            result.structured = None;
+        } else if result.blocks != blocks {
+            result.content = ToolOutput {
+                content: result.blocks.clone(),
+                structured: result.structured.clone(),
+                is_error: result.is_error,
+            }
+            .to_text();
+        }
+        Ok(result)
+    }
+}
+
+/// Where a call's events go and who answers its questions.
+#[derive(Clone, Default)]
+pub(crate) struct Scopes {
+    /// The sink of the call's [`ToolEvent`](crate::ToolEvent)s.
+    pub(crate) events: Option<Sink>,
+    /// Who answers the call's questions to the client.
+    pub(crate) questions: Option<Arc<dyn QuestionHandler>>,
+}
+
+impl Scopes {
+    /// Runs `future` in these scopes.
+    pub(crate) async fn run<F: Future>(self, future: F) -> F::Output {
+        let asked = async move {
+            match self.questions {
+                Some(handler) => crate::question::with_question_handler(handler, future).await,
+                None => future.await,
+            }
+        };
+        match self.events {
+            Some(sink) => crate::events::with_sink(sink, asked).await,
+            None => asked.await,
+        }
+    }
+}
+
+/// Runs `tool` on `input` in `scopes`.
+pub(crate) async fn execute(
+    tool: &dyn Tool,
+    input: &str,
+    scopes: Scopes,
+) -> Result<ToolOutput, ToolError> {
+    scopes.run(tool.call(input)).await
+}
+
+/// The result of call `call_id`: the tool's output with its text, or the error's text.
+pub(crate) fn result(call_id: &str, outcome: Result<ToolOutput, ToolError>) -> ToolResult {
+    match outcome {
+        Ok(output) => ToolResult::from_output(call_id, output),
+        Err(error) => ToolResult::error(call_id, error.to_string()),
+    }
+}

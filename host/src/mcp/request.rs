@@ -1,0 +1,186 @@
+//! What every request that runs plugin code shares — a tool call, a resource read, a prompt
+//! rendering, a completion: who answers its questions (the session's client, or on revision
+//! 2026-07-28 the replay of the request's earlier rounds), where its reports go (logs,
+//! progress and notices, to the client), and that the client's cancellation stops it.
+
+use std::sync::Arc;
+
+use rmcp::model::{ErrorCode, InputRequiredResult, InputResponses};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer};
+use serde_json::{Map, Value};
+
+use super::input_required::{Replay, is_stateless};
+use super::reports::{REPORTS_DRAIN, REPORTS_QUEUED, Report, forward_reports};
+use super::session::McpSession;
+use crate::question::QuestionHandler;
+
+/// How long a request runs before it reports progress (to a client that sent a progress
+/// token).
+const PROGRESS_AFTER: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Who answers the questions of one request.
+pub(super) struct Asking {
+    questions: Option<Arc<dyn QuestionHandler>>,
+    /// On 2026-07-28: the request's earlier rounds, and the arguments its state is bound to.
+    replay: Option<(Arc<Replay>, Map<String, Value>)>,
+}
+
+impl Asking {
+    /// Who answers: the client now, the client's retry, or nobody.
+    pub(super) fn questions(&self) -> Option<Arc<dyn QuestionHandler>> {
+        self.questions.clone()
+    }
+
+    /// MCP's "missing required client capability" error for a request that failed after a
+    /// question its capabilities could not answer.
+    pub(super) fn missing_capability(&self) -> Option<ErrorData> {
+        self.replay
+            .as_ref()
+            .and_then(|(replay, _)| replay.missing_capability())
+    }
+}
+
+impl McpSession {
+    /// Who answers the questions of a request of `method` for `name` with `arguments`. On
+    /// 2026-07-28 a question is deferred to the client's retry, which brings its answers and
+    /// the signed state of earlier rounds (taken from `state` and `responses`; an error if the
+    /// state does not verify); with no key to sign states, such questions fail as
+    /// unanswerable.
+    pub(super) fn asking(
+        &self,
+        method: &str,
+        name: &str,
+        arguments: &Map<String, Value>,
+        state: &mut Option<String>,
+        responses: &mut Option<InputResponses>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Asking, ErrorData> {
+        if !is_stateless(&context.meta) {
+            return Ok(Asking {
+                questions: Some(self.client_questions(context)),
+                replay: None,
+            });
+        }
+        let Some(codec) = self.options.request_states() else {
+            return Ok(Asking {
+                questions: None,
+                replay: None,
+            });
+        };
+        let replay = Arc::new(Replay::open(
+            codec,
+            method,
+            name,
+            arguments,
+            state.take().as_deref(),
+            responses.take(),
+            context.client_capabilities().unwrap_or_default(),
+        )?);
+        Ok(Asking {
+            questions: Some(Arc::clone(&replay) as _),
+            replay: Some((replay, arguments.clone())),
+        })
+    }
+
+    /// Who answers the questions of a request that has no rounds (a completion): the client
+    /// of a stateful session; nobody on 2026-07-28.
+    pub(super) fn asking_now(&self, context: &RequestContext<RoleServer>) -> Asking {
+        Asking {
+            questions: (!is_stateless(&context.meta)).then(|| self.client_questions(context)),
+            replay: None,
+        }
+    }
+
+    /// The `input_required` answer to send instead of the result, if the request deferred
+    /// questions to the client's retry.
+    pub(super) fn input_required(
+        &self,
+        asking: &Asking,
+        method: &str,
+        name: &str,
+    ) -> Result<Option<InputRequiredResult>, ErrorData> {
+        match (&asking.replay, self.options.request_states()) {
+            (Some((replay, arguments)), Some(codec)) => {
+                replay.input_required(codec, method, name, arguments)
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Runs `work` (the plugin code of `what`, e.g. "the call of 'search'") with its reports
+    /// (logs, progress, notices) sent to the client and its questions answered by
+    /// `questions`, stopping it if the client cancels the request. A cancelled request drops
+    /// the work: the plugin's instance is reset (its state is lost, and the next call says
+    /// so), without counting as the plugin's failure.
+    pub(super) async fn run<T>(
+        &self,
+        what: &str,
+        context: RequestContext<RoleServer>,
+        questions: Option<Arc<dyn QuestionHandler>>,
+        work: impl Future<Output = T>,
+    ) -> Result<T, ErrorData> {
+        let (reports, receiver) = tokio::sync::mpsc::channel::<Report>(REPORTS_QUEUED);
+        let forwarding = forward_reports(self.reports_to(&context), receiver);
+        // Fused: polled again after it ended, it waits instead of panicking.
+        let mut forwarding = std::pin::pin!(futures::FutureExt::fuse(forwarding));
+        let report = |done: f64, message: String| {
+            let _ = reports.try_send(Report::Host { done, message });
+        };
+        let plugin_reports = reports.clone();
+        let sink = move |event| {
+            let _ = plugin_reports.try_send(Report::Plugin(event));
+        };
+        let scopes = crate::call::Scopes {
+            events: Some(Arc::new(sink)),
+            questions,
+        };
+        let mut execution = std::pin::pin!(scopes.run(work));
+        // The reports are sent while the work runs, from this task: `forwarding` is polled
+        // beside it (it only ends at `Report::End`, sent below).
+        let started = tokio::select! {
+            biased;
+            outcome = &mut execution => Some(outcome),
+            () = tokio::time::sleep(PROGRESS_AFTER) => None,
+            () = context.ct.cancelled() => return Err(cancelled(what)),
+            // Not before `Report::End`, which comes after the work: this function holds a
+            // sender, so the channel stays open.
+            () = &mut forwarding => Some((&mut execution).await),
+        };
+        // Work still running after a moment reports that it started, and then that it
+        // finished; quick work's result is all the progress there is to tell.
+        let outcome = match started {
+            Some(outcome) => outcome,
+            None => {
+                report(0.0, format!("{what} is running"));
+                let outcome = tokio::select! {
+                    biased;
+                    outcome = &mut execution => outcome,
+                    () = context.ct.cancelled() => return Err(cancelled(what)),
+                    () = &mut forwarding => (&mut execution).await,
+                };
+                report(1.0, format!("{what} finished"));
+                outcome
+            }
+        };
+        // The notifications go before the result (a client drops progress for a request it
+        // has its answer to), within a bound.
+        let _ = tokio::time::timeout(REPORTS_DRAIN, async {
+            let end = async {
+                let _ = reports.send(Report::End).await;
+            };
+            tokio::join!(end, &mut forwarding);
+        })
+        .await;
+        Ok(outcome)
+    }
+}
+
+/// The error of a request the client cancelled.
+fn cancelled(what: &str) -> ErrorData {
+    ErrorData::new(
+        ErrorCode::INTERNAL_ERROR,
+        format!("{what} was cancelled"),
+        None,
+    )
+}
