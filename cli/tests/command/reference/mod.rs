@@ -20,6 +20,8 @@ use rmcp::service::RunningService;
 use rmcp::transport::TokioChildProcess;
 use rmcp::{RoleClient, ServiceExt};
 
+mod memory;
+
 /// A reference server, pinned.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Original {
