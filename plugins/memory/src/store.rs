@@ -141,7 +141,7 @@ impl Store {
         let cannot = |error: io::Error| {
             format!(
                 "cannot read the memory file {}: {error}; it must be a file in the directory \
-                 the plugin's policy grants ({GRANT})",
+                 the plugin's policy grants ({GRANT}), not a link out of it",
                 self.path.display()
             )
         };
