@@ -647,6 +647,24 @@ async fn a_damaged_or_huge_file_is_reported_and_kept() {
         huge.len() as u64
     );
 
+    // Just under the limit, in many small entities: a change still fits the default memory
+    // (64 MiB) and time (10 s) limits.
+    let mut small = String::new();
+    for n in 0.. {
+        let line = format!(
+            "{{\"type\":\"entity\",\"name\":\"e{n}\",\"entityType\":\"t\",\"observations\":[]}}\n"
+        );
+        if small.len() + line.len() > (8 << 20) - 200 {
+            break;
+        }
+        small.push_str(&line);
+    }
+    std::fs::write(&file, &small).expect("small entities");
+    let one = json!({ "entities": [{"name": "one more", "entityType": "t", "observations": []}] });
+    let answer = call(&ours, "create_entities", one).await;
+    assert_eq!(answer.graph()["entities"][0]["name"], "one more");
+    assert_eq!(lines(&file).len(), small.lines().count() + 1);
+
     // Under the file's limit but over the host's output limit (1 MiB): the whole graph cannot
     // be returned, a search for part of it can.
     let large: Vec<String> = (0..1500)
@@ -707,4 +725,44 @@ async fn the_file_stops_growing_at_its_limit() {
     let answer = call(&ours, "create_entities", json!({ "entities": [{"name": "H", "entityType": "t", "observations": ["x".repeat(2 << 20)]}] })).await;
     assert!(answer.is_error, "{answer:?}");
     assert!(!data.join("memory.jsonl").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_lock_is_waited_for_and_a_dead_one_taken_over() {
+    let (dir, data, _scratch) = our_dir("");
+    let lock = data.join("memory.jsonl.lock");
+    let ours = ours(&dir).await;
+    let entity =
+        |name: &str| json!({ "entities": [{"name": name, "entityType": "t", "observations": []}] });
+
+    // A lock another session holds: the change waits for it, then gives up, saying so.
+    std::fs::write(&lock, "another session").expect("lock");
+    let answer = call(&ours, "create_entities", entity("A")).await;
+    assert!(answer.is_error, "{answer:?}");
+    assert!(
+        answer.text.contains("is locked by another session"),
+        "{}",
+        answer.text
+    );
+    assert!(
+        answer.text.contains("/memory/memory.jsonl.lock"),
+        "{}",
+        answer.text
+    );
+    assert_eq!(
+        std::fs::read_to_string(&lock).expect("the lock is kept"),
+        "another session"
+    );
+    assert!(!data.join("memory.jsonl").exists());
+
+    // A lock left by a change cut short (older than 30 s): taken over.
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+    std::fs::File::options()
+        .write(true)
+        .open(&lock)
+        .and_then(|file| file.set_modified(old))
+        .expect("age the lock");
+    call(&ours, "create_entities", entity("B")).await.graph();
+    assert!(!lock.exists());
+    assert_eq!(lines(&data.join("memory.jsonl")).len(), 1);
 }
