@@ -20,8 +20,14 @@ use rmcp::service::RunningService;
 use rmcp::transport::TokioChildProcess;
 use rmcp::{RoleClient, ServiceExt};
 
+mod memory;
+
 /// A reference server, pinned.
 #[derive(Clone, Copy, Debug)]
+#[allow(
+    dead_code,
+    reason = "each plugin's tests construct the kind of original they need, not every kind"
+)]
 pub(crate) enum Original {
     /// An npm package whose `bin` is the server.
     Npm {

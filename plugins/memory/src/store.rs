@@ -1,0 +1,476 @@
+//! The memory file: where it is, reading it, and changing it safely while other sessions (each
+//! its own instance, maybe in another process) change it too.
+//!
+//! A change holds the lock file `FILE.lock`, created with create-new semantics (so one holder
+//! at a time), re-reads the file under it, writes the new graph to a fresh temporary file
+//! beside it and renames that over the file. Readers take no lock: a rename replaces the file
+//! whole, so they see the old graph or the new one, never part of one. A lock older than
+//! [`STALE_LOCK`] was left by a holder that died (a call cut short): it is taken over.
+
+use std::fs::{self, File, OpenOptions};
+use std::hash::{BuildHasher, Hasher};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::graph::Graph;
+
+/// Where the plugin sees its granted directory (the policy's `dirs[].guest`).
+pub const GRANT: &str = "/memory";
+/// The file's name in [`GRANT`] when `MEMORY_FILE_PATH` is not set.
+pub const DEFAULT_FILE: &str = "memory.jsonl";
+/// The largest memory file read or written, unless `MEMORY_FILE_MAX_BYTES` says otherwise.
+pub const DEFAULT_MAX_BYTES: u64 = 8 * 1024 * 1024;
+/// How long a change waits for another session's lock before it gives up.
+pub const LOCK_WAIT: Duration = Duration::from_secs(5);
+/// A lock file older than this was left behind, and is taken over.
+pub const STALE_LOCK: Duration = Duration::from_secs(30);
+
+/// The memory file and its limit.
+#[derive(Clone, Debug)]
+pub struct Store {
+    path: PathBuf,
+    max_bytes: u64,
+}
+
+impl Store {
+    /// The memory file at `path`, of at most `max_bytes`.
+    #[must_use]
+    pub fn new(path: PathBuf, max_bytes: u64) -> Self {
+        Self { path, max_bytes }
+    }
+
+    /// The store the environment names: `MEMORY_FILE_PATH` (absolute, or relative to
+    /// [`GRANT`]; unset or empty: [`DEFAULT_FILE`] in it) and `MEMORY_FILE_MAX_BYTES`.
+    ///
+    /// # Errors
+    /// A path outside [`GRANT`] (or with `..` in it), or a limit that is not a positive whole
+    /// number.
+    pub fn from_env() -> Result<Self, String> {
+        let setting = std::env::var("MEMORY_FILE_PATH").unwrap_or_default();
+        let path = if setting.is_empty() {
+            Path::new(GRANT).join(DEFAULT_FILE)
+        } else {
+            Path::new(GRANT).join(&setting)
+        };
+        // The sandbox would refuse anything else anyway; saying so here is clearer than a
+        // file that is not found.
+        let inside = path.strip_prefix(GRANT).is_ok_and(|rest| {
+            rest.components()
+                .all(|part| matches!(part, std::path::Component::Normal(_)))
+                && rest.file_name().is_some()
+        });
+        if !inside {
+            return Err(format!(
+                "MEMORY_FILE_PATH is {setting:?}, which is not a file inside the directory the \
+                 plugin is granted ({GRANT}); give a file name relative to it, or an absolute \
+                 path inside it, in the plugin's policy ([env] set)"
+            ));
+        }
+        let max_bytes = match std::env::var("MEMORY_FILE_MAX_BYTES") {
+            Err(_) => DEFAULT_MAX_BYTES,
+            Ok(text) => text
+                .trim()
+                .parse::<u64>()
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or_else(|| {
+                    format!(
+                        "MEMORY_FILE_MAX_BYTES is {text:?}; give the memory file's largest size \
+                     in bytes, a whole number above 0, in the plugin's policy ([env] set)"
+                    )
+                })?,
+        };
+        Ok(Self::new(path, max_bytes))
+    }
+
+    /// The memory file's path, as the plugin sees it.
+    #[must_use]
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The graph as the file holds it now; no file is an empty graph.
+    ///
+    /// # Errors
+    /// A file that cannot be read, is too large or is not a memory file.
+    pub fn load(&self) -> Result<Graph, String> {
+        let text = match self.read()? {
+            Some(text) => text,
+            None => return Ok(Graph::default()),
+        };
+        Graph::parse(&text).map_err(|problem| {
+            format!(
+                "the memory file {} is damaged: {problem}; fix or remove that line (nothing was \
+                 changed)",
+                self.path.display()
+            )
+        })
+    }
+
+    /// Changes the graph with `change`, under the lock, and saves it: `change` sees the file
+    /// as it is now, whatever other sessions saved before. When `change` fails nothing is
+    /// written.
+    ///
+    /// # Errors
+    /// `change`'s error; or the lock, the file or its limit's.
+    pub fn update<T>(
+        &self,
+        change: impl FnOnce(&mut Graph) -> Result<T, String>,
+    ) -> Result<T, String> {
+        let lock = Lock::acquire(lock_path(&self.path), &self.path)?;
+        let mut graph = self.load()?;
+        let answer = change(&mut graph)?;
+        let text = graph.to_jsonl();
+        let size = u64::try_from(text.len()).unwrap_or(u64::MAX);
+        if size > self.max_bytes {
+            return Err(format!(
+                "the change would make the memory file {} {size} bytes, over its limit of {} \
+                 bytes; delete entities, relations or observations first, or raise the limit \
+                 (MEMORY_FILE_MAX_BYTES in the plugin's policy); nothing was changed",
+                self.path.display(),
+                self.max_bytes
+            ));
+        }
+        self.write(&text, &lock)?;
+        Ok(answer)
+    }
+
+    /// The file's text, or `None` if there is no file.
+    fn read(&self) -> Result<Option<String>, String> {
+        let cannot = |error: io::Error| {
+            format!(
+                "cannot read the memory file {}: {error}; it must be a file in the directory \
+                 the plugin's policy grants ({GRANT}), not a link out of it",
+                self.path.display()
+            )
+        };
+        let file = match File::open(&self.path) {
+            Ok(file) => file,
+            Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(error) => return Err(cannot(error)),
+        };
+        let metadata = file.metadata().map_err(cannot)?;
+        if !metadata.is_file() {
+            return Err(format!(
+                "the memory file {} is not a regular file; point MEMORY_FILE_PATH at a file",
+                self.path.display()
+            ));
+        }
+        let too_large = |size: u64| {
+            format!(
+                "the memory file {} is {size} bytes, over the limit of {} bytes; raise the \
+                 limit (MEMORY_FILE_MAX_BYTES in the plugin's policy) or use another file",
+                self.path.display(),
+                self.max_bytes
+            )
+        };
+        if metadata.len() > self.max_bytes {
+            return Err(too_large(metadata.len()));
+        }
+        // Read at most one byte past the limit, in case the file grew since.
+        let mut bytes = Vec::new();
+        file.take(self.max_bytes.saturating_add(1))
+            .read_to_end(&mut bytes)
+            .map_err(cannot)?;
+        let size = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
+        if size > self.max_bytes {
+            return Err(too_large(size));
+        }
+        String::from_utf8(bytes).map(Some).map_err(|error| {
+            format!(
+                "the memory file {} is not UTF-8 text (at byte {}); fix or remove it",
+                self.path.display(),
+                error.utf8_error().valid_up_to()
+            )
+        })
+    }
+
+    /// Replaces the file with `text`: a new temporary file beside it, renamed over it, while
+    /// `lock` is still ours.
+    fn write(&self, text: &str, lock: &Lock) -> Result<(), String> {
+        let name = self
+            .path
+            .file_name()
+            .map(|name| name.to_string_lossy().into_owned())
+            .ok_or_else(|| format!("the memory file {} has no file name", self.path.display()))?;
+        let temp = self
+            .path
+            .with_file_name(format!("{name}.{:016x}.tmp", unique()));
+        let cannot = |error: io::Error| {
+            format!(
+                "cannot write the memory file {} (through {}): {error}; nothing was changed",
+                self.path.display(),
+                temp.display()
+            )
+        };
+        let written = (|| {
+            let mut file = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&temp)?;
+            file.write_all(text.as_bytes())?;
+            file.sync_all()
+        })();
+        if let Err(error) = written {
+            let _ = fs::remove_file(&temp);
+            return Err(cannot(error));
+        }
+        if !lock.is_ours() {
+            let _ = fs::remove_file(&temp);
+            return Err(format!(
+                "another session took over the lock {} while this change was being made \
+                 (its holder looked stuck); nothing was changed: try again",
+                lock.path.display()
+            ));
+        }
+        fs::rename(&temp, &self.path).map_err(|error| {
+            let _ = fs::remove_file(&temp);
+            cannot(error)
+        })
+    }
+}
+
+/// `FILE.lock` beside `FILE`.
+fn lock_path(file: &Path) -> PathBuf {
+    let mut name = file.as_os_str().to_owned();
+    name.push(".lock");
+    PathBuf::from(name)
+}
+
+/// A number no other session picks: the process's random hash keys, and the time.
+fn unique() -> u64 {
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    let nanos = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |since| since.as_nanos());
+    hasher.write_u128(nanos);
+    hasher.finish()
+}
+
+/// The lock on a memory file, held until dropped.
+struct Lock {
+    path: PathBuf,
+    token: String,
+}
+
+impl Lock {
+    /// Creates the lock file, waiting up to [`LOCK_WAIT`] while another session holds it,
+    /// and taking over one older than [`STALE_LOCK`].
+    fn acquire(path: PathBuf, file: &Path) -> Result<Self, String> {
+        let token = format!("{:016x}", unique());
+        let started = Instant::now();
+        let mut pause = Duration::from_millis(1);
+        loop {
+            match OpenOptions::new().write(true).create_new(true).open(&path) {
+                Ok(mut created) => {
+                    if let Err(error) = created.write_all(token.as_bytes()) {
+                        let _ = fs::remove_file(&path);
+                        return Err(format!(
+                            "cannot write the lock file {}: {error}",
+                            path.display()
+                        ));
+                    }
+                    return Ok(Self { path, token });
+                }
+                Err(error) if error.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(error) => {
+                    return Err(format!(
+                        "cannot create the lock file {} for the memory file {}: {error}; the \
+                         plugin's policy must grant its directory read-write",
+                        path.display(),
+                        file.display()
+                    ));
+                }
+            }
+            if is_stale(&path) {
+                llm_worker_guest::log::warn!("taking over the stale lock file {}", path.display());
+                let _ = fs::remove_file(&path);
+                continue;
+            }
+            if started.elapsed() >= LOCK_WAIT {
+                return Err(format!(
+                    "the memory file {} is locked by another session, which has been changing \
+                     it for over {} s; try again. If no other session is running, remove the \
+                     lock file {} (one older than {} s is taken over)",
+                    file.display(),
+                    LOCK_WAIT.as_secs(),
+                    path.display(),
+                    STALE_LOCK.as_secs()
+                ));
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(50));
+        }
+    }
+
+    /// Whether the lock file still holds this lock's token.
+    fn is_ours(&self) -> bool {
+        fs::read(&self.path).is_ok_and(|held| held == self.token.as_bytes())
+    }
+}
+
+impl Drop for Lock {
+    fn drop(&mut self) {
+        if self.is_ours() {
+            let _ = fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// Whether the lock file at `path` was last changed longer than [`STALE_LOCK`] ago.
+fn is_stale(path: &Path) -> bool {
+    fs::metadata(path)
+        .and_then(|metadata| metadata.modified())
+        .ok()
+        .and_then(|changed| SystemTime::now().duration_since(changed).ok())
+        .is_some_and(|age| age > STALE_LOCK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::Entity;
+
+    /// A fresh directory under the system's temporary directory, removed when dropped.
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new(name: &str) -> Self {
+            let dir = std::env::temp_dir().join(format!("memory-{name}-{:016x}", unique()));
+            fs::create_dir_all(&dir).unwrap();
+            Self(dir)
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn entity(name: &str) -> Entity {
+        Entity {
+            name: name.into(),
+            entity_type: "t".into(),
+            observations: vec![],
+        }
+    }
+
+    #[test]
+    fn concurrent_changes_are_neither_lost_nor_torn() {
+        let dir = TempDir::new("concurrent");
+        let store = Store::new(dir.0.join("m.jsonl"), DEFAULT_MAX_BYTES);
+        let writers: Vec<_> = (0..4)
+            .map(|writer| {
+                let store = store.clone();
+                std::thread::spawn(move || {
+                    for n in 0..25 {
+                        store
+                            .update(|graph| {
+                                Ok(graph.create_entities(vec![entity(&format!("{writer}-{n}"))]))
+                            })
+                            .unwrap();
+                    }
+                })
+            })
+            .collect();
+        for writer in writers {
+            writer.join().unwrap();
+        }
+        assert_eq!(store.load().unwrap().entities.len(), 100);
+        let left: Vec<_> = fs::read_dir(&dir.0)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(
+            left,
+            vec![std::ffi::OsString::from("m.jsonl")],
+            "no lock or temporary left"
+        );
+    }
+
+    #[test]
+    fn a_failed_change_writes_nothing_and_a_held_lock_is_waited_for_then_refused() {
+        let dir = TempDir::new("held");
+        let path = dir.0.join("m.jsonl");
+        let store = Store::new(path.clone(), DEFAULT_MAX_BYTES);
+        let error = store.update(|_| Err::<(), _>("no".into())).unwrap_err();
+        assert_eq!(error, "no");
+        assert!(!path.exists());
+
+        fs::write(lock_path(&path), "someone else").unwrap();
+        let error = store
+            .update(|graph| Ok(graph.create_entities(vec![entity("A")])))
+            .unwrap_err();
+        assert!(error.contains("is locked by another session"), "{error}");
+        assert_eq!(
+            fs::read_to_string(lock_path(&path)).unwrap(),
+            "someone else"
+        );
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn a_stale_lock_is_taken_over() {
+        let dir = TempDir::new("stale");
+        let path = dir.0.join("m.jsonl");
+        let lock = lock_path(&path);
+        fs::write(&lock, "dead").unwrap();
+        let old = SystemTime::now() - STALE_LOCK - Duration::from_secs(5);
+        File::options()
+            .write(true)
+            .open(&lock)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        let store = Store::new(path, DEFAULT_MAX_BYTES);
+        store
+            .update(|graph| Ok(graph.create_entities(vec![entity("A")])))
+            .unwrap();
+        assert_eq!(store.load().unwrap().entities, vec![entity("A")]);
+        assert!(!lock.exists());
+    }
+
+    #[test]
+    fn the_size_limit_holds_for_reading_and_writing() {
+        let dir = TempDir::new("limit");
+        let path = dir.0.join("m.jsonl");
+        let store = Store::new(path.clone(), 200);
+        store
+            .update(|graph| Ok(graph.create_entities(vec![entity("A")])))
+            .unwrap();
+        let before = fs::read_to_string(&path).unwrap();
+        let error = store
+            .update(|graph| Ok(graph.create_entities(vec![entity(&"B".repeat(300))])))
+            .unwrap_err();
+        assert!(error.contains("over its limit of 200 bytes"), "{error}");
+        assert_eq!(fs::read_to_string(&path).unwrap(), before);
+
+        fs::write(&path, "x".repeat(201)).unwrap();
+        let error = store.load().unwrap_err();
+        assert!(
+            error.contains("is 201 bytes, over the limit of 200"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_damaged_file_is_reported_and_kept() {
+        let dir = TempDir::new("damaged");
+        let path = dir.0.join("m.jsonl");
+        fs::write(&path, "{\"type\":\"entity\",\"name\":\"A\"}").unwrap();
+        let store = Store::new(path.clone(), DEFAULT_MAX_BYTES);
+        let error = store
+            .update(|graph| Ok(graph.create_entities(vec![entity("B")])))
+            .unwrap_err();
+        assert!(
+            error.contains("is damaged: line 1 is not an entity"),
+            "{error}"
+        );
+        assert_eq!(
+            fs::read_to_string(&path).unwrap(),
+            "{\"type\":\"entity\",\"name\":\"A\"}"
+        );
+    }
+}
