@@ -52,16 +52,11 @@ pub(crate) async fn serve(
         // sets back what it changed of stdin and stdout (their non-blocking mode). The
         // signals are watched before the first message is read, so that no signal can come
         // while nothing watches them (and end the process with its modes left set).
-        let terminated = terminated();
-        tokio::select! {
-            served = llm_worker::mcp::serve_stdio(catalog, mcp) => return Ok(served?),
-            () = terminated => {
-                // The session was dropped with the other branch, its streams set back. Exit
-                // now: the runtime would wait for a blocking read of a terminal's stdin.
-                tracing::debug!("stopped by a signal");
-                std::process::exit(0);
-            }
-        }
+        llm_worker::mcp::serve_stdio_with_shutdown(catalog, mcp, terminated()).await?;
+        // The session has ended and the streams are set back. Exit now: the runtime would
+        // wait for a blocking read of a terminal's stdin.
+        tracing::debug!("the session ended");
+        std::process::exit(0);
     };
     let listener = bind(&address).await?;
     let local = listener

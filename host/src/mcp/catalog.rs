@@ -325,6 +325,8 @@ pub(crate) struct SessionTools {
     updates: watch::Receiver<Arc<[ToolGroup]>>,
     groups: BTreeMap<String, (u64, Arc<GroupTools>)>,
     handle: ToolServerHandle,
+    /// Counts the handles made: a new one for every change of the session's tools.
+    generation: u64,
     /// Whether the tools changed since the client was last told.
     unannounced: bool,
     /// Whether every group's tools are created as soon as the session has the group.
@@ -340,6 +342,7 @@ impl SessionTools {
             updates,
             groups: BTreeMap::new(),
             handle: ToolServer::new().handle(),
+            generation: 0,
             unannounced: false,
             create_all: false,
         };
@@ -369,6 +372,12 @@ impl SessionTools {
     /// The session's tools as they are now.
     pub(crate) fn handle(&self) -> ToolServerHandle {
         self.handle.clone()
+    }
+
+    /// Which version of the session's tools [`handle`](Self::handle) holds: another number
+    /// whenever they change.
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// Takes in the catalog's groups if they changed since the last look; returns whether the
@@ -449,5 +458,6 @@ impl SessionTools {
             }
         }
         self.handle = handle;
+        self.generation += 1;
     }
 }

@@ -42,6 +42,7 @@ pub use http::{
     DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_SESSIONS, HttpOptions,
     McpHttpService, serve_http, serve_http_with_shutdown,
 };
+pub use session::McpServer;
 #[cfg(feature = "mcp-http")]
 pub use token::{default_token_path, persistent_token, read_request_state_key, read_token_file};
 pub use watch::{DirSnapshot, DirWatcher, WATCH_INTERVAL};
@@ -228,9 +229,27 @@ pub enum McpError {
 /// read and written through the runtime's reactor (their non-blocking mode is set back when
 /// the session ends).
 pub async fn serve_stdio(catalog: ToolCatalog, options: McpOptions) -> Result<(), McpError> {
-    let session = session::McpSession::new(&catalog, Arc::new(options), None);
+    serve_stdio_with_shutdown(catalog, options, std::future::pending()).await
+}
+
+/// Like [`serve_stdio`], until the client disconnects or `shutdown` completes (a signal, say);
+/// the session has ended and stdin and stdout are set back when this returns.
+///
+/// A terminal's stdin is read by a blocking thread that cannot be interrupted: a program
+/// that served a terminal exits rather than waiting for the runtime to shut down.
+pub async fn serve_stdio_with_shutdown(
+    catalog: ToolCatalog,
+    options: McpOptions,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), McpError> {
+    let server = McpServer::new(&catalog, options);
     let streams = std_streams::open();
-    let served = stdio::serve_lines(session, streams.input, streams.output).await;
+    let served = server
+        .serve(
+            stdio::LineTransport::new(streams.input, streams.output),
+            shutdown,
+        )
+        .await;
     drop(streams.restore);
     served
 }

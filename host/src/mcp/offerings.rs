@@ -14,7 +14,7 @@ use rmcp::{ErrorData, RoleServer};
 use serde_json::Value;
 
 use super::content;
-use super::session::McpSession;
+use super::session::McpServer;
 use crate::plugin::PluginSession;
 use crate::tool::{CompletionRef, RequestError};
 
@@ -129,7 +129,7 @@ pub(super) fn speaks_for_itself<'a>(
     Ok(())
 }
 
-impl McpSession {
+impl McpServer {
     /// The sessions of this MCP session's plugins (opening them starts nothing).
     fn plugins(&self) -> Vec<PluginSession> {
         let mut tools = self.lock();

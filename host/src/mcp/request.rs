@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 
 use super::input_required::{Replay, is_stateless};
 use super::reports::{REPORTS_DRAIN, REPORTS_QUEUED, Report, forward_reports};
-use super::session::McpSession;
+use super::session::McpServer;
 use crate::question::QuestionHandler;
 
 /// How long a request runs before it reports progress (to a client that sent a progress
@@ -41,7 +41,7 @@ impl Asking {
     }
 }
 
-impl McpSession {
+impl McpServer {
     /// Who answers the questions of a request of `method` for `name` with `arguments`. On
     /// 2026-07-28 a question is deferred to the client's retry, which brings its answers and
     /// the signed state of earlier rounds (taken from `state` and `responses`; an error if the

@@ -21,17 +21,19 @@ use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::Value;
 
-use super::McpOptions;
 use super::admission::Admission;
 use super::catalog::{Caller, Origin, SessionTools, ToolCatalog};
 use super::reports::ReportsTo;
+use super::{McpError, McpOptions};
 use crate::call::{Aborted, Before};
 use crate::hook::{PostToolCallContext, ToolCall, ToolCallContext, ToolResult};
 use crate::tool::Content;
 use crate::tool_server::{LlmToolDefinition, ToolServerHandle};
 
-/// The MCP server side of one session.
-pub(crate) struct McpSession {
+/// The MCP server of one session: what [`serve_stdio`](super::serve_stdio) and
+/// [`serve_http`](super::serve_http) run for each client, for an embedder to serve over a
+/// transport of its own ([`McpServer::serve`]).
+pub struct McpServer {
     tools: Arc<Mutex<SessionTools>>,
     pub(super) options: Arc<McpOptions>,
     /// The task telling the client about catalog changes: one per session, ended with it.
@@ -50,9 +52,11 @@ pub(crate) struct McpSession {
     id: u64,
     /// Who answers the plugins' questions: the session's client (made at the first call).
     questions: std::sync::OnceLock<Arc<dyn crate::question::QuestionHandler>>,
+    /// The tools as last listed, and the version of the session's tools they are of.
+    listed: Mutex<Option<(u64, Arc<[Tool]>)>>,
 }
 
-impl Drop for McpSession {
+impl Drop for McpServer {
     fn drop(&mut self) {
         if let Some(watcher) = self
             .watcher
@@ -65,10 +69,48 @@ impl Drop for McpSession {
     }
 }
 
-impl McpSession {
-    /// A session of `catalog`'s tools. Cheap: nothing is created until the session is
-    /// initialised or calls a tool, so rmcp may build one to look up a schema.
-    pub(crate) fn new(
+impl McpServer {
+    /// The server of one MCP session of `catalog`'s tools, with `options`: an rmcp
+    /// [`ServerHandler`] to serve over any rmcp transport ([`serve`](Self::serve), or rmcp's
+    /// own `ServiceExt::serve`). Cheap: nothing is created until the session is initialised
+    /// or calls a tool; each session registers the catalog's tools afresh (new plugin
+    /// instances), and drops them when it ends.
+    pub fn new(catalog: &ToolCatalog, options: McpOptions) -> Self {
+        Self::open(catalog, Arc::new(options), None)
+    }
+
+    /// Serves this session over `transport` (any rmcp transport: a socket, a child
+    /// process's pipes, an in-memory duplex …) until the client disconnects or `shutdown`
+    /// completes; either way the session ends (its plugin instances are dropped) before this
+    /// returns.
+    pub async fn serve<T, E, A>(
+        self,
+        transport: T,
+        shutdown: impl Future<Output = ()>,
+    ) -> Result<(), McpError>
+    where
+        T: rmcp::transport::IntoTransport<RoleServer, E, A>,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        let running = rmcp::ServiceExt::serve(self, transport)
+            .await
+            .map_err(|e| McpError::Session(e.to_string()))?;
+        let stop = running.cancellation_token();
+        let mut waiting = std::pin::pin!(running.waiting());
+        let ended = tokio::select! {
+            ended = &mut waiting => ended,
+            () = shutdown => {
+                stop.cancel();
+                (&mut waiting).await
+            }
+        };
+        ended
+            .map(|_| ())
+            .map_err(|e| McpError::Session(e.to_string()))
+    }
+
+    /// A session of `catalog`'s tools, counted by `admission` if the server counts them.
+    pub(crate) fn open(
         catalog: &ToolCatalog,
         options: Arc<McpOptions>,
         admission: Option<Admission>,
@@ -83,6 +125,7 @@ impl McpSession {
             notices: catalog.notices(),
             id: NEXT_SESSION.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             questions: std::sync::OnceLock::new(),
+            listed: Mutex::new(None),
         }
     }
 
@@ -130,6 +173,28 @@ impl McpSession {
     }
 
     /// The session's tools, after taking in any change of the catalog.
+    /// The session's tools as MCP lists them, made once for each version of them.
+    fn listed_tools(&self) -> Arc<[Tool]> {
+        let (handle, generation) = {
+            let mut tools = self.lock();
+            tools.refresh();
+            (tools.handle(), tools.generation())
+        };
+        let mut listed = self.listed.lock().unwrap_or_else(|p| p.into_inner());
+        match &*listed {
+            Some((made, tools)) if *made == generation => Arc::clone(tools),
+            _ => {
+                let tools: Arc<[Tool]> = handle
+                    .tool_definitions_sorted()
+                    .into_iter()
+                    .map(mcp_tool)
+                    .collect();
+                *listed = Some((generation, Arc::clone(&tools)));
+                tools
+            }
+        }
+    }
+
     fn current(&self) -> ToolServerHandle {
         let mut tools = self.lock();
         tools.refresh();
@@ -176,7 +241,7 @@ fn mcp_tool(definition: LlmToolDefinition) -> Tool {
     })
 }
 
-impl ServerHandler for McpSession {
+impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
         let capabilities = ServerCapabilities::builder()
             .enable_logging()
@@ -235,9 +300,10 @@ impl ServerHandler for McpSession {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let definitions = self.current().tool_definitions_sorted();
-        let (page, next) = super::offerings::page(definitions, request, self.options.page_size)?;
-        let mut result = ListToolsResult::with_all_items(page.into_iter().map(mcp_tool).collect())
+        let listed = self.listed_tools();
+        let (page, next) =
+            super::offerings::page(listed.to_vec(), request, self.options.page_size)?;
+        let mut result = ListToolsResult::with_all_items(page)
             .with_ttl_ms(super::offerings::TTL_MS)
             .with_cache_scope(rmcp::model::CacheScope::Private);
         result.next_cursor = next;
@@ -245,9 +311,12 @@ impl ServerHandler for McpSession {
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.current()
-            .get_tool(name)
-            .map(|(meta, _)| mcp_tool(LlmToolDefinition::from(&meta)))
+        let listed = self.listed_tools();
+        // Sorted by name.
+        listed
+            .binary_search_by(|tool| tool.name.as_ref().cmp(name))
+            .ok()
+            .map(|at| listed[at].clone())
     }
 
     async fn list_resources(

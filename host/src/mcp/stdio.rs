@@ -8,13 +8,9 @@ use std::sync::Arc;
 
 use rmcp::RoleServer;
 use rmcp::model::{ClientJsonRpcMessage, ClientRequest, ServerJsonRpcMessage};
-use rmcp::service::ServiceExt;
 use rmcp::transport::Transport;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
-
-use super::McpError;
-use super::session::McpSession;
 
 /// Longest line read from the client.
 const MAX_LINE_BYTES: u64 = 16 << 20;
@@ -196,23 +192,6 @@ where
     async fn close(&mut self) -> Result<(), Self::Error> {
         self.writer.lock().await.shutdown().await
     }
-}
-
-/// Serves `session` over `input` and `output` (stdin and stdout, or any pair of streams).
-pub(crate) async fn serve_lines(
-    session: McpSession,
-    input: impl AsyncRead + Unpin + Send + 'static,
-    output: impl AsyncWrite + Unpin + Send + 'static,
-) -> Result<(), McpError> {
-    let running = session
-        .serve(LineTransport::new(input, output))
-        .await
-        .map_err(|e| McpError::Session(e.to_string()))?;
-    running
-        .waiting()
-        .await
-        .map(|_| ())
-        .map_err(|e| McpError::Session(e.to_string()))
 }
 
 #[cfg(test)]

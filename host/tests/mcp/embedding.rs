@@ -1,4 +1,5 @@
-//! The server as an embedder uses it: [`McpHttpService`](llm_worker::mcp::McpHttpService) on
+//! The server as an embedder uses it: [`McpServer`](llm_worker::mcp::McpServer) over a
+//! transport of the embedder's own, [`McpHttpService`](llm_worker::mcp::McpHttpService) on
 //! the embedder's own router, and `serve_http_with_shutdown` stopped when told; sessions'
 //! tools are dropped when they end.
 
@@ -6,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
-use llm_worker::mcp::{HttpOptions, McpOptions, ToolCatalog, ToolGroup};
+use llm_worker::mcp::{HttpOptions, McpOptions, McpServer, ToolCatalog, ToolGroup};
 use llm_worker::{Tool, ToolDefinition, ToolError, ToolMeta};
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
@@ -212,4 +213,40 @@ async fn serve_http_stops_when_told() {
     until_dropped(&dropped).await;
     assert!(tokio::net::TcpStream::connect(address).await.is_err());
     drop(client);
+}
+
+/// An `McpServer` served over an in-memory duplex, with rmcp's client at the other end, then
+/// stopped by its shutdown future: the session ends, and its tools are dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_server_serves_any_rmcp_transport_and_stops_when_told() {
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let server = McpServer::new(&tracked(&dropped), McpOptions::new("in-memory", "1"));
+    let (client_end, server_end) = tokio::io::duplex(64 * 1024);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(server.serve(server_end, async {
+        let _ = stopped.await;
+    }));
+    let client = ().serve(client_end).await.expect("initialize");
+    let tools = client.list_all_tools().await.expect("tools/list");
+    assert_eq!(tools.len(), 1);
+    let called = client
+        .call_tool(CallToolRequestParams::new("tracked"))
+        .await
+        .expect("tools/call");
+    assert_eq!(greeting(&called), "tracked");
+    assert_eq!(dropped.load(Ordering::SeqCst), 0, "the session is open");
+
+    stop.send(()).expect("the server is serving");
+    let served = llm_worker_tests::wait::within("the server to stop", serving).await;
+    served.expect("joined").expect("a clean stop");
+    assert_eq!(
+        dropped.load(Ordering::SeqCst),
+        1,
+        "the session's tool was dropped"
+    );
+    // The client sees the server gone.
+    let after = client
+        .call_tool(CallToolRequestParams::new("tracked"))
+        .await;
+    assert!(after.is_err(), "{after:?}");
 }

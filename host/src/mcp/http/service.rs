@@ -16,7 +16,7 @@ use super::options::{
 };
 use super::sessions::PrefixedSessions;
 use crate::mcp::admission::{Admission, SessionCounter};
-use crate::mcp::session::McpSession;
+use crate::mcp::session::McpServer;
 use crate::mcp::{McpError, McpOptions, ToolCatalog};
 
 /// The MCP server over streamable HTTP as a service to mount on an embedder's own router (a
@@ -33,7 +33,7 @@ use crate::mcp::{McpError, McpOptions, ToolCatalog};
 #[derive(Clone)]
 pub struct McpHttpService {
     gate: Arc<Gate>,
-    service: StreamableHttpService<McpSession, PrefixedSessions>,
+    service: StreamableHttpService<McpServer, PrefixedSessions>,
     cancel: tokio_util::sync::CancellationToken,
 }
 
@@ -127,7 +127,7 @@ impl McpHttpService {
                 // Cheap: rmcp builds a handler for a schema lookup too. The session takes its
                 // place among the live ones when it first creates instances (the gate refuses
                 // new sessions at the cap; the admission holds it under a race too).
-                Ok(McpSession::new(
+                Ok(McpServer::open(
                     &catalog,
                     Arc::clone(&options),
                     Some(Admission::new(Arc::clone(&factory_sessions), max_sessions)),
