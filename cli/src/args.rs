@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
-use llm_worker::{Limits, ProviderFormat};
+use llm_worker::Limits;
+use llm_worker::provider::ProviderFormat;
 
 /// Host LLM tools as sandboxed WebAssembly components: run, review and serve a directory's
 /// plugins; write, approve and share them.

@@ -5,7 +5,8 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use llm_worker::{LOCK_FILE, LockFile, SandboxPolicy};
+use llm_worker::SandboxPolicy;
+use llm_worker::lock::{LOCK_FILE, LockFile};
 
 use crate::load::{Loader, file_name, holds_no_plugins, load_with_progress, no_plugins};
 
@@ -176,13 +177,13 @@ pub(crate) fn check(out: &mut String, loader: &Loader, dir: &Path) -> anyhow::Re
                 out,
                 "         verified: {} at pull; bytes match the lock; {}",
                 source.verified(),
-                if source.unsigned.as_deref() == Some(llm_worker::UNSIGNED_BY_FLAG) {
+                if source.unsigned == Some(llm_worker::lock::Unsigned::ByFlag) {
                     format!(
                         "a one-off exception, allowed while no rule of {} wants it signed",
-                        llm_worker::TRUST_FILE
+                        llm_worker::trust::TRUST_FILE
                     )
                 } else {
-                    format!("still allowed by {}", llm_worker::TRUST_FILE)
+                    format!("still allowed by {}", llm_worker::trust::TRUST_FILE)
                 }
             );
         }
@@ -214,7 +215,7 @@ pub(crate) fn check(out: &mut String, loader: &Loader, dir: &Path) -> anyhow::Re
 }
 
 /// The hex SHA-256 of a pulled plugin's component, from its layer digest.
-fn file_sha256(source: &llm_worker::PluginSource) -> &str {
+fn file_sha256(source: &llm_worker::lock::PluginSource) -> &str {
     source
         .layer
         .strip_prefix("sha256:")

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use llm_worker::{LOCK_FILE, LockFile};
+use llm_worker::lock::{LOCK_FILE, LockFile};
 
 use crate::load::Loader;
 
@@ -33,7 +33,7 @@ pub(crate) fn lock(
             None
         }
     };
-    now.trust_sha256 = llm_worker::TrustPolicy::pin(dir)?;
+    now.trust_sha256 = llm_worker::trust::TrustPolicy::pin(dir)?;
     let refusals = now.source_refusals(dir);
     if check {
         let Some(approved) = LockFile::read(dir)? else {

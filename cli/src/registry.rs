@@ -5,10 +5,11 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use llm_worker::PluginHost;
+use llm_worker::lock::LOCK_FILE;
 use llm_worker::registry::{
     ClientOptions, PullOptions, Reference, RegistryClient, SigningKey, pull_into, push,
 };
-use llm_worker::{LOCK_FILE, PluginHost};
 
 use crate::load::Loader;
 
@@ -34,7 +35,7 @@ pub(crate) async fn pull(
     loader: &Loader,
     args: PullArgs<'_>,
 ) -> anyhow::Result<ExitCode> {
-    let reference = Reference::parse(args.reference).map_err(anyhow::Error::msg)?;
+    let reference = Reference::parse(args.reference)?;
     let options = PullOptions::default()
         .name(args.name)
         .update(args.update)
@@ -76,7 +77,7 @@ pub(crate) async fn pull(
             out,
             "approved: {}: pinned as it stands (sha256 {sha256}) by this first pull; review \
              it: `llm-worker lock --check {}` shows any later change",
-            llm_worker::TRUST_FILE,
+            llm_worker::trust::TRUST_FILE,
             args.dir.display()
         );
     }
@@ -108,7 +109,7 @@ pub(crate) async fn push_file(
     plain_http: bool,
     timeout_secs: u64,
 ) -> anyhow::Result<ExitCode> {
-    let reference = Reference::parse(reference).map_err(anyhow::Error::msg)?;
+    let reference = Reference::parse(reference)?;
     let key =
         match key {
             Some(path) => {

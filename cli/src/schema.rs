@@ -4,7 +4,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::bail;
-use llm_worker::{ProviderFormat, ProviderOptions, provider_json_with};
+use llm_worker::provider::{ProviderFormat, ProviderOptions, provider_json_with};
 
 use crate::load::{Loader, load};
 

@@ -105,7 +105,7 @@ impl Hooks<'_> {
 /// Where a call's events go and who answers its questions.
 #[derive(Clone, Default)]
 pub(crate) struct Scopes {
-    /// The sink of the call's [`ToolEvent`](crate::ToolEvent)s.
+    /// The sink of the call's [`ToolEvent`](crate::events::ToolEvent)s.
     pub(crate) events: Option<Sink>,
     /// Who answers the call's questions to the client.
     pub(crate) questions: Option<Arc<dyn QuestionHandler>>,

@@ -6,7 +6,7 @@
 //!
 //! ```no_run
 //! # async fn run(tools: llm_worker::ToolServerHandle) {
-//! use llm_worker::{ToolEvent, ToolEventKind, with_tool_events};
+//! use llm_worker::events::{ToolEvent, ToolEventKind, with_tool_events};
 //!
 //! let result = with_tool_events(
 //!     |event: ToolEvent| match event.kind {
@@ -88,6 +88,7 @@ pub enum ToolEventKind {
 
 /// Which list of a plugin changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Listing {
     /// Its resources.
     Resources,

@@ -25,7 +25,7 @@ pub struct ToolCall {
 /// `content` is the text a model reads. A tool that returns more than text (images, audio,
 /// embedded resources, resource links, a structured value: [`Tool::call`]) has it in
 /// [`blocks`](Self::blocks) and [`structured`](Self::structured) too, as an MCP client gets
-/// it; `content` is then their text form ([`ToolOutput::to_text`](crate::ToolOutput::to_text)).
+/// it; `content` is then their text form ([`ToolOutput::to_text`](crate::content::ToolOutput::to_text)).
 /// The serialised form carries the text only.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolResult {

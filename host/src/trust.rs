@@ -167,11 +167,11 @@ impl TrustPolicy {
     pub fn read(dir: &Path) -> Result<Option<Self>, TrustError> {
         let path = dir.join(TRUST_FILE);
         let file = crate::lock::open_trusted(dir, &path).map_err(|error| match error {
-            crate::LockError::Untrusted { reason, .. } => TrustError::Untrusted {
+            crate::lock::LockError::Untrusted { reason, .. } => TrustError::Untrusted {
                 path: path.clone(),
                 reason,
             },
-            crate::LockError::Io { source, .. } => TrustError::Io {
+            crate::lock::LockError::Io { source, .. } => TrustError::Io {
                 path: path.clone(),
                 source,
             },

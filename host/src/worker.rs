@@ -223,7 +223,7 @@ impl<S: WorkerState> Worker<S> {
     }
 
     /// Where the events of this worker's calls go: its event hooks, then the caller's
-    /// [`with_tool_events`](crate::with_tool_events) scope.
+    /// [`with_tool_events`](crate::events::with_tool_events) scope.
     fn event_sink(&self) -> Option<Sink> {
         let outer = crate::events::current_sink();
         if self.event_hooks.is_empty() {

@@ -7,9 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use llm_worker::{
-    DirGrant, Limits, LoadedPlugin, PluginHost, SandboxPolicy, ToolEvent, ToolEventKind,
-};
+use llm_worker::events::{ToolEvent, ToolEventKind};
+use llm_worker::{DirGrant, Limits, LoadedPlugin, PluginHost, SandboxPolicy};
 
 pub mod bench;
 pub mod http_server;
@@ -343,7 +342,7 @@ impl Release {
     }
 }
 
-/// A sink for [`llm_worker::with_tool_events`] that wakes the returned `Notify` when a plugin
+/// A sink for [`llm_worker::events::with_tool_events`] that wakes the returned `Notify` when a plugin
 /// logs a message containing `needle`: the fixtures log as a slow call begins (the sleeper
 /// `sleeping`, `spinning`, `holding`; the trapper `spinning forever`), so a test can await that the call
 /// holds its instance instead of sleeping and hoping it does.

@@ -11,9 +11,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use llm_worker::{
-    LlmToolDefinition, ProviderError, ProviderFormat, ProviderOptions, provider_json,
-    provider_json_with,
+use llm_worker::LlmToolDefinition;
+use llm_worker::provider::{
+    ProviderError, ProviderFormat, ProviderOptions, provider_json, provider_json_with,
 };
 use llm_worker_tests::{EXAMPLE_PLUGINS, EXAMPLE_TOOLS, plugin};
 use serde::Deserialize;

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-pub use source::{PluginSource, UNSIGNED_BY_FLAG, UNSIGNED_BY_POLICY};
+pub use source::{PluginSource, Unsigned};
 pub(crate) use trusted::open_trusted;
 
 /// The lock file's name, in the plugin directory.
@@ -57,7 +57,7 @@ pub struct LockedPlugin {
 pub struct LockFile {
     /// The format's version: 1, or 2 once it records pulled plugins or pins a trust policy.
     pub version: u32,
-    /// The SHA-256 of the directory's trust policy ([`crate::TRUST_FILE`]) when it was locked
+    /// The SHA-256 of the directory's trust policy ([`crate::trust::TRUST_FILE`]) when it was locked
     /// (version 2): a trust policy changed since is not used until it is approved again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trust_sha256: Option<String>,

@@ -9,13 +9,30 @@ use serde::{Deserialize, Serialize};
 
 use super::{LockFile, LockedPlugin};
 
-/// How a plugin pulled without a signature was let in: `llm-worker pull --allow-unsigned`, a
-/// one-off exception of the operator's for a repository no rule of the trust policy covers. It
-/// needs no trust policy, but loading refuses it once a rule covers its repository and wants
-/// it signed.
-pub const UNSIGNED_BY_FLAG: &str = "pull --allow-unsigned";
-/// ... or a rule of the trust policy saying `unsigned = true`, which loading checks again.
-pub const UNSIGNED_BY_POLICY: &str = "trust policy";
+/// How a plugin pulled without a signature was let in, as the lock records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub enum Unsigned {
+    /// `llm-worker pull --allow-unsigned`: a one-off exception of the operator's for a
+    /// repository no rule of the trust policy covers. It needs no trust policy, but loading
+    /// refuses it once a rule covers its repository and wants it signed. Recorded as
+    /// `"pull --allow-unsigned"`.
+    #[serde(rename = "pull --allow-unsigned")]
+    ByFlag,
+    /// A rule of the trust policy saying `unsigned = true`, which loading checks again.
+    /// Recorded as `"trust policy"`.
+    #[serde(rename = "trust policy")]
+    ByTrustPolicy,
+}
+
+impl std::fmt::Display for Unsigned {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::ByFlag => "pull --allow-unsigned",
+            Self::ByTrustPolicy => "trust policy",
+        })
+    }
+}
 
 /// The way out of a refusal by the trust policy: the plugin file goes, `lock` then approves
 /// the directory with its trust policy, and `pull` takes a version the policy accepts (`pull
@@ -48,9 +65,9 @@ pub struct PluginSource {
     /// the trust policy no longer lists this key for its repository.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
-    /// Why it was taken without a signature: [`UNSIGNED_BY_FLAG`] or [`UNSIGNED_BY_POLICY`].
+    /// Why it was taken without a signature, if it was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub unsigned: Option<String>,
+    pub unsigned: Option<Unsigned>,
 }
 
 impl PluginSource {
@@ -71,7 +88,7 @@ impl PluginSource {
     }
 
     /// Why the current trust policy (`None`: there is none) does not allow this plugin to load.
-    fn refusal(&self, policy: Option<&crate::TrustPolicy>) -> Option<String> {
+    fn refusal(&self, policy: Option<&crate::trust::TrustPolicy>) -> Option<String> {
         use crate::trust::Requirement;
         let trust = crate::trust::TRUST_FILE;
         // Judged by its registry's canonical name, however the entry spells it (an entry
@@ -89,7 +106,7 @@ impl PluginSource {
             }
         };
         let repository = &repository;
-        if self.unsigned.as_deref() == Some(UNSIGNED_BY_FLAG) {
+        if self.unsigned == Some(Unsigned::ByFlag) {
             // The operator's exception stands where no rule speaks, never against one.
             let Requirement::Signed(keys) = policy?.requirement(repository) else {
                 return None;
@@ -180,14 +197,13 @@ impl LockFile {
                 ));
             }
             let signed = source.signer.is_some() && source.key.is_some();
-            let unsigned = matches!(
-                source.unsigned.as_deref(),
-                Some(UNSIGNED_BY_FLAG | UNSIGNED_BY_POLICY)
-            );
+            let unsigned = source.unsigned.is_some();
             if signed == unsigned || source.signer.is_some() != source.key.is_some() {
                 return Err(format!(
                     "{file}: its source names a `signer` and its `key`, or says `unsigned = \
-                     \"{UNSIGNED_BY_FLAG}\"` (or \"{UNSIGNED_BY_POLICY}\"), not both"
+                     \"{}\"` (or \"{}\"), not both",
+                    Unsigned::ByFlag,
+                    Unsigned::ByTrustPolicy
                 ));
             }
         }
@@ -254,7 +270,7 @@ impl LockFile {
             return BTreeMap::new();
         }
         let trust = crate::trust::TRUST_FILE;
-        let policy = match crate::TrustPolicy::read(dir) {
+        let policy = match crate::trust::TrustPolicy::read(dir) {
             Ok(policy) => policy,
             // Not even a one-off exception loads when no one can tell whether a rule binds it.
             Err(error) => {

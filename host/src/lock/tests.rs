@@ -2,7 +2,7 @@
 
 use super::*;
 
-fn pulled(unsigned: Option<&str>) -> LockFile {
+fn pulled(unsigned: Option<Unsigned>) -> LockFile {
     let sha = "ab".repeat(32);
     LockFile {
         version: 2,
@@ -23,7 +23,7 @@ fn pulled(unsigned: Option<&str>) -> LockFile {
                 key: unsigned
                     .is_none()
                     .then(|| format!("sha256:{}", "ef".repeat(32))),
-                unsigned: unsigned.map(str::to_owned),
+                unsigned,
             }),
         }],
     }
@@ -59,7 +59,7 @@ fn version_2_is_written_only_when_needed_and_checked_when_read() {
             .expect_err("layer")
             .contains("same bytes")
     );
-    let mut both = pulled(Some(UNSIGNED_BY_FLAG));
+    let mut both = pulled(Some(Unsigned::ByFlag));
     assert_eq!(both.check_version(), Ok(()));
     if let Some(source) = &mut both.plugins[0].source {
         source.signer = Some("acme".into());
@@ -74,7 +74,7 @@ fn a_one_off_unsigned_pull_needs_no_trust_policy_and_a_signed_one_does() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("mkdir");
     assert!(
-        pulled(Some(UNSIGNED_BY_FLAG))
+        pulled(Some(Unsigned::ByFlag))
             .source_refusals(&dir)
             .is_empty()
     );
@@ -86,14 +86,14 @@ fn a_one_off_unsigned_pull_needs_no_trust_policy_and_a_signed_one_does() {
 #[test]
 fn a_one_off_unsigned_pull_stops_loading_once_a_rule_wants_its_repository_signed() {
     let dir = llm_worker_tests::scratch_dir("lock-flag-bound");
-    let mut lock = pulled(Some(UNSIGNED_BY_FLAG));
+    let mut lock = pulled(Some(Unsigned::ByFlag));
     // Writes the trust policy; the lock approves it when `approve`.
     let mut write_trust = |rules: &str, approve: bool| {
         let key = crate::trust::tests::KEY;
         let text = format!("[keys]\nacme = \"\"\"\n{key}\"\"\"\n{rules}");
         std::fs::write(dir.path().join(crate::trust::TRUST_FILE), text).expect("write");
         if approve {
-            lock.trust_sha256 = crate::TrustPolicy::pin(dir.path()).expect("pin");
+            lock.trust_sha256 = crate::trust::TrustPolicy::pin(dir.path()).expect("pin");
         }
         lock.clone()
     };
@@ -144,8 +144,8 @@ fn a_lock_entry_is_judged_by_its_registry_s_canonical_name() {
         format!("[keys]\nacme = \"\"\"\n{key}\"\"\"\n{rules}"),
     )
     .expect("write");
-    let pin = crate::TrustPolicy::pin(dir.path()).expect("pin");
-    let spelt = |repository: &str, unsigned: Option<&str>| {
+    let pin = crate::trust::TrustPolicy::pin(dir.path()).expect("pin");
+    let spelt = |repository: &str, unsigned: Option<Unsigned>| {
         let mut lock = pulled(unsigned);
         lock.trust_sha256.clone_from(&pin);
         if let Some(source) = &mut lock.plugins[0].source {
@@ -160,7 +160,7 @@ fn a_lock_entry_is_judged_by_its_registry_s_canonical_name() {
         "r.example:0443/acme/greet",
         "r.example./acme/greet",
     ] {
-        let refusals = spelt(repository, Some(UNSIGNED_BY_FLAG));
+        let refusals = spelt(repository, Some(Unsigned::ByFlag));
         let reason = refusals.get("greet.wasm").map(String::as_str).unwrap_or("");
         assert!(
             reason.contains("--allow-unsigned") && reason.contains("r.example/acme/greet"),
@@ -168,13 +168,13 @@ fn a_lock_entry_is_judged_by_its_registry_s_canonical_name() {
         );
     }
     // A name that is no registry's repository binds nothing and loads nothing.
-    let refusals = spelt("r.example:0/acme/greet", Some(UNSIGNED_BY_FLAG));
+    let refusals = spelt("r.example:0/acme/greet", Some(Unsigned::ByFlag));
     assert!(
         refusals["greet.wasm"].contains("not a registry's repository"),
         "{refusals:?}"
     );
     // The key the rule accepts, recorded under another spelling: still allowed.
-    let fingerprint = crate::TrustPolicy::read(dir.path())
+    let fingerprint = crate::trust::TrustPolicy::read(dir.path())
         .expect("read")
         .expect("a policy")
         .keys["acme"]

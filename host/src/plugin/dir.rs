@@ -192,7 +192,7 @@ pub struct LoadDirOptions {
     /// Load whatever is there, even if the directory has a lock file (to write a new one).
     pub ignore_lock: bool,
     /// The directory must have a lock file: without one, loading fails
-    /// ([`crate::LockError::Missing`]) instead of loading everything. `serve` sets it for every
+    /// ([`crate::lock::LockError::Missing`]) instead of loading everything. `serve` sets it for every
     /// reload of a directory that was locked when it started (`--locked` sets it from the
     /// start), so that deleting the lock never unlocks it.
     pub locked: bool,
@@ -205,7 +205,7 @@ impl LoadDirOptions {
         self
     }
 
-    /// Sets whether the directory's lock file is ignored (see [`crate::LockFile`]).
+    /// Sets whether the directory's lock file is ignored (see [`crate::lock::LockFile`]).
     pub fn ignore_lock(mut self, ignore: bool) -> Self {
         self.ignore_lock = ignore;
         self

@@ -5,7 +5,7 @@ use super::{
     Manifest, OCI_MANIFEST_MEDIA_TYPE, Reference, RegistryClient, RegistryError,
     SIGNATURE_ANNOTATION, SIMPLE_SIGNING_MEDIA_TYPE, artifact, signature, signature_tag,
 };
-use crate::lock::{UNSIGNED_BY_FLAG, UNSIGNED_BY_POLICY};
+use crate::lock::Unsigned;
 use crate::trust::{Requirement, TRUST_FILE, TrustPolicy};
 
 /// Most signature layers looked at for one artifact.
@@ -21,8 +21,8 @@ pub enum Verification {
         /// `sha256:` and the hex SHA-256 of the key's DER.
         key: String,
     },
-    /// Taken unsigned: [`UNSIGNED_BY_FLAG`] or [`UNSIGNED_BY_POLICY`].
-    Unsigned(&'static str),
+    /// Taken unsigned, and how that was allowed.
+    Unsigned(Unsigned),
 }
 
 impl std::fmt::Display for Verification {
@@ -159,7 +159,7 @@ async fn verify(
         {
             policy
         }
-        Demand::AllowUnsigned(_) => return Ok(Verification::Unsigned(UNSIGNED_BY_FLAG)),
+        Demand::AllowUnsigned(_) => return Ok(Verification::Unsigned(Unsigned::ByFlag)),
         Demand::Policy(None) => {
             return Err(refuse(format!(
                 "the directory has no trust policy ({TRUST_FILE}) saying which keys sign \
@@ -177,7 +177,7 @@ async fn verify(
                 policy.path.display()
             )));
         }
-        Requirement::Unsigned => return Ok(Verification::Unsigned(UNSIGNED_BY_POLICY)),
+        Requirement::Unsigned => return Ok(Verification::Unsigned(Unsigned::ByTrustPolicy)),
         Requirement::Signed(keys) => keys,
     };
     let names: Vec<&str> = keys.iter().map(|key| key.name.as_str()).collect();

@@ -6,9 +6,10 @@ use std::path::{Path, PathBuf};
 
 use super::fetch::{Demand, Verification, pull, resolve};
 use super::{ClientOptions, Reference, RegistryClient, RegistryError};
+use crate::lock::LockFile;
 use crate::lock::{LockedPlugin, PluginSource};
 use crate::trust::{TRUST_FILE, TrustPolicy};
-use crate::{LockFile, PluginError, PluginHost};
+use crate::{PluginError, PluginHost};
 
 /// How [`pull_into`] pulls.
 #[derive(Debug, Clone, Default)]
@@ -266,7 +267,7 @@ pub async fn pull_into(
     };
     let (signer, key, unsigned) = match &pulled.verified {
         Verification::Signed { signer, key } => (Some(signer.clone()), Some(key.clone()), None),
-        Verification::Unsigned(how) => (None, None, Some((*how).to_owned())),
+        Verification::Unsigned(how) => (None, None, Some(*how)),
     };
     let entry = LockedPlugin {
         source: Some(PluginSource {

@@ -1,6 +1,6 @@
 //! Plugins from an OCI registry (cargo feature `registry`): pull a component stored as a CNCF
 //! Wasm OCI artifact, verify its cosign-compatible signature in process against the
-//! directory's trust policy ([`crate::TrustPolicy`]), write it into a plugin directory and
+//! directory's trust policy ([`crate::trust::TrustPolicy`]), write it into a plugin directory and
 //! record in the lock what was verified ([`pull_into`]); and push a plugin, signed, in the
 //! same format ([`push`]).
 //!
@@ -10,7 +10,7 @@
 //! use llm_worker::registry::{PullOptions, Reference, pull_into};
 //!
 //! let host = PluginHost::new()?;
-//! let reference = Reference::parse("ghcr.io/acme/greet:1.0").map_err(llm_worker::registry::RegistryError::Usage)?;
+//! let reference: Reference = "ghcr.io/acme/greet:1.0".parse()?;
 //! let pulled = pull_into(&host, "plugins".as_ref(), &reference, &PullOptions::default()).await?;
 //! println!("{} is {}", pulled.path.display(), pulled.verified);
 //! # Ok(())
@@ -37,7 +37,7 @@ pub use credentials::{Credentials, PASSWORD_VARIABLE, REGISTRY_VARIABLE, USERNAM
 pub use fetch::{Demand, PulledArtifact, Verification, pull, resolve};
 pub use install::{PullOptions, PullOutcome, pull_into};
 pub use publish::{Pushed, push};
-pub use reference::Reference;
+pub use reference::{Malformed, Reference, ReferenceError};
 pub use signature::{
     SIGNATURE_ANNOTATION, SIMPLE_SIGNING_MEDIA_TYPE, SigningKey, payload, signature_tag,
 };
@@ -52,6 +52,9 @@ pub enum RegistryError {
     /// registry, a directory not ready for it).
     #[error("{0}")]
     Usage(String),
+    /// A reference that is not one.
+    #[error(transparent)]
+    Reference(#[from] ReferenceError),
     /// The registry could not be reached, or the connection failed.
     #[error("cannot reach {url}: {message}")]
     Transport {
@@ -129,10 +132,10 @@ pub enum RegistryError {
     },
     /// The trust policy cannot be used.
     #[error(transparent)]
-    Trust(#[from] crate::TrustError),
+    Trust(#[from] crate::trust::TrustError),
     /// The lock file cannot be used.
     #[error(transparent)]
-    Lock(#[from] crate::LockError),
+    Lock(#[from] crate::lock::LockError),
     /// The pulled component is not a plugin this host loads (or a file cannot be loaded).
     #[error(transparent)]
     Plugin(Box<PluginError>),

@@ -30,24 +30,21 @@ impl Reference {
     /// `localhost`, as Docker reads names; otherwise the name is Docker Hub's. The registry is
     /// made canonical (`LOCALHOST:05000` is `localhost:5000`), so `registry`, [`Self::name`]
     /// and the text shown are the same for every spelling of it.
-    pub fn parse(text: &str) -> Result<Self, String> {
-        let bad = |why: &str| {
-            format!(
-                "'{text}' is not a registry reference ({why}); write \
-                 REGISTRY/REPOSITORY:TAG or REGISTRY/REPOSITORY@sha256:DIGEST, e.g. \
-                 ghcr.io/acme/greet:1.0"
-            )
+    pub fn parse(text: &str) -> Result<Self, ReferenceError> {
+        let bad = |why: Malformed| ReferenceError {
+            text: text.to_owned(),
+            why,
         };
         if text.is_empty() || text.len() > 1024 || text.chars().any(|c| c.is_whitespace()) {
-            return Err(bad("empty, too long or with spaces"));
+            return Err(bad(Malformed::Text));
         }
         let (name, digest) = match text.split_once('@') {
             Some((name, digest)) => {
                 let hex = digest
                     .strip_prefix("sha256:")
-                    .ok_or_else(|| bad("only sha256 digests are supported"))?;
+                    .ok_or_else(|| bad(Malformed::Digest))?;
                 if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-                    return Err(bad("a sha256 digest is 64 hex digits"));
+                    return Err(bad(Malformed::Digest));
                 }
                 (name, Some(format!("sha256:{}", hex.to_ascii_lowercase())))
             }
@@ -70,7 +67,7 @@ impl Reference {
                     .chars()
                     .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
             if !valid {
-                return Err(bad("a tag is up to 128 letters, digits, `_`, `.` and `-`"));
+                return Err(bad(Malformed::Tag));
             }
         }
         let (registry, repository) = match name.split_once('/') {
@@ -81,7 +78,8 @@ impl Reference {
             }
             _ => (DOCKER_HUB.to_owned(), name.to_owned()),
         };
-        let registry = canonical_registry(&registry).map_err(|why| bad(&why))?;
+        let registry =
+            canonical_registry(&registry).map_err(|why| bad(Malformed::Registry(why)))?;
         let repository = if registry == DOCKER_HUB && !repository.contains('/') {
             format!("library/{repository}")
         } else {
@@ -97,10 +95,7 @@ impl Reference {
                     })
             });
         if !valid_path {
-            return Err(bad(
-                "a repository is lower-case letters, digits and `.`, `_`, `-` inside \
-                 `/`-separated parts",
-            ));
+            return Err(bad(Malformed::Repository));
         }
         let tag = if tag.is_none() && digest.is_none() {
             Some("latest".to_owned())
@@ -168,6 +163,51 @@ impl Reference {
             .next()
             .unwrap_or(&self.repository)
     }
+}
+
+impl std::str::FromStr for Reference {
+    type Err = ReferenceError;
+
+    /// [`Reference::parse`].
+    fn from_str(text: &str) -> Result<Self, ReferenceError> {
+        Self::parse(text)
+    }
+}
+
+/// Text that is not a registry reference, and which part of it is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "'{text}' is not a registry reference ({why}); write REGISTRY/REPOSITORY:TAG or \
+     REGISTRY/REPOSITORY@sha256:DIGEST, e.g. ghcr.io/acme/greet:1.0"
+)]
+pub struct ReferenceError {
+    /// The text.
+    pub text: String,
+    /// What is wrong with it.
+    pub why: Malformed,
+}
+
+/// What is wrong with a [`ReferenceError`]'s text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Malformed {
+    /// Empty, over 1024 bytes, or with white space.
+    #[error("empty, too long or with spaces")]
+    Text,
+    /// A digest that is not `sha256:` and 64 hex digits.
+    #[error("only sha256 digests of 64 hex digits are supported")]
+    Digest,
+    /// A tag that is not up to 128 letters, digits, `_`, `.` and `-` (not first).
+    #[error("a tag is up to 128 letters, digits, `_`, `.` and `-`")]
+    Tag,
+    /// A registry name that is not a host with an optional port.
+    #[error("{0}")]
+    Registry(String),
+    /// A repository path of other characters.
+    #[error(
+        "a repository is lower-case letters, digits and `.`, `_`, `-` inside `/`-separated parts"
+    )]
+    Repository,
 }
 
 impl fmt::Display for Reference {

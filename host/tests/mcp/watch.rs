@@ -100,8 +100,9 @@ fn a_changed_secret_is_a_new_revision() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dir_watcher_follows_the_lock_once_there_is_one() {
+    use llm_worker::LoadDirOptions;
+    use llm_worker::lock::LockFile;
     use llm_worker::mcp::DirWatcher;
-    use llm_worker::{LoadDirOptions, LockFile};
     let dir = llm_worker_tests::scratch_dir("dir-watcher-lock");
     for plugin in ["counter", "greet"] {
         std::fs::copy(
@@ -154,7 +155,7 @@ async fn a_dir_watcher_follows_the_lock_once_there_is_one() {
 
     // The lock is deleted and a plugin dropped in: the reload is refused (the watcher says
     // so), and nothing of it is served.
-    std::fs::remove_file(dir.join(llm_worker::LOCK_FILE)).expect("delete the lock");
+    std::fs::remove_file(dir.join(llm_worker::lock::LOCK_FILE)).expect("delete the lock");
     std::fs::copy(llm_worker_tests::plugin_path("calc"), dir.join("calc.wasm")).expect("copy");
     let (changed, said) = logged(watcher.rescan()).await;
     assert!(!changed);

@@ -4,6 +4,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use llm_worker::events::{LogLevel, MAX_LOGS_PER_CALL, ToolEvent, ToolEventKind, with_tool_events};
 use llm_worker::*;
 use llm_worker_tests::wat::{MetaV2, WatComponent};
 use llm_worker_tests::{error_message, host, plugin, plugin_path, scratch_dir, session};

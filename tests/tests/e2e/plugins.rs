@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use llm_worker::events::with_tool_events;
 use llm_worker::*;
 use llm_worker_tests::wait::within;
 use llm_worker_tests::{

@@ -3,6 +3,8 @@
 
 use std::path::Path;
 
+use llm_worker::content::CompletionRef;
+use llm_worker::lock::{LOCK_FILE, LockError, LockFile};
 use llm_worker::*;
 use llm_worker_tests::http_server::TestServer;
 use llm_worker_tests::{ScratchDir, host, plugin_path, scratch_dir, session};

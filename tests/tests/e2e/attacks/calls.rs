@@ -5,6 +5,7 @@ use std::future::Future;
 use std::task::Poll;
 use std::time::Duration;
 
+use llm_worker::events::with_tool_events;
 use llm_worker::*;
 use llm_worker_tests::wait::within;
 use llm_worker_tests::wat::{WatComponent, ret};
