@@ -20,10 +20,13 @@ use rmcp::service::RunningService;
 use rmcp::transport::TokioChildProcess;
 use rmcp::{RoleClient, ServiceExt};
 
+mod time;
+
 /// A reference server, pinned.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Original {
     /// An npm package whose `bin` is the server.
+    #[allow(dead_code, reason = "for the reference servers published on npm")]
     Npm {
         package: &'static str,
         version: &'static str,
