@@ -20,6 +20,7 @@ use rmcp::service::RunningService;
 use rmcp::transport::TokioChildProcess;
 use rmcp::{RoleClient, ServiceExt};
 
+mod fetch;
 mod time;
 
 /// A reference server, pinned.
