@@ -7,7 +7,7 @@
 //! reads a plugin's tool list with none of its grants (no environment), so nothing the policy
 //! grants can reach the descriptions, and a plugin sees no system timezone.
 
-use jiff::civil::Date;
+use jiff::civil::{Date, Weekday};
 use jiff::tz::{self, AmbiguousOffset, TimeZone};
 use jiff::{Timestamp, ZonedDateTime};
 use llm_worker_guest::{tool, tool_registry};
@@ -93,8 +93,9 @@ fn convert(
     let ambiguous = source_zone.to_ambiguous_zoned_datetime(wall);
     if let AmbiguousOffset::Gap { .. } = ambiguous.offset() {
         return Err(format!(
-            "Invalid time: {time} does not exist in {source_timezone} on {day} (skipped by a \
-             clock change)"
+            "Invalid time: {time} does not exist in {source_timezone} on {} (skipped by a clock \
+             change)",
+            iso_date(day)
         ));
     }
     // A time that occurs twice (a clock set back) is its first occurrence.
@@ -117,9 +118,48 @@ fn described(timezone: String, zoned: &ZonedDateTime) -> TimeResult {
         .is_dst();
     TimeResult {
         timezone,
-        datetime: zoned.strftime("%Y-%m-%dT%H:%M:%S%:z").to_string(),
-        day_of_week: zoned.strftime("%A").to_string(),
+        datetime: iso_seconds(zoned),
+        day_of_week: weekday_name(zoned.weekday()).to_owned(),
         is_dst,
+    }
+}
+
+/// `2026-12-02T16:30:00+05:45`, as Python's `isoformat(timespec="seconds")` writes it (an
+/// offset with seconds, as some historic ones have, gets `:SS`).
+fn iso_seconds(zoned: &ZonedDateTime) -> String {
+    let offset = zoned.offset().seconds();
+    let sign = if offset < 0 { '-' } else { '+' };
+    let offset = offset.unsigned_abs();
+    let mut text = format!(
+        "{}T{:02}:{:02}:{:02}{sign}{:02}:{:02}",
+        iso_date(zoned.date()),
+        zoned.hour(),
+        zoned.minute(),
+        zoned.second(),
+        offset / 3600,
+        offset / 60 % 60
+    );
+    if offset % 60 != 0 {
+        text.push_str(&format!(":{:02}", offset % 60));
+    }
+    text
+}
+
+/// `2026-03-29`.
+fn iso_date(day: Date) -> String {
+    format!("{:04}-{:02}-{:02}", day.year(), day.month(), day.day())
+}
+
+/// The day's English name, as `strftime("%A")` writes it.
+fn weekday_name(day: Weekday) -> &'static str {
+    match day {
+        Weekday::Monday => "Monday",
+        Weekday::Tuesday => "Tuesday",
+        Weekday::Wednesday => "Wednesday",
+        Weekday::Thursday => "Thursday",
+        Weekday::Friday => "Friday",
+        Weekday::Saturday => "Saturday",
+        Weekday::Sunday => "Sunday",
     }
 }
 
