@@ -139,7 +139,7 @@ fn iso_seconds(zoned: &ZonedDateTime) -> String {
         offset / 3600,
         offset / 60 % 60
     );
-    if offset % 60 != 0 {
+    if !offset.is_multiple_of(60) {
         text.push_str(&format!(":{:02}", offset % 60));
     }
     text
