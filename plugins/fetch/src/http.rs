@@ -26,10 +26,28 @@ pub enum Failure {
     NotGranted,
     /// The host refused it: the name resolves to an address that is not public.
     NotPublic,
-    /// The call's time limit passed while it ran.
+    /// The deadline given passed before the response ended.
     TimedOut,
+    /// The host ended it: the call's time limit passed.
+    CallTimeLimit,
     /// Anything else (refused connection, unknown host, broken response…), described.
     Other(String),
+}
+
+/// When a fetch gives up waiting: an instant of the monotonic clock, in nanoseconds.
+#[derive(Debug, Clone, Copy)]
+pub struct Deadline(pub u64);
+
+impl Deadline {
+    /// `milliseconds` from now.
+    #[must_use]
+    pub fn after(milliseconds: u64) -> Self {
+        #[cfg(target_arch = "wasm32")]
+        let now = wasip2::clocks::monotonic_clock::now();
+        #[cfg(not(target_arch = "wasm32"))]
+        let now: u64 = 0;
+        Self(now.saturating_add(milliseconds.saturating_mul(1_000_000)))
+    }
 }
 
 /// The `Host` part of `url` (`host[:port]`) and its path and query, as sent.
@@ -40,13 +58,16 @@ pub fn target(url: &Url) -> (&str, &str) {
     )
 }
 
-/// GETs `url` with `user_agent`, without following redirects.
+/// GETs `url` with `user_agent`, without following redirects; [`Failure::TimedOut`] if the
+/// response has not ended by `deadline`.
 #[cfg(target_arch = "wasm32")]
-pub fn get(url: &Url, user_agent: &str) -> Result<Response, Failure> {
+pub fn get(url: &Url, user_agent: &str, deadline: Deadline) -> Result<Response, Failure> {
+    use wasip2::clocks::monotonic_clock;
     use wasip2::http::outgoing_handler;
     use wasip2::http::types::{
         ErrorCode, Fields, Method, OutgoingBody, OutgoingRequest, Scheme, http_error_code,
     };
+    use wasip2::io::poll;
     use wasip2::io::streams::StreamError;
 
     fn failure(code: &ErrorCode) -> Failure {
@@ -56,7 +77,7 @@ pub fn get(url: &Url, user_agent: &str) -> Result<Response, Failure> {
             ErrorCode::ConnectionTimeout
             | ErrorCode::ConnectionReadTimeout
             | ErrorCode::ConnectionWriteTimeout
-            | ErrorCode::HttpResponseTimeout => Failure::TimedOut,
+            | ErrorCode::HttpResponseTimeout => Failure::CallTimeLimit,
             ErrorCode::DnsError(_) => Failure::Other("the host name could not be resolved".into()),
             ErrorCode::ConnectionRefused => Failure::Other("the connection was refused".into()),
             ErrorCode::DestinationUnavailable | ErrorCode::DestinationNotFound => {
@@ -98,7 +119,14 @@ pub fn get(url: &Url, user_agent: &str) -> Result<Response, Failure> {
     let body = request.body().map_err(|()| broken("no request body"))?;
     let pending = outgoing_handler::handle(request, None).map_err(|e| failure(&e))?;
     OutgoingBody::finish(body, None).map_err(|e| failure(&e))?;
-    pending.subscribe().block();
+    let timer = monotonic_clock::subscribe_instant(deadline.0);
+    {
+        let answered = pending.subscribe();
+        poll::poll(&[&answered, &timer]);
+        if !answered.ready() {
+            return Err(Failure::TimedOut);
+        }
+    }
     let response = pending
         .get()
         .ok_or_else(|| broken("no response"))?
@@ -130,7 +158,14 @@ pub fn get(url: &Url, user_agent: &str) -> Result<Response, Failure> {
             cut = true;
             break;
         }
-        match stream.blocking_read(room.min(64 << 10) as u64) {
+        {
+            let readable = stream.subscribe();
+            poll::poll(&[&readable, &timer]);
+            if !readable.ready() {
+                return Err(Failure::TimedOut);
+            }
+        }
+        match stream.read(room.min(64 << 10) as u64) {
             Ok(chunk) => bytes.extend(chunk),
             Err(StreamError::Closed) => break,
             Err(StreamError::LastOperationFailed(error)) => {
@@ -154,7 +189,7 @@ pub fn get(url: &Url, user_agent: &str) -> Result<Response, Failure> {
 
 /// Natively there is no `wasi:http`: every request fails, saying so.
 #[cfg(not(target_arch = "wasm32"))]
-pub fn get(_url: &Url, _user_agent: &str) -> Result<Response, Failure> {
+pub fn get(_url: &Url, _user_agent: &str, _deadline: Deadline) -> Result<Response, Failure> {
     Err(Failure::Other(
         "HTTP needs wasi:http: run this tool as a plugin".into(),
     ))

@@ -9,14 +9,15 @@
 //!
 //! Settings, as the original's flags, from the policy's `[env]` (read at each call):
 //! `FETCH_USER_AGENT` (`--user-agent`) and `FETCH_IGNORE_ROBOTS_TXT=1`
-//! (`--ignore-robots-txt`). Private addresses and proxies are the host's business
-//! (`[http] allow_private`).
+//! (`--ignore-robots-txt`); and `FETCH_TIMEOUT_MS` (default 25000), after which a call gives
+//! up waiting for responses with its own message, before the host's time limit stops it.
+//! Private addresses and proxies are the host's business (`[http] allow_private`).
 
 pub mod http;
 pub mod markdown;
 mod prompt;
 
-use http::{Failure, Response};
+use http::{Deadline, Failure, Response};
 use llm_worker_guest::{
     Completion, CompletionRef, Prompt, PromptMeta, RequestError, ToolDefinition, ToolRegistry,
     tool, tool_registry,
@@ -29,6 +30,9 @@ pub const USER_AGENT_AUTONOMOUS: &str =
 /// The user agent of the prompt: a user's own request.
 pub const USER_AGENT_MANUAL: &str =
     "ModelContextProtocol/1.0 (User-Specified; +https://github.com/modelcontextprotocol/servers)";
+
+/// How long a call waits for its responses, all together, unless `FETCH_TIMEOUT_MS` says.
+const DEFAULT_TIMEOUT_MS: u64 = 25_000;
 
 /// Redirects followed before giving up (httpx's default, as the original).
 const MAX_REDIRECTS: usize = 20;
@@ -100,13 +104,15 @@ impl FetchTool {
         raw: bool,
     ) -> Result<String, String> {
         let settings = Settings::from_env();
+        let limit = settings.limit();
         let page_url = parse(&url)?;
         if !settings.ignore_robots_txt {
-            may_autonomously_fetch(&page_url, &settings.user_agent_autonomous)?;
+            may_autonomously_fetch(&page_url, &settings.user_agent_autonomous, &limit)?;
         }
         let robots =
             (!settings.ignore_robots_txt).then_some(settings.user_agent_autonomous.as_str());
-        let (content, prefix) = fetch_url(&page_url, &settings.user_agent_autonomous, raw, robots)?;
+        let agent = &settings.user_agent_autonomous;
+        let (content, prefix) = fetch_url(&page_url, agent, raw, robots, &limit)?;
         Ok(format!(
             "{prefix}Contents of {page_url}:\n{}",
             page(&content, start_index, max_length)
@@ -119,6 +125,13 @@ struct Settings {
     user_agent_autonomous: String,
     user_agent_manual: String,
     ignore_robots_txt: bool,
+    timeout_ms: u64,
+}
+
+/// How long a call may wait, and until when.
+struct Limit {
+    timeout_ms: u64,
+    deadline: Deadline,
 }
 
 impl Settings {
@@ -128,12 +141,25 @@ impl Settings {
             .filter(|agent| !agent.is_empty());
         let ignore = std::env::var("FETCH_IGNORE_ROBOTS_TXT")
             .is_ok_and(|value| matches!(value.to_ascii_lowercase().as_str(), "1" | "true" | "yes"));
+        let timeout_ms = std::env::var("FETCH_TIMEOUT_MS")
+            .ok()
+            .and_then(|ms| ms.trim().parse().ok())
+            .unwrap_or(DEFAULT_TIMEOUT_MS);
         Self {
             user_agent_autonomous: custom
                 .clone()
                 .unwrap_or_else(|| USER_AGENT_AUTONOMOUS.to_owned()),
             user_agent_manual: custom.unwrap_or_else(|| USER_AGENT_MANUAL.to_owned()),
             ignore_robots_txt: ignore,
+            timeout_ms,
+        }
+    }
+
+    /// The limit of a call starting now.
+    fn limit(&self) -> Limit {
+        Limit {
+            timeout_ms: self.timeout_ms,
+            deadline: Deadline::after(self.timeout_ms),
         }
     }
 }
@@ -225,14 +251,14 @@ fn robots_url(url: &Url) -> Url {
 }
 
 /// Refuses what `url`'s robots.txt forbids `user_agent`, with the original's messages.
-fn may_autonomously_fetch(url: &Url, user_agent: &str) -> Result<(), String> {
+fn may_autonomously_fetch(url: &Url, user_agent: &str, limit: &Limit) -> Result<(), String> {
     let robots_txt_url = robots_url(url);
     let connection_issue =
         || format!("Failed to fetch robots.txt {robots_txt_url} due to a connection issue");
     let mut at = robots_txt_url.clone();
     let mut hops = 0;
     let response = loop {
-        let response = match http::get(&at, user_agent) {
+        let response = match http::get(&at, user_agent, limit.deadline) {
             Ok(response) => response,
             // The page's own origin, or where its robots.txt redirects: named as the page.
             Err(failure @ (Failure::NotGranted | Failure::NotPublic)) => {
@@ -298,6 +324,7 @@ fn fetch_url(
     user_agent: &str,
     force_raw: bool,
     robots: Option<&str>,
+    limit: &Limit,
 ) -> Result<(String, String), String> {
     let mut at = page_url.clone();
     let mut hops = 0;
@@ -305,18 +332,25 @@ fn fetch_url(
         if hops > 0
             && let Some(agent) = robots
         {
-            may_autonomously_fetch(&at, agent)?;
+            may_autonomously_fetch(&at, agent, limit)?;
         }
-        let response = match http::get(&at, user_agent) {
+        let response = match http::get(&at, user_agent, limit.deadline) {
             Ok(response) => response,
             Err(failure @ (Failure::NotGranted | Failure::NotPublic)) => {
                 return Err(refusal(&at, &failure));
             }
             Err(Failure::TimedOut) => {
                 return Err(format!(
+                    "Failed to fetch {page_url}: no complete response within {} ms (the site is \
+                     slow, or sends its page slowly); an operator can raise FETCH_TIMEOUT_MS \
+                     ([env]) and [limits] timeout_ms in fetch.policy.toml",
+                    limit.timeout_ms
+                ));
+            }
+            Err(Failure::CallTimeLimit) => {
+                return Err(format!(
                     "Failed to fetch {page_url}: the call's time limit ended before the response \
-                     did (the site is slow, or sends its page slowly); an operator can raise \
-                     [limits] timeout_ms in fetch.policy.toml"
+                     did; an operator can raise [limits] timeout_ms in fetch.policy.toml"
                 ));
             }
             Err(Failure::Other(what)) => return Err(format!("Failed to fetch {page_url}: {what}")),

@@ -14,7 +14,8 @@ impl FetchPrompt {
     fn fetch(&self, #[description = "URL to fetch"] url: String) -> String {
         let settings = super::Settings::from_env();
         let fetched = super::parse(&url).and_then(|page_url| {
-            super::fetch_url(&page_url, &settings.user_agent_manual, false, None)
+            let limit = settings.limit();
+            super::fetch_url(&page_url, &settings.user_agent_manual, false, None, &limit)
         });
         match fetched {
             Ok((content, prefix)) => prefix + &content,

@@ -207,17 +207,16 @@ async fn answer(
     let _ = stream.shutdown().await;
 }
 
-/// Our plugin, its policy granting exactly `grants` (and the prompt the same), with `limits`
-/// (a `[limits]` table's lines).
-async fn our_fetch(grants: &[String], limits: &str) -> (Session, llm_worker_tests::ScratchDir) {
+/// Our plugin, its policy granting exactly `grants` (and the prompt the same), and `more`
+/// (TOML tables: `[limits]`, `[env]`).
+async fn our_fetch(grants: &[String], more: &str) -> (Session, llm_worker_tests::ScratchDir) {
     let list = grants
         .iter()
         .map(|grant| format!("{grant:?}"))
         .collect::<Vec<_>>()
         .join(", ");
-    let policy = format!(
-        "[http]\nallow = [{list}]\n\n[prompts.http]\nallow = [{list}]\n\n[limits]\n{limits}\n"
-    );
+    let policy =
+        format!("[http]\nallow = [{list}]\n\n[prompts.http]\nallow = [{list}]\n\n{more}\n");
     let (dir, scratch) = plugin_dir("fetch", &[("fetch.policy.toml", &policy)]);
     (ours(&dir).await, scratch)
 }
@@ -524,7 +523,7 @@ async fn big_and_slow_responses_are_bounded() {
     assert!(our.0.contains("only its start was read"), "{our:?}");
 
     // Under a smaller output limit, the host refuses the answer, saying so.
-    let (small, _small_dir) = our_fetch(&grant, "max_output_bytes = 100000").await;
+    let (small, _small_dir) = our_fetch(&grant, "[limits]\nmax_output_bytes = 100000").await;
     let our = fetch(&small, largest).await;
     println!("over the output limit: ours {our:?}");
     assert!(
@@ -532,10 +531,25 @@ async fn big_and_slow_responses_are_bounded() {
         "{our:?}"
     );
 
-    // A slow drip ends at the time limit.
-    let (slow, _slow_dir) = our_fetch(&grant, "timeout_ms = 2000").await;
-    let our = fetch(&slow, json!({ "url": site.url("/drip") })).await;
-    println!("slow drip: ours {our:?}");
+    // A slow drip ends when the plugin stops waiting (FETCH_TIMEOUT_MS), before the host's
+    // time limit: a tool error, the instance kept.
+    let drip = json!({ "url": site.url("/drip") });
+    let (patient, _patient_dir) = our_fetch(
+        &grant,
+        "[env]\nset = { FETCH_TIMEOUT_MS = \"1000\" }\n[limits]\ntimeout_ms = 8000",
+    )
+    .await;
+    let our = fetch(&patient, drip.clone()).await;
+    println!("slow drip, FETCH_TIMEOUT_MS 1000: ours {our:?}");
+    assert!(
+        message(&our).contains("no complete response within 1000 ms"),
+        "{our:?}"
+    );
+    // With the host's time limit first, the call ends there, saying so (the host's message, or
+    // the plugin's if it reads the host's timeout of the request first).
+    let (slow, _slow_dir) = our_fetch(&grant, "[limits]\ntimeout_ms = 2000").await;
+    let our = fetch(&slow, drip).await;
+    println!("slow drip, timeout_ms 2000: ours {our:?}");
     assert!(our.1 && our.0.contains("time limit"), "{our:?}");
     // The original waits for it (its timeout is per read); a drip of 30 bytes over 3 s.
     let their = fetch(&theirs, json!({ "url": site.url("/drip30") })).await;
