@@ -120,7 +120,7 @@ impl FetchTool {
     }
 }
 
-/// The settings the original takes as flags, from the environment.
+/// The settings, from the environment: the original's flags, and how long to wait.
 struct Settings {
     user_agent_autonomous: String,
     user_agent_manual: String,
