@@ -20,14 +20,12 @@ use rmcp::service::RunningService;
 use rmcp::transport::TokioChildProcess;
 use rmcp::{RoleClient, ServiceExt};
 
+mod fetch;
 mod memory;
+mod time;
 
 /// A reference server, pinned.
 #[derive(Clone, Copy, Debug)]
-#[allow(
-    dead_code,
-    reason = "each plugin's tests construct the kind of original they need, not every kind"
-)]
 pub(crate) enum Original {
     /// An npm package whose `bin` is the server.
     Npm {
