@@ -3,6 +3,8 @@
 //! silently wins: [`mutual`]); a catalog being replaced while it serves keeps the one that
 //! came first and leaves the later one out ([`Claims`]). Names are compared exactly; the key
 //! is generic so that other namespaces (a resource URI, a prompt name) clash the same way.
+//! Beside equal names, a fixed resource URI of one plugin that a template of another matches
+//! is a clash too ([`uri_clash`]): a read of it would have two answers.
 
 use std::collections::BTreeMap;
 
@@ -72,6 +74,15 @@ pub(crate) fn mutual<K: Ord + Clone>(lists: &[Vec<K>]) -> Vec<Option<(K, usize)>
             })
         })
         .collect()
+}
+
+/// The fixed resource URI of one of `a` and `b` that a template of the other matches, if any:
+/// a read of it would have two answers.
+pub(crate) fn uri_clash<'p>(
+    a: &'p crate::LoadedPlugin,
+    b: &'p crate::LoadedPlugin,
+) -> Option<&'p str> {
+    a.resource_claimed_by(b).or_else(|| b.resource_claimed_by(a))
 }
 
 #[cfg(test)]

@@ -222,6 +222,23 @@ fn without_clashes(groups: impl IntoIterator<Item = ToolGroup>) -> Arc<[ToolGrou
             );
             continue;
         }
+        // A fixed URI of one plugin that a template of another matches: reads of it would
+        // have two answers. The one that came first keeps it.
+        let claimed = group.plugin.as_ref().and_then(|plugin| {
+            kept.iter().find_map(|earlier: &ToolGroup| {
+                let uri = crate::clash::uri_clash(plugin, earlier.plugin.as_ref()?)?;
+                Some((uri.to_owned(), earlier.name.clone()))
+            })
+        });
+        if let Some((uri, owner)) = claimed {
+            tracing::warn!(
+                "not serving {}: a read of the resource '{uri}' would be answered by {owner} \
+                 too (a fixed URI of one and a template of the other); rename or remove one \
+                 of them",
+                group.name
+            );
+            continue;
+        }
         claims.claim(&offered, group.name.clone());
         kept.push(group);
     }

@@ -122,11 +122,8 @@ impl PluginHost {
         // A fixed resource URI of one plugin that a template of another matches: a read of it
         // would have two answers. Both are refused, like any clash.
         for (at, plugin) in loaded.iter().enumerate() {
-            for (other_at, other) in loaded.iter().enumerate() {
-                if at == other_at {
-                    continue;
-                }
-                if let Some(uri) = plugin.resource_claimed_by(other) {
+            for (other_at, other) in loaded.iter().enumerate().skip(at + 1) {
+                if let Some(uri) = crate::clash::uri_clash(plugin, other) {
                     for (this, that) in [(at, other_at), (other_at, at)] {
                         if clashing[this] {
                             continue;

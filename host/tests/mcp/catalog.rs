@@ -98,3 +98,32 @@ fn a_tool_name_offered_twice_is_served_once() {
     assert_eq!(groups.len(), 1, "{groups:?}");
     assert_eq!(groups[0].name(), counter.path().display().to_string());
 }
+
+/// As a directory refuses both, a catalog (what `--watch` replaces as files come and go)
+/// serves only the first of two plugins where a fixed resource URI of one is matched by a
+/// template of the other: `lookalike`'s `notes://note/7` and `notes`' `notes://note/{id}`.
+#[test]
+fn a_fixed_uri_another_plugins_template_matches_is_served_once() {
+    let host = llm_worker_tests::host();
+    let load = |name: &str| {
+        host.load(llm_worker_tests::plugin_path(name))
+            .expect("load")
+    };
+    let (notes, lookalike, counter) = (load("notes"), load("lookalike"), load("counter"));
+    for (first, second) in [(&notes, &lookalike), (&lookalike, &notes)] {
+        let catalog = ToolCatalog::from_plugins([first, second, &counter]);
+        let served: Vec<String> = catalog
+            .groups()
+            .iter()
+            .map(|group| group.name().to_owned())
+            .collect();
+        assert_eq!(
+            served,
+            [
+                first.path().display().to_string(),
+                counter.path().display().to_string()
+            ],
+            "the first comes first"
+        );
+    }
+}
