@@ -1,0 +1,114 @@
+//! The tools natively, on a scratch directory granted read-write (and one read-only).
+
+use llm_worker_guest::block_on;
+
+use super::*;
+
+struct Scratch(std::path::PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn scratch(name: &str) -> (Scratch, String) {
+    let dir = std::env::temp_dir().join(format!("filesystem-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let real = std::fs::canonicalize(&dir).expect("canonicalize");
+    let text = real.to_str().expect("utf-8").to_owned();
+    (Scratch(real), text)
+}
+
+fn server(dir: &str, writable: bool, limits: Limits) -> Filesystem {
+    Filesystem::new(
+        vec![Allowed {
+            path: dir.to_owned(),
+            writable,
+        }],
+        limits,
+    )
+}
+
+#[test]
+fn reads_writes_and_edits_as_the_original_answers() {
+    let (_scratch, dir) = scratch("rw");
+    let fs = server(&dir, true, Limits::default());
+    let file = format!("{dir}/a.txt");
+    assert_eq!(
+        fs.write_file(file.clone(), "one\ntwo\nthree\n".into()),
+        Ok(format!("Successfully wrote to {file}"))
+    );
+    assert_eq!(fs.read_text_file(file.clone(), None, None).as_deref(), Ok("one\ntwo\nthree\n"));
+    assert_eq!(fs.read_text_file(file.clone(), None, Some(2.0)).as_deref(), Ok("one\ntwo"));
+    assert_eq!(fs.read_text_file(file.clone(), Some(2.0), None).as_deref(), Ok("three\n"));
+    assert!(fs.read_text_file(file.clone(), Some(1.0), Some(1.0)).is_err());
+    let edits = vec![EditOperation {
+        old_text: "two".into(),
+        new_text: "2".into(),
+    }];
+    let diff = fs.edit_file(file.clone(), edits, false).expect("edit");
+    assert!(diff.starts_with("```diff\nIndex: "), "{diff}");
+    assert!(diff.contains("-two\n+2\n"), "{diff}");
+    assert_eq!(fs.read_file(file.clone(), None, None).as_deref(), Ok("one\n2\nthree\n"));
+    assert_eq!(
+        fs.create_directory(format!("{dir}/x/y")),
+        Ok(format!("Successfully created directory {dir}/x/y"))
+    );
+    let listing = fs.list_directory(dir.clone()).expect("list");
+    let mut lines: Vec<&str> = listing.lines().collect();
+    lines.sort_unstable();
+    assert_eq!(lines, ["[DIR] x", "[FILE] a.txt"]);
+    let sized = fs.list_directory_with_sizes(dir.clone(), SortBy::Size).expect("sizes");
+    assert!(sized.ends_with("\nTotal: 1 files, 1 directories\nCombined size: 12 B"), "{sized}");
+    assert_eq!(
+        fs.search_files(dir.clone(), "**/*.txt".into(), vec![]).as_deref(),
+        Ok(file.as_str())
+    );
+    let tree = fs.directory_tree(dir.clone(), vec!["y".into()]).expect("tree");
+    assert!(tree.contains("\"children\": []") && !tree.contains("\"y\""), "{tree}");
+    assert_eq!(
+        fs.move_file(file.clone(), format!("{dir}/x/b.txt")),
+        Ok(format!("Successfully moved {file} to {dir}/x/b.txt"))
+    );
+    let info = fs.get_file_info(format!("{dir}/x/b.txt")).expect("info");
+    assert!(info.starts_with("size: 12\ncreated: "), "{info}");
+    assert!(info.contains("\nisDirectory: false\nisFile: true\n"), "{info}");
+    assert_eq!(
+        fs.list_allowed_directories(),
+        Ok(format!("Allowed directories:\n{dir}"))
+    );
+    let missing = fs.read_text_file(format!("{dir}/nope"), None, None).unwrap_err();
+    assert_eq!(missing, format!("ENOENT: no such file or directory, open '{dir}/nope'"));
+}
+
+#[test]
+fn read_only_grants_refuse_changes_and_limits_stop_big_work() {
+    let (_scratch, dir) = scratch("ro");
+    std::fs::write(format!("{dir}/big"), vec![b'x'; 2000]).expect("write");
+    for n in 0..30 {
+        std::fs::write(format!("{dir}/f{n}"), "").expect("write");
+    }
+    let limits = Limits {
+        max_bytes: 1000,
+        max_entries: 10,
+        max_depth: 2,
+    };
+    let fs = server(&dir, false, limits);
+    let refused = fs.write_file(format!("{dir}/new"), "x".into()).unwrap_err();
+    assert!(refused.contains("granted read-only"), "{refused}");
+    assert!(!std::path::Path::new(&format!("{dir}/new")).exists());
+    let big = fs.read_text_file(format!("{dir}/big"), None, None).unwrap_err();
+    assert!(big.contains("2000 bytes, over the 1000 bytes"), "{big}");
+    let head = fs.read_text_file(format!("{dir}/big"), Some(1.0), None).unwrap_err();
+    assert!(head.contains("ask for fewer lines"), "{head}");
+    let listing = fs.list_directory(dir.clone()).expect("list");
+    assert_eq!(listing.lines().count(), 11, "{listing}");
+    assert!(listing.ends_with("use search_files with a pattern to find the others"));
+    let walk = fs.search_files(dir.clone(), "*".into(), vec![]).unwrap_err();
+    assert!(walk.starts_with("search_files stopped after looking at 10 entries"), "{walk}");
+    let tree = fs.directory_tree(dir.clone(), vec![]).unwrap_err();
+    assert!(tree.starts_with("directory_tree stopped after 10 entries"), "{tree}");
+    assert!(block_on(async { fs.list_allowed_directories() }).is_ok_and(|t| t.ends_with("(read-only)")));
+}
