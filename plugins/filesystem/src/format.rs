@@ -22,7 +22,12 @@ pub fn size(bytes: u64) -> String {
     // by a power of two is exact in a double).
     let divisor = 1u128 << (10 * unit);
     let hundredths = (u128::from(bytes) * 200 + divisor) / (2 * divisor);
-    format!("{}.{:02} {}", hundredths / 100, hundredths % 100, UNITS[unit])
+    format!(
+        "{}.{:02} {}",
+        hundredths / 100,
+        hundredths % 100,
+        UNITS[unit]
+    )
 }
 
 /// A time as JavaScript's `Date.prototype.toString` writes it in UTC:

@@ -21,8 +21,9 @@ impl Glob {
             alternatives
                 .iter()
                 .map(|alternative| {
-                    Pattern::new(alternative)
-                        .unwrap_or_else(|_| Pattern::new(&Pattern::escape(alternative)).unwrap_or_default())
+                    Pattern::new(alternative).unwrap_or_else(|_| {
+                        Pattern::new(&Pattern::escape(alternative)).unwrap_or_default()
+                    })
                 })
                 .collect(),
         )

@@ -203,9 +203,11 @@ const MAX_LINKS: usize = 40;
 /// looked at.
 pub fn validate(requested: &str, allowed: &[Allowed], fs: &impl Links) -> Result<String, String> {
     if allowed.is_empty() {
-        return Err("Access denied - this plugin has no allowed directories: its policy grants \
+        return Err(
+            "Access denied - this plugin has no allowed directories: its policy grants \
                     none; add a [[dirs]] entry to filesystem.policy.toml"
-            .into());
+                .into(),
+        );
     }
     if requested == "~" || requested.starts_with("~/") {
         return Err(format!(
