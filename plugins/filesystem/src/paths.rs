@@ -181,12 +181,15 @@ pub struct RealFs;
 
 impl Links for RealFs {
     fn link_target(&self, path: &str) -> io::Result<Option<String>> {
-        let meta = std::fs::symlink_metadata(path)?;
-        if !meta.file_type().is_symlink() {
-            return Ok(None);
+        match std::fs::read_link(path) {
+            Ok(target) => Ok(Some(target.to_string_lossy().into_owned())),
+            // Not a link (EINVAL), or something the sandbox will not describe: ask what it is.
+            Err(error) => match std::fs::symlink_metadata(path) {
+                Ok(meta) if !meta.file_type().is_symlink() => Ok(None),
+                Ok(_) => Err(error),
+                Err(other) => Err(other),
+            },
         }
-        let target = std::fs::read_link(path)?;
-        Ok(Some(target.to_string_lossy().into_owned()))
     }
 }
 
@@ -292,6 +295,15 @@ fn resolve(path: &str, allowed: &[Allowed], fs: &impl Links) -> Result<String, S
                 Err(error) if error.kind() == io::ErrorKind::NotFound => {
                     // Nothing below exists yet: no links left to resolve.
                     return Ok(join(&resolved, &rest[at..].join("/")));
+                }
+                // The sandbox neither follows nor shows a link to an absolute path outside.
+                Err(error) if error.kind() == io::ErrorKind::PermissionDenied => {
+                    return Err(format!(
+                        "Access denied - the sandbox refuses to look at {next}: a symbolic link \
+                         out of the allowed directories (whose target it does not show), or a \
+                         path it may not read; allowed directories: {}",
+                        listed(allowed)
+                    ));
                 }
                 Err(error) => return Err(node_error(&error, "lstat", &next)),
             }
