@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use llm_worker_tests::ScratchDir;
 use serde_json::{Value, json};
 
-use super::{Original, Session, original, ours, plugin_dir, shapes};
+use super::{Original, Session, call_text, original, ours, plugin_dir, shapes};
 
 const ORIGINAL: Original = Original::Npm {
     package: "@modelcontextprotocol/server-filesystem",
@@ -339,6 +339,13 @@ async fn the_same_calls_get_the_same_answers() {
     layout.fill();
     let ours = ours(&layout.plugins).await;
     assert_eq!(shapes(&ours).await, theirs_shapes);
+    let (listed, is_error) = call_text(&ours, "list_allowed_directories", json!({}))
+        .await
+        .expect("tools/call");
+    assert_eq!(
+        (listed, is_error),
+        (format!("Allowed directories:\n{}", layout.at("")), false)
+    );
     let mut differences = Vec::new();
     for ((tool, arguments), theirs) in ordinary_calls(&layout).into_iter().zip(theirs) {
         let mine = normalised(tool, ask(&ours, tool, arguments.clone()).await);
@@ -1072,4 +1079,159 @@ async fn a_read_only_grant_refuses_changes_clearly() {
     );
     assert!(!layout.data.join("new.txt").exists() && !layout.data.join("made").exists());
     let _ = session.cancel().await;
+}
+
+/// A client that offers these roots (and nothing else).
+#[derive(Clone)]
+struct RootsClient(Vec<String>);
+
+// Roots are deprecated in a later MCP revision, and still what the original reads.
+#[allow(deprecated)]
+impl rmcp::ClientHandler for RootsClient {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        serde_json::from_value(json!({
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"roots": {}},
+            "clientInfo": {"name": "llm-worker-tests", "version": "1"}
+        }))
+        .expect("client info")
+    }
+
+    async fn list_roots(
+        &self,
+        _context: rmcp::service::RequestContext<rmcp::RoleClient>,
+    ) -> Result<rmcp::model::ListRootsResult, rmcp::ErrorData> {
+        let roots: Vec<Value> = self
+            .0
+            .iter()
+            .map(|path| json!({"uri": format!("file://{path}"), "name": "root"}))
+            .collect();
+        Ok(serde_json::from_value(json!({ "roots": roots })).expect("roots"))
+    }
+}
+
+/// `command` connected with a client offering `roots`.
+async fn with_roots(
+    command: tokio::process::Command,
+    roots: Vec<String>,
+) -> rmcp::service::RunningService<rmcp::RoleClient, RootsClient> {
+    use rmcp::ServiceExt;
+    let (transport, _) = rmcp::transport::TokioChildProcess::builder(command)
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .expect("start the server");
+    RootsClient(roots)
+        .serve(transport)
+        .await
+        .expect("initialize")
+}
+
+/// The client's roots: the original replaces its allowed directories with them, even with a
+/// root outside the directories it was started with (it then reads outside them); ours takes
+/// a root only inside a grant (narrowing it) and keeps its grants otherwise.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn roots_narrow_our_grants_and_never_widen_them() {
+    let layout = Layout::new("rw");
+    layout.fill();
+    let data = layout.at("");
+    let policy = format!(
+        "[[dirs]]\nhost = {data:?}\nguest = {data:?}\nmode = \"rw\"\n[client]\nroots = true\n"
+    );
+    std::fs::write(layout.plugins.join("filesystem.policy.toml"), policy).expect("policy");
+    let outside = layout.outside.to_str().expect("UTF-8").to_owned();
+    let secret = json!({"path": layout.outside("secret.txt")});
+    let allowed = |session: &rmcp::service::RunningService<rmcp::RoleClient, RootsClient>| {
+        let session = session.peer().clone();
+        async move {
+            let result = session
+                .call_tool(super::super::mcp::call(
+                    "list_allowed_directories",
+                    json!({}),
+                ))
+                .await
+                .expect("tools/call");
+            super::super::mcp::text(&result)
+        }
+    };
+    let read = |session: &rmcp::service::RunningService<rmcp::RoleClient, RootsClient>,
+                arguments: Value| {
+        let session = session.peer().clone();
+        async move {
+            let result = session
+                .call_tool(super::super::mcp::call("read_text_file", arguments))
+                .await
+                .expect("tools/call");
+            (
+                super::super::mcp::text(&result),
+                result.is_error == Some(true),
+            )
+        }
+    };
+
+    if let Some(program) = ORIGINAL.program() {
+        let mut command = tokio::process::Command::new(program);
+        command.arg(&layout.data).env("TZ", "UTC");
+        let original = with_roots(command, vec![outside.clone()]).await;
+        // It asks for the roots once initialised: wait until it has taken them.
+        let peer = original.peer().clone();
+        llm_worker_tests::wait::eventually("the original to take the roots", || {
+            let peer = peer.clone();
+            let want = format!("Allowed directories:\n{outside}");
+            async move {
+                let result = peer
+                    .call_tool(super::super::mcp::call(
+                        "list_allowed_directories",
+                        json!({}),
+                    ))
+                    .await
+                    .ok()?;
+                (super::super::mcp::text(&result) == want).then_some(())
+            }
+        })
+        .await;
+        let (text, _) = read(&original, secret.clone()).await;
+        eprintln!("original, a root outside its directories, read_text_file outside: {text:?}");
+        assert_eq!(text, SECRET);
+        let _ = original.cancel().await;
+    }
+
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"));
+    let cache = layout.plugins.parent().expect("scratch").join("cache");
+    command
+        .arg("serve")
+        .arg("--cache-dir")
+        .arg(&cache)
+        .arg(&layout.plugins);
+    let wider = with_roots(command, vec![outside.clone()]).await;
+    assert_eq!(
+        allowed(&wider).await,
+        format!("Allowed directories:\n{data}")
+    );
+    let (text, is_error) = read(&wider, secret.clone()).await;
+    assert!(
+        is_error && text.starts_with("Access denied - path outside"),
+        "{text}"
+    );
+    let _ = wider.cancel().await;
+
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"));
+    command
+        .arg("serve")
+        .arg("--cache-dir")
+        .arg(&cache)
+        .arg(&layout.plugins);
+    let narrower = with_roots(command, vec![layout.at("sub")]).await;
+    assert_eq!(
+        allowed(&narrower).await,
+        format!("Allowed directories:\n{}", layout.at("sub"))
+    );
+    let (text, is_error) = read(&narrower, json!({"path": layout.at("a.txt")})).await;
+    assert!(
+        is_error && text.starts_with("Access denied - path outside"),
+        "{text}"
+    );
+    let (text, is_error) = read(&narrower, json!({"path": layout.at("sub/b.txt")})).await;
+    assert_eq!((text.as_str(), is_error), ("inside sub\n", false));
+    let _ = narrower.cancel().await;
+    layout.assert_outside_untouched();
 }
