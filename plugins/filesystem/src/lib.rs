@@ -128,9 +128,7 @@ impl Filesystem {
             f64,
         >,
     ) -> ToolOutput {
-        answer((|| -> Result<String, Failure> {
-            self.read_text(&path, head, tail)
-        })())
+        answer(self.read_text(&path, head, tail))
     }
 
     /// Read the complete contents of a file from the file system as text. Handles various text encodings and provides detailed error messages if the file cannot be read. Use this tool when you need to examine the contents of a single file. Use the 'head' parameter to read only the first N lines of a file, or the 'tail' parameter to read only the last N lines of a file. Operates on the file as text regardless of extension. Only works within allowed directories.
@@ -143,50 +141,13 @@ impl Filesystem {
             f64,
         >,
     ) -> ToolOutput {
-        answer((|| -> Result<String, Failure> {
-            self.read_text(&path, head, tail)
-        })())
+        answer(self.read_text(&path, head, tail))
     }
 
     /// Read a file and return it as a base64-encoded content block with its MIME type. Image and audio files are returned as image/audio content; any other file type is returned as an embedded resource. Only works within allowed directories.
     #[tool(title = "Read Media File", read_only, open_world = false)]
     fn read_media_file(&self, path: String) -> ToolOutput {
-        answer_with((|| -> Result<ToolOutput, Failure> {
-            let allowed = self.allowed()?;
-            let real = validate(&path, &allowed, &RealFs)?;
-            let data = self.read_bounded(&real)?;
-            let extension = real
-                .rsplit('/')
-                .next()
-                .and_then(|name| name.rfind('.').filter(|&at| at > 0).map(|at| &name[at..]))
-                .unwrap_or("")
-                .to_ascii_lowercase();
-            let mime = match extension.as_str() {
-                ".png" => "image/png",
-                ".jpg" | ".jpeg" => "image/jpeg",
-                ".gif" => "image/gif",
-                ".webp" => "image/webp",
-                ".bmp" => "image/bmp",
-                ".svg" => "image/svg+xml",
-                ".mp3" => "audio/mpeg",
-                ".wav" => "audio/wav",
-                ".ogg" => "audio/ogg",
-                ".flac" => "audio/flac",
-                _ => "application/octet-stream",
-            };
-            let block = if mime.starts_with("image/") {
-                Content::image(mime, data)
-            } else if mime.starts_with("audio/") {
-                Content::audio(mime, data)
-            } else {
-                Content::Resource(ResourceContents::blob(
-                    format::file_url(&real),
-                    Some(mime),
-                    data,
-                ))
-            };
-            Ok(ToolOutput::content(vec![block]))
-        })())
+        answer_with(self.run_read_media_file(path))
     }
 
     /// Read the contents of multiple files simultaneously. This is more efficient than reading files one by one when you need to analyze or compare multiple files. Each file's content is returned with its path as a reference. Failed reads for individual files won't stop the entire operation. Only works within allowed directories.
@@ -197,35 +158,7 @@ impl Filesystem {
         #[schemars(length(min = 1))]
         paths: Vec<String>,
     ) -> ToolOutput {
-        answer((|| -> Result<String, Failure> {
-            if paths.is_empty() {
-                return Err("At least one file path must be provided".into());
-            }
-            let allowed = self.allowed()?;
-            let mut answers = Vec::with_capacity(paths.len());
-            let mut total: u64 = 0;
-            for path in &paths {
-                let read = validate(path, &allowed, &RealFs).and_then(|real| {
-                    let text = self.read_whole(&real)?;
-                    let size = u64::try_from(text.len()).unwrap_or(u64::MAX);
-                    if total.saturating_add(size) > self.limits.max_bytes {
-                        return Err(format!(
-                            "not read: with it the answer would be over {} bytes, what this server \
-                             answers at once (FILESYSTEM_MAX_BYTES); read it on its own, or with \
-                             head or tail",
-                            self.limits.max_bytes
-                        ));
-                    }
-                    total = total.saturating_add(size);
-                    Ok(text)
-                });
-                answers.push(match read {
-                    Ok(text) => format!("{path}:\n{text}\n"),
-                    Err(error) => format!("{path}: Error - {error}"),
-                });
-            }
-            Ok(answers.join("\n---\n"))
-        })())
+        answer(self.run_read_multiple_files(paths))
     }
 
     /// Create a new file or completely overwrite an existing file with new content. Use with caution as it will overwrite existing files without warning. Handles text content with proper encoding. Only works within allowed directories.
@@ -237,25 +170,7 @@ impl Filesystem {
         open_world = false
     )]
     fn write_file(&self, path: String, content: String) -> ToolOutput {
-        answer((|| -> Result<String, Failure> {
-            let allowed = self.allowed()?;
-            let real = validate(&path, &allowed, &RealFs)?;
-            writable(&real, &allowed)?;
-            let created = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&real);
-            match created {
-                Ok(mut file) => file
-                    .write_all(content.as_bytes())
-                    .map_err(|e| node_error(&e, "write", &real))?,
-                Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {
-                    replace(&real, content.as_bytes())?;
-                }
-                Err(error) => return Err(node_error(&error, "open", &real)),
-            }
-            Ok(format!("Successfully wrote to {path}"))
-        })())
+        answer(self.run_write_file(path, content))
     }
 
     /// Make line-based edits to a text file. Each edit replaces exact line sequences with new content. Returns a git-style diff showing the changes made. Only works within allowed directories.
@@ -274,27 +189,7 @@ impl Filesystem {
         #[serde(rename = "dryRun", default)]
         dry_run: bool,
     ) -> ToolOutput {
-        answer((|| -> Result<String, Failure> {
-            let allowed = self.allowed()?;
-            let real = validate(&path, &allowed, &RealFs)?;
-            if !dry_run {
-                writable(&real, &allowed)?;
-            }
-            let content = edit::normalize_line_endings(&self.read_whole(&real)?);
-            let edits: Vec<edit::Edit> = edits
-                .into_iter()
-                .map(|e| edit::Edit {
-                    old_text: e.old_text,
-                    new_text: e.new_text,
-                })
-                .collect();
-            let modified = edit::apply(&content, &edits)?;
-            let answer = edit::fenced(&edit::unified_diff(&content, &modified, &real));
-            if !dry_run {
-                replace(&real, modified.as_bytes())?;
-            }
-            Ok(answer)
-        })())
+        answer(self.run_edit_file(path, edits, dry_run))
     }
 
     /// Create a new directory or ensure a directory exists. Can create multiple nested directories in one operation. If the directory already exists, this operation will succeed silently. Perfect for setting up directory structures for projects or ensuring required paths exist. Only works within allowed directories.
@@ -306,35 +201,13 @@ impl Filesystem {
         open_world = false
     )]
     fn create_directory(&self, path: String) -> ToolOutput {
-        answer((|| -> Result<String, Failure> {
-            let allowed = self.allowed()?;
-            let real = validate(&path, &allowed, &RealFs)?;
-            if !std::fs::metadata(&real).is_ok_and(|m| m.is_dir()) {
-                writable(&real, &allowed)?;
-            }
-            std::fs::create_dir_all(&real).map_err(|e| node_error(&e, "mkdir", &real))?;
-            Ok(format!("Successfully created directory {path}"))
-        })())
+        answer(self.run_create_directory(path))
     }
 
     /// Get a detailed listing of all files and directories in a specified path. Results clearly distinguish between files and directories with [FILE] and [DIR] prefixes. This tool is essential for understanding directory structure and finding specific files within a directory. Only works within allowed directories.
     #[tool(title = "List Directory", read_only, open_world = false)]
     fn list_directory(&self, path: String) -> ToolOutput {
-        answer((|| -> Result<String, Failure> {
-            let allowed = self.allowed()?;
-            let real = validate(&path, &allowed, &RealFs)?;
-            let (entries, more) = self.entries(&real)?;
-            let mut lines: Vec<String> = entries
-                .iter()
-                .map(|(name, is_dir, _)| {
-                    format!("{} {name}", if *is_dir { "[DIR]" } else { "[FILE]" })
-                })
-                .collect();
-            if more {
-                lines.push(self.more_entries(&path));
-            }
-            Ok(lines.join("\n"))
-        })())
+        answer(self.run_list_directory(path))
     }
 
     /// Get a detailed listing of all files and directories in a specified path, including sizes. Results clearly distinguish between files and directories with [FILE] and [DIR] prefixes. This tool is useful for understanding directory structure and finding specific files within a directory. Only works within allowed directories.
@@ -346,50 +219,7 @@ impl Filesystem {
         #[serde(rename = "sortBy", default)]
         sort_by: SortBy,
     ) -> ToolOutput {
-        answer((|| -> Result<String, Failure> {
-            let allowed = self.allowed()?;
-            let real = validate(&path, &allowed, &RealFs)?;
-            let (entries, more) = self.entries(&real)?;
-            let mut sized: Vec<(String, bool, u64)> = entries
-                .into_iter()
-                .map(|(name, is_dir, _)| {
-                    let size = std::fs::metadata(paths::join(&real, &name)).map_or(0, |m| m.len());
-                    (name, is_dir, size)
-                })
-                .collect();
-            let files = sized.iter().filter(|e| !e.1).count();
-            let dirs = sized.len() - files;
-            let total: u64 = sized
-                .iter()
-                .filter(|e| !e.1)
-                .fold(0, |sum, e| sum.saturating_add(e.2));
-            match sort_by {
-                SortBy::Size => sized.sort_by(|a, b| b.2.cmp(&a.2)),
-                SortBy::Name => sized.sort_by(|a, b| locale_order(&a.0, &b.0)),
-            }
-            let mut lines: Vec<String> = sized
-                .iter()
-                .map(|(name, is_dir, size)| {
-                    format!(
-                        "{} {} {}",
-                        if *is_dir { "[DIR]" } else { "[FILE]" },
-                        format::pad_end(name, 30),
-                        if *is_dir {
-                            String::new()
-                        } else {
-                            format::pad_start(&format::size(*size), 10)
-                        }
-                    )
-                })
-                .collect();
-            if more {
-                lines.push(self.more_entries(&path));
-            }
-            lines.push(String::new());
-            lines.push(format!("Total: {files} files, {dirs} directories"));
-            lines.push(format!("Combined size: {}", format::size(total)));
-            Ok(lines.join("\n"))
-        })())
+        answer(self.run_list_directory_with_sizes(path, sort_by))
     }
 
     /// Get a recursive tree view of files and directories as a JSON structure. Each entry includes 'name', 'type' (file/directory), and 'children' for directories. Files have no children array, while directories always have a children array (which may be empty). The output is formatted with 2-space indentation for readability. Only works within allowed directories.
@@ -399,46 +229,7 @@ impl Filesystem {
         path: String,
         #[serde(rename = "excludePatterns", default)] exclude_patterns: Vec<String>,
     ) -> ToolOutput {
-        answer((|| -> Result<String, Failure> {
-            let allowed = self.allowed()?;
-            let excludes: Vec<(glob::Glob, Option<[glob::Glob; 2]>)> = exclude_patterns
-                .iter()
-                .map(|pattern| {
-                    let wider = (!pattern.contains('*')).then(|| {
-                        [
-                            glob::Glob::new(&format!("**/{pattern}")),
-                            glob::Glob::new(&format!("**/{pattern}/**")),
-                        ]
-                    });
-                    (glob::Glob::new(pattern), wider)
-                })
-                .collect();
-            let mut walk = Walk {
-                fs: self,
-                allowed: &allowed,
-                visited: 0,
-                root: &path,
-            };
-            let tree = walk.tree(&path, "", 0, &|relative: &str| {
-                excludes.iter().any(|(glob, wider)| {
-                    glob.matches(relative)
-                        || wider
-                            .as_ref()
-                            .is_some_and(|w| w.iter().any(|g| g.matches(relative)))
-                })
-            })?;
-            let text = serde_json::to_string_pretty(&tree).map_err(|e| e.to_string())?;
-            if u64::try_from(text.len()).unwrap_or(u64::MAX) > self.limits.max_bytes {
-                return Err(format!(
-                    "directory_tree stopped: the tree of {path} is {} bytes of JSON, over the {} \
-                     this server answers at once (FILESYSTEM_MAX_BYTES); give a deeper path or \
-                     excludePatterns",
-                    text.len(),
-                    self.limits.max_bytes
-                ));
-            }
-            Ok(text)
-        })())
+        answer(self.run_directory_tree(path, exclude_patterns))
     }
 
     /// Move or rename files and directories. Can move files between directories and rename them in a single operation. If the destination exists, the operation will fail. Works across different directories and can be used for simple renaming within the same directory. Both source and destination must be within allowed directories.
@@ -450,23 +241,7 @@ impl Filesystem {
         open_world = false
     )]
     fn move_file(&self, source: String, destination: String) -> ToolOutput {
-        answer((|| -> Result<String, Failure> {
-            let allowed = self.allowed()?;
-            let from = validate(&source, &allowed, &RealFs)?;
-            let to = validate(&destination, &allowed, &RealFs)?;
-            writable(&from, &allowed)?;
-            writable(&to, &allowed)?;
-            match std::fs::symlink_metadata(&to) {
-                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-                Err(error) => return Err(node_error(&error, "lstat", &to)),
-                Ok(_) => return Err(format!("Destination already exists: {to}")),
-            }
-            std::fs::rename(&from, &to).map_err(|e| {
-                let shown = node_error(&e, "rename", &from);
-                format!("{shown} -> '{to}'")
-            })?;
-            Ok(format!("Successfully moved {source} to {destination}"))
-        })())
+        answer(self.run_move_file(source, destination))
     }
 
     /// Recursively search for files and directories matching a pattern. The patterns should be glob-style patterns that match paths relative to the working directory. Use pattern like '*.ext' to match files in current directory, and '**/*.ext' to match files in all subdirectories. Returns full paths to all matching items. Great for finding files when you don't know their exact location. Only searches within allowed directories.
@@ -477,127 +252,392 @@ impl Filesystem {
         pattern: String,
         #[serde(rename = "excludePatterns", default)] exclude_patterns: Vec<String>,
     ) -> ToolOutput {
-        answer((|| -> Result<String, Failure> {
-            let allowed = self.allowed()?;
-            let root = validate(&path, &allowed, &RealFs)?;
-            let wanted = glob::Glob::new(&pattern);
-            let excludes: Vec<glob::Glob> = exclude_patterns
-                .iter()
-                .map(|p| glob::Glob::new(p))
-                .collect();
-            let mut found: Vec<String> = Vec::new();
-            let mut answer_bytes: u64 = 0;
-            let mut visited = 0usize;
-            // Depth first, each directory's entries in the order read, as the original.
-            let mut stack: Vec<(String, std::vec::IntoIter<Entry>)> = Vec::new();
-            let (first, _) = self.entries_up_to(&root, usize::MAX)?;
-            stack.push((root.clone(), first.into_iter()));
-            while let Some((dir, entries)) = stack.last_mut() {
-                let Some((name, is_dir, is_link)) = entries.next() else {
-                    stack.pop();
-                    continue;
-                };
-                visited += 1;
-                if visited > self.limits.max_entries {
-                    return Err(format!(
-                        "search_files stopped after looking at {} entries under {path} \
-                         (FILESYSTEM_MAX_ENTRIES), with {} matches so far; search a deeper path, or \
-                         add excludePatterns",
-                        self.limits.max_entries,
-                        found.len()
-                    ));
-                }
-                let full = paths::join(dir, &name);
-                // An entry of a checked directory is inside unless it is a link: only links need
-                // the whole check (a walk deep down stays linear).
-                if is_link && validate(&full, &allowed, &RealFs).is_err() {
-                    continue;
-                }
-                let relative = full[root.len()..].trim_start_matches('/').to_owned();
-                if excludes.iter().any(|glob| glob.matches(&relative)) {
-                    continue;
-                }
-                if wanted.matches(&relative) {
-                    answer_bytes = answer_bytes
-                        .saturating_add(u64::try_from(full.len() + 1).unwrap_or(u64::MAX));
-                    if answer_bytes > self.limits.max_bytes {
-                        return Err(format!(
-                            "search_files stopped: the matches under {path} are over {} bytes, what \
-                             this server answers at once (FILESYSTEM_MAX_BYTES); give a narrower \
-                             pattern",
-                            self.limits.max_bytes
-                        ));
-                    }
-                    found.push(full.clone());
-                }
-                if is_dir && stack.len() > self.limits.max_depth {
-                    return Err(format!(
-                        "search_files stopped: {path} is deeper than {} levels \
-                         (FILESYSTEM_MAX_DEPTH), with {} matches so far; search a deeper path",
-                        self.limits.max_depth,
-                        found.len()
-                    ));
-                }
-                if is_dir && let Ok((children, _)) = self.entries_up_to(&full, usize::MAX) {
-                    stack.push((full, children.into_iter()));
-                }
-            }
-            if found.is_empty() {
-                Ok("No matches found".into())
-            } else {
-                Ok(found.join("\n"))
-            }
-        })())
+        answer(self.run_search_files(path, pattern, exclude_patterns))
     }
 
     /// Retrieve detailed metadata about a file or directory. Returns comprehensive information including size, creation time, last modified time, permissions, and type. This tool is perfect for understanding file characteristics without reading the actual content. Only works within allowed directories.
     #[tool(title = "Get File Info", read_only, open_world = false)]
     fn get_file_info(&self, path: String) -> ToolOutput {
-        answer((|| -> Result<String, Failure> {
-            let allowed = self.allowed()?;
-            let real = validate(&path, &allowed, &RealFs)?;
-            let meta = std::fs::metadata(&real).map_err(|e| node_error(&e, "stat", &real))?;
-            let time = |t: std::io::Result<std::time::SystemTime>| {
-                t.map_or_else(|_| "unknown".to_owned(), format::date)
-            };
-            let modified = meta.modified();
-            let created = meta.created().or_else(|_| meta.modified());
-            let permissions = match paths::containing(&real, &allowed) {
-                Some(dir) if dir.writable && !meta.permissions().readonly() => {
-                    "read-write (granted)"
-                }
-                _ => "read-only (granted)",
-            };
-            Ok(format!(
-                "size: {}\ncreated: {}\nmodified: {}\naccessed: {}\nisDirectory: {}\nisFile: {}\n\
-                 permissions: {permissions}",
-                meta.len(),
-                time(created),
-                time(modified),
-                time(meta.accessed()),
-                meta.is_dir(),
-                meta.is_file(),
-            ))
-        })())
+        answer(self.run_get_file_info(path))
     }
 
     /// Returns the list of directories that this server is allowed to access. Subdirectories within these allowed directories are also accessible. Use this to understand which directories and their nested paths are available before trying to access files.
     #[tool(title = "List Allowed Directories", read_only, open_world = false)]
     fn list_allowed_directories(&self) -> ToolOutput {
-        answer((|| -> Result<String, Failure> {
-            let allowed = self.allowed()?;
-            let lines: Vec<String> = allowed
-                .iter()
-                .map(|dir| {
-                    if dir.writable {
-                        dir.path.clone()
+        answer(self.run_list_allowed_directories())
+    }
+}
+
+/// What the tools do: each returns its text (or its blocks), or the error the client sees.
+impl Filesystem {}
+
+/// What the tools do: each gives its text (or its blocks), or the error the client sees.
+impl Filesystem {
+    fn run_read_media_file(&self, path: String) -> Result<ToolOutput, Failure> {
+        let allowed = self.allowed()?;
+        let real = validate(&path, &allowed, &RealFs)?;
+        let data = self.read_bounded(&real)?;
+        let extension = real
+            .rsplit('/')
+            .next()
+            .and_then(|name| name.rfind('.').filter(|&at| at > 0).map(|at| &name[at..]))
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        let mime = match extension.as_str() {
+            ".png" => "image/png",
+            ".jpg" | ".jpeg" => "image/jpeg",
+            ".gif" => "image/gif",
+            ".webp" => "image/webp",
+            ".bmp" => "image/bmp",
+            ".svg" => "image/svg+xml",
+            ".mp3" => "audio/mpeg",
+            ".wav" => "audio/wav",
+            ".ogg" => "audio/ogg",
+            ".flac" => "audio/flac",
+            _ => "application/octet-stream",
+        };
+        let block = if mime.starts_with("image/") {
+            Content::image(mime, data)
+        } else if mime.starts_with("audio/") {
+            Content::audio(mime, data)
+        } else {
+            Content::Resource(ResourceContents::blob(
+                format::file_url(&real),
+                Some(mime),
+                data,
+            ))
+        };
+        Ok(ToolOutput::content(vec![block]))
+    }
+
+    fn run_read_multiple_files(&self, paths: Vec<String>) -> Result<String, Failure> {
+        if paths.is_empty() {
+            return Err("At least one file path must be provided".into());
+        }
+        let allowed = self.allowed()?;
+        let mut answers = Vec::with_capacity(paths.len());
+        let mut total: u64 = 0;
+        for path in &paths {
+            let read = validate(path, &allowed, &RealFs).and_then(|real| {
+                let text = self.read_whole(&real)?;
+                let size = u64::try_from(text.len()).unwrap_or(u64::MAX);
+                if total.saturating_add(size) > self.limits.max_bytes {
+                    return Err(format!(
+                        "not read: with it the answer would be over {} bytes, what this server \
+                         answers at once (FILESYSTEM_MAX_BYTES); read it on its own, or with \
+                         head or tail",
+                        self.limits.max_bytes
+                    ));
+                }
+                total = total.saturating_add(size);
+                Ok(text)
+            });
+            answers.push(match read {
+                Ok(text) => format!("{path}:\n{text}\n"),
+                Err(error) => format!("{path}: Error - {error}"),
+            });
+        }
+        Ok(answers.join("\n---\n"))
+    }
+
+    fn run_write_file(&self, path: String, content: String) -> Result<String, Failure> {
+        let allowed = self.allowed()?;
+        let real = validate(&path, &allowed, &RealFs)?;
+        writable(&real, &allowed)?;
+        let created = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&real);
+        match created {
+            Ok(mut file) => file
+                .write_all(content.as_bytes())
+                .map_err(|e| node_error(&e, "write", &real))?,
+            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {
+                replace(&real, content.as_bytes())?;
+            }
+            Err(error) => return Err(node_error(&error, "open", &real)),
+        }
+        Ok(format!("Successfully wrote to {path}"))
+    }
+
+    fn run_edit_file(
+        &self,
+        path: String,
+        edits: Vec<EditOperation>,
+        dry_run: bool,
+    ) -> Result<String, Failure> {
+        let allowed = self.allowed()?;
+        let real = validate(&path, &allowed, &RealFs)?;
+        if !dry_run {
+            writable(&real, &allowed)?;
+        }
+        let content = edit::normalize_line_endings(&self.read_whole(&real)?);
+        let edits: Vec<edit::Edit> = edits
+            .into_iter()
+            .map(|e| edit::Edit {
+                old_text: e.old_text,
+                new_text: e.new_text,
+            })
+            .collect();
+        let modified = edit::apply(&content, &edits)?;
+        let answer = edit::fenced(&edit::unified_diff(&content, &modified, &real));
+        if !dry_run {
+            replace(&real, modified.as_bytes())?;
+        }
+        Ok(answer)
+    }
+
+    fn run_create_directory(&self, path: String) -> Result<String, Failure> {
+        let allowed = self.allowed()?;
+        let real = validate(&path, &allowed, &RealFs)?;
+        if !std::fs::metadata(&real).is_ok_and(|m| m.is_dir()) {
+            writable(&real, &allowed)?;
+        }
+        std::fs::create_dir_all(&real).map_err(|e| node_error(&e, "mkdir", &real))?;
+        Ok(format!("Successfully created directory {path}"))
+    }
+
+    fn run_list_directory(&self, path: String) -> Result<String, Failure> {
+        let allowed = self.allowed()?;
+        let real = validate(&path, &allowed, &RealFs)?;
+        let (entries, more) = self.entries(&real)?;
+        let mut lines: Vec<String> = entries
+            .iter()
+            .map(|(name, is_dir, _)| format!("{} {name}", if *is_dir { "[DIR]" } else { "[FILE]" }))
+            .collect();
+        if more {
+            lines.push(self.more_entries(&path));
+        }
+        Ok(lines.join("\n"))
+    }
+
+    fn run_list_directory_with_sizes(
+        &self,
+        path: String,
+        sort_by: SortBy,
+    ) -> Result<String, Failure> {
+        let allowed = self.allowed()?;
+        let real = validate(&path, &allowed, &RealFs)?;
+        let (entries, more) = self.entries(&real)?;
+        let mut sized: Vec<(String, bool, u64)> = entries
+            .into_iter()
+            .map(|(name, is_dir, _)| {
+                let size = std::fs::metadata(paths::join(&real, &name)).map_or(0, |m| m.len());
+                (name, is_dir, size)
+            })
+            .collect();
+        let files = sized.iter().filter(|e| !e.1).count();
+        let dirs = sized.len() - files;
+        let total: u64 = sized
+            .iter()
+            .filter(|e| !e.1)
+            .fold(0, |sum, e| sum.saturating_add(e.2));
+        match sort_by {
+            SortBy::Size => sized.sort_by_key(|entry| std::cmp::Reverse(entry.2)),
+            SortBy::Name => sized.sort_by(|a, b| locale_order(&a.0, &b.0)),
+        }
+        let mut lines: Vec<String> = sized
+            .iter()
+            .map(|(name, is_dir, size)| {
+                format!(
+                    "{} {} {}",
+                    if *is_dir { "[DIR]" } else { "[FILE]" },
+                    format::pad_end(name, 30),
+                    if *is_dir {
+                        String::new()
                     } else {
-                        format!("{} (read-only)", dir.path)
+                        format::pad_start(&format::size(*size), 10)
                     }
-                })
-                .collect();
-            Ok(format!("Allowed directories:\n{}", lines.join("\n")))
-        })())
+                )
+            })
+            .collect();
+        if more {
+            lines.push(self.more_entries(&path));
+        }
+        lines.push(String::new());
+        lines.push(format!("Total: {files} files, {dirs} directories"));
+        lines.push(format!("Combined size: {}", format::size(total)));
+        Ok(lines.join("\n"))
+    }
+
+    fn run_directory_tree(
+        &self,
+        path: String,
+        exclude_patterns: Vec<String>,
+    ) -> Result<String, Failure> {
+        let allowed = self.allowed()?;
+        let excludes: Vec<(glob::Glob, Option<[glob::Glob; 2]>)> = exclude_patterns
+            .iter()
+            .map(|pattern| {
+                let wider = (!pattern.contains('*')).then(|| {
+                    [
+                        glob::Glob::new(&format!("**/{pattern}")),
+                        glob::Glob::new(&format!("**/{pattern}/**")),
+                    ]
+                });
+                (glob::Glob::new(pattern), wider)
+            })
+            .collect();
+        let mut walk = Walk {
+            fs: self,
+            allowed: &allowed,
+            visited: 0,
+            root: &path,
+        };
+        let tree = walk.tree(&path, "", 0, &|relative: &str| {
+            excludes.iter().any(|(glob, wider)| {
+                glob.matches(relative)
+                    || wider
+                        .as_ref()
+                        .is_some_and(|w| w.iter().any(|g| g.matches(relative)))
+            })
+        })?;
+        let text = serde_json::to_string_pretty(&tree).map_err(|e| e.to_string())?;
+        if u64::try_from(text.len()).unwrap_or(u64::MAX) > self.limits.max_bytes {
+            return Err(format!(
+                "directory_tree stopped: the tree of {path} is {} bytes of JSON, over the {} \
+                 this server answers at once (FILESYSTEM_MAX_BYTES); give a deeper path or \
+                 excludePatterns",
+                text.len(),
+                self.limits.max_bytes
+            ));
+        }
+        Ok(text)
+    }
+
+    fn run_move_file(&self, source: String, destination: String) -> Result<String, Failure> {
+        let allowed = self.allowed()?;
+        let from = validate(&source, &allowed, &RealFs)?;
+        let to = validate(&destination, &allowed, &RealFs)?;
+        writable(&from, &allowed)?;
+        writable(&to, &allowed)?;
+        match std::fs::symlink_metadata(&to) {
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => return Err(node_error(&error, "lstat", &to)),
+            Ok(_) => return Err(format!("Destination already exists: {to}")),
+        }
+        std::fs::rename(&from, &to).map_err(|e| {
+            let shown = node_error(&e, "rename", &from);
+            format!("{shown} -> '{to}'")
+        })?;
+        Ok(format!("Successfully moved {source} to {destination}"))
+    }
+
+    fn run_search_files(
+        &self,
+        path: String,
+        pattern: String,
+        exclude_patterns: Vec<String>,
+    ) -> Result<String, Failure> {
+        let allowed = self.allowed()?;
+        let root = validate(&path, &allowed, &RealFs)?;
+        let wanted = glob::Glob::new(&pattern);
+        let excludes: Vec<glob::Glob> = exclude_patterns
+            .iter()
+            .map(|p| glob::Glob::new(p))
+            .collect();
+        let mut found: Vec<String> = Vec::new();
+        let mut answer_bytes: u64 = 0;
+        let mut visited = 0usize;
+        // Depth first, each directory's entries in the order read, as the original.
+        let mut stack: Vec<(String, std::vec::IntoIter<Entry>)> = Vec::new();
+        let (first, _) = self.entries_up_to(&root, usize::MAX)?;
+        stack.push((root.clone(), first.into_iter()));
+        while let Some((dir, entries)) = stack.last_mut() {
+            let Some((name, is_dir, is_link)) = entries.next() else {
+                stack.pop();
+                continue;
+            };
+            visited += 1;
+            if visited > self.limits.max_entries {
+                return Err(format!(
+                    "search_files stopped after looking at {} entries under {path} \
+                     (FILESYSTEM_MAX_ENTRIES), with {} matches so far; search a deeper path, or \
+                     add excludePatterns",
+                    self.limits.max_entries,
+                    found.len()
+                ));
+            }
+            let full = paths::join(dir, &name);
+            // An entry of a checked directory is inside unless it is a link: only links need
+            // the whole check (a walk deep down stays linear).
+            if is_link && validate(&full, &allowed, &RealFs).is_err() {
+                continue;
+            }
+            let relative = full[root.len()..].trim_start_matches('/').to_owned();
+            if excludes.iter().any(|glob| glob.matches(&relative)) {
+                continue;
+            }
+            if wanted.matches(&relative) {
+                answer_bytes =
+                    answer_bytes.saturating_add(u64::try_from(full.len() + 1).unwrap_or(u64::MAX));
+                if answer_bytes > self.limits.max_bytes {
+                    return Err(format!(
+                        "search_files stopped: the matches under {path} are over {} bytes, what \
+                         this server answers at once (FILESYSTEM_MAX_BYTES); give a narrower \
+                         pattern",
+                        self.limits.max_bytes
+                    ));
+                }
+                found.push(full.clone());
+            }
+            if is_dir && stack.len() > self.limits.max_depth {
+                return Err(format!(
+                    "search_files stopped: {path} is deeper than {} levels \
+                     (FILESYSTEM_MAX_DEPTH), with {} matches so far; search a deeper path",
+                    self.limits.max_depth,
+                    found.len()
+                ));
+            }
+            if is_dir && let Ok((children, _)) = self.entries_up_to(&full, usize::MAX) {
+                stack.push((full, children.into_iter()));
+            }
+        }
+        if found.is_empty() {
+            Ok("No matches found".into())
+        } else {
+            Ok(found.join("\n"))
+        }
+    }
+
+    fn run_get_file_info(&self, path: String) -> Result<String, Failure> {
+        let allowed = self.allowed()?;
+        let real = validate(&path, &allowed, &RealFs)?;
+        let meta = std::fs::metadata(&real).map_err(|e| node_error(&e, "stat", &real))?;
+        let time = |t: std::io::Result<std::time::SystemTime>| {
+            t.map_or_else(|_| "unknown".to_owned(), format::date)
+        };
+        let modified = meta.modified();
+        let created = meta.created().or_else(|_| meta.modified());
+        let permissions = match paths::containing(&real, &allowed) {
+            Some(dir) if dir.writable && !meta.permissions().readonly() => "read-write (granted)",
+            _ => "read-only (granted)",
+        };
+        Ok(format!(
+            "size: {}\ncreated: {}\nmodified: {}\naccessed: {}\nisDirectory: {}\nisFile: {}\n\
+             permissions: {permissions}",
+            meta.len(),
+            time(created),
+            time(modified),
+            time(meta.accessed()),
+            meta.is_dir(),
+            meta.is_file(),
+        ))
+    }
+
+    fn run_list_allowed_directories(&self) -> Result<String, Failure> {
+        let allowed = self.allowed()?;
+        let lines: Vec<String> = allowed
+            .iter()
+            .map(|dir| {
+                if dir.writable {
+                    dir.path.clone()
+                } else {
+                    format!("{} (read-only)", dir.path)
+                }
+            })
+            .collect();
+        Ok(format!("Allowed directories:\n{}", lines.join("\n")))
     }
 }
 

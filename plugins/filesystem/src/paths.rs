@@ -455,6 +455,6 @@ mod tests {
             }]
         );
         assert_eq!(roots(&["file:///"]), grants);
-        assert_eq!(roots(&["file:///ro/x"])[0].writable, false);
+        assert!(!roots(&["file:///ro/x"])[0].writable);
     }
 }
