@@ -47,19 +47,38 @@ impl Default for Limits {
 
 impl Limits {
     /// The defaults, with what the environment sets.
-    #[must_use]
-    pub fn from_env() -> Self {
-        let read = |name: &str| std::env::var(name).ok().and_then(|v| v.trim().parse().ok());
+    ///
+    /// # Errors
+    /// A variable set to anything but a whole number from 1 up, named with what to do.
+    pub fn from_env() -> Result<Self, String> {
+        Self::from_vars(|name| std::env::var(name).ok())
+    }
+
+    /// The defaults, with what `var` gives for each variable.
+    ///
+    /// # Errors
+    /// As [`from_env`](Self::from_env).
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
+        let read = |name: &str, default: u64| -> Result<u64, String> {
+            match var(name) {
+                None => Ok(default),
+                Some(value) => match value.trim().parse::<u64>() {
+                    Ok(n) if n >= 1 => Ok(n),
+                    _ => Err(format!(
+                        "this plugin's policy sets {name} to {value:?}: give a whole number from \
+                         1 up in the [env] table of filesystem.policy.toml, or leave it out \
+                         (default {default})"
+                    )),
+                },
+            }
+        };
         let default = Self::default();
-        Self {
-            max_bytes: read("FILESYSTEM_MAX_BYTES").unwrap_or(default.max_bytes),
-            max_entries: read("FILESYSTEM_MAX_ENTRIES")
-                .and_then(|n: u64| usize::try_from(n).ok())
-                .unwrap_or(default.max_entries),
-            max_depth: read("FILESYSTEM_MAX_DEPTH")
-                .and_then(|n: u64| usize::try_from(n).ok())
-                .unwrap_or(default.max_depth),
-        }
+        let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+        Ok(Self {
+            max_bytes: read("FILESYSTEM_MAX_BYTES", default.max_bytes)?,
+            max_entries: size(read("FILESYSTEM_MAX_ENTRIES", default.max_entries as u64)?),
+            max_depth: size(read("FILESYSTEM_MAX_DEPTH", default.max_depth as u64)?),
+        })
     }
 }
 
@@ -68,11 +87,19 @@ impl Limits {
 pub struct Filesystem {
     grants: Arc<Vec<Allowed>>,
     limits: Limits,
+    /// What is wrong with the limits the policy set: every call fails with it.
+    misconfigured: Option<String>,
 }
 
 impl Default for Filesystem {
     fn default() -> Self {
-        Self::new(paths::granted(), Limits::from_env())
+        match Limits::from_env() {
+            Ok(limits) => Self::new(paths::granted(), limits),
+            Err(problem) => Self {
+                misconfigured: Some(problem),
+                ..Self::new(paths::granted(), Limits::default())
+            },
+        }
     }
 }
 
@@ -648,12 +675,16 @@ impl Filesystem {
         Self {
             grants: Arc::new(grants),
             limits,
+            misconfigured: None,
         }
     }
 
     /// The allowed directories of this call: the grants, narrowed by the client's roots when
     /// the policy lets the plugin read them (`[client] roots = true`) and the client has some.
     fn allowed(&self) -> Result<Vec<Allowed>, Failure> {
+        if let Some(problem) = &self.misconfigured {
+            return Err(problem.clone());
+        }
         match llm_worker_guest::roots("filesystem-roots") {
             Ok(roots) => {
                 let uris: Vec<String> = roots.into_iter().map(|root| root.uri).collect();

@@ -194,3 +194,26 @@ fn read_only_grants_refuse_changes_and_limits_stop_big_work() {
             .is_ok_and(|t| t.ends_with("(read-only)"))
     );
 }
+
+#[test]
+fn limits_come_from_the_policys_environment_or_say_what_is_wrong() {
+    let vars = |pairs: &'static [(&'static str, &'static str)]| {
+        move |name: &str| {
+            pairs
+                .iter()
+                .find(|(key, _)| *key == name)
+                .map(|(_, value)| (*value).to_owned())
+        }
+    };
+    assert_eq!(Limits::from_vars(vars(&[])), Ok(Limits::default()));
+    assert_eq!(
+        Limits::from_vars(vars(&[("FILESYSTEM_MAX_BYTES", " 42 ")])).map(|l| l.max_bytes),
+        Ok(42)
+    );
+    let wrong = Limits::from_vars(vars(&[("FILESYSTEM_MAX_ENTRIES", "lots")])).unwrap_err();
+    assert!(
+        wrong.contains("FILESYSTEM_MAX_ENTRIES to \"lots\""),
+        "{wrong}"
+    );
+    assert!(Limits::from_vars(vars(&[("FILESYSTEM_MAX_DEPTH", "0")])).is_err());
+}
