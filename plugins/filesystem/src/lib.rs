@@ -432,9 +432,7 @@ impl Filesystem {
             .iter()
             .map(|(name, is_dir, _)| format!("{} {name}", if *is_dir { "[DIR]" } else { "[FILE]" }))
             .collect();
-        if more {
-            lines.push(self.more_entries(&path));
-        }
+        self.bound_listing(&mut lines, more, &path);
         Ok(lines.join("\n"))
     }
 
@@ -478,9 +476,7 @@ impl Filesystem {
                 )
             })
             .collect();
-        if more {
-            lines.push(self.more_entries(&path));
-        }
+        self.bound_listing(&mut lines, more, &path);
         lines.push(String::new());
         lines.push(format!("Total: {files} files, {dirs} directories"));
         lines.push(format!("Combined size: {}", format::size(total)));
@@ -890,12 +886,36 @@ impl Filesystem {
         Ok((entries, false))
     }
 
-    fn more_entries(&self, path: &str) -> String {
-        format!(
-            "[STOPPED] {path} has more than {} entries, the most this server lists at once \
-             (FILESYSTEM_MAX_ENTRIES); use search_files with a pattern to find the others",
-            self.limits.max_entries
-        )
+    /// Cuts a listing to the answer's byte limit (keeping room for the lines after it), and
+    /// ends it with a `[STOPPED]` line saying which limit stopped it, if one did.
+    fn bound_listing(&self, lines: &mut Vec<String>, more_entries: bool, path: &str) {
+        // Room for the `[STOPPED]` line and a summary after the listing.
+        let room =
+            (1024 + u64::try_from(path.len()).unwrap_or(u64::MAX)).min(self.limits.max_bytes / 2);
+        let budget = self.limits.max_bytes.saturating_sub(room);
+        let mut used: u64 = 0;
+        let fits = lines
+            .iter()
+            .take_while(|line| {
+                used = used.saturating_add(u64::try_from(line.len() + 1).unwrap_or(u64::MAX));
+                used <= budget
+            })
+            .count();
+        if fits < lines.len() {
+            lines.truncate(fits);
+            lines.push(format!(
+                "[STOPPED] the listing of {path} is longer than {} bytes, what this server \
+                 answers at once (FILESYSTEM_MAX_BYTES); use search_files with a pattern to \
+                 find the others",
+                self.limits.max_bytes
+            ));
+        } else if more_entries {
+            lines.push(format!(
+                "[STOPPED] {path} has more than {} entries, the most this server lists at once \
+                 (FILESYSTEM_MAX_ENTRIES); use search_files with a pattern to find the others",
+                self.limits.max_entries
+            ));
+        }
     }
 }
 

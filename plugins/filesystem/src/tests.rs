@@ -217,3 +217,36 @@ fn limits_come_from_the_policys_environment_or_say_what_is_wrong() {
     );
     assert!(Limits::from_vars(vars(&[("FILESYSTEM_MAX_DEPTH", "0")])).is_err());
 }
+
+#[test]
+fn listings_stop_at_the_byte_limit_too() {
+    let (_scratch, dir) = scratch("bytes");
+    for n in 0..40 {
+        std::fs::write(format!("{dir}/{}{n:03}", "n".repeat(200)), "").expect("write");
+    }
+    let limits = Limits {
+        max_bytes: 4096 + 1000,
+        ..Limits::default()
+    };
+    let fs = server(&dir, true, limits);
+    let listing = fs.list_directory(dir.clone()).t().expect("list");
+    let lines: Vec<&str> = listing.lines().collect();
+    assert!(lines.len() > 10 && lines.len() < 40, "{listing}");
+    assert!(listing.len() <= 5096, "{}", listing.len());
+    let last = lines.last().expect("a line");
+    assert!(
+        last.starts_with(&format!(
+            "[STOPPED] the listing of {dir} is longer than 5096 bytes"
+        )),
+        "{last}"
+    );
+    let sized = fs
+        .list_directory_with_sizes(dir.clone(), SortBy::Name)
+        .t()
+        .expect("sizes");
+    assert!(sized.contains("[STOPPED] the listing of"), "{sized}");
+    assert!(
+        sized.ends_with("Total: 40 files, 0 directories\nCombined size: 0 B"),
+        "{sized}"
+    );
+}
