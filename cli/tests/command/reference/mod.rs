@@ -234,3 +234,4 @@ pub(crate) async fn call_text(
         .map_err(|e| e.to_string())?;
     Ok((super::mcp::text(&result), result.is_error == Some(true)))
 }
+mod filesystem;

@@ -1,0 +1,107 @@
+//! Glob patterns as the original's `minimatch(path, pattern, { dot: true })` reads them, for
+//! the common forms: `*` and `?` within one component, `**` across components, `[…]` classes
+//! and `{a,b}` alternatives (expanded first, as minimatch does). A pattern the `glob` crate
+//! cannot read is matched literally.
+
+use glob::{MatchOptions, Pattern};
+
+/// A compiled pattern: one `glob::Pattern` per brace alternative.
+pub struct Glob(Vec<Pattern>);
+
+/// At most this many alternatives from one pattern's braces.
+const MAX_ALTERNATIVES: usize = 256;
+
+impl Glob {
+    /// Compiles `pattern`.
+    #[must_use]
+    pub fn new(pattern: &str) -> Self {
+        let mut alternatives = Vec::new();
+        expand(pattern, &mut alternatives);
+        Self(
+            alternatives
+                .iter()
+                .map(|alternative| {
+                    Pattern::new(alternative).unwrap_or_else(|_| {
+                        Pattern::new(&Pattern::escape(alternative)).unwrap_or_default()
+                    })
+                })
+                .collect(),
+        )
+    }
+
+    /// Whether the relative path `path` (components separated by `/`) matches.
+    #[must_use]
+    pub fn matches(&self, path: &str) -> bool {
+        let options = MatchOptions {
+            case_sensitive: true,
+            require_literal_separator: true,
+            require_literal_leading_dot: false,
+        };
+        self.0
+            .iter()
+            .any(|pattern| pattern.matches_with(path, options))
+    }
+}
+
+/// The alternatives of the first `{a,b}` group in `pattern`, each expanded in turn.
+fn expand(pattern: &str, out: &mut Vec<String>) {
+    if out.len() >= MAX_ALTERNATIVES {
+        return;
+    }
+    let Some((open, close, commas)) = first_group(pattern) else {
+        out.push(pattern.to_owned());
+        return;
+    };
+    let (head, tail) = (&pattern[..open], &pattern[close + 1..]);
+    let mut start = open + 1;
+    for end in commas.into_iter().chain([close]) {
+        expand(&format!("{head}{}{tail}", &pattern[start..end]), out);
+        start = end + 1;
+    }
+}
+
+/// The first brace group with a comma at its top level: its `{`, its `}`, and its commas.
+fn first_group(pattern: &str) -> Option<(usize, usize, Vec<usize>)> {
+    let bytes = pattern.as_bytes();
+    for (open, _) in bytes.iter().enumerate().filter(|(_, b)| **b == b'{') {
+        let mut depth = 0usize;
+        let mut commas = Vec::new();
+        for (at, byte) in bytes.iter().enumerate().skip(open) {
+            match byte {
+                b'{' => depth += 1,
+                b'}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        if !commas.is_empty() {
+                            return Some((open, at, commas));
+                        }
+                        break;
+                    }
+                }
+                b',' if depth == 1 => commas.push(at),
+                _ => {}
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patterns_match_as_minimatch_does() {
+        let glob = Glob::new("*.txt");
+        assert!(glob.matches("a.txt"));
+        assert!(glob.matches(".hidden.txt"));
+        assert!(!glob.matches("sub/a.txt"));
+        let deep = Glob::new("**/*.txt");
+        assert!(deep.matches("a.txt"));
+        assert!(deep.matches("sub/deeper/a.txt"));
+        let braces = Glob::new("*.{md,rs}");
+        assert!(braces.matches("a.md") && braces.matches("b.rs") && !braces.matches("c.txt"));
+        assert!(Glob::new("[").matches("["));
+        assert!(Glob::new("{x}").matches("{x}"));
+    }
+}
