@@ -21,6 +21,7 @@ use rmcp::transport::TokioChildProcess;
 use rmcp::{RoleClient, ServiceExt};
 
 mod fetch;
+mod filesystem;
 mod memory;
 mod time;
 
@@ -234,4 +235,3 @@ pub(crate) async fn call_text(
         .map_err(|e| e.to_string())?;
     Ok((super::mcp::text(&result), result.is_error == Some(true)))
 }
-mod filesystem;
