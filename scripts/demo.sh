@@ -33,3 +33,19 @@ show "$cli" call "$dir" join '{"words":["a",2]}'
 
 printf '\n$ %s %s   # one session through the library: state is kept\n' "$target/debug/examples/demo" "$dir"
 "$target/debug/examples/demo" "$dir"
+
+# The MCP reference servers' tools as sandboxed plugins, each with its policy file beside it
+# (plugins/NAME/NAME.policy.toml): each reaches only what its policy grants.
+ref=target/demo-reference
+rm -rf "$ref" && mkdir -p "$ref/plugins" "$ref/memory-data" "$ref/filesystem-data"
+for plugin in time fetch memory filesystem; do
+  cp "plugins/target/wasm32-wasip2/release/$plugin.wasm" "plugins/$plugin/$plugin.policy.toml" "$ref/plugins/"
+done
+echo "Hello from inside the grant." > "$ref/filesystem-data/hello.txt"
+printf '\n# The reference tools, sandboxed (%s)\n' "$ref/plugins"
+show "$cli" call "$ref/plugins" convert_time '{"source_timezone":"America/New_York","time":"16:30","target_timezone":"Asia/Tokyo"}'
+show "$cli" call "$ref/plugins" read_text_file '{"path":"/data/hello.txt"}'
+show "$cli" call "$ref/plugins" read_text_file '{"path":"/data/../../../etc/passwd"}'
+show "$cli" call "$ref/plugins" create_entities '{"entities":[{"name":"Ada","entityType":"person","observations":["wrote the first program"]}]}'
+show "$cli" call "$ref/plugins" search_nodes '{"query":"program"}'
+show "$cli" call "$ref/plugins" fetch '{"url":"http://169.254.169.254/latest/meta-data/"}'
