@@ -82,7 +82,8 @@ pub(crate) fn uri_clash<'p>(
     a: &'p crate::LoadedPlugin,
     b: &'p crate::LoadedPlugin,
 ) -> Option<&'p str> {
-    a.resource_claimed_by(b).or_else(|| b.resource_claimed_by(a))
+    a.resource_claimed_by(b)
+        .or_else(|| b.resource_claimed_by(a))
 }
 
 #[cfg(test)]

@@ -90,3 +90,77 @@ async fn a_cancelled_call_stops_and_progress_is_reported() {
     client.cancel().await.expect("close");
     server.stop().await;
 }
+
+/// The four reference plugins, with the policies they ship, serve over HTTP as over stdio:
+/// one session lists all their tools and uses each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reference_plugins_serve_over_http_with_their_policies() {
+    let policy = |name: &str| {
+        let path = llm_worker_tests::repo_root().join(format!("plugins/{name}/{name}.policy.toml"));
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    };
+    let (fetch, memory, filesystem, time) = (
+        policy("fetch"),
+        policy("memory"),
+        policy("filesystem"),
+        policy("time"),
+    );
+    let server = Server::try_start_with(
+        "http-reference",
+        &["fetch", "memory", "filesystem", "time"],
+        &[
+            ("fetch.policy.toml", &fetch),
+            ("memory.policy.toml", &memory),
+            ("filesystem.policy.toml", &filesystem),
+            ("time.policy.toml", &time),
+            ("../memory-data/.keep", ""),
+            ("../filesystem-data/hello.txt", "hello over HTTP"),
+        ],
+        "127.0.0.1:0",
+        &[],
+    )
+    .await
+    .unwrap_or_else(|stderr| panic!("the server did not start: {stderr}"));
+    let client = super::connect(&server.url, server.token.as_deref())
+        .await
+        .expect("initialize");
+    let tools = client.list_all_tools().await.expect("tools/list");
+    assert_eq!(
+        tools.len(),
+        14 + 9 + 1 + 2,
+        "{:?}",
+        crate::mcp::names(tools)
+    );
+    let read = client
+        .call_tool(call("read_text_file", json!({"path": "/data/hello.txt"})))
+        .await
+        .expect("read_text_file");
+    assert_eq!(text(&read), "hello over HTTP");
+    let created = client
+        .call_tool(call(
+            "create_entities",
+            json!({"entities": [{"name": "Ada", "entityType": "person", "observations": []}]}),
+        ))
+        .await
+        .expect("create_entities");
+    assert_ne!(created.is_error, Some(true), "{}", text(&created));
+    let converted = client
+        .call_tool(call(
+            "convert_time",
+            json!({"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"}),
+        ))
+        .await
+        .expect("convert_time");
+    assert!(text(&converted).contains("+09:00"), "{}", text(&converted));
+    let refused = client
+        .call_tool(call("fetch", json!({"url": "http://127.0.0.1:9/"})))
+        .await
+        .expect("fetch");
+    assert_eq!(refused.is_error, Some(true));
+    assert!(
+        text(&refused).contains("not among the hosts this plugin may reach"),
+        "{}",
+        text(&refused)
+    );
+    client.cancel().await.expect("close");
+}

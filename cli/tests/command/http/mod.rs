@@ -57,11 +57,30 @@ impl Server {
         address: &str,
         flags: &[&str],
     ) -> Result<Self, String> {
+        Self::try_start_with(name, plugins, &[], address, flags).await
+    }
+
+    /// Like `try_start`, with each `(path, text)` of `files` written first, `path` relative to
+    /// the plugin directory (a policy beside a plugin; `../data/x` beside the directory).
+    async fn try_start_with(
+        name: &str,
+        plugins: &[&str],
+        files: &[(&str, &str)],
+        address: &str,
+        flags: &[&str],
+    ) -> Result<Self, String> {
         let root = scratch_dir(name);
         let dir = root.join("plugins");
         std::fs::create_dir(&dir).expect("mkdir");
         for plugin in plugins {
             std::fs::copy(plugin_path(plugin), dir.join(format!("{plugin}.wasm"))).expect("copy");
+        }
+        for (path, text) in files {
+            let path = dir.join(path);
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).expect("mkdir");
+            }
+            std::fs::write(&path, text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         }
         let state = root.join("state");
         let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"))
