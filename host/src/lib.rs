@@ -11,6 +11,7 @@ pub mod events;
 mod file;
 mod hook;
 pub mod lock;
+mod loopback;
 #[cfg(feature = "mcp")]
 pub mod mcp;
 mod plugin;

@@ -13,8 +13,6 @@
 //! Compiled without the `registry` feature too: loading checks pulled plugins' lock entries
 //! against the trust policy whether or not this build can pull.
 
-use std::net::IpAddr;
-
 /// Docker Hub's name in references and trust rules.
 pub(crate) const DOCKER_HUB: &str = "docker.io";
 
@@ -118,12 +116,11 @@ pub(crate) fn split_host_port(registry: &str) -> (&str, Option<&str>) {
     }
 }
 
-/// Whether `host[:port]` names this machine (`localhost`, `127.0.0.0/8`, `::1`).
+/// Whether `host[:port]` names this machine for certain (`localhost`, `127.0.0.0/8`, `::1`;
+/// not a name under `localhost`, which a resolver could send elsewhere).
 pub(crate) fn is_loopback_host(registry: &str) -> bool {
     let (host, _) = split_host_port(registry);
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    host.eq_ignore_ascii_case("localhost")
-        || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+    crate::loopback::loopback(host).is_some_and(crate::loopback::Loopback::certain)
 }
 
 #[cfg(test)]

@@ -34,6 +34,7 @@ mod std_streams;
 mod stdio;
 #[cfg(feature = "mcp-http")]
 mod token;
+mod tools;
 mod watch;
 
 pub use catalog::{ToolCatalog, ToolGroup};

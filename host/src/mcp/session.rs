@@ -9,26 +9,21 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
-    ContentBlock, ErrorCode, GetPromptRequestParams, GetPromptResponse, Implementation,
-    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-    LoggingLevel, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
-    ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscribeRequestParams, Tool,
-    UnsubscribeRequestParams,
+    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
+    GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, LoggingLevel,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
+    ServerConfig, SetLevelRequestParams, SubscribeRequestParams, Tool, UnsubscribeRequestParams,
 };
 use rmcp::model::{ServerNotification, SubscriptionFilter};
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
-use serde_json::Value;
 
 use super::admission::Admission;
 use super::catalog::{Caller, Origin, SessionTools, ToolCatalog};
 use super::reports::ReportsTo;
 use super::{McpError, McpOptions};
-use crate::call::{Aborted, Before};
-use crate::hook::{PostToolCallContext, ToolCall, ToolCallContext, ToolResult};
-use crate::tool::Content;
-use crate::tool_server::{LlmToolDefinition, ToolServerHandle};
+use crate::tool_server::ToolServerHandle;
 
 /// The MCP server of one session: what [`serve_stdio`](super::serve_stdio) and
 /// [`serve_http`](super::serve_http) run for each client, for an embedder to serve over a
@@ -53,7 +48,7 @@ pub struct McpServer {
     /// Who answers the plugins' questions: the session's client (made at the first call).
     questions: std::sync::OnceLock<Arc<dyn crate::question::QuestionHandler>>,
     /// The tools as last listed, and the version of the session's tools they are of.
-    listed: Mutex<Option<(u64, Arc<[Tool]>)>>,
+    pub(super) listed: Mutex<Option<(u64, Arc<[Tool]>)>>,
 }
 
 impl Drop for McpServer {
@@ -173,29 +168,7 @@ impl McpServer {
     }
 
     /// The session's tools, after taking in any change of the catalog.
-    /// The session's tools as MCP lists them, made once for each version of them.
-    fn listed_tools(&self) -> Arc<[Tool]> {
-        let (handle, generation) = {
-            let mut tools = self.lock();
-            tools.refresh();
-            (tools.handle(), tools.generation())
-        };
-        let mut listed = self.listed.lock().unwrap_or_else(|p| p.into_inner());
-        match &*listed {
-            Some((made, tools)) if *made == generation => Arc::clone(tools),
-            _ => {
-                let tools: Arc<[Tool]> = handle
-                    .tool_definitions_sorted()
-                    .into_iter()
-                    .map(mcp_tool)
-                    .collect();
-                *listed = Some((generation, Arc::clone(&tools)));
-                tools
-            }
-        }
-    }
-
-    fn current(&self) -> ToolServerHandle {
+    pub(super) fn current(&self) -> ToolServerHandle {
         let mut tools = self.lock();
         tools.refresh();
         tools.handle()
@@ -225,20 +198,6 @@ fn lock(tools: &Mutex<SessionTools>) -> MutexGuard<'_, SessionTools> {
     tools
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-fn mcp_tool(definition: LlmToolDefinition) -> Tool {
-    let shape = crate::provider::mcp_tool(&definition);
-    serde_json::from_value(shape).unwrap_or_else(|error| {
-        // The shape is ours and rmcp's `Tool` reads it; should they ever disagree, the tool is
-        // still listed, by the parts that cannot fail.
-        tracing::error!(tool = %definition.name, "cannot describe the tool to MCP: {error}");
-        let schema = match definition.input_schema {
-            Value::Object(schema) => schema,
-            _ => serde_json::Map::new(),
-        };
-        Tool::new(definition.name, definition.description, Arc::new(schema))
-    })
 }
 
 impl ServerHandler for McpServer {
@@ -300,23 +259,11 @@ impl ServerHandler for McpServer {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let listed = self.listed_tools();
-        let (page, next) =
-            super::offerings::page(listed.to_vec(), request, self.options.page_size)?;
-        let mut result = ListToolsResult::with_all_items(page)
-            .with_ttl_ms(super::offerings::TTL_MS)
-            .with_cache_scope(rmcp::model::CacheScope::Private);
-        result.next_cursor = next;
-        Ok(result)
+        self.tools_page(request)
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        let listed = self.listed_tools();
-        // Sorted by name.
-        listed
-            .binary_search_by(|tool| tool.name.as_ref().cmp(name))
-            .ok()
-            .map(|at| listed[at].clone())
+        self.listed_tool(name)
     }
 
     async fn list_resources(
@@ -433,139 +380,9 @@ impl ServerHandler for McpServer {
 
     async fn call_tool(
         &self,
-        mut request: CallToolRequestParams,
+        request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let Some((meta, tool)) = self.current().get_tool(&request.name) else {
-            return Err(ErrorData::invalid_params(
-                format!(
-                    "no tool named '{}'; call tools/list for the tools",
-                    request.name
-                ),
-                None,
-            ));
-        };
-        self.admit()?;
-        let arguments = request.arguments.take().unwrap_or_default();
-        let asking = self.asking(
-            "tools/call",
-            &request.name,
-            &arguments,
-            &mut request.request_state,
-            &mut request.input_responses,
-            &context,
-        )?;
-        let call = ToolCall {
-            id: context.id.to_string(),
-            name: request.name.to_string(),
-            input: Value::Object(arguments),
-        };
-        // The operator's hooks see every call, whatever the front end, and mean the same.
-        let hooks = self.options.hooks();
-        let ToolCallContext { call, meta, tool } =
-            match hooks.before(ToolCallContext { call, meta, tool }).await {
-                Before::Run(ctx) => ctx,
-                Before::Skipped(result) => return Ok(call_tool_result(result).into()),
-                Before::Aborted(aborted) => return Err(refused_by_hook(&aborted)),
-            };
-        let input = call.input.to_string();
-        let outcome = self
-            .run(&call.name, context, asking.questions(), tool.call(&input))
-            .await?;
-        if let Some(input_required) = self.input_required(&asking, "tools/call", &call.name)? {
-            return Ok(CallToolResponse::InputRequired(input_required));
-        }
-        // A tool that failed after asking what the request's client cannot answer: the
-        // protocol's own error, naming the capability (revision 2026-07-28).
-        let failed = match &outcome {
-            Ok(output) => output.is_error,
-            Err(_) => true,
-        };
-        if failed && let Some(error) = asking.missing_capability() {
-            return Err(error);
-        }
-        // A plugin's result names only its own resources (or URIs no plugin serves).
-        let outcome = outcome.and_then(|output| {
-            // Most results name no resource: the plugins are looked at only for one that does.
-            if super::offerings::named_uris(&output.content)
-                .next()
-                .is_none()
-            {
-                return Ok(output);
-            }
-            let plugins = self.lock().plugin_sessions();
-            match plugins
-                .iter()
-                .find(|session| session.offers_tool(&call.name))
-            {
-                Some(owner) => super::offerings::speaks_for_itself(
-                    &plugins,
-                    owner.plugin_name(),
-                    &format!("the result of tool '{}'", call.name),
-                    super::offerings::named_uris(&output.content),
-                )
-                .map(|()| output)
-                .map_err(crate::tool::ToolError::Internal),
-                None => Ok(output),
-            }
-        });
-        let mut result = crate::call::result(&call.id, outcome);
-        // A plugin's structured value was checked (an object, one key once, matching its
-        // schema). A native tool with an output schema returns the object's JSON as its text:
-        // the operator's own code, trusted to serialise the type its schema is made of.
-        if result.structured.is_none() && !result.is_error && meta.output_schema.is_some() {
-            result.structured = match result.blocks.as_slice() {
-                [Content::Text(text)] => serde_json::from_str::<Value>(text)
-                    .ok()
-                    .filter(Value::is_object),
-                _ => None,
-            };
-        }
-        let post = PostToolCallContext {
-            call,
-            result,
-            meta,
-            tool,
-        };
-        let result = hooks
-            .after(post)
-            .await
-            .map_err(|aborted| refused_by_hook(&aborted))?;
-        Ok(call_tool_result(result).into())
+        self.call(request, context).await
     }
-}
-
-/// A result as MCP sends it: the blocks (the text, for a result made of text alone), and the
-/// structured value of a success.
-fn call_tool_result(result: ToolResult) -> CallToolResult {
-    let blocks: Vec<ContentBlock> = if result.blocks.is_empty() {
-        match result.content.is_empty() {
-            true => Vec::new(),
-            false => vec![ContentBlock::text(result.content)],
-        }
-    } else {
-        result
-            .blocks
-            .into_iter()
-            .map(super::content::block)
-            .collect()
-    };
-    if result.is_error {
-        return CallToolResult::error(blocks);
-    }
-    let mut success = CallToolResult::success(blocks);
-    success.structured_content = result.structured;
-    success
-}
-
-/// A request failed by a hook's `Abort`.
-fn refused_by_hook(aborted: &Aborted) -> ErrorData {
-    ErrorData::new(
-        ErrorCode::INVALID_REQUEST,
-        format!(
-            "the call of '{}' was refused by a hook of this server: {}",
-            aborted.call.name, aborted.reason
-        ),
-        None,
-    )
 }

@@ -124,13 +124,6 @@ fn non_public_v6(ip: Ipv6Addr) -> Option<Range> {
     }
 }
 
-/// Whether `host` is `localhost` or a name under it: loopback by definition (RFC 6761),
-/// whatever a resolver says.
-fn is_localhost(host: &str) -> bool {
-    let host = host.trim_end_matches('.').to_ascii_lowercase();
-    host == "localhost" || host.ends_with(".localhost")
-}
-
 /// Where a granted request goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Destination {
@@ -170,8 +163,10 @@ pub(crate) async fn resolve(destination: &Destination) -> Result<Vec<SocketAddr>
     } = destination;
     let addresses: Vec<IpAddr> = if let Some(address) = literal_address(host) {
         vec![address]
-    } else if is_localhost(host) {
-        vec![Ipv4Addr::LOCALHOST.into(), Ipv6Addr::LOCALHOST.into()]
+    } else if crate::loopback::loopback(host).is_some() {
+        // `localhost` and the names under it are loopback by definition (RFC 6761),
+        // whatever a resolver says.
+        crate::loopback::LOOPBACK_ADDRESSES.to_vec()
     } else {
         let found = tokio::net::lookup_host((host.as_str(), *port))
             .await
@@ -504,8 +499,6 @@ mod tests {
         ] {
             assert_eq!(literal_address(name), None, "{name}");
         }
-        assert!(is_localhost("localhost") && is_localhost("LocalHost."));
-        assert!(is_localhost("app.localhost") && !is_localhost("localhost.example.com"));
     }
 
     fn destination(host: &str, any_address: bool) -> Destination {

@@ -122,7 +122,7 @@ pub(crate) fn literal_address(host: &str) -> Option<IpAddr> {
 /// address named literally.
 pub(crate) fn may_carry_secrets(scheme: Option<&str>, host: &str) -> bool {
     scheme == Some("https")
-        || literal_address(host).is_some_and(|ip| ip.to_canonical().is_loopback())
+        || crate::loopback::loopback(host) == Some(crate::loopback::Loopback::Address)
 }
 
 impl HttpGrant {

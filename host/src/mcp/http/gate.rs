@@ -93,9 +93,15 @@ impl Authority {
 }
 
 /// Whether `host` (lower case, an IPv6 address without brackets) is one of the names the
-/// loopback interface answers to by default.
+/// loopback interface answers to by default: `localhost` and the addresses it stands for,
+/// not every loopback address (another server of this machine may listen on `127.0.0.2` at
+/// the same port).
 fn is_loopback_name(host: &str) -> bool {
-    matches!(host, "localhost" | "127.0.0.1" | "::1")
+    match crate::loopback::loopback(host) {
+        Some(crate::loopback::Loopback::Localhost) => true,
+        Some(crate::loopback::Loopback::Address) => matches!(host, "127.0.0.1" | "::1"),
+        _ => false,
+    }
 }
 
 /// The scheme and authority of an `Origin` header (`https://app.example.com:8443`).
