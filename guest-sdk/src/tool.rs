@@ -234,3 +234,79 @@ pub trait ToolRegistry {
         }))
     }
 }
+
+/// Inside an `impl ToolRegistry` for a type that wraps another registry (to add or change
+/// tools, or to join one registry's tools with another's prompts), writes the methods other
+/// than `tool_definitions` as calls to the wrapped registry, `self.FIELD`:
+///
+/// ```
+/// use llm_worker_guest::{ToolDefinition, ToolRegistry, forward_offerings, tool, tool_registry};
+///
+/// #[derive(Clone, Default)]
+/// pub struct Notes;
+///
+/// #[tool_registry]
+/// impl Notes {
+///     /// Counts the notes.
+///     #[tool]
+///     fn count_notes(&self) -> u32 {
+///         0
+///     }
+/// }
+///
+/// /// `Notes` with a tool made by hand beside its own.
+/// #[derive(Default)]
+/// pub struct Plugin(Notes);
+///
+/// impl ToolRegistry for Plugin {
+///     fn tool_definitions(&self) -> Vec<ToolDefinition> {
+///         let tools = self.0.tool_definitions();
+///         // … push a hand-made definition, or change the metas …
+///         tools
+///     }
+///
+///     forward_offerings!(0);
+/// }
+/// # assert_eq!(Plugin::default().tool_definitions().len(), 1);
+/// ```
+#[macro_export]
+macro_rules! forward_offerings {
+    ($field:tt) => {
+        fn resources(&self) -> ::std::vec::Vec<$crate::ResourceMeta> {
+            $crate::ToolRegistry::resources(&self.$field)
+        }
+
+        fn resource_templates(&self) -> ::std::vec::Vec<$crate::ResourceTemplate> {
+            $crate::ToolRegistry::resource_templates(&self.$field)
+        }
+
+        fn read_resource(
+            &self,
+            uri: &str,
+        ) -> ::std::result::Result<::std::vec::Vec<$crate::ResourceContents>, $crate::RequestError>
+        {
+            $crate::ToolRegistry::read_resource(&self.$field, uri)
+        }
+
+        fn prompts(&self) -> ::std::vec::Vec<$crate::PromptMeta> {
+            $crate::ToolRegistry::prompts(&self.$field)
+        }
+
+        fn get_prompt(
+            &self,
+            name: &str,
+            arguments: &[(::std::string::String, ::std::string::String)],
+        ) -> ::std::result::Result<$crate::Prompt, $crate::RequestError> {
+            $crate::ToolRegistry::get_prompt(&self.$field, name, arguments)
+        }
+
+        fn complete(
+            &self,
+            reference: &$crate::CompletionRef,
+            argument: &str,
+            value: &str,
+        ) -> ::std::result::Result<$crate::Completion, $crate::RequestError> {
+            $crate::ToolRegistry::complete(&self.$field, reference, argument, value)
+        }
+    };
+}

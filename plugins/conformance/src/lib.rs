@@ -12,8 +12,7 @@ use std::time::Duration;
 
 use llm_worker_guest::log;
 use llm_worker_guest::{
-    Completion, CompletionRef, Content, ElicitationAnswer, Listing, Message, Prompt, PromptMeta,
-    QuestionError, RequestError, ResourceContents, ResourceMeta, ResourceTemplate, SamplingRequest,
+    Content, ElicitationAnswer, Listing, Message, QuestionError, ResourceContents, SamplingRequest,
     Tool, ToolDefinition, ToolError, ToolMeta, ToolOutput, ToolRegistry, complete,
     elicit_with_schema, list_changed, progress, prompt, resource, roots, sample, tool,
     tool_registry,
@@ -616,38 +615,7 @@ impl ToolRegistry for Fixtures {
         tools
     }
 
-    fn resources(&self) -> Vec<ResourceMeta> {
-        self.0.resources()
-    }
-
-    fn resource_templates(&self) -> Vec<ResourceTemplate> {
-        self.0.resource_templates()
-    }
-
-    fn read_resource(&self, uri: &str) -> Result<Vec<ResourceContents>, RequestError> {
-        self.0.read_resource(uri)
-    }
-
-    fn prompts(&self) -> Vec<PromptMeta> {
-        self.0.prompts()
-    }
-
-    fn get_prompt(
-        &self,
-        name: &str,
-        arguments: &[(String, String)],
-    ) -> Result<Prompt, RequestError> {
-        self.0.get_prompt(name, arguments)
-    }
-
-    fn complete(
-        &self,
-        reference: &CompletionRef,
-        argument: &str,
-        value: &str,
-    ) -> Result<Completion, RequestError> {
-        self.0.complete(reference, argument, value)
-    }
+    llm_worker_guest::forward_offerings!(0);
 }
 
 llm_worker_guest::export_plugin!(Fixtures);

@@ -18,10 +18,7 @@ pub mod markdown;
 mod prompt;
 
 use http::{Deadline, Failure, Response};
-use llm_worker_guest::{
-    Completion, CompletionRef, Prompt, PromptMeta, RequestError, ToolDefinition, ToolRegistry,
-    tool, tool_registry,
-};
+use llm_worker_guest::{ToolDefinition, ToolRegistry, tool, tool_registry};
 use url::Url;
 
 /// The user agent of tool calls, which obey robots.txt.
@@ -55,26 +52,8 @@ impl ToolRegistry for Fetch {
         self.tool.tool_definitions()
     }
 
-    fn prompts(&self) -> Vec<PromptMeta> {
-        self.prompt.prompts()
-    }
-
-    fn get_prompt(
-        &self,
-        name: &str,
-        arguments: &[(String, String)],
-    ) -> Result<Prompt, RequestError> {
-        self.prompt.get_prompt(name, arguments)
-    }
-
-    fn complete(
-        &self,
-        reference: &CompletionRef,
-        argument: &str,
-        value: &str,
-    ) -> Result<Completion, RequestError> {
-        self.prompt.complete(reference, argument, value)
-    }
+    // The prompt registry has no resources: their defaults, as a registry without any.
+    llm_worker_guest::forward_offerings!(prompt);
 }
 
 /// The `fetch` tool.

@@ -8,9 +8,8 @@ pub mod store;
 use std::sync::Arc;
 
 use llm_worker_guest::{
-    Completion, CompletionRef, Content, Prompt, PromptMeta, RequestError, ResourceContents,
-    ResourceMeta, ResourceTemplate, ToolDefinition, ToolOutput, ToolRegistry, resource,
-    resource_updated, tool, tool_registry,
+    Content, ToolDefinition, ToolOutput, ToolRegistry, resource, resource_updated, tool,
+    tool_registry,
 };
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -323,38 +322,7 @@ impl ToolRegistry for MemoryPlugin {
             .collect()
     }
 
-    fn resources(&self) -> Vec<ResourceMeta> {
-        self.0.resources()
-    }
-
-    fn resource_templates(&self) -> Vec<ResourceTemplate> {
-        self.0.resource_templates()
-    }
-
-    fn read_resource(&self, uri: &str) -> Result<Vec<ResourceContents>, RequestError> {
-        self.0.read_resource(uri)
-    }
-
-    fn prompts(&self) -> Vec<PromptMeta> {
-        self.0.prompts()
-    }
-
-    fn get_prompt(
-        &self,
-        name: &str,
-        arguments: &[(String, String)],
-    ) -> Result<Prompt, RequestError> {
-        self.0.get_prompt(name, arguments)
-    }
-
-    fn complete(
-        &self,
-        reference: &CompletionRef,
-        argument: &str,
-        value: &str,
-    ) -> Result<Completion, RequestError> {
-        self.0.complete(reference, argument, value)
-    }
+    llm_worker_guest::forward_offerings!(0);
 }
 
 llm_worker_guest::export_plugin!(MemoryPlugin);
