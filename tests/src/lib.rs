@@ -1,7 +1,7 @@
 //! Helpers for the end-to-end tests: build the plugins in `plugins/` for `wasm32-wasip2` once
 //! per test run, load them into one shared [`PluginHost`], give each test a scratch directory
 //! that goes with it, an HTTP server ([`http_server`]), ways to wait ([`wait`]) and the MCP
-//! reference servers beside our plugins ([`reference`]).
+//! reference servers beside our plugins ([`reference`](mod@reference)).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
