@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use llm_worker::PluginHost;
 use llm_worker::mcp::{HttpOptions, McpOptions, ToolCatalog};
-use llm_worker_tests::bench::{median, ratio, show};
+use llm_worker_tests::bench::{median, percentile, ratio, show};
 use llm_worker_tests::{plugin_path, scratch_dir};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
@@ -271,12 +271,6 @@ async fn stdio_latencies(
         }
     }
     times
-}
-
-fn percentile(times: &mut [Duration], p: f64) -> Duration {
-    times.sort_unstable();
-    let index = ((times.len() as f64 - 1.0) * p).round() as usize;
-    times.get(index).copied().unwrap_or_default()
 }
 
 fn section_stdio(runtime: &tokio::runtime::Runtime) {

@@ -18,6 +18,14 @@ pub fn median(iterations: u32, mut run: impl FnMut(u32)) -> Duration {
     samples[samples.len() / 2]
 }
 
+/// The `p` quantile (0.5: the median, 0.9: the 90th percentile) of `times`, which it sorts;
+/// zero for no times.
+pub fn percentile(times: &mut [Duration], p: f64) -> Duration {
+    times.sort_unstable();
+    let index = ((times.len() as f64 - 1.0) * p).round() as usize;
+    times.get(index).copied().unwrap_or_default()
+}
+
 /// A duration in the unit that suits it.
 pub fn show(duration: Duration) -> String {
     let nanos = duration.as_nanos();

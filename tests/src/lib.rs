@@ -1,6 +1,7 @@
 //! Helpers for the end-to-end tests: build the plugins in `plugins/` for `wasm32-wasip2` once
 //! per test run, load them into one shared [`PluginHost`], give each test a scratch directory
-//! that goes with it, an HTTP server ([`http_server`]) and ways to wait ([`wait`]).
+//! that goes with it, an HTTP server ([`http_server`]), ways to wait ([`wait`]) and the MCP
+//! reference servers beside our plugins ([`reference`](mod@reference)).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -13,6 +14,7 @@ use llm_worker::{DirGrant, Limits, LoadedPlugin, PluginHost, SandboxPolicy};
 pub mod bench;
 pub mod http_server;
 pub mod logs;
+pub mod reference;
 pub mod wait;
 pub mod wat;
 

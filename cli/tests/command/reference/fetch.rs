@@ -18,224 +18,30 @@
 //!   original drops links, keeping their text), which must be equal; raw pages and every note
 //!   are compared exactly.
 //!
-//! The original is run without Node on its `PATH`, so readabilipy takes its pure-Python path:
-//! with Node it would install Readability.js from npm on its first call (racing when tests
-//! call it at once) and extract the article with it.
+//! The original is run without Node on its `PATH` (see
+//! `llm_worker_tests::reference::fetch_original`); the test site is
+//! `llm_worker_tests::reference::site`.
 
 use std::collections::BTreeSet;
-use std::ffi::OsStr;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
 
+use llm_worker_tests::reference::site::{Site, long_text};
+use llm_worker_tests::reference::{FETCH, fetch_original, fetch_policy};
 use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::{Original, Session, call_text, original, ours, plugin_dir, shapes};
-
-const ORIGINAL: Original = Original::PyPi {
-    package: "mcp-server-fetch",
-    version: "2026.10.24",
-    script: "mcp-server-fetch",
-};
-
-/// The article of the test site's page.
-const PAGE: &str = "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>Reference page</title>\
-<style>p { color: black }</style></head><body>\
-<article><h1>The reference page</h1>\
-<p>This page is served to both servers by the test. It has a paragraph with <strong>bold \
-words</strong>, <em>emphasis</em> and <a href=\"/other\">a link to another page</a>, so \
-that the conversion to Markdown has something to convert.</p>\
-<h2>A section</h2><p>A second paragraph follows the heading of the section, long enough to \
-be taken for the content of an article by a readability algorithm, which looks for text.</p>\
-<ul><li>First item</li><li>Second item</li></ul>\
-<p>The last paragraph ends the article.</p></article>\
-<script>console.log('not content')</script></body></html>";
-
-/// The robots.txt of the test site: `/private` is refused to every agent.
-const ROBOTS: &str = "# The test site\nUser-agent: *\nDisallow: /private\n";
-
-/// The bytes of `/big`: well over the output limit and our plugin's body cap.
-const BIG: usize = 8 << 20;
-
-/// A line of `/long`, repeated.
-fn long_text() -> String {
-    (0..400)
-        .map(|n| format!("Line {n} of a long text, with ünïcödé to count by characters.\n"))
-        .collect()
-}
-
-/// One web server on 127.0.0.1 for the test, stopped when dropped. It counts the
-/// connections it accepted and keeps each request's path.
-struct Site {
-    port: u16,
-    connections: Arc<AtomicUsize>,
-    paths: Arc<Mutex<Vec<String>>>,
-    task: tokio::task::AbortHandle,
-}
-
-impl Site {
-    /// Serves the routes below; `/away` redirects to `elsewhere`'s port.
-    async fn start(elsewhere: Option<u16>) -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("listen on 127.0.0.1");
-        let port = listener.local_addr().expect("address").port();
-        let connections = Arc::new(AtomicUsize::new(0));
-        let paths = Arc::new(Mutex::new(Vec::new()));
-        let (count, seen) = (Arc::clone(&connections), Arc::clone(&paths));
-        let task = tokio::spawn(async move {
-            let mut running = tokio::task::JoinSet::new();
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    continue;
-                };
-                count.fetch_add(1, Ordering::SeqCst);
-                while running.try_join_next().is_some() {}
-                running.spawn(answer(stream, port, elsewhere, Arc::clone(&seen)));
-            }
-        })
-        .abort_handle();
-        Self {
-            port,
-            connections,
-            paths,
-            task,
-        }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port)
-    }
-
-    fn connections(&self) -> usize {
-        self.connections.load(Ordering::SeqCst)
-    }
-
-    fn paths(&self) -> Vec<String> {
-        self.paths
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-}
-
-impl Drop for Site {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-/// Reads one request's head and answers it (HTTP/1.1, one request per connection).
-async fn answer(
-    mut stream: tokio::net::TcpStream,
-    port: u16,
-    elsewhere: Option<u16>,
-    seen: Arc<Mutex<Vec<String>>>,
-) {
-    let mut head = Vec::new();
-    let mut buffer = [0u8; 4096];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-        match stream.read(&mut buffer).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => head.extend_from_slice(&buffer[..n]),
-        }
-    }
-    let head = String::from_utf8_lossy(&head).into_owned();
-    let path = head.split(' ').nth(1).unwrap_or("/").to_owned();
-    seen.lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .push(path.clone());
-    let reply = |status: &str, headers: &str, body: &[u8]| {
-        let mut bytes = format!(
-            "HTTP/1.1 {status}\r\n{headers}Content-Length: {}\r\nConnection: close\r\n\r\n",
-            body.len()
-        )
-        .into_bytes();
-        bytes.extend_from_slice(body);
-        bytes
-    };
-    let html = "Content-Type: text/html; charset=utf-8\r\n";
-    let plain = "Content-Type: text/plain; charset=utf-8\r\n";
-    let bytes = match path.as_str() {
-        "/robots.txt" => reply("200 OK", plain, ROBOTS.as_bytes()),
-        "/page" | "/private/page" => reply("200 OK", html, PAGE.as_bytes()),
-        "/long" => reply("200 OK", plain, long_text().as_bytes()),
-        "/redirect" => reply("302 Found", "Location: /page\r\n", b""),
-        "/away" => reply(
-            "302 Found",
-            &format!(
-                "Location: http://127.0.0.1:{}/page\r\n",
-                elsewhere.unwrap_or(port)
-            ),
-            b"",
-        ),
-        "/big" => {
-            let head = format!(
-                "HTTP/1.1 200 OK\r\n{plain}Content-Length: {BIG}\r\nConnection: close\r\n\r\n"
-            );
-            if stream.write_all(head.as_bytes()).await.is_err() {
-                return;
-            }
-            let chunk = vec![b'x'; 64 << 10];
-            for _ in 0..BIG / chunk.len() {
-                if stream.write_all(&chunk).await.is_err() {
-                    return;
-                }
-            }
-            return;
-        }
-        // A byte every 100 ms: forever (until the client goes), or 30 of them.
-        "/drip" | "/drip30" => {
-            let head = format!("HTTP/1.1 200 OK\r\n{plain}Connection: close\r\n\r\n");
-            if stream.write_all(head.as_bytes()).await.is_err() {
-                return;
-            }
-            let mut sent = 0;
-            let mut tick = tokio::time::interval(std::time::Duration::from_millis(100));
-            while path == "/drip" || sent < 30 {
-                tick.tick().await;
-                if stream.write_all(b"x").await.is_err() || stream.flush().await.is_err() {
-                    return;
-                }
-                sent += 1;
-            }
-            return;
-        }
-        _ => reply("404 Not Found", plain, b"not found"),
-    };
-    let _ = stream.write_all(&bytes).await;
-    let _ = stream.shutdown().await;
-}
+use super::{Session, call_text, ours, plugin_dir, program, shapes};
 
 /// Our plugin, its policy granting exactly `grants` (and the prompt the same), and `more`
 /// (TOML tables: `[limits]`, `[env]`).
 async fn our_fetch(grants: &[String], more: &str) -> (Session, llm_worker_tests::ScratchDir) {
-    let list = grants
-        .iter()
-        .map(|grant| format!("{grant:?}"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let policy =
-        format!("[http]\nallow = [{list}]\n\n[prompts.http]\nallow = [{list}]\n\n{more}\n");
+    let policy = fetch_policy(grants, more);
     let (dir, scratch) = plugin_dir("fetch", &[("fetch.policy.toml", &policy)]);
     (ours(&dir).await, scratch)
 }
 
 /// The original, with `--allow-private-ips` if `private`.
 async fn their_fetch(private: bool) -> Option<(Session, llm_worker_tests::ScratchDir)> {
-    let program = ORIGINAL.program()?;
-    let scratch = llm_worker_tests::scratch_dir("reference-fetch-original");
-    let args: &[&OsStr] = if private {
-        &[OsStr::new("--allow-private-ips")]
-    } else {
-        &[]
-    };
-    // Its own bin directory only: no Node (see the module's documentation).
-    let bin = program.parent().expect("the venv's bin").as_os_str();
-    Some((
-        original(&program, args, &[("PATH", bin)], &scratch).await,
-        scratch,
-    ))
+    let program = program(FETCH)?;
+    Some(fetch_original(&program, private).await)
 }
 
 /// The answer's text, and whether it is an error.

@@ -14,39 +14,14 @@
 //!   ours says nothing, since the plugin's read-write directory makes our host drop that claim.
 //!   Every other hint is compared.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use rmcp::model::ReadResourceRequestParams;
 use serde_json::{Value, json};
 
-use super::{Original, Session, call_text, original, ours, plugin_dir, shapes};
+use llm_worker_tests::reference::{MEMORY, memory_dir as our_dir, memory_original as theirs};
 
-const ORIGINAL: Original = Original::Npm {
-    package: "@modelcontextprotocol/server-memory",
-    version: "2026.8.31",
-    bin: "mcp-server-memory",
-};
-
-/// The policy shipped beside the plugin: `../memory-data`, read-write, as `/memory`.
-const POLICY: &str = include_str!("../../../../plugins/memory/memory.policy.toml");
-
-/// Our plugin under the shipped policy, with `extra` appended to it; its data directory (made
-/// here), its plugin directory and the scratch directory holding both.
-fn our_dir(extra: &str) -> (PathBuf, PathBuf, llm_worker_tests::ScratchDir) {
-    let (dir, scratch) = plugin_dir(
-        "memory",
-        &[("memory.policy.toml", &format!("{POLICY}{extra}"))],
-    );
-    let data = scratch.join("memory-data");
-    std::fs::create_dir(&data).expect("mkdir memory-data");
-    (dir, data, scratch)
-}
-
-/// The original, keeping its graph in `file`.
-async fn theirs(program: &Path, file: &Path) -> Session {
-    let dir = file.parent().expect("the file's directory");
-    original(program, &[], &[("MEMORY_FILE_PATH", file.as_os_str())], dir).await
-}
+use super::{Session, call_text, ours, program, shapes};
 
 /// A call's answer: its text, its structured value, and whether it is an error.
 #[derive(Debug)]
@@ -140,7 +115,7 @@ fn people() -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_listing_is_the_originals() {
-    let Some(program) = ORIGINAL.program() else {
+    let Some(program) = program(MEMORY) else {
         return;
     };
     let (dir, data, _scratch) = our_dir("");
@@ -242,7 +217,7 @@ fn collect_descriptions(root: &Value, schema: &Value, at: &str, found: &mut Vec<
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_same_calls_give_the_same_answers_and_the_same_file() {
-    let Some(program) = ORIGINAL.program() else {
+    let Some(program) = program(MEMORY) else {
         return;
     };
     let (dir, data, scratch) = our_dir("");
@@ -400,7 +375,7 @@ async fn the_same_calls_give_the_same_answers_and_the_same_file() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_memory_file_moves_between_the_two_both_ways() {
-    let Some(program) = ORIGINAL.program() else {
+    let Some(program) = program(MEMORY) else {
         return;
     };
     let (dir, data, scratch) = our_dir("");
@@ -596,7 +571,7 @@ async fn a_link_out_of_the_grant_is_neither_read_nor_written() {
     );
 
     // The original, which has no sandbox, reads through the link.
-    let Some(program) = ORIGINAL.program() else {
+    let Some(program) = program(MEMORY) else {
         return;
     };
     let theirs = theirs(&program, &data.join("memory.jsonl")).await;
@@ -682,7 +657,7 @@ async fn a_damaged_or_huge_file_is_reported_and_kept() {
     assert_eq!(answer.graph()["entities"][0]["name"], "E7");
 
     // The original refuses the damaged file too, and keeps it.
-    let Some(program) = ORIGINAL.program() else {
+    let Some(program) = program(MEMORY) else {
         return;
     };
     std::fs::write(&file, damaged).expect("damaged");

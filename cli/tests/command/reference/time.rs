@@ -12,35 +12,17 @@
 //! - **error framing**: the original says `Error executing tool NAME: …`, our host
 //!   `Execution failed: …`: the message after it must be equal.
 
-use std::ffi::OsStr;
-
+use llm_worker_tests::reference::{TIME, TIME_POLICY, time_original};
 use serde_json::{Value, json};
 
-use super::{Original, Session, call_text, original, ours, plugin_dir, shapes};
+use super::{Session, call_text, ours, plugin_dir, program, shapes};
 
-const ORIGINAL: Original = Original::PyPi {
-    package: "mcp-server-time",
-    version: "2026.10.19",
-    script: "mcp-server-time",
-};
-
-/// The local timezone the original is told (ours names UTC always: the host reads a plugin's
-/// tool list without its grants, so no environment can name another).
-const LOCAL: &str = "UTC";
-
-/// Both servers, the original told that the local timezone is [`LOCAL`], ours with the policy
-/// it ships with; `None` when the original cannot be installed here (the test is skipped).
+/// Both servers, the original told that the local timezone is UTC (`TIME_LOCAL`), ours with
+/// the policy it ships with; `None` when the original cannot be installed here (the test is skipped).
 async fn both() -> Option<(Session, Session, llm_worker_tests::ScratchDir)> {
-    let program = ORIGINAL.program()?;
-    let policy = include_str!("../../../../plugins/time/time.policy.toml");
-    let (dir, scratch) = plugin_dir("time", &[("time.policy.toml", policy)]);
-    let theirs = original(
-        &program,
-        &[OsStr::new("--local-timezone"), OsStr::new(LOCAL)],
-        &[],
-        &scratch,
-    )
-    .await;
+    let program = program(TIME)?;
+    let (dir, scratch) = plugin_dir("time", &[("time.policy.toml", TIME_POLICY)]);
+    let theirs = time_original(&program, &scratch).await;
     let ours = ours(&dir).await;
     Some((theirs, ours, scratch))
 }
