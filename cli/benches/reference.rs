@@ -33,8 +33,8 @@ use llm_worker_tests::bench::{percentile, ratio, show};
 use llm_worker_tests::plugin_path;
 use llm_worker_tests::reference::site::Site;
 use llm_worker_tests::reference::{
-    FETCH, MEMORY, Original, Session, TIME, TIME_POLICY, fetch_original, fetch_policy, memory_dir,
-    memory_original, ours, plugin_dir, time_original,
+    FETCH, FILESYSTEM, MEMORY, Original, Session, TIME, TIME_POLICY, fetch_original, fetch_policy,
+    memory_dir, memory_original, original, ours, plugin_dir, time_original,
 };
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
@@ -67,9 +67,15 @@ struct Row {
     setup: fn(PathBuf) -> Setup,
 }
 
-/// The table. Another plugin is another row here, with its setup function beside the three
-/// below (`filesystem`'s, say): until its `.wasm` is built, its row says it is skipped.
-const ROWS: [Row; 3] = [
+/// The table. Another plugin is another row here, with its setup function beside those
+/// below: until its `.wasm` is built, its row says it is skipped.
+const ROWS: [Row; 4] = [
+    Row {
+        plugin: "filesystem",
+        original: FILESYSTEM,
+        shown: r#"`read_text_file {"path":"DIR/a.txt"}` (a file of 6 bytes; the directory granted read-only, at its own path)"#,
+        setup: filesystem,
+    },
     Row {
         plugin: "time",
         original: TIME,
@@ -115,6 +121,29 @@ async fn succeed(session: &Session, call: CallToolRequestParams, what: &str) {
             .collect();
         panic!("{what}: {tool} failed: {}", text.join(""));
     }
+}
+
+fn filesystem(program: PathBuf) -> Setup {
+    Box::pin(async move {
+        let files = llm_worker_tests::scratch_dir("bench-filesystem");
+        std::fs::create_dir(files.join("data")).expect("mkdir");
+        let data = files
+            .join("data")
+            .canonicalize()
+            .expect("the served directory");
+        std::fs::write(data.join("a.txt"), "hello\n").expect("write");
+        let theirs = original(&program, &[data.as_os_str()], &[], &data).await;
+        let policy = format!("[[dirs]]\nhost = {data:?}\nguest = {data:?}\nmode = \"ro\"\n");
+        let (dir, scratch) = plugin_dir("filesystem", &[("filesystem.policy.toml", &policy)]);
+        let ours = ours(cli(), &dir).await;
+        let arguments = json!({ "path": data.join("a.txt") });
+        Pair {
+            ours,
+            theirs,
+            call: call("read_text_file", arguments),
+            _keep: vec![Box::new(scratch), Box::new(files)],
+        }
+    })
 }
 
 fn time(program: PathBuf) -> Setup {

@@ -66,6 +66,13 @@ pub const MEMORY: Original = Original::Npm {
     bin: "mcp-server-memory",
 };
 
+/// `@modelcontextprotocol/server-filesystem`, beside our `filesystem` plugin.
+pub const FILESYSTEM: Original = Original::Npm {
+    package: "@modelcontextprotocol/server-filesystem",
+    version: "2026.8.31",
+    bin: "mcp-server-filesystem",
+};
+
 impl Original {
     /// Its package's name and version.
     pub fn pin(self) -> (&'static str, &'static str) {

@@ -27,13 +27,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use llm_worker_tests::ScratchDir;
 use serde_json::{Value, json};
 
-use super::{Original, Session, call_text, original, ours, plugin_dir, shapes};
+use llm_worker_tests::reference::original;
 
-const ORIGINAL: Original = Original::Npm {
-    package: "@modelcontextprotocol/server-filesystem",
-    version: "2026.8.31",
-    bin: "mcp-server-filesystem",
-};
+use super::{Original, Session, call_text, ours, plugin_dir, program, shapes};
+
+const ORIGINAL: Original = llm_worker_tests::reference::FILESYSTEM;
 
 /// A red pixel, as PNG.
 const PNG: &[u8] = &[
@@ -188,7 +186,7 @@ impl Layout {
 
 /// The original serving `layout.data`, connected; `None` (skipped) without Node/npm.
 async fn the_original(layout: &Layout) -> Option<Session> {
-    let program = ORIGINAL.program()?;
+    let program = program(ORIGINAL)?;
     let tz = std::ffi::OsStr::new("UTC");
     Some(
         original(
@@ -1238,7 +1236,7 @@ async fn roots_narrow_our_grants_and_never_widen_them() {
         }
     };
 
-    if let Some(program) = ORIGINAL.program() {
+    if let Some(program) = program(ORIGINAL) {
         let mut command = tokio::process::Command::new(program);
         command.arg(&layout.data).env("TZ", "UTC");
         let original = with_roots(command, vec![outside.clone()]).await;
