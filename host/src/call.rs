@@ -68,16 +68,18 @@ impl Hooks<'_> {
 
     /// Runs the post-call hooks on `ctx`, in order, and gives the result they leave.
     ///
-    /// A hook may rewrite the result's text or its blocks: if the text is no longer the one it
-    /// saw, the text wins — it becomes the only block, and the structured value is dropped
-    /// (it would still hold what the hook took out of the text); otherwise, blocks a hook
-    /// changed are rendered to the text again.
+    /// A hook may rewrite the result's text, its blocks or its structured value: if the text
+    /// is no longer the one it saw, the text wins — it becomes the only block, and the
+    /// structured value is dropped (it would still hold what the hook took out of the text);
+    /// otherwise, blocks or a structured value a hook changed are rendered to the text again
+    /// (a result of a structured value alone is its JSON).
     pub(crate) async fn after(&self, mut ctx: PostToolCallContext) -> Result<ToolResult, Aborted> {
         if self.post.is_empty() {
             return Ok(ctx.result);
         }
         let text = ctx.result.content.clone();
         let blocks = ctx.result.blocks.clone();
+        let structured = ctx.result.structured.clone();
         for hook in self.post {
             if let PostToolCallAction::Abort(reason) = hook.post_tool_call(&mut ctx).await {
                 return Err(Aborted {
@@ -90,7 +92,7 @@ impl Hooks<'_> {
         if result.content != text {
             result.blocks = vec![crate::tool::Content::Text(result.content.clone())];
             result.structured = None;
-        } else if result.blocks != blocks {
+        } else if result.blocks != blocks || result.structured != structured {
             result.content = ToolOutput {
                 content: result.blocks.clone(),
                 structured: result.structured.clone(),
@@ -141,5 +143,77 @@ pub(crate) fn result(call_id: &str, outcome: Result<ToolOutput, ToolError>) -> T
     match outcome {
         Ok(output) => ToolResult::from_output(call_id, output),
         Err(error) => ToolResult::error(call_id, error.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tool::{Content, ToolMeta};
+
+    struct Nothing;
+
+    #[async_trait::async_trait]
+    impl Tool for Nothing {
+        async fn execute(&self, _: &str) -> Result<String, ToolError> {
+            Ok(String::new())
+        }
+    }
+
+    /// The result the post-call hooks `post` leave of `output`.
+    async fn after(
+        output: ToolOutput,
+        post: impl Fn(&mut PostToolCallContext) -> PostToolCallAction + Send + Sync + 'static,
+    ) -> ToolResult {
+        let post: Vec<Arc<dyn PostToolCallHook>> = vec![Arc::new(post)];
+        let hooks = Hooks {
+            pre: &[],
+            post: &post,
+        };
+        let ctx = PostToolCallContext {
+            call: ToolCall {
+                id: "1".into(),
+                name: "t".into(),
+                input: serde_json::json!({}),
+            },
+            result: result("1", Ok(output)),
+            meta: ToolMeta::new("t"),
+            tool: Arc::new(Nothing),
+        };
+        hooks.after(ctx).await.expect("not aborted")
+    }
+
+    #[tokio::test]
+    async fn what_a_post_hook_rewrites_is_what_the_model_reads() {
+        let structured = || ToolOutput {
+            content: Vec::new(),
+            structured: Some(serde_json::json!({"secret": "s3cr3t", "ok": true})),
+            is_error: false,
+        };
+        // A structured value alone: its JSON is the text, and a redacted value is too.
+        let redacted = after(structured(), |ctx| {
+            if let Some(value) = &mut ctx.result.structured {
+                value["secret"] = serde_json::json!("[redacted]");
+            }
+            PostToolCallAction::Continue
+        })
+        .await;
+        assert!(!redacted.content.contains("s3cr3t"), "{}", redacted.content);
+        assert!(
+            redacted.content.contains("[redacted]"),
+            "{}",
+            redacted.content
+        );
+        // A rewritten text wins: it is the only block, and the structured value goes.
+        let rewritten = after(structured(), |ctx| {
+            ctx.result.content = "nothing to see".into();
+            PostToolCallAction::Continue
+        })
+        .await;
+        assert_eq!(rewritten.blocks, [Content::Text("nothing to see".into())]);
+        assert_eq!(rewritten.structured, None);
+        // Untouched, the result is the tool's.
+        let untouched = after(structured(), |_| PostToolCallAction::Continue).await;
+        assert_eq!(untouched, result("1", Ok(structured())));
     }
 }

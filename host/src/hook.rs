@@ -43,7 +43,8 @@ pub struct ToolResult {
     #[serde(skip)]
     pub blocks: Vec<Content>,
     /// The tool's structured value (an object matching its output schema), if it gave one.
-    /// Dropped when a post-call hook rewrites `content`.
+    /// Dropped when a post-call hook rewrites `content`; one that changes only this has
+    /// `content` rendered again (for a result with no blocks, it is this value's JSON).
     #[serde(skip)]
     pub structured: Option<Value>,
 }

@@ -108,7 +108,9 @@ impl McpServer {
         let outcome = self
             .run(&call.name, context, asking.questions(), tool.call(&input))
             .await?;
-        if let Some(input_required) = self.input_required(&asking, "tools/call", &call.name)? {
+        // Sealed for the request as the client sent it (a hook may have renamed the call): its
+        // retry names the tool it named.
+        if let Some(input_required) = self.input_required(&asking, "tools/call", &request.name)? {
             return Ok(CallToolResponse::InputRequired(input_required));
         }
         // A tool that failed after asking what the request's client cannot answer: the
