@@ -56,6 +56,7 @@ pub(crate) fn loopback(host: &str) -> Option<Loopback> {
 }
 
 /// The addresses a loopback name stands for, without asking a resolver.
+#[cfg_attr(not(feature = "wasi-http"), allow(dead_code))]
 pub(crate) const LOOPBACK_ADDRESSES: [IpAddr; 2] = [
     IpAddr::V4(Ipv4Addr::LOCALHOST),
     IpAddr::V6(Ipv6Addr::LOCALHOST),
