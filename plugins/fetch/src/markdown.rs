@@ -27,7 +27,15 @@ pub fn extract(html: &str) -> String {
             ..Options::default()
         })
         .build();
-    match converter.convert(html) {
+    // The HTML parser logs a trace record for every character it reads and a debug record
+    // for every token: hundreds a page, each formatted and sent to the host, which keeps a
+    // hundred a call. They are none of the operator's business: while it parses, only
+    // warnings and above pass (the plugin's own records, outside it, are unaffected).
+    let level = log::max_level();
+    log::set_max_level(level.min(log::LevelFilter::Warn));
+    let converted = converter.convert(html);
+    log::set_max_level(level);
+    match converted {
         Ok(markdown) if !markdown.trim().is_empty() => markdown,
         _ => FAILED.to_owned(),
     }
