@@ -21,27 +21,7 @@ use serde_json::{Value, json};
 
 use llm_worker_tests::reference::{MEMORY, memory_dir as our_dir, memory_original as theirs};
 
-use super::{Session, call_text, ours, program, shapes};
-
-/// A call's answer: its text, its structured value, and whether it is an error.
-#[derive(Debug)]
-struct Answer {
-    text: String,
-    structured: Option<Value>,
-    is_error: bool,
-}
-
-async fn call(session: &Session, tool: &'static str, arguments: Value) -> Answer {
-    let result = session
-        .call_tool(super::super::mcp::call(tool, arguments))
-        .await
-        .unwrap_or_else(|e| panic!("{tool}: {e}"));
-    Answer {
-        text: super::super::mcp::text(&result),
-        structured: result.structured_content.clone(),
-        is_error: result.is_error == Some(true),
-    }
-}
+use super::{Answer, Session, call, call_text, ours, program, shapes};
 
 impl Answer {
     /// The structured value of a result that is not an error.

@@ -61,6 +61,32 @@ pub(crate) async fn shapes(session: &Session) -> BTreeMap<String, Shape> {
         .collect()
 }
 
+/// What a server answered to one call: the text blocks joined, the structured value, and
+/// whether it is an error result.
+#[derive(Debug)]
+pub(crate) struct Answer {
+    pub(crate) text: String,
+    pub(crate) structured: Option<serde_json::Value>,
+    pub(crate) is_error: bool,
+}
+
+/// Calls `tool` with `arguments` on `session`; a protocol error fails the test.
+pub(crate) async fn call(
+    session: &Session,
+    tool: &'static str,
+    arguments: serde_json::Value,
+) -> Answer {
+    let result = session
+        .call_tool(super::mcp::call(tool, arguments))
+        .await
+        .unwrap_or_else(|e| panic!("{tool}: {e}"));
+    Answer {
+        text: super::mcp::text(&result),
+        structured: result.structured_content.clone(),
+        is_error: result.is_error == Some(true),
+    }
+}
+
 /// Calls `tool` with `arguments` (an object) on `session`: the result's text blocks joined,
 /// and whether it is an error result. A protocol error is returned as `Err` with its text.
 pub(crate) async fn call_text(

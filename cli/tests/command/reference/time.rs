@@ -15,7 +15,7 @@
 use llm_worker_tests::reference::{TIME, TIME_POLICY, time_original};
 use serde_json::{Value, json};
 
-use super::{Session, call_text, ours, plugin_dir, program, shapes};
+use super::{Answer, Session, call, call_text, ours, plugin_dir, program, shapes};
 
 /// Both servers, the original told that the local timezone is UTC (`TIME_LOCAL`), ours with
 /// the policy it ships with; `None` when the original cannot be installed here (the test is skipped).
@@ -25,26 +25,6 @@ async fn both() -> Option<(Session, Session, llm_worker_tests::ScratchDir)> {
     let theirs = time_original(&program, &scratch).await;
     let ours = ours(&dir).await;
     Some((theirs, ours, scratch))
-}
-
-/// A call's answer: its text, its structured value, and whether it is an error.
-#[derive(Debug)]
-struct Answer {
-    text: String,
-    structured: Option<Value>,
-    is_error: bool,
-}
-
-async fn call(session: &Session, tool: &'static str, arguments: Value) -> Answer {
-    let result = session
-        .call_tool(super::super::mcp::call(tool, arguments))
-        .await
-        .unwrap_or_else(|e| panic!("{tool}: {e}"));
-    Answer {
-        text: super::super::mcp::text(&result),
-        structured: result.structured_content.clone(),
-        is_error: result.is_error == Some(true),
-    }
 }
 
 impl Answer {
