@@ -20,7 +20,7 @@ use crate::hook::{
     ToolCall, ToolCallContext, ToolResult,
 };
 use crate::question::QuestionHandler;
-use crate::tool::{Tool, ToolError, ToolOutput};
+use crate::tool::{Tool, ToolError, ToolMeta, ToolOutput};
 
 /// The hooks around every call.
 #[derive(Clone, Copy)]
@@ -38,8 +38,8 @@ pub(crate) struct Aborted {
 
 /// What the pre-call hooks decided.
 pub(crate) enum Before {
-    /// Run the call (as the hooks may have rewritten it).
-    Run(ToolCallContext),
+    /// Run the call (as the hooks may have rewritten it) on this tool.
+    Run(ToolCall, Arc<dyn Tool>),
     /// Not run: this is its result (an error saying a hook skipped it, and why).
     Skipped(ToolResult),
     /// The request ends.
@@ -47,8 +47,24 @@ pub(crate) enum Before {
 }
 
 impl Hooks<'_> {
-    /// Runs the pre-call hooks on `ctx`, in order, until one skips or aborts the call.
-    pub(crate) async fn before(&self, mut ctx: ToolCallContext) -> Before {
+    /// Runs the pre-call hooks on the call of `tool`, in order, until one skips or aborts it.
+    ///
+    /// The hooks' contexts get a copy of `meta` (theirs to read): it is made only when there
+    /// are hooks, as the registered metadata (schemas included) is not copied per call.
+    pub(crate) async fn before(
+        &self,
+        call: ToolCall,
+        meta: &ToolMeta,
+        tool: Arc<dyn Tool>,
+    ) -> Before {
+        if self.pre.is_empty() {
+            return Before::Run(call, tool);
+        }
+        let mut ctx = ToolCallContext {
+            call,
+            meta: meta.clone(),
+            tool,
+        };
         for hook in self.pre {
             match hook.pre_tool_call(&mut ctx).await {
                 PreToolCallAction::Continue => {}
@@ -63,7 +79,7 @@ impl Hooks<'_> {
                 }
             }
         }
-        Before::Run(ctx)
+        Before::Run(ctx.call, ctx.tool)
     }
 
     /// Runs the post-call hooks on `ctx`, in order, and gives the result they leave.
@@ -73,10 +89,22 @@ impl Hooks<'_> {
     /// structured value is dropped (it would still hold what the hook took out of the text);
     /// otherwise, blocks or a structured value a hook changed are rendered to the text again
     /// (a result of a structured value alone is its JSON).
-    pub(crate) async fn after(&self, mut ctx: PostToolCallContext) -> Result<ToolResult, Aborted> {
+    pub(crate) async fn after(
+        &self,
+        call: ToolCall,
+        result: ToolResult,
+        meta: &ToolMeta,
+        tool: Arc<dyn Tool>,
+    ) -> Result<ToolResult, Aborted> {
         if self.post.is_empty() {
-            return Ok(ctx.result);
+            return Ok(result);
         }
+        let mut ctx = PostToolCallContext {
+            call,
+            result,
+            meta: meta.clone(),
+            tool,
+        };
         let text = ctx.result.content.clone();
         let blocks = ctx.result.blocks.clone();
         let structured = ctx.result.structured.clone();
@@ -149,7 +177,7 @@ pub(crate) fn result(call_id: &str, outcome: Result<ToolOutput, ToolError>) -> T
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tool::{Content, ToolMeta};
+    use crate::tool::Content;
 
     struct Nothing;
 
@@ -170,17 +198,20 @@ mod tests {
             pre: &[],
             post: &post,
         };
-        let ctx = PostToolCallContext {
-            call: ToolCall {
-                id: "1".into(),
-                name: "t".into(),
-                input: serde_json::json!({}),
-            },
-            result: result("1", Ok(output)),
-            meta: ToolMeta::new("t"),
-            tool: Arc::new(Nothing),
+        let call = ToolCall {
+            id: "1".into(),
+            name: "t".into(),
+            input: serde_json::json!({}),
         };
-        hooks.after(ctx).await.expect("not aborted")
+        hooks
+            .after(
+                call,
+                result("1", Ok(output)),
+                &ToolMeta::new("t"),
+                Arc::new(Nothing),
+            )
+            .await
+            .expect("not aborted")
     }
 
     #[tokio::test]

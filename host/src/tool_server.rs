@@ -9,8 +9,9 @@ use serde_json::Value;
 use crate::tool::{Tool, ToolAnnotations, ToolMeta, WorkerToolDefinition};
 
 /// Tools by name. Ordered: listing needs no sort, and a lookup hashes nothing (a call's
-/// lookup is on the hot path; tool counts are small).
-type ToolMap = BTreeMap<String, (ToolMeta, Arc<dyn Tool>)>;
+/// lookup is on the hot path; tool counts are small). The metadata is shared, not copied, by
+/// a call's lookup: its schemas are the largest part of a tool.
+type ToolMap = BTreeMap<String, (Arc<ToolMeta>, Arc<dyn Tool>)>;
 
 /// Owns the map of registered tools. Cloning shares the same map.
 #[derive(Clone, Default)]
@@ -147,16 +148,22 @@ impl ToolServerHandle {
             }
         }
         for (meta, tool) in created {
-            tools.insert(meta.name.clone(), (meta, tool));
+            tools.insert(meta.name.clone(), (Arc::new(meta), tool));
         }
         Ok(())
     }
 
     /// The metadata and instance of the tool `name`.
     pub fn get_tool(&self, name: &str) -> Option<(ToolMeta, Arc<dyn Tool>)> {
+        self.lookup(name)
+            .map(|(meta, tool)| (ToolMeta::clone(&meta), tool))
+    }
+
+    /// The metadata and instance of the tool `name`, shared: what a call looks up.
+    pub(crate) fn lookup(&self, name: &str) -> Option<(Arc<ToolMeta>, Arc<dyn Tool>)> {
         self.lock()
             .get(name)
-            .map(|(meta, tool)| (meta.clone(), Arc::clone(tool)))
+            .map(|(meta, tool)| (Arc::clone(meta), Arc::clone(tool)))
     }
 
     /// Calls the tool `name` with `input_json`.
@@ -176,7 +183,7 @@ impl ToolServerHandle {
         // The map is ordered by name.
         self.lock()
             .values()
-            .map(|(meta, _)| LlmToolDefinition::from(meta))
+            .map(|(meta, _)| LlmToolDefinition::from(&**meta))
             .collect()
     }
 

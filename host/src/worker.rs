@@ -7,10 +7,8 @@ use crate::question::QuestionHandler;
 
 use crate::call::{self, Aborted, Before, Hooks, Scopes};
 use crate::events::{Sink, ToolEvent};
-use crate::hook::{
-    PostToolCallContext, PostToolCallHook, PreToolCallHook, ToolCall, ToolCallContext, ToolResult,
-};
-use crate::tool::WorkerToolDefinition;
+use crate::hook::{PostToolCallHook, PreToolCallHook, ToolCall, ToolResult};
+use crate::tool::{Tool, ToolMeta, WorkerToolDefinition};
 use crate::tool_server::{ToolServer, ToolServerError, ToolServerHandle};
 
 /// The state in which tools can be registered.
@@ -251,10 +249,10 @@ impl<S: WorkerState> Worker<S> {
         let handle = self.tool_server.handle();
         let hooks = self.hooks();
         let mut results: Vec<Option<ToolResult>> = vec![None; calls.len()];
-        let mut pending: Vec<(usize, ToolCallContext)> = Vec::new();
+        let mut pending: Vec<Pending> = Vec::new();
 
         for (index, call) in calls.into_iter().enumerate() {
-            let Some((meta, tool)) = handle.get_tool(&call.name) else {
+            let Some((meta, tool)) = handle.lookup(&call.name) else {
                 let known = handle.tool_names().join(", ");
                 results[index] = Some(ToolResult::error(
                     &call.id,
@@ -262,8 +260,13 @@ impl<S: WorkerState> Worker<S> {
                 ));
                 continue;
             };
-            match hooks.before(ToolCallContext { call, meta, tool }).await {
-                Before::Run(ctx) => pending.push((index, ctx)),
+            match hooks.before(call, &meta, tool).await {
+                Before::Run(call, tool) => pending.push(Pending {
+                    index,
+                    call,
+                    meta,
+                    tool,
+                }),
                 Before::Skipped(result) => results[index] = Some(result),
                 Before::Aborted(aborted) => return Err(hook_aborted(aborted)),
             }
@@ -275,15 +278,15 @@ impl<S: WorkerState> Worker<S> {
             .or_else(crate::question::current_handler);
         let outcomes = run_in_parallel(&pending, self.event_sink(), questions).await;
 
-        for ((index, ctx), result) in pending.into_iter().zip(outcomes) {
-            let ToolCallContext { call, meta, tool } = ctx;
-            let post = PostToolCallContext {
-                result,
+        for (pending, result) in pending.into_iter().zip(outcomes) {
+            let Pending {
+                index,
                 call,
                 meta,
                 tool,
-            };
-            results[index] = Some(hooks.after(post).await.map_err(hook_aborted)?);
+            } = pending;
+            let result = hooks.after(call, result, &meta, tool).await;
+            results[index] = Some(result.map_err(hook_aborted)?);
         }
 
         Ok(results.into_iter().flatten().collect())
@@ -307,15 +310,24 @@ fn hook_aborted(aborted: Aborted) -> WorkerError {
 
 /// Runs the calls concurrently: on tokio worker threads when inside a tokio runtime, otherwise
 /// interleaved on the calling task. Each call's events go to `sink` tagged with its id.
+/// A call the pre-call hooks let through: where its result goes, the call as they left it,
+/// the tool's metadata and the tool to run.
+struct Pending {
+    index: usize,
+    call: ToolCall,
+    meta: Arc<ToolMeta>,
+    tool: Arc<dyn Tool>,
+}
+
 async fn run_in_parallel(
-    pending: &[(usize, ToolCallContext)],
+    pending: &[Pending],
     sink: Option<Sink>,
     questions: Option<Arc<dyn QuestionHandler>>,
 ) -> Vec<ToolResult> {
-    let jobs = pending.iter().map(|(_, ctx)| {
-        let tool = Arc::clone(&ctx.tool);
-        let input = ctx.call.input.to_string();
-        let id = ctx.call.id.clone();
+    let jobs = pending.iter().map(|pending| {
+        let tool = Arc::clone(&pending.tool);
+        let input = pending.call.input.to_string();
+        let id = pending.call.id.clone();
         let scopes = Scopes {
             events: sink
                 .clone()
@@ -328,11 +340,11 @@ async fn run_in_parallel(
         Ok(runtime) => {
             let tasks: Vec<_> = jobs.map(|job| runtime.spawn(job)).collect();
             let mut results = Vec::with_capacity(tasks.len());
-            for (task, (_, ctx)) in tasks.into_iter().zip(pending) {
+            for (task, pending) in tasks.into_iter().zip(pending) {
                 results.push(task.await.unwrap_or_else(|join_error| {
                     ToolResult::error(
-                        &ctx.call.id,
-                        format!("Tool '{}' panicked: {join_error}", ctx.call.name),
+                        &pending.call.id,
+                        format!("Tool '{}' panicked: {join_error}", pending.call.name),
                     )
                 }));
             }

@@ -173,10 +173,49 @@ pub fn plugin_path(name: &str) -> PathBuf {
     plugin_dir().join(format!("{name}.wasm"))
 }
 
-/// One host shared by the tests of a process, with the default limits.
+/// One host shared by the tests of a process, with the default limits and the shared
+/// [`compiled_cache`].
 pub fn host() -> &'static PluginHost {
     static HOST: OnceLock<PluginHost> = OnceLock::new();
-    HOST.get_or_init(|| PluginHost::new().unwrap_or_else(|e| panic!("{e}")))
+    HOST.get_or_init(|| {
+        PluginHost::builder()
+            .cache_dir(compiled_cache())
+            .build()
+            .unwrap_or_else(|e| panic!("{e}"))
+    })
+}
+
+/// The compiled cache the tests share (`--cache-dir` of the command, `cache_dir` of a host):
+/// the default cache directory under [`cache_home`].
+///
+/// Compiling a plugin is most of what a test that starts `llm-worker` spends; with a cache of
+/// its own, every test compiled the same plugins again (most of a test run's CPU time went
+/// there). Sharing one is sound because an entry is bound to the SHA-256 of the plugin's bytes
+/// and to the engine's settings, written atomically and checked before use (`cache.rs`); a
+/// test about the cache itself (what a second start compiles) keeps a directory of its own.
+pub fn compiled_cache() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| cache_home().join("llm-worker").join("compiled"))
+}
+
+/// The `XDG_CACHE_HOME` of the tests that run the command as a user does (without
+/// `--cache-dir`): `<target>/tmp/llm-worker-cache-home`, beside the test binaries, so that
+/// later runs on the same target directory find what earlier ones compiled. Entries of plugins
+/// changed since are never read again; `cargo clean` removes them.
+pub fn cache_home() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        // A test binary is `<target>/<profile>/deps/NAME-HASH`; elsewhere, the system's
+        // temporary directory.
+        let target = std::env::current_exe().ok().and_then(|exe| {
+            let deps = exe.parent()?;
+            (deps.file_name()? == "deps").then(|| deps.parent()?.parent().map(Path::to_owned))?
+        });
+        target
+            .map(|target| target.join("tmp"))
+            .unwrap_or_else(std::env::temp_dir)
+            .join("llm-worker-cache-home")
+    })
 }
 
 /// The plugin `name`, built and loaded once per process.

@@ -237,7 +237,7 @@ pub fn plugin_dir(plugin: &str, beside: &[(&str, &str)]) -> (PathBuf, ScratchDir
 ///
 /// If it does not start.
 pub async fn ours(cli: &Path, dir: &Path) -> Session {
-    let cache = dir.parent().expect("the scratch directory").join("cache");
+    let cache = crate::compiled_cache();
     let mut command = tokio::process::Command::new(cli);
     command
         .arg("serve")

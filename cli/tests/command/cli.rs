@@ -3,10 +3,10 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use llm_worker_tests::{ScratchDir, plugin_path, scratch_dir};
+use llm_worker_tests::{ScratchDir, compiled_cache, plugin_path, scratch_dir};
 
-/// A fresh directory holding copies of `plugins`, and a cache directory beside it, both in a
-/// scratch directory (removed when the first value is dropped).
+/// A fresh directory holding copies of `plugins` in a scratch directory (removed when the
+/// first value is dropped), and the compiled cache the tests share.
 pub(crate) fn plugin_dir(name: &str, plugins: &[&str]) -> (ScratchDir, PathBuf, PathBuf) {
     let root = scratch_dir(name);
     let dir = root.join("plugins");
@@ -14,8 +14,7 @@ pub(crate) fn plugin_dir(name: &str, plugins: &[&str]) -> (ScratchDir, PathBuf, 
     for plugin in plugins {
         std::fs::copy(plugin_path(plugin), dir.join(format!("{plugin}.wasm"))).expect("copy");
     }
-    let cache = root.join("cache");
-    (root, dir, cache)
+    (root, dir, compiled_cache().to_owned())
 }
 
 pub(crate) fn run(cache: &Path, args: &[&str], stdin: Option<&str>) -> Output {
@@ -268,7 +267,9 @@ fn schema_strict_declares_openai_strict_functions_only() {
 
 #[test]
 fn a_second_start_compiles_nothing() {
-    let (_root, dir, cache) = plugin_dir("cli-cache", &["greet", "counter"]);
+    let (root, dir, _) = plugin_dir("cli-cache", &["greet", "counter"]);
+    // A cache of its own: the first start compiles.
+    let cache = root.join("cache");
     let out = run(&cache, &["-v", "list", path(&dir)], None);
     assert!(
         stderr(&out).matches("compiled and cached").count() == 2,

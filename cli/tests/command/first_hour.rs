@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use llm_worker_tests::{ScratchDir, plugin_path, repo_root, scratch_dir};
+use llm_worker_tests::{ScratchDir, cache_home, plugin_path, repo_root, scratch_dir};
 use rmcp::ServiceExt;
 use serde_json::json;
 
@@ -17,7 +17,7 @@ fn run_in(cwd: &Path, args: &[&str], stdin: Option<&[u8]>) -> Output {
         .current_dir(cwd)
         .args(args)
         .env_remove("RUST_LOG")
-        .env("XDG_CACHE_HOME", cwd.join("cache-home"))
+        .env("XDG_CACHE_HOME", cache_home())
         .stdin(if stdin.is_some() {
             Stdio::piped()
         } else {
@@ -283,7 +283,7 @@ fn an_invalid_rust_log_is_reported() {
         .current_dir(&root)
         .args(["list", "target/demo-plugins"])
         .env("RUST_LOG", "llm_worker=loud")
-        .env("XDG_CACHE_HOME", root.join("cache-home"))
+        .env("XDG_CACHE_HOME", cache_home())
         .output()
         .expect("run");
     assert!(output.status.success());
@@ -334,8 +334,10 @@ fn authors_cargo(dir: &Path, target_dir: &Path, args: &[&str]) -> Output {
 /// The plugin quick start, from a directory outside the checkout: `llm-worker new demo`, then
 /// in it `cargo test` and `cargo build --release --target wasm32-wasip2`, then `llm-worker
 /// call`, `list` and `serve` on what it built. One thing differs from an author's run: the
-/// build directory, shared by the runs of this test (under the workspace's target directory)
-/// so that the SDK's dependencies are compiled once, not on every run.
+/// build directory is the example plugins' (`plugins/target`, which the demo and the plugins'
+/// own tests have filled), so that the SDK's dependencies, built with the same lock file and
+/// profiles, are not compiled again for this test: on a fresh machine that was a minute of the
+/// test run. The crate still resolves and builds from its own manifest and lock file.
 #[test]
 fn a_new_plugin_tests_builds_and_serves_from_outside_the_checkout() {
     let root = scratch_dir("first-plugin");
@@ -372,7 +374,7 @@ fn a_new_plugin_tests_builds_and_serves_from_outside_the_checkout() {
         toml::Value::Array(vec!["wasm32-wasip2".into()])
     );
 
-    let target_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("first-plugin");
+    let target_dir = repo_root().join("plugins").join("target");
     let built = target_dir.join("wasm32-wasip2/release");
     // Whatever an earlier run built does not count.
     let _ = std::fs::remove_file(built.join("demo.wasm"));
@@ -418,7 +420,7 @@ fn a_new_plugin_tests_builds_and_serves_from_outside_the_checkout() {
         command
             .current_dir(&crate_dir)
             .args(["serve", built_dir])
-            .env("XDG_CACHE_HOME", crate_dir.join("cache-home"));
+            .env("XDG_CACHE_HOME", cache_home());
         let transport = rmcp::transport::TokioChildProcess::new(command).expect("spawn serve");
         let client = ().serve(transport).await.expect("initialize");
         let hello = client

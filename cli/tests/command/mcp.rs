@@ -1,7 +1,7 @@
 //! `llm-worker serve` driven by a real MCP client (rmcp's) over the child's stdio.
 
 use llm_worker_tests::wait::{until, within};
-use llm_worker_tests::{ScratchDir, plugin_path, scratch_dir};
+use llm_worker_tests::{ScratchDir, compiled_cache, plugin_path, scratch_dir};
 use rmcp::ServiceExt;
 
 use super::cli::plugin_dir;
@@ -118,7 +118,7 @@ async fn watch_picks_up_new_changed_and_broken_plugins() {
     let dir = root.join("plugins");
     std::fs::create_dir(&dir).expect("mkdir");
     std::fs::copy(plugin_path("counter"), dir.join("counter.wasm")).expect("copy");
-    let (client, changes, mut stderr) = serve_watching(&root.join("cache"), &dir).await;
+    let (client, changes, mut stderr) = serve_watching(&compiled_cache(), &dir).await;
     assert_eq!(
         names(client.list_all_tools().await.expect("list")),
         ["count", "peek"]
@@ -181,7 +181,7 @@ async fn malformed_lines_get_json_rpc_errors() {
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"))
         .arg("serve")
         .arg("--cache-dir")
-        .arg(root.join("cache"))
+        .arg(compiled_cache())
         .arg(&dir)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
@@ -256,7 +256,7 @@ fn serve_speaks_over_pipes_and_sockets_and_sets_their_mode_back() {
         let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"))
             .arg("serve")
             .arg("--cache-dir")
-            .arg(root.join("cache"))
+            .arg(compiled_cache())
             .arg(&dir)
             .stdin(stdin)
             .stdout(OwnedFd::from(stdout))
@@ -501,7 +501,7 @@ async fn watch_keeps_a_locked_directory_locked_and_follows_its_lock() {
         let status = std::process::Command::new(cli)
             .arg("lock")
             .arg("--cache-dir")
-            .arg(root.join("cache"))
+            .arg(compiled_cache())
             .arg(dir)
             .stdout(std::process::Stdio::null())
             .status()
@@ -509,7 +509,7 @@ async fn watch_keeps_a_locked_directory_locked_and_follows_its_lock() {
         assert!(status.success());
     };
     lock(&dir);
-    let (client, changes, mut stderr) = serve_watching(&root.join("cache"), &dir).await;
+    let (client, changes, mut stderr) = serve_watching(&compiled_cache(), &dir).await;
 
     // The attacker swaps greet for another plugin and deletes the lock, as they can write the
     // directory: the reload refuses every change, and the approved greet keeps serving.

@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use super::session::McpServer;
 use crate::call::{Aborted, Before};
-use crate::hook::{PostToolCallContext, ToolCall, ToolCallContext, ToolResult};
+use crate::hook::{ToolCall, ToolResult};
 use crate::tool::Content;
 use crate::tool_server::LlmToolDefinition;
 
@@ -72,7 +72,7 @@ impl McpServer {
         mut request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let Some((meta, tool)) = self.current().get_tool(&request.name) else {
+        let Some((meta, tool)) = self.current().lookup(&request.name) else {
             return Err(ErrorData::invalid_params(
                 format!(
                     "no tool named '{}'; call tools/list for the tools",
@@ -98,12 +98,11 @@ impl McpServer {
         };
         // The operator's hooks see every call, whatever the front end, and mean the same.
         let hooks = self.options.hooks();
-        let ToolCallContext { call, meta, tool } =
-            match hooks.before(ToolCallContext { call, meta, tool }).await {
-                Before::Run(ctx) => ctx,
-                Before::Skipped(result) => return Ok(call_tool_result(result).into()),
-                Before::Aborted(aborted) => return Err(refused_by_hook(&aborted)),
-            };
+        let (call, tool) = match hooks.before(call, &meta, tool).await {
+            Before::Run(call, tool) => (call, tool),
+            Before::Skipped(result) => return Ok(call_tool_result(result).into()),
+            Before::Aborted(aborted) => return Err(refused_by_hook(&aborted)),
+        };
         let input = call.input.to_string();
         let outcome = self
             .run(&call.name, context, asking.questions(), tool.call(&input))
@@ -159,14 +158,8 @@ impl McpServer {
                 _ => None,
             };
         }
-        let post = PostToolCallContext {
-            call,
-            result,
-            meta,
-            tool,
-        };
         let result = hooks
-            .after(post)
+            .after(call, result, &meta, tool)
             .await
             .map_err(|aborted| refused_by_hook(&aborted))?;
         Ok(call_tool_result(result).into())

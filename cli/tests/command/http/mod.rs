@@ -13,7 +13,7 @@ use std::io::{Read, Write};
 use std::time::Duration;
 
 use llm_worker_tests::wait::within;
-use llm_worker_tests::{ScratchDir, plugin_path, scratch_dir};
+use llm_worker_tests::{ScratchDir, compiled_cache, plugin_path, scratch_dir};
 use rmcp::ServiceExt;
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -86,7 +86,7 @@ impl Server {
         let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"))
             .env("XDG_STATE_HOME", &state)
             .args(["serve", "--http", address, "--cache-dir"])
-            .arg(root.join("cache"))
+            .arg(compiled_cache())
             .args(flags)
             .arg(&dir)
             .stderr(std::process::Stdio::piped())

@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use llm_worker_tests::ScratchDir;
+use llm_worker_tests::{ScratchDir, compiled_cache};
 use serde_json::{Value, json};
 
 use llm_worker_tests::reference::original;
@@ -1264,7 +1264,7 @@ async fn roots_narrow_our_grants_and_never_widen_them() {
     }
 
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"));
-    let cache = layout.plugins.parent().expect("scratch").join("cache");
+    let cache = compiled_cache();
     command
         .arg("serve")
         .arg("--cache-dir")

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use llm_worker_tests::{plugin_path, scratch_dir};
+use llm_worker_tests::{compiled_cache, plugin_path, scratch_dir};
 
 use super::cli::{run, stderr, stdout};
 
@@ -176,9 +176,9 @@ impl Registry {
         dir
     }
 
-    /// The compiled cache of the test.
+    /// The compiled cache the tests share.
     fn cache(&self) -> PathBuf {
-        self.root.join("cache")
+        compiled_cache().to_owned()
     }
 
     /// `llm-worker push PLUGIN REFERENCE --plain-http [--sign KEY]`, which must succeed.
