@@ -14,6 +14,10 @@ cargo build --release --target wasm32-wasip2 --manifest-path plugins/Cargo.toml 
 # llm-worker-cli`.
 cargo build --workspace --bins --examples
 target="${CARGO_TARGET_DIR:-target}"
+# The plugins are compiled into the cache the tests use (llm_worker_tests::cache_home), not
+# ~/.cache: `./scripts/test.sh` afterwards finds them compiled.
+case "$target" in /*) cache_home="$target" ;; *) cache_home="$PWD/$target" ;; esac
+export XDG_CACHE_HOME="$cache_home/tmp/llm-worker-cache-home"
 dir=target/demo-plugins
 rm -rf "$dir" && mkdir -p "$dir"
 for plugin in greet counter notes calc text search; do

@@ -122,15 +122,42 @@ impl Original {
                 "npm",
             ),
             Self::PyPi { .. } => {
-                run_installer(
-                    Command::new("python3").args(["-m", "venv"]).arg(&home),
-                    "python3 -m venv",
-                ) && run_installer(
-                    Command::new(home.join("bin/pip"))
-                        .args(["install", "--quiet", "--disable-pip-version-check"])
-                        .arg(format!("{package}=={version}")),
-                    "pip",
-                )
+                let requirement = format!("{package}=={version}");
+                // A venv without a pip of its own, filled by the system's pip (`--python`, pip
+                // 22.3 and later): making the venv's own pip was a third of the install's time.
+                // Where the system has no such pip, the venv gets its own.
+                let with_system_pip = Command::new("python3")
+                    .args(["-m", "pip", "--version"])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status()
+                    .is_ok_and(|status| status.success())
+                    && run_installer(
+                        Command::new("python3")
+                            .args(["-m", "venv", "--without-pip"])
+                            .arg(&home),
+                        "python3 -m venv --without-pip",
+                    )
+                    && run_installer(
+                        Command::new("python3")
+                            .args(["-m", "pip", "--python"])
+                            .arg(home.join("bin/python"))
+                            .args(["install", "--quiet", "--disable-pip-version-check"])
+                            .arg(&requirement),
+                        "pip --python",
+                    );
+                with_system_pip
+                    || (run_installer(
+                        Command::new("python3")
+                            .args(["-m", "venv", "--clear"])
+                            .arg(&home),
+                        "python3 -m venv",
+                    ) && run_installer(
+                        Command::new(home.join("bin/pip"))
+                            .args(["install", "--quiet", "--disable-pip-version-check"])
+                            .arg(&requirement),
+                        "pip",
+                    ))
             }
         };
         if !installed || !program.is_file() {
