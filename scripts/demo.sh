@@ -15,9 +15,25 @@ cargo build --release --target wasm32-wasip2 --manifest-path plugins/Cargo.toml 
 cargo build --workspace --bins --examples
 target="${CARGO_TARGET_DIR:-target}"
 # The plugins are compiled into the cache the tests use (llm_worker_tests::cache_home), not
-# ~/.cache: `./scripts/test.sh` afterwards finds them compiled.
-case "$target" in /*) cache_home="$target" ;; *) cache_home="$PWD/$target" ;; esac
-export XDG_CACHE_HOME="$cache_home/tmp/llm-worker-cache-home"
+# ~/.cache, so that `./scripts/test.sh` afterwards finds them compiled: where the host would
+# trust it, that is where the target directory and every directory above it are this user's
+# or root's and writable by no one else (unless sticky, like /tmp).
+case "$target" in /*) above="$target" ;; *) above="$PWD/$target" ;; esac
+trusted=yes
+d="$above"
+while :; do
+    read -r owner mode < <(stat -c '%u %a' "$d") || { trusted=no; break; }
+    if { [ "$owner" != "$(id -u)" ] && [ "$owner" != 0 ]; } \
+        || { (( 8#$mode & 8#022 )) && ! (( 8#$mode & 8#1000 )); }; then
+        trusted=no
+        break
+    fi
+    [ "$d" = / ] && break
+    d=$(dirname "$d")
+done
+if [ "$trusted" = yes ]; then
+    export XDG_CACHE_HOME="$above/tmp/llm-worker-cache-home"
+fi
 dir=target/demo-plugins
 rm -rf "$dir" && mkdir -p "$dir"
 for plugin in greet counter notes calc text search; do

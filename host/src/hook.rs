@@ -99,7 +99,7 @@ impl ToolResult {
 pub struct ToolCallContext {
     /// The call; a hook may change its input.
     pub call: ToolCall,
-    /// The tool's metadata (read only).
+    /// The tool's metadata, as registered: a copy to read (a change to it is not kept).
     pub meta: ToolMeta,
     /// The tool's instance, for hooks that inspect its state.
     pub tool: Arc<dyn Tool>,
@@ -112,7 +112,7 @@ pub struct PostToolCallContext {
     pub call: ToolCall,
     /// The result; a hook may change it.
     pub result: ToolResult,
-    /// The tool's metadata (read only).
+    /// The tool's metadata, as registered: a copy to read (a change to it is not kept).
     pub meta: ToolMeta,
     /// The tool's instance.
     pub tool: Arc<dyn Tool>,

@@ -308,8 +308,6 @@ fn hook_aborted(aborted: Aborted) -> WorkerError {
     }
 }
 
-/// Runs the calls concurrently: on tokio worker threads when inside a tokio runtime, otherwise
-/// interleaved on the calling task. Each call's events go to `sink` tagged with its id.
 /// A call the pre-call hooks let through: where its result goes, the call as they left it,
 /// the tool's metadata and the tool to run.
 struct Pending {
@@ -318,6 +316,9 @@ struct Pending {
     meta: Arc<ToolMeta>,
     tool: Arc<dyn Tool>,
 }
+
+/// Runs the calls concurrently: on tokio worker threads when inside a tokio runtime, otherwise
+/// interleaved on the calling task. Each call's events go to `sink` tagged with its id.
 
 async fn run_in_parallel(
     pending: &[Pending],

@@ -191,30 +191,43 @@ pub fn host() -> &'static PluginHost {
 /// Compiling a plugin is most of what a test that starts `llm-worker` spends; with a cache of
 /// its own, every test compiled the same plugins again (most of a test run's CPU time went
 /// there). Sharing one is sound because an entry is bound to the SHA-256 of the plugin's bytes
-/// and to the engine's settings, written atomically and checked before use (`cache.rs`); a
-/// test about the cache itself (what a second start compiles) keeps a directory of its own.
+/// and to the engine's settings, written atomically and checked before use (`cache.rs`); the
+/// tests of the cache itself keep directories of their own.
 pub fn compiled_cache() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| cache_home().join("llm-worker").join("compiled"))
 }
 
 /// The `XDG_CACHE_HOME` of the tests that run the command as a user does (without
-/// `--cache-dir`): `<target>/tmp/llm-worker-cache-home`, beside the test binaries, so that
-/// later runs on the same target directory find what earlier ones compiled. Entries of plugins
-/// changed since are never read again; `cargo clean` removes them.
+/// `--cache-dir`): `<target>/tmp/llm-worker-cache-home`, beside the test binaries, where
+/// `./scripts/demo.sh` compiles the plugins too and later runs find what earlier ones compiled
+/// (entries of plugins changed since are never read again; `cargo clean` removes them).
+///
+/// Where the host would not trust that directory ([`PluginHost::check_cache_dir`]: a checkout
+/// others may write, made under umask 002, or owned by another user), a directory private to
+/// this process instead, so that no test sees the host refuse its cache.
 pub fn cache_home() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        // A test binary is `<target>/<profile>/deps/NAME-HASH`; elsewhere, the system's
-        // temporary directory.
-        let target = std::env::current_exe().ok().and_then(|exe| {
+        // A test binary is `<target>/<profile>/deps/NAME-HASH` (`<target>/<triple>/…` with
+        // `--target`: then this cache is not the demo's, which costs only compiling again).
+        let beside_the_binaries = std::env::current_exe().ok().and_then(|exe| {
             let deps = exe.parent()?;
-            (deps.file_name()? == "deps").then(|| deps.parent()?.parent().map(Path::to_owned))?
+            let target = (deps.file_name()? == "deps").then(|| deps.parent()?.parent())??;
+            Some(target.join("tmp").join("llm-worker-cache-home"))
         });
-        target
-            .map(|target| target.join("tmp"))
-            .unwrap_or_else(std::env::temp_dir)
-            .join("llm-worker-cache-home")
+        if let Some(home) = beside_the_binaries
+            && PluginHost::check_cache_dir(home.join("llm-worker").join("compiled")).is_ok()
+        {
+            return home;
+        }
+        // Private to this process (0700, a fresh name), removed by nobody: a few megabytes in
+        // the system's temporary directory, on machines where the first choice is refused.
+        tempfile::Builder::new()
+            .prefix("llm-worker-tests-cache-")
+            .tempdir()
+            .map(tempfile::TempDir::keep)
+            .unwrap_or_else(|e| panic!("cannot create a cache directory for the tests: {e}"))
     })
 }
 

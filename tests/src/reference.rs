@@ -9,10 +9,11 @@
 //! installs nothing. Without Node/npm or Python 3 with `venv` their callers say they are
 //! skipped ([`skip`]), except under CI (`CI` set), where that is a failure.
 
+use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use rmcp::service::RunningService;
 use rmcp::transport::TokioChildProcess;
@@ -94,9 +95,38 @@ impl Original {
     ///
     /// If the install directory cannot be made or marked.
     pub fn program(self, target_tmp: &Path) -> Option<PathBuf> {
-        // One install at a time: tests of one package run in parallel.
-        static INSTALLING: Mutex<()> = Mutex::new(());
-        let _one = INSTALLING.lock().unwrap_or_else(|p| p.into_inner());
+        let (package, version) = self.pin();
+        match self.install(target_tmp) {
+            Some(program) => Some(program),
+            None => {
+                skip(&format!(
+                    "the reference server {package} {version} could not be installed (no {}, \
+                     or no access to its registry)",
+                    match self {
+                        Self::Npm { .. } => "Node/npm",
+                        Self::PyPi { .. } => "Python 3 with venv",
+                    }
+                ));
+                None
+            }
+        }
+    }
+
+    /// Installs the server (once: a finished install is marked) and gives its program, or
+    /// `None` where it cannot be installed.
+    fn install(self, target_tmp: &Path) -> Option<PathBuf> {
+        // One install of a package at a time (its tests run in parallel); other packages'
+        // installs go on meanwhile.
+        static INSTALLING: Mutex<BTreeMap<&'static str, Arc<Mutex<()>>>> =
+            Mutex::new(BTreeMap::new());
+        let lock = Arc::clone(
+            INSTALLING
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .entry(self.pin().0)
+                .or_default(),
+        );
+        let _one = lock.lock().unwrap_or_else(|p| p.into_inner());
         let root = target_tmp.join("reference-servers");
         let (package, version) = self.pin();
         let home = root.join(format!("{}@{version}", package.replace('/', "+")));
@@ -125,29 +155,36 @@ impl Original {
                 let requirement = format!("{package}=={version}");
                 // A venv without a pip of its own, filled by the system's pip (`--python`, pip
                 // 22.3 and later): making the venv's own pip was a third of the install's time.
-                // Where the system has no such pip, the venv gets its own.
-                let with_system_pip = Command::new("python3")
-                    .args(["-m", "pip", "--version"])
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .status()
-                    .is_ok_and(|status| status.success())
-                    && run_installer(
-                        Command::new("python3")
-                            .args(["-m", "venv", "--without-pip"])
-                            .arg(&home),
-                        "python3 -m venv --without-pip",
-                    )
-                    && run_installer(
-                        Command::new("python3")
-                            .args(["-m", "pip", "--python"])
-                            .arg(home.join("bin/python"))
-                            .args(["install", "--quiet", "--disable-pip-version-check"])
-                            .arg(&requirement),
+                // Where the system's pip cannot do that, the venv gets its own.
+                let python = home.join("bin/python");
+                let system_pip = || {
+                    let mut command = Command::new("python3");
+                    command
+                        .args(["-m", "pip", "--python"])
+                        .arg(&python)
+                        .arg("--disable-pip-version-check");
+                    command
+                };
+                let bare_venv = run_installer(
+                    Command::new("python3")
+                        .args(["-m", "venv", "--without-pip"])
+                        .arg(&home),
+                    "python3 -m venv --without-pip",
+                );
+                let system_pip_works = bare_venv
+                    && system_pip()
+                        .arg("--version")
+                        .stdout(Stdio::null())
+                        .stderr(Stdio::null())
+                        .status()
+                        .is_ok_and(|status| status.success());
+                if system_pip_works {
+                    run_installer(
+                        system_pip().args(["install", "--quiet"]).arg(&requirement),
                         "pip --python",
-                    );
-                with_system_pip
-                    || (run_installer(
+                    )
+                } else {
+                    run_installer(
                         Command::new("python3")
                             .args(["-m", "venv", "--clear"])
                             .arg(&home),
@@ -157,23 +194,29 @@ impl Original {
                             .args(["install", "--quiet", "--disable-pip-version-check"])
                             .arg(&requirement),
                         "pip",
-                    ))
+                    )
+                }
             }
         };
         if !installed || !program.is_file() {
-            skip(&format!(
-                "the reference server {package} {version} could not be installed (no {}, or \
-                 no access to its registry)",
-                match self {
-                    Self::Npm { .. } => "Node/npm",
-                    Self::PyPi { .. } => "Python 3 with venv",
-                }
-            ));
             return None;
         }
         std::fs::write(&done, "").expect("mark the install done");
         Some(program)
     }
+}
+
+/// Starts installing every original in the background (a thread each, once per process), so
+/// that the installs, minutes of a first test run, overlap the tests that come before those
+/// that need them. [`Original::program`] waits for its package's install, or does it.
+pub fn install_in_background(target_tmp: &Path) {
+    static STARTED: OnceLock<()> = OnceLock::new();
+    STARTED.get_or_init(|| {
+        for original in [FETCH, FILESYSTEM, MEMORY, TIME] {
+            let target_tmp = target_tmp.to_owned();
+            std::thread::spawn(move || original.install(&target_tmp));
+        }
+    });
 }
 
 /// Runs an installer, its output on stderr; whether it succeeded.

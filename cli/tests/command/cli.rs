@@ -8,6 +8,9 @@ use llm_worker_tests::{ScratchDir, compiled_cache, plugin_path, scratch_dir};
 /// A fresh directory holding copies of `plugins` in a scratch directory (removed when the
 /// first value is dropped), and the compiled cache the tests share.
 pub(crate) fn plugin_dir(name: &str, plugins: &[&str]) -> (ScratchDir, PathBuf, PathBuf) {
+    // The first tests to run (these) start the reference servers' installs, which the
+    // side-by-side tests (`reference`) wait for much later.
+    llm_worker_tests::reference::install_in_background(Path::new(env!("CARGO_TARGET_TMPDIR")));
     let root = scratch_dir(name);
     let dir = root.join("plugins");
     std::fs::create_dir(&dir).expect("mkdir");

@@ -283,6 +283,25 @@ impl PluginHost {
         Some(base.join("llm-worker").join("compiled"))
     }
 
+    /// Whether `dir` can hold the compiled cache: creates it (private to the user) if it is
+    /// missing, and checks that only the user can change what it holds — the rule a host
+    /// applies before using its cache directory (a host given a directory that fails it
+    /// compiles instead, and says why). Returns the directory with links resolved, or why it
+    /// would not be used.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), String> {
+    /// let dir = std::env::temp_dir().join(format!("llm-worker-doc-{}", std::process::id()));
+    /// let resolved = llm_worker::PluginHost::check_cache_dir(&dir)?;
+    /// assert!(resolved.is_dir());
+    /// # std::fs::remove_dir(&resolved).ok();
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn check_cache_dir(dir: impl AsRef<Path>) -> Result<PathBuf, String> {
+        cache::CompileCache::new(dir.as_ref().to_owned()).prepare_dir()
+    }
+
     /// The limits every instance gets.
     pub fn limits(&self) -> &Limits {
         &self.inner.limits

@@ -31,13 +31,26 @@ pub const STALE_LOCK: Duration = Duration::from_secs(30);
 pub struct Store {
     path: PathBuf,
     max_bytes: u64,
+    /// How long a change waits for another session's lock ([`LOCK_WAIT`]).
+    lock_wait: Duration,
 }
 
 impl Store {
     /// The memory file at `path`, of at most `max_bytes`.
     #[must_use]
     pub fn new(path: PathBuf, max_bytes: u64) -> Self {
-        Self { path, max_bytes }
+        Self {
+            path,
+            max_bytes,
+            lock_wait: LOCK_WAIT,
+        }
+    }
+
+    /// The same store, waiting `lock_wait` for another session's lock instead of
+    /// [`LOCK_WAIT`].
+    #[must_use]
+    pub fn lock_wait(self, lock_wait: Duration) -> Self {
+        Self { lock_wait, ..self }
     }
 
     /// The store the environment names: `MEMORY_FILE_PATH` (absolute, or relative to
@@ -118,7 +131,7 @@ impl Store {
         &self,
         change: impl FnOnce(&mut Graph) -> Result<T, String>,
     ) -> Result<T, String> {
-        let lock = Lock::acquire(lock_path(&self.path), &self.path)?;
+        let lock = Lock::acquire(lock_path(&self.path), &self.path, self.lock_wait)?;
         let mut graph = self.load()?;
         let answer = change(&mut graph)?;
         let text = graph.to_jsonl();
@@ -255,9 +268,9 @@ struct Lock {
 }
 
 impl Lock {
-    /// Creates the lock file, waiting up to [`LOCK_WAIT`] while another session holds it,
+    /// Creates the lock file, waiting up to `wait` while another session holds it,
     /// and taking over one older than [`STALE_LOCK`].
-    fn acquire(path: PathBuf, file: &Path) -> Result<Self, String> {
+    fn acquire(path: PathBuf, file: &Path, wait: Duration) -> Result<Self, String> {
         let token = format!("{:016x}", unique());
         let started = Instant::now();
         let mut pause = Duration::from_millis(1);
@@ -288,13 +301,13 @@ impl Lock {
                 let _ = fs::remove_file(&path);
                 continue;
             }
-            if started.elapsed() >= LOCK_WAIT {
+            if started.elapsed() >= wait {
                 return Err(format!(
                     "the memory file {} is locked by another session, which has been changing \
-                     it for over {} s; try again. If no other session is running, remove the \
+                     it for over {:?}; try again. If no other session is running, remove the \
                      lock file {} (one older than {} s is taken over)",
                     file.display(),
-                    LOCK_WAIT.as_secs(),
+                    wait,
                     path.display(),
                     STALE_LOCK.as_secs()
                 ));
@@ -394,7 +407,9 @@ mod tests {
     fn a_failed_change_writes_nothing_and_a_held_lock_is_waited_for_then_refused() {
         let dir = TempDir::new("held");
         let path = dir.0.join("m.jsonl");
-        let store = Store::new(path.clone(), DEFAULT_MAX_BYTES);
+        // Waiting 200 ms rather than the 5 s a session waits: what is tested is that it waits,
+        // then refuses.
+        let store = Store::new(path.clone(), DEFAULT_MAX_BYTES).lock_wait(Duration::from_millis(200));
         let error = store.update(|_| Err::<(), _>("no".into())).unwrap_err();
         assert_eq!(error, "no");
         assert!(!path.exists());
