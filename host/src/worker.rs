@@ -319,7 +319,6 @@ struct Pending {
 
 /// Runs the calls concurrently: on tokio worker threads when inside a tokio runtime, otherwise
 /// interleaved on the calling task. Each call's events go to `sink` tagged with its id.
-
 async fn run_in_parallel(
     pending: &[Pending],
     sink: Option<Sink>,

@@ -118,7 +118,7 @@ async fn watch_picks_up_new_changed_and_broken_plugins() {
     let dir = root.join("plugins");
     std::fs::create_dir(&dir).expect("mkdir");
     std::fs::copy(plugin_path("counter"), dir.join("counter.wasm")).expect("copy");
-    let (client, changes, mut stderr) = serve_watching(&compiled_cache(), &dir).await;
+    let (client, changes, mut stderr) = serve_watching(compiled_cache(), &dir).await;
     assert_eq!(
         names(client.list_all_tools().await.expect("list")),
         ["count", "peek"]
@@ -509,7 +509,7 @@ async fn watch_keeps_a_locked_directory_locked_and_follows_its_lock() {
         assert!(status.success());
     };
     lock(&dir);
-    let (client, changes, mut stderr) = serve_watching(&compiled_cache(), &dir).await;
+    let (client, changes, mut stderr) = serve_watching(compiled_cache(), &dir).await;
 
     // The attacker swaps greet for another plugin and deletes the lock, as they can write the
     // directory: the reload refuses every change, and the approved greet keeps serving.

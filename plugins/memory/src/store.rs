@@ -409,7 +409,8 @@ mod tests {
         let path = dir.0.join("m.jsonl");
         // Waiting 200 ms rather than the 5 s a session waits: what is tested is that it waits,
         // then refuses.
-        let store = Store::new(path.clone(), DEFAULT_MAX_BYTES).lock_wait(Duration::from_millis(200));
+        let store =
+            Store::new(path.clone(), DEFAULT_MAX_BYTES).lock_wait(Duration::from_millis(200));
         let error = store.update(|_| Err::<(), _>("no".into())).unwrap_err();
         assert_eq!(error, "no");
         assert!(!path.exists());

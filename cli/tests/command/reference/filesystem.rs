@@ -1268,7 +1268,7 @@ async fn roots_narrow_our_grants_and_never_widen_them() {
     command
         .arg("serve")
         .arg("--cache-dir")
-        .arg(&cache)
+        .arg(cache)
         .arg(&layout.plugins);
     let wider = with_roots(command, vec![outside.clone()]).await;
     assert_eq!(
@@ -1286,7 +1286,7 @@ async fn roots_narrow_our_grants_and_never_widen_them() {
     command
         .arg("serve")
         .arg("--cache-dir")
-        .arg(&cache)
+        .arg(cache)
         .arg(&layout.plugins);
     let narrower = with_roots(command, vec![layout.at("sub")]).await;
     assert_eq!(
