@@ -207,8 +207,8 @@ impl Original {
 }
 
 /// Starts installing every original in the background (a thread each, once per process), so
-/// that the installs, minutes of a first test run, overlap the tests that come before those
-/// that need them. [`Original::program`] waits for its package's install, or does it.
+/// that the installs (most of a minute of a first test run) overlap the tests that come before
+/// those that need them. [`Original::program`] waits for its package's install, or does it.
 pub fn install_in_background(target_tmp: &Path) {
     static STARTED: OnceLock<()> = OnceLock::new();
     STARTED.get_or_init(|| {

@@ -339,3 +339,33 @@ fn a_cache_below_a_directory_others_can_write_is_not_read() {
     std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).expect("chmod");
     assert_eq!(greet_tools(&link), ["count", "peek"]);
 }
+
+/// `PluginHost::check_cache_dir` answers as the host decides: a directory below one that
+/// others may write (not sticky) is refused, saying which; made sticky, it is accepted, created
+/// private, and given back with links resolved.
+#[cfg(unix)]
+#[test]
+fn check_cache_dir_answers_as_the_host_decides() {
+    use std::os::unix::fs::PermissionsExt;
+    let shared = scratch_dir("check-cache-dir");
+    let dir = shared.join("a").join("cache");
+    std::fs::create_dir(shared.join("a")).expect("mkdir");
+    std::fs::set_permissions(shared.join("a"), std::fs::Permissions::from_mode(0o777))
+        .expect("chmod");
+    let refused = PluginHost::check_cache_dir(&dir).expect_err("refused");
+    assert!(
+        refused.contains("may be written by other users") && refused.contains("/a"),
+        "{refused}"
+    );
+    std::fs::set_permissions(shared.join("a"), std::fs::Permissions::from_mode(0o1777))
+        .expect("chmod");
+    let link = shared.join("link");
+    std::os::unix::fs::symlink(&dir, &link).expect("link");
+    let resolved = PluginHost::check_cache_dir(&link).expect("accepted");
+    assert_eq!(resolved, dir.canonicalize().expect("resolved"));
+    let mode = std::fs::metadata(&resolved)
+        .expect("stat")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o700, "{mode:o}");
+}
