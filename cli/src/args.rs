@@ -142,14 +142,27 @@ pub(crate) enum Command {
         #[arg(long, value_name = "ADDR")]
         http: Option<String>,
         /// With --http: bearer tokens that admit clients, one per line (`Authorization:
-        /// Bearer TOKEN`). Without it, on loopback, a token is generated once and kept in
+        /// Bearer TOKEN`), `NAME: TOKEN` to name who holds one. Without it (and without
+        /// --oauth-issuer), on loopback, a token is generated once and kept in
         /// $XDG_STATE_HOME/llm-worker/http-token (readable by you alone).
         #[arg(long, value_name = "FILE", requires = "http")]
         token_file: Option<PathBuf>,
         /// With --http on a loopback address: admit clients without a token. Every user and
         /// process of this machine can then run every tool with your grants and secrets.
-        #[arg(long, requires = "http", conflicts_with = "token_file")]
+        #[arg(long, requires = "http", conflicts_with_all = ["token_file", "oauth_issuer"])]
         no_auth: bool,
+        /// With --http: accept OAuth access tokens (JWTs) of the authorization server URL
+        /// (its issuer identifier; repeatable), checked against the keys it publishes. Needs
+        /// --oauth-resource.
+        #[arg(long, value_name = "URL", requires_all = ["http", "oauth_resource"])]
+        oauth_issuer: Vec<String>,
+        /// With --oauth-issuer: this server's URL as clients reach it (e.g.
+        /// https://mcp.example.com/mcp), the audience its tokens must name.
+        #[arg(long, value_name = "URL", requires = "oauth_issuer")]
+        oauth_resource: Option<String>,
+        /// With --oauth-issuer: a scope every access token must hold (repeatable).
+        #[arg(long, value_name = "SCOPE", requires = "oauth_issuer")]
+        oauth_scope: Vec<String>,
         /// With --http: most MCP sessions open at once; past it new ones get 503.
         #[arg(long, value_name = "N", default_value_t = 64, requires = "http",
               value_parser = clap::value_parser!(u64).range(1..=1_000_000))]

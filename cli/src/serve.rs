@@ -15,12 +15,20 @@ pub(crate) struct ServeOptions {
     pub(crate) http: Option<String>,
     pub(crate) token_file: Option<PathBuf>,
     pub(crate) no_auth: bool,
+    pub(crate) oauth: Option<OAuthArgs>,
     pub(crate) max_sessions: usize,
     pub(crate) idle_timeout: Duration,
     pub(crate) allowed_hosts: Vec<String>,
     pub(crate) allowed_origins: Vec<String>,
     pub(crate) session_prefix: Option<String>,
     pub(crate) request_state_key_file: Option<PathBuf>,
+}
+
+/// `--oauth-issuer`, `--oauth-resource` and `--oauth-scope`.
+pub(crate) struct OAuthArgs {
+    pub(crate) issuers: Vec<String>,
+    pub(crate) resource: String,
+    pub(crate) scopes: Vec<String>,
 }
 
 /// Serves the plugins of `dir` until the client disconnects (stdio) or the server fails
@@ -72,6 +80,10 @@ pub(crate) async fn serve(
     // Clients learn how to authenticate here; the token itself goes to the terminal of the
     // user who started the server (as Jupyter prints its URL), never to a log file of ours.
     let (tokens, how) = match (&options.token_file, options.no_auth) {
+        (None, _) if options.oauth.is_some() => (
+            Vec::new(),
+            "clients send OAuth access tokens of the issuers given (--oauth-issuer)".to_owned(),
+        ),
         (Some(path), _) => (
             llm_worker::mcp::read_token_file(path)?,
             format!(
@@ -94,7 +106,10 @@ pub(crate) async fn serve(
                  gives your own, --no-auth none)",
                 path.display()
             );
-            (vec![token], how)
+            (
+                vec![llm_worker::mcp::BearerToken::new("token-1", token)],
+                how,
+            )
         }
         (None, false) => {
             bail!(
@@ -105,12 +120,23 @@ pub(crate) async fn serve(
         }
     };
     let mut http = HttpOptions::default()
-        .tokens(tokens)
+        .named_tokens(tokens)
         .no_auth(options.no_auth)
         .max_sessions(options.max_sessions)
         .idle_timeout(options.idle_timeout)
         .allowed_hosts(options.allowed_hosts)
         .allowed_origins(options.allowed_origins);
+    if let Some(oauth) = options.oauth {
+        let resource = url::Url::parse(&oauth.resource)
+            .with_context(|| format!("--oauth-resource {:?} is not a URL", oauth.resource))?;
+        let issuers = oauth
+            .issuers
+            .into_iter()
+            .map(llm_worker::mcp::IssuerOptions::new);
+        http = http.oauth(
+            llm_worker::mcp::OAuthOptions::new(resource, issuers).required_scopes(oauth.scopes),
+        );
+    }
     if let Some(prefix) = options.session_prefix {
         http = http.session_prefix(prefix);
     }

@@ -140,10 +140,10 @@ pub(crate) enum Notice {
     ResourceUpdated(String),
 }
 
-/// Who sent a request, as far as notices go: the index of the bearer token it bore among the
-/// server's (`None`: the server has no tokens, or the transport has none, as stdio).
+/// Who sent a request, as far as notices go: the identity the HTTP service authenticated, as
+/// a digest (`None`: the server has no authentication, or the transport has none, as stdio).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) struct Caller(pub(crate) Option<usize>);
+pub(crate) struct Caller(pub(crate) Option<[u8; 16]>);
 
 /// Where a notice comes from: the MCP session whose call made it, and, for a stateless
 /// request (revision 2026-07-28, a session of its own while it runs), who sent it.

@@ -25,7 +25,11 @@ mod catalog;
 mod content;
 #[cfg(feature = "mcp-http")]
 mod http;
+#[cfg(feature = "mcp-http")]
+mod identity;
 mod input_required;
+#[cfg(feature = "oauth")]
+mod oauth;
 mod offerings;
 mod reports;
 mod request;
@@ -42,6 +46,13 @@ pub use catalog::{ToolCatalog, ToolGroup};
 pub use http::{
     DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_SESSIONS, HttpOptions,
     McpHttpService, serve_http, serve_http_with_shutdown,
+};
+#[cfg(feature = "mcp-http")]
+pub use identity::{BearerToken, Identity};
+#[cfg(feature = "oauth")]
+pub use oauth::{
+    ALGORITHMS, DEFAULT_FETCH_TIMEOUT, DEFAULT_KEYS_MAX_AGE, DEFAULT_LEEWAY, DEFAULT_MIN_REFRESH,
+    IssuerOptions, OAuthOptions,
 };
 pub use session::McpServer;
 #[cfg(feature = "mcp-http")]
@@ -208,6 +219,9 @@ pub enum McpError {
     /// The MCP session could not start or failed.
     #[error("MCP session error: {0}")]
     Session(String),
+    /// The OAuth configuration cannot be used.
+    #[error("cannot accept OAuth access tokens: {0}")]
+    OAuth(String),
     /// An HTTP server without bearer tokens: off loopback always, on loopback unless the
     /// operator opted out ([`HttpOptions::no_auth`]).
     #[error(

@@ -102,10 +102,12 @@ fn tokens_in(text: &str) -> impl Iterator<Item = &str> {
 }
 
 /// The bearer tokens of the operator's token file `path` (`--token-file`): one per line, blank
-/// lines and `#` comments left out. The file must be the user's own and readable by no one
-/// else — or root's and readable by its group at most, as Kubernetes mounts a secret — and is
-/// checked on the file opened; links are followed.
-pub fn read_token_file(path: &Path) -> Result<Vec<String>, McpError> {
+/// lines and `#` comments left out. A line `NAME: TOKEN` names its holder (an
+/// [`Identity`](super::Identity)'s name; a bearer token never holds `:` or spaces, RFC 6750);
+/// a token alone is `token-N`, N its line. The file must be the user's own and readable by
+/// no one else — or root's and readable by its group at most, as Kubernetes mounts a secret —
+/// and is checked on the file opened; links are followed.
+pub fn read_token_file(path: &Path) -> Result<Vec<super::BearerToken>, McpError> {
     let error = |reason: String| McpError::TokenFile {
         path: path.to_owned(),
         reason,
@@ -113,7 +115,35 @@ pub fn read_token_file(path: &Path) -> Result<Vec<String>, McpError> {
     let text = read_text(path, crate::file::Private::Operators)
         .map_err(error)?
         .ok_or_else(|| error("there is no such file".into()))?;
-    let tokens: Vec<String> = tokens_in(&text).map(str::to_owned).collect();
+    let mut tokens = Vec::new();
+    for (index, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let (name, token) = match line.split_once(':') {
+            Some((name, token)) => (name.trim().to_owned(), token.trim()),
+            None => (format!("token-{}", index + 1), line),
+        };
+        let valid_name = !name.is_empty()
+            && name.len() <= 128
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'@'));
+        if !valid_name {
+            return Err(error(format!(
+                "line {}: {name:?} is not a name (letters, digits, `-`, `_`, `.`, `@`)",
+                index + 1
+            )));
+        }
+        if token.is_empty() || token.contains(char::is_whitespace) {
+            return Err(error(format!(
+                "line {}: write `NAME: TOKEN` or a token alone (no spaces in a token)",
+                index + 1
+            )));
+        }
+        tokens.push(super::BearerToken::new(name, token));
+    }
     if tokens.is_empty() {
         return Err(error("it holds no token; put one token per line".into()));
     }

@@ -6,6 +6,7 @@ mod calls;
 mod catalog;
 mod embedding;
 mod notices;
+mod oauth;
 mod speaking;
 mod watch;
 

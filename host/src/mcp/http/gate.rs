@@ -1,18 +1,17 @@
-//! The gate every request passes before rmcp sees it: `Host` and `Origin` validation, bearer
-//! tokens and the session cap, each refusal a JSON-RPC error.
+//! The gate every request passes before rmcp sees it: `Host` and `Origin` validation first,
+//! then (in [`super::auth`]) its token, then the session cap; each refusal a JSON-RPC error.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 use http::{Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full};
-use subtle::ConstantTimeEq;
 
 use super::Body;
 use crate::mcp::admission::SessionCounter;
 
 /// A JSON-RPC error as an HTTP response (no request id: the request was not read).
-fn refusal(status: StatusCode, message: &str) -> Response<Body> {
+pub(super) fn refusal(status: StatusCode, message: &str) -> Response<Body> {
     let body = serde_json::json!({
         "jsonrpc": "2.0",
         "id": null,
@@ -28,9 +27,8 @@ fn refusal(status: StatusCode, message: &str) -> Response<Body> {
 }
 
 /// What every request passes before rmcp sees it, in this order: its `Host`, its `Origin`
-/// (so that a bad one is 403 whatever the token), its token, then the session cap.
+/// (so that a bad one is 403 whatever the token), then, after its token, the session cap.
 pub(super) struct Gate {
-    pub(super) tokens: Vec<Vec<u8>>,
     /// `Host` values accepted (lower-case names, or `name:port`); empty: any.
     pub(super) allowed_hosts: Vec<String>,
     /// Browser origins accepted besides the server's own.
@@ -119,48 +117,6 @@ fn parse_origin(origin: &str) -> Option<(String, Authority)> {
 }
 
 impl Gate {
-    /// Who sent an admitted request, as far as notices go: which of the server's tokens it
-    /// bore (all requests are one caller on a server without tokens).
-    pub(super) fn caller<B>(&self, request: &Request<B>) -> crate::mcp::catalog::Caller {
-        let given = request
-            .headers()
-            .get(header::AUTHORIZATION)
-            .map(|value| value.as_bytes())
-            .filter(|value| value.len() > 7 && value[..7].eq_ignore_ascii_case(b"bearer "))
-            .map(|value| &value[7..]);
-        let token = given.and_then(|given| {
-            // Every token is compared, in constant time, whichever matches.
-            self.tokens
-                .iter()
-                .enumerate()
-                .fold(None, |found, (index, token)| {
-                    let matches = bool::from(token.ct_eq(given));
-                    found.or(matches.then_some(index))
-                })
-        });
-        crate::mcp::catalog::Caller(token)
-    }
-
-    fn admits_token<B>(&self, request: &Request<B>) -> bool {
-        if self.tokens.is_empty() {
-            return true;
-        }
-        // The scheme's name is case-insensitive (RFC 9110).
-        let Some(given) = request
-            .headers()
-            .get(header::AUTHORIZATION)
-            .map(|value| value.as_bytes())
-            .filter(|value| value.len() > 7 && value[..7].eq_ignore_ascii_case(b"bearer "))
-            .map(|value| &value[7..])
-        else {
-            return false;
-        };
-        // Compared in constant time with each token (a token's length is not secret).
-        self.tokens
-            .iter()
-            .fold(false, |found, token| found | bool::from(token.ct_eq(given)))
-    }
-
     /// The request's `Host`, if it is one this server answers to.
     fn host<B>(&self, request: &Request<B>) -> Result<Option<Authority>, String> {
         let Some(value) = request.headers().get(header::HOST) else {
@@ -230,6 +186,7 @@ impl Gate {
         }
     }
 
+    /// Refuses a request whose `Host` or `Origin` this server does not answer to.
     pub(super) fn check<B>(&self, request: &Request<B>) -> Option<Response<Body>> {
         let host = match self.host(request) {
             Ok(host) => host,
@@ -238,17 +195,11 @@ impl Gate {
         if let Err(message) = self.check_origin(request, host.as_ref()) {
             return Some(refusal(StatusCode::FORBIDDEN, &message));
         }
-        if !self.admits_token(request) {
-            let mut response = refusal(
-                StatusCode::UNAUTHORIZED,
-                "this MCP server needs a bearer token: send `Authorization: Bearer TOKEN`",
-            );
-            response.headers_mut().insert(
-                header::WWW_AUTHENTICATE,
-                header::HeaderValue::from_static("Bearer realm=\"llm-worker\""),
-            );
-            return Some(response);
-        }
+        None
+    }
+
+    /// Refuses a request that would open a session past the cap.
+    pub(super) fn check_capacity<B>(&self, request: &Request<B>) -> Option<Response<Body>> {
         // A POST without a session id opens a session (or is a stateless request, which is a
         // session of its own while it runs).
         let opens_session = request.method() == http::Method::POST
@@ -309,7 +260,6 @@ mod tests {
     /// --no-auth` builds it.
     fn loopback_gate() -> Gate {
         Gate {
-            tokens: Vec::new(),
             allowed_hosts: ["localhost", "127.0.0.1", "::1"].map(String::from).to_vec(),
             allowed_origins: Vec::new(),
             sessions: Arc::default(),

@@ -1,6 +1,7 @@
 //! MCP over streamable HTTP: a session per `Mcp-Session-Id`, bearer tokens, a cap on open
 //! sessions, an idle timeout, bounded request bodies, and `Host`/`Origin` validation.
 
+mod auth;
 mod gate;
 mod options;
 mod serve;

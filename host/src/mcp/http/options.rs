@@ -2,15 +2,21 @@
 
 use std::time::Duration;
 
+use crate::mcp::identity::BearerToken;
+
 /// How an HTTP server admits clients and bounds their sessions.
 #[derive(Clone, Default)]
 #[non_exhaustive]
 pub struct HttpOptions {
-    /// Bearer tokens, any of which admits a request (`Authorization: Bearer TOKEN`). They are
-    /// required, on loopback too (another user of the machine could otherwise run every tool
-    /// with the operator's grants and secrets), unless [`HttpOptions::no_auth`] is set.
+    /// Bearer tokens, any of which admits a request (`Authorization: Bearer TOKEN`) as the
+    /// identity it names. Tokens or [`oauth`](Self::oauth) are required, on loopback too
+    /// (another user of the machine could otherwise run every tool with the operator's grants
+    /// and secrets), unless [`HttpOptions::no_auth`] is set.
     /// [`persistent_token`](crate::mcp::persistent_token) keeps a generated token for a user.
-    pub tokens: Vec<String>,
+    pub tokens: Vec<BearerToken>,
+    /// Accept OAuth access tokens (feature `oauth`), beside the static tokens.
+    #[cfg(feature = "oauth")]
+    pub oauth: Option<crate::mcp::OAuthOptions>,
     /// Serve without tokens, on a loopback address only: every local user and process can then
     /// call every tool. An explicit opt-out (`--no-auth`); refused off loopback.
     pub no_auth: bool,
@@ -37,7 +43,7 @@ pub struct HttpOptions {
 impl std::fmt::Debug for HttpOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HttpOptions")
-            .field("tokens", &format_args!("[{} redacted]", self.tokens.len()))
+            .field("tokens", &self.tokens)
             .field("no_auth", &self.no_auth)
             .field("max_sessions", &self.max_sessions)
             .field("idle_timeout", &self.idle_timeout)
@@ -58,7 +64,8 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 pub const DEFAULT_MAX_BODY_BYTES: usize = 4 << 20;
 
 impl HttpOptions {
-    /// Admits requests carrying one of `tokens` (empty lines and surrounding spaces ignored).
+    /// Admits requests carrying one of `tokens` (empty ones and surrounding spaces ignored),
+    /// each the identity `token-N` (N counting from 1).
     #[must_use]
     pub fn tokens(mut self, tokens: impl IntoIterator<Item = impl Into<String>>) -> Self {
         self.tokens = tokens
@@ -66,7 +73,24 @@ impl HttpOptions {
             .map(Into::into)
             .map(|token: String| token.trim().to_owned())
             .filter(|token| !token.is_empty())
+            .enumerate()
+            .map(|(index, token)| BearerToken::new(format!("token-{}", index + 1), token))
             .collect();
+        self
+    }
+
+    /// Admits requests carrying one of `tokens`, each as the identity it names.
+    #[must_use]
+    pub fn named_tokens(mut self, tokens: impl IntoIterator<Item = BearerToken>) -> Self {
+        self.tokens = tokens.into_iter().collect();
+        self
+    }
+
+    /// Accepts OAuth access tokens as `oauth` says (beside any static tokens).
+    #[cfg(feature = "oauth")]
+    #[must_use]
+    pub fn oauth(mut self, oauth: crate::mcp::OAuthOptions) -> Self {
+        self.oauth = Some(oauth);
         self
     }
 

@@ -10,12 +10,14 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
 use super::Body;
+use super::auth::Authenticator;
 use super::gate::Gate;
 use super::options::{
     DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_SESSIONS, HttpOptions,
 };
 use super::sessions::PrefixedSessions;
 use crate::mcp::admission::{Admission, SessionCounter};
+use crate::mcp::catalog::Caller;
 use crate::mcp::session::McpServer;
 use crate::mcp::{McpError, McpOptions, ToolCatalog};
 
@@ -33,6 +35,8 @@ use crate::mcp::{McpError, McpOptions, ToolCatalog};
 #[derive(Clone)]
 pub struct McpHttpService {
     gate: Arc<Gate>,
+    auth: Arc<Authenticator>,
+    sessions: Arc<PrefixedSessions>,
     service: StreamableHttpService<McpServer, PrefixedSessions>,
     cancel: tokio_util::sync::CancellationToken,
 }
@@ -72,15 +76,15 @@ impl McpHttpService {
         // A mounted service (no address) may be reached from anywhere: it needs tokens.
         let no_auth_allowed = address.is_some_and(|address| address.ip().is_loopback());
         let loopback = address.is_none_or(|address| address.ip().is_loopback());
-        // An empty token would admit `Authorization: Bearer ` with nothing after it.
-        let tokens: Vec<Vec<u8>> = http
-            .tokens
-            .iter()
-            .map(|token| token.trim())
-            .filter(|token| !token.is_empty())
-            .map(|token| token.as_bytes().to_vec())
-            .collect();
-        if tokens.is_empty() && !(no_auth_allowed && http.no_auth) {
+        let auth = Authenticator::new(&http.tokens);
+        #[cfg(feature = "oauth")]
+        let auth = match &http.oauth {
+            Some(oauth) => auth.with_oauth(Arc::new(
+                crate::mcp::oauth::Verifier::new(oauth.clone()).map_err(McpError::OAuth)?,
+            )),
+            None => auth,
+        };
+        if !auth.is_configured() && !(no_auth_allowed && http.no_auth) {
             return Err(McpError::NoAuthentication {
                 address: address.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0))),
             });
@@ -115,11 +119,7 @@ impl McpHttpService {
                  '-' and '_'"
             )));
         }
-        let manager = PrefixedSessions {
-            local,
-            prefix,
-            max_sessions,
-        };
+        let manager = Arc::new(PrefixedSessions::new(local, prefix, max_sessions));
         let options = Arc::new(options);
         let factory_sessions = Arc::clone(&sessions);
         let service = StreamableHttpService::new(
@@ -133,11 +133,10 @@ impl McpHttpService {
                     Some(Admission::new(Arc::clone(&factory_sessions), max_sessions)),
                 ))
             },
-            Arc::new(manager),
+            Arc::clone(&manager),
             config,
         );
         let gate = Arc::new(Gate {
-            tokens,
             allowed_hosts,
             allowed_origins: http.allowed_origins.clone(),
             sessions,
@@ -145,6 +144,8 @@ impl McpHttpService {
         });
         Ok(Self {
             gate,
+            auth: Arc::new(auth),
+            sessions: manager,
             service,
             cancel,
         })
@@ -161,11 +162,46 @@ impl McpHttpService {
         if let Some(refused) = self.gate.check(&request) {
             return refused;
         }
+        if let Some(metadata) = self.auth.metadata(&request) {
+            return metadata;
+        }
+        let identity = match self.auth.authenticate(request.headers()).await {
+            Ok(identity) => identity,
+            Err(refused) => return refused,
+        };
+        if let Some(refused) = self.gate.check_capacity(&request) {
+            return refused;
+        }
         // Who asks, for the sessions to scope notices by (rmcp hands the request's parts to
         // the handler).
-        let caller = self.gate.caller(&request);
+        let caller = Caller(identity.as_ref().map(|identity| identity.key()));
+        // A session is its opener's: another identity that learns its id finds no session
+        // there (as though it had ended), and cannot act in it or read its streams.
+        let session = request
+            .headers()
+            .get(SESSION_ID)
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned);
+        if let Some(session) = &session
+            && !self.sessions.belongs_to(session, caller)
+        {
+            return super::gate::refusal(http::StatusCode::NOT_FOUND, "no such session");
+        }
+        let opens = session.is_none() && request.method() == http::Method::POST;
         request.extensions_mut().insert(caller);
-        self.service.handle(request).await
+        if let Some(identity) = identity {
+            request.extensions_mut().insert(identity);
+        }
+        let response = self.service.handle(request).await;
+        if opens
+            && let Some(opened) = response
+                .headers()
+                .get(SESSION_ID)
+                .and_then(|value| value.to_str().ok())
+        {
+            self.sessions.opened(opened, caller);
+        }
+        response
     }
 
     /// Ends every open session (their instances are dropped) and every response stream; the
@@ -199,3 +235,6 @@ where
         Box::pin(async move { Ok(service.handle(request).await) })
     }
 }
+
+/// The header naming a request's session.
+const SESSION_ID: &str = "mcp-session-id";

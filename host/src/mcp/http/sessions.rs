@@ -1,6 +1,9 @@
 //! rmcp's in-process session manager with a prefix on every session id and a cap on the
 //! sessions it keeps.
 
+use std::collections::HashMap;
+use std::sync::Mutex;
+
 use futures::Stream;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use rmcp::transport::WorkerTransport;
@@ -11,15 +14,45 @@ use rmcp::transport::streamable_http_server::session::local::{
     LocalSessionManager, LocalSessionManagerError, create_local_session,
 };
 
+use crate::mcp::catalog::Caller;
+
 /// rmcp's in-process sessions, with a prefix on every session id (the replica's name, for a
-/// load balancer to route by).
+/// load balancer to route by), each bound to the identity that opened it.
 pub(super) struct PrefixedSessions {
-    pub(super) local: LocalSessionManager,
-    pub(super) prefix: String,
+    local: LocalSessionManager,
+    prefix: String,
     /// Most sessions rmcp keeps at once, initialised or not (a client that never sends
     /// `initialized` takes no place among the admitted sessions, but holds a session's worker
     /// until it expires).
-    pub(super) max_sessions: usize,
+    max_sessions: usize,
+    /// Who opened each session.
+    owners: Mutex<HashMap<String, Caller>>,
+}
+
+impl PrefixedSessions {
+    pub(super) fn new(local: LocalSessionManager, prefix: String, max_sessions: usize) -> Self {
+        Self {
+            local,
+            prefix,
+            max_sessions,
+            owners: Mutex::default(),
+        }
+    }
+
+    fn owners(&self) -> std::sync::MutexGuard<'_, HashMap<String, Caller>> {
+        self.owners.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records that `caller` opened the session `id`.
+    pub(super) fn opened(&self, id: &str, caller: Caller) {
+        self.owners().insert(id.to_owned(), caller);
+    }
+
+    /// Whether a request of `caller` may use the session `id`: its opener's, or one this
+    /// server does not know (rmcp then answers that there is no such session).
+    pub(super) fn belongs_to(&self, id: &str, caller: Caller) -> bool {
+        self.owners().get(id).is_none_or(|owner| *owner == caller)
+    }
 }
 
 impl SessionManager for PrefixedSessions {
@@ -37,6 +70,12 @@ impl SessionManager for PrefixedSessions {
                     )),
                 ),
             ));
+        }
+        // The owners of sessions that ended (closed, or expired inside rmcp) are forgotten.
+        {
+            let sessions = self.local.sessions.read().await;
+            self.owners()
+                .retain(|id, _| sessions.contains_key(&SessionId::from(id.as_str())));
         }
         let id = SessionId::from(format!("{}{}", self.prefix, session_id()));
         let (handle, worker) = create_local_session(id.clone(), self.local.session_config.clone());
@@ -57,6 +96,7 @@ impl SessionManager for PrefixedSessions {
     }
 
     async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
+        self.owners().remove(id.as_ref());
         self.local.close_session(id).await
     }
 

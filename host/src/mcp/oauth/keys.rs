@@ -1,0 +1,353 @@
+//! The issuers' keys: discovered through each issuer's metadata, fetched with bounds, kept
+//! for a while, fetched again for an unknown key id at most once per interval.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use jsonwebtoken::jwk::{Jwk, JwkSet, KeyAlgorithm, PublicKeyUse};
+use jsonwebtoken::{Algorithm, DecodingKey};
+use serde_json::Value;
+
+use super::OAuthOptions;
+
+/// Largest metadata document read.
+const MAX_METADATA_BYTES: usize = 256 << 10;
+/// Largest key set read.
+const MAX_JWKS_BYTES: usize = 1 << 20;
+/// Most keys taken from one key set.
+const MAX_KEYS: usize = 100;
+/// Past this age, keys an issuer can no longer be asked for are not used.
+const KEYS_HARD_MAX_AGE: Duration = Duration::from_secs(3600);
+
+/// Whether `url` may be fetched for an issuer: `https`, or `http` to a loopback address
+/// (a test's or a sidecar's issuer); no user name or password in it.
+pub(super) fn check_fetch_url(url: &str) -> Result<url::Url, String> {
+    let parsed = url::Url::parse(url).map_err(|e| format!("not a URL ({e})"))?;
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err("a URL with credentials in it is not accepted".into());
+    }
+    match parsed.scheme() {
+        "https" => Ok(parsed),
+        "http"
+            if parsed
+                .host_str()
+                .and_then(crate::loopback::loopback)
+                .is_some_and(crate::loopback::Loopback::certain) =>
+        {
+            Ok(parsed)
+        }
+        scheme => Err(format!(
+            "{scheme}:// is not accepted: use https (plain http only to a loopback address)"
+        )),
+    }
+}
+
+/// The configured issuers and their keys.
+pub(crate) struct Issuers {
+    by_id: HashMap<String, Arc<IssuerKeys>>,
+}
+
+/// One issuer's keys.
+struct IssuerKeys {
+    issuer: String,
+    /// Where its keys are, if configured (else found through its metadata).
+    jwks_uri: Option<String>,
+    cached: RwLock<Cached>,
+    /// Held while the keys are fetched: one fetch at a time, the others wait for it.
+    fetching: tokio::sync::Mutex<()>,
+    client: reqwest::Client,
+    min_refresh: Duration,
+    max_age: Duration,
+}
+
+#[derive(Default)]
+struct Cached {
+    keys: Vec<Key>,
+    /// When the keys were fetched.
+    fetched: Option<Instant>,
+    /// When a fetch was last begun, successful or not.
+    attempted: Option<Instant>,
+    /// The key set's address, once discovered.
+    jwks_uri: Option<String>,
+}
+
+/// A key of an issuer's key set.
+#[derive(Clone)]
+struct Key {
+    kid: Option<String>,
+    /// The algorithm its JWK declares, if it does.
+    alg: Option<Algorithm>,
+    key: Arc<DecodingKey>,
+}
+
+impl Key {
+    fn fits(&self, kid: Option<&str>, alg: Algorithm) -> bool {
+        (kid.is_none() || self.kid.as_deref() == kid)
+            && self.alg.is_none_or(|declared| declared == alg)
+            && self.key.family() == alg.family()
+    }
+}
+
+impl Issuers {
+    pub(super) fn new(options: &OAuthOptions) -> Result<Self, String> {
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(options.fetch_timeout)
+            .timeout(options.fetch_timeout)
+            .user_agent(concat!("llm-worker/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| format!("cannot make an HTTP client: {e}"))?;
+        let by_id = options
+            .issuers
+            .iter()
+            .map(|issuer| {
+                let keys = IssuerKeys {
+                    issuer: issuer.issuer.clone(),
+                    jwks_uri: issuer.jwks_uri.clone(),
+                    cached: RwLock::default(),
+                    fetching: tokio::sync::Mutex::new(()),
+                    client: client.clone(),
+                    min_refresh: options.min_refresh,
+                    max_age: options.keys_max_age,
+                };
+                (issuer.issuer.clone(), Arc::new(keys))
+            })
+            .collect();
+        Ok(Self { by_id })
+    }
+
+    /// The key of `issuer` for a token signed with `alg` by the key `kid`: an error for the
+    /// client if the issuer is not configured or has no such key.
+    pub(super) async fn key(
+        &self,
+        issuer: &str,
+        kid: Option<&str>,
+        alg: Algorithm,
+    ) -> Result<Arc<DecodingKey>, String> {
+        let keys = self
+            .by_id
+            .get(issuer)
+            .ok_or_else(|| format!("its issuer {issuer:?} is not one this server trusts"))?;
+        keys.key(kid, alg).await
+    }
+}
+
+impl IssuerKeys {
+    async fn key(&self, kid: Option<&str>, alg: Algorithm) -> Result<Arc<DecodingKey>, String> {
+        if let Some(key) = self.cached_key(kid, alg, self.max_age) {
+            return Ok(key);
+        }
+        let _fetching = self.fetching.lock().await;
+        // Another request may have fetched the keys while this one waited.
+        if let Some(key) = self.cached_key(kid, alg, self.max_age) {
+            return Ok(key);
+        }
+        let recently = self
+            .read()
+            .attempted
+            .is_some_and(|at| at.elapsed() < self.min_refresh);
+        if !recently {
+            self.write().attempted = Some(Instant::now());
+            match self.fetch().await {
+                Ok((jwks_uri, keys)) => {
+                    let mut cached = self.write();
+                    cached.keys = keys;
+                    cached.fetched = Some(Instant::now());
+                    cached.jwks_uri = Some(jwks_uri);
+                }
+                Err(error) => {
+                    tracing::warn!(
+                        "cannot fetch the keys of the issuer {}: {error}",
+                        self.issuer
+                    );
+                    return self.cached_key(kid, alg, KEYS_HARD_MAX_AGE).ok_or_else(|| {
+                        format!(
+                            "the keys of its issuer cannot be fetched now ({error}); try again \
+                             later"
+                        )
+                    });
+                }
+            }
+        }
+        self.cached_key(kid, alg, KEYS_HARD_MAX_AGE)
+            .ok_or_else(|| match kid {
+                Some(kid) => format!("its key {kid:?} is not among its issuer's keys"),
+                None => {
+                    "it names no key (`kid`) and its issuer has no single key for its algorithm"
+                        .into()
+                }
+            })
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Cached> {
+        self.cached.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Cached> {
+        self.cached.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The cached key for the token, if the keys are younger than `age`. A token without a
+    /// key id takes the one key that fits its algorithm, if only one does.
+    fn cached_key(
+        &self,
+        kid: Option<&str>,
+        alg: Algorithm,
+        age: Duration,
+    ) -> Option<Arc<DecodingKey>> {
+        let cached = self.read();
+        if !cached.fetched.is_some_and(|at| at.elapsed() < age) {
+            return None;
+        }
+        let mut fitting = cached.keys.iter().filter(|key| key.fits(kid, alg));
+        let key = fitting.next()?;
+        if kid.is_none() && fitting.next().is_some() {
+            return None;
+        }
+        Some(Arc::clone(&key.key))
+    }
+
+    /// Fetches the issuer's keys: the key set's address and its usable keys.
+    async fn fetch(&self) -> Result<(String, Vec<Key>), String> {
+        let known = self
+            .jwks_uri
+            .clone()
+            .or_else(|| self.read().jwks_uri.clone());
+        let jwks_uri = match known {
+            Some(uri) => uri,
+            None => self.discover().await?,
+        };
+        check_fetch_url(&jwks_uri).map_err(|e| format!("its jwks_uri {jwks_uri:?}: {e}"))?;
+        let body = get(&self.client, &jwks_uri, MAX_JWKS_BYTES).await?;
+        let set: JwkSet = serde_json::from_slice(&body)
+            .map_err(|e| format!("its key set at {jwks_uri} is not a JWK set ({e})"))?;
+        let keys: Vec<Key> = set
+            .keys
+            .iter()
+            .filter(|jwk| {
+                jwk.common
+                    .public_key_use
+                    .as_ref()
+                    .is_none_or(|usage| *usage == PublicKeyUse::Signature)
+            })
+            .filter_map(usable)
+            .take(MAX_KEYS)
+            .collect();
+        tracing::debug!(
+            "fetched {} keys of the issuer {} from {jwks_uri}",
+            keys.len(),
+            self.issuer
+        );
+        Ok((jwks_uri, keys))
+    }
+
+    /// The `jwks_uri` of the issuer's metadata: RFC 8414's well-known address, else OpenID
+    /// discovery's; the document must name the issuer exactly (RFC 8414 §3.3).
+    async fn discover(&self) -> Result<String, String> {
+        let issuer = check_fetch_url(&self.issuer)?;
+        let path = issuer.path().trim_end_matches('/');
+        let mut oauth = issuer.clone();
+        oauth.set_path(&format!("/.well-known/oauth-authorization-server{path}"));
+        let mut openid = issuer.clone();
+        openid.set_path(&format!("{path}/.well-known/openid-configuration"));
+        let mut failures = Vec::new();
+        for url in [oauth, openid] {
+            let document = match get(&self.client, url.as_str(), MAX_METADATA_BYTES).await {
+                Ok(body) => body,
+                Err(error) => {
+                    failures.push(error);
+                    continue;
+                }
+            };
+            let document: Value = serde_json::from_slice(&document)
+                .map_err(|e| format!("its metadata at {url} is not JSON ({e})"))?;
+            if document.get("issuer").and_then(Value::as_str) != Some(self.issuer.as_str()) {
+                return Err(format!(
+                    "its metadata at {url} names another issuer ({}); refusing it",
+                    document.get("issuer").unwrap_or(&Value::Null)
+                ));
+            }
+            return document
+                .get("jwks_uri")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .ok_or_else(|| format!("its metadata at {url} has no jwks_uri"));
+        }
+        Err(failures.join("; "))
+    }
+}
+
+/// A JWK as a key, if it is one of an accepted algorithm.
+fn usable(jwk: &Jwk) -> Option<Key> {
+    let alg = match jwk.common.key_algorithm {
+        None => None,
+        Some(declared) => match declared {
+            KeyAlgorithm::RS256 => Some(Algorithm::RS256),
+            KeyAlgorithm::RS384 => Some(Algorithm::RS384),
+            KeyAlgorithm::RS512 => Some(Algorithm::RS512),
+            KeyAlgorithm::PS256 => Some(Algorithm::PS256),
+            KeyAlgorithm::PS384 => Some(Algorithm::PS384),
+            KeyAlgorithm::PS512 => Some(Algorithm::PS512),
+            KeyAlgorithm::ES256 => Some(Algorithm::ES256),
+            KeyAlgorithm::ES384 => Some(Algorithm::ES384),
+            KeyAlgorithm::EdDSA => Some(Algorithm::EdDSA),
+            // HMAC keys, encryption keys and the unknown are not signing keys of ours.
+            _ => return None,
+        },
+    };
+    // A symmetric key in a public key set would let anyone who read it sign.
+    if matches!(
+        jwk.algorithm,
+        jsonwebtoken::jwk::AlgorithmParameters::OctetKey(_)
+    ) {
+        return None;
+    }
+    let key = DecodingKey::from_jwk(jwk).ok()?;
+    Some(Key {
+        kid: jwk.common.key_id.clone(),
+        alg,
+        key: Arc::new(key),
+    })
+}
+
+/// The body of a GET of `url`, at most `limit` bytes; no redirects (the client follows none).
+async fn get(client: &reqwest::Client, url: &str, limit: usize) -> Result<Vec<u8>, String> {
+    let mut response = client
+        .get(url)
+        .header(reqwest::header::ACCEPT, "application/json")
+        .send()
+        .await
+        .map_err(|e| format!("cannot fetch {url}: {}", describe(&e)))?;
+    if !response.status().is_success() {
+        return Err(format!("{url} answered {}", response.status()));
+    }
+    if response
+        .content_length()
+        .is_some_and(|length| length > limit as u64)
+    {
+        return Err(format!("{url} is larger than {limit} bytes"));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| format!("cannot read {url}: {}", describe(&e)))?
+    {
+        if body.len() + chunk.len() > limit {
+            return Err(format!("{url} is larger than {limit} bytes"));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+fn describe(error: &reqwest::Error) -> String {
+    if error.is_timeout() {
+        "it did not answer in time".into()
+    } else if error.is_connect() {
+        "cannot connect".into()
+    } else {
+        error.to_string()
+    }
+}

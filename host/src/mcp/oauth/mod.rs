@@ -1,0 +1,338 @@
+//! The HTTP service as an OAuth 2.1 resource server, as the MCP authorization specification
+//! makes it (feature `oauth`): access tokens are JWTs of the issuers the operator names,
+//! checked in process against the keys each issuer publishes; the service publishes its
+//! Protected Resource Metadata (RFC 9728) so that clients find those issuers.
+//!
+//! What a token must be to be accepted:
+//!
+//! - signed with an asymmetric algorithm of the allow-list ([`ALGORITHMS`]: RSA, RSA-PSS,
+//!   ECDSA P-256/P-384, Ed25519), never `none` and never HMAC (whose "secret" would be the
+//!   issuer's public key), by a key of the issuer's JWKS whose type and declared algorithm fit
+//!   the token's;
+//! - issued by one of the configured issuers (`iss`, compared exactly), for this server
+//!   (`aud` holds [`OAuthOptions::resource`], RFC 8707), current (`exp` required, `nbf` if
+//!   present, both with a bounded skew), naming who it is for (`sub`, or `client_id`);
+//! - holding every scope of [`OAuthOptions::required_scopes`] (`scope` or `scp`), else the
+//!   request is refused with 403 `insufficient_scope` naming the scopes needed.
+//!
+//! An issuer's metadata (RFC 8414, or OpenID discovery) and keys are fetched with a time limit
+//! and a size limit, over HTTPS (plain HTTP to a loopback address only), without following
+//! redirects; keys are kept for [`OAuthOptions::keys_max_age`] and fetched again when a
+//! token names a key not among them, at most once per [`OAuthOptions::min_refresh`] (a flood
+//! of made-up key ids costs one fetch). An issuer that cannot be reached fails closed: its
+//! tokens are refused until its keys can be fetched; a token is never accepted unverified.
+
+mod keys;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use jsonwebtoken::Algorithm;
+use serde_json::{Map, Value};
+
+use crate::mcp::identity::Identity;
+
+pub(crate) use keys::Issuers;
+
+/// The signature algorithms accepted, all asymmetric.
+pub const ALGORITHMS: [Algorithm; 9] = [
+    Algorithm::RS256,
+    Algorithm::RS384,
+    Algorithm::RS512,
+    Algorithm::PS256,
+    Algorithm::PS384,
+    Algorithm::PS512,
+    Algorithm::ES256,
+    Algorithm::ES384,
+    Algorithm::EdDSA,
+];
+
+/// The default clock skew allowed on `exp` and `nbf`.
+pub const DEFAULT_LEEWAY: Duration = Duration::from_secs(60);
+/// The default time limit of one fetch of an issuer's metadata or keys.
+pub const DEFAULT_FETCH_TIMEOUT: Duration = Duration::from_secs(10);
+/// The default shortest time between two fetches of an issuer's keys.
+pub const DEFAULT_MIN_REFRESH: Duration = Duration::from_secs(30);
+/// The default time an issuer's keys are used before they are fetched again.
+pub const DEFAULT_KEYS_MAX_AGE: Duration = Duration::from_secs(600);
+
+/// How the HTTP service accepts OAuth access tokens: for
+/// [`HttpOptions::oauth`](crate::mcp::HttpOptions::oauth).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct OAuthOptions {
+    /// This server's canonical URI, as clients name it in their authorization requests (RFC
+    /// 8707's `resource`) and the issuers put it in `aud`: `https://mcp.example.com/mcp`.
+    pub resource: url::Url,
+    /// The issuers whose tokens are accepted (their `iss` values, e.g.
+    /// `https://auth.example.com`); listed as `authorization_servers` in the metadata.
+    pub issuers: Vec<IssuerOptions>,
+    /// Scopes every token must hold; listed as `scopes_supported`.
+    pub required_scopes: Vec<String>,
+    /// Clock skew allowed on `exp` and `nbf` (at most 5 minutes). Default 60 s.
+    pub leeway: Duration,
+    /// Time limit of one fetch of an issuer's metadata or keys. Default 10 s.
+    pub fetch_timeout: Duration,
+    /// Shortest time between two fetches of one issuer's keys. Default 30 s.
+    pub min_refresh: Duration,
+    /// How long fetched keys are used before they are fetched again. Default 10 minutes.
+    pub keys_max_age: Duration,
+}
+
+/// One issuer whose tokens are accepted.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct IssuerOptions {
+    /// Its identifier, the tokens' `iss` (an `https` URL; `http` on a loopback address).
+    pub issuer: String,
+    /// Where its keys are (skipping discovery); by default the `jwks_uri` of its metadata,
+    /// found at `/.well-known/oauth-authorization-server` (RFC 8414), else at
+    /// `/.well-known/openid-configuration`.
+    pub jwks_uri: Option<String>,
+}
+
+impl IssuerOptions {
+    /// The issuer `issuer`, its keys found through its metadata.
+    pub fn new(issuer: impl Into<String>) -> Self {
+        Self {
+            issuer: issuer.into(),
+            jwks_uri: None,
+        }
+    }
+
+    /// Its keys at `uri`, without discovery.
+    #[must_use]
+    pub fn jwks_uri(mut self, uri: impl Into<String>) -> Self {
+        self.jwks_uri = Some(uri.into());
+        self
+    }
+}
+
+impl OAuthOptions {
+    /// Tokens for `resource` (this server's URI) from `issuers`.
+    pub fn new(resource: url::Url, issuers: impl IntoIterator<Item = IssuerOptions>) -> Self {
+        Self {
+            resource,
+            issuers: issuers.into_iter().collect(),
+            required_scopes: Vec::new(),
+            leeway: DEFAULT_LEEWAY,
+            fetch_timeout: DEFAULT_FETCH_TIMEOUT,
+            min_refresh: DEFAULT_MIN_REFRESH,
+            keys_max_age: DEFAULT_KEYS_MAX_AGE,
+        }
+    }
+
+    /// Requires these scopes of every token.
+    #[must_use]
+    pub fn required_scopes(mut self, scopes: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.required_scopes = scopes.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Sets the clock skew allowed.
+    #[must_use]
+    pub fn leeway(mut self, leeway: Duration) -> Self {
+        self.leeway = leeway;
+        self
+    }
+
+    /// Sets the time limit of a fetch.
+    #[must_use]
+    pub fn fetch_timeout(mut self, timeout: Duration) -> Self {
+        self.fetch_timeout = timeout;
+        self
+    }
+
+    /// Sets the shortest time between two fetches of an issuer's keys.
+    #[must_use]
+    pub fn min_refresh(mut self, interval: Duration) -> Self {
+        self.min_refresh = interval;
+        self
+    }
+
+    /// The URL of this resource's metadata (RFC 9728 §3.1: the well-known path, then the
+    /// resource's own path), as the 401 answers' `resource_metadata` gives it.
+    pub fn metadata_url(&self) -> String {
+        let mut url = self.resource.clone();
+        let path = self.resource.path().trim_end_matches('/');
+        url.set_path(&format!("/.well-known/oauth-protected-resource{path}"));
+        url.set_query(None);
+        url.set_fragment(None);
+        url.to_string()
+    }
+
+    /// The Protected Resource Metadata document (RFC 9728 §2).
+    pub fn metadata(&self) -> Value {
+        let mut document = serde_json::json!({
+            "resource": self.resource.as_str(),
+            "authorization_servers": self.issuers.iter().map(|i| i.issuer.as_str()).collect::<Vec<_>>(),
+            "bearer_methods_supported": ["header"],
+            "resource_signing_alg_values_supported": ALGORITHMS.iter().map(|a| format!("{a:?}")).collect::<Vec<_>>(),
+        });
+        if !self.required_scopes.is_empty() {
+            document["scopes_supported"] = self.required_scopes.clone().into();
+        }
+        document
+    }
+
+    /// Whether `path` is one this resource's metadata is served at: the well-known path with
+    /// the resource's path after it (RFC 9728), or bare (what clients of earlier revisions of
+    /// the MCP specification ask for).
+    pub(crate) fn is_metadata_path(&self, path: &str) -> bool {
+        const WELL_KNOWN: &str = "/.well-known/oauth-protected-resource";
+        let own = self.resource.path().trim_end_matches('/');
+        path.strip_prefix(WELL_KNOWN)
+            .is_some_and(|rest| rest.is_empty() || rest == "/" || rest == own)
+    }
+
+    /// Checks the options: an error saying what to fix.
+    pub(crate) fn check(&self) -> Result<(), String> {
+        if !matches!(self.resource.scheme(), "https" | "http") || self.resource.host().is_none() {
+            return Err(format!(
+                "the resource URI {} is not an http(s) URL",
+                self.resource
+            ));
+        }
+        if self.resource.fragment().is_some() {
+            return Err(format!(
+                "the resource URI {} has a fragment, which RFC 8707 forbids",
+                self.resource
+            ));
+        }
+        // RFC 6749 §3.3's scope-token: printable ASCII but space, `"` and `\`.
+        if let Some(scope) = self.required_scopes.iter().find(|scope| {
+            scope.is_empty()
+                || !scope
+                    .bytes()
+                    .all(|b| b > b' ' && b < 0x7f && b != b'"' && b != b'\\')
+        }) {
+            return Err(format!("{scope:?} is not a scope (RFC 6749 §3.3)"));
+        }
+        if self.issuers.is_empty() {
+            return Err("no issuer is configured: name at least one".into());
+        }
+        for issuer in &self.issuers {
+            keys::check_fetch_url(&issuer.issuer)
+                .map_err(|reason| format!("the issuer {:?}: {reason}", issuer.issuer))?;
+            if let Some(uri) = &issuer.jwks_uri {
+                keys::check_fetch_url(uri)
+                    .map_err(|reason| format!("the JWKS URI {uri:?}: {reason}"))?;
+            }
+        }
+        if self.leeway > Duration::from_secs(300) {
+            return Err(format!(
+                "a clock skew of {:?} is too lenient: at most 5 minutes",
+                self.leeway
+            ));
+        }
+        if jsonwebtoken::crypto::CryptoProvider::try_get_default().is_none() {
+            return Err("this build has no cryptography for JWTs (jsonwebtoken's features)".into());
+        }
+        Ok(())
+    }
+}
+
+/// Why a token was refused.
+#[derive(Debug)]
+pub(crate) enum Refused {
+    /// Not a token this server accepts (RFC 6750 `invalid_token`): the reason, for the client.
+    Invalid(String),
+    /// A good token without these scopes (`insufficient_scope`).
+    Scope(Vec<String>),
+}
+
+/// Checks access tokens against [`OAuthOptions`].
+pub(crate) struct Verifier {
+    options: OAuthOptions,
+    issuers: Issuers,
+}
+
+impl std::fmt::Debug for Verifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Verifier")
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Verifier {
+    pub(crate) fn new(options: OAuthOptions) -> Result<Self, String> {
+        options.check()?;
+        let issuers = Issuers::new(&options)?;
+        Ok(Self { options, issuers })
+    }
+
+    pub(crate) fn options(&self) -> &OAuthOptions {
+        &self.options
+    }
+
+    /// The identity `token` stands for, if it is a token this server accepts.
+    pub(crate) async fn verify(&self, token: &str) -> Result<Identity, Refused> {
+        let header = jsonwebtoken::decode_header(token)
+            .map_err(|e| Refused::Invalid(format!("not a JWT this server accepts ({e})")))?;
+        if !ALGORITHMS.contains(&header.alg) {
+            return Err(Refused::Invalid(format!(
+                "tokens signed with {:?} are not accepted (only asymmetric algorithms)",
+                header.alg
+            )));
+        }
+        // The claimed issuer picks the keys; the signature is checked with them, and `iss`
+        // again with the signature.
+        let unverified: Map<String, Value> = jsonwebtoken::dangerous::insecure_decode_claims(token)
+            .map_err(|e| Refused::Invalid(format!("its claims are not readable ({e})")))?;
+        let issuer = unverified
+            .get("iss")
+            .and_then(Value::as_str)
+            .ok_or_else(|| Refused::Invalid("it names no issuer (`iss`)".into()))?;
+        let key = self
+            .issuers
+            .key(issuer, header.kid.as_deref(), header.alg)
+            .await
+            .map_err(Refused::Invalid)?;
+        let mut validation = jsonwebtoken::Validation::new(header.alg);
+        validation.algorithms = vec![header.alg];
+        validation.set_issuer(&[issuer]);
+        // `https://mcp.example.com/` and `https://mcp.example.com` are one resource.
+        let resource = self.options.resource.as_str();
+        validation.set_audience(&[resource, resource.strip_suffix('/').unwrap_or(resource)]);
+        validation.set_required_spec_claims(&["exp", "iss", "aud"]);
+        validation.validate_nbf = true;
+        validation.leeway = self.options.leeway.as_secs();
+        let claims = jsonwebtoken::decode::<Map<String, Value>>(token, &key, &validation)
+            .map_err(|e| Refused::Invalid(reason(&e, &self.options)))?
+            .claims;
+        let identity = Identity::from_claims(issuer, claims).map_err(Refused::Invalid)?;
+        let missing: Vec<String> = self
+            .options
+            .required_scopes
+            .iter()
+            .filter(|scope| !identity.scopes.contains(scope))
+            .cloned()
+            .collect();
+        if !missing.is_empty() {
+            return Err(Refused::Scope(self.options.required_scopes.clone()));
+        }
+        Ok(identity)
+    }
+}
+
+/// What a token's check said, for the client.
+fn reason(error: &jsonwebtoken::errors::Error, options: &OAuthOptions) -> String {
+    use jsonwebtoken::errors::ErrorKind;
+    match error.kind() {
+        ErrorKind::ExpiredSignature => "it has expired".into(),
+        ErrorKind::ImmatureSignature => "it is not valid yet (`nbf`)".into(),
+        ErrorKind::InvalidAudience => format!(
+            "it was not issued for this server: its audience (`aud`) must be {}",
+            options.resource
+        ),
+        ErrorKind::InvalidIssuer => "its issuer does not match".into(),
+        ErrorKind::InvalidSignature => "its signature does not verify".into(),
+        ErrorKind::MissingRequiredClaim(claim) => format!("it has no `{claim}` claim"),
+        ErrorKind::InvalidAlgorithm => "its algorithm does not fit the issuer's key".into(),
+        _ => format!("it does not verify ({error})"),
+    }
+}
+
+/// Shared, for the service's clones.
+pub(crate) type SharedVerifier = Arc<Verifier>;

@@ -1,0 +1,481 @@
+//! The HTTP service as an OAuth resource server: its metadata and 401 answers lead a client to
+//! the issuer; the issuer's tokens for this server are accepted, every forged, foreign or stale
+//! one refused; the issuer's keys are fetched with bounds; a session is its opener's.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use llm_worker::mcp::{
+    BearerToken, HttpOptions, IssuerOptions, McpOptions, OAuthOptions, ToolCatalog,
+};
+use rmcp::ServiceExt;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use serde_json::{Value, json};
+
+use crate::counters;
+
+const ISSUER_RSA: &[u8] = include_bytes!("keys/issuer-rsa.pem");
+const ISSUER_RSA_PUBLIC: &[u8] = include_bytes!("keys/issuer-rsa.pub.pem");
+const ISSUER_EC: &[u8] = include_bytes!("keys/issuer-ec.pem");
+const ATTACKER_RSA: &[u8] = include_bytes!("keys/attacker-rsa.pem");
+
+/// What the test issuer does with a request.
+#[derive(Clone, Copy, PartialEq)]
+enum Issuing {
+    /// Serves its metadata and keys.
+    Answers,
+    /// Accepts connections and never answers.
+    Hangs,
+}
+
+/// An authorization server on loopback: its metadata (RFC 8414) and its key set, counting
+/// the fetches of the key set.
+struct Issuer {
+    url: String,
+    jwks_fetches: Arc<AtomicUsize>,
+}
+
+impl Issuer {
+    async fn start(behaviour: Issuing) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("address"));
+        let jwks_fetches = Arc::new(AtomicUsize::new(0));
+        let metadata = json!({
+            "issuer": url,
+            "jwks_uri": format!("{url}/jwks"),
+            "authorization_endpoint": format!("{url}/authorize"),
+            "token_endpoint": format!("{url}/token"),
+        })
+        .to_string();
+        let mut rsa = jsonwebtoken::jwk::Jwk::from_encoding_key(
+            &EncodingKey::from_rsa_pem(ISSUER_RSA).expect("RSA key"),
+            Algorithm::RS256,
+        )
+        .expect("RSA JWK");
+        rsa.common.key_id = Some("rsa-1".into());
+        let mut ec = jsonwebtoken::jwk::Jwk::from_encoding_key(
+            &EncodingKey::from_ec_pem(ISSUER_EC).expect("EC key"),
+            Algorithm::ES256,
+        )
+        .expect("EC JWK");
+        ec.common.key_id = Some("ec-1".into());
+        let jwks = json!({ "keys": [rsa, ec] }).to_string();
+        let fetches = Arc::clone(&jwks_fetches);
+        tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                if behaviour == Issuing::Hangs {
+                    // Held open, never answered, until the test ends.
+                    tokio::spawn(async move {
+                        let _stream = stream;
+                        std::future::pending::<()>().await;
+                    });
+                    continue;
+                }
+                let (metadata, jwks, fetches) =
+                    (metadata.clone(), jwks.clone(), Arc::clone(&fetches));
+                let service = hyper::service::service_fn(move |request: http::Request<_>| {
+                    let body = match request.uri().path() {
+                        "/.well-known/oauth-authorization-server" => Some(metadata.clone()),
+                        "/jwks" => {
+                            fetches.fetch_add(1, Ordering::SeqCst);
+                            Some(jwks.clone())
+                        }
+                        _ => None,
+                    };
+                    let mut response = http::Response::new(Full::new(Bytes::from(
+                        body.clone().unwrap_or_default(),
+                    )));
+                    if body.is_none() {
+                        *response.status_mut() = http::StatusCode::NOT_FOUND;
+                    }
+                    async move { Ok::<_, Infallible>(response) }
+                });
+                tokio::spawn(
+                    hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service),
+                );
+            }
+        });
+        Self { url, jwks_fetches }
+    }
+
+    /// Claims of a token this issuer gives `subject` for `audience`, valid for an hour.
+    fn claims(&self, subject: &str, audience: &str) -> Value {
+        let now = jsonwebtoken::get_current_timestamp();
+        json!({
+            "iss": self.url,
+            "sub": subject,
+            "aud": audience,
+            "iat": now,
+            "exp": now + 3600,
+            "scope": "mcp:tools openid",
+        })
+    }
+}
+
+/// A JWT of `claims`, signed by the PEM `key` with `alg`, naming the key `kid`.
+fn sign(claims: &Value, alg: Algorithm, key: &[u8], kid: &str) -> String {
+    let key = match alg {
+        Algorithm::ES256 => EncodingKey::from_ec_pem(key).expect("an EC key"),
+        Algorithm::HS256 => EncodingKey::from_secret(key).expect("a secret"),
+        _ => EncodingKey::from_rsa_pem(key).expect("an RSA key"),
+    };
+    let mut header = Header::new(alg);
+    header.kid = Some(kid.into());
+    jsonwebtoken::encode(&header, claims, &key).expect("signed")
+}
+
+/// The unsigned token (`alg: none`) of `claims`.
+fn unsigned(claims: &Value) -> String {
+    use base64::Engine;
+    let encode =
+        |value: &Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(value.to_string());
+    format!(
+        "{}.{}.",
+        encode(&json!({"alg": "none", "typ": "JWT", "kid": "rsa-1"})),
+        encode(claims)
+    )
+}
+
+/// The server, accepting the tokens of `issuer` for its own URL (with `tweak` applied to the
+/// options) and the static tokens `tokens`: its URL, which is the resource.
+async fn serve(
+    issuer: &Issuer,
+    tokens: Vec<BearerToken>,
+    tweak: impl FnOnce(OAuthOptions) -> OAuthOptions,
+) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/mcp", listener.local_addr().expect("address"));
+    let oauth = tweak(
+        OAuthOptions::new(
+            url.parse().expect("a URL"),
+            [IssuerOptions::new(issuer.url.clone())],
+        )
+        .required_scopes(["mcp:tools"]),
+    );
+    tokio::spawn(llm_worker::mcp::serve_http(
+        listener,
+        ToolCatalog::new([counters("all", 1, &["count"])]),
+        McpOptions::new("oauth", "1"),
+        HttpOptions::default().named_tokens(tokens).oauth(oauth),
+    ));
+    url
+}
+
+/// POSTs an `initialize` to `url` with `token`, in the session `session` if given.
+async fn initialize(url: &str, token: Option<&str>, session: Option<&str>) -> reqwest::Response {
+    let mut request = reqwest::Client::new()
+        .post(url)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .body(
+            json!({
+                "jsonrpc": "2.0", "id": 1, "method": "initialize",
+                "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                           "clientInfo": {"name": "test", "version": "1"}},
+            })
+            .to_string(),
+        );
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    if let Some(session) = session {
+        request = request.header("mcp-session-id", session);
+    }
+    request.send().await.expect("an answer")
+}
+
+fn challenge(response: &reqwest::Response) -> String {
+    response
+        .headers()
+        .get("www-authenticate")
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_metadata_and_the_401_lead_a_client_to_the_issuer() {
+    let issuer = Issuer::start(Issuing::Answers).await;
+    let url = serve(&issuer, Vec::new(), |o| o).await;
+    let origin = url.trim_end_matches("/mcp");
+    let expected_metadata = format!("{origin}/.well-known/oauth-protected-resource/mcp");
+
+    let refused = initialize(&url, None, None).await;
+    assert_eq!(refused.status(), 401);
+    let header = challenge(&refused);
+    assert!(
+        header.contains(&format!("resource_metadata=\"{expected_metadata}\"")),
+        "{header}"
+    );
+    assert!(header.contains("scope=\"mcp:tools\""), "{header}");
+
+    // RFC 9728's path-suffixed form, and the bare one of earlier MCP revisions.
+    for path in [
+        "/.well-known/oauth-protected-resource/mcp",
+        "/.well-known/oauth-protected-resource",
+    ] {
+        let metadata = reqwest::get(format!("{origin}{path}"))
+            .await
+            .expect("metadata")
+            .text()
+            .await
+            .expect("a body");
+        let metadata: Value = serde_json::from_str(&metadata).expect("JSON");
+        assert_eq!(metadata["resource"], url.as_str(), "{path}");
+        assert_eq!(metadata["authorization_servers"], json!([issuer.url]));
+        assert_eq!(metadata["scopes_supported"], json!(["mcp:tools"]));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_access_token_of_the_issuer_for_this_server_calls_a_tool() {
+    let issuer = Issuer::start(Issuing::Answers).await;
+    let url = serve(&issuer, Vec::new(), |o| o).await;
+    for (alg, key, kid) in [
+        (Algorithm::RS256, ISSUER_RSA, "rsa-1"),
+        (Algorithm::ES256, ISSUER_EC, "ec-1"),
+    ] {
+        let token = sign(&issuer.claims("alice", &url), alg, key, kid);
+        let client = ()
+            .serve(StreamableHttpClientTransport::from_config(
+                StreamableHttpClientTransportConfig::with_uri(url.as_str()).auth_header(token),
+            ))
+            .await
+            .unwrap_or_else(|e| panic!("initialize with an {alg:?} token: {e}"));
+        let tools = client.list_all_tools().await.expect("tools/list");
+        assert_eq!(tools.len(), 1);
+        let result = client
+            .call_tool(rmcp::model::CallToolRequestParams::new("count"))
+            .await
+            .expect("tools/call");
+        assert_eq!(crate::greeting(&result), "0");
+        client.cancel().await.expect("close");
+    }
+    assert_eq!(
+        issuer.jwks_fetches.load(Ordering::SeqCst),
+        1,
+        "the keys are fetched once and kept"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_foreign_and_stale_tokens_are_refused() {
+    let issuer = Issuer::start(Issuing::Answers).await;
+    let url = serve(&issuer, Vec::new(), |o| o).await;
+    let good = issuer.claims("mallory", &url);
+    let now = jsonwebtoken::get_current_timestamp();
+    let with = |changes: Value| {
+        let mut claims = good.clone();
+        for (name, value) in changes.as_object().expect("an object") {
+            claims[name] = value.clone();
+        }
+        claims
+    };
+    let rsa = |claims: &Value| sign(claims, Algorithm::RS256, ISSUER_RSA, "rsa-1");
+    let cases = [
+        (
+            "a token for another server",
+            rsa(&with(json!({"aud": "https://other.example/mcp"}))),
+            "audience",
+        ),
+        (
+            "an expired token",
+            rsa(&with(json!({"exp": now - 600}))),
+            "expired",
+        ),
+        (
+            "a token not valid yet",
+            rsa(&with(json!({"nbf": now + 600}))),
+            "not valid yet",
+        ),
+        (
+            "a token signed by another key under the issuer's key id",
+            sign(&good, Algorithm::RS256, ATTACKER_RSA, "rsa-1"),
+            "signature",
+        ),
+        ("an unsigned token (alg: none)", unsigned(&good), "JWT"),
+        (
+            "an HMAC token keyed with the issuer's public key",
+            sign(&good, Algorithm::HS256, ISSUER_RSA_PUBLIC, "rsa-1"),
+            "HS256",
+        ),
+        (
+            "a token of an issuer this server does not trust",
+            rsa(&with(json!({"iss": "https://evil.example"}))),
+            "not one this server trusts",
+        ),
+        (
+            "an RSA key used for ECDSA",
+            sign(&good, Algorithm::ES256, ISSUER_EC, "rsa-1"),
+            "not among",
+        ),
+        (
+            "a token without an expiry",
+            rsa(&{
+                let mut claims = good.clone();
+                claims.as_object_mut().expect("object").remove("exp");
+                claims
+            }),
+            "exp",
+        ),
+    ];
+    for (what, token, reason) in cases {
+        let refused = initialize(&url, Some(&token), None).await;
+        assert_eq!(refused.status(), 401, "{what}");
+        let header = challenge(&refused);
+        assert!(
+            header.contains("error=\"invalid_token\""),
+            "{what}: {header}"
+        );
+        let body = refused.text().await.expect("a body");
+        assert!(body.contains(reason), "{what}: {body}");
+    }
+
+    // A good token without the scope the server needs: 403, naming the scope.
+    let refused = initialize(&url, Some(&rsa(&with(json!({"scope": "openid"})))), None).await;
+    assert_eq!(refused.status(), 403);
+    let header = challenge(&refused);
+    assert!(
+        header.contains("error=\"insufficient_scope\"") && header.contains("scope=\"mcp:tools\""),
+        "{header}"
+    );
+    // And the good one passes.
+    assert_eq!(
+        initialize(&url, Some(&rsa(&good)), None).await.status(),
+        200
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_unknown_key_ids_fetches_the_keys_at_most_once_more() {
+    let issuer = Issuer::start(Issuing::Answers).await;
+    let url = serve(&issuer, Vec::new(), |o| o).await;
+    let claims = issuer.claims("mallory", &url);
+    assert_eq!(
+        initialize(
+            &url,
+            Some(&sign(&claims, Algorithm::RS256, ISSUER_RSA, "rsa-1")),
+            None
+        )
+        .await
+        .status(),
+        200
+    );
+    for flood in 0..40 {
+        let token = sign(
+            &claims,
+            Algorithm::RS256,
+            ATTACKER_RSA,
+            &format!("made-up-{flood}"),
+        );
+        let refused = initialize(&url, Some(&token), None).await;
+        assert_eq!(refused.status(), 401);
+    }
+    let fetches = issuer.jwks_fetches.load(Ordering::SeqCst);
+    assert!(
+        fetches <= 2,
+        "40 unknown key ids made {fetches} fetches of the issuer's keys"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_issuer_that_hangs_fails_closed_in_time_and_static_tokens_still_work() {
+    let issuer = Issuer::start(Issuing::Hangs).await;
+    let url = serve(
+        &issuer,
+        vec![BearerToken::new("ops", "ops-token-0123456789abcdef")],
+        |o| o.fetch_timeout(Duration::from_millis(500)),
+    )
+    .await;
+    let token = sign(
+        &issuer.claims("alice", &url),
+        Algorithm::RS256,
+        ISSUER_RSA,
+        "rsa-1",
+    );
+    let started = std::time::Instant::now();
+    let refused = initialize(&url, Some(&token), None).await;
+    assert_eq!(refused.status(), 401);
+    let body = refused.text().await.expect("a body");
+    assert!(body.contains("cannot be fetched"), "{body}");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "the refusal took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        initialize(&url, Some("ops-token-0123456789abcdef"), None)
+            .await
+            .status(),
+        200
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_is_its_openers_alone() {
+    const ALICE: &str = "alice-token-0123456789abcdef";
+    const BOB: &str = "bob-token-0123456789abcdef01";
+    let url = crate::serve_with(
+        ToolCatalog::new([counters("all", 1, &["count"])]),
+        McpOptions::new("owners", "1"),
+        HttpOptions::default().named_tokens([
+            BearerToken::new("alice", ALICE),
+            BearerToken::new("bob", BOB),
+        ]),
+    )
+    .await;
+    let opened = initialize(&url, Some(ALICE), None).await;
+    assert_eq!(opened.status(), 200);
+    let session = opened
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .expect("a session id")
+        .to_owned();
+    // Bob, holding a good token and Alice's session id, finds no session there.
+    let list = |token: &'static str| {
+        let (url, session) = (url.clone(), session.clone());
+        async move {
+            reqwest::Client::new()
+                .post(&url)
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-session-id", session)
+                .header("mcp-protocol-version", "2025-06-18")
+                .bearer_auth(token)
+                .header("content-type", "application/json")
+                .body(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}).to_string())
+                .send()
+                .await
+                .expect("an answer")
+        }
+    };
+    assert_eq!(list(BOB).await.status(), 404);
+    let deleted = reqwest::Client::new()
+        .delete(&url)
+        .header("mcp-session-id", &session)
+        .bearer_auth(BOB)
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(
+        deleted.status(),
+        404,
+        "Bob cannot end Alice's session either"
+    );
+    // Alice still can use it.
+    assert_eq!(list(ALICE).await.status(), 200);
+}
