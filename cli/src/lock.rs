@@ -34,6 +34,7 @@ pub(crate) fn lock(
         }
     };
     now.trust_sha256 = llm_worker::trust::TrustPolicy::pin(dir)?;
+    now.access_sha256 = LockFile::access_pin(dir)?;
     let refusals = now.source_refusals(dir);
     if check {
         let Some(approved) = LockFile::read(dir)? else {
@@ -46,6 +47,7 @@ pub(crate) fn lock(
         };
         let mut differences = approved.differences(&now);
         differences.extend(approved.trust_difference(&now));
+        differences.extend(approved.access_difference(&now));
         differences.extend(
             refusals
                 .iter()
@@ -89,7 +91,14 @@ pub(crate) fn lock(
     now.write(dir)?;
     // Approving a changed trust policy is what `lock` is for, but never without saying so (a
     // first lock too: it pins the trust policy as it stands).
-    if let Some(change) = previous.unwrap_or_default().trust_difference(&now) {
+    let previous = previous.unwrap_or_default();
+    for change in [
+        previous.trust_difference(&now),
+        previous.access_difference(&now),
+    ]
+    .into_iter()
+    .flatten()
+    {
         outln!(out, "approved: {change}");
     }
     outln!(

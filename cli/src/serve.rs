@@ -66,6 +66,26 @@ pub(crate) async fn serve(
         tracing::debug!("the session ended");
         std::process::exit(0);
     };
+    // Which identity may use which tools: the directory's access policy, as its lock
+    // approved it.
+    if let Some(policy) = llm_worker::mcp::AccessPolicy::read(&dir)? {
+        if options.no_auth {
+            bail!(
+                "{} gives tools per identity, and --no-auth has none: give tokens                  (--token-file) or OAuth issuers (--oauth-issuer)",
+                dir.join(llm_worker::mcp::ACCESS_FILE).display()
+            );
+        }
+        if let Some(lock) = llm_worker::lock::LockFile::read(&dir)?
+            && let Some(refusal) = lock.access_refusal(Some(&policy.sha256))
+        {
+            bail!("not serving {}: {refusal}", dir.display());
+        }
+        mcp = mcp.access(policy);
+    } else if let Some(lock) = llm_worker::lock::LockFile::read(&dir)?
+        && let Some(refusal) = lock.access_refusal(None)
+    {
+        bail!("not serving {}: {refusal}", dir.display());
+    }
     let listener = bind(&address).await?;
     let local = listener
         .local_addr()

@@ -27,6 +27,8 @@ use crate::tool::{Tool, ToolError, ToolMeta, ToolOutput};
 pub(crate) struct Hooks<'a> {
     pub(crate) pre: &'a [Arc<dyn PreToolCallHook>],
     pub(crate) post: &'a [Arc<dyn PostToolCallHook>],
+    /// Who asked for the calls (over MCP's HTTP service), for the hooks to see.
+    pub(crate) identity: Option<&'a Arc<crate::Identity>>,
 }
 
 /// A hook's `Abort`: the call and the hook's reason.
@@ -64,6 +66,7 @@ impl Hooks<'_> {
             call,
             meta: meta.clone(),
             tool,
+            identity: self.identity.cloned(),
         };
         for hook in self.pre {
             match hook.pre_tool_call(&mut ctx).await {
@@ -104,6 +107,7 @@ impl Hooks<'_> {
             result,
             meta: meta.clone(),
             tool,
+            identity: self.identity.cloned(),
         };
         let text = ctx.result.content.clone();
         let blocks = ctx.result.blocks.clone();
@@ -197,6 +201,7 @@ mod tests {
         let hooks = Hooks {
             pre: &[],
             post: &post,
+            identity: None,
         };
         let call = ToolCall {
             id: "1".into(),

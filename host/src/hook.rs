@@ -103,6 +103,10 @@ pub struct ToolCallContext {
     pub meta: ToolMeta,
     /// The tool's instance, for hooks that inspect its state.
     pub tool: Arc<dyn Tool>,
+    /// Who asked for the call, when the MCP HTTP service authenticated it (a static token's
+    /// name, or an access token's subject and claims); `None` from a [`crate::Worker`],
+    /// stdio, or a server without authentication.
+    pub identity: Option<Arc<crate::Identity>>,
 }
 
 /// What a post-call hook sees: the call, its result (which it may rewrite), the tool's metadata
@@ -116,6 +120,8 @@ pub struct PostToolCallContext {
     pub meta: ToolMeta,
     /// The tool's instance.
     pub tool: Arc<dyn Tool>,
+    /// Who asked for the call (see [`ToolCallContext::identity`]).
+    pub identity: Option<Arc<crate::Identity>>,
 }
 
 /// What happens after a pre-call hook.

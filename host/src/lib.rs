@@ -10,6 +10,7 @@ mod docs;
 pub mod events;
 mod file;
 mod hook;
+mod identity;
 pub mod lock;
 mod loopback;
 #[cfg(feature = "mcp")]
@@ -32,6 +33,7 @@ pub use hook::{
     PostToolCallAction, PostToolCallContext, PostToolCallHook, PreToolCallAction, PreToolCallHook,
     ToolCall, ToolCallContext, ToolResult,
 };
+pub use identity::Identity;
 pub use llm_worker_macros::{complete, description, prompt, resource, tool, tool_registry};
 pub use tool::{
     Tool, ToolAnnotations, ToolDefinition, ToolError, ToolMeta, ToolRegistry, WorkerToolDefinition,

@@ -296,6 +296,7 @@ impl<S: WorkerState> Worker<S> {
         Hooks {
             pre: &self.pre_hooks,
             post: &self.post_hooks,
+            identity: None,
         }
     }
 }

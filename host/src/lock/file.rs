@@ -77,6 +77,7 @@ impl LockFile {
         Self {
             version: 1,
             trust_sha256: None,
+            access_sha256: None,
             plugins,
         }
     }

@@ -20,7 +20,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-pub use source::{PluginSource, Unsigned};
+#[cfg(feature = "mcp-http")]
+pub(crate) use source::MAX_ACCESS_BYTES;
+pub use source::{ACCESS_FILE, PluginSource, Unsigned};
 pub(crate) use trusted::open_trusted;
 
 /// The lock file's name, in the plugin directory.
@@ -61,6 +63,12 @@ pub struct LockFile {
     /// (version 2): a trust policy changed since is not used until it is approved again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trust_sha256: Option<String>,
+    /// The SHA-256 of the directory's access policy (`llm-worker.access.toml`: which
+    /// identities of an HTTP server may use which tools) when it was locked (version 2): a
+    /// policy changed since is not used, and the server does not start, until it is approved
+    /// again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access_sha256: Option<String>,
     /// The approved plugins.
     #[serde(default, rename = "plugin")]
     pub plugins: Vec<LockedPlugin>,

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::{LockFile, LockedPlugin};
+use super::{LockError, LockFile, LockedPlugin};
 
 /// How a plugin pulled without a signature was let in, as the lock records it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -153,10 +153,18 @@ impl PluginSource {
     }
 }
 
+/// The access policy's file name (as `llm_worker::mcp::ACCESS_FILE`).
+pub const ACCESS_FILE: &str = "llm-worker.access.toml";
+
+/// Largest access policy read (as the MCP server reads it).
+pub(crate) const MAX_ACCESS_BYTES: u64 = 256 << 10;
+
 impl LockFile {
     /// Whether the lock needs version 2 (pulled plugins, a pinned trust policy).
     fn needs_version_2(&self) -> bool {
-        self.trust_sha256.is_some() || self.plugins.iter().any(|p| p.source.is_some())
+        self.trust_sha256.is_some()
+            || self.access_sha256.is_some()
+            || self.plugins.iter().any(|p| p.source.is_some())
     }
 
     /// This lock with the lowest version that holds it (older readers keep reading plain
@@ -172,8 +180,8 @@ impl LockFile {
         match self.version {
             1 if self.needs_version_2() => {
                 return Err(
-                    "it says version 1 but has `trust_sha256` or a `[plugin.source]`, which \
-                     only version 2 has"
+                    "it says version 1 but has `trust_sha256`, `access_sha256` or a \
+                     `[plugin.source]`, which only version 2 has"
                         .into(),
                 );
             }
@@ -241,6 +249,64 @@ impl LockFile {
             }
         }
         notes
+    }
+
+    /// Says how the access policy's pin differs between this lock and `now`, if it does.
+    pub fn access_difference(&self, now: &LockFile) -> Option<String> {
+        let show = |pin: &Option<String>| pin.clone().unwrap_or_else(|| "none".into());
+        (self.access_sha256 != now.access_sha256).then(|| {
+            format!(
+                "{ACCESS_FILE}: changed (sha256 {} in the lock, {} now)",
+                show(&self.access_sha256),
+                show(&now.access_sha256)
+            )
+        })
+    }
+
+    /// The pin of the directory `dir`'s access policy as it stands: the SHA-256 of
+    /// `llm-worker.access.toml`, `None` if there is none. The file must be trusted as the lock
+    /// file is.
+    pub fn access_pin(dir: &Path) -> Result<Option<String>, LockError> {
+        use std::io::Read;
+        let path = dir.join(ACCESS_FILE);
+        let Some(file) = super::open_trusted(dir, &path)? else {
+            return Ok(None);
+        };
+        let mut bytes = Vec::new();
+        file.take(MAX_ACCESS_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|source| LockError::Io {
+                path: path.clone(),
+                source,
+            })?;
+        if bytes.len() as u64 > MAX_ACCESS_BYTES {
+            return Err(LockError::Invalid {
+                path,
+                message: format!("it is over {MAX_ACCESS_BYTES} bytes"),
+            });
+        }
+        Ok(Some(crate::digest::sha256_hex(&bytes)))
+    }
+
+    /// Why the access policy (pinned as `now`, `None`: there is none) may not be used with
+    /// this lock, if it may not: the lock pins another, or none.
+    pub fn access_refusal(&self, now: Option<&str>) -> Option<String> {
+        match (self.access_sha256.as_deref(), now) {
+            (old, new) if old == new => None,
+            (Some(old), Some(new)) => Some(format!(
+                "the access policy {ACCESS_FILE} changed since it was locked (sha256 {old} in \
+                 the lock, {new} now); review it, then approve it with `llm-worker lock DIR`"
+            )),
+            (Some(old), None) => Some(format!(
+                "the access policy {ACCESS_FILE} that the lock pinned (sha256 {old}) is gone; \
+                 restore it, or approve its removal with `llm-worker lock DIR`"
+            )),
+            (None, Some(_)) => Some(format!(
+                "the lock does not pin the access policy {ACCESS_FILE}; review it, then approve \
+                 it with `llm-worker lock DIR`"
+            )),
+            (None, None) => None,
+        }
     }
 
     /// Says how the trust policy's pin differs between this lock and `now`, if it does.

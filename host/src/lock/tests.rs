@@ -7,6 +7,7 @@ fn pulled(unsigned: Option<Unsigned>) -> LockFile {
     LockFile {
         version: 2,
         trust_sha256: None,
+        access_sha256: None,
         plugins: vec![LockedPlugin {
             file: "greet.wasm".into(),
             sha256: sha.clone(),

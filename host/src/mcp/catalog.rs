@@ -348,6 +348,18 @@ pub(crate) struct SessionTools {
     unannounced: bool,
     /// Whether every group's tools are created as soon as the session has the group.
     create_all: bool,
+    /// What the session's identity may use, once it is known (`None`: everything).
+    #[cfg(feature = "mcp-http")]
+    allowed: Option<Arc<super::access::Allowed>>,
+}
+
+/// The name an access policy gives a group: its plugin's name, else the group's.
+#[cfg(feature = "mcp-http")]
+fn policy_name(group: &ToolGroup) -> &str {
+    group
+        .plugin
+        .as_ref()
+        .map_or(group.name.as_str(), LoadedPlugin::name)
 }
 
 impl SessionTools {
@@ -362,6 +374,8 @@ impl SessionTools {
             generation: 0,
             unannounced: false,
             create_all: false,
+            #[cfg(feature = "mcp-http")]
+            allowed: None,
         };
         tools.take_in(&groups);
         tools.unannounced = false;
@@ -379,6 +393,48 @@ impl SessionTools {
             group.created();
         }
         self.rebuild_handle();
+    }
+
+    /// Keeps of the session's tools only what `allowed` gives (its identity's, under the
+    /// operator's access policy); groups it has nothing of are dropped before any instance of
+    /// theirs is created.
+    #[cfg(feature = "mcp-http")]
+    pub(crate) fn restrict(&mut self, allowed: Arc<super::access::Allowed>) {
+        self.groups
+            .retain(|_, (_, tools)| allowed.any_of(policy_name(&tools.group)));
+        self.allowed = Some(allowed);
+        self.rebuild_handle();
+    }
+
+    /// Whether the session may use the group `group` (all of it, with its resources, prompts
+    /// and completions).
+    fn sees_whole(&self, group: &ToolGroup) -> bool {
+        #[cfg(feature = "mcp-http")]
+        if let Some(allowed) = &self.allowed {
+            return allowed.whole(policy_name(group));
+        }
+        let _ = group;
+        true
+    }
+
+    /// Whether the session may use the tool `tool` of `group`.
+    fn sees_tool(&self, group: &ToolGroup, tool: &str) -> bool {
+        #[cfg(feature = "mcp-http")]
+        if let Some(allowed) = &self.allowed {
+            return allowed.tool(policy_name(group), tool);
+        }
+        let _ = (group, tool);
+        true
+    }
+
+    /// Whether the session may use anything of `group`.
+    fn sees_any(&self, group: &ToolGroup) -> bool {
+        #[cfg(feature = "mcp-http")]
+        if let Some(allowed) = &self.allowed {
+            return allowed.any_of(policy_name(group));
+        }
+        let _ = group;
+        true
     }
 
     /// Whether the tools changed since the last call of this (and clears it).
@@ -415,6 +471,16 @@ impl SessionTools {
             .collect()
     }
 
+    /// The sessions of the plugins whose resources, prompts and completions this session may
+    /// use (under an access policy, those granted whole).
+    pub(crate) fn visible_plugin_sessions(&self) -> Vec<PluginSession> {
+        self.groups
+            .values()
+            .filter(|(_, tools)| self.sees_whole(&tools.group))
+            .filter_map(|(_, tools)| tools.session().cloned())
+            .collect()
+    }
+
     /// Waits until the catalog changes (`false`: it is gone).
     pub(crate) fn changes(&self) -> watch::Receiver<Arc<[ToolGroup]>> {
         self.updates.clone()
@@ -426,6 +492,9 @@ impl SessionTools {
         self.groups.retain(|name, _| wanted.contains(name.as_str()));
         let mut changed = self.groups.len() != before;
         for group in groups {
+            if !self.sees_any(group) {
+                continue;
+            }
             if self
                 .groups
                 .get(&group.name)
@@ -470,6 +539,10 @@ impl SessionTools {
                     .collect(),
                 (None, None) => tools.created().clone(),
             };
+            let registered: Vec<_> = registered
+                .into_iter()
+                .filter(|(meta, _)| self.sees_tool(&tools.group, &meta.name))
+                .collect();
             if let Err(error) = handle.register_created(registered) {
                 tracing::debug!(group = %name, "not served in this session: {error}");
             }

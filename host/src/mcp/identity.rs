@@ -1,86 +1,8 @@
-//! Who sends a request to the HTTP service: the name of the static token it bore, or the
-//! subject of its OAuth access token.
+//! The static tokens of the HTTP service, each naming its holder.
 
 use std::sync::Arc;
 
-use serde_json::{Map, Value};
-use sha2::{Digest, Sha256};
-
-/// Who sent a request, as the HTTP service authenticated it.
-///
-/// Sessions are bound to it (a session opened by one identity is not found by another), and
-/// the notices of stateless requests reach only the same identity's listeners.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Identity {
-    /// Its name: the static token's name, or the access token's subject (`sub`, else
-    /// `client_id`).
-    pub name: String,
-    /// The access token's issuer (`iss`); `None` for a static token.
-    pub issuer: Option<String>,
-    /// The access token's scopes (`scope`, or `scp`); empty for a static token.
-    pub scopes: Vec<String>,
-    /// Every claim of the access token, checked (its signature and times); empty for a static
-    /// token.
-    pub claims: Map<String, Value>,
-}
-
-impl Identity {
-    /// The identity of a static token called `name`.
-    pub fn token(name: impl Into<String>) -> Self {
-        Self {
-            name: name.into(),
-            issuer: None,
-            scopes: Vec::new(),
-            claims: Map::new(),
-        }
-    }
-
-    /// The identity of a checked access token of `issuer`: its subject, or the client it was
-    /// issued to when it has none.
-    pub(crate) fn from_claims(issuer: &str, claims: Map<String, Value>) -> Result<Self, String> {
-        let name = ["sub", "client_id"]
-            .iter()
-            .find_map(|claim| claims.get(*claim).and_then(Value::as_str))
-            .filter(|name| !name.is_empty())
-            .ok_or("it names no subject (`sub`) and no client (`client_id`)")?
-            .to_owned();
-        let scopes = match claims.get("scope").or_else(|| claims.get("scp")) {
-            Some(Value::String(scopes)) => scopes.split_whitespace().map(str::to_owned).collect(),
-            Some(Value::Array(scopes)) => scopes
-                .iter()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect(),
-            _ => Vec::new(),
-        };
-        Ok(Self {
-            name,
-            issuer: Some(issuer.to_owned()),
-            scopes,
-            claims,
-        })
-    }
-
-    /// A digest naming this identity among all others: a token's name and an issuer's subject
-    /// never coincide, nor do two issuers' subjects.
-    pub(crate) fn key(&self) -> [u8; 16] {
-        let mut hash = Sha256::new();
-        match &self.issuer {
-            None => hash.update(b"token\0"),
-            Some(issuer) => {
-                hash.update(b"issuer\0");
-                hash.update(issuer.as_bytes());
-                hash.update(b"\0");
-            }
-        }
-        hash.update(self.name.as_bytes());
-        let digest = hash.finalize();
-        let mut key = [0u8; 16];
-        key.copy_from_slice(&digest[..16]);
-        key
-    }
-}
+use crate::Identity;
 
 /// A static bearer token and the name of whoever holds it.
 #[derive(Clone, PartialEq, Eq)]

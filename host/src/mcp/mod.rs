@@ -19,6 +19,8 @@
 //! # }
 //! ```
 
+#[cfg(feature = "mcp-http")]
+mod access;
 mod admission;
 mod ask;
 mod catalog;
@@ -41,6 +43,8 @@ mod token;
 mod tools;
 mod watch;
 
+#[cfg(feature = "mcp-http")]
+pub use access::{ACCESS_FILE, AccessPolicy};
 pub use catalog::{ToolCatalog, ToolGroup};
 #[cfg(feature = "mcp-http")]
 pub use http::{
@@ -48,7 +52,7 @@ pub use http::{
     McpHttpService, serve_http, serve_http_with_shutdown,
 };
 #[cfg(feature = "mcp-http")]
-pub use identity::{BearerToken, Identity};
+pub use identity::BearerToken;
 #[cfg(feature = "oauth")]
 pub use oauth::{
     ALGORITHMS, DEFAULT_FETCH_TIMEOUT, DEFAULT_KEYS_MAX_AGE, DEFAULT_LEEWAY, DEFAULT_MIN_REFRESH,
@@ -94,6 +98,11 @@ pub struct McpOptions {
     /// ([`request_state_key`](Self::request_state_key)); by default each process makes a
     /// random one.
     request_states: Option<Arc<rmcp::model::RequestStateCodec>>,
+    /// Which identities may use which tools ([`AccessPolicy`]); `None`: every request may use
+    /// every tool. A request without an identity (stdio, a server without authentication)
+    /// may use nothing under a policy.
+    #[cfg(feature = "mcp-http")]
+    pub access: Option<Arc<AccessPolicy>>,
 }
 
 impl std::fmt::Debug for McpOptions {
@@ -120,6 +129,8 @@ impl McpOptions {
             pre_hooks: Vec::new(),
             post_hooks: Vec::new(),
             request_states: process_codec(),
+            #[cfg(feature = "mcp-http")]
+            access: None,
         }
     }
 
@@ -154,12 +165,24 @@ impl McpOptions {
         self
     }
 
-    /// The hooks around every call.
-    pub(crate) fn hooks(&self) -> crate::call::Hooks<'_> {
+    /// The hooks around every call of `identity`.
+    pub(crate) fn hooks<'a>(
+        &'a self,
+        identity: Option<&'a Arc<crate::Identity>>,
+    ) -> crate::call::Hooks<'a> {
         crate::call::Hooks {
             pre: &self.pre_hooks,
             post: &self.post_hooks,
+            identity,
         }
+    }
+
+    /// Gives each identity only the tools `policy` grants it.
+    #[cfg(feature = "mcp-http")]
+    #[must_use]
+    pub fn access(mut self, policy: AccessPolicy) -> Self {
+        self.access = Some(Arc::new(policy));
+        self
     }
 
     /// Sets the instructions.
@@ -219,6 +242,14 @@ pub enum McpError {
     /// The MCP session could not start or failed.
     #[error("MCP session error: {0}")]
     Session(String),
+    /// The access policy could not be read or trusted.
+    #[error("cannot use the access policy {}: {reason}", path.display())]
+    AccessPolicy {
+        /// The policy file.
+        path: std::path::PathBuf,
+        /// What is wrong, and what to do.
+        reason: String,
+    },
     /// The OAuth configuration cannot be used.
     #[error("cannot accept OAuth access tokens: {0}")]
     OAuth(String),

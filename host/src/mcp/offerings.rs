@@ -130,11 +130,12 @@ pub(super) fn speaks_for_itself<'a>(
 }
 
 impl McpServer {
-    /// The sessions of this MCP session's plugins (opening them starts nothing).
+    /// The sessions of this MCP session's plugins whose resources and prompts it may use
+    /// (opening them starts nothing).
     fn plugins(&self) -> Vec<PluginSession> {
         let mut tools = self.lock();
         tools.refresh();
-        tools.plugin_sessions()
+        tools.visible_plugin_sessions()
     }
 
     /// The plugin session whose resources or templates include `uri`; an error if two do

@@ -49,6 +49,10 @@ pub struct McpServer {
     questions: std::sync::OnceLock<Arc<dyn crate::question::QuestionHandler>>,
     /// The tools as last listed, and the version of the session's tools they are of.
     pub(super) listed: Mutex<Option<(u64, Arc<[Tool]>)>>,
+    /// Under an access policy: the identity whose tools the session holds, once its first
+    /// request came (a session is its opener's).
+    #[cfg(feature = "mcp-http")]
+    bound: Mutex<Option<Caller>>,
 }
 
 impl Drop for McpServer {
@@ -121,7 +125,37 @@ impl McpServer {
             id: NEXT_SESSION.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             questions: std::sync::OnceLock::new(),
             listed: Mutex::new(None),
+            #[cfg(feature = "mcp-http")]
+            bound: Mutex::new(None),
         }
+    }
+
+    /// Under the operator's access policy, keeps of the session's tools what the identity of
+    /// its first request may use; a later request of another identity is refused (the HTTP
+    /// service never lets one reach another's session: this holds for any transport).
+    fn bind(&self, extensions: &rmcp::model::Extensions) -> Result<(), ErrorData> {
+        #[cfg(feature = "mcp-http")]
+        if let Some(policy) = &self.options.access {
+            let identity = identity(extensions);
+            let caller = Caller(identity.as_ref().map(|identity| identity.key()));
+            let mut bound = self.bound.lock().unwrap_or_else(|p| p.into_inner());
+            match *bound {
+                Some(owner) if owner == caller => {}
+                Some(_) => {
+                    return Err(ErrorData::invalid_request(
+                        "this session belongs to another identity",
+                        None,
+                    ));
+                }
+                None => {
+                    let allowed = Arc::new(policy.allowed(identity.as_deref()));
+                    self.lock().restrict(allowed);
+                    *bound = Some(caller);
+                }
+            }
+        }
+        let _ = extensions;
+        Ok(())
     }
 
     /// Where what a request of this session makes comes from: this session, and for a
@@ -178,6 +212,17 @@ impl McpServer {
 /// The ids of sessions: each new session takes the next.
 static NEXT_SESSION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
+/// Who sent a request, as the HTTP service authenticated it (`None` over other transports,
+/// or on a server without authentication).
+pub(super) fn identity(extensions: &rmcp::model::Extensions) -> Option<Arc<crate::Identity>> {
+    #[cfg(feature = "mcp-http")]
+    if let Some(parts) = extensions.get::<http::request::Parts>() {
+        return parts.extensions.get::<Arc<crate::Identity>>().cloned();
+    }
+    let _ = extensions;
+    None
+}
+
 /// Who sent a request: the caller the HTTP service found (the bearer token among the
 /// server's); over other transports, the one caller there is.
 fn caller(context: &RequestContext<RoleServer>) -> Caller {
@@ -219,7 +264,21 @@ impl ServerHandler for McpServer {
         info
     }
 
+    async fn initialize(
+        &self,
+        request: rmcp::model::InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::InitializeResult, ErrorData> {
+        self.bind(&context.extensions)?;
+        context.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
+    }
+
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        if let Err(error) = self.bind(&context.extensions) {
+            tracing::warn!("{}", error.message);
+            return;
+        }
         // Tell the client when the catalog changes, for as long as the session lives (a
         // client may send `initialized` more than once: one watcher).
         let mut watcher = self
@@ -257,8 +316,9 @@ impl ServerHandler for McpServer {
     async fn list_tools(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        self.bind(&context.extensions)?;
         self.tools_page(request)
     }
 
@@ -269,16 +329,18 @@ impl ServerHandler for McpServer {
     async fn list_resources(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
+        self.bind(&context.extensions)?;
         self.resources_page(request).await
     }
 
     async fn list_resource_templates(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        self.bind(&context.extensions)?;
         self.templates_page(request)
     }
 
@@ -287,14 +349,16 @@ impl ServerHandler for McpServer {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
+        self.bind(&context.extensions)?;
         self.read(request, context).await
     }
 
     async fn subscribe(
         &self,
         request: SubscribeRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        self.bind(&context.extensions)?;
         self.subscribe_to(&request.uri, true)
     }
 
@@ -309,8 +373,9 @@ impl ServerHandler for McpServer {
     async fn list_prompts(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
+        self.bind(&context.extensions)?;
         self.prompts_page(request).await
     }
 
@@ -319,6 +384,7 @@ impl ServerHandler for McpServer {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
+        self.bind(&context.extensions)?;
         self.render(request, &context).await
     }
 
@@ -327,6 +393,7 @@ impl ServerHandler for McpServer {
         request: CompleteRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
+        self.bind(&context.extensions)?;
         self.completion(request, context).await
     }
 
@@ -383,6 +450,7 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        self.bind(&context.extensions)?;
         self.call(request, context).await
     }
 }

@@ -97,7 +97,8 @@ impl McpServer {
             input: Value::Object(arguments),
         };
         // The operator's hooks see every call, whatever the front end, and mean the same.
-        let hooks = self.options.hooks();
+        let identity = super::session::identity(&context.extensions);
+        let hooks = self.options.hooks(identity.as_ref());
         let (call, tool) = match hooks.before(call, &meta, tool).await {
             Before::Run(call, tool) => (call, tool),
             Before::Skipped(result) => return Ok(call_tool_result(result).into()),

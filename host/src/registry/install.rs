@@ -134,8 +134,11 @@ pub async fn pull_into(
                     dir.display()
                 )));
             }
+            // A first lock approves the access policy as it stands, as it does the trust
+            // policy.
             LockFile {
                 version: 2,
+                access_sha256: LockFile::access_pin(dir)?,
                 ..LockFile::default()
             }
         }

@@ -1,6 +1,7 @@
 //! The MCP server as a library (feature `mcp-http`): a catalog of native tools served over
 //! streamable HTTP in-process, driven by rmcp's client.
 
+mod access;
 mod auth;
 mod calls;
 mod catalog;

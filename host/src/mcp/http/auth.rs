@@ -9,7 +9,8 @@ use subtle::ConstantTimeEq;
 
 use super::Body;
 use super::gate::refusal;
-use crate::mcp::identity::{BearerToken, Identity, SharedIdentity};
+use crate::Identity;
+use crate::mcp::identity::{BearerToken, SharedIdentity};
 
 /// How requests are authenticated.
 pub(super) struct Authenticator {

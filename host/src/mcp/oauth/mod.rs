@@ -30,7 +30,7 @@ use std::time::Duration;
 use jsonwebtoken::Algorithm;
 use serde_json::{Map, Value};
 
-use crate::mcp::identity::Identity;
+use crate::Identity;
 
 pub(crate) use keys::Issuers;
 

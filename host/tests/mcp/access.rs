@@ -1,0 +1,157 @@
+//! Tools per identity: under an access policy, each identity lists, calls, reads and renders
+//! only what a grant gives it, and hooks see who asked.
+
+use std::sync::{Arc, Mutex};
+
+use llm_worker::mcp::{AccessPolicy, BearerToken, HttpOptions, McpOptions, ToolCatalog};
+use llm_worker::{PreToolCallAction, ToolCallContext};
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+
+use crate::counters;
+
+const ALICE: &str = "alice-token-0123456789abcdef";
+const BOB: &str = "bob-token-0123456789abcdef01";
+const CAROL: &str = "carol-token-0123456789abcdef";
+
+async fn client(url: &str, token: &str) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
+    ().serve(StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(url).auth_header(token),
+    ))
+    .await
+    .expect("initialize")
+}
+
+async fn tool_names(client: &rmcp::service::RunningService<rmcp::RoleClient, ()>) -> Vec<String> {
+    let mut names: Vec<String> = client
+        .list_all_tools()
+        .await
+        .expect("tools/list")
+        .into_iter()
+        .map(|tool| tool.name.to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_identity_sees_and_calls_only_what_it_is_granted() {
+    let policy = AccessPolicy::parse(
+        r#"
+        [[grant]]
+        who = ["token:alice"]
+        tools = ["first/*", "notes/*"]
+
+        [[grant]]
+        who = ["token:bob"]
+        tools = ["second/b1", "notes/list_notes"]
+        "#,
+    )
+    .expect("a policy");
+    let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+    let record = Arc::clone(&seen);
+    let options = McpOptions::new("access", "1")
+        .access(policy)
+        .pre_tool_call_hook(move |ctx: &mut ToolCallContext| {
+            let who = ctx
+                .identity
+                .as_ref()
+                .map_or("nobody".into(), |i| i.name.clone());
+            record
+                .lock()
+                .expect("lock")
+                .push(format!("{who}:{}", ctx.call.name));
+            PreToolCallAction::Continue
+        });
+    let url = crate::serve_with(
+        ToolCatalog::new([
+            counters("first", 1, &["a1", "a2"]),
+            counters("second", 1, &["b1", "b2"]),
+            llm_worker::mcp::ToolGroup::plugin(&llm_worker_tests::plugin("notes")),
+        ]),
+        options,
+        HttpOptions::default().named_tokens([
+            BearerToken::new("alice", ALICE),
+            BearerToken::new("bob", BOB),
+            BearerToken::new("carol", CAROL),
+        ]),
+    )
+    .await;
+
+    let alice = client(&url, ALICE).await;
+    let alice_tools = tool_names(&alice).await;
+    assert!(alice_tools.contains(&"a1".to_owned()) && alice_tools.contains(&"a2".to_owned()));
+    assert!(
+        !alice_tools.iter().any(|t| t.starts_with('b')),
+        "{alice_tools:?}"
+    );
+    assert!(
+        !alice
+            .list_all_resources()
+            .await
+            .expect("resources/list")
+            .is_empty()
+            || !alice
+                .list_all_resource_templates()
+                .await
+                .expect("templates")
+                .is_empty(),
+        "alice has all of notes"
+    );
+
+    let bob = client(&url, BOB).await;
+    let bob_tools = tool_names(&bob).await;
+    assert_eq!(bob_tools, ["b1", "list_notes"]);
+    // A tool outside his set is not there for him, listed or not.
+    for name in ["a1", "b2", "add_note"] {
+        let refused = bob.call_tool(CallToolRequestParams::new(name)).await;
+        assert!(refused.is_err(), "bob called {name}: {refused:?}");
+    }
+    bob.call_tool(CallToolRequestParams::new("b1"))
+        .await
+        .expect("his own tool");
+    // A tool alone gives none of its plugin's resources or prompts.
+    assert!(
+        bob.list_all_resources()
+            .await
+            .expect("resources/list")
+            .is_empty()
+    );
+    assert!(
+        bob.list_all_resource_templates()
+            .await
+            .expect("templates")
+            .is_empty()
+    );
+    assert!(
+        bob.list_all_prompts()
+            .await
+            .expect("prompts/list")
+            .is_empty()
+    );
+
+    // Carol holds a good token and no grant: she sees nothing.
+    let carol = client(&url, CAROL).await;
+    assert!(tool_names(&carol).await.is_empty());
+    assert!(
+        carol
+            .call_tool(CallToolRequestParams::new("a1"))
+            .await
+            .is_err()
+    );
+
+    alice
+        .call_tool(CallToolRequestParams::new("a1"))
+        .await
+        .expect("her own tool");
+    assert_eq!(
+        *seen.lock().expect("lock"),
+        ["bob:b1", "alice:a1"],
+        "the hooks saw who asked, and only the calls that ran"
+    );
+    for client in [alice, bob, carol] {
+        client.cancel().await.expect("close");
+    }
+}
