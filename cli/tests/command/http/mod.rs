@@ -7,6 +7,7 @@
 
 mod admission;
 mod calls;
+mod identities;
 mod sessions;
 
 use std::io::{Read, Write};
