@@ -184,6 +184,14 @@ pub(crate) enum Command {
         /// balancer to route each session to its replica (docs/deploy.md).
         #[arg(long, value_name = "PREFIX", requires = "http")]
         session_prefix: Option<String>,
+        /// Append a JSON line for every tool call, resource read, prompt, completion and
+        /// question to FILE (`-`: standard error): when, who, which session, plugin and tool,
+        /// the input's SHA-256, the outcome and the duration.
+        #[arg(long, value_name = "FILE")]
+        audit_log: Option<PathBuf>,
+        /// With --audit-log: write each request's input too (not only its SHA-256).
+        #[arg(long, requires = "audit_log")]
+        audit_inputs: bool,
         /// Sign the request states of MCP 2026-07-28 (a tool's questions to the client,
         /// answered on the client's retry) with the key in FILE (at least 32 bytes, readable
         /// by you alone), so that replicas sharing it accept each other's states. Without

@@ -236,6 +236,8 @@ async fn main() -> ExitCode {
                 allowed_origin,
                 session_prefix,
                 request_state_key_file,
+                audit_log,
+                audit_inputs,
                 host: serve_host,
             } => {
                 let timeout_ms = serve_host.plugins.timeout_ms;
@@ -261,6 +263,8 @@ async fn main() -> ExitCode {
                     allowed_origins: allowed_origin.clone(),
                     session_prefix: session_prefix.clone(),
                     request_state_key_file: request_state_key_file.clone(),
+                    audit_log: audit_log.clone(),
+                    audit_inputs: *audit_inputs,
                 };
                 serve::serve(loader, dir.clone(), options)
                     .await

@@ -22,6 +22,8 @@ pub(crate) struct ServeOptions {
     pub(crate) allowed_origins: Vec<String>,
     pub(crate) session_prefix: Option<String>,
     pub(crate) request_state_key_file: Option<PathBuf>,
+    pub(crate) audit_log: Option<PathBuf>,
+    pub(crate) audit_inputs: bool,
 }
 
 /// `--oauth-issuer`, `--oauth-resource` and `--oauth-scope`.
@@ -51,6 +53,14 @@ pub(crate) async fn serve(
     ));
     if let Some(file) = &options.request_state_key_file {
         mcp = mcp.request_state_key(&llm_worker::mcp::read_request_state_key(file)?)?;
+    }
+    if let Some(path) = &options.audit_log {
+        let log = if path.as_os_str() == "-" {
+            llm_worker::mcp::AuditLog::to_stderr()
+        } else {
+            llm_worker::mcp::AuditLog::to_file(path)?
+        };
+        mcp = mcp.audit(log.with_inputs(options.audit_inputs));
     }
     if options.watch {
         tokio::spawn(watcher.run(catalog.clone()));

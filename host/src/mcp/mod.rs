@@ -23,6 +23,7 @@
 mod access;
 mod admission;
 mod ask;
+mod audit;
 mod catalog;
 mod content;
 #[cfg(feature = "mcp-http")]
@@ -45,6 +46,7 @@ mod watch;
 
 #[cfg(feature = "mcp-http")]
 pub use access::{ACCESS_FILE, AccessPolicy};
+pub use audit::AuditLog;
 pub use catalog::{ToolCatalog, ToolGroup};
 #[cfg(feature = "mcp-http")]
 pub use http::{
@@ -103,6 +105,9 @@ pub struct McpOptions {
     /// may use nothing under a policy.
     #[cfg(feature = "mcp-http")]
     pub access: Option<Arc<AccessPolicy>>,
+    /// Where a record of every call, read, prompt, completion and question goes; none by
+    /// default.
+    pub audit: Option<AuditLog>,
 }
 
 impl std::fmt::Debug for McpOptions {
@@ -131,6 +136,7 @@ impl McpOptions {
             request_states: process_codec(),
             #[cfg(feature = "mcp-http")]
             access: None,
+            audit: None,
         }
     }
 
@@ -182,6 +188,14 @@ impl McpOptions {
     #[must_use]
     pub fn access(mut self, policy: AccessPolicy) -> Self {
         self.access = Some(Arc::new(policy));
+        self
+    }
+
+    /// Writes a record of every call, read, prompt rendering, completion and question to
+    /// `log`.
+    #[must_use]
+    pub fn audit(mut self, log: AuditLog) -> Self {
+        self.audit = Some(log);
         self
     }
 
@@ -242,6 +256,14 @@ pub enum McpError {
     /// The MCP session could not start or failed.
     #[error("MCP session error: {0}")]
     Session(String),
+    /// The audit log could not be opened.
+    #[error("cannot write the audit log {}: {reason}", path.display())]
+    Audit {
+        /// The log file.
+        path: std::path::PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
     /// The access policy could not be read or trusted.
     #[error("cannot use the access policy {}: {reason}", path.display())]
     AccessPolicy {

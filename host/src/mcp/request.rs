@@ -120,6 +120,7 @@ impl McpServer {
         questions: Option<Arc<dyn QuestionHandler>>,
         work: impl Future<Output = T>,
     ) -> Result<T, ErrorData> {
+        let questions = self.audited(questions, &context);
         let (reports, receiver) = tokio::sync::mpsc::channel::<Report>(REPORTS_QUEUED);
         let forwarding = forward_reports(self.reports_to(&context), receiver);
         // Fused: polled again after it ended, it waits instead of panicking.

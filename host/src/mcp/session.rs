@@ -18,6 +18,7 @@ use rmcp::model::{
 use rmcp::model::{ServerNotification, SubscriptionFilter};
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::Value;
 
 use super::admission::Admission;
 use super::catalog::{Caller, Origin, SessionTools, ToolCatalog};
@@ -130,6 +131,51 @@ impl McpServer {
         }
     }
 
+    /// The audit record of a request of `event` for `target` (served by the plugin that
+    /// `serves`), and when it began; `None` without an audit log.
+    fn audit_begin(
+        &self,
+        event: &'static str,
+        target: &str,
+        context: &RequestContext<RoleServer>,
+        serves: impl Fn(&crate::PluginSession) -> bool,
+    ) -> Option<(super::audit::Record, std::time::Instant)> {
+        self.options.audit.as_ref()?;
+        let plugins = self.lock().plugin_sessions();
+        let record = super::audit::Record::new(event, target)
+            .asked_by(&context.extensions)
+            .plugin(plugins.iter().find(|plugin| serves(plugin)));
+        Some((record, std::time::Instant::now()))
+    }
+
+    /// Writes the audit record begun by [`audit_begin`](Self::audit_begin).
+    fn audit_end(
+        &self,
+        begun: Option<(super::audit::Record, std::time::Instant)>,
+        input: Value,
+        outcome: &'static str,
+    ) {
+        if let (Some(log), Some((record, started))) = (&self.options.audit, begun) {
+            log.write(record.ended(outcome, started.elapsed()), &input);
+        }
+    }
+
+    /// `questions`, recorded in the audit log if there is one.
+    pub(super) fn audited(
+        &self,
+        questions: Option<Arc<dyn crate::question::QuestionHandler>>,
+        context: &RequestContext<RoleServer>,
+    ) -> Option<Arc<dyn crate::question::QuestionHandler>> {
+        let (Some(log), Some(inner)) = (&self.options.audit, questions.clone()) else {
+            return questions;
+        };
+        Some(Arc::new(super::audit::AuditedQuestions {
+            inner,
+            log: log.clone(),
+            base: super::audit::Record::new("question", "").asked_by(&context.extensions),
+        }))
+    }
+
     /// Under the operator's access policy, keeps of the session's tools what the identity of
     /// its first request may use; a later request of another identity is refused (the HTTP
     /// service never lets one reach another's session: this holds for any transport).
@@ -211,6 +257,19 @@ impl McpServer {
 
 /// The ids of sessions: each new session takes the next.
 static NEXT_SESSION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How a request ended, for its audit record.
+fn outcome<T>(
+    response: &Result<T, ErrorData>,
+    ok: impl FnOnce(&T) -> &'static str,
+) -> &'static str {
+    match response {
+        Ok(response) => ok(response),
+        Err(error) if error.message.contains("was cancelled") => "cancelled",
+        Err(error) if error.message.contains("refused by a hook") => "refused",
+        Err(_) => "error",
+    }
+}
 
 /// Who sent a request, as the HTTP service authenticated it (`None` over other transports,
 /// or on a server without authentication).
@@ -350,7 +409,19 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         self.bind(&context.extensions)?;
-        self.read(request, context).await
+        let audit = self.audit_begin("resources/read", &request.uri, &context, |plugin| {
+            plugin.offers_resource(&request.uri)
+        });
+        let response = self.read(request, context).await;
+        self.audit_end(
+            audit,
+            Value::Null,
+            outcome(&response, |response| match response {
+                ReadResourceResponse::InputRequired(_) => "input_required",
+                _ => "ok",
+            }),
+        );
+        response
     }
 
     async fn subscribe(
@@ -385,7 +456,20 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         self.bind(&context.extensions)?;
-        self.render(request, &context).await
+        let audit = self.audit_begin("prompts/get", &request.name, &context, |plugin| {
+            plugin.offers_prompt(&request.name)
+        });
+        let input = serde_json::to_value(&request.arguments).unwrap_or_default();
+        let response = self.render(request, &context).await;
+        self.audit_end(
+            audit,
+            input,
+            outcome(&response, |response| match response {
+                GetPromptResponse::InputRequired(_) => "input_required",
+                _ => "ok",
+            }),
+        );
+        response
     }
 
     async fn complete(
@@ -394,7 +478,22 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
         self.bind(&context.extensions)?;
-        self.completion(request, context).await
+        let target = match &request.r#ref {
+            rmcp::model::Reference::Prompt(prompt) => prompt.name.clone(),
+            rmcp::model::Reference::Resource(template) => template.uri.clone(),
+            _ => String::new(),
+        };
+        let audit = self.audit_begin("completion/complete", &target, &context, |plugin| {
+            plugin.offers_prompt(&target)
+                || plugin
+                    .resource_templates()
+                    .iter()
+                    .any(|template| template.uri_template == target)
+        });
+        let input = serde_json::to_value(&request.argument).unwrap_or_default();
+        let response = self.completion(request, context).await;
+        self.audit_end(audit, input, outcome(&response, |_| "ok"));
+        response
     }
 
     fn accepted_subscription_filter(
@@ -451,6 +550,22 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         self.bind(&context.extensions)?;
-        self.call(request, context).await
+        let audit = self.audit_begin("tools/call", &request.name, &context, |plugin| {
+            plugin.offers_tool(&request.name)
+        });
+        let input = audit.as_ref().map_or(Value::Null, |_| {
+            Value::Object(request.arguments.clone().unwrap_or_default())
+        });
+        let response = self.call(request, context).await;
+        self.audit_end(
+            audit,
+            input,
+            outcome(&response, |response| match response {
+                CallToolResponse::Complete(result) if result.is_error == Some(true) => "tool_error",
+                CallToolResponse::InputRequired(_) => "input_required",
+                _ => "ok",
+            }),
+        );
+        response
     }
 }

@@ -63,6 +63,11 @@ impl PluginSession {
         &self.image().name
     }
 
+    /// The SHA-256 of the plugin's file.
+    pub fn plugin_sha256(&self) -> &[u8; 32] {
+        &self.image().sha256
+    }
+
     /// The definitions of the plugin's tools in this session; each factory starts the
     /// session's instance (once), as the spec's registration does.
     pub fn definitions(&self) -> Vec<ToolDefinition> {

@@ -2,6 +2,7 @@
 //! streamable HTTP in-process, driven by rmcp's client.
 
 mod access;
+mod audit;
 mod auth;
 mod calls;
 mod catalog;

@@ -1,0 +1,253 @@
+//! The audit log: one JSON line per tool call, resource read, prompt rendering, completion and
+//! question a plugin asks — when, who, in which session, which plugin (and its SHA-256), what,
+//! the input's SHA-256, how it ended and how long it took. Inputs are written only when the
+//! operator asks; secrets never (they live in the host and are not part of any input).
+
+use std::io::Write;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+use serde::Serialize;
+use serde_json::Value;
+
+use super::McpError;
+use crate::question::{
+    Asker, ElicitationAnswer, QuestionError, QuestionHandler, Root, SamplingAnswer, SamplingRequest,
+};
+
+/// Where audit records go, one JSON object per line ([`McpOptions::audit`]).
+///
+/// [`McpOptions::audit`]: super::McpOptions::audit
+#[derive(Clone)]
+pub struct AuditLog {
+    out: Arc<Mutex<Box<dyn Write + Send>>>,
+    inputs: bool,
+}
+
+impl std::fmt::Debug for AuditLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuditLog")
+            .field("inputs", &self.inputs)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AuditLog {
+    /// Records appended to the file `path`, created readable by this user alone (the records
+    /// name who called what).
+    pub fn to_file(path: &Path) -> Result<Self, McpError> {
+        let mut options = std::fs::OpenOptions::new();
+        options.append(true).create(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let file = options.open(path).map_err(|e| McpError::Audit {
+            path: path.to_owned(),
+            reason: e.to_string(),
+        })?;
+        Ok(Self::to_writer(file))
+    }
+
+    /// Records written to standard error.
+    pub fn to_stderr() -> Self {
+        Self::to_writer(std::io::stderr())
+    }
+
+    /// Records written to `out` (each record one `write` of a whole line).
+    pub fn to_writer(out: impl Write + Send + 'static) -> Self {
+        Self {
+            out: Arc::new(Mutex::new(Box::new(out))),
+            inputs: false,
+        }
+    }
+
+    /// Writes each request's input too (its arguments; off by default: inputs may hold what
+    /// people typed).
+    #[must_use]
+    pub fn with_inputs(mut self, inputs: bool) -> Self {
+        self.inputs = inputs;
+        self
+    }
+
+    /// Writes `record`, filled in with `input`; a failed write is logged, never fatal to the
+    /// request.
+    pub(crate) fn write(&self, mut record: Record, input: &Value) {
+        let text = input.to_string();
+        record.input_sha256 = Some(crate::digest::sha256_hex(text.as_bytes()));
+        if self.inputs {
+            record.input = Some(input.clone());
+        }
+        let Ok(mut line) = serde_json::to_vec(&record) else {
+            return;
+        };
+        line.push(b'\n');
+        let mut out = self.out.lock().unwrap_or_else(|p| p.into_inner());
+        if let Err(error) = out.write_all(&line).and_then(|()| out.flush()) {
+            tracing::error!("cannot write the audit log: {error}");
+        }
+    }
+}
+
+/// One audit record.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Record {
+    /// When it ended (RFC 3339, UTC).
+    pub(crate) time: String,
+    /// `tools/call`, `resources/read`, `prompts/get`, `completion/complete`, or `question`.
+    pub(crate) event: &'static str,
+    /// Who asked: the identity's name (`null` without authentication).
+    pub(crate) identity: Option<String>,
+    /// The access token's issuer (`null` for a static token).
+    pub(crate) issuer: Option<String>,
+    /// The MCP session (its `Mcp-Session-Id`; `null` for a stateless request or stdio).
+    pub(crate) session: Option<String>,
+    /// The plugin that served it, and its SHA-256 (`null` for an embedder's native tools).
+    pub(crate) plugin: Option<String>,
+    pub(crate) plugin_sha256: Option<String>,
+    /// The tool, resource URI, prompt, or what the question asked for.
+    pub(crate) target: String,
+    pub(crate) input_sha256: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) input: Option<Value>,
+    /// `ok`, `tool_error`, `error`, `skipped` (by a hook), `refused`, `cancelled`, or a
+    /// question's `accepted`, `declined`, `unanswered`.
+    pub(crate) outcome: &'static str,
+    pub(crate) duration_ms: f64,
+}
+
+impl Record {
+    pub(crate) fn new(event: &'static str, target: &str) -> Self {
+        Self {
+            time: String::new(),
+            event,
+            identity: None,
+            issuer: None,
+            session: None,
+            plugin: None,
+            plugin_sha256: None,
+            target: target.to_owned(),
+            input_sha256: None,
+            input: None,
+            outcome: "ok",
+            duration_ms: 0.0,
+        }
+    }
+
+    /// Who asked, in which session.
+    pub(crate) fn asked_by(mut self, extensions: &rmcp::model::Extensions) -> Self {
+        if let Some(identity) = super::session::identity(extensions) {
+            self.identity = Some(identity.name.clone());
+            self.issuer.clone_from(&identity.issuer);
+        }
+        self.session = session_id(extensions);
+        self
+    }
+
+    /// Which plugin served it.
+    pub(crate) fn plugin(mut self, plugin: Option<&crate::PluginSession>) -> Self {
+        if let Some(plugin) = plugin {
+            self.plugin = Some(plugin.plugin_name().to_owned());
+            self.plugin_sha256 = Some(crate::digest::hex(plugin.plugin_sha256()));
+        }
+        self
+    }
+
+    /// How it ended, `took` after it began.
+    pub(crate) fn ended(mut self, outcome: &'static str, took: Duration) -> Self {
+        self.outcome = outcome;
+        self.duration_ms = took.as_secs_f64() * 1000.0;
+        self.time = chrono::DateTime::<chrono::Utc>::from(SystemTime::now())
+            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        self
+    }
+}
+
+/// The `Mcp-Session-Id` of an HTTP request.
+fn session_id(extensions: &rmcp::model::Extensions) -> Option<String> {
+    #[cfg(feature = "mcp-http")]
+    if let Some(parts) = extensions.get::<http::request::Parts>() {
+        return parts
+            .headers
+            .get("mcp-session-id")
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned);
+    }
+    let _ = extensions;
+    None
+}
+
+/// A question handler that records each question asked through it.
+pub(crate) struct AuditedQuestions {
+    pub(crate) inner: Arc<dyn QuestionHandler>,
+    pub(crate) log: AuditLog,
+    /// The request's record, whose who and where each question's record takes.
+    pub(crate) base: Record,
+}
+
+impl AuditedQuestions {
+    fn record<T>(
+        &self,
+        asker: &Asker,
+        what: &str,
+        input: Value,
+        started: std::time::Instant,
+        result: &Result<T, QuestionError>,
+        accepted: impl Fn(&T) -> bool,
+    ) {
+        let outcome = match result {
+            Ok(answer) if accepted(answer) => "accepted",
+            Ok(_) => "declined",
+            Err(_) => "unanswered",
+        };
+        let mut record = self.base.clone();
+        record.event = "question";
+        record.target = format!(
+            "{what} by tool '{}' of plugin '{}'",
+            asker.tool, asker.plugin
+        );
+        self.log
+            .write(record.ended(outcome, started.elapsed()), &input);
+    }
+}
+
+#[async_trait]
+impl QuestionHandler for AuditedQuestions {
+    async fn elicit(
+        &self,
+        asker: &Asker,
+        message: &str,
+        schema: &Value,
+    ) -> Result<ElicitationAnswer, QuestionError> {
+        let started = std::time::Instant::now();
+        let answer = self.inner.elicit(asker, message, schema).await;
+        self.record(
+            asker,
+            "elicitation",
+            serde_json::json!({"message": message, "schema": schema}),
+            started,
+            &answer,
+            |answer| matches!(answer, ElicitationAnswer::Accept(_)),
+        );
+        answer
+    }
+
+    async fn sample(
+        &self,
+        asker: &Asker,
+        request: &SamplingRequest,
+    ) -> Result<SamplingAnswer, QuestionError> {
+        let started = std::time::Instant::now();
+        let answer = self.inner.sample(asker, request).await;
+        let input = Value::String(format!("{request:?}"));
+        self.record(asker, "sampling", input, started, &answer, |_| true);
+        answer
+    }
+
+    async fn roots(&self, asker: &Asker) -> Result<Vec<Root>, QuestionError> {
+        let started = std::time::Instant::now();
+        let answer = self.inner.roots(asker).await;
+        self.record(asker, "roots", Value::Null, started, &answer, |_| true);
+        answer
+    }
+}

@@ -1,0 +1,156 @@
+//! The audit log: one JSON line per call, read and prompt, saying who did what in which
+//! session with which plugin, the input's SHA-256 and not the input (unless asked), and how
+//! it ended.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
+use llm_worker::mcp::{AuditLog, BearerToken, HttpOptions, McpOptions, ToolCatalog, ToolGroup};
+use llm_worker::{PreToolCallAction, ToolCallContext};
+use rmcp::ServiceExt;
+use rmcp::model::{CallToolRequestParams, GetPromptRequestParams, ReadResourceRequestParams};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use serde_json::{Value, json};
+use sha2::Digest;
+
+const ALICE: &str = "alice-token-0123456789abcdef";
+
+/// A writer the test reads back.
+#[derive(Clone, Default)]
+struct Shared(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Shared {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("lock").extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Shared {
+    fn records(&self) -> Vec<Value> {
+        let bytes = self.0.lock().expect("lock").clone();
+        String::from_utf8(bytes)
+            .expect("UTF-8")
+            .lines()
+            .map(|line| serde_json::from_str(line).expect("a JSON line"))
+            .collect()
+    }
+}
+
+async fn serve(log: AuditLog) -> String {
+    let options = McpOptions::new("audited", "1")
+        .audit(log)
+        .pre_tool_call_hook(|ctx: &mut ToolCallContext| {
+            if ctx.call.name == "list_notes" {
+                PreToolCallAction::Abort("not today".into())
+            } else {
+                PreToolCallAction::Continue
+            }
+        });
+    crate::serve_with(
+        ToolCatalog::new([ToolGroup::plugin(&llm_worker_tests::plugin("notes"))]),
+        options,
+        HttpOptions::default().named_tokens([BearerToken::new("alice", ALICE)]),
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_call_read_and_prompt_leaves_a_record_without_its_input() {
+    let out = Shared::default();
+    let url = serve(AuditLog::to_writer(out.clone())).await;
+    let client = ()
+        .serve(StreamableHttpClientTransport::from_config(
+            StreamableHttpClientTransportConfig::with_uri(url.as_str()).auth_header(ALICE),
+        ))
+        .await
+        .expect("initialize");
+    let mut add = CallToolRequestParams::new("add_note");
+    add.arguments = json!({"text": "the secret plan"}).as_object().cloned();
+    client.call_tool(add).await.expect("add_note");
+    assert!(
+        client
+            .call_tool(CallToolRequestParams::new("list_notes"))
+            .await
+            .is_err()
+    );
+    client
+        .read_resource(ReadResourceRequestParams::new("notes://all"))
+        .await
+        .expect("read");
+    client
+        .get_prompt(GetPromptRequestParams::new("review"))
+        .await
+        .expect("prompt");
+    client.cancel().await.expect("close");
+
+    let records = out.records();
+    let events: Vec<(&str, &str, &str)> = records
+        .iter()
+        .map(|r| {
+            (
+                r["event"].as_str().unwrap_or_default(),
+                r["target"].as_str().unwrap_or_default(),
+                r["outcome"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        events,
+        [
+            ("tools/call", "add_note", "ok"),
+            ("tools/call", "list_notes", "refused"),
+            ("resources/read", "notes://all", "ok"),
+            ("prompts/get", "review", "ok"),
+        ]
+    );
+    let plugin = llm_worker_tests::plugin("notes");
+    let digest: String = plugin.sha256().iter().map(|b| format!("{b:02x}")).collect();
+    for record in &records {
+        assert_eq!(record["identity"], "alice", "{record}");
+        assert_eq!(record["plugin"], "notes", "{record}");
+        assert_eq!(record["plugin_sha256"], digest.as_str(), "{record}");
+        assert!(
+            record["session"].as_str().is_some_and(|s| !s.is_empty()),
+            "{record}"
+        );
+        assert!(
+            record["time"].as_str().is_some_and(|t| t.ends_with('Z')),
+            "{record}"
+        );
+        assert!(record["duration_ms"].as_f64().is_some(), "{record}");
+        assert!(record.get("input").is_none(), "{record}");
+    }
+    let input = json!({"text": "the secret plan"}).to_string();
+    let expected: String = sha2::Sha256::digest(input.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(records[0]["input_sha256"], expected.as_str());
+    let text = String::from_utf8(out.0.lock().expect("lock").clone()).expect("UTF-8");
+    assert!(
+        !text.contains("secret plan"),
+        "the input is not written: {text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inputs_are_written_when_the_operator_asks() {
+    let out = Shared::default();
+    let url = serve(AuditLog::to_writer(out.clone()).with_inputs(true)).await;
+    let client = ()
+        .serve(StreamableHttpClientTransport::from_config(
+            StreamableHttpClientTransportConfig::with_uri(url.as_str()).auth_header(ALICE),
+        ))
+        .await
+        .expect("initialize");
+    let mut add = CallToolRequestParams::new("add_note");
+    add.arguments = json!({"text": "kept"}).as_object().cloned();
+    client.call_tool(add).await.expect("add_note");
+    client.cancel().await.expect("close");
+    assert_eq!(out.records()[0]["input"], json!({"text": "kept"}));
+}
