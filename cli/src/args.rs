@@ -83,6 +83,9 @@ pub(crate) struct HostArgs {
     pub(crate) locked: bool,
 }
 
+// Parsed once per process: `serve`'s many options make its variant the largest, and boxing
+// them would only make the match in main.rs harder to read.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 pub(crate) enum Command {
     /// List the tools of the plugins in DIR: tool, plugin file, description.
