@@ -7,16 +7,17 @@ cd "$(dirname "$0")/.."
 rustup toolchain install >/dev/null 2>&1 || echo "note: rustup could not install the toolchain of rust-toolchain.toml (Rust 1.97 with the wasm32-wasip2 target is needed)" >&2
 # The registry tests (cli/tests/command/registry/) start Debian's `docker-registry`
 # (distribution 2.8) on a loopback port, and push with python3 and openssl as an independent
-# client. Install them where apt can; elsewhere those tests say they are skipped (under CI
+# client; the metrics test (cli/tests/command/http/metrics.rs) has Debian's `prometheus` scrape
+# the server. Install them where apt can; elsewhere those tests say they are skipped (under CI
 # they fail instead).
 missing=""
-for program in docker-registry python3 openssl; do
+for program in docker-registry python3 openssl prometheus; do
     command -v "$program" >/dev/null 2>&1 || missing="$missing $program"
 done
 if [ -n "$missing" ]; then
     packages="$missing"
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        echo "installing$packages for the registry tests"
+        echo "installing$packages for the registry and metrics tests"
         # The package's service is not wanted: the tests start their own registries.
         (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $packages) >/dev/null \
             || echo "note: could not install$packages; the registry tests will say they are skipped" >&2

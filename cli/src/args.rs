@@ -187,6 +187,11 @@ pub(crate) enum Command {
         /// balancer to route each session to its replica (docs/deploy.md).
         #[arg(long, value_name = "PREFIX", requires = "http")]
         session_prefix: Option<String>,
+        /// Serve metrics for Prometheus at http://ADDR/metrics (HOST:PORT; a private address:
+        /// they name the plugins and tools served): requests, outcomes and durations by plugin
+        /// and tool, refusals, reloads, sessions, instances and their memory.
+        #[arg(long, value_name = "ADDR")]
+        metrics: Option<String>,
         /// Append a JSON line for every tool call, resource read, prompt, completion and
         /// question to FILE (`-`: standard error): when, who, which session, plugin and tool,
         /// the input's SHA-256, the outcome and the duration.

@@ -238,6 +238,7 @@ async fn main() -> ExitCode {
                 request_state_key_file,
                 audit_log,
                 audit_inputs,
+                metrics,
                 host: serve_host,
             } => {
                 let timeout_ms = serve_host.plugins.timeout_ms;
@@ -265,6 +266,7 @@ async fn main() -> ExitCode {
                     request_state_key_file: request_state_key_file.clone(),
                     audit_log: audit_log.clone(),
                     audit_inputs: *audit_inputs,
+                    metrics: metrics.clone(),
                 };
                 serve::serve(loader, dir.clone(), options)
                     .await

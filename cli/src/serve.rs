@@ -24,6 +24,7 @@ pub(crate) struct ServeOptions {
     pub(crate) request_state_key_file: Option<PathBuf>,
     pub(crate) audit_log: Option<PathBuf>,
     pub(crate) audit_inputs: bool,
+    pub(crate) metrics: Option<String>,
 }
 
 /// `--oauth-issuer`, `--oauth-resource` and `--oauth-scope`.
@@ -45,7 +46,8 @@ pub(crate) async fn serve(
     crate::load::warn_about(&loaded, &dir, loader.options);
     // A directory locked now stays locked: a reload that finds the lock gone refuses every
     // change and keeps serving what was approved.
-    let watcher = DirWatcher::from_loaded(loader.host, &dir, loader.options, before, loaded);
+    let mut watcher =
+        DirWatcher::from_loaded(loader.host.clone(), &dir, loader.options, before, loaded);
     let catalog = ToolCatalog::new(watcher.groups());
     let mut mcp = McpOptions::new("llm-worker", env!("CARGO_PKG_VERSION")).instructions(format!(
         "Tools from the WebAssembly plugins in {}, run in a sandbox by llm-worker.",
@@ -61,6 +63,18 @@ pub(crate) async fn serve(
             llm_worker::mcp::AuditLog::to_file(path)?
         };
         mcp = mcp.audit(log.with_inputs(options.audit_inputs));
+    }
+    if let Some(address) = &options.metrics {
+        let metrics = llm_worker::mcp::Metrics::new().host(&loader.host);
+        let listener = bind(address).await?;
+        let local = listener
+            .local_addr()
+            .with_context(|| format!("cannot listen on {address}"))?;
+        // Scrapers (and tests) read the address from here, e.g. when the port was 0.
+        eprintln!("llm-worker: metrics on http://{local}/metrics");
+        tokio::spawn(llm_worker::mcp::serve_metrics(listener, metrics.clone()));
+        watcher = watcher.metrics(metrics.clone());
+        mcp = mcp.metrics(metrics);
     }
     if options.watch {
         tokio::spawn(watcher.run(catalog.clone()));

@@ -43,7 +43,7 @@ pub use worker::{CacheLocked, Mutable, ToolRegistryError, Worker, WorkerError, W
 
 // Plugins: the host that loads them, their sessions, and the sandbox they run in.
 pub use plugin::{
-    LoadDirOptions, LoadedPlugin, PluginDir, PluginError, PluginHost, PluginHostBuilder,
+    HostUsage, LoadDirOptions, LoadedPlugin, PluginDir, PluginError, PluginHost, PluginHostBuilder,
     PluginSession,
 };
 pub use policy::{

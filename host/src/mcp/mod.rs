@@ -31,6 +31,8 @@ mod http;
 #[cfg(feature = "mcp-http")]
 mod identity;
 mod input_required;
+#[cfg(feature = "metrics")]
+mod metrics;
 #[cfg(feature = "oauth")]
 mod oauth;
 mod offerings;
@@ -55,6 +57,8 @@ pub use http::{
 };
 #[cfg(feature = "mcp-http")]
 pub use identity::BearerToken;
+#[cfg(feature = "metrics")]
+pub use metrics::{METRICS_CONTENT_TYPE, Metrics, serve_metrics};
 #[cfg(feature = "oauth")]
 pub use oauth::{
     ALGORITHMS, DEFAULT_FETCH_TIMEOUT, DEFAULT_KEYS_MAX_AGE, DEFAULT_LEEWAY, DEFAULT_MIN_REFRESH,
@@ -108,6 +112,9 @@ pub struct McpOptions {
     /// Where a record of every call, read, prompt, completion and question goes; none by
     /// default.
     pub audit: Option<AuditLog>,
+    /// Where requests, refusals and sessions are counted (feature `metrics`); none by default.
+    #[cfg(feature = "metrics")]
+    pub metrics: Option<Metrics>,
 }
 
 impl std::fmt::Debug for McpOptions {
@@ -137,6 +144,8 @@ impl McpOptions {
             #[cfg(feature = "mcp-http")]
             access: None,
             audit: None,
+            #[cfg(feature = "metrics")]
+            metrics: None,
         }
     }
 
@@ -196,6 +205,14 @@ impl McpOptions {
     #[must_use]
     pub fn audit(mut self, log: AuditLog) -> Self {
         self.audit = Some(log);
+        self
+    }
+
+    /// Counts every request, refusal and session in `metrics`.
+    #[cfg(feature = "metrics")]
+    #[must_use]
+    pub fn metrics(mut self, metrics: Metrics) -> Self {
+        self.metrics = Some(metrics);
         self
     }
 

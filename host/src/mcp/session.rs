@@ -140,7 +140,13 @@ impl McpServer {
         context: &RequestContext<RoleServer>,
         serves: impl Fn(&crate::PluginSession) -> bool,
     ) -> Option<(super::audit::Record, std::time::Instant)> {
-        self.options.audit.as_ref()?;
+        #[cfg(feature = "metrics")]
+        let observed = self.options.audit.is_some() || self.options.metrics.is_some();
+        #[cfg(not(feature = "metrics"))]
+        let observed = self.options.audit.is_some();
+        if !observed {
+            return None;
+        }
         let plugins = self.lock().plugin_sessions();
         let record = super::audit::Record::new(event, target)
             .asked_by(&context.extensions)
@@ -155,8 +161,22 @@ impl McpServer {
         input: Value,
         outcome: &'static str,
     ) {
-        if let (Some(log), Some((record, started))) = (&self.options.audit, begun) {
-            log.write(record.ended(outcome, started.elapsed()), &input);
+        let Some((record, started)) = begun else {
+            return;
+        };
+        let record = record.ended(outcome, started.elapsed());
+        #[cfg(feature = "metrics")]
+        if let Some(metrics) = &self.options.metrics {
+            metrics.request(
+                record.event,
+                record.plugin.as_deref(),
+                &record.target,
+                outcome,
+                started.elapsed(),
+            );
+        }
+        if let Some(log) = &self.options.audit {
+            log.write(record, &input);
         }
     }
 

@@ -222,6 +222,9 @@ pub struct DirWatcher {
     present: Scan,
     /// The last reload's error, said once (until the directory changes again).
     refused: Option<String>,
+    /// Where reloads are counted.
+    #[cfg(feature = "metrics")]
+    metrics: Option<super::Metrics>,
 }
 
 impl std::fmt::Debug for DirWatcher {
@@ -275,7 +278,27 @@ impl DirWatcher {
             served,
             present,
             refused: None,
+            #[cfg(feature = "metrics")]
+            metrics: None,
         }
+    }
+
+    /// Counts every reload in `metrics` (`llm_worker_reloads_total`, by outcome: `changed`,
+    /// `unchanged`, `refused`).
+    #[cfg(feature = "metrics")]
+    #[must_use]
+    pub fn metrics(mut self, metrics: super::Metrics) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// Counts a reload that ended so.
+    fn reloaded(&self, outcome: &'static str) {
+        #[cfg(feature = "metrics")]
+        if let Some(metrics) = &self.metrics {
+            metrics.reloaded(outcome);
+        }
+        let _ = outcome;
     }
 
     /// The groups served now, one per plugin: what a [`ToolCatalog`] is made of.
@@ -312,6 +335,7 @@ impl DirWatcher {
                 }
                 self.refused = Some(message);
                 self.present = now;
+                self.reloaded("refused");
                 return false;
             }
             Err(_) => return false,
@@ -332,6 +356,7 @@ impl DirWatcher {
             }
         }
         let changed = self.served.revisions() != before;
+        self.reloaded(if changed { "changed" } else { "unchanged" });
         // What a test of `serve --watch` waits for (rather than guessing how long a rescan takes).
         tracing::debug!(
             "reloaded {}: the served plugins {}",

@@ -41,11 +41,14 @@ const HOST_SHARE_DIVISOR: u64 = 2;
 /// The host-wide budget where the process's limit cannot be read (or is unlimited).
 const FALLBACK_HOST_BUDGET: usize = 4_096;
 
-/// The open descriptors of all plugin instances of one host.
+/// The open descriptors of all plugin instances of one host, and what those instances use
+/// besides (for [`PluginHost::usage`](crate::PluginHost::usage)).
 #[derive(Debug)]
 pub(crate) struct HostDescriptors {
     in_use: AtomicUsize,
     max: usize,
+    /// Live instances, and the bytes of their linear memories and tables.
+    pub(crate) usage: Arc<super::instance::Usage>,
 }
 
 impl HostDescriptors {
@@ -54,6 +57,7 @@ impl HostDescriptors {
         Self {
             in_use: AtomicUsize::new(0),
             max: max.unwrap_or_else(default_host_budget),
+            usage: Arc::default(),
         }
     }
 

@@ -85,6 +85,16 @@ impl std::fmt::Debug for PluginHost {
     }
 }
 
+/// What the live instances of a [`PluginHost`] use ([`PluginHost::usage`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct HostUsage {
+    /// Live instances (of every session and plugin, load-time ones included).
+    pub instances: usize,
+    /// Bytes of their linear memories and tables, as their memory limits count them.
+    pub memory_bytes: usize,
+}
+
 /// Settings of a [`PluginHost`]: start from [`PluginHost::builder`].
 ///
 /// ```no_run
@@ -305,6 +315,16 @@ impl PluginHost {
     /// The limits every instance gets.
     pub fn limits(&self) -> &Limits {
         &self.inner.limits
+    }
+
+    /// What the live plugin instances of this host use now: for an operator's metrics.
+    pub fn usage(&self) -> HostUsage {
+        use std::sync::atomic::Ordering::Relaxed;
+        let usage = &self.inner.descriptors.usage;
+        HostUsage {
+            instances: usage.instances.load(Relaxed),
+            memory_bytes: usage.bytes.load(Relaxed),
+        }
     }
 
     /// The largest plugin file this host reads ([`PluginHostBuilder::max_plugin_bytes`]).

@@ -33,7 +33,7 @@ mod validate;
 
 pub use self::dir::{LoadDirOptions, PluginDir};
 pub use self::error::PluginError;
-pub use self::host::{PluginHost, PluginHostBuilder};
+pub use self::host::{HostUsage, PluginHost, PluginHostBuilder};
 pub use self::loaded::LoadedPlugin;
 pub(crate) use self::loaded::PluginImage;
 pub use self::session::{MAX_COMPLETION_VALUES, PluginSession};

@@ -7,6 +7,7 @@ mod auth;
 mod calls;
 mod catalog;
 mod embedding;
+mod metrics;
 mod notices;
 mod oauth;
 mod speaking;

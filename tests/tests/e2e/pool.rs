@@ -64,3 +64,39 @@ fn a_pooled_host_loads_and_describes_plugins_as_any_host() {
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(greet.tool_names(), ["greet"]);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_host_counts_its_live_instances_and_their_memory() {
+    // A host of its own: the shared one's count moves with every other test.
+    let host = PluginHost::builder()
+        .cache_dir(llm_worker_tests::compiled_cache())
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let counter = host
+        .load(plugin_path("counter"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        host.usage(),
+        HostUsage::default(),
+        "the instance that read the tools at load is gone"
+    );
+    let (first_worker, first) = session(&counter);
+    let (second_worker, second) = session(&counter);
+    for handle in [&first, &second] {
+        assert_eq!(handle.call_tool("count", "{}").await.as_deref(), Ok("0"));
+    }
+    let two = host.usage();
+    assert_eq!(two.instances, 2);
+    assert!(two.memory_bytes > 0 && two.memory_bytes % 2 == 0, "{two:?}");
+    drop((first_worker, first));
+    llm_worker_tests::wait::until("the first session's instance to go", || {
+        host.usage().instances == 1
+    })
+    .await;
+    assert_eq!(host.usage().memory_bytes, two.memory_bytes / 2);
+    drop((second_worker, second));
+    llm_worker_tests::wait::until("every instance to go", || {
+        host.usage() == HostUsage::default()
+    })
+    .await;
+}

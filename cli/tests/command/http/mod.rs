@@ -8,6 +8,7 @@
 mod admission;
 mod calls;
 mod identities;
+mod metrics;
 mod sessions;
 
 use std::io::{Read, Write};
@@ -34,6 +35,8 @@ struct Server {
     token: Option<String>,
     /// What it says on stderr, line by line, from after it said it serves.
     stderr: tokio::sync::Mutex<tokio::sync::mpsc::UnboundedReceiver<String>>,
+    /// What it said on stderr before it said it serves.
+    startup: String,
     /// Its plugins, cache and state; after `child`, so that the server is stopped first.
     _root: ScratchDir,
 }
@@ -122,6 +125,7 @@ impl Server {
             Some(url) => Ok(Self {
                 child,
                 url,
+                startup: said,
                 dir,
                 token,
                 stderr: tokio::sync::Mutex::new(receive),
@@ -215,6 +219,22 @@ async fn count<H: rmcp::ClientHandler>(client: &RunningService<RoleClient, H>) -
 }
 
 /// A raw HTTP/1.1 POST of `body` with extra `headers`; returns the status line and the rest.
+/// A GET of `path` from `authority` (HTTP/1.0: a body without chunks): the status line and
+/// the body.
+fn raw_get(authority: &str, path: &str) -> (String, String) {
+    let mut stream = std::net::TcpStream::connect(authority).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let request = format!("GET {path} HTTP/1.0\r\nHost: {authority}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).expect("send");
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    let status = head.lines().next().unwrap_or_default().to_owned();
+    (status, body.to_owned())
+}
+
 fn raw_post(authority: &str, headers: &[&str], body: &str) -> (String, String) {
     let mut stream = std::net::TcpStream::connect(authority).expect("connect");
     stream

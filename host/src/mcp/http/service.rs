@@ -34,6 +34,9 @@ use crate::mcp::{McpError, McpOptions, ToolCatalog};
 /// [`serve_http`]: super::serve_http
 #[derive(Clone)]
 pub struct McpHttpService {
+    /// Where refusals are counted.
+    #[cfg(feature = "metrics")]
+    metrics: Option<crate::mcp::Metrics>,
     gate: Arc<Gate>,
     auth: Arc<Authenticator>,
     sessions: Arc<PrefixedSessions>,
@@ -120,6 +123,12 @@ impl McpHttpService {
             )));
         }
         let manager = Arc::new(PrefixedSessions::new(local, prefix, max_sessions));
+        #[cfg(feature = "metrics")]
+        if let Some(metrics) = &options.metrics {
+            metrics.sessions(&sessions);
+        }
+        #[cfg(feature = "metrics")]
+        let metrics = options.metrics.clone();
         let options = Arc::new(options);
         let factory_sessions = Arc::clone(&sessions);
         let service = StreamableHttpService::new(
@@ -143,6 +152,8 @@ impl McpHttpService {
             max_sessions,
         });
         Ok(Self {
+            #[cfg(feature = "metrics")]
+            metrics,
             gate,
             auth: Arc::new(auth),
             sessions: manager,
@@ -160,17 +171,24 @@ impl McpHttpService {
     {
         let mut request = request;
         if let Some(refused) = self.gate.check(&request) {
-            return refused;
+            return self.refused("host_or_origin", refused);
         }
         if let Some(metadata) = self.auth.metadata(&request) {
             return metadata;
         }
         let identity = match self.auth.authenticate(request.headers()).await {
             Ok(identity) => identity,
-            Err(refused) => return refused,
+            Err(refused) => {
+                let reason = if refused.status() == http::StatusCode::FORBIDDEN {
+                    "insufficient_scope"
+                } else {
+                    "unauthenticated"
+                };
+                return self.refused(reason, refused);
+            }
         };
         if let Some(refused) = self.gate.check_capacity(&request) {
-            return refused;
+            return self.refused("session_cap", refused);
         }
         // Who asks, for the sessions to scope notices by (rmcp hands the request's parts to
         // the handler).
@@ -185,7 +203,10 @@ impl McpHttpService {
         if let Some(session) = &session
             && !self.sessions.belongs_to(session, caller)
         {
-            return super::gate::refusal(http::StatusCode::NOT_FOUND, "no such session");
+            return self.refused(
+                "another_identitys_session",
+                super::gate::refusal(http::StatusCode::NOT_FOUND, "no such session"),
+            );
         }
         let opens = session.is_none() && request.method() == http::Method::POST;
         request.extensions_mut().insert(caller);
@@ -201,6 +222,16 @@ impl McpHttpService {
         {
             self.sessions.opened(opened, caller);
         }
+        response
+    }
+
+    /// `response`, a refusal for `reason`, counted.
+    fn refused(&self, reason: &'static str, response: Response<Body>) -> Response<Body> {
+        #[cfg(feature = "metrics")]
+        if let Some(metrics) = &self.metrics {
+            metrics.refused(reason);
+        }
+        let _ = reason;
         response
     }
 

@@ -12,7 +12,7 @@ use self::output::checked_output;
 pub(crate) use self::start::{PluginListing, StartSpec, read_tools};
 use self::start::{describe, instantiate, refuel, within, within_moving};
 use self::state::TimedOut;
-pub(crate) use self::state::{MAX_CORE_INSTANCES, MAX_MEMORIES, MAX_TABLES, PluginState};
+pub(crate) use self::state::{MAX_CORE_INSTANCES, MAX_MEMORIES, MAX_TABLES, PluginState, Usage};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

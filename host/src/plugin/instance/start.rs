@@ -99,7 +99,7 @@ pub(super) fn new_store(image: &StartSpec<'_>) -> Result<Store<PluginState>, Sta
         http: WasiHttpCtx::new(),
         #[cfg(feature = "wasi-http")]
         http_gate: HttpGate::new(image.name, policy),
-        limiter: InstanceLimiter::new(limits.memory_bytes),
+        limiter: InstanceLimiter::new(limits.memory_bytes, &image.descriptors.usage),
         descriptors,
         reports: CallReports::new(image.name),
         questions: super::ask::Questions::new(image.name, &policy.client),

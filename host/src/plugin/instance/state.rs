@@ -292,6 +292,8 @@ impl WasiView for PluginState {
 /// allowed; any other failure leaves the count as it is, which can only err on the safe side.
 #[derive(Debug)]
 pub(crate) struct InstanceLimiter {
+    /// The host's count of what its instances use, kept up to date with this one's.
+    usage: Arc<Usage>,
     pub(crate) limit: usize,
     /// Bytes of all linear memories, as last allowed.
     pub(crate) memory_bytes: usize,
@@ -316,13 +318,36 @@ pub(crate) const MAX_TABLES: usize = 16;
 /// (8 bytes); charging 16 covers the larger elements of other table types too.
 pub(crate) const TABLE_ELEMENT_BYTES: usize = 16;
 
+/// What the live instances of one host use: how many there are, and the bytes of their linear
+/// memories and tables as their limiters allowed them.
+#[derive(Debug, Default)]
+pub(crate) struct Usage {
+    pub(crate) instances: std::sync::atomic::AtomicUsize,
+    pub(crate) bytes: std::sync::atomic::AtomicUsize,
+}
+
 impl InstanceLimiter {
-    pub(crate) fn new(limit: usize) -> Self {
+    /// The limiter of a new instance, counted in `usage` until it is dropped.
+    pub(crate) fn new(limit: usize, usage: &Arc<Usage>) -> Self {
+        usage
+            .instances
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Self {
+            usage: Arc::clone(usage),
             limit,
             memory_bytes: 0,
             table_bytes: 0,
             undo_memory: None,
+        }
+    }
+
+    /// Tells the host's count that this instance's bytes went from `before` to `after`.
+    fn recount(&self, before: usize, after: usize) {
+        use std::sync::atomic::Ordering::Relaxed;
+        if after >= before {
+            self.usage.bytes.fetch_add(after - before, Relaxed);
+        } else {
+            self.usage.bytes.fetch_sub(before - after, Relaxed);
         }
     }
 
@@ -364,6 +389,16 @@ pub(crate) struct TimedOut;
 #[error("memory limit exceeded")]
 pub(crate) struct MemoryLimitExceeded;
 
+impl Drop for InstanceLimiter {
+    fn drop(&mut self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.usage.instances.fetch_sub(1, Relaxed);
+        self.usage
+            .bytes
+            .fetch_sub(self.memory_bytes + self.table_bytes, Relaxed);
+    }
+}
+
 impl ResourceLimiter for InstanceLimiter {
     fn memory_growing(
         &mut self,
@@ -378,6 +413,7 @@ impl ResourceLimiter for InstanceLimiter {
             return Ok(false);
         }
         self.undo_memory = Some(self.memory_bytes);
+        self.recount(self.memory_bytes, total);
         self.memory_bytes = total;
         Ok(true)
     }
@@ -387,6 +423,7 @@ impl ResourceLimiter for InstanceLimiter {
         if let Some(previous) = self.undo_memory.take()
             && refused_by_the_system
         {
+            self.recount(self.memory_bytes, previous);
             self.memory_bytes = previous;
         }
         Ok(())
@@ -412,6 +449,7 @@ impl ResourceLimiter for InstanceLimiter {
         }
         // Once allowed (and within the table's maximum), a table growth cannot fail: nothing to
         // roll back in `table_grow_failed`, whose calls are all for growths never allowed.
+        self.recount(self.table_bytes, total);
         self.table_bytes = total;
         Ok(true)
     }

@@ -1,0 +1,93 @@
+//! Metrics: requests by plugin, target and outcome with their durations, refusals at the
+//! gate, live sessions, instances and their memory, in the OpenMetrics text format.
+
+use llm_worker::mcp::{BearerToken, HttpOptions, McpOptions, Metrics, ToolCatalog, ToolGroup};
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+
+const ALICE: &str = "alice-token-0123456789abcdef";
+
+/// The value of the series `name{labels}` in `text`, if it is there.
+fn value(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_refusals_sessions_and_instances_are_counted() {
+    let notes = llm_worker_tests::plugin("notes");
+    let metrics = Metrics::new().host(llm_worker_tests::host());
+    let url = crate::serve_with(
+        ToolCatalog::new([ToolGroup::plugin(&notes)]),
+        McpOptions::new("metered", "1").metrics(metrics.clone()),
+        HttpOptions::default().named_tokens([BearerToken::new("alice", ALICE)]),
+    )
+    .await;
+
+    // Refused at the gate: no token.
+    let refused = reqwest::Client::new()
+        .post(&url)
+        .header("content-type", "application/json")
+        .body("{}")
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(refused.status(), 401);
+
+    let client = ()
+        .serve(StreamableHttpClientTransport::from_config(
+            StreamableHttpClientTransportConfig::with_uri(url.as_str()).auth_header(ALICE),
+        ))
+        .await
+        .expect("initialize");
+    for _ in 0..2 {
+        client
+            .call_tool(CallToolRequestParams::new("list_notes"))
+            .await
+            .expect("list_notes");
+    }
+    assert!(
+        client
+            .call_tool(CallToolRequestParams::new("no_such_tool"))
+            .await
+            .is_err()
+    );
+
+    let text = metrics.render();
+    assert_eq!(
+        value(
+            &text,
+            r#"llm_worker_requests_total{event="tools/call",plugin="notes",target="list_notes",outcome="ok"}"#
+        ),
+        Some(2.0),
+        "{text}"
+    );
+    assert_eq!(
+        value(
+            &text,
+            r#"llm_worker_request_duration_seconds_count{event="tools/call",plugin="notes",target="list_notes"}"#
+        ),
+        Some(2.0),
+        "{text}"
+    );
+    assert_eq!(
+        value(
+            &text,
+            r#"llm_worker_http_refusals_total{reason="unauthenticated"}"#
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(value(&text, "llm_worker_sessions"), Some(1.0), "{text}");
+    let instances = value(&text, "llm_worker_instances").expect("instances");
+    let memory = value(&text, "llm_worker_instance_memory_bytes").expect("memory");
+    assert!(instances >= 1.0, "{text}");
+    assert!(memory > 0.0, "{text}");
+    assert!(text.ends_with("# EOF\n"), "OpenMetrics: {text}");
+    // Labels never name who asked.
+    assert!(!text.contains("alice"), "{text}");
+
+    client.cancel().await.expect("close");
+}
