@@ -36,9 +36,22 @@ use crate::lock::MAX_ACCESS_BYTES;
 /// `who` takes `*`, `token:NAME`, `sub:SUBJECT`, `scope:SCOPE` and `group:NAME` (a `groups`
 /// or `roles` claim holding it); `tools` takes `*`, `PLUGIN/*` (its tools, resources, prompts
 /// and completions) and `PLUGIN/TOOL` (that tool alone).
+///
+/// Quotas ([`Quota`]) bound each identity: `[quota]` for all, or a grant's own
+/// (`quota = { calls_per_minute = 600 }`), the first matching grant's that has one:
+///
+/// ```toml
+/// [quota]
+/// sessions = 4
+/// calls_per_minute = 120
+/// concurrent_calls = 4
+/// call_seconds_per_minute = 60
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AccessPolicy {
     grants: Vec<Grant>,
+    /// Every identity's quota, unless a grant that matches it gives one.
+    quota: Quota,
     /// The SHA-256 of the file's bytes, as the lock pins it.
     pub sha256: String,
 }
@@ -48,6 +61,27 @@ struct Grant {
     who: Vec<Who>,
     issuer: Option<String>,
     what: Vec<What>,
+    quota: Option<Quota>,
+}
+
+/// How much one identity may use of the server at once and per minute (`[quota]` of the
+/// access policy, or a grant's `quota`); a limit not given is unlimited.
+///
+/// "Calls" are the requests that run plugin code: `tools/call`, `resources/read`, `prompts/get`
+/// and `completion/complete`. `call_seconds_per_minute` counts the wall-clock time those took
+/// in the last minute (what the time limits count too), not CPU time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct Quota {
+    /// Most MCP sessions open at once.
+    pub sessions: Option<u32>,
+    /// Most calls started in any minute.
+    pub calls_per_minute: Option<u32>,
+    /// Most calls running at once.
+    pub concurrent_calls: Option<u32>,
+    /// Most seconds of calls finished in any minute.
+    pub call_seconds_per_minute: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,6 +105,8 @@ enum What {
 struct FileFormat {
     #[serde(default)]
     grant: Vec<GrantFormat>,
+    #[serde(default)]
+    quota: Quota,
 }
 
 #[derive(Deserialize)]
@@ -80,6 +116,8 @@ struct GrantFormat {
     #[serde(default)]
     issuer: Option<String>,
     tools: Vec<String>,
+    #[serde(default)]
+    quota: Option<Quota>,
 }
 
 impl AccessPolicy {
@@ -109,11 +147,13 @@ impl AccessPolicy {
                     who,
                     issuer: grant.issuer,
                     what,
+                    quota: grant.quota,
                 })
             })
             .collect::<Result<_, String>>()?;
         Ok(Self {
             grants,
+            quota: format.quota,
             sha256: crate::digest::sha256_hex(text.as_bytes()),
         })
     }
@@ -139,6 +179,19 @@ impl AccessPolicy {
         }
         let text = String::from_utf8(bytes).map_err(|_| error("it is not UTF-8 text".into()))?;
         Self::parse(&text).map(Some).map_err(error)
+    }
+
+    /// The quota of `identity`: that of the first grant matching it that gives one, else the
+    /// policy's `[quota]`.
+    pub fn quota(&self, identity: Option<&Identity>) -> Quota {
+        identity
+            .and_then(|identity| {
+                self.grants
+                    .iter()
+                    .filter(|grant| grant.matches(identity))
+                    .find_map(|grant| grant.quota)
+            })
+            .unwrap_or(self.quota)
     }
 
     /// What `identity` may use (`None`, an unauthenticated request: nothing).

@@ -36,6 +36,8 @@ mod metrics;
 #[cfg(feature = "oauth")]
 mod oauth;
 mod offerings;
+#[cfg(feature = "mcp-http")]
+mod quota;
 mod reports;
 mod request;
 mod session;
@@ -47,7 +49,7 @@ mod tools;
 mod watch;
 
 #[cfg(feature = "mcp-http")]
-pub use access::{ACCESS_FILE, AccessPolicy};
+pub use access::{ACCESS_FILE, AccessPolicy, Quota};
 pub use audit::AuditLog;
 pub use catalog::{ToolCatalog, ToolGroup};
 #[cfg(feature = "mcp-http")]
@@ -64,6 +66,8 @@ pub use oauth::{
     ALGORITHMS, DEFAULT_FETCH_TIMEOUT, DEFAULT_KEYS_MAX_AGE, DEFAULT_LEEWAY, DEFAULT_MIN_REFRESH,
     IssuerOptions, OAuthOptions,
 };
+#[cfg(feature = "mcp-http")]
+pub use quota::QUOTA_EXCEEDED;
 pub use session::McpServer;
 #[cfg(feature = "mcp-http")]
 pub use token::{default_token_path, persistent_token, read_request_state_key, read_token_file};
@@ -109,6 +113,10 @@ pub struct McpOptions {
     /// may use nothing under a policy.
     #[cfg(feature = "mcp-http")]
     pub access: Option<Arc<AccessPolicy>>,
+    /// What each identity used of its quota (shared by the clones of these options: one
+    /// server's sessions).
+    #[cfg(feature = "mcp-http")]
+    pub(crate) quotas: Arc<quota::Ledger>,
     /// Where a record of every call, read, prompt, completion and question goes; none by
     /// default.
     pub audit: Option<AuditLog>,
@@ -143,6 +151,8 @@ impl McpOptions {
             request_states: process_codec(),
             #[cfg(feature = "mcp-http")]
             access: None,
+            #[cfg(feature = "mcp-http")]
+            quotas: Arc::default(),
             audit: None,
             #[cfg(feature = "metrics")]
             metrics: None,
@@ -192,7 +202,7 @@ impl McpOptions {
         }
     }
 
-    /// Gives each identity only the tools `policy` grants it.
+    /// Gives each identity only the tools `policy` grants it, within its quota.
     #[cfg(feature = "mcp-http")]
     #[must_use]
     pub fn access(mut self, policy: AccessPolicy) -> Self {

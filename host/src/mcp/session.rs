@@ -131,6 +131,38 @@ impl McpServer {
         }
     }
 
+    /// Counts a request that runs plugin code against its identity's quota (under an access
+    /// policy), until the returned guard is dropped; an error if it is over its quota.
+    fn quota_begin(
+        &self,
+        extensions: &rmcp::model::Extensions,
+    ) -> Result<Option<QuotaGuard>, ErrorData> {
+        #[cfg(feature = "mcp-http")]
+        if let Some(policy) = &self.options.access {
+            let identity = identity(extensions);
+            let Some(identity) = identity else {
+                return Ok(None);
+            };
+            let quota = policy.quota(Some(&identity));
+            if quota == super::Quota::default() {
+                return Ok(None);
+            }
+            let begun = self
+                .options
+                .quotas
+                .begin(identity.key(), &identity.name, quota);
+            #[cfg(feature = "metrics")]
+            if begun.is_err()
+                && let Some(metrics) = &self.options.metrics
+            {
+                metrics.refused("quota");
+            }
+            return begun.map(Some);
+        }
+        let _ = extensions;
+        Ok(None)
+    }
+
     /// The audit record of a request of `event` for `target` (served by the plugin that
     /// `serves`), and when it began; `None` without an audit log.
     fn audit_begin(
@@ -278,6 +310,13 @@ impl McpServer {
 /// The ids of sessions: each new session takes the next.
 static NEXT_SESSION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
+/// A request counted against its identity's quota while it runs.
+#[cfg(feature = "mcp-http")]
+type QuotaGuard = super::quota::Running;
+/// Nothing to count, in a build without identities.
+#[cfg(not(feature = "mcp-http"))]
+struct QuotaGuard;
+
 /// How a request ended, for its audit record.
 fn outcome<T>(
     response: &Result<T, ErrorData>,
@@ -285,6 +324,8 @@ fn outcome<T>(
 ) -> &'static str {
     match response {
         Ok(response) => ok(response),
+        #[cfg(feature = "mcp-http")]
+        Err(error) if error.code.0 == super::QUOTA_EXCEEDED => "quota",
         Err(error) if error.message.contains("was cancelled") => "cancelled",
         Err(error) if error.message.contains("refused by a hook") => "refused",
         Err(_) => "error",
@@ -432,7 +473,14 @@ impl ServerHandler for McpServer {
         let audit = self.audit_begin("resources/read", &request.uri, &context, |plugin| {
             plugin.offers_resource(&request.uri)
         });
-        let response = self.read(request, context).await;
+        let response = match self.quota_begin(&context.extensions) {
+            Ok(running) => {
+                let response = self.read(request, context).await;
+                drop(running);
+                response
+            }
+            Err(refused) => Err(refused),
+        };
         self.audit_end(
             audit,
             Value::Null,
@@ -480,7 +528,14 @@ impl ServerHandler for McpServer {
             plugin.offers_prompt(&request.name)
         });
         let input = serde_json::to_value(&request.arguments).unwrap_or_default();
-        let response = self.render(request, &context).await;
+        let response = match self.quota_begin(&context.extensions) {
+            Ok(running) => {
+                let response = self.render(request, &context).await;
+                drop(running);
+                response
+            }
+            Err(refused) => Err(refused),
+        };
         self.audit_end(
             audit,
             input,
@@ -511,7 +566,14 @@ impl ServerHandler for McpServer {
                     .any(|template| template.uri_template == target)
         });
         let input = serde_json::to_value(&request.argument).unwrap_or_default();
-        let response = self.completion(request, context).await;
+        let response = match self.quota_begin(&context.extensions) {
+            Ok(running) => {
+                let response = self.completion(request, context).await;
+                drop(running);
+                response
+            }
+            Err(refused) => Err(refused),
+        };
         self.audit_end(audit, input, outcome(&response, |_| "ok"));
         response
     }
@@ -576,7 +638,14 @@ impl ServerHandler for McpServer {
         let input = audit.as_ref().map_or(Value::Null, |_| {
             Value::Object(request.arguments.clone().unwrap_or_default())
         });
-        let response = self.call(request, context).await;
+        let response = match self.quota_begin(&context.extensions) {
+            Ok(running) => {
+                let response = self.call(request, context).await;
+                drop(running);
+                response
+            }
+            Err(refused) => Err(refused),
+        };
         self.audit_end(
             audit,
             input,

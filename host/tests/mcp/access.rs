@@ -155,3 +155,92 @@ async fn an_identity_sees_and_calls_only_what_it_is_granted() {
         client.cancel().await.expect("close");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_identity_past_its_quota_is_refused_with_an_error_that_says_so() {
+    let policy = AccessPolicy::parse(
+        r#"
+        [quota]
+        sessions = 1
+        calls_per_minute = 2
+
+        [[grant]]
+        who = ["token:alice", "token:bob"]
+        tools = ["*"]
+
+        [[grant]]
+        who = ["token:bob"]
+        tools = ["*"]
+        quota = { calls_per_minute = 100 }
+        "#,
+    )
+    .expect("a policy");
+    let url = crate::serve_with(
+        ToolCatalog::new([counters("first", 1, &["a1"])]),
+        McpOptions::new("quotas", "1").access(policy),
+        HttpOptions::default().named_tokens([
+            BearerToken::new("alice", ALICE),
+            BearerToken::new("bob", BOB),
+        ]),
+    )
+    .await;
+    let alice = client(&url, ALICE).await;
+    // One session: a second is refused while the first is open.
+    let second = reqwest::Client::new()
+        .post(&url)
+        .bearer_auth(ALICE)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .body(
+            serde_json::json!({
+                "jsonrpc": "2.0", "id": 1, "method": "initialize",
+                "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                           "clientInfo": {"name": "test", "version": "1"}},
+            })
+            .to_string(),
+        )
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(second.status(), 429);
+    let body: serde_json::Value =
+        serde_json::from_str(&second.text().await.expect("a body")).expect("JSON-RPC");
+    assert_eq!(body["error"]["code"], llm_worker::mcp::QUOTA_EXCEEDED);
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("alice is over its quota of 1 sessions"),
+        "{message}"
+    );
+
+    for _ in 0..2 {
+        alice
+            .call_tool(CallToolRequestParams::new("a1"))
+            .await
+            .expect("within the quota");
+    }
+    let refused = alice
+        .call_tool(CallToolRequestParams::new("a1"))
+        .await
+        .expect_err("a third call this minute");
+    let rmcp::ServiceError::McpError(error) = refused else {
+        panic!("not a JSON-RPC error: {refused:?}");
+    };
+    assert_eq!(error.code.0, llm_worker::mcp::QUOTA_EXCEEDED);
+    assert!(
+        error
+            .message
+            .contains("alice is over its quota of 2 calls per minute"),
+        "{}",
+        error.message
+    );
+    // Bob's grant gives him more, and Alice's use is not his.
+    let bob = client(&url, BOB).await;
+    for _ in 0..3 {
+        bob.call_tool(CallToolRequestParams::new("a1"))
+            .await
+            .expect("bob's quota");
+    }
+    for client in [alice, bob] {
+        client.cancel().await.expect("close");
+    }
+}

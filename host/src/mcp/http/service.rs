@@ -34,6 +34,8 @@ use crate::mcp::{McpError, McpOptions, ToolCatalog};
 /// [`serve_http`]: super::serve_http
 #[derive(Clone)]
 pub struct McpHttpService {
+    /// What each identity may use, for the quota of sessions.
+    options: Arc<McpOptions>,
     /// Where refusals are counted.
     #[cfg(feature = "metrics")]
     metrics: Option<crate::mcp::Metrics>,
@@ -130,6 +132,7 @@ impl McpHttpService {
         #[cfg(feature = "metrics")]
         let metrics = options.metrics.clone();
         let options = Arc::new(options);
+        let service_options = Arc::clone(&options);
         let factory_sessions = Arc::clone(&sessions);
         let service = StreamableHttpService::new(
             move || {
@@ -152,6 +155,7 @@ impl McpHttpService {
             max_sessions,
         });
         Ok(Self {
+            options: service_options,
             #[cfg(feature = "metrics")]
             metrics,
             gate,
@@ -209,6 +213,9 @@ impl McpHttpService {
             );
         }
         let opens = session.is_none() && request.method() == http::Method::POST;
+        if opens && let Some(refused) = self.over_session_quota(identity.as_ref(), caller).await {
+            return self.refused("quota", refused);
+        }
         request.extensions_mut().insert(caller);
         if let Some(identity) = identity {
             request.extensions_mut().insert(identity);
@@ -223,6 +230,37 @@ impl McpHttpService {
             self.sessions.opened(opened, caller);
         }
         response
+    }
+
+    /// The refusal of a new session of `identity` past its quota of sessions, if it is at it.
+    /// (A request without a session id may be a stateless one, which opens no session; it is
+    /// refused too at the quota: it would be served by a session of its own while it runs.)
+    async fn over_session_quota(
+        &self,
+        identity: Option<&Arc<crate::Identity>>,
+        caller: Caller,
+    ) -> Option<Response<Body>> {
+        let policy = self.options.access.as_ref()?;
+        let identity = identity?;
+        let limit = policy.quota(Some(identity)).sessions?;
+        if self.sessions.open_sessions(caller).await < limit as usize {
+            return None;
+        }
+        let error = crate::mcp::quota::too_many_sessions(&identity.name, limit);
+        let body = serde_json::json!({
+            "jsonrpc": "2.0",
+            "id": null,
+            "error": error,
+        });
+        let mut response = http::Response::new(http_body_util::BodyExt::boxed(
+            http_body_util::Full::new(bytes::Bytes::from(body.to_string())),
+        ));
+        *response.status_mut() = http::StatusCode::TOO_MANY_REQUESTS;
+        response.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/json"),
+        );
+        Some(response)
     }
 
     /// `response`, a refusal for `reason`, counted.

@@ -48,6 +48,17 @@ impl PrefixedSessions {
         self.owners().insert(id.to_owned(), caller);
     }
 
+    /// How many sessions `caller` opened that are still open.
+    pub(super) async fn open_sessions(&self, caller: Caller) -> usize {
+        let sessions = self.local.sessions.read().await;
+        self.owners()
+            .iter()
+            .filter(|(id, owner)| {
+                **owner == caller && sessions.contains_key(&SessionId::from(id.as_str()))
+            })
+            .count()
+    }
+
     /// Whether a request of `caller` may use the session `id`: its opener's, or one this
     /// server does not know (rmcp then answers that there is no such session).
     pub(super) fn belongs_to(&self, id: &str, caller: Caller) -> bool {

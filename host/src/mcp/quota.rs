@@ -1,0 +1,228 @@
+//! What each identity used of its quota ([`Quota`]): calls started and call time in the last
+//! minute, calls running now. One ledger per server, shared by its sessions.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rmcp::ErrorData;
+use rmcp::model::ErrorCode;
+
+use super::access::Quota;
+
+/// The JSON-RPC error code of a request refused by a quota (in the range JSON-RPC leaves to
+/// servers).
+pub const QUOTA_EXCEEDED: i32 = -32029;
+
+const MINUTE: Duration = Duration::from_secs(60);
+
+/// Most entries kept per identity for the last minute's call time (older ones are merged).
+const MAX_BUSY_ENTRIES: usize = 4096;
+
+#[derive(Default)]
+pub(crate) struct Ledger {
+    by_identity: Mutex<HashMap<[u8; 16], Used>>,
+}
+
+#[derive(Default)]
+struct Used {
+    /// When each call of the last minute started (kept only under a `calls_per_minute`).
+    started: VecDeque<Instant>,
+    running: u32,
+    /// When each call of the last minute ended, and how long it took.
+    busy: VecDeque<(Instant, Duration)>,
+}
+
+impl Used {
+    fn forget_before(&mut self, now: Instant) {
+        while self
+            .started
+            .front()
+            .is_some_and(|at| now.duration_since(*at) >= MINUTE)
+        {
+            self.started.pop_front();
+        }
+        while self
+            .busy
+            .front()
+            .is_some_and(|(at, _)| now.duration_since(*at) >= MINUTE)
+        {
+            self.busy.pop_front();
+        }
+    }
+
+    fn is_idle(&self) -> bool {
+        self.started.is_empty() && self.running == 0 && self.busy.is_empty()
+    }
+}
+
+/// A call counted as running until dropped, when its time is counted.
+pub(crate) struct Running {
+    ledger: Arc<Ledger>,
+    key: [u8; 16],
+    started: Instant,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let now = Instant::now();
+        let mut all = self.ledger.lock();
+        if let Some(used) = all.get_mut(&self.key) {
+            used.running = used.running.saturating_sub(1);
+            used.busy.push_back((now, now.duration_since(self.started)));
+            if used.busy.len() > MAX_BUSY_ENTRIES
+                && let Some((_, took)) = used.busy.pop_front()
+                && let Some(next) = used.busy.front_mut()
+            {
+                next.1 += took;
+            }
+        }
+    }
+}
+
+/// A refusal by a quota, as the JSON-RPC error the client gets.
+fn exceeded(who: &str, what: &str, limit: u32, retry: Option<Duration>) -> ErrorData {
+    let retry_seconds = retry.map(|retry| retry.as_secs().max(1));
+    let mut message = format!("{who} is over its quota of {limit} {what}");
+    match retry_seconds {
+        Some(seconds) => message.push_str(&format!("; try again in {seconds} s")),
+        None => message.push_str("; try again when one of them ends"),
+    }
+    ErrorData::new(
+        ErrorCode(QUOTA_EXCEEDED),
+        message,
+        Some(serde_json::json!({
+            "quota": what,
+            "limit": limit,
+            "retryAfterSeconds": retry_seconds,
+        })),
+    )
+}
+
+impl Ledger {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<[u8; 16], Used>> {
+        self.by_identity.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Counts a call of the identity `key` (called `who`) under `quota`, or refuses it.
+    pub(crate) fn begin(
+        self: &Arc<Self>,
+        key: [u8; 16],
+        who: &str,
+        quota: Quota,
+    ) -> Result<Running, ErrorData> {
+        let now = Instant::now();
+        let mut all = self.lock();
+        // Identities with nothing to remember are forgotten.
+        if all.len() > 1024 {
+            all.retain(|_, used| {
+                used.forget_before(now);
+                !used.is_idle()
+            });
+        }
+        let used = all.entry(key).or_default();
+        used.forget_before(now);
+        if let Some(limit) = quota.concurrent_calls
+            && used.running >= limit
+        {
+            return Err(exceeded(who, "concurrent calls", limit, None));
+        }
+        if let Some(limit) = quota.calls_per_minute
+            && used.started.len() >= limit as usize
+        {
+            let retry = used
+                .started
+                .front()
+                .map(|first| MINUTE.saturating_sub(now.duration_since(*first)));
+            return Err(exceeded(who, "calls per minute", limit, retry));
+        }
+        if let Some(limit) = quota.call_seconds_per_minute {
+            let busy: Duration = used.busy.iter().map(|(_, took)| *took).sum();
+            if busy >= Duration::from_secs(u64::from(limit)) {
+                let retry = used
+                    .busy
+                    .front()
+                    .map(|(first, _)| MINUTE.saturating_sub(now.duration_since(*first)));
+                return Err(exceeded(who, "call seconds per minute", limit, retry));
+            }
+        }
+        if quota.calls_per_minute.is_some() {
+            used.started.push_back(now);
+        }
+        used.running += 1;
+        Ok(Running {
+            ledger: Arc::clone(self),
+            key,
+            started: now,
+        })
+    }
+}
+
+/// The refusal of a session past the identity's `sessions` quota.
+pub(crate) fn too_many_sessions(who: &str, limit: u32) -> ErrorData {
+    exceeded(who, "sessions", limit, None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_limit_refuses_past_it_and_frees_as_calls_end() {
+        let ledger = Arc::new(Ledger::default());
+        let quota = Quota {
+            concurrent_calls: Some(2),
+            calls_per_minute: Some(3),
+            ..Quota::default()
+        };
+        let (alice, bob) = ([1; 16], [2; 16]);
+        let first = ledger.begin(alice, "alice", quota).expect("first");
+        let second = ledger.begin(alice, "alice", quota).expect("second");
+        let refused = ledger
+            .begin(alice, "alice", quota)
+            .err()
+            .expect("third at once");
+        assert!(
+            refused.message.contains("2 concurrent calls"),
+            "{}",
+            refused.message
+        );
+        // Another identity has its own.
+        drop(ledger.begin(bob, "bob", quota).expect("bob"));
+        drop(first);
+        let third = ledger.begin(alice, "alice", quota).expect("one ended");
+        drop((second, third));
+        let refused = ledger
+            .begin(alice, "alice", quota)
+            .err()
+            .expect("a fourth this minute");
+        assert_eq!(refused.code, ErrorCode(QUOTA_EXCEEDED));
+        assert!(
+            refused.message.contains("3 calls per minute"),
+            "{}",
+            refused.message
+        );
+        assert!(
+            refused.message.contains("try again in"),
+            "{}",
+            refused.message
+        );
+
+        let timed = Quota {
+            call_seconds_per_minute: Some(1),
+            ..Quota::default()
+        };
+        let call = ledger.begin(bob, "bob", timed).expect("a call");
+        std::thread::sleep(Duration::from_millis(1100));
+        drop(call);
+        let refused = ledger
+            .begin(bob, "bob", timed)
+            .err()
+            .expect("a second used up");
+        assert!(
+            refused.message.contains("call seconds"),
+            "{}",
+            refused.message
+        );
+    }
+}
