@@ -9,6 +9,7 @@ mod admission;
 mod calls;
 mod identities;
 mod metrics;
+mod oauth;
 mod sessions;
 
 use std::io::{Read, Write};
