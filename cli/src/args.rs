@@ -192,6 +192,11 @@ pub(crate) enum Command {
         /// and tool, refusals, reloads, sessions, instances and their memory.
         #[arg(long, value_name = "ADDR")]
         metrics: Option<String>,
+        /// Export a span of every tool call, resource read, prompt and completion over OTLP/HTTP
+        /// to the collector at URL (e.g. http://127.0.0.1:4318), continuing the trace context
+        /// the client sends (`_meta.traceparent`, or the `traceparent` header).
+        #[arg(long, value_name = "URL")]
+        otlp_endpoint: Option<String>,
         /// Append a JSON line for every tool call, resource read, prompt, completion and
         /// question to FILE (`-`: standard error): when, who, which session, plugin and tool,
         /// the input's SHA-256, the outcome and the duration.

@@ -10,6 +10,7 @@ use clap::Parser;
 
 mod new;
 mod serve;
+mod traces;
 
 /// Appends a line to the command's output (written to stdout once, at the end).
 macro_rules! outln {
@@ -239,6 +240,7 @@ async fn main() -> ExitCode {
                 audit_log,
                 audit_inputs,
                 metrics,
+                otlp_endpoint,
                 host: serve_host,
             } => {
                 let timeout_ms = serve_host.plugins.timeout_ms;
@@ -267,6 +269,7 @@ async fn main() -> ExitCode {
                     audit_log: audit_log.clone(),
                     audit_inputs: *audit_inputs,
                     metrics: metrics.clone(),
+                    otlp_endpoint: otlp_endpoint.clone(),
                 };
                 serve::serve(loader, dir.clone(), options)
                     .await

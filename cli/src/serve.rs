@@ -25,6 +25,7 @@ pub(crate) struct ServeOptions {
     pub(crate) audit_log: Option<PathBuf>,
     pub(crate) audit_inputs: bool,
     pub(crate) metrics: Option<String>,
+    pub(crate) otlp_endpoint: Option<String>,
 }
 
 /// `--oauth-issuer`, `--oauth-resource` and `--oauth-scope`.
@@ -64,6 +65,13 @@ pub(crate) async fn serve(
         };
         mcp = mcp.audit(log.with_inputs(options.audit_inputs));
     }
+    let traces = match &options.otlp_endpoint {
+        Some(endpoint) => {
+            mcp = mcp.traces(true);
+            Some(crate::traces::export_to(endpoint)?)
+        }
+        None => None,
+    };
     if let Some(address) = &options.metrics {
         let metrics = llm_worker::mcp::Metrics::new().host(&loader.host);
         let listener = bind(address).await?;
@@ -85,6 +93,9 @@ pub(crate) async fn serve(
         // signals are watched before the first message is read, so that no signal can come
         // while nothing watches them (and end the process with its modes left set).
         llm_worker::mcp::serve_stdio_with_shutdown(catalog, mcp, terminated()).await?;
+        if let Some(traces) = traces {
+            let _ = tokio::task::spawn_blocking(move || traces.shutdown()).await;
+        }
         // The session has ended and the streams are set back. Exit now: the runtime would
         // wait for a blocking read of a terminal's stdin.
         tracing::debug!("the session ended");
@@ -187,7 +198,15 @@ pub(crate) async fn serve(
     eprintln!("llm-worker: {how}");
     // Clients (and tests) read the address from here, e.g. when the port was 0.
     eprintln!("llm-worker: serving MCP on http://{local}/");
-    Ok(llm_worker::mcp::serve_http(listener, catalog, mcp, http).await?)
+    // SIGINT or SIGTERM stops the server gracefully (sessions end, requests finish), and the
+    // spans not yet exported are sent.
+    llm_worker::mcp::serve_http_with_shutdown(listener, catalog, mcp, http, terminated()).await?;
+    if let Some(traces) = traces
+        && let Ok(Err(error)) = tokio::task::spawn_blocking(move || traces.shutdown()).await
+    {
+        tracing::warn!("cannot send the last spans: {error}");
+    }
+    Ok(())
 }
 
 /// Listens on `address` (`HOST:PORT`; a name is resolved, the first address that binds wins).

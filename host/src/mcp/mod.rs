@@ -46,6 +46,8 @@ mod stdio;
 #[cfg(feature = "mcp-http")]
 mod token;
 mod tools;
+#[cfg(feature = "otel")]
+mod trace;
 mod watch;
 
 #[cfg(feature = "mcp-http")]
@@ -123,6 +125,11 @@ pub struct McpOptions {
     /// Where requests, refusals and sessions are counted (feature `metrics`); none by default.
     #[cfg(feature = "metrics")]
     pub metrics: Option<Metrics>,
+    /// Whether each request that runs plugin code is a span of OpenTelemetry's global tracer
+    /// provider, continuing the client's trace context (feature `otel`). Off by default: set
+    /// a tracer provider, then turn this on.
+    #[cfg(feature = "otel")]
+    pub traces: bool,
 }
 
 impl std::fmt::Debug for McpOptions {
@@ -156,6 +163,8 @@ impl McpOptions {
             audit: None,
             #[cfg(feature = "metrics")]
             metrics: None,
+            #[cfg(feature = "otel")]
+            traces: false,
         }
     }
 
@@ -223,6 +232,14 @@ impl McpOptions {
     #[must_use]
     pub fn metrics(mut self, metrics: Metrics) -> Self {
         self.metrics = Some(metrics);
+        self
+    }
+
+    /// Makes a span of every request that runs plugin code (see [`McpOptions::traces`]).
+    #[cfg(feature = "otel")]
+    #[must_use]
+    pub fn traces(mut self, traces: bool) -> Self {
+        self.traces = traces;
         self
     }
 

@@ -163,40 +163,54 @@ impl McpServer {
         Ok(None)
     }
 
-    /// The audit record of a request of `event` for `target` (served by the plugin that
-    /// `serves`), and when it began; `None` without an audit log.
-    fn audit_begin(
+    /// What is observed of a request of `event` for `target` (served by the plugin that
+    /// `serves`) — its audit record, its metrics, its span — from now on; `None` when nothing
+    /// is (no audit log, metrics or traces).
+    fn observe_begin(
         &self,
         event: &'static str,
         target: &str,
         context: &RequestContext<RoleServer>,
         serves: impl Fn(&crate::PluginSession) -> bool,
-    ) -> Option<(super::audit::Record, std::time::Instant)> {
+    ) -> Option<Observed> {
         #[cfg(feature = "metrics")]
-        let observed = self.options.audit.is_some() || self.options.metrics.is_some();
+        let metered = self.options.metrics.is_some();
         #[cfg(not(feature = "metrics"))]
-        let observed = self.options.audit.is_some();
-        if !observed {
+        let metered = false;
+        #[cfg(feature = "otel")]
+        let traced = self.options.traces;
+        #[cfg(not(feature = "otel"))]
+        let traced = false;
+        if self.options.audit.is_none() && !metered && !traced {
             return None;
         }
         let plugins = self.lock().plugin_sessions();
         let record = super::audit::Record::new(event, target)
             .asked_by(&context.extensions)
             .plugin(plugins.iter().find(|plugin| serves(plugin)));
-        Some((record, std::time::Instant::now()))
+        #[cfg(feature = "otel")]
+        let span =
+            traced.then(|| super::trace::begin(event, target, record.session.as_deref(), context));
+        Some(Observed {
+            record,
+            started: std::time::Instant::now(),
+            #[cfg(feature = "otel")]
+            span,
+        })
     }
 
-    /// Writes the audit record begun by [`audit_begin`](Self::audit_begin).
-    fn audit_end(
-        &self,
-        begun: Option<(super::audit::Record, std::time::Instant)>,
-        input: Value,
-        outcome: &'static str,
-    ) {
-        let Some((record, started)) = begun else {
+    /// Ends what [`observe_begin`](Self::observe_begin) began: the request, with `input`,
+    /// ended so.
+    fn observe_end(&self, begun: Option<Observed>, input: Value, outcome: &'static str) {
+        let Some(observed) = begun else {
             return;
         };
-        let record = record.ended(outcome, started.elapsed());
+        let took = observed.started.elapsed();
+        let record = observed.record.ended(outcome, took);
+        #[cfg(feature = "otel")]
+        if let Some(span) = observed.span {
+            span.end(record.plugin.as_deref(), outcome);
+        }
         #[cfg(feature = "metrics")]
         if let Some(metrics) = &self.options.metrics {
             metrics.request(
@@ -204,7 +218,7 @@ impl McpServer {
                 record.plugin.as_deref(),
                 &record.target,
                 outcome,
-                started.elapsed(),
+                took,
             );
         }
         if let Some(log) = &self.options.audit {
@@ -309,6 +323,14 @@ impl McpServer {
 
 /// The ids of sessions: each new session takes the next.
 static NEXT_SESSION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// What is observed of one request while it runs.
+struct Observed {
+    record: super::audit::Record,
+    started: std::time::Instant,
+    #[cfg(feature = "otel")]
+    span: Option<super::trace::RequestSpan>,
+}
 
 /// A request counted against its identity's quota while it runs.
 #[cfg(feature = "mcp-http")]
@@ -470,7 +492,7 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         self.bind(&context.extensions)?;
-        let audit = self.audit_begin("resources/read", &request.uri, &context, |plugin| {
+        let audit = self.observe_begin("resources/read", &request.uri, &context, |plugin| {
             plugin.offers_resource(&request.uri)
         });
         let response = match self.quota_begin(&context.extensions) {
@@ -481,7 +503,7 @@ impl ServerHandler for McpServer {
             }
             Err(refused) => Err(refused),
         };
-        self.audit_end(
+        self.observe_end(
             audit,
             Value::Null,
             outcome(&response, |response| match response {
@@ -524,7 +546,7 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         self.bind(&context.extensions)?;
-        let audit = self.audit_begin("prompts/get", &request.name, &context, |plugin| {
+        let audit = self.observe_begin("prompts/get", &request.name, &context, |plugin| {
             plugin.offers_prompt(&request.name)
         });
         let input = serde_json::to_value(&request.arguments).unwrap_or_default();
@@ -536,7 +558,7 @@ impl ServerHandler for McpServer {
             }
             Err(refused) => Err(refused),
         };
-        self.audit_end(
+        self.observe_end(
             audit,
             input,
             outcome(&response, |response| match response {
@@ -558,7 +580,7 @@ impl ServerHandler for McpServer {
             rmcp::model::Reference::Resource(template) => template.uri.clone(),
             _ => String::new(),
         };
-        let audit = self.audit_begin("completion/complete", &target, &context, |plugin| {
+        let audit = self.observe_begin("completion/complete", &target, &context, |plugin| {
             plugin.offers_prompt(&target)
                 || plugin
                     .resource_templates()
@@ -574,7 +596,7 @@ impl ServerHandler for McpServer {
             }
             Err(refused) => Err(refused),
         };
-        self.audit_end(audit, input, outcome(&response, |_| "ok"));
+        self.observe_end(audit, input, outcome(&response, |_| "ok"));
         response
     }
 
@@ -632,7 +654,7 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         self.bind(&context.extensions)?;
-        let audit = self.audit_begin("tools/call", &request.name, &context, |plugin| {
+        let audit = self.observe_begin("tools/call", &request.name, &context, |plugin| {
             plugin.offers_tool(&request.name)
         });
         let input = audit.as_ref().map_or(Value::Null, |_| {
@@ -646,7 +668,7 @@ impl ServerHandler for McpServer {
             }
             Err(refused) => Err(refused),
         };
-        self.audit_end(
+        self.observe_end(
             audit,
             input,
             outcome(&response, |response| match response {

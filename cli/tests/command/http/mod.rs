@@ -11,6 +11,7 @@ mod identities;
 mod metrics;
 mod oauth;
 mod sessions;
+mod traces;
 
 use std::io::{Read, Write};
 use std::time::Duration;
@@ -74,6 +75,30 @@ impl Server {
         address: &str,
         flags: &[&str],
     ) -> Result<Self, String> {
+        Self::try_start_full(name, plugins, files, &[], address, flags).await
+    }
+
+    /// Serves `plugins` on loopback with `flags` and the environment variables `env`.
+    async fn start_with_env(
+        name: &str,
+        plugins: &[&str],
+        env: &[(&str, &str)],
+        flags: &[&str],
+    ) -> Self {
+        Self::try_start_full(name, plugins, &[], env, "127.0.0.1:0", flags)
+            .await
+            .unwrap_or_else(|stderr| panic!("the server did not start: {stderr}"))
+    }
+
+    /// Like `try_start_with`, with the environment variables `env`.
+    async fn try_start_full(
+        name: &str,
+        plugins: &[&str],
+        files: &[(&str, &str)],
+        env: &[(&str, &str)],
+        address: &str,
+        flags: &[&str],
+    ) -> Result<Self, String> {
         let root = scratch_dir(name);
         let dir = root.join("plugins");
         std::fs::create_dir(&dir).expect("mkdir");
@@ -90,6 +115,7 @@ impl Server {
         let state = root.join("state");
         let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"))
             .env("XDG_STATE_HOME", &state)
+            .envs(env.iter().copied())
             .args(["serve", "--http", address, "--cache-dir"])
             .arg(compiled_cache())
             .args(flags)
