@@ -114,6 +114,10 @@ pub(crate) struct Record {
     /// question's `accepted`, `declined`, `unanswered`.
     pub(crate) outcome: &'static str,
     pub(crate) duration_ms: f64,
+    /// Whether the target is one the session offers (else the client made it up: metrics do
+    /// not label by it).
+    #[serde(skip)]
+    pub(crate) known_target: bool,
 }
 
 impl Record {
@@ -131,6 +135,7 @@ impl Record {
             input: None,
             outcome: "ok",
             duration_ms: 0.0,
+            known_target: false,
         }
     }
 

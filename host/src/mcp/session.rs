@@ -185,9 +185,12 @@ impl McpServer {
             return None;
         }
         let plugins = self.lock().plugin_sessions();
-        let record = super::audit::Record::new(event, target)
+        let plugin = plugins.iter().find(|plugin| serves(plugin));
+        let mut record = super::audit::Record::new(event, target)
             .asked_by(&context.extensions)
-            .plugin(plugins.iter().find(|plugin| serves(plugin)));
+            .plugin(plugin);
+        record.known_target =
+            plugin.is_some() || (event == "tools/call" && self.current().lookup(target).is_some());
         #[cfg(feature = "otel")]
         let span =
             traced.then(|| super::trace::begin(event, target, record.session.as_deref(), context));
@@ -213,10 +216,16 @@ impl McpServer {
         }
         #[cfg(feature = "metrics")]
         if let Some(metrics) = &self.options.metrics {
+            // A target the client made up is not a label (it would add a series per name).
+            let target = if record.known_target {
+                record.target.as_str()
+            } else {
+                ""
+            };
             metrics.request(
                 record.event,
                 record.plugin.as_deref(),
-                &record.target,
+                target,
                 outcome,
                 took,
             );

@@ -86,6 +86,16 @@ async fn requests_refusals_sessions_and_instances_are_counted() {
     assert!(instances >= 1.0, "{text}");
     assert!(memory > 0.0, "{text}");
     assert!(text.ends_with("# EOF\n"), "OpenMetrics: {text}");
+    // A made-up name is no label: clients cannot add series.
+    assert!(!text.contains("no_such_tool"), "{text}");
+    assert_eq!(
+        value(
+            &text,
+            r#"llm_worker_requests_total{event="tools/call",plugin="",target="",outcome="error"}"#
+        ),
+        Some(1.0),
+        "{text}"
+    );
     // Labels never name who asked.
     assert!(!text.contains("alice"), "{text}");
 
