@@ -166,6 +166,10 @@ pub(crate) enum Command {
         /// With --oauth-issuer: a scope every access token must hold (repeatable).
         #[arg(long, value_name = "SCOPE", requires = "oauth_issuer")]
         oauth_scope: Vec<String>,
+        /// With --oauth-issuer: accept JWTs not typed `at+jwt` (RFC 9068), for issuers that do
+        /// not type their access tokens (then an ID token for this audience passes too).
+        #[arg(long, requires = "oauth_issuer")]
+        oauth_untyped_tokens: bool,
         /// With --http: most MCP sessions open at once; past it new ones get 503.
         #[arg(long, value_name = "N", default_value_t = 64, requires = "http",
               value_parser = clap::value_parser!(u64).range(1..=1_000_000))]

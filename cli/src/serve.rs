@@ -33,6 +33,7 @@ pub(crate) struct OAuthArgs {
     pub(crate) issuers: Vec<String>,
     pub(crate) resource: String,
     pub(crate) scopes: Vec<String>,
+    pub(crate) untyped_tokens: bool,
 }
 
 /// Serves the plugins of `dir` until the client disconnects (stdio) or the server fails
@@ -189,7 +190,9 @@ pub(crate) async fn serve(
             .into_iter()
             .map(llm_worker::mcp::IssuerOptions::new);
         http = http.oauth(
-            llm_worker::mcp::OAuthOptions::new(resource, issuers).required_scopes(oauth.scopes),
+            llm_worker::mcp::OAuthOptions::new(resource, issuers)
+                .required_scopes(oauth.scopes)
+                .untyped_tokens(oauth.untyped_tokens),
         );
     }
     if let Some(prefix) = options.session_prefix {

@@ -194,6 +194,24 @@ impl AccessPolicy {
             .unwrap_or(self.quota)
     }
 
+    /// The grants (numbered from 1) that name identities by a claim (`sub:`, `scope:`,
+    /// `group:`) without naming the issuer: with several issuers, any of them could issue
+    /// such a claim, so such a grant must say whose it trusts.
+    pub fn grants_without_issuer(&self) -> Vec<usize> {
+        self.grants
+            .iter()
+            .enumerate()
+            .filter(|(_, grant)| {
+                grant.issuer.is_none()
+                    && grant
+                        .who
+                        .iter()
+                        .any(|who| matches!(who, Who::Subject(_) | Who::Scope(_) | Who::Group(_)))
+            })
+            .map(|(index, _)| index + 1)
+            .collect()
+    }
+
     /// What `identity` may use (`None`, an unauthenticated request: nothing).
     pub(crate) fn allowed(&self, identity: Option<&Identity>) -> Allowed {
         let mut allowed = Allowed::default();
@@ -230,7 +248,11 @@ impl Grant {
         self.who.iter().any(|who| match who {
             Who::Anyone => true,
             Who::Token(name) => identity.issuer.is_none() && identity.name == *name,
-            Who::Subject(subject) => identity.issuer.is_some() && identity.name == *subject,
+            // The token's own `sub`, never a name taken from another claim.
+            Who::Subject(subject) => {
+                identity.issuer.is_some()
+                    && identity.claims.get("sub").and_then(Value::as_str) == Some(subject)
+            }
             Who::Scope(scope) => identity.scopes.contains(scope),
             Who::Group(group) => {
                 ["groups", "roles"]
@@ -366,7 +388,13 @@ mod tests {
         let mallory = subject("https://other.example", serde_json::json!({"sub": "alice"}));
         assert_eq!(policy.allowed(Some(&mallory)), Allowed::default());
         assert_eq!(policy.allowed(Some(&token("alice"))), Allowed::default());
-        // `sub:` is an access token's subject, never a static token's name.
+        // `sub:` is an access token's `sub`, never a static token's name, nor a `client_id`.
+        let client = subject(
+            "https://other.example",
+            serde_json::json!({"client_id": "carol"}),
+        );
+        assert_eq!(client.name, "carol");
+        assert!(!policy.allowed(Some(&client)).any_of("notes"));
         assert!(!policy.allowed(Some(&token("carol"))).any_of("notes"));
         let carol = subject("https://other.example", serde_json::json!({"sub": "carol"}));
         assert!(policy.allowed(Some(&carol)).whole("notes"));
@@ -377,6 +405,28 @@ mod tests {
         assert!(policy.allowed(Some(&writer)).whole("notes"));
         // Unauthenticated: nothing.
         assert_eq!(policy.allowed(None), Allowed::default());
+    }
+
+    #[test]
+    fn grants_by_claim_without_an_issuer_are_found() {
+        let policy = AccessPolicy::parse(
+            r#"
+            [[grant]]
+            who = ["token:ops", "*"]
+            tools = ["*"]
+
+            [[grant]]
+            who = ["group:admins"]
+            tools = ["*"]
+
+            [[grant]]
+            who = ["sub:alice"]
+            issuer = "https://auth.example"
+            tools = ["*"]
+            "#,
+        )
+        .expect("a policy");
+        assert_eq!(policy.grants_without_issuer(), [2]);
     }
 
     #[test]

@@ -89,6 +89,9 @@ impl AuditLog {
     }
 }
 
+/// Most bytes of a record's target (a name or URI the client sent) written.
+const MAX_TARGET_BYTES: usize = 256;
+
 /// One audit record.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct Record {
@@ -114,14 +117,24 @@ pub(crate) struct Record {
     /// question's `accepted`, `declined`, `unanswered`.
     pub(crate) outcome: &'static str,
     pub(crate) duration_ms: f64,
-    /// Whether the target is one the session offers (else the client made it up: metrics do
-    /// not label by it).
+    /// What metrics and span names call the target: one the session offers (a resource read
+    /// through a template by the template); `None` for one the client made up.
     #[serde(skip)]
-    pub(crate) known_target: bool,
+    pub(crate) known_target: Option<String>,
 }
 
 impl Record {
+    /// A record of `event` for `target` (cut to 256 bytes: it comes from the client).
     pub(crate) fn new(event: &'static str, target: &str) -> Self {
+        let target = if target.len() > MAX_TARGET_BYTES {
+            let mut end = MAX_TARGET_BYTES;
+            while !target.is_char_boundary(end) {
+                end -= 1;
+            }
+            format!("{}…", &target[..end])
+        } else {
+            target.to_owned()
+        };
         Self {
             time: String::new(),
             event,
@@ -130,12 +143,12 @@ impl Record {
             session: None,
             plugin: None,
             plugin_sha256: None,
-            target: target.to_owned(),
+            target,
             input_sha256: None,
             input: None,
             outcome: "ok",
             duration_ms: 0.0,
-            known_target: false,
+            known_target: None,
         }
     }
 

@@ -142,7 +142,7 @@ pub(crate) enum Notice {
 
 /// Who sent a request, as far as notices go: the identity the HTTP service authenticated, as
 /// a digest (`None`: the server has no authentication, or the transport has none, as stdio).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub(crate) struct Caller(pub(crate) Option<[u8; 16]>);
 
 /// Where a notice comes from: the MCP session whose call made it, and, for a stateless
@@ -363,8 +363,10 @@ fn policy_name(group: &ToolGroup) -> &str {
 }
 
 impl SessionTools {
-    /// The tools of a new session of `catalog`.
-    pub(crate) fn open(catalog: &ToolCatalog) -> Self {
+    /// The tools of a new session of `catalog`; with `awaiting_identity` (under an access
+    /// policy), none until [`restrict`](Self::restrict) says what the session's identity may
+    /// use, so that no group's tools are created before.
+    pub(crate) fn open(catalog: &ToolCatalog, awaiting_identity: bool) -> Self {
         let mut updates = catalog.subscribe();
         let groups = updates.borrow_and_update().clone();
         let mut tools = Self {
@@ -375,8 +377,10 @@ impl SessionTools {
             unannounced: false,
             create_all: false,
             #[cfg(feature = "mcp-http")]
-            allowed: None,
+            allowed: awaiting_identity.then(Arc::default),
         };
+        #[cfg(not(feature = "mcp-http"))]
+        let _ = awaiting_identity;
         tools.take_in(&groups);
         tools.unannounced = false;
         tools
@@ -403,7 +407,11 @@ impl SessionTools {
         self.groups
             .retain(|_, (_, tools)| allowed.any_of(policy_name(&tools.group)));
         self.allowed = Some(allowed);
+        // The groups left out while the identity was not known come in now.
+        let groups = self.updates.borrow().clone();
+        self.take_in(&groups);
         self.rebuild_handle();
+        self.unannounced = false;
     }
 
     /// Whether the session may use the group `group` (all of it, with its resources, prompts

@@ -116,7 +116,10 @@ impl McpServer {
         admission: Option<Admission>,
     ) -> Self {
         Self {
-            tools: Arc::new(Mutex::new(SessionTools::open(catalog))),
+            tools: Arc::new(Mutex::new(SessionTools::open(
+                catalog,
+                options_access(&options),
+            ))),
             options,
             watcher: Mutex::new(None),
             log_level: Arc::new(Mutex::new(None)),
@@ -189,11 +192,21 @@ impl McpServer {
         let mut record = super::audit::Record::new(event, target)
             .asked_by(&context.extensions)
             .plugin(plugin);
-        record.known_target =
-            plugin.is_some() || (event == "tools/call" && self.current().lookup(target).is_some());
+        record.known_target = match (event, plugin) {
+            ("resources/read", Some(plugin)) => plugin.resource_family(target),
+            ("tools/call", _) => self.current().lookup(target).map(|_| target.to_owned()),
+            (_, Some(_)) => Some(target.to_owned()),
+            (_, None) => None,
+        };
         #[cfg(feature = "otel")]
-        let span =
-            traced.then(|| super::trace::begin(event, target, record.session.as_deref(), context));
+        let span = traced.then(|| {
+            super::trace::begin(
+                event,
+                record.known_target.as_deref(),
+                record.session.as_deref(),
+                context,
+            )
+        });
         Some(Observed {
             record,
             started: std::time::Instant::now(),
@@ -217,11 +230,7 @@ impl McpServer {
         #[cfg(feature = "metrics")]
         if let Some(metrics) = &self.options.metrics {
             // A target the client made up is not a label (it would add a series per name).
-            let target = if record.known_target {
-                record.target.as_str()
-            } else {
-                ""
-            };
+            let target = record.known_target.as_deref().unwrap_or("");
             metrics.request(
                 record.event,
                 record.plugin.as_deref(),
@@ -339,6 +348,18 @@ struct Observed {
     started: std::time::Instant,
     #[cfg(feature = "otel")]
     span: Option<super::trace::RequestSpan>,
+}
+
+/// Whether sessions of `options` wait for their identity before taking any tool in (an access
+/// policy is set).
+fn options_access(options: &McpOptions) -> bool {
+    #[cfg(feature = "mcp-http")]
+    return options.access.is_some();
+    #[cfg(not(feature = "mcp-http"))]
+    {
+        let _ = options;
+        false
+    }
 }
 
 /// A request counted against its identity's quota while it runs.
@@ -474,6 +495,18 @@ impl ServerHandler for McpServer {
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
+        // Under an access policy, a session no identity has used yet shows no tool (rmcp asks
+        // before the request's own handler runs, on a handler made for the lookup).
+        #[cfg(feature = "mcp-http")]
+        if self.options.access.is_some()
+            && self
+                .bound
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_none()
+        {
+            return None;
+        }
         self.listed_tool(name)
     }
 
@@ -505,11 +538,8 @@ impl ServerHandler for McpServer {
             plugin.offers_resource(&request.uri)
         });
         let response = match self.quota_begin(&context.extensions) {
-            Ok(running) => {
-                let response = self.read(request, context).await;
-                drop(running);
-                response
-            }
+            // Counted until the request ends.
+            Ok(_running) => self.read(request, context).await,
             Err(refused) => Err(refused),
         };
         self.observe_end(
@@ -560,11 +590,8 @@ impl ServerHandler for McpServer {
         });
         let input = serde_json::to_value(&request.arguments).unwrap_or_default();
         let response = match self.quota_begin(&context.extensions) {
-            Ok(running) => {
-                let response = self.render(request, &context).await;
-                drop(running);
-                response
-            }
+            // Counted until the request ends.
+            Ok(_running) => self.render(request, &context).await,
             Err(refused) => Err(refused),
         };
         self.observe_end(
@@ -598,11 +625,8 @@ impl ServerHandler for McpServer {
         });
         let input = serde_json::to_value(&request.argument).unwrap_or_default();
         let response = match self.quota_begin(&context.extensions) {
-            Ok(running) => {
-                let response = self.completion(request, context).await;
-                drop(running);
-                response
-            }
+            // Counted until the request ends.
+            Ok(_running) => self.completion(request, context).await,
             Err(refused) => Err(refused),
         };
         self.observe_end(audit, input, outcome(&response, |_| "ok"));
@@ -670,11 +694,8 @@ impl ServerHandler for McpServer {
             Value::Object(request.arguments.clone().unwrap_or_default())
         });
         let response = match self.quota_begin(&context.extensions) {
-            Ok(running) => {
-                let response = self.call(request, context).await;
-                drop(running);
-                response
-            }
+            // Counted until the request ends.
+            Ok(_running) => self.call(request, context).await,
             Err(refused) => Err(refused),
         };
         self.observe_end(

@@ -103,7 +103,7 @@ fn tokens_in(text: &str) -> impl Iterator<Item = &str> {
 
 /// The bearer tokens of the operator's token file `path` (`--token-file`): one per line, blank
 /// lines and `#` comments left out. A line `NAME: TOKEN` names its holder (an
-/// [`Identity`](super::Identity)'s name; a bearer token never holds `:` or spaces, RFC 6750);
+/// [`Identity`](crate::Identity)'s name; a bearer token never holds `:` or spaces, RFC 6750);
 /// a token alone is `token-N`, N its line. The file must be the user's own and readable by
 /// no one else — or root's and readable by its group at most, as Kubernetes mounts a secret —
 /// and is checked on the file opened; links are followed.

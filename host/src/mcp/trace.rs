@@ -38,10 +38,11 @@ impl Extractor for Carrier<'_> {
 /// The span of a request.
 pub(crate) struct RequestSpan(opentelemetry::global::BoxedSpan);
 
-/// Starts the span of a request of `event` for `target` (a tool, resource URI or prompt).
+/// Starts the span of a request of `event` for `target` (a tool, resource URI or template, or
+/// prompt the session offers; `None` for one the client made up, which is not recorded).
 pub(crate) fn begin(
     event: &'static str,
-    target: &str,
+    target: Option<&str>,
     session: Option<&str>,
     context: &RequestContext<RoleServer>,
 ) -> RequestSpan {
@@ -68,16 +69,19 @@ pub(crate) fn begin(
         "prompts/get" => "gen_ai.prompt.name",
         _ => "llm_worker.target",
     };
-    let mut attributes = vec![
-        KeyValue::new("mcp.method.name", event),
-        KeyValue::new(target_key, target.to_owned()),
-    ];
+    let mut attributes = vec![KeyValue::new("mcp.method.name", event)];
+    if let Some(target) = target {
+        attributes.push(KeyValue::new(target_key, target.to_owned()));
+    }
     if let Some(session) = session {
         attributes.push(KeyValue::new("mcp.session.id", session.to_owned()));
     }
     let tracer = opentelemetry::global::tracer("llm-worker");
     let span = tracer
-        .span_builder(format!("{event} {target}"))
+        .span_builder(match target {
+            Some(target) => format!("{event} {target}"),
+            None => event.to_owned(),
+        })
         .with_kind(SpanKind::Server)
         .with_attributes(attributes)
         .start_with_context(&tracer, &parent);

@@ -169,7 +169,31 @@ impl PluginSession {
     /// Whether `uri` is one of the plugin's resources as last listed, or matches one of its
     /// templates.
     pub fn offers_resource(&self, uri: &str) -> bool {
-        let listed = match &self.lists().resources {
+        self.offers_listed_resource(uri)
+            || self
+                .image()
+                .offerings
+                .templates
+                .iter()
+                .any(|template| offerings::template_matches(&template.uri_template, uri))
+    }
+
+    /// What names `uri` among the plugin's resources: the URI itself if it is listed, else the
+    /// template it matches; `None` if neither.
+    pub(crate) fn resource_family(&self, uri: &str) -> Option<String> {
+        if self.offers_listed_resource(uri) {
+            return Some(uri.to_owned());
+        }
+        self.image()
+            .offerings
+            .templates
+            .iter()
+            .find(|template| offerings::template_matches(&template.uri_template, uri))
+            .map(|template| template.uri_template.clone())
+    }
+
+    fn offers_listed_resource(&self, uri: &str) -> bool {
+        match &self.lists().resources {
             Some(resources) => resources.iter().any(|r| r.uri == uri),
             None => self
                 .image()
@@ -177,14 +201,7 @@ impl PluginSession {
                 .resources
                 .iter()
                 .any(|r| r.uri == uri),
-        };
-        listed
-            || self
-                .image()
-                .offerings
-                .templates
-                .iter()
-                .any(|template| offerings::template_matches(&template.uri_template, uri))
+        }
     }
 
     /// Reads the resource `uri`. Its contents together are bounded like a tool's output

@@ -244,3 +244,73 @@ async fn an_identity_past_its_quota_is_refused_with_an_error_that_says_so() {
         client.cancel().await.expect("close");
     }
 }
+
+/// POSTs an `initialize` to `url` with `token`: the status.
+async fn initialize(url: &str, token: &str) -> u16 {
+    reqwest::Client::new()
+        .post(url)
+        .bearer_auth(token)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .body(
+            serde_json::json!({
+                "jsonrpc": "2.0", "id": 1, "method": "initialize",
+                "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                           "clientInfo": {"name": "test", "version": "1"}},
+            })
+            .to_string(),
+        )
+        .send()
+        .await
+        .expect("an answer")
+        .status()
+        .as_u16()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_opened_at_once_do_not_get_past_the_quota_together() {
+    let policy =
+        AccessPolicy::parse("[quota]\nsessions = 1\n\n[[grant]]\nwho = [\"*\"]\ntools = [\"*\"]\n")
+            .expect("a policy");
+    let url = crate::serve_with(
+        ToolCatalog::new([counters("first", 1, &["a1"])]),
+        McpOptions::new("quotas", "1").access(policy),
+        HttpOptions::default().named_tokens([
+            BearerToken::new("alice", ALICE),
+            BearerToken::new("bob", BOB),
+        ]),
+    )
+    .await;
+    let statuses = futures::future::join_all((0..8).map(|_| initialize(&url, ALICE))).await;
+    let opened = statuses.iter().filter(|status| **status == 200).count();
+    assert_eq!(opened, 1, "{statuses:?}");
+    assert!(
+        statuses.iter().all(|status| matches!(status, 200 | 429)),
+        "{statuses:?}"
+    );
+    // Another identity's quota is its own.
+    assert_eq!(initialize(&url, BOB).await, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_several_issuers_a_grant_by_claim_must_name_its_issuer() {
+    let policy = AccessPolicy::parse("[[grant]]\nwho = [\"group:admins\"]\ntools = [\"*\"]\n")
+        .expect("a policy");
+    let oauth = llm_worker::mcp::OAuthOptions::new(
+        "http://127.0.0.1:1/mcp".parse().expect("a URL"),
+        [
+            llm_worker::mcp::IssuerOptions::new("https://one.example"),
+            llm_worker::mcp::IssuerOptions::new("https://two.example"),
+        ],
+    );
+    let refused = llm_worker::mcp::McpHttpService::new(
+        ToolCatalog::new([counters("first", 1, &["a1"])]),
+        McpOptions::new("issuers", "1").access(policy),
+        HttpOptions::default().oauth(oauth),
+    );
+    let error = refused.expect_err("an unbound grant").to_string();
+    assert!(
+        error.contains("grant(s) [1]") && error.contains("issuer"),
+        "{error}"
+    );
+}

@@ -48,6 +48,14 @@ async fn requests_refusals_sessions_and_instances_are_counted() {
             .await
             .expect("list_notes");
     }
+    // Reads through a template are counted by the template, not by the URI each one named.
+    for number in ["1", "2", "3"] {
+        let _ = client
+            .read_resource(rmcp::model::ReadResourceRequestParams::new(format!(
+                "notes://note/{number}"
+            )))
+            .await;
+    }
     assert!(
         client
             .call_tool(CallToolRequestParams::new("no_such_tool"))
@@ -86,6 +94,15 @@ async fn requests_refusals_sessions_and_instances_are_counted() {
     assert!(instances >= 1.0, "{text}");
     assert!(memory > 0.0, "{text}");
     assert!(text.ends_with("# EOF\n"), "OpenMetrics: {text}");
+    let template_reads: f64 = text
+        .lines()
+        .filter(|line| {
+            line.starts_with(r#"llm_worker_requests_total{event="resources/read",plugin="notes",target="notes://note/{number}""#)
+        })
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert_eq!(template_reads, 3.0, "{text}");
+    assert!(!text.contains("notes://note/2"), "{text}");
     // A made-up name is no label: clients cannot add series.
     assert!(!text.contains("no_such_tool"), "{text}");
     assert_eq!(

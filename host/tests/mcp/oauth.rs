@@ -133,6 +133,7 @@ fn sign(claims: &Value, alg: Algorithm, key: &[u8], kid: &str) -> String {
     };
     let mut header = Header::new(alg);
     header.kid = Some(kid.into());
+    header.typ = Some("at+jwt".into());
     jsonwebtoken::encode(&header, claims, &key).expect("signed")
 }
 
@@ -478,4 +479,17 @@ async fn a_session_is_its_openers_alone() {
     );
     // Alice still can use it.
     assert_eq!(list(ALICE).await.status(), 200);
+    // A session id this server never gave is no session's, whoever sends it (a stateless
+    // request cannot pass for a session's request to skip the caps).
+    let made_up = reqwest::Client::new()
+        .post(&url)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", "made-up-session")
+        .bearer_auth(ALICE)
+        .header("content-type", "application/json")
+        .body(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}).to_string())
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(made_up.status(), 404);
 }

@@ -87,7 +87,7 @@ async fn a_host_counts_its_live_instances_and_their_memory() {
     }
     let two = host.usage();
     assert_eq!(two.instances, 2);
-    assert!(two.memory_bytes > 0 && two.memory_bytes % 2 == 0, "{two:?}");
+    assert!(two.memory_bytes > 0, "{two:?}");
     drop((first_worker, first));
     llm_worker_tests::wait::until("the first session's instance to go", || {
         host.usage().instances == 1

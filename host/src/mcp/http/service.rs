@@ -82,6 +82,20 @@ impl McpHttpService {
         let no_auth_allowed = address.is_some_and(|address| address.ip().is_loopback());
         let loopback = address.is_none_or(|address| address.ip().is_loopback());
         let auth = Authenticator::new(&http.tokens);
+        // With several issuers, a grant by claim must name the issuer it trusts.
+        #[cfg(feature = "oauth")]
+        if let (Some(oauth), Some(policy)) = (&http.oauth, &options.access)
+            && oauth.issuers.len() > 1
+            && let unbound = policy.grants_without_issuer()
+            && !unbound.is_empty()
+        {
+            return Err(McpError::OAuth(format!(
+                "{} issuers are configured, and grant(s) {unbound:?} of the access policy name \
+                 identities by a claim (`sub:`, `scope:`, `group:`) without `issuer`: any of the \
+                 issuers could issue that claim; add `issuer = \"…\"` to each",
+                oauth.issuers.len()
+            )));
+        }
         #[cfg(feature = "oauth")]
         let auth = match &http.oauth {
             Some(oauth) => auth.with_oauth(Arc::new(
@@ -213,9 +227,21 @@ impl McpHttpService {
             );
         }
         let opens = session.is_none() && request.method() == http::Method::POST;
-        if opens && let Some(refused) = self.over_session_quota(identity.as_ref(), caller).await {
-            return self.refused("quota", refused);
-        }
+        // A request that may open a session holds a place among its identity's until it is
+        // answered (a stateless one too: it is a session of its own while it runs).
+        let _opening = if opens {
+            let limit = self.session_quota(identity.as_ref());
+            let cap = limit.as_ref().map(|(_, limit)| *limit as usize);
+            match self.sessions.reserve(caller, cap).await {
+                Some(opening) => Some(opening),
+                None => {
+                    let (name, limit) = limit.unwrap_or_default();
+                    return self.refused("quota", too_many_sessions(&name, limit));
+                }
+            }
+        } else {
+            None
+        };
         request.extensions_mut().insert(caller);
         if let Some(identity) = identity {
             request.extensions_mut().insert(identity);
@@ -232,35 +258,12 @@ impl McpHttpService {
         response
     }
 
-    /// The refusal of a new session of `identity` past its quota of sessions, if it is at it.
-    /// (A request without a session id may be a stateless one, which opens no session; it is
-    /// refused too at the quota: it would be served by a session of its own while it runs.)
-    async fn over_session_quota(
-        &self,
-        identity: Option<&Arc<crate::Identity>>,
-        caller: Caller,
-    ) -> Option<Response<Body>> {
+    /// The name of `identity` and its quota of sessions, if it has one.
+    fn session_quota(&self, identity: Option<&Arc<crate::Identity>>) -> Option<(String, u32)> {
         let policy = self.options.access.as_ref()?;
         let identity = identity?;
         let limit = policy.quota(Some(identity)).sessions?;
-        if self.sessions.open_sessions(caller).await < limit as usize {
-            return None;
-        }
-        let error = crate::mcp::quota::too_many_sessions(&identity.name, limit);
-        let body = serde_json::json!({
-            "jsonrpc": "2.0",
-            "id": null,
-            "error": error,
-        });
-        let mut response = http::Response::new(http_body_util::BodyExt::boxed(
-            http_body_util::Full::new(bytes::Bytes::from(body.to_string())),
-        ));
-        *response.status_mut() = http::StatusCode::TOO_MANY_REQUESTS;
-        response.headers_mut().insert(
-            http::header::CONTENT_TYPE,
-            http::HeaderValue::from_static("application/json"),
-        );
-        Some(response)
+        Some((identity.name.clone(), limit))
     }
 
     /// `response`, a refusal for `reason`, counted.
@@ -303,6 +306,26 @@ where
         let service = self.clone();
         Box::pin(async move { Ok(service.handle(request).await) })
     }
+}
+
+/// The answer to a request of `who` past its quota of `limit` sessions: 429 with the JSON-RPC
+/// error saying so.
+fn too_many_sessions(who: &str, limit: u32) -> Response<Body> {
+    let error = crate::mcp::quota::too_many_sessions(who, limit);
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": error,
+    });
+    let mut response = http::Response::new(http_body_util::BodyExt::boxed(
+        http_body_util::Full::new(bytes::Bytes::from(body.to_string())),
+    ));
+    *response.status_mut() = http::StatusCode::TOO_MANY_REQUESTS;
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    response
 }
 
 /// The header naming a request's session.

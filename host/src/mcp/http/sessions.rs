@@ -25,8 +25,34 @@ pub(super) struct PrefixedSessions {
     /// `initialized` takes no place among the admitted sessions, but holds a session's worker
     /// until it expires).
     max_sessions: usize,
+    /// Who opened each session, and the sessions being opened.
+    owners: Mutex<Owners>,
+}
+
+#[derive(Default)]
+struct Owners {
     /// Who opened each session.
-    owners: Mutex<HashMap<String, Caller>>,
+    sessions: HashMap<String, Caller>,
+    /// How many requests of each caller are opening a session now.
+    opening: HashMap<Caller, usize>,
+}
+
+/// A place among a caller's sessions, held while its request opens one.
+pub(super) struct Opening<'a> {
+    sessions: &'a PrefixedSessions,
+    caller: Caller,
+}
+
+impl Drop for Opening<'_> {
+    fn drop(&mut self) {
+        let mut owners = self.sessions.owners();
+        if let Some(count) = owners.opening.get_mut(&self.caller) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                owners.opening.remove(&self.caller);
+            }
+        }
+    }
 }
 
 impl PrefixedSessions {
@@ -39,30 +65,55 @@ impl PrefixedSessions {
         }
     }
 
-    fn owners(&self) -> std::sync::MutexGuard<'_, HashMap<String, Caller>> {
+    fn owners(&self) -> std::sync::MutexGuard<'_, Owners> {
         self.owners.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Records that `caller` opened the session `id`.
     pub(super) fn opened(&self, id: &str, caller: Caller) {
-        self.owners().insert(id.to_owned(), caller);
+        self.owners().sessions.insert(id.to_owned(), caller);
     }
 
-    /// How many sessions `caller` opened that are still open.
-    pub(super) async fn open_sessions(&self, caller: Caller) -> usize {
-        let sessions = self.local.sessions.read().await;
-        self.owners()
-            .iter()
-            .filter(|(id, owner)| {
-                **owner == caller && sessions.contains_key(&SessionId::from(id.as_str()))
-            })
-            .count()
+    /// Takes a place among `caller`'s sessions for a request that may open one, if it has
+    /// fewer than `limit` open or being opened (counted together, so that requests sent at
+    /// once cannot all pass); `None` at the limit.
+    pub(super) async fn reserve(
+        &self,
+        caller: Caller,
+        limit: Option<usize>,
+    ) -> Option<Opening<'_>> {
+        let live = self.local.sessions.read().await;
+        let mut owners = self.owners();
+        // Sessions that ended (closed, or expired inside rmcp) are forgotten.
+        owners
+            .sessions
+            .retain(|id, _| live.contains_key(&SessionId::from(id.as_str())));
+        if let Some(limit) = limit {
+            let open = owners
+                .sessions
+                .values()
+                .filter(|owner| **owner == caller)
+                .count();
+            let opening = owners.opening.get(&caller).copied().unwrap_or(0);
+            if open + opening >= limit {
+                return None;
+            }
+        }
+        *owners.opening.entry(caller).or_default() += 1;
+        Some(Opening {
+            sessions: self,
+            caller,
+        })
     }
 
-    /// Whether a request of `caller` may use the session `id`: its opener's, or one this
-    /// server does not know (rmcp then answers that there is no such session).
+    /// Whether a request of `caller` may use the session `id`: one this server opened for
+    /// `caller`. Another identity's session, or an id this server never gave (a stateless
+    /// request cannot pass itself off as a session's to skip the caps), is not found.
     pub(super) fn belongs_to(&self, id: &str, caller: Caller) -> bool {
-        self.owners().get(id).is_none_or(|owner| *owner == caller)
+        self.owners()
+            .sessions
+            .get(id)
+            .is_some_and(|owner| *owner == caller)
     }
 }
 
@@ -86,6 +137,7 @@ impl SessionManager for PrefixedSessions {
         {
             let sessions = self.local.sessions.read().await;
             self.owners()
+                .sessions
                 .retain(|id, _| sessions.contains_key(&SessionId::from(id.as_str())));
         }
         let id = SessionId::from(format!("{}{}", self.prefix, session_id()));
@@ -107,7 +159,7 @@ impl SessionManager for PrefixedSessions {
     }
 
     async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
-        self.owners().remove(id.as_ref());
+        self.owners().sessions.remove(id.as_ref());
         self.local.close_session(id).await
     }
 

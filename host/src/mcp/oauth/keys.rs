@@ -138,7 +138,17 @@ impl IssuerKeys {
         if let Some(key) = self.cached_key(kid, alg, self.max_age) {
             return Ok(key);
         }
-        let _fetching = self.fetching.lock().await;
+        // Keys past their age are still used while another request fetches them again: a
+        // slow issuer delays only the request that fetches.
+        let _fetching = match self.fetching.try_lock() {
+            Ok(fetching) => fetching,
+            Err(_) => {
+                if let Some(key) = self.cached_key(kid, alg, KEYS_HARD_MAX_AGE) {
+                    return Ok(key);
+                }
+                self.fetching.lock().await
+            }
+        };
         // Another request may have fetched the keys while this one waited.
         if let Some(key) = self.cached_key(kid, alg, self.max_age) {
             return Ok(key);
@@ -161,11 +171,10 @@ impl IssuerKeys {
                         "cannot fetch the keys of the issuer {}: {error}",
                         self.issuer
                     );
+                    // What went wrong is the operator's to read (logged above), not the
+                    // client's.
                     return self.cached_key(kid, alg, KEYS_HARD_MAX_AGE).ok_or_else(|| {
-                        format!(
-                            "the keys of its issuer cannot be fetched now ({error}); try again \
-                             later"
-                        )
+                        "the keys of its issuer cannot be fetched now; try again later".to_owned()
                     });
                 }
             }

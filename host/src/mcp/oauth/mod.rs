@@ -5,6 +5,8 @@
 //!
 //! What a token must be to be accepted:
 //!
+//! - typed as an access token (`typ: at+jwt`, RFC 9068), unless
+//!   [`OAuthOptions::untyped_tokens`] says otherwise;
 //! - signed with an asymmetric algorithm of the allow-list ([`ALGORITHMS`]: RSA, RSA-PSS,
 //!   ECDSA P-256/P-384, Ed25519), never `none` and never HMAC (whose "secret" would be the
 //!   issuer's public key), by a key of the issuer's JWKS whose type and declared algorithm fit
@@ -77,6 +79,10 @@ pub struct OAuthOptions {
     pub min_refresh: Duration,
     /// How long fetched keys are used before they are fetched again. Default 10 minutes.
     pub keys_max_age: Duration,
+    /// Accept JWTs whose `typ` is not `at+jwt` (RFC 9068), for issuers that do not type their
+    /// access tokens. Off by default: an ID token, or any other JWT the issuer signs for the
+    /// same audience, is then not mistaken for an access token.
+    pub untyped_tokens: bool,
 }
 
 /// One issuer whose tokens are accepted.
@@ -119,7 +125,15 @@ impl OAuthOptions {
             fetch_timeout: DEFAULT_FETCH_TIMEOUT,
             min_refresh: DEFAULT_MIN_REFRESH,
             keys_max_age: DEFAULT_KEYS_MAX_AGE,
+            untyped_tokens: false,
         }
+    }
+
+    /// Accepts JWTs not typed `at+jwt` too (see [`OAuthOptions::untyped_tokens`]).
+    #[must_use]
+    pub fn untyped_tokens(mut self, accept: bool) -> Self {
+        self.untyped_tokens = accept;
+        self
     }
 
     /// Requires these scopes of every token.
@@ -274,6 +288,19 @@ impl Verifier {
             return Err(Refused::Invalid(format!(
                 "tokens signed with {:?} are not accepted (only asymmetric algorithms)",
                 header.alg
+            )));
+        }
+        let typed = header.typ.as_deref().is_some_and(|typ| {
+            typ.eq_ignore_ascii_case("at+jwt") || typ.eq_ignore_ascii_case("application/at+jwt")
+        });
+        if !typed && !self.options.untyped_tokens {
+            return Err(Refused::Invalid(format!(
+                "it is not typed as an access token (`typ` is {}, not `at+jwt`: RFC 9068); an \
+                 ID token or another JWT of the issuer is not one",
+                header
+                    .typ
+                    .as_deref()
+                    .map_or("missing".into(), |typ| format!("{typ:?}"))
             )));
         }
         // The claimed issuer picks the keys; the signature is checked with them, and `iss`
