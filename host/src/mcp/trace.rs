@@ -35,6 +35,24 @@ impl Extractor for Carrier<'_> {
     }
 }
 
+/// The trace context of a request: its `_meta`'s, else (over HTTP) its headers'.
+fn carrier(context: &RequestContext<RoleServer>) -> Carrier<'_> {
+    #[cfg(feature = "mcp-http")]
+    if context.meta.get_traceparent().is_none()
+        && let Some(parts) = context.extensions.get::<http::request::Parts>()
+    {
+        let header = |name| parts.headers.get(name).and_then(|v| v.to_str().ok());
+        return Carrier {
+            traceparent: header("traceparent"),
+            tracestate: header("tracestate"),
+        };
+    }
+    Carrier {
+        traceparent: context.meta.get_traceparent(),
+        tracestate: context.meta.get_tracestate(),
+    }
+}
+
 /// The span of a request.
 pub(crate) struct RequestSpan(opentelemetry::global::BoxedSpan);
 
@@ -46,22 +64,7 @@ pub(crate) fn begin(
     session: Option<&str>,
     context: &RequestContext<RoleServer>,
 ) -> RequestSpan {
-    let (mut traceparent, mut tracestate) = (
-        context.meta.get_traceparent(),
-        context.meta.get_tracestate(),
-    );
-    #[cfg(feature = "mcp-http")]
-    if traceparent.is_none()
-        && let Some(parts) = context.extensions.get::<http::request::Parts>()
-    {
-        let header = |name| parts.headers.get(name).and_then(|v| v.to_str().ok());
-        traceparent = header("traceparent");
-        tracestate = header("tracestate");
-    }
-    let carrier = Carrier {
-        traceparent,
-        tracestate,
-    };
+    let carrier = carrier(context);
     let parent = opentelemetry_sdk::propagation::TraceContextPropagator::new().extract(&carrier);
     let target_key = match event {
         "tools/call" => "gen_ai.tool.name",

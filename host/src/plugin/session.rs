@@ -180,6 +180,7 @@ impl PluginSession {
 
     /// What names `uri` among the plugin's resources: the URI itself if it is listed, else the
     /// template it matches; `None` if neither.
+    #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
     pub(crate) fn resource_family(&self, uri: &str) -> Option<String> {
         if self.offers_listed_resource(uri) {
             return Some(uri.to_owned());
