@@ -45,7 +45,7 @@ use crate::lock::MAX_ACCESS_BYTES;
 /// sessions = 4
 /// calls_per_minute = 120
 /// concurrent_calls = 4
-/// call_seconds_per_minute = 60
+/// cpu_seconds_per_minute = 30
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AccessPolicy {
@@ -68,8 +68,8 @@ struct Grant {
 /// access policy, or a grant's `quota`); a limit not given is unlimited.
 ///
 /// "Calls" are the requests that run plugin code: `tools/call`, `resources/read`, `prompts/get`
-/// and `completion/complete`. `call_seconds_per_minute` counts the wall-clock time those took
-/// in the last minute (what the time limits count too), not CPU time.
+/// and `completion/complete`. `cpu_seconds_per_minute` counts the CPU time their plugin code
+/// took in the last minute (the thread CPU clock read around each run of it; on Unix).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 #[non_exhaustive]
@@ -80,8 +80,8 @@ pub struct Quota {
     pub calls_per_minute: Option<u32>,
     /// Most calls running at once.
     pub concurrent_calls: Option<u32>,
-    /// Most seconds of calls finished in any minute.
-    pub call_seconds_per_minute: Option<u32>,
+    /// Most CPU seconds of calls finished in any minute.
+    pub cpu_seconds_per_minute: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -117,6 +117,9 @@ pub(crate) struct Record {
     /// question's `accepted`, `declined`, `unanswered`.
     pub(crate) outcome: &'static str,
     pub(crate) duration_ms: f64,
+    /// The CPU time its plugin code took (the thread CPU clock around each run of it; 0 where
+    /// the system has no such clock).
+    pub(crate) cpu_ms: f64,
     /// What metrics and span names call the target: one the session offers (a resource read
     /// through a template by the template); `None` for one the client made up.
     #[serde(skip)]
@@ -148,6 +151,7 @@ impl Record {
             input: None,
             outcome: "ok",
             duration_ms: 0.0,
+            cpu_ms: 0.0,
             known_target: None,
         }
     }

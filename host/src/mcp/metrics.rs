@@ -40,6 +40,7 @@ struct Inner {
     registry: Registry,
     requests: Family<Labels, Counter>,
     durations: Family<Labels, Histogram, fn() -> Histogram>,
+    cpu: Family<Labels, Counter<f64, std::sync::atomic::AtomicU64>>,
     refusals: Family<Labels, Counter>,
     reloads: Family<Labels, Counter>,
     sessions: Gauge,
@@ -85,6 +86,12 @@ impl Metrics {
             "How long those requests took, by event, plugin and target",
             durations.clone(),
         );
+        let cpu = Family::<Labels, Counter<f64, std::sync::atomic::AtomicU64>>::default();
+        registry.register(
+            "request_cpu_seconds",
+            "CPU time of those requests' plugin code, by event, plugin and target",
+            cpu.clone(),
+        );
         let refusals = Family::<Labels, Counter>::default();
         registry.register(
             "http_refusals",
@@ -112,6 +119,7 @@ impl Metrics {
                 registry,
                 requests,
                 durations,
+                cpu,
                 refusals,
                 reloads,
                 sessions,
@@ -170,6 +178,7 @@ impl Metrics {
         target: &str,
         outcome: &'static str,
         took: Duration,
+        cpu: Duration,
     ) {
         let plugin = plugin.unwrap_or("").to_owned();
         let labels: Labels = vec![
@@ -181,6 +190,10 @@ impl Metrics {
             .durations
             .get_or_create(&labels)
             .observe(took.as_secs_f64());
+        self.inner
+            .cpu
+            .get_or_create(&labels)
+            .inc_by(cpu.as_secs_f64());
         let mut labels = labels;
         labels.push(("outcome", outcome.to_owned()));
         self.inner.requests.get_or_create(&labels).inc();

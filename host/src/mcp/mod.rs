@@ -26,6 +26,7 @@ mod ask;
 mod audit;
 mod catalog;
 mod content;
+mod cpu;
 #[cfg(feature = "mcp-http")]
 mod http;
 #[cfg(feature = "mcp-http")]

@@ -29,7 +29,7 @@ struct Used {
     /// When each call of the last minute started (kept only under a `calls_per_minute`).
     started: VecDeque<Instant>,
     running: u32,
-    /// When each call of the last minute ended, and how long it took.
+    /// When each call of the last minute ended, and the CPU time it took.
     busy: VecDeque<(Instant, Duration)>,
 }
 
@@ -56,11 +56,19 @@ impl Used {
     }
 }
 
-/// A call counted as running until dropped, when its time is counted.
+/// A call counted as running until dropped, when its CPU time is counted.
 pub(crate) struct Running {
     ledger: Arc<Ledger>,
     key: [u8; 16],
-    started: Instant,
+    /// The CPU time of its plugin code so far, in nanoseconds (see `mcp::cpu`).
+    spent: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Running {
+    /// Where the call's CPU time is to be counted.
+    pub(crate) fn spent(&self) -> &Arc<std::sync::atomic::AtomicU64> {
+        &self.spent
+    }
 }
 
 impl Drop for Running {
@@ -69,7 +77,7 @@ impl Drop for Running {
         let mut all = self.ledger.lock();
         if let Some(used) = all.get_mut(&self.key) {
             used.running = used.running.saturating_sub(1);
-            used.busy.push_back((now, now.duration_since(self.started)));
+            used.busy.push_back((now, super::cpu::spent(&self.spent)));
             if used.busy.len() > MAX_BUSY_ENTRIES
                 && let Some((_, took)) = used.busy.pop_front()
                 && let Some(next) = used.busy.front_mut()
@@ -104,12 +112,14 @@ impl Ledger {
         self.by_identity.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Counts a call of the identity `key` (called `who`) under `quota`, or refuses it.
+    /// Counts a call of the identity `key` (called `who`) under `quota`, its CPU time in
+    /// `spent`, or refuses it.
     pub(crate) fn begin(
         self: &Arc<Self>,
         key: [u8; 16],
         who: &str,
         quota: Quota,
+        spent: Arc<std::sync::atomic::AtomicU64>,
     ) -> Result<Running, ErrorData> {
         let now = Instant::now();
         let mut all = self.lock();
@@ -136,14 +146,14 @@ impl Ledger {
                 .map(|first| MINUTE.saturating_sub(now.duration_since(*first)));
             return Err(exceeded(who, "calls per minute", limit, retry));
         }
-        if let Some(limit) = quota.call_seconds_per_minute {
+        if let Some(limit) = quota.cpu_seconds_per_minute {
             let busy: Duration = used.busy.iter().map(|(_, took)| *took).sum();
             if busy >= Duration::from_secs(u64::from(limit)) {
                 let retry = used
                     .busy
                     .front()
                     .map(|(first, _)| MINUTE.saturating_sub(now.duration_since(*first)));
-                return Err(exceeded(who, "call seconds per minute", limit, retry));
+                return Err(exceeded(who, "CPU seconds per minute", limit, retry));
             }
         }
         if quota.calls_per_minute.is_some() {
@@ -153,7 +163,7 @@ impl Ledger {
         Ok(Running {
             ledger: Arc::clone(self),
             key,
-            started: now,
+            spent,
         })
     }
 }
@@ -209,18 +219,18 @@ mod tests {
         );
 
         let timed = Quota {
-            call_seconds_per_minute: Some(1),
+            cpu_seconds_per_minute: Some(1),
             ..Quota::default()
         };
-        let call = ledger.begin(bob, "bob", timed).expect("a call");
-        std::thread::sleep(Duration::from_millis(1100));
+        // A call that spent 1.2 s of CPU (as `mcp::cpu` counts it).
+        let spent = Arc::new(std::sync::atomic::AtomicU64::new(1_200_000_000));
+        let call = ledger
+            .begin(bob, "bob", timed, Arc::clone(&spent))
+            .expect("a call");
         drop(call);
-        let refused = ledger
-            .begin(bob, "bob", timed)
-            .err()
-            .expect("a second used up");
+        let refused = begin(bob, "bob", timed).err().expect("a second used up");
         assert!(
-            refused.message.contains("call seconds"),
+            refused.message.contains("CPU seconds"),
             "{}",
             refused.message
         );

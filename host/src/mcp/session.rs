@@ -139,6 +139,7 @@ impl McpServer {
     fn quota_begin(
         &self,
         extensions: &rmcp::model::Extensions,
+        spent: Option<&Arc<std::sync::atomic::AtomicU64>>,
     ) -> Result<Option<QuotaGuard>, ErrorData> {
         #[cfg(feature = "mcp-http")]
         if let Some(policy) = &self.options.access {
@@ -150,10 +151,11 @@ impl McpServer {
             if quota == super::Quota::default() {
                 return Ok(None);
             }
+            let spent = spent.map_or_else(Arc::default, Arc::clone);
             let begun = self
                 .options
                 .quotas
-                .begin(identity.key(), &identity.name, quota);
+                .begin(identity.key(), &identity.name, quota, spent);
             #[cfg(feature = "metrics")]
             if begun.is_err()
                 && let Some(metrics) = &self.options.metrics
@@ -162,8 +164,31 @@ impl McpServer {
             }
             return begun.map(Some);
         }
-        let _ = extensions;
+        let _ = (extensions, spent);
         Ok(None)
+    }
+
+    /// Runs `request` (the handler's work) counted against its identity's quota, its plugin
+    /// code's CPU time measured when the request is observed or counted.
+    async fn metered<T>(
+        &self,
+        extensions: &rmcp::model::Extensions,
+        observed: Option<&Observed>,
+        request: impl Future<Output = Result<T, ErrorData>>,
+    ) -> Result<T, ErrorData> {
+        // On the heap: the handler's future is large, and this one would hold it twice.
+        let request = Box::pin(request);
+        let spent = observed.map(|observed| &observed.spent);
+        // Counted until the request ends.
+        let running = self.quota_begin(extensions, spent)?;
+        #[cfg(feature = "mcp-http")]
+        let spent = spent.or_else(|| running.as_ref().map(super::quota::Running::spent));
+        let answer = match spent {
+            Some(spent) => super::cpu::counted(spent, request).await,
+            None => request.await,
+        };
+        drop(running);
+        answer
     }
 
     /// What is observed of a request of `event` for `target` (served by the plugin that
@@ -210,6 +235,7 @@ impl McpServer {
         Some(Observed {
             record,
             started: std::time::Instant::now(),
+            spent: Arc::default(),
             #[cfg(feature = "otel")]
             span,
         })
@@ -222,7 +248,8 @@ impl McpServer {
             return;
         };
         let took = observed.started.elapsed();
-        let record = observed.record.ended(outcome, took);
+        let mut record = observed.record.ended(outcome, took);
+        record.cpu_ms = super::cpu::spent(&observed.spent).as_secs_f64() * 1000.0;
         #[cfg(feature = "otel")]
         if let Some(span) = observed.span {
             span.end(record.plugin.as_deref(), outcome);
@@ -237,6 +264,7 @@ impl McpServer {
                 target,
                 outcome,
                 took,
+                super::cpu::spent(&observed.spent),
             );
         }
         if let Some(log) = &self.options.audit {
@@ -346,6 +374,8 @@ static NEXT_SESSION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64
 struct Observed {
     record: super::audit::Record,
     started: std::time::Instant,
+    /// The CPU time of its plugin code, in nanoseconds.
+    spent: Arc<std::sync::atomic::AtomicU64>,
     #[cfg(feature = "otel")]
     span: Option<super::trace::RequestSpan>,
 }
@@ -537,11 +567,10 @@ impl ServerHandler for McpServer {
         let audit = self.observe_begin("resources/read", &request.uri, &context, |plugin| {
             plugin.offers_resource(&request.uri)
         });
-        let response = match self.quota_begin(&context.extensions) {
-            // Counted until the request ends.
-            Ok(_running) => self.read(request, context).await,
-            Err(refused) => Err(refused),
-        };
+        let extensions = context.extensions.clone();
+        let response = self
+            .metered(&extensions, audit.as_ref(), self.read(request, context))
+            .await;
         self.observe_end(
             audit,
             Value::Null,
@@ -589,11 +618,10 @@ impl ServerHandler for McpServer {
             plugin.offers_prompt(&request.name)
         });
         let input = serde_json::to_value(&request.arguments).unwrap_or_default();
-        let response = match self.quota_begin(&context.extensions) {
-            // Counted until the request ends.
-            Ok(_running) => self.render(request, &context).await,
-            Err(refused) => Err(refused),
-        };
+        let extensions = context.extensions.clone();
+        let response = self
+            .metered(&extensions, audit.as_ref(), self.render(request, &context))
+            .await;
         self.observe_end(
             audit,
             input,
@@ -624,11 +652,14 @@ impl ServerHandler for McpServer {
                     .any(|template| template.uri_template == target)
         });
         let input = serde_json::to_value(&request.argument).unwrap_or_default();
-        let response = match self.quota_begin(&context.extensions) {
-            // Counted until the request ends.
-            Ok(_running) => self.completion(request, context).await,
-            Err(refused) => Err(refused),
-        };
+        let extensions = context.extensions.clone();
+        let response = self
+            .metered(
+                &extensions,
+                audit.as_ref(),
+                self.completion(request, context),
+            )
+            .await;
         self.observe_end(audit, input, outcome(&response, |_| "ok"));
         response
     }
@@ -693,11 +724,10 @@ impl ServerHandler for McpServer {
         let input = audit.as_ref().map_or(Value::Null, |_| {
             Value::Object(request.arguments.clone().unwrap_or_default())
         });
-        let response = match self.quota_begin(&context.extensions) {
-            // Counted until the request ends.
-            Ok(_running) => self.call(request, context).await,
-            Err(refused) => Err(refused),
-        };
+        let extensions = context.extensions.clone();
+        let response = self
+            .metered(&extensions, audit.as_ref(), self.call(request, context))
+            .await;
         self.observe_end(
             audit,
             input,

@@ -131,6 +131,17 @@ async fn every_call_read_and_prompt_leaves_a_record_without_its_input() {
         .map(|b| format!("{b:02x}"))
         .collect();
     assert_eq!(records[0]["input_sha256"], expected.as_str());
+    // The plugin's code ran on the host's threads: its CPU time is counted, within the call's.
+    let cpu = records[0]["cpu_ms"].as_f64().expect("cpu_ms");
+    assert!(
+        cpu > 0.0 && cpu <= records[0]["duration_ms"].as_f64().expect("duration") + 1.0,
+        "{}",
+        records[0]
+    );
+    assert_eq!(
+        records[1]["cpu_ms"], 0.0,
+        "a call a hook refused ran nothing"
+    );
     let text = String::from_utf8(out.0.lock().expect("lock").clone()).expect("UTF-8");
     assert!(
         !text.contains("secret plan"),
