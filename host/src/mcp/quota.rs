@@ -186,24 +186,21 @@ mod tests {
             ..Quota::default()
         };
         let (alice, bob) = ([1; 16], [2; 16]);
-        let first = ledger.begin(alice, "alice", quota).expect("first");
-        let second = ledger.begin(alice, "alice", quota).expect("second");
-        let refused = ledger
-            .begin(alice, "alice", quota)
-            .err()
-            .expect("third at once");
+        let begin = |key, who, quota| ledger.begin(key, who, quota, Arc::default());
+        let first = begin(alice, "alice", quota).expect("first");
+        let second = begin(alice, "alice", quota).expect("second");
+        let refused = begin(alice, "alice", quota).err().expect("third at once");
         assert!(
             refused.message.contains("2 concurrent calls"),
             "{}",
             refused.message
         );
         // Another identity has its own.
-        drop(ledger.begin(bob, "bob", quota).expect("bob"));
+        drop(begin(bob, "bob", quota).expect("bob"));
         drop(first);
-        let third = ledger.begin(alice, "alice", quota).expect("one ended");
+        let third = begin(alice, "alice", quota).expect("one ended");
         drop((second, third));
-        let refused = ledger
-            .begin(alice, "alice", quota)
+        let refused = begin(alice, "alice", quota)
             .err()
             .expect("a fourth this minute");
         assert_eq!(refused.code, ErrorCode(QUOTA_EXCEEDED));

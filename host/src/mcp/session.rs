@@ -183,12 +183,13 @@ impl McpServer {
         let running = self.quota_begin(extensions, spent)?;
         #[cfg(feature = "mcp-http")]
         let spent = spent.or_else(|| running.as_ref().map(super::quota::Running::spent));
-        let answer = match spent {
+        #[cfg(not(feature = "mcp-http"))]
+        let _ = &running;
+        // `running` is dropped (the call's end counted) when the answer is there.
+        match spent {
             Some(spent) => super::cpu::counted(spent, request).await,
             None => request.await,
-        };
-        drop(running);
-        answer
+        }
     }
 
     /// What is observed of a request of `event` for `target` (served by the plugin that
