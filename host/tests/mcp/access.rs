@@ -186,22 +186,7 @@ async fn an_identity_past_its_quota_is_refused_with_an_error_that_says_so() {
     .await;
     let alice = client(&url, ALICE).await;
     // One session: a second is refused while the first is open.
-    let second = reqwest::Client::new()
-        .post(&url)
-        .bearer_auth(ALICE)
-        .header("accept", "application/json, text/event-stream")
-        .header("content-type", "application/json")
-        .body(
-            serde_json::json!({
-                "jsonrpc": "2.0", "id": 1, "method": "initialize",
-                "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                           "clientInfo": {"name": "test", "version": "1"}},
-            })
-            .to_string(),
-        )
-        .send()
-        .await
-        .expect("an answer");
+    let second = initialize_answer(&url, ALICE).await;
     assert_eq!(second.status(), 429);
     let body: serde_json::Value =
         serde_json::from_str(&second.text().await.expect("a body")).expect("JSON-RPC");
@@ -247,6 +232,11 @@ async fn an_identity_past_its_quota_is_refused_with_an_error_that_says_so() {
 
 /// POSTs an `initialize` to `url` with `token`: the status.
 async fn initialize(url: &str, token: &str) -> u16 {
+    initialize_answer(url, token).await.status().as_u16()
+}
+
+/// POSTs an `initialize` to `url` with `token`: the answer.
+async fn initialize_answer(url: &str, token: &str) -> reqwest::Response {
     reqwest::Client::new()
         .post(url)
         .bearer_auth(token)
@@ -263,8 +253,6 @@ async fn initialize(url: &str, token: &str) -> u16 {
         .send()
         .await
         .expect("an answer")
-        .status()
-        .as_u16()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

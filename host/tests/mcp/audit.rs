@@ -59,16 +59,20 @@ async fn serve(log: AuditLog) -> String {
     .await
 }
 
+/// Alice's session with the server at `url`.
+async fn alice(url: &str) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
+    ().serve(StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(url).auth_header(ALICE),
+    ))
+    .await
+    .expect("initialize")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_call_read_and_prompt_leaves_a_record_without_its_input() {
     let out = Shared::default();
     let url = serve(AuditLog::to_writer(out.clone())).await;
-    let client = ()
-        .serve(StreamableHttpClientTransport::from_config(
-            StreamableHttpClientTransportConfig::with_uri(url.as_str()).auth_header(ALICE),
-        ))
-        .await
-        .expect("initialize");
+    let client = alice(&url).await;
     let mut add = CallToolRequestParams::new("add_note");
     add.arguments = json!({"text": "the secret plan"}).as_object().cloned();
     client.call_tool(add).await.expect("add_note");
@@ -153,12 +157,7 @@ async fn every_call_read_and_prompt_leaves_a_record_without_its_input() {
 async fn inputs_are_written_when_the_operator_asks() {
     let out = Shared::default();
     let url = serve(AuditLog::to_writer(out.clone()).with_inputs(true)).await;
-    let client = ()
-        .serve(StreamableHttpClientTransport::from_config(
-            StreamableHttpClientTransportConfig::with_uri(url.as_str()).auth_header(ALICE),
-        ))
-        .await
-        .expect("initialize");
+    let client = alice(&url).await;
     let mut add = CallToolRequestParams::new("add_note");
     add.arguments = json!({"text": "kept"}).as_object().cloned();
     client.call_tool(add).await.expect("add_note");
