@@ -166,6 +166,18 @@ pub(crate) enum Command {
         /// With --oauth-issuer: a scope every access token must hold (repeatable).
         #[arg(long, value_name = "SCOPE", requires = "oauth_issuer")]
         oauth_scope: Vec<String>,
+        /// With one --oauth-issuer: check its opaque (non-JWT) access tokens at its introspection
+        /// endpoint URL (RFC 7662), authenticating with --oauth-introspection-client and the
+        /// secret in --oauth-introspection-secret-file.
+        #[arg(long, value_name = "URL", requires_all = ["oauth_issuer", "oauth_introspection_client", "oauth_introspection_secret_file"])]
+        oauth_introspection: Option<String>,
+        /// With --oauth-introspection: this server's client id at the issuer.
+        #[arg(long, value_name = "ID", requires = "oauth_introspection")]
+        oauth_introspection_client: Option<String>,
+        /// With --oauth-introspection: a file holding this server's client secret (readable
+        /// by you alone, as a token file).
+        #[arg(long, value_name = "FILE", requires = "oauth_introspection")]
+        oauth_introspection_secret_file: Option<PathBuf>,
         /// With --oauth-issuer: accept JWTs not typed `at+jwt` (RFC 9068), for issuers that do
         /// not type their access tokens (then an ID token for this audience passes too).
         #[arg(long, requires = "oauth_issuer")]

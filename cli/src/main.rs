@@ -232,6 +232,9 @@ async fn main() -> ExitCode {
                 oauth_resource,
                 oauth_scope,
                 oauth_untyped_tokens,
+                oauth_introspection,
+                oauth_introspection_client,
+                oauth_introspection_secret_file,
                 max_sessions,
                 idle_timeout,
                 allowed_host,
@@ -261,6 +264,13 @@ async fn main() -> ExitCode {
                         resource: resource.clone(),
                         scopes: oauth_scope.clone(),
                         untyped_tokens: *oauth_untyped_tokens,
+                        introspection: oauth_introspection.clone().map(|endpoint| {
+                            (
+                                endpoint,
+                                oauth_introspection_client.clone().unwrap_or_default(),
+                                oauth_introspection_secret_file.clone().unwrap_or_default(),
+                            )
+                        }),
                     }),
                     max_sessions: usize::try_from(*max_sessions).unwrap_or(usize::MAX),
                     idle_timeout: Duration::from_secs(*idle_timeout),

@@ -34,6 +34,8 @@ pub(crate) struct OAuthArgs {
     pub(crate) resource: String,
     pub(crate) scopes: Vec<String>,
     pub(crate) untyped_tokens: bool,
+    /// The introspection endpoint, client id and secret file.
+    pub(crate) introspection: Option<(String, String, PathBuf)>,
 }
 
 /// Serves the plugins of `dir` until the client disconnects (stdio) or the server fails
@@ -185,10 +187,26 @@ pub(crate) async fn serve(
     if let Some(oauth) = options.oauth {
         let resource = url::Url::parse(&oauth.resource)
             .with_context(|| format!("--oauth-resource {:?} is not a URL", oauth.resource))?;
-        let issuers = oauth
+        if oauth.introspection.is_some() && oauth.issuers.len() != 1 {
+            bail!("--oauth-introspection is for one --oauth-issuer: give exactly one");
+        }
+        let secret = match &oauth.introspection {
+            Some((_, _, file)) => Some(llm_worker::mcp::read_secret_file(file)?),
+            None => None,
+        };
+        let issuers: Vec<_> = oauth
             .issuers
             .into_iter()
-            .map(llm_worker::mcp::IssuerOptions::new);
+            .map(|issuer| {
+                let issuer = llm_worker::mcp::IssuerOptions::new(issuer);
+                match (&oauth.introspection, &secret) {
+                    (Some((endpoint, client, _)), Some(secret)) => {
+                        issuer.introspection(endpoint.clone(), client.clone(), secret.clone())
+                    }
+                    _ => issuer,
+                }
+            })
+            .collect();
         http = http.oauth(
             llm_worker::mcp::OAuthOptions::new(resource, issuers)
                 .required_scopes(oauth.scopes)

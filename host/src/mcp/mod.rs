@@ -67,13 +67,15 @@ pub use metrics::{METRICS_CONTENT_TYPE, Metrics, serve_metrics};
 #[cfg(feature = "oauth")]
 pub use oauth::{
     ALGORITHMS, DEFAULT_FETCH_TIMEOUT, DEFAULT_KEYS_MAX_AGE, DEFAULT_LEEWAY, DEFAULT_MIN_REFRESH,
-    IssuerOptions, OAuthOptions,
+    IntrospectionOptions, IssuerOptions, OAuthOptions,
 };
 #[cfg(feature = "mcp-http")]
 pub use quota::QUOTA_EXCEEDED;
 pub use session::McpServer;
 #[cfg(feature = "mcp-http")]
-pub use token::{default_token_path, persistent_token, read_request_state_key, read_token_file};
+pub use token::{
+    default_token_path, persistent_token, read_request_state_key, read_secret_file, read_token_file,
+};
 pub use watch::{DirSnapshot, DirWatcher, WATCH_INTERVAL};
 
 use std::sync::Arc;

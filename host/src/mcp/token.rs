@@ -150,6 +150,23 @@ pub fn read_token_file(path: &Path) -> Result<Vec<super::BearerToken>, McpError>
     Ok(tokens)
 }
 
+/// The secret in the operator's file `path` (`--oauth-introspection-secret-file`): its text,
+/// trailing white space removed, in a file as private as a token file.
+pub fn read_secret_file(path: &Path) -> Result<String, McpError> {
+    let error = |reason: String| McpError::TokenFile {
+        path: path.to_owned(),
+        reason,
+    };
+    let text = read_text(path, crate::file::Private::Operators)
+        .map_err(error)?
+        .ok_or_else(|| error("there is no such file".into()))?;
+    let secret = text.trim_end().to_owned();
+    if secret.is_empty() {
+        return Err(error("it is empty".into()));
+    }
+    Ok(secret)
+}
+
 /// Fewest bytes a request-state key may have.
 const MIN_KEY_BYTES: usize = 32;
 

@@ -39,6 +39,9 @@ enum Issuing {
 struct Issuer {
     url: String,
     jwks_fetches: Arc<AtomicUsize>,
+    /// The audience its introspection endpoint gives `opaque-good`.
+    audience: Arc<std::sync::Mutex<String>>,
+    introspections: Arc<AtomicUsize>,
 }
 
 impl Issuer {
@@ -69,6 +72,10 @@ impl Issuer {
         ec.common.key_id = Some("ec-1".into());
         let jwks = json!({ "keys": [rsa, ec] }).to_string();
         let fetches = Arc::clone(&jwks_fetches);
+        let audience = Arc::new(std::sync::Mutex::new(String::new()));
+        let introspections = Arc::new(AtomicUsize::new(0));
+        let (served_audience, counted) = (Arc::clone(&audience), Arc::clone(&introspections));
+        let issuer = url.clone();
         tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
@@ -84,30 +91,53 @@ impl Issuer {
                 }
                 let (metadata, jwks, fetches) =
                     (metadata.clone(), jwks.clone(), Arc::clone(&fetches));
-                let service = hyper::service::service_fn(move |request: http::Request<_>| {
-                    let body = match request.uri().path() {
-                        "/.well-known/oauth-authorization-server" => Some(metadata.clone()),
-                        "/jwks" => {
-                            fetches.fetch_add(1, Ordering::SeqCst);
-                            Some(jwks.clone())
+                let (audience, counted, issuer) = (
+                    Arc::clone(&served_audience),
+                    Arc::clone(&counted),
+                    issuer.clone(),
+                );
+                let service = hyper::service::service_fn(
+                    move |request: http::Request<hyper::body::Incoming>| {
+                        let (metadata, jwks, fetches) =
+                            (metadata.clone(), jwks.clone(), Arc::clone(&fetches));
+                        let (audience, counted, issuer) =
+                            (Arc::clone(&audience), Arc::clone(&counted), issuer.clone());
+                        async move {
+                            let path = request.uri().path().to_owned();
+                            let body = match path.as_str() {
+                                "/.well-known/oauth-authorization-server" => Some(metadata),
+                                "/jwks" => {
+                                    fetches.fetch_add(1, Ordering::SeqCst);
+                                    Some(jwks)
+                                }
+                                "/introspect" => {
+                                    counted.fetch_add(1, Ordering::SeqCst);
+                                    Some(introspect(request, &audience, &issuer).await)
+                                }
+                                _ => None,
+                            };
+                            let mut response = http::Response::new(Full::new(Bytes::from(
+                                body.clone().unwrap_or_default(),
+                            )));
+                            if body.is_none() {
+                                *response.status_mut() = http::StatusCode::NOT_FOUND;
+                            }
+                            Ok::<_, Infallible>(response)
                         }
-                        _ => None,
-                    };
-                    let mut response = http::Response::new(Full::new(Bytes::from(
-                        body.clone().unwrap_or_default(),
-                    )));
-                    if body.is_none() {
-                        *response.status_mut() = http::StatusCode::NOT_FOUND;
-                    }
-                    async move { Ok::<_, Infallible>(response) }
-                });
+                    },
+                );
                 tokio::spawn(
                     hyper::server::conn::http1::Builder::new()
                         .serve_connection(hyper_util::rt::TokioIo::new(stream), service),
                 );
             }
         });
-        Self { url, jwks_fetches }
+        Self {
+            url,
+            jwks_fetches,
+            audience,
+            introspections,
+        }
     }
 
     /// Claims of a token this issuer gives `subject` for `audience`, valid for an hour.
@@ -122,6 +152,50 @@ impl Issuer {
             "scope": "mcp:tools openid",
         })
     }
+}
+
+/// The test issuer's introspection answer: `opaque-good` is active for the audience set, for
+/// the client `rs` with the secret `rs-secret` only; `opaque-other` is active for another
+/// audience; anything else is not active.
+async fn introspect(
+    request: http::Request<hyper::body::Incoming>,
+    audience: &std::sync::Mutex<String>,
+    issuer: &str,
+) -> String {
+    use base64::Engine;
+    use http_body_util::BodyExt;
+    let expected = format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode("rs:rs-secret")
+    );
+    let authorized = request
+        .headers()
+        .get(http::header::AUTHORIZATION)
+        .is_some_and(|value| value.as_bytes() == expected.as_bytes());
+    let body = request
+        .into_body()
+        .collect()
+        .await
+        .expect("a body")
+        .to_bytes();
+    let form = String::from_utf8_lossy(&body);
+    let token = form
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("token="))
+        .unwrap_or_default();
+    let now = jsonwebtoken::get_current_timestamp();
+    let answer = match (authorized, token) {
+        (true, "opaque-good") => json!({
+            "active": true, "sub": "erin", "iss": issuer, "scope": "mcp:tools",
+            "aud": audience.lock().expect("lock").clone(), "exp": now + 600,
+        }),
+        (true, "opaque-other") => json!({
+            "active": true, "sub": "erin", "iss": issuer, "scope": "mcp:tools",
+            "aud": "https://other.example/mcp", "exp": now + 600,
+        }),
+        _ => json!({"active": false}),
+    };
+    answer.to_string()
 }
 
 /// A JWT of `claims`, signed by the PEM `key` with `alg`, naming the key `kid`.
@@ -492,4 +566,53 @@ async fn a_session_is_its_openers_alone() {
         .await
         .expect("an answer");
     assert_eq!(made_up.status(), 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_opaque_token_is_checked_at_the_issuers_introspection_endpoint() {
+    let issuer = Issuer::start(Issuing::Answers).await;
+    let endpoint = format!("{}/introspect", issuer.url);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/mcp", listener.local_addr().expect("address"));
+    *issuer.audience.lock().expect("lock") = url.clone();
+    let oauth = OAuthOptions::new(
+        url.parse().expect("a URL"),
+        [IssuerOptions::new(issuer.url.clone()).introspection(endpoint, "rs", "rs-secret")],
+    )
+    .required_scopes(["mcp:tools"]);
+    tokio::spawn(llm_worker::mcp::serve_http(
+        listener,
+        ToolCatalog::new([counters("all", 1, &["count"])]),
+        McpOptions::new("introspected", "1"),
+        HttpOptions::default().oauth(oauth),
+    ));
+    assert_eq!(
+        initialize(&url, Some("opaque-good"), None).await.status(),
+        200
+    );
+    // Kept for a while: the endpoint is not asked again at once.
+    assert_eq!(
+        initialize(&url, Some("opaque-good"), None).await.status(),
+        200
+    );
+    assert_eq!(issuer.introspections.load(Ordering::SeqCst), 1);
+    for (token, reason) in [
+        ("opaque-other", "audience"),
+        ("opaque-unknown", "not an active token"),
+    ] {
+        let refused = initialize(&url, Some(token), None).await;
+        assert_eq!(refused.status(), 401, "{token}");
+        let body = refused.text().await.expect("a body");
+        assert!(body.contains(reason), "{token}: {body}");
+    }
+    // JWTs are still checked against the keys.
+    let token = sign(
+        &issuer.claims("alice", &url),
+        Algorithm::RS256,
+        ISSUER_RSA,
+        "rsa-1",
+    );
+    assert_eq!(initialize(&url, Some(&token), None).await.status(), 200);
 }

@@ -46,6 +46,7 @@ pub(super) fn check_fetch_url(url: &str) -> Result<url::Url, String> {
 /// The configured issuers and their keys.
 pub(crate) struct Issuers {
     by_id: HashMap<String, Arc<IssuerKeys>>,
+    client: reqwest::Client,
 }
 
 /// One issuer's keys.
@@ -114,7 +115,12 @@ impl Issuers {
                 (issuer.issuer.clone(), Arc::new(keys))
             })
             .collect();
-        Ok(Self { by_id })
+        Ok(Self { by_id, client })
+    }
+
+    /// The HTTP client every fetch uses (bounded, no redirects).
+    pub(super) fn client(&self) -> reqwest::Client {
+        self.client.clone()
     }
 
     /// The key of `issuer` for a token signed with `alg` by the key `kid`: an error for the

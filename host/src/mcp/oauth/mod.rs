@@ -17,6 +17,9 @@
 //! - holding every scope of [`OAuthOptions::required_scopes`] (`scope` or `scp`), else the
 //!   request is refused with 403 `insufficient_scope` naming the scopes needed.
 //!
+//! An opaque (non-JWT) token is checked at the introspection endpoint of an issuer that has one
+//! ([`IssuerOptions::introspection`], RFC 7662): active, for this server, current.
+//!
 //! An issuer's metadata (RFC 8414, or OpenID discovery) and keys are fetched with a time limit
 //! and a size limit, over HTTPS (plain HTTP to a loopback address only), without following
 //! redirects; keys are kept for [`OAuthOptions::keys_max_age`] and fetched again when a
@@ -24,6 +27,7 @@
 //! of made-up key ids costs one fetch). An issuer that cannot be reached fails closed: its
 //! tokens are refused until its keys can be fetched; a token is never accepted unverified.
 
+mod introspect;
 mod keys;
 
 use std::sync::Arc;
@@ -34,6 +38,7 @@ use serde_json::{Map, Value};
 
 use crate::Identity;
 
+pub use introspect::IntrospectionOptions;
 pub(crate) use keys::Issuers;
 
 /// The signature algorithms accepted, all asymmetric.
@@ -95,6 +100,8 @@ pub struct IssuerOptions {
     /// found at `/.well-known/oauth-authorization-server` (RFC 8414), else at
     /// `/.well-known/openid-configuration`.
     pub jwks_uri: Option<String>,
+    /// Where its opaque (non-JWT) access tokens are checked (RFC 7662); `None`: only JWTs.
+    pub introspection: Option<IntrospectionOptions>,
 }
 
 impl IssuerOptions {
@@ -103,7 +110,25 @@ impl IssuerOptions {
         Self {
             issuer: issuer.into(),
             jwks_uri: None,
+            introspection: None,
         }
+    }
+
+    /// Checks its opaque tokens at `endpoint`, authenticating as `client_id` with
+    /// `client_secret`.
+    #[must_use]
+    pub fn introspection(
+        mut self,
+        endpoint: impl Into<String>,
+        client_id: impl Into<String>,
+        client_secret: impl Into<String>,
+    ) -> Self {
+        self.introspection = Some(IntrospectionOptions {
+            endpoint: endpoint.into(),
+            client_id: client_id.into(),
+            client_secret: client_secret.into(),
+        });
+        self
     }
 
     /// Its keys at `uri`, without discovery.
@@ -232,6 +257,11 @@ impl OAuthOptions {
                 keys::check_fetch_url(uri)
                     .map_err(|reason| format!("the JWKS URI {uri:?}: {reason}"))?;
             }
+            if let Some(introspection) = &issuer.introspection {
+                let uri = &introspection.endpoint;
+                keys::check_fetch_url(uri)
+                    .map_err(|reason| format!("the introspection endpoint {uri:?}: {reason}"))?;
+            }
         }
         if self.leeway > Duration::from_secs(300) {
             return Err(format!(
@@ -259,6 +289,7 @@ pub(crate) enum Refused {
 pub(crate) struct Verifier {
     options: OAuthOptions,
     issuers: Issuers,
+    introspector: Option<introspect::Introspector>,
 }
 
 impl std::fmt::Debug for Verifier {
@@ -273,7 +304,12 @@ impl Verifier {
     pub(crate) fn new(options: OAuthOptions) -> Result<Self, String> {
         options.check()?;
         let issuers = Issuers::new(&options)?;
-        Ok(Self { options, issuers })
+        let introspector = introspect::Introspector::new(&options, issuers.client());
+        Ok(Self {
+            options,
+            issuers,
+            introspector,
+        })
     }
 
     pub(crate) fn options(&self) -> &OAuthOptions {
@@ -282,8 +318,19 @@ impl Verifier {
 
     /// The identity `token` stands for, if it is a token this server accepts.
     pub(crate) async fn verify(&self, token: &str) -> Result<Identity, Refused> {
-        let header = jsonwebtoken::decode_header(token)
-            .map_err(|e| Refused::Invalid(format!("not a JWT this server accepts ({e})")))?;
+        let header = match jsonwebtoken::decode_header(token) {
+            Ok(header) => header,
+            // Not a JWT: an opaque token, for an issuer's introspection endpoint to judge.
+            Err(error) => {
+                let Some(introspector) = &self.introspector else {
+                    return Err(Refused::Invalid(format!(
+                        "not a JWT this server accepts ({error})"
+                    )));
+                };
+                let identity = introspector.identity(token, &self.options).await?;
+                return self.scoped(identity);
+            }
+        };
         if !ALGORITHMS.contains(&header.alg) {
             return Err(Refused::Invalid(format!(
                 "tokens signed with {:?} are not accepted (only asymmetric algorithms)",
@@ -329,6 +376,11 @@ impl Verifier {
             .map_err(|e| Refused::Invalid(reason(&e, &self.options)))?
             .claims;
         let identity = Identity::from_claims(issuer, claims).map_err(Refused::Invalid)?;
+        self.scoped(identity)
+    }
+
+    /// `identity`, if it holds every scope the server requires.
+    fn scoped(&self, identity: Identity) -> Result<Identity, Refused> {
         let missing: Vec<String> = self
             .options
             .required_scopes

@@ -1,0 +1,208 @@
+//! Opaque access tokens, through the issuer's introspection endpoint (RFC 7662): asked with
+//! the server's own client credentials, answers kept for at most a minute, the endpoint asked
+//! at most [`MAX_PER_SECOND`] times a second (a flood of made-up tokens is not passed on).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value};
+
+use super::{OAuthOptions, Refused};
+use crate::Identity;
+
+/// Most introspection requests a second, for all issuers together.
+const MAX_PER_SECOND: u32 = 50;
+/// Longest an answer is kept.
+const MAX_KEPT: Duration = Duration::from_secs(60);
+/// Most answers kept.
+const MAX_ENTRIES: usize = 10_000;
+/// Largest answer read.
+const MAX_ANSWER_BYTES: usize = 64 << 10;
+
+/// How an issuer's opaque tokens are checked.
+#[derive(Clone)]
+pub struct IntrospectionOptions {
+    /// The issuer's introspection endpoint (`https`; `http` to loopback only).
+    pub endpoint: String,
+    /// The client id this server authenticates with (HTTP basic).
+    pub client_id: String,
+    /// Its secret.
+    pub client_secret: String,
+}
+
+impl std::fmt::Debug for IntrospectionOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IntrospectionOptions")
+            .field("endpoint", &self.endpoint)
+            .field("client_id", &self.client_id)
+            .field("client_secret", &"[redacted]")
+            .finish()
+    }
+}
+
+/// Asks the issuers that have an introspection endpoint.
+pub(crate) struct Introspector {
+    client: reqwest::Client,
+    /// `(issuer, options)`, in the order the operator gave them.
+    issuers: Vec<(String, IntrospectionOptions)>,
+    kept: Mutex<HashMap<[u8; 32], (Identity, Instant)>>,
+    /// The current second, and how many requests were made in it.
+    rate: Mutex<(Instant, u32)>,
+}
+
+impl Introspector {
+    pub(super) fn new(options: &OAuthOptions, client: reqwest::Client) -> Option<Self> {
+        let issuers: Vec<(String, IntrospectionOptions)> = options
+            .issuers
+            .iter()
+            .filter_map(|issuer| Some((issuer.issuer.clone(), issuer.introspection.clone()?)))
+            .collect();
+        (!issuers.is_empty()).then(|| Self {
+            client,
+            issuers,
+            kept: Mutex::default(),
+            rate: Mutex::new((Instant::now(), 0)),
+        })
+    }
+
+    /// The identity of the opaque `token`, if an issuer says it is active and for this server.
+    pub(super) async fn identity(
+        &self,
+        token: &str,
+        options: &OAuthOptions,
+    ) -> Result<Identity, Refused> {
+        let key = crate::digest::sha256(token.as_bytes());
+        if let Some((identity, until)) = self.lock_kept().get(&key)
+            && Instant::now() < *until
+        {
+            return Ok(identity.clone());
+        }
+        let mut last = "no issuer knows it".to_owned();
+        for (issuer, introspection) in &self.issuers {
+            self.take_turn()?;
+            match self.ask(token, issuer, introspection, options).await {
+                Ok((identity, lifetime)) => {
+                    let mut kept = self.lock_kept();
+                    if kept.len() >= MAX_ENTRIES {
+                        kept.clear();
+                    }
+                    kept.insert(key, (identity.clone(), Instant::now() + lifetime));
+                    return Ok(identity);
+                }
+                Err(reason) => last = reason,
+            }
+        }
+        Err(Refused::Invalid(last))
+    }
+
+    fn lock_kept(&self) -> std::sync::MutexGuard<'_, HashMap<[u8; 32], (Identity, Instant)>> {
+        self.kept.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Takes one of this second's requests, or refuses.
+    fn take_turn(&self) -> Result<(), Refused> {
+        let mut rate = self.rate.lock().unwrap_or_else(|p| p.into_inner());
+        if rate.0.elapsed() >= Duration::from_secs(1) {
+            *rate = (Instant::now(), 0);
+        }
+        if rate.1 >= MAX_PER_SECOND {
+            return Err(Refused::Invalid(
+                "too many tokens to check now; try again in a second".into(),
+            ));
+        }
+        rate.1 += 1;
+        Ok(())
+    }
+
+    /// What `issuer`'s endpoint says of `token`: the identity, and how long to keep it.
+    async fn ask(
+        &self,
+        token: &str,
+        issuer: &str,
+        introspection: &IntrospectionOptions,
+        options: &OAuthOptions,
+    ) -> Result<(Identity, Duration), String> {
+        let unreachable = |why: String| {
+            tracing::warn!(
+                "cannot introspect a token at {}: {why}",
+                introspection.endpoint
+            );
+            "its issuer cannot be asked about it now; try again later".to_owned()
+        };
+        let mut response = self
+            .client
+            .post(&introspection.endpoint)
+            .basic_auth(&introspection.client_id, Some(&introspection.client_secret))
+            .header(reqwest::header::ACCEPT, "application/json")
+            .form(&[("token", token), ("token_type_hint", "access_token")])
+            .send()
+            .await
+            .map_err(|e| unreachable(e.to_string()))?;
+        if !response.status().is_success() {
+            return Err(unreachable(format!("it answered {}", response.status())));
+        }
+        let mut body = Vec::new();
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|e| unreachable(e.to_string()))?
+        {
+            if body.len() + chunk.len() > MAX_ANSWER_BYTES {
+                return Err(unreachable("its answer is too large".into()));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        let answer: Map<String, Value> = serde_json::from_slice(&body)
+            .map_err(|e| unreachable(format!("its answer is not a JSON object ({e})")))?;
+        judge(answer, issuer, options)
+    }
+}
+
+/// The identity an introspection answer gives, if the token is active, current, of `issuer`
+/// and for this server; and how long the answer may be kept.
+fn judge(
+    answer: Map<String, Value>,
+    issuer: &str,
+    options: &OAuthOptions,
+) -> Result<(Identity, Duration), String> {
+    if answer.get("active") != Some(&Value::Bool(true)) {
+        return Err("it is not an active token".into());
+    }
+    if let Some(named) = answer.get("iss")
+        && named.as_str() != Some(issuer)
+    {
+        return Err("its issuer does not match".into());
+    }
+    let resource = options.resource.as_str();
+    let own = |aud: &Value| {
+        aud.as_str()
+            .is_some_and(|aud| aud == resource || Some(aud) == resource.strip_suffix('/'))
+    };
+    let for_us = match answer.get("aud") {
+        Some(Value::Array(audiences)) => audiences.iter().any(own),
+        Some(aud) => own(aud),
+        None => false,
+    };
+    if !for_us {
+        return Err(format!(
+            "it was not issued for this server: its audience (`aud`) must be {resource}"
+        ));
+    }
+    let now = jsonwebtoken::get_current_timestamp();
+    let leeway = options.leeway.as_secs();
+    let lifetime = match answer.get("exp").and_then(Value::as_u64) {
+        Some(exp) if exp.saturating_add(leeway) <= now => return Err("it has expired".into()),
+        Some(exp) => Duration::from_secs(exp.saturating_sub(now)).min(MAX_KEPT),
+        None => MAX_KEPT,
+    };
+    if answer
+        .get("nbf")
+        .and_then(Value::as_u64)
+        .is_some_and(|nbf| nbf > now.saturating_add(leeway))
+    {
+        return Err("it is not valid yet (`nbf`)".into());
+    }
+    let identity = Identity::from_claims(issuer, answer)?;
+    Ok((identity, lifetime))
+}
