@@ -175,15 +175,7 @@ async fn an_identity_past_its_quota_is_refused_with_an_error_that_says_so() {
         "#,
     )
     .expect("a policy");
-    let url = crate::serve_with(
-        ToolCatalog::new([counters("first", 1, &["a1"])]),
-        McpOptions::new("quotas", "1").access(policy),
-        HttpOptions::default().named_tokens([
-            BearerToken::new("alice", ALICE),
-            BearerToken::new("bob", BOB),
-        ]),
-    )
-    .await;
+    let url = serve_alice_and_bob(policy).await;
     let alice = client(&url, ALICE).await;
     // One session: a second is refused while the first is open.
     let second = initialize_answer(&url, ALICE).await;
@@ -230,6 +222,19 @@ async fn an_identity_past_its_quota_is_refused_with_an_error_that_says_so() {
     }
 }
 
+/// A counter `a1` served under `policy` to Alice and Bob: its URL.
+async fn serve_alice_and_bob(policy: AccessPolicy) -> String {
+    crate::serve_with(
+        ToolCatalog::new([counters("first", 1, &["a1"])]),
+        McpOptions::new("quotas", "1").access(policy),
+        HttpOptions::default().named_tokens([
+            BearerToken::new("alice", ALICE),
+            BearerToken::new("bob", BOB),
+        ]),
+    )
+    .await
+}
+
 /// POSTs an `initialize` to `url` with `token`: the status.
 async fn initialize(url: &str, token: &str) -> u16 {
     initialize_answer(url, token).await.status().as_u16()
@@ -260,15 +265,7 @@ async fn sessions_opened_at_once_do_not_get_past_the_quota_together() {
     let policy =
         AccessPolicy::parse("[quota]\nsessions = 1\n\n[[grant]]\nwho = [\"*\"]\ntools = [\"*\"]\n")
             .expect("a policy");
-    let url = crate::serve_with(
-        ToolCatalog::new([counters("first", 1, &["a1"])]),
-        McpOptions::new("quotas", "1").access(policy),
-        HttpOptions::default().named_tokens([
-            BearerToken::new("alice", ALICE),
-            BearerToken::new("bob", BOB),
-        ]),
-    )
-    .await;
+    let url = serve_alice_and_bob(policy).await;
     let statuses = futures::future::join_all((0..8).map(|_| initialize(&url, ALICE))).await;
     let opened = statuses.iter().filter(|status| **status == 200).count();
     assert_eq!(opened, 1, "{statuses:?}");
