@@ -36,16 +36,43 @@ impl std::fmt::Debug for AuditLog {
 
 impl AuditLog {
     /// Records appended to the file `path`, created readable by this user alone (the records
-    /// name who called what).
+    /// name who called what). An existing file must be a regular file of this user's that no
+    /// one else may read or write: otherwise this is an error saying what to fix, never a log
+    /// written where others read it (or into a FIFO that blocks the server).
     pub fn to_file(path: &Path) -> Result<Self, McpError> {
+        let error = |reason: String| McpError::Audit {
+            path: path.to_owned(),
+            reason,
+        };
         let mut options = std::fs::OpenOptions::new();
         options.append(true).create(true);
         #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-        let file = options.open(path).map_err(|e| McpError::Audit {
-            path: path.to_owned(),
-            reason: e.to_string(),
-        })?;
+        {
+            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+            std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
+        }
+        let file = options.open(path).map_err(|e| error(e.to_string()))?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            let metadata = file.metadata().map_err(|e| error(e.to_string()))?;
+            if !metadata.is_file() {
+                return Err(error("it is not a regular file".into()));
+            }
+            let us = rustix::process::geteuid().as_raw();
+            if metadata.uid() != us {
+                return Err(error(format!(
+                    "it belongs to user {}, not to this user ({us}); use a file of your own",
+                    metadata.uid()
+                )));
+            }
+            if metadata.mode() & 0o077 != 0 {
+                return Err(error(format!(
+                    "other users may read or write it (mode {:o}); run `chmod 600` on it",
+                    metadata.mode() & 0o7777
+                )));
+            }
+        }
         Ok(Self::to_writer(file))
     }
 

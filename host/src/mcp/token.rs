@@ -108,13 +108,8 @@ fn tokens_in(text: &str) -> impl Iterator<Item = &str> {
 /// no one else — or root's and readable by its group at most, as Kubernetes mounts a secret —
 /// and is checked on the file opened; links are followed.
 pub fn read_token_file(path: &Path) -> Result<Vec<super::BearerToken>, McpError> {
-    let error = |reason: String| McpError::TokenFile {
-        path: path.to_owned(),
-        reason,
-    };
-    let text = read_text(path, crate::file::Private::Operators)
-        .map_err(error)?
-        .ok_or_else(|| error("there is no such file".into()))?;
+    let error = file_error(path);
+    let text = operators_text(path)?;
     let mut tokens = Vec::new();
     for (index, line) in text.lines().enumerate() {
         let line = line.trim();
@@ -153,18 +148,28 @@ pub fn read_token_file(path: &Path) -> Result<Vec<super::BearerToken>, McpError>
 /// The secret in the operator's file `path` (`--oauth-introspection-secret-file`): its text,
 /// trailing white space removed, in a file as private as a token file.
 pub fn read_secret_file(path: &Path) -> Result<String, McpError> {
-    let error = |reason: String| McpError::TokenFile {
-        path: path.to_owned(),
-        reason,
-    };
-    let text = read_text(path, crate::file::Private::Operators)
-        .map_err(error)?
-        .ok_or_else(|| error("there is no such file".into()))?;
-    let secret = text.trim_end().to_owned();
+    let secret = operators_text(path)?.trim_end().to_owned();
     if secret.is_empty() {
-        return Err(error("it is empty".into()));
+        return Err(file_error(path)("it is empty".into()));
     }
     Ok(secret)
+}
+
+/// The error about the operator's secret file `path`, for a reason.
+fn file_error(path: &Path) -> impl Fn(String) -> McpError + '_ {
+    move |reason| McpError::TokenFile {
+        path: path.to_owned(),
+        reason,
+    }
+}
+
+/// The text of the operator's secret file `path`, which must be there and private (see
+/// [`read_token_file`]).
+fn operators_text(path: &Path) -> Result<String, McpError> {
+    let error = file_error(path);
+    read_text(path, crate::file::Private::Operators)
+        .map_err(&error)?
+        .ok_or_else(|| error("there is no such file".into()))
 }
 
 /// Fewest bytes a request-state key may have.

@@ -164,3 +164,28 @@ async fn inputs_are_written_when_the_operator_asks() {
     client.cancel().await.expect("close");
     assert_eq!(out.records()[0]["input"], json!({"text": "kept"}));
 }
+
+#[cfg(unix)]
+#[test]
+fn an_audit_file_others_can_read_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = llm_worker_tests::scratch_dir("audit-file");
+    let path = dir.join("audit.jsonl");
+    AuditLog::to_file(&path).expect("created");
+    assert_eq!(
+        std::fs::metadata(&path).expect("file").permissions().mode() & 0o777,
+        0o600
+    );
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let error = AuditLog::to_file(&path)
+        .expect_err("readable by others")
+        .to_string();
+    assert!(
+        error.contains("chmod 600") && error.contains("audit.jsonl"),
+        "{error}"
+    );
+    let error = AuditLog::to_file(dir.path())
+        .expect_err("a directory")
+        .to_string();
+    assert!(error.contains("audit log"), "{error}");
+}

@@ -4,7 +4,6 @@
 
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -59,6 +58,21 @@ async fn receiver() -> (String, Arc<Mutex<Vec<Span>>>) {
     (url, spans)
 }
 
+/// The span called `name`, once the collector has it.
+async fn span_named(spans: &Mutex<Vec<Span>>, name: &str) -> Span {
+    llm_worker_tests::wait::eventually(&format!("the span {name:?} to reach the collector"), || {
+        std::future::ready(
+            spans
+                .lock()
+                .expect("lock")
+                .iter()
+                .find(|span| span.name == name)
+                .cloned(),
+        )
+    })
+    .await
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -84,21 +98,7 @@ async fn each_call_is_a_span_of_the_clients_trace() {
     client.call_tool(call).await.expect("a call");
     client.cancel().await.expect("close");
 
-    let span = llm_worker_tests::wait::within("the span to reach the collector", async {
-        loop {
-            if let Some(span) = spans
-                .lock()
-                .expect("lock")
-                .iter()
-                .find(|span| span.name == "tools/call count")
-                .cloned()
-            {
-                return span;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
-    .await;
+    let span = span_named(&spans, "tools/call count").await;
     assert_eq!(hex(&span.trace_id), TRACE, "the client's trace");
     assert_eq!(
         hex(&span.parent_span_id),
@@ -147,21 +147,7 @@ async fn each_call_is_a_span_of_the_clients_trace() {
         r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"peek","arguments":{}}}"#,
     );
     assert!(status.contains("200"), "{status}");
-    let span = llm_worker_tests::wait::within("the second span", async {
-        loop {
-            if let Some(span) = spans
-                .lock()
-                .expect("lock")
-                .iter()
-                .find(|span| span.name == "tools/call peek")
-                .cloned()
-            {
-                return span;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
-    .await;
+    let span = span_named(&spans, "tools/call peek").await;
     assert_eq!(hex(&span.trace_id), TRACE);
     assert_eq!(hex(&span.parent_span_id), HEADER_PARENT);
     server.stop().await;

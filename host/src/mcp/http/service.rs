@@ -34,11 +34,8 @@ use crate::mcp::{McpError, McpOptions, ToolCatalog};
 /// [`serve_http`]: super::serve_http
 #[derive(Clone)]
 pub struct McpHttpService {
-    /// What each identity may use, for the quota of sessions.
+    /// What each identity may use (the quota of sessions), and where refusals are counted.
     options: Arc<McpOptions>,
-    /// Where refusals are counted.
-    #[cfg(feature = "metrics")]
-    metrics: Option<crate::mcp::Metrics>,
     gate: Arc<Gate>,
     auth: Arc<Authenticator>,
     sessions: Arc<PrefixedSessions>,
@@ -143,8 +140,6 @@ impl McpHttpService {
         if let Some(metrics) = &options.metrics {
             metrics.sessions(&sessions);
         }
-        #[cfg(feature = "metrics")]
-        let metrics = options.metrics.clone();
         let options = Arc::new(options);
         let service_options = Arc::clone(&options);
         let factory_sessions = Arc::clone(&sessions);
@@ -170,8 +165,6 @@ impl McpHttpService {
         });
         Ok(Self {
             options: service_options,
-            #[cfg(feature = "metrics")]
-            metrics,
             gate,
             auth: Arc::new(auth),
             sessions: manager,
@@ -269,7 +262,7 @@ impl McpHttpService {
     /// `response`, a refusal for `reason`, counted.
     fn refused(&self, reason: &'static str, response: Response<Body>) -> Response<Body> {
         #[cfg(feature = "metrics")]
-        if let Some(metrics) = &self.metrics {
+        if let Some(metrics) = &self.options.metrics {
             metrics.refused(reason);
         }
         let _ = reason;
