@@ -20,9 +20,32 @@
 //! unsigned = true                    # may come without a signature
 //! ```
 //!
+//! Keyless signers (Sigstore: a short-lived certificate for an OIDC identity, logged in Rekor)
+//! are named by identity rules, verified against the trusted root file `[sigstore]` names:
+//!
+//! ```toml
+//! [sigstore]
+//! trusted_root = "trusted_root.json"   # beside this file; Sigstore's trusted_root.json format
+//!
+//! [identities.acme-release]
+//! issuer = "https://token.actions.githubusercontent.com"
+//! subject = "https://github.com/acme/greet/.github/workflows/release.yml@refs/tags/v*"
+//! source_repository = "https://github.com/acme/greet"   # optional certificate claims
+//! source_ref = "refs/tags/v*"
+//! trigger = "push"
+//!
+//! [[rule]]
+//! repository = "ghcr.io/acme/greet"
+//! signers = ["acme-release"]         # keys and identities alike
+//! ```
+//!
+//! `issuer` is matched exactly; `subject` and the claims exactly, or as a pattern where `*`
+//! matches any run of characters other than `/` and `**` any run at all.
+//!
 //! The first rule whose `repository` matches decides; a repository no rule matches is refused.
 //! The file is a trust file like the lock: read only if it is a regular file of this user (or
-//! root) that no one else may write, and pinned by the lock's `trust_sha256`.
+//! root) that no one else may write, and pinned by the lock's `trust_sha256`; so is the trusted
+//! root file it names, whose bytes the pin covers too.
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -35,6 +58,9 @@ pub const TRUST_FILE: &str = "llm-worker.trust.toml";
 
 /// Largest trust policy read.
 const MAX_TRUST_BYTES: u64 = 1 << 20;
+
+/// Largest trusted root file read.
+const MAX_SIGSTORE_ROOT_BYTES: u64 = 4 << 20;
 
 /// The DER prefix of every P-256 public key in SubjectPublicKeyInfo form (id-ecPublicKey,
 /// prime256v1, an uncompressed point of 65 bytes follows).
@@ -78,6 +104,10 @@ pub enum TrustError {
 struct TrustFileText {
     #[serde(default)]
     keys: BTreeMap<String, String>,
+    #[serde(default)]
+    identities: BTreeMap<String, IdentityText>,
+    #[serde(default)]
+    sigstore: Option<SigstoreText>,
     #[serde(default, rename = "rule")]
     rules: Vec<RuleText>,
 }
@@ -91,6 +121,150 @@ struct RuleText {
     #[serde(default)]
     unsigned: bool,
 }
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IdentityText {
+    issuer: String,
+    subject: String,
+    #[serde(default)]
+    source_repository: Option<String>,
+    #[serde(default)]
+    source_ref: Option<String>,
+    #[serde(default)]
+    trigger: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SigstoreText {
+    trusted_root: String,
+}
+
+/// A keyless signer the trust policy names (`[identities.NAME]`): an OIDC identity vouched
+/// for by an issuer, with the certificate claims it must carry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TrustedIdentity {
+    /// Its name in the policy.
+    pub name: String,
+    /// The OIDC issuer, exactly.
+    pub issuer: String,
+    /// The certificate's subject (e-mail or URI): exact, or a [`Pattern`].
+    pub subject: Pattern,
+    /// The source repository claim it must carry, if any.
+    pub source_repository: Option<Pattern>,
+    /// The source ref claim it must carry, if any.
+    pub source_ref: Option<Pattern>,
+    /// The build trigger claim it must carry, if any.
+    pub trigger: Option<Pattern>,
+}
+
+/// What a verified keyless signature says about its signer, as far as identity rules look.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SignerClaims<'a> {
+    /// The certificate's subject.
+    pub identity: &'a str,
+    /// The OIDC issuer.
+    pub issuer: &'a str,
+    /// The source repository claim.
+    pub source_repository: Option<&'a str>,
+    /// The source ref claim.
+    pub source_ref: Option<&'a str>,
+    /// The build trigger claim.
+    pub trigger: Option<&'a str>,
+}
+
+impl TrustedIdentity {
+    /// Whether this rule accepts a signer with `claims`; `Err` says what differs.
+    pub fn accepts(&self, claims: &SignerClaims<'_>) -> Result<(), String> {
+        if claims.issuer != self.issuer {
+            return Err(format!(
+                "its issuer is {}, not {}",
+                claims.issuer, self.issuer
+            ));
+        }
+        if !self.subject.matches(claims.identity) {
+            return Err(format!(
+                "its identity is {}, which is not {}",
+                claims.identity, self.subject
+            ));
+        }
+        let wanted = [
+            (
+                "source repository",
+                &self.source_repository,
+                claims.source_repository,
+            ),
+            ("source ref", &self.source_ref, claims.source_ref),
+            ("trigger", &self.trigger, claims.trigger),
+        ];
+        for (what, pattern, actual) in wanted {
+            if let Some(pattern) = pattern
+                && !actual.is_some_and(|actual| pattern.matches(actual))
+            {
+                return Err(format!(
+                    "its {what} claim is {}, not {pattern}",
+                    actual.unwrap_or("missing")
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A value an identity rule matches: exact text, or a pattern where `*` stands for any run of
+/// characters other than `/` and `**` for any run at all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pattern(String);
+
+impl Pattern {
+    /// The pattern `text`.
+    pub fn new(text: &str) -> Self {
+        Self(text.to_owned())
+    }
+
+    /// Whether `value` matches.
+    pub fn matches(&self, value: &str) -> bool {
+        glob(self.0.as_bytes(), value.as_bytes())
+    }
+}
+
+impl std::fmt::Display for Pattern {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+fn glob(pattern: &[u8], value: &[u8]) -> bool {
+    match pattern {
+        [] => value.is_empty(),
+        [b'*', b'*', rest @ ..] => (0..=value.len()).any(|skip| glob(rest, &value[skip..])),
+        [b'*', rest @ ..] => {
+            let run = value.iter().position(|&b| b == b'/').unwrap_or(value.len());
+            (0..=run).any(|skip| glob(rest, &value[skip..]))
+        }
+        [first, rest @ ..] => value.first() == Some(first) && glob(rest, &value[1..]),
+    }
+}
+
+/// The trusted root file `[sigstore] trusted_root` names.
+#[derive(Debug, Clone)]
+pub struct SigstoreRoot {
+    /// The file.
+    pub path: PathBuf,
+    /// The SHA-256 of its bytes, in hex.
+    pub sha256: String,
+    /// Its text (checked as a trusted root by `pull`).
+    pub json: std::sync::Arc<str>,
+}
+
+impl PartialEq for SigstoreRoot {
+    fn eq(&self, other: &Self) -> bool {
+        self.path == other.path && self.sha256 == other.sha256
+    }
+}
+
+impl Eq for SigstoreRoot {}
 
 /// A public key the trust policy names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -139,9 +313,15 @@ impl TrustRule {
 
 /// What the trust policy asks of a repository's plugins.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Requirement<'a> {
-    /// Signed by one of these keys.
-    Signed(Vec<&'a TrustedKey>),
+    /// Signed by one of these keys or keyless signers.
+    Signed {
+        /// The keys.
+        keys: Vec<&'a TrustedKey>,
+        /// The keyless signers.
+        identities: Vec<&'a TrustedIdentity>,
+    },
     /// Allowed without a signature.
     Unsigned,
     /// No rule covers the repository: its plugins are refused.
@@ -157,6 +337,13 @@ pub struct TrustPolicy {
     pub sha256: String,
     /// The keys by name.
     pub keys: BTreeMap<String, TrustedKey>,
+    /// The keyless signers by name.
+    pub identities: BTreeMap<String, TrustedIdentity>,
+    /// The trusted root for keyless signatures (`None` until [`Self::read`] reads it, or
+    /// without `[sigstore]`).
+    pub sigstore_root: Option<SigstoreRoot>,
+    /// The file `[sigstore] trusted_root` names, relative to the policy's directory.
+    pub sigstore_root_file: Option<String>,
     /// The rules in file order.
     pub rules: Vec<TrustRule>,
 }
@@ -200,7 +387,67 @@ impl TrustPolicy {
             path: path.clone(),
             message: "it is not UTF-8 text".into(),
         })?;
-        Self::parse(&text, &path).map(Some)
+        let mut policy = Self::parse(&text, &path)?;
+        if let Some(name) = policy.sigstore_root_file.clone() {
+            policy.read_sigstore_root(dir, &name)?;
+        }
+        Ok(Some(policy))
+    }
+
+    /// Reads the trusted root file `name` of `dir` as a trust file, and folds its bytes into
+    /// the pin.
+    fn read_sigstore_root(&mut self, dir: &Path, name: &str) -> Result<(), TrustError> {
+        let invalid = |message: String| TrustError::Invalid {
+            path: self.path.clone(),
+            message,
+        };
+        let path = dir.join(name);
+        let file = crate::lock::open_trusted(dir, &path).map_err(|error| match error {
+            crate::lock::LockError::Untrusted { reason, .. } => TrustError::Untrusted {
+                path: path.clone(),
+                reason,
+            },
+            other => invalid(format!("sigstore.trusted_root: {other}")),
+        })?;
+        let Some(file) = file else {
+            return Err(invalid(format!(
+                "sigstore.trusted_root: {} does not exist (Sigstore's trusted_root.json for the \
+                 instance that signs, e.g. from `cosign trusted-root create` or the sigstore \
+                 TUF repository)",
+                path.display()
+            )));
+        };
+        let mut bytes = Vec::new();
+        file.take(MAX_SIGSTORE_ROOT_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|source| TrustError::Io {
+                path: path.clone(),
+                source,
+            })?;
+        if bytes.len() as u64 > MAX_SIGSTORE_ROOT_BYTES {
+            return Err(invalid(format!(
+                "sigstore.trusted_root: {} is over {MAX_SIGSTORE_ROOT_BYTES} bytes",
+                path.display()
+            )));
+        }
+        let json = String::from_utf8(bytes).map_err(|_| {
+            invalid(format!(
+                "sigstore.trusted_root: {} is not UTF-8 text",
+                path.display()
+            ))
+        })?;
+        #[cfg(feature = "registry")]
+        crate::registry::TrustedRoot::from_json(&json)
+            .map_err(|why| invalid(format!("sigstore.trusted_root: {}: {why}", path.display())))?;
+        let sha256 = crate::digest::sha256_hex(json.as_bytes());
+        // The pin covers the policy and the root it names.
+        self.sha256 = crate::digest::sha256_hex(format!("{}\n{sha256}", self.sha256).as_bytes());
+        self.sigstore_root = Some(SigstoreRoot {
+            path,
+            sha256,
+            json: json.into(),
+        });
+        Ok(())
     }
 
     /// Parses a trust policy's text; `path` names it in messages.
@@ -224,6 +471,63 @@ impl TrustPolicy {
                 },
             );
         }
+        let mut identities = BTreeMap::new();
+        for (name, identity) in file.identities {
+            let key = |field: &str| format!("identities.{name}.{field}");
+            if keys.contains_key(&name) {
+                return Err(invalid(format!(
+                    "identities.{name}: '{name}' also names a key of [keys]; give them different \
+                     names"
+                )));
+            }
+            if !identity.issuer.starts_with("https://") {
+                return Err(invalid(format!(
+                    "{}: '{}' is not an OIDC issuer URL (https://…, e.g. \
+                     https://token.actions.githubusercontent.com)",
+                    key("issuer"),
+                    identity.issuer
+                )));
+            }
+            if identity.subject.trim().is_empty() || identity.subject.trim_matches('*').is_empty() {
+                return Err(invalid(format!(
+                    "{}: a subject must name an identity (an e-mail address or a workflow URI), \
+                     not match anyone",
+                    key("subject")
+                )));
+            }
+            let optional = |text: Option<String>| text.as_deref().map(Pattern::new);
+            identities.insert(
+                name.clone(),
+                TrustedIdentity {
+                    name,
+                    issuer: identity.issuer,
+                    subject: Pattern::new(&identity.subject),
+                    source_repository: optional(identity.source_repository),
+                    source_ref: optional(identity.source_ref),
+                    trigger: optional(identity.trigger),
+                },
+            );
+        }
+        let sigstore_root_file = match file.sigstore {
+            Some(sigstore) => {
+                let name = sigstore.trusted_root;
+                if name.is_empty() || name.contains('/') || name.starts_with('.') {
+                    return Err(invalid(format!(
+                        "sigstore.trusted_root: '{name}' is not a file name beside the trust \
+                         policy (e.g. \"trusted_root.json\")"
+                    )));
+                }
+                Some(name)
+            }
+            None if !identities.is_empty() => {
+                return Err(invalid(
+                    "identities: keyless signers need a trusted root; add `[sigstore]` with \
+                     `trusted_root = \"trusted_root.json\"`"
+                        .into(),
+                ));
+            }
+            None => None,
+        };
         let mut rules = Vec::new();
         for (index, rule) in file.rules.into_iter().enumerate() {
             let key = |field: &str| format!("rule[{index}].{field}");
@@ -246,9 +550,13 @@ impl TrustPolicy {
                 }
                 _ => {}
             }
-            if let Some(unknown) = rule.signers.iter().find(|name| !keys.contains_key(*name)) {
+            if let Some(unknown) = rule
+                .signers
+                .iter()
+                .find(|name| !keys.contains_key(*name) && !identities.contains_key(*name))
+            {
                 return Err(invalid(format!(
-                    "{}: no key named '{unknown}' in [keys]",
+                    "{}: no key named '{unknown}' in [keys], nor an identity in [identities]",
                     key("signers")
                 )));
             }
@@ -262,6 +570,9 @@ impl TrustPolicy {
             path: path.to_owned(),
             sha256: crate::digest::sha256_hex(text.as_bytes()),
             keys,
+            identities,
+            sigstore_root: None,
+            sigstore_root_file,
             rules,
         })
     }
@@ -282,12 +593,18 @@ impl TrustPolicy {
         match self.rule_for(repository) {
             None => Requirement::NoRule,
             Some((_, rule)) if rule.unsigned => Requirement::Unsigned,
-            Some((_, rule)) => Requirement::Signed(
-                rule.signers
+            Some((_, rule)) => Requirement::Signed {
+                keys: rule
+                    .signers
                     .iter()
                     .filter_map(|name| self.keys.get(name))
                     .collect(),
-            ),
+                identities: rule
+                    .signers
+                    .iter()
+                    .filter_map(|name| self.identities.get(name))
+                    .collect(),
+            },
         }
     }
 
@@ -396,11 +713,17 @@ MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEFxOs0eKOpqtdY5V10jv+Ld2uTzvO
         assert!(key.fingerprint.starts_with("sha256:"));
         assert_eq!(
             policy.requirement("r.example/acme/greet"),
-            Requirement::Signed(vec![key])
+            Requirement::Signed {
+                keys: vec![key],
+                identities: vec![]
+            }
         );
         assert_eq!(
             policy.requirement("r.example/acme/scratch"),
-            Requirement::Signed(vec![key]),
+            Requirement::Signed {
+                keys: vec![key],
+                identities: vec![]
+            },
             "the earlier rule wins"
         );
         assert_eq!(
@@ -444,7 +767,10 @@ MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEFxOs0eKOpqtdY5V10jv+Ld2uTzvO
         ] {
             assert_eq!(
                 policy.requirement(spelling),
-                Requirement::Signed(vec![key]),
+                Requirement::Signed {
+                    keys: vec![key],
+                    identities: vec![]
+                },
                 "{spelling}"
             );
             assert!(policy.rule_for(spelling).is_some(), "{spelling}");
@@ -506,5 +832,95 @@ MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEFxOs0eKOpqtdY5V10jv+Ld2uTzvO
             bad_key.contains("keys.rsa") && bad_key.contains("P-256"),
             "{bad_key}"
         );
+    }
+
+    #[test]
+    fn patterns_match_within_a_path_segment_unless_doubled() {
+        let tag = Pattern::new(
+            "https://github.com/acme/greet/.github/workflows/release.yml@refs/tags/v*",
+        );
+        assert!(tag.matches(
+            "https://github.com/acme/greet/.github/workflows/release.yml@refs/tags/v1.2.0"
+        ));
+        assert!(!tag.matches(
+            "https://github.com/acme/greet/.github/workflows/release.yml@refs/tags/v1/evil"
+        ));
+        assert!(!tag.matches(
+            "https://github.com/acme/greet/.github/workflows/release.yml@refs/heads/main"
+        ));
+        assert!(
+            !tag.matches(
+                "https://github.com/acme/greetx/.github/workflows/release.yml@refs/tags/v1"
+            )
+        );
+        let any = Pattern::new("https://github.com/acme/**");
+        assert!(any.matches("https://github.com/acme/a/b@c"));
+        assert!(!any.matches("https://github.com/acmex/a"));
+        assert!(Pattern::new("dev@acme.example").matches("dev@acme.example"));
+        assert!(!Pattern::new("dev@acme.example").matches("dev@acme.example.evil"));
+    }
+
+    #[test]
+    fn identity_rules_name_an_issuer_a_subject_and_the_claims_they_need() {
+        let text = "[sigstore]\ntrusted_root = \"trusted_root.json\"\n\
+                    [identities.release]\nissuer = \"https://token.actions.githubusercontent.com\"\n\
+                    subject = \"https://github.com/acme/greet/.github/workflows/release.yml@refs/tags/v*\"\n\
+                    source_ref = \"refs/tags/v*\"\ntrigger = \"push\"\n\
+                    [[rule]]\nrepository = \"r.example/acme/*\"\nsigners = [\"release\"]\n";
+        let policy = TrustPolicy::parse(text, Path::new("/p/t.toml")).expect("valid");
+        let Requirement::Signed { keys, identities } = policy.requirement("r.example/acme/greet")
+        else {
+            panic!("signed");
+        };
+        assert!(keys.is_empty());
+        let rule = identities[0];
+        let mut claims = SignerClaims {
+            identity: "https://github.com/acme/greet/.github/workflows/release.yml@refs/tags/v1.0.0",
+            issuer: "https://token.actions.githubusercontent.com",
+            source_repository: Some("https://github.com/acme/greet"),
+            source_ref: Some("refs/tags/v1.0.0"),
+            trigger: Some("push"),
+        };
+        rule.accepts(&claims).expect("accepted");
+        claims.trigger = Some("workflow_dispatch");
+        assert!(
+            rule.accepts(&claims)
+                .expect_err("trigger")
+                .contains("trigger")
+        );
+        claims.trigger = None;
+        assert!(
+            rule.accepts(&claims)
+                .expect_err("no trigger")
+                .contains("missing")
+        );
+        claims.trigger = Some("push");
+        claims.issuer = "https://accounts.google.com";
+        assert!(
+            rule.accepts(&claims)
+                .expect_err("issuer")
+                .contains("issuer")
+        );
+        for (bad, why) in [
+            (
+                "[identities.x]\nissuer = \"https://i\"\nsubject = \"a\"\n",
+                "trusted root",
+            ),
+            (
+                "[sigstore]\ntrusted_root = \"../root.json\"\n",
+                "file name beside",
+            ),
+            (
+                "[sigstore]\ntrusted_root = \"r.json\"\n[identities.x]\nissuer = \"https://i\"\nsubject = \"**\"\n",
+                "not match anyone",
+            ),
+            (
+                "[sigstore]\ntrusted_root = \"r.json\"\n[identities.x]\nissuer = \"i\"\nsubject = \"a\"\n",
+                "not an OIDC issuer",
+            ),
+        ] {
+            let error = TrustPolicy::parse(bad, Path::new("/p/t.toml")).expect_err(bad);
+            assert!(error.to_string().contains(why), "{error}");
+        }
     }
 }

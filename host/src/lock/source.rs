@@ -43,7 +43,7 @@ const REPLACE: &str = "delete its file, approve the directory and its trust poli
                        the rule accepts";
 
 /// Where a pulled plugin came from and what `llm-worker pull` verified (lock version 2).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PluginSource {
     /// The reference pulled (`registry/repository:tag` or `…@sha256:…`), its registry in
@@ -68,16 +68,56 @@ pub struct PluginSource {
     /// Why it was taken without a signature, if it was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unsigned: Option<Unsigned>,
+    /// For a keyless signature (`signer` then names an identity rule): the certificate's
+    /// subject that was verified. Loading refuses the plugin once no identity rule of its
+    /// repository's rule accepts it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<String>,
+    /// The OIDC issuer of the keyless signer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issuer: Option<String>,
+    /// The signature's entry in the transparency log.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_index: Option<u64>,
+    /// The certificate's source repository claim, if it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_repository: Option<String>,
+    /// The certificate's source ref claim, if it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_ref: Option<String>,
+    /// The certificate's build trigger claim, if it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trigger: Option<String>,
 }
 
 impl PluginSource {
     /// What was verified, in words: `signed by acme (sha256:…)` or `unsigned (…)`.
     pub fn verified(&self) -> String {
+        if let (Some(signer), Some(identity), Some(issuer)) =
+            (&self.signer, &self.identity, &self.issuer)
+        {
+            let entry = self
+                .log_index
+                .map(|index| format!(", log index {index}"))
+                .unwrap_or_default();
+            return format!("signed keylessly by {signer} ({identity}, issuer {issuer}{entry})");
+        }
         match (&self.signer, &self.key, &self.unsigned) {
             (Some(signer), Some(key), _) => format!("signed by {signer} ({key})"),
             (_, _, Some(how)) => format!("unsigned, allowed by {how}"),
             _ => "nothing".to_owned(),
         }
+    }
+
+    /// The keyless signer's claims, if the entry records a keyless signature.
+    pub fn keyless_claims(&self) -> Option<crate::trust::SignerClaims<'_>> {
+        Some(crate::trust::SignerClaims {
+            identity: self.identity.as_deref()?,
+            issuer: self.issuer.as_deref()?,
+            source_repository: self.source_repository.as_deref(),
+            source_ref: self.source_ref.as_deref(),
+            trigger: self.trigger.as_deref(),
+        })
     }
 
     /// [`Self::repository`] with its registry in its canonical spelling (lower case, port as a
@@ -108,14 +148,14 @@ impl PluginSource {
         let repository = &repository;
         if self.unsigned == Some(Unsigned::ByFlag) {
             // The operator's exception stands where no rule speaks, never against one.
-            let Requirement::Signed(keys) = policy?.requirement(repository) else {
+            let Requirement::Signed { keys, identities } = policy?.requirement(repository) else {
                 return None;
             };
-            let names: Vec<&str> = keys.iter().map(|key| key.name.as_str()).collect();
+            let names = signer_names(&keys, &identities);
             return Some(format!(
                 "it was pulled unsigned with `pull --allow-unsigned`, and a rule of {trust} now \
                  wants {repository} signed by {}; {REPLACE}",
-                names.join(", ")
+                names
             ));
         }
         let Some(policy) = policy else {
@@ -130,27 +170,48 @@ impl PluginSource {
                  trusted; remove the plugin, or add a rule for {repository}"
             )),
             Requirement::Unsigned => None,
-            Requirement::Signed(keys) => {
-                let names: Vec<&str> = keys.iter().map(|key| key.name.as_str()).collect();
-                let trusted = keys
-                    .iter()
-                    .any(|key| Some(&key.fingerprint) == self.key.as_ref());
-                match (&self.signer, &self.key) {
+            Requirement::Signed { keys, identities } => {
+                let names = signer_names(&keys, &identities);
+                let trusted = match self.keyless_claims() {
+                    Some(claims) => identities
+                        .iter()
+                        .any(|identity| identity.accepts(&claims).is_ok()),
+                    None => keys
+                        .iter()
+                        .any(|key| Some(&key.fingerprint) == self.key.as_ref()),
+                };
+                let identity = self.identity.as_ref().map(|identity| {
+                    let issuer = self.issuer.as_deref().unwrap_or("?");
+                    format!("{identity}, issuer {issuer}")
+                });
+                match (&self.signer, self.key.as_ref().or(identity.as_ref())) {
                     _ if trusted => None,
                     (Some(signer), Some(key)) => Some(format!(
                         "its signer '{signer}' ({key}) is no longer trusted for {repository} by \
                          {trust} (its rule accepts {}); {REPLACE}",
-                        names.join(", ")
+                        names
                     )),
                     _ => Some(format!(
                         "it was pulled unsigned as the trust policy then allowed, and {trust} \
                          now wants {repository} signed by {}; {REPLACE}",
-                        names.join(", ")
+                        names
                     )),
                 }
             }
         }
     }
+}
+
+/// The names of a rule's signers, keys and identities.
+fn signer_names(
+    keys: &[&crate::trust::TrustedKey],
+    identities: &[&crate::trust::TrustedIdentity],
+) -> String {
+    keys.iter()
+        .map(|key| key.name.as_str())
+        .chain(identities.iter().map(|identity| identity.name.as_str()))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The access policy's file name (as `llm_worker::mcp::ACCESS_FILE`).
@@ -204,12 +265,18 @@ impl LockFile {
                     source.layer, plugin.sha256
                 ));
             }
-            let signed = source.signer.is_some() && source.key.is_some();
+            let keyless = source.identity.is_some() && source.issuer.is_some();
+            let signed = source.signer.is_some() && (source.key.is_some() != keyless);
             let unsigned = source.unsigned.is_some();
-            if signed == unsigned || source.signer.is_some() != source.key.is_some() {
+            let half_keyless = source.identity.is_some() != source.issuer.is_some();
+            if signed == unsigned
+                || half_keyless
+                || source.signer.is_some() != (source.key.is_some() || keyless)
+            {
                 return Err(format!(
-                    "{file}: its source names a `signer` and its `key`, or says `unsigned = \
-                     \"{}\"` (or \"{}\"), not both",
+                    "{file}: its source names a `signer` and its `key` (or, signed keylessly, \
+                     its `identity` and `issuer`), or says `unsigned = \"{}\"` (or \"{}\"), not \
+                     both",
                     Unsigned::ByFlag,
                     Unsigned::ByTrustPolicy
                 ));

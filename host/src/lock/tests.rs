@@ -25,6 +25,7 @@ fn pulled(unsigned: Option<Unsigned>) -> LockFile {
                     .is_none()
                     .then(|| format!("sha256:{}", "ef".repeat(32))),
                 unsigned,
+                ..Default::default()
             }),
         }],
     }

@@ -69,6 +69,10 @@ pub struct Manifest {
     /// Annotations.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub annotations: Option<BTreeMap<String, String>>,
+    /// The manifest this one refers to (OCI 1.1), as a signature bundle refers to what it
+    /// signs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<Descriptor>,
 }
 
 impl Manifest {
@@ -81,6 +85,7 @@ impl Manifest {
             config,
             layers,
             annotations: None,
+            subject: None,
         }
     }
 

@@ -1,18 +1,21 @@
 //! Fetching a Wasm artifact: resolving its manifest, verifying its cosign-compatible signature
 //! against the trust policy before anything large is fetched, then its layer, by digest.
 
+use super::keyless::{self, KeylessSigner, TrustedRoot};
 use super::{
-    Manifest, OCI_MANIFEST_MEDIA_TYPE, Reference, RegistryClient, RegistryError,
-    SIGNATURE_ANNOTATION, SIMPLE_SIGNING_MEDIA_TYPE, artifact, signature, signature_tag,
+    Manifest, OCI_INDEX_MEDIA_TYPE, OCI_MANIFEST_MEDIA_TYPE, Reference, RegistryClient,
+    RegistryError, SIGNATURE_ANNOTATION, SIMPLE_SIGNING_MEDIA_TYPE, artifact, signature,
+    signature_tag,
 };
 use crate::lock::Unsigned;
-use crate::trust::{Requirement, TRUST_FILE, TrustPolicy};
+use crate::trust::{Requirement, TRUST_FILE, TrustPolicy, TrustedIdentity, TrustedKey};
 
-/// Most signature layers looked at for one artifact.
+/// Most signature layers, or bundles, looked at for one artifact.
 const MAX_SIGNATURES: usize = 16;
 
 /// What verified a pulled artifact.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Verification {
     /// A signature by this key of the trust policy.
     Signed {
@@ -20,6 +23,13 @@ pub enum Verification {
         signer: String,
         /// `sha256:` and the hex SHA-256 of the key's DER.
         key: String,
+    },
+    /// A keyless signature by a signer this identity rule of the trust policy accepts.
+    Keyless {
+        /// The identity rule's name in the trust policy.
+        signer: String,
+        /// Who signed, as the verified certificate and log entry say.
+        identity: KeylessSigner,
     },
     /// Taken unsigned, and how that was allowed.
     Unsigned(Unsigned),
@@ -29,6 +39,17 @@ impl std::fmt::Display for Verification {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Verification::Signed { signer, key } => write!(f, "signed by {signer} ({key})"),
+            Verification::Keyless { signer, identity } => {
+                write!(
+                    f,
+                    "signed keylessly by {signer} ({}, issuer {}",
+                    identity.identity, identity.issuer
+                )?;
+                if let Some(index) = identity.log_index {
+                    write!(f, ", log index {index}")?;
+                }
+                f.write_str(")")
+            }
             Verification::Unsigned(how) => write!(f, "unsigned, allowed by {how}"),
         }
     }
@@ -169,7 +190,7 @@ async fn verify(
         }
         Demand::Policy(Some(policy)) => policy,
     };
-    let keys = match policy.requirement(&repository) {
+    let (keys, identities) = match policy.requirement(&repository) {
         Requirement::NoRule => {
             return Err(refuse(format!(
                 "no rule of the trust policy {} covers {repository}; add one naming its \
@@ -178,20 +199,259 @@ async fn verify(
             )));
         }
         Requirement::Unsigned => return Ok(Verification::Unsigned(Unsigned::ByTrustPolicy)),
-        Requirement::Signed(keys) => keys,
+        Requirement::Signed { keys, identities } => (keys, identities),
     };
-    let names: Vec<&str> = keys.iter().map(|key| key.name.as_str()).collect();
-    let tag = signature_tag(manifest_digest);
-    let Some(fetched) = client.manifest(&tag, OCI_MANIFEST_MEDIA_TYPE).await? else {
-        return Err(refuse(format!(
-            "no signature: {repository} has no {tag} (where cosign and `llm-worker push --sign` \
-             put the signatures of {manifest_digest}); the trust policy wants it signed by {}",
-            names.join(", ")
-        )));
+    let names: Vec<&str> = keys
+        .iter()
+        .map(|key| key.name.as_str())
+        .chain(identities.iter().map(|identity| identity.name.as_str()))
+        .collect();
+    let root =
+        if identities.is_empty() {
+            None
+        } else {
+            let Some(root) = &policy.sigstore_root else {
+                return Err(refuse(format!(
+                    "the trust policy {} names keyless signers ({}) but no trusted root was read \
+                 for them ([sigstore] trusted_root)",
+                    policy.path.display(),
+                    names.join(", ")
+                )));
+            };
+            Some(TrustedRoot::from_json(&root.json).map_err(|why| {
+                refuse(format!("the trusted root {}: {why}", root.path.display()))
+            })?)
+        };
+    let signers = Signers {
+        keys: &keys,
+        identities: &identities,
+        root: root.as_ref(),
     };
-    let signatures = Manifest::parse(&fetched.bytes, fetched.content_type.as_deref())
-        .map_err(|why| refuse(format!("its signature manifest {tag} is unreadable: {why}")))?;
     let mut reasons = Vec::new();
+    if let Some(root) = &root {
+        match bundles(
+            client,
+            reference,
+            manifest_digest,
+            root,
+            &identities,
+            &mut reasons,
+        )
+        .await?
+        {
+            Some(verified) => return Ok(verified),
+            None => {}
+        }
+    }
+    let tag = signature_tag(manifest_digest);
+    if let Some(fetched) = client.manifest(&tag, OCI_MANIFEST_MEDIA_TYPE).await? {
+        let signatures = Manifest::parse(&fetched.bytes, fetched.content_type.as_deref())
+            .map_err(|why| refuse(format!("its signature manifest {tag} is unreadable: {why}")))?;
+        if let Some(verified) = legacy_signatures(
+            client,
+            &repository,
+            manifest_digest,
+            &signatures,
+            &signers,
+            &mut reasons,
+        )
+        .await
+        {
+            return Ok(verified);
+        }
+        if reasons.is_empty() {
+            reasons.push(format!("{tag} holds no cosign signature layer"));
+        }
+    } else {
+        reasons.push(format!(
+            "no signature: {repository} has no {tag} (where cosign's key-based and legacy \
+             signatures and `llm-worker push --sign` put the signatures of {manifest_digest}){}",
+            if identities.is_empty() {
+                ""
+            } else {
+                ", and no Sigstore bundle refers to it"
+            }
+        ));
+    }
+    Err(refuse(format!(
+        "no valid signature by a signer the trust policy accepts for {repository} ({}): {}",
+        names.join(", "),
+        reasons.join("; ")
+    )))
+}
+
+/// The signers a rule accepts, and the trusted root for its keyless ones.
+struct Signers<'a> {
+    keys: &'a [&'a TrustedKey],
+    identities: &'a [&'a TrustedIdentity],
+    root: Option<&'a TrustedRoot>,
+}
+
+/// The identity rule of `identities` that accepts `signer`; the reasons of the others.
+fn accepted(identities: &[&TrustedIdentity], signer: &KeylessSigner) -> Result<String, String> {
+    let claims = crate::trust::SignerClaims {
+        identity: &signer.identity,
+        issuer: &signer.issuer,
+        source_repository: signer.source_repository.as_deref(),
+        source_ref: signer.source_ref.as_deref(),
+        trigger: signer.trigger.as_deref(),
+    };
+    let mut reasons = Vec::new();
+    for identity in identities {
+        match identity.accepts(&claims) {
+            Ok(()) => return Ok(identity.name.clone()),
+            Err(why) => reasons.push(format!("not {}: {why}", identity.name)),
+        }
+    }
+    Err(reasons.join(", "))
+}
+
+/// Sigstore bundles that refer to `manifest_digest`: through the referrers API, or the
+/// referrers tag (`sha256-<hex>`) where the registry has no such API. `Ok(None)` when none
+/// verifies (the reasons are added to `reasons`).
+async fn bundles(
+    client: &RegistryClient,
+    reference: &Reference,
+    manifest_digest: &str,
+    root: &TrustedRoot,
+    identities: &[&TrustedIdentity],
+    reasons: &mut Vec<String>,
+) -> Result<Option<Verification>, RegistryError> {
+    let repository = reference.name();
+    let index = match client.referrers(manifest_digest).await? {
+        Some(index) => Some(index),
+        None => {
+            client
+                .manifest(&manifest_digest.replacen(':', "-", 1), OCI_INDEX_MEDIA_TYPE)
+                .await?
+        }
+    };
+    let Some(index) = index else {
+        return Ok(None);
+    };
+    let Ok(index) = serde_json::from_slice::<Index>(&index.bytes) else {
+        reasons.push("its referrers index is not an OCI image index".into());
+        return Ok(None);
+    };
+    // Only what says it is a bundle counts towards the cap, so that junk referrers cannot hide
+    // a valid bundle; cosign has written the empty artifact type in indexes, so those are read
+    // too and judged by their own manifest.
+    let candidates = index
+        .manifests
+        .iter()
+        .filter(|entry| {
+            matches!(
+                entry.artifact_type.as_deref(),
+                Some(keyless::BUNDLE_MEDIA_TYPE) | Some(EMPTY_MEDIA_TYPE) | None
+            ) || entry
+                .artifact_type
+                .as_deref()
+                .is_some_and(|kind| kind.starts_with("application/vnd.dev.sigstore.bundle"))
+        })
+        .take(MAX_SIGNATURES);
+    let manifest_bytes = client
+        .manifest(manifest_digest, OCI_MANIFEST_MEDIA_TYPE)
+        .await?
+        .map(|fetched| fetched.bytes)
+        .unwrap_or_default();
+    for (number, entry) in candidates.enumerate().map(|(i, e)| (i + 1, e)) {
+        if artifact::check_digest(&entry.digest).is_err() {
+            continue;
+        }
+        let Some(fetched) = client
+            .manifest(&entry.digest, OCI_MANIFEST_MEDIA_TYPE)
+            .await?
+        else {
+            reasons.push(format!(
+                "bundle {number}: its manifest {} is gone",
+                entry.digest
+            ));
+            continue;
+        };
+        let Ok(manifest) = Manifest::parse(&fetched.bytes, fetched.content_type.as_deref()) else {
+            reasons.push(format!("bundle {number}: its manifest is unreadable"));
+            continue;
+        };
+        let is_bundle = |kind: &str| kind.starts_with("application/vnd.dev.sigstore.bundle");
+        if !manifest.artifact_type.as_deref().is_some_and(is_bundle) {
+            continue;
+        }
+        if manifest
+            .subject
+            .as_ref()
+            .map(|subject| subject.digest.as_str())
+            != Some(manifest_digest)
+        {
+            reasons.push(format!("bundle {number} refers to another manifest"));
+            continue;
+        }
+        let Some(layer) = manifest
+            .layers
+            .iter()
+            .find(|layer| is_bundle(&layer.media_type))
+        else {
+            reasons.push(format!("bundle {number} has no bundle layer"));
+            continue;
+        };
+        if layer.size > keyless::MAX_BUNDLE_BYTES {
+            reasons.push(format!(
+                "bundle {number} is {} bytes, over the cap of {} bytes",
+                layer.size,
+                keyless::MAX_BUNDLE_BYTES
+            ));
+            continue;
+        }
+        let bytes = match client
+            .blob(
+                &layer.digest,
+                keyless::MAX_BUNDLE_BYTES,
+                &format!("bundle {number} of {repository}"),
+                "",
+            )
+            .await
+        {
+            Ok(bytes) => bytes,
+            Err(error) => {
+                reasons.push(format!("bundle {number}: {error}"));
+                continue;
+            }
+        };
+        let signer = match keyless::verify_bundle(root, &bytes, &manifest_bytes) {
+            Ok(signer) => signer,
+            Err(why) => {
+                reasons.push(format!("bundle {number} does not verify: {why}"));
+                continue;
+            }
+        };
+        match accepted(identities, &signer) {
+            Ok(name) => {
+                return Ok(Some(Verification::Keyless {
+                    signer: name,
+                    identity: signer,
+                }));
+            }
+            Err(why) => reasons.push(format!(
+                "bundle {number} is by {} (issuer {}), whom no identity of the rule accepts \
+                 ({why})",
+                signer.identity, signer.issuer
+            )),
+        }
+    }
+    Ok(None)
+}
+
+/// The signatures of cosign's `.sig` layout: key-based (checked against `keys`) and legacy
+/// keyless (a certificate, its chain and a Rekor bundle in annotations, checked against the
+/// trusted root and `identities`).
+async fn legacy_signatures(
+    client: &RegistryClient,
+    repository: &str,
+    manifest_digest: &str,
+    signatures: &Manifest,
+    signers: &Signers<'_>,
+    reasons: &mut Vec<String>,
+) -> Option<Verification> {
+    let key_names: Vec<&str> = signers.keys.iter().map(|key| key.name.as_str()).collect();
     // Only layers that carry a signature count towards the cap, so that anyone who can push
     // to the repository cannot hide a valid signature behind unsigned junk layers.
     let layers = signatures
@@ -207,13 +467,8 @@ async fn verify(
         .take(MAX_SIGNATURES);
     for (index, layer) in layers.enumerate() {
         let number = index + 1;
-        let Some(signature) = layer
-            .annotations
-            .as_ref()
-            .and_then(|annotations| annotations.get(SIGNATURE_ANNOTATION))
-        else {
-            continue;
-        };
+        let annotations = layer.annotations.as_ref()?;
+        let signature = annotations.get(SIGNATURE_ANNOTATION)?;
         if artifact::check_digest(&layer.digest).is_err() {
             reasons.push(format!("signature {number} names no sha256 payload"));
             continue;
@@ -235,32 +490,101 @@ async fn verify(
                 continue;
             }
         };
-        let Some(key) = keys
-            .iter()
-            .find(|key| signature::verify(&key.der, &payload, signature).is_ok())
-        else {
-            reasons.push(format!(
-                "signature {number} does not verify with {} (signed by another key, or altered)",
-                names.join(" or ")
-            ));
-            continue;
-        };
-        match signature::check_payload(&payload, &repository, manifest_digest) {
-            Ok(()) => {
-                return Ok(Verification::Signed {
-                    signer: key.name.clone(),
-                    key: key.fingerprint.clone(),
-                });
+        let signer = if let Some(certificate) = annotations.get(keyless::CERTIFICATE_ANNOTATION) {
+            let Some(root) = signers.root else {
+                reasons.push(format!(
+                    "signature {number} is keyless, and the rule names no keyless signer"
+                ));
+                continue;
+            };
+            let chain = annotations
+                .get(keyless::CHAIN_ANNOTATION)
+                .map(String::as_str)
+                .unwrap_or_default();
+            let Some(rekor) = annotations.get(keyless::REKOR_BUNDLE_ANNOTATION) else {
+                reasons.push(format!(
+                    "signature {number} is keyless and has no Rekor bundle (it was never \
+                     logged, or its log entry was left out)"
+                ));
+                continue;
+            };
+            let signer = match keyless::verify_legacy(
+                root,
+                &payload,
+                signature,
+                certificate,
+                chain,
+                rekor,
+            ) {
+                Ok(signer) => signer,
+                Err(why) => {
+                    reasons.push(format!("signature {number} does not verify: {why}"));
+                    continue;
+                }
+            };
+            match accepted(signers.identities, &signer) {
+                Ok(name) => Verification::Keyless {
+                    signer: name,
+                    identity: signer,
+                },
+                Err(why) => {
+                    reasons.push(format!(
+                        "signature {number} is by {} (issuer {}), whom no identity of the rule \
+                         accepts ({why})",
+                        signer.identity, signer.issuer
+                    ));
+                    continue;
+                }
             }
-            Err(why) => reasons.push(format!("signature {number} is by {}, but {why}", key.name)),
+        } else {
+            let Some(key) = signers
+                .keys
+                .iter()
+                .find(|key| signature::verify(&key.der, &payload, signature).is_ok())
+            else {
+                reasons.push(if key_names.is_empty() {
+                    format!("signature {number} is key-based, and the rule names no key")
+                } else {
+                    format!(
+                        "signature {number} does not verify with {} (signed by another key, or \
+                         altered)",
+                        key_names.join(" or ")
+                    )
+                });
+                continue;
+            };
+            Verification::Signed {
+                signer: key.name.clone(),
+                key: key.fingerprint.clone(),
+            }
+        };
+        let name = match &signer {
+            Verification::Signed { signer, .. } | Verification::Keyless { signer, .. } => signer,
+            Verification::Unsigned(_) => continue,
+        };
+        match signature::check_payload(&payload, repository, manifest_digest) {
+            Ok(()) => return Some(signer),
+            Err(why) => reasons.push(format!("signature {number} is by {name}, but {why}")),
         }
     }
-    if reasons.is_empty() {
-        reasons.push(format!("{tag} holds no cosign signature layer"));
-    }
-    Err(refuse(format!(
-        "no valid signature by a key the trust policy accepts for {repository} ({}): {}",
-        names.join(", "),
-        reasons.join("; ")
-    )))
+    None
+}
+
+/// The media type of the empty descriptor (a referrer's config).
+const EMPTY_MEDIA_TYPE: &str = "application/vnd.oci.empty.v1+json";
+
+/// An OCI image index, as the referrers API and the referrers tag hold it.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Index {
+    #[serde(default)]
+    manifests: Vec<IndexEntry>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct IndexEntry {
+    digest: String,
+    #[serde(default)]
+    artifact_type: Option<String>,
 }

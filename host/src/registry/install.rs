@@ -268,9 +268,14 @@ pub async fn pull_into(
             return Err(error);
         }
     };
-    let (signer, key, unsigned) = match &pulled.verified {
-        Verification::Signed { signer, key } => (Some(signer.clone()), Some(key.clone()), None),
-        Verification::Unsigned(how) => (None, None, Some(*how)),
+    let (signer, key, unsigned, keyless) = match &pulled.verified {
+        Verification::Signed { signer, key } => {
+            (Some(signer.clone()), Some(key.clone()), None, None)
+        }
+        Verification::Keyless { signer, identity } => {
+            (Some(signer.clone()), None, None, Some(identity))
+        }
+        Verification::Unsigned(how) => (None, None, Some(*how), None),
     };
     let entry = LockedPlugin {
         source: Some(PluginSource {
@@ -281,6 +286,12 @@ pub async fn pull_into(
             signer,
             key,
             unsigned,
+            identity: keyless.map(|k| k.identity.clone()),
+            issuer: keyless.map(|k| k.issuer.clone()),
+            log_index: keyless.and_then(|k| k.log_index),
+            source_repository: keyless.and_then(|k| k.source_repository.clone()),
+            source_ref: keyless.and_then(|k| k.source_ref.clone()),
+            trigger: keyless.and_then(|k| k.trigger.clone()),
         }),
         ..entry
     };

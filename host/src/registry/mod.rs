@@ -22,6 +22,7 @@ mod client;
 mod credentials;
 mod fetch;
 mod install;
+mod keyless;
 mod publish;
 mod reference;
 mod signature;
@@ -36,6 +37,9 @@ pub use client::{ClientOptions, MAX_MANIFEST_BYTES, RegistryClient};
 pub use credentials::{Credentials, PASSWORD_VARIABLE, REGISTRY_VARIABLE, USERNAME_VARIABLE};
 pub use fetch::{Demand, PulledArtifact, Verification, pull, resolve};
 pub use install::{PullOptions, PullOutcome, pull_into};
+pub use keyless::{
+    BUNDLE_MEDIA_TYPE, COSIGN_SIGN_PREDICATE, KeylessSigner, MAX_BUNDLE_BYTES, TrustedRoot,
+};
 pub use publish::{Pushed, push};
 pub use reference::{Malformed, Reference, ReferenceError};
 pub use signature::{

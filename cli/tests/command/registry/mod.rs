@@ -8,6 +8,7 @@
 //!
 //! This module holds the registry, the keys and the helpers; the tests are in its submodules.
 
+mod keyless;
 mod refused;
 mod revoked;
 mod round_trip;

@@ -42,6 +42,32 @@ impl RegistryClient {
         }))
     }
 
+    /// GETs the referrers of `digest` (OCI 1.1's referrers API), at most
+    /// [`MAX_MANIFEST_BYTES`]; `None` if the registry has no such API (distribution 2.8 answers
+    /// 404), so that the referrers tag is read instead.
+    pub(crate) async fn referrers(&self, digest: &str) -> Result<Option<Fetched>, RegistryError> {
+        let url = format!("{}/referrers/{digest}", self.base);
+        let response = self
+            .send(
+                reqwest::Method::GET,
+                &url,
+                Some(crate::registry::OCI_INDEX_MEDIA_TYPE),
+                None,
+                None,
+            )
+            .await?;
+        let status = response.status();
+        if status == StatusCode::NOT_FOUND || status == StatusCode::METHOD_NOT_ALLOWED {
+            return Ok(None);
+        }
+        let response = expect_success(response, &url).await?;
+        let bytes = read_capped(response, MAX_MANIFEST_BYTES, "the referrers index", "").await?;
+        Ok(Some(Fetched {
+            bytes,
+            content_type: Some(crate::registry::OCI_INDEX_MEDIA_TYPE.to_owned()),
+        }))
+    }
+
     /// GETs the blob `digest`, at most `limit` bytes, and checks its digest.
     pub(crate) async fn blob(
         &self,

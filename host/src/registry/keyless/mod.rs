@@ -1,0 +1,239 @@
+//! Keyless signatures, verified in process and offline: a Sigstore bundle (v0.1–v0.3) attached
+//! to a Wasm artifact, or cosign's legacy `.sig` layer carrying a Fulcio certificate, checked
+//! against the trusted root file the operator supplies (Sigstore's `trusted_root.json`: Fulcio
+//! CAs, Rekor and CT log keys, timestamp authorities).
+//!
+//! What is checked, by `sigstore-verify` (sigstore-rust) with [`provider::Ring`]: the
+//! certificate's chain to a CA of the root, valid at the signing time the log attests; its
+//! embedded SCT from a CT log of the root; the Rekor entry (its signed entry timestamp, or its
+//! inclusion proof with a signed checkpoint) and that the entry is for this signature; the
+//! signature over the artifact. Then here: what was signed is this manifest (the in-toto
+//! statement's subject, with cosign's signing predicate; or a simple-signing payload naming
+//! the manifest digest and the repository), and the signer's identity, issuer and claims are
+//! handed to the trust policy's identity rules. No revocation is checked and nothing is
+//! fetched: the root file is the whole of what is trusted.
+
+pub(crate) mod provider;
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use sigstore_verify::types::Bundle;
+
+/// The media type of a Sigstore bundle v0.3 (an OCI referrer's `artifactType` and layer).
+pub const BUNDLE_MEDIA_TYPE: &str = "application/vnd.dev.sigstore.bundle.v0.3+json";
+/// The in-toto predicate `cosign sign` writes: a signature of the subject, nothing more.
+pub const COSIGN_SIGN_PREDICATE: &str = "https://sigstore.dev/cosign/sign/v1";
+/// The annotation of a legacy signature layer holding the Fulcio certificate (PEM).
+pub const CERTIFICATE_ANNOTATION: &str = "dev.sigstore.cosign/certificate";
+/// The annotation holding the certificate's chain (PEM).
+pub const CHAIN_ANNOTATION: &str = "dev.sigstore.cosign/chain";
+/// The annotation holding the Rekor bundle (signed entry timestamp and entry).
+pub const REKOR_BUNDLE_ANNOTATION: &str = "dev.sigstore.cosign/bundle";
+/// Largest bundle read.
+pub const MAX_BUNDLE_BYTES: u64 = 256 << 10;
+
+/// A trusted root, parsed and ready to verify with.
+#[derive(Clone)]
+pub struct TrustedRoot {
+    verifier: Arc<sigstore_verify::Verifier>,
+}
+
+impl std::fmt::Debug for TrustedRoot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TrustedRoot").finish_non_exhaustive()
+    }
+}
+
+impl TrustedRoot {
+    /// Parses a `trusted_root.json` and prepares its keys and certificates (a malformed or
+    /// unsupported key, or a certificate outside its validity window, is an error here).
+    pub fn from_json(text: &str) -> Result<Self, String> {
+        provider::install();
+        let root = sigstore_verify::trust_root::TrustedRoot::from_json(text)
+            .map_err(|error| format!("it is not a Sigstore trusted root ({error})"))?;
+        let verifier = sigstore_verify::Verifier::new(&root)
+            .map_err(|error| format!("its keys or certificates are unusable ({error})"))?;
+        Ok(Self {
+            verifier: Arc::new(verifier),
+        })
+    }
+}
+
+/// Who made a keyless signature, as its verified certificate and log entry say.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct KeylessSigner {
+    /// The certificate's subject: the OIDC identity (an e-mail address, or a URI such as a
+    /// GitHub Actions workflow `https://github.com/ORG/REPO/.github/workflows/F.yml@REF`).
+    pub identity: String,
+    /// The OIDC issuer that vouched for it (`https://token.actions.githubusercontent.com`).
+    pub issuer: String,
+    /// The entry's index in the transparency log.
+    pub log_index: Option<u64>,
+    /// The source repository claim (Fulcio `1.3.6.1.4.1.57264.1.12`), if any.
+    pub source_repository: Option<String>,
+    /// The source ref claim (`.1.14`, e.g. `refs/tags/v1.2.0`), if any.
+    pub source_ref: Option<String>,
+    /// The build trigger claim (`.1.20`, e.g. `push`), if any.
+    pub trigger: Option<String>,
+}
+
+/// Verifies a Sigstore bundle (`bundle`, JSON) of the manifest `manifest` (its bytes; its
+/// digest is `manifest_digest`) against `root`.
+pub(crate) fn verify_bundle(
+    root: &TrustedRoot,
+    bundle: &[u8],
+    manifest: &[u8],
+) -> Result<KeylessSigner, String> {
+    let text = std::str::from_utf8(bundle).map_err(|_| "the bundle is not UTF-8".to_owned())?;
+    let bundle =
+        Bundle::from_json(text).map_err(|error| format!("not a Sigstore bundle ({error})"))?;
+    if let sigstore_verify::types::SignatureContent::DsseEnvelope(envelope) = &bundle.content {
+        let statement: Value = serde_json::from_slice(envelope.payload.as_bytes())
+            .map_err(|_| "its DSSE payload is not an in-toto statement".to_owned())?;
+        let predicate = statement
+            .get("predicateType")
+            .and_then(Value::as_str)
+            .unwrap_or("none");
+        if predicate != COSIGN_SIGN_PREDICATE {
+            return Err(format!(
+                "it is an attestation of type {predicate}, not a signature ({COSIGN_SIGN_PREDICATE})"
+            ));
+        }
+    }
+    verify(root, &bundle, manifest)
+}
+
+/// Verifies cosign's legacy keyless signature: `signature` (base64) of `payload` by the key of
+/// `certificate` (PEM), with its `chain` (PEM, may be empty) and the Rekor bundle annotation
+/// `rekor_bundle`. The caller checks what the payload names.
+pub(crate) fn verify_legacy(
+    root: &TrustedRoot,
+    payload: &[u8],
+    signature: &str,
+    certificate: &str,
+    chain: &str,
+    rekor_bundle: &str,
+) -> Result<KeylessSigner, String> {
+    let b64 = |bytes: &[u8]| <base64ct::Base64 as base64ct::Encoding>::encode_string(bytes);
+    let mut certificates = Vec::new();
+    for pem in pem_blocks(certificate).into_iter().chain(pem_blocks(chain)) {
+        certificates.push(json!({ "rawBytes": b64(&pem) }));
+    }
+    if certificates.is_empty() {
+        return Err("its certificate annotation holds no PEM certificate".into());
+    }
+    let rekor: Value = serde_json::from_str(rekor_bundle)
+        .map_err(|_| "its Rekor bundle annotation is not JSON".to_owned())?;
+    let text = |value: &Value, key: &str| value.get(key).cloned().unwrap_or(Value::Null);
+    let entry = text(&rekor, "Payload");
+    let body_b64 = entry
+        .get("body")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let body = <base64ct::Base64 as base64ct::Encoding>::decode_vec(body_b64)
+        .map_err(|_| "its Rekor entry body is not base64".to_owned())?;
+    let body: Value =
+        serde_json::from_slice(&body).map_err(|_| "its Rekor entry is not JSON".to_owned())?;
+    let log_id = entry
+        .get("logID")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let log_id = hex_decode(log_id).ok_or_else(|| "its Rekor log ID is not hex".to_owned())?;
+    let number = |key: &str| {
+        entry
+            .get(key)
+            .and_then(Value::as_i64)
+            .map(|n| n.to_string())
+            .ok_or_else(|| format!("its Rekor bundle has no {key}"))
+    };
+    let bundle = json!({
+        "mediaType": "application/vnd.dev.sigstore.bundle+json;version=0.1",
+        "verificationMaterial": {
+            "x509CertificateChain": { "certificates": certificates },
+            "tlogEntries": [{
+                "logIndex": number("logIndex")?,
+                "logId": { "keyId": b64(&log_id) },
+                "kindVersion": { "kind": text(&body, "kind"), "version": text(&body, "apiVersion") },
+                "integratedTime": number("integratedTime")?,
+                "inclusionPromise": { "signedEntryTimestamp": text(&rekor, "SignedEntryTimestamp") },
+                "canonicalizedBody": body_b64,
+            }],
+        },
+        "messageSignature": {
+            "messageDigest": {
+                "algorithm": "SHA2_256",
+                "digest": b64(&crate::digest::sha256(payload)),
+            },
+            "signature": signature.trim(),
+        },
+    });
+    let bundle = Bundle::from_json(&bundle.to_string())
+        .map_err(|error| format!("its annotations do not make a Sigstore bundle ({error})"))?;
+    verify(root, &bundle, payload)
+}
+
+fn verify(root: &TrustedRoot, bundle: &Bundle, artifact: &[u8]) -> Result<KeylessSigner, String> {
+    let policy = sigstore_verify::VerificationPolicy::any_identity();
+    let result = root
+        .verifier
+        .verify(artifact, bundle, &policy)
+        .map_err(|error| error.to_string())?;
+    if !(result.certificate_verified() && result.sct_verified() && result.tlog_verified()) {
+        return Err(format!(
+            "it was not fully verified (certificate {}, SCT {}, transparency log {})",
+            result.certificate_verified(),
+            result.sct_verified(),
+            result.tlog_verified()
+        ));
+    }
+    let identity = result
+        .identity()
+        .map(|identity| identity.as_str().to_owned())
+        .ok_or_else(|| "its certificate names no identity".to_owned())?;
+    let issuer = result
+        .issuer()
+        .map(str::to_owned)
+        .ok_or_else(|| "its certificate names no OIDC issuer".to_owned())?;
+    let claims = result
+        .certificate()
+        .map(|certificate| &certificate.ci_claims);
+    Ok(KeylessSigner {
+        identity,
+        issuer,
+        log_index: bundle
+            .verification_material
+            .tlog_entries
+            .first()
+            .map(|entry| entry.log_index.get()),
+        source_repository: claims.and_then(|claims| claims.source_repository_uri.clone()),
+        source_ref: claims.and_then(|claims| claims.source_repository_ref.clone()),
+        trigger: claims.and_then(|claims| claims.build_trigger.clone()),
+    })
+}
+
+/// The DER of every `CERTIFICATE` block of `text`.
+fn pem_blocks(text: &str) -> Vec<Vec<u8>> {
+    let mut blocks = Vec::new();
+    let mut rest = text;
+    while let Ok(der) = crate::trust::pem_body(rest, "CERTIFICATE") {
+        blocks.push(der);
+        let end = "-----END CERTIFICATE-----";
+        match rest.find(end) {
+            Some(at) => rest = &rest[at + end.len()..],
+            None => break,
+        }
+    }
+    blocks
+}
+
+fn hex_decode(text: &str) -> Option<Vec<u8>> {
+    if text.len() % 2 != 0 {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+        .collect()
+}
