@@ -293,8 +293,9 @@ pub(crate) enum Command {
         file: PathBuf,
         /// REGISTRY/REPOSITORY:TAG.
         reference: String,
-        /// Sign with this unencrypted PEM key of the curve P-256 (PKCS#8 `PRIVATE KEY` or
-        /// SEC1 `EC PRIVATE KEY`).
+        /// Sign with this key of the curve P-256: cosign's encrypted `cosign.key` (its password
+        /// from COSIGN_PASSWORD, or asked on the terminal), or an unencrypted PEM key (PKCS#8
+        /// `PRIVATE KEY` or SEC1 `EC PRIVATE KEY`).
         #[arg(long, value_name = "KEY")]
         sign: Option<PathBuf>,
         /// Speak plain HTTP, to a registry on this machine only.
@@ -304,6 +305,16 @@ pub(crate) enum Command {
         #[arg(long, value_name = "SECS", default_value_t = 600,
               value_parser = clap::value_parser!(u64).range(1..=86_400))]
         timeout_secs: u64,
+    },
+    /// Make a signing key pair as `cosign generate-key-pair` does: PREFIX.key, encrypted
+    /// with a password (from COSIGN_PASSWORD, or asked twice on the terminal), and PREFIX.pub.
+    ///
+    /// cosign reads both; `push --sign PREFIX.key` signs with the key, and a trust policy's
+    /// [keys] takes PREFIX.pub. An existing file is never overwritten.
+    GenerateKeyPair {
+        /// Where the files go, without their extensions.
+        #[arg(long, value_name = "PREFIX", default_value = "cosign")]
+        output_key_prefix: PathBuf,
     },
     /// Print the tool definitions of DIR in a provider's JSON shape, sorted by name.
     Schema {

@@ -149,6 +149,18 @@ async fn main() -> ExitCode {
             }
         };
     }
+    if let Command::GenerateKeyPair { output_key_prefix } = &cli.command {
+        return match registry::generate_key_pair(output_key_prefix) {
+            Ok(said) => {
+                print!("{said}");
+                ExitCode::SUCCESS
+            }
+            Err(error) => {
+                eprintln!("error: {}", error_text(&error));
+                ExitCode::FAILURE
+            }
+        };
+    }
     let loader = match &cli.command {
         Command::List { host, .. }
         | Command::Call { host, .. }
@@ -161,7 +173,9 @@ async fn main() -> ExitCode {
         Command::Pull { plugins, .. } => {
             load::loader_with(plugins, &args::DirArgs::default(), None, false)
         }
-        Command::New { .. } | Command::Push { .. } => Err(anyhow::anyhow!("nothing to load")),
+        Command::New { .. } | Command::Push { .. } | Command::GenerateKeyPair { .. } => {
+            Err(anyhow::anyhow!("nothing to load"))
+        }
     };
     if let Command::Push {
         file,
@@ -287,7 +301,9 @@ async fn main() -> ExitCode {
                     .await
                     .map(|()| ExitCode::SUCCESS)
             }
-            Command::New { .. } | Command::Push { .. } => Ok(ExitCode::SUCCESS),
+            Command::New { .. } | Command::Push { .. } | Command::GenerateKeyPair { .. } => {
+                Ok(ExitCode::SUCCESS)
+            }
         },
     };
     // A reader that stops early (`| head`) is not an error.

@@ -116,7 +116,13 @@ pub(crate) async fn push_file(
                 let pem = std::fs::read_to_string(path).map_err(|error| {
                     anyhow::anyhow!("cannot read the signing key {}: {error}", path.display())
                 })?;
-                Some(SigningKey::from_pem(&pem).map_err(|error| {
+                let key = if SigningKey::is_encrypted(&pem) {
+                    let password = key_password(path, false)?;
+                    SigningKey::from_cosign_pem(&pem, password.as_bytes())
+                } else {
+                    SigningKey::from_pem(&pem)
+                };
+                Some(key.map_err(|error| {
                     anyhow::anyhow!("the signing key {}: {error}", path.display())
                 })?)
             }
@@ -139,4 +145,83 @@ pub(crate) async fn push_file(
         outln!(out, "signed with {} under {tag}", key.fingerprint());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The password of cosign's encrypted key `path`: `COSIGN_PASSWORD` if it is set (even empty,
+/// as cosign takes it), else asked on the terminal (twice when `new`).
+fn key_password(path: &Path, new: bool) -> anyhow::Result<zeroize::Zeroizing<String>> {
+    use std::io::IsTerminal;
+    let variable = llm_worker::registry::COSIGN_PASSWORD_VARIABLE;
+    if let Some(password) = std::env::var_os(variable) {
+        return password
+            .into_string()
+            .map(zeroize::Zeroizing::new)
+            .map_err(|_| anyhow::anyhow!("{variable} is not UTF-8"));
+    }
+    if !std::io::stdin().is_terminal() {
+        anyhow::bail!(
+            "{} needs a password: set {variable} (no terminal to ask on)",
+            path.display()
+        );
+    }
+    let ask = |prompt: &str| {
+        rpassword::prompt_password(prompt)
+            .map(zeroize::Zeroizing::new)
+            .map_err(|error| anyhow::anyhow!("cannot read the password: {error}"))
+    };
+    let password = ask(&format!("Password for {}: ", path.display()))?;
+    if new && *ask("Again: ")? != *password {
+        anyhow::bail!("the passwords differ; nothing was written");
+    }
+    Ok(password)
+}
+
+/// `generate-key-pair`: PREFIX.key (cosign's encrypted format, readable by its owner alone)
+/// and PREFIX.pub; neither may exist already.
+pub(crate) fn generate_key_pair(prefix: &Path) -> anyhow::Result<String> {
+    let with = |extension: &str| {
+        let mut name = prefix.as_os_str().to_owned();
+        name.push(extension);
+        std::path::PathBuf::from(name)
+    };
+    let (private, public) = (with(".key"), with(".pub"));
+    for path in [&private, &public] {
+        if path.exists() {
+            anyhow::bail!(
+                "{} exists; move it away, or pick another --output-key-prefix (nothing is \
+                 overwritten)",
+                path.display()
+            );
+        }
+    }
+    let password = key_password(&private, true)?;
+    let key = SigningKey::generate().map_err(anyhow::Error::msg)?;
+    let sealed = key
+        .to_cosign_pem(password.as_bytes())
+        .map_err(anyhow::Error::msg)?;
+    let write = |path: &Path, text: &str, mode: u32| -> anyhow::Result<()> {
+        use std::io::Write;
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, mode);
+        #[cfg(not(unix))]
+        let _ = mode;
+        let mut file = options
+            .open(path)
+            .map_err(|error| anyhow::anyhow!("cannot create {}: {error}", path.display()))?;
+        file.write_all(text.as_bytes())
+            .and_then(|()| file.sync_all())
+            .map_err(|error| anyhow::anyhow!("cannot write {}: {error}", path.display()))
+    };
+    write(&private, &sealed, 0o600)?;
+    write(&public, &key.public_key_pem(), 0o644)?;
+    Ok(format!(
+        "Private key written to {}\nPublic key written to {}\n  fingerprint {}: sign with \
+         `llm-worker push --sign {}`, trust it in llm-worker.trust.toml's [keys]\n",
+        private.display(),
+        public.display(),
+        key.fingerprint(),
+        private.display()
+    ))
 }

@@ -60,6 +60,45 @@ pub const FETCH: Original = Original::PyPi {
     script: "mcp-server-fetch",
 };
 
+/// Not a server: PyNaCl (libsodium), for the independent check of cosign's key files
+/// (`cli/tests/command/cosign_key.py`); see [`python_with`].
+pub const PYNACL: Original = Original::PyPi {
+    package: "PyNaCl",
+    version: "1.6.2",
+    script: "python",
+};
+
+/// Not a server: Python's `cryptography`, for the test Sigstore authority
+/// (`cli/tests/command/sigstore_sign.py`) and the key checks; see [`python_with`].
+pub const CRYPTOGRAPHY: Original = Original::PyPi {
+    package: "cryptography",
+    version: "48.0.0",
+    script: "python",
+};
+
+/// `python3` with `packages` (PyPI ones, each installed in its venv on first use, as the
+/// reference servers are) importable through `PYTHONPATH`; `None` (the caller is skipped, see
+/// [`skip`]) where one cannot be installed.
+pub fn python_with(target_tmp: &Path, packages: &[Original]) -> Option<Command> {
+    let mut paths = Vec::new();
+    for package in packages {
+        let python = package.program(target_tmp)?;
+        let lib = python.parent()?.parent()?.join("lib");
+        let site = std::fs::read_dir(&lib)
+            .ok()?
+            .flatten()
+            .map(|entry| entry.path().join("site-packages"))
+            .find(|path| path.is_dir())?;
+        paths.push(site);
+    }
+    let mut command = Command::new("python3");
+    command.env(
+        "PYTHONPATH",
+        std::env::join_paths(paths).expect("site-packages paths"),
+    );
+    Some(command)
+}
+
 /// `@modelcontextprotocol/server-memory`, beside our `memory` plugin.
 pub const MEMORY: Original = Original::Npm {
     package: "@modelcontextprotocol/server-memory",

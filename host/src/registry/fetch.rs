@@ -265,12 +265,14 @@ async fn verify(
     } else {
         reasons.push(format!(
             "no signature: {repository} has no {tag} (where cosign's key-based and legacy \
-             signatures and `llm-worker push --sign` put the signatures of {manifest_digest}){}",
+             signatures and `llm-worker push --sign` put the signatures of {manifest_digest}){}; \
+             the trust policy wants it signed by {}",
             if identities.is_empty() {
                 ""
             } else {
                 ", and no Sigstore bundle refers to it"
-            }
+            },
+            names.join(", ")
         ));
     }
     Err(refuse(format!(

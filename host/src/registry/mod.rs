@@ -19,6 +19,7 @@
 
 mod artifact;
 mod client;
+mod cosign_key;
 mod credentials;
 mod fetch;
 mod install;
@@ -34,6 +35,7 @@ pub use artifact::{
     WASM_LAYER_MEDIA_TYPE, wasm_config,
 };
 pub use client::{ClientOptions, MAX_MANIFEST_BYTES, RegistryClient};
+pub use cosign_key::{ENCRYPTED_KEY_LABEL, PASSWORD_VARIABLE as COSIGN_PASSWORD_VARIABLE};
 pub use credentials::{Credentials, PASSWORD_VARIABLE, REGISTRY_VARIABLE, USERNAME_VARIABLE};
 pub use fetch::{Demand, PulledArtifact, Verification, pull, resolve};
 pub use install::{PullOptions, PullOutcome, pull_into};

@@ -5,13 +5,13 @@
 //!
 //! Keys: public keys are PEM `PUBLIC KEY` (SubjectPublicKeyInfo) of the curve P-256, as
 //! `cosign generate-key-pair` (`cosign.pub`) and `openssl pkey -pubout` write them. Signing keys
-//! are unencrypted PEM: PKCS#8 (`PRIVATE KEY`, e.g. `openssl genpkey -algorithm EC -pkeyopt
-//! ec_paramgen_curve:P-256`) or SEC1 (`EC PRIVATE KEY`). cosign's own encrypted
-//! `cosign.key` is not read (export the key, or make one with openssl and `cosign
-//! import-key-pair` it for cosign).
+//! are cosign's encrypted `cosign.key` ([`SigningKey::from_cosign_pem`], the password from
+//! `COSIGN_PASSWORD` or a prompt, as cosign asks), or unencrypted PEM: PKCS#8 (`PRIVATE KEY`,
+//! e.g. `openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256`) or SEC1 (`EC
+//! PRIVATE KEY`). [`SigningKey::generate`] makes a key pair that cosign reads.
 
 use p256::ecdsa::signature::{Signer, Verifier};
-use p256::pkcs8::{DecodePrivateKey, DecodePublicKey, EncodePublicKey};
+use p256::pkcs8::{DecodePrivateKey, DecodePublicKey, EncodePrivateKey, EncodePublicKey};
 
 /// The annotation of a signature layer that holds the signature.
 pub const SIGNATURE_ANNOTATION: &str = "dev.cosignproject.cosign/signature";
@@ -59,9 +59,8 @@ impl SigningKey {
     pub fn from_pem(pem: &str) -> Result<Self, String> {
         if pem.contains("ENCRYPTED") {
             return Err(
-                "the key is encrypted (cosign's `cosign.key` is): give an unencrypted PKCS#8 \
-                 PEM key of the curve P-256, e.g. from `openssl genpkey -algorithm EC -pkeyopt \
-                 ec_paramgen_curve:P-256 -out signing.pem`"
+                "the key is encrypted: cosign's `cosign.key` is read with its password \
+                 (SigningKey::from_cosign_pem); another encrypted PEM is not read"
                     .into(),
             );
         }
@@ -78,6 +77,47 @@ impl SigningKey {
                  PRIVATE KEY`, unencrypted)"
                     .to_owned()
             })
+    }
+
+    /// Reads cosign's encrypted key (`ENCRYPTED SIGSTORE PRIVATE KEY`, or cosign 1's
+    /// `ENCRYPTED COSIGN PRIVATE KEY`), sealed under `password`; its key derivation is checked
+    /// first (weak or unknown parameters are refused).
+    pub fn from_cosign_pem(pem: &str, password: &[u8]) -> Result<Self, String> {
+        let der = zeroize::Zeroizing::new(super::cosign_key::open(pem, password)?);
+        p256::ecdsa::SigningKey::from_pkcs8_der(&der)
+            .map(Self)
+            .map_err(|_| "the sealed key is not a PKCS#8 key of the curve P-256".to_owned())
+    }
+
+    /// Whether `pem` is one of cosign's encrypted keys (which need a password).
+    pub fn is_encrypted(pem: &str) -> bool {
+        super::cosign_key::is_encrypted_cosign_key(pem)
+    }
+
+    /// A new random key.
+    pub fn generate() -> Result<Self, String> {
+        loop {
+            let mut bytes = zeroize::Zeroizing::new([0u8; 32]);
+            getrandom::fill(bytes.as_mut()).map_err(|error| format!("no randomness ({error})"))?;
+            if let Ok(secret) = p256::SecretKey::from_slice(bytes.as_ref()) {
+                return Ok(Self(secret.into()));
+            }
+        }
+    }
+
+    /// The key sealed under `password` as `cosign generate-key-pair` writes it
+    /// (`ENCRYPTED SIGSTORE PRIVATE KEY`: scrypt N=32768 r=8 p=1, NaCl secretbox).
+    pub fn to_cosign_pem(&self, password: &[u8]) -> Result<String, String> {
+        let der = self
+            .0
+            .to_pkcs8_der()
+            .map_err(|_| "the key cannot be written as PKCS#8".to_owned())?;
+        super::cosign_key::seal(der.as_bytes(), password)
+    }
+
+    /// The public key in PEM (`PUBLIC KEY`), as `cosign.pub` holds it.
+    pub fn public_key_pem(&self) -> String {
+        super::cosign_key::pem_encode("PUBLIC KEY", &self.public_key_der())
     }
 
     /// The signature of `payload`: DER, in base64, as cosign stores it.

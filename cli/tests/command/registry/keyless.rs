@@ -6,7 +6,6 @@
 //! way a keyless signature can be wrong is refused.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use super::{Registry, independent_client_installed, lock_of, source_of, text_of};
 use crate::cli::{run, stderr, stdout};
@@ -23,7 +22,7 @@ fn script() -> PathBuf {
 }
 
 fn python(args: &[&str]) {
-    let out = Command::new("python3")
+    let out = super::python_with_cryptography()
         .arg(script())
         .args(args)
         .output()
@@ -157,7 +156,7 @@ fn keyless_dir(registry: &Registry, name: &str, authority: &Path, repository: &s
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_keyless_bundle_is_verified_offline_locked_with_its_identity_and_served() {
-    if !independent_client_installed() {
+    if !independent_client_installed() || !super::python_packages_installed() {
         return;
     }
     let Some(registry) = Registry::start("registry-keyless") else {
@@ -233,7 +232,7 @@ async fn a_keyless_bundle_is_verified_offline_locked_with_its_identity_and_serve
 
 #[test]
 fn cosign_s_legacy_keyless_signature_is_verified_too() {
-    if !independent_client_installed() {
+    if !independent_client_installed() || !super::python_packages_installed() {
         return;
     }
     let Some(registry) = Registry::start("registry-keyless-legacy") else {
@@ -266,7 +265,7 @@ fn cosign_s_legacy_keyless_signature_is_verified_too() {
 
 #[test]
 fn every_wrong_keyless_signature_is_refused() {
-    if !independent_client_installed() {
+    if !independent_client_installed() || !super::python_packages_installed() {
         return;
     }
     let Some(registry) = Registry::start("registry-keyless-refused") else {

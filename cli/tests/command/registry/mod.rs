@@ -8,6 +8,8 @@
 //!
 //! This module holds the registry, the keys and the helpers; the tests are in its submodules.
 
+mod cosign;
+mod interop;
 mod keyless;
 mod refused;
 mod revoked;
@@ -61,6 +63,20 @@ fn independent_client_installed() -> bool {
         skip("python3 and openssl (the independent OCI client) are not installed");
     }
     installed
+}
+
+/// Whether the Python packages of the independent checks (`cryptography`, PyNaCl) are
+/// installed, or can be (once per target directory); if not, says the test is skipped.
+fn python_packages_installed() -> bool {
+    python_with_cryptography().get_program() == "python3"
+}
+
+/// `python3` with `cryptography` and PyNaCl importable (installed once per target directory,
+/// as the reference servers are); plain `false` (a program that fails) where they cannot be.
+fn python_with_cryptography() -> Command {
+    use llm_worker_tests::reference::{CRYPTOGRAPHY, PYNACL, python_with};
+    let target_tmp = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    python_with(target_tmp, &[CRYPTOGRAPHY, PYNACL]).unwrap_or_else(|| Command::new("false"))
 }
 
 /// `program` on the PATH.
