@@ -60,6 +60,19 @@ impl TrustedRoot {
     }
 }
 
+impl TrustedRoot {
+    /// Verifies a Sigstore bundle (`bundle`, JSON; v0.1–v0.3) of `artifact` (its bytes), as
+    /// `cosign verify-blob --bundle` does offline: the certificate chain, SCT, log entry and
+    /// signature; an in-toto statement must name `artifact`'s SHA-256 among its subjects. Who
+    /// signed is returned for the caller to judge (no identity is required here).
+    pub fn verify_blob(&self, bundle: &[u8], artifact: &[u8]) -> Result<KeylessSigner, String> {
+        let text = std::str::from_utf8(bundle).map_err(|_| "the bundle is not UTF-8".to_owned())?;
+        let bundle =
+            Bundle::from_json(text).map_err(|error| format!("not a Sigstore bundle ({error})"))?;
+        verify(self, &bundle, artifact)
+    }
+}
+
 /// Who made a keyless signature, as its verified certificate and log entry say.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -236,4 +249,27 @@ fn hex_decode(text: &str) -> Option<Vec<u8>> {
         .step_by(2)
         .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bundle_cosign_made_on_the_public_good_instance_verifies_offline() {
+        let root = TrustedRoot::from_json(include_str!("testdata/public-good-trusted-root.json"))
+            .expect("the public-good root");
+        let bundle = include_bytes!("testdata/cosign-v3-blob.sigstore.json");
+        let blob = include_bytes!("testdata/cosign-v3-blob.txt");
+        let signer = root.verify_blob(bundle, blob).expect("verifies");
+        assert!(signer.identity.contains('@'), "{signer:?}");
+        assert!(signer.issuer.starts_with("https://"), "{signer:?}");
+        assert!(signer.log_index.is_some());
+        // Another blob, or an altered bundle, does not.
+        assert!(root.verify_blob(bundle, b"other content").is_err());
+        let mut altered = bundle.to_vec();
+        let at = altered.len() / 2;
+        altered[at] ^= 0x01;
+        assert!(root.verify_blob(&altered, blob).is_err());
+    }
 }
