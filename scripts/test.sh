@@ -6,12 +6,13 @@ cd "$(dirname "$0")/.."
 # The toolchain rust-toolchain.toml names (Rust 1.97, clippy, rustfmt, the wasm32-wasip2 target).
 rustup toolchain install >/dev/null 2>&1 || echo "note: rustup could not install the toolchain of rust-toolchain.toml (Rust 1.97 with the wasm32-wasip2 target is needed)" >&2
 # The registry tests (cli/tests/command/registry/) start Debian's `docker-registry`
-# (distribution 2.8) on a loopback port, and push with python3 and openssl as an independent
-# client; the metrics test (cli/tests/command/http/metrics.rs) has Debian's `prometheus` scrape
+# (distribution 2.8) on a loopback port, push with python3 and openssl as an independent
+# client, and copy artifacts with Debian's `skopeo`; the metrics test
+# (cli/tests/command/http/metrics.rs) has Debian's `prometheus` scrape
 # the server. Install them where apt can; elsewhere those tests say they are skipped (under CI
 # they fail instead).
 missing=""
-for program in docker-registry python3 openssl prometheus; do
+for program in docker-registry python3 openssl prometheus skopeo; do
     command -v "$program" >/dev/null 2>&1 || missing="$missing $program"
 done
 if [ -n "$missing" ]; then

@@ -321,12 +321,12 @@ def log_entry(authority, body, integrated_time, tamper_proof):
     }
 
 
-def statement(repository, digest):
+def statement(repository, digest, predicate_type="https://sigstore.dev/cosign/sign/v1"):
     return canonical(
         {
             "_type": "https://in-toto.io/Statement/v1",
             "subject": [{"name": repository, "digest": {"sha256": digest.split(":", 1)[1]}}],
-            "predicateType": "https://sigstore.dev/cosign/sign/v1",
+            "predicateType": predicate_type,
             "predicate": {},
         }
     )
@@ -390,7 +390,7 @@ def sign(args):
             json.dump(out, f)
         return
     payload_type = "application/vnd.in-toto+json"
-    payload = statement(args.repository, args.subject_digest or args.digest)
+    payload = statement(args.repository, args.subject_digest or args.digest, args.predicate_type)
     signature = signing_key.sign(pae(payload_type, payload), ec.ECDSA(hashes.SHA256()))
     envelope = {"payload": b64(payload), "payloadType": payload_type,
                 "signatures": [{"sig": b64(signature)}]}
@@ -524,6 +524,8 @@ def main():
     p.add_argument("--tlog-for-digest", help="log an entry for this digest instead")
     p.add_argument("--tamper-proof", action="store_true", help="alter the inclusion proof")
     p.add_argument("--pad", type=int, default=0, help="pad the bundle by this many bytes")
+    p.add_argument("--predicate-type", default="https://sigstore.dev/cosign/sign/v1",
+                   help="the in-toto predicate (another one makes an attestation)")
     p.add_argument("--out", required=True)
     for name in ("attach", "attach-legacy"):
         p = commands.add_parser(name)
