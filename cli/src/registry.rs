@@ -195,6 +195,12 @@ pub(crate) fn generate_key_pair(prefix: &Path) -> anyhow::Result<String> {
         }
     }
     let password = key_password(&private, true)?;
+    if password.is_empty() {
+        eprintln!(
+            "warning: the password is empty: {} is sealed under nothing but its file mode",
+            private.display()
+        );
+    }
     let key = SigningKey::generate().map_err(anyhow::Error::msg)?;
     let sealed = key
         .to_cosign_pem(password.as_bytes())

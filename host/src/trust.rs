@@ -180,13 +180,15 @@ impl TrustedIdentity {
         if claims.issuer != self.issuer {
             return Err(format!(
                 "its issuer is {}, not {}",
-                claims.issuer, self.issuer
+                claims.issuer.escape_debug(),
+                self.issuer
             ));
         }
         if !self.subject.matches(claims.identity) {
             return Err(format!(
                 "its identity is {}, which is not {}",
-                claims.identity, self.subject
+                claims.identity.escape_debug(),
+                self.subject
             ));
         }
         let wanted = [
@@ -204,7 +206,7 @@ impl TrustedIdentity {
             {
                 return Err(format!(
                     "its {what} claim is {}, not {pattern}",
-                    actual.unwrap_or("missing")
+                    actual.unwrap_or("missing").escape_debug()
                 ));
             }
         }
@@ -235,16 +237,67 @@ impl std::fmt::Display for Pattern {
     }
 }
 
+/// Whether `value` matches `pattern` (`*`: any run without `/`; `**`: any run), in O(n·m)
+/// time and without recursion: `matched[j]` says whether the pattern read so far matches
+/// `value[..j]`.
 fn glob(pattern: &[u8], value: &[u8]) -> bool {
-    match pattern {
-        [] => value.is_empty(),
-        [b'*', b'*', rest @ ..] => (0..=value.len()).any(|skip| glob(rest, &value[skip..])),
-        [b'*', rest @ ..] => {
-            let run = value.iter().position(|&b| b == b'/').unwrap_or(value.len());
-            (0..=run).any(|skip| glob(rest, &value[skip..]))
+    let mut matched = vec![false; value.len() + 1];
+    matched[0] = true;
+    let mut i = 0;
+    while i < pattern.len() {
+        let mut next = vec![false; value.len() + 1];
+        if pattern[i] == b'*' {
+            let any = pattern.get(i + 1) == Some(&b'*');
+            // A star carries a match forward over what it may cover.
+            let mut carried = false;
+            for j in 0..=value.len() {
+                if j > 0 && !any && value[j - 1] == b'/' {
+                    carried = false;
+                }
+                carried |= matched[j];
+                next[j] = carried;
+            }
+            i += if any { 2 } else { 1 };
+        } else {
+            for j in 1..=value.len() {
+                next[j] = matched[j - 1] && value[j - 1] == pattern[i];
+            }
+            i += 1;
         }
-        [first, rest @ ..] => value.first() == Some(first) && glob(rest, &value[1..]),
+        matched = next;
     }
+    matched[value.len()]
+}
+
+/// Checks an identity rule's `subject`: exact, or a URI whose wildcards come after its owner
+/// and repository (`https://github.com/ORG/REPO/…`), never `**`: a subject pattern names one
+/// signer's workflows, not anyone's.
+fn check_subject(subject: &str) -> Result<(), String> {
+    let Some(star) = subject.find('*') else {
+        return if subject.trim().is_empty() {
+            Err("a subject names an identity (an e-mail address or a workflow URI)".into())
+        } else {
+            Ok(())
+        };
+    };
+    if subject.contains("**") {
+        return Err(
+            "`**` is not allowed in a subject (it would reach across owners, repositories and \
+             refs); use `*` within one part, e.g. `…/release.yml@refs/tags/v*`"
+                .into(),
+        );
+    }
+    let fixed = &subject[..star];
+    let is_uri = fixed.starts_with("https://") || fixed.starts_with("http://");
+    if !is_uri || fixed.matches('/').count() < 5 {
+        return Err(format!(
+            "a subject's wildcards come after the owner and repository it names (e.g. \
+             `https://github.com/ORG/REPO/.github/workflows/release.yml@refs/tags/v*`), not \
+             matching anyone at `{}`; an e-mail address is exact",
+            fixed.escape_debug()
+        ));
+    }
+    Ok(())
 }
 
 /// The trusted root file `[sigstore] trusted_root` names.
@@ -488,13 +541,8 @@ impl TrustPolicy {
                     identity.issuer
                 )));
             }
-            if identity.subject.trim().is_empty() || identity.subject.trim_matches('*').is_empty() {
-                return Err(invalid(format!(
-                    "{}: a subject must name an identity (an e-mail address or a workflow URI), \
-                     not match anyone",
-                    key("subject")
-                )));
-            }
+            check_subject(&identity.subject)
+                .map_err(|why| invalid(format!("{}: {why}", key("subject"))))?;
             let optional = |text: Option<String>| text.as_deref().map(Pattern::new);
             identities.insert(
                 name.clone(),
@@ -856,6 +904,12 @@ MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEFxOs0eKOpqtdY5V10jv+Ld2uTzvO
         let any = Pattern::new("https://github.com/acme/**");
         assert!(any.matches("https://github.com/acme/a/b@c"));
         assert!(!any.matches("https://github.com/acmex/a"));
+        assert!(Pattern::new("a*b*c").matches("axxbyyc"));
+        assert!(!Pattern::new("a*b*c").matches("axxbyy"));
+        assert!(Pattern::new("**").matches(""));
+        // Long hostile values with many stars stay quick (no backtracking).
+        let long = format!("{}x", "/a".repeat(5_000));
+        assert!(!Pattern::new("**a**a**a**a**a**a**b").matches(&long));
         assert!(Pattern::new("dev@acme.example").matches("dev@acme.example"));
         assert!(!Pattern::new("dev@acme.example").matches("dev@acme.example.evil"));
     }
@@ -912,7 +966,15 @@ MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEFxOs0eKOpqtdY5V10jv+Ld2uTzvO
             ),
             (
                 "[sigstore]\ntrusted_root = \"r.json\"\n[identities.x]\nissuer = \"https://i\"\nsubject = \"**\"\n",
-                "not match anyone",
+                "`**` is not allowed",
+            ),
+            (
+                "[sigstore]\ntrusted_root = \"r.json\"\n[identities.x]\nissuer = \"https://i\"\nsubject = \"https://github.com/*/x\"\n",
+                "after the owner and repository",
+            ),
+            (
+                "[sigstore]\ntrusted_root = \"r.json\"\n[identities.x]\nissuer = \"https://i\"\nsubject = \"*@acme.example\"\n",
+                "e-mail address is exact",
             ),
             (
                 "[sigstore]\ntrusted_root = \"r.json\"\n[identities.x]\nissuer = \"i\"\nsubject = \"a\"\n",

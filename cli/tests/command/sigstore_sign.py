@@ -390,7 +390,8 @@ def sign(args):
             json.dump(out, f)
         return
     payload_type = "application/vnd.in-toto+json"
-    payload = statement(args.repository, args.subject_digest or args.digest, args.predicate_type)
+    payload = statement(args.subject_name or args.repository, args.subject_digest or args.digest,
+                        args.predicate_type)
     signature = signing_key.sign(pae(payload_type, payload), ec.ECDSA(hashes.SHA256()))
     envelope = {"payload": b64(payload), "payloadType": payload_type,
                 "signatures": [{"sig": b64(signature)}]}
@@ -522,6 +523,7 @@ def main():
     p.add_argument("--expired", action="store_true", help="a certificate that ended before the entry")
     p.add_argument("--subject-digest", help="sign this digest instead")
     p.add_argument("--tlog-for-digest", help="log an entry for this digest instead")
+    p.add_argument("--subject-name", help="name this repository in the statement instead")
     p.add_argument("--tamper-proof", action="store_true", help="alter the inclusion proof")
     p.add_argument("--pad", type=int, default=0, help="pad the bundle by this many bytes")
     p.add_argument("--predicate-type", default="https://sigstore.dev/cosign/sign/v1",

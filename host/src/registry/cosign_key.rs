@@ -6,8 +6,8 @@
 //! `COSIGN_PASSWORD` or a prompt.
 //!
 //! Key derivation parameters weaker than cosign's (`N` = 32768, `r` = 8, `p` = 1), or costlier
-//! than a signing tool should spend (`N` above 2^20, `r` other than 8, `p` above 4), and any
-//! other KDF or cipher are refused before any work is done.
+//! than a signing tool should spend (`N` above 2^17, i.e. 128 MiB, `r` other than 8, `p` above
+//! 2), and any other KDF or cipher are refused before any work is done.
 
 use crypto_secretbox::aead::{Aead, KeyInit};
 use serde::{Deserialize, Serialize};
@@ -21,10 +21,10 @@ pub const PASSWORD_VARIABLE: &str = "COSIGN_PASSWORD";
 
 /// scrypt's cost as cosign writes it (log2 N = 15).
 const SCRYPT_N: u64 = 1 << 15;
-/// The most costly N read (log2 N = 20: a second or so and 1 GiB).
-const MAX_SCRYPT_N: u64 = 1 << 20;
+/// The most costly N read (log2 N = 17: 128 MiB with r = 8).
+const MAX_SCRYPT_N: u64 = 1 << 17;
 const SCRYPT_R: u32 = 8;
-const MAX_SCRYPT_P: u32 = 4;
+const MAX_SCRYPT_P: u32 = 2;
 const SALT_BYTES: usize = 32;
 const NONCE_BYTES: usize = 24;
 
@@ -87,8 +87,12 @@ pub fn is_encrypted_cosign_key(pem: &str) -> bool {
 
 /// The PKCS#8 DER sealed in cosign's encrypted key `pem` under `password`.
 pub(crate) fn open(pem: &str, password: &[u8]) -> Result<Vec<u8>, String> {
-    let body = crate::trust::pem_body(pem, ENCRYPTED_KEY_LABEL)
-        .or_else(|_| crate::trust::pem_body(pem, LEGACY_ENCRYPTED_KEY_LABEL))?;
+    let label = if pem.contains(&format!("-----BEGIN {ENCRYPTED_KEY_LABEL}-----")) {
+        ENCRYPTED_KEY_LABEL
+    } else {
+        LEGACY_ENCRYPTED_KEY_LABEL
+    };
+    let body = crate::trust::pem_body(pem, label)?;
     let sealed: Sealed = serde_json::from_slice(&body)
         .map_err(|error| format!("its sealed key is not cosign's JSON ({error})"))?;
     if sealed.kdf.name != "scrypt" {
@@ -210,6 +214,7 @@ mod tests {
             ("/kdf/params/N", serde_json::json!(40000), "refused"),
             ("/kdf/params/r", serde_json::json!(1), "refused"),
             ("/kdf/params/p", serde_json::json!(64), "refused"),
+            ("/kdf/params/N", serde_json::json!(1u64 << 18), "refused"),
             ("/kdf/name", serde_json::json!("pbkdf2"), "scrypt"),
             ("/cipher/name", serde_json::json!("aes-gcm"), "secretbox"),
         ] {

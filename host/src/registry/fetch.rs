@@ -86,6 +86,16 @@ pub async fn resolve(
     client: &RegistryClient,
     reference: &Reference,
 ) -> Result<(String, Manifest), RegistryError> {
+    resolve_with_bytes(client, reference)
+        .await
+        .map(|(digest, manifest, _)| (digest, manifest))
+}
+
+/// [`resolve`], with the manifest's bytes (what its digest is of, and what a signature binds).
+async fn resolve_with_bytes(
+    client: &RegistryClient,
+    reference: &Reference,
+) -> Result<(String, Manifest, Vec<u8>), RegistryError> {
     let name = reference.to_string();
     let fetched = client
         .manifest(reference.manifest_reference(), artifact::ACCEPT_MANIFESTS)
@@ -112,7 +122,7 @@ pub async fn resolve(
                 reason,
             }
         })?;
-    Ok((digest, manifest))
+    Ok((digest, manifest, fetched.bytes))
 }
 
 /// Pulls the Wasm artifact `reference` names: its manifest (at most [`MAX_MANIFEST_BYTES`]),
@@ -128,7 +138,7 @@ pub async fn pull(
     max_bytes: u64,
 ) -> Result<PulledArtifact, RegistryError> {
     let name = reference.to_string();
-    let (manifest_digest, manifest) = resolve(client, reference).await?;
+    let (manifest_digest, manifest, manifest_bytes) = resolve_with_bytes(client, reference).await?;
     let layer = manifest
         .wasm_layer()
         .map_err(|reason| RegistryError::NotWasm {
@@ -136,7 +146,7 @@ pub async fn pull(
             reason,
         })?
         .clone();
-    let verified = verify(client, reference, &manifest_digest, demand).await?;
+    let verified = verify(client, reference, &manifest_digest, &manifest_bytes, demand).await?;
     let cap_hint = " (the host's plugin size cap, max_plugin_bytes); nothing was fetched";
     if layer.size > max_bytes {
         return Err(RegistryError::TooLarge {
@@ -167,6 +177,7 @@ async fn verify(
     client: &RegistryClient,
     reference: &Reference,
     manifest_digest: &str,
+    manifest_bytes: &[u8],
     demand: Demand<'_>,
 ) -> Result<Verification, RegistryError> {
     let repository = reference.name();
@@ -229,18 +240,21 @@ async fn verify(
     };
     let mut reasons = Vec::new();
     if let Some(root) = &root {
-        match bundles(
+        let manifest = ManifestBytes {
+            digest: manifest_digest,
+            bytes: manifest_bytes,
+        };
+        if let Some(verified) = bundles(
             client,
             reference,
-            manifest_digest,
+            &manifest,
             root,
             &identities,
             &mut reasons,
         )
-        .await?
+        .await
         {
-            Some(verified) => return Ok(verified),
-            None => {}
+            return Ok(verified);
         }
     }
     let tag = signature_tag(manifest_digest);
@@ -308,86 +322,100 @@ fn accepted(identities: &[&TrustedIdentity], signer: &KeylessSigner) -> Result<S
     Err(reasons.join(", "))
 }
 
-/// Sigstore bundles that refer to `manifest_digest`: through the referrers API, or the
-/// referrers tag (`sha256-<hex>`) where the registry has no such API. `Ok(None)` when none
-/// verifies (the reasons are added to `reasons`).
+/// The manifest pulled: its digest and the very bytes that digest is of.
+struct ManifestBytes<'a> {
+    digest: &'a str,
+    bytes: &'a [u8],
+}
+
+/// Sigstore bundles that refer to the manifest: through the referrers API, or the referrers
+/// tag (`sha256-<hex>`) where the registry has no such API. `None` when none verifies (the
+/// reasons are added to `reasons`); a referrer that cannot be read is that referrer's failure,
+/// and a referrers index that cannot be read leaves the `.sig` signatures to be tried.
 async fn bundles(
     client: &RegistryClient,
     reference: &Reference,
-    manifest_digest: &str,
+    manifest: &ManifestBytes<'_>,
     root: &TrustedRoot,
     identities: &[&TrustedIdentity],
     reasons: &mut Vec<String>,
-) -> Result<Option<Verification>, RegistryError> {
+) -> Option<Verification> {
     let repository = reference.name();
-    let index = match client.referrers(manifest_digest).await? {
-        Some(index) => Some(index),
-        None => {
-            client
-                .manifest(&manifest_digest.replacen(':', "-", 1), OCI_INDEX_MEDIA_TYPE)
-                .await?
+    let index = match client.referrers(manifest.digest).await {
+        Ok(Some(index)) => Some(index),
+        // No referrers API (or it failed): the referrers tag.
+        Ok(None) | Err(_) => {
+            match client
+                .manifest(&manifest.digest.replacen(':', "-", 1), OCI_INDEX_MEDIA_TYPE)
+                .await
+            {
+                Ok(index) => index,
+                Err(error) => {
+                    reasons.push(format!("its referrers cannot be read ({error})"));
+                    None
+                }
+            }
         }
-    };
-    let Some(index) = index else {
-        return Ok(None);
-    };
+    }?;
     let Ok(index) = serde_json::from_slice::<Index>(&index.bytes) else {
         reasons.push("its referrers index is not an OCI image index".into());
-        return Ok(None);
+        return None;
     };
-    // Only what says it is a bundle counts towards the cap, so that junk referrers cannot hide
-    // a valid bundle; cosign has written the empty artifact type in indexes, so those are read
-    // too and judged by their own manifest.
-    let candidates = index
+    // What says it is a bundle is read first; cosign has written referrers indexes with the
+    // empty artifact type, so those are read after, judged by their own manifest. Junk (a
+    // malformed digest, another artifact type) does not count towards the cap. Whoever can push
+    // to the repository can still crowd it with bundles of their own: that denies the pull,
+    // which moving the tag could do anyway, and never lets theirs through.
+    let is_bundle = |kind: &str| kind.starts_with("application/vnd.dev.sigstore.bundle");
+    let typed = index
         .manifests
         .iter()
-        .filter(|entry| {
-            matches!(
-                entry.artifact_type.as_deref(),
-                Some(keyless::BUNDLE_MEDIA_TYPE) | Some(EMPTY_MEDIA_TYPE) | None
-            ) || entry
-                .artifact_type
-                .as_deref()
-                .is_some_and(|kind| kind.starts_with("application/vnd.dev.sigstore.bundle"))
-        })
+        .filter(|entry| entry.artifact_type.as_deref().is_some_and(is_bundle));
+    let untyped = index.manifests.iter().filter(|entry| {
+        matches!(
+            entry.artifact_type.as_deref(),
+            None | Some(EMPTY_MEDIA_TYPE) | Some("")
+        )
+    });
+    let candidates = typed
+        .chain(untyped)
+        .filter(|entry| artifact::check_digest(&entry.digest).is_ok())
         .take(MAX_SIGNATURES);
-    let manifest_bytes = client
-        .manifest(manifest_digest, OCI_MANIFEST_MEDIA_TYPE)
-        .await?
-        .map(|fetched| fetched.bytes)
-        .unwrap_or_default();
     for (number, entry) in candidates.enumerate().map(|(i, e)| (i + 1, e)) {
-        if artifact::check_digest(&entry.digest).is_err() {
-            continue;
-        }
-        let Some(fetched) = client
+        let fetched = match client
             .manifest(&entry.digest, OCI_MANIFEST_MEDIA_TYPE)
-            .await?
-        else {
-            reasons.push(format!(
-                "bundle {number}: its manifest {} is gone",
-                entry.digest
-            ));
-            continue;
+            .await
+        {
+            Ok(Some(fetched)) => fetched,
+            Ok(None) => {
+                reasons.push(format!(
+                    "bundle {number}: its manifest {} is gone",
+                    entry.digest
+                ));
+                continue;
+            }
+            Err(error) => {
+                reasons.push(format!("bundle {number}: {error}"));
+                continue;
+            }
         };
-        let Ok(manifest) = Manifest::parse(&fetched.bytes, fetched.content_type.as_deref()) else {
+        let Ok(referrer) = Manifest::parse(&fetched.bytes, fetched.content_type.as_deref()) else {
             reasons.push(format!("bundle {number}: its manifest is unreadable"));
             continue;
         };
-        let is_bundle = |kind: &str| kind.starts_with("application/vnd.dev.sigstore.bundle");
-        if !manifest.artifact_type.as_deref().is_some_and(is_bundle) {
+        if !referrer.artifact_type.as_deref().is_some_and(is_bundle) {
             continue;
         }
-        if manifest
+        if referrer
             .subject
             .as_ref()
             .map(|subject| subject.digest.as_str())
-            != Some(manifest_digest)
+            != Some(manifest.digest)
         {
             reasons.push(format!("bundle {number} refers to another manifest"));
             continue;
         }
-        let Some(layer) = manifest
+        let Some(layer) = referrer
             .layers
             .iter()
             .find(|layer| is_bundle(&layer.media_type))
@@ -418,7 +446,7 @@ async fn bundles(
                 continue;
             }
         };
-        let signer = match keyless::verify_bundle(root, &bytes, &manifest_bytes) {
+        let signer = match keyless::verify_bundle(root, &bytes, manifest.bytes, &repository) {
             Ok(signer) => signer,
             Err(why) => {
                 reasons.push(format!("bundle {number} does not verify: {why}"));
@@ -427,19 +455,20 @@ async fn bundles(
         };
         match accepted(identities, &signer) {
             Ok(name) => {
-                return Ok(Some(Verification::Keyless {
+                return Some(Verification::Keyless {
                     signer: name,
                     identity: signer,
-                }));
+                });
             }
             Err(why) => reasons.push(format!(
                 "bundle {number} is by {} (issuer {}), whom no identity of the rule accepts \
                  ({why})",
-                signer.identity, signer.issuer
+                signer.identity.escape_debug(),
+                signer.issuer.escape_debug()
             )),
         }
     }
-    Ok(None)
+    None
 }
 
 /// The signatures of cosign's `.sig` layout: key-based (checked against `keys`) and legacy
@@ -533,7 +562,8 @@ async fn legacy_signatures(
                     reasons.push(format!(
                         "signature {number} is by {} (issuer {}), whom no identity of the rule \
                          accepts ({why})",
-                        signer.identity, signer.issuer
+                        signer.identity.escape_debug(),
+                        signer.issuer.escape_debug()
                     ));
                     continue;
                 }

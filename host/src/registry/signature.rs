@@ -57,10 +57,16 @@ impl SigningKey {
     /// Reads an unencrypted PEM signing key: PKCS#8 (`PRIVATE KEY`) or SEC1
     /// (`EC PRIVATE KEY`), of the curve P-256.
     pub fn from_pem(pem: &str) -> Result<Self, String> {
+        if Self::is_encrypted(pem) {
+            return Err("the key is cosign's encrypted key: it needs its password \
+                 (`from_cosign_pem`; the command asks for it or reads COSIGN_PASSWORD)"
+                .into());
+        }
         if pem.contains("ENCRYPTED") {
             return Err(
-                "the key is encrypted: cosign's `cosign.key` is read with its password \
-                 (SigningKey::from_cosign_pem); another encrypted PEM is not read"
+                "the key is encrypted in a format other than cosign's (`ENCRYPTED SIGSTORE \
+                 PRIVATE KEY`), which is not read: give cosign's key, or an unencrypted PKCS#8 \
+                 or SEC1 key"
                     .into(),
             );
         }

@@ -345,6 +345,10 @@ fn every_wrong_keyless_signature_is_refused() {
     for (name, signer, identity, extra, why) in cases {
         let repository = format!("refused/{name}");
         let pushed = push(&registry, &repository);
+        let extra: Vec<String> = extra
+            .iter()
+            .map(|arg| arg.replace("SELF", &registry.address))
+            .collect();
         let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
         sign_and_attach(
             &registry,

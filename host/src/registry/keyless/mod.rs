@@ -92,30 +92,62 @@ pub struct KeylessSigner {
     pub trigger: Option<String>,
 }
 
-/// Verifies a Sigstore bundle (`bundle`, JSON) of the manifest `manifest` (its bytes; its
-/// digest is `manifest_digest`) against `root`.
+/// Verifies a Sigstore bundle (`bundle`, JSON) attached to the manifest `manifest` (its bytes)
+/// of `repository` (`registry/path`) against `root`. It must be what cosign attaches to an
+/// image: a DSSE envelope holding an in-toto statement with cosign's signing predicate, one of
+/// whose subjects has the manifest's SHA-256 and names `repository` (so that a bundle made for
+/// the same bytes in another repository is not taken here).
 pub(crate) fn verify_bundle(
     root: &TrustedRoot,
     bundle: &[u8],
     manifest: &[u8],
+    repository: &str,
 ) -> Result<KeylessSigner, String> {
     let text = std::str::from_utf8(bundle).map_err(|_| "the bundle is not UTF-8".to_owned())?;
     let bundle =
         Bundle::from_json(text).map_err(|error| format!("not a Sigstore bundle ({error})"))?;
-    if let sigstore_verify::types::SignatureContent::DsseEnvelope(envelope) = &bundle.content {
-        let statement: Value = serde_json::from_slice(envelope.payload.as_bytes())
-            .map_err(|_| "its DSSE payload is not an in-toto statement".to_owned())?;
-        let predicate = statement
-            .get("predicateType")
-            .and_then(Value::as_str)
-            .unwrap_or("none");
-        if predicate != COSIGN_SIGN_PREDICATE {
-            return Err(format!(
-                "it is an attestation of type {predicate}, not a signature ({COSIGN_SIGN_PREDICATE})"
-            ));
-        }
+    let sigstore_verify::types::SignatureContent::DsseEnvelope(envelope) = &bundle.content else {
+        return Err(
+            "it holds a message signature; a bundle attached to an artifact must hold a DSSE \
+             in-toto statement naming it, as cosign writes"
+                .into(),
+        );
+    };
+    let statement: Value = serde_json::from_slice(envelope.payload.as_bytes())
+        .map_err(|_| "its DSSE payload is not an in-toto statement".to_owned())?;
+    let predicate = statement
+        .get("predicateType")
+        .and_then(Value::as_str)
+        .unwrap_or("none");
+    if predicate != COSIGN_SIGN_PREDICATE {
+        return Err(format!(
+            "it is an attestation of type {}, not a signature ({COSIGN_SIGN_PREDICATE})",
+            predicate.escape_debug()
+        ));
     }
-    verify(root, &bundle, manifest)
+    let digest = crate::digest::sha256_hex(manifest);
+    let named = statement
+        .get("subject")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|subject| {
+            subject.pointer("/digest/sha256").and_then(Value::as_str) == Some(&digest)
+        })
+        .filter_map(|subject| subject.get("name").and_then(Value::as_str))
+        .collect::<Vec<_>>();
+    let here = |name: &str| {
+        crate::registry_name::canonical_repository(name).is_ok_and(|name| name == repository)
+    };
+    let signer = verify(root, &bundle, manifest)?;
+    if !named.iter().any(|name| here(name)) {
+        return Err(format!(
+            "it was made for the repository {}, not {repository} (a signature copied from \
+             another repository)",
+            named.first().copied().unwrap_or("none").escape_debug()
+        ));
+    }
+    Ok(signer)
 }
 
 /// Verifies cosign's legacy keyless signature: `signature` (base64) of `payload` by the key of
@@ -192,7 +224,7 @@ fn verify(root: &TrustedRoot, bundle: &Bundle, artifact: &[u8]) -> Result<Keyles
     let result = root
         .verifier
         .verify(artifact, bundle, &policy)
-        .map_err(|error| error.to_string())?;
+        .map_err(|error| error.to_string().escape_debug().to_string())?;
     if !(result.certificate_verified() && result.sct_verified() && result.tlog_verified()) {
         return Err(format!(
             "it was not fully verified (certificate {}, SCT {}, transparency log {})",
@@ -242,7 +274,7 @@ fn pem_blocks(text: &str) -> Vec<Vec<u8>> {
 }
 
 fn hex_decode(text: &str) -> Option<Vec<u8>> {
-    if text.len() % 2 != 0 {
+    if !text.len().is_multiple_of(2) {
         return None;
     }
     (0..text.len())
