@@ -306,10 +306,11 @@ pub(crate) enum Command {
               value_parser = clap::value_parser!(u64).range(1..=86_400))]
         timeout_secs: u64,
     },
-    /// Make a signing key pair as `cosign generate-key-pair` does: PREFIX.key, encrypted
-    /// with a password (from COSIGN_PASSWORD, or asked twice on the terminal), and PREFIX.pub.
+    /// Make a signing key pair as cosign does: PREFIX.key (encrypted) and PREFIX.pub.
+    #[command(name = "keygen")]
     ///
-    /// cosign reads both; `push --sign PREFIX.key` signs with the key, and a trust policy's
+    /// The key is sealed as `cosign generate-key-pair` seals it, under a password from
+    /// COSIGN_PASSWORD or asked twice on the terminal. cosign reads both; `push --sign PREFIX.key` signs with the key, and a trust policy's
     /// [keys] takes PREFIX.pub. An existing file is never overwritten.
     GenerateKeyPair {
         /// Where the files go, without their extensions.

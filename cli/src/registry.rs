@@ -176,7 +176,7 @@ fn key_password(path: &Path, new: bool) -> anyhow::Result<zeroize::Zeroizing<Str
     Ok(password)
 }
 
-/// `generate-key-pair`: PREFIX.key (cosign's encrypted format, readable by its owner alone)
+/// `keygen`: PREFIX.key (cosign's encrypted format, readable by its owner alone)
 /// and PREFIX.pub; neither may exist already.
 pub(crate) fn generate_key_pair(prefix: &Path) -> anyhow::Result<String> {
     let with = |extension: &str| {

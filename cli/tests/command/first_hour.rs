@@ -559,7 +559,8 @@ fn the_help_lists_every_command_in_one_line_and_each_its_own_flags() {
     assert_eq!(
         names,
         [
-            "list", "call", "check", "serve", "new", "lock", "pull", "push", "schema", "help"
+            "list", "call", "check", "serve", "new", "lock", "pull", "push", "keygen", "schema",
+            "help"
         ],
         "{top}"
     );

@@ -1,6 +1,6 @@
 //! cosign's key files, both ways, checked by an independent implementation
 //! (`cosign_key.py`: the standard library's scrypt, PyNaCl's secretbox, Python's
-//! `cryptography`): a key pair `generate-key-pair` writes is opened there and its signatures
+//! `cryptography`): a key pair `keygen` writes is opened there and its signatures
 //! verified there; a key sealed there signs `push`. Passwords come from `COSIGN_PASSWORD`, as
 //! cosign reads them.
 
@@ -81,7 +81,7 @@ fn a_key_pair_generated_here_is_cosign_s_format_and_signs_what_others_verify() {
     };
     let prefix = registry.root.join("release");
     let out = llm_worker(
-        &["generate-key-pair", "--output-key-prefix", text_of(&prefix)],
+        &["keygen", "--output-key-prefix", text_of(&prefix)],
         Some("correct horse"),
     );
     assert!(out.status.success(), "{}", stderr(&out));
@@ -104,7 +104,7 @@ fn a_key_pair_generated_here_is_cosign_s_format_and_signs_what_others_verify() {
     );
     // Nothing is overwritten.
     let again = llm_worker(
-        &["generate-key-pair", "--output-key-prefix", text_of(&prefix)],
+        &["keygen", "--output-key-prefix", text_of(&prefix)],
         Some("x"),
     );
     assert!(!again.status.success());
