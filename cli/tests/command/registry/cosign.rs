@@ -7,7 +7,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use super::{Registry, python_packages_installed, python_with_cryptography, signed_by, text_of};
+use super::{
+    Registry, manifest_of, python_packages_installed, python_with_cryptography, signed_by, text_of,
+};
 use crate::cli::{stderr, stdout};
 
 fn script() -> PathBuf {
@@ -60,15 +62,6 @@ fn push(registry: &Registry, key: &Path, repository: &str, password: Option<&str
         ],
         password,
     )
-}
-
-fn manifest_of(pushed: &str) -> String {
-    pushed
-        .split("(manifest ")
-        .nth(1)
-        .and_then(|rest| rest.split(')').next())
-        .unwrap_or_else(|| panic!("no manifest digest in: {pushed}"))
-        .to_owned()
 }
 
 #[test]

@@ -13,7 +13,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use super::{ACME_KEY, Registry, find_program, signed_by, text_of};
+use super::{ACME_KEY, Registry, find_program, manifest_of, signed_by, text_of};
 use crate::cli::{stderr, stdout};
 
 /// Says the tool is missing (a failure under CI, which installs it).
@@ -32,15 +32,6 @@ fn skopeo(program: &Path, args: &[&str]) {
         .output()
         .expect("skopeo");
     assert!(out.status.success(), "skopeo {args:?}: {}", stderr(&out));
-}
-
-fn manifest_of(pushed: &str) -> String {
-    pushed
-        .split("(manifest ")
-        .nth(1)
-        .and_then(|rest| rest.split(')').next())
-        .unwrap_or_else(|| panic!("no manifest digest in: {pushed}"))
-        .to_owned()
 }
 
 #[test]

@@ -43,13 +43,7 @@ fn authority(registry: &Registry, name: &str) -> PathBuf {
 
 /// Pushes `greet` unsigned to `repository:1`; the manifest's digest and size.
 fn push(registry: &Registry, repository: &str) -> (String, u64) {
-    let out = registry.push("greet", &format!("{repository}:1"), None);
-    let digest = out
-        .split("(manifest ")
-        .nth(1)
-        .and_then(|rest| rest.split(')').next())
-        .unwrap_or_else(|| panic!("no manifest digest in: {out}"))
-        .to_owned();
+    let digest = super::manifest_of(&registry.push("greet", &format!("{repository}:1"), None));
     let size = manifest_size(registry, repository, &digest);
     (digest, size)
 }
@@ -154,14 +148,14 @@ fn keyless_dir(registry: &Registry, name: &str, authority: &Path, repository: &s
     dir
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_keyless_bundle_is_verified_offline_locked_with_its_identity_and_served() {
+/// A registry holding `acme/greet:1` signed keylessly by the release workflow (`how`:
+/// `attach` or `attach-legacy`), and a plugin directory that trusts that workflow; `None` where
+/// the tests cannot run here.
+fn signed_keylessly(name: &str, how: &str) -> Option<(Registry, PathBuf)> {
     if !independent_client_installed() || !super::python_packages_installed() {
-        return;
+        return None;
     }
-    let Some(registry) = Registry::start("registry-keyless") else {
-        return;
-    };
+    let registry = Registry::start(name)?;
     let authority = authority(&registry, "authority");
     let pushed = push(&registry, "acme/greet");
     sign_and_attach(
@@ -171,10 +165,17 @@ async fn a_keyless_bundle_is_verified_offline_locked_with_its_identity_and_serve
         &pushed,
         WORKFLOW,
         &[],
-        "attach",
+        how,
     );
     let dir = keyless_dir(&registry, "plugins", &authority, "acme/greet");
+    Some((registry, dir))
+}
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keyless_bundle_is_verified_offline_locked_with_its_identity_and_served() {
+    let Some((registry, dir)) = signed_keylessly("registry-keyless", "attach") else {
+        return;
+    };
     let out = registry.pull("acme/greet:1", &dir, &[]);
     assert!(out.status.success(), "{}", stderr(&out));
     let said = stdout(&out);
@@ -194,24 +195,10 @@ async fn a_keyless_bundle_is_verified_offline_locked_with_its_identity_and_serve
     assert!(lock_of(&dir)["trust_sha256"].as_str().is_some());
 
     // Served, locked.
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"));
-    command
-        .args(["serve", "--locked", "--cache-dir"])
-        .arg(registry.cache())
-        .arg(&dir);
-    let transport = rmcp::transport::TokioChildProcess::new(command).expect("serve");
-    let client = rmcp::ServiceExt::serve((), transport)
-        .await
-        .expect("initialize");
-    let hello = client
-        .call_tool(crate::mcp::call(
-            "greet",
-            serde_json::json!({"name": "keyless"}),
-        ))
-        .await
-        .expect("greet");
-    assert_eq!(crate::mcp::text(&hello), "Hello, keyless!");
-    client.cancel().await.expect("close");
+    assert_eq!(
+        super::serve_and_greet(&registry, &dir, "keyless").await,
+        "Hello, keyless!"
+    );
 
     // A rule changed later is checked at load: wanting another trigger refuses the plugin.
     let trust = dir.join("llm-worker.trust.toml");
@@ -232,24 +219,9 @@ async fn a_keyless_bundle_is_verified_offline_locked_with_its_identity_and_serve
 
 #[test]
 fn cosign_s_legacy_keyless_signature_is_verified_too() {
-    if !independent_client_installed() || !super::python_packages_installed() {
-        return;
-    }
-    let Some(registry) = Registry::start("registry-keyless-legacy") else {
+    let Some((registry, dir)) = signed_keylessly("registry-keyless-legacy", "attach-legacy") else {
         return;
     };
-    let authority = authority(&registry, "authority");
-    let pushed = push(&registry, "acme/greet");
-    sign_and_attach(
-        &registry,
-        &authority,
-        "acme/greet",
-        &pushed,
-        WORKFLOW,
-        &[],
-        "attach-legacy",
-    );
-    let dir = keyless_dir(&registry, "plugins", &authority, "acme/greet");
     let out = registry.pull("acme/greet:1", &dir, &[]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(

@@ -288,6 +288,38 @@ fn sha256_file(path: &Path) -> String {
         .collect()
 }
 
+/// The manifest digest `llm-worker push` says it pushed (`… (manifest sha256:…)`).
+fn manifest_of(pushed: &str) -> String {
+    pushed
+        .split("(manifest ")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .unwrap_or_else(|| panic!("no manifest digest in: {pushed}"))
+        .to_owned()
+}
+
+/// Serves `dir` over stdio, locked, and calls `greet` with `name`; its answer.
+async fn serve_and_greet(registry: &Registry, dir: &Path, name: &str) -> String {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"));
+    command
+        .args(["serve", "--locked", "--cache-dir"])
+        .arg(registry.cache())
+        .arg(dir);
+    let transport = rmcp::transport::TokioChildProcess::new(command).expect("serve");
+    let client = rmcp::ServiceExt::serve((), transport)
+        .await
+        .expect("initialize");
+    let hello = client
+        .call_tool(crate::mcp::call(
+            "greet",
+            serde_json::json!({ "name": name }),
+        ))
+        .await
+        .expect("greet");
+    client.cancel().await.expect("close");
+    crate::mcp::text(&hello)
+}
+
 /// `oci_push.py`: pushes `layer` to `repository:1` without llm-worker; the manifest digest.
 fn independent_push(registry: &Registry, repository: &str, layer: &Path, extra: &[&str]) -> String {
     // Read at run time: a test binary reused from a build elsewhere must not look there.

@@ -4,14 +4,13 @@
 use std::time::{Duration, Instant};
 
 use llm_worker_tests::plugin_path;
-use serde_json::json;
 
 use super::{
     ACME_KEY, Registry, independent_client_installed, independent_push, lock_of, sha256_file,
     signed_by, source_of, text_of,
 };
 use crate::cli::{run, stderr, stdout};
-use crate::mcp::{call, names, serve_watching, text};
+use crate::mcp::{names, serve_watching};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_signed_plugin_is_pushed_pulled_served_and_recorded_in_the_lock() {
@@ -87,21 +86,10 @@ async fn a_signed_plugin_is_pushed_pulled_served_and_recorded_in_the_lock() {
     assert!(out.status.success(), "{}", stdout(&out));
 
     // Served over MCP, locked.
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"));
-    command
-        .args(["serve", "--locked", "--cache-dir"])
-        .arg(registry.cache())
-        .arg(&dir);
-    let transport = rmcp::transport::TokioChildProcess::new(command).expect("serve");
-    let client = rmcp::ServiceExt::serve((), transport)
-        .await
-        .expect("initialize");
-    let hello = client
-        .call_tool(call("greet", json!({"name": "registry"})))
-        .await
-        .expect("greet");
-    assert_eq!(text(&hello), "Hello, registry!");
-    client.cancel().await.expect("close");
+    assert_eq!(
+        super::serve_and_greet(&registry, &dir, "registry").await,
+        "Hello, registry!"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
