@@ -39,6 +39,9 @@ struct Scan {
     lock: Option<Stat>,
     /// The trust policy of pulled plugins: a key revoked there stops their serving.
     trust: Option<Stat>,
+    /// The trusted root file the trust policy names for keyless signers (its bytes are part of
+    /// the trust policy's pin).
+    sigstore_root: Option<Stat>,
 }
 
 fn scan(dir: &Path, options: LoadDirOptions) -> Scan {
@@ -60,7 +63,23 @@ fn scan(dir: &Path, options: LoadDirOptions) -> Scan {
         trust: std::fs::symlink_metadata(&trust)
             .is_ok()
             .then(|| stat(&trust)),
+        sigstore_root: sigstore_root(dir, &trust).map(|root| stat(&root)),
     }
+}
+
+/// The trusted root file `dir`'s trust policy names, if it names one.
+fn sigstore_root(dir: &Path, trust: &Path) -> Option<PathBuf> {
+    use std::io::Read;
+    let mut text = String::new();
+    std::fs::File::open(trust)
+        .ok()?
+        .take(1 << 20)
+        .read_to_string(&mut text)
+        .ok()?;
+    let name = crate::trust::TrustPolicy::parse(&text, trust)
+        .ok()?
+        .sigstore_root_file?;
+    Some(dir.join(name))
 }
 
 /// What a plugin directory looked like at one moment (its plugin files, their policies and

@@ -374,3 +374,35 @@ fn every_wrong_keyless_signature_is_refused() {
     let out = registry.pull(&format!("{repository}:1"), &dir, &[]);
     assert!(out.status.success(), "{}", stderr(&out));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trusted_root_replaced_while_serving_stops_keyless_plugins_under_watch() {
+    use std::time::{Duration, Instant};
+    let Some((registry, dir)) = signed_keylessly("registry-keyless-watch", "attach") else {
+        return;
+    };
+    let out = registry.pull("acme/greet:1", &dir, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let (client, changes, _stderr) = crate::mcp::serve_watching(&registry.cache(), &dir).await;
+    assert_eq!(
+        crate::mcp::names(client.list_all_tools().await.expect("list")),
+        ["greet"]
+    );
+    // Only the trusted root changes (as when a CA is taken out of it): the trust policy's pin
+    // no longer holds until `lock` approves it, and the watcher sees the root file too.
+    let root = dir.join("trusted_root.json");
+    let mut text = std::fs::read_to_string(&root).expect("root");
+    text.push('\n');
+    std::fs::write(&root, text).expect("root");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        tokio::time::timeout(left, changes.notified())
+            .await
+            .expect("notifications/tools/list_changed after the root changed");
+        if crate::mcp::names(client.list_all_tools().await.expect("list")).is_empty() {
+            break;
+        }
+    }
+    client.cancel().await.expect("close");
+}
