@@ -146,23 +146,7 @@ fn a_key_pair_generated_here_is_cosign_s_format_and_signs_what_others_verify() {
         verified.contains(&format!("acme/greet@{digest}")),
         "{verified}"
     );
-    let dir = registry.root.join("plugins");
-    std::fs::create_dir_all(&dir).expect("mkdir");
-    std::fs::write(
-        dir.join("llm-worker.trust.toml"),
-        format!(
-            "[keys]\nrelease = \"\"\"\n{public}\"\"\"\n\n{}",
-            signed_by(&registry, "acme/*", "\"release\"")
-        ),
-    )
-    .expect("trust");
-    let out = registry.pull("acme/greet:1", &dir, &[]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert!(
-        stdout(&out).contains("signed by release"),
-        "{}",
-        stdout(&out)
-    );
+    pulls_signed_by(&registry, "release", &public);
 }
 
 #[test]
@@ -177,21 +161,24 @@ fn a_key_sealed_by_another_implementation_signs_a_push() {
     let public = independent(&["make", text_of(&key)], "s3cret");
     let out = push(&registry, &key, "acme/greet", Some("s3cret"));
     assert!(out.status.success(), "{}", stderr(&out));
+    pulls_signed_by(&registry, "foreign", &public);
+}
+
+/// Pulls `acme/greet:1` into a directory whose trust policy takes `public` as the key `name`,
+/// which must verify it.
+fn pulls_signed_by(registry: &Registry, name: &str, public: &str) {
     let dir = registry.root.join("plugins");
     std::fs::create_dir_all(&dir).expect("mkdir");
     std::fs::write(
         dir.join("llm-worker.trust.toml"),
         format!(
-            "[keys]\nforeign = \"\"\"\n{public}\"\"\"\n\n{}",
-            signed_by(&registry, "acme/*", "\"foreign\"")
+            "[keys]\n{name} = \"\"\"\n{public}\"\"\"\n\n{}",
+            signed_by(registry, "acme/*", &format!("\"{name}\""))
         ),
     )
     .expect("trust");
     let out = registry.pull("acme/greet:1", &dir, &[]);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(
-        stdout(&out).contains("signed by foreign"),
-        "{}",
-        stdout(&out)
-    );
+    let said = stdout(&out);
+    assert!(said.contains(&format!("signed by {name}")), "{said}");
 }

@@ -192,6 +192,16 @@ async fn a_keyless_bundle_is_verified_offline_locked_with_its_identity_and_serve
     assert_eq!(source["log_index"].as_integer(), Some(5));
     assert_eq!(source["source_ref"].as_str(), Some("refs/tags/v1.0.0"));
     assert!(source.get("key").is_none());
+    // `check` says who signed.
+    let out = run(&registry.cache(), &["check", text_of(&dir)], None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains(&format!(
+            "verified: signed keylessly by release ({WORKFLOW}"
+        )),
+        "{}",
+        stdout(&out)
+    );
     assert!(lock_of(&dir)["trust_sha256"].as_str().is_some());
 
     // Served, locked.
