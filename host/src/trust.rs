@@ -406,40 +406,9 @@ impl TrustPolicy {
     /// is an error, not `None`).
     pub fn read(dir: &Path) -> Result<Option<Self>, TrustError> {
         let path = dir.join(TRUST_FILE);
-        let file = crate::lock::open_trusted(dir, &path).map_err(|error| match error {
-            crate::lock::LockError::Untrusted { reason, .. } => TrustError::Untrusted {
-                path: path.clone(),
-                reason,
-            },
-            crate::lock::LockError::Io { source, .. } => TrustError::Io {
-                path: path.clone(),
-                source,
-            },
-            other => TrustError::Invalid {
-                path: path.clone(),
-                message: other.to_string(),
-            },
-        })?;
-        let Some(file) = file else {
+        let Some(text) = read_trusted_text(dir, &path, MAX_TRUST_BYTES)? else {
             return Ok(None);
         };
-        let mut bytes = Vec::new();
-        file.take(MAX_TRUST_BYTES + 1)
-            .read_to_end(&mut bytes)
-            .map_err(|source| TrustError::Io {
-                path: path.clone(),
-                source,
-            })?;
-        if bytes.len() as u64 > MAX_TRUST_BYTES {
-            return Err(TrustError::Invalid {
-                path,
-                message: format!("it is over {MAX_TRUST_BYTES} bytes"),
-            });
-        }
-        let text = String::from_utf8(bytes).map_err(|_| TrustError::Invalid {
-            path: path.clone(),
-            message: "it is not UTF-8 text".into(),
-        })?;
         let mut policy = Self::parse(&text, &path)?;
         if let Some(name) = policy.sigstore_root_file.clone() {
             policy.read_sigstore_root(dir, &name)?;
@@ -450,48 +419,19 @@ impl TrustPolicy {
     /// Reads the trusted root file `name` of `dir` as a trust file, and folds its bytes into
     /// the pin.
     fn read_sigstore_root(&mut self, dir: &Path, name: &str) -> Result<(), TrustError> {
-        let invalid = |message: String| TrustError::Invalid {
-            path: self.path.clone(),
-            message,
-        };
         let path = dir.join(name);
-        let file = crate::lock::open_trusted(dir, &path).map_err(|error| match error {
-            crate::lock::LockError::Untrusted { reason, .. } => TrustError::Untrusted {
-                path: path.clone(),
-                reason,
-            },
-            other => invalid(format!("sigstore.trusted_root: {other}")),
-        })?;
-        let Some(file) = file else {
-            return Err(invalid(format!(
-                "sigstore.trusted_root: {} does not exist (Sigstore's trusted_root.json for the \
-                 instance that signs, e.g. from `cosign trusted-root create` or the sigstore \
-                 TUF repository)",
-                path.display()
-            )));
+        let Some(json) = read_trusted_text(dir, &path, MAX_SIGSTORE_ROOT_BYTES)? else {
+            return Err(TrustError::Invalid {
+                path: self.path.clone(),
+                message: format!(
+                    "sigstore.trusted_root: {} does not exist (Sigstore's trusted_root.json for \
+                     the instance that signs, from its TUF repository; see docs/registry.md)",
+                    path.display()
+                ),
+            });
         };
-        let mut bytes = Vec::new();
-        file.take(MAX_SIGSTORE_ROOT_BYTES + 1)
-            .read_to_end(&mut bytes)
-            .map_err(|source| TrustError::Io {
-                path: path.clone(),
-                source,
-            })?;
-        if bytes.len() as u64 > MAX_SIGSTORE_ROOT_BYTES {
-            return Err(invalid(format!(
-                "sigstore.trusted_root: {} is over {MAX_SIGSTORE_ROOT_BYTES} bytes",
-                path.display()
-            )));
-        }
-        let json = String::from_utf8(bytes).map_err(|_| {
-            invalid(format!(
-                "sigstore.trusted_root: {} is not UTF-8 text",
-                path.display()
-            ))
-        })?;
-        #[cfg(feature = "registry")]
-        crate::registry::TrustedRoot::from_json(&json)
-            .map_err(|why| invalid(format!("sigstore.trusted_root: {}: {why}", path.display())))?;
+        // Parsed by `pull` only: a root this version cannot read (a new key type) fails the
+        // pulls that need it, never the loading of plugins verified before.
         let sha256 = crate::digest::sha256_hex(json.as_bytes());
         // The pin covers the policy and the root it names.
         self.sha256 = crate::digest::sha256_hex(format!("{}\n{sha256}", self.sha256).as_bytes());
@@ -660,6 +600,46 @@ impl TrustPolicy {
     pub fn pin(dir: &Path) -> Result<Option<String>, TrustError> {
         Ok(Self::read(dir)?.map(|policy| policy.sha256))
     }
+}
+
+/// The text of the trust file `path` in `dir`, read only if it is the operator's (or root's),
+/// a regular file no one else may write ([`crate::lock::open_trusted`]), at most `cap` bytes of
+/// UTF-8; `None` if there is none.
+fn read_trusted_text(dir: &Path, path: &Path, cap: u64) -> Result<Option<String>, TrustError> {
+    let file = crate::lock::open_trusted(dir, path).map_err(|error| match error {
+        crate::lock::LockError::Untrusted { reason, .. } => TrustError::Untrusted {
+            path: path.to_owned(),
+            reason,
+        },
+        crate::lock::LockError::Io { source, .. } => TrustError::Io {
+            path: path.to_owned(),
+            source,
+        },
+        other => TrustError::Invalid {
+            path: path.to_owned(),
+            message: other.to_string(),
+        },
+    })?;
+    let Some(file) = file else {
+        return Ok(None);
+    };
+    let mut bytes = Vec::new();
+    file.take(cap + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|source| TrustError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+    let invalid = |message: String| TrustError::Invalid {
+        path: path.to_owned(),
+        message,
+    };
+    if bytes.len() as u64 > cap {
+        return Err(invalid(format!("it is over {cap} bytes")));
+    }
+    String::from_utf8(bytes)
+        .map(Some)
+        .map_err(|_| invalid("it is not UTF-8 text".into()))
 }
 
 /// Checks a rule's `repository` (`registry/path` or `registry/prefix/*`, the path lower case

@@ -79,19 +79,22 @@ fn derive(password: &[u8], salt: &[u8], params: &KdfParams) -> Result<[u8; 32], 
     Ok(key)
 }
 
+/// The label of cosign's encrypted key in `pem`, if it holds one.
+fn encrypted_label(pem: &str) -> Option<&'static str> {
+    [ENCRYPTED_KEY_LABEL, LEGACY_ENCRYPTED_KEY_LABEL]
+        .into_iter()
+        .find(|label| pem.contains(&format!("-----BEGIN {label}-----")))
+}
+
 /// Whether `pem` holds one of cosign's encrypted keys.
 pub fn is_encrypted_cosign_key(pem: &str) -> bool {
-    pem.contains(&format!("-----BEGIN {ENCRYPTED_KEY_LABEL}-----"))
-        || pem.contains(&format!("-----BEGIN {LEGACY_ENCRYPTED_KEY_LABEL}-----"))
+    encrypted_label(pem).is_some()
 }
 
 /// The PKCS#8 DER sealed in cosign's encrypted key `pem` under `password`.
 pub(crate) fn open(pem: &str, password: &[u8]) -> Result<Vec<u8>, String> {
-    let label = if pem.contains(&format!("-----BEGIN {ENCRYPTED_KEY_LABEL}-----")) {
-        ENCRYPTED_KEY_LABEL
-    } else {
-        LEGACY_ENCRYPTED_KEY_LABEL
-    };
+    let label = encrypted_label(pem)
+        .ok_or_else(|| format!("no `-----BEGIN {ENCRYPTED_KEY_LABEL}-----` block"))?;
     let body = crate::trust::pem_body(pem, label)?;
     let sealed: Sealed = serde_json::from_slice(&body)
         .map_err(|error| format!("its sealed key is not cosign's JSON ({error})"))?;
@@ -177,16 +180,10 @@ pub(crate) fn seal(pkcs8: &[u8], password: &[u8]) -> Result<String, String> {
     Ok(pem_encode(ENCRYPTED_KEY_LABEL, &json))
 }
 
-/// `der` as a PEM block labelled `label`, 64 characters a line.
+/// `der` as a PEM block labelled `label`.
 pub(crate) fn pem_encode(label: &str, der: &[u8]) -> String {
-    let text = b64(der);
-    let mut pem = format!("-----BEGIN {label}-----\n");
-    for line in text.as_bytes().chunks(64) {
-        pem.push_str(std::str::from_utf8(line).unwrap_or_default());
-        pem.push('\n');
-    }
-    pem.push_str(&format!("-----END {label}-----\n"));
-    pem
+    p256::pkcs8::der::pem::encode_string(label, p256::pkcs8::LineEnding::LF, der)
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

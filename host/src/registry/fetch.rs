@@ -521,79 +521,82 @@ async fn legacy_signatures(
                 continue;
             }
         };
-        let signer = if let Some(certificate) = annotations.get(keyless::CERTIFICATE_ANNOTATION) {
-            let Some(root) = signers.root else {
-                reasons.push(format!(
-                    "signature {number} is keyless, and the rule names no keyless signer"
-                ));
-                continue;
-            };
-            let chain = annotations
-                .get(keyless::CHAIN_ANNOTATION)
-                .map(String::as_str)
-                .unwrap_or_default();
-            let Some(rekor) = annotations.get(keyless::REKOR_BUNDLE_ANNOTATION) else {
-                reasons.push(format!(
-                    "signature {number} is keyless and has no Rekor bundle (it was never \
-                     logged, or its log entry was left out)"
-                ));
-                continue;
-            };
-            let signer = match keyless::verify_legacy(
-                root,
-                &payload,
-                signature,
-                certificate,
-                chain,
-                rekor,
-            ) {
-                Ok(signer) => signer,
-                Err(why) => {
-                    reasons.push(format!("signature {number} does not verify: {why}"));
-                    continue;
-                }
-            };
-            match accepted(signers.identities, &signer) {
-                Ok(name) => Verification::Keyless {
-                    signer: name,
-                    identity: signer,
-                },
-                Err(why) => {
+        let (signer, name) =
+            if let Some(certificate) = annotations.get(keyless::CERTIFICATE_ANNOTATION) {
+                let Some(root) = signers.root else {
                     reasons.push(format!(
-                        "signature {number} is by {} (issuer {}), whom no identity of the rule \
-                         accepts ({why})",
-                        signer.identity.escape_debug(),
-                        signer.issuer.escape_debug()
+                        "signature {number} is keyless, and the rule names no keyless signer"
                     ));
                     continue;
+                };
+                let chain = annotations
+                    .get(keyless::CHAIN_ANNOTATION)
+                    .map(String::as_str)
+                    .unwrap_or_default();
+                let Some(rekor) = annotations.get(keyless::REKOR_BUNDLE_ANNOTATION) else {
+                    reasons.push(format!(
+                        "signature {number} is keyless and has no Rekor bundle (it was never \
+                     logged, or its log entry was left out)"
+                    ));
+                    continue;
+                };
+                let signer = match keyless::verify_legacy(
+                    root,
+                    &payload,
+                    signature,
+                    certificate,
+                    chain,
+                    rekor,
+                ) {
+                    Ok(signer) => signer,
+                    Err(why) => {
+                        reasons.push(format!("signature {number} does not verify: {why}"));
+                        continue;
+                    }
+                };
+                match accepted(signers.identities, &signer) {
+                    Ok(name) => (
+                        Verification::Keyless {
+                            signer: name.clone(),
+                            identity: signer,
+                        },
+                        name,
+                    ),
+                    Err(why) => {
+                        reasons.push(format!(
+                            "signature {number} is by {} (issuer {}), whom no identity of the rule \
+                         accepts ({why})",
+                            signer.identity.escape_debug(),
+                            signer.issuer.escape_debug()
+                        ));
+                        continue;
+                    }
                 }
-            }
-        } else {
-            let Some(key) = signers
-                .keys
-                .iter()
-                .find(|key| signature::verify(&key.der, &payload, signature).is_ok())
-            else {
-                reasons.push(if key_names.is_empty() {
-                    format!("signature {number} is key-based, and the rule names no key")
-                } else {
-                    format!(
-                        "signature {number} does not verify with {} (signed by another key, or \
+            } else {
+                let Some(key) = signers
+                    .keys
+                    .iter()
+                    .find(|key| signature::verify(&key.der, &payload, signature).is_ok())
+                else {
+                    reasons.push(if key_names.is_empty() {
+                        format!("signature {number} is key-based, and the rule names no key")
+                    } else {
+                        format!(
+                            "signature {number} does not verify with {} (signed by another key, or \
                          altered)",
-                        key_names.join(" or ")
-                    )
-                });
-                continue;
+                            key_names.join(" or ")
+                        )
+                    });
+                    continue;
+                };
+                (
+                    Verification::Signed {
+                        signer: key.name.clone(),
+                        key: key.fingerprint.clone(),
+                    },
+                    key.name.clone(),
+                )
             };
-            Verification::Signed {
-                signer: key.name.clone(),
-                key: key.fingerprint.clone(),
-            }
-        };
-        let name = match &signer {
-            Verification::Signed { signer, .. } | Verification::Keyless { signer, .. } => signer,
-            Verification::Unsigned(_) => continue,
-        };
         match signature::check_payload(&payload, repository, manifest_digest) {
             Ok(()) => return Some(signer),
             Err(why) => reasons.push(format!("signature {number} is by {name}, but {why}")),

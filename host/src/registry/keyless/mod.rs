@@ -185,7 +185,8 @@ pub(crate) fn verify_legacy(
         .get("logID")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    let log_id = hex_decode(log_id).ok_or_else(|| "its Rekor log ID is not hex".to_owned())?;
+    let log_id = base16ct::mixed::decode_vec(log_id)
+        .map_err(|_| "its Rekor log ID is not hex".to_owned())?;
     let number = |key: &str| {
         entry
             .get(key)
@@ -271,16 +272,6 @@ fn pem_blocks(text: &str) -> Vec<Vec<u8>> {
         }
     }
     blocks
-}
-
-fn hex_decode(text: &str) -> Option<Vec<u8>> {
-    if !text.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
-        .collect()
 }
 
 #[cfg(test)]
