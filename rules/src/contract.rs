@@ -11,7 +11,7 @@ pub const PACKAGE: &str = "llm-worker:tool";
 pub const WORLD: &str = "tool-plugin";
 
 /// The versions of the contract, oldest first: hosts load components of every one of them.
-pub const VERSIONS: [&str; 3] = ["0.1.0", "0.2.0", "0.3.0"];
+pub const VERSIONS: [&str; 4] = ["0.1.0", "0.2.0", "0.3.0", "1.0.0"];
 
 /// The newest version: the one the guest SDK builds plugins against.
 pub const CURRENT: &str = VERSIONS[VERSIONS.len() - 1];

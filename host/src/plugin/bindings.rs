@@ -41,6 +41,29 @@ pub(crate) mod v3 {
     });
 }
 
+/// The world of `wit/1.0.0`: the waiting exports and the questions are `async` (the component
+/// model's concurrency), so one instance serves several calls at once; the lists stay
+/// synchronous.
+pub(crate) mod v10 {
+    wasmtime::component::bindgen!({
+        path: "../wit/1.0.0",
+        world: "tool-plugin",
+        imports: {
+            "llm-worker:tool/client.elicit": async | store,
+            "llm-worker:tool/client.sample": async | store,
+            "llm-worker:tool/client.roots": async | store,
+            "llm-worker:tool/host.cancelled": async | store,
+        },
+        exports: {
+            "execute": async | store,
+            "read-resource": async | store,
+            "get-prompt": async | store,
+            "complete": async | store,
+            default: async,
+        },
+    });
+}
+
 use super::bindings_v3::RawOutput;
 use crate::tool::{
     Completion, CompletionRef, Prompt, PromptMeta, RequestError, ResourceContents, ResourceMeta,
@@ -142,6 +165,25 @@ macro_rules! shared_records {
 
 shared_records!(v2, v3);
 
+impl From<v10::llm_worker::tool::types::ToolMeta> for PluginToolMeta {
+    fn from(meta: v10::llm_worker::tool::types::ToolMeta) -> Self {
+        let hints = meta.annotations;
+        Self {
+            name: meta.name,
+            description: meta.description,
+            input_schema: meta.input_schema,
+            title: meta.title,
+            output_schema: meta.output_schema,
+            annotations: ToolAnnotations {
+                read_only: hints.read_only,
+                destructive: hints.destructive,
+                idempotent: hints.idempotent,
+                open_world: hints.open_world,
+            },
+        }
+    }
+}
+
 /// The conversion of `tool-error`, the same in every version.
 macro_rules! tool_error {
     ($($version:ident),+) => {$(
@@ -158,13 +200,14 @@ macro_rules! tool_error {
     )+};
 }
 
-tool_error!(v1, v2, v3);
+tool_error!(v1, v2, v3, v10);
 
 /// A component checked against one version of the world, ready to instantiate.
 pub(crate) enum PluginPre<T: 'static> {
     V1(v1::ToolPluginPre<T>),
     V2(v2::ToolPluginPre<T>),
     V3(v3::ToolPluginPre<T>),
+    V10(v10::ToolPluginPre<T>),
 }
 
 impl<T: 'static> Clone for PluginPre<T> {
@@ -173,6 +216,7 @@ impl<T: 'static> Clone for PluginPre<T> {
             Self::V1(pre) => Self::V1(pre.clone()),
             Self::V2(pre) => Self::V2(pre.clone()),
             Self::V3(pre) => Self::V3(pre.clone()),
+            Self::V10(pre) => Self::V10(pre.clone()),
         }
     }
 }
@@ -184,8 +228,10 @@ impl<T: Send + 'static> PluginPre<T> {
             v1::ToolPluginPre::new(pre).map(Self::V1)
         } else if version == VERSIONS[1] {
             v2::ToolPluginPre::new(pre).map(Self::V2)
-        } else {
+        } else if version == VERSIONS[2] {
             v3::ToolPluginPre::new(pre).map(Self::V3)
+        } else {
+            v10::ToolPluginPre::new(pre).map(Self::V10)
         }
     }
 
@@ -195,7 +241,13 @@ impl<T: Send + 'static> PluginPre<T> {
             Self::V1(_) => VERSIONS[0],
             Self::V2(_) => VERSIONS[1],
             Self::V3(_) => VERSIONS[2],
+            Self::V10(_) => VERSIONS[3],
         }
+    }
+
+    /// Whether its instances serve several calls at once (contract 1.0.0).
+    pub(crate) fn is_concurrent(&self) -> bool {
+        matches!(self, Self::V10(_))
     }
 
     pub(crate) fn engine(&self) -> &wasmtime::Engine {
@@ -203,6 +255,7 @@ impl<T: Send + 'static> PluginPre<T> {
             Self::V1(pre) => pre.engine(),
             Self::V2(pre) => pre.engine(),
             Self::V3(pre) => pre.engine(),
+            Self::V10(pre) => pre.engine(),
         }
     }
 
@@ -214,21 +267,30 @@ impl<T: Send + 'static> PluginPre<T> {
             Self::V1(pre) => PluginBindings::V1(pre.instantiate_async(store).await?),
             Self::V2(pre) => PluginBindings::V2(pre.instantiate_async(store).await?),
             Self::V3(pre) => PluginBindings::V3(pre.instantiate_async(store).await?),
+            Self::V10(pre) => PluginBindings::V10(pre.instantiate_async(store).await?),
         })
     }
 }
 
 /// Adds the host interfaces of 0.2.0 and 0.3.0 to `linker` (a 0.1.0 component imports
 /// neither): they are versioned names of their own, so both live in one linker.
-pub(crate) fn add_host_imports<
-    T: PluginHostImports + PluginHostImportsV3 + PluginClientImports + Send + 'static,
->(
-    linker: &mut Linker<T>,
+pub(crate) fn add_host_imports(
+    linker: &mut Linker<super::instance::PluginState>,
 ) -> wasmtime::Result<()> {
+    type T = super::instance::PluginState;
     use wasmtime::component::HasSelf;
     v2::llm_worker::tool::host::add_to_linker::<T, HasSelf<T>>(linker, |state| state)?;
     v3::llm_worker::tool::host::add_to_linker::<T, HasSelf<T>>(linker, |state| state)?;
-    v3::llm_worker::tool::client::add_to_linker::<T, HasSelf<T>>(linker, |state| state)
+    v3::llm_worker::tool::client::add_to_linker::<T, HasSelf<T>>(linker, |state| state)?;
+    v10::llm_worker::tool::host::add_to_linker::<_, super::instance::Concurrent>(linker, |state| {
+        state
+    })?;
+    v10::llm_worker::tool::types::add_to_linker::<_, super::instance::Concurrent>(linker, |state| {
+        state
+    })?;
+    v10::llm_worker::tool::client::add_to_linker::<_, super::instance::Concurrent>(linker, |state| {
+        state
+    })
 }
 
 /// A live instance's exports.
@@ -236,6 +298,7 @@ pub(crate) enum PluginBindings {
     V1(v1::ToolPlugin),
     V2(v2::ToolPlugin),
     V3(v3::ToolPlugin),
+    V10(v10::ToolPlugin),
 }
 
 impl PluginBindings {
@@ -262,6 +325,12 @@ impl PluginBindings {
                 .into_iter()
                 .map(Into::into)
                 .collect(),
+            Self::V10(b) => b
+                .call_tools(store)
+                .await?
+                .into_iter()
+                .map(Into::into)
+                .collect(),
         })
     }
 
@@ -272,6 +341,28 @@ impl PluginBindings {
         store: &mut Store<T>,
         request: &Request,
     ) -> wasmtime::Result<Result<Response, RequestError>> {
+        if let Self::V10(b) = self {
+            return Ok(match request {
+                Request::Resources => Ok(Response::Resources(
+                    b.call_resources(store)
+                        .await?
+                        .into_iter()
+                        .map(Into::into)
+                        .collect(),
+                )),
+                Request::Prompts => Ok(Response::Prompts(
+                    b.call_prompts(store)
+                        .await?
+                        .into_iter()
+                        .map(Into::into)
+                        .collect(),
+                )),
+                _ => Err(RequestError::Internal(
+                    "a request of contract 1.0.0 was run outside the instance's event loop"
+                        .into(),
+                )),
+            });
+        }
         let Self::V3(b) = self else {
             return Ok(match request {
                 Request::Resources => Ok(Response::Resources(Vec::new())),
@@ -330,6 +421,7 @@ impl PluginBindings {
             Self::V1(_) => VERSIONS[0],
             Self::V2(_) => VERSIONS[1],
             Self::V3(_) => VERSIONS[2],
+            Self::V10(_) => VERSIONS[3],
         }
     }
 
@@ -340,6 +432,12 @@ impl PluginBindings {
     ) -> wasmtime::Result<Vec<ResourceTemplate>> {
         Ok(match self {
             Self::V3(b) => b
+                .call_resource_templates(store)
+                .await?
+                .into_iter()
+                .map(Into::into)
+                .collect(),
+            Self::V10(b) => b
                 .call_resource_templates(store)
                 .await?
                 .into_iter()
@@ -371,6 +469,9 @@ impl PluginBindings {
                 .await?
                 .map(Into::into)
                 .map_err(Into::into),
+            Self::V10(_) => Err(crate::ToolError::Internal(
+                "a call of contract 1.0.0 was run outside the instance's event loop".into(),
+            )),
         })
     }
 }

@@ -180,9 +180,10 @@ impl PluginHostBuilder {
         config.wasm_component_model(true);
         config.epoch_interruption(true);
         config.consume_fuel(limits.fuel.is_some());
-        // Plugins use the synchronous component model (the `tool-plugin` world has no async
-        // functions or streams): skip the per-store state of component-model-async.
-        config.concurrency_support(false);
+        // Contract 1.0.0 is asynchronous (the component model's concurrency, WASI 0.3): one
+        // instance serves several calls at once. Older contracts run one call at a time in the
+        // same engine.
+        config.concurrency_support(true);
         if let Some(max_instances) = instance_pool {
             config.allocation_strategy(pool_config(max_instances));
         }
@@ -191,6 +192,11 @@ impl PluginHostBuilder {
         // imports at all), and WASI with `wasi:http`, for plugins whose policy grants it.
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(engine_error)?;
+        // WASI 0.3's clocks and random, for contract 1.0.0 plugins that wait on timers: their
+        // file system, sockets and command line stay WASI 0.2's (as the standard library of a
+        // `wasm32-wasip2` program uses them), under the same policy.
+        wasmtime_wasi::p3::clocks::add_to_linker(&mut linker).map_err(engine_error)?;
+        wasmtime_wasi::p3::random::add_to_linker(&mut linker).map_err(engine_error)?;
         // Opening and closing descriptors counted per instance and host-wide.
         descriptors::add_to_linker(&mut linker).map_err(engine_error)?;
         bindings::add_host_imports(&mut linker).map_err(engine_error)?;
@@ -199,6 +205,8 @@ impl PluginHostBuilder {
             let mut http_linker = linker.clone();
             wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut http_linker)
                 .map_err(engine_error)?;
+            // `wasi:http@0.3.0` for contract 1.0.0, through the same gate.
+            wasmtime_wasi_http::p3::add_to_linker(&mut http_linker).map_err(engine_error)?;
             http_linker
         };
         // Create the cache directory now, so that policies are checked against where it is.

@@ -95,6 +95,24 @@ impl HttpGate {
         self.call = Some((deadline, None));
     }
 
+    /// The gate of one call of a contract 1.0.0 instance, whose calls run at once: this
+    /// gate's grants and its count of requests in flight, with the call's own scope and
+    /// deadline. Dropping it ends the requests the call sent.
+    pub(crate) fn for_call(&self, deadline: Instant, scope: HttpScope<'_>) -> Self {
+        let mut gate = Self {
+            plugin: Arc::clone(&self.plugin),
+            grants: Arc::clone(&self.grants),
+            tool_grants: Arc::clone(&self.tool_grants),
+            request_grants: self.request_grants.clone(),
+            active: Arc::from([]),
+            secrets: Arc::clone(&self.secrets),
+            in_flight: Arc::clone(&self.in_flight),
+            call: None,
+        };
+        gate.begin_call(deadline, scope);
+        gate
+    }
+
     /// The call ended: every request it sent that is still running is cancelled.
     pub(crate) fn end_call(&mut self) {
         self.call = None;

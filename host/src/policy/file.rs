@@ -89,6 +89,7 @@ struct LimitsFile {
     max_input_bytes: Option<usize>,
     max_output_bytes: Option<usize>,
     max_consecutive_failures: Option<u32>,
+    max_concurrent_calls: Option<u32>,
     fuel: Option<u64>,
     schema_memory_mib: Option<u64>,
 }
@@ -208,6 +209,15 @@ impl SandboxPolicy {
                 ));
             }
             limits.max_consecutive_failures = failures;
+        }
+        if let Some(calls) = l.max_concurrent_calls {
+            if !Limits::CONCURRENT_CALLS.contains(&calls) {
+                return Err(invalid(
+                    "limits.max_concurrent_calls",
+                    format!("is {calls}; give 1 to {}", Limits::CONCURRENT_CALLS.end()),
+                ));
+            }
+            limits.max_concurrent_calls = calls;
         }
         if let Some(fuel) = l.fuel {
             if !Limits::FUEL.contains(&fuel) {

@@ -54,6 +54,10 @@ pub struct Limits {
     /// its tools together. Charged while the plugin loads, before each schema is compiled; a
     /// plugin over it is refused. Default 256 MiB; 1 MiB to 4 GiB.
     pub schema_memory_bytes: usize,
+    /// Calls one instance of a contract 1.0.0 plugin runs at once; further calls wait their
+    /// turn, in order, within their own time limit. Older contracts run one call at a time.
+    /// Default 8; 1 to 64.
+    pub max_concurrent_calls: u32,
 }
 
 impl Default for Limits {
@@ -66,6 +70,7 @@ impl Default for Limits {
             max_consecutive_failures: 5,
             fuel: None,
             schema_memory_bytes: 256 << 20,
+            max_concurrent_calls: 8,
         }
     }
 }
@@ -91,6 +96,8 @@ impl Limits {
     pub const TIMEOUT_MS: std::ops::RangeInclusive<u64> = 1..=86_400_000;
     /// The fuel limits accepted (`fuel`, `--fuel`): at least 1 (none means no metering).
     pub const FUEL: std::ops::RangeFrom<u64> = 1..;
+    /// The range `max_concurrent_calls` takes.
+    pub const CONCURRENT_CALLS: std::ops::RangeInclusive<u32> = 1..=64;
 
     /// Checks that the limits can be honoured, with the ranges a policy file allows
     /// ([`Limits::MEMORY_MIB`], [`Limits::SCHEMA_MEMORY_MIB`], [`Limits::TIMEOUT_MS`],
@@ -117,6 +124,13 @@ impl Limits {
         }
         if self.max_consecutive_failures == 0 {
             return Err("max_consecutive_failures is 0; give at least 1".into());
+        }
+        if !Self::CONCURRENT_CALLS.contains(&self.max_concurrent_calls) {
+            return Err(format!(
+                "max_concurrent_calls is {}; {}",
+                self.max_concurrent_calls,
+                give(&(1..=u64::from(*Self::CONCURRENT_CALLS.end())))
+            ));
         }
         if self.fuel.is_some_and(|fuel| !Self::FUEL.contains(&fuel)) {
             return Err("the fuel limit is 0; give at least 1 or none".into());
@@ -160,6 +174,12 @@ impl Limits {
         self
     }
 
+    /// Sets how many calls one instance of a contract 1.0.0 plugin runs at once.
+    pub fn max_concurrent_calls(mut self, calls: u32) -> Self {
+        self.max_concurrent_calls = calls;
+        self
+    }
+
     /// Sets how many consecutive failures disable an instance.
     pub fn max_consecutive_failures(mut self, failures: u32) -> Self {
         self.max_consecutive_failures = failures;
@@ -179,6 +199,7 @@ impl Limits {
 /// max_input_bytes = 1048576
 /// max_output_bytes = 1048576
 /// max_consecutive_failures = 5
+/// max_concurrent_calls = 8   # calls one instance runs at once (contract 1.0.0), 1-64
 /// fuel = 100000000           # only on hosts with fuel metering
 /// schema_memory_mib = 256    # host memory for the plugin's compiled schemas, 1-4096
 ///

@@ -225,6 +225,11 @@ fn the_defaults_and_ranges_of_docs_policy_md_are_the_codes() {
             Some(format!("1–{}", u32::MAX)),
         ),
         (
+            "limits.max_concurrent_calls",
+            u64::from(limits.max_concurrent_calls),
+            Some(format!("1–{}", Limits::CONCURRENT_CALLS.end())),
+        ),
+        (
             "client.max_questions",
             u64::from(client.max_questions),
             Some(ranged(&ClientPolicy::MAX_QUESTIONS)),

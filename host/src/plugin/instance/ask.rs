@@ -113,10 +113,10 @@ impl Questions {
     /// A call of `tool` begins (`None`: the instance starting, which may not ask), answered
     /// by the handler in scope.
     pub(crate) fn begin(&mut self, tool: Option<&Arc<str>>) {
-        self.tool = tool.map(Arc::clone);
-        self.handler = tool.and_then(|_| crate::question::current_handler());
-        self.asked.clear();
-        self.waited.reset();
+        self.begin_with(
+            tool,
+            tool.and_then(|_| crate::question::current_handler()),
+        );
     }
 
     /// The largest question and answer the policy allows, in bytes (as charged).
@@ -209,28 +209,157 @@ impl Questions {
         F: FnOnce(Arc<dyn QuestionHandler>, Asker) -> Fut,
         Fut: std::future::Future<Output = Result<T, QuestionError>>,
     {
+        let admitted = self.admit_question(key, kind, question_bytes)?;
+        let (waited, answer) = admitted.wait(ask, answer_bytes).await;
+        *deadline += waited;
+        answer
+    }
+
+    /// Admits a question (see [`ask`](Self::ask)), to be waited for apart from the store (a
+    /// contract 1.0.0 call waits while its instance runs others).
+    pub(crate) fn admit_question(
+        &mut self,
+        key: &str,
+        kind: Kind,
+        question_bytes: usize,
+    ) -> Result<Admitted, QuestionError> {
         let (handler, asker) = self.admit(key, kind, question_bytes)?;
-        let timeout = self.policy.answer_timeout;
+        Ok(Admitted {
+            handler,
+            asker,
+            timeout: self.policy.answer_timeout,
+            max_bytes: self.policy.max_question_bytes,
+            plugin: Arc::from(self.plugin.as_str()),
+            waited: Arc::clone(&self.waited),
+        })
+    }
+
+    /// A call of `tool` begins (`None`: the instance starting, which may not ask), answered
+    /// by `handler`.
+    pub(crate) fn begin_with(
+        &mut self,
+        tool: Option<&Arc<str>>,
+        handler: Option<Arc<dyn QuestionHandler>>,
+    ) {
+        self.tool = tool.map(Arc::clone);
+        self.handler = tool.and(handler);
+        self.asked.clear();
+        self.waited.reset();
+    }
+}
+
+/// A question the policy let through, with who answers it.
+pub(crate) struct Admitted {
+    handler: Arc<dyn QuestionHandler>,
+    asker: Asker,
+    timeout: Duration,
+    max_bytes: usize,
+    plugin: Arc<str>,
+    waited: Arc<Waited>,
+}
+
+impl Admitted {
+    /// Waits for `ask`'s answer within the answer time and checks its size; returns the time
+    /// waited (which moves the call's deadline) beside the answer.
+    pub(crate) async fn wait<T, F, Fut>(
+        self,
+        ask: F,
+        answer_bytes: impl Fn(&T) -> usize,
+    ) -> (Duration, Result<T, QuestionError>)
+    where
+        F: FnOnce(Arc<dyn QuestionHandler>, Asker) -> Fut,
+        Fut: std::future::Future<Output = Result<T, QuestionError>>,
+    {
+        let Self {
+            handler,
+            asker,
+            timeout,
+            max_bytes,
+            plugin,
+            waited: clock,
+        } = self;
         let started = Instant::now();
-        self.waited.begin();
+        clock.begin();
         let answer = tokio::time::timeout(timeout, ask(handler, asker)).await;
         let waited = started.elapsed();
-        *deadline += waited;
-        self.waited.end(waited);
-        let answer = answer.map_err(|_| {
-            QuestionError::Failed(format!(
-                "no answer came within {timeout:?} (`[client] answer_timeout_ms` of plugin '{}')",
-                self.plugin
-            ))
-        })??;
-        let bytes = answer_bytes(&answer);
-        if bytes > self.policy.max_question_bytes {
-            return Err(QuestionError::Failed(format!(
-                "the answer was {bytes} bytes, over the limit of {} bytes (`[client] \
-                 max_question_bytes` of plugin '{}')",
-                self.policy.max_question_bytes, self.plugin
+        clock.end(waited);
+        let checked = answer
+            .map_err(|_| {
+                QuestionError::Failed(format!(
+                    "no answer came within {timeout:?} (`[client] answer_timeout_ms` of plugin \
+                     '{plugin}')"
+                ))
+            })
+            .and_then(|answer| answer)
+            .and_then(|answer| {
+                let bytes = answer_bytes(&answer);
+                if bytes > max_bytes {
+                    return Err(QuestionError::Failed(format!(
+                        "the answer was {bytes} bytes, over the limit of {max_bytes} bytes \
+                         (`[client] max_question_bytes` of plugin '{plugin}')"
+                    )));
+                }
+                Ok(answer)
+            });
+        (waited, checked)
+    }
+}
+
+/// An elicitation's form as far as the host read it: `None` when the question is over the size
+/// limit (refused unread), else the parsed form and its schema, or what is wrong with it.
+pub(crate) type ElicitationForm =
+    Option<Result<(crate::question::form::Form, serde_json::Value), String>>;
+
+/// Reads an elicitation's requested schema (only when the question is within `max_bytes`) and
+/// says what the question costs.
+pub(crate) fn elicitation(
+    message: &str,
+    requested_schema: &str,
+    max_bytes: usize,
+) -> (ElicitationForm, usize) {
+    let within = message.len().saturating_add(requested_schema.len()) <= max_bytes;
+    let form = within.then(|| {
+        serde_json::from_str::<serde_json::Value>(requested_schema)
+            .map_err(|error| format!("the requested schema is not JSON: {error}"))
+            .and_then(|schema| Ok((crate::question::form::Form::parse(&schema)?, schema)))
+    });
+    let parsed = form.as_ref().and_then(|form| form.as_ref().ok());
+    let bytes = crate::question::cost::elicitation(
+        message,
+        requested_schema.len(),
+        parsed.map(|(form, _)| form),
+    );
+    (form, bytes)
+}
+
+/// Asks an admitted elicitation and checks the answer against its form. The message and form
+/// are checked here, once the policy let the question through: a bad one is a question asked
+/// all the same, and counts.
+pub(crate) async fn elicit(
+    handler: Arc<dyn QuestionHandler>,
+    asker: Asker,
+    message: String,
+    form: ElicitationForm,
+) -> Result<crate::tool::ElicitationAnswer, QuestionError> {
+    crate::question::message::check_message(&message, &asker)?;
+    let (form, schema) = match form {
+        Some(Ok(form)) => form,
+        Some(Err(problem)) => {
+            return Err(QuestionError::Denied(format!(
+                "tool '{}' of plugin '{}' asked question '{}' with a form MCP does not allow \
+                 ({problem}); give a flat object schema of string, number, integer, boolean \
+                 and enum fields",
+                asker.tool, asker.plugin, asker.key
             )));
         }
-        Ok(answer)
-    }
+        None => {
+            return Err(QuestionError::Denied(format!(
+                "question '{}' is over `[client] max_question_bytes`",
+                asker.key
+            )));
+        }
+    };
+    let answer = handler.elicit(&asker, &message, &schema).await?;
+    crate::question::answer::check_elicitation(&answer, &form, &asker)?;
+    Ok(answer)
 }

@@ -3,12 +3,14 @@
 //! in `state`, how an instance starts in `start`.
 
 mod ask;
+mod concurrent;
 mod output;
 mod start;
 mod state;
 
 pub(crate) use self::output::check_input;
 use self::output::checked_output;
+pub(crate) use self::concurrent::Concurrent;
 pub(crate) use self::start::{PluginListing, StartSpec, read_tools};
 use self::start::{describe, instantiate, refuel, within, within_moving};
 use self::state::TimedOut;
@@ -54,6 +56,8 @@ fn with_stderr(message: String, stderr: &str) -> String {
 #[derive(Default)]
 struct Slot {
     live: Option<LiveInstance>,
+    /// A contract 1.0.0 instance's event loop, once it serves calls.
+    concurrent: Option<Arc<concurrent::Concurrency>>,
     consecutive_failures: u32,
     /// Whether an instance was ever started (or tried) for this session: a start begun at
     /// registration that runs only after a call tried has nothing left to do.
@@ -319,6 +323,11 @@ impl SessionCore {
         // fails as busy rather than waiting for all of them.
         let arrived = Instant::now();
         let deadline = arrived + limits.call_timeout;
+        if image.pre.is_concurrent() {
+            return self
+                .run_concurrent(label, subject, work, deadline, wait)
+                .await;
+        }
         // Whether the call found the instance running another: one that then runs out of
         // time had less than its limit to run in, so it is not the plugin's failure
         // (overlapping calls must not be a way to disable a slow plugin).
@@ -437,6 +446,196 @@ impl SessionCore {
         );
         tracing::warn!(plugin = %image.name, "{message}");
         Err(ToolError::Internal(message))
+    }
+
+    /// Runs `work` in the session's contract 1.0.0 instance, beside its other calls: the slot
+    /// is held only to find the instance (or start it).
+    async fn run_concurrent(
+        &self,
+        label: &Arc<str>,
+        subject: Subject<'_>,
+        work: Work<'_>,
+        deadline: Instant,
+        wait: bool,
+    ) -> Result<Done, ToolError> {
+        let image = &self.image;
+        let limits = &image.policy.limits;
+        let instance = {
+            let Ok(mut slot) = within(deadline, self.slot.lock()).await else {
+                return Err(ToolError::ExecutionFailed(format!(
+                    "{subject} of plugin '{}' is not ready: the plugin's instance for this \
+                     session was still starting after the call's time limit of {:?}; its start \
+                     code is slow (it is stopped at the same limit); try again later",
+                    image.name, limits.call_timeout
+                )));
+            };
+            if let Some(lost) = slot.lost.take() {
+                return Err(ToolError::Internal(format!("{lost}; call again")));
+            }
+            if let Some(death) = slot.concurrent.as_ref().and_then(|live| live.dead()) {
+                // It ended with no caller to see it (a cancelled call that would not return).
+                if let Some(dead) = slot.concurrent.take() {
+                    self.count_death(&mut slot, &dead);
+                }
+                return Err(ToolError::Internal(format!(
+                    "plugin '{}' lost its instance for this session ({}); it was restarted and \
+                     its state was lost; call again",
+                    image.name, death.reason
+                )));
+            }
+            if slot.consecutive_failures >= limits.max_consecutive_failures {
+                return Err(ToolError::Internal(format!(
+                    "plugin '{}' is disabled for this session after {} consecutive failures; \
+                     check the log for their causes, fix the plugin or its limits, and start a \
+                     new session",
+                    image.name, slot.consecutive_failures
+                )));
+            }
+            if slot.concurrent.is_none() {
+                if slot.live.is_none() {
+                    self.start(&mut slot, deadline).await?;
+                }
+                let Some(live) = slot.live.take() else {
+                    return Err(ToolError::Internal(format!(
+                        "plugin '{}' has no running instance",
+                        image.name
+                    )));
+                };
+                let PluginBindings::V10(bindings) = live.bindings else {
+                    return Err(ToolError::Internal(format!(
+                        "plugin '{}' is not of contract 1.0.0",
+                        image.name
+                    )));
+                };
+                slot.concurrent = Some(Arc::new(concurrent::Concurrency::start(
+                    live.store,
+                    bindings,
+                    limits.max_concurrent_calls as usize,
+                )));
+            }
+            match &slot.concurrent {
+                Some(instance) => Arc::clone(instance),
+                None => {
+                    return Err(ToolError::Internal(format!(
+                        "plugin '{}' has no running instance",
+                        image.name
+                    )));
+                }
+            }
+        };
+        let owned = match work {
+            Work::Execute(input) => concurrent::OwnedWork::Execute(input.to_owned()),
+            Work::Request(request) => concurrent::OwnedWork::Request(request.clone()),
+        };
+        let outcome = instance
+            .call(label, owned, deadline, wait, &subject.to_string())
+            .await;
+        let failed = |failure: String, stderr: &str| {
+            let message = with_stderr(
+                format!("{subject} of plugin '{}' failed: {failure}", image.name),
+                stderr,
+            );
+            tracing::warn!(plugin = %image.name, "{message}");
+            ToolError::Internal(message)
+        };
+        match outcome {
+            concurrent::Outcome::Returned {
+                result: Ok(done), ..
+            } => {
+                if let Some(mut slot) = self.slot.try_lock() {
+                    slot.consecutive_failures = 0;
+                }
+                Ok(done)
+            }
+            concurrent::Outcome::Returned {
+                result: Err(error),
+                stderr,
+            } => {
+                self.drop_instance(&instance).await;
+                Err(failed(
+                    format!(
+                        "{}; the instance was restarted and its state was lost, with every \
+                         call it was running",
+                        describe(limits, &error)
+                    ),
+                    &stderr,
+                ))
+            }
+            concurrent::Outcome::Lost { death, mine } => {
+                self.drop_instance(&instance).await;
+                Err(failed(
+                    if mine {
+                        format!(
+                            "{}; the instance was restarted and its state was lost, with every \
+                             call it was running",
+                            death.reason
+                        )
+                    } else {
+                        format!(
+                            "its instance ended while the call ran (in another call: {}); it \
+                             was restarted and its state was lost",
+                            death.reason
+                        )
+                    },
+                    "",
+                ))
+            }
+            concurrent::Outcome::TimedOut { queued } => {
+                let mut failure = format!(
+                    "it ran longer than its time limit of {:?} while it waited, and was \
+                     cancelled (the instance and its other calls go on)",
+                    limits.call_timeout
+                );
+                match queued {
+                    Some(queued) => failure.push_str(&format!(
+                        ", {queued:?} of it waiting for other calls to finish"
+                    )),
+                    None => {
+                        let mut slot = self.slot.lock().await;
+                        slot.consecutive_failures += 1;
+                    }
+                }
+                Err(failed(failure, ""))
+            }
+            concurrent::Outcome::Busy => Err(ToolError::ExecutionFailed(if wait {
+                format!(
+                    "{subject} of plugin '{}' is busy: this session's instance of the plugin \
+                     was running {} calls (its `max_concurrent_calls`) for the whole time \
+                     limit of {:?}; try again later",
+                    image.name,
+                    instance.max_calls(),
+                    limits.call_timeout
+                )
+            } else {
+                format!(
+                    "{subject} of plugin '{}' is busy: this session's instance of the plugin \
+                     is running {} calls, its `max_concurrent_calls`",
+                    image.name,
+                    instance.max_calls()
+                )
+            })),
+        }
+    }
+
+    /// Drops the session's 1.0.0 instance if it is still `instance` (it ended), counting its
+    /// end as one failure of the plugin.
+    async fn drop_instance(&self, instance: &Arc<concurrent::Concurrency>) {
+        let mut slot = self.slot.lock().await;
+        if slot
+            .concurrent
+            .as_ref()
+            .is_some_and(|live| Arc::ptr_eq(live, instance))
+        {
+            slot.concurrent = None;
+        }
+        self.count_death(&mut slot, instance);
+    }
+
+    /// An instance's end counts once against the plugin, whichever of its calls sees it.
+    fn count_death(&self, slot: &mut Slot, instance: &concurrent::Concurrency) {
+        if !instance.counted.swap(true, Ordering::AcqRel) {
+            slot.consecutive_failures += 1;
+        }
     }
 }
 

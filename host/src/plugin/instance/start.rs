@@ -105,14 +105,24 @@ pub(super) fn new_store(image: &StartSpec<'_>) -> Result<Store<PluginState>, Sta
         questions: super::ask::Questions::new(image.name, &policy.client),
         changed: image.changed.map(Arc::clone),
         deadline: Instant::now() + limits.call_timeout,
+        plugin: Arc::from(image.name),
+        client_policy: policy.client.clone(),
+        limits: limits.clone(),
+        calls: None,
     };
     let mut store = Store::new(image.pre.engine(), state);
     store.limiter(|state| &mut state.limiter);
     store.set_hostcall_fuel(HOSTCALL_FUEL);
     refuel(&mut store, limits);
     store.set_epoch_deadline(1);
-    store.epoch_deadline_callback(|ctx| {
-        if Instant::now() >= ctx.data().deadline {
+    if matches!(image.pre, PluginPre::V10(_)) {
+        let (calls, hook) = super::concurrent::Calls::new();
+        store.data_mut().calls = Some(Box::new(calls));
+        store.task_group_hook(hook);
+    }
+    store.epoch_deadline_callback(|mut ctx| {
+        if Instant::now() >= ctx.data().time_limit() {
+            ctx.data_mut().note_timed_out();
             Err(wasmtime::Error::new(TimedOut))
         } else {
             Ok(UpdateDeadline::Yield(1))

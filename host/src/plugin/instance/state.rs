@@ -29,7 +29,7 @@ use super::super::output::PluginOutput;
 use super::ask::{Kind, Questions};
 use crate::events::{CallReports, Listing, LogLevel, ToolEventKind};
 use crate::question;
-use crate::tool::{ElicitationAnswer, QuestionError};
+use crate::tool::ElicitationAnswer;
 
 /// The data of one store: WASI state, resource limits, and the current call's deadline.
 pub(crate) struct PluginState {
@@ -49,6 +49,15 @@ pub(crate) struct PluginState {
     pub(crate) http: WasiHttpCtx,
     #[cfg(feature = "wasi-http")]
     pub(crate) http_gate: HttpGate,
+    /// The plugin's name, for messages.
+    pub(crate) plugin: Arc<str>,
+    /// What the plugin may ask the client (each 1.0.0 call's questions start from it).
+    pub(crate) client_policy: crate::policy::ClientPolicy,
+    /// The plugin's limits, for messages.
+    pub(crate) limits: crate::policy::Limits,
+    /// Contract 1.0.0: the calls running at once (`None` for older contracts, one call at a
+    /// time).
+    pub(crate) calls: Option<Box<super::concurrent::Calls>>,
 }
 
 impl PluginState {
@@ -96,11 +105,18 @@ impl PluginState {
 
 #[cfg(feature = "wasi-http")]
 impl WasiHttpView for PluginState {
+    /// The gate of the call running now: the instance's own for an older contract (one call
+    /// at a time); for 1.0.0, that call's, or the instance's closed one for code running for
+    /// no call.
     fn http(&mut self) -> WasiHttpCtxView<'_> {
+        let hooks = match self.calls.as_deref_mut().and_then(|calls| calls.running()) {
+            Some(call) => &mut call.http_gate,
+            None => &mut self.http_gate,
+        };
         WasiHttpCtxView {
             ctx: &mut self.http,
             table: &mut self.table,
-            hooks: &mut self.http_gate,
+            hooks,
         }
     }
 }
@@ -169,21 +185,8 @@ impl PluginClientImports for PluginState {
         message: String,
         requested_schema: String,
     ) -> Result<WitElicitation, WitQuestionError> {
-        // The schema is read only when its text is within the limit: an oversized one is
-        // refused unread, by the admission below.
-        let within = message.len().saturating_add(requested_schema.len())
-            <= self.questions.max_question_bytes();
-        let form = within.then(|| {
-            serde_json::from_str::<serde_json::Value>(&requested_schema)
-                .map_err(|error| format!("the requested schema is not JSON: {error}"))
-                .and_then(|schema| Ok((question::form::Form::parse(&schema)?, schema)))
-        });
-        let form_parsed = form.as_ref().and_then(|form| form.as_ref().ok());
-        let bytes = question::cost::elicitation(
-            &message,
-            requested_schema.len(),
-            form_parsed.map(|(form, _)| form),
-        );
+        let (form, bytes) =
+            super::ask::elicitation(&message, &requested_schema, self.questions.max_question_bytes());
         let answer = self
             .questions
             .ask(
@@ -191,29 +194,7 @@ impl PluginClientImports for PluginState {
                 &key,
                 Kind::Elicitation,
                 bytes,
-                |handler, asker| async move {
-                    // Checked once the policy let the question through (a bad message or
-                    // schema is a question asked all the same, and counts).
-                    question::message::check_message(&message, &asker)?;
-                    let (form, schema) = match form {
-                        Some(Ok(form)) => form,
-                        Some(Err(problem)) => {
-                            return Err(QuestionError::Denied(format!(
-                                "tool '{}' of plugin '{}' asked question '{}' with a form MCP                                  does not allow ({problem}); give a flat object schema of                                  string, number, integer, boolean and enum fields",
-                                asker.tool, asker.plugin, asker.key
-                            )));
-                        }
-                        None => {
-                            return Err(QuestionError::Denied(format!(
-                                "question '{}' is over `[client] max_question_bytes`",
-                                asker.key
-                            )));
-                        }
-                    };
-                    let answer = handler.elicit(&asker, &message, &schema).await?;
-                    question::answer::check_elicitation(&answer, &form, &asker)?;
-                    Ok(answer)
-                },
+                |handler, asker| super::ask::elicit(handler, asker, message, form),
                 question::cost::elicitation_answer,
             )
             .await?;

@@ -1,0 +1,860 @@
+//! Contract 1.0.0: one instance serving several calls at once.
+//!
+//! The store of a 1.0.0 instance is owned by one task (the instance's *event loop*), which runs
+//! `Store::run_concurrent` for the instance's whole life: callers send it calls through a
+//! channel, it starts each as a guest task and answers on a oneshot channel when the task
+//! returns. While a call awaits (a host future: an HTTP response, a timer, a client's answer)
+//! the loop runs the others.
+//!
+//! What each call keeps of its own — its deadline, reports, questions and HTTP gate — lives in
+//! [`Calls`], keyed by the call's task group; wasmtime's task-group hook tells which group runs
+//! at any moment, so that every host import and the epoch check act for the right call. Code
+//! that runs for no call (work a call left behind when it returned) reports nothing, may send
+//! nothing and ask nothing.
+//!
+//! A call that runs out of time while it awaits is *abandoned*: its caller is answered at once,
+//! its requests end, `host.cancelled` resolves for it, and it has [`CANCEL_GRACE`] to return;
+//! one that does not is a zombie, and the instance is torn down. wasmtime cannot stop one task
+//! of a store without poisoning the store, so a call that runs out of time while running code,
+//! or any trap, ends the instance with every call in it.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
+use wasmtime::Store;
+use wasmtime::component::{
+    Accessor, ComponentNamedList, HasData, Lift, Lower, TaskGroupHook, TaskGroupId, TypedFunc,
+};
+
+use super::super::bindings::v10;
+use super::super::bindings::v10::llm_worker::tool::client::{
+    ElicitationAnswer as WitElicitation, QuestionError as WitQuestionError, Root as WitRoot,
+    SamplingAnswer as WitSamplingAnswer, SamplingRequest as WitSamplingRequest,
+};
+use super::super::bindings::v10::llm_worker::tool::host::{
+    Level as WitLevel, Listing as WitListing,
+};
+use super::super::bindings::{Request, Response};
+use super::ask::{Kind, Questions, Waited};
+use super::state::{PluginState, TimedOut};
+use super::{Done, HttpScope, Subject};
+use crate::events::{CallReports, Listing, LogLevel, Sink, ToolEventKind};
+use crate::question::{self, QuestionHandler};
+use crate::tool::{ElicitationAnswer, QuestionError};
+
+/// How long an abandoned call has to return before its instance is torn down.
+pub(crate) const CANCEL_GRACE: Duration = Duration::from_secs(1);
+
+/// The calls of a 1.0.0 instance, and which of them runs now.
+pub(crate) struct Calls {
+    /// The task group running now (set by the hook, read by host imports).
+    current: Arc<Mutex<Option<TaskGroupId>>>,
+    by_group: HashMap<TaskGroupId, CallState>,
+    /// The group of each call, by the caller's id for it.
+    groups: HashMap<u64, TaskGroupId>,
+    /// The call whose time ran out while it ran code (the epoch check saw it), if any.
+    pub(crate) timed_out: Option<u64>,
+}
+
+/// What one call of a 1.0.0 instance keeps of its own.
+pub(crate) struct CallState {
+    id: u64,
+    pub(crate) deadline: Instant,
+    pub(crate) reports: CallReports,
+    pub(crate) questions: Questions,
+    #[cfg(feature = "wasi-http")]
+    pub(crate) http_gate: super::super::http::HttpGate,
+    cancelled: watch::Sender<bool>,
+}
+
+impl Calls {
+    /// The calls of a new instance, with the hook that keeps `current` up to date.
+    pub(crate) fn new() -> (Self, GroupHook) {
+        let current = Arc::new(Mutex::new(None));
+        (
+            Self {
+                current: Arc::clone(&current),
+                by_group: HashMap::new(),
+                groups: HashMap::new(),
+                timed_out: None,
+            },
+            GroupHook(current),
+        )
+    }
+
+    fn current_group(&self) -> Option<TaskGroupId> {
+        *self
+            .current
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The call running now, if code is running for a call.
+    pub(crate) fn running(&mut self) -> Option<&mut CallState> {
+        let group = self.current_group()?;
+        self.by_group.get_mut(&group)
+    }
+
+    /// The call running now, read-only.
+    pub(crate) fn running_ref(&self) -> Option<&CallState> {
+        self.by_group.get(&self.current_group()?)
+    }
+}
+
+/// Tells [`Calls`] which task group runs (wasmtime calls it on every switch).
+pub(crate) struct GroupHook(Arc<Mutex<Option<TaskGroupId>>>);
+
+impl GroupHook {
+    fn set(&self, update: impl FnOnce(&mut Option<TaskGroupId>)) {
+        update(&mut self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
+    }
+}
+
+impl TaskGroupHook for GroupHook {
+    fn handle_start(&mut self, _id: TaskGroupId) -> wasmtime::Result<()> {
+        Ok(())
+    }
+
+    fn handle_enter(&mut self, id: TaskGroupId) -> wasmtime::Result<()> {
+        self.set(|current| *current = Some(id));
+        Ok(())
+    }
+
+    fn handle_exit(&mut self, id: TaskGroupId) -> wasmtime::Result<()> {
+        self.set(|current| {
+            if *current == Some(id) {
+                *current = None;
+            }
+        });
+        Ok(())
+    }
+
+    fn handle_finish(&mut self, _id: TaskGroupId) -> wasmtime::Result<()> {
+        Ok(())
+    }
+}
+
+impl PluginState {
+    fn calls_mut(&mut self) -> Option<&mut Calls> {
+        self.calls.as_deref_mut()
+    }
+
+    /// The reports of the call running now: the instance's own for an older contract (one
+    /// call at a time), none for 1.0.0 code running for no call.
+    fn concurrent_reports(&mut self) -> Option<&mut CallReports> {
+        self.calls_mut()?.running().map(|call| &mut call.reports)
+    }
+
+    /// The time limit of the code running now (checked by the epoch callback).
+    pub(crate) fn time_limit(&self) -> Instant {
+        match self.calls.as_deref() {
+            Some(calls) => calls
+                .running_ref()
+                .map_or(self.deadline, |call| call.deadline),
+            None => self.deadline,
+        }
+    }
+
+    /// The epoch check found the code running now out of time: remember whose call it was.
+    pub(crate) fn note_timed_out(&mut self) {
+        if let Some(calls) = self.calls_mut() {
+            let id = calls.running().map(|call| call.id);
+            calls.timed_out = id;
+        }
+    }
+
+    fn begin_concurrent_call(&mut self, group: TaskGroupId, setup: CallSetup) {
+        let CallSetup {
+            id,
+            label,
+            scope,
+            deadline,
+            sink,
+            handler,
+            waited,
+        } = setup;
+        // Code running for no call (left behind by one) is bounded by the newest call's limit.
+        self.deadline = deadline;
+        let mut reports = CallReports::new(&self.plugin);
+        reports.begin(Some(Arc::clone(&label)), sink);
+        let mut questions = Questions::new(&self.plugin, &self.client_policy);
+        questions.waited = waited;
+        questions.begin_with(Some(&label), handler);
+        let scope = match &scope {
+            Scope::Tool => HttpScope::Tool(&label),
+            Scope::Request(request) => Subject::Request(request).http_scope(),
+        };
+        #[cfg(feature = "wasi-http")]
+        let http_gate = self.http_gate.for_call(deadline, scope);
+        #[cfg(not(feature = "wasi-http"))]
+        let _ = scope;
+        let Some(calls) = self.calls_mut() else {
+            return;
+        };
+        calls.groups.insert(id, group);
+        calls.by_group.insert(
+            group,
+            CallState {
+                id,
+                deadline,
+                reports,
+                questions,
+                #[cfg(feature = "wasi-http")]
+                http_gate,
+                cancelled: watch::Sender::new(false),
+            },
+        );
+    }
+
+    /// The call `id` returned (or failed): pass on its output, end its reports and requests;
+    /// returns its stderr, for quoting in an error.
+    fn end_concurrent_call(&mut self, id: u64) -> String {
+        let call = self.calls_mut().and_then(|calls| {
+            let group = calls.groups.remove(&id)?;
+            calls.by_group.remove(&group)
+        });
+        let Some(mut call) = call else {
+            return String::new();
+        };
+        let stderr = self.output.drain_into(&mut call.reports);
+        call.reports.end();
+        call.questions.end();
+        stderr
+    }
+
+    /// The caller of `id` gave up on it: it is told to stop (`host.cancelled`), its requests
+    /// end, it may ask nothing more, and it has [`CANCEL_GRACE`] of running time to return.
+    fn abandon(&mut self, id: u64) {
+        let Some(calls) = self.calls_mut() else {
+            return;
+        };
+        let Some(call) = calls
+            .groups
+            .get(&id)
+            .and_then(|group| calls.by_group.get_mut(group))
+        else {
+            return;
+        };
+        call.deadline = Instant::now() + CANCEL_GRACE;
+        call.cancelled.send_replace(true);
+        call.reports.end();
+        call.questions.end();
+        #[cfg(feature = "wasi-http")]
+        call.http_gate.end_call();
+    }
+}
+
+/// Where the host imports of 1.0.0 that wait (the questions, `cancelled`) find the store.
+pub(crate) struct Concurrent;
+
+impl HasData for Concurrent {
+    type Data<'a> = &'a mut PluginState;
+}
+
+/// The host interface of contract 1.0.0: as 0.3.0's, for the call that runs now.
+impl v10::llm_worker::tool::host::Host for PluginState {
+    fn log(&mut self, level: WitLevel, message: String) {
+        let level = match level {
+            WitLevel::Trace => LogLevel::Trace,
+            WitLevel::Debug => LogLevel::Debug,
+            WitLevel::Info => LogLevel::Info,
+            WitLevel::Warn => LogLevel::Warn,
+            WitLevel::Error => LogLevel::Error,
+        };
+        if let Some(reports) = self.concurrent_reports() {
+            reports.log(level, message);
+        }
+    }
+
+    fn progress(&mut self, done: f64, total: Option<f64>, message: Option<String>) {
+        if let Some(reports) = self.concurrent_reports() {
+            reports.progress(done, total, message);
+        }
+    }
+
+    fn resource_updated(&mut self, uri: String) {
+        if let Some(reports) = self.concurrent_reports() {
+            reports.notice(ToolEventKind::ResourceUpdated { uri });
+        }
+    }
+
+    fn list_changed(&mut self, which: WitListing) {
+        // Only a call may say so: code left running by a call that ended reaches no session.
+        if self.concurrent_reports().is_none() {
+            return;
+        }
+        if let Some(changed) = &self.changed {
+            let flag = match which {
+                WitListing::Resources => &changed.resources,
+                WitListing::Prompts => &changed.prompts,
+            };
+            flag.store(true, Ordering::Release);
+        }
+        if let Some(reports) = self.concurrent_reports() {
+            reports.notice(ToolEventKind::ListChanged(match which {
+                WitListing::Resources => Listing::Resources,
+                WitListing::Prompts => Listing::Prompts,
+            }));
+        }
+    }
+}
+
+impl v10::llm_worker::tool::host::HostWithStore<PluginState> for Concurrent {
+    async fn cancelled(accessor: &Accessor<PluginState, Self>) {
+        let signal = accessor.with(|mut access| {
+            access
+                .get()
+                .calls_mut()
+                .and_then(Calls::running)
+                .map(|call| call.cancelled.subscribe())
+        });
+        // Code running for no call has nothing to wait for: it is told to stop at once.
+        if let Some(mut signal) = signal {
+            let _ = signal.wait_for(|cancelled| *cancelled).await;
+        }
+    }
+}
+
+impl v10::llm_worker::tool::types::Host for PluginState {}
+impl v10::llm_worker::tool::client::Host for PluginState {}
+
+/// Asks a question for the call running now, waiting for the answer while the instance runs
+/// its other calls; the call's deadline moves by the time waited.
+async fn ask<T, F, Fut>(
+    accessor: &Accessor<PluginState, Concurrent>,
+    key: &str,
+    kind: Kind,
+    question_bytes: usize,
+    ask: F,
+    answer_bytes: impl Fn(&T) -> usize,
+) -> Result<T, QuestionError>
+where
+    F: FnOnce(Arc<dyn QuestionHandler>, question::Asker) -> Fut,
+    Fut: std::future::Future<Output = Result<T, QuestionError>>,
+{
+    let admitted = accessor.with(|mut access| {
+        let state = access.get();
+        let plugin = state.plugin.clone();
+        let Some(calls) = state.calls_mut() else {
+            return Err(no_call(&plugin));
+        };
+        let Some(group) = calls.current_group() else {
+            return Err(no_call(&plugin));
+        };
+        let Some(call) = calls.by_group.get_mut(&group) else {
+            return Err(no_call(&plugin));
+        };
+        Ok((group, call.questions.admit_question(key, kind, question_bytes)?))
+    });
+    let (group, admitted) = admitted?;
+    let (waited, answer) = admitted.wait(ask, answer_bytes).await;
+    accessor.with(|mut access| {
+        if let Some(call) = access
+            .get()
+            .calls_mut()
+            .and_then(|calls| calls.by_group.get_mut(&group))
+        {
+            call.deadline += waited;
+        }
+    });
+    answer
+}
+
+fn no_call(plugin: &str) -> QuestionError {
+    QuestionError::Unsupported(format!(
+        "plugin '{plugin}' asked the client a question outside any call (from work a call \
+         left running after it returned, or while starting); ask from within a call"
+    ))
+}
+
+impl v10::llm_worker::tool::client::HostWithStore<PluginState> for Concurrent {
+    async fn elicit(
+        accessor: &Accessor<PluginState, Self>,
+        key: String,
+        message: String,
+        requested_schema: String,
+    ) -> Result<WitElicitation, WitQuestionError> {
+        let max = accessor.with(|mut access| access.get().client_policy.max_question_bytes);
+        let (form, bytes) = super::ask::elicitation(&message, &requested_schema, max);
+        let answer = ask(
+            accessor,
+            &key,
+            Kind::Elicitation,
+            bytes,
+            |handler, asker| super::ask::elicit(handler, asker, message, form),
+            question::cost::elicitation_answer,
+        )
+        .await?;
+        Ok(match answer {
+            ElicitationAnswer::Accept(content) => {
+                WitElicitation::Accept(serde_json::Value::Object(content).to_string())
+            }
+            ElicitationAnswer::Decline => WitElicitation::Decline,
+            ElicitationAnswer::Cancel => WitElicitation::Cancel,
+        })
+    }
+
+    async fn sample(
+        accessor: &Accessor<PluginState, Self>,
+        key: String,
+        request: WitSamplingRequest,
+    ) -> Result<WitSamplingAnswer, WitQuestionError> {
+        let request: crate::tool::SamplingRequest = request.into();
+        let bytes = question::cost::sampling(&request);
+        let answer = ask(
+            accessor,
+            &key,
+            Kind::Sampling,
+            bytes,
+            |handler, asker| async move {
+                let answer = handler.sample(&asker, &request).await?;
+                question::answer::check_sampling(&answer, &asker)?;
+                Ok(answer)
+            },
+            question::cost::sampling_answer,
+        )
+        .await?;
+        Ok(answer.into())
+    }
+
+    async fn roots(
+        accessor: &Accessor<PluginState, Self>,
+        key: String,
+    ) -> Result<Vec<WitRoot>, WitQuestionError> {
+        let roots = ask(
+            accessor,
+            &key,
+            Kind::Roots,
+            question::cost::roots_question(),
+            |handler, asker| async move {
+                let roots = handler.roots(&asker).await?;
+                question::answer::check_roots(&roots, &asker)?;
+                Ok(roots)
+            },
+            |roots| question::cost::roots_answer(roots),
+        )
+        .await?;
+        Ok(roots.into_iter().map(Into::into).collect())
+    }
+}
+
+/// What a 1.0.0 instance is asked to do, owned (it crosses to the event loop's task).
+pub(crate) enum OwnedWork {
+    /// Run the tool (the call's label) with this input.
+    Execute(String),
+    Request(Request),
+}
+
+/// What runs, as far as its HTTP grants go.
+enum Scope {
+    Tool,
+    Request(Request),
+}
+
+/// What a call's state is made of, sent with it to the event loop.
+struct CallSetup {
+    id: u64,
+    label: Arc<str>,
+    scope: Scope,
+    deadline: Instant,
+    sink: Option<Sink>,
+    handler: Option<Arc<dyn QuestionHandler>>,
+    waited: Arc<Waited>,
+}
+
+/// One call for the event loop.
+struct Job {
+    setup: CallSetup,
+    work: OwnedWork,
+    reply: oneshot::Sender<Finished>,
+    /// Its place among the calls the instance may run at once, held until it returns.
+    permit: OwnedSemaphorePermit,
+    /// Set when it returned (whether or not anyone still waits for it).
+    returned: Arc<AtomicBool>,
+}
+
+/// How a call ended in the instance.
+struct Finished {
+    result: wasmtime::Result<Done>,
+    stderr: String,
+}
+
+enum Message {
+    Run(Box<Job>),
+    Abandon(u64),
+}
+
+/// Why an instance's event loop ended.
+#[derive(Clone, Debug)]
+pub(crate) struct Death {
+    /// What happened, as a [`super::describe`]d failure.
+    pub(crate) reason: String,
+    /// The call whose time ran out while it ran code, if that was the cause.
+    pub(crate) culprit: Option<u64>,
+}
+
+/// A running 1.0.0 instance, as its session holds it: the way to its event loop.
+pub(crate) struct Concurrency {
+    tx: mpsc::UnboundedSender<Message>,
+    permits: Arc<Semaphore>,
+    death: watch::Receiver<Option<Death>>,
+    kill: watch::Sender<Option<Death>>,
+    task: tokio::task::AbortHandle,
+    next_id: AtomicU64,
+    /// Whether the instance's end was counted as a failure (once, whoever sees it first).
+    pub(crate) counted: AtomicBool,
+    max_calls: usize,
+}
+
+impl Drop for Concurrency {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// What a caller gets back.
+pub(crate) enum Outcome {
+    /// The call returned (or trapped, ending the instance).
+    Returned {
+        result: wasmtime::Result<Done>,
+        stderr: String,
+    },
+    /// The instance ended while the call was in it: the call or another trapped or ran out of
+    /// time while running code, or a cancelled call would not end. `mine`: the call itself
+    /// ran out of time.
+    Lost { death: Death, mine: bool },
+    /// The call ran out of time while it awaited: it was cancelled, and the instance goes on.
+    /// `queued`: how long it waited for a place among the instance's calls, if it did.
+    TimedOut { queued: Option<Duration> },
+    /// No place among the instance's calls came free within the call's time limit.
+    Busy,
+}
+
+impl Concurrency {
+    /// Starts the event loop of a new instance on the runtime, serving at most `max_calls` at
+    /// once.
+    pub(crate) fn start(
+        store: Store<PluginState>,
+        bindings: v10::ToolPlugin,
+        max_calls: usize,
+    ) -> Self {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (kill, death) = watch::channel(None);
+        let sender = kill.clone();
+        let task = tokio::spawn(async move {
+            let reason = serve(store, bindings, rx).await;
+            // A kill said why first: keep its reason.
+            sender.send_if_modified(|death| {
+                if death.is_some() {
+                    return false;
+                }
+                *death = Some(reason);
+                true
+            });
+        })
+        .abort_handle();
+        Self {
+            tx,
+            permits: Arc::new(Semaphore::new(max_calls)),
+            death,
+            kill,
+            task,
+            next_id: AtomicU64::new(0),
+            counted: AtomicBool::new(false),
+            max_calls,
+        }
+    }
+
+    /// Why the instance ended, if it did.
+    pub(crate) fn dead(&self) -> Option<Death> {
+        self.death.borrow().clone()
+    }
+
+    /// Ends the instance now, every call in it with it.
+    fn kill(&self, reason: String) {
+        self.kill.send_if_modified(|death| {
+            if death.is_some() {
+                return false;
+            }
+            *death = Some(Death {
+                reason,
+                culprit: None,
+            });
+            true
+        });
+        self.task.abort();
+    }
+
+    /// Runs `work` in the instance by `deadline` (which moves with the time its questions
+    /// wait). `label` is the tool's name or the request's label.
+    pub(crate) async fn call(
+        self: &Arc<Self>,
+        label: &Arc<str>,
+        work: OwnedWork,
+        deadline: Instant,
+        wait: bool,
+        subject: &str,
+    ) -> Outcome {
+        let arrived = Instant::now();
+        let (permit, queued) = match Arc::clone(&self.permits).try_acquire_owned() {
+            Ok(permit) => (permit, None),
+            Err(_) if !wait => return Outcome::Busy,
+            Err(_) => match super::within(deadline, Arc::clone(&self.permits).acquire_owned())
+                .await
+            {
+                Ok(Ok(permit)) => (permit, Some(arrived.elapsed())),
+                Ok(Err(_)) | Err(_) => return Outcome::Busy,
+            },
+        };
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let waited = Arc::new(Waited::default());
+        let (reply, answer) = oneshot::channel();
+        let returned = Arc::new(AtomicBool::new(false));
+        let scope = match &work {
+            OwnedWork::Execute(_) => Scope::Tool,
+            OwnedWork::Request(request) => Scope::Request(request.clone()),
+        };
+        let job = Job {
+            setup: CallSetup {
+                id,
+                label: Arc::clone(label),
+                scope,
+                deadline,
+                sink: crate::events::current_sink(),
+                handler: question::current_handler(),
+                waited: Arc::clone(&waited),
+            },
+            work,
+            reply,
+            permit,
+            returned: Arc::clone(&returned),
+        };
+        if self.tx.send(Message::Run(Box::new(job))).is_err() {
+            return self.lost(id).await;
+        }
+        // Dropped by its caller (or out of time) before it returned: abandoned.
+        let mut abandon = AbandonOnDrop {
+            instance: Some(Arc::clone(self)),
+            id,
+            returned,
+            subject: subject.to_owned(),
+        };
+        let answered =
+            super::within_moving(deadline + super::TIMEOUT_GRACE, &waited, answer).await;
+        match answered {
+            Ok(Ok(Finished { result, stderr })) => {
+                abandon.instance = None;
+                Outcome::Returned { result, stderr }
+            }
+            Ok(Err(_)) => {
+                abandon.instance = None;
+                self.lost(id).await
+            }
+            Err(TimedOut) => Outcome::TimedOut { queued },
+        }
+    }
+
+    async fn lost(&self, id: u64) -> Outcome {
+        let death = self.wait_for_death().await;
+        let mine = death.culprit == Some(id);
+        Outcome::Lost { death, mine }
+    }
+
+    async fn wait_for_death(&self) -> Death {
+        let mut death = self.death.clone();
+        match death.wait_for(Option::is_some).await {
+            Ok(death) => death.clone().unwrap_or_else(unknown_death),
+            Err(_) => unknown_death(),
+        }
+    }
+
+    /// The most calls the instance runs at once.
+    pub(crate) fn max_calls(&self) -> usize {
+        self.max_calls
+    }
+}
+
+fn unknown_death() -> Death {
+    Death {
+        reason: "its instance ended".into(),
+        culprit: None,
+    }
+}
+
+/// Abandons a call its caller no longer waits for, and tears the instance down if the call
+/// does not return within [`CANCEL_GRACE`].
+struct AbandonOnDrop {
+    instance: Option<Arc<Concurrency>>,
+    id: u64,
+    returned: Arc<AtomicBool>,
+    subject: String,
+}
+
+impl Drop for AbandonOnDrop {
+    fn drop(&mut self) {
+        let Some(instance) = self.instance.take() else {
+            return;
+        };
+        if self.returned.load(Ordering::Acquire) {
+            return;
+        }
+        let _ = instance.tx.send(Message::Abandon(self.id));
+        let returned = Arc::clone(&self.returned);
+        let subject = std::mem::take(&mut self.subject);
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        // Holds the instance weakly: a session that ends meanwhile ends it anyway.
+        let instance = Arc::downgrade(&instance);
+        runtime.spawn(async move {
+            tokio::time::sleep(CANCEL_GRACE).await;
+            if returned.load(Ordering::Acquire) {
+                return;
+            }
+            if let Some(instance) = instance.upgrade() {
+                instance.kill(format!(
+                    "{subject} was cancelled and did not return within {CANCEL_GRACE:?}"
+                ));
+            }
+        });
+    }
+}
+
+/// The event loop: runs the calls it is sent until the session lets go of the instance or
+/// the store fails; says why it ended.
+async fn serve(
+    mut store: Store<PluginState>,
+    bindings: v10::ToolPlugin,
+    mut rx: mpsc::UnboundedReceiver<Message>,
+) -> Death {
+    let bindings = &bindings;
+    let served = store
+        .run_concurrent(async |accessor| {
+            let mut running = FuturesUnordered::new();
+            loop {
+                tokio::select! {
+                    message = rx.recv() => match message {
+                        Some(Message::Run(job)) => running.push(run(accessor, bindings, *job)),
+                        Some(Message::Abandon(id)) => {
+                            accessor.with(|mut access| access.data_mut().abandon(id));
+                        }
+                        None => break,
+                    },
+                    Some(()) = running.next(), if !running.is_empty() => {}
+                }
+            }
+        })
+        .await;
+    let culprit = store
+        .data_mut()
+        .calls
+        .as_deref_mut()
+        .and_then(|calls| calls.timed_out.take());
+    let limits = store.data().limits.clone();
+    match served {
+        Ok(()) => Death {
+            reason: "the session ended".into(),
+            culprit: None,
+        },
+        Err(error) => Death {
+            reason: super::describe(&limits, &error),
+            culprit,
+        },
+    }
+}
+
+/// Runs one job in the event loop and answers its caller.
+async fn run(accessor: &Accessor<PluginState>, bindings: &v10::ToolPlugin, job: Job) {
+    let Job {
+        setup,
+        work,
+        reply,
+        permit,
+        returned,
+    } = job;
+    let id = setup.id;
+    let result = match work {
+        OwnedWork::Execute(input) => {
+            let name = setup.label.to_string();
+            typed(accessor, bindings.func_execute(), (name, input), setup)
+                .await
+                .map(|(result,)| Done::Executed(result.map(Into::into).map_err(Into::into)))
+        }
+        OwnedWork::Request(request) => request_in(accessor, bindings, request, setup).await,
+    };
+    returned.store(true, Ordering::Release);
+    let stderr = accessor.with(|mut access| access.data_mut().end_concurrent_call(id));
+    drop(permit);
+    let _ = reply.send(Finished { result, stderr });
+}
+
+/// Runs a request other than a tool call.
+async fn request_in(
+    accessor: &Accessor<PluginState>,
+    bindings: &v10::ToolPlugin,
+    request: Request,
+    setup: CallSetup,
+) -> wasmtime::Result<Done> {
+    let answered = match request {
+        Request::Resources => typed(accessor, bindings.func_resources(), (), setup)
+            .await
+            .map(|(list,)| Ok(Response::Resources(list.into_iter().map(Into::into).collect())))?,
+        Request::Prompts => typed(accessor, bindings.func_prompts(), (), setup)
+            .await
+            .map(|(list,)| Ok(Response::Prompts(list.into_iter().map(Into::into).collect())))?,
+        Request::ReadResource(uri) => {
+            typed(accessor, bindings.func_read_resource(), (uri,), setup)
+                .await?
+                .0
+                .map(|contents| Response::Contents(contents.into_iter().map(Into::into).collect()))
+                .map_err(Into::into)
+        }
+        Request::GetPrompt(name, arguments) => {
+            typed(accessor, bindings.func_get_prompt(), (name, arguments), setup)
+                .await?
+                .0
+                .map(|prompt| Response::Prompt(prompt.into()))
+                .map_err(Into::into)
+        }
+        Request::Complete {
+            reference,
+            argument,
+            value,
+            context,
+        } => typed(
+            accessor,
+            bindings.func_complete(),
+            (reference.into(), argument, value, context),
+            setup,
+        )
+        .await?
+        .0
+        .map(|completion| Response::Completion(completion.into()))
+        .map_err(Into::into),
+    };
+    Ok(Done::Answered(answered))
+}
+
+/// Starts `func` as a guest task with its call's state, and waits for what it returns.
+async fn typed<P, R>(
+    accessor: &Accessor<PluginState>,
+    func: TypedFunc<P, R>,
+    params: P,
+    setup: CallSetup,
+) -> wasmtime::Result<R>
+where
+    P: ComponentNamedList + Lower + Send + Sync + 'static,
+    R: ComponentNamedList + Lift + Send + Sync + 'static,
+{
+    let call = accessor.with(|mut access| -> wasmtime::Result<_> {
+        let call = func.start_call_concurrent(&mut access, params)?;
+        access.data_mut().begin_concurrent_call(call.group(), setup);
+        wasmtime::Result::Ok(call)
+    })?;
+    func.finish_call_concurrent(accessor, call).await
+}
