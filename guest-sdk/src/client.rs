@@ -3,6 +3,8 @@
 //! policy; natively (in unit tests) there is no one to ask, and every question fails with
 //! [`QuestionError::Unsupported`].
 //!
+//! The questions are `async`: while one waits for its answer, the plugin's other calls run.
+//!
 //! Each question has a `key` (1 to 64 characters of `A-Z a-z 0-9 _ -`), unique within the
 //! call: it names the question to the client. A tool that asks must ask the same questions,
 //! under the same keys, for the same input and answers (the contract's interface `client` says
@@ -45,7 +47,7 @@ pub enum Elicitation<T> {
 /// The host's [`QuestionError`]; [`QuestionError::Failed`] with serde's message when the
 /// content the client sent is not a `T`; [`QuestionError::Unsupported`] when `T`'s schema is
 /// not an object (use a struct) or outside a plugin host.
-pub fn elicit<T: DeserializeOwned + JsonSchema>(
+pub async fn elicit<T: DeserializeOwned + JsonSchema>(
     key: &str,
     message: &str,
 ) -> Result<Elicitation<T>, QuestionError> {
@@ -55,7 +57,7 @@ pub fn elicit<T: DeserializeOwned + JsonSchema>(
             std::any::type_name::<T>()
         ))
     })?;
-    Ok(match elicit_with_schema(key, message, schema)? {
+    Ok(match elicit_with_schema(key, message, schema).await? {
         ElicitationAnswer::Accept(content) => {
             let value = serde_json::from_value(Value::Object(content)).map_err(|error| {
                 QuestionError::Failed(format!(
@@ -75,7 +77,7 @@ pub fn elicit<T: DeserializeOwned + JsonSchema>(
 /// # Errors
 /// The host's [`QuestionError`]; [`QuestionError::Failed`] when the answer is not a JSON
 /// object; [`QuestionError::Unsupported`] outside a plugin host.
-pub fn elicit_with_schema(
+pub async fn elicit_with_schema(
     key: &str,
     message: &str,
     requested_schema: Value,
@@ -83,7 +85,7 @@ pub fn elicit_with_schema(
     #[cfg(target_arch = "wasm32")]
     {
         use crate::export::bindings::llm_worker::tool::client;
-        let answer = client::elicit(key, message, &requested_schema.to_string())?;
+        let answer = client::elicit(key.to_owned(), message.to_owned(), requested_schema.to_string()).await?;
         Ok(match answer {
             client::ElicitationAnswer::Accept(text) => {
                 let content: Map<String, Value> = serde_json::from_str(&text).map_err(|error| {
@@ -109,11 +111,11 @@ pub fn elicit_with_schema(
 /// # Errors
 /// The host's [`QuestionError`] (sampling is off unless the operator's policy allows it);
 /// [`QuestionError::Unsupported`] outside a plugin host.
-pub fn sample(key: &str, request: SamplingRequest) -> Result<SamplingAnswer, QuestionError> {
+pub async fn sample(key: &str, request: SamplingRequest) -> Result<SamplingAnswer, QuestionError> {
     #[cfg(target_arch = "wasm32")]
     {
         use crate::export::bindings::llm_worker::tool::client;
-        Ok(client::sample(key, &request.into())?.into())
+        Ok(client::sample(key.to_owned(), request.into()).await?.into())
     }
     #[cfg(not(target_arch = "wasm32"))]
     {
@@ -127,11 +129,11 @@ pub fn sample(key: &str, request: SamplingRequest) -> Result<SamplingAnswer, Que
 /// # Errors
 /// The host's [`QuestionError`] (roots are off unless the operator's policy allows them);
 /// [`QuestionError::Unsupported`] outside a plugin host.
-pub fn roots(key: &str) -> Result<Vec<Root>, QuestionError> {
+pub async fn roots(key: &str) -> Result<Vec<Root>, QuestionError> {
     #[cfg(target_arch = "wasm32")]
     {
         use crate::export::bindings::llm_worker::tool::client;
-        Ok(client::roots(key)?.into_iter().map(Into::into).collect())
+        Ok(client::roots(key.to_owned()).await?.into_iter().map(Into::into).collect())
     }
     #[cfg(not(target_arch = "wasm32"))]
     {
@@ -239,10 +241,11 @@ mod tests {
     #[test]
     fn natively_there_is_no_one_to_ask() {
         let unsupported = |e: &QuestionError| matches!(e, QuestionError::Unsupported(t) if t.contains("outside a plugin host"));
-        assert!(elicit::<Order>("order", "size?").is_err_and(|e| unsupported(&e)));
-        assert!(sample("s", SamplingRequest::default()).is_err_and(|e| unsupported(&e)));
-        assert!(roots("r").is_err_and(|e| unsupported(&e)));
-        let not_a_form = elicit::<String>("name", "name?");
+        use crate::block_on;
+        assert!(block_on(elicit::<Order>("order", "size?")).is_err_and(|e| unsupported(&e)));
+        assert!(block_on(sample("s", SamplingRequest::default())).is_err_and(|e| unsupported(&e)));
+        assert!(block_on(roots("r")).is_err_and(|e| unsupported(&e)));
+        let not_a_form = block_on(elicit::<String>("name", "name?"));
         assert!(matches!(not_a_form, Err(QuestionError::Unsupported(t)) if t.contains("struct")));
     }
 }

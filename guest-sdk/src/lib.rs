@@ -226,11 +226,13 @@ extern crate self as llm_worker_guest;
 mod client;
 pub mod content;
 mod export;
+pub mod http;
 pub mod log;
 #[doc(hidden)]
 pub mod output;
 pub mod question;
 pub mod report;
+pub mod time;
 mod tool;
 
 pub use client::{Elicitation, elicit, elicit_with_schema, roots, sample};

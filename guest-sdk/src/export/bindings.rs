@@ -8,7 +8,7 @@
 #![allow(missing_docs, clippy::too_many_arguments)]
 
 wit_bindgen::generate!({
-    path: "../wit/0.3.0",
+    path: "../wit/1.0.0",
     world: "tool-plugin",
     pub_export_macro: true,
     export_macro_name: "__export_tool_plugin",
@@ -285,20 +285,24 @@ pub fn tool_metas<R: ToolRegistry>(plugin: &Plugin<R>) -> Vec<ToolMeta> {
                 idempotent: meta.annotations.idempotent,
                 open_world: meta.annotations.open_world,
             },
+            task_support: wit::TaskSupport::Forbidden,
         })
         .collect()
 }
 
-/// `execute`: the tool's content path.
-pub fn execute<R: ToolRegistry>(
+/// `execute`: the tool's content path, until the host cancels the call.
+pub async fn execute<R: ToolRegistry>(
     plugin: &Plugin<R>,
     name: &str,
     input_json: &str,
 ) -> Result<ToolOutput, ToolError> {
-    plugin
-        .call(name, input_json)
-        .map(Into::into)
-        .map_err(Into::into)
+    let call = plugin.call(name, input_json);
+    match crate::export::until_cancelled(call).await {
+        Some(result) => result.map(Into::into).map_err(Into::into),
+        None => Err(ToolError::ExecutionFailed(format!(
+            "tool '{name}' was cancelled by the host"
+        ))),
+    }
 }
 
 /// `resources`.

@@ -1,10 +1,12 @@
 //! The component side of a plugin: the exports of the world `llm-worker:tool/tool-plugin`
-//! (0.3.0), served by the tools, resources and prompts of one `#[tool_registry]` value.
+//! (1.0.0), served by the tools, resources and prompts of one `#[tool_registry]` value.
 
 use std::future::Future;
 use std::pin::pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
+use std::task::Poll;
+#[cfg(not(target_arch = "wasm32"))]
+use std::task::{Context, Waker};
 
 use crate::content::ToolOutput;
 use crate::tool::{Tool, ToolError, ToolMeta, ToolRegistry};
@@ -19,16 +21,27 @@ pub use host::install_logger;
 #[cfg(target_arch = "wasm32")]
 pub(crate) use host::{host_list_changed, host_log, host_progress, host_resource_updated};
 
-/// Runs a future to completion on the calling thread. A guest has no event loop: a tool's
-/// `async fn` runs until it returns.
-pub fn block_on<F: Future>(future: F) -> F::Output {
-    let mut future = pin!(future);
-    let mut cx = Context::from_waker(Waker::noop());
-    loop {
-        if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
-            return output;
+/// Runs a future to completion on the calling thread: in a plugin, in a nested event loop of
+/// the component model (the call waits; the plugin's other calls may run), natively by
+/// polling it (the tool API's own futures never wait on anything in a unit test).
+pub fn block_on<F: Future>(future: F) -> F::Output
+where
+    F::Output: 'static,
+{
+    #[cfg(target_arch = "wasm32")]
+    {
+        bindings::wit_bindgen::rt::async_support::block_on(future)
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        let mut future = pin!(future);
+        let mut cx = Context::from_waker(Waker::noop());
+        loop {
+            if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
+                return output;
+            }
+            std::thread::yield_now();
         }
-        std::thread::yield_now();
     }
 }
 
@@ -65,7 +78,7 @@ impl<R: ToolRegistry> Plugin<R> {
     /// # Errors
     /// `InvalidArgument` naming the plugin's tools when it has no tool `name`; otherwise the
     /// tool's error.
-    pub fn call(&self, name: &str, input_json: &str) -> Result<ToolOutput, ToolError> {
+    pub async fn call(&self, name: &str, input_json: &str) -> Result<ToolOutput, ToolError> {
         let Some((_, tool)) = self.tools.iter().find(|(meta, _)| meta.name == name) else {
             let names: Vec<&str> = self.metas().map(|m| m.name.as_str()).collect();
             return Err(ToolError::InvalidArgument(format!(
@@ -73,8 +86,24 @@ impl<R: ToolRegistry> Plugin<R> {
                 names.join(", ")
             )));
         };
-        block_on(tool.call(input_json))
+        tool.call(input_json).await
     }
+}
+
+/// Runs `work` until it ends, or until the host cancels the call (`None`): a call of contract
+/// 1.0.0 that ran out of time while it awaited is told so, and returns at once (its result
+/// would be dropped).
+#[cfg(target_arch = "wasm32")]
+pub async fn until_cancelled<F: Future>(work: F) -> Option<F::Output> {
+    let mut work = pin!(work);
+    let mut cancelled = pin!(bindings::llm_worker::tool::host::cancelled());
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(output) = work.as_mut().poll(cx) {
+            return Poll::Ready(Some(output));
+        }
+        cancelled.as_mut().poll(cx).map(|()| None)
+    })
+    .await
 }
 
 /// Makes the `#[tool_registry]` type the component's exports: `tools` lists its tools,
@@ -119,11 +148,11 @@ macro_rules! export_plugin {
                     __bindings::tool_metas(__llm_worker_plugin())
                 }
 
-                fn execute(
+                async fn execute(
                     name: ::std::string::String,
                     input_json: ::std::string::String,
                 ) -> ::core::result::Result<__bindings::ToolOutput, __bindings::ToolError> {
-                    __bindings::execute(__llm_worker_plugin(), &name, &input_json)
+                    __bindings::execute(__llm_worker_plugin(), &name, &input_json).await
                 }
 
                 fn resources() -> ::std::vec::Vec<__bindings::ResourceMeta> {
@@ -134,7 +163,7 @@ macro_rules! export_plugin {
                     __bindings::resource_templates(__llm_worker_plugin())
                 }
 
-                fn read_resource(
+                async fn read_resource(
                     uri: ::std::string::String,
                 ) -> ::core::result::Result<
                     ::std::vec::Vec<__bindings::ResourceContents>,
@@ -147,14 +176,14 @@ macro_rules! export_plugin {
                     __bindings::prompts(__llm_worker_plugin())
                 }
 
-                fn get_prompt(
+                async fn get_prompt(
                     name: ::std::string::String,
                     arguments: ::std::vec::Vec<(::std::string::String, ::std::string::String)>,
                 ) -> ::core::result::Result<__bindings::Prompt, __bindings::RequestError> {
                     __bindings::get_prompt(__llm_worker_plugin(), &name, &arguments)
                 }
 
-                fn complete(
+                async fn complete(
                     reference: __bindings::CompletionRef,
                     argument: ::std::string::String,
                     value: ::std::string::String,

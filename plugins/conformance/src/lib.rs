@@ -154,7 +154,7 @@ impl Conformance {
 
     /// Asks the client's model to answer the prompt.
     #[tool]
-    fn test_sampling(
+    async fn test_sampling(
         &self,
         #[description = "What to ask the model"] prompt: String,
     ) -> Result<String, QuestionError> {
@@ -165,13 +165,13 @@ impl Conformance {
                 max_tokens: 100,
                 ..SamplingRequest::default()
             },
-        )?;
+        ).await?;
         Ok(format!("LLM response: {}", sampled_text(&answer)))
     }
 
     /// Asks the user for a user name and an e-mail address.
     #[tool]
-    fn test_elicitation(
+    async fn test_elicitation(
         &self,
         #[description = "What to tell the user"] message: String,
     ) -> Result<String, QuestionError> {
@@ -183,13 +183,13 @@ impl Conformance {
             },
             "required": ["username", "email"]
         });
-        let answer = elicit_with_schema("user_info", &message, schema)?;
+        let answer = elicit_with_schema("user_info", &message, schema).await?;
         Ok(format!("User response: {}", describe(&answer)))
     }
 
     /// Asks the user to review a form whose fields have defaults (SEP-1034).
     #[tool]
-    fn test_elicitation_sep1034_defaults(&self) -> Result<String, QuestionError> {
+    async fn test_elicitation_sep1034_defaults(&self) -> Result<String, QuestionError> {
         let schema = json!({
             "type": "object",
             "properties": {
@@ -210,13 +210,13 @@ impl Conformance {
             "defaults",
             "Please review and update the form fields with defaults",
             schema,
-        )?;
+        ).await?;
         Ok(format!("Elicitation completed: {}", describe(&answer)))
     }
 
     /// Asks the user to choose from enums of every kind (SEP-1330).
     #[tool]
-    fn test_elicitation_sep1330_enums(&self) -> Result<String, QuestionError> {
+    async fn test_elicitation_sep1330_enums(&self) -> Result<String, QuestionError> {
         let choices = |titles: [&str; 3]| {
             titles
                 .iter()
@@ -260,13 +260,13 @@ impl Conformance {
             },
             "required": []
         });
-        let answer = elicit_with_schema("enums", "Please choose from the enums", schema)?;
+        let answer = elicit_with_schema("enums", "Please choose from the enums", schema).await?;
         Ok(format!("Elicitation completed: {}", describe(&answer)))
     }
 
     /// Needs the client's sampling capability (server-stateless).
     #[tool]
-    fn test_missing_capability(&self) -> Result<&'static str, QuestionError> {
+    async fn test_missing_capability(&self) -> Result<&'static str, QuestionError> {
         sample(
             "needs_sampling",
             SamplingRequest {
@@ -274,14 +274,14 @@ impl Conformance {
                 max_tokens: 10,
                 ..SamplingRequest::default()
             },
-        )?;
+        ).await?;
         Ok("Success")
     }
 
     /// Asks the user for confirmation; never sends requests on its response stream.
     #[tool]
-    fn test_streaming_elicitation(&self) -> Result<&'static str, QuestionError> {
-        elicit_with_schema("stream_confirm", "Please confirm", form("ok", "boolean"))?;
+    async fn test_streaming_elicitation(&self) -> Result<&'static str, QuestionError> {
+        elicit_with_schema("stream_confirm", "Please confirm", form("ok", "boolean")).await?;
         Ok("Streaming complete")
     }
 
@@ -301,8 +301,8 @@ impl Conformance {
 
     /// Asks the user's name (revision 2026-07-28: answered input_required).
     #[tool]
-    fn test_input_required_result_elicitation(&self) -> Result<String, QuestionError> {
-        let answer = elicit_with_schema("user_name", "What is your name?", form("name", "string"))?;
+    async fn test_input_required_result_elicitation(&self) -> Result<String, QuestionError> {
+        let answer = elicit_with_schema("user_name", "What is your name?", form("name", "string")).await?;
         match accepted(&answer, "name") {
             Some(name) => Ok(format!("Hello, {name}!")),
             None => Ok(format!("No name given ({})", describe(&answer))),
@@ -311,7 +311,7 @@ impl Conformance {
 
     /// Asks the client's model a question.
     #[tool]
-    fn test_input_required_result_sampling(&self) -> Result<String, QuestionError> {
+    async fn test_input_required_result_sampling(&self) -> Result<String, QuestionError> {
         let answer = sample(
             "capital_question",
             SamplingRequest {
@@ -319,29 +319,29 @@ impl Conformance {
                 max_tokens: 100,
                 ..SamplingRequest::default()
             },
-        )?;
+        ).await?;
         Ok(format!("Sampling result: {}", sampled_text(&answer)))
     }
 
     /// Reads the client's roots.
     #[tool]
-    fn test_input_required_result_list_roots(&self) -> Result<String, QuestionError> {
-        let found = roots("client_roots")?;
+    async fn test_input_required_result_list_roots(&self) -> Result<String, QuestionError> {
+        let found = roots("client_roots").await?;
         Ok(format!("Found {} root(s)", found.len()))
     }
 
     /// Asks for a confirmation carried across the retry by the request state.
     #[tool]
-    fn test_input_required_result_request_state(&self) -> Result<String, QuestionError> {
-        elicit_with_schema("confirm", "Please confirm", form("ok", "boolean"))?;
+    async fn test_input_required_result_request_state(&self) -> Result<String, QuestionError> {
+        elicit_with_schema("confirm", "Please confirm", form("ok", "boolean")).await?;
         Ok("state-ok: requestState validated".to_owned())
     }
 
     /// Asks three questions at once: a form, the model and the roots.
     #[tool]
-    fn test_input_required_result_multiple_inputs(&self) -> Result<String, QuestionError> {
+    async fn test_input_required_result_multiple_inputs(&self) -> Result<String, QuestionError> {
         // Ask all three before giving up on any: the client answers them together.
-        let name = elicit_with_schema("user_name", "What is your name?", form("name", "string"));
+        let name = elicit_with_schema("user_name", "What is your name?", form("name", "string")).await;
         let greeting = sample(
             "greeting",
             SamplingRequest {
@@ -349,8 +349,8 @@ impl Conformance {
                 max_tokens: 50,
                 ..SamplingRequest::default()
             },
-        );
-        let found = roots("client_roots");
+        ).await;
+        let found = roots("client_roots").await;
         let (name, greeting, found) = (name?, greeting?, found?);
         Ok(format!(
             "Name: {}; Greeting: {}; Roots: {}",
@@ -362,17 +362,17 @@ impl Conformance {
 
     /// Asks two questions, one after the other.
     #[tool]
-    fn test_input_required_result_multi_round(&self) -> Result<String, QuestionError> {
+    async fn test_input_required_result_multi_round(&self) -> Result<String, QuestionError> {
         let name = elicit_with_schema(
             "step1",
             "Step 1: What is your name?",
             form("name", "string"),
-        )?;
+        ).await?;
         let colour = elicit_with_schema(
             "step2",
             "Step 2: What is your favorite color?",
             form("color", "string"),
-        )?;
+        ).await?;
         Ok(format!(
             "Multi-round complete for {} who likes {}",
             accepted(&name, "name").unwrap_or_default(),
@@ -382,16 +382,16 @@ impl Conformance {
 
     /// Asks for a confirmation; a tampered request state is refused by the host.
     #[tool]
-    fn test_input_required_result_tampered_state(&self) -> Result<String, QuestionError> {
-        elicit_with_schema("confirm", "Please confirm", form("ok", "boolean"))?;
+    async fn test_input_required_result_tampered_state(&self) -> Result<String, QuestionError> {
+        elicit_with_schema("confirm", "Please confirm", form("ok", "boolean")).await?;
         Ok("integrity-ok: state verified".to_owned())
     }
 
     /// Asks only what the client declared it can answer.
     #[tool]
-    fn test_input_required_result_capabilities(&self) -> Result<String, QuestionError> {
+    async fn test_input_required_result_capabilities(&self) -> Result<String, QuestionError> {
         let asked = [
-            elicit_with_schema("user_input", "Your input?", form("input", "string")).map(|_| ()),
+            elicit_with_schema("user_input", "Your input?", form("input", "string")).await.map(|_| ()),
             sample(
                 "sample_input",
                 SamplingRequest {
@@ -399,9 +399,9 @@ impl Conformance {
                     max_tokens: 50,
                     ..SamplingRequest::default()
                 },
-            )
+            ).await
             .map(|_| ()),
-            roots("roots_input").map(|_| ()),
+            roots("roots_input").await.map(|_| ()),
         ];
         // What the client cannot answer is skipped; what it will answer is waited for.
         for outcome in asked {
@@ -506,12 +506,12 @@ impl Conformance {
 
     /// A prompt that asks the user for context first.
     #[prompt]
-    fn test_input_required_result_prompt(&self) -> Result<String, QuestionError> {
+    async fn test_input_required_result_prompt(&self) -> Result<String, QuestionError> {
         let answer = elicit_with_schema(
             "user_context",
             "What context should the prompt use?",
             form("context", "string"),
-        )?;
+        ).await?;
         Ok(format!(
             "Prompt with context: {}",
             accepted(&answer, "context").unwrap_or_default()

@@ -147,7 +147,7 @@ type Failure = String;
 impl Filesystem {
     /// Read the complete contents of a file as text. DEPRECATED: Use read_text_file instead.
     #[tool(title = "Read File (Deprecated)", read_only, open_world = false)]
-    fn read_file(
+    async fn read_file(
         &self,
         path: String,
         #[description = "If provided, returns only the last N lines of the file"] tail: Option<f64>,
@@ -155,12 +155,12 @@ impl Filesystem {
             f64,
         >,
     ) -> ToolOutput {
-        answer(self.read_text(&path, head, tail))
+        answer(self.read_text(&path, head, tail).await)
     }
 
     /// Read the complete contents of a file from the file system as text. Handles various text encodings and provides detailed error messages if the file cannot be read. Use this tool when you need to examine the contents of a single file. Use the 'head' parameter to read only the first N lines of a file, or the 'tail' parameter to read only the last N lines of a file. Operates on the file as text regardless of extension. Only works within allowed directories.
     #[tool(title = "Read Text File", read_only, open_world = false)]
-    fn read_text_file(
+    async fn read_text_file(
         &self,
         path: String,
         #[description = "If provided, returns only the last N lines of the file"] tail: Option<f64>,
@@ -168,24 +168,24 @@ impl Filesystem {
             f64,
         >,
     ) -> ToolOutput {
-        answer(self.read_text(&path, head, tail))
+        answer(self.read_text(&path, head, tail).await)
     }
 
     /// Read a file and return it as a base64-encoded content block with its MIME type. Image and audio files are returned as image/audio content; any other file type is returned as an embedded resource. Only works within allowed directories.
     #[tool(title = "Read Media File", read_only, open_world = false)]
-    fn read_media_file(&self, path: String) -> ToolOutput {
-        answer_with(self.run_read_media_file(path))
+    async fn read_media_file(&self, path: String) -> ToolOutput {
+        answer_with(self.run_read_media_file(path).await)
     }
 
     /// Read the contents of multiple files simultaneously. This is more efficient than reading files one by one when you need to analyze or compare multiple files. Each file's content is returned with its path as a reference. Failed reads for individual files won't stop the entire operation. Only works within allowed directories.
     #[tool(title = "Read Multiple Files", read_only, open_world = false)]
-    fn read_multiple_files(
+    async fn read_multiple_files(
         &self,
         #[description = "Array of file paths to read. Each path must be a string pointing to a valid file within allowed directories."]
         #[schemars(length(min = 1))]
         paths: Vec<String>,
     ) -> ToolOutput {
-        answer(self.run_read_multiple_files(paths))
+        answer(self.run_read_multiple_files(paths).await)
     }
 
     /// Create a new file or completely overwrite an existing file with new content. Use with caution as it will overwrite existing files without warning. Handles text content with proper encoding. Only works within allowed directories.
@@ -196,8 +196,8 @@ impl Filesystem {
         destructive,
         open_world = false
     )]
-    fn write_file(&self, path: String, content: String) -> ToolOutput {
-        answer(self.run_write_file(path, content))
+    async fn write_file(&self, path: String, content: String) -> ToolOutput {
+        answer(self.run_write_file(path, content).await)
     }
 
     /// Make line-based edits to a text file. Each edit replaces exact line sequences with new content. Returns a git-style diff showing the changes made. Only works within allowed directories.
@@ -208,7 +208,7 @@ impl Filesystem {
         destructive,
         open_world = false
     )]
-    fn edit_file(
+    async fn edit_file(
         &self,
         path: String,
         edits: Vec<EditOperation>,
@@ -216,7 +216,7 @@ impl Filesystem {
         #[serde(rename = "dryRun", default)]
         dry_run: bool,
     ) -> ToolOutput {
-        answer(self.run_edit_file(path, edits, dry_run))
+        answer(self.run_edit_file(path, edits, dry_run).await)
     }
 
     /// Create a new directory or ensure a directory exists. Can create multiple nested directories in one operation. If the directory already exists, this operation will succeed silently. Perfect for setting up directory structures for projects or ensuring required paths exist. Only works within allowed directories.
@@ -227,36 +227,36 @@ impl Filesystem {
         destructive = false,
         open_world = false
     )]
-    fn create_directory(&self, path: String) -> ToolOutput {
-        answer(self.run_create_directory(path))
+    async fn create_directory(&self, path: String) -> ToolOutput {
+        answer(self.run_create_directory(path).await)
     }
 
     /// Get a detailed listing of all files and directories in a specified path. Results clearly distinguish between files and directories with [FILE] and [DIR] prefixes. This tool is essential for understanding directory structure and finding specific files within a directory. Only works within allowed directories.
     #[tool(title = "List Directory", read_only, open_world = false)]
-    fn list_directory(&self, path: String) -> ToolOutput {
-        answer(self.run_list_directory(path))
+    async fn list_directory(&self, path: String) -> ToolOutput {
+        answer(self.run_list_directory(path).await)
     }
 
     /// Get a detailed listing of all files and directories in a specified path, including sizes. Results clearly distinguish between files and directories with [FILE] and [DIR] prefixes. This tool is useful for understanding directory structure and finding specific files within a directory. Only works within allowed directories.
     #[tool(title = "List Directory with Sizes", read_only, open_world = false)]
-    fn list_directory_with_sizes(
+    async fn list_directory_with_sizes(
         &self,
         path: String,
         #[description = "Sort entries by name or size"]
         #[serde(rename = "sortBy", default)]
         sort_by: SortBy,
     ) -> ToolOutput {
-        answer(self.run_list_directory_with_sizes(path, sort_by))
+        answer(self.run_list_directory_with_sizes(path, sort_by).await)
     }
 
     /// Get a recursive tree view of files and directories as a JSON structure. Each entry includes 'name', 'type' (file/directory), and 'children' for directories. Files have no children array, while directories always have a children array (which may be empty). The output is formatted with 2-space indentation for readability. Only works within allowed directories.
     #[tool(title = "Directory Tree", read_only, open_world = false)]
-    fn directory_tree(
+    async fn directory_tree(
         &self,
         path: String,
         #[serde(rename = "excludePatterns", default)] exclude_patterns: Vec<String>,
     ) -> ToolOutput {
-        answer(self.run_directory_tree(path, exclude_patterns))
+        answer(self.run_directory_tree(path, exclude_patterns).await)
     }
 
     /// Move or rename files and directories. Can move files between directories and rename them in a single operation. If the destination exists, the operation will fail. Works across different directories and can be used for simple renaming within the same directory. Both source and destination must be within allowed directories.
@@ -267,31 +267,31 @@ impl Filesystem {
         destructive,
         open_world = false
     )]
-    fn move_file(&self, source: String, destination: String) -> ToolOutput {
-        answer(self.run_move_file(source, destination))
+    async fn move_file(&self, source: String, destination: String) -> ToolOutput {
+        answer(self.run_move_file(source, destination).await)
     }
 
     /// Recursively search for files and directories matching a pattern. The patterns should be glob-style patterns that match paths relative to the working directory. Use pattern like '*.ext' to match files in current directory, and '**/*.ext' to match files in all subdirectories. Returns full paths to all matching items. Great for finding files when you don't know their exact location. Only searches within allowed directories.
     #[tool(title = "Search Files", read_only, open_world = false)]
-    fn search_files(
+    async fn search_files(
         &self,
         path: String,
         pattern: String,
         #[serde(rename = "excludePatterns", default)] exclude_patterns: Vec<String>,
     ) -> ToolOutput {
-        answer(self.run_search_files(path, pattern, exclude_patterns))
+        answer(self.run_search_files(path, pattern, exclude_patterns).await)
     }
 
     /// Retrieve detailed metadata about a file or directory. Returns comprehensive information including size, creation time, last modified time, permissions, and type. This tool is perfect for understanding file characteristics without reading the actual content. Only works within allowed directories.
     #[tool(title = "Get File Info", read_only, open_world = false)]
-    fn get_file_info(&self, path: String) -> ToolOutput {
-        answer(self.run_get_file_info(path))
+    async fn get_file_info(&self, path: String) -> ToolOutput {
+        answer(self.run_get_file_info(path).await)
     }
 
     /// Returns the list of directories that this server is allowed to access. Subdirectories within these allowed directories are also accessible. Use this to understand which directories and their nested paths are available before trying to access files.
     #[tool(title = "List Allowed Directories", read_only, open_world = false)]
-    fn list_allowed_directories(&self) -> ToolOutput {
-        answer(self.run_list_allowed_directories())
+    async fn list_allowed_directories(&self) -> ToolOutput {
+        answer(self.run_list_allowed_directories().await)
     }
 }
 
@@ -300,8 +300,8 @@ impl Filesystem {}
 
 /// What the tools do: each gives its text (or its blocks), or the error the client sees.
 impl Filesystem {
-    fn run_read_media_file(&self, path: String) -> Result<ToolOutput, Failure> {
-        let allowed = self.allowed()?;
+    async fn run_read_media_file(&self, path: String) -> Result<ToolOutput, Failure> {
+        let allowed = self.allowed().await?;
         let real = validate(&path, &allowed, &RealFs)?;
         let data = self.read_bounded(&real)?;
         let extension = real
@@ -337,11 +337,11 @@ impl Filesystem {
         Ok(ToolOutput::content(vec![block]))
     }
 
-    fn run_read_multiple_files(&self, paths: Vec<String>) -> Result<String, Failure> {
+    async fn run_read_multiple_files(&self, paths: Vec<String>) -> Result<String, Failure> {
         if paths.is_empty() {
             return Err("At least one file path must be provided".into());
         }
-        let allowed = self.allowed()?;
+        let allowed = self.allowed().await?;
         let mut answers = Vec::with_capacity(paths.len());
         let mut total: u64 = 0;
         for path in &paths {
@@ -367,8 +367,8 @@ impl Filesystem {
         Ok(answers.join("\n---\n"))
     }
 
-    fn run_write_file(&self, path: String, content: String) -> Result<String, Failure> {
-        let allowed = self.allowed()?;
+    async fn run_write_file(&self, path: String, content: String) -> Result<String, Failure> {
+        let allowed = self.allowed().await?;
         let real = validate(&path, &allowed, &RealFs)?;
         writable(&real, &allowed)?;
         let created = std::fs::OpenOptions::new()
@@ -387,13 +387,13 @@ impl Filesystem {
         Ok(format!("Successfully wrote to {path}"))
     }
 
-    fn run_edit_file(
+    async fn run_edit_file(
         &self,
         path: String,
         edits: Vec<EditOperation>,
         dry_run: bool,
     ) -> Result<String, Failure> {
-        let allowed = self.allowed()?;
+        let allowed = self.allowed().await?;
         let real = validate(&path, &allowed, &RealFs)?;
         if !dry_run {
             writable(&real, &allowed)?;
@@ -414,8 +414,8 @@ impl Filesystem {
         Ok(answer)
     }
 
-    fn run_create_directory(&self, path: String) -> Result<String, Failure> {
-        let allowed = self.allowed()?;
+    async fn run_create_directory(&self, path: String) -> Result<String, Failure> {
+        let allowed = self.allowed().await?;
         let real = validate(&path, &allowed, &RealFs)?;
         if !std::fs::metadata(&real).is_ok_and(|m| m.is_dir()) {
             writable(&real, &allowed)?;
@@ -424,8 +424,8 @@ impl Filesystem {
         Ok(format!("Successfully created directory {path}"))
     }
 
-    fn run_list_directory(&self, path: String) -> Result<String, Failure> {
-        let allowed = self.allowed()?;
+    async fn run_list_directory(&self, path: String) -> Result<String, Failure> {
+        let allowed = self.allowed().await?;
         let real = validate(&path, &allowed, &RealFs)?;
         let (entries, more) = self.entries(&real)?;
         let mut lines: Vec<String> = entries
@@ -436,12 +436,12 @@ impl Filesystem {
         Ok(lines.join("\n"))
     }
 
-    fn run_list_directory_with_sizes(
+    async fn run_list_directory_with_sizes(
         &self,
         path: String,
         sort_by: SortBy,
     ) -> Result<String, Failure> {
-        let allowed = self.allowed()?;
+        let allowed = self.allowed().await?;
         let real = validate(&path, &allowed, &RealFs)?;
         let (entries, more) = self.entries(&real)?;
         let mut sized: Vec<(String, bool, u64)> = entries
@@ -483,12 +483,12 @@ impl Filesystem {
         Ok(lines.join("\n"))
     }
 
-    fn run_directory_tree(
+    async fn run_directory_tree(
         &self,
         path: String,
         exclude_patterns: Vec<String>,
     ) -> Result<String, Failure> {
-        let allowed = self.allowed()?;
+        let allowed = self.allowed().await?;
         let excludes: Vec<(glob::Glob, Option<[glob::Glob; 2]>)> = exclude_patterns
             .iter()
             .map(|pattern| {
@@ -528,8 +528,8 @@ impl Filesystem {
         Ok(text)
     }
 
-    fn run_move_file(&self, source: String, destination: String) -> Result<String, Failure> {
-        let allowed = self.allowed()?;
+    async fn run_move_file(&self, source: String, destination: String) -> Result<String, Failure> {
+        let allowed = self.allowed().await?;
         let from = validate(&source, &allowed, &RealFs)?;
         let to = validate(&destination, &allowed, &RealFs)?;
         writable(&from, &allowed)?;
@@ -546,13 +546,13 @@ impl Filesystem {
         Ok(format!("Successfully moved {source} to {destination}"))
     }
 
-    fn run_search_files(
+    async fn run_search_files(
         &self,
         path: String,
         pattern: String,
         exclude_patterns: Vec<String>,
     ) -> Result<String, Failure> {
-        let allowed = self.allowed()?;
+        let allowed = self.allowed().await?;
         let root = validate(&path, &allowed, &RealFs)?;
         let wanted = glob::Glob::new(&pattern);
         let excludes: Vec<glob::Glob> = exclude_patterns
@@ -623,8 +623,8 @@ impl Filesystem {
         }
     }
 
-    fn run_get_file_info(&self, path: String) -> Result<String, Failure> {
-        let allowed = self.allowed()?;
+    async fn run_get_file_info(&self, path: String) -> Result<String, Failure> {
+        let allowed = self.allowed().await?;
         let real = validate(&path, &allowed, &RealFs)?;
         let meta = std::fs::metadata(&real).map_err(|e| node_error(&e, "stat", &real))?;
         let time = |t: std::io::Result<std::time::SystemTime>| {
@@ -648,8 +648,8 @@ impl Filesystem {
         ))
     }
 
-    fn run_list_allowed_directories(&self) -> Result<String, Failure> {
-        let allowed = self.allowed()?;
+    async fn run_list_allowed_directories(&self) -> Result<String, Failure> {
+        let allowed = self.allowed().await?;
         let lines: Vec<String> = allowed
             .iter()
             .map(|dir| {
@@ -677,11 +677,11 @@ impl Filesystem {
 
     /// The allowed directories of this call: the grants, narrowed by the client's roots when
     /// the policy lets the plugin read them (`[client] roots = true`) and the client has some.
-    fn allowed(&self) -> Result<Vec<Allowed>, Failure> {
+    async fn allowed(&self) -> Result<Vec<Allowed>, Failure> {
         if let Some(problem) = &self.misconfigured {
             return Err(problem.clone());
         }
-        match llm_worker_guest::roots("filesystem-roots") {
+        match llm_worker_guest::roots("filesystem-roots").await {
             Ok(roots) => {
                 let uris: Vec<String> = roots.into_iter().map(|root| root.uri).collect();
                 Ok(paths::narrowed_by_roots(&self.grants, &uris))
@@ -693,13 +693,13 @@ impl Filesystem {
         }
     }
 
-    fn read_text(
+    async fn read_text(
         &self,
         path: &str,
         head: Option<f64>,
         tail: Option<f64>,
     ) -> Result<String, Failure> {
-        let allowed = self.allowed()?;
+        let allowed = self.allowed().await?;
         let real = validate(path, &allowed, &RealFs)?;
         // As the original: 0 (or no value) means "not given".
         let head = head.filter(|n| *n != 0.0 && !n.is_nan());

@@ -572,7 +572,7 @@ impl SessionCore {
                         )
                     } else {
                         format!(
-                            "its instance ended while the call ran (in another call: {}); it \
+                            "its instance ended while the call ran (one of its calls: {}); it \
                              was restarted and its state was lost",
                             death.reason
                         )
