@@ -85,7 +85,12 @@ pub async fn elicit_with_schema(
     #[cfg(target_arch = "wasm32")]
     {
         use crate::export::bindings::llm_worker::tool::client;
-        let answer = client::elicit(key.to_owned(), message.to_owned(), requested_schema.to_string()).await?;
+        let answer = client::elicit(
+            key.to_owned(),
+            message.to_owned(),
+            requested_schema.to_string(),
+        )
+        .await?;
         Ok(match answer {
             client::ElicitationAnswer::Accept(text) => {
                 let content: Map<String, Value> = serde_json::from_str(&text).map_err(|error| {
@@ -133,7 +138,11 @@ pub async fn roots(key: &str) -> Result<Vec<Root>, QuestionError> {
     #[cfg(target_arch = "wasm32")]
     {
         use crate::export::bindings::llm_worker::tool::client;
-        Ok(client::roots(key.to_owned()).await?.into_iter().map(Into::into).collect())
+        Ok(client::roots(key.to_owned())
+            .await?
+            .into_iter()
+            .map(Into::into)
+            .collect())
     }
     #[cfg(not(target_arch = "wasm32"))]
     {

@@ -76,8 +76,9 @@ impl Response {
     /// # Errors
     /// [`HttpError::Failed`] with serde's message when it is not a `T`.
     pub fn json<T: serde::de::DeserializeOwned>(&self) -> Result<T, HttpError> {
-        serde_json::from_slice(&self.body)
-            .map_err(|error| HttpError::Failed(format!("the body is not the JSON expected: {error}")))
+        serde_json::from_slice(&self.body).map_err(|error| {
+            HttpError::Failed(format!("the body is not the JSON expected: {error}"))
+        })
     }
 
     /// Whether the status is 2xx.
@@ -334,7 +335,12 @@ mod tests {
         assert!(!bare.https);
         assert_eq!(bare.path_with_query, "/");
         assert_eq!(Url::parse("http://h?q=1").unwrap().path_with_query, "/?q=1");
-        for bad in ["ftp://x/", "example.com/x", "https:///x", "https://user@host/"] {
+        for bad in [
+            "ftp://x/",
+            "example.com/x",
+            "https:///x",
+            "https://user@host/",
+        ] {
             assert!(
                 matches!(Url::parse(bad), Err(HttpError::InvalidUrl(_))),
                 "{bad} was taken"

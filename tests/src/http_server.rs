@@ -13,10 +13,17 @@ use hyper::body::Incoming;
 use tokio::io::AsyncReadExt;
 
 /// What the server does with each connection.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 enum Behaviour {
     /// Answers every request with 200 and this body.
     Answer(&'static str),
+    /// Answers every request with 200 and this body once `delay` has passed since it came and
+    /// the gate is open.
+    Later {
+        body: &'static str,
+        delay: std::time::Duration,
+        gate: tokio::sync::watch::Receiver<bool>,
+    },
     /// Reads what the client sends until it closes the connection, and never answers.
     Silent,
 }
@@ -74,6 +81,32 @@ impl TestServer {
     /// If it cannot listen, or outside a tokio runtime.
     pub fn silent() -> Self {
         Self::start("127.0.0.1:0", Behaviour::Silent).unwrap_or_else(|e| panic!("listen: {e}"))
+    }
+
+    /// A server on 127.0.0.1 that answers every request with 200 and `body`, `delay` after the
+    /// request came.
+    ///
+    /// # Panics
+    ///
+    /// If it cannot listen, or outside a tokio runtime.
+    pub fn delayed(body: &'static str, delay: std::time::Duration) -> Self {
+        let (_open, gate) = tokio::sync::watch::channel(true);
+        Self::start("127.0.0.1:0", Behaviour::Later { body, delay, gate })
+            .unwrap_or_else(|e| panic!("listen: {e}"))
+    }
+
+    /// A server on 127.0.0.1 that holds every request until the test opens the [`Gate`], then
+    /// answers it with 200 and `body`.
+    ///
+    /// # Panics
+    ///
+    /// If it cannot listen, or outside a tokio runtime.
+    pub fn held(body: &'static str) -> (Self, Gate) {
+        let (open, gate) = tokio::sync::watch::channel(false);
+        let delay = std::time::Duration::ZERO;
+        let server = Self::start("127.0.0.1:0", Behaviour::Later { body, delay, gate })
+            .unwrap_or_else(|e| panic!("listen: {e}"));
+        (server, Gate(open))
     }
 
     fn start(address: &str, behaviour: Behaviour) -> std::io::Result<Self> {
@@ -147,13 +180,13 @@ async fn serve(listener: tokio::net::TcpListener, behaviour: Behaviour, seen: Ar
         };
         seen.connections.fetch_add(1, Ordering::SeqCst);
         while connections.try_join_next().is_some() {}
-        connections.spawn(connection(stream, behaviour, Arc::clone(&seen)));
+        connections.spawn(connection(stream, behaviour.clone(), Arc::clone(&seen)));
     }
 }
 
 async fn connection(mut stream: tokio::net::TcpStream, behaviour: Behaviour, seen: Arc<Seen>) {
     match behaviour {
-        Behaviour::Answer(body) => {
+        Behaviour::Answer(_) | Behaviour::Later { .. } => {
             let service = hyper::service::service_fn(move |request: http::Request<Incoming>| {
                 let (head, _) = request.into_parts();
                 seen.requests
@@ -164,8 +197,25 @@ async fn connection(mut stream: tokio::net::TcpStream, behaviour: Behaviour, see
                         uri: head.uri,
                         headers: head.headers,
                     });
-                let response = http::Response::new(Full::new(Bytes::from_static(body.as_bytes())));
-                std::future::ready(Ok::<_, Infallible>(response))
+                let behaviour = behaviour.clone();
+                async move {
+                    let body = match behaviour {
+                        Behaviour::Later {
+                            body,
+                            delay,
+                            mut gate,
+                        } => {
+                            tokio::time::sleep(delay).await;
+                            let _ = gate.wait_for(|open| *open).await;
+                            body
+                        }
+                        Behaviour::Answer(body) => body,
+                        Behaviour::Silent => "",
+                    };
+                    Ok::<_, Infallible>(http::Response::new(Full::new(Bytes::from_static(
+                        body.as_bytes(),
+                    ))))
+                }
             });
             let _ = hyper::server::conn::http1::Builder::new()
                 .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
@@ -184,5 +234,15 @@ async fn connection(mut stream: tokio::net::TcpStream, behaviour: Behaviour, see
                 }
             }
         }
+    }
+}
+
+/// Opens a [`TestServer::held`] server: the requests it holds, and those to come, are answered.
+pub struct Gate(tokio::sync::watch::Sender<bool>);
+
+impl Gate {
+    /// Lets the requests through.
+    pub fn open(&self) {
+        self.0.send_replace(true);
     }
 }

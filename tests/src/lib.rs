@@ -173,6 +173,19 @@ pub fn plugin_path(name: &str) -> PathBuf {
     plugin_dir().join(format!("{name}.wasm"))
 }
 
+/// The path of the plugin `name` as the guest SDK built it for contract 0.3.0 (one call at a
+/// time per instance), kept in `tests/fixtures/contract-0.3/` to show that such plugins load
+/// and behave as before: `counter`, `sleeper`, `trapper`, `holder`, `text`, `greet`.
+pub fn plugin_v03_path(name: &str) -> PathBuf {
+    let crate_dir = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    crate_dir
+        .join("fixtures")
+        .join("contract-0.3")
+        .join(format!("{name}.wasm"))
+}
+
 /// One host shared by the tests of a process, with the default limits and the shared
 /// [`compiled_cache`].
 pub fn host() -> &'static PluginHost {
@@ -375,7 +388,7 @@ pub fn held_sleeper(name: &str, limits: Limits) -> (LoadedPlugin, Release) {
         writable: false,
     });
     let sleeper = host()
-        .load_with_policy(plugin_path("sleeper"), policy)
+        .load_with_policy(plugin_v03_path("sleeper"), policy)
         .unwrap_or_else(|e| panic!("{e}"));
     (sleeper, Release(dir))
 }

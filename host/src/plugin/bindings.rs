@@ -282,15 +282,18 @@ pub(crate) fn add_host_imports(
     v2::llm_worker::tool::host::add_to_linker::<T, HasSelf<T>>(linker, |state| state)?;
     v3::llm_worker::tool::host::add_to_linker::<T, HasSelf<T>>(linker, |state| state)?;
     v3::llm_worker::tool::client::add_to_linker::<T, HasSelf<T>>(linker, |state| state)?;
-    v10::llm_worker::tool::host::add_to_linker::<_, super::instance::Concurrent>(linker, |state| {
-        state
-    })?;
-    v10::llm_worker::tool::types::add_to_linker::<_, super::instance::Concurrent>(linker, |state| {
-        state
-    })?;
-    v10::llm_worker::tool::client::add_to_linker::<_, super::instance::Concurrent>(linker, |state| {
-        state
-    })
+    v10::llm_worker::tool::host::add_to_linker::<_, super::instance::Concurrent>(
+        linker,
+        |state| state,
+    )?;
+    v10::llm_worker::tool::types::add_to_linker::<_, super::instance::Concurrent>(
+        linker,
+        |state| state,
+    )?;
+    v10::llm_worker::tool::client::add_to_linker::<_, super::instance::Concurrent>(
+        linker,
+        |state| state,
+    )
 }
 
 /// A live instance's exports.
@@ -358,8 +361,7 @@ impl PluginBindings {
                         .collect(),
                 )),
                 _ => Err(RequestError::Internal(
-                    "a request of contract 1.0.0 was run outside the instance's event loop"
-                        .into(),
+                    "a request of contract 1.0.0 was run outside the instance's event loop".into(),
                 )),
             });
         }

@@ -28,7 +28,6 @@ impl RawOutput {
     }
 }
 
-
 /// The conversions of the records 0.3.0 and 1.0.0 share, for the generated module `$version`.
 macro_rules! records {
     ($($version:ident),+) => {$(

@@ -165,7 +165,8 @@ impl Conformance {
                 max_tokens: 100,
                 ..SamplingRequest::default()
             },
-        ).await?;
+        )
+        .await?;
         Ok(format!("LLM response: {}", sampled_text(&answer)))
     }
 
@@ -210,7 +211,8 @@ impl Conformance {
             "defaults",
             "Please review and update the form fields with defaults",
             schema,
-        ).await?;
+        )
+        .await?;
         Ok(format!("Elicitation completed: {}", describe(&answer)))
     }
 
@@ -274,7 +276,8 @@ impl Conformance {
                 max_tokens: 10,
                 ..SamplingRequest::default()
             },
-        ).await?;
+        )
+        .await?;
         Ok("Success")
     }
 
@@ -302,7 +305,8 @@ impl Conformance {
     /// Asks the user's name (revision 2026-07-28: answered input_required).
     #[tool]
     async fn test_input_required_result_elicitation(&self) -> Result<String, QuestionError> {
-        let answer = elicit_with_schema("user_name", "What is your name?", form("name", "string")).await?;
+        let answer =
+            elicit_with_schema("user_name", "What is your name?", form("name", "string")).await?;
         match accepted(&answer, "name") {
             Some(name) => Ok(format!("Hello, {name}!")),
             None => Ok(format!("No name given ({})", describe(&answer))),
@@ -319,7 +323,8 @@ impl Conformance {
                 max_tokens: 100,
                 ..SamplingRequest::default()
             },
-        ).await?;
+        )
+        .await?;
         Ok(format!("Sampling result: {}", sampled_text(&answer)))
     }
 
@@ -341,7 +346,8 @@ impl Conformance {
     #[tool]
     async fn test_input_required_result_multiple_inputs(&self) -> Result<String, QuestionError> {
         // Ask all three before giving up on any: the client answers them together.
-        let name = elicit_with_schema("user_name", "What is your name?", form("name", "string")).await;
+        let name =
+            elicit_with_schema("user_name", "What is your name?", form("name", "string")).await;
         let greeting = sample(
             "greeting",
             SamplingRequest {
@@ -349,7 +355,8 @@ impl Conformance {
                 max_tokens: 50,
                 ..SamplingRequest::default()
             },
-        ).await;
+        )
+        .await;
         let found = roots("client_roots").await;
         let (name, greeting, found) = (name?, greeting?, found?);
         Ok(format!(
@@ -367,12 +374,14 @@ impl Conformance {
             "step1",
             "Step 1: What is your name?",
             form("name", "string"),
-        ).await?;
+        )
+        .await?;
         let colour = elicit_with_schema(
             "step2",
             "Step 2: What is your favorite color?",
             form("color", "string"),
-        ).await?;
+        )
+        .await?;
         Ok(format!(
             "Multi-round complete for {} who likes {}",
             accepted(&name, "name").unwrap_or_default(),
@@ -391,7 +400,9 @@ impl Conformance {
     #[tool]
     async fn test_input_required_result_capabilities(&self) -> Result<String, QuestionError> {
         let asked = [
-            elicit_with_schema("user_input", "Your input?", form("input", "string")).await.map(|_| ()),
+            elicit_with_schema("user_input", "Your input?", form("input", "string"))
+                .await
+                .map(|_| ()),
             sample(
                 "sample_input",
                 SamplingRequest {
@@ -399,7 +410,8 @@ impl Conformance {
                     max_tokens: 50,
                     ..SamplingRequest::default()
                 },
-            ).await
+            )
+            .await
             .map(|_| ()),
             roots("roots_input").await.map(|_| ()),
         ];
@@ -511,7 +523,8 @@ impl Conformance {
             "user_context",
             "What context should the prompt use?",
             form("context", "string"),
-        ).await?;
+        )
+        .await?;
         Ok(format!(
             "Prompt with context: {}",
             accepted(&answer, "context").unwrap_or_default()

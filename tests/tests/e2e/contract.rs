@@ -7,7 +7,9 @@ use std::sync::{Arc, Mutex};
 use llm_worker::events::{LogLevel, MAX_LOGS_PER_CALL, ToolEvent, ToolEventKind, with_tool_events};
 use llm_worker::*;
 use llm_worker_tests::wat::{MetaV2, WatComponent};
-use llm_worker_tests::{error_message, host, plugin, plugin_path, scratch_dir, session};
+use llm_worker_tests::{
+    error_message, host, plugin, plugin_path, plugin_v03_path, scratch_dir, session,
+};
 
 fn meta<'a>(plugin: &'a LoadedPlugin, tool: &str) -> &'a ToolMeta {
     plugin
@@ -134,15 +136,21 @@ fn a_component_mixing_versions_is_refused() {
         .map(|e| e.to_string())
         .unwrap_or_default();
     assert!(
-        error.contains("llm-worker:tool@0.2.0") && error.contains("0.1.0, 0.2.0 and 0.3.0"),
+        error.contains("llm-worker:tool@0.2.0") && error.contains("0.1.0, 0.2.0, 0.3.0 and 1.0.0"),
         "{error}"
     );
 }
 
 #[tokio::test]
 async fn a_structured_result_matches_its_output_schema() {
+    // As the SDK builds it today (1.0.0), and as it built it for 0.3.0: the same record.
+    let v03 = host()
+        .load(plugin_v03_path("text"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(v03.contract_version(), "0.3.0");
+    assert_eq!(meta(&v03, "stats"), meta(&plugin("text"), "stats"));
     let text = plugin("text");
-    assert_eq!(text.contract_version(), "0.3.0");
+    assert_eq!(text.contract_version(), "1.0.0");
     let stats = meta(&text, "stats");
     assert_eq!(stats.title.as_deref(), Some("Text statistics"));
     assert_eq!(

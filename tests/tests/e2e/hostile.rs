@@ -6,7 +6,7 @@ use std::time::Duration;
 use llm_worker::events::with_tool_events;
 use llm_worker::*;
 use llm_worker_tests::wait::within;
-use llm_worker_tests::{error_message, host, plugin, plugin_path, when_logged};
+use llm_worker_tests::{error_message, host, plugin, plugin_path, plugin_v03_path, when_logged};
 
 /// A session with the hostile plugin (loaded by `plugin_host`) and a well-behaved counter.
 fn session(hostile: &LoadedPlugin) -> ToolServerHandle {
@@ -56,7 +56,7 @@ async fn unbounded_recursion_overflows_the_stack_and_is_contained() {
 async fn a_call_sleeping_forever_hits_the_wall_clock_limit() {
     let sleeper =
         PluginHost::with_limits(Limits::default().call_timeout(Duration::from_millis(300)))
-            .and_then(|host| host.load(plugin_path("sleeper")))
+            .and_then(|host| host.load(plugin_v03_path("sleeper")))
             .unwrap_or_else(|e| panic!("{e}"));
     let handle = session(&sleeper);
     // The plugin's sleep is the attack under test: it must run out of time.

@@ -3,6 +3,7 @@
 
 mod attacks;
 mod cache;
+mod concurrent;
 mod contract;
 mod descriptors;
 mod examples;

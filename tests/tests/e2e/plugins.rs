@@ -262,7 +262,7 @@ fn exports_of_the_wrong_type_are_refused() {
 
 #[test]
 fn another_version_of_the_contract_is_refused_naming_both() {
-    for version in ["1.0.0", "0.4.0"] {
+    for version in ["2.0.0", "0.4.0"] {
         let future = wat::parse_str(format!(
             r#"(component (import "llm-worker:tool/types@{version}" (instance)))"#
         ))
@@ -273,7 +273,7 @@ fn another_version_of_the_contract_is_refused_naming_both() {
                 found, expected, ..
             } => {
                 assert_eq!(found, version);
-                assert_eq!(expected, "0.1.0, 0.2.0 and 0.3.0");
+                assert_eq!(expected, "0.1.0, 0.2.0, 0.3.0 and 1.0.0");
             }
             other => panic!("expected WrongVersion, got {other}"),
         }
@@ -282,7 +282,10 @@ fn another_version_of_the_contract_is_refused_naming_both() {
             message.contains(&format!("llm-worker:tool@{version}")),
             "{message}"
         );
-        assert!(message.contains("0.1.0, 0.2.0 and 0.3.0"), "{message}");
+        assert!(
+            message.contains("0.1.0, 0.2.0, 0.3.0 and 1.0.0"),
+            "{message}"
+        );
     }
 }
 

@@ -3,7 +3,7 @@
 //! dropped session is reused.
 
 use llm_worker::*;
-use llm_worker_tests::plugin_path;
+use llm_worker_tests::plugin_v03_path;
 
 fn session(plugin: &LoadedPlugin) -> (Worker, ToolServerHandle) {
     let mut worker = Worker::new();
@@ -21,7 +21,7 @@ async fn a_full_pool_refuses_new_instances_until_a_slot_is_freed() {
         .build()
         .unwrap_or_else(|e| panic!("{e}"));
     let counter = host
-        .load(plugin_path("counter"))
+        .load(plugin_v03_path("counter"))
         .unwrap_or_else(|e| panic!("{e}"));
 
     let (_first_worker, first) = session(&counter);
@@ -60,7 +60,7 @@ fn a_pooled_host_loads_and_describes_plugins_as_any_host() {
         .build()
         .unwrap_or_else(|e| panic!("{e}"));
     let greet = host
-        .load(plugin_path("greet"))
+        .load(plugin_v03_path("greet"))
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(greet.tool_names(), ["greet"]);
 }
@@ -73,7 +73,7 @@ async fn a_host_counts_its_live_instances_and_their_memory() {
         .build()
         .unwrap_or_else(|e| panic!("{e}"));
     let counter = host
-        .load(plugin_path("counter"))
+        .load(plugin_v03_path("counter"))
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(
         host.usage(),

@@ -113,10 +113,7 @@ impl Questions {
     /// A call of `tool` begins (`None`: the instance starting, which may not ask), answered
     /// by the handler in scope.
     pub(crate) fn begin(&mut self, tool: Option<&Arc<str>>) {
-        self.begin_with(
-            tool,
-            tool.and_then(|_| crate::question::current_handler()),
-        );
+        self.begin_with(tool, tool.and_then(|_| crate::question::current_handler()));
     }
 
     /// The largest question and answer the policy allows, in bytes (as charged).

@@ -50,6 +50,9 @@ use crate::tool::{ElicitationAnswer, QuestionError};
 /// How long an abandoned call has to return before its instance is torn down.
 pub(crate) const CANCEL_GRACE: Duration = Duration::from_secs(1);
 
+/// How long past its deadline a call's code may run (see [`PluginState::time_limit`]).
+const RUN_SLACK: Duration = Duration::from_millis(100);
+
 /// The calls of a 1.0.0 instance, and which of them runs now.
 pub(crate) struct Calls {
     /// The task group running now (set by the hook, read by host imports).
@@ -111,7 +114,12 @@ pub(crate) struct GroupHook(Arc<Mutex<Option<TaskGroupId>>>);
 
 impl GroupHook {
     fn set(&self, update: impl FnOnce(&mut Option<TaskGroupId>)) {
-        update(&mut self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()));
+        update(
+            &mut self
+                .0
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()),
+        );
     }
 }
 
@@ -150,12 +158,14 @@ impl PluginState {
         self.calls_mut()?.running().map(|call| &mut call.reports)
     }
 
-    /// The time limit of the code running now (checked by the epoch callback).
+    /// The time limit of the code running now (checked by the epoch callback). A 1.0.0 call
+    /// woken at its deadline (its timer fired, say) has [`RUN_SLACK`] to see its caller cancel
+    /// it and return, rather than ending the instance.
     pub(crate) fn time_limit(&self) -> Instant {
         match self.calls.as_deref() {
             Some(calls) => calls
                 .running_ref()
-                .map_or(self.deadline, |call| call.deadline),
+                .map_or(self.deadline, |call| call.deadline + RUN_SLACK),
             None => self.deadline,
         }
     }
@@ -189,8 +199,12 @@ impl PluginState {
             Scope::Tool => HttpScope::Tool(&label),
             Scope::Request(request) => Subject::Request(request).http_scope(),
         };
+        // Its requests end when its caller gives up on it (it is abandoned), not before: a
+        // request failing at the deadline would wake the call to run past it.
         #[cfg(feature = "wasi-http")]
-        let http_gate = self.http_gate.for_call(deadline, scope);
+        let http_gate = self
+            .http_gate
+            .for_call(deadline + super::TIMEOUT_GRACE + CANCEL_GRACE, scope);
         #[cfg(not(feature = "wasi-http"))]
         let _ = scope;
         let Some(calls) = self.calls_mut() else {
@@ -349,7 +363,10 @@ where
         let Some(call) = calls.by_group.get_mut(&group) else {
             return Err(no_call(&plugin));
         };
-        Ok((group, call.questions.admit_question(key, kind, question_bytes)?))
+        Ok((
+            group,
+            call.questions.admit_question(key, kind, question_bytes)?,
+        ))
     });
     let (group, admitted) = admitted?;
     let (waited, answer) = admitted.wait(ask, answer_bytes).await;
@@ -604,12 +621,12 @@ impl Concurrency {
         let (permit, queued) = match Arc::clone(&self.permits).try_acquire_owned() {
             Ok(permit) => (permit, None),
             Err(_) if !wait => return Outcome::Busy,
-            Err(_) => match super::within(deadline, Arc::clone(&self.permits).acquire_owned())
-                .await
-            {
-                Ok(Ok(permit)) => (permit, Some(arrived.elapsed())),
-                Ok(Err(_)) | Err(_) => return Outcome::Busy,
-            },
+            Err(_) => {
+                match super::within(deadline, Arc::clone(&self.permits).acquire_owned()).await {
+                    Ok(Ok(permit)) => (permit, Some(arrived.elapsed())),
+                    Ok(Err(_)) | Err(_) => return Outcome::Busy,
+                }
+            }
         };
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let waited = Arc::new(Waited::default());
@@ -644,8 +661,7 @@ impl Concurrency {
             returned,
             subject: subject.to_owned(),
         };
-        let answered =
-            super::within_moving(deadline + super::TIMEOUT_GRACE, &waited, answer).await;
+        let answered = super::within_moving(deadline + super::TIMEOUT_GRACE, &waited, answer).await;
         match answered {
             Ok(Ok(Finished { result, stderr })) => {
                 abandon.instance = None;
@@ -803,24 +819,33 @@ async fn request_in(
     let answered = match request {
         Request::Resources => typed(accessor, bindings.func_resources(), (), setup)
             .await
-            .map(|(list,)| Ok(Response::Resources(list.into_iter().map(Into::into).collect())))?,
+            .map(|(list,)| {
+                Ok(Response::Resources(
+                    list.into_iter().map(Into::into).collect(),
+                ))
+            })?,
         Request::Prompts => typed(accessor, bindings.func_prompts(), (), setup)
             .await
-            .map(|(list,)| Ok(Response::Prompts(list.into_iter().map(Into::into).collect())))?,
-        Request::ReadResource(uri) => {
-            typed(accessor, bindings.func_read_resource(), (uri,), setup)
-                .await?
-                .0
-                .map(|contents| Response::Contents(contents.into_iter().map(Into::into).collect()))
-                .map_err(Into::into)
-        }
-        Request::GetPrompt(name, arguments) => {
-            typed(accessor, bindings.func_get_prompt(), (name, arguments), setup)
-                .await?
-                .0
-                .map(|prompt| Response::Prompt(prompt.into()))
-                .map_err(Into::into)
-        }
+            .map(|(list,)| {
+                Ok(Response::Prompts(
+                    list.into_iter().map(Into::into).collect(),
+                ))
+            })?,
+        Request::ReadResource(uri) => typed(accessor, bindings.func_read_resource(), (uri,), setup)
+            .await?
+            .0
+            .map(|contents| Response::Contents(contents.into_iter().map(Into::into).collect()))
+            .map_err(Into::into),
+        Request::GetPrompt(name, arguments) => typed(
+            accessor,
+            bindings.func_get_prompt(),
+            (name, arguments),
+            setup,
+        )
+        .await?
+        .0
+        .map(|prompt| Response::Prompt(prompt.into()))
+        .map_err(Into::into),
         Request::Complete {
             reference,
             argument,

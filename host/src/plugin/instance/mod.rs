@@ -8,9 +8,9 @@ mod output;
 mod start;
 mod state;
 
+pub(crate) use self::concurrent::Concurrent;
 pub(crate) use self::output::check_input;
 use self::output::checked_output;
-pub(crate) use self::concurrent::Concurrent;
 pub(crate) use self::start::{PluginListing, StartSpec, read_tools};
 use self::start::{describe, instantiate, refuel, within, within_moving};
 use self::state::TimedOut;

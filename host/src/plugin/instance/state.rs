@@ -185,8 +185,11 @@ impl PluginClientImports for PluginState {
         message: String,
         requested_schema: String,
     ) -> Result<WitElicitation, WitQuestionError> {
-        let (form, bytes) =
-            super::ask::elicitation(&message, &requested_schema, self.questions.max_question_bytes());
+        let (form, bytes) = super::ask::elicitation(
+            &message,
+            &requested_schema,
+            self.questions.max_question_bytes(),
+        );
         let answer = self
             .questions
             .ask(

@@ -10,8 +10,8 @@ use llm_worker::*;
 use llm_worker_tests::wait::within;
 use llm_worker_tests::wat::{WatComponent, ret};
 use llm_worker_tests::{
-    error_message, greet_beside_a_slow_starter, held_sleeper, plugin_path, scratch_dir, session,
-    when_logged,
+    error_message, greet_beside_a_slow_starter, held_sleeper, plugin_path, plugin_v03_path,
+    scratch_dir, session, when_logged,
 };
 
 use super::OBJECT;
@@ -54,7 +54,7 @@ async fn a_full_pool_is_not_counted_against_the_plugin() {
         .build()
         .unwrap_or_else(|e| panic!("{e}"));
     let counter = host
-        .load(plugin_path("counter"))
+        .load(plugin_v03_path("counter"))
         .unwrap_or_else(|e| panic!("{e}"));
     let first = session(&counter);
     assert_eq!(first.call_tool("count", "{}").await.as_deref(), Ok("0"));
@@ -76,7 +76,7 @@ async fn a_call_dropped_by_its_caller_leaves_no_half_run_instance() {
     let host = PluginHost::with_limits(Limits::default().max_consecutive_failures(1))
         .unwrap_or_else(|e| panic!("{e}"));
     let trapper = host
-        .load(plugin_path("trapper"))
+        .load(plugin_v03_path("trapper"))
         .unwrap_or_else(|e| panic!("{e}"));
     let tools = session(&trapper);
     assert_eq!(tools.call_tool("tick", "{}").await.as_deref(), Ok("0"));
@@ -106,7 +106,7 @@ async fn a_call_queued_behind_a_busy_instance_waits_at_most_its_time_limit() {
     let host = PluginHost::with_limits(Limits::default().call_timeout(Duration::from_millis(500)))
         .unwrap_or_else(|e| panic!("{e}"));
     let sleeper = host
-        .load(plugin_path("sleeper"))
+        .load(plugin_v03_path("sleeper"))
         .unwrap_or_else(|e| panic!("{e}"));
     let tools = session(&sleeper);
     // The first call sleeps in a host call: it ends at its limit plus the grace for host

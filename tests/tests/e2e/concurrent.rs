@@ -1,0 +1,184 @@
+//! Contract 1.0.0: one instance serves several calls at once, sharing its state; a call that
+//! runs out of time while it awaits ends alone; one that runs out of time running code ends
+//! the instance, and the calls in it report the lost state.
+
+use std::time::{Duration, Instant};
+
+use llm_worker::*;
+use llm_worker_tests::http_server::TestServer;
+use llm_worker_tests::{ScratchDir, host, plugin_path, scratch_dir};
+
+/// The waiter plugin in its own directory, allowed to reach `port` on the loopback address,
+/// with a time limit of `timeout_ms`.
+fn waiter_dir(name: &str, port: u16, timeout_ms: u64) -> ScratchDir {
+    let dir = scratch_dir(name);
+    std::fs::copy(plugin_path("waiter"), dir.join("waiter.wasm")).expect("copy");
+    std::fs::write(
+        dir.join("waiter.policy.toml"),
+        format!(
+            "[limits]\ntimeout_ms = {timeout_ms}\n\n[http]\nallow = [\"http://127.0.0.1:{port}\"]\n"
+        ),
+    )
+    .expect("write policy");
+    dir
+}
+
+fn session(dir: &ScratchDir) -> ToolServerHandle {
+    let loaded = host()
+        .load(dir.join("waiter.wasm"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(loaded.contract_version(), "1.0.0");
+    let mut worker = Worker::new();
+    worker
+        .register_tools(loaded.definitions())
+        .expect("registers");
+    worker.tool_server_handle()
+}
+
+async fn call(
+    tools: &ToolServerHandle,
+    tool: &str,
+    input: serde_json::Value,
+) -> Result<String, ToolServerError> {
+    tools.call_tool(tool, &input.to_string()).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_that_awaits_lets_the_others_run_and_they_share_state() {
+    let (server, gate) = TestServer::held("held body");
+    let dir = waiter_dir("concurrent-shared", server.port(), 10_000);
+    let tools = session(&dir);
+    let url = format!("http://127.0.0.1:{}/", server.port());
+    let waiting = {
+        let tools = tools.clone();
+        tokio::spawn(async move { call(&tools, "fetch", serde_json::json!({ "url": url })).await })
+    };
+    // The fetch is in the server's hands (and has counted itself): now another call of the
+    // same instance runs to its end while the first still waits.
+    let started = Instant::now();
+    while server.requests().is_empty() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the fetch never arrived"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        call(&tools, "bump", serde_json::json!({})).await.as_deref(),
+        Ok("2")
+    );
+    assert!(
+        !waiting.is_finished(),
+        "the fetch ended before its response came"
+    );
+    gate.open();
+    let fetched = waiting.await.expect("joins");
+    // The fetch sees the bump made while it waited: one instance, one state.
+    assert_eq!(fetched.as_deref(), Ok("2 held body"));
+    assert_eq!(
+        call(&tools, "bump", serde_json::json!({})).await.as_deref(),
+        Ok("3")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_that_times_out_while_it_awaits_ends_alone() {
+    let (server, _never) = TestServer::held("never sent");
+    let dir = waiter_dir("concurrent-timeout", server.port(), 1_000);
+    let tools = session(&dir);
+    assert_eq!(
+        call(&tools, "bump", serde_json::json!({})).await.as_deref(),
+        Ok("1")
+    );
+    let url = format!("http://127.0.0.1:{}/", server.port());
+    let waiting = {
+        let tools = tools.clone();
+        tokio::spawn(async move { call(&tools, "fetch", serde_json::json!({ "url": url })).await })
+    };
+    // A sibling naps and answers while the fetch waits for a response that never comes.
+    assert_eq!(
+        call(&tools, "nap", serde_json::json!({ "ms": 100 }))
+            .await
+            .as_deref(),
+        Ok("2")
+    );
+    let timed_out = waiting.await.expect("joins");
+    match &timed_out {
+        Err(ToolServerError::ToolExecution(message)) => assert!(
+            message.contains("ran longer than its time limit")
+                && message.contains("cancelled")
+                && message.contains("other calls go on"),
+            "{message}"
+        ),
+        other => panic!("the waiting fetch should time out alone: {other:?}"),
+    }
+    // The instance went on: the counter kept the fetch's and the bump's counts.
+    assert_eq!(
+        call(&tools, "bump", serde_json::json!({})).await.as_deref(),
+        Ok("3")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_that_runs_out_of_time_running_code_ends_the_instance() {
+    let server = TestServer::answering("unused");
+    let dir = waiter_dir("concurrent-spin", server.port(), 500);
+    let tools = session(&dir);
+    assert_eq!(
+        call(&tools, "bump", serde_json::json!({})).await.as_deref(),
+        Ok("1")
+    );
+    let napping = {
+        let tools = tools.clone();
+        tokio::spawn(async move { call(&tools, "nap", serde_json::json!({ "ms": 5_000 })).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let spun = call(&tools, "spin", serde_json::json!({})).await;
+    match &spun {
+        Err(ToolServerError::ToolExecution(message)) => assert!(
+            message.contains("ran longer than its time limit")
+                && message.contains("state was lost"),
+            "{message}"
+        ),
+        other => panic!("the spinning call should time out: {other:?}"),
+    }
+    match napping.await.expect("joins") {
+        Err(ToolServerError::ToolExecution(message)) => {
+            assert!(message.contains("state was lost"), "{message}");
+        }
+        other => panic!("the sibling should report the lost instance: {other:?}"),
+    }
+    // A fresh instance: the counter starts again.
+    assert_eq!(
+        call(&tools, "bump", serde_json::json!({})).await.as_deref(),
+        Ok("1")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_over_the_cap_wait_their_turn() {
+    let server = TestServer::answering("unused");
+    let dir = waiter_dir("concurrent-cap", server.port(), 10_000);
+    std::fs::write(
+        dir.join("waiter.policy.toml"),
+        format!(
+            "[limits]\nmax_concurrent_calls = 2\n\n[http]\nallow = [\"http://127.0.0.1:{}\"]\n",
+            server.port()
+        ),
+    )
+    .expect("write policy");
+    let tools = session(&dir);
+    let started = Instant::now();
+    let naps: Vec<_> = (0..4)
+        .map(|_| {
+            let tools = tools.clone();
+            tokio::spawn(async move { call(&tools, "nap", serde_json::json!({ "ms": 300 })).await })
+        })
+        .collect();
+    for nap in naps {
+        assert_eq!(nap.await.expect("joins").as_deref(), Ok("0"));
+    }
+    // Two at a time: two rounds of 300 ms, not one (all four at once) nor four.
+    let elapsed = started.elapsed();
+    assert!(elapsed >= Duration::from_millis(600), "{elapsed:?}");
+}
