@@ -8,6 +8,9 @@
 //! ```
 //!
 //! Prints Markdown tables; every ratio is between setups measured in this one run.
+// The server's futures (wasmtime's concurrent calls inside rmcp's handlers) nest deeper
+// than the default limit of 128 lets the compiler lay them out.
+#![recursion_limit = "256"]
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

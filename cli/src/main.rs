@@ -1,5 +1,8 @@
 //! The `llm-worker` command: run, review and serve the tool plugins of a directory; write,
 //! approve and share them.
+// The server's futures (wasmtime's concurrent calls inside rmcp's handlers) nest deeper
+// than the default limit of 128 lets the compiler lay them out.
+#![recursion_limit = "256"]
 
 use std::io::Write;
 use std::path::Path;

@@ -193,7 +193,7 @@ fn the_defaults_and_ranges_of_docs_policy_md_are_the_codes() {
     let client = ClientPolicy::default();
     let ranged =
         |range: &std::ops::RangeInclusive<u64>| format!("{}–{}", range.start(), range.end());
-    let numeric: [(&str, u64, Option<String>); 10] = [
+    let numeric: [(&str, u64, Option<String>); 11] = [
         (
             "limits.memory_mib",
             limits.memory_bytes as u64 >> 20,
