@@ -26,12 +26,14 @@ trait Text {
     fn t(self) -> Result<String, String>;
 }
 
-impl Text for ToolOutput {
+/// The tools are `async` (they may ask the client for its roots): run one to its end.
+impl<F: std::future::Future<Output = ToolOutput>> Text for F {
     fn t(self) -> Result<String, String> {
-        if self.is_error {
-            Err(self.into_text())
+        let output = llm_worker_guest::block_on(self);
+        if output.is_error {
+            Err(output.into_text())
         } else {
-            Ok(self.into_text())
+            Ok(output.into_text())
         }
     }
 }
