@@ -334,7 +334,10 @@ mod tests {
         let bare = Url::parse("http://127.0.0.1:8080").expect("valid");
         assert!(!bare.https);
         assert_eq!(bare.path_with_query, "/");
-        assert_eq!(Url::parse("http://h?q=1").expect("valid").path_with_query, "/?q=1");
+        assert_eq!(
+            Url::parse("http://h?q=1").expect("valid").path_with_query,
+            "/?q=1"
+        );
         for bad in [
             "ftp://x/",
             "example.com/x",
