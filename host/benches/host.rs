@@ -8,7 +8,8 @@ use base64::Engine as _;
 use llm_worker::{Limits, PluginHost, ToolServerHandle, Worker};
 use llm_worker_guest::{tool, tool_registry};
 use llm_worker_tests::bench::{median, ratio, show};
-use llm_worker_tests::{plugin_path, scratch_dir};
+use llm_worker_tests::http_server::TestServer;
+use llm_worker_tests::{plugin_path, plugin_v03_path, scratch_dir};
 use wasmtime::component::{Linker, ResourceTable};
 use wasmtime::{Config, Engine, Store};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
@@ -222,7 +223,7 @@ fn bare_component(
         .expect("client");
     }
     let component =
-        wasmtime::component::Component::from_file(&engine, plugin_path("echo")).expect("compile");
+        wasmtime::component::Component::from_file(&engine, plugin_v03_path("echo")).expect("compile");
     (engine, linker, component)
 }
 
@@ -300,6 +301,7 @@ const SECTIONS: [&str; 6] = [
     "registration",
     "cache",
     "scaling",
+    "concurrency",
     "memory",
 ];
 
@@ -324,7 +326,9 @@ fn main() {
             .max_output_bytes(1 << 20),
     )
     .expect("host");
-    let echo = host.load(plugin_path("echo")).expect("load echo");
+    // The bare rows bind contract 0.3.0 (one call at a time, as wasmtime's synchronous
+    // component model runs it): the echo the host rows call is the same component.
+    let echo = host.load(plugin_v03_path("echo")).expect("load echo");
 
     println!("\nllm-worker benchmarks (medians of 21 samples; ratios from this run)");
     for section in SECTIONS.into_iter().filter(|section| wanted(section)) {
@@ -334,6 +338,7 @@ fn main() {
             "registration" => registration(&runtime, &echo),
             "cache" => cache(),
             "scaling" => scaling(&echo),
+            "concurrency" => concurrency(&runtime, &host, &echo),
             _ => memory_per_instance(&echo),
         }
     }
@@ -410,7 +415,7 @@ fn pooled_echo() -> llm_worker::LoadedPlugin {
         .instance_pool(1000)
         .build()
         .expect("pooled host")
-        .load(plugin_path("echo"))
+        .load(plugin_v03_path("echo"))
         .expect("load echo")
 }
 
@@ -648,7 +653,7 @@ fn scaling(echo: &llm_worker::LoadedPlugin) {
     let hosts: Vec<PluginHost> = (0..2).map(|_| PluginHost::new().expect("host")).collect();
     let wasm_two_hosts: Vec<ToolServerHandle> = hosts
         .iter()
-        .map(|host| session(&host.load(plugin_path("echo")).expect("load echo")))
+        .map(|host| session(&host.load(plugin_v03_path("echo")).expect("load echo")))
         .collect();
     let native: Vec<ToolServerHandle> =
         (0..2).map(|_| native_echo().tool_server_handle()).collect();
@@ -736,4 +741,125 @@ fn memory_per_instance(echo: &llm_worker::LoadedPlugin) {
             None => println!("| {label} | (no /proc here) |"),
         }
     }
+}
+
+/// Contract 1.0.0: what serving calls concurrently costs a call that does not wait (the echo
+/// built for 1.0.0 beside the same echo built for 0.3.0), and what it buys calls that wait
+/// (calls each awaiting an HTTP response a local server delays by 200 ms, on 1.0.0 and, through
+/// `wasi:http@0.2.0`, on 0.3.0); and a CPU-bound call's time limit while its siblings wait.
+fn concurrency(
+    runtime: &tokio::runtime::Runtime,
+    host: &PluginHost,
+    echo_v03: &llm_worker::LoadedPlugin,
+) {
+    let echo_v10 = host.load(plugin_path("echo")).expect("load echo (1.0.0)");
+    let input = format!(r#"{{"text":"{}"}}"#, "x".repeat(82));
+    let _context = runtime.enter();
+    let old = calls(runtime, &registered(echo_v03).tool_server_handle(), &input, 20_000);
+    let new = calls(runtime, &registered(&echo_v10).tool_server_handle(), &input, 20_000);
+    println!("\n| warm echo ~100 B, one call at a time | median | vs 0.3.0 |");
+    println!("|---|---|---|");
+    println!("| contract 0.3.0 (before) | {} | 1.00× |", show(old));
+    println!("| contract 1.0.0 (after) | {} | {} |", show(new), ratio(new, old));
+
+    runtime.block_on(async {
+        let server = TestServer::delayed("ok", Duration::from_millis(200));
+        let dir = scratch_dir("bench-concurrency");
+        let policy = format!(
+            "[limits]\ntimeout_ms = 60000\n\n[http]\nallow = [\"http://127.0.0.1:{}\"]\n",
+            server.port()
+        );
+        for (name, path) in [
+            ("waiter", plugin_path("waiter")),
+            ("fetcher", plugin_v03_path("fetcher")),
+        ] {
+            std::fs::copy(path, dir.join(format!("{name}.wasm"))).expect("copy");
+            std::fs::write(dir.join(format!("{name}.policy.toml")), &policy).expect("policy");
+        }
+        let url = format!("http://127.0.0.1:{}/", server.port());
+        let input = serde_json::json!({ "url": url }).to_string();
+        println!(
+            "\n| calls of one instance, each awaiting a 200 ms response | 1 call | 8 at once \
+             | 8 / 1 |"
+        );
+        println!("|---|---|---|---|");
+        for (label, name) in [
+            ("contract 1.0.0 (`waiter`, wasi:http@0.3.0)", "waiter"),
+            ("contract 0.3.0 (`fetcher`, wasi:http@0.2.0)", "fetcher"),
+        ] {
+            let plugin = host
+                .load(dir.join(format!("{name}.wasm")))
+                .expect("load");
+            let tools = registered(&plugin).tool_server_handle();
+            // The instance is started (and warm) before anything is timed.
+            tools.call_tool("fetch", &input).await.expect("fetch");
+            let mut ones = Vec::new();
+            let mut eights = Vec::new();
+            for _ in 0..5 {
+                let start = Instant::now();
+                tools.call_tool("fetch", &input).await.expect("fetch");
+                ones.push(start.elapsed());
+                let start = Instant::now();
+                let results = futures::future::join_all(
+                    (0..8).map(|_| tools.call_tool("fetch", &input)),
+                )
+                .await;
+                eights.push(start.elapsed());
+                for result in results {
+                    result.expect("fetch");
+                }
+            }
+            ones.sort();
+            eights.sort();
+            let (one, eight) = (ones[2], eights[2]);
+            println!(
+                "| {label} | {} | {} | {} |",
+                show(one),
+                show(eight),
+                ratio(eight, one)
+            );
+        }
+
+        // A CPU-bound call beside seven calls waiting on a server that does not answer.
+        let (held, _gate) = TestServer::held("never");
+        let limit = Duration::from_millis(500);
+        std::fs::write(
+            dir.join("waiter.policy.toml"),
+            format!(
+                "[limits]\ntimeout_ms = {}\n\n[http]\nallow = [\"http://127.0.0.1:{}\"]\n",
+                limit.as_millis(),
+                held.port()
+            ),
+        )
+        .expect("policy");
+        let waiter = host.load(dir.join("waiter.wasm")).expect("load");
+        let tools = registered(&waiter).tool_server_handle();
+        tools.call_tool("bump", "{}").await.expect("bump");
+        let held_input =
+            serde_json::json!({ "url": format!("http://127.0.0.1:{}/", held.port()) }).to_string();
+        let waiting: Vec<_> = (0..7).map(|_| tools.call_tool("fetch", &held_input)).collect();
+        let start = Instant::now();
+        let (spun, waited) = futures::future::join(
+            tools.call_tool("spin", "{}"),
+            futures::future::join_all(waiting),
+        )
+        .await;
+        let spin_time = start.elapsed();
+        let lost = waited.iter().filter(|result| result.is_err()).count();
+        println!(
+            "\n| a CPU-bound call, limit {}, beside 7 calls waiting on the network | ended after \
+             | outcome |",
+            show(limit)
+        );
+        println!("|---|---|---|");
+        println!(
+            "| `spin` | {} | {} |",
+            show(spin_time),
+            match spun {
+                Ok(_) => "returned (?)".to_owned(),
+                Err(error) => format!("failed: {}", error.to_string().replace('|', "/")),
+            }
+        );
+        println!("| the 7 waiting calls | | {lost} of 7 lost with the instance |");
+    });
 }
