@@ -33,6 +33,22 @@ pub struct ToolMeta {
     pub output_schema: Option<Value>,
     /// Hints about what the tool does to the world (MCP's `annotations`).
     pub annotations: ToolAnnotations,
+    /// Whether its calls may, or must, run as tasks (MCP's tasks extension): set with
+    /// `#[tool(task = "optional")]`. Plugins declare it from contract 1.0.0.
+    pub task_support: TaskSupport,
+}
+
+/// Whether a tool's calls may run as tasks: the client gets a task at once and asks for the
+/// result later (MCP's tasks extension). A declaration: the host decides what it offers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum TaskSupport {
+    /// Never: every call is answered when it ends (the default).
+    #[default]
+    Forbidden,
+    /// When the client can take a task.
+    Optional,
+    /// Always: a client that cannot take a task cannot call it.
+    Required,
 }
 
 /// Hints about a tool's behaviour, as MCP defines them: `None` means "not said".
@@ -76,7 +92,15 @@ impl ToolMeta {
             title: None,
             output_schema: None,
             annotations: ToolAnnotations::default(),
+            task_support: TaskSupport::Forbidden,
         }
+    }
+
+    /// Sets whether its calls may, or must, run as tasks.
+    #[must_use]
+    pub fn task_support(mut self, support: TaskSupport) -> Self {
+        self.task_support = support;
+        self
     }
 
     /// Sets the human-readable title.

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use llm_worker_guest::{
-    ToolAnnotations, ToolDefinition, ToolError, ToolMeta, ToolRegistry, block_on, description,
-    tool, tool_registry,
+    TaskSupport, ToolAnnotations, ToolDefinition, ToolError, ToolMeta, ToolRegistry, block_on,
+    description, tool, tool_registry,
 };
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -173,6 +173,18 @@ impl App {
     #[tool(title = "Read a note", read_only, idempotent, open_world = false)]
     fn read_note(&self, id: u32) -> String {
         id.to_string()
+    }
+
+    /// Rebuilds the index: long, so it may run as a task.
+    #[tool(task = "optional")]
+    async fn reindex(&self) -> String {
+        "done".into()
+    }
+
+    /// Exports everything: always a task.
+    #[tool(task = "required", read_only)]
+    fn export(&self) -> String {
+        "exported".into()
     }
 
     // `self: &Self` is `&self` (clippy prefers the short form; the macro accepts both).
@@ -386,6 +398,15 @@ fn titles_and_hints_are_in_the_meta() {
     );
     assert!(self::meta("text").annotations.is_empty());
     assert_eq!(self::meta("text").title, None);
+}
+
+#[test]
+fn task_support_is_in_the_meta() {
+    assert_eq!(meta("reindex").task_support, TaskSupport::Optional);
+    assert_eq!(meta("export").task_support, TaskSupport::Required);
+    assert_eq!(meta("export").annotations.read_only, Some(true));
+    assert_eq!(meta("read_note").task_support, TaskSupport::Forbidden);
+    assert_eq!(call("reindex", "{}"), Ok("done".into()));
 }
 
 #[test]

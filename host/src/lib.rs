@@ -36,7 +36,8 @@ pub use hook::{
 pub use identity::Identity;
 pub use llm_worker_macros::{complete, description, prompt, resource, tool, tool_registry};
 pub use tool::{
-    Tool, ToolAnnotations, ToolDefinition, ToolError, ToolMeta, ToolRegistry, WorkerToolDefinition,
+    TaskSupport, Tool, ToolAnnotations, ToolDefinition, ToolError, ToolMeta, ToolRegistry,
+    WorkerToolDefinition,
 };
 pub use tool_server::{LlmToolDefinition, ToolServer, ToolServerError, ToolServerHandle};
 pub use worker::{CacheLocked, Mutable, ToolRegistryError, Worker, WorkerError, WorkerState};

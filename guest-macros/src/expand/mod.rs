@@ -213,6 +213,9 @@ fn expand_tool(
         .title
         .as_ref()
         .map(|title| quote!(let meta = meta.title(#title);));
+    let task = tool.annotations.task.as_ref().map(
+        |variant| quote!(let meta = meta.task_support(#krate::TaskSupport::#variant);),
+    );
     let hint = |value: Option<bool>| match value {
         Some(value) => quote!(::core::option::Option::Some(#value)),
         None => quote!(::core::option::Option::None),
@@ -321,6 +324,7 @@ fn expand_tool(
                             open_world: #open_world,
                         });
                     #title
+                    #task
                     let meta = match output_schema {
                         ::std::option::Option::Some(output_schema) => meta.output_schema(output_schema),
                         ::std::option::Option::None => meta,

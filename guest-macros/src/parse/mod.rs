@@ -95,6 +95,8 @@ pub(crate) struct Annotations {
     pub(crate) destructive: Option<bool>,
     pub(crate) idempotent: Option<bool>,
     pub(crate) open_world: Option<bool>,
+    /// `task = "optional"` or `"required"` (`TaskSupport`'s variant), if said.
+    pub(crate) task: Option<syn::Ident>,
 }
 
 /// One argument of a tool method.

@@ -44,6 +44,28 @@ pub(super) fn tool_options(marker: &Attribute) -> syn::Result<(Option<LitStr>, A
                 )),
             }
             return Ok(());
+        } else if meta.path.is_ident("task") {
+            let expected = "expected `task = \"optional\"`, `\"required\"` or `\"forbidden\"`";
+            match option_value(&meta)? {
+                Some(Expr::Lit(ExprLit {
+                    lit: Lit::Str(text),
+                    ..
+                })) => {
+                    let variant = match text.value().as_str() {
+                        "forbidden" => "Forbidden",
+                        "optional" => "Optional",
+                        "required" => "Required",
+                        _ => {
+                            errors.push(syn::Error::new_spanned(&text, expected));
+                            return Ok(());
+                        }
+                    };
+                    annotations.task = Some(syn::Ident::new(variant, text.span()));
+                }
+                Some(other) => errors.push(syn::Error::new_spanned(other, expected)),
+                None => errors.push(syn::Error::new_spanned(&meta.path, expected)),
+            }
+            return Ok(());
         } else if meta.path.is_ident("read_only") {
             &mut annotations.read_only
         } else if meta.path.is_ident("destructive") {
@@ -57,7 +79,8 @@ pub(super) fn tool_options(marker: &Attribute) -> syn::Result<(Option<LitStr>, A
             errors.push(syn::Error::new_spanned(
                 &meta.path,
                 "unknown #[tool] option; the options are `title = \"…\"`, `read_only`, \
-                 `destructive`, `idempotent` and `open_world` (the tool's name is the \
+                 `destructive`, `idempotent`, `open_world` and `task = \"optional\"` (the \
+                 tool's name is the \
                  method's name, its description the doc comment)",
             ));
             return Ok(());

@@ -9,6 +9,11 @@ impl App {
     fn find(&self) -> String {
         String::new()
     }
+
+    #[tool(task = "sometimes")]
+    fn later(&self) -> String {
+        String::new()
+    }
 }
 
 fn main() {}

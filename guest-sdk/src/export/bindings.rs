@@ -285,7 +285,11 @@ pub fn tool_metas<R: ToolRegistry>(plugin: &Plugin<R>) -> Vec<ToolMeta> {
                 idempotent: meta.annotations.idempotent,
                 open_world: meta.annotations.open_world,
             },
-            task_support: wit::TaskSupport::Forbidden,
+            task_support: match meta.task_support {
+                crate::TaskSupport::Forbidden => wit::TaskSupport::Forbidden,
+                crate::TaskSupport::Optional => wit::TaskSupport::Optional,
+                crate::TaskSupport::Required => wit::TaskSupport::Required,
+            },
         })
         .collect()
 }

@@ -124,6 +124,8 @@ pub(crate) struct PluginToolMeta {
     pub(crate) title: Option<String>,
     pub(crate) output_schema: Option<String>,
     pub(crate) annotations: ToolAnnotations,
+    /// Whether its calls may run as tasks (from contract 1.0.0).
+    pub(crate) task_support: crate::TaskSupport,
 }
 
 impl From<v1::llm_worker::tool::types::ToolMeta> for PluginToolMeta {
@@ -135,6 +137,7 @@ impl From<v1::llm_worker::tool::types::ToolMeta> for PluginToolMeta {
             title: None,
             output_schema: None,
             annotations: ToolAnnotations::default(),
+            task_support: crate::TaskSupport::Forbidden,
         }
     }
 }
@@ -157,6 +160,7 @@ macro_rules! shared_records {
                         idempotent: hints.idempotent,
                         open_world: hints.open_world,
                     },
+                    task_support: crate::TaskSupport::Forbidden,
                 }
             }
         }
@@ -179,6 +183,14 @@ impl From<v10::llm_worker::tool::types::ToolMeta> for PluginToolMeta {
                 destructive: hints.destructive,
                 idempotent: hints.idempotent,
                 open_world: hints.open_world,
+            },
+            task_support: {
+                use v10::llm_worker::tool::types::TaskSupport as Wit;
+                match meta.task_support {
+                    Wit::Forbidden => crate::TaskSupport::Forbidden,
+                    Wit::Optional => crate::TaskSupport::Optional,
+                    Wit::Required => crate::TaskSupport::Required,
+                }
             },
         }
     }

@@ -28,6 +28,16 @@ fn session(dir: &ScratchDir) -> ToolServerHandle {
         .load(dir.join("waiter.wasm"))
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(loaded.contract_version(), "1.0.0");
+    // What the tools declare of tasks is read from the 1.0.0 tool list.
+    let support = |tool: &str| {
+        loaded
+            .tools()
+            .iter()
+            .find(|meta| meta.name == tool)
+            .map(|meta| meta.task_support)
+    };
+    assert_eq!(support("fetch"), Some(TaskSupport::Optional));
+    assert_eq!(support("bump"), Some(TaskSupport::Forbidden));
     let mut worker = Worker::new();
     worker
         .register_tools(loaded.definitions())
