@@ -22,6 +22,9 @@
 //! grants exactly its `http://127.0.0.1:PORT`, and the original runs with
 //! `--allow-private-ips`, as in its test. A plugin whose `.wasm` is not built is skipped, and
 //! so is an original that cannot be installed here; the benchmark says which.
+// The server's futures (wasmtime's concurrent calls inside rmcp's handlers) nest deeper
+// than the default limit of 128 lets the compiler lay them out.
+#![recursion_limit = "256"]
 
 use std::any::Any;
 use std::future::Future;

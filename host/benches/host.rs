@@ -1,5 +1,8 @@
 //! `cargo bench -p llm-worker`: what hosting a tool in a sandbox costs, as medians and ratios
 //! measured in one run (machines are shared and noisy: compare the ratios, not the times).
+// The server's futures (wasmtime's concurrent calls inside rmcp's handlers) nest deeper
+// than the default limit of 128 lets the compiler lay them out.
+#![recursion_limit = "256"]
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -222,8 +225,8 @@ fn bare_component(
         )
         .expect("client");
     }
-    let component =
-        wasmtime::component::Component::from_file(&engine, plugin_v03_path("echo")).expect("compile");
+    let component = wasmtime::component::Component::from_file(&engine, plugin_v03_path("echo"))
+        .expect("compile");
     (engine, linker, component)
 }
 
@@ -295,7 +298,7 @@ fn bare_sync_calls(input: &str, iterations: u32) -> Duration {
 
 /// The sections, in order; `cargo bench -p llm-worker --bench host -- NAME…` runs only those
 /// whose name contains one of the arguments (e.g. `-- calls` while profiling the call path).
-const SECTIONS: [&str; 6] = [
+const SECTIONS: [&str; 7] = [
     "calls",
     "content",
     "registration",
@@ -755,12 +758,26 @@ fn concurrency(
     let echo_v10 = host.load(plugin_path("echo")).expect("load echo (1.0.0)");
     let input = format!(r#"{{"text":"{}"}}"#, "x".repeat(82));
     let _context = runtime.enter();
-    let old = calls(runtime, &registered(echo_v03).tool_server_handle(), &input, 20_000);
-    let new = calls(runtime, &registered(&echo_v10).tool_server_handle(), &input, 20_000);
+    let old = calls(
+        runtime,
+        &registered(echo_v03).tool_server_handle(),
+        &input,
+        20_000,
+    );
+    let new = calls(
+        runtime,
+        &registered(&echo_v10).tool_server_handle(),
+        &input,
+        20_000,
+    );
     println!("\n| warm echo ~100 B, one call at a time | median | vs 0.3.0 |");
     println!("|---|---|---|");
     println!("| contract 0.3.0 (before) | {} | 1.00× |", show(old));
-    println!("| contract 1.0.0 (after) | {} | {} |", show(new), ratio(new, old));
+    println!(
+        "| contract 1.0.0 (after) | {} | {} |",
+        show(new),
+        ratio(new, old)
+    );
 
     runtime.block_on(async {
         let server = TestServer::delayed("ok", Duration::from_millis(200));
@@ -787,9 +804,7 @@ fn concurrency(
             ("contract 1.0.0 (`waiter`, wasi:http@0.3.0)", "waiter"),
             ("contract 0.3.0 (`fetcher`, wasi:http@0.2.0)", "fetcher"),
         ] {
-            let plugin = host
-                .load(dir.join(format!("{name}.wasm")))
-                .expect("load");
+            let plugin = host.load(dir.join(format!("{name}.wasm"))).expect("load");
             let tools = registered(&plugin).tool_server_handle();
             // The instance is started (and warm) before anything is timed.
             tools.call_tool("fetch", &input).await.expect("fetch");
@@ -800,10 +815,9 @@ fn concurrency(
                 tools.call_tool("fetch", &input).await.expect("fetch");
                 ones.push(start.elapsed());
                 let start = Instant::now();
-                let results = futures::future::join_all(
-                    (0..8).map(|_| tools.call_tool("fetch", &input)),
-                )
-                .await;
+                let results =
+                    futures::future::join_all((0..8).map(|_| tools.call_tool("fetch", &input)))
+                        .await;
                 eights.push(start.elapsed());
                 for result in results {
                     result.expect("fetch");
@@ -837,7 +851,9 @@ fn concurrency(
         tools.call_tool("bump", "{}").await.expect("bump");
         let held_input =
             serde_json::json!({ "url": format!("http://127.0.0.1:{}/", held.port()) }).to_string();
-        let waiting: Vec<_> = (0..7).map(|_| tools.call_tool("fetch", &held_input)).collect();
+        let waiting: Vec<_> = (0..7)
+            .map(|_| tools.call_tool("fetch", &held_input))
+            .collect();
         let start = Instant::now();
         let (spun, waited) = futures::future::join(
             tools.call_tool("spin", "{}"),

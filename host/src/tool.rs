@@ -7,6 +7,7 @@
 pub use llm_worker_guest::{
     Completion, CompletionRef, Content, ElicitationAnswer, Media, Message, Prompt, PromptArgument,
     PromptMeta, QuestionError, RequestError, ResourceContents, ResourceData, ResourceMeta,
-    ResourceTemplate, Role, Root, SamplingAnswer, SamplingRequest, TaskSupport, Tool, ToolAnnotations,
-    ToolDefinition, ToolError, ToolMeta, ToolOutput, ToolRegistry, WorkerToolDefinition,
+    ResourceTemplate, Role, Root, SamplingAnswer, SamplingRequest, TaskSupport, Tool,
+    ToolAnnotations, ToolDefinition, ToolError, ToolMeta, ToolOutput, ToolRegistry,
+    WorkerToolDefinition,
 };

@@ -213,9 +213,11 @@ fn expand_tool(
         .title
         .as_ref()
         .map(|title| quote!(let meta = meta.title(#title);));
-    let task = tool.annotations.task.as_ref().map(
-        |variant| quote!(let meta = meta.task_support(#krate::TaskSupport::#variant);),
-    );
+    let task = tool
+        .annotations
+        .task
+        .as_ref()
+        .map(|variant| quote!(let meta = meta.task_support(#krate::TaskSupport::#variant);));
     let hint = |value: Option<bool>| match value {
         Some(value) => quote!(::core::option::Option::Some(#value)),
         None => quote!(::core::option::Option::None),

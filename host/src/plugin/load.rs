@@ -549,9 +549,10 @@ fn validated_tools(
             tracing::warn!(plugin = %name, "{warning}");
         }
         valid.warnings.extend(dropped);
-        valid
-            .metas
-            .push(meta.annotations(annotations).task_support(tool.task_support));
+        valid.metas.push(
+            meta.annotations(annotations)
+                .task_support(tool.task_support),
+        );
         valid.validators.push(Arc::new(checked));
         valid.output_validators.push(output);
     }

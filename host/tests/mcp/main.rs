@@ -1,5 +1,8 @@
 //! The MCP server as a library (feature `mcp-http`): a catalog of native tools served over
 //! streamable HTTP in-process, driven by rmcp's client.
+// The server's futures (wasmtime's concurrent calls inside rmcp's handlers) nest deeper
+// than the default limit of 128 lets the compiler lay them out.
+#![recursion_limit = "256"]
 
 mod access;
 mod audit;

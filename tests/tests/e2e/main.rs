@@ -1,5 +1,8 @@
 //! The end-to-end tests, as one test binary: every module links the whole host (wasmtime
 //! included), so one binary instead of nine saves most of the link time and disk of a test run.
+// The server's futures (wasmtime's concurrent calls inside rmcp's handlers) nest deeper
+// than the default limit of 128 lets the compiler lay them out.
+#![recursion_limit = "256"]
 
 mod attacks;
 mod cache;

@@ -877,6 +877,13 @@ where
     R: ComponentNamedList + Lift + Send + Sync + 'static,
 {
     let call = accessor.with(|mut access| -> wasmtime::Result<_> {
+        // A metered instance gets a call's fuel at each call's start (fuel is the instance's:
+        // concurrent calls draw on it together).
+        let mut store = wasmtime::AsContextMut::as_context_mut(&mut access);
+        if store.get_fuel().is_ok() {
+            let fuel = store.data().limits.fuel.unwrap_or(u64::MAX);
+            let _ = store.set_fuel(fuel);
+        }
         let call = func.start_call_concurrent(&mut access, params)?;
         access.data_mut().begin_concurrent_call(call.group(), setup);
         wasmtime::Result::Ok(call)
