@@ -24,6 +24,7 @@ pub mod registry;
 mod registry_name;
 mod tool;
 mod tool_server;
+pub mod task;
 pub mod trust;
 mod worker;
 

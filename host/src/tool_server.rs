@@ -17,6 +17,7 @@ type ToolMap = BTreeMap<String, (Arc<ToolMeta>, Arc<dyn Tool>)>;
 #[derive(Clone, Default)]
 pub struct ToolServer {
     tools: Arc<Mutex<ToolMap>>,
+    tasks: crate::task::TaskStore,
 }
 
 impl ToolServer {
@@ -29,6 +30,7 @@ impl ToolServer {
     pub fn handle(&self) -> ToolServerHandle {
         ToolServerHandle {
             tools: Arc::clone(&self.tools),
+            tasks: self.tasks.clone(),
         }
     }
 }
@@ -56,6 +58,8 @@ impl ToolServer {
 #[derive(Clone, Default)]
 pub struct ToolServerHandle {
     tools: Arc<Mutex<ToolMap>>,
+    /// The tasks started through this handle (and its clones).
+    tasks: crate::task::TaskStore,
 }
 
 /// A tool definition in the shape sent to a model: name, description and input schema; with
@@ -104,6 +108,9 @@ pub enum ToolServerError {
     /// The tool ran and failed; the text is the tool's error.
     #[error("Tool execution failed: {0}")]
     ToolExecution(String),
+    /// A task could not be started or found.
+    #[error("Task: {0}")]
+    Task(crate::task::TaskError),
 }
 
 impl ToolServerHandle {
@@ -176,6 +183,55 @@ impl ToolServerHandle {
         tool.execute(input_json)
             .await
             .map_err(|e| ToolServerError::ToolExecution(e.to_string()))
+    }
+
+    /// Starts the tool `name` with `input_json` as a task: the call runs in the background
+    /// (for a plugin, in the session's instance, under the policy's `task_timeout_ms` rather
+    /// than `timeout_ms`) and the task is returned at once, working. Poll it with
+    /// [`task`](Self::task), wait for it with [`wait_task`](Self::wait_task), cancel it with
+    /// [`cancel_task`](Self::cancel_task). Must be called within a Tokio runtime.
+    ///
+    /// # Errors
+    /// [`ToolServerError::ToolNotFound`]; [`ToolServerError::Task`] when the task cannot be
+    /// started (too many kept, no runtime).
+    pub fn start_task(
+        &self,
+        name: &str,
+        input_json: &str,
+    ) -> Result<crate::task::TaskSnapshot, ToolServerError> {
+        let tool = self
+            .lock()
+            .get(name)
+            .map(|(_, tool)| Arc::clone(tool))
+            .ok_or_else(|| ToolServerError::ToolNotFound(name.to_owned()))?;
+        let input = input_json.to_owned();
+        self.tasks
+            .start("", async move { tool.call(&input).await })
+            .map_err(ToolServerError::Task)
+    }
+
+    /// The task `id` started through this handle, as it stands.
+    ///
+    /// # Errors
+    /// [`ToolServerError::Task`] for an unknown (or expired) id.
+    pub fn task(&self, id: &str) -> Result<crate::task::TaskSnapshot, ToolServerError> {
+        self.tasks.get("", id).map_err(ToolServerError::Task)
+    }
+
+    /// Waits for the task `id` to end, and returns it.
+    ///
+    /// # Errors
+    /// [`ToolServerError::Task`] for an unknown (or expired) id.
+    pub async fn wait_task(&self, id: &str) -> Result<crate::task::TaskSnapshot, ToolServerError> {
+        self.tasks.wait("", id).await.map_err(ToolServerError::Task)
+    }
+
+    /// Cancels the task `id`; a task that ended already is left as it is.
+    ///
+    /// # Errors
+    /// [`ToolServerError::Task`] for an unknown (or expired) id.
+    pub fn cancel_task(&self, id: &str) -> Result<crate::task::TaskSnapshot, ToolServerError> {
+        self.tasks.cancel("", id).map_err(ToolServerError::Task)
     }
 
     /// Every registered tool's definition, sorted by name, so requests are deterministic.

@@ -172,6 +172,7 @@ fn registry_error(error: ToolServerError) -> ToolRegistryError {
         ToolServerError::ToolNotFound(name) | ToolServerError::ToolExecution(name) => {
             ToolRegistryError::DuplicateName(name)
         }
+        ToolServerError::Task(error) => ToolRegistryError::DuplicateName(error.to_string()),
     }
 }
 

@@ -44,6 +44,7 @@ mod request;
 mod session;
 mod std_streams;
 mod stdio;
+mod tasks;
 #[cfg(feature = "mcp-http")]
 mod token;
 mod tools;
@@ -133,6 +134,11 @@ pub struct McpOptions {
     /// a tracer provider, then turn this on.
     #[cfg(feature = "otel")]
     pub traces: bool,
+    /// The tasks of the server's sessions (MCP's tasks extension): shared by the clones of
+    /// these options. Its prefix begins every task id: replicas behind one balancer give each
+    /// its own (the command uses `--session-prefix`), and the balancer routes `tasks/*`
+    /// requests on the `Mcp-Name` header, which carries the id.
+    pub tasks: crate::task::TaskStore,
 }
 
 impl std::fmt::Debug for McpOptions {
@@ -168,6 +174,7 @@ impl McpOptions {
             metrics: None,
             #[cfg(feature = "otel")]
             traces: false,
+            tasks: crate::task::TaskStore::new(),
         }
     }
 

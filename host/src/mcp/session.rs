@@ -426,6 +426,11 @@ pub(super) fn identity(extensions: &rmcp::model::Extensions) -> Option<Arc<crate
     None
 }
 
+/// Who sent a request (see [`caller`]), for the tasks it may see.
+pub(super) fn caller_of(context: &RequestContext<RoleServer>) -> Caller {
+    caller(context)
+}
+
 /// Who sent a request: the caller the HTTP service found (the bearer token among the
 /// server's); over other transports, the one caller there is.
 fn caller(context: &RequestContext<RoleServer>) -> Caller {
@@ -460,6 +465,7 @@ impl ServerHandler for McpServer {
             .enable_prompts()
             .enable_prompts_list_changed()
             .enable_completions()
+            .enable_tasks()
             .build();
         let mut info = ServerConfig::new(capabilities);
         info.server_info = Implementation::new(&self.options.name, &self.options.version);
@@ -713,6 +719,33 @@ impl ServerHandler for McpServer {
         Ok(())
     }
 
+    async fn get_task(
+        &self,
+        request: rmcp::model::GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetTaskResult, ErrorData> {
+        self.bind(&context.extensions)?;
+        self.get_task_of(&request, &context)
+    }
+
+    async fn update_task(
+        &self,
+        request: rmcp::model::UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.bind(&context.extensions)?;
+        self.update_task_of(&request, &context)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: rmcp::model::CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.bind(&context.extensions)?;
+        self.cancel_task_of(&request, &context)
+    }
+
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
@@ -735,6 +768,7 @@ impl ServerHandler for McpServer {
             outcome(&response, |response| match response {
                 CallToolResponse::Complete(result) if result.is_error == Some(true) => "tool_error",
                 CallToolResponse::InputRequired(_) => "input_required",
+                CallToolResponse::Task(_) => "task",
                 _ => "ok",
             }),
         );

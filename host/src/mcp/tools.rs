@@ -82,6 +82,9 @@ impl McpServer {
             ));
         };
         self.admit()?;
+        // A tool that must run as a task needs a client that takes tasks, whatever else the
+        // request holds.
+        Self::check_task_support(&meta, &context)?;
         let arguments = request.arguments.take().unwrap_or_default();
         let asking = self.asking(
             "tools/call",
@@ -104,6 +107,9 @@ impl McpServer {
             Before::Skipped(result) => return Ok(call_tool_result(result).into()),
             Before::Aborted(aborted) => return Err(refused_by_hook(&aborted)),
         };
+        if let Some(task) = self.call_as_task(&call, &meta, &tool, &context)? {
+            return Ok(task);
+        }
         let input = call.input.to_string();
         let outcome = self
             .run(&call.name, context, asking.questions(), tool.call(&input))

@@ -90,6 +90,7 @@ struct LimitsFile {
     max_output_bytes: Option<usize>,
     max_consecutive_failures: Option<u32>,
     max_concurrent_calls: Option<u32>,
+    task_timeout_ms: Option<u64>,
     fuel: Option<u64>,
     schema_memory_mib: Option<u64>,
 }
@@ -218,6 +219,19 @@ impl SandboxPolicy {
                 ));
             }
             limits.max_concurrent_calls = calls;
+        }
+        if let Some(ms) = l.task_timeout_ms {
+            if !Limits::TIMEOUT_MS.contains(&ms) {
+                return Err(invalid(
+                    "limits.task_timeout_ms",
+                    format!(
+                        "is {ms}; give {} to {} (one day)",
+                        Limits::TIMEOUT_MS.start(),
+                        Limits::TIMEOUT_MS.end()
+                    ),
+                ));
+            }
+            limits.task_timeout = Duration::from_millis(ms);
         }
         if let Some(fuel) = l.fuel {
             if !Limits::FUEL.contains(&fuel) {

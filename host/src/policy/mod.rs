@@ -58,6 +58,10 @@ pub struct Limits {
     /// turn, in order, within their own time limit. Older contracts run one call at a time.
     /// Default 8; 1 to 64.
     pub max_concurrent_calls: u32,
+    /// Wall-clock time of one call running as a task (started with
+    /// `ToolServerHandle::start_task`, or over MCP's tasks extension): the time limit such a
+    /// call gets instead of `call_timeout`. Default 10 minutes; at most one day.
+    pub task_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -71,6 +75,7 @@ impl Default for Limits {
             fuel: None,
             schema_memory_bytes: 256 << 20,
             max_concurrent_calls: 8,
+            task_timeout: Duration::from_secs(600),
         }
     }
 }
@@ -125,6 +130,12 @@ impl Limits {
         if self.max_consecutive_failures == 0 {
             return Err("max_consecutive_failures is 0; give at least 1".into());
         }
+        if self.task_timeout.is_zero() || self.task_timeout > longest {
+            return Err(format!(
+                "the task time limit is {:?}; give 1 ms to one day",
+                self.task_timeout
+            ));
+        }
         if !Self::CONCURRENT_CALLS.contains(&self.max_concurrent_calls) {
             return Err(format!(
                 "max_concurrent_calls is {}; {}",
@@ -174,6 +185,12 @@ impl Limits {
         self
     }
 
+    /// Sets the time limit of one call running as a task.
+    pub fn task_timeout(mut self, timeout: Duration) -> Self {
+        self.task_timeout = timeout;
+        self
+    }
+
     /// Sets how many calls one instance of a contract 1.0.0 plugin runs at once.
     pub fn max_concurrent_calls(mut self, calls: u32) -> Self {
         self.max_concurrent_calls = calls;
@@ -200,6 +217,7 @@ impl Limits {
 /// max_output_bytes = 1048576
 /// max_consecutive_failures = 5
 /// max_concurrent_calls = 8   # calls one instance runs at once (contract 1.0.0), 1-64
+/// task_timeout_ms = 600000   # the time limit of a call running as a task
 /// fuel = 100000000           # only on hosts with fuel metering
 /// schema_memory_mib = 256    # host memory for the plugin's compiled schemas, 1-4096
 ///

@@ -193,7 +193,7 @@ fn the_defaults_and_ranges_of_docs_policy_md_are_the_codes() {
     let client = ClientPolicy::default();
     let ranged =
         |range: &std::ops::RangeInclusive<u64>| format!("{}–{}", range.start(), range.end());
-    let numeric: [(&str, u64, Option<String>); 11] = [
+    let numeric: [(&str, u64, Option<String>); 12] = [
         (
             "limits.memory_mib",
             limits.memory_bytes as u64 >> 20,
@@ -223,6 +223,11 @@ fn the_defaults_and_ranges_of_docs_policy_md_are_the_codes() {
             "limits.max_consecutive_failures",
             u64::from(limits.max_consecutive_failures),
             Some(format!("1–{}", u32::MAX)),
+        ),
+        (
+            "limits.task_timeout_ms",
+            u64::try_from(limits.task_timeout.as_millis()).unwrap_or(u64::MAX),
+            Some(ranged(&Limits::TIMEOUT_MS)),
         ),
         (
             "limits.max_concurrent_calls",

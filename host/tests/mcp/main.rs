@@ -14,6 +14,7 @@ mod metrics;
 mod notices;
 mod oauth;
 mod speaking;
+mod tasks;
 mod watch;
 
 use std::sync::Arc;

@@ -144,6 +144,38 @@ impl Conformance {
         "Progress test completed"
     }
 
+    /// Waits `seconds` seconds, then says it computed `label`: long enough to run as a task.
+    #[tool(task = "optional")]
+    async fn slow_compute(
+        &self,
+        #[description = "How long to work, in seconds"] seconds: f64,
+        #[description = "What to compute"] label: Option<String>,
+    ) -> Result<String, String> {
+        if !(0.0..=3600.0).contains(&seconds) {
+            return Err(format!("seconds must be 0 to 3600, not {seconds}"));
+        }
+        llm_worker_guest::time::sleep(std::time::Duration::from_secs_f64(seconds)).await;
+        Ok(format!(
+            "Computed {} after {seconds} seconds",
+            label.as_deref().unwrap_or("the result")
+        ))
+    }
+
+    /// Fails as a tool after about a second; it always runs as a task.
+    #[tool(task = "required")]
+    async fn failing_job(&self) -> Result<String, String> {
+        llm_worker_guest::time::sleep(std::time::Duration::from_secs(1)).await;
+        Err("the job failed, as it always does".into())
+    }
+
+    /// Fails inside (an internal error, not a tool's answer): a task that ends `failed`.
+    #[tool(task = "optional")]
+    async fn protocol_error_job(&self) -> Result<String, ToolError> {
+        Err(ToolError::Internal(
+            "the job broke down inside, as it always does".into(),
+        ))
+    }
+
     /// Fails, telling why as its content.
     #[tool]
     fn test_error_handling(&self) -> ToolOutput {

@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant};
 
+use llm_worker::task::TaskStatus;
 use llm_worker::*;
 use llm_worker_tests::http_server::TestServer;
 use llm_worker_tests::{ScratchDir, host, plugin_path, scratch_dir};
@@ -191,4 +192,49 @@ async fn calls_over_the_cap_wait_their_turn() {
     // Two at a time: two rounds of 300 ms, not one (all four at once) nor four.
     let elapsed = started.elapsed();
     assert!(elapsed >= Duration::from_millis(600), "{elapsed:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_runs_as_a_task_through_the_library() {
+    let (server, gate) = TestServer::held("task body");
+    let dir = waiter_dir("concurrent-task", server.port(), 200);
+    // A call's limit of 200 ms; a task's of 10 s.
+    std::fs::write(
+        dir.join("waiter.policy.toml"),
+        format!(
+            "[limits]\ntimeout_ms = 200\ntask_timeout_ms = 10000\n\n[http]\nallow = \
+             [\"http://127.0.0.1:{}\"]\n",
+            server.port()
+        ),
+    )
+    .expect("write policy");
+    let tools = session(&dir);
+    let url = format!("http://127.0.0.1:{}/", server.port());
+    let input = serde_json::json!({ "url": url }).to_string();
+    let started = tools.start_task("fetch", &input).expect("starts");
+    assert_eq!(started.status, TaskStatus::Working);
+    // Past a call's limit, the task still waits for its response.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let task = tools.task(&started.id).expect("known");
+    assert_eq!(task.status, TaskStatus::Working);
+    // Meanwhile the instance serves calls: the task's fetch counted itself.
+    assert_eq!(call(&tools, "bump", serde_json::json!({})).await.as_deref(), Ok("2"));
+    gate.open();
+    let done = tools.wait_task(&started.id).await.expect("ends");
+    assert_eq!(done.status, TaskStatus::Completed);
+    let output = done.outcome.expect("an outcome").expect("a result");
+    assert_eq!(output.into_text(), "2 task body");
+
+    // A task cancelled while it naps: cancelled, and the instance goes on with its state.
+    let napping = tools
+        .start_task("nap", r#"{"ms": 60000}"#)
+        .expect("starts");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let cancelled = tools.cancel_task(&napping.id).expect("cancels");
+    assert_eq!(cancelled.status, TaskStatus::Cancelled);
+    assert_eq!(call(&tools, "bump", serde_json::json!({})).await.as_deref(), Ok("3"));
+    assert!(matches!(
+        tools.task("task-00000000000000000000000000000000"),
+        Err(ToolServerError::Task(_))
+    ));
 }

@@ -318,14 +318,24 @@ impl SessionCore {
         wait: bool,
     ) -> Result<Done, ToolError> {
         let image = &self.image;
-        let limits = &image.policy.limits;
+        // A call running as a task has the task's time limit.
+        let task_limits;
+        let limits = if crate::task::in_task() {
+            task_limits = crate::policy::Limits {
+                call_timeout: image.policy.limits.task_timeout,
+                ..image.policy.limits.clone()
+            };
+            &task_limits
+        } else {
+            &image.policy.limits
+        };
         // The time limit covers waiting for the instance too: a call queued behind others
         // fails as busy rather than waiting for all of them.
         let arrived = Instant::now();
         let deadline = arrived + limits.call_timeout;
         if image.pre.is_concurrent() {
             return self
-                .run_concurrent(label, subject, work, deadline, wait)
+                .run_concurrent(label, subject, work, (deadline, limits), wait)
                 .await;
         }
         // Whether the call found the instance running another: one that then runs out of
@@ -455,11 +465,10 @@ impl SessionCore {
         label: &Arc<str>,
         subject: Subject<'_>,
         work: Work<'_>,
-        deadline: Instant,
+        (deadline, limits): (Instant, &crate::policy::Limits),
         wait: bool,
     ) -> Result<Done, ToolError> {
         let image = &self.image;
-        let limits = &image.policy.limits;
         let instance = {
             let Ok(mut slot) = within(deadline, self.slot.lock()).await else {
                 return Err(ToolError::ExecutionFailed(format!(

@@ -228,7 +228,10 @@ fn versions_follow_semver_for_zero_major() {
     assert_eq!(compatible_version("0.3.0"), Some("0.3.0"));
     assert_eq!(compatible_version("0.3.9"), Some("0.3.0"));
     assert_eq!(compatible_version("0.4.0"), None);
-    assert_eq!(compatible_version("1.0.0"), None);
+    // From 1.0.0, the major version alone.
+    assert_eq!(compatible_version("1.0.0"), Some("1.0.0"));
+    assert_eq!(compatible_version("1.2.5"), Some("1.0.0"));
+    assert_eq!(compatible_version("2.0.0"), None);
     assert_eq!(compatible_version("not-a-version"), None);
 }
 

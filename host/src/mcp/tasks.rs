@@ -1,0 +1,273 @@
+//! MCP's tasks extension (`io.modelcontextprotocol/tasks`, SEP-2663) over the library's
+//! [`TaskStore`](crate::task::TaskStore): a tool that declares it may run as a task
+//! (`TaskSupport::Optional` or `Required`) answers a client that declared the extension with a
+//! task (`resultType: "task"`), runs the call in the background, and serves `tasks/get` and
+//! `tasks/cancel`. A client that did not declare the extension calls an optional tool as any
+//! other, and is refused a required one (`-32021`).
+//!
+//! The tasks of a server are kept in one store (shared by its sessions: a stateless client's
+//! `tasks/get` is a request of its own) under their owner: the caller (its bearer token or
+//! identity, as the HTTP service found it) and, for a stateful session, the session. Another
+//! owner's task id is unknown (`-32602`) to a request. Tasks of an anonymous stateless client (a
+//! server without tokens) are guarded by their 128-bit ids alone.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use rmcp::model::{
+    CallToolResponse, CancelTaskParams, ClientCapabilities, CreateTaskResult, DetailedTask,
+    ErrorCode, GetTaskParams, GetTaskResult, JsonObject, Task, TaskPayload, TaskStatus,
+    UpdateTaskParams,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer};
+use serde_json::Value;
+
+use super::session::McpServer;
+use crate::hook::ToolCall;
+use crate::task::{TaskError, TaskSnapshot};
+use crate::tool::{Content, Tool, ToolError, ToolMeta, ToolOutput};
+use crate::TaskSupport;
+
+impl McpServer {
+    /// Whose tasks a request sees.
+    fn task_owner(&self, context: &RequestContext<RoleServer>) -> String {
+        let origin = self.origin(context);
+        let caller = super::session::caller_of(context);
+        let caller = caller.0.map_or_else(
+            || "-".to_owned(),
+            |digest| digest.iter().map(|b| format!("{b:02x}")).collect(),
+        );
+        match origin.stateless {
+            Some(_) => format!("{caller}/stateless"),
+            None => format!("{caller}/session-{}", origin.session),
+        }
+    }
+
+    /// Whether the client of this request takes tasks (it declared the extension).
+    pub(super) fn takes_tasks(context: &RequestContext<RoleServer>) -> bool {
+        context
+            .client_capabilities()
+            .is_some_and(|capabilities| capabilities.supports_tasks())
+    }
+
+    /// Refuses a call of a tool that must run as a task when the client cannot take one.
+    pub(super) fn check_task_support(
+        meta: &ToolMeta,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        if meta.task_support == TaskSupport::Required && !Self::takes_tasks(context) {
+            return Err(ErrorData::missing_required_client_capability(
+                ClientCapabilities::builder().enable_tasks().build(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Runs `call` as a task, if its tool may run as one and the client takes tasks: the task
+    /// as the client gets it at once. `None`: run it as a call.
+    pub(super) fn call_as_task(
+        &self,
+        call: &ToolCall,
+        meta: &Arc<ToolMeta>,
+        tool: &Arc<dyn Tool>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Option<CallToolResponse>, ErrorData> {
+        if meta.task_support == TaskSupport::Forbidden || !Self::takes_tasks(context) {
+            return Ok(None);
+        }
+        let options = Arc::clone(&self.options);
+        let identity = super::session::identity(&context.extensions);
+        let (call, meta, tool) = (call.clone(), Arc::clone(meta), Arc::clone(tool));
+        let work = async move {
+            let input = call.input.to_string();
+            let outcome = tool.call(&input).await;
+            // A call that could not run to an answer is the task's failure, as the protocol
+            // has it; the operator's hooks see it all the same.
+            let failed = matches!(outcome, Err(ToolError::Internal(_)));
+            let result = crate::call::result(&call.id, outcome);
+            let hooks = options.hooks(identity.as_ref());
+            let result = hooks
+                .after(call, result, &meta, tool)
+                .await
+                .map_err(|aborted| {
+                    ToolError::Internal(format!(
+                        "the call of '{}' was refused by a hook of this server: {}",
+                        aborted.call.name, aborted.reason
+                    ))
+                })?;
+            if failed {
+                return Err(ToolError::Internal(result.content));
+            }
+            let content = if result.blocks.is_empty() && !result.content.is_empty() {
+                vec![Content::Text(result.content)]
+            } else {
+                result.blocks
+            };
+            Ok(ToolOutput {
+                content,
+                structured: result.structured,
+                is_error: result.is_error,
+            })
+        };
+        let task = self
+            .options
+            .tasks
+            .start(&self.task_owner(context), work)
+            .map_err(|error| match error {
+                TaskError::TooMany(_) => ErrorData::new(
+                    ErrorCode::INVALID_REQUEST,
+                    error.to_string(),
+                    None,
+                ),
+                other => ErrorData::internal_error(other.to_string(), None),
+            })?;
+        Ok(Some(CallToolResponse::Task(CreateTaskResult::new(
+            wire_task(&task),
+        ))))
+    }
+
+    /// `tasks/get`.
+    pub(super) fn get_task_of(
+        &self,
+        request: &GetTaskParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        let task = self
+            .options
+            .tasks
+            .get(&self.task_owner(context), &request.task_id)
+            .map_err(unknown)?;
+        Ok(GetTaskResult::new(detailed(&task)))
+    }
+
+    /// `tasks/cancel`: an empty acknowledgement, for a task that ended already too.
+    pub(super) fn cancel_task_of(
+        &self,
+        request: &CancelTaskParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.options
+            .tasks
+            .cancel(&self.task_owner(context), &request.task_id)
+            .map(drop)
+            .map_err(unknown)
+    }
+
+    /// `tasks/update`: the tasks of this server ask nothing, so there is never an input
+    /// request to answer.
+    pub(super) fn update_task_of(
+        &self,
+        request: &UpdateTaskParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.options
+            .tasks
+            .get(&self.task_owner(context), &request.task_id)
+            .map_err(unknown)?;
+        if request.input_responses.is_empty() {
+            return Ok(());
+        }
+        Err(ErrorData::invalid_params(
+            format!(
+                "task '{}' has no outstanding input requests to answer",
+                request.task_id
+            ),
+            None,
+        ))
+    }
+}
+
+fn unknown(error: TaskError) -> ErrorData {
+    ErrorData::invalid_params(error.to_string(), None)
+}
+
+/// ISO 8601, as the protocol writes times.
+fn iso8601(time: SystemTime) -> String {
+    chrono::DateTime::<chrono::Utc>::from(time)
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+fn millis(duration: std::time::Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// A task's base fields, as the protocol has them.
+fn wire_task(task: &TaskSnapshot) -> Task {
+    let status = match task.status {
+        crate::task::TaskStatus::Completed => TaskStatus::Completed,
+        crate::task::TaskStatus::Failed => TaskStatus::Failed,
+        crate::task::TaskStatus::Cancelled => TaskStatus::Cancelled,
+        _ => TaskStatus::Working,
+    };
+    let mut wire = Task::new(
+        &task.id,
+        status,
+        iso8601(task.created_at),
+        iso8601(task.last_updated_at),
+    )
+    .with_ttl_ms(millis(task.ttl))
+    .with_poll_interval_ms(millis(task.poll_interval));
+    if let Some(message) = &task.status_message {
+        wire = wire.with_status_message(message);
+    }
+    wire
+}
+
+/// A task with what its status carries: the call's result, or its error.
+fn detailed(task: &TaskSnapshot) -> DetailedTask {
+    let payload = match (&task.status, &task.outcome) {
+        (crate::task::TaskStatus::Completed, Some(outcome)) => TaskPayload::Completed {
+            result: call_result(outcome),
+        },
+        (crate::task::TaskStatus::Failed, Some(Err(error))) => TaskPayload::Failed {
+            error: json_object(serde_json::json!({
+                "code": ErrorCode::INTERNAL_ERROR.0,
+                "message": error.to_string(),
+            })),
+        },
+        (crate::task::TaskStatus::Failed, _) => TaskPayload::Failed {
+            error: json_object(serde_json::json!({
+                "code": ErrorCode::INTERNAL_ERROR.0,
+                "message": "the task failed",
+            })),
+        },
+        (crate::task::TaskStatus::Cancelled, _) => TaskPayload::Cancelled,
+        _ => TaskPayload::Working,
+    };
+    DetailedTask::new(wire_task(task), payload)
+}
+
+/// A completed task's result: the `CallToolResult` the call would have answered.
+fn call_result(outcome: &Result<ToolOutput, ToolError>) -> JsonObject {
+    let result = match outcome {
+        Ok(output) => {
+            let blocks = output
+                .content
+                .iter()
+                .cloned()
+                .map(super::content::block)
+                .collect();
+            let mut result = if output.is_error {
+                rmcp::model::CallToolResult::error(blocks)
+            } else {
+                rmcp::model::CallToolResult::success(blocks)
+            };
+            if !output.is_error {
+                result.structured_content.clone_from(&output.structured);
+            }
+            result
+        }
+        Err(error) => rmcp::model::CallToolResult::error(vec![
+            rmcp::model::ContentBlock::text(error.to_string()),
+        ]),
+    };
+    json_object(serde_json::to_value(result).unwrap_or(Value::Null))
+}
+
+fn json_object(value: Value) -> JsonObject {
+    match value {
+        Value::Object(object) => object,
+        _ => JsonObject::new(),
+    }
+}

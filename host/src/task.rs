@@ -1,0 +1,328 @@
+//! Tool calls as tasks: started now, answered later. A task runs its call in the background
+//! (in the session's instance, as any call), and its owner polls it, waits for it or cancels
+//! it; its outcome is kept until its time to live ends. The same store serves
+//! [`ToolServerHandle::start_task`](crate::ToolServerHandle::start_task) and MCP's tasks
+//! extension.
+//!
+//! A task outlives the request that started it, not its session (the session's instance runs
+//! it) and not its own time limit: a plugin call running as a task gets the policy's
+//! `task_timeout_ms` instead of `timeout_ms`.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime};
+
+use tokio::sync::watch;
+
+use crate::tool::{ToolError, ToolOutput};
+
+/// Where a task stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum TaskStatus {
+    /// Its call is running.
+    Working,
+    /// Its call returned: a result, possibly a tool's failure told with content
+    /// ([`ToolOutput::is_error`]) or a tool error.
+    Completed,
+    /// Its call could not run to an answer: the plugin trapped, ran out of time or failed
+    /// inside ([`ToolError::Internal`]).
+    Failed,
+    /// Its owner cancelled it before it ended.
+    Cancelled,
+}
+
+impl TaskStatus {
+    /// Whether it will not change any more.
+    #[must_use]
+    pub fn is_terminal(self) -> bool {
+        !matches!(self, Self::Working)
+    }
+}
+
+/// A task as its owner sees it.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct TaskSnapshot {
+    /// Its id: the store's prefix and 128 random bits, in hex.
+    pub id: String,
+    /// Where it stands.
+    pub status: TaskStatus,
+    /// A word on its state, for people.
+    pub status_message: Option<String>,
+    /// When it was started.
+    pub created_at: SystemTime,
+    /// When its status last changed.
+    pub last_updated_at: SystemTime,
+    /// How long it is kept after it was started.
+    pub ttl: Duration,
+    /// How often its owner should ask.
+    pub poll_interval: Duration,
+    /// What its call gave, once it ended ([`TaskStatus::Completed`] or
+    /// [`TaskStatus::Failed`]).
+    pub outcome: Option<Result<ToolOutput, ToolError>>,
+}
+
+/// Why a task request failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TaskError {
+    /// No task of this id belongs to the caller (it never existed, it expired, or it is
+    /// another's).
+    #[error("no task '{0}' (unknown, expired, or not yours)")]
+    NotFound(String),
+    /// The caller has as many tasks as it may keep.
+    #[error("{0} tasks are kept for you already, the most allowed; wait for them to expire")]
+    TooMany(usize),
+    /// Tasks run on a Tokio runtime, and there is none here.
+    #[error("tasks need a Tokio runtime to run on")]
+    NoRuntime,
+    /// The system gave no random bytes for the task's id.
+    #[error("the system gave no random bytes for a task id")]
+    NoRandomness,
+}
+
+/// How a [`TaskStore`] keeps tasks.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct TaskOptions {
+    /// How long a task is kept after it was started: its outcome is read within it. Default
+    /// one hour.
+    pub ttl: Duration,
+    /// How many tasks one owner may keep (running or ended, until they expire). Default 64.
+    pub max_tasks_per_owner: usize,
+    /// How often owners are asked to poll. Default one second.
+    pub poll_interval: Duration,
+    /// What every id begins with: replicas behind one balancer give each its own, and the
+    /// balancer routes `tasks/*` requests on it. Default `"task-"`.
+    pub prefix: String,
+}
+
+impl Default for TaskOptions {
+    fn default() -> Self {
+        Self {
+            ttl: Duration::from_secs(3600),
+            max_tasks_per_owner: 64,
+            poll_interval: Duration::from_secs(1),
+            prefix: "task-".to_owned(),
+        }
+    }
+}
+
+/// Tasks and their outcomes, by owner. Cheap to clone: clones share the tasks.
+#[derive(Clone, Default)]
+pub struct TaskStore {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for TaskStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaskStore")
+            .field("options", &self.inner.options)
+            .field("tasks", &self.lock().len())
+            .finish()
+    }
+}
+
+#[derive(Default)]
+struct Inner {
+    options: TaskOptions,
+    tasks: Mutex<HashMap<String, Entry>>,
+}
+
+struct Entry {
+    owner: String,
+    snapshot: TaskSnapshot,
+    expires: Instant,
+    abort: Option<tokio::task::AbortHandle>,
+    changed: watch::Sender<TaskStatus>,
+}
+
+tokio::task_local! {
+    /// Set while a task's call runs: plugin calls take the task's time limit.
+    static IN_TASK: ();
+}
+
+/// Whether the code running now runs a task's call.
+pub(crate) fn in_task() -> bool {
+    IN_TASK.try_with(|()| ()).is_ok()
+}
+
+impl TaskStore {
+    /// A store with the default options.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A store with these options.
+    pub fn with_options(options: TaskOptions) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                options,
+                tasks: Mutex::default(),
+            }),
+        }
+    }
+
+    /// Its options.
+    pub fn options(&self) -> &TaskOptions {
+        &self.inner.options
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Entry>> {
+        // Every update replaces whole values: a panic cannot leave them half-done.
+        self.inner
+            .tasks
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Starts `work` as a task of `owner` (on the current Tokio runtime), and returns it as it
+    /// stands: working.
+    ///
+    /// # Errors
+    /// [`TaskError::TooMany`] when `owner` keeps as many tasks as allowed;
+    /// [`TaskError::NoRuntime`] outside a Tokio runtime.
+    pub fn start<F>(&self, owner: &str, work: F) -> Result<TaskSnapshot, TaskError>
+    where
+        F: Future<Output = Result<ToolOutput, ToolError>> + Send + 'static,
+    {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| TaskError::NoRuntime)?;
+        let options = &self.inner.options;
+        let now = SystemTime::now();
+        let id = format!(
+            "{}{}",
+            options.prefix,
+            random_hex().ok_or(TaskError::NoRandomness)?
+        );
+        let snapshot = TaskSnapshot {
+            id: id.clone(),
+            status: TaskStatus::Working,
+            status_message: Some("running".into()),
+            created_at: now,
+            last_updated_at: now,
+            ttl: options.ttl,
+            poll_interval: options.poll_interval,
+            outcome: None,
+        };
+        {
+            let mut tasks = self.lock();
+            let started = Instant::now();
+            tasks.retain(|_, entry| entry.expires > started);
+            let kept = tasks.values().filter(|entry| entry.owner == owner).count();
+            if kept >= options.max_tasks_per_owner {
+                return Err(TaskError::TooMany(options.max_tasks_per_owner));
+            }
+            tasks.insert(
+                id.clone(),
+                Entry {
+                    owner: owner.to_owned(),
+                    snapshot: snapshot.clone(),
+                    expires: started + options.ttl,
+                    abort: None,
+                    changed: watch::Sender::new(TaskStatus::Working),
+                },
+            );
+        }
+        // The store is held weakly: a store dropped ends its tasks' records, not their calls.
+        let store = Arc::downgrade(&self.inner);
+        let finished_id = id.clone();
+        let task = runtime.spawn(IN_TASK.scope((), async move {
+            let outcome = work.await;
+            if let Some(inner) = store.upgrade() {
+                TaskStore { inner }.finish(&finished_id, outcome);
+            }
+        }));
+        if let Some(entry) = self.lock().get_mut(&id) {
+            entry.abort = Some(task.abort_handle());
+        }
+        Ok(snapshot)
+    }
+
+    /// Records how a task's call ended (unless it was cancelled first).
+    fn finish(&self, id: &str, outcome: Result<ToolOutput, ToolError>) {
+        let mut tasks = self.lock();
+        let Some(entry) = tasks.get_mut(id) else {
+            return;
+        };
+        if entry.snapshot.status.is_terminal() {
+            return;
+        }
+        let (status, message) = match &outcome {
+            Err(ToolError::Internal(_)) => (TaskStatus::Failed, "failed"),
+            Ok(output) if output.is_error => (TaskStatus::Completed, "completed with an error"),
+            Err(_) => (TaskStatus::Completed, "completed with an error"),
+            Ok(_) => (TaskStatus::Completed, "completed"),
+        };
+        entry.snapshot.status = status;
+        entry.snapshot.status_message = Some(message.into());
+        entry.snapshot.last_updated_at = SystemTime::now();
+        entry.snapshot.outcome = Some(outcome);
+        entry.abort = None;
+        entry.changed.send_replace(status);
+    }
+
+    /// The task `id` of `owner`, as it stands.
+    ///
+    /// # Errors
+    /// [`TaskError::NotFound`] for an id `owner` has no task of.
+    pub fn get(&self, owner: &str, id: &str) -> Result<TaskSnapshot, TaskError> {
+        let tasks = self.lock();
+        match tasks.get(id) {
+            Some(entry) if entry.owner == owner && entry.expires > Instant::now() => {
+                Ok(entry.snapshot.clone())
+            }
+            _ => Err(TaskError::NotFound(id.to_owned())),
+        }
+    }
+
+    /// Cancels the task `id` of `owner`: its call is dropped (a plugin call of contract 1.0.0
+    /// is told to stop; an older plugin's instance is restarted, as for any call dropped by its
+    /// caller). A task that ended already is left as it is.
+    ///
+    /// # Errors
+    /// [`TaskError::NotFound`] for an id `owner` has no task of.
+    pub fn cancel(&self, owner: &str, id: &str) -> Result<TaskSnapshot, TaskError> {
+        let mut tasks = self.lock();
+        let entry = match tasks.get_mut(id) {
+            Some(entry) if entry.owner == owner && entry.expires > Instant::now() => entry,
+            _ => return Err(TaskError::NotFound(id.to_owned())),
+        };
+        if !entry.snapshot.status.is_terminal() {
+            if let Some(abort) = entry.abort.take() {
+                abort.abort();
+            }
+            entry.snapshot.status = TaskStatus::Cancelled;
+            entry.snapshot.status_message = Some("cancelled".into());
+            entry.snapshot.last_updated_at = SystemTime::now();
+            entry.changed.send_replace(TaskStatus::Cancelled);
+        }
+        Ok(entry.snapshot.clone())
+    }
+
+    /// Waits until the task `id` of `owner` ends, and returns it.
+    ///
+    /// # Errors
+    /// [`TaskError::NotFound`] for an id `owner` has no task of (or one that expired while
+    /// waited for).
+    pub async fn wait(&self, owner: &str, id: &str) -> Result<TaskSnapshot, TaskError> {
+        let mut changed = {
+            let tasks = self.lock();
+            match tasks.get(id) {
+                Some(entry) if entry.owner == owner => entry.changed.subscribe(),
+                _ => return Err(TaskError::NotFound(id.to_owned())),
+            }
+        };
+        let _ = changed.wait_for(|status| status.is_terminal()).await;
+        self.get(owner, id)
+    }
+}
+
+/// 128 random bits in hex: an id no one can guess, which is all that guards the tasks of a
+/// server's anonymous callers.
+fn random_hex() -> Option<String> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).ok()?;
+    Some(bytes.iter().map(|byte| format!("{byte:02x}")).collect())
+}

@@ -1,0 +1,213 @@
+//! MCP's tasks extension: a tool that may run as a task answers a client that declared the
+//! extension with a task, served by `tasks/get` and `tasks/cancel`; a client that did not
+//! declare it calls such a tool as any other, and is refused one that must run as a task.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use llm_worker::mcp::{McpOptions, ToolCatalog, ToolGroup};
+use llm_worker::{TaskSupport, Tool, ToolDefinition, ToolError, ToolMeta};
+use rmcp::ServiceExt;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities, ClientConfig,
+    GetTaskParams, Implementation, TaskPayload, TaskStatus,
+};
+use serde_json::json;
+
+use crate::serve;
+
+/// Waits `ms` milliseconds (its input), then says how long it waited; `fail` makes it fail as
+/// a tool, `broken` fail inside.
+struct Slow;
+
+#[async_trait]
+impl Tool for Slow {
+    async fn execute(&self, input_json: &str) -> Result<String, ToolError> {
+        let input: serde_json::Value =
+            serde_json::from_str(input_json).map_err(|e| ToolError::InvalidArgument(e.to_string()))?;
+        let ms = input["ms"].as_u64().unwrap_or(0);
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        match input["outcome"].as_str() {
+            Some("fail") => Err(ToolError::ExecutionFailed("it failed as asked".into())),
+            Some("broken") => Err(ToolError::Internal("it broke inside".into())),
+            _ => Ok(format!("waited {ms} ms")),
+        }
+    }
+}
+
+fn slow(name: &'static str, support: TaskSupport) -> ToolDefinition {
+    Arc::new(move || {
+        let meta = ToolMeta::new(name)
+            .description("Waits")
+            .input_schema(json!({"type": "object"}))
+            .task_support(support);
+        (meta, Arc::new(Slow) as Arc<dyn Tool>)
+    })
+}
+
+async fn server() -> String {
+    let group = ToolGroup::new("slow", 1, || {
+        vec![
+            slow("maybe_later", TaskSupport::Optional),
+            slow("always_later", TaskSupport::Required),
+            slow("now", TaskSupport::Forbidden),
+        ]
+    });
+    serve(
+        ToolCatalog::new([group]),
+        McpOptions::new("tasks", "1"),
+    )
+    .await
+}
+
+fn call(name: &str, input: serde_json::Value) -> CallToolRequestParams {
+    let mut call = CallToolRequestParams::new(name.to_owned());
+    call.arguments = input.as_object().cloned();
+    call
+}
+
+fn takes_tasks() -> ClientConfig {
+    ClientConfig::new(
+        ClientCapabilities::builder().enable_tasks().build(),
+        Implementation::new("tasks-test", "1"),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_takes_tasks_gets_one_and_its_result() {
+    let url = server().await;
+    let client = takes_tasks()
+        .serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
+            url.as_str(),
+        ))
+        .await
+        .expect("initialize");
+    let created = client
+        .call_tool_once(call("maybe_later", json!({"ms": 300})))
+        .await
+        .expect("call");
+    let CallToolResponse::Task(created) = created else {
+        panic!("a task was expected: {created:?}");
+    };
+    assert_eq!(created.task.status, TaskStatus::Working);
+    assert!(created.task.task_id.starts_with("task-"), "{}", created.task.task_id);
+    let id = created.task.task_id.clone();
+    let done = loop {
+        let task = client
+            .get_task(GetTaskParams::new(&id))
+            .await
+            .expect("tasks/get");
+        if task.task.status() != TaskStatus::Working {
+            break task;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(done.task.status(), TaskStatus::Completed);
+    match &done.task.payload {
+        TaskPayload::Completed { result } => {
+            assert_eq!(result["content"][0]["text"], "waited 300 ms", "{result:?}");
+        }
+        other => panic!("a result was expected: {other:?}"),
+    }
+
+    // A tool's failure is a completed task whose result is an error; a failure inside is a
+    // failed task.
+    for (outcome, status) in [("fail", TaskStatus::Completed), ("broken", TaskStatus::Failed)] {
+        let created = client
+            .call_tool_once(call("maybe_later", json!({"ms": 0, "outcome": outcome})))
+            .await
+            .expect("call");
+        let CallToolResponse::Task(created) = created else {
+            panic!("a task was expected: {created:?}");
+        };
+        let ended = loop {
+            let task = client
+                .get_task(GetTaskParams::new(&created.task.task_id))
+                .await
+                .expect("tasks/get");
+            if task.task.status() != TaskStatus::Working {
+                break task;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert_eq!(ended.task.status(), status, "{outcome}");
+        match (&ended.task.payload, outcome) {
+            (TaskPayload::Completed { result }, "fail") => assert_eq!(result["isError"], true),
+            (TaskPayload::Failed { error }, "broken") => {
+                assert!(error["message"].as_str().is_some_and(|m| m.contains("broke inside")));
+            }
+            (other, _) => panic!("{outcome}: {other:?}"),
+        }
+    }
+
+    // A long task, cancelled: it ends cancelled, and cancelling again is acknowledged.
+    let created = client
+        .call_tool_once(call("always_later", json!({"ms": 60_000})))
+        .await
+        .expect("call");
+    let CallToolResponse::Task(created) = created else {
+        panic!("a task was expected: {created:?}");
+    };
+    let id = created.task.task_id;
+    client
+        .cancel_task(CancelTaskParams::new(id.clone()))
+        .await
+        .expect("tasks/cancel");
+    let cancelled = client
+        .get_task(GetTaskParams::new(&id))
+        .await
+        .expect("tasks/get");
+    assert_eq!(cancelled.task.status(), TaskStatus::Cancelled);
+    client
+        .cancel_task(CancelTaskParams::new(id))
+        .await
+        .expect("a second cancel is acknowledged too");
+
+    // An id the server never gave, or another session's, is unknown.
+    let unknown = client
+        .get_task(GetTaskParams::new("task-0123456789abcdef0123456789abcdef"))
+        .await;
+    assert!(
+        format!("{unknown:?}").contains("-32602") || format!("{unknown:?}").contains("InvalidParams") || format!("{unknown:?}").contains("no task"),
+        "{unknown:?}"
+    );
+    let other = takes_tasks()
+        .serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
+            url.as_str(),
+        ))
+        .await
+        .expect("initialize");
+    let theirs = other.get_task(GetTaskParams::new(&done.task.task.task_id)).await;
+    assert!(theirs.is_err(), "another session read the task: {theirs:?}");
+    other.cancel().await.expect("close");
+    client.cancel().await.expect("close");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_without_tasks_calls_optional_tools_and_is_refused_required_ones() {
+    let url = server().await;
+    let client = ()
+        .serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
+            url.as_str(),
+        ))
+        .await
+        .expect("initialize");
+    let answered = client
+        .call_tool_once(call("maybe_later", json!({"ms": 10})))
+        .await
+        .expect("call");
+    assert!(
+        matches!(&answered, CallToolResponse::Complete(result) if crate::greeting(result) == "waited 10 ms"),
+        "{answered:?}"
+    );
+    let refused = client
+        .call_tool_once(call("always_later", json!({"ms": 10})))
+        .await;
+    let message = format!("{refused:?}");
+    assert!(
+        message.contains("-32021") || message.contains("Missing required client capability"),
+        "{message}"
+    );
+    client.cancel().await.expect("close");
+}
