@@ -120,8 +120,23 @@ fn raise_open_file_limit() {
 #[cfg(not(unix))]
 fn raise_open_file_limit() {}
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
+    // The server's request futures nest deep (rmcp's dispatch, the call pipeline, a plugin's
+    // event loop): unoptimised builds need more than Tokio's default 2 MiB of stack per worker.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_stack_size(8 << 20)
+        .build();
+    match runtime {
+        Ok(runtime) => runtime.block_on(run()),
+        Err(error) => {
+            eprintln!("llm-worker: cannot start the Tokio runtime: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run() -> ExitCode {
     let cli = Cli::parse();
     init_logging(&cli);
     raise_open_file_limit();

@@ -22,9 +22,9 @@ pub mod question;
 #[cfg(feature = "registry")]
 pub mod registry;
 mod registry_name;
+pub mod task;
 mod tool;
 mod tool_server;
-pub mod task;
 pub mod trust;
 mod worker;
 

@@ -24,10 +24,10 @@ use rmcp::{ErrorData, RoleServer};
 use serde_json::Value;
 
 use super::session::McpServer;
+use crate::TaskSupport;
 use crate::hook::ToolCall;
 use crate::task::{TaskError, TaskSnapshot};
 use crate::tool::{Content, Tool, ToolError, ToolMeta, ToolOutput};
-use crate::TaskSupport;
 
 impl McpServer {
     /// Whose tasks a request sees.
@@ -115,11 +115,9 @@ impl McpServer {
             .tasks
             .start(&self.task_owner(context), work)
             .map_err(|error| match error {
-                TaskError::TooMany(_) => ErrorData::new(
-                    ErrorCode::INVALID_REQUEST,
-                    error.to_string(),
-                    None,
-                ),
+                TaskError::TooMany(_) => {
+                    ErrorData::new(ErrorCode::INVALID_REQUEST, error.to_string(), None)
+                }
                 other => ErrorData::internal_error(other.to_string(), None),
             })?;
         Ok(Some(CallToolResponse::Task(CreateTaskResult::new(
@@ -184,8 +182,7 @@ fn unknown(error: TaskError) -> ErrorData {
 
 /// ISO 8601, as the protocol writes times.
 fn iso8601(time: SystemTime) -> String {
-    chrono::DateTime::<chrono::Utc>::from(time)
-        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+    chrono::DateTime::<chrono::Utc>::from(time).to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
 fn millis(duration: std::time::Duration) -> u64 {
@@ -258,9 +255,9 @@ fn call_result(outcome: &Result<ToolOutput, ToolError>) -> JsonObject {
             }
             result
         }
-        Err(error) => rmcp::model::CallToolResult::error(vec![
-            rmcp::model::ContentBlock::text(error.to_string()),
-        ]),
+        Err(error) => rmcp::model::CallToolResult::error(vec![rmcp::model::ContentBlock::text(
+            error.to_string(),
+        )]),
     };
     json_object(serde_json::to_value(result).unwrap_or(Value::Null))
 }

@@ -14,6 +14,8 @@ fn fallback_runtime() -> &'static Runtime {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("llm-worker-plugin-init")
+            // Plugin calls nest deep futures (more so unoptimised): more than the default 2 MiB.
+            .thread_stack_size(8 << 20)
             .enable_time()
             .build()
             // Without a runtime no plugin can run at all; this fails only if the OS refuses a

@@ -24,8 +24,8 @@ struct Slow;
 #[async_trait]
 impl Tool for Slow {
     async fn execute(&self, input_json: &str) -> Result<String, ToolError> {
-        let input: serde_json::Value =
-            serde_json::from_str(input_json).map_err(|e| ToolError::InvalidArgument(e.to_string()))?;
+        let input: serde_json::Value = serde_json::from_str(input_json)
+            .map_err(|e| ToolError::InvalidArgument(e.to_string()))?;
         let ms = input["ms"].as_u64().unwrap_or(0);
         tokio::time::sleep(Duration::from_millis(ms)).await;
         match input["outcome"].as_str() {
@@ -54,11 +54,7 @@ async fn server() -> String {
             slow("now", TaskSupport::Forbidden),
         ]
     });
-    serve(
-        ToolCatalog::new([group]),
-        McpOptions::new("tasks", "1"),
-    )
-    .await
+    serve(ToolCatalog::new([group]), McpOptions::new("tasks", "1")).await
 }
 
 fn call(name: &str, input: serde_json::Value) -> CallToolRequestParams {
@@ -91,7 +87,11 @@ async fn a_client_that_takes_tasks_gets_one_and_its_result() {
         panic!("a task was expected: {created:?}");
     };
     assert_eq!(created.task.status, TaskStatus::Working);
-    assert!(created.task.task_id.starts_with("task-"), "{}", created.task.task_id);
+    assert!(
+        created.task.task_id.starts_with("task-"),
+        "{}",
+        created.task.task_id
+    );
     let id = created.task.task_id.clone();
     let done = loop {
         let task = client
@@ -113,7 +113,10 @@ async fn a_client_that_takes_tasks_gets_one_and_its_result() {
 
     // A tool's failure is a completed task whose result is an error; a failure inside is a
     // failed task.
-    for (outcome, status) in [("fail", TaskStatus::Completed), ("broken", TaskStatus::Failed)] {
+    for (outcome, status) in [
+        ("fail", TaskStatus::Completed),
+        ("broken", TaskStatus::Failed),
+    ] {
         let created = client
             .call_tool_once(call("maybe_later", json!({"ms": 0, "outcome": outcome})))
             .await
@@ -135,7 +138,11 @@ async fn a_client_that_takes_tasks_gets_one_and_its_result() {
         match (&ended.task.payload, outcome) {
             (TaskPayload::Completed { result }, "fail") => assert_eq!(result["isError"], true),
             (TaskPayload::Failed { error }, "broken") => {
-                assert!(error["message"].as_str().is_some_and(|m| m.contains("broke inside")));
+                assert!(
+                    error["message"]
+                        .as_str()
+                        .is_some_and(|m| m.contains("broke inside"))
+                );
             }
             (other, _) => panic!("{outcome}: {other:?}"),
         }
@@ -169,7 +176,9 @@ async fn a_client_that_takes_tasks_gets_one_and_its_result() {
         .get_task(GetTaskParams::new("task-0123456789abcdef0123456789abcdef"))
         .await;
     assert!(
-        format!("{unknown:?}").contains("-32602") || format!("{unknown:?}").contains("InvalidParams") || format!("{unknown:?}").contains("no task"),
+        format!("{unknown:?}").contains("-32602")
+            || format!("{unknown:?}").contains("InvalidParams")
+            || format!("{unknown:?}").contains("no task"),
         "{unknown:?}"
     );
     let other = takes_tasks()
@@ -178,7 +187,9 @@ async fn a_client_that_takes_tasks_gets_one_and_its_result() {
         ))
         .await
         .expect("initialize");
-    let theirs = other.get_task(GetTaskParams::new(&done.task.task.task_id)).await;
+    let theirs = other
+        .get_task(GetTaskParams::new(&done.task.task.task_id))
+        .await;
     assert!(theirs.is_err(), "another session read the task: {theirs:?}");
     other.cancel().await.expect("close");
     client.cancel().await.expect("close");

@@ -218,7 +218,10 @@ async fn a_tool_runs_as_a_task_through_the_library() {
     let task = tools.task(&started.id).expect("known");
     assert_eq!(task.status, TaskStatus::Working);
     // Meanwhile the instance serves calls: the task's fetch counted itself.
-    assert_eq!(call(&tools, "bump", serde_json::json!({})).await.as_deref(), Ok("2"));
+    assert_eq!(
+        call(&tools, "bump", serde_json::json!({})).await.as_deref(),
+        Ok("2")
+    );
     gate.open();
     let done = tools.wait_task(&started.id).await.expect("ends");
     assert_eq!(done.status, TaskStatus::Completed);
@@ -226,13 +229,14 @@ async fn a_tool_runs_as_a_task_through_the_library() {
     assert_eq!(output.into_text(), "2 task body");
 
     // A task cancelled while it naps: cancelled, and the instance goes on with its state.
-    let napping = tools
-        .start_task("nap", r#"{"ms": 60000}"#)
-        .expect("starts");
+    let napping = tools.start_task("nap", r#"{"ms": 60000}"#).expect("starts");
     tokio::time::sleep(Duration::from_millis(100)).await;
     let cancelled = tools.cancel_task(&napping.id).expect("cancels");
     assert_eq!(cancelled.status, TaskStatus::Cancelled);
-    assert_eq!(call(&tools, "bump", serde_json::json!({})).await.as_deref(), Ok("3"));
+    assert_eq!(
+        call(&tools, "bump", serde_json::json!({})).await.as_deref(),
+        Ok("3")
+    );
     assert!(matches!(
         tools.task("task-00000000000000000000000000000000"),
         Err(ToolServerError::Task(_))

@@ -334,8 +334,8 @@ impl SessionCore {
         let arrived = Instant::now();
         let deadline = arrived + limits.call_timeout;
         if image.pre.is_concurrent() {
-            return self
-                .run_concurrent(label, subject, work, (deadline, limits), wait)
+            // On the heap: every caller's future would hold both paths otherwise.
+            return Box::pin(self.run_concurrent(label, subject, work, (deadline, limits), wait))
                 .await;
         }
         // Whether the call found the instance running another: one that then runs out of
