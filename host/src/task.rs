@@ -8,12 +8,13 @@
 //! it) and not its own time limit: a plugin call running as a task gets the policy's
 //! `task_timeout_ms` instead of `timeout_ms`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant, SystemTime};
 
-use tokio::sync::watch;
+use serde_json::Value;
+use tokio::sync::{oneshot, watch};
 
 use crate::tool::{ToolError, ToolOutput};
 
@@ -23,6 +24,9 @@ use crate::tool::{ToolError, ToolOutput};
 pub enum TaskStatus {
     /// Its call is running.
     Working,
+    /// Its call waits for its owner to answer the questions in
+    /// [`TaskSnapshot::input_requests`].
+    InputRequired,
     /// Its call returned: a result, possibly a tool's failure told with content
     /// ([`ToolOutput::is_error`]) or a tool error.
     Completed,
@@ -37,7 +41,7 @@ impl TaskStatus {
     /// Whether it will not change any more.
     #[must_use]
     pub fn is_terminal(self) -> bool {
-        !matches!(self, Self::Working)
+        !matches!(self, Self::Working | Self::InputRequired)
     }
 }
 
@@ -62,6 +66,9 @@ pub struct TaskSnapshot {
     /// What its call gave, once it ended ([`TaskStatus::Completed`] or
     /// [`TaskStatus::Failed`]).
     pub outcome: Option<Result<ToolOutput, ToolError>>,
+    /// The questions its call waits on, by key: what the front end put to the owner (MCP's
+    /// `inputRequests`).
+    pub input_requests: BTreeMap<String, Value>,
 }
 
 /// Why a task request failed.
@@ -81,6 +88,14 @@ pub enum TaskError {
     /// The system gave no random bytes for the task's id.
     #[error("the system gave no random bytes for a task id")]
     NoRandomness,
+    /// An answer for a question the task is not waiting on.
+    #[error("task '{task}' is not waiting for an answer to '{key}'")]
+    NotAsked {
+        /// The task.
+        task: String,
+        /// The key answered.
+        key: String,
+    },
 }
 
 /// How a [`TaskStore`] keeps tasks.
@@ -137,6 +152,104 @@ struct Entry {
     expires: Instant,
     abort: Option<tokio::task::AbortHandle>,
     changed: watch::Sender<TaskStatus>,
+    /// Who waits for the answer to each question in `snapshot.input_requests`.
+    waiting: HashMap<String, oneshot::Sender<Value>>,
+}
+
+impl Entry {
+    fn touch(&mut self, status: TaskStatus, message: &str) {
+        self.snapshot.status = status;
+        self.snapshot.status_message = Some(message.into());
+        self.snapshot.last_updated_at = SystemTime::now();
+        self.changed.send_replace(status);
+    }
+}
+
+/// A running task, as its call sees it: the way to put questions to its owner.
+#[derive(Clone)]
+pub struct TaskHandle {
+    store: Weak<Inner>,
+    id: String,
+}
+
+impl std::fmt::Debug for TaskHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaskHandle").field("id", &self.id).finish()
+    }
+}
+
+impl TaskHandle {
+    /// The task's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Puts `request` to the task's owner under `key` (unique within the task while it waits)
+    /// and waits for the answer ([`TaskStore::answer`]); the task is
+    /// [`TaskStatus::InputRequired`] meanwhile. Dropping the wait withdraws the question.
+    ///
+    /// # Errors
+    /// [`TaskError::NotFound`] when the task is gone (expired, or its store dropped);
+    /// [`TaskError::NotAsked`] when `key` is asked already.
+    pub async fn ask(&self, key: &str, request: Value) -> Result<Value, TaskError> {
+        let gone = || TaskError::NotFound(self.id.clone());
+        let answer = {
+            let inner = self.store.upgrade().ok_or_else(gone)?;
+            let store = TaskStore { inner };
+            let mut tasks = store.lock();
+            let entry = tasks.get_mut(&self.id).ok_or_else(gone)?;
+            if entry.waiting.contains_key(key) {
+                return Err(TaskError::NotAsked {
+                    task: self.id.clone(),
+                    key: key.to_owned(),
+                });
+            }
+            let (answer, answered) = oneshot::channel();
+            entry.waiting.insert(key.to_owned(), answer);
+            entry
+                .snapshot
+                .input_requests
+                .insert(key.to_owned(), request);
+            entry.touch(TaskStatus::InputRequired, "waiting for input");
+            answered
+        };
+        let withdraw = Withdraw {
+            handle: self,
+            key,
+            armed: true,
+        };
+        let answer = answer.await.map_err(|_| gone());
+        let mut withdraw = withdraw;
+        withdraw.armed = answer.is_err();
+        answer
+    }
+}
+
+/// Withdraws a question whose wait was dropped (or lost its answer).
+struct Withdraw<'a> {
+    handle: &'a TaskHandle,
+    key: &'a str,
+    armed: bool,
+}
+
+impl Drop for Withdraw<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let Some(inner) = self.handle.store.upgrade() else {
+            return;
+        };
+        let store = TaskStore { inner };
+        let mut tasks = store.lock();
+        if let Some(entry) = tasks.get_mut(&self.handle.id) {
+            entry.waiting.remove(self.key);
+            entry.snapshot.input_requests.remove(self.key);
+            if entry.waiting.is_empty() && entry.snapshot.status == TaskStatus::InputRequired {
+                entry.touch(TaskStatus::Working, "running");
+            }
+        }
+    }
 }
 
 tokio::task_local! {
@@ -184,8 +297,9 @@ impl TaskStore {
     /// # Errors
     /// [`TaskError::TooMany`] when `owner` keeps as many tasks as allowed;
     /// [`TaskError::NoRuntime`] outside a Tokio runtime.
-    pub fn start<F>(&self, owner: &str, work: F) -> Result<TaskSnapshot, TaskError>
+    pub fn start<W, F>(&self, owner: &str, work: W) -> Result<TaskSnapshot, TaskError>
     where
+        W: FnOnce(TaskHandle) -> F,
         F: Future<Output = Result<ToolOutput, ToolError>> + Send + 'static,
     {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| TaskError::NoRuntime)?;
@@ -205,6 +319,7 @@ impl TaskStore {
             ttl: options.ttl,
             poll_interval: options.poll_interval,
             outcome: None,
+            input_requests: BTreeMap::new(),
         };
         {
             let mut tasks = self.lock();
@@ -222,12 +337,17 @@ impl TaskStore {
                     expires: started + options.ttl,
                     abort: None,
                     changed: watch::Sender::new(TaskStatus::Working),
+                    waiting: HashMap::new(),
                 },
             );
         }
         // The store is held weakly: a store dropped ends its tasks' records, not their calls.
         let store = Arc::downgrade(&self.inner);
         let finished_id = id.clone();
+        let work = work(TaskHandle {
+            store: Weak::clone(&store),
+            id: id.clone(),
+        });
         let task = runtime.spawn(IN_TASK.scope((), async move {
             let outcome = work.await;
             if let Some(inner) = store.upgrade() {
@@ -255,12 +375,45 @@ impl TaskStore {
             Err(_) => (TaskStatus::Completed, "completed with an error"),
             Ok(_) => (TaskStatus::Completed, "completed"),
         };
-        entry.snapshot.status = status;
-        entry.snapshot.status_message = Some(message.into());
-        entry.snapshot.last_updated_at = SystemTime::now();
         entry.snapshot.outcome = Some(outcome);
+        entry.snapshot.input_requests.clear();
+        entry.waiting.clear();
         entry.abort = None;
-        entry.changed.send_replace(status);
+        entry.touch(status, message);
+    }
+
+    /// Answers questions the task `id` of `owner` waits on ([`TaskHandle::ask`]), by key: the
+    /// task goes on once none is left. An answer to a key it does not wait on (one answered
+    /// already, or never asked) is ignored, as the protocol has it; the keys ignored are
+    /// returned.
+    ///
+    /// # Errors
+    /// [`TaskError::NotFound`] for an id `owner` has no task of.
+    pub fn answer(
+        &self,
+        owner: &str,
+        id: &str,
+        answers: BTreeMap<String, Value>,
+    ) -> Result<Vec<String>, TaskError> {
+        let mut tasks = self.lock();
+        let entry = match tasks.get_mut(id) {
+            Some(entry) if entry.owner == owner && entry.expires > Instant::now() => entry,
+            _ => return Err(TaskError::NotFound(id.to_owned())),
+        };
+        let mut ignored = Vec::new();
+        for (key, value) in answers {
+            match entry.waiting.remove(&key) {
+                Some(waiting) => {
+                    entry.snapshot.input_requests.remove(&key);
+                    let _ = waiting.send(value);
+                }
+                None => ignored.push(key),
+            }
+        }
+        if entry.waiting.is_empty() && entry.snapshot.status == TaskStatus::InputRequired {
+            entry.touch(TaskStatus::Working, "running");
+        }
+        Ok(ignored)
     }
 
     /// The task `id` of `owner`, as it stands.
@@ -293,10 +446,9 @@ impl TaskStore {
             if let Some(abort) = entry.abort.take() {
                 abort.abort();
             }
-            entry.snapshot.status = TaskStatus::Cancelled;
-            entry.snapshot.status_message = Some("cancelled".into());
-            entry.snapshot.last_updated_at = SystemTime::now();
-            entry.changed.send_replace(TaskStatus::Cancelled);
+            entry.snapshot.input_requests.clear();
+            entry.waiting.clear();
+            entry.touch(TaskStatus::Cancelled, "cancelled");
         }
         Ok(entry.snapshot.clone())
     }

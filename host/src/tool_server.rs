@@ -206,7 +206,7 @@ impl ToolServerHandle {
             .ok_or_else(|| ToolServerError::ToolNotFound(name.to_owned()))?;
         let input = input_json.to_owned();
         self.tasks
-            .start("", async move { tool.call(&input).await })
+            .start("", |_| async move { tool.call(&input).await })
             .map_err(ToolServerError::Task)
     }
 

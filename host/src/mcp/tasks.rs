@@ -11,13 +11,19 @@
 //! owner's task id is unknown (`-32602`) to a request. Tasks of an anonymous stateless client (a
 //! server without tokens) are guarded by their 128-bit ids alone.
 
+// Sampling and roots are deprecated by SEP-2577 but still asked of the clients that offer them
+// (contract 0.3.0's `client` interface), as by the rest of the server.
+#![allow(deprecated)]
+
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use async_trait::async_trait;
 use rmcp::model::{
-    CallToolResponse, CancelTaskParams, ClientCapabilities, CreateTaskResult, DetailedTask,
-    ErrorCode, GetTaskParams, GetTaskResult, JsonObject, Task, TaskPayload, TaskStatus,
-    UpdateTaskParams,
+    CallToolResponse, CancelTaskParams, ClientCapabilities, CreateMessageRequest,
+    CreateMessageResult, CreateTaskResult, DetailedTask, ElicitRequest, ElicitResult, ErrorCode,
+    GetTaskParams, GetTaskResult, InputRequest, JsonObject, ListRootsRequest, ListRootsResult,
+    Task, TaskPayload, TaskStatus, UpdateTaskParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
@@ -26,8 +32,12 @@ use serde_json::Value;
 use super::session::McpServer;
 use crate::TaskSupport;
 use crate::hook::ToolCall;
-use crate::task::{TaskError, TaskSnapshot};
+use crate::question::answer::{check_elicitation, check_roots, check_sampling};
+use crate::question::form::Form;
+use crate::question::{Asker, QuestionError, QuestionHandler};
+use crate::task::{TaskError, TaskHandle, TaskSnapshot};
 use crate::tool::{Content, Tool, ToolError, ToolMeta, ToolOutput};
+use crate::tool::{ElicitationAnswer, Root, SamplingAnswer, SamplingRequest};
 
 impl McpServer {
     /// Whose tasks a request sees.
@@ -78,10 +88,15 @@ impl McpServer {
         }
         let options = Arc::clone(&self.options);
         let identity = super::session::identity(&context.extensions);
+        let capabilities = context.client_capabilities().unwrap_or_default();
         let (call, meta, tool) = (call.clone(), Arc::clone(meta), Arc::clone(tool));
-        let work = async move {
+        let work = move |task: TaskHandle| async move {
             let input = call.input.to_string();
-            let outcome = tool.call(&input).await;
+            // The call's questions become the task's input requests, answered by `tasks/update`.
+            let questions: Arc<dyn QuestionHandler> =
+                Arc::new(TaskQuestions { task, capabilities });
+            let outcome =
+                crate::question::with_question_handler(questions, tool.call(&input)).await;
             // A call that could not run to an answer is the task's failure, as the protocol
             // has it; the operator's hooks see it all the same.
             let failed = matches!(outcome, Err(ToolError::Internal(_)));
@@ -152,27 +167,112 @@ impl McpServer {
             .map_err(unknown)
     }
 
-    /// `tasks/update`: the tasks of this server ask nothing, so there is never an input
-    /// request to answer.
+    /// `tasks/update`: answers to the questions a task waits on (some of them, or all).
     pub(super) fn update_task_of(
         &self,
         request: &UpdateTaskParams,
         context: &RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.options
+        let ignored = self
+            .options
             .tasks
-            .get(&self.task_owner(context), &request.task_id)
+            .answer(
+                &self.task_owner(context),
+                &request.task_id,
+                request.input_responses.clone(),
+            )
             .map_err(unknown)?;
-        if request.input_responses.is_empty() {
-            return Ok(());
+        if !ignored.is_empty() {
+            tracing::debug!(
+                task = %request.task_id,
+                "tasks/update answered questions the task does not wait on: {ignored:?}"
+            );
         }
-        Err(ErrorData::invalid_params(
-            format!(
-                "task '{}' has no outstanding input requests to answer",
-                request.task_id
-            ),
-            None,
-        ))
+        Ok(())
+    }
+}
+
+/// The questions of a task's call: each becomes one of the task's input requests (under the
+/// question's key), within what the client declared it can answer; the answer that
+/// `tasks/update` brings passes the checks every answer passes.
+struct TaskQuestions {
+    task: TaskHandle,
+    capabilities: ClientCapabilities,
+}
+
+impl TaskQuestions {
+    async fn ask<T: serde::de::DeserializeOwned>(
+        &self,
+        asker: &Asker,
+        request: InputRequest,
+    ) -> Result<T, QuestionError> {
+        let request = serde_json::to_value(request)
+            .map_err(|error| QuestionError::Failed(error.to_string()))?;
+        let answer = self
+            .task
+            .ask(&asker.key, request)
+            .await
+            .map_err(|error| QuestionError::Failed(error.to_string()))?;
+        serde_json::from_value(answer).map_err(|error| {
+            QuestionError::Failed(format!(
+                "the answer to question '{}' is not of the shape asked: {error}",
+                asker.key
+            ))
+        })
+    }
+}
+
+#[async_trait]
+impl QuestionHandler for TaskQuestions {
+    async fn elicit(
+        &self,
+        asker: &Asker,
+        message: &str,
+        schema: &Value,
+    ) -> Result<ElicitationAnswer, QuestionError> {
+        if self.capabilities.elicitation.is_none() {
+            return Err(super::ask::undeclared(asker, "elicitation"));
+        }
+        let params = super::ask::elicitation_params(message, schema, asker)?;
+        let form = Form::parse(schema).map_err(QuestionError::Denied)?;
+        let result: ElicitResult = self
+            .ask(asker, InputRequest::Elicitation(ElicitRequest::new(params)))
+            .await?;
+        let answer = super::ask::elicitation_answer(result)?;
+        check_elicitation(&answer, &form, asker)?;
+        Ok(answer)
+    }
+
+    async fn sample(
+        &self,
+        asker: &Asker,
+        request: &SamplingRequest,
+    ) -> Result<SamplingAnswer, QuestionError> {
+        if self.capabilities.sampling.is_none() {
+            return Err(super::ask::undeclared(asker, "sampling"));
+        }
+        let params = super::input_required::sampling_params(request);
+        let result: CreateMessageResult = self
+            .ask(
+                asker,
+                InputRequest::CreateMessage(CreateMessageRequest::new(params)),
+            )
+            .await?;
+        let answer = super::ask::sampling_answer(result)?;
+        check_sampling(&answer, asker)?;
+        Ok(answer)
+    }
+
+    async fn roots(&self, asker: &Asker) -> Result<Vec<Root>, QuestionError> {
+        if self.capabilities.roots.is_none() {
+            return Err(super::ask::undeclared(asker, "roots"));
+        }
+        let result: ListRootsResult = self
+            .ask(asker, InputRequest::ListRoots(ListRootsRequest::default()))
+            .await?;
+        let roots = super::ask::roots_answer(result);
+        check_roots(&roots, asker)?;
+        Ok(roots)
     }
 }
 
@@ -195,6 +295,7 @@ fn wire_task(task: &TaskSnapshot) -> Task {
         crate::task::TaskStatus::Completed => TaskStatus::Completed,
         crate::task::TaskStatus::Failed => TaskStatus::Failed,
         crate::task::TaskStatus::Cancelled => TaskStatus::Cancelled,
+        crate::task::TaskStatus::InputRequired => TaskStatus::InputRequired,
         _ => TaskStatus::Working,
     };
     let mut wire = Task::new(
@@ -230,6 +331,17 @@ fn detailed(task: &TaskSnapshot) -> DetailedTask {
             })),
         },
         (crate::task::TaskStatus::Cancelled, _) => TaskPayload::Cancelled,
+        (crate::task::TaskStatus::InputRequired, _) => TaskPayload::InputRequired {
+            input_requests: task
+                .input_requests
+                .iter()
+                .filter_map(|(key, request)| {
+                    serde_json::from_value::<InputRequest>(request.clone())
+                        .ok()
+                        .map(|request| (key.clone(), request))
+                })
+                .collect(),
+        },
         _ => TaskPayload::Working,
     };
     DetailedTask::new(wire_task(task), payload)

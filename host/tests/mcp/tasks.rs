@@ -11,7 +11,7 @@ use llm_worker::{TaskSupport, Tool, ToolDefinition, ToolError, ToolMeta};
 use rmcp::ServiceExt;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities, ClientConfig,
-    GetTaskParams, Implementation, TaskPayload, TaskStatus,
+    GetTaskParams, Implementation, TaskPayload, TaskStatus, UpdateTaskParams,
 };
 use serde_json::json;
 
@@ -220,5 +220,137 @@ async fn a_client_without_tasks_calls_optional_tools_and_is_refused_required_one
         message.contains("-32021") || message.contains("Missing required client capability"),
         "{message}"
     );
+    client.cancel().await.expect("close");
+}
+
+/// Polls the task until its status is not `working`.
+async fn settled(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, ClientConfig>,
+    id: &str,
+) -> rmcp::model::GetTaskResult {
+    for _ in 0..400 {
+        let task = client
+            .get_task(GetTaskParams::new(id))
+            .await
+            .expect("tasks/get");
+        if task.task.status() != TaskStatus::Working {
+            return task;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("task {id} stayed working");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tasks_questions_are_its_input_requests_answered_by_tasks_update() {
+    let conformance = llm_worker_tests::plugin("conformance");
+    let url = serve(
+        ToolCatalog::from_plugins([&conformance]),
+        McpOptions::new("tasks", "1"),
+    )
+    .await;
+    let capabilities = {
+        let mut capabilities = ClientCapabilities::builder().enable_tasks().build();
+        capabilities.elicitation = Some(Default::default());
+        capabilities
+    };
+    let client = ClientConfig::new(capabilities, Implementation::new("tasks-test", "1"))
+        .serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
+            url.as_str(),
+        ))
+        .await
+        .expect("initialize");
+    let created = client
+        .call_tool_once(call("confirm_delete", json!({"filename": "a.txt"})))
+        .await
+        .expect("call");
+    let CallToolResponse::Task(created) = created else {
+        panic!("a task was expected: {created:?}");
+    };
+    let id = created.task.task_id;
+    let waiting = settled(&client, &id).await;
+    assert_eq!(waiting.task.status(), TaskStatus::InputRequired);
+    let TaskPayload::InputRequired { input_requests } = &waiting.task.payload else {
+        panic!("input requests were expected: {:?}", waiting.task.payload);
+    };
+    let request = serde_json::to_value(&input_requests["confirm"]).expect("json");
+    assert_eq!(request["method"], "elicitation/create", "{request}");
+    // The message the client shows names the plugin and the tool first.
+    let message = request["params"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("confirm_delete") && message.contains("Delete a.txt?"),
+        "{message}"
+    );
+    client
+        .update_task(UpdateTaskParams::new(
+            &id,
+            [(
+                "confirm".to_owned(),
+                json!({"action": "accept", "content": {"confirm": true}}),
+            )]
+            .into_iter()
+            .collect(),
+        ))
+        .await
+        .expect("tasks/update");
+    let done = settled(&client, &id).await;
+    assert_eq!(done.task.status(), TaskStatus::Completed);
+    match &done.task.payload {
+        TaskPayload::Completed { result } => {
+            assert_eq!(result["content"][0]["text"], "Deleted a.txt", "{result:?}");
+        }
+        other => panic!("a result was expected: {other:?}"),
+    }
+
+    // Two questions at once, answered one at a time.
+    let created = client
+        .call_tool_once(call("multi_input", json!({})))
+        .await
+        .expect("call");
+    let CallToolResponse::Task(created) = created else {
+        panic!("a task was expected: {created:?}");
+    };
+    let id = created.task.task_id;
+    let keys = loop {
+        let task = settled(&client, &id).await;
+        if let TaskPayload::InputRequired { input_requests } = &task.task.payload
+            && input_requests.len() == 2
+        {
+            break input_requests.keys().cloned().collect::<Vec<_>>();
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    };
+    assert_eq!(keys, ["first", "second"]);
+    let answer = |name: &str| json!({"action": "accept", "content": {"name": name}});
+    client
+        .update_task(UpdateTaskParams::new(
+            &id,
+            [("first".to_owned(), answer("one"))].into_iter().collect(),
+        ))
+        .await
+        .expect("tasks/update");
+    let partly = settled(&client, &id).await;
+    assert_eq!(partly.task.status(), TaskStatus::InputRequired);
+    let TaskPayload::InputRequired { input_requests } = &partly.task.payload else {
+        panic!("input requests were expected: {:?}", partly.task.payload);
+    };
+    assert_eq!(input_requests.keys().collect::<Vec<_>>(), ["second"]);
+    client
+        .update_task(UpdateTaskParams::new(
+            &id,
+            [("second".to_owned(), answer("two"))].into_iter().collect(),
+        ))
+        .await
+        .expect("tasks/update");
+    let done = settled(&client, &id).await;
+    match &done.task.payload {
+        TaskPayload::Completed { result } => {
+            assert_eq!(
+                result["content"][0]["text"], "first: one, second: two",
+                "{result:?}"
+            );
+        }
+        other => panic!("a result was expected: {other:?}"),
+    }
     client.cancel().await.expect("close");
 }

@@ -52,6 +52,44 @@ fn form(field: &str, kind: &str) -> Value {
     json!({"type": "object", "properties": {field: {"type": kind}}, "required": [field]})
 }
 
+/// A form of a name and a confirmation, both optional.
+fn confirmation_form() -> Value {
+    json!({
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "confirm": {"type": "boolean"}},
+    })
+}
+
+/// Awaits both futures at once (their questions are asked together).
+async fn both<A: std::future::Future, B: std::future::Future>(
+    a: A,
+    b: B,
+) -> (A::Output, B::Output) {
+    use std::task::Poll;
+    let (mut a, mut b) = (std::pin::pin!(a), std::pin::pin!(b));
+    let (mut first, mut second) = (None, None);
+    std::future::poll_fn(|cx| {
+        if first.is_none()
+            && let Poll::Ready(output) = a.as_mut().poll(cx)
+        {
+            first = Some(output);
+        }
+        if second.is_none()
+            && let Poll::Ready(output) = b.as_mut().poll(cx)
+        {
+            second = Some(output);
+        }
+        match (first.take(), second.take()) {
+            (Some(a), Some(b)) => Poll::Ready((a, b)),
+            (a, b) => {
+                (first, second) = (a, b);
+                Poll::Pending
+            }
+        }
+    })
+    .await
+}
+
 /// The text of a form's field, if the user accepted and gave one.
 fn accepted(answer: &ElicitationAnswer, field: &str) -> Option<String> {
     match answer {
@@ -173,6 +211,40 @@ impl Conformance {
     async fn protocol_error_job(&self) -> Result<String, ToolError> {
         Err(ToolError::Internal(
             "the job broke down inside, as it always does".into(),
+        ))
+    }
+
+    /// Asks the user to confirm deleting `filename` (one question), then says what it did.
+    #[tool(task = "optional")]
+    async fn confirm_delete(
+        &self,
+        #[description = "The file to delete"] filename: String,
+    ) -> Result<String, QuestionError> {
+        let answer = elicit_with_schema(
+            "confirm",
+            &format!("Delete {filename}?"),
+            confirmation_form(),
+        )
+        .await?;
+        Ok(match accepted(&answer, "confirm").as_deref() {
+            Some("true") => format!("Deleted {filename}"),
+            _ => format!("Kept {filename}"),
+        })
+    }
+
+    /// Asks the user two questions at once, and says what both answers were.
+    #[tool(task = "optional")]
+    async fn multi_input(&self) -> Result<String, QuestionError> {
+        let (first, second) = both(
+            elicit_with_schema("first", "The first input, please", confirmation_form()),
+            elicit_with_schema("second", "The second input, please", confirmation_form()),
+        )
+        .await;
+        let (first, second) = (first?, second?);
+        Ok(format!(
+            "first: {}, second: {}",
+            accepted(&first, "name").unwrap_or_default(),
+            accepted(&second, "name").unwrap_or_default()
         ))
     }
 
