@@ -527,8 +527,13 @@ impl ServerHandler for McpServer {
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        self.bind(&context.extensions)?;
-        self.tools_page(request)
+        // On the heap: rmcp's dispatch holds every handler's future in one frame, which
+        // unoptimised builds lay out whole on the stack.
+        Box::pin(async move {
+            self.bind(&context.extensions)?;
+            self.tools_page(request)
+        })
+        .await
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
@@ -552,8 +557,13 @@ impl ServerHandler for McpServer {
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        self.bind(&context.extensions)?;
-        self.resources_page(request).await
+        // On the heap: rmcp's dispatch holds every handler's future in one frame, which
+        // unoptimised builds lay out whole on the stack.
+        Box::pin(async move {
+            self.bind(&context.extensions)?;
+            self.resources_page(request).await
+        })
+        .await
     }
 
     async fn list_resource_templates(
@@ -561,8 +571,13 @@ impl ServerHandler for McpServer {
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        self.bind(&context.extensions)?;
-        self.templates_page(request)
+        // On the heap: rmcp's dispatch holds every handler's future in one frame, which
+        // unoptimised builds lay out whole on the stack.
+        Box::pin(async move {
+            self.bind(&context.extensions)?;
+            self.templates_page(request)
+        })
+        .await
     }
 
     async fn read_resource(
@@ -570,23 +585,28 @@ impl ServerHandler for McpServer {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        self.bind(&context.extensions)?;
-        let audit = self.observe_begin("resources/read", &request.uri, &context, |plugin| {
-            plugin.offers_resource(&request.uri)
-        });
-        let extensions = context.extensions.clone();
-        let response = self
-            .metered(&extensions, audit.as_ref(), self.read(request, context))
-            .await;
-        self.observe_end(
-            audit,
-            Value::Null,
-            outcome(&response, |response| match response {
-                ReadResourceResponse::InputRequired(_) => "input_required",
-                _ => "ok",
-            }),
-        );
-        response
+        // On the heap: rmcp's dispatch holds every handler's future in one frame, which
+        // unoptimised builds lay out whole on the stack.
+        Box::pin(async move {
+            self.bind(&context.extensions)?;
+            let audit = self.observe_begin("resources/read", &request.uri, &context, |plugin| {
+                plugin.offers_resource(&request.uri)
+            });
+            let extensions = context.extensions.clone();
+            let response = self
+                .metered(&extensions, audit.as_ref(), self.read(request, context))
+                .await;
+            self.observe_end(
+                audit,
+                Value::Null,
+                outcome(&response, |response| match response {
+                    ReadResourceResponse::InputRequired(_) => "input_required",
+                    _ => "ok",
+                }),
+            );
+            response
+        })
+        .await
     }
 
     async fn subscribe(
@@ -611,8 +631,13 @@ impl ServerHandler for McpServer {
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        self.bind(&context.extensions)?;
-        self.prompts_page(request).await
+        // On the heap: rmcp's dispatch holds every handler's future in one frame, which
+        // unoptimised builds lay out whole on the stack.
+        Box::pin(async move {
+            self.bind(&context.extensions)?;
+            self.prompts_page(request).await
+        })
+        .await
     }
 
     async fn get_prompt(
@@ -620,24 +645,29 @@ impl ServerHandler for McpServer {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        self.bind(&context.extensions)?;
-        let audit = self.observe_begin("prompts/get", &request.name, &context, |plugin| {
-            plugin.offers_prompt(&request.name)
-        });
-        let input = serde_json::to_value(&request.arguments).unwrap_or_default();
-        let extensions = context.extensions.clone();
-        let response = self
-            .metered(&extensions, audit.as_ref(), self.render(request, &context))
-            .await;
-        self.observe_end(
-            audit,
-            input,
-            outcome(&response, |response| match response {
-                GetPromptResponse::InputRequired(_) => "input_required",
-                _ => "ok",
-            }),
-        );
-        response
+        // On the heap: rmcp's dispatch holds every handler's future in one frame, which
+        // unoptimised builds lay out whole on the stack.
+        Box::pin(async move {
+            self.bind(&context.extensions)?;
+            let audit = self.observe_begin("prompts/get", &request.name, &context, |plugin| {
+                plugin.offers_prompt(&request.name)
+            });
+            let input = serde_json::to_value(&request.arguments).unwrap_or_default();
+            let extensions = context.extensions.clone();
+            let response = self
+                .metered(&extensions, audit.as_ref(), self.render(request, &context))
+                .await;
+            self.observe_end(
+                audit,
+                input,
+                outcome(&response, |response| match response {
+                    GetPromptResponse::InputRequired(_) => "input_required",
+                    _ => "ok",
+                }),
+            );
+            response
+        })
+        .await
     }
 
     async fn complete(
@@ -645,30 +675,35 @@ impl ServerHandler for McpServer {
         request: CompleteRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
-        self.bind(&context.extensions)?;
-        let target = match &request.r#ref {
-            rmcp::model::Reference::Prompt(prompt) => prompt.name.clone(),
-            rmcp::model::Reference::Resource(template) => template.uri.clone(),
-            _ => String::new(),
-        };
-        let audit = self.observe_begin("completion/complete", &target, &context, |plugin| {
-            plugin.offers_prompt(&target)
-                || plugin
-                    .resource_templates()
-                    .iter()
-                    .any(|template| template.uri_template == target)
-        });
-        let input = serde_json::to_value(&request.argument).unwrap_or_default();
-        let extensions = context.extensions.clone();
-        let response = self
-            .metered(
-                &extensions,
-                audit.as_ref(),
-                self.completion(request, context),
-            )
-            .await;
-        self.observe_end(audit, input, outcome(&response, |_| "ok"));
-        response
+        // On the heap: rmcp's dispatch holds every handler's future in one frame, which
+        // unoptimised builds lay out whole on the stack.
+        Box::pin(async move {
+            self.bind(&context.extensions)?;
+            let target = match &request.r#ref {
+                rmcp::model::Reference::Prompt(prompt) => prompt.name.clone(),
+                rmcp::model::Reference::Resource(template) => template.uri.clone(),
+                _ => String::new(),
+            };
+            let audit = self.observe_begin("completion/complete", &target, &context, |plugin| {
+                plugin.offers_prompt(&target)
+                    || plugin
+                        .resource_templates()
+                        .iter()
+                        .any(|template| template.uri_template == target)
+            });
+            let input = serde_json::to_value(&request.argument).unwrap_or_default();
+            let extensions = context.extensions.clone();
+            let response = self
+                .metered(
+                    &extensions,
+                    audit.as_ref(),
+                    self.completion(request, context),
+                )
+                .await;
+            self.observe_end(audit, input, outcome(&response, |_| "ok"));
+            response
+        })
+        .await
     }
 
     fn accepted_subscription_filter(
@@ -751,27 +786,34 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        self.bind(&context.extensions)?;
-        let audit = self.observe_begin("tools/call", &request.name, &context, |plugin| {
-            plugin.offers_tool(&request.name)
-        });
-        let input = audit.as_ref().map_or(Value::Null, |_| {
-            Value::Object(request.arguments.clone().unwrap_or_default())
-        });
-        let extensions = context.extensions.clone();
-        let response = self
-            .metered(&extensions, audit.as_ref(), self.call(request, context))
-            .await;
-        self.observe_end(
-            audit,
-            input,
-            outcome(&response, |response| match response {
-                CallToolResponse::Complete(result) if result.is_error == Some(true) => "tool_error",
-                CallToolResponse::InputRequired(_) => "input_required",
-                CallToolResponse::Task(_) => "task",
-                _ => "ok",
-            }),
-        );
-        response
+        // On the heap: rmcp's dispatch holds every handler's future in one frame, which
+        // unoptimised builds lay out whole on the stack.
+        Box::pin(async move {
+            self.bind(&context.extensions)?;
+            let audit = self.observe_begin("tools/call", &request.name, &context, |plugin| {
+                plugin.offers_tool(&request.name)
+            });
+            let input = audit.as_ref().map_or(Value::Null, |_| {
+                Value::Object(request.arguments.clone().unwrap_or_default())
+            });
+            let extensions = context.extensions.clone();
+            let response = self
+                .metered(&extensions, audit.as_ref(), self.call(request, context))
+                .await;
+            self.observe_end(
+                audit,
+                input,
+                outcome(&response, |response| match response {
+                    CallToolResponse::Complete(result) if result.is_error == Some(true) => {
+                        "tool_error"
+                    }
+                    CallToolResponse::InputRequired(_) => "input_required",
+                    CallToolResponse::Task(_) => "task",
+                    _ => "ok",
+                }),
+            );
+            response
+        })
+        .await
     }
 }
