@@ -6,8 +6,9 @@
 # passed/total per revision and the failing scenarios (docs/conformance.md). CI runs it.
 #
 # Exits non-zero when it cannot run the suite (a build, the install, the server or the suite
-# itself failing) or when a scenario a requirement set scores fails; unscored scenarios
-# (extensions, pending) are reported only.
+# itself failing), when a scenario a requirement set scores fails, or when a scenario of the
+# tasks extension (which the host implements) fails but for the known ones below; other
+# unscored scenarios (pending) are reported only.
 #
 # Needs Node >= 20.6 and npm (the npm registry, on first run). Output: target/conformance/
 # (the suite's node_modules, and run/ with the server's log, the suite's logs and results).
@@ -102,9 +103,11 @@ done
 echo
 echo "MCP conformance suite $suite_version against llm-worker serve --http ($(date -u +%Y-%m-%d))"
 status=0
-node scripts/conformance/summary.mjs "${summary_args[@]}" || status=$?
+# The tasks extension's scenarios are held to passing but for these (docs/conformance.md).
+KNOWN_FAILING="tasks-mrtr-composition" \
+    node scripts/conformance/summary.mjs "${summary_args[@]}" || status=$?
 case $status in
     0) ;;
-    3) fail "a scored scenario failed (above); the suite's logs and checks are in $run" ;;
+    3) fail "a scored (or tasks) scenario failed (above); the suite's logs and checks are in $run" ;;
     *) fail "the suite did not complete a run: see the logs in $run" ;;
 esac

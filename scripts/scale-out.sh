@@ -58,9 +58,13 @@ http {
     upstream llm_worker_any { server 127.0.0.1:18091; server 127.0.0.1:18092; }
     upstream llm_worker_r1 { server 127.0.0.1:18091; }
     upstream llm_worker_r2 { server 127.0.0.1:18092; }
-    map \$http_mcp_session_id \$llm_worker_replica {
+    # The session id's prefix; for a stateless \`tasks/*\` request (no session), the task
+    # id's, which \`Mcp-Name\` carries.
+    map "\$http_mcp_session_id:\$http_mcp_name" \$llm_worker_replica {
         ~^r1- llm_worker_r1;
         ~^r2- llm_worker_r2;
+        ~^:r1-task- llm_worker_r1;
+        ~^:r2-task- llm_worker_r2;
         default llm_worker_any;
     }
     server {

@@ -214,6 +214,11 @@ pub(crate) async fn serve(
         );
     }
     if let Some(prefix) = options.session_prefix {
+        // Task ids carry the replica's prefix too: a balancer routes `tasks/*` (which name
+        // the task in `Mcp-Name`) as it routes sessions.
+        mcp.tasks = llm_worker::task::TaskStore::with_options(
+            llm_worker::task::TaskOptions::default().prefix(format!("{prefix}task-")),
+        );
         http = http.session_prefix(prefix);
     }
     eprintln!("llm-worker: {how}");

@@ -114,6 +114,36 @@ pub struct TaskOptions {
     pub prefix: String,
 }
 
+impl TaskOptions {
+    /// Sets how long a task is kept after it was started.
+    #[must_use]
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// Sets how many tasks one owner may keep.
+    #[must_use]
+    pub fn max_tasks_per_owner(mut self, tasks: usize) -> Self {
+        self.max_tasks_per_owner = tasks;
+        self
+    }
+
+    /// Sets how often owners are asked to poll.
+    #[must_use]
+    pub fn poll_interval(mut self, interval: Duration) -> Self {
+        self.poll_interval = interval;
+        self
+    }
+
+    /// Sets what every id begins with.
+    #[must_use]
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+}
+
 impl Default for TaskOptions {
     fn default() -> Self {
         Self {

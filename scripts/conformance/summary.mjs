@@ -6,7 +6,9 @@
 // LOG is the suite's output for `server --requirements REVISION`, RESULTS its --output-dir.
 // The verdicts are the suite's own (its SUMMARY lines: a scenario passes with no failed
 // check); the messages come from each scenario's checks.json. Exits 1 when a requirement set
-// did not run, 3 when a scored scenario failed (unscored ones are reported only).
+// did not run, 3 when a scored scenario failed or a scenario of the tasks extension
+// (`tasks-*`, which the host implements) failed that KNOWN_FAILING (space-separated names, from
+// scripts/conformance.sh) does not list; other unscored ones are reported only.
 import fs from 'node:fs';
 import path from 'node:path';
 
@@ -34,6 +36,11 @@ const firstFailure = (results, scenario) => {
   }
   return '';
 };
+
+// Scenarios of an extension the host implements: held to passing although the suite does
+// not score them, but for the ones known to fail (docs/conformance.md says why).
+const held = (name) => name.startsWith('tasks-');
+const knownFailing = new Set((process.env.KNOWN_FAILING ?? '').split(/\s+/).filter(Boolean));
 
 const rows = [];
 const failures = [];
@@ -63,8 +70,13 @@ for (let i = 0; i < args.length; i += 3) {
   rows.push({ revision, scored: count(scored), other: count(other) });
   for (const name of [...scored, ...other]) {
     if (verdicts.get(name)) continue;
-    const kind = notScored.has(name) ? `not scored: ${notScored.get(name)}` : 'scored';
+    let kind = notScored.has(name) ? `not scored: ${notScored.get(name)}` : 'scored';
     if (!notScored.has(name)) scoredFailures += 1;
+    else if (held(name) && knownFailing.has(name)) kind += '; known, see docs/conformance.md';
+    else if (held(name)) {
+      kind += '; held to passing';
+      scoredFailures += 1;
+    }
     failures.push({ revision, name, kind, why: firstFailure(results, name) });
   }
 }
@@ -79,5 +91,5 @@ for (const failure of failures) {
   console.log(`  ${failure.revision}  ${failure.name} (${failure.kind})`);
   if (failure.why) console.log(`      ${failure.why}`);
 }
-// 1: the suite did not run; 3: a scenario a requirement set scores failed.
+// 1: the suite did not run; 3: a scenario a requirement set scores (or a held one) failed.
 process.exit(broken ? 1 : scoredFailures > 0 ? 3 : 0);

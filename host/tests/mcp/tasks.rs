@@ -54,7 +54,12 @@ async fn server() -> String {
             slow("now", TaskSupport::Forbidden),
         ]
     });
-    serve(ToolCatalog::new([group]), McpOptions::new("tasks", "1")).await
+    // A replica's prefix, as `--session-prefix r1-` gives it: a balancer routes on it.
+    let mut options = McpOptions::new("tasks", "1");
+    options.tasks = llm_worker::task::TaskStore::with_options(
+        llm_worker::task::TaskOptions::default().prefix("r1-task-"),
+    );
+    serve(ToolCatalog::new([group]), options).await
 }
 
 fn call(name: &str, input: serde_json::Value) -> CallToolRequestParams {
@@ -88,7 +93,7 @@ async fn a_client_that_takes_tasks_gets_one_and_its_result() {
     };
     assert_eq!(created.task.status, TaskStatus::Working);
     assert!(
-        created.task.task_id.starts_with("task-"),
+        created.task.task_id.starts_with("r1-task-"),
         "{}",
         created.task.task_id
     );
@@ -173,7 +178,7 @@ async fn a_client_that_takes_tasks_gets_one_and_its_result() {
 
     // An id the server never gave, or another session's, is unknown.
     let unknown = client
-        .get_task(GetTaskParams::new("task-0123456789abcdef0123456789abcdef"))
+        .get_task(GetTaskParams::new("r1-task-0123456789abcdef0123456789abcdef"))
         .await;
     assert!(
         format!("{unknown:?}").contains("-32602")
