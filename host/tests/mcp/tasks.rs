@@ -178,7 +178,9 @@ async fn a_client_that_takes_tasks_gets_one_and_its_result() {
 
     // An id the server never gave, or another session's, is unknown.
     let unknown = client
-        .get_task(GetTaskParams::new("r1-task-0123456789abcdef0123456789abcdef"))
+        .get_task(GetTaskParams::new(
+            "r1-task-0123456789abcdef0123456789abcdef",
+        ))
         .await;
     assert!(
         format!("{unknown:?}").contains("-32602")

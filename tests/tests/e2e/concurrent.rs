@@ -10,15 +10,13 @@ use llm_worker_tests::http_server::TestServer;
 use llm_worker_tests::{ScratchDir, host, plugin_path, scratch_dir};
 
 /// The waiter plugin in its own directory, allowed to reach `port` on the loopback address,
-/// with a time limit of `timeout_ms`.
-fn waiter_dir(name: &str, port: u16, timeout_ms: u64) -> ScratchDir {
+/// with these `[limits]` (TOML lines).
+fn waiter_dir(name: &str, port: u16, limits: &str) -> ScratchDir {
     let dir = scratch_dir(name);
     std::fs::copy(plugin_path("waiter"), dir.join("waiter.wasm")).expect("copy");
     std::fs::write(
         dir.join("waiter.policy.toml"),
-        format!(
-            "[limits]\ntimeout_ms = {timeout_ms}\n\n[http]\nallow = [\"http://127.0.0.1:{port}\"]\n"
-        ),
+        format!("[limits]\n{limits}\n\n[http]\nallow = [\"http://127.0.0.1:{port}\"]\n"),
     )
     .expect("write policy");
     dir
@@ -57,7 +55,7 @@ async fn call(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_that_awaits_lets_the_others_run_and_they_share_state() {
     let (server, gate) = TestServer::held("held body");
-    let dir = waiter_dir("concurrent-shared", server.port(), 10_000);
+    let dir = waiter_dir("concurrent-shared", server.port(), "timeout_ms = 10000");
     let tools = session(&dir);
     let url = format!("http://127.0.0.1:{}/", server.port());
     let waiting = {
@@ -95,7 +93,7 @@ async fn a_call_that_awaits_lets_the_others_run_and_they_share_state() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_that_times_out_while_it_awaits_ends_alone() {
     let (server, _never) = TestServer::held("never sent");
-    let dir = waiter_dir("concurrent-timeout", server.port(), 1_000);
+    let dir = waiter_dir("concurrent-timeout", server.port(), "timeout_ms = 1000");
     let tools = session(&dir);
     assert_eq!(
         call(&tools, "bump", serde_json::json!({})).await.as_deref(),
@@ -133,7 +131,7 @@ async fn a_call_that_times_out_while_it_awaits_ends_alone() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_that_runs_out_of_time_running_code_ends_the_instance() {
     let server = TestServer::answering("unused");
-    let dir = waiter_dir("concurrent-spin", server.port(), 500);
+    let dir = waiter_dir("concurrent-spin", server.port(), "timeout_ms = 500");
     let tools = session(&dir);
     assert_eq!(
         call(&tools, "bump", serde_json::json!({})).await.as_deref(),
@@ -169,15 +167,11 @@ async fn a_call_that_runs_out_of_time_running_code_ends_the_instance() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_over_the_cap_wait_their_turn() {
     let server = TestServer::answering("unused");
-    let dir = waiter_dir("concurrent-cap", server.port(), 10_000);
-    std::fs::write(
-        dir.join("waiter.policy.toml"),
-        format!(
-            "[limits]\nmax_concurrent_calls = 2\n\n[http]\nallow = [\"http://127.0.0.1:{}\"]\n",
-            server.port()
-        ),
-    )
-    .expect("write policy");
+    let dir = waiter_dir(
+        "concurrent-cap",
+        server.port(),
+        "timeout_ms = 10000\nmax_concurrent_calls = 2",
+    );
     let tools = session(&dir);
     let started = Instant::now();
     let naps: Vec<_> = (0..4)
@@ -197,17 +191,12 @@ async fn calls_over_the_cap_wait_their_turn() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_runs_as_a_task_through_the_library() {
     let (server, gate) = TestServer::held("task body");
-    let dir = waiter_dir("concurrent-task", server.port(), 200);
     // A call's limit of 200 ms; a task's of 10 s.
-    std::fs::write(
-        dir.join("waiter.policy.toml"),
-        format!(
-            "[limits]\ntimeout_ms = 200\ntask_timeout_ms = 10000\n\n[http]\nallow = \
-             [\"http://127.0.0.1:{}\"]\n",
-            server.port()
-        ),
-    )
-    .expect("write policy");
+    let dir = waiter_dir(
+        "concurrent-task",
+        server.port(),
+        "timeout_ms = 200\ntask_timeout_ms = 10000",
+    );
     let tools = session(&dir);
     let url = format!("http://127.0.0.1:{}/", server.port());
     let input = serde_json::json!({ "url": url }).to_string();

@@ -360,3 +360,24 @@ pub(crate) async fn elicit(
     crate::question::answer::check_elicitation(&answer, &form, &asker)?;
     Ok(answer)
 }
+
+/// Asks an admitted sampling question and checks the answer's shape.
+pub(crate) async fn sample(
+    handler: Arc<dyn QuestionHandler>,
+    asker: Asker,
+    request: crate::tool::SamplingRequest,
+) -> Result<crate::tool::SamplingAnswer, QuestionError> {
+    let answer = handler.sample(&asker, &request).await?;
+    crate::question::answer::check_sampling(&answer, &asker)?;
+    Ok(answer)
+}
+
+/// Asks an admitted question for the client's roots and checks them.
+pub(crate) async fn roots(
+    handler: Arc<dyn QuestionHandler>,
+    asker: Asker,
+) -> Result<Vec<crate::tool::Root>, QuestionError> {
+    let roots = handler.roots(&asker).await?;
+    crate::question::answer::check_roots(&roots, &asker)?;
+    Ok(roots)
+}

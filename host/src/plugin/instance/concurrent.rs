@@ -428,11 +428,7 @@ impl v10::llm_worker::tool::client::HostWithStore<PluginState> for Concurrent {
             &key,
             Kind::Sampling,
             bytes,
-            |handler, asker| async move {
-                let answer = handler.sample(&asker, &request).await?;
-                question::answer::check_sampling(&answer, &asker)?;
-                Ok(answer)
-            },
+            |handler, asker| super::ask::sample(handler, asker, request),
             question::cost::sampling_answer,
         )
         .await?;
@@ -448,11 +444,7 @@ impl v10::llm_worker::tool::client::HostWithStore<PluginState> for Concurrent {
             &key,
             Kind::Roots,
             question::cost::roots_question(),
-            |handler, asker| async move {
-                let roots = handler.roots(&asker).await?;
-                question::answer::check_roots(&roots, &asker)?;
-                Ok(roots)
-            },
+            super::ask::roots,
             |roots| question::cost::roots_answer(roots),
         )
         .await?;

@@ -224,11 +224,7 @@ impl PluginClientImports for PluginState {
                 &key,
                 Kind::Sampling,
                 bytes,
-                |handler, asker| async move {
-                    let answer = handler.sample(&asker, &request).await?;
-                    question::answer::check_sampling(&answer, &asker)?;
-                    Ok(answer)
-                },
+                |handler, asker| super::ask::sample(handler, asker, request),
                 question::cost::sampling_answer,
             )
             .await?;
@@ -243,11 +239,7 @@ impl PluginClientImports for PluginState {
                 &key,
                 Kind::Roots,
                 question::cost::roots_question(),
-                |handler, asker| async move {
-                    let roots = handler.roots(&asker).await?;
-                    question::answer::check_roots(&roots, &asker)?;
-                    Ok(roots)
-                },
+                super::ask::roots,
                 |roots| question::cost::roots_answer(roots),
             )
             .await?;
