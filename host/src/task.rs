@@ -102,11 +102,13 @@ pub enum TaskError {
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct TaskOptions {
-    /// How long a task is kept after it was started: its outcome is read within it. Default
+    /// How long a task is kept after it was started, and its outcome after it ended. Default
     /// one hour.
     pub ttl: Duration,
     /// How many tasks one owner may keep (running or ended, until they expire). Default 64.
     pub max_tasks_per_owner: usize,
+    /// How many tasks the store keeps, all owners together. Default 4,096.
+    pub max_tasks: usize,
     /// How often owners are asked to poll. Default one second.
     pub poll_interval: Duration,
     /// What every id begins with: replicas behind one balancer give each its own, and the
@@ -149,6 +151,7 @@ impl Default for TaskOptions {
         Self {
             ttl: Duration::from_secs(3600),
             max_tasks_per_owner: 64,
+            max_tasks: 4096,
             poll_interval: Duration::from_secs(1),
             prefix: "task-".to_owned(),
         }
@@ -228,6 +231,10 @@ impl TaskHandle {
             let store = TaskStore { inner };
             let mut tasks = store.lock();
             let entry = tasks.get_mut(&self.id).ok_or_else(gone)?;
+            // A task that ended (cancelled) asks nothing more.
+            if entry.snapshot.status.is_terminal() {
+                return Err(gone());
+            }
             if entry.waiting.contains_key(key) {
                 return Err(TaskError::NotAsked {
                     task: self.id.clone(),
@@ -354,10 +361,20 @@ impl TaskStore {
         {
             let mut tasks = self.lock();
             let started = Instant::now();
-            tasks.retain(|_, entry| entry.expires > started);
+            // Expired tasks are forgotten, and one still running stopped.
+            tasks.retain(|_, entry| {
+                let keep = entry.expires > started;
+                if !keep && let Some(abort) = entry.abort.take() {
+                    abort.abort();
+                }
+                keep
+            });
             let kept = tasks.values().filter(|entry| entry.owner == owner).count();
             if kept >= options.max_tasks_per_owner {
                 return Err(TaskError::TooMany(options.max_tasks_per_owner));
+            }
+            if tasks.len() >= options.max_tasks {
+                return Err(TaskError::TooMany(options.max_tasks));
             }
             tasks.insert(
                 id.clone(),
@@ -406,6 +423,8 @@ impl TaskStore {
             Ok(_) => (TaskStatus::Completed, "completed"),
         };
         entry.snapshot.outcome = Some(outcome);
+        // Its result is kept for its time to live from now.
+        entry.expires = Instant::now() + self.inner.options.ttl;
         entry.snapshot.input_requests.clear();
         entry.waiting.clear();
         entry.abort = None;
@@ -481,6 +500,21 @@ impl TaskStore {
             entry.touch(TaskStatus::Cancelled, "cancelled");
         }
         Ok(entry.snapshot.clone())
+    }
+
+    /// Cancels every task whose owner `owns` (a session that ended, its tasks with it).
+    pub fn cancel_owned_by(&self, owns: impl Fn(&str) -> bool) {
+        let mut tasks = self.lock();
+        for entry in tasks.values_mut().filter(|entry| owns(&entry.owner)) {
+            if !entry.snapshot.status.is_terminal() {
+                if let Some(abort) = entry.abort.take() {
+                    abort.abort();
+                }
+                entry.snapshot.input_requests.clear();
+                entry.waiting.clear();
+                entry.touch(TaskStatus::Cancelled, "cancelled: its session ended");
+            }
+        }
     }
 
     /// Waits until the task `id` of `owner` ends, and returns it.

@@ -180,7 +180,10 @@ pub fn plugin_v03_path(name: &str) -> PathBuf {
     let crate_dir = std::env::var_os("CARGO_MANIFEST_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    // Every crate of the workspace is one level below its root (this one is `tests/`).
     crate_dir
+        .join("..")
+        .join("tests")
         .join("fixtures")
         .join("contract-0.3")
         .join(format!("{name}.wasm"))

@@ -178,7 +178,7 @@ fn check_shows_the_hints_it_vouches_for_and_the_claims_it_dropped() {
     assert!(out.status.success(), "{}", stderr(&out));
     let report = stdout(&out);
     assert!(
-        report.contains("contract: llm-worker:tool@0.3.0"),
+        report.contains("contract: llm-worker:tool@1.0.0"),
         "{report}"
     );
     assert!(

@@ -66,6 +66,11 @@ impl Drop for McpServer {
         {
             watcher.abort();
         }
+        // A stateful session's tasks end with it (their instances are the session's).
+        let owner = super::tasks::session_owner_suffix(self.id);
+        self.options
+            .tasks
+            .cancel_owned_by(|task_owner| task_owner.ends_with(&owner));
     }
 }
 

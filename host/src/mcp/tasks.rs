@@ -50,7 +50,7 @@ impl McpServer {
         );
         match origin.stateless {
             Some(_) => format!("{caller}/stateless"),
-            None => format!("{caller}/session-{}", origin.session),
+            None => format!("{caller}{}", session_owner_suffix(origin.session)),
         }
     }
 
@@ -274,6 +274,11 @@ impl QuestionHandler for TaskQuestions {
         check_roots(&roots, asker)?;
         Ok(roots)
     }
+}
+
+/// How the owner of a stateful session's tasks ends.
+pub(super) fn session_owner_suffix(session: u64) -> String {
+    format!("/session-{session}")
 }
 
 fn unknown(error: TaskError) -> ErrorData {

@@ -231,7 +231,7 @@ impl SandboxPolicy {
                     ),
                 ));
             }
-            limits.task_timeout = Duration::from_millis(ms);
+            limits.task_timeout = Some(Duration::from_millis(ms));
         }
         if let Some(fuel) = l.fuel {
             if !Limits::FUEL.contains(&fuel) {

@@ -60,8 +60,10 @@ pub struct Limits {
     pub max_concurrent_calls: u32,
     /// Wall-clock time of one call running as a task (started with
     /// `ToolServerHandle::start_task`, or over MCP's tasks extension): the time limit such a
-    /// call gets instead of `call_timeout`. Default 10 minutes; at most one day.
-    pub task_timeout: Duration,
+    /// call gets instead of `call_timeout`. `None` (the default): `call_timeout`, so that a
+    /// plugin cannot give itself more time by declaring task support; the operator raises it.
+    /// At most one day.
+    pub task_timeout: Option<Duration>,
 }
 
 impl Default for Limits {
@@ -75,7 +77,7 @@ impl Default for Limits {
             fuel: None,
             schema_memory_bytes: 256 << 20,
             max_concurrent_calls: 8,
-            task_timeout: Duration::from_secs(600),
+            task_timeout: None,
         }
     }
 }
@@ -130,10 +132,11 @@ impl Limits {
         if self.max_consecutive_failures == 0 {
             return Err("max_consecutive_failures is 0; give at least 1".into());
         }
-        if self.task_timeout.is_zero() || self.task_timeout > longest {
+        if let Some(task_timeout) = self.task_timeout
+            && (task_timeout.is_zero() || task_timeout > longest)
+        {
             return Err(format!(
-                "the task time limit is {:?}; give 1 ms to one day",
-                self.task_timeout
+                "the task time limit is {task_timeout:?}; give 1 ms to one day"
             ));
         }
         if !Self::CONCURRENT_CALLS.contains(&self.max_concurrent_calls) {
@@ -186,7 +189,7 @@ impl Limits {
     }
 
     /// Sets the time limit of one call running as a task.
-    pub fn task_timeout(mut self, timeout: Duration) -> Self {
+    pub fn task_timeout(mut self, timeout: Option<Duration>) -> Self {
         self.task_timeout = timeout;
         self
     }
@@ -217,7 +220,7 @@ impl Limits {
 /// max_output_bytes = 1048576
 /// max_consecutive_failures = 5
 /// max_concurrent_calls = 8   # calls one instance runs at once (contract 1.0.0), 1-64
-/// task_timeout_ms = 600000   # the time limit of a call running as a task
+/// task_timeout_ms = 600000   # a call running as a task (default: timeout_ms)
 /// fuel = 100000000           # only on hosts with fuel metering
 /// schema_memory_mib = 256    # host memory for the plugin's compiled schemas, 1-4096
 ///

@@ -226,7 +226,13 @@ fn the_defaults_and_ranges_of_docs_policy_md_are_the_codes() {
         ),
         (
             "limits.task_timeout_ms",
-            u64::try_from(limits.task_timeout.as_millis()).unwrap_or(u64::MAX),
+            u64::try_from(
+                limits
+                    .task_timeout
+                    .unwrap_or(limits.call_timeout)
+                    .as_millis(),
+            )
+            .unwrap_or(u64::MAX),
             Some(ranged(&Limits::TIMEOUT_MS)),
         ),
         (

@@ -34,7 +34,8 @@ async fn a_cancelled_call_stops_and_progress_is_reported() {
     // Logs at debug level: the server says when it stops a call.
     let server = Server::start(
         "http-cancel",
-        &["sleeper", "counter"],
+        // Contract 0.3.0: a call dropped by its caller resets the instance.
+        &["sleeper@0.3", "counter"],
         "127.0.0.1:0",
         &["-v"],
     )

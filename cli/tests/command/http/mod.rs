@@ -103,7 +103,12 @@ impl Server {
         let dir = root.join("plugins");
         std::fs::create_dir(&dir).expect("mkdir");
         for plugin in plugins {
-            std::fs::copy(plugin_path(plugin), dir.join(format!("{plugin}.wasm"))).expect("copy");
+            // `NAME@0.3`: the plugin as the SDK built it for contract 0.3.0.
+            let (source, plugin) = match plugin.strip_suffix("@0.3") {
+                Some(name) => (llm_worker_tests::plugin_v03_path(name), name),
+                None => (plugin_path(plugin), *plugin),
+            };
+            std::fs::copy(source, dir.join(format!("{plugin}.wasm"))).expect("copy");
         }
         for (path, text) in files {
             let path = dir.join(path);

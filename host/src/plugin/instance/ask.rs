@@ -11,7 +11,8 @@ use crate::question::{Asker, QuestionError, QuestionHandler};
 
 /// Time a call spent waiting for answers, shared by the store (which moves the epoch deadline)
 /// and the future running the call (which moves its own timer): the waits that ended, and the
-/// one going on.
+/// one going on. Questions asked at once (a 1.0.0 call may) count once: the time at least one
+/// was open.
 #[derive(Debug)]
 pub(crate) struct Waited {
     /// What the times below count from.
@@ -20,6 +21,8 @@ pub(crate) struct Waited {
     ended: AtomicU64,
     /// When the wait going on began, in nanoseconds after `base` plus one; 0 when none is.
     since: AtomicU64,
+    /// How many questions are open.
+    open: std::sync::atomic::AtomicU32,
 }
 
 impl Default for Waited {
@@ -28,6 +31,7 @@ impl Default for Waited {
             base: Instant::now(),
             ended: AtomicU64::new(0),
             since: AtomicU64::new(0),
+            open: std::sync::atomic::AtomicU32::new(0),
         }
     }
 }
@@ -48,23 +52,35 @@ impl Waited {
         Duration::from_nanos(ended.saturating_add(ongoing))
     }
 
+    /// A question opens: the wait begins with the first one open.
     fn begin(&self) {
-        let now = nanos(self.base.elapsed()).saturating_add(1);
-        self.since.store(now, Ordering::Release);
+        if self.open.fetch_add(1, Ordering::AcqRel) == 0 {
+            let now = nanos(self.base.elapsed()).saturating_add(1);
+            self.since.store(now, Ordering::Release);
+        }
     }
 
-    fn end(&self, waited: Duration) {
+    /// A question closed: the wait ends with the last one open.
+    fn end(&self) {
+        if self.open.fetch_sub(1, Ordering::AcqRel) != 1 {
+            return;
+        }
+        let began = self.since.swap(0, Ordering::AcqRel);
+        if began == 0 {
+            return;
+        }
+        let waited = nanos(self.base.elapsed()).saturating_sub(began - 1);
         let _ = self
             .ended
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |now| {
-                Some(now.saturating_add(nanos(waited)))
+                Some(now.saturating_add(waited))
             });
-        self.since.store(0, Ordering::Release);
     }
 
     pub(crate) fn reset(&self) {
         self.ended.store(0, Ordering::Release);
         self.since.store(0, Ordering::Release);
+        self.open.store(0, Ordering::Release);
     }
 }
 
@@ -276,10 +292,19 @@ impl Admitted {
             waited: clock,
         } = self;
         let started = Instant::now();
+        // The wait ends when the answer comes, or when the question is dropped (its call was
+        // cancelled): an open question never stays counted.
+        struct Open<'a>(&'a Waited);
+        impl Drop for Open<'_> {
+            fn drop(&mut self) {
+                self.0.end();
+            }
+        }
         clock.begin();
+        let open = Open(&clock);
         let answer = tokio::time::timeout(timeout, ask(handler, asker)).await;
         let waited = started.elapsed();
-        clock.end(waited);
+        drop(open);
         let checked = answer
             .map_err(|_| {
                 QuestionError::Failed(format!(

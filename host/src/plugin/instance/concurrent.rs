@@ -55,19 +55,46 @@ const RUN_SLACK: Duration = Duration::from_millis(100);
 
 /// The calls of a 1.0.0 instance, and which of them runs now.
 pub(crate) struct Calls {
-    /// The task group running now (set by the hook, read by host imports).
-    current: Arc<Mutex<Option<TaskGroupId>>>,
+    /// Which task group runs now and how long each has run (kept by the hook).
+    clock: Arc<Mutex<GroupClock>>,
     by_group: HashMap<TaskGroupId, CallState>,
     /// The group of each call, by the caller's id for it.
     groups: HashMap<u64, TaskGroupId>,
+    /// Calls abandoned before they started: they start cancelled.
+    abandoned_early: std::collections::HashSet<u64>,
     /// The call whose time ran out while it ran code (the epoch check saw it), if any.
     pub(crate) timed_out: Option<u64>,
+}
+
+/// What the task-group hook keeps: the group running now (since when), how long each group
+/// has run code, and by when the code a call left running after it ended must stop.
+#[derive(Default)]
+struct GroupClock {
+    current: Option<(TaskGroupId, Instant)>,
+    ran: HashMap<TaskGroupId, Duration>,
+    ended: HashMap<TaskGroupId, Instant>,
+}
+
+impl GroupClock {
+    /// How long `group` has run code, the run going on included.
+    fn ran(&self, group: TaskGroupId) -> Duration {
+        let before = self.ran.get(&group).copied().unwrap_or_default();
+        match self.current {
+            Some((current, since)) if current == group => before + since.elapsed(),
+            _ => before,
+        }
+    }
 }
 
 /// What one call of a 1.0.0 instance keeps of its own.
 pub(crate) struct CallState {
     id: u64,
     pub(crate) deadline: Instant,
+    /// Its time limit: how long it may run code (its deadline moves with the time it waits
+    /// for answers; its running time does not).
+    limit: Duration,
+    /// Whether its caller gave up on it (its deadline is then final).
+    abandoned: bool,
     pub(crate) reports: CallReports,
     pub(crate) questions: Questions,
     #[cfg(feature = "wasi-http")]
@@ -78,23 +105,27 @@ pub(crate) struct CallState {
 impl Calls {
     /// The calls of a new instance, with the hook that keeps `current` up to date.
     pub(crate) fn new() -> (Self, GroupHook) {
-        let current = Arc::new(Mutex::new(None));
+        let clock = Arc::new(Mutex::new(GroupClock::default()));
         (
             Self {
-                current: Arc::clone(&current),
+                clock: Arc::clone(&clock),
                 by_group: HashMap::new(),
                 groups: HashMap::new(),
+                abandoned_early: std::collections::HashSet::new(),
                 timed_out: None,
             },
-            GroupHook(current),
+            GroupHook(clock),
         )
     }
 
-    fn current_group(&self) -> Option<TaskGroupId> {
-        *self
-            .current
+    fn clock(&self) -> std::sync::MutexGuard<'_, GroupClock> {
+        self.clock
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn current_group(&self) -> Option<TaskGroupId> {
+        self.clock().current.map(|(group, _)| group)
     }
 
     /// The call running now, if code is running for a call.
@@ -102,24 +133,17 @@ impl Calls {
         let group = self.current_group()?;
         self.by_group.get_mut(&group)
     }
-
-    /// The call running now, read-only.
-    pub(crate) fn running_ref(&self) -> Option<&CallState> {
-        self.by_group.get(&self.current_group()?)
-    }
 }
 
-/// Tells [`Calls`] which task group runs (wasmtime calls it on every switch).
-pub(crate) struct GroupHook(Arc<Mutex<Option<TaskGroupId>>>);
+/// Tells [`Calls`] which task group runs and for how long (wasmtime calls it on every
+/// switch).
+pub(crate) struct GroupHook(Arc<Mutex<GroupClock>>);
 
 impl GroupHook {
-    fn set(&self, update: impl FnOnce(&mut Option<TaskGroupId>)) {
-        update(
-            &mut self
-                .0
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner()),
-        );
+    fn clock(&self) -> std::sync::MutexGuard<'_, GroupClock> {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -129,20 +153,26 @@ impl TaskGroupHook for GroupHook {
     }
 
     fn handle_enter(&mut self, id: TaskGroupId) -> wasmtime::Result<()> {
-        self.set(|current| *current = Some(id));
+        self.clock().current = Some((id, Instant::now()));
         Ok(())
     }
 
     fn handle_exit(&mut self, id: TaskGroupId) -> wasmtime::Result<()> {
-        self.set(|current| {
-            if *current == Some(id) {
-                *current = None;
-            }
-        });
+        let mut clock = self.clock();
+        if let Some((current, since)) = clock.current
+            && current == id
+        {
+            clock.current = None;
+            *clock.ran.entry(id).or_default() += since.elapsed();
+        }
         Ok(())
     }
 
-    fn handle_finish(&mut self, _id: TaskGroupId) -> wasmtime::Result<()> {
+    fn handle_finish(&mut self, id: TaskGroupId) -> wasmtime::Result<()> {
+        // The id may be given to another call from now on.
+        let mut clock = self.clock();
+        clock.ran.remove(&id);
+        clock.ended.remove(&id);
         Ok(())
     }
 }
@@ -161,12 +191,30 @@ impl PluginState {
     /// The time limit of the code running now (checked by the epoch callback). A 1.0.0 call
     /// woken at its deadline (its timer fired, say) has [`RUN_SLACK`] to see its caller cancel
     /// it and return, rather than ending the instance.
+    ///
+    /// A call's limit is twofold: its deadline, moved by the time it waited for answers (once
+    /// for questions open together), and the time it ran code, which no wait moves (a call may
+    /// run while its question waits). Code a call left running after it ended has
+    /// [`CANCEL_GRACE`] from the end; code of no call at all, the instance's deadline (its
+    /// start's).
     pub(crate) fn time_limit(&self) -> Instant {
-        match self.calls.as_deref() {
-            Some(calls) => calls
-                .running_ref()
-                .map_or(self.deadline, |call| call.deadline + RUN_SLACK),
-            None => self.deadline,
+        let Some(calls) = self.calls.as_deref() else {
+            return self.deadline;
+        };
+        let clock = calls.clock();
+        let Some((group, _)) = clock.current else {
+            return self.deadline;
+        };
+        match calls.by_group.get(&group) {
+            Some(call) if call.abandoned => call.deadline,
+            Some(call) => {
+                let waited = call.questions.waited.get();
+                let wall = call.deadline + waited + RUN_SLACK;
+                let running =
+                    Instant::now() + (call.limit + RUN_SLACK).saturating_sub(clock.ran(group));
+                wall.min(running)
+            }
+            None => clock.ended.get(&group).copied().unwrap_or(self.deadline),
         }
     }
 
@@ -184,12 +232,11 @@ impl PluginState {
             label,
             scope,
             deadline,
+            limit,
             sink,
             handler,
             waited,
         } = setup;
-        // Code running for no call (left behind by one) is bounded by the newest call's limit.
-        self.deadline = deadline;
         let mut reports = CallReports::new(&self.plugin);
         reports.begin(Some(Arc::clone(&label)), sink);
         let mut questions = Questions::new(&self.plugin, &self.client_policy);
@@ -216,6 +263,8 @@ impl PluginState {
             CallState {
                 id,
                 deadline,
+                limit,
+                abandoned: false,
                 reports,
                 questions,
                 #[cfg(feature = "wasi-http")]
@@ -223,18 +272,30 @@ impl PluginState {
                 cancelled: watch::Sender::new(false),
             },
         );
+        // Given up on before it started: it starts cancelled.
+        if calls.abandoned_early.remove(&id) {
+            self.abandon(id);
+        }
     }
 
     /// The call `id` returned (or failed): pass on its output, end its reports and requests;
     /// returns its stderr, for quoting in an error.
     fn end_concurrent_call(&mut self, id: u64) -> String {
         let call = self.calls_mut().and_then(|calls| {
+            calls.abandoned_early.remove(&id);
             let group = calls.groups.remove(&id)?;
+            // What it left running has a short while to stop.
+            calls
+                .clock()
+                .ended
+                .insert(group, Instant::now() + CANCEL_GRACE);
             calls.by_group.remove(&group)
         });
         let Some(mut call) = call else {
             return String::new();
         };
+        // stdout and stderr are the instance's: what is buffered goes to the call that ends
+        // (a sibling running at once, of the same session and client, may have written some).
         let stderr = self.output.drain_into(&mut call.reports);
         call.reports.end();
         call.questions.end();
@@ -252,9 +313,12 @@ impl PluginState {
             .get(&id)
             .and_then(|group| calls.by_group.get_mut(group))
         else {
+            // Not started yet (or ended): it starts cancelled, if it starts.
+            calls.abandoned_early.insert(id);
             return;
         };
         call.deadline = Instant::now() + CANCEL_GRACE;
+        call.abandoned = true;
         call.cancelled.send_replace(true);
         call.reports.end();
         call.questions.end();
@@ -368,17 +432,10 @@ where
             call.questions.admit_question(key, kind, question_bytes)?,
         ))
     });
-    let (group, admitted) = admitted?;
-    let (waited, answer) = admitted.wait(ask, answer_bytes).await;
-    accessor.with(|mut access| {
-        if let Some(call) = access
-            .get()
-            .calls_mut()
-            .and_then(|calls| calls.by_group.get_mut(&group))
-        {
-            call.deadline += waited;
-        }
-    });
+    let (_, admitted) = admitted?;
+    // The call's deadline moves by the time its questions waited (its `Waited`, which the
+    // epoch check and its caller's timer both read).
+    let (_, answer) = admitted.wait(ask, answer_bytes).await;
     answer
 }
 
@@ -471,6 +528,7 @@ struct CallSetup {
     label: Arc<str>,
     scope: Scope,
     deadline: Instant,
+    limit: Duration,
     sink: Option<Sink>,
     handler: Option<Arc<dyn QuestionHandler>>,
     waited: Arc<Waited>,
@@ -556,15 +614,11 @@ impl Concurrency {
         let (kill, death) = watch::channel(None);
         let sender = kill.clone();
         let task = tokio::spawn(async move {
+            // Whatever ends the loop (a panic in host code, its runtime shutting down), its
+            // callers are told.
+            let mut unexpected = DeathOnDrop(Some(sender));
             let reason = serve(store, bindings, rx).await;
-            // A kill said why first: keep its reason.
-            sender.send_if_modified(|death| {
-                if death.is_some() {
-                    return false;
-                }
-                *death = Some(reason);
-                true
-            });
+            unexpected.say(reason);
         })
         .abort_handle();
         Self {
@@ -634,6 +688,7 @@ impl Concurrency {
                 label: Arc::clone(label),
                 scope,
                 deadline,
+                limit: deadline.saturating_duration_since(Instant::now()),
                 sink: crate::events::current_sink(),
                 handler: question::current_handler(),
                 waited: Arc::clone(&waited),
@@ -652,6 +707,7 @@ impl Concurrency {
             id,
             returned,
             subject: subject.to_owned(),
+            timed_out: false,
         };
         let answered = super::within_moving(deadline + super::TIMEOUT_GRACE, &waited, answer).await;
         match answered {
@@ -663,7 +719,10 @@ impl Concurrency {
                 abandon.instance = None;
                 self.lost(id).await
             }
-            Err(TimedOut) => Outcome::TimedOut { queued },
+            Err(TimedOut) => {
+                abandon.timed_out = true;
+                Outcome::TimedOut { queued }
+            }
         }
     }
 
@@ -687,6 +746,33 @@ impl Concurrency {
     }
 }
 
+/// Says why the event loop ended when it is dropped, if nothing said so first.
+struct DeathOnDrop(Option<watch::Sender<Option<Death>>>);
+
+impl DeathOnDrop {
+    fn say(&mut self, reason: Death) {
+        if let Some(sender) = self.0.take() {
+            // A kill said why first: keep its reason.
+            sender.send_if_modified(|death| {
+                if death.is_some() {
+                    return false;
+                }
+                *death = Some(reason);
+                true
+            });
+        }
+    }
+}
+
+impl Drop for DeathOnDrop {
+    fn drop(&mut self) {
+        self.say(Death {
+            reason: "the instance's event loop ended unexpectedly".into(),
+            culprit: None,
+        });
+    }
+}
+
 fn unknown_death() -> Death {
     Death {
         reason: "its instance ended".into(),
@@ -701,6 +787,8 @@ struct AbandonOnDrop {
     id: u64,
     returned: Arc<AtomicBool>,
     subject: String,
+    /// Whether its time ran out (else its caller dropped it).
+    timed_out: bool,
 }
 
 impl Drop for AbandonOnDrop {
@@ -712,6 +800,12 @@ impl Drop for AbandonOnDrop {
             return;
         }
         let _ = instance.tx.send(Message::Abandon(self.id));
+        if !self.timed_out {
+            tracing::info!(
+                "a call was dropped by its caller ({}); it was cancelled, and the instance goes on",
+                self.subject
+            );
+        }
         let returned = Arc::clone(&self.returned);
         let subject = std::mem::take(&mut self.subject);
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {

@@ -322,7 +322,11 @@ impl SessionCore {
         let task_limits;
         let limits = if crate::task::in_task() {
             task_limits = crate::policy::Limits {
-                call_timeout: image.policy.limits.task_timeout,
+                call_timeout: image
+                    .policy
+                    .limits
+                    .task_timeout
+                    .unwrap_or(image.policy.limits.call_timeout),
                 ..image.policy.limits.clone()
             };
             &task_limits
