@@ -35,7 +35,10 @@
 //! assert_eq!(out.unwrap(), "Hello, Ada!");
 //! # assert_eq!(Greeter.tool_definitions().len(), 1);
 //! # }
-//! # fn pollster_free_block_on<F: std::future::Future>(f: F) -> F::Output {
+//! # fn pollster_free_block_on<F: std::future::Future>(f: F) -> F::Output
+//! # where
+//! #     F::Output: 'static,
+//! # {
 //! #     llm_worker_guest::__private::block_on(f)
 //! # }
 //! ```
@@ -206,14 +209,16 @@
 //!     really: bool,
 //! }
 //!
-//! fn delete() -> Result<String, QuestionError> {
-//!     match elicit::<Confirm>("confirm", "Delete 3 files?")? {
+//! // The questions are `async`: while one waits, the plugin's other calls run.
+//! async fn delete() -> Result<String, QuestionError> {
+//!     match elicit::<Confirm>("confirm", "Delete 3 files?").await? {
 //!         Elicitation::Accept(Confirm { really: true }) => Ok("deleted".into()),
 //!         _ => Ok("kept the files".into()),
 //!     }
 //! }
 //!
-//! assert!(matches!(delete(), Err(QuestionError::Unsupported(_))));
+//! let asked = llm_worker_guest::block_on(delete());
+//! assert!(matches!(asked, Err(QuestionError::Unsupported(_))));
 //! ```
 //!
 //! A plugin tells the host that a resource changed with [`resource_updated`], and that its
