@@ -282,6 +282,18 @@ macro_rules! records {
                     }
                 }
             }
+
+            impl From<crate::tool::ElicitationAnswer> for wit_client::ElicitationAnswer {
+                fn from(answer: crate::tool::ElicitationAnswer) -> Self {
+                    match answer {
+                        crate::tool::ElicitationAnswer::Accept(content) => {
+                            Self::Accept(serde_json::Value::Object(content).to_string())
+                        }
+                        crate::tool::ElicitationAnswer::Decline => Self::Decline,
+                        crate::tool::ElicitationAnswer::Cancel => Self::Cancel,
+                    }
+                }
+            }
         };
     )+};
 }

@@ -45,7 +45,7 @@ use super::state::{PluginState, TimedOut};
 use super::{Done, HttpScope, Subject};
 use crate::events::{CallReports, Listing, LogLevel, Sink, ToolEventKind};
 use crate::question::{self, QuestionHandler};
-use crate::tool::{ElicitationAnswer, QuestionError};
+use crate::tool::QuestionError;
 
 /// How long an abandoned call has to return before its instance is torn down.
 pub(crate) const CANCEL_GRACE: Duration = Duration::from_secs(1);
@@ -464,13 +464,7 @@ impl v10::llm_worker::tool::client::HostWithStore<PluginState> for Concurrent {
             question::cost::elicitation_answer,
         )
         .await?;
-        Ok(match answer {
-            ElicitationAnswer::Accept(content) => {
-                WitElicitation::Accept(serde_json::Value::Object(content).to_string())
-            }
-            ElicitationAnswer::Decline => WitElicitation::Decline,
-            ElicitationAnswer::Cancel => WitElicitation::Cancel,
-        })
+        Ok(answer.into())
     }
 
     async fn sample(

@@ -29,7 +29,6 @@ use super::super::output::PluginOutput;
 use super::ask::{Kind, Questions};
 use crate::events::{CallReports, Listing, LogLevel, ToolEventKind};
 use crate::question;
-use crate::tool::ElicitationAnswer;
 
 /// The data of one store: WASI state, resource limits, and the current call's deadline.
 pub(crate) struct PluginState {
@@ -201,13 +200,7 @@ impl PluginClientImports for PluginState {
                 question::cost::elicitation_answer,
             )
             .await?;
-        Ok(match answer {
-            ElicitationAnswer::Accept(content) => {
-                WitElicitation::Accept(serde_json::Value::Object(content).to_string())
-            }
-            ElicitationAnswer::Decline => WitElicitation::Decline,
-            ElicitationAnswer::Cancel => WitElicitation::Cancel,
-        })
+        Ok(answer.into())
     }
 
     async fn sample(
