@@ -130,18 +130,28 @@ async fn a_call_that_times_out_while_it_awaits_ends_alone() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_that_runs_out_of_time_running_code_ends_the_instance() {
-    let server = TestServer::answering("unused");
+    let (server, _never) = TestServer::held("never sent");
     let dir = waiter_dir("concurrent-spin", server.port(), "timeout_ms = 500");
     let tools = session(&dir);
     assert_eq!(
         call(&tools, "bump", serde_json::json!({})).await.as_deref(),
         Ok("1")
     );
-    let napping = {
+    // A sibling waits on a server that never answers; once the server has its request, the
+    // sibling is in the instance.
+    let url = format!("http://127.0.0.1:{}/", server.port());
+    let waiting = {
         let tools = tools.clone();
-        tokio::spawn(async move { call(&tools, "nap", serde_json::json!({ "ms": 5_000 })).await })
+        tokio::spawn(async move { call(&tools, "fetch", serde_json::json!({ "url": url })).await })
     };
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    let started = Instant::now();
+    while server.requests().is_empty() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the fetch never arrived"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let spun = call(&tools, "spin", serde_json::json!({})).await;
     match &spun {
         Err(ToolServerError::ToolExecution(message)) => assert!(
@@ -151,7 +161,7 @@ async fn a_call_that_runs_out_of_time_running_code_ends_the_instance() {
         ),
         other => panic!("the spinning call should time out: {other:?}"),
     }
-    match napping.await.expect("joins") {
+    match waiting.await.expect("joins") {
         Err(ToolServerError::ToolExecution(message)) => {
             assert!(message.contains("state was lost"), "{message}");
         }
@@ -218,8 +228,8 @@ async fn a_tool_runs_as_a_task_through_the_library() {
     assert_eq!(output.into_text(), "2 task body");
 
     // A task cancelled while it naps: cancelled, and the instance goes on with its state.
+    // Cancelled at once: whether or not its call has started, it is told to stop.
     let napping = tools.start_task("nap", r#"{"ms": 60000}"#).expect("starts");
-    tokio::time::sleep(Duration::from_millis(100)).await;
     let cancelled = tools.cancel_task(&napping.id).expect("cancels");
     assert_eq!(cancelled.status, TaskStatus::Cancelled);
     assert_eq!(
