@@ -237,6 +237,7 @@ pub mod log;
 pub mod output;
 pub mod question;
 pub mod report;
+pub mod task;
 pub mod time;
 mod tool;
 

@@ -292,11 +292,61 @@ impl Drop for Withdraw<'_> {
 tokio::task_local! {
     /// Set while a task's call runs: plugin calls take the task's time limit.
     static IN_TASK: ();
+    /// Set while a call that may become a task runs inside its request.
+    static HANDOFF: Handoff;
 }
 
 /// Whether the code running now runs a task's call.
 pub(crate) fn in_task() -> bool {
     IN_TASK.try_with(|()| ()).is_ok()
+}
+
+/// Makes the call running now a task, if it runs as one that its caller has not been handed
+/// yet: the caller (an MCP client that takes tasks) is answered with the task at once, and
+/// the call goes on in the background. Until then such a call runs inside its request, so
+/// that the questions it asks first are asked there (on MCP revision 2026-07-28, as the
+/// rounds of a multi round-trip request). A tool that declares task support
+/// ([`TaskSupport`](crate::TaskSupport)) calls it where its long work begins; a call that
+/// never does is answered when it ends (a tool that requires tasks: with a task that ended).
+///
+/// Does nothing when called again, outside a tool call, or in a call that is not to become a
+/// task. A plugin of contract 1.0.0 calls it as `host.start-task`.
+pub fn start() {
+    let _ = HANDOFF.try_with(Handoff::start);
+}
+
+/// Where a call that may become a task tells its request it has (see [`start`]).
+#[derive(Clone, Debug)]
+#[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+pub(crate) struct Handoff(Arc<watch::Sender<bool>>);
+
+#[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+impl Handoff {
+    /// A hand-off, and the receiver its request waits on.
+    pub(crate) fn new() -> (Self, watch::Receiver<bool>) {
+        let (sender, receiver) = watch::channel(false);
+        (Self(Arc::new(sender)), receiver)
+    }
+
+    /// The hand-off of the call running now (to be carried where its code runs).
+    pub(crate) fn current() -> Option<Self> {
+        HANDOFF.try_with(Clone::clone).ok()
+    }
+
+    /// Runs `work` (the call) with this hand-off.
+    pub(crate) async fn scope<F: Future>(self, work: F) -> F::Output {
+        HANDOFF.scope(self, work).await
+    }
+
+    /// The call becomes a task.
+    pub(crate) fn start(&self) {
+        self.0.send_replace(true);
+    }
+
+    /// Whether it has.
+    pub(crate) fn started(&self) -> bool {
+        *self.0.borrow()
+    }
 }
 
 impl TaskStore {
@@ -515,6 +565,22 @@ impl TaskStore {
                 entry.touch(TaskStatus::Cancelled, "cancelled: its session ended");
             }
         }
+    }
+
+    /// Forgets the task `id` of `owner` and returns it as it stood (its call is dropped if it
+    /// still ran): a call that ended, or whose caller left, before it was handed to the caller
+    /// as a task.
+    #[cfg(feature = "mcp")]
+    pub(crate) fn forget(&self, owner: &str, id: &str) -> Option<TaskSnapshot> {
+        let mut tasks = self.lock();
+        if !tasks.get(id).is_some_and(|entry| entry.owner == owner) {
+            return None;
+        }
+        let mut entry = tasks.remove(id)?;
+        if let Some(abort) = entry.abort.take() {
+            abort.abort();
+        }
+        Some(entry.snapshot)
     }
 
     /// Waits until the task `id` of `owner` ends, and returns it.

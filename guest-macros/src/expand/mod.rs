@@ -207,6 +207,21 @@ fn expand_tool(
     } else {
         quote!(self.ctx.#method(#(args.#arg_names),*))
     };
+    // A call that may run as a task becomes one once its input is read, unless the tool says
+    // when itself.
+    let runs_as_task = tool
+        .annotations
+        .task
+        .as_ref()
+        .is_some_and(|variant| variant != "Forbidden");
+    let call = if runs_as_task && tool.annotations.manual_start.is_none() {
+        quote!({
+            #krate::task::start();
+            #call
+        })
+    } else {
+        call
+    };
     let output_ty = &tool.output;
     let pieces = &tool.doc;
     let title = tool

@@ -97,6 +97,8 @@ pub(crate) struct Annotations {
     pub(crate) open_world: Option<bool>,
     /// `task = "optional"` or `"required"` (`TaskSupport`'s variant), if said.
     pub(crate) task: Option<syn::Ident>,
+    /// `manual_start`: the tool calls `task::start()` itself (it may ask questions first).
+    pub(crate) manual_start: Option<proc_macro2::Span>,
 }
 
 /// One argument of a tool method.

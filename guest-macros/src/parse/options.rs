@@ -2,6 +2,7 @@
 
 use llm_worker_rules::tool::{MAX_TITLE_BYTES, TitleProblem};
 use syn::meta::ParseNestedMeta;
+use syn::spanned::Spanned;
 use syn::{Attribute, Expr, ExprLit, Lit, LitBool, LitStr, Meta, Token};
 
 use super::{Annotations, Errors};
@@ -66,6 +67,15 @@ pub(super) fn tool_options(marker: &Attribute) -> syn::Result<(Option<LitStr>, A
                 None => errors.push(syn::Error::new_spanned(&meta.path, expected)),
             }
             return Ok(());
+        } else if meta.path.is_ident("manual_start") {
+            if option_value(&meta)?.is_some() {
+                errors.push(syn::Error::new_spanned(
+                    &meta.path,
+                    "write `manual_start` alone: the tool calls `task::start()` itself",
+                ));
+            }
+            annotations.manual_start = Some(meta.path.span());
+            return Ok(());
         } else if meta.path.is_ident("read_only") {
             &mut annotations.read_only
         } else if meta.path.is_ident("destructive") {
@@ -79,9 +89,9 @@ pub(super) fn tool_options(marker: &Attribute) -> syn::Result<(Option<LitStr>, A
             errors.push(syn::Error::new_spanned(
                 &meta.path,
                 "unknown #[tool] option; the options are `title = \"…\"`, `read_only`, \
-                 `destructive`, `idempotent`, `open_world` and `task = \"optional\"` (the \
-                 tool's name is the \
-                 method's name, its description the doc comment)",
+                 `destructive`, `idempotent`, `open_world`, `task = \"optional\"` and \
+                 `manual_start` (the tool's name is the method's name, its description the doc \
+                 comment)",
             ));
             return Ok(());
         };
@@ -102,6 +112,19 @@ pub(super) fn tool_options(marker: &Attribute) -> syn::Result<(Option<LitStr>, A
         }
         Ok(())
     })?;
+    if let Some(span) = annotations.manual_start {
+        let tasks = annotations
+            .task
+            .as_ref()
+            .is_some_and(|variant| variant != "Forbidden");
+        if !tasks {
+            errors.push(syn::Error::new(
+                span,
+                "`manual_start` is for a tool whose calls run as tasks: add `task = \"optional\"` \
+                 or `task = \"required\"`",
+            ));
+        }
+    }
     errors.finish()?;
     Ok((title, annotations))
 }

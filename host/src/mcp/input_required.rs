@@ -117,6 +117,11 @@ impl Replay {
         })
     }
 
+    /// Whether the run deferred a question to the client's retry.
+    pub(crate) fn deferred_any(&self) -> bool {
+        !lock(&self.deferred).is_empty()
+    }
+
     /// The `input_required` answer if the run deferred questions, with a state holding the
     /// answers it used.
     pub(crate) fn input_required(

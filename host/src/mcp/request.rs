@@ -32,6 +32,11 @@ impl Asking {
         self.questions.clone()
     }
 
+    /// The request's earlier rounds, if it has any (2026-07-28).
+    pub(super) fn replay(&self) -> Option<Arc<Replay>> {
+        self.replay.as_ref().map(|(replay, _)| Arc::clone(replay))
+    }
+
     /// MCP's "missing required client capability" error for a request that failed after a
     /// question its capabilities could not answer.
     pub(super) fn missing_capability(&self) -> Option<ErrorData> {

@@ -29,13 +29,15 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 use serde_json::Value;
 
+use super::request::Asking;
 use super::session::McpServer;
+use super::tools::Ended;
 use crate::TaskSupport;
 use crate::hook::ToolCall;
 use crate::question::answer::{check_elicitation, check_roots, check_sampling};
 use crate::question::form::Form;
 use crate::question::{Asker, QuestionError, QuestionHandler};
-use crate::task::{TaskError, TaskHandle, TaskSnapshot};
+use crate::task::{Handoff, TaskError, TaskHandle, TaskSnapshot};
 use crate::tool::{Content, Tool, ToolError, ToolMeta, ToolOutput};
 use crate::tool::{ElicitationAnswer, Root, SamplingAnswer, SamplingRequest};
 
@@ -74,70 +76,148 @@ impl McpServer {
         Ok(())
     }
 
-    /// Runs `call` as a task, if its tool may run as one and the client takes tasks: the task
-    /// as the client gets it at once. `None`: run it as a call.
-    pub(super) fn call_as_task(
+    /// Whether a call of the tool may become a task: the tool may run as one, and the client
+    /// takes tasks.
+    pub(super) fn runs_as_task(meta: &ToolMeta, context: &RequestContext<RoleServer>) -> bool {
+        meta.task_support != TaskSupport::Forbidden && Self::takes_tasks(context)
+    }
+
+    /// Runs `call` as one that may become a task. It starts inside its request, its questions
+    /// asked as the request's (on 2026-07-28, deferred to the client's retry), until it says
+    /// it becomes a task (`crate::task::start`, a plugin's `host.start-task`): the client is
+    /// then answered with the task, and the call goes on in the background, its questions the
+    /// task's input requests. A call that ends first is answered as any call (the request's
+    /// `input_required` for the questions it deferred), but for a tool that requires tasks,
+    /// whose ended call is handed over as a task that ended. The call has the task's time
+    /// limit from its start.
+    pub(super) async fn call_as_task(
         &self,
-        call: &ToolCall,
-        meta: &Arc<ToolMeta>,
-        tool: &Arc<dyn Tool>,
-        context: &RequestContext<RoleServer>,
-    ) -> Result<Option<CallToolResponse>, ErrorData> {
-        if meta.task_support == TaskSupport::Forbidden || !Self::takes_tasks(context) {
-            return Ok(None);
-        }
-        let options = Arc::clone(&self.options);
-        let identity = super::session::identity(&context.extensions);
-        let capabilities = context.client_capabilities().unwrap_or_default();
-        let (call, meta, tool) = (call.clone(), Arc::clone(meta), Arc::clone(tool));
-        let work = move |task: TaskHandle| async move {
-            let input = call.input.to_string();
-            // The call's questions become the task's input requests, answered by `tasks/update`.
-            let questions: Arc<dyn QuestionHandler> =
-                Arc::new(TaskQuestions { task, capabilities });
-            let outcome =
-                crate::question::with_question_handler(questions, tool.call(&input)).await;
-            // A call that could not run to an answer is the task's failure, as the protocol
-            // has it; the operator's hooks see it all the same.
-            let failed = matches!(outcome, Err(ToolError::Internal(_)));
-            let result = crate::call::result(&call.id, outcome);
-            let hooks = options.hooks(identity.as_ref());
-            let result = hooks
-                .after(call, result, &meta, tool)
-                .await
-                .map_err(|aborted| {
-                    ToolError::Internal(format!(
-                        "the call of '{}' was refused by a hook of this server: {}",
-                        aborted.call.name, aborted.reason
+        call: ToolCall,
+        meta: Arc<ToolMeta>,
+        tool: Arc<dyn Tool>,
+        asking: &Asking,
+        asked_as: &str,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let owner = self.task_owner(&context);
+        let (handoff, mut handed_off) = Handoff::new();
+        let in_request = self.audited(asking.questions(), &context);
+        let replay = asking.replay();
+        let work = {
+            let options = Arc::clone(&self.options);
+            let identity = super::session::identity(&context.extensions);
+            let capabilities = context.client_capabilities().unwrap_or_default();
+            let plugins = self.lock().plugin_sessions();
+            let (call, meta, tool) = (call.clone(), Arc::clone(&meta), Arc::clone(&tool));
+            move |task: TaskHandle| async move {
+                let input = call.input.to_string();
+                let questions: Arc<dyn QuestionHandler> = Arc::new(HandedOver {
+                    handoff: handoff.clone(),
+                    request: in_request,
+                    task: TaskQuestions { task, capabilities },
+                });
+                let outcome = handoff
+                    .clone()
+                    .scope(crate::question::with_question_handler(
+                        questions,
+                        tool.call(&input),
                     ))
-                })?;
-            if failed {
-                return Err(ToolError::Internal(result.content));
-            }
-            let content = if result.blocks.is_empty() && !result.content.is_empty() {
-                vec![Content::Text(result.content)]
-            } else {
-                result.blocks
-            };
-            Ok(ToolOutput {
-                content,
-                structured: result.structured,
-                is_error: result.is_error,
-            })
-        };
-        let task = self
-            .options
-            .tasks
-            .start(&self.task_owner(context), work)
-            .map_err(|error| match error {
-                TaskError::TooMany(_) => {
-                    ErrorData::new(ErrorCode::INVALID_REQUEST, error.to_string(), None)
+                    .await;
+                if !handoff.started() {
+                    // Answered by its request: as it ended (or `input_required`).
+                    let deferred = replay.as_ref().is_some_and(|replay| replay.deferred_any());
+                    if deferred || meta.task_support != TaskSupport::Required {
+                        return outcome;
+                    }
+                    handoff.start();
                 }
-                other => ErrorData::internal_error(other.to_string(), None),
-            })?;
-        Ok(Some(CallToolResponse::Task(CreateTaskResult::new(
-            wire_task(&task),
-        ))))
+                // A call that could not run to an answer is the task's failure, as the
+                // protocol has it; the operator's hooks see it all the same.
+                let failed = matches!(outcome, Err(ToolError::Internal(_)));
+                let outcome = super::tools::own_uris(|| plugins, &call.name, outcome);
+                let result = super::tools::call_result(&call, &meta, outcome);
+                let hooks = options.hooks(identity.as_ref());
+                let result = hooks
+                    .after(call, result, &meta, tool)
+                    .await
+                    .map_err(|aborted| {
+                        ToolError::Internal(format!(
+                            "the call of '{}' was refused by a hook of this server: {}",
+                            aborted.call.name, aborted.reason
+                        ))
+                    })?;
+                if failed {
+                    return Err(ToolError::Internal(result.content));
+                }
+                let content = if result.blocks.is_empty() && !result.content.is_empty() {
+                    vec![Content::Text(result.content)]
+                } else {
+                    result.blocks
+                };
+                Ok(ToolOutput {
+                    content,
+                    structured: result.structured,
+                    is_error: result.is_error,
+                })
+            }
+        };
+        let store = &self.options.tasks;
+        let task = store.start(&owner, work).map_err(|error| match error {
+            TaskError::TooMany(_) => {
+                ErrorData::new(ErrorCode::INVALID_REQUEST, error.to_string(), None)
+            }
+            other => ErrorData::internal_error(other.to_string(), None),
+        })?;
+        // Until the client is handed the task, the task is the request's: it ends with it.
+        let mut unclaimed = Unclaimed {
+            store,
+            owner: &owner,
+            id: &task.id,
+            armed: true,
+        };
+        // Its call holds the sender: one that ended without a hand-off drops it.
+        let handed = async {
+            if handed_off.wait_for(|started| *started).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        };
+        let ended = tokio::select! {
+            biased;
+            () = handed => None,
+            ended = store.wait(&owner, &task.id) => Some(ended),
+            () = context.ct.cancelled() => {
+                return Err(ErrorData::new(
+                    ErrorCode::INTERNAL_ERROR,
+                    format!("the call of '{}' was cancelled", call.name),
+                    None,
+                ));
+            }
+        };
+        unclaimed.armed = false;
+        if ended.is_none() || *handed_off.borrow() {
+            let task = store.get(&owner, &task.id).map_err(unknown)?;
+            return Ok(CallToolResponse::Task(CreateTaskResult::new(wire_task(
+                &task,
+            ))));
+        }
+        let outcome = store
+            .forget(&owner, &task.id)
+            .and_then(|task| task.outcome)
+            .unwrap_or_else(|| {
+                Err(ToolError::Internal(format!(
+                    "the call of '{}' ended without a result: it was cancelled",
+                    call.name
+                )))
+            });
+        let identity = super::session::identity(&context.extensions);
+        let hooks = self.options.hooks(identity.as_ref());
+        let ended = Ended {
+            call,
+            meta,
+            tool,
+            asked_as,
+        };
+        self.answer(ended, &hooks, asking, outcome).await
     }
 
     /// `tasks/get`.
@@ -189,6 +269,69 @@ impl McpServer {
             );
         }
         Ok(())
+    }
+}
+
+/// Forgets a task its request has not handed to the client, when the request ends first.
+struct Unclaimed<'a> {
+    store: &'a crate::task::TaskStore,
+    owner: &'a str,
+    id: &'a str,
+    armed: bool,
+}
+
+impl Drop for Unclaimed<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.store.forget(self.owner, self.id);
+        }
+    }
+}
+
+/// The questions of a call that may become a task: its request's until it does, the task's
+/// from then on.
+struct HandedOver {
+    handoff: Handoff,
+    request: Option<Arc<dyn QuestionHandler>>,
+    task: TaskQuestions,
+}
+
+/// Who answers no question.
+struct Nobody;
+
+impl QuestionHandler for Nobody {}
+
+impl HandedOver {
+    fn now(&self) -> &dyn QuestionHandler {
+        match (&self.request, self.handoff.started()) {
+            (_, true) => &self.task,
+            (Some(request), false) => request.as_ref(),
+            (None, false) => &Nobody,
+        }
+    }
+}
+
+#[async_trait]
+impl QuestionHandler for HandedOver {
+    async fn elicit(
+        &self,
+        asker: &Asker,
+        message: &str,
+        schema: &Value,
+    ) -> Result<ElicitationAnswer, QuestionError> {
+        self.now().elicit(asker, message, schema).await
+    }
+
+    async fn sample(
+        &self,
+        asker: &Asker,
+        request: &SamplingRequest,
+    ) -> Result<SamplingAnswer, QuestionError> {
+        self.now().sample(asker, request).await
+    }
+
+    async fn roots(&self, asker: &Asker) -> Result<Vec<Root>, QuestionError> {
+        self.now().roots(asker).await
     }
 }
 

@@ -12,10 +12,12 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 use serde_json::Value;
 
+use super::request::Asking;
 use super::session::McpServer;
 use crate::call::{Aborted, Before};
 use crate::hook::{ToolCall, ToolResult};
-use crate::tool::Content;
+use crate::plugin::PluginSession;
+use crate::tool::{Content, ToolError, ToolMeta, ToolOutput};
 use crate::tool_server::LlmToolDefinition;
 
 impl McpServer {
@@ -107,16 +109,43 @@ impl McpServer {
             Before::Skipped(result) => return Ok(call_tool_result(result).into()),
             Before::Aborted(aborted) => return Err(refused_by_hook(&aborted)),
         };
-        if let Some(task) = self.call_as_task(&call, &meta, &tool, &context)? {
-            return Ok(task);
+        if Self::runs_as_task(&meta, &context) {
+            return self
+                .call_as_task(call, meta, tool, &asking, &request.name, context)
+                .await;
         }
         let input = call.input.to_string();
         let outcome = self
             .run(&call.name, context, asking.questions(), tool.call(&input))
             .await?;
+        let ended = Ended {
+            call,
+            meta,
+            tool,
+            asked_as: &request.name,
+        };
+        self.answer(ended, &hooks, &asking, outcome).await
+    }
+
+    /// The answer to a `tools/call` whose call ended with `outcome`: the request's
+    /// `input_required` if the call deferred questions to the client's retry, or its result
+    /// through the operator's post-call hooks.
+    pub(super) async fn answer(
+        &self,
+        ended: Ended<'_>,
+        hooks: &crate::call::Hooks<'_>,
+        asking: &Asking,
+        outcome: Result<ToolOutput, ToolError>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let Ended {
+            call,
+            meta,
+            tool,
+            asked_as,
+        } = ended;
         // Sealed for the request as the client sent it (a hook may have renamed the call): its
         // retry names the tool it named.
-        if let Some(input_required) = self.input_required(&asking, "tools/call", &request.name)? {
+        if let Some(input_required) = self.input_required(asking, "tools/call", asked_as)? {
             return Ok(CallToolResponse::InputRequired(input_required));
         }
         // A tool that failed after asking what the request's client cannot answer: the
@@ -128,49 +157,72 @@ impl McpServer {
         if failed && let Some(error) = asking.missing_capability() {
             return Err(error);
         }
-        // A plugin's result names only its own resources (or URIs no plugin serves).
-        let outcome = outcome.and_then(|output| {
-            // Most results name no resource: the plugins are looked at only for one that does.
-            if super::offerings::named_uris(&output.content)
-                .next()
-                .is_none()
-            {
-                return Ok(output);
-            }
-            let plugins = self.lock().plugin_sessions();
-            match plugins
-                .iter()
-                .find(|session| session.offers_tool(&call.name))
-            {
-                Some(owner) => super::offerings::speaks_for_itself(
-                    &plugins,
-                    owner.plugin_name(),
-                    &format!("the result of tool '{}'", call.name),
-                    super::offerings::named_uris(&output.content),
-                )
-                .map(|()| output)
-                .map_err(crate::tool::ToolError::Internal),
-                None => Ok(output),
-            }
-        });
-        let mut result = crate::call::result(&call.id, outcome);
-        // A plugin's structured value was checked (an object, one key once, matching its
-        // schema). A native tool with an output schema returns the object's JSON as its text:
-        // the operator's own code, trusted to serialise the type its schema is made of.
-        if result.structured.is_none() && !result.is_error && meta.output_schema.is_some() {
-            result.structured = match result.blocks.as_slice() {
-                [Content::Text(text)] => serde_json::from_str::<Value>(text)
-                    .ok()
-                    .filter(Value::is_object),
-                _ => None,
-            };
-        }
+        let outcome = own_uris(|| self.lock().plugin_sessions(), &call.name, outcome);
+        let result = call_result(&call, &meta, outcome);
         let result = hooks
             .after(call, result, &meta, tool)
             .await
             .map_err(|aborted| refused_by_hook(&aborted))?;
         Ok(call_tool_result(result).into())
     }
+}
+
+/// A call that ended, as its answer needs it: what ran, and the tool's name as the client
+/// asked for it.
+pub(super) struct Ended<'a> {
+    pub(super) call: ToolCall,
+    pub(super) meta: Arc<ToolMeta>,
+    pub(super) tool: Arc<dyn crate::tool::Tool>,
+    pub(super) asked_as: &'a str,
+}
+
+/// A plugin's result names only its own resources (or URIs no plugin serves): `plugins` are
+/// looked at only for a result that names one.
+pub(super) fn own_uris(
+    plugins: impl FnOnce() -> Vec<PluginSession>,
+    tool: &str,
+    outcome: Result<ToolOutput, ToolError>,
+) -> Result<ToolOutput, ToolError> {
+    let output = outcome?;
+    if super::offerings::named_uris(&output.content)
+        .next()
+        .is_none()
+    {
+        return Ok(output);
+    }
+    let plugins = plugins();
+    match plugins.iter().find(|session| session.offers_tool(tool)) {
+        Some(owner) => super::offerings::speaks_for_itself(
+            &plugins,
+            owner.plugin_name(),
+            &format!("the result of tool '{tool}'"),
+            super::offerings::named_uris(&output.content),
+        )
+        .map(|()| output)
+        .map_err(ToolError::Internal),
+        None => Ok(output),
+    }
+}
+
+/// A call's outcome as the operator's hooks and the client see it.
+pub(super) fn call_result(
+    call: &ToolCall,
+    meta: &ToolMeta,
+    outcome: Result<ToolOutput, ToolError>,
+) -> ToolResult {
+    let mut result = crate::call::result(&call.id, outcome);
+    // A plugin's structured value was checked (an object, one key once, matching its
+    // schema). A native tool with an output schema returns the object's JSON as its text:
+    // the operator's own code, trusted to serialise the type its schema is made of.
+    if result.structured.is_none() && !result.is_error && meta.output_schema.is_some() {
+        result.structured = match result.blocks.as_slice() {
+            [Content::Text(text)] => serde_json::from_str::<Value>(text)
+                .ok()
+                .filter(Value::is_object),
+            _ => None,
+        };
+    }
+    result
 }
 
 fn mcp_tool(definition: LlmToolDefinition) -> Tool {
@@ -189,7 +241,7 @@ fn mcp_tool(definition: LlmToolDefinition) -> Tool {
 
 /// A result as MCP sends it: the blocks (the text, for a result made of text alone), and the
 /// structured value of a success.
-fn call_tool_result(result: ToolResult) -> CallToolResult {
+pub(super) fn call_tool_result(result: ToolResult) -> CallToolResult {
     let blocks: Vec<ContentBlock> = if result.blocks.is_empty() {
         match result.content.is_empty() {
             true => Vec::new(),
@@ -211,7 +263,7 @@ fn call_tool_result(result: ToolResult) -> CallToolResult {
 }
 
 /// A request failed by a hook's `Abort`.
-fn refused_by_hook(aborted: &Aborted) -> ErrorData {
+pub(super) fn refused_by_hook(aborted: &Aborted) -> ErrorData {
     ErrorData::new(
         ErrorCode::INVALID_REQUEST,
         format!(

@@ -232,6 +232,25 @@ impl Conformance {
         })
     }
 
+    /// Asks the user's name inside the request (its rounds, on 2026-07-28), then becomes a
+    /// task that greets them.
+    #[tool(task = "required", manual_start)]
+    async fn test_tool_with_task(&self) -> Result<String, QuestionError> {
+        let answer = elicit_with_schema(
+            "user_name",
+            "What is your name?",
+            json!({
+                "type": "object",
+                "properties": {"name": {"type": "string"}},
+                "required": ["name"],
+            }),
+        )
+        .await?;
+        llm_worker_guest::task::start();
+        let name = accepted(&answer, "name").unwrap_or_else(|| "nobody".into());
+        Ok(format!("Hello, {name}!"))
+    }
+
     /// Asks the user two questions at once, and says what both answers were.
     #[tool(task = "optional")]
     async fn multi_input(&self) -> Result<String, QuestionError> {

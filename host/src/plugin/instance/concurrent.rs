@@ -100,6 +100,8 @@ pub(crate) struct CallState {
     #[cfg(feature = "wasi-http")]
     pub(crate) http_gate: super::super::http::HttpGate,
     cancelled: watch::Sender<bool>,
+    /// Where it says it becomes a task (`host.start-task`), if it may.
+    handoff: Option<crate::task::Handoff>,
 }
 
 impl Calls {
@@ -236,6 +238,7 @@ impl PluginState {
             sink,
             handler,
             waited,
+            handoff,
         } = setup;
         let mut reports = CallReports::new(&self.plugin);
         reports.begin(Some(Arc::clone(&label)), sink);
@@ -270,6 +273,7 @@ impl PluginState {
                 #[cfg(feature = "wasi-http")]
                 http_gate,
                 cancelled: watch::Sender::new(false),
+                handoff,
             },
         );
         // Given up on before it started: it starts cancelled.
@@ -358,6 +362,16 @@ impl v10::llm_worker::tool::host::Host for PluginState {
     fn resource_updated(&mut self, uri: String) {
         if let Some(reports) = self.concurrent_reports() {
             reports.notice(ToolEventKind::ResourceUpdated { uri });
+        }
+    }
+
+    fn start_task(&mut self) {
+        if let Some(handoff) = self
+            .calls_mut()
+            .and_then(Calls::running)
+            .and_then(|call| call.handoff.as_ref())
+        {
+            handoff.start();
         }
     }
 
@@ -526,6 +540,7 @@ struct CallSetup {
     sink: Option<Sink>,
     handler: Option<Arc<dyn QuestionHandler>>,
     waited: Arc<Waited>,
+    handoff: Option<crate::task::Handoff>,
 }
 
 /// One call for the event loop.
@@ -686,6 +701,7 @@ impl Concurrency {
                 sink: crate::events::current_sink(),
                 handler: question::current_handler(),
                 waited: Arc::clone(&waited),
+                handoff: crate::task::Handoff::current(),
             },
             work,
             reply,
