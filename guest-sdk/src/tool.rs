@@ -38,8 +38,14 @@ pub struct ToolMeta {
     pub task_support: TaskSupport,
 }
 
-/// Whether a tool's calls may run as tasks: the client gets a task at once and asks for the
-/// result later (MCP's tasks extension). A declaration: the host decides what it offers.
+/// Whether a tool's calls may run as tasks: the client gets a task and asks for the result
+/// later (MCP's tasks extension). A declaration: the host decides what it offers.
+///
+/// A call becomes the task when it says so, with `task::start()` (in a plugin,
+/// `llm_worker_guest::task::start`, which `#[tool(task = …)]` calls once the input is read
+/// unless the tool is marked `manual_start`; in a native tool, `llm_worker::task::start`).
+/// Until then it runs inside its request, and a call that never says so is answered as it
+/// ended (a `Required` tool's with a task that ended).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub enum TaskSupport {
     /// Never: every call is answered when it ends (the default).

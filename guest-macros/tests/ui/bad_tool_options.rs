@@ -14,6 +14,11 @@ impl App {
     fn later(&self) -> String {
         String::new()
     }
+
+    #[tool(manual_start)]
+    fn never_a_task(&self) -> String {
+        String::new()
+    }
 }
 
 fn main() {}

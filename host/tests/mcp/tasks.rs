@@ -1,6 +1,7 @@
 //! MCP's tasks extension: a tool that may run as a task answers a client that declared the
-//! extension with a task, served by `tasks/get` and `tasks/cancel`; a client that did not
-//! declare it calls such a tool as any other, and is refused one that must run as a task.
+//! extension with a task (from the point its call says it becomes one), served by `tasks/get`
+//! and `tasks/cancel`; a client that did not declare it calls such a tool as any other, and is
+//! refused one that must run as a task.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,12 +14,13 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities, ClientConfig,
     GetTaskParams, Implementation, TaskPayload, TaskStatus, UpdateTaskParams,
 };
+use rmcp::service::ClientServiceExt;
 use serde_json::json;
 
 use crate::serve;
 
-/// Waits `ms` milliseconds (its input), then says how long it waited; `fail` makes it fail as
-/// a tool, `broken` fail inside.
+/// Becomes a task (unless `hand_off` is false), waits `ms` milliseconds (its input), then says
+/// how long it waited; `fail` makes it fail as a tool, `broken` fail inside.
 struct Slow;
 
 #[async_trait]
@@ -26,6 +28,10 @@ impl Tool for Slow {
     async fn execute(&self, input_json: &str) -> Result<String, ToolError> {
         let input: serde_json::Value = serde_json::from_str(input_json)
             .map_err(|e| ToolError::InvalidArgument(e.to_string()))?;
+        // It becomes a task now, unless told to run to its end in the request.
+        if input["hand_off"] != false {
+            llm_worker::task::start();
+        }
         let ms = input["ms"].as_u64().unwrap_or(0);
         tokio::time::sleep(Duration::from_millis(ms)).await;
         match input["outcome"].as_str() {
@@ -231,8 +237,8 @@ async fn a_client_without_tasks_calls_optional_tools_and_is_refused_required_one
 }
 
 /// Polls the task until its status is not `working`.
-async fn settled(
-    client: &rmcp::service::RunningService<rmcp::RoleClient, ClientConfig>,
+async fn settled<C: rmcp::service::Service<rmcp::RoleClient>>(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, C>,
     id: &str,
 ) -> rmcp::model::GetTaskResult {
     for _ in 0..400 {
@@ -356,6 +362,161 @@ async fn a_tasks_questions_are_its_input_requests_answered_by_tasks_update() {
                 result["content"][0]["text"], "first: one, second: two",
                 "{result:?}"
             );
+        }
+        other => panic!("a result was expected: {other:?}"),
+    }
+    client.cancel().await.expect("close");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_that_never_hands_off_is_answered_as_it_ended() {
+    let url = server().await;
+    let client = takes_tasks()
+        .serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
+            url.as_str(),
+        ))
+        .await
+        .expect("initialize");
+    // A tool that may run as a task, but did not become one: its result.
+    let answered = client
+        .call_tool_once(call("maybe_later", json!({"ms": 10, "hand_off": false})))
+        .await
+        .expect("call");
+    assert!(
+        matches!(&answered, CallToolResponse::Complete(result) if crate::greeting(result) == "waited 10 ms"),
+        "{answered:?}"
+    );
+    // One that must: a task, which ended.
+    let created = client
+        .call_tool_once(call("always_later", json!({"ms": 10, "hand_off": false})))
+        .await
+        .expect("call");
+    let CallToolResponse::Task(created) = created else {
+        panic!("a task was expected: {created:?}");
+    };
+    let done = settled(&client, &created.task.task_id).await;
+    match &done.task.payload {
+        TaskPayload::Completed { result } => {
+            assert_eq!(result["content"][0]["text"], "waited 10 ms", "{result:?}");
+        }
+        other => panic!("a result was expected: {other:?}"),
+    }
+    client.cancel().await.expect("close");
+}
+
+/// A client that takes tasks and answers every form with the name "Alice", counting the forms.
+struct Alice {
+    asked: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl rmcp::ClientHandler for Alice {
+    fn get_info(&self) -> ClientConfig {
+        let mut capabilities = ClientCapabilities::builder().enable_tasks().build();
+        capabilities.elicitation = Some(Default::default());
+        ClientConfig::new(capabilities, Implementation::new("alice", "1"))
+    }
+
+    async fn create_elicitation(
+        &self,
+        _request: rmcp::model::ElicitRequestParams,
+        _context: rmcp::service::RequestContext<rmcp::RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        self.asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(
+            serde_json::from_value(json!({"action": "accept", "content": {"name": "Alice"}}))
+                .expect("an answer"),
+        )
+    }
+}
+
+/// The fixture that asks a name in its request, then becomes a task (`manual_start`).
+async fn gathering_server() -> String {
+    let conformance = llm_worker_tests::plugin("conformance");
+    serve(
+        ToolCatalog::from_plugins([&conformance]),
+        McpOptions::new("tasks", "1"),
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_asks_in_its_request_and_then_becomes_a_task() {
+    let url = gathering_server().await;
+    let asked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let client = Alice {
+        asked: Arc::clone(&asked),
+    }
+    .serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
+        url.as_str(),
+    ))
+    .await
+    .expect("initialize");
+    let created = client
+        .call_tool_once(call("test_tool_with_task", json!({})))
+        .await
+        .expect("call");
+    // The question was put to the client while the request was open (not as the task's
+    // input request), and the answer reached the task.
+    let CallToolResponse::Task(created) = created else {
+        panic!("a task was expected: {created:?}");
+    };
+    assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 1);
+    let done = settled(&client, &created.task.task_id).await;
+    match &done.task.payload {
+        TaskPayload::Completed { result } => {
+            assert_eq!(result["content"][0]["text"], "Hello, Alice!", "{result:?}");
+        }
+        other => panic!("a result was expected: {other:?}"),
+    }
+    client.cancel().await.expect("close");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_gathers_input_in_rounds_and_then_becomes_a_task() {
+    let url = gathering_server().await;
+    let mut capabilities = ClientCapabilities::builder().enable_tasks().build();
+    capabilities.elicitation = Some(Default::default());
+    let client = ClientConfig::new(capabilities, Implementation::new("rounds", "1"))
+        .serve_with_lifecycle(
+            rmcp::transport::StreamableHttpClientTransport::from_uri(url.as_str()),
+            rmcp::service::ClientLifecycleMode::Discover {
+                preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .expect("server/discover");
+    // Round 1: the question, not a task.
+    let first = client
+        .call_tool_once(call("test_tool_with_task", json!({})))
+        .await
+        .expect("call");
+    let CallToolResponse::InputRequired(first) = first else {
+        panic!("input_required was expected: {first:?}");
+    };
+    let requests = first.input_requests.clone().unwrap_or_default();
+    assert_eq!(requests.keys().collect::<Vec<_>>(), ["user_name"]);
+    // Round 2: the answer, and the task, which carries no request state.
+    let mut retry = call("test_tool_with_task", json!({}));
+    retry.input_responses = Some(
+        [(
+            "user_name".to_owned(),
+            serde_json::from_value(json!({"action": "accept", "content": {"name": "Alice"}}))
+                .expect("a response"),
+        )]
+        .into_iter()
+        .collect(),
+    );
+    retry.request_state = first.request_state.clone();
+    let second = client.call_tool_once(retry).await.expect("call");
+    let CallToolResponse::Task(created) = second else {
+        panic!("a task was expected: {second:?}");
+    };
+    let wire = serde_json::to_value(&created).expect("json");
+    assert!(wire.get("requestState").is_none(), "{wire}");
+    let done = settled(&client, &created.task.task_id).await;
+    match &done.task.payload {
+        TaskPayload::Completed { result } => {
+            assert_eq!(result["content"][0]["text"], "Hello, Alice!", "{result:?}");
         }
         other => panic!("a result was expected: {other:?}"),
     }
