@@ -53,6 +53,165 @@ mod bare_sync {
     });
 }
 
+/// Contract 1.0.0 as bare wasmtime runs it: calls are tasks of the component model, inside
+/// `Store::run_concurrent`.
+mod bare_concurrent {
+    wasmtime::component::bindgen!({
+        path: "../wit/1.0.0",
+        world: "tool-plugin",
+        imports: {
+            "llm-worker:tool/client.elicit": async | store,
+            "llm-worker:tool/client.sample": async | store,
+            "llm-worker:tool/client.roots": async | store,
+            "llm-worker:tool/host.cancelled": async | store,
+        },
+        exports: {
+            "execute": async | store,
+            "read-resource": async | store,
+            "get-prompt": async | store,
+            "complete": async | store,
+            default: async,
+        },
+    });
+}
+
+/// The host interfaces of contract 1.0.0 for bare wasmtime, doing nothing (no call is ever
+/// cancelled).
+struct Bare10;
+
+impl wasmtime::component::HasData for Bare10 {
+    type Data<'a> = &'a mut BareState;
+}
+
+impl bare_concurrent::llm_worker::tool::host::Host for BareState {
+    fn log(&mut self, _: bare_concurrent::llm_worker::tool::host::Level, _: String) {}
+    fn progress(&mut self, _: f64, _: Option<f64>, _: Option<String>) {}
+    fn resource_updated(&mut self, _: String) {}
+    fn list_changed(&mut self, _: bare_concurrent::llm_worker::tool::host::Listing) {}
+    fn start_task(&mut self) {}
+}
+
+impl bare_concurrent::llm_worker::tool::host::HostWithStore<BareState> for Bare10 {
+    async fn cancelled(_: &wasmtime::component::Accessor<BareState, Self>) {
+        std::future::pending::<()>().await;
+    }
+}
+
+impl bare_concurrent::llm_worker::tool::types::Host for BareState {}
+impl bare_concurrent::llm_worker::tool::client::Host for BareState {}
+
+impl bare_concurrent::llm_worker::tool::client::HostWithStore<BareState> for Bare10 {
+    async fn elicit(
+        _: &wasmtime::component::Accessor<BareState, Self>,
+        _: String,
+        _: String,
+        _: String,
+    ) -> Result<
+        bare_concurrent::llm_worker::tool::client::ElicitationAnswer,
+        bare_concurrent::llm_worker::tool::client::QuestionError,
+    > {
+        Err(bare_concurrent::llm_worker::tool::client::QuestionError::Unsupported(String::new()))
+    }
+
+    async fn sample(
+        _: &wasmtime::component::Accessor<BareState, Self>,
+        _: String,
+        _: bare_concurrent::llm_worker::tool::client::SamplingRequest,
+    ) -> Result<
+        bare_concurrent::llm_worker::tool::client::SamplingAnswer,
+        bare_concurrent::llm_worker::tool::client::QuestionError,
+    > {
+        Err(bare_concurrent::llm_worker::tool::client::QuestionError::Unsupported(String::new()))
+    }
+
+    async fn roots(
+        _: &wasmtime::component::Accessor<BareState, Self>,
+        _: String,
+    ) -> Result<
+        Vec<bare_concurrent::llm_worker::tool::client::Root>,
+        bare_concurrent::llm_worker::tool::client::QuestionError,
+    > {
+        Err(bare_concurrent::llm_worker::tool::client::QuestionError::Unsupported(String::new()))
+    }
+}
+
+/// Warm calls of the 1.0.0 echo's `execute` on one bare wasmtime instance (epochs on, as the
+/// host has them): each call in a `run_concurrent` of its own (`per_call`), or all of a sample
+/// in one.
+fn bare_concurrent_calls(input: &str, iterations: u32, per_call: bool) -> Duration {
+    let mut config = Config::new();
+    config.wasm_component_model(true);
+    config.epoch_interruption(true);
+    config.concurrency_support(true);
+    let engine = Engine::new(&config).expect("engine");
+    let mut linker = Linker::new(&engine);
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker).expect("wasi");
+    wasmtime_wasi::p3::clocks::add_to_linker(&mut linker).expect("clocks");
+    wasmtime_wasi::p3::random::add_to_linker(&mut linker).expect("random");
+    bare_concurrent::llm_worker::tool::host::add_to_linker::<_, Bare10>(&mut linker, |state| state)
+        .expect("host");
+    bare_concurrent::llm_worker::tool::types::add_to_linker::<_, Bare10>(&mut linker, |state| {
+        state
+    })
+    .expect("types");
+    bare_concurrent::llm_worker::tool::client::add_to_linker::<_, Bare10>(&mut linker, |state| {
+        state
+    })
+    .expect("client");
+    let component =
+        wasmtime::component::Component::from_file(&engine, plugin_path("echo")).expect("compile");
+    let pre =
+        bare_concurrent::ToolPluginPre::new(linker.instantiate_pre(&component).expect("link"))
+            .expect("world");
+    let mut store = bare_store(&engine);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let plugin = runtime.block_on(async {
+        pre.instantiate_async(&mut store)
+            .await
+            .expect("instantiate")
+    });
+    median(iterations, |n| {
+        runtime.block_on(async {
+            if per_call {
+                for _ in 0..n {
+                    let plugin = &plugin;
+                    black_box(
+                        store
+                            .run_concurrent(async |accessor| {
+                                plugin
+                                    .call_execute(accessor, "echo".into(), input.into())
+                                    .await
+                            })
+                            .await
+                            .expect("run")
+                            .expect("call")
+                            .ok(),
+                    );
+                }
+            } else {
+                let plugin = &plugin;
+                store
+                    .run_concurrent(async |accessor| {
+                        for _ in 0..n {
+                            black_box(
+                                plugin
+                                    .call_execute(accessor, "echo".into(), input.into())
+                                    .await
+                                    .expect("call")
+                                    .ok(),
+                            );
+                        }
+                    })
+                    .await
+                    .expect("run");
+            }
+        })
+    })
+}
+
 struct BareState {
     wasi: WasiCtx,
     table: ResourceTable,
@@ -540,7 +699,7 @@ fn engine_settings() {
             },
         ),
         (
-            "`concurrency_support(false)` (the host's choice)",
+            "`concurrency_support(false)` (off: no contract 1.0.0)",
             |config| {
                 config.concurrency_support(false);
             },
@@ -770,13 +929,27 @@ fn concurrency(
         &input,
         20_000,
     );
-    println!("\n| warm echo ~100 B, one call at a time | median | vs 0.3.0 |");
-    println!("|---|---|---|");
-    println!("| contract 0.3.0 (before) | {} | 1.00× |", show(old));
+    let floor = bare_concurrent_calls(&input, 20_000, false);
+    let floor_each = bare_concurrent_calls(&input, 20_000, true);
+    println!("\n| warm echo ~100 B, one call at a time | median | vs 0.3.0 | vs bare 1.0.0 |");
+    println!("|---|---|---|---|");
+    println!("| contract 0.3.0 (before) | {} | 1.00× | |", show(old));
     println!(
-        "| contract 1.0.0 (after) | {} | {} |",
+        "| contract 1.0.0 (after) | {} | {} | {} |",
         show(new),
-        ratio(new, old)
+        ratio(new, old),
+        ratio(new, floor)
+    );
+    println!(
+        "| bare wasmtime, 1.0.0 echo, calls in one `run_concurrent` | {} | {} | 1.00× |",
+        show(floor),
+        ratio(floor, old)
+    );
+    println!(
+        "| bare wasmtime, 1.0.0 echo, a `run_concurrent` per call | {} | {} | {} |",
+        show(floor_each),
+        ratio(floor_each, old),
+        ratio(floor_each, floor)
     );
 
     runtime.block_on(async {
