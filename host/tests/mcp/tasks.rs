@@ -115,12 +115,7 @@ async fn a_client_that_takes_tasks_gets_one_and_its_result() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     assert_eq!(done.task.status(), TaskStatus::Completed);
-    match &done.task.payload {
-        TaskPayload::Completed { result } => {
-            assert_eq!(result["content"][0]["text"], "waited 300 ms", "{result:?}");
-        }
-        other => panic!("a result was expected: {other:?}"),
-    }
+    assert_eq!(completed_text(&done), "waited 300 ms");
 
     // A tool's failure is a completed task whose result is an error; a failure inside is a
     // failed task.
@@ -236,6 +231,17 @@ async fn a_client_without_tasks_calls_optional_tools_and_is_refused_required_one
     client.cancel().await.expect("close");
 }
 
+/// The text of a completed task's result.
+fn completed_text(task: &rmcp::model::GetTaskResult) -> String {
+    match &task.task.payload {
+        TaskPayload::Completed { result } => result["content"][0]["text"]
+            .as_str()
+            .unwrap_or_else(|| panic!("a text result was expected: {result:?}"))
+            .to_owned(),
+        other => panic!("a result was expected: {other:?}"),
+    }
+}
+
 /// Polls the task until its status is not `working`.
 async fn settled<C: rmcp::service::Service<rmcp::RoleClient>>(
     client: &rmcp::service::RunningService<rmcp::RoleClient, C>,
@@ -308,12 +314,7 @@ async fn a_tasks_questions_are_its_input_requests_answered_by_tasks_update() {
         .expect("tasks/update");
     let done = settled(&client, &id).await;
     assert_eq!(done.task.status(), TaskStatus::Completed);
-    match &done.task.payload {
-        TaskPayload::Completed { result } => {
-            assert_eq!(result["content"][0]["text"], "Deleted a.txt", "{result:?}");
-        }
-        other => panic!("a result was expected: {other:?}"),
-    }
+    assert_eq!(completed_text(&done), "Deleted a.txt");
 
     // Two questions at once, answered one at a time.
     let created = client
@@ -356,15 +357,7 @@ async fn a_tasks_questions_are_its_input_requests_answered_by_tasks_update() {
         .await
         .expect("tasks/update");
     let done = settled(&client, &id).await;
-    match &done.task.payload {
-        TaskPayload::Completed { result } => {
-            assert_eq!(
-                result["content"][0]["text"], "first: one, second: two",
-                "{result:?}"
-            );
-        }
-        other => panic!("a result was expected: {other:?}"),
-    }
+    assert_eq!(completed_text(&done), "first: one, second: two");
     client.cancel().await.expect("close");
 }
 
@@ -395,12 +388,7 @@ async fn a_call_that_never_hands_off_is_answered_as_it_ended() {
         panic!("a task was expected: {created:?}");
     };
     let done = settled(&client, &created.task.task_id).await;
-    match &done.task.payload {
-        TaskPayload::Completed { result } => {
-            assert_eq!(result["content"][0]["text"], "waited 10 ms", "{result:?}");
-        }
-        other => panic!("a result was expected: {other:?}"),
-    }
+    assert_eq!(completed_text(&done), "waited 10 ms");
     client.cancel().await.expect("close");
 }
 
@@ -462,12 +450,7 @@ async fn a_call_asks_in_its_request_and_then_becomes_a_task() {
     };
     assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 1);
     let done = settled(&client, &created.task.task_id).await;
-    match &done.task.payload {
-        TaskPayload::Completed { result } => {
-            assert_eq!(result["content"][0]["text"], "Hello, Alice!", "{result:?}");
-        }
-        other => panic!("a result was expected: {other:?}"),
-    }
+    assert_eq!(completed_text(&done), "Hello, Alice!");
     client.cancel().await.expect("close");
 }
 
@@ -514,11 +497,6 @@ async fn a_call_gathers_input_in_rounds_and_then_becomes_a_task() {
     let wire = serde_json::to_value(&created).expect("json");
     assert!(wire.get("requestState").is_none(), "{wire}");
     let done = settled(&client, &created.task.task_id).await;
-    match &done.task.payload {
-        TaskPayload::Completed { result } => {
-            assert_eq!(result["content"][0]["text"], "Hello, Alice!", "{result:?}");
-        }
-        other => panic!("a result was expected: {other:?}"),
-    }
+    assert_eq!(completed_text(&done), "Hello, Alice!");
     client.cancel().await.expect("close");
 }
