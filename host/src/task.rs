@@ -315,16 +315,28 @@ pub fn start() {
     let _ = HANDOFF.try_with(Handoff::start);
 }
 
+/// Where a call that may become a task stands: once started or settled, for good.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+pub(crate) enum HandoffState {
+    /// Running inside its request.
+    InRequest,
+    /// It became a task.
+    Started,
+    /// It ended inside its request, which answers it: it can no longer become a task.
+    Settled,
+}
+
 /// Where a call that may become a task tells its request it has (see [`start`]).
 #[derive(Clone, Debug)]
 #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
-pub(crate) struct Handoff(Arc<watch::Sender<bool>>);
+pub(crate) struct Handoff(Arc<watch::Sender<HandoffState>>);
 
 #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
 impl Handoff {
     /// A hand-off, and the receiver its request waits on.
-    pub(crate) fn new() -> (Self, watch::Receiver<bool>) {
-        let (sender, receiver) = watch::channel(false);
+    pub(crate) fn new() -> (Self, watch::Receiver<HandoffState>) {
+        let (sender, receiver) = watch::channel(HandoffState::InRequest);
         (Self(Arc::new(sender)), receiver)
     }
 
@@ -338,14 +350,32 @@ impl Handoff {
         HANDOFF.scope(self, work).await
     }
 
-    /// The call becomes a task.
+    /// The call becomes a task, unless it did or was settled already.
     pub(crate) fn start(&self) {
-        self.0.send_replace(true);
+        self.0.send_if_modified(|state| {
+            let starts = *state == HandoffState::InRequest;
+            if starts {
+                *state = HandoffState::Started;
+            }
+            starts
+        });
     }
 
-    /// Whether it has.
+    /// The call ended inside its request: it is answered there, and a late `start` (code it
+    /// left running) does nothing. False if it had become a task first.
+    pub(crate) fn settle(&self) -> bool {
+        self.0.send_if_modified(|state| {
+            let settles = *state == HandoffState::InRequest;
+            if settles {
+                *state = HandoffState::Settled;
+            }
+            settles
+        })
+    }
+
+    /// Whether it became a task.
     pub(crate) fn started(&self) -> bool {
-        *self.0.borrow()
+        *self.0.borrow() == HandoffState::Started
     }
 }
 

@@ -37,7 +37,7 @@ use crate::hook::ToolCall;
 use crate::question::answer::{check_elicitation, check_roots, check_sampling};
 use crate::question::form::Form;
 use crate::question::{Asker, QuestionError, QuestionHandler};
-use crate::task::{Handoff, TaskError, TaskHandle, TaskSnapshot};
+use crate::task::{Handoff, HandoffState, TaskError, TaskHandle, TaskSnapshot};
 use crate::tool::{Content, Tool, ToolError, ToolMeta, ToolOutput};
 use crate::tool::{ElicitationAnswer, Root, SamplingAnswer, SamplingRequest};
 
@@ -123,12 +123,14 @@ impl McpServer {
                         tool.call(&input),
                     ))
                     .await;
-                if !handoff.started() {
-                    // Answered by its request: as it ended (or `input_required`).
-                    let deferred = replay.as_ref().is_some_and(|replay| replay.deferred_any());
-                    if deferred || meta.task_support != TaskSupport::Required {
+                // Not handed off: answered by its request, as it ended (or `input_required`),
+                // but for a tool that requires tasks, handed off now as a task that ended.
+                let deferred = replay.as_ref().is_some_and(|replay| replay.deferred_any());
+                if deferred || meta.task_support != TaskSupport::Required {
+                    if handoff.settle() {
                         return outcome;
                     }
+                } else {
                     handoff.start();
                 }
                 // A call that could not run to an answer is the task's failure, as the
@@ -177,7 +179,8 @@ impl McpServer {
         };
         // Its call holds the sender: one that ended without a hand-off drops it.
         let handed = async {
-            if handed_off.wait_for(|started| *started).await.is_err() {
+            let started = |state: &HandoffState| *state == HandoffState::Started;
+            if handed_off.wait_for(started).await.is_err() {
                 std::future::pending::<()>().await;
             }
         };
@@ -193,13 +196,14 @@ impl McpServer {
                 ));
             }
         };
-        unclaimed.armed = false;
-        if ended.is_none() || *handed_off.borrow() {
+        if ended.is_none() || *handed_off.borrow() == HandoffState::Started {
             let task = store.get(&owner, &task.id).map_err(unknown)?;
+            unclaimed.armed = false;
             return Ok(CallToolResponse::Task(CreateTaskResult::new(wire_task(
                 &task,
             ))));
         }
+        unclaimed.armed = false;
         let outcome = store
             .forget(&owner, &task.id)
             .and_then(|task| task.outcome)

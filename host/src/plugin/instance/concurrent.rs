@@ -369,6 +369,7 @@ impl v10::llm_worker::tool::host::Host for PluginState {
         if let Some(handoff) = self
             .calls_mut()
             .and_then(Calls::running)
+            .filter(|call| !call.abandoned)
             .and_then(|call| call.handoff.as_ref())
         {
             handoff.start();
