@@ -111,14 +111,21 @@ async fn open_files_are_capped_per_instance_and_for_the_host() {
         "Execution failed: /data: OutOfMemory"
     );
 
-    // Ending the sessions gives everything back.
+    // Ending the sessions gives everything back. A 1.0.0 instance ends on its own event loop
+    // task, just after its session lets go of it: the fresh session's start may be refused
+    // until then (which never counts against it).
     drop(sessions);
     drop(refused_sessions);
     let fresh = session(&holder);
-    assert_eq!(
-        hold(&fresh, 900).await.as_deref(),
-        Ok("held=255 refused=OutOfMemory")
-    );
+    let mut held_again = hold(&fresh, 900).await;
+    for _ in 0..200 {
+        if held_again.is_ok() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        held_again = hold(&fresh, 900).await;
+    }
+    assert_eq!(held_again.as_deref(), Ok("held=255 refused=OutOfMemory"));
     assert_eq!(
         fresh.call_tool("release", "{}").await.as_deref(),
         Ok("released=255")
