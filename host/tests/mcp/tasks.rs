@@ -500,3 +500,86 @@ async fn a_call_gathers_input_in_rounds_and_then_becomes_a_task() {
     assert_eq!(completed_text(&done), "Hello, Alice!");
     client.cancel().await.expect("close");
 }
+
+/// Says when its call started, and when its call was dropped; never ends, never hands off.
+struct Held {
+    started: Arc<tokio::sync::Notify>,
+    dropped: Arc<tokio::sync::Notify>,
+}
+
+/// Tells `Held`'s test that the call's future was dropped.
+struct Dropped(Arc<tokio::sync::Notify>);
+
+impl Drop for Dropped {
+    fn drop(&mut self) {
+        self.0.notify_one();
+    }
+}
+
+#[async_trait]
+impl Tool for Held {
+    async fn execute(&self, _input_json: &str) -> Result<String, ToolError> {
+        let _dropped = Dropped(Arc::clone(&self.dropped));
+        self.started.notify_one();
+        std::future::pending().await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_cancelled_before_its_hand_off_takes_its_task_with_it() {
+    let started = Arc::new(tokio::sync::Notify::new());
+    let dropped = Arc::new(tokio::sync::Notify::new());
+    let (tool_started, tool_dropped) = (Arc::clone(&started), Arc::clone(&dropped));
+    let group = ToolGroup::new("held", 1, move || {
+        let (started, dropped) = (Arc::clone(&tool_started), Arc::clone(&tool_dropped));
+        let held: ToolDefinition = Arc::new(move || {
+            let meta = ToolMeta::new("held")
+                .description("Holds")
+                .input_schema(json!({"type": "object"}))
+                .task_support(TaskSupport::Optional);
+            let tool = Held {
+                started: Arc::clone(&started),
+                dropped: Arc::clone(&dropped),
+            };
+            (meta, Arc::new(tool) as Arc<dyn Tool>)
+        });
+        vec![held, slow("maybe_later", TaskSupport::Optional)]
+    });
+    // One task per owner: a call not handed off yet holds that place.
+    let mut options = McpOptions::new("tasks", "1");
+    options.tasks = llm_worker::task::TaskStore::with_options(
+        llm_worker::task::TaskOptions::default().max_tasks_per_owner(1),
+    );
+    let url = serve(ToolCatalog::new([group]), options).await;
+    let client = takes_tasks()
+        .serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
+            url.as_str(),
+        ))
+        .await
+        .expect("initialize");
+    // The call starts inside its request; the client gives up on the request (its future is
+    // dropped: rmcp sends `notifications/cancelled`).
+    tokio::select! {
+        answered = client.call_tool_once(call("held", json!({}))) => {
+            panic!("the held call answered: {answered:?}");
+        }
+        () = started.notified() => {}
+    }
+    // A liveness bound far above what it takes: the call is dropped with its request.
+    tokio::time::timeout(Duration::from_secs(30), dropped.notified())
+        .await
+        .expect("the call was dropped with its request");
+    // Its task went with it: the owner's one place is free for the next.
+    let created = client
+        .call_tool_once(call("maybe_later", json!({"ms": 10})))
+        .await
+        .expect("call");
+    let CallToolResponse::Task(created) = created else {
+        panic!("a task was expected: {created:?}");
+    };
+    assert_eq!(
+        completed_text(&settled(&client, &created.task.task_id).await),
+        "waited 10 ms"
+    );
+    client.cancel().await.expect("close");
+}
