@@ -74,6 +74,16 @@ fn call(name: &str, input: serde_json::Value) -> CallToolRequestParams {
     call
 }
 
+/// A client that takes tasks, connected to `url`.
+async fn tasks_client(url: &str) -> rmcp::service::RunningService<rmcp::RoleClient, ClientConfig> {
+    takes_tasks()
+        .serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
+            url,
+        ))
+        .await
+        .expect("initialize")
+}
+
 fn takes_tasks() -> ClientConfig {
     ClientConfig::new(
         ClientCapabilities::builder().enable_tasks().build(),
@@ -84,12 +94,7 @@ fn takes_tasks() -> ClientConfig {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_takes_tasks_gets_one_and_its_result() {
     let url = server().await;
-    let client = takes_tasks()
-        .serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
-            url.as_str(),
-        ))
-        .await
-        .expect("initialize");
+    let client = tasks_client(&url).await;
     let created = client
         .call_tool_once(call("maybe_later", json!({"ms": 300})))
         .await
@@ -364,12 +369,7 @@ async fn a_tasks_questions_are_its_input_requests_answered_by_tasks_update() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_that_never_hands_off_is_answered_as_it_ended() {
     let url = server().await;
-    let client = takes_tasks()
-        .serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
-            url.as_str(),
-        ))
-        .await
-        .expect("initialize");
+    let client = tasks_client(&url).await;
     // A tool that may run as a task, but did not become one: its result.
     let answered = client
         .call_tool_once(call("maybe_later", json!({"ms": 10, "hand_off": false})))
@@ -551,12 +551,7 @@ async fn a_request_cancelled_before_its_hand_off_takes_its_task_with_it() {
         llm_worker::task::TaskOptions::default().max_tasks_per_owner(1),
     );
     let url = serve(ToolCatalog::new([group]), options).await;
-    let client = takes_tasks()
-        .serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
-            url.as_str(),
-        ))
-        .await
-        .expect("initialize");
+    let client = tasks_client(&url).await;
     // The call starts inside its request; the client gives up on the request (its future is
     // dropped: rmcp sends `notifications/cancelled`).
     tokio::select! {
