@@ -183,7 +183,7 @@ impl McpServer {
 }
 
 /// The error of a request the client cancelled.
-fn cancelled(what: &str) -> ErrorData {
+pub(super) fn cancelled(what: &str) -> ErrorData {
     ErrorData::new(
         ErrorCode::INTERNAL_ERROR,
         format!("{what} was cancelled"),

@@ -365,6 +365,14 @@ impl McpServer {
         lock(&self.tools)
     }
 
+    /// The plugins' sessions as they stand when asked (a task's call ends after its request).
+    pub(super) fn plugin_sessions_later(
+        &self,
+    ) -> impl FnOnce() -> Vec<crate::plugin::PluginSession> + Send + 'static {
+        let tools = Arc::clone(&self.tools);
+        move || lock(&tools).plugin_sessions()
+    }
+
     /// The session's tools, after taking in any change of the catalog.
     pub(super) fn current(&self) -> ToolServerHandle {
         let mut tools = self.lock();

@@ -107,7 +107,7 @@ impl McpServer {
             let options = Arc::clone(&self.options);
             let identity = super::session::identity(&context.extensions);
             let capabilities = context.client_capabilities().unwrap_or_default();
-            let plugins = self.lock().plugin_sessions();
+            let plugins = self.plugin_sessions_later();
             let (call, meta, tool) = (call.clone(), Arc::clone(&meta), Arc::clone(&tool));
             move |task: TaskHandle| async move {
                 let input = call.input.to_string();
@@ -136,7 +136,7 @@ impl McpServer {
                 // A call that could not run to an answer is the task's failure, as the
                 // protocol has it; the operator's hooks see it all the same.
                 let failed = matches!(outcome, Err(ToolError::Internal(_)));
-                let outcome = super::tools::own_uris(|| plugins, &call.name, outcome);
+                let outcome = super::tools::own_uris(plugins, &call.name, outcome);
                 let result = super::tools::call_result(&call, &meta, outcome);
                 let hooks = options.hooks(identity.as_ref());
                 let result = hooks
@@ -188,13 +188,7 @@ impl McpServer {
             biased;
             () = handed => None,
             ended = store.wait(&owner, &task.id) => Some(ended),
-            () = context.ct.cancelled() => {
-                return Err(ErrorData::new(
-                    ErrorCode::INTERNAL_ERROR,
-                    format!("the call of '{}' was cancelled", call.name),
-                    None,
-                ));
-            }
+            () = context.ct.cancelled() => return Err(super::request::cancelled(&call.name)),
         };
         if ended.is_none() || *handed_off.borrow() == HandoffState::Started {
             let task = store.get(&owner, &task.id).map_err(unknown)?;
