@@ -4,6 +4,7 @@
 mod call;
 mod clash;
 pub mod content;
+mod cpu;
 mod digest;
 #[cfg(any(test, doctest))]
 mod docs;

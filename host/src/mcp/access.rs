@@ -68,8 +68,10 @@ struct Grant {
 /// access policy, or a grant's `quota`); a limit not given is unlimited.
 ///
 /// "Calls" are the requests that run plugin code: `tools/call`, `resources/read`, `prompts/get`
-/// and `completion/complete`. `cpu_seconds_per_minute` counts the CPU time their plugin code
-/// took in the last minute (the thread CPU clock read around each run of it; on Unix).
+/// and `completion/complete`; a call that becomes a task runs until the task ends.
+/// `cpu_seconds_per_minute` counts the CPU time their plugin code took in the last minute (the
+/// thread CPU clock read around each run of it, a contract 1.0.0 instance's event loop
+/// included; on Unix).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 #[non_exhaustive]

@@ -26,7 +26,6 @@ mod ask;
 mod audit;
 mod catalog;
 mod content;
-mod cpu;
 #[cfg(feature = "mcp-http")]
 mod http;
 #[cfg(feature = "mcp-http")]

@@ -77,7 +77,7 @@ impl Drop for Running {
         let mut all = self.ledger.lock();
         if let Some(used) = all.get_mut(&self.key) {
             used.running = used.running.saturating_sub(1);
-            used.busy.push_back((now, super::cpu::spent(&self.spent)));
+            used.busy.push_back((now, crate::cpu::spent(&self.spent)));
             if used.busy.len() > MAX_BUSY_ENTRIES
                 && let Some((_, took)) = used.busy.pop_front()
                 && let Some(next) = used.busy.front_mut()
@@ -86,6 +86,23 @@ impl Drop for Running {
             }
         }
     }
+}
+
+tokio::task_local! {
+    /// The count of the request running now, for work that outlives its request (a call that
+    /// goes on as a task) to hold until it ends.
+    static HELD: Arc<Running>;
+}
+
+/// Runs `request` with `running` as the count that work going on after it may hold.
+pub(crate) async fn holding<T>(running: Arc<Running>, request: impl Future<Output = T>) -> T {
+    HELD.scope(running, request).await
+}
+
+/// The count of the request running now, if it is counted: a call that goes on as a task
+/// holds it, so that the call counts as running (and its CPU time is counted) until it ends.
+pub(crate) fn held() -> Option<Arc<Running>> {
+    HELD.try_with(Arc::clone).ok()
 }
 
 /// A refusal by a quota, as the JSON-RPC error the client gets.

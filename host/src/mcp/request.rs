@@ -141,7 +141,7 @@ impl McpServer {
             events: Some(Arc::new(sink)),
             questions,
         };
-        let mut execution = std::pin::pin!(super::cpu::measured(scopes.run(work)));
+        let mut execution = std::pin::pin!(crate::cpu::measured(scopes.run(work)));
         // The reports are sent while the work runs, from this task: `forwarding` is polled
         // beside it (it only ends at `Report::End`, sent below).
         let started = tokio::select! {

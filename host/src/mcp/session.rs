@@ -184,17 +184,25 @@ impl McpServer {
         // On the heap: the handler's future is large, and this one would hold it twice.
         let request = Box::pin(request);
         let spent = observed.map(|observed| &observed.spent);
-        // Counted until the request ends.
-        let running = self.quota_begin(extensions, spent)?;
+        // Counted until the request ends, or the task it became (which holds it) ends.
+        let running = self.quota_begin(extensions, spent)?.map(Arc::new);
         #[cfg(feature = "mcp-http")]
-        let spent = spent.or_else(|| running.as_ref().map(super::quota::Running::spent));
+        let spent = spent.or_else(|| running.as_deref().map(super::quota::Running::spent));
+        let request = async {
+            match spent {
+                Some(spent) => crate::cpu::counted(spent, request).await,
+                None => request.await,
+            }
+        };
+        // `running` is dropped (the call's end counted) when the answer is there, unless a
+        // task holds it.
+        #[cfg(feature = "mcp-http")]
+        if let Some(running) = &running {
+            return super::quota::holding(Arc::clone(running), request).await;
+        }
         #[cfg(not(feature = "mcp-http"))]
         let _ = &running;
-        // `running` is dropped (the call's end counted) when the answer is there.
-        match spent {
-            Some(spent) => super::cpu::counted(spent, request).await,
-            None => request.await,
-        }
+        request.await
     }
 
     /// What is observed of a request of `event` for `target` (served by the plugin that
@@ -255,7 +263,7 @@ impl McpServer {
         };
         let took = observed.started.elapsed();
         let mut record = observed.record.ended(outcome, took);
-        record.cpu_ms = super::cpu::spent(&observed.spent).as_secs_f64() * 1000.0;
+        record.cpu_ms = crate::cpu::spent(&observed.spent).as_secs_f64() * 1000.0;
         #[cfg(feature = "otel")]
         if let Some(span) = observed.span {
             span.end(record.plugin.as_deref(), outcome);
@@ -270,7 +278,7 @@ impl McpServer {
                 target,
                 outcome,
                 took,
-                super::cpu::spent(&observed.spent),
+                crate::cpu::spent(&observed.spent),
             );
         }
         if let Some(log) = &self.options.audit {

@@ -109,20 +109,27 @@ impl McpServer {
             let capabilities = context.client_capabilities().unwrap_or_default();
             let plugins = self.plugin_sessions_later();
             let (call, meta, tool) = (call.clone(), Arc::clone(&meta), Arc::clone(&tool));
+            // The request's count against its identity's quota and its CPU counter: the call
+            // counts as running, and its code's CPU time as the request's, until it ends.
+            #[cfg(feature = "mcp-http")]
+            let held = super::quota::held();
+            let spent = crate::cpu::current();
             move |task: TaskHandle| async move {
+                #[cfg(feature = "mcp-http")]
+                let _held = held;
                 let input = call.input.to_string();
                 let questions: Arc<dyn QuestionHandler> = Arc::new(HandedOver {
                     handoff: handoff.clone(),
                     request: in_request,
                     task: TaskQuestions { task, capabilities },
                 });
-                let outcome = handoff
-                    .clone()
-                    .scope(crate::question::with_question_handler(
-                        questions,
-                        tool.call(&input),
-                    ))
-                    .await;
+                let running = handoff.clone().scope(crate::cpu::measured(
+                    crate::question::with_question_handler(questions, tool.call(&input)),
+                ));
+                let outcome = match &spent {
+                    Some(spent) => crate::cpu::counted(spent, running).await,
+                    None => running.await,
+                };
                 // Not handed off: answered by its request, as it ended (or `input_required`),
                 // but for a tool that requires tasks, handed off now as a task that ended.
                 let deferred = replay.as_ref().is_some_and(|replay| replay.deferred_any());

@@ -299,3 +299,59 @@ async fn with_several_issuers_a_grant_by_claim_must_name_its_issuer() {
         "{error}"
     );
 }
+
+/// The attack: a contract 1.0.0 plugin runs its calls in the instance's event loop, not in the
+/// request's future; its code's CPU time went uncounted, so an identity under a CPU quota
+/// could spin a core for as long as each call's time limit allowed, call after call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cpu_time_of_a_contract_1_plugins_code_counts_against_the_quota() {
+    use llm_worker::{Limits, SandboxPolicy};
+    let policy = AccessPolicy::parse(
+        "[quota]\ncpu_seconds_per_minute = 1\n\n[[grant]]\nwho = [\"token:alice\"]\ntools = [\"*\"]\n",
+    )
+    .expect("a policy");
+    // `spin` runs code until its time limit stops it (and with it the instance).
+    let mut limits = Limits::default();
+    limits.call_timeout = std::time::Duration::from_secs(3);
+    let mut sandbox = SandboxPolicy::with_limits(limits);
+    // It imports wasi:http (its `fetch`), linked only where the policy grants a destination.
+    sandbox
+        .http
+        .push(llm_worker::HttpGrant::parse("http://127.0.0.1:9").expect("rule"));
+    let waiter = llm_worker_tests::host()
+        .load_with_policy(llm_worker_tests::plugin_path("waiter"), sandbox)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(waiter.contract_version(), "1.0.0");
+    let url = crate::serve_with(
+        ToolCatalog::from_plugins([&waiter]),
+        McpOptions::new("cpu", "1").access(policy),
+        HttpOptions::default().named_tokens([BearerToken::new("alice", ALICE)]),
+    )
+    .await;
+    let alice = client(&url, ALICE).await;
+    alice
+        .call_tool(CallToolRequestParams::new("bump"))
+        .await
+        .expect("within the quota");
+    let spun = alice
+        .call_tool(CallToolRequestParams::new("spin"))
+        .await
+        .expect("an answer");
+    assert_eq!(spun.is_error, Some(true), "{spun:?}");
+    let refused = alice
+        .call_tool(CallToolRequestParams::new("bump"))
+        .await
+        .expect_err("the quota is spent");
+    let rmcp::ServiceError::McpError(error) = refused else {
+        panic!("not a JSON-RPC error: {refused:?}");
+    };
+    assert_eq!(error.code.0, llm_worker::mcp::QUOTA_EXCEEDED);
+    assert!(
+        error
+            .message
+            .contains("alice is over its quota of 1 CPU seconds per minute"),
+        "{}",
+        error.message
+    );
+    alice.cancel().await.expect("close");
+}

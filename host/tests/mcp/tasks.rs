@@ -578,3 +578,76 @@ async fn a_request_cancelled_before_its_hand_off_takes_its_task_with_it() {
     );
     client.cancel().await.expect("close");
 }
+
+/// The attack: a call that became a task ran on after its request answered, and the request
+/// was all the quota counted; an identity allowed one call at a time could keep any number of
+/// tasks running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_counts_as_its_identitys_running_call_until_it_ends() {
+    use llm_worker::mcp::{AccessPolicy, BearerToken, HttpOptions};
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    const TOKEN: &str = "alice-token-0123456789abcdef";
+    let policy = AccessPolicy::parse(
+        "[quota]\nconcurrent_calls = 1\n\n[[grant]]\nwho = [\"token:alice\"]\ntools = [\"*\"]\n",
+    )
+    .expect("a policy");
+    let group = ToolGroup::new("slow", 1, || {
+        vec![
+            slow("maybe_later", TaskSupport::Optional),
+            slow("now", TaskSupport::Forbidden),
+        ]
+    });
+    let url = crate::serve_with(
+        ToolCatalog::new([group]),
+        McpOptions::new("tasks", "1").access(policy),
+        HttpOptions::default().named_tokens([BearerToken::new("alice", TOKEN)]),
+    )
+    .await;
+    let client = takes_tasks()
+        .serve(rmcp::transport::StreamableHttpClientTransport::from_config(
+            StreamableHttpClientTransportConfig::with_uri(url.as_str()).auth_header(TOKEN),
+        ))
+        .await
+        .expect("initialize");
+    let created = client
+        .call_tool_once(call("maybe_later", json!({"ms": 60_000})))
+        .await
+        .expect("call");
+    let CallToolResponse::Task(created) = created else {
+        panic!("a task was expected: {created:?}");
+    };
+    // The task runs: it is the one call Alice may have running.
+    let refused = client
+        .call_tool(call("now", json!({"ms": 0})))
+        .await
+        .expect_err("a second call while the task runs");
+    let rmcp::ServiceError::McpError(error) = refused else {
+        panic!("not a JSON-RPC error: {refused:?}");
+    };
+    assert_eq!(error.code.0, llm_worker::mcp::QUOTA_EXCEEDED);
+    assert!(
+        error
+            .message
+            .contains("alice is over its quota of 1 concurrent calls"),
+        "{}",
+        error.message
+    );
+    // Its end frees the place.
+    client
+        .cancel_task(CancelTaskParams::new(&created.task.task_id))
+        .await
+        .expect("tasks/cancel");
+    let mut answered = None;
+    for _ in 0..100 {
+        match client.call_tool(call("now", json!({"ms": 0}))).await {
+            Ok(result) => {
+                answered = Some(result);
+                break;
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+    let answered = answered.expect("a call once the task was cancelled");
+    assert_eq!(answered.is_error, Some(false), "{answered:?}");
+    client.cancel().await.expect("close");
+}

@@ -67,12 +67,31 @@ pub(crate) struct Calls {
 }
 
 /// What the task-group hook keeps: the group running now (since when), how long each group
-/// has run code, and by when the code a call left running after it ended must stop.
+/// has run code, by when the code a call left running after it ended must stop, and where
+/// the CPU time of a group's code is counted, for a call whose request measures it.
 #[derive(Default)]
 struct GroupClock {
     current: Option<(TaskGroupId, Instant)>,
     ran: HashMap<TaskGroupId, Duration>,
     ended: HashMap<TaskGroupId, Instant>,
+    cpu: HashMap<TaskGroupId, CpuMeter>,
+}
+
+/// The CPU time of one call's code (and of what it leaves running), counted into its request's
+/// counter (`crate::cpu`): the thread's CPU clock read when the loop switches to the call's
+/// code and away from it.
+struct CpuMeter {
+    spent: Arc<AtomicU64>,
+    /// The thread's CPU clock when the call's code was entered, while it runs.
+    since: Option<Duration>,
+}
+
+impl CpuMeter {
+    fn stop(&mut self) {
+        if let (Some(since), Some(now)) = (self.since.take(), crate::cpu::thread_cpu()) {
+            crate::cpu::charge(&self.spent, now.saturating_sub(since));
+        }
+    }
 }
 
 impl GroupClock {
@@ -155,7 +174,11 @@ impl TaskGroupHook for GroupHook {
     }
 
     fn handle_enter(&mut self, id: TaskGroupId) -> wasmtime::Result<()> {
-        self.clock().current = Some((id, Instant::now()));
+        let mut clock = self.clock();
+        clock.current = Some((id, Instant::now()));
+        if let Some(meter) = clock.cpu.get_mut(&id) {
+            meter.since = crate::cpu::thread_cpu();
+        }
         Ok(())
     }
 
@@ -167,6 +190,9 @@ impl TaskGroupHook for GroupHook {
             clock.current = None;
             *clock.ran.entry(id).or_default() += since.elapsed();
         }
+        if let Some(meter) = clock.cpu.get_mut(&id) {
+            meter.stop();
+        }
         Ok(())
     }
 
@@ -175,6 +201,9 @@ impl TaskGroupHook for GroupHook {
         let mut clock = self.clock();
         clock.ran.remove(&id);
         clock.ended.remove(&id);
+        if let Some(mut meter) = clock.cpu.remove(&id) {
+            meter.stop();
+        }
         Ok(())
     }
 }
@@ -239,6 +268,7 @@ impl PluginState {
             handler,
             waited,
             handoff,
+            spent,
         } = setup;
         let mut reports = CallReports::new(&self.plugin);
         reports.begin(Some(Arc::clone(&label)), sink);
@@ -261,6 +291,12 @@ impl PluginState {
             return;
         };
         calls.groups.insert(id, group);
+        if let Some(spent) = spent {
+            calls
+                .clock()
+                .cpu
+                .insert(group, CpuMeter { spent, since: None });
+        }
         calls.by_group.insert(
             group,
             CallState {
@@ -542,6 +578,8 @@ struct CallSetup {
     handler: Option<Arc<dyn QuestionHandler>>,
     waited: Arc<Waited>,
     handoff: Option<crate::task::Handoff>,
+    /// Where its CPU time is counted, if its request measures it.
+    spent: Option<Arc<AtomicU64>>,
 }
 
 /// One call for the event loop.
@@ -703,6 +741,7 @@ impl Concurrency {
                 handler: question::current_handler(),
                 waited: Arc::clone(&waited),
                 handoff: crate::task::Handoff::current(),
+                spent: crate::cpu::current(),
             },
             work,
             reply,
@@ -863,11 +902,17 @@ async fn serve(
             }
         })
         .await;
-    let culprit = store
-        .data_mut()
-        .calls
-        .as_deref_mut()
-        .and_then(|calls| calls.timed_out.take());
+    let calls = store.data_mut().calls.as_deref_mut();
+    // Code stopped by a trap was not switched away from: its CPU time is counted now.
+    if let Some(calls) = &calls {
+        let mut clock = calls.clock();
+        if let Some((group, _)) = clock.current
+            && let Some(meter) = clock.cpu.get_mut(&group)
+        {
+            meter.stop();
+        }
+    }
+    let culprit = calls.and_then(|calls| calls.timed_out.take());
     let limits = store.data().limits.clone();
     match served {
         Ok(()) => Death {

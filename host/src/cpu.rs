@@ -1,7 +1,10 @@
-//! The CPU time a request's plugin code takes: the thread CPU clock read around every poll of
-//! the request's work, on whichever thread polls it (a call's wasm runs inside those polls).
-//! Measured only for requests that something observes or counts (the audit log, metrics, a
-//! quota), into the counter the request's handler gives.
+//! The CPU time a request's plugin code takes, into the counter the request's handler gives
+//! (for the audit log, metrics and the per-identity quota). Plugin code runs in two places:
+//! inside the polls of the request's own work (contracts 0.1.0–0.3.0: the thread CPU clock is
+//! read around every poll, on whichever thread polls it), and in a contract 1.0.0 instance's
+//! event loop, which charges each call the CPU time its code ran for (read when the loop
+//! switches to and away from the call's code). Only measured for requests that something
+//! observes or counts.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,7 +16,7 @@ tokio::task_local! {
 }
 
 /// The CPU time this thread has used, where the system says.
-fn thread_cpu() -> Option<Duration> {
+pub(crate) fn thread_cpu() -> Option<Duration> {
     #[cfg(unix)]
     {
         let now = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
@@ -26,15 +29,31 @@ fn thread_cpu() -> Option<Duration> {
     None
 }
 
-/// Runs `request` (a handler's future) with `spent` as the counter its work adds to.
+/// Runs `request` (a handler's future, or the part of a call that goes on as a task after its
+/// request) with `spent` as the counter its work adds to.
+#[cfg(feature = "mcp")]
 pub(crate) async fn counted<T>(spent: &Arc<AtomicU64>, request: impl Future<Output = T>) -> T {
     SPENT.scope(Arc::clone(spent), request).await
 }
 
+/// The counter of the current request, if its CPU time is measured.
+pub(crate) fn current() -> Option<Arc<AtomicU64>> {
+    SPENT.try_with(Arc::clone).ok()
+}
+
+/// Adds `took` to `spent`.
+pub(crate) fn charge(spent: &AtomicU64, took: Duration) {
+    spent.fetch_add(
+        u64::try_from(took.as_nanos()).unwrap_or(u64::MAX),
+        Ordering::Relaxed,
+    );
+}
+
 /// Runs `work` (plugin code), adding the CPU time of its polls to the current request's
 /// counter, if it has one.
+#[cfg(feature = "mcp")]
 pub(crate) async fn measured<T>(work: impl Future<Output = T>) -> T {
-    let Ok(spent) = SPENT.try_with(Arc::clone) else {
+    let Some(spent) = current() else {
         return work.await;
     };
     let mut work = std::pin::pin!(work);
@@ -42,11 +61,7 @@ pub(crate) async fn measured<T>(work: impl Future<Output = T>) -> T {
         let before = thread_cpu();
         let polled = work.as_mut().poll(cx);
         if let (Some(before), Some(after)) = (before, thread_cpu()) {
-            let took = after.saturating_sub(before);
-            spent.fetch_add(
-                u64::try_from(took.as_nanos()).unwrap_or(u64::MAX),
-                Ordering::Relaxed,
-            );
+            charge(&spent, after.saturating_sub(before));
         }
         polled
     })
@@ -54,6 +69,7 @@ pub(crate) async fn measured<T>(work: impl Future<Output = T>) -> T {
 }
 
 /// The CPU time counted in `spent`.
+#[cfg(feature = "mcp")]
 pub(crate) fn spent(spent: &AtomicU64) -> Duration {
     Duration::from_nanos(spent.load(Ordering::Relaxed))
 }
