@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Opt-in check of docs/deploy.md (not part of the test command): two `llm-worker serve --http`
 # replicas behind nginx on loopback, sessions driven through nginx; every session must keep
-# its own state on its own replica.
+# its own state on its own replica, and every task started through nginx (by a stateless
+# 2026-07-28 client) must be answered by `tasks/get` through nginx, on the replica that runs it.
 #
 #   ./scripts/scale-out.sh            # installs nginx with apt-get if it is missing
 #
@@ -29,6 +30,9 @@ cleanup() {
 trap cleanup EXIT
 mkdir -p "$work/plugins"
 cp plugins/target/wasm32-wasip2/release/counter.wasm "$work/plugins/"
+# The conformance fixtures: `slow_compute` may run as a task.
+cp plugins/target/wasm32-wasip2/release/conformance.wasm plugins/conformance/conformance.policy.toml \
+    "$work/plugins/"
 printf 'scale-out-check-token\n' > "$work/tokens"
 chmod 600 "$work/tokens"
 
@@ -128,5 +132,52 @@ if [ "$(echo "$replicas" | wc -w)" -lt 2 ]; then
 fi
 if [ "$failed" = 0 ]; then
     echo "ok: ${#sessions[@]} sessions over 2 replicas, each kept its own count (0, 1, 2)"
+fi
+
+# Tasks, stateless (protocol 2026-07-28: no session; every request says who it is in `_meta`
+# and names its target in `Mcp-Name`): a call started through nginx lands on either replica,
+# which answers with a task whose id carries its prefix; `tasks/get` through nginx is routed on
+# that prefix to the replica that runs it.
+meta='"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"scale-out","version":"1"},"io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}'
+stateless() { # method, name, params (without `_meta`)
+    curl -s "${headers[@]}" -H "MCP-Protocol-Version: 2026-07-28" -H "Mcp-Method: $1" \
+        -H "Mcp-Name: $2" "$url" \
+        -d "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"$1\",\"params\":{$3,$meta}}"
+}
+tasks=()
+for i in 1 2 3 4 5 6; do
+    answer=$(stateless tools/call slow_compute \
+        "\"name\":\"slow_compute\",\"arguments\":{\"seconds\":1,\"label\":\"job $i\"}")
+    id=$(printf '%s' "$answer" | sed -n 's/.*"taskId":"\([^"]*\)".*/\1/p' | head -n 1)
+    if [ -z "$id" ]; then
+        echo "FAIL: call $i was not answered with a task: $answer"
+        failed=1
+        continue
+    fi
+    tasks+=("$id")
+done
+task_replicas=$(printf '%s\n' "${tasks[@]}" | cut -c1-3 | sort -u | tr '\n' ' ')
+echo "== tasks: ${tasks[*]}"
+echo "== replicas running them: $task_replicas"
+for i in "${!tasks[@]}"; do
+    id=${tasks[$i]}
+    status=""
+    for _ in $(seq 1 100); do
+        answer=$(stateless tasks/get "$id" "\"taskId\":\"$id\"")
+        status=$(printf '%s' "$answer" | sed -n 's/.*"status":"\([a-z_]*\)".*/\1/p' | head -n 1)
+        [ "$status" = working ] || break
+        sleep 0.1
+    done
+    if [ "$status" != completed ] || ! printf '%s' "$answer" | grep -q "Computed job $((i + 1)) after 1 seconds"; then
+        echo "FAIL: task $id through nginx: $answer"
+        failed=1
+    fi
+done
+if [ "$(echo "$task_replicas" | wc -w)" -lt 2 ]; then
+    echo "FAIL: all tasks ran on one replica ($task_replicas)"
+    failed=1
+fi
+if [ "$failed" = 0 ]; then
+    echo "ok: ${#tasks[@]} tasks over 2 replicas, each answered through nginx with its own result"
 fi
 exit "$failed"

@@ -501,7 +501,8 @@ async fn a_call_gathers_input_in_rounds_and_then_becomes_a_task() {
     client.cancel().await.expect("close");
 }
 
-/// Says when its call started, and when its call was dropped; never ends, never hands off.
+/// Says when its call started, and when its call was dropped; never ends, and hands off only
+/// when its input says `hand_off`.
 struct Held {
     started: Arc<tokio::sync::Notify>,
     dropped: Arc<tokio::sync::Notify>,
@@ -518,8 +519,11 @@ impl Drop for Dropped {
 
 #[async_trait]
 impl Tool for Held {
-    async fn execute(&self, _input_json: &str) -> Result<String, ToolError> {
+    async fn execute(&self, input_json: &str) -> Result<String, ToolError> {
         let _dropped = Dropped(Arc::clone(&self.dropped));
+        if input_json.contains("hand_off") {
+            llm_worker::task::start();
+        }
         self.started.notify_one();
         std::future::pending().await
     }
@@ -527,30 +531,7 @@ impl Tool for Held {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_cancelled_before_its_hand_off_takes_its_task_with_it() {
-    let started = Arc::new(tokio::sync::Notify::new());
-    let dropped = Arc::new(tokio::sync::Notify::new());
-    let (tool_started, tool_dropped) = (Arc::clone(&started), Arc::clone(&dropped));
-    let group = ToolGroup::new("held", 1, move || {
-        let (started, dropped) = (Arc::clone(&tool_started), Arc::clone(&tool_dropped));
-        let held: ToolDefinition = Arc::new(move || {
-            let meta = ToolMeta::new("held")
-                .description("Holds")
-                .input_schema(json!({"type": "object"}))
-                .task_support(TaskSupport::Optional);
-            let tool = Held {
-                started: Arc::clone(&started),
-                dropped: Arc::clone(&dropped),
-            };
-            (meta, Arc::new(tool) as Arc<dyn Tool>)
-        });
-        vec![held, slow("maybe_later", TaskSupport::Optional)]
-    });
-    // One task per owner: a call not handed off yet holds that place.
-    let mut options = McpOptions::new("tasks", "1");
-    options.tasks = llm_worker::task::TaskStore::with_options(
-        llm_worker::task::TaskOptions::default().max_tasks_per_owner(1),
-    );
-    let url = serve(ToolCatalog::new([group]), options).await;
+    let (url, started, dropped) = held_server().await;
     let client = tasks_client(&url).await;
     // The call starts inside its request; the client gives up on the request (its future is
     // dropped: rmcp sends `notifications/cancelled`).
@@ -577,6 +558,58 @@ async fn a_request_cancelled_before_its_hand_off_takes_its_task_with_it() {
         "waited 10 ms"
     );
     client.cancel().await.expect("close");
+}
+
+/// The attack: a client starts a task that never ends and closes its session; the task, its
+/// call and the instance it runs in stayed behind, for as long as the task's time limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stateful_sessions_tasks_end_with_it() {
+    let (url, started, dropped) = held_server().await;
+    let client = tasks_client(&url).await;
+    let created = client
+        .call_tool_once(call("held", json!({"hand_off": true})))
+        .await
+        .expect("call");
+    let CallToolResponse::Task(created) = created else {
+        panic!("a task was expected: {created:?}");
+    };
+    assert_eq!(created.task.status, TaskStatus::Working);
+    started.notified().await;
+    client.cancel().await.expect("close");
+    // A liveness bound far above what it takes: the task's call is dropped with the session.
+    tokio::time::timeout(Duration::from_secs(30), dropped.notified())
+        .await
+        .expect("the task's call was dropped with its session");
+}
+
+/// A server of `held` (see [`Held`]) and `maybe_later`, keeping one task per owner: its URL,
+/// and what says when `held`'s call started and when it was dropped.
+async fn held_server() -> (String, Arc<tokio::sync::Notify>, Arc<tokio::sync::Notify>) {
+    let started = Arc::new(tokio::sync::Notify::new());
+    let dropped = Arc::new(tokio::sync::Notify::new());
+    let (tool_started, tool_dropped) = (Arc::clone(&started), Arc::clone(&dropped));
+    let group = ToolGroup::new("held", 1, move || {
+        let (started, dropped) = (Arc::clone(&tool_started), Arc::clone(&tool_dropped));
+        let held: ToolDefinition = Arc::new(move || {
+            let meta = ToolMeta::new("held")
+                .description("Holds")
+                .input_schema(json!({"type": "object"}))
+                .task_support(TaskSupport::Optional);
+            let tool = Held {
+                started: Arc::clone(&started),
+                dropped: Arc::clone(&dropped),
+            };
+            (meta, Arc::new(tool) as Arc<dyn Tool>)
+        });
+        vec![held, slow("maybe_later", TaskSupport::Optional)]
+    });
+    // One task per owner: a call not handed off yet holds that place.
+    let mut options = McpOptions::new("tasks", "1");
+    options.tasks = llm_worker::task::TaskStore::with_options(
+        llm_worker::task::TaskOptions::default().max_tasks_per_owner(1),
+    );
+    let url = serve(ToolCatalog::new([group]), options).await;
+    (url, started, dropped)
 }
 
 /// The attack: a call that became a task ran on after its request answered, and the request
