@@ -15,7 +15,7 @@
 // (contract 0.3.0's `client` interface), as by the rest of the server.
 #![allow(deprecated)]
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::SystemTime;
 
 use async_trait::async_trait;
@@ -33,6 +33,7 @@ use super::request::Asking;
 use super::session::McpServer;
 use super::tools::Ended;
 use crate::TaskSupport;
+use crate::events::Sink;
 use crate::hook::ToolCall;
 use crate::question::answer::{check_elicitation, check_roots, check_sampling};
 use crate::question::form::Form;
@@ -100,10 +101,14 @@ impl McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let owner = self.task_owner(&context);
-        let (handoff, mut handed_off) = Handoff::new();
+        let (handoff, handed_off) = Handoff::new();
         let in_request = self.audited(asking.questions(), &context);
         let replay = asking.replay();
+        // Where the call's reports (logs, progress) go before its hand-off: its request's
+        // client, as any call's; set before the call starts.
+        let request_reports: Arc<OnceLock<Sink>> = Arc::default();
         let work = {
+            let request_reports = Arc::clone(&request_reports);
             let options = Arc::clone(&self.options);
             let identity = super::session::identity(&context.extensions);
             let capabilities = context.client_capabilities().unwrap_or_default();
@@ -123,9 +128,22 @@ impl McpServer {
                     request: in_request,
                     task: TaskQuestions { task, capabilities },
                 });
-                let running = handoff.clone().scope(crate::cpu::measured(
-                    crate::question::with_question_handler(questions, tool.call(&input)),
-                ));
+                let reports: Sink = {
+                    let handoff = handoff.clone();
+                    Arc::new(move |event| {
+                        if !handoff.started()
+                            && let Some(sink) = request_reports.get()
+                        {
+                            sink(event);
+                        }
+                    })
+                };
+                let running = crate::events::with_sink(
+                    reports,
+                    handoff.clone().scope(crate::cpu::measured(
+                        crate::question::with_question_handler(questions, tool.call(&input)),
+                    )),
+                );
                 let outcome = match &spent {
                     Some(spent) => crate::cpu::counted(spent, running).await,
                     None => running.await,
@@ -171,7 +189,48 @@ impl McpServer {
             }
         };
         let store = &self.options.tasks;
-        let task = store.start(&owner, work).map_err(|error| match error {
+        // In the request: its reports are forwarded to the client and its cancellation stops
+        // it (dropping the call, whose task is forgotten), until the hand-off or the end.
+        let in_request = async {
+            if let Some(sink) = crate::events::current_sink() {
+                let _ = request_reports.set(sink);
+            }
+            self.until_handed_off(store, &owner, work, handed_off, &call.name)
+                .await
+        };
+        let outcome = match self
+            .run(&call.name, context.clone(), None, in_request)
+            .await??
+        {
+            InRequest::HandedOff(created) => return Ok(CallToolResponse::Task(created)),
+            InRequest::Ended(outcome) => outcome,
+        };
+        let identity = super::session::identity(&context.extensions);
+        let hooks = self.options.hooks(identity.as_ref());
+        let ended = Ended {
+            call,
+            meta,
+            tool,
+            asked_as,
+        };
+        self.answer(ended, &hooks, asking, outcome).await
+    }
+
+    /// Starts the task of a call that may become one, and waits until it does (the task, for
+    /// the client) or its call ends first (its outcome, for the request to answer).
+    async fn until_handed_off<W, F>(
+        &self,
+        store: &crate::task::TaskStore,
+        owner: &str,
+        work: W,
+        mut handed_off: tokio::sync::watch::Receiver<HandoffState>,
+        name: &str,
+    ) -> Result<InRequest, ErrorData>
+    where
+        W: FnOnce(TaskHandle) -> F + Send + 'static,
+        F: Future<Output = Result<ToolOutput, ToolError>> + Send + 'static,
+    {
+        let task = store.start(owner, work).map_err(|error| match error {
             TaskError::TooMany(_) => {
                 ErrorData::new(ErrorCode::INVALID_REQUEST, error.to_string(), None)
             }
@@ -180,7 +239,7 @@ impl McpServer {
         // Until the client is handed the task, the task is the request's: it ends with it.
         let mut unclaimed = Unclaimed {
             store,
-            owner: &owner,
+            owner,
             id: &task.id,
             armed: true,
         };
@@ -194,35 +253,25 @@ impl McpServer {
         let ended = tokio::select! {
             biased;
             () = handed => None,
-            ended = store.wait(&owner, &task.id) => Some(ended),
-            () = context.ct.cancelled() => return Err(super::request::cancelled(&call.name)),
+            ended = store.wait(owner, &task.id) => Some(ended),
         };
         if ended.is_none() || *handed_off.borrow() == HandoffState::Started {
-            let task = store.get(&owner, &task.id).map_err(unknown)?;
+            let task = store.get(owner, &task.id).map_err(unknown)?;
             unclaimed.armed = false;
-            return Ok(CallToolResponse::Task(CreateTaskResult::new(wire_task(
+            return Ok(InRequest::HandedOff(CreateTaskResult::new(wire_task(
                 &task,
             ))));
         }
         unclaimed.armed = false;
         let outcome = store
-            .forget(&owner, &task.id)
+            .forget(owner, &task.id)
             .and_then(|task| task.outcome)
             .unwrap_or_else(|| {
                 Err(ToolError::Internal(format!(
-                    "the call of '{}' ended without a result: it was cancelled",
-                    call.name
+                    "the call of '{name}' ended without a result: it was cancelled"
                 )))
             });
-        let identity = super::session::identity(&context.extensions);
-        let hooks = self.options.hooks(identity.as_ref());
-        let ended = Ended {
-            call,
-            meta,
-            tool,
-            asked_as,
-        };
-        self.answer(ended, &hooks, asking, outcome).await
+        Ok(InRequest::Ended(outcome))
     }
 
     /// `tasks/get`.
@@ -275,6 +324,14 @@ impl McpServer {
         }
         Ok(())
     }
+}
+
+/// How a call that may become a task stood when its request stopped waiting for it.
+enum InRequest {
+    /// It became a task: the client is answered with it.
+    HandedOff(CreateTaskResult),
+    /// It ended inside its request, which answers it.
+    Ended(Result<ToolOutput, ToolError>),
 }
 
 /// Forgets a task its request has not handed to the client, when the request ends first.

@@ -395,6 +395,8 @@ async fn a_call_that_never_hands_off_is_answered_as_it_ended() {
 /// A client that takes tasks and answers every form with the name "Alice", counting the forms.
 struct Alice {
     asked: Arc<std::sync::atomic::AtomicUsize>,
+    /// The log messages it was sent.
+    logs: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl rmcp::ClientHandler for Alice {
@@ -415,6 +417,19 @@ impl rmcp::ClientHandler for Alice {
                 .expect("an answer"),
         )
     }
+
+    // Logging is deprecated by SEP-2577, and still part of the revisions the server serves.
+    #[allow(deprecated)]
+    async fn on_logging_message(
+        &self,
+        params: rmcp::model::LoggingMessageNotificationParam,
+        _context: rmcp::service::NotificationContext<rmcp::RoleClient>,
+    ) {
+        self.logs
+            .lock()
+            .expect("logs")
+            .push(params.data.as_str().unwrap_or_default().to_owned());
+    }
 }
 
 /// The fixture that asks a name in its request, then becomes a task (`manual_start`).
@@ -428,17 +443,27 @@ async fn gathering_server() -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// Logging is deprecated by SEP-2577, and still part of the revisions the server serves.
+#[allow(deprecated)]
 async fn a_call_asks_in_its_request_and_then_becomes_a_task() {
     let url = gathering_server().await;
     let asked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let logs = Arc::default();
     let client = Alice {
         asked: Arc::clone(&asked),
+        logs: Arc::clone(&logs),
     }
     .serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
         url.as_str(),
     ))
     .await
     .expect("initialize");
+    client
+        .set_level(rmcp::model::SetLevelRequestParams::new(
+            rmcp::model::LoggingLevel::Info,
+        ))
+        .await
+        .expect("logging/setLevel");
     let created = client
         .call_tool_once(call("test_tool_with_task", json!({})))
         .await
@@ -449,6 +474,13 @@ async fn a_call_asks_in_its_request_and_then_becomes_a_task() {
         panic!("a task was expected: {created:?}");
     };
     assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 1);
+    // What it logged before the hand-off reached the client as the request's (sent before
+    // its answer).
+    assert_eq!(
+        *logs.lock().expect("logs"),
+        ["asking the user's name"],
+        "the call's log before its hand-off"
+    );
     let done = settled(&client, &created.task.task_id).await;
     assert_eq!(completed_text(&done), "Hello, Alice!");
     client.cancel().await.expect("close");

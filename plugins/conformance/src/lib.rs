@@ -236,6 +236,7 @@ impl Conformance {
     /// task that greets them.
     #[tool(task = "required", manual_start)]
     async fn test_tool_with_task(&self) -> Result<String, QuestionError> {
+        log::info!("asking the user's name");
         let answer = elicit_with_schema(
             "user_name",
             "What is your name?",
