@@ -195,20 +195,10 @@ async fn an_identity_past_its_quota_is_refused_with_an_error_that_says_so() {
             .await
             .expect("within the quota");
     }
-    let refused = alice
-        .call_tool(CallToolRequestParams::new("a1"))
-        .await
-        .expect_err("a third call this minute");
-    let rmcp::ServiceError::McpError(error) = refused else {
-        panic!("not a JSON-RPC error: {refused:?}");
-    };
-    assert_eq!(error.code.0, llm_worker::mcp::QUOTA_EXCEEDED);
-    assert!(
-        error
-            .message
-            .contains("alice is over its quota of 2 calls per minute"),
-        "{}",
-        error.message
+    crate::assert_over_quota(
+        alice.call_tool(CallToolRequestParams::new("a1")).await,
+        "alice is over its quota of 2 calls per minute",
+        "a third call this minute",
     );
     // Bob's grant gives him more, and Alice's use is not his.
     let bob = client(&url, BOB).await;
@@ -338,20 +328,10 @@ async fn the_cpu_time_of_a_contract_1_plugins_code_counts_against_the_quota() {
         .await
         .expect("an answer");
     assert_eq!(spun.is_error, Some(true), "{spun:?}");
-    let refused = alice
-        .call_tool(CallToolRequestParams::new("bump"))
-        .await
-        .expect_err("the quota is spent");
-    let rmcp::ServiceError::McpError(error) = refused else {
-        panic!("not a JSON-RPC error: {refused:?}");
-    };
-    assert_eq!(error.code.0, llm_worker::mcp::QUOTA_EXCEEDED);
-    assert!(
-        error
-            .message
-            .contains("alice is over its quota of 1 CPU seconds per minute"),
-        "{}",
-        error.message
+    crate::assert_over_quota(
+        alice.call_tool(CallToolRequestParams::new("bump")).await,
+        "alice is over its quota of 1 CPU seconds per minute",
+        "the quota is spent",
     );
     alice.cancel().await.expect("close");
 }

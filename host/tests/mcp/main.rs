@@ -76,6 +76,21 @@ async fn serve_with(catalog: ToolCatalog, options: McpOptions, http: HttpOptions
     url
 }
 
+/// Asserts that `answer` (to a request `why` should be refused) is the JSON-RPC error of a
+/// quota, saying `says`.
+fn assert_over_quota<T: std::fmt::Debug>(
+    answer: Result<T, rmcp::ServiceError>,
+    says: &str,
+    why: &str,
+) {
+    let refused = answer.expect_err(why);
+    let rmcp::ServiceError::McpError(error) = refused else {
+        panic!("{why}: not a JSON-RPC error: {refused:?}");
+    };
+    assert_eq!(error.code.0, llm_worker::mcp::QUOTA_EXCEEDED, "{why}");
+    assert!(error.message.contains(says), "{why}: {}", error.message);
+}
+
 fn greeting(result: &rmcp::model::CallToolResult) -> String {
     result
         .content

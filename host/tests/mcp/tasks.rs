@@ -682,20 +682,10 @@ async fn a_task_counts_as_its_identitys_running_call_until_it_ends() {
         panic!("a task was expected: {created:?}");
     };
     // The task runs: it is the one call Alice may have running.
-    let refused = client
-        .call_tool(call("now", json!({"ms": 0})))
-        .await
-        .expect_err("a second call while the task runs");
-    let rmcp::ServiceError::McpError(error) = refused else {
-        panic!("not a JSON-RPC error: {refused:?}");
-    };
-    assert_eq!(error.code.0, llm_worker::mcp::QUOTA_EXCEEDED);
-    assert!(
-        error
-            .message
-            .contains("alice is over its quota of 1 concurrent calls"),
-        "{}",
-        error.message
+    crate::assert_over_quota(
+        client.call_tool(call("now", json!({"ms": 0}))).await,
+        "alice is over its quota of 1 concurrent calls",
+        "a second call while the task runs",
     );
     // Its end frees the place.
     client
