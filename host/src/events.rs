@@ -139,7 +139,7 @@ pub(crate) fn tagged(sink: Sink, call_id: String) -> Sink {
 }
 
 /// Cuts `text` to [`MAX_LOG_MESSAGE_BYTES`] at a character boundary; whether it was longer.
-fn cut(text: &mut String) -> bool {
+pub(crate) fn cut(text: &mut String) -> bool {
     if text.len() <= MAX_LOG_MESSAGE_BYTES {
         return false;
     }

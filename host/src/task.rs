@@ -217,6 +217,25 @@ impl TaskHandle {
         &self.id
     }
 
+    /// Says what the task is doing now: its status message while it works (shown by
+    /// `tasks/get`), until it waits for input, says something else, or ends. A task's progress
+    /// reports (a plugin's `host.progress`) set it, bounded like a log message.
+    pub fn say(&self, message: impl Into<String>) {
+        let Some(inner) = self.store.upgrade() else {
+            return;
+        };
+        let store = TaskStore { inner };
+        let mut tasks = store.lock();
+        if let Some(entry) = tasks.get_mut(&self.id)
+            && entry.snapshot.status == TaskStatus::Working
+        {
+            let mut message = message.into();
+            crate::events::cut(&mut message);
+            entry.snapshot.status_message = Some(message);
+            entry.snapshot.last_updated_at = SystemTime::now();
+        }
+    }
+
     /// Puts `request` to the task's owner under `key` (unique within the task while it waits)
     /// and waits for the answer ([`TaskStore::answer`]); the task is
     /// [`TaskStatus::InputRequired`] meanwhile. Dropping the wait withdraws the question.
@@ -287,6 +306,28 @@ impl Drop for Withdraw<'_> {
             }
         }
     }
+}
+
+/// The sink of a task's events: its progress reports become its status message ("message
+/// (3 of 10)", or the figures alone).
+pub(crate) fn status_from_progress(task: TaskHandle) -> crate::events::Sink {
+    Arc::new(move |event: crate::events::ToolEvent| {
+        if let crate::events::ToolEventKind::Progress {
+            done,
+            total,
+            message,
+        } = event.kind
+        {
+            let figures = match total {
+                Some(total) => format!("{done} of {total}"),
+                None => format!("{done} done"),
+            };
+            task.say(match message {
+                Some(message) if !message.is_empty() => format!("{message} ({figures})"),
+                _ => figures,
+            });
+        }
+    })
 }
 
 tokio::task_local! {
@@ -471,12 +512,15 @@ impl TaskStore {
         // The store is held weakly: a store dropped ends its tasks' records, not their calls.
         let store = Arc::downgrade(&self.inner);
         let finished_id = id.clone();
-        let work = work(TaskHandle {
+        let handle = TaskHandle {
             store: Weak::clone(&store),
             id: id.clone(),
-        });
+        };
+        // Its progress is its status message.
+        let progress = status_from_progress(handle.clone());
+        let work = work(handle);
         let task = runtime.spawn(IN_TASK.scope((), async move {
-            let outcome = work.await;
+            let outcome = crate::events::with_sink(progress, work).await;
             if let Some(inner) = store.upgrade() {
                 TaskStore { inner }.finish(&finished_id, outcome);
             }

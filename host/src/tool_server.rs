@@ -187,7 +187,8 @@ impl ToolServerHandle {
 
     /// Starts the tool `name` with `input_json` as a task: the call runs in the background
     /// (for a plugin, in the session's instance, under the policy's `task_timeout_ms` rather
-    /// than `timeout_ms`) and the task is returned at once, working. Poll it with
+    /// than `timeout_ms`) and the task is returned at once, working; its progress reports
+    /// become its status message. Poll it with
     /// [`task`](Self::task), wait for it with [`wait_task`](Self::wait_task), cancel it with
     /// [`cancel_task`](Self::cancel_task). Must be called within a Tokio runtime.
     ///

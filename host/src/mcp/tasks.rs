@@ -120,6 +120,7 @@ impl McpServer {
             let held = super::quota::held();
             let spent = crate::cpu::current();
             move |task: TaskHandle| async move {
+                let task_status = crate::task::status_from_progress(task.clone());
                 #[cfg(feature = "mcp-http")]
                 let _held = held;
                 let input = call.input.to_string();
@@ -128,12 +129,14 @@ impl McpServer {
                     request: in_request,
                     task: TaskQuestions { task, capabilities },
                 });
+                // Its reports: the request's until the hand-off; then its progress is the
+                // task's status message.
                 let reports: Sink = {
                     let handoff = handoff.clone();
                     Arc::new(move |event| {
-                        if !handoff.started()
-                            && let Some(sink) = request_reports.get()
-                        {
+                        if handoff.started() {
+                            task_status(event);
+                        } else if let Some(sink) = request_reports.get() {
                             sink(event);
                         }
                     })

@@ -706,3 +706,49 @@ async fn a_task_counts_as_its_identitys_running_call_until_it_ends() {
     assert_eq!(answered.is_error, Some(false), "{answered:?}");
     client.cancel().await.expect("close");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tasks_progress_is_its_status_message() {
+    use llm_worker::{HttpGrant, SandboxPolicy};
+    let (site, gate) = llm_worker_tests::http_server::TestServer::held("task body");
+    let mut sandbox = SandboxPolicy::default();
+    sandbox
+        .http
+        .push(HttpGrant::parse(&format!("http://127.0.0.1:{}", site.port())).expect("rule"));
+    let waiter = llm_worker_tests::host()
+        .load_with_policy(llm_worker_tests::plugin_path("waiter"), sandbox)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let url = serve(
+        ToolCatalog::from_plugins([&waiter]),
+        McpOptions::new("tasks", "1"),
+    )
+    .await;
+    let client = tasks_client(&url).await;
+    let page = format!("http://127.0.0.1:{}/", site.port());
+    let created = client
+        .call_tool_once(call("fetch", json!({ "url": page })))
+        .await
+        .expect("call");
+    let CallToolResponse::Task(created) = created else {
+        panic!("a task was expected: {created:?}");
+    };
+    let id = created.task.task_id.clone();
+    // It reports progress, then waits for the response the test holds: `tasks/get` says so.
+    let mut message = None;
+    for _ in 0..200 {
+        let task = client
+            .get_task(GetTaskParams::new(&id))
+            .await
+            .expect("tasks/get");
+        assert_eq!(task.task.status(), TaskStatus::Working);
+        message = task.task.task.status_message.clone();
+        if message.as_deref() != Some("running") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(message.as_deref(), Some("fetching (1 of 2)"));
+    gate.open();
+    assert_eq!(completed_text(&settled(&client, &id).await), "1 task body");
+    client.cancel().await.expect("close");
+}

@@ -216,6 +216,8 @@ async fn a_tool_runs_as_a_task_through_the_library() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let task = tools.task(&started.id).expect("known");
     assert_eq!(task.status, TaskStatus::Working);
+    // Its progress before the request is its status message.
+    assert_eq!(task.status_message.as_deref(), Some("fetching (1 of 2)"));
     // Meanwhile the instance serves calls: the task's fetch counted itself.
     assert_eq!(
         call(&tools, "bump", serde_json::json!({})).await.as_deref(),
