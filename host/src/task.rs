@@ -82,6 +82,12 @@ pub enum TaskError {
     /// The caller has as many tasks as it may keep.
     #[error("{0} tasks are kept for you already, the most allowed; wait for them to expire")]
     TooMany(usize),
+    /// The store keeps as many tasks as it may, all owners together.
+    #[error(
+        "this server keeps {0} tasks already, the most it allows for all its clients; try again \
+         later"
+    )]
+    Full(usize),
     /// Tasks run on a Tokio runtime, and there is none here.
     #[error("tasks need a Tokio runtime to run on")]
     NoRuntime,
@@ -128,6 +134,13 @@ impl TaskOptions {
     #[must_use]
     pub fn max_tasks_per_owner(mut self, tasks: usize) -> Self {
         self.max_tasks_per_owner = tasks;
+        self
+    }
+
+    /// Sets how many tasks the store keeps, all owners together.
+    #[must_use]
+    pub fn max_tasks(mut self, tasks: usize) -> Self {
+        self.max_tasks = tasks;
         self
     }
 
@@ -454,6 +467,7 @@ impl TaskStore {
     ///
     /// # Errors
     /// [`TaskError::TooMany`] when `owner` keeps as many tasks as allowed;
+    /// [`TaskError::Full`] when the store does, all owners together;
     /// [`TaskError::NoRuntime`] outside a Tokio runtime.
     pub fn start<W, F>(&self, owner: &str, work: W) -> Result<TaskSnapshot, TaskError>
     where
@@ -495,7 +509,7 @@ impl TaskStore {
                 return Err(TaskError::TooMany(options.max_tasks_per_owner));
             }
             if tasks.len() >= options.max_tasks {
-                return Err(TaskError::TooMany(options.max_tasks));
+                return Err(TaskError::Full(options.max_tasks));
             }
             tasks.insert(
                 id.clone(),
@@ -681,4 +695,42 @@ fn random_hex() -> Option<String> {
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes).ok()?;
     Some(bytes.iter().map(|byte| format!("{byte:02x}")).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A task's work that never ends.
+    fn endless(_: TaskHandle) -> std::future::Pending<Result<ToolOutput, ToolError>> {
+        std::future::pending()
+    }
+
+    /// The attack: many owners, each under its own cap, filling the server with tasks
+    /// together. And the error: an owner was told "kept for you" about a limit that is
+    /// everyone's.
+    #[tokio::test]
+    async fn the_stores_cap_holds_for_all_owners_together_and_says_whose_limit_it_is() {
+        let store =
+            TaskStore::with_options(TaskOptions::default().max_tasks(2).max_tasks_per_owner(2));
+        store.start("alice", endless).expect("alice's task");
+        store.start("bob", endless).expect("bob's task");
+        let refused = store
+            .start("carol", endless)
+            .expect_err("a third task, over the store's cap");
+        assert_eq!(refused, TaskError::Full(2));
+        assert!(
+            refused.to_string().contains("for all its clients"),
+            "{refused}"
+        );
+        // An owner's own cap says it is theirs.
+        let own = TaskStore::with_options(TaskOptions::default().max_tasks_per_owner(1));
+        own.start("alice", endless).expect("alice's task");
+        let refused = own
+            .start("alice", endless)
+            .expect_err("a second task of one owner");
+        assert_eq!(refused, TaskError::TooMany(1));
+        assert!(refused.to_string().contains("for you"), "{refused}");
+        own.start("bob", endless).expect("another owner's task");
+    }
 }

@@ -234,7 +234,7 @@ impl McpServer {
         F: Future<Output = Result<ToolOutput, ToolError>> + Send + 'static,
     {
         let task = store.start(owner, work).map_err(|error| match error {
-            TaskError::TooMany(_) => {
+            TaskError::TooMany(_) | TaskError::Full(_) => {
                 ErrorData::new(ErrorCode::INVALID_REQUEST, error.to_string(), None)
             }
             other => ErrorData::internal_error(other.to_string(), None),
