@@ -24,13 +24,31 @@ pub(crate) struct Ledger {
     by_identity: Mutex<HashMap<[u8; 16], Used>>,
 }
 
+/// The CPU time of a call that ended: its counter, read when the quota is checked, so that
+/// the time of code the call left running (a call whose caller gave up, until the instance
+/// stops it) counts too; and what merged entries took.
+struct Busy {
+    took: Duration,
+    spent: Option<Arc<std::sync::atomic::AtomicU64>>,
+}
+
+impl Busy {
+    fn total(&self) -> Duration {
+        self.took
+            + self
+                .spent
+                .as_deref()
+                .map_or(Duration::ZERO, crate::cpu::spent)
+    }
+}
+
 #[derive(Default)]
 struct Used {
     /// When each call of the last minute started (kept only under a `calls_per_minute`).
     started: VecDeque<Instant>,
     running: u32,
     /// When each call of the last minute ended, and the CPU time it took.
-    busy: VecDeque<(Instant, Duration)>,
+    busy: VecDeque<(Instant, Busy)>,
 }
 
 impl Used {
@@ -56,7 +74,8 @@ impl Used {
     }
 }
 
-/// A call counted as running until dropped, when its CPU time is counted.
+/// A call counted as running until dropped; its CPU time counts from then on (read from its
+/// counter at each check, so code it left running counts as it runs).
 pub(crate) struct Running {
     ledger: Arc<Ledger>,
     key: [u8; 16],
@@ -77,12 +96,18 @@ impl Drop for Running {
         let mut all = self.ledger.lock();
         if let Some(used) = all.get_mut(&self.key) {
             used.running = used.running.saturating_sub(1);
-            used.busy.push_back((now, crate::cpu::spent(&self.spent)));
+            used.busy.push_back((
+                now,
+                Busy {
+                    took: Duration::ZERO,
+                    spent: Some(Arc::clone(&self.spent)),
+                },
+            ));
             if used.busy.len() > MAX_BUSY_ENTRIES
-                && let Some((_, took)) = used.busy.pop_front()
+                && let Some((_, oldest)) = used.busy.pop_front()
                 && let Some(next) = used.busy.front_mut()
             {
-                next.1 += took;
+                next.1.took += oldest.total();
             }
         }
     }
@@ -164,7 +189,7 @@ impl Ledger {
             return Err(exceeded(who, "calls per minute", limit, retry));
         }
         if let Some(limit) = quota.cpu_seconds_per_minute {
-            let busy: Duration = used.busy.iter().map(|(_, took)| *took).sum();
+            let busy: Duration = used.busy.iter().map(|(_, busy)| busy.total()).sum();
             if busy >= Duration::from_secs(u64::from(limit)) {
                 let retry = used
                     .busy
