@@ -124,7 +124,8 @@ const MAX_TARGET_BYTES: usize = 256;
 pub(crate) struct Record {
     /// When it ended (RFC 3339, UTC).
     pub(crate) time: String,
-    /// `tools/call`, `resources/read`, `prompts/get`, `completion/complete`, or `question`.
+    /// `tools/call`, `resources/read`, `prompts/get`, `completion/complete`, `question`, or
+    /// `task` (the end of a task a tool call became).
     pub(crate) event: &'static str,
     /// Who asked: the identity's name (`null` without authentication).
     pub(crate) identity: Option<String>,
@@ -137,6 +138,9 @@ pub(crate) struct Record {
     pub(crate) plugin_sha256: Option<String>,
     /// The tool, resource URI, prompt, or what the question asked for.
     pub(crate) target: String,
+    /// The task a tool call became (`outcome: "task"`), and that a `task` record ends.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) task: Option<String>,
     pub(crate) input_sha256: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) input: Option<Value>,
@@ -174,6 +178,7 @@ impl Record {
             plugin: None,
             plugin_sha256: None,
             target,
+            task: None,
             input_sha256: None,
             input: None,
             outcome: "ok",

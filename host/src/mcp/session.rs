@@ -286,6 +286,45 @@ impl McpServer {
         }
     }
 
+    /// Observes the task a call observed as `observed` became (owned by `owner`) when it ends:
+    /// its record (`event: "task"`) and metrics say how the call ended, how long it took from
+    /// its start and the CPU time of all its plugin code, the part after the hand-off included.
+    fn follow_task(&self, observed: &Observed, owner: String, input: &Value) {
+        let Some(id) = observed.record.task.clone() else {
+            return;
+        };
+        let options = Arc::clone(&self.options);
+        let mut record = observed.record.clone();
+        record.event = "task";
+        let started = observed.started;
+        let spent = Arc::clone(&observed.spent);
+        let input = input.clone();
+        tokio::spawn(async move {
+            let outcome = match options.tasks.wait(&owner, &id).await {
+                Ok(task) => match (task.status, &task.outcome) {
+                    (crate::task::TaskStatus::Cancelled, _) => "cancelled",
+                    (crate::task::TaskStatus::Failed, _) => "error",
+                    (_, Some(Ok(output))) if !output.is_error => "ok",
+                    _ => "tool_error",
+                },
+                // Forgotten before it ended: its time to live ran out.
+                Err(_) => "expired",
+            };
+            let took = started.elapsed();
+            let cpu = crate::cpu::spent(&spent);
+            let mut record = record.ended(outcome, took);
+            record.cpu_ms = cpu.as_secs_f64() * 1000.0;
+            #[cfg(feature = "metrics")]
+            if let Some(metrics) = &options.metrics {
+                let target = record.known_target.as_deref().unwrap_or("");
+                metrics.request("task", record.plugin.as_deref(), target, outcome, took, cpu);
+            }
+            if let Some(log) = &options.audit {
+                log.write(record, &input);
+            }
+        });
+    }
+
     /// `questions`, recorded in the audit log if there is one.
     pub(super) fn audited(
         &self,
@@ -818,9 +857,18 @@ impl ServerHandler for McpServer {
                 Value::Object(request.arguments.clone().unwrap_or_default())
             });
             let extensions = context.extensions.clone();
+            // A call that becomes a task is observed again when the task ends.
+            let owner = audit.as_ref().map(|_| self.task_owner(&context));
             let response = self
                 .metered(&extensions, audit.as_ref(), self.call(request, context))
                 .await;
+            let mut audit = audit;
+            if let (Some(observed), Some(owner), Ok(CallToolResponse::Task(created))) =
+                (&mut audit, owner, &response)
+            {
+                observed.record.task = Some(created.task.task_id.clone());
+                self.follow_task(observed, owner, &input);
+            }
             self.observe_end(
                 audit,
                 input,

@@ -44,7 +44,7 @@ use crate::tool::{ElicitationAnswer, Root, SamplingAnswer, SamplingRequest};
 
 impl McpServer {
     /// Whose tasks a request sees.
-    fn task_owner(&self, context: &RequestContext<RoleServer>) -> String {
+    pub(super) fn task_owner(&self, context: &RequestContext<RoleServer>) -> String {
         let origin = self.origin(context);
         let caller = super::session::caller_of(context);
         let caller = caller.0.map_or_else(

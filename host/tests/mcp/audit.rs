@@ -2,7 +2,6 @@
 //! session with which plugin, the input's SHA-256 and not the input (unless asked), and how
 //! it ended.
 
-use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 use llm_worker::mcp::{AuditLog, BearerToken, HttpOptions, McpOptions, ToolCatalog, ToolGroup};
@@ -14,32 +13,9 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use serde_json::{Value, json};
 use sha2::Digest;
 
+use crate::Shared;
+
 const ALICE: &str = "alice-token-0123456789abcdef";
-
-/// A writer the test reads back.
-#[derive(Clone, Default)]
-struct Shared(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Shared {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().expect("lock").extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Shared {
-    fn records(&self) -> Vec<Value> {
-        let bytes = self.0.lock().expect("lock").clone();
-        String::from_utf8(bytes)
-            .expect("UTF-8")
-            .lines()
-            .map(|line| serde_json::from_str(line).expect("a JSON line"))
-            .collect()
-    }
-}
 
 async fn serve(log: AuditLog) -> String {
     let options = McpOptions::new("audited", "1")

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use llm_worker::mcp::{McpOptions, ToolCatalog, ToolGroup};
+use llm_worker::mcp::{AuditLog, McpOptions, ToolCatalog, ToolGroup};
 use llm_worker::{TaskSupport, Tool, ToolDefinition, ToolError, ToolMeta};
 use rmcp::ServiceExt;
 use rmcp::model::{
@@ -19,8 +19,9 @@ use serde_json::json;
 
 use crate::serve;
 
-/// Becomes a task (unless `hand_off` is false), waits `ms` milliseconds (its input), then says
-/// how long it waited; `fail` makes it fail as a tool, `broken` fail inside.
+/// Becomes a task (unless `hand_off` is false), runs the CPU for `spin_ms` milliseconds, waits
+/// `ms` milliseconds (its input), then says how long it waited; `fail` makes it fail as a
+/// tool, `broken` fail inside.
 struct Slow;
 
 #[async_trait]
@@ -31,6 +32,16 @@ impl Tool for Slow {
         // It becomes a task now, unless told to run to its end in the request.
         if input["hand_off"] != false {
             llm_worker::task::start();
+        }
+        let spin = Duration::from_millis(input["spin_ms"].as_u64().unwrap_or(0));
+        if !spin.is_zero() {
+            // A moment for the hand-off's answer first (on tokio, a task woken by a spinning
+            // one waits for it).
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let spinning = std::time::Instant::now();
+        while spinning.elapsed() < spin {
+            std::hint::black_box(spinning.elapsed());
         }
         let ms = input["ms"].as_u64().unwrap_or(0);
         tokio::time::sleep(Duration::from_millis(ms)).await;
@@ -757,4 +768,61 @@ async fn a_tasks_progress_is_its_status_message() {
     gate.open();
     assert_eq!(completed_text(&settled(&client, &id).await), "1 task body");
     client.cancel().await.expect("close");
+}
+
+/// The audit log follows a call that became a task to its end: the call's record names the
+/// task, and the task's record says how it ended, how long the call took, and the CPU time of
+/// all its code, what ran after the hand-off included (a spin after it: the call's own record,
+/// written at the hand-off, shows next to none).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tasks_end_is_audited_with_the_cpu_time_of_all_its_code() {
+    let log = crate::Shared::default();
+    let group = ToolGroup::new("slow", 1, || {
+        vec![slow("maybe_later", TaskSupport::Optional)]
+    });
+    let options = McpOptions::new("tasks", "1").audit(AuditLog::to_writer(log.clone()));
+    let url = serve(ToolCatalog::new([group]), options).await;
+    let client = tasks_client(&url).await;
+    let created = client
+        .call_tool_once(call("maybe_later", json!({"spin_ms": 300})))
+        .await
+        .expect("call");
+    let CallToolResponse::Task(created) = created else {
+        panic!("a task was expected: {created:?}");
+    };
+    let id = created.task.task_id;
+    // The task's record is written once it ended.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let records = loop {
+        let records = log.records();
+        if records.iter().any(|record| record["event"] == "task") {
+            break records;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no record of the task's end: {records:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let [call, task] = &records[..] else {
+        panic!("two records were expected: {records:?}");
+    };
+    assert_eq!(call["event"], "tools/call");
+    assert_eq!(call["outcome"], "task");
+    assert_eq!(call["task"], id.as_str());
+    assert_eq!(task["event"], "task");
+    assert_eq!(task["target"], "maybe_later");
+    assert_eq!(task["outcome"], "ok");
+    assert_eq!(task["task"], id.as_str());
+    assert_eq!(task["input_sha256"], call["input_sha256"]);
+    let (call_cpu, task_cpu) = (
+        call["cpu_ms"].as_f64().expect("cpu_ms"),
+        task["cpu_ms"].as_f64().expect("cpu_ms"),
+    );
+    // 300 ms of spinning, on a machine that may be busy with other tests.
+    assert!(task_cpu >= 100.0 && call_cpu < 50.0, "{records:?}");
+    assert!(
+        task["duration_ms"].as_f64().expect("duration") >= 350.0,
+        "{records:?}"
+    );
 }
