@@ -2,15 +2,13 @@
 //! session with which plugin, the input's SHA-256 and not the input (unless asked), and how
 //! it ended.
 
-use std::sync::{Arc, Mutex};
-
 use llm_worker::mcp::{AuditLog, BearerToken, HttpOptions, McpOptions, ToolCatalog, ToolGroup};
 use llm_worker::{PreToolCallAction, ToolCallContext};
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, GetPromptRequestParams, ReadResourceRequestParams};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use serde_json::{Value, json};
+use serde_json::json;
 use sha2::Digest;
 
 use crate::Shared;
