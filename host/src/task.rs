@@ -209,6 +209,19 @@ impl Entry {
         self.snapshot.last_updated_at = SystemTime::now();
         self.changed.send_replace(status);
     }
+
+    /// Cancels it, `message` saying why, unless it ended already.
+    fn end(&mut self, message: &str) {
+        if self.snapshot.status.is_terminal() {
+            return;
+        }
+        if let Some(abort) = self.abort.take() {
+            abort.abort();
+        }
+        self.snapshot.input_requests.clear();
+        self.waiting.clear();
+        self.touch(TaskStatus::Cancelled, message);
+    }
 }
 
 /// A running task, as its call sees it: the way to put questions to its owner.
@@ -454,12 +467,26 @@ impl TaskStore {
         &self.inner.options
     }
 
+    /// The tasks, those past their time to live forgotten first (and any of them still
+    /// running stopped): whatever request comes, an expired task holds nothing.
     fn lock(&self) -> MutexGuard<'_, HashMap<String, Entry>> {
         // Every update replaces whole values: a panic cannot leave them half-done.
-        self.inner
+        let mut tasks = self
+            .inner
             .tasks
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let now = Instant::now();
+        if tasks.values().any(|entry| entry.expires <= now) {
+            tasks.retain(|_, entry| {
+                let keep = entry.expires > now;
+                if !keep && let Some(abort) = entry.abort.take() {
+                    abort.abort();
+                }
+                keep
+            });
+        }
+        tasks
     }
 
     /// Starts `work` as a task of `owner` (on the current Tokio runtime), and returns it as it
@@ -494,16 +521,9 @@ impl TaskStore {
             input_requests: BTreeMap::new(),
         };
         {
+            // Expired tasks are forgotten, and one still running stopped.
             let mut tasks = self.lock();
             let started = Instant::now();
-            // Expired tasks are forgotten, and one still running stopped.
-            tasks.retain(|_, entry| {
-                let keep = entry.expires > started;
-                if !keep && let Some(abort) = entry.abort.take() {
-                    abort.abort();
-                }
-                keep
-            });
             let kept = tasks.values().filter(|entry| entry.owner == owner).count();
             if kept >= options.max_tasks_per_owner {
                 return Err(TaskError::TooMany(options.max_tasks_per_owner));
@@ -629,14 +649,7 @@ impl TaskStore {
             Some(entry) if entry.owner == owner && entry.expires > Instant::now() => entry,
             _ => return Err(TaskError::NotFound(id.to_owned())),
         };
-        if !entry.snapshot.status.is_terminal() {
-            if let Some(abort) = entry.abort.take() {
-                abort.abort();
-            }
-            entry.snapshot.input_requests.clear();
-            entry.waiting.clear();
-            entry.touch(TaskStatus::Cancelled, "cancelled");
-        }
+        entry.end("cancelled");
         Ok(entry.snapshot.clone())
     }
 
@@ -644,15 +657,22 @@ impl TaskStore {
     pub fn cancel_owned_by(&self, owns: impl Fn(&str) -> bool) {
         let mut tasks = self.lock();
         for entry in tasks.values_mut().filter(|entry| owns(&entry.owner)) {
-            if !entry.snapshot.status.is_terminal() {
-                if let Some(abort) = entry.abort.take() {
-                    abort.abort();
-                }
-                entry.snapshot.input_requests.clear();
-                entry.waiting.clear();
-                entry.touch(TaskStatus::Cancelled, "cancelled: its session ended");
-            }
+            entry.end("cancelled: its session ended");
         }
+    }
+
+    /// Cancels every task whose owner `owns` and forgets them all, ended ones too: for owners
+    /// that are gone (a session that ended), whose tasks no one can ask for again and which
+    /// would otherwise count against the store's caps until their time to live runs out.
+    pub fn remove_owned_by(&self, owns: impl Fn(&str) -> bool) {
+        let mut tasks = self.lock();
+        tasks.retain(|_, entry| {
+            if !owns(&entry.owner) {
+                return true;
+            }
+            entry.end("cancelled: its owner is gone");
+            false
+        });
     }
 
     /// Forgets the task `id` of `owner` and returns it as it stood (its call is dropped if it
@@ -732,5 +752,41 @@ mod tests {
         assert_eq!(refused, TaskError::TooMany(1));
         assert!(refused.to_string().contains("for you"), "{refused}");
         own.start("bob", endless).expect("another owner's task");
+    }
+
+    /// The attack: a task whose time to live ran out was stopped only when someone started
+    /// another task; until then its call ran on, out of its owner's reach (`tasks/get` and
+    /// `tasks/cancel` no longer knew it).
+    #[tokio::test]
+    async fn an_expired_task_is_stopped_at_the_next_request_of_any_kind() {
+        /// Says when it is dropped.
+        struct Dropped(Option<tokio::sync::oneshot::Sender<()>>);
+        impl Drop for Dropped {
+            fn drop(&mut self) {
+                if let Some(said) = self.0.take() {
+                    let _ = said.send(());
+                }
+            }
+        }
+        let store = TaskStore::with_options(TaskOptions::default().ttl(Duration::from_millis(50)));
+        let (said, dropped) = tokio::sync::oneshot::channel();
+        let task = store
+            .start("alice", move |_| {
+                let guard = Dropped(Some(said));
+                async move {
+                    let _guard = guard;
+                    std::future::pending::<Result<ToolOutput, ToolError>>().await
+                }
+            })
+            .expect("a task");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(
+            store.get("alice", &task.id).expect_err("expired"),
+            TaskError::NotFound(task.id.clone())
+        );
+        tokio::time::timeout(Duration::from_secs(10), dropped)
+            .await
+            .expect("the expired task's call was dropped")
+            .expect("said");
     }
 }

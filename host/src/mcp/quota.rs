@@ -24,12 +24,14 @@ pub(crate) struct Ledger {
     by_identity: Mutex<HashMap<[u8; 16], Used>>,
 }
 
-/// The CPU time of a call that ended: its counter, read when the quota is checked, so that
-/// the time of code the call left running (a call whose caller gave up, until the instance
-/// stops it) counts too; and what merged entries took.
+/// CPU time counted at one moment of the last minute: what a running call took since it was
+/// last looked at, or, for a call that ended, its counter (less what was counted of it while
+/// it ran), read when the quota is checked, so that the time of code the call left running (a
+/// call whose caller gave up, until the instance stops it) counts too; and what merged entries
+/// took.
 struct Busy {
     took: Duration,
-    spent: Option<Arc<std::sync::atomic::AtomicU64>>,
+    spent: Option<(Arc<std::sync::atomic::AtomicU64>, Duration)>,
 }
 
 impl Busy {
@@ -37,9 +39,17 @@ impl Busy {
         self.took
             + self
                 .spent
-                .as_deref()
-                .map_or(Duration::ZERO, crate::cpu::spent)
+                .as_ref()
+                .map_or(Duration::ZERO, |(spent, counted)| {
+                    crate::cpu::spent(spent).saturating_sub(*counted)
+                })
     }
+}
+
+/// A running call's CPU counter, and how much of it was counted already.
+struct Live {
+    spent: Arc<std::sync::atomic::AtomicU64>,
+    counted: Duration,
 }
 
 #[derive(Default)]
@@ -47,7 +57,12 @@ struct Used {
     /// When each call of the last minute started (kept only under a `calls_per_minute`).
     started: VecDeque<Instant>,
     running: u32,
-    /// When each call of the last minute ended, and the CPU time it took.
+    /// The CPU counters of the calls running now, by their number: what they take is counted
+    /// as they run (at each check), not only when they end, so that long calls (tasks) that
+    /// run for minutes meet the quota while they run.
+    live: HashMap<u64, Live>,
+    next_live: u64,
+    /// CPU time of the last minute: when it was counted, and how much.
     busy: VecDeque<(Instant, Busy)>,
 }
 
@@ -72,6 +87,35 @@ impl Used {
     fn is_idle(&self) -> bool {
         self.started.is_empty() && self.running == 0 && self.busy.is_empty()
     }
+
+    /// Counts, as of `now`, what the running calls took since they were last looked at.
+    fn count_running(&mut self, now: Instant) {
+        for live in self.live.values_mut() {
+            let spent = crate::cpu::spent(&live.spent);
+            let new = spent.saturating_sub(live.counted);
+            if !new.is_zero() {
+                live.counted = spent;
+                self.busy.push_back((
+                    now,
+                    Busy {
+                        took: new,
+                        spent: None,
+                    },
+                ));
+            }
+        }
+        self.merge_oldest();
+    }
+
+    /// Keeps at most [`MAX_BUSY_ENTRIES`] entries, the oldest merged into the next.
+    fn merge_oldest(&mut self) {
+        while self.busy.len() > MAX_BUSY_ENTRIES
+            && let Some((_, oldest)) = self.busy.pop_front()
+            && let Some(next) = self.busy.front_mut()
+        {
+            next.1.took += oldest.total();
+        }
+    }
 }
 
 /// A call counted as running until dropped; its CPU time counts from then on (read from its
@@ -79,6 +123,8 @@ impl Used {
 pub(crate) struct Running {
     ledger: Arc<Ledger>,
     key: [u8; 16],
+    /// Its number among the identity's running calls.
+    number: u64,
     /// The CPU time of its plugin code so far, in nanoseconds (see `mcp::cpu`).
     spent: Arc<std::sync::atomic::AtomicU64>,
 }
@@ -96,19 +142,18 @@ impl Drop for Running {
         let mut all = self.ledger.lock();
         if let Some(used) = all.get_mut(&self.key) {
             used.running = used.running.saturating_sub(1);
+            let counted = used
+                .live
+                .remove(&self.number)
+                .map_or(Duration::ZERO, |live| live.counted);
             used.busy.push_back((
                 now,
                 Busy {
                     took: Duration::ZERO,
-                    spent: Some(Arc::clone(&self.spent)),
+                    spent: Some((Arc::clone(&self.spent), counted)),
                 },
             ));
-            if used.busy.len() > MAX_BUSY_ENTRIES
-                && let Some((_, oldest)) = used.busy.pop_front()
-                && let Some(next) = used.busy.front_mut()
-            {
-                next.1.took += oldest.total();
-            }
+            used.merge_oldest();
         }
     }
 }
@@ -189,6 +234,7 @@ impl Ledger {
             return Err(exceeded(who, "calls per minute", limit, retry));
         }
         if let Some(limit) = quota.cpu_seconds_per_minute {
+            used.count_running(now);
             let busy: Duration = used.busy.iter().map(|(_, busy)| busy.total()).sum();
             if busy >= Duration::from_secs(u64::from(limit)) {
                 let retry = used
@@ -202,9 +248,19 @@ impl Ledger {
             used.started.push_back(now);
         }
         used.running += 1;
+        let number = used.next_live;
+        used.next_live += 1;
+        used.live.insert(
+            number,
+            Live {
+                spent: Arc::clone(&spent),
+                counted: Duration::ZERO,
+            },
+        );
         Ok(Running {
             ledger: Arc::clone(self),
             key,
+            number,
             spent,
         })
     }
@@ -273,5 +329,46 @@ mod tests {
             "{}",
             refused.message
         );
+    }
+
+    /// The attack: calls that run for minutes (tasks) spend CPU time the quota saw only when
+    /// they ended; while they ran, their identity was never refused.
+    #[test]
+    fn a_running_calls_cpu_time_counts_while_it_runs_and_once() {
+        use std::sync::atomic::Ordering;
+        let ledger = Arc::new(Ledger::default());
+        let carol = [3; 16];
+        let timed = Quota {
+            cpu_seconds_per_minute: Some(1),
+            ..Quota::default()
+        };
+        let spent = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let running = ledger
+            .begin(carol, "carol", timed, Arc::clone(&spent))
+            .expect("a call");
+        // 0.6 s so far: under the quota.
+        spent.store(600_000_000, Ordering::Relaxed);
+        let second = ledger
+            .begin(carol, "carol", timed, Arc::default())
+            .expect("under the quota");
+        drop(second);
+        // 1.2 s, and still running: over it.
+        spent.store(1_200_000_000, Ordering::Relaxed);
+        let refused = ledger
+            .begin(carol, "carol", timed, Arc::default())
+            .err()
+            .expect("over the quota while the call runs");
+        assert!(
+            refused.message.contains("CPU seconds"),
+            "{}",
+            refused.message
+        );
+        // Counted once: what was counted while it ran is not counted again when it ends.
+        drop(running);
+        let all = ledger.lock();
+        let used = all.get(&carol).expect("carol's use");
+        let total: Duration = used.busy.iter().map(|(_, busy)| busy.total()).sum();
+        assert_eq!(total, Duration::from_millis(1200));
+        assert!(used.live.is_empty());
     }
 }

@@ -61,7 +61,7 @@ impl McpServer {
         responses: &mut Option<InputResponses>,
         context: &RequestContext<RoleServer>,
     ) -> Result<Asking, ErrorData> {
-        if !is_stateless(&context.meta) {
+        if !is_stateless(context) {
             return Ok(Asking {
                 questions: Some(self.client_questions(context)),
                 replay: None,
@@ -92,7 +92,7 @@ impl McpServer {
     /// of a stateful session; nobody on 2026-07-28.
     pub(super) fn asking_now(&self, context: &RequestContext<RoleServer>) -> Asking {
         Asking {
-            questions: (!is_stateless(&context.meta)).then(|| self.client_questions(context)),
+            questions: (!is_stateless(context)).then(|| self.client_questions(context)),
             replay: None,
         }
     }

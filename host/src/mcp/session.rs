@@ -66,11 +66,12 @@ impl Drop for McpServer {
         {
             watcher.abort();
         }
-        // A stateful session's tasks end with it (their instances are the session's).
+        // A stateful session's tasks end with it (their instances are the session's), and
+        // are forgotten: no one can ask for them again.
         let owner = super::tasks::session_owner_suffix(self.id);
         self.options
             .tasks
-            .cancel_owned_by(|task_owner| task_owner.ends_with(&owner));
+            .remove_owned_by(|task_owner| task_owner.ends_with(&owner));
     }
 }
 
@@ -307,8 +308,8 @@ impl McpServer {
                     (_, Some(Ok(output))) if !output.is_error => "ok",
                     _ => "tool_error",
                 },
-                // Forgotten before it ended: its time to live ran out.
-                Err(_) => "expired",
+                // Forgotten before it ended: its session ended, or its time to live ran out.
+                Err(_) => "cancelled",
             };
             let took = started.elapsed();
             let cpu = crate::cpu::spent(&spent);
@@ -374,7 +375,7 @@ impl McpServer {
     pub(super) fn origin(&self, context: &RequestContext<RoleServer>) -> Origin {
         Origin {
             session: self.id,
-            stateless: super::input_required::is_stateless(&context.meta).then(|| caller(context)),
+            stateless: super::input_required::is_stateless(context).then(|| caller(context)),
         }
     }
 

@@ -39,9 +39,14 @@ impl Tool for Slow {
             // one waits for it).
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+        // In slices, each its own poll: what a plugin's code does between its yields.
         let spinning = std::time::Instant::now();
         while spinning.elapsed() < spin {
-            std::hint::black_box(spinning.elapsed());
+            let slice = std::time::Instant::now();
+            while slice.elapsed() < Duration::from_millis(20) {
+                std::hint::black_box(slice.elapsed());
+            }
+            tokio::task::yield_now().await;
         }
         let ms = input["ms"].as_u64().unwrap_or(0);
         tokio::time::sleep(Duration::from_millis(ms)).await;
@@ -634,6 +639,18 @@ async fn a_stateful_sessions_tasks_end_with_it() {
 /// A server of `held` (see [`Held`]) and `maybe_later`, keeping one task per owner: its URL,
 /// and what says when `held`'s call started and when it was dropped.
 async fn held_server() -> (String, Arc<tokio::sync::Notify>, Arc<tokio::sync::Notify>) {
+    let (catalog, options, started, dropped) = held_tools();
+    let url = serve(catalog, options).await;
+    (url, started, dropped)
+}
+
+/// What [`held_server`] serves, and what says when `held`'s call started and was dropped.
+fn held_tools() -> (
+    ToolCatalog,
+    McpOptions,
+    Arc<tokio::sync::Notify>,
+    Arc<tokio::sync::Notify>,
+) {
     let started = Arc::new(tokio::sync::Notify::new());
     let dropped = Arc::new(tokio::sync::Notify::new());
     let (tool_started, tool_dropped) = (Arc::clone(&started), Arc::clone(&dropped));
@@ -657,8 +674,7 @@ async fn held_server() -> (String, Arc<tokio::sync::Notify>, Arc<tokio::sync::No
     options.tasks = llm_worker::task::TaskStore::with_options(
         llm_worker::task::TaskOptions::default().max_tasks_per_owner(1),
     );
-    let url = serve(ToolCatalog::new([group]), options).await;
-    (url, started, dropped)
+    (ToolCatalog::new([group]), options, started, dropped)
 }
 
 /// The attack: a call that became a task ran on after its request answered, and the request
@@ -721,6 +737,76 @@ async fn a_task_counts_as_its_identitys_running_call_until_it_ends() {
     }
     let answered = answered.expect("a call once the task was cancelled");
     assert_eq!(answered.is_error, Some(false), "{answered:?}");
+    client.cancel().await.expect("close");
+}
+
+/// The attack: a task's CPU time was counted against its identity's quota only when the task
+/// ended, so an identity could spin tasks for as long as their time limit let them, never
+/// refused meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_tasks_cpu_time_counts_against_the_quota_while_it_runs() {
+    use llm_worker::mcp::{AccessPolicy, BearerToken, HttpOptions};
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    const TOKEN: &str = "alice-token-0123456789abcdef";
+    let policy = AccessPolicy::parse(
+        "[quota]\ncpu_seconds_per_minute = 1\n\n[[grant]]\nwho = [\"token:alice\"]\ntools = [\"*\"]\n",
+    )
+    .expect("a policy");
+    let group = ToolGroup::new("slow", 1, || {
+        vec![
+            slow("maybe_later", TaskSupport::Optional),
+            slow("now", TaskSupport::Forbidden),
+        ]
+    });
+    let url = crate::serve_with(
+        ToolCatalog::new([group]),
+        McpOptions::new("tasks", "1").access(policy),
+        HttpOptions::default().named_tokens([BearerToken::new("alice", TOKEN)]),
+    )
+    .await;
+    let client = takes_tasks()
+        .serve(rmcp::transport::StreamableHttpClientTransport::from_config(
+            StreamableHttpClientTransportConfig::with_uri(url.as_str()).auth_header(TOKEN),
+        ))
+        .await
+        .expect("initialize");
+    // A task that spins for a minute.
+    let created = client
+        .call_tool_once(call("maybe_later", json!({"spin_ms": 60_000})))
+        .await
+        .expect("call");
+    let CallToolResponse::Task(created) = created else {
+        panic!("a task was expected: {created:?}");
+    };
+    // Once it has spun past the quota's second, Alice is refused, while it still runs (a
+    // liveness bound far above the second it takes).
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let refused = loop {
+        match client.call_tool(call("now", json!({"ms": 0}))).await {
+            Err(refused) => break refused,
+            Ok(_) => {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "never refused while the task spun"
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    crate::assert_over_quota(
+        Err::<(), _>(refused),
+        "alice is over its quota of 1 CPU seconds per minute",
+        "a call while the task spins",
+    );
+    let task = client
+        .get_task(GetTaskParams::new(&created.task.task_id))
+        .await
+        .expect("tasks/get");
+    assert_eq!(task.task.status(), TaskStatus::Working, "it still runs");
+    client
+        .cancel_task(CancelTaskParams::new(&created.task.task_id))
+        .await
+        .expect("tasks/cancel");
     client.cancel().await.expect("close");
 }
 
@@ -825,4 +911,86 @@ async fn a_tasks_end_is_audited_with_the_cpu_time_of_all_its_code() {
         task["duration_ms"].as_f64().expect("duration") >= 350.0,
         "{records:?}"
     );
+}
+
+/// The attack: clients fill the server's task store with tasks that ended at once, then close
+/// their sessions and open new ones; the ended sessions' tasks, which no one could ask for
+/// again, kept their places for their hour to live, and every other client's calls of tools
+/// that may run as tasks were refused meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ended_sessions_tasks_give_their_places_back() {
+    let group = ToolGroup::new("slow", 1, || {
+        vec![slow("always_later", TaskSupport::Required)]
+    });
+    let mut options = McpOptions::new("tasks", "1");
+    options.tasks = llm_worker::task::TaskStore::with_options(
+        llm_worker::task::TaskOptions::default().max_tasks(2),
+    );
+    let url = serve(ToolCatalog::new([group]), options).await;
+    let filler = tasks_client(&url).await;
+    for _ in 0..2 {
+        let created = filler
+            .call_tool_once(call("always_later", json!({"ms": 0})))
+            .await
+            .expect("call");
+        assert!(matches!(created, CallToolResponse::Task(_)), "{created:?}");
+    }
+    let other = tasks_client(&url).await;
+    let full = other
+        .call_tool_once(call("always_later", json!({"ms": 0})))
+        .await;
+    assert!(format!("{full:?}").contains("most it allows"), "{full:?}");
+    filler.cancel().await.expect("close");
+    // The session's end is seen a moment after its client closed it; a liveness bound.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let again = other
+            .call_tool_once(call("always_later", json!({"ms": 0})))
+            .await;
+        if matches!(again, Ok(CallToolResponse::Task(_))) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the ended session's tasks still fill the store: {again:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The attack: a client of a stateful session writes a protocol version into its requests'
+/// `_meta`, as a stateless client does, so that its tasks are its caller's rather than its
+/// session's and outlive the session (their calls and instance with them). Over rmcp's HTTP
+/// service a `_meta` version that differs from the request's header is refused already; over
+/// other transports (here an in-memory one) the session's negotiated version decides.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_cannot_pass_for_stateless_to_keep_its_tasks() {
+    let (catalog, options, started, dropped) = held_tools();
+    let server = llm_worker::mcp::McpServer::new(&catalog, options);
+    let (client_end, server_end) = tokio::io::duplex(64 * 1024);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(server.serve(server_end, async {
+        let _ = stopped.await;
+    }));
+    let client = takes_tasks().serve(client_end).await.expect("initialize");
+    let mut request = call("held", json!({"hand_off": true}));
+    request.meta = Some(rmcp::model::RequestMetaObject::with_client_context(
+        rmcp::model::ProtocolVersion::V_2026_07_28,
+        Implementation::new("tasks-test", "1"),
+        ClientCapabilities::builder().enable_tasks().build(),
+    ));
+    let created = client.call_tool_once(request).await.expect("call");
+    let CallToolResponse::Task(created) = created else {
+        panic!("a task was expected: {created:?}");
+    };
+    assert_eq!(created.task.status, TaskStatus::Working);
+    started.notified().await;
+    stop.send(()).expect("the server is serving");
+    llm_worker_tests::wait::within("the server to stop", serving)
+        .await
+        .expect("joined")
+        .expect("a clean stop");
+    tokio::time::timeout(Duration::from_secs(30), dropped.notified())
+        .await
+        .expect("the task's call was dropped with its session");
 }
