@@ -73,6 +73,9 @@ pub(super) struct ReportsTo {
     pub(super) tools: Arc<Mutex<SessionTools>>,
     /// The request's progress token, if the client sent one.
     pub(super) token: Option<ProgressToken>,
+    /// The task the reports are of, after its request was answered with it: its logs name it
+    /// (`_meta`'s `io.modelcontextprotocol/related-task`).
+    pub(super) task: Option<String>,
 }
 
 /// Sends a call's reports to the client, in the order they were made, until
@@ -96,6 +99,7 @@ pub(super) async fn forward_reports(
         notices,
         tools,
         token,
+        task,
     } = to;
     let mut plugin_reported = false;
     let mut last = f64::NEG_INFINITY;
@@ -114,7 +118,14 @@ pub(super) async fn forward_reports(
                     let mut param =
                         LoggingMessageNotificationParam::new(at, Value::String(message));
                     param.logger = Some(format!("{plugin}/{tool}"));
-                    let _ = peer.notify_logging_message(param).await;
+                    match &task {
+                        None => {
+                            let _ = peer.notify_logging_message(param).await;
+                        }
+                        Some(task) => {
+                            let _ = peer.send_notification(task_log(param, task)).await;
+                        }
+                    }
                 }
                 continue;
             }
@@ -186,6 +197,20 @@ pub(super) async fn forward_reports(
     }
 }
 
+/// A task's log message, naming the task in its `_meta` (MCP's related-task key).
+fn task_log(param: LoggingMessageNotificationParam, task: &str) -> rmcp::model::ServerNotification {
+    let mut notification = rmcp::model::ServerNotification::LoggingMessageNotification(
+        rmcp::model::Notification::new(param),
+    );
+    rmcp::model::GetMeta::get_meta_mut(&mut notification)
+        .0
+        .insert(
+            "io.modelcontextprotocol/related-task".into(),
+            serde_json::json!({ "taskId": task }),
+        );
+    notification
+}
+
 /// A plugin's notice as MCP's notification.
 pub(super) fn notification(notice: Notice) -> rmcp::model::ServerNotification {
     use rmcp::model::{ResourceUpdatedNotification, ServerNotification};
@@ -199,5 +224,25 @@ pub(super) fn notification(notice: Notice) -> rmcp::model::ServerNotification {
         Notice::ResourceUpdated(uri) => ServerNotification::ResourceUpdatedNotification(
             ResourceUpdatedNotification::new(ResourceUpdatedNotificationParam::new(uri)),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A task's log, sent after its request was answered, says which task it is of.
+    #[test]
+    fn a_tasks_log_names_its_task_on_the_wire() {
+        let mut param =
+            LoggingMessageNotificationParam::new(LoggingLevel::Info, Value::String("hi".into()));
+        param.logger = Some("plugin/tool".into());
+        let wire = serde_json::to_value(task_log(param, "task-1")).expect("JSON");
+        assert_eq!(wire["method"], "notifications/message");
+        assert_eq!(wire["params"]["data"], "hi");
+        assert_eq!(
+            wire["params"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"],
+            "task-1"
+        );
     }
 }

@@ -389,6 +389,7 @@ impl McpServer {
             notices: self.notices.clone(),
             tools: Arc::clone(&self.tools),
             token: context.meta.get_progress_token(),
+            task: None,
         }
     }
 

@@ -29,6 +29,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 use serde_json::Value;
 
+use super::reports::Report;
 use super::request::Asking;
 use super::session::McpServer;
 use super::tools::Ended;
@@ -107,6 +108,10 @@ impl McpServer {
         // Where the call's reports (logs, progress) go before its hand-off: its request's
         // client, as any call's; set before the call starts.
         let request_reports: Arc<OnceLock<Sink>> = Arc::default();
+        // After it, a stateful session's client still hears the task's logs (with the task's
+        // id) and notices, on the session's own stream, while the task runs; a stateless
+        // client has no stream to hear them on.
+        let session_reports = self.task_reports(&context);
         let work = {
             let request_reports = Arc::clone(&request_reports);
             let options = Arc::clone(&self.options);
@@ -121,6 +126,7 @@ impl McpServer {
             let spent = crate::cpu::current();
             move |task: TaskHandle| async move {
                 let task_status = crate::task::status_from_progress(task.clone());
+                let session_reports = session_reports.map(|start| start(task.id()));
                 #[cfg(feature = "mcp-http")]
                 let _held = held;
                 let input = call.input.to_string();
@@ -135,6 +141,9 @@ impl McpServer {
                     let handoff = handoff.clone();
                     Arc::new(move |event| {
                         if handoff.started() {
+                            if let Some(session) = &session_reports {
+                                let _ = session.try_send(Report::Plugin(event.clone()));
+                            }
                             task_status(event);
                         } else if let Some(sink) = request_reports.get() {
                             sink(event);
@@ -217,6 +226,28 @@ impl McpServer {
             asked_as,
         };
         self.answer(ended, &hooks, asking, outcome).await
+    }
+
+    /// Where a task's reports go after its hand-off, in a stateful session: given the task's
+    /// id, a forwarder of their own, running until the task's call (which holds the sender)
+    /// ends.
+    #[allow(clippy::type_complexity)]
+    fn task_reports(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> Option<Box<dyn FnOnce(&str) -> tokio::sync::mpsc::Sender<Report> + Send>> {
+        if super::input_required::is_stateless(context) {
+            return None;
+        }
+        let mut to = self.reports_to(context);
+        // The request is answered: its progress token is no longer the client's to follow.
+        to.token = None;
+        Some(Box::new(move |task: &str| {
+            to.task = Some(task.to_owned());
+            let (sender, receiver) = tokio::sync::mpsc::channel(super::reports::REPORTS_QUEUED);
+            tokio::spawn(super::reports::forward_reports(to, receiver));
+            sender
+        }))
     }
 
     /// Starts the task of a call that may become one, and waits until it does (the task, for

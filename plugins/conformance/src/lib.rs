@@ -233,7 +233,7 @@ impl Conformance {
     }
 
     /// Asks the user's name inside the request (its rounds, on 2026-07-28), then becomes a
-    /// task that greets them.
+    /// task that greets them (logging that it does).
     #[tool(task = "required", manual_start)]
     async fn test_tool_with_task(&self) -> Result<String, QuestionError> {
         log::info!("asking the user's name");
@@ -249,6 +249,7 @@ impl Conformance {
         .await?;
         llm_worker_guest::task::start();
         let name = accepted(&answer, "name").unwrap_or_else(|| "nobody".into());
+        log::info!("greeting {name}");
         Ok(format!("Hello, {name}!"))
     }
 
