@@ -682,17 +682,17 @@ fn held_tools() -> (
     (ToolCatalog::new([group]), options, started, dropped)
 }
 
-/// The attack: a call that became a task ran on after its request answered, and the request
-/// was all the quota counted; an identity allowed one call at a time could keep any number of
-/// tasks running.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_task_counts_as_its_identitys_running_call_until_it_ends() {
+/// Alice's client (taking tasks) of a server of `maybe_later` (may run as a task) and `now`
+/// (may not), under an access policy whose quota is `quota` (a line of `[quota]`).
+async fn alice_under_quota(
+    quota: &str,
+) -> rmcp::service::RunningService<rmcp::RoleClient, ClientConfig> {
     use llm_worker::mcp::{AccessPolicy, BearerToken, HttpOptions};
     use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
     const TOKEN: &str = "alice-token-0123456789abcdef";
-    let policy = AccessPolicy::parse(
-        "[quota]\nconcurrent_calls = 1\n\n[[grant]]\nwho = [\"token:alice\"]\ntools = [\"*\"]\n",
-    )
+    let policy = AccessPolicy::parse(&format!(
+        "[quota]\n{quota}\n\n[[grant]]\nwho = [\"token:alice\"]\ntools = [\"*\"]\n"
+    ))
     .expect("a policy");
     let group = ToolGroup::new("slow", 1, || {
         vec![
@@ -706,12 +706,20 @@ async fn a_task_counts_as_its_identitys_running_call_until_it_ends() {
         HttpOptions::default().named_tokens([BearerToken::new("alice", TOKEN)]),
     )
     .await;
-    let client = takes_tasks()
+    takes_tasks()
         .serve(rmcp::transport::StreamableHttpClientTransport::from_config(
             StreamableHttpClientTransportConfig::with_uri(url.as_str()).auth_header(TOKEN),
         ))
         .await
-        .expect("initialize");
+        .expect("initialize")
+}
+
+/// The attack: a call that became a task ran on after its request answered, and the request
+/// was all the quota counted; an identity allowed one call at a time could keep any number of
+/// tasks running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_counts_as_its_identitys_running_call_until_it_ends() {
+    let client = alice_under_quota("concurrent_calls = 1").await;
     let created = client
         .call_tool_once(call("maybe_later", json!({"ms": 60_000})))
         .await
@@ -750,31 +758,7 @@ async fn a_task_counts_as_its_identitys_running_call_until_it_ends() {
 /// refused meanwhile.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_running_tasks_cpu_time_counts_against_the_quota_while_it_runs() {
-    use llm_worker::mcp::{AccessPolicy, BearerToken, HttpOptions};
-    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-    const TOKEN: &str = "alice-token-0123456789abcdef";
-    let policy = AccessPolicy::parse(
-        "[quota]\ncpu_seconds_per_minute = 1\n\n[[grant]]\nwho = [\"token:alice\"]\ntools = [\"*\"]\n",
-    )
-    .expect("a policy");
-    let group = ToolGroup::new("slow", 1, || {
-        vec![
-            slow("maybe_later", TaskSupport::Optional),
-            slow("now", TaskSupport::Forbidden),
-        ]
-    });
-    let url = crate::serve_with(
-        ToolCatalog::new([group]),
-        McpOptions::new("tasks", "1").access(policy),
-        HttpOptions::default().named_tokens([BearerToken::new("alice", TOKEN)]),
-    )
-    .await;
-    let client = takes_tasks()
-        .serve(rmcp::transport::StreamableHttpClientTransport::from_config(
-            StreamableHttpClientTransportConfig::with_uri(url.as_str()).auth_header(TOKEN),
-        ))
-        .await
-        .expect("initialize");
+    let client = alice_under_quota("cpu_seconds_per_minute = 1").await;
     // A task that spins for a minute.
     let created = client
         .call_tool_once(call("maybe_later", json!({"spin_ms": 60_000})))
