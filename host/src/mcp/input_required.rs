@@ -293,26 +293,25 @@ pub(crate) fn sampling_params(request: &SamplingRequest) -> CreateMessageRequest
 }
 
 /// Whether a request is a stateless one of revision 2026-07-28 or later: its `_meta` names its
-/// version, and it is not part of a session (over HTTP, it carries no `Mcp-Session-Id`).
-/// Questions are then deferred, not sent, and its tasks are its caller's, not a session's.
+/// version, and it is not part of a session. Questions are then deferred, not sent, and its
+/// tasks are its caller's, not a session's.
 ///
 /// The transport decides, not the request alone: a client of a stateful session that wrote a
-/// version into its `_meta` would otherwise own tasks that outlive its session.
+/// version into its `_meta` would otherwise own tasks that outlive its session. Over HTTP a
+/// request with an `Mcp-Session-Id` is its session's; over other transports (stdio, an
+/// embedder's), one whose connection was opened with `initialize` is.
 pub(crate) fn is_stateless(context: &rmcp::service::RequestContext<rmcp::RoleServer>) -> bool {
-    let Some(version) = context.meta.protocol_version() else {
-        return false;
-    };
-    // A session that was initialised speaks the version it negotiated, whatever `_meta` says.
-    if let Some(peer) = context.peer.peer_info()
-        && peer.protocol_version != version
-    {
+    if context.meta.protocol_version().is_none() {
         return false;
     }
     #[cfg(feature = "mcp-http")]
     if let Some(parts) = context.extensions.get::<http::request::Parts>() {
         return !parts.headers.contains_key("mcp-session-id");
     }
-    true
+    !context
+        .peer
+        .peer_info()
+        .is_some_and(|peer| peer.protocol_version.has_initialize())
 }
 
 #[cfg(test)]

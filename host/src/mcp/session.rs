@@ -345,7 +345,32 @@ impl McpServer {
     /// Under the operator's access policy, keeps of the session's tools what the identity of
     /// its first request may use; a later request of another identity is refused (the HTTP
     /// service never lets one reach another's session: this holds for any transport).
-    fn bind(&self, extensions: &rmcp::model::Extensions) -> Result<(), ErrorData> {
+    ///
+    /// A request that names a session (`Mcp-Session-Id`) and carries the stateless revision's
+    /// `_meta` is refused: rmcp would serve it as a stateless request, outside the session and
+    /// outside the place among its identity's sessions that a stateless request holds.
+    fn bind(&self, context: &RequestContext<RoleServer>) -> Result<(), ErrorData> {
+        let extensions = &context.extensions;
+        #[cfg(feature = "mcp-http")]
+        if let Some(parts) = extensions.get::<http::request::Parts>()
+            && parts.headers.contains_key("mcp-session-id")
+            && context
+                .meta
+                .protocol_version()
+                .is_some_and(|version| !version.has_initialize())
+        {
+            return Err(ErrorData::invalid_request(
+                "a request of a session (Mcp-Session-Id) cannot carry the stateless revision's \
+                 _meta (protocolVersion 2026-07-28): send it without the session id, or as \
+                 the session's",
+                None,
+            ));
+        }
+        self.bind_identity(extensions)
+    }
+
+    /// [`bind`](Self::bind)'s part that any message (a notification too) goes through.
+    fn bind_identity(&self, extensions: &rmcp::model::Extensions) -> Result<(), ErrorData> {
         #[cfg(feature = "mcp-http")]
         if let Some(policy) = &self.options.access {
             let identity = identity(extensions);
@@ -540,13 +565,13 @@ impl ServerHandler for McpServer {
         request: rmcp::model::InitializeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::InitializeResult, ErrorData> {
-        self.bind(&context.extensions)?;
+        self.bind(&context)?;
         context.peer.set_peer_info(request.clone());
         self.negotiate_initialize(&request)
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        if let Err(error) = self.bind(&context.extensions) {
+        if let Err(error) = self.bind_identity(&context.extensions) {
             tracing::warn!("{}", error.message);
             return;
         }
@@ -592,7 +617,7 @@ impl ServerHandler for McpServer {
         // On the heap: rmcp's dispatch holds every handler's future in one frame, which
         // unoptimised builds lay out whole on the stack.
         Box::pin(async move {
-            self.bind(&context.extensions)?;
+            self.bind(&context)?;
             self.tools_page(request)
         })
         .await
@@ -622,7 +647,7 @@ impl ServerHandler for McpServer {
         // On the heap: rmcp's dispatch holds every handler's future in one frame, which
         // unoptimised builds lay out whole on the stack.
         Box::pin(async move {
-            self.bind(&context.extensions)?;
+            self.bind(&context)?;
             self.resources_page(request).await
         })
         .await
@@ -636,7 +661,7 @@ impl ServerHandler for McpServer {
         // On the heap: rmcp's dispatch holds every handler's future in one frame, which
         // unoptimised builds lay out whole on the stack.
         Box::pin(async move {
-            self.bind(&context.extensions)?;
+            self.bind(&context)?;
             self.templates_page(request)
         })
         .await
@@ -650,7 +675,7 @@ impl ServerHandler for McpServer {
         // On the heap: rmcp's dispatch holds every handler's future in one frame, which
         // unoptimised builds lay out whole on the stack.
         Box::pin(async move {
-            self.bind(&context.extensions)?;
+            self.bind(&context)?;
             let audit = self.observe_begin("resources/read", &request.uri, &context, |plugin| {
                 plugin.offers_resource(&request.uri)
             });
@@ -676,7 +701,7 @@ impl ServerHandler for McpServer {
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.bind(&context.extensions)?;
+        self.bind(&context)?;
         self.subscribe_to(&request.uri, true)
     }
 
@@ -696,7 +721,7 @@ impl ServerHandler for McpServer {
         // On the heap: rmcp's dispatch holds every handler's future in one frame, which
         // unoptimised builds lay out whole on the stack.
         Box::pin(async move {
-            self.bind(&context.extensions)?;
+            self.bind(&context)?;
             self.prompts_page(request).await
         })
         .await
@@ -710,7 +735,7 @@ impl ServerHandler for McpServer {
         // On the heap: rmcp's dispatch holds every handler's future in one frame, which
         // unoptimised builds lay out whole on the stack.
         Box::pin(async move {
-            self.bind(&context.extensions)?;
+            self.bind(&context)?;
             let audit = self.observe_begin("prompts/get", &request.name, &context, |plugin| {
                 plugin.offers_prompt(&request.name)
             });
@@ -740,7 +765,7 @@ impl ServerHandler for McpServer {
         // On the heap: rmcp's dispatch holds every handler's future in one frame, which
         // unoptimised builds lay out whole on the stack.
         Box::pin(async move {
-            self.bind(&context.extensions)?;
+            self.bind(&context)?;
             let target = match &request.r#ref {
                 rmcp::model::Reference::Prompt(prompt) => prompt.name.clone(),
                 rmcp::model::Reference::Resource(template) => template.uri.clone(),
@@ -821,7 +846,7 @@ impl ServerHandler for McpServer {
         request: rmcp::model::GetTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::GetTaskResult, ErrorData> {
-        self.bind(&context.extensions)?;
+        self.bind(&context)?;
         self.get_task_of(&request, &context)
     }
 
@@ -830,7 +855,7 @@ impl ServerHandler for McpServer {
         request: rmcp::model::UpdateTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.bind(&context.extensions)?;
+        self.bind(&context)?;
         self.update_task_of(&request, &context)
     }
 
@@ -839,7 +864,7 @@ impl ServerHandler for McpServer {
         request: rmcp::model::CancelTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.bind(&context.extensions)?;
+        self.bind(&context)?;
         self.cancel_task_of(&request, &context)
     }
 
@@ -851,7 +876,7 @@ impl ServerHandler for McpServer {
         // On the heap: rmcp's dispatch holds every handler's future in one frame, which
         // unoptimised builds lay out whole on the stack.
         Box::pin(async move {
-            self.bind(&context.extensions)?;
+            self.bind(&context)?;
             let audit = self.observe_begin("tools/call", &request.name, &context, |plugin| {
                 plugin.offers_tool(&request.name)
             });

@@ -134,10 +134,11 @@ fn file_uri(uri: &str) -> Result<(), &'static str> {
             _ => return Err("has a character a URI may not hold (encode it with %)"),
         }
     }
-    if path
-        .split('/')
-        .any(|segment| segment == "." || segment == "..")
-    {
+    // A dot may be written `%2e` too (RFC 3986 decodes it before removing dot segments).
+    if path.split('/').any(|segment| {
+        let decoded = segment.replace("%2e", ".").replace("%2E", ".");
+        decoded == "." || decoded == ".."
+    }) {
         return Err("has a '.' or '..' segment");
     }
     Ok(())
@@ -182,6 +183,9 @@ mod tests {
             ("file:///a%00b", "NUL"),
             ("file:///a%2fb", "'/'"),
             ("file:///work/../etc", "'..'"),
+            ("file:///work/%2e%2e/etc", "'..'"),
+            ("file:///work/.%2E/etc", "'..'"),
+            ("file:///work/%2E/etc", "'.'"),
         ] {
             let result = check_roots(&[root(bad)], &asker());
             assert!(

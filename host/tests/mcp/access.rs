@@ -250,6 +250,55 @@ async fn initialize_answer(url: &str, token: &str) -> reqwest::Response {
         .expect("an answer")
 }
 
+/// The attack: an identity allowed one session opens it, then sends its calls with the
+/// session's id and the stateless revision's `_meta`; rmcp serves such a request as a stateless
+/// one, outside the session and outside the place among the identity's sessions that a
+/// stateless request holds, so that any number of them ran at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sessions_request_cannot_pass_for_stateless() {
+    let policy =
+        AccessPolicy::parse("[quota]\nsessions = 1\n\n[[grant]]\nwho = [\"*\"]\ntools = [\"*\"]\n")
+            .expect("a policy");
+    let url = serve_alice_and_bob(policy).await;
+    let opened = initialize_answer(&url, ALICE).await;
+    assert_eq!(opened.status(), 200);
+    let session = opened
+        .headers()
+        .get("mcp-session-id")
+        .expect("a session id")
+        .to_str()
+        .expect("text")
+        .to_owned();
+    let answer = reqwest::Client::new()
+        .post(&url)
+        .bearer_auth(ALICE)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "a1")
+        .body(
+            serde_json::json!({
+                "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "a1", "arguments": {}, "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientCapabilities": {},
+                    "io.modelcontextprotocol/clientInfo": {"name": "test", "version": "1"},
+                }},
+            })
+            .to_string(),
+        )
+        .send()
+        .await
+        .expect("an answer");
+    let text = answer.text().await.expect("a body");
+    assert!(
+        text.contains("cannot carry the stateless revision") && !text.contains("\"isError\""),
+        "{text}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_opened_at_once_do_not_get_past_the_quota_together() {
     let policy =

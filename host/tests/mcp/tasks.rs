@@ -948,38 +948,47 @@ async fn an_ended_sessions_tasks_give_their_places_back() {
 }
 
 /// The attack: a client of a stateful session writes a protocol version into its requests'
-/// `_meta`, as a stateless client does, so that its tasks are its caller's rather than its
-/// session's and outlive the session (their calls and instance with them). Over rmcp's HTTP
-/// service a `_meta` version that differs from the request's header is refused already; over
-/// other transports (here an in-memory one) the session's negotiated version decides.
+/// `_meta`, as a stateless client does (the stateless revision's, or the very version its
+/// session negotiated), so that its tasks are its caller's rather than its session's and
+/// outlive the session (their calls and instance with them). Over rmcp's HTTP service a
+/// `_meta` version that differs from the request's header is refused already, and one that
+/// names a session is its session's; over other transports (here an in-memory one) a
+/// connection opened with `initialize` is a session, whatever `_meta` says.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_cannot_pass_for_stateless_to_keep_its_tasks() {
-    let (catalog, options, started, dropped) = held_tools();
-    let server = llm_worker::mcp::McpServer::new(&catalog, options);
-    let (client_end, server_end) = tokio::io::duplex(64 * 1024);
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let serving = tokio::spawn(server.serve(server_end, async {
-        let _ = stopped.await;
-    }));
-    let client = takes_tasks().serve(client_end).await.expect("initialize");
-    let mut request = call("held", json!({"hand_off": true}));
-    request.meta = Some(rmcp::model::RequestMetaObject::with_client_context(
+    for version in [
         rmcp::model::ProtocolVersion::V_2026_07_28,
-        Implementation::new("tasks-test", "1"),
-        ClientCapabilities::builder().enable_tasks().build(),
-    ));
-    let created = client.call_tool_once(request).await.expect("call");
-    let CallToolResponse::Task(created) = created else {
-        panic!("a task was expected: {created:?}");
-    };
-    assert_eq!(created.task.status, TaskStatus::Working);
-    started.notified().await;
-    stop.send(()).expect("the server is serving");
-    llm_worker_tests::wait::within("the server to stop", serving)
-        .await
-        .expect("joined")
-        .expect("a clean stop");
-    tokio::time::timeout(Duration::from_secs(30), dropped.notified())
-        .await
-        .expect("the task's call was dropped with its session");
+        rmcp::model::ProtocolVersion::V_2025_11_25,
+    ] {
+        let (catalog, options, started, dropped) = held_tools();
+        let server = llm_worker::mcp::McpServer::new(&catalog, options);
+        let (client_end, server_end) = tokio::io::duplex(64 * 1024);
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let serving = tokio::spawn(server.serve(server_end, async {
+            let _ = stopped.await;
+        }));
+        let client = takes_tasks().serve(client_end).await.expect("initialize");
+        let mut request = call("held", json!({"hand_off": true}));
+        request.meta = Some(rmcp::model::RequestMetaObject::with_client_context(
+            version.clone(),
+            Implementation::new("tasks-test", "1"),
+            ClientCapabilities::builder().enable_tasks().build(),
+        ));
+        let created = client.call_tool_once(request).await.expect("call");
+        let CallToolResponse::Task(created) = created else {
+            panic!("{version}: a task was expected: {created:?}");
+        };
+        assert_eq!(created.task.status, TaskStatus::Working);
+        started.notified().await;
+        stop.send(()).expect("the server is serving");
+        llm_worker_tests::wait::within("the server to stop", serving)
+            .await
+            .expect("joined")
+            .expect("a clean stop");
+        tokio::time::timeout(Duration::from_secs(30), dropped.notified())
+            .await
+            .unwrap_or_else(|_| {
+                panic!("{version}: the task's call was not dropped with its session")
+            });
+    }
 }
