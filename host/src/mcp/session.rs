@@ -51,9 +51,9 @@ pub struct McpServer {
     /// The tools as last listed, and the version of the session's tools they are of.
     pub(super) listed: Mutex<Option<(u64, Arc<[Tool]>)>>,
     /// Under an access policy: the identity whose tools the session holds, once its first
-    /// request came (a session is its opener's).
+    /// request came (a session is its opener's), and what that request was granted.
     #[cfg(feature = "mcp-http")]
-    bound: Mutex<Option<Caller>>,
+    bound: Mutex<Option<(Caller, Arc<super::access::Allowed>)>>,
 }
 
 impl Drop for McpServer {
@@ -375,9 +375,21 @@ impl McpServer {
         if let Some(policy) = &self.options.access {
             let identity = identity(extensions);
             let caller = Caller(identity.as_ref().map(|identity| identity.key()));
+            let allowed = policy.allowed(identity.as_deref());
             let mut bound = self.bound.lock().unwrap_or_else(|p| p.into_inner());
-            match *bound {
-                Some(owner) if owner == caller => {}
+            match &*bound {
+                // The same identity, with the same grants: a token of it with other scopes or
+                // groups (narrower, or from a group it left) does not use what the session's
+                // first token was granted.
+                Some((owner, granted)) if *owner == caller && **granted == allowed => {}
+                Some((owner, _)) if *owner == caller => {
+                    return Err(ErrorData::invalid_request(
+                        "this session was opened with other grants (the token's scopes or \
+                         groups differ from those of the session's first request); open a new \
+                         session with this token",
+                        None,
+                    ));
+                }
                 Some(_) => {
                     return Err(ErrorData::invalid_request(
                         "this session belongs to another identity",
@@ -385,9 +397,9 @@ impl McpServer {
                     ));
                 }
                 None => {
-                    let allowed = Arc::new(policy.allowed(identity.as_deref()));
-                    self.lock().restrict(allowed);
-                    *bound = Some(caller);
+                    let allowed = Arc::new(allowed);
+                    self.lock().restrict(Arc::clone(&allowed));
+                    *bound = Some((caller, allowed));
                 }
             }
         }

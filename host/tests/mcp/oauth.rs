@@ -11,7 +11,7 @@ use bytes::Bytes;
 use http_body_util::Full;
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use llm_worker::mcp::{
-    BearerToken, HttpOptions, IssuerOptions, McpOptions, OAuthOptions, ToolCatalog,
+    AccessPolicy, BearerToken, HttpOptions, IssuerOptions, McpOptions, OAuthOptions, ToolCatalog,
 };
 use rmcp::ServiceExt;
 use rmcp::transport::StreamableHttpClientTransport;
@@ -566,6 +566,78 @@ async fn a_session_is_its_openers_alone() {
         .await
         .expect("an answer");
     assert_eq!(made_up.status(), 404);
+}
+
+/// The attack: a session's grants were decided by its first request alone, so a token of the
+/// same subject with narrower scopes (or issued after its holder left a group) went on using,
+/// in that session, what the first token was granted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_with_narrower_grants_cannot_use_a_wider_session() {
+    let issuer = Issuer::start(Issuing::Answers).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/mcp", listener.local_addr().expect("address"));
+    let policy = AccessPolicy::parse(&format!(
+        "[[grant]]\nwho = [\"scope:admin\"]\nissuer = \"{}\"\ntools = [\"*\"]\n",
+        issuer.url
+    ))
+    .expect("a policy");
+    let oauth = OAuthOptions::new(
+        url.parse().expect("a URL"),
+        [IssuerOptions::new(issuer.url.clone())],
+    )
+    .required_scopes(["mcp:tools"]);
+    tokio::spawn(llm_worker::mcp::serve_http(
+        listener,
+        ToolCatalog::new([counters("all", 1, &["count"])]),
+        McpOptions::new("oauth", "1").access(policy),
+        HttpOptions::default().oauth(oauth),
+    ));
+    let token = |scope: &str| {
+        let mut claims = issuer.claims("erin", &url);
+        claims["scope"] = json!(scope);
+        sign(&claims, Algorithm::RS256, ISSUER_RSA, "rsa-1")
+    };
+    let (wide, narrow) = (token("mcp:tools admin"), token("mcp:tools"));
+    let opened = initialize(&url, Some(&wide), None).await;
+    assert_eq!(opened.status(), 200);
+    let session = opened
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .expect("a session id")
+        .to_owned();
+    let count = |token: String| {
+        let (url, session) = (url.clone(), session.clone());
+        async move {
+            reqwest::Client::new()
+                .post(&url)
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-session-id", session)
+                .header("mcp-protocol-version", "2025-06-18")
+                .bearer_auth(token)
+                .header("content-type", "application/json")
+                .body(
+                    json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                           "params": {"name": "count", "arguments": {}}})
+                    .to_string(),
+                )
+                .send()
+                .await
+                .expect("an answer")
+                .text()
+                .await
+                .expect("a body")
+        }
+    };
+    let granted = count(wide).await;
+    assert!(granted.contains("\"isError\":false"), "{granted}");
+    let refused = count(narrow).await;
+    assert!(
+        refused.contains("opened with other grants") && !refused.contains("\"isError\""),
+        "{refused}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
