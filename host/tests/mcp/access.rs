@@ -299,6 +299,108 @@ async fn a_sessions_request_cannot_pass_for_stateless() {
     );
 }
 
+/// Holds each call until the test releases it.
+struct Hold(Arc<tokio::sync::Notify>);
+
+#[async_trait::async_trait]
+impl llm_worker::Tool for Hold {
+    async fn execute(&self, _input_json: &str) -> Result<String, llm_worker::ToolError> {
+        self.0.notified().await;
+        Ok("released".into())
+    }
+}
+
+/// A stateless (2026-07-28) `tools/call` of `tool` by Alice to `url`, with a progress token if
+/// `progress`.
+fn stateless_call(url: &str, tool: &str, progress: bool) -> reqwest::RequestBuilder {
+    let mut meta = serde_json::json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "test", "version": "1"},
+    });
+    if progress {
+        meta["progressToken"] = serde_json::json!(1);
+    }
+    reqwest::Client::new()
+        .post(url)
+        .bearer_auth(ALICE)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", tool)
+        .body(
+            serde_json::json!({
+                "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": tool, "arguments": {}, "_meta": meta},
+            })
+            .to_string(),
+        )
+}
+
+/// The attack: a stateless request holds a place among its identity's sessions while it runs,
+/// but rmcp answers as soon as its first message is there (a progress report, when the client
+/// sent a token), and the place was given back then: with a progress token, an identity
+/// allowed one session ran any number of calls at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stateless_call_holds_its_place_until_its_answer_ends() {
+    let policy =
+        AccessPolicy::parse("[quota]\nsessions = 1\n\n[[grant]]\nwho = [\"*\"]\ntools = [\"*\"]\n")
+            .expect("a policy");
+    let release = Arc::new(tokio::sync::Notify::new());
+    let held = Arc::clone(&release);
+    let group = llm_worker::mcp::ToolGroup::new("held", 1, move || {
+        let held = Arc::clone(&held);
+        let hold: llm_worker::ToolDefinition = Arc::new(move || {
+            let meta = llm_worker::ToolMeta::new("hold")
+                .description("Holds")
+                .input_schema(serde_json::json!({"type": "object"}));
+            (
+                meta,
+                Arc::new(Hold(Arc::clone(&held))) as Arc<dyn llm_worker::Tool>,
+            )
+        });
+        vec![hold]
+    });
+    let url = crate::serve_with(
+        ToolCatalog::new([group]),
+        McpOptions::new("quotas", "1").access(policy),
+        HttpOptions::default().named_tokens([BearerToken::new("alice", ALICE)]),
+    )
+    .await;
+    // Answered (its stream begun) once the call reports it is running; the call goes on.
+    let first = stateless_call(&url, "hold", true)
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(first.status(), 200);
+    // Refused at once; served, it would hold until released (a liveness bound).
+    let second = tokio::time::timeout(
+        std::time::Duration::from_secs(30),
+        stateless_call(&url, "hold", false).send(),
+    )
+    .await
+    .expect("a second call is refused at once, not served")
+    .expect("an answer");
+    assert_eq!(
+        second.status(),
+        429,
+        "a second call while the first one's answer streams"
+    );
+    release.notify_one();
+    let text = first.text().await.expect("the first call's answer");
+    assert!(text.contains("released"), "{text}");
+    // Its place is free again.
+    let third = stateless_call(&url, "hold", true)
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(third.status(), 200);
+    release.notify_one();
+    let text = third.text().await.expect("the third call's answer");
+    assert!(text.contains("released"), "{text}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_opened_at_once_do_not_get_past_the_quota_together() {
     let policy =

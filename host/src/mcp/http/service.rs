@@ -221,8 +221,9 @@ impl McpHttpService {
         }
         let opens = session.is_none() && request.method() == http::Method::POST;
         // A request that may open a session holds a place among its identity's until it is
-        // answered (a stateless one too: it is a session of its own while it runs).
-        let _opening = if opens {
+        // answered (a stateless one too: it is a session of its own while it runs, to the end
+        // of its answer's stream).
+        let opening = if opens {
             let limit = self.session_quota(identity.as_ref());
             let cap = limit.as_ref().map(|(_, limit)| *limit as usize);
             match self.sessions.reserve(caller, cap).await {
@@ -247,8 +248,23 @@ impl McpHttpService {
                 .and_then(|value| value.to_str().ok())
         {
             self.sessions.opened(opened, caller);
+            return response;
         }
-        response
+        // A stateless request's answer may be a stream that goes on after `handle` returned
+        // (rmcp answers as soon as the first message, a progress report say, is there): its
+        // place is held until the stream ends.
+        match opening {
+            Some(opening) => response.map(|body| {
+                http_body_util::BodyExt::boxed(http_body_util::BodyExt::map_frame(
+                    body,
+                    move |frame| {
+                        let _held = &opening;
+                        frame
+                    },
+                ))
+            }),
+            None => response,
+        }
     }
 
     /// The name of `identity` and its quota of sessions, if it has one.

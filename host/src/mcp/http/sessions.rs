@@ -2,7 +2,7 @@
 //! sessions it keeps.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use futures::Stream;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
@@ -37,13 +37,14 @@ struct Owners {
     opening: HashMap<Caller, usize>,
 }
 
-/// A place among a caller's sessions, held while its request opens one.
-pub(super) struct Opening<'a> {
-    sessions: &'a PrefixedSessions,
+/// A place among a caller's sessions, held while its request opens one (or, for a stateless
+/// request, while its answer is sent).
+pub(super) struct Opening {
+    sessions: Arc<PrefixedSessions>,
     caller: Caller,
 }
 
-impl Drop for Opening<'_> {
+impl Drop for Opening {
     fn drop(&mut self) {
         let mut owners = self.sessions.owners();
         if let Some(count) = owners.opening.get_mut(&self.caller) {
@@ -78,10 +79,10 @@ impl PrefixedSessions {
     /// fewer than `limit` open or being opened (counted together, so that requests sent at
     /// once cannot all pass); `None` at the limit.
     pub(super) async fn reserve(
-        &self,
+        self: &Arc<Self>,
         caller: Caller,
         limit: Option<usize>,
-    ) -> Option<Opening<'_>> {
+    ) -> Option<Opening> {
         let live = self.local.sessions.read().await;
         let mut owners = self.owners();
         // Sessions that ended (closed, or expired inside rmcp) are forgotten.
@@ -101,7 +102,7 @@ impl PrefixedSessions {
         }
         *owners.opening.entry(caller).or_default() += 1;
         Some(Opening {
-            sessions: self,
+            sessions: Arc::clone(self),
             caller,
         })
     }
