@@ -250,6 +250,18 @@ async fn serve(
     url
 }
 
+/// A POST of `message` to `url` in the session `session`, with `token`.
+fn in_session(url: &str, session: &str, token: &str, message: Value) -> reqwest::RequestBuilder {
+    reqwest::Client::new()
+        .post(url)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", session)
+        .header("mcp-protocol-version", "2025-06-18")
+        .bearer_auth(token)
+        .header("content-type", "application/json")
+        .body(message.to_string())
+}
+
 /// POSTs an `initialize` to `url` with `token`, in the session `session` if given.
 async fn initialize(url: &str, token: Option<&str>, session: Option<&str>) -> reqwest::Response {
     let mut request = reqwest::Client::new()
@@ -523,22 +535,15 @@ async fn a_session_is_its_openers_alone() {
         .to_owned();
     // Bob, holding a good token and Alice's session id, finds no session there.
     let list = |token: &'static str| {
-        let (url, session) = (url.clone(), session.clone());
-        async move {
-            reqwest::Client::new()
-                .post(&url)
-                .header("accept", "application/json, text/event-stream")
-                .header("mcp-session-id", session)
-                .header("mcp-protocol-version", "2025-06-18")
-                .bearer_auth(token)
-                .header("content-type", "application/json")
-                .body(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}).to_string())
-                .send()
-                .await
-                .expect("an answer")
-        }
+        in_session(
+            &url,
+            &session,
+            token,
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+        )
+        .send()
     };
-    assert_eq!(list(BOB).await.status(), 404);
+    assert_eq!(list(BOB).await.expect("an answer").status(), 404);
     let deleted = reqwest::Client::new()
         .delete(&url)
         .header("mcp-session-id", &session)
@@ -552,7 +557,7 @@ async fn a_session_is_its_openers_alone() {
         "Bob cannot end Alice's session either"
     );
     // Alice still can use it.
-    assert_eq!(list(ALICE).await.status(), 200);
+    assert_eq!(list(ALICE).await.expect("an answer").status(), 200);
     // A session id this server never gave is no session's, whoever sends it (a stateless
     // request cannot pass for a session's request to skip the caps).
     let made_up = reqwest::Client::new()
@@ -609,20 +614,15 @@ async fn a_token_with_narrower_grants_cannot_use_a_wider_session() {
         .expect("a session id")
         .to_owned();
     let count = |token: String| {
-        let (url, session) = (url.clone(), session.clone());
+        let request = in_session(
+            &url,
+            &session,
+            &token,
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                   "params": {"name": "count", "arguments": {}}}),
+        );
         async move {
-            reqwest::Client::new()
-                .post(&url)
-                .header("accept", "application/json, text/event-stream")
-                .header("mcp-session-id", session)
-                .header("mcp-protocol-version", "2025-06-18")
-                .bearer_auth(token)
-                .header("content-type", "application/json")
-                .body(
-                    json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                           "params": {"name": "count", "arguments": {}}})
-                    .to_string(),
-                )
+            request
                 .send()
                 .await
                 .expect("an answer")
