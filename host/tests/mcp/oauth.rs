@@ -250,6 +250,18 @@ async fn serve(
     url
 }
 
+/// Opens a session at `url` with `token`: its id.
+async fn open_session(url: &str, token: &str) -> String {
+    let opened = initialize(url, Some(token), None).await;
+    assert_eq!(opened.status(), 200);
+    opened
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .expect("a session id")
+        .to_owned()
+}
+
 /// A POST of `message` to `url` in the session `session`, with `token`.
 fn in_session(url: &str, session: &str, token: &str, message: Value) -> reqwest::RequestBuilder {
     reqwest::Client::new()
@@ -525,14 +537,7 @@ async fn a_session_is_its_openers_alone() {
         ]),
     )
     .await;
-    let opened = initialize(&url, Some(ALICE), None).await;
-    assert_eq!(opened.status(), 200);
-    let session = opened
-        .headers()
-        .get("mcp-session-id")
-        .and_then(|v| v.to_str().ok())
-        .expect("a session id")
-        .to_owned();
+    let session = open_session(&url, ALICE).await;
     // Bob, holding a good token and Alice's session id, finds no session there.
     let list = |token: &'static str| {
         in_session(
@@ -605,14 +610,7 @@ async fn a_token_with_narrower_grants_cannot_use_a_wider_session() {
         sign(&claims, Algorithm::RS256, ISSUER_RSA, "rsa-1")
     };
     let (wide, narrow) = (token("mcp:tools admin"), token("mcp:tools"));
-    let opened = initialize(&url, Some(&wide), None).await;
-    assert_eq!(opened.status(), 200);
-    let session = opened
-        .headers()
-        .get("mcp-session-id")
-        .and_then(|v| v.to_str().ok())
-        .expect("a session id")
-        .to_owned();
+    let session = open_session(&url, &wide).await;
     let count = |token: String| {
         let request = in_session(
             &url,
