@@ -223,7 +223,7 @@ impl McpServer {
                 session.read_resource(uri),
             )
             .await?;
-        if let Some(input_required) = self.input_required(&asking, "resources/read", uri)? {
+        if let Some(input_required) = self.input_required(&asking, uri)? {
             return Ok(ReadResourceResponse::InputRequired(input_required));
         }
         if read.is_err()
@@ -358,7 +358,7 @@ impl McpServer {
                 session.get_prompt(&request.name, &arguments),
             )
             .await?;
-        if let Some(input_required) = self.input_required(&asking, "prompts/get", &request.name)? {
+        if let Some(input_required) = self.input_required(&asking, &request.name)? {
             return Ok(GetPromptResponse::InputRequired(input_required));
         }
         if rendered.is_err()

@@ -22,8 +22,9 @@ const PROGRESS_AFTER: std::time::Duration = std::time::Duration::from_millis(50)
 /// Who answers the questions of one request.
 pub(super) struct Asking {
     questions: Option<Arc<dyn QuestionHandler>>,
-    /// On 2026-07-28: the request's earlier rounds, and the arguments its state is bound to.
-    replay: Option<(Arc<Replay>, Map<String, Value>)>,
+    /// On 2026-07-28: the request's earlier rounds, the arguments its state is bound to, and
+    /// what else it is bound to (the method and the caller).
+    replay: Option<(Arc<Replay>, Map<String, Value>, String)>,
 }
 
 impl Asking {
@@ -34,7 +35,9 @@ impl Asking {
 
     /// The request's earlier rounds, if it has any (2026-07-28).
     pub(super) fn replay(&self) -> Option<Arc<Replay>> {
-        self.replay.as_ref().map(|(replay, _)| Arc::clone(replay))
+        self.replay
+            .as_ref()
+            .map(|(replay, _, _)| Arc::clone(replay))
     }
 
     /// MCP's "missing required client capability" error for a request that failed after a
@@ -42,7 +45,7 @@ impl Asking {
     pub(super) fn missing_capability(&self) -> Option<ErrorData> {
         self.replay
             .as_ref()
-            .and_then(|(replay, _)| replay.missing_capability())
+            .and_then(|(replay, _, _)| replay.missing_capability())
     }
 }
 
@@ -73,9 +76,15 @@ impl McpServer {
                 replay: None,
             });
         };
+        // A state is its caller's: another caller (a leaked state replayed) cannot open it.
+        let caller = super::session::caller_of(context).0.map_or_else(
+            || "-".to_owned(),
+            |digest| digest.iter().map(|b| format!("{b:02x}")).collect(),
+        );
+        let scope = format!("{method}\n{caller}");
         let replay = Arc::new(Replay::open(
             codec,
-            method,
+            &scope,
             name,
             arguments,
             state.take().as_deref(),
@@ -84,7 +93,7 @@ impl McpServer {
         )?);
         Ok(Asking {
             questions: Some(Arc::clone(&replay) as _),
-            replay: Some((replay, arguments.clone())),
+            replay: Some((replay, arguments.clone(), scope)),
         })
     }
 
@@ -98,16 +107,16 @@ impl McpServer {
     }
 
     /// The `input_required` answer to send instead of the result, if the request deferred
-    /// questions to the client's retry.
+    /// questions to the client's retry (its state bound as [`asking`](Self::asking) opened
+    /// it: the method, the caller, `name` and the arguments).
     pub(super) fn input_required(
         &self,
         asking: &Asking,
-        method: &str,
         name: &str,
     ) -> Result<Option<InputRequiredResult>, ErrorData> {
         match (&asking.replay, self.options.request_states()) {
-            (Some((replay, arguments)), Some(codec)) => {
-                replay.input_required(codec, method, name, arguments)
+            (Some((replay, arguments, scope)), Some(codec)) => {
+                replay.input_required(codec, scope, name, arguments)
             }
             _ => Ok(None),
         }

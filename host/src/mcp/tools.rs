@@ -145,7 +145,7 @@ impl McpServer {
         } = ended;
         // Sealed for the request as the client sent it (a hook may have renamed the call): its
         // retry names the tool it named.
-        if let Some(input_required) = self.input_required(asking, "tools/call", asked_as)? {
+        if let Some(input_required) = self.input_required(asking, asked_as)? {
             return Ok(CallToolResponse::InputRequired(input_required));
         }
         // A tool that failed after asking what the request's client cannot answer: the

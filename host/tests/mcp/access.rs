@@ -299,6 +299,72 @@ async fn a_sessions_request_cannot_pass_for_stateless() {
     );
 }
 
+/// The attack: a request state (2026-07-28's multi round-trip input: the answers of earlier
+/// rounds, sealed by the server) leaked from one caller is replayed by another, who goes on
+/// with the first caller's answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_state_is_its_callers_alone() {
+    use rmcp::model::{CallToolResponse, ClientCapabilities, ClientConfig, Implementation};
+    use rmcp::service::ClientServiceExt;
+    let conformance = llm_worker_tests::plugin("conformance");
+    let url = crate::serve_with(
+        ToolCatalog::from_plugins([&conformance]),
+        McpOptions::new("states", "1"),
+        HttpOptions::default().named_tokens([
+            BearerToken::new("alice", ALICE),
+            BearerToken::new("bob", BOB),
+        ]),
+    )
+    .await;
+    let stateless = |token: &str| {
+        let mut capabilities = ClientCapabilities::default();
+        capabilities.elicitation = Some(Default::default());
+        ClientConfig::new(capabilities, Implementation::new("states", "1")).serve_with_lifecycle(
+            StreamableHttpClientTransport::from_config(
+                StreamableHttpClientTransportConfig::with_uri(url.as_str()).auth_header(token),
+            ),
+            rmcp::service::ClientLifecycleMode::Discover {
+                preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+            },
+        )
+    };
+    let (alice, bob) = (
+        stateless(ALICE).await.expect("alice"),
+        stateless(BOB).await.expect("bob"),
+    );
+    let mut ask = CallToolRequestParams::new("test_elicitation");
+    ask.arguments = serde_json::json!({"message": "Who are you?"})
+        .as_object()
+        .cloned();
+    let first = alice.call_tool_once(ask.clone()).await.expect("call");
+    let CallToolResponse::InputRequired(first) = first else {
+        panic!("input_required was expected: {first:?}");
+    };
+    let mut retry = ask;
+    retry.input_responses = Some(
+        [(
+            "user_info".to_owned(),
+            serde_json::from_value(serde_json::json!({"action": "accept",
+                "content": {"username": "alice", "email": "alice@example.com"}}))
+            .expect("a response"),
+        )]
+        .into_iter()
+        .collect(),
+    );
+    retry.request_state = first.request_state.clone();
+    assert!(retry.request_state.is_some(), "{first:?}");
+    let replayed = bob.call_tool_once(retry.clone()).await;
+    assert!(
+        format!("{replayed:?}").contains("integrity check failed"),
+        "{replayed:?}"
+    );
+    let answered = alice.call_tool_once(retry).await.expect("alice's retry");
+    assert!(
+        format!("{answered:?}").contains("User response"),
+        "{answered:?}"
+    );
+}
+
 /// Holds each call until the test releases it.
 struct Hold(Arc<tokio::sync::Notify>);
 
