@@ -304,9 +304,8 @@ pub(crate) fn is_stateless(context: &rmcp::service::RequestContext<rmcp::RoleSer
     if context.meta.protocol_version().is_none() {
         return false;
     }
-    #[cfg(feature = "mcp-http")]
-    if let Some(parts) = context.extensions.get::<http::request::Parts>() {
-        return !parts.headers.contains_key("mcp-session-id");
+    if let Some(in_session) = super::session::names_session(&context.extensions) {
+        return !in_session;
     }
     !context
         .peer

@@ -77,11 +77,7 @@ impl McpServer {
             });
         };
         // A state is its caller's: another caller (a leaked state replayed) cannot open it.
-        let caller = super::session::caller_of(context).0.map_or_else(
-            || "-".to_owned(),
-            |digest| digest.iter().map(|b| format!("{b:02x}")).collect(),
-        );
-        let scope = format!("{method}\n{caller}");
+        let scope = format!("{method}\n{}", super::session::caller_tag(context));
         let replay = Arc::new(Replay::open(
             codec,
             &scope,

@@ -351,9 +351,7 @@ impl McpServer {
     /// outside the place among its identity's sessions that a stateless request holds.
     fn bind(&self, context: &RequestContext<RoleServer>) -> Result<(), ErrorData> {
         let extensions = &context.extensions;
-        #[cfg(feature = "mcp-http")]
-        if let Some(parts) = extensions.get::<http::request::Parts>()
-            && parts.headers.contains_key("mcp-session-id")
+        if names_session(extensions) == Some(true)
             && context
                 .meta
                 .protocol_version()
@@ -525,9 +523,23 @@ pub(super) fn identity(extensions: &rmcp::model::Extensions) -> Option<Arc<crate
     None
 }
 
-/// Who sent a request (see [`caller`]), for the tasks it may see.
-pub(super) fn caller_of(context: &RequestContext<RoleServer>) -> Caller {
+/// The caller of a request as text: its digest in hex, or `-` for the one caller of a server
+/// without authentication (what task owners and request states are bound to).
+pub(super) fn caller_tag(context: &RequestContext<RoleServer>) -> String {
     caller(context)
+        .0
+        .map_or_else(|| "-".to_owned(), |digest| crate::digest::hex(&digest))
+}
+
+/// Whether a request names an MCP session (`Mcp-Session-Id`): `None` outside HTTP, where the
+/// transport's connection is the session.
+pub(super) fn names_session(extensions: &rmcp::model::Extensions) -> Option<bool> {
+    #[cfg(feature = "mcp-http")]
+    if let Some(parts) = extensions.get::<http::request::Parts>() {
+        return Some(parts.headers.contains_key("mcp-session-id"));
+    }
+    let _ = extensions;
+    None
 }
 
 /// Who sent a request: the caller the HTTP service found (the bearer token among the

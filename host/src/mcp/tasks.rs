@@ -29,7 +29,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 use serde_json::Value;
 
-use super::reports::Report;
+use super::reports::{Report, ReportsTo};
 use super::request::Asking;
 use super::session::McpServer;
 use super::tools::Ended;
@@ -47,11 +47,7 @@ impl McpServer {
     /// Whose tasks a request sees.
     pub(super) fn task_owner(&self, context: &RequestContext<RoleServer>) -> String {
         let origin = self.origin(context);
-        let caller = super::session::caller_of(context);
-        let caller = caller.0.map_or_else(
-            || "-".to_owned(),
-            |digest| digest.iter().map(|b| format!("{b:02x}")).collect(),
-        );
+        let caller = super::session::caller_tag(context);
         match origin.stateless {
             Some(_) => format!("{caller}/stateless"),
             None => format!("{caller}{}", session_owner_suffix(origin.session)),
@@ -126,7 +122,14 @@ impl McpServer {
             let spent = crate::cpu::current();
             move |task: TaskHandle| async move {
                 let task_status = crate::task::status_from_progress(task.clone());
-                let session_reports = session_reports.map(|start| start(task.id()));
+                // A forwarder of their own, running until the call (which holds the sender) ends.
+                let session_reports = session_reports.map(|mut to| {
+                    to.task = Some(task.id().to_owned());
+                    let (sender, receiver) =
+                        tokio::sync::mpsc::channel(super::reports::REPORTS_QUEUED);
+                    tokio::spawn(super::reports::forward_reports(to, receiver));
+                    sender
+                });
                 #[cfg(feature = "mcp-http")]
                 let _held = held;
                 let input = call.input.to_string();
@@ -228,26 +231,15 @@ impl McpServer {
         self.answer(ended, &hooks, asking, outcome).await
     }
 
-    /// Where a task's reports go after its hand-off, in a stateful session: given the task's
-    /// id, a forwarder of their own, running until the task's call (which holds the sender)
-    /// ends.
-    #[allow(clippy::type_complexity)]
-    fn task_reports(
-        &self,
-        context: &RequestContext<RoleServer>,
-    ) -> Option<Box<dyn FnOnce(&str) -> tokio::sync::mpsc::Sender<Report> + Send>> {
+    /// Where a task's reports go after its hand-off, in a stateful session: the session's
+    /// client, not the request's progress token (the request is answered).
+    fn task_reports(&self, context: &RequestContext<RoleServer>) -> Option<ReportsTo> {
         if super::input_required::is_stateless(context) {
             return None;
         }
         let mut to = self.reports_to(context);
-        // The request is answered: its progress token is no longer the client's to follow.
         to.token = None;
-        Some(Box::new(move |task: &str| {
-            to.task = Some(task.to_owned());
-            let (sender, receiver) = tokio::sync::mpsc::channel(super::reports::REPORTS_QUEUED);
-            tokio::spawn(super::reports::forward_reports(to, receiver));
-            sender
-        }))
+        Some(to)
     }
 
     /// Starts the task of a call that may become one, and waits until it does (the task, for

@@ -34,12 +34,8 @@ impl Tool for Slow {
             llm_worker::task::start();
         }
         let spin = Duration::from_millis(input["spin_ms"].as_u64().unwrap_or(0));
-        if !spin.is_zero() {
-            // A moment for the hand-off's answer first (on tokio, a task woken by a spinning
-            // one waits for it).
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        // In slices, each its own poll: what a plugin's code does between its yields.
+        // In slices, each its own poll: what a plugin's code does between its yields (and the
+        // hand-off's answer, woken on this thread, goes out after the first).
         let spinning = std::time::Instant::now();
         while spinning.elapsed() < spin {
             let slice = std::time::Instant::now();
@@ -897,7 +893,7 @@ async fn a_tasks_end_is_audited_with_the_cpu_time_of_all_its_code() {
     // 300 ms of spinning, on a machine that may be busy with other tests.
     assert!(task_cpu >= 100.0 && call_cpu < 50.0, "{records:?}");
     assert!(
-        task["duration_ms"].as_f64().expect("duration") >= 350.0,
+        task["duration_ms"].as_f64().expect("duration") >= 300.0,
         "{records:?}"
     );
 }
