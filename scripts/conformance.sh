@@ -51,7 +51,7 @@ node_suite=(node --import ./scripts/conformance/node20-preload.mjs "$suite")
 "${node_suite[@]}" --version >/dev/null || fail "the suite does not start on node $(node --version)"
 
 # The example plugins and the host (debug, as the tests build it).
-rustup toolchain install >/dev/null 2>&1 || echo "note: rustup could not install the toolchain of rust-toolchain.toml (Rust 1.97 with the wasm32-wasip2 target is needed)" >&2
+rustup toolchain install --no-self-update >/dev/null 2>&1 || echo "note: rustup could not install the toolchain of rust-toolchain.toml (Rust 1.97 with the wasm32-wasip2 target is needed)" >&2
 cargo build --release --target wasm32-wasip2 --manifest-path plugins/Cargo.toml --target-dir plugins/target \
     || fail "the example plugins do not build"
 cargo build -p llm-worker-cli || fail "llm-worker does not build"

@@ -9,7 +9,7 @@
 # Needs: rustup's stable Rust, curl, and nginx (Debian: `apt-get install nginx-light`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-rustup toolchain install >/dev/null 2>&1 || true
+rustup toolchain install --no-self-update >/dev/null 2>&1 || true
 if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
     echo "== installing nginx"
     apt-get install -y -q nginx-light >/dev/null || apt-get install -y -q nginx >/dev/null

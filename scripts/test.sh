@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The toolchain rust-toolchain.toml names (Rust 1.97, clippy, rustfmt, the wasm32-wasip2 target).
-rustup toolchain install >/dev/null 2>&1 || echo "note: rustup could not install the toolchain of rust-toolchain.toml (Rust 1.97 with the wasm32-wasip2 target is needed)" >&2
+rustup toolchain install --no-self-update >/dev/null 2>&1 || echo "note: rustup could not install the toolchain of rust-toolchain.toml (Rust 1.97 with the wasm32-wasip2 target is needed)" >&2
 # The registry tests (cli/tests/command/registry/) start Debian's `docker-registry`
 # (distribution 2.8) on a loopback port, push with python3 and openssl as an independent
 # client, and copy artifacts with Debian's `skopeo`; the metrics test
@@ -26,9 +26,50 @@ if [ -n "$missing" ]; then
         echo "note:$missing not installed (apt-get install$packages as root); the registry tests will say they are skipped" >&2
     fi
 fi
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
-cargo test --manifest-path plugins/Cargo.toml --target-dir plugins/target --workspace 2>&1 | tee -a "$log"
-cargo test --workspace 2>&1 | tee -a "$log"
+logs=$(mktemp -d)
+jobs=()
+trap 'for job in "${jobs[@]}"; do kill "$job" 2>/dev/null || true; done; rm -rf "$logs"' EXIT
+failed=""
+
+# The plugins' own unit tests (natively, in their workspace and target directory) build and
+# run beside the workspace's build; their output is shown when they are done.
+cargo test --manifest-path plugins/Cargo.toml --target-dir plugins/target --workspace --no-fail-fast \
+    >"$logs/plugins" 2>&1 &
+plugins=$!
+jobs+=("$plugins")
+
+# Every test of the workspace, built once.
+cargo test --workspace --no-run 2>&1 | tee "$logs/build" || failed="$failed build"
+
+if [ -z "$failed" ]; then
+    # The command's tests (cli/tests/command: child processes, servers and registries, mostly
+    # waiting) run beside the others rather than after them. The other test targets are the
+    # ones the build above listed.
+    others=()
+    for name in $(sed -nE 's#^ *Executable tests/([^/ ]+)(/main)?\.rs .*#\1#p' "$logs/build" | grep -vx command); do
+        others+=(--test "$name")
+    done
+    if [ "${#others[@]}" -eq 0 ]; then
+        echo "no test targets found in cargo's output (above)" >&2
+        exit 1
+    fi
+    echo "running the command's tests in the background (cli/tests/command); their output follows the others'"
+    cargo test --workspace --no-fail-fast --test command >"$logs/command" 2>&1 &
+    command=$!
+    jobs+=("$command")
+    cargo test --workspace --no-fail-fast --lib --bins "${others[@]}" 2>&1 | tee "$logs/workspace" || failed="$failed workspace"
+    cargo test --workspace --doc 2>&1 | tee "$logs/doc" || failed="$failed doc"
+    wait "$command" || failed="$failed command"
+    cat "$logs/command"
+fi
+wait "$plugins" || failed="$failed plugins"
+echo
+echo "== the plugins' unit tests (plugins/)"
+cat "$logs/plugins"
+
 # One closing line for the whole run.
-awk '/^test result:/ { p += $4; f += $6 } END { printf "all tests: %d passed, %d failed\n", p, f }' "$log"
+cat "$logs"/* | awk '/^test result:/ { p += $4; f += $6 } END { printf "all tests: %d passed, %d failed\n", p, f }'
+if [ -n "$failed" ]; then
+    echo "failed:$failed" >&2
+    exit 1
+fi

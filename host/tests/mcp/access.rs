@@ -540,19 +540,30 @@ async fn the_cpu_time_of_a_contract_1_plugins_code_counts_against_the_quota() {
         .call_tool(CallToolRequestParams::new("bump"))
         .await
         .expect("within the quota");
-    let spun = alice
-        .call_tool(CallToolRequestParams::new("spin"))
-        .await
-        .expect("an answer");
-    assert_eq!(spun.is_error, Some(true), "{spun:?}");
-    // Its code may be stopped (and its time counted) a moment after its caller was answered.
-    let mut answer = alice.call_tool(CallToolRequestParams::new("bump")).await;
-    for _ in 0..100 {
+    // A spin of 3 s gets a second of the CPU unless the machine is busy with other work: then
+    // it takes a few spins.
+    let mut answer = Ok(None);
+    for _ in 0..10 {
+        let spun = alice
+            .call_tool(CallToolRequestParams::new("spin"))
+            .await
+            .expect("an answer");
+        assert_eq!(spun.is_error, Some(true), "{spun:?}");
+        // Its code may be stopped (and its time counted) a moment after its caller was
+        // answered.
+        for _ in 0..20 {
+            answer = alice
+                .call_tool(CallToolRequestParams::new("bump"))
+                .await
+                .map(Some);
+            if answer.is_err() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
         if answer.is_err() {
             break;
         }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        answer = alice.call_tool(CallToolRequestParams::new("bump")).await;
     }
     crate::assert_over_quota(
         answer,
