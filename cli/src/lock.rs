@@ -89,16 +89,22 @@ pub(crate) fn lock(
         return Ok(ExitCode::FAILURE);
     }
     now.write(dir)?;
-    // Approving a changed trust policy is what `lock` is for, but never without saying so (a
-    // first lock too: it pins the trust policy as it stands).
+    // Approving changes is what `lock` is for, but never without saying so: changed plugins and
+    // policies (what a plugin may reach), new and gone plugins, and a changed trust or access
+    // policy (a first lock too: it pins those as they stand).
+    let plugin_changes = previous
+        .as_ref()
+        .map(|previous| previous.differences(&now))
+        .unwrap_or_default();
     let previous = previous.unwrap_or_default();
-    for change in [
-        previous.trust_difference(&now),
-        previous.access_difference(&now),
-    ]
-    .into_iter()
-    .flatten()
-    {
+    for change in plugin_changes.into_iter().chain(
+        [
+            previous.trust_difference(&now),
+            previous.access_difference(&now),
+        ]
+        .into_iter()
+        .flatten(),
+    ) {
         outln!(out, "approved: {change}");
     }
     outln!(

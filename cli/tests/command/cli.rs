@@ -555,4 +555,16 @@ fn lock_approves_a_directory_and_check_finds_drift() {
         None,
     );
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    // Approving the drift says what was approved, line by line.
+    let out = run(&cache, &["lock", path(&dir)], None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let approved = stdout(&out);
+    assert!(
+        approved.contains("approved: calc.wasm: not in the lock")
+            && approved.contains("approved: greet.wasm: its policy changed (sha256 "),
+        "{approved}"
+    );
+    // Nothing changed since: nothing is said to be approved.
+    let out = run(&cache, &["lock", path(&dir)], None);
+    assert!(!stdout(&out).contains("approved:"), "{}", stdout(&out));
 }

@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use super::content;
 use super::session::McpServer;
-use crate::plugin::PluginSession;
+use crate::plugin::{PluginSession, ResourceOwner, resource_owner};
 use crate::tool::{CompletionRef, RequestError};
 
 /// How long a client may keep a list or a read (`ttlMs`, revision 2026-07-28): not at all;
@@ -106,25 +106,27 @@ pub(super) fn speaks_for_itself<'a>(
     uris: impl IntoIterator<Item = &'a str>,
 ) -> Result<(), String> {
     for uri in uris {
-        let mine = plugins
-            .iter()
-            .any(|session| session.plugin_name() == plugin && session.offers_resource(uri));
-        if mine {
-            continue;
-        }
-        if let Some(owner) = plugins
-            .iter()
-            .find(|session| session.plugin_name() != plugin && session.offers_resource(uri))
-        {
-            let shown: String = uri.chars().take(200).collect();
-            tracing::warn!(%plugin, "{what} named another plugin's resource '{shown}'; refused");
-            return Err(format!(
-                "{what} of plugin '{plugin}' names the resource '{shown}', which plugin '{}' \
-                 serves; a plugin may embed or link only its own resources or URIs no plugin \
-                 serves, so the content was refused",
-                owner.plugin_name()
-            ));
-        }
+        let owner = match resource_owner(plugins, uri) {
+            ResourceOwner::Nobody => continue,
+            owner if owner.is(plugin) => continue,
+            ResourceOwner::One(owner) => owner,
+            // Two lists that changed while serving name it: neither plugin speaks for it.
+            ResourceOwner::Disputed(one, two) => {
+                if one.plugin_name() == plugin {
+                    two
+                } else {
+                    one
+                }
+            }
+        };
+        let shown: String = uri.chars().take(200).collect();
+        tracing::warn!(%plugin, "{what} named another plugin's resource '{shown}'; refused");
+        return Err(format!(
+            "{what} of plugin '{plugin}' names the resource '{shown}', which plugin '{}' \
+             serves; a plugin may embed or link only its own resources or URIs no plugin \
+             serves, so the content was refused",
+            owner.plugin_name()
+        ));
     }
     Ok(())
 }
@@ -138,18 +140,13 @@ impl McpServer {
         tools.visible_plugin_sessions()
     }
 
-    /// The plugin session whose resources or templates include `uri`; an error if two do
-    /// (lists that changed while serving can overlap): a read never goes to a guess.
+    /// The plugin session that serves `uri` (see [`resource_owner`]); an error if two lists
+    /// that changed while serving both name it: a read never goes to a guess.
     fn resource_owner(&self, uri: &str) -> Result<Option<PluginSession>, ErrorData> {
-        let owners: Vec<PluginSession> = self
-            .plugins()
-            .into_iter()
-            .filter(|session| session.offers_resource(uri))
-            .collect();
-        match owners.as_slice() {
-            [] => Ok(None),
-            [one] => Ok(Some(one.clone())),
-            [one, two, ..] => Err(ambiguous("resource", uri, one, two)),
+        match resource_owner(&self.plugins(), uri) {
+            ResourceOwner::Nobody => Ok(None),
+            ResourceOwner::One(one) => Ok(Some(one.clone())),
+            ResourceOwner::Disputed(one, two) => Err(ambiguous("resource", uri, one, two)),
         }
     }
 
@@ -158,9 +155,20 @@ impl McpServer {
         request: Option<PaginatedRequestParams>,
     ) -> Result<ListResourcesResult, ErrorData> {
         let mut resources = Vec::new();
-        for session in self.plugins() {
+        let plugins = self.plugins();
+        for session in &plugins {
             let listed = session.resources().await;
-            resources.extend(listed.iter().cloned().map(content::resource));
+            // A plugin's list does not show what another plugin offered at load.
+            resources.extend(
+                listed
+                    .iter()
+                    .filter(|resource| {
+                        !matches!(resource_owner(&plugins, &resource.uri),
+                            ResourceOwner::One(owner) if owner.plugin_name() != session.plugin_name())
+                    })
+                    .cloned()
+                    .map(content::resource),
+            );
         }
         let (page, next) = page(resources, request, self.options.page_size)?;
         let mut result = ListResourcesResult::with_all_items(page)

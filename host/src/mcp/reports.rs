@@ -135,14 +135,14 @@ pub(super) async fn forward_reports(
                 ..
             }) => {
                 // A plugin speaks for its own resources only.
-                let owned = tools
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .plugin_sessions()
-                    .iter()
-                    .any(|session| {
-                        session.plugin_name() == plugin && session.offers_resource(&uri)
-                    });
+                let owned = crate::plugin::resource_owner(
+                    &tools
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .plugin_sessions(),
+                    &uri,
+                )
+                .is(&plugin);
                 if !owned {
                     tracing::debug!(%plugin, "a notice of a resource the plugin does not offer was dropped: {uri}");
                     continue;

@@ -701,7 +701,8 @@ impl ServerHandler for McpServer {
         Box::pin(async move {
             self.bind(&context)?;
             let audit = self.observe_begin("resources/read", &request.uri, &context, |plugin| {
-                plugin.offers_resource(&request.uri)
+                crate::plugin::resource_owner(&self.lock().plugin_sessions(), &request.uri)
+                    .is(plugin.plugin_name())
             });
             let extensions = context.extensions.clone();
             let response = self

@@ -104,8 +104,23 @@ impl DirSnapshot {
     }
 }
 
+/// The SHA-256 (hex) of the policy file of the plugin at `path` as it is now: "none" without
+/// one, "unreadable" where it cannot be read (as [`LoadedPlugin::policy_sha256`] has it).
+///
+/// [`LoadedPlugin::policy_sha256`]: crate::LoadedPlugin::policy_sha256
+fn policy_sha256_now(path: &Path) -> String {
+    let policy = crate::SandboxPolicy::path_for(path);
+    if !policy.exists() {
+        return "none".to_owned();
+    }
+    match crate::SandboxPolicy::read_text(&policy) {
+        Ok(text) => crate::digest::sha256_hex(text.as_bytes()),
+        Err(_) => "unreadable".to_owned(),
+    }
+}
+
 /// The served plugins, by file: a plugin whose new version fails to load keeps its working
-/// version; a removed file goes.
+/// version (unless its policy changed); a removed file goes.
 #[derive(Default)]
 struct Served {
     groups: BTreeMap<PathBuf, ToolGroup>,
@@ -141,6 +156,27 @@ impl Served {
         }
         let mut problems = std::collections::BTreeSet::new();
         for failure in &loaded.failures {
+            // A plugin whose policy changed and no longer loads is not kept under the policy it
+            // was served with: that policy is what the operator withdrew (an HTTP grant taken
+            // out, so that the plugin now fails to link). Only a new version of the plugin
+            // itself that fails keeps the working one serving.
+            if let Some(path) = failure
+                .path()
+                .filter(|path| self.groups.contains_key(*path))
+            {
+                let served_policy = self.approvals.get(path).map(|(_, policy)| policy.as_str());
+                if served_policy != Some(policy_sha256_now(path).as_str()) {
+                    self.groups.remove(path);
+                    self.approvals.remove(path);
+                    problems.insert(format!(
+                        "plugin {} is no longer served: its policy changed, and it does not load \
+                         with the new one ({failure}); it is not kept under the policy it was \
+                         served with",
+                        path.display()
+                    ));
+                    continue;
+                }
+            }
             let problem = match failure {
                 // Two plugins offering one tool are both refused by a fresh load; while
                 // serving, the one served already keeps serving, and only the other is out.

@@ -226,8 +226,8 @@ pub enum PluginError {
         /// The tool both offer.
         tool: String,
     },
-    /// Two plugins of one directory offer the same resource URI, resource template or prompt
-    /// name; neither is loaded.
+    /// Two plugins of one directory have the same name (in two subdirectories), or offer the
+    /// same resource URI, resource template or prompt name; neither is loaded.
     #[error(
         "plugin {} and plugin {} both offer the {kind} '{name}'; neither is loaded — remove or \
          rename one of them",
@@ -239,7 +239,7 @@ pub enum PluginError {
         path: PathBuf,
         /// The other plugin.
         other: PathBuf,
-        /// What both offer: "resource", "resource template" or "prompt".
+        /// What both offer: "plugin name", "resource", "resource template" or "prompt".
         kind: &'static str,
         /// Its URI, template or name.
         name: String,

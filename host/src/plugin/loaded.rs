@@ -200,7 +200,7 @@ impl LoadedPlugin {
     }
 
     /// Everything the plugin offers that must be unique among the plugins served together,
-    /// as (kind, name): its tools, resource URIs, resource templates and prompts.
+    /// as (kind, name): its name, tools, resource URIs, resource templates and prompts.
     pub(crate) fn offered(&self) -> Vec<(&'static str, String)> {
         let offerings = &self.image.offerings;
         let tools = self.tools().iter().map(|t| ("tool", t.name.clone()));
@@ -216,7 +216,10 @@ impl LoadedPlugin {
             )
         });
         let prompts = offerings.prompts.iter().map(|p| ("prompt", p.name.clone()));
-        tools
+        // Its name too: policies, grants, audit records and whose resource a content names all
+        // go by it (two `notes.wasm` in the subdirectories of a recursive load).
+        std::iter::once(("plugin name", self.name().to_owned()))
+            .chain(tools)
             .chain(resources)
             .chain(templates)
             .chain(prompts)

@@ -166,6 +166,18 @@ impl PluginSession {
         &self.image().offerings.templates
     }
 
+    /// Whether `uri` is one of the resources the plugin offered at load, or matches one of its
+    /// templates: what no list it gives later can change, and what no other plugin of the
+    /// directory offers (loading refuses such clashes).
+    fn offered_at_load(&self, uri: &str) -> bool {
+        let offerings = &self.image().offerings;
+        offerings.resources.iter().any(|r| r.uri == uri)
+            || offerings
+                .templates
+                .iter()
+                .any(|template| offerings::template_matches(&template.uri_template, uri))
+    }
+
     /// Whether `uri` is one of the plugin's resources as last listed, or matches one of its
     /// templates.
     pub fn offers_resource(&self, uri: &str) -> bool {
@@ -380,5 +392,52 @@ impl PluginSession {
         );
         tracing::warn!(plugin = %image.name, "{message}");
         RequestError::Internal(message)
+    }
+}
+
+/// Who serves a resource among one session's plugins: see [`resource_owner`].
+#[derive(Clone, Copy, Debug)]
+#[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+pub(crate) enum ResourceOwner<'a> {
+    /// No plugin offers it.
+    Nobody,
+    /// This plugin serves it.
+    One(&'a PluginSession),
+    /// Two plugins' lists, both changed while serving, name it: neither speaks for it.
+    Disputed(&'a PluginSession, &'a PluginSession),
+}
+
+impl ResourceOwner<'_> {
+    /// Whether the plugin named `plugin` serves the resource.
+    #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+    pub(crate) fn is(&self, plugin: &str) -> bool {
+        matches!(self, Self::One(owner) if owner.plugin_name() == plugin)
+    }
+}
+
+/// Who serves `uri` among `plugins` (one session's): the plugin that offered it at load (as a
+/// resource or through a template), else the one plugin whose resource list, as last read,
+/// names it. A list a plugin gives while serving can add resources of its own, never take one
+/// another plugin offered at load: content, notices and reads of that URI stay that plugin's.
+#[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+pub(crate) fn resource_owner<'a>(plugins: &'a [PluginSession], uri: &str) -> ResourceOwner<'a> {
+    fn one_of<'a>(mut owners: impl Iterator<Item = &'a PluginSession>) -> ResourceOwner<'a> {
+        match (owners.next(), owners.next()) {
+            (None, _) => ResourceOwner::Nobody,
+            (Some(one), None) => ResourceOwner::One(one),
+            (Some(one), Some(two)) => ResourceOwner::Disputed(one, two),
+        }
+    }
+    match one_of(
+        plugins
+            .iter()
+            .filter(|session| session.offered_at_load(uri)),
+    ) {
+        ResourceOwner::Nobody => one_of(
+            plugins
+                .iter()
+                .filter(|session| session.offers_listed_resource(uri)),
+        ),
+        owner => owner,
     }
 }

@@ -1,9 +1,15 @@
 //! A plugin speaks only for its own resources: content naming another plugin's resource is
 //! refused, whichever way it comes (a tool's result, a prompt, a read).
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use llm_worker::mcp::{McpOptions, ToolCatalog};
 use rmcp::ServiceExt;
-use rmcp::model::{CallToolRequestParams, GetPromptRequestParams, ReadResourceRequestParams};
+use rmcp::model::{
+    CallToolRequestParams, GetPromptRequestParams, ReadResourceRequestParams,
+    SubscribeRequestParams,
+};
 use serde_json::json;
 
 use crate::serve;
@@ -67,5 +73,120 @@ async fn content_naming_another_plugins_resource_is_refused() {
         .read_resource(ReadResourceRequestParams::new("forger://as/forger/own"))
         .await
         .expect("its own resource");
+    client.cancel().await.expect("close");
+}
+
+/// Counts the notices of a client: `resources/updated` of `notes://all`, and resource list
+/// changes.
+#[derive(Clone, Default)]
+struct Notices {
+    updated: Arc<std::sync::atomic::AtomicUsize>,
+    relisted: Arc<tokio::sync::Notify>,
+}
+
+impl rmcp::ClientHandler for Notices {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        // A session of the revision with `resources/subscribe`.
+        serde_json::from_value(json!({
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "notices", "version": "1"}
+        }))
+        .expect("client info")
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _context: rmcp::service::NotificationContext<rmcp::RoleClient>,
+    ) {
+        if params.uri == "notes://all" {
+            self.updated
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    async fn on_resource_list_changed(
+        &self,
+        _context: rmcp::service::NotificationContext<rmcp::RoleClient>,
+    ) {
+        self.relisted.notify_one();
+    }
+}
+
+/// A resource list a plugin gives while serving cannot take another plugin's resource: once
+/// the forger's list names notes' `notes://all`, the list shows it once (notes'), a read goes
+/// to notes, the forger's content naming it is still refused, and its notices of it never reach
+/// a subscriber, while notes' do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_list_cannot_take_another_plugins_resource() {
+    use std::sync::atomic::Ordering;
+    let forger = llm_worker_tests::plugin("forger");
+    let notes = llm_worker_tests::plugin("notes");
+    let url = serve(
+        ToolCatalog::from_plugins([&forger, &notes]),
+        McpOptions::new("speaking", "1"),
+    )
+    .await;
+    let notices = Notices::default();
+    let client = notices
+        .clone()
+        .serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
+            url.as_str(),
+        ))
+        .await
+        .expect("initialize");
+    #[allow(deprecated)] // Legacy in 2026-07-28; this session is 2025-11-25's.
+    client
+        .subscribe(SubscribeRequestParams::new("notes://all"))
+        .await
+        .expect("subscribe");
+    let claim = || async {
+        let claimed = client
+            .call_tool(CallToolRequestParams::new("claim"))
+            .await
+            .expect("claim");
+        assert_ne!(claimed.is_error, Some(true), "{claimed:?}");
+        tokio::time::timeout(Duration::from_secs(10), notices.relisted.notified())
+            .await
+            .expect("the forger's resource list changed");
+    };
+    claim().await;
+    // The forger's list is read again: it names `notes://all`.
+    let listed = client.list_all_resources().await.expect("resources");
+    let all: Vec<_> = listed.iter().filter(|r| r.uri == "notes://all").collect();
+    assert_eq!(all.len(), 1, "{listed:?}");
+    let read = client
+        .read_resource(ReadResourceRequestParams::new("notes://all"))
+        .await
+        .expect("notes' resource is read");
+    assert!(!format!("{read:?}").contains("forged"), "{read:?}");
+    let mut embed = CallToolRequestParams::new("embed");
+    embed.arguments = json!({"uri": "notes://all"}).as_object().cloned();
+    let result = client.call_tool(embed).await.expect("a result");
+    assert_eq!(result.is_error, Some(true), "{result:?}");
+    assert!(
+        crate::greeting(&result).contains("plugin 'notes'"),
+        "{result:?}"
+    );
+    // Its notice of `notes://all`, now that its list names it; then notes' own.
+    claim().await;
+    let mut add = CallToolRequestParams::new("add_note");
+    add.arguments = json!({"text": "milk"}).as_object().cloned();
+    client.call_tool(add).await.expect("add a note");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while notices.updated.load(Ordering::SeqCst) == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "notes' notice never came"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    client.list_all_resources().await.expect("a round trip");
+    assert_eq!(
+        notices.updated.load(Ordering::SeqCst),
+        1,
+        "only notes' notice"
+    );
     client.cancel().await.expect("close");
 }

@@ -166,3 +166,55 @@ async fn a_dir_watcher_follows_the_lock_once_there_is_one() {
     );
     assert_eq!(served(&watcher), ["counter.wasm"]);
 }
+
+/// A plugin whose policy changed and no longer loads with it is not kept under the policy it
+/// was served with: here the operator takes away its HTTP grant (the plugin, which imports
+/// `wasi:http`, is refused without one), and it is no longer served; a broken new version of
+/// the plugin itself still keeps the working one serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_withdrawn_grant_is_not_kept_by_a_plugin_that_no_longer_loads() {
+    use llm_worker::mcp::DirWatcher;
+    let dir = llm_worker_tests::scratch_dir("dir-watcher-policy");
+    for plugin in ["waiter", "counter"] {
+        std::fs::copy(
+            llm_worker_tests::plugin_path(plugin),
+            dir.join(format!("{plugin}.wasm")),
+        )
+        .expect("copy");
+    }
+    let policy = dir.join("waiter.policy.toml");
+    std::fs::write(&policy, "[http]\nallow = [\"http://127.0.0.1:9\"]\n").expect("policy");
+    let host = llm_worker_tests::host().clone();
+    let mut watcher =
+        DirWatcher::load(host, dir.path(), llm_worker::LoadDirOptions::default()).expect("load");
+    let served = |watcher: &DirWatcher| -> Vec<String> {
+        watcher
+            .groups()
+            .iter()
+            .filter_map(|group| {
+                std::path::Path::new(group.name())
+                    .file_name()
+                    .map(|name| name.to_string_lossy().into_owned())
+            })
+            .collect()
+    };
+    assert_eq!(served(&watcher), ["counter.wasm", "waiter.wasm"]);
+
+    // A new version of counter that does not load: the working one keeps serving.
+    std::fs::write(dir.join("counter.wasm"), b"broken").expect("break");
+    watcher.rescan().await;
+    assert_eq!(served(&watcher), ["counter.wasm", "waiter.wasm"]);
+
+    // The grant taken away: waiter no longer loads, and is no longer served (the watcher says
+    // why).
+    std::fs::remove_file(&policy).expect("remove the policy");
+    let (changed, said) = logged(watcher.rescan()).await;
+    assert!(changed, "{said:?}");
+    assert_eq!(served(&watcher), ["counter.wasm"]);
+    assert!(
+        said.iter()
+            .any(|line| line.contains("waiter.wasm is no longer served")
+                && line.contains("its policy changed")),
+        "{said:?}"
+    );
+}

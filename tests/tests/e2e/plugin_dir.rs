@@ -174,3 +174,48 @@ fn resource_clash(other: &str, uri: &str) {
         );
     }
 }
+
+/// Loaded recursively, two plugins of the same name in two subdirectories would share all that
+/// goes by a plugin's name (the grants of an access policy, whose resource a content names,
+/// audit records): both are refused, each naming the other.
+#[test]
+fn two_plugins_of_one_name_in_a_recursive_load_are_both_refused() {
+    let dir = scratch_dir("name-clash");
+    for (subdir, plugin) in [("team", "notes"), ("vendor", "greet")] {
+        std::fs::create_dir(dir.join(subdir)).expect("mkdir");
+        std::fs::copy(plugin_path(plugin), dir.join(subdir).join("notes.wasm")).expect("copy");
+    }
+    std::fs::copy(plugin_path("counter"), dir.join("counter.wasm")).expect("copy");
+    let loaded = host()
+        .load_dir_with(
+            &dir,
+            LoadDirOptions::default().recursive(true),
+            |_, _, _| {},
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    let names: Vec<&str> = loaded.plugins.iter().map(LoadedPlugin::name).collect();
+    assert_eq!(names, ["counter"]);
+    let clashes: Vec<String> = loaded
+        .failures
+        .iter()
+        .filter(|f| {
+            matches!(
+                f,
+                PluginError::OfferingClash {
+                    kind: "plugin name",
+                    ..
+                }
+            )
+        })
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(clashes.len(), 2, "{:#?}", loaded.failures);
+    for clash in &clashes {
+        assert!(
+            clash.contains("team/notes.wasm")
+                && clash.contains("vendor/notes.wasm")
+                && clash.contains("the plugin name 'notes'"),
+            "{clash}"
+        );
+    }
+}
