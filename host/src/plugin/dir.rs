@@ -73,6 +73,25 @@ impl PluginHost {
                     continue;
                 }
             }
+            // Its policy file likewise: a link out of the directory could lead to a file some
+            // plugin may write, and so grant itself more at the next reload.
+            let policy = crate::SandboxPolicy::path_for(&path);
+            if let Ok(target) = std::fs::canonicalize(&policy)
+                && !target.starts_with(&root)
+            {
+                failures.push(PluginError::Policy {
+                    path: path.clone(),
+                    source: crate::PolicyError::Io {
+                        path: policy,
+                        source: std::io::Error::other(format!(
+                            "it is a link to {}, outside the plugin directory; copy the policy \
+                             into the directory instead",
+                            target.display()
+                        )),
+                    },
+                });
+                continue;
+            }
             if let Some(reason) = source_refusals.get(&crate::lock::relative_name(dir, &path)) {
                 failures.push(PluginError::not_approved(dir, &path, reason.clone()));
                 continue;

@@ -37,6 +37,7 @@ pub use self::host::{HostUsage, PluginHost, PluginHostBuilder};
 pub use self::loaded::LoadedPlugin;
 pub(crate) use self::loaded::PluginImage;
 pub use self::session::{MAX_COMPLETION_VALUES, PluginSession};
+#[cfg(feature = "mcp")]
 pub(crate) use self::session::{ResourceOwner, resource_owner};
 
 /// What an output limit charges for `items` blocks (content, messages, resource contents,

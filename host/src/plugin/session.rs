@@ -169,13 +169,27 @@ impl PluginSession {
     /// Whether `uri` is one of the resources the plugin offered at load, or matches one of its
     /// templates: what no list it gives later can change, and what no other plugin of the
     /// directory offers (loading refuses such clashes).
+    /// `uri` is compared as [`offerings::comparable_uri`] spells it.
     fn offered_at_load(&self, uri: &str) -> bool {
         let offerings = &self.image().offerings;
-        offerings.resources.iter().any(|r| r.uri == uri)
+        offerings
+            .resources
+            .iter()
+            .any(|r| offerings::comparable_uri(&r.uri) == uri)
             || offerings
                 .templates
                 .iter()
                 .any(|template| offerings::template_matches(&template.uri_template, uri))
+    }
+
+    /// Whether the plugin's resource list as last read names `uri` (compared as
+    /// [`offerings::comparable_uri`] spells it).
+    fn lists_comparable(&self, uri: &str) -> bool {
+        let same = |r: &ResourceMeta| offerings::comparable_uri(&r.uri) == uri;
+        match &self.lists().resources {
+            Some(resources) => resources.iter().any(same),
+            None => self.image().offerings.resources.iter().any(same),
+        }
     }
 
     /// Whether `uri` is one of the plugin's resources as last listed, or matches one of its
@@ -419,6 +433,8 @@ impl ResourceOwner<'_> {
 /// resource or through a template), else the one plugin whose resource list, as last read,
 /// names it. A list a plugin gives while serving can add resources of its own, never take one
 /// another plugin offered at load: content, notices and reads of that URI stay that plugin's.
+/// URIs are compared as RFC 3986 normalises them, so that another spelling of a URI (its scheme
+/// in capitals, a letter percent-escaped) is its owner's too.
 #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
 pub(crate) fn resource_owner<'a>(plugins: &'a [PluginSession], uri: &str) -> ResourceOwner<'a> {
     fn one_of<'a>(mut owners: impl Iterator<Item = &'a PluginSession>) -> ResourceOwner<'a> {
@@ -428,15 +444,16 @@ pub(crate) fn resource_owner<'a>(plugins: &'a [PluginSession], uri: &str) -> Res
             (Some(one), Some(two)) => ResourceOwner::Disputed(one, two),
         }
     }
+    let uri = offerings::comparable_uri(uri);
     match one_of(
         plugins
             .iter()
-            .filter(|session| session.offered_at_load(uri)),
+            .filter(|session| session.offered_at_load(&uri)),
     ) {
         ResourceOwner::Nobody => one_of(
             plugins
                 .iter()
-                .filter(|session| session.offers_listed_resource(uri)),
+                .filter(|session| session.lists_comparable(&uri)),
         ),
         owner => owner,
     }

@@ -35,8 +35,15 @@ async fn content_naming_another_plugins_resource_is_refused() {
         call
     };
     // The attack: `notes://all` is notes', and the forger's text reached the client as its
-    // contents; a link to a resource of notes' template likewise.
-    for (uri, link) in [("notes://all", false), ("notes://note/1", true)] {
+    // contents; a link to a resource of notes' template likewise; and other spellings of them
+    // (a client may take them for the same URI, as RFC 3986 does).
+    for (uri, link) in [
+        ("notes://all", false),
+        ("notes://note/1", true),
+        ("NOTES://all", false),
+        ("notes://%61ll", false),
+        ("Notes://NOTE/1", true),
+    ] {
         let result = client.call_tool(embed(uri, link)).await.expect("a result");
         let text = crate::greeting(&result);
         assert_eq!(result.is_error, Some(true), "{uri}: {result:?}");

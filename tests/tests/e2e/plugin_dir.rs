@@ -219,3 +219,39 @@ fn two_plugins_of_one_name_in_a_recursive_load_are_both_refused() {
         );
     }
 }
+
+/// A policy file that is a link out of the plugin directory is refused like a plugin file that
+/// is one (the file it leads to could be one a plugin may write); a link inside is followed.
+#[test]
+fn a_policy_linked_from_outside_the_directory_is_refused() {
+    let root = scratch_dir("policy-link");
+    let (dir, outside) = (root.join("plugins"), root.join("elsewhere"));
+    for made in [&dir, &outside, &dir.join("policies")] {
+        std::fs::create_dir(made).expect("mkdir");
+    }
+    for plugin in ["greet", "counter"] {
+        std::fs::copy(plugin_path(plugin), dir.join(format!("{plugin}.wasm"))).expect("copy");
+    }
+    for policy in [
+        outside.join("greet.toml"),
+        dir.join("policies/counter.toml"),
+    ] {
+        std::fs::write(&policy, "[limits]\nmemory_mib = 16\n").expect("policy");
+    }
+    symlink(outside.join("greet.toml"), dir.join("greet.policy.toml")).expect("symlink");
+    symlink(
+        dir.join("policies/counter.toml"),
+        dir.join("counter.policy.toml"),
+    )
+    .expect("symlink");
+    let loaded = host().load_dir(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let names: Vec<&str> = loaded.plugins.iter().map(LoadedPlugin::name).collect();
+    assert_eq!(names, ["counter"], "{:#?}", loaded.failures);
+    let message = loaded.failures[0].to_string();
+    assert!(
+        message.contains("greet.policy.toml")
+            && message.contains("outside the plugin directory")
+            && message.contains("elsewhere/greet.toml"),
+        "{message}"
+    );
+}
