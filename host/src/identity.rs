@@ -63,8 +63,20 @@ impl Identity {
         })
     }
 
+    /// Which claim of its access token names this identity: `sub`, else `client_id` (the
+    /// client a token without a subject was issued to).
+    fn named_by(&self) -> &'static str {
+        let subject = self.claims.get("sub").and_then(Value::as_str);
+        if subject.is_some_and(|subject| !subject.is_empty()) || self.claims.is_empty() {
+            "sub"
+        } else {
+            "client_id"
+        }
+    }
+
     /// A digest naming this identity among all others: a token's name and an issuer's subject
-    /// never coincide, nor do two issuers' subjects.
+    /// never coincide, nor do two issuers' subjects, nor an issuer's subject and a client of
+    /// the same name (a `client_id` equal to a user's `sub` is not that user).
     #[cfg_attr(not(feature = "mcp-http"), allow(dead_code))]
     pub(crate) fn key(&self) -> [u8; 16] {
         let mut hash = Sha256::new();
@@ -74,6 +86,8 @@ impl Identity {
                 hash.update(b"issuer\0");
                 hash.update(issuer.as_bytes());
                 hash.update(b"\0");
+                hash.update(self.named_by().as_bytes());
+                hash.update(b"\0");
             }
         }
         hash.update(self.name.as_bytes());
@@ -81,5 +95,37 @@ impl Identity {
         let mut key = [0u8; 16];
         key.copy_from_slice(&digest[..16]);
         key
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Identity;
+    use serde_json::json;
+
+    fn of(claims: serde_json::Value) -> Identity {
+        let serde_json::Value::Object(claims) = claims else {
+            unreachable!("claims are an object")
+        };
+        Identity::from_claims("https://issuer.example", claims).expect("an identity")
+    }
+
+    /// A client whose `client_id` is a user's `sub` at the same issuer is not that user: its
+    /// sessions, tasks and quota are its own.
+    #[test]
+    fn a_client_named_like_a_subject_is_not_that_subject() {
+        let user = of(json!({"sub": "alice"}));
+        let client = of(json!({"client_id": "alice"}));
+        assert_eq!(
+            (user.name.as_str(), client.name.as_str()),
+            ("alice", "alice")
+        );
+        assert_ne!(user.key(), client.key());
+        // The same subject is the same identity, whatever client its token was issued to.
+        assert_eq!(
+            user.key(),
+            of(json!({"sub": "alice", "client_id": "app"})).key()
+        );
+        assert_ne!(user.key(), Identity::token("alice").key());
     }
 }

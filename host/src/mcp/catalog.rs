@@ -472,6 +472,26 @@ impl SessionTools {
     }
 
     /// The sessions of the plugins of this session, in the order of their groups' names.
+    /// The revision of what serves a request: the group with the tool `name` (a `tools/call`),
+    /// or the plugin `name` (whose prompt or resource it is); `0` for nothing served. A request
+    /// state is bound to it, so that one issued by another version of a plugin does not open.
+    pub(crate) fn revision_serving(&self, tool: bool, name: &str) -> u64 {
+        self.groups
+            .values()
+            .find(|(_, tools)| {
+                let group = &tools.group;
+                if tool {
+                    group.tool_names.iter().flatten().any(|tool| tool == name)
+                } else {
+                    group
+                        .plugin
+                        .as_ref()
+                        .is_some_and(|plugin| plugin.name() == name)
+                }
+            })
+            .map_or(0, |(revision, _)| *revision)
+    }
+
     pub(crate) fn plugin_sessions(&self) -> Vec<PluginSession> {
         self.groups
             .values()

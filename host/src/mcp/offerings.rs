@@ -14,6 +14,7 @@ use rmcp::{ErrorData, RoleServer};
 use serde_json::Value;
 
 use super::content;
+use super::request::Target;
 use super::session::McpServer;
 use crate::plugin::{PluginSession, ResourceOwner, resource_owner};
 use crate::tool::{CompletionRef, RequestError};
@@ -214,9 +215,13 @@ impl McpServer {
             return Err(resource_not_found(uri));
         };
         self.admit()?;
+        let revision = self.lock().revision_serving(false, session.plugin_name());
         let asking = self.asking(
-            "resources/read",
-            uri,
+            Target {
+                method: "resources/read",
+                name: uri,
+                revision,
+            },
             &serde_json::Map::new(),
             &mut request.request_state,
             &mut request.input_responses,
@@ -349,9 +354,13 @@ impl McpServer {
         let arguments_json = request.arguments.take().unwrap_or_default();
         let arguments = string_arguments(arguments_json.clone())?;
         self.admit()?;
+        let revision = self.lock().revision_serving(false, session.plugin_name());
         let asking = self.asking(
-            "prompts/get",
-            &request.name,
+            Target {
+                method: "prompts/get",
+                name: &request.name,
+                revision,
+            },
             &arguments_json,
             &mut request.request_state,
             &mut request.input_responses,

@@ -49,21 +49,33 @@ impl Asking {
     }
 }
 
+/// What a request that may ask questions is for: its method, the tool, prompt or resource it
+/// names, and the revision of what serves that (see `SessionTools::revision_serving`).
+pub(super) struct Target<'a> {
+    pub(super) method: &'static str,
+    pub(super) name: &'a str,
+    pub(super) revision: u64,
+}
+
 impl McpServer {
-    /// Who answers the questions of a request of `method` for `name` with `arguments`. On
+    /// Who answers the questions of a request for `target` with `arguments`. On
     /// 2026-07-28 a question is deferred to the client's retry, which brings its answers and
     /// the signed state of earlier rounds (taken from `state` and `responses`; an error if the
     /// state does not verify); with no key to sign states, such questions fail as
     /// unanswerable.
     pub(super) fn asking(
         &self,
-        method: &str,
-        name: &str,
+        target: Target<'_>,
         arguments: &Map<String, Value>,
         state: &mut Option<String>,
         responses: &mut Option<InputResponses>,
         context: &RequestContext<RoleServer>,
     ) -> Result<Asking, ErrorData> {
+        let Target {
+            method,
+            name,
+            revision,
+        } = target;
         if !is_stateless(context) {
             return Ok(Asking {
                 questions: Some(self.client_questions(context)),
@@ -76,8 +88,12 @@ impl McpServer {
                 replay: None,
             });
         };
-        // A state is its caller's: another caller (a leaked state replayed) cannot open it.
-        let scope = format!("{method}\n{}", super::session::caller_tag(context));
+        // A state is its caller's: another caller (a leaked state replayed) cannot open it; and
+        // the version's of what serves it (a plugin reloaded in between cannot take it).
+        let scope = format!(
+            "{method}\n{}\n{revision:016x}",
+            super::session::caller_tag(context)
+        );
         let replay = Arc::new(Replay::open(
             codec,
             &scope,

@@ -12,7 +12,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 use serde_json::Value;
 
-use super::request::Asking;
+use super::request::{Asking, Target};
 use super::session::McpServer;
 use crate::call::{Aborted, Before};
 use crate::hook::{ToolCall, ToolResult};
@@ -88,9 +88,13 @@ impl McpServer {
         // request holds.
         Self::check_task_support(&meta, &context)?;
         let arguments = request.arguments.take().unwrap_or_default();
+        let revision = self.lock().revision_serving(true, &request.name);
         let asking = self.asking(
-            "tools/call",
-            &request.name,
+            Target {
+                method: "tools/call",
+                name: &request.name,
+                revision,
+            },
             &arguments,
             &mut request.request_state,
             &mut request.input_responses,

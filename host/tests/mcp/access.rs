@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use llm_worker::mcp::{AccessPolicy, BearerToken, HttpOptions, McpOptions, ToolCatalog};
+use llm_worker::mcp::{AccessPolicy, BearerToken, HttpOptions, McpOptions, ToolCatalog, ToolGroup};
 use llm_worker::{PreToolCallAction, ToolCallContext};
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
@@ -359,6 +359,91 @@ async fn a_request_state_is_its_callers_alone() {
         "{replayed:?}"
     );
     let answered = alice.call_tool_once(retry).await.expect("alice's retry");
+    assert!(
+        format!("{answered:?}").contains("User response"),
+        "{answered:?}"
+    );
+}
+
+/// A request state issued before the plugin that serves the request was replaced (a new
+/// version, another policy) does not open after it: the retry is refused, and the client asks
+/// again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_state_is_its_plugin_versions_alone() {
+    use rmcp::model::{CallToolResponse, ClientCapabilities, ClientConfig, Implementation};
+    use rmcp::service::ClientServiceExt;
+    let conformance = llm_worker_tests::plugin("conformance");
+    let catalog = ToolCatalog::from_plugins([&conformance]);
+    let url = crate::serve_with(
+        catalog.clone(),
+        McpOptions::new("states", "1"),
+        HttpOptions::default().named_tokens([BearerToken::new("alice", ALICE)]),
+    )
+    .await;
+    let mut capabilities = ClientCapabilities::default();
+    capabilities.elicitation = Some(Default::default());
+    let alice = ClientConfig::new(capabilities, Implementation::new("states", "1"))
+        .serve_with_lifecycle(
+            StreamableHttpClientTransport::from_config(
+                StreamableHttpClientTransportConfig::with_uri(url.as_str()).auth_header(ALICE),
+            ),
+            rmcp::service::ClientLifecycleMode::Discover {
+                preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .expect("alice");
+    let mut ask = CallToolRequestParams::new("test_elicitation");
+    ask.arguments = serde_json::json!({"message": "Who are you?"})
+        .as_object()
+        .cloned();
+    let asked = |ask: CallToolRequestParams| {
+        let alice = &alice;
+        async move {
+            let first = alice.call_tool_once(ask.clone()).await.expect("call");
+            let CallToolResponse::InputRequired(first) = first else {
+                panic!("input_required was expected: {first:?}");
+            };
+            let mut retry = ask;
+            retry.input_responses = Some(
+                [(
+                    "user_info".to_owned(),
+                    serde_json::from_value(serde_json::json!({"action": "accept",
+                        "content": {"username": "alice", "email": "alice@example.com"}}))
+                    .expect("a response"),
+                )]
+                .into_iter()
+                .collect(),
+            );
+            retry.request_state = first.request_state.clone();
+            assert!(retry.request_state.is_some(), "{first:?}");
+            retry
+        }
+    };
+    let retry = asked(ask.clone()).await;
+    // The plugin is replaced by the same bytes under another policy: another revision.
+    let mut limits = llm_worker::Limits::default();
+    limits.max_output_bytes /= 2;
+    let replaced = llm_worker_tests::host()
+        .load_with_policy(
+            llm_worker_tests::plugin_path("conformance"),
+            llm_worker::SandboxPolicy::with_limits(limits),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    let (before, after) = (
+        ToolGroup::plugin(&conformance).revision(),
+        ToolGroup::plugin(&replaced).revision(),
+    );
+    assert_ne!(before, after);
+    catalog.replace([ToolGroup::plugin(&replaced)]);
+    let refused = alice.call_tool_once(retry).await;
+    assert!(
+        format!("{refused:?}").contains("integrity check failed"),
+        "{refused:?}"
+    );
+    // Asked again, under the new version, it is answered.
+    let retry = asked(ask).await;
+    let answered = alice.call_tool_once(retry).await.expect("the new retry");
     assert!(
         format!("{answered:?}").contains("User response"),
         "{answered:?}"
