@@ -160,19 +160,23 @@ impl HttpGate {
     /// a new request, which is checked again), and neither does plain http, but to a loopback
     /// address named literally (policy files cannot say otherwise; this holds for policies
     /// built in code too).
+    /// The secrets a request to `uri` carries: those of the grants that allow it, where
+    /// secrets may go at all (https, or a loopback address named literally).
+    fn secrets_for<'a>(&'a self, uri: &'a http::Uri) -> impl Iterator<Item = &'a HttpSecret> {
+        let target = match (uri.scheme_str(), uri.host()) {
+            (Some(scheme), Some(host)) if may_carry_secrets(Some(scheme), host) => {
+                Some((scheme, host))
+            }
+            _ => None,
+        };
+        self.secrets.iter().filter(move |secret| {
+            target.is_some_and(|(scheme, host)| secret.grant.allows(scheme, host, uri.port_u16()))
+        })
+    }
+
     fn add_secrets(&self, request: &mut http::Request<WasiBody>) {
         let uri = request.uri().clone();
-        let (Some(scheme), Some(host)) = (uri.scheme_str(), uri.host()) else {
-            return;
-        };
-        if !may_carry_secrets(Some(scheme), host) {
-            return;
-        }
-        for secret in self
-            .secrets
-            .iter()
-            .filter(|secret| secret.grant.allows(scheme, host, uri.port_u16()))
-        {
+        for secret in self.secrets_for(&uri) {
             let name = http::HeaderName::from_bytes(secret.header.as_bytes());
             let value = http::HeaderValue::from_str(secret.value());
             if let (Ok(name), Ok(mut value)) = (name, value) {
@@ -216,6 +220,37 @@ impl WasiHttpHooks for HttpGate {
                 method = %request.method(),
                 "denied an HTTP request: the method TRACE is refused (it echoes the request, \
                  headers the host added included)"
+            );
+            return Box::new(async { Err(Error::HttpRequestDenied) });
+        }
+        // User information (`https://evil.example@api.example.com/`) would reach the server
+        // in the `Host` header wasmtime writes from the authority, with the host's secrets: a
+        // front end that routes by a lenient reading of `Host` could hand them to another
+        // origin.
+        if request
+            .uri()
+            .authority()
+            .is_some_and(|authority| authority.as_str().contains('@'))
+        {
+            tracing::warn!(
+                plugin = %self.plugin,
+                uri = %request.uri(),
+                "denied an HTTP request: user information in the URL is refused"
+            );
+            return Box::new(async { Err(Error::HttpRequestDenied) });
+        }
+        // A request that carries a secret uses one of the usual methods: another may be one a
+        // server echoes (as TRACE does, and IIS's TRACK), handing the secret to the plugin.
+        const USUAL: [&str; 7] = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
+        if !USUAL.contains(&request.method().as_str())
+            && self.secrets_for(request.uri()).next().is_some()
+        {
+            tracing::warn!(
+                plugin = %self.plugin,
+                uri = %request.uri(),
+                method = %request.method(),
+                "denied an HTTP request: a request that carries a secret must use GET, HEAD, \
+                 POST, PUT, PATCH, DELETE or OPTIONS"
             );
             return Box::new(async { Err(Error::HttpRequestDenied) });
         }

@@ -152,6 +152,35 @@ impl From<Error> for Refused {
     }
 }
 
+/// Name lookups running at once, host-wide. A lookup holds a blocking thread until the
+/// resolver answers, and a call that ends cannot stop it (`getaddrinfo` cannot be cancelled):
+/// without a bound, a plugin whose name's nameserver stops answering could, call after call,
+/// fill tokio's pool of blocking threads, which every plugin's file I/O shares.
+const MAX_LOOKUPS: usize = 32;
+
+static LOOKUPS: LazyLock<Arc<tokio::sync::Semaphore>> =
+    LazyLock::new(|| Arc::new(tokio::sync::Semaphore::new(MAX_LOOKUPS)));
+
+/// `resolve(host, port)` on a blocking thread, holding a place of `places` until it returns,
+/// even if the caller stops waiting.
+async fn lookup(
+    places: &Arc<tokio::sync::Semaphore>,
+    host: String,
+    port: u16,
+    resolve: fn(String, u16) -> std::io::Result<Vec<SocketAddr>>,
+) -> std::io::Result<Vec<SocketAddr>> {
+    let place = Arc::clone(places)
+        .acquire_owned()
+        .await
+        .map_err(std::io::Error::other)?;
+    tokio::task::spawn_blocking(move || {
+        let _place = place;
+        resolve(host, port)
+    })
+    .await
+    .map_err(std::io::Error::other)?
+}
+
 /// The addresses of `destination`, each checked, resolved once. A name any of whose
 /// addresses is not public is refused whole, unless `destination.any_address`.
 pub(crate) async fn resolve(destination: &Destination) -> Result<Vec<SocketAddr>, Refused> {
@@ -168,13 +197,15 @@ pub(crate) async fn resolve(destination: &Destination) -> Result<Vec<SocketAddr>
         // whatever a resolver says.
         crate::loopback::LOOPBACK_ADDRESSES.to_vec()
     } else {
-        let found = tokio::net::lookup_host((host.as_str(), *port))
-            .await
-            .map_err(|error| Error::DnsError {
-                rcode: Some(error.to_string()),
-                info_code: None,
-            })?;
-        found.map(|address| address.ip()).collect()
+        let found = lookup(&LOOKUPS, host.clone(), *port, |host, port| {
+            std::net::ToSocketAddrs::to_socket_addrs(&(host.as_str(), port)).map(Iterator::collect)
+        })
+        .await
+        .map_err(|error| Error::DnsError {
+            rcode: Some(error.to_string()),
+            info_code: None,
+        })?;
+        found.into_iter().map(|address| address.ip()).collect()
     };
     if addresses.is_empty() {
         return Err(Error::DnsError {
@@ -394,6 +425,49 @@ impl Body for ResponseBody {
 
 #[cfg(test)]
 mod tests {
+    /// Lookups that hang, each left behind by a call that ended: no more of them run at once
+    /// than their places, however many calls leave them.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn lookups_left_by_ended_calls_hold_their_places_until_they_return() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static RUNNING: AtomicUsize = AtomicUsize::new(0);
+        static MOST: AtomicUsize = AtomicUsize::new(0);
+        static RELEASED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        fn hanging(_host: String, _port: u16) -> std::io::Result<Vec<std::net::SocketAddr>> {
+            let now = RUNNING.fetch_add(1, Ordering::SeqCst) + 1;
+            MOST.fetch_max(now, Ordering::SeqCst);
+            while !RELEASED.load(Ordering::SeqCst) {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            RUNNING.fetch_sub(1, Ordering::SeqCst);
+            Ok(Vec::new())
+        }
+        let places = std::sync::Arc::new(tokio::sync::Semaphore::new(4));
+        // Forty calls, each giving up on its lookup.
+        for _ in 0..40 {
+            let lookup = super::lookup(&places, "hangs.example".into(), 443, hanging);
+            let gave_up = tokio::time::timeout(std::time::Duration::from_millis(10), lookup).await;
+            assert!(gave_up.is_err(), "the lookup hangs");
+        }
+        assert!(
+            MOST.load(Ordering::SeqCst) <= 4,
+            "{} at once",
+            MOST.load(Ordering::SeqCst)
+        );
+        assert_eq!(
+            places.available_permits(),
+            0,
+            "the hanging lookups hold every place"
+        );
+        RELEASED.store(true, Ordering::SeqCst);
+        // Once they return, their places are free again.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while places.available_permits() < 4 {
+            assert!(std::time::Instant::now() < deadline, "the places came back");
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    }
+
     use super::*;
 
     fn range(ip: &str) -> Option<Range> {

@@ -269,34 +269,45 @@ async fn a_sessions_request_cannot_pass_for_stateless() {
         .to_str()
         .expect("text")
         .to_owned();
-    let answer = reqwest::Client::new()
-        .post(&url)
-        .bearer_auth(ALICE)
-        .header("accept", "application/json, text/event-stream")
-        .header("content-type", "application/json")
-        .header("mcp-session-id", &session)
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "tools/call")
-        .header("mcp-name", "a1")
-        .body(
-            serde_json::json!({
-                "jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                "params": {"name": "a1", "arguments": {}, "_meta": {
-                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                    "io.modelcontextprotocol/clientCapabilities": {},
-                    "io.modelcontextprotocol/clientInfo": {"name": "test", "version": "1"},
-                }},
-            })
-            .to_string(),
-        )
-        .send()
-        .await
-        .expect("an answer");
-    let text = answer.text().await.expect("a body");
-    assert!(
-        text.contains("cannot carry the stateless revision") && !text.contains("\"isError\""),
-        "{text}"
-    );
+    // With the stateless revision's `_meta` (and the header it must match), or with the header
+    // alone: either way rmcp would serve it statelessly, outside the session and outside
+    // alice's quota of one session.
+    let meta = serde_json::json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "test", "version": "1"},
+    });
+    for params in [
+        serde_json::json!({"name": "a1", "arguments": {}, "_meta": meta}),
+        serde_json::json!({"name": "a1", "arguments": {}}),
+    ] {
+        let answer = reqwest::Client::new()
+            .post(&url)
+            .bearer_auth(ALICE)
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .header("mcp-session-id", &session)
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "tools/call")
+            .header("mcp-name", "a1")
+            .body(
+                serde_json::json!({
+                    "jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params,
+                })
+                .to_string(),
+            )
+            .send()
+            .await
+            .expect("an answer");
+        let status = answer.status();
+        let text = answer.text().await.expect("a body");
+        assert!(
+            status == 400
+                && text.contains("cannot carry the stateless revision")
+                && !text.contains("\"isError\""),
+            "{params}: {status} {text}"
+        );
+    }
 }
 
 /// The attack: a request state (2026-07-28's multi round-trip input: the answers of earlier

@@ -332,3 +332,59 @@ async fn the_trace_method_is_refused() {
     let methods: Vec<_> = server.requests().into_iter().map(|r| r.method).collect();
     assert_eq!(methods, [http::Method::GET]);
 }
+
+/// A request that would carry a host-held secret uses one of the usual methods (another may be
+/// one a server echoes, as IIS's `TRACK` does, handing the secret to the plugin), and no URL
+/// with user information is sent (it would reach the server's `Host` header, secret beside).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secrets_go_only_with_the_usual_methods_and_never_with_user_information() {
+    let (with_secret, plain) = (test_server(), test_server());
+    let policy = format!(
+        "[http]\nallow = [\"http://127.0.0.1:{a}\", \"http://127.0.0.1:{b}\"]\n\
+         [[http.secrets]]\nhost = \"http://127.0.0.1:{a}\"\nheader = \"Authorization\"\n\
+         value = \"Bearer ${{CARGO_PKG_NAME}}\"\n",
+        a = with_secret.port(),
+        b = plain.port()
+    );
+    let dir = fetcher_dir("http-secret-methods", Some(policy));
+    let tools = session(&dir);
+    let call = |url: String, method: &str| {
+        let input = serde_json::json!({ "url": url, "method": method }).to_string();
+        let tools = tools.clone();
+        async move { tools.call_tool("fetch", &input).await }
+    };
+    let secret_url = format!("http://127.0.0.1:{}/", with_secret.port());
+    for method in ["TRACK", "PROPFIND", "get"] {
+        let refused = call(secret_url.clone(), method).await;
+        assert!(
+            failed_with(&refused, "HttpRequestDenied"),
+            "{method}: {refused:?}"
+        );
+    }
+    for url in [
+        format!("http://evil.example@127.0.0.1:{}/", with_secret.port()),
+        format!("http://user:pass@127.0.0.1:{}/", plain.port()),
+    ] {
+        let refused = call(url.clone(), "GET").await;
+        assert!(
+            failed_with(&refused, "HttpRequestDenied"),
+            "{url}: {refused:?}"
+        );
+    }
+    assert_eq!(
+        with_secret.connections(),
+        0,
+        "refused before any connection"
+    );
+    assert_eq!(plain.connections(), 0, "refused before any connection");
+    // Without a secret, another method goes; with one, the usual methods do.
+    let plain_url = format!("http://127.0.0.1:{}/", plain.port());
+    assert!(call(plain_url, "PROPFIND").await.is_ok());
+    assert!(call(secret_url, "GET").await.is_ok());
+    let methods: Vec<_> = with_secret
+        .requests()
+        .into_iter()
+        .map(|r| r.method)
+        .collect();
+    assert_eq!(methods, [http::Method::GET]);
+}

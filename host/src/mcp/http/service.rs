@@ -219,6 +219,25 @@ impl McpHttpService {
                 super::gate::refusal(http::StatusCode::NOT_FOUND, "no such session"),
             );
         }
+        // A request of a session is the session's: rmcp serves one that names the stateless
+        // revision (its `MCP-Protocol-Version` header, which a `_meta` version must match) as a
+        // stateless request, outside the session and outside its identity's `sessions` quota.
+        if session.is_some()
+            && request.method() == http::Method::POST
+            && let Some(version) = stateless_version(request.headers())
+        {
+            return self.refused(
+                "stateless_in_session",
+                super::gate::refusal(
+                    http::StatusCode::BAD_REQUEST,
+                    &format!(
+                        "a request of a session (Mcp-Session-Id) cannot carry the stateless \
+                         revision's protocol version ({version}, which has no sessions): send \
+                         it without the session id, or with the session's version"
+                    ),
+                ),
+            );
+        }
         let opens = session.is_none() && request.method() == http::Method::POST;
         // A request that may open a session holds a place among its identity's until it is
         // answered (a stateless one too: it is a session of its own while it runs, to the end
@@ -339,3 +358,12 @@ fn too_many_sessions(who: &str, limit: u32) -> Response<Body> {
 
 /// The header naming a request's session.
 const SESSION_ID: &str = "mcp-session-id";
+
+/// The protocol version a request's `MCP-Protocol-Version` header names, if it is one without
+/// sessions (2026-07-28 and later: no `initialize`).
+fn stateless_version(headers: &http::HeaderMap) -> Option<String> {
+    let named = headers.get("mcp-protocol-version")?.to_str().ok()?;
+    let version: rmcp::model::ProtocolVersion =
+        serde_json::from_value(serde_json::Value::String(named.to_owned())).ok()?;
+    (!version.has_initialize()).then(|| named.to_owned())
+}

@@ -324,6 +324,11 @@ impl PluginState {
         let call = self.calls_mut().and_then(|calls| {
             calls.abandoned_early.remove(&id);
             let group = calls.groups.remove(&id)?;
+            // Its group's state, if it is still this call's (wasmtime may hand a finished
+            // group's id to a new call): a sibling's state is never ended for it.
+            if calls.by_group.get(&group).is_none_or(|call| call.id != id) {
+                return None;
+            }
             // What it left running has a short while to stop.
             calls
                 .clock()
