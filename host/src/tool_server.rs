@@ -136,8 +136,13 @@ impl ToolServerHandle {
         &self,
         factories: impl IntoIterator<Item = WorkerToolDefinition>,
     ) -> Result<(), ToolServerError> {
-        let created: Vec<(ToolMeta, Arc<dyn Tool>)> =
-            factories.into_iter().map(|factory| factory()).collect();
+        let created: Vec<(Arc<ToolMeta>, Arc<dyn Tool>)> = factories
+            .into_iter()
+            .map(|factory| {
+                let (meta, tool) = factory();
+                (Arc::new(meta), tool)
+            })
+            .collect();
         self.register_created(created)
     }
 
@@ -145,7 +150,7 @@ impl ToolServerHandle {
     /// holds), all or none of them.
     pub(crate) fn register_created(
         &self,
-        created: Vec<(ToolMeta, Arc<dyn Tool>)>,
+        created: Vec<(Arc<ToolMeta>, Arc<dyn Tool>)>,
     ) -> Result<(), ToolServerError> {
         let mut tools = self.lock();
         let mut names = std::collections::HashSet::new();
@@ -155,7 +160,7 @@ impl ToolServerHandle {
             }
         }
         for (meta, tool) in created {
-            tools.insert(meta.name.clone(), (Arc::new(meta), tool));
+            tools.insert(meta.name.clone(), (meta, tool));
         }
         Ok(())
     }

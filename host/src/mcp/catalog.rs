@@ -13,7 +13,7 @@ use crate::tool_server::{ToolServer, ToolServerHandle};
 type Definitions = Arc<dyn Fn() -> Vec<ToolDefinition> + Send + Sync>;
 
 /// Tools whose factories have run: what a session holds of a group.
-type Created = Vec<(ToolMeta, Arc<dyn Tool>)>;
+type Created = Vec<(Arc<ToolMeta>, Arc<dyn Tool>)>;
 
 /// Tools registered together in each session, such as the tools of one plugin: a name, a
 /// revision, and a function giving the definitions for a new session.
@@ -28,7 +28,7 @@ pub struct ToolGroup {
     tool_names: Option<Vec<String>>,
     /// The tools, where known without creating anything: a session then creates the group's
     /// tools only when it needs them (see [`SessionTools`]).
-    tools: Option<Arc<[ToolMeta]>>,
+    tools: Option<Arc<[Arc<ToolMeta>]>>,
     definitions: Definitions,
     /// The plugin, for a plugin's group: each session opens a [`PluginSession`] of it, which
     /// serves its tools, resources and prompts.
@@ -71,7 +71,7 @@ impl ToolGroup {
             name: plugin.path().display().to_string(),
             revision: plugin_revision(plugin),
             tool_names: Some(plugin.tool_names().into_iter().map(str::to_owned).collect()),
-            tools: Some(plugin.tools().into()),
+            tools: Some(plugin.shared_tools().into()),
             definitions: Arc::new(move || source.definitions()),
             plugin: Some(plugin.clone()),
         }
@@ -273,15 +273,15 @@ impl GroupTools {
 
     /// The group's tools, created now if they were not yet.
     fn created(&self) -> &Created {
-        self.created.get_or_init(|| {
-            let definitions = match self.session() {
-                Some(session) => session.definitions(),
-                None => (self.group.definitions)(),
-            };
-            definitions
+        self.created.get_or_init(|| match self.session() {
+            Some(session) => session.created_tools(),
+            None => (self.group.definitions)()
                 .into_iter()
-                .map(|definition| definition())
-                .collect()
+                .map(|definition| {
+                    let (meta, tool) = definition();
+                    (Arc::new(meta), tool)
+                })
+                .collect(),
         })
     }
 }

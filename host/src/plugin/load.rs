@@ -556,5 +556,6 @@ fn validated_tools(
         valid.validators.push(Arc::new(checked));
         valid.output_validators.push(output);
     }
+    valid.shared = valid.metas.iter().cloned().map(Arc::new).collect();
     Ok(valid)
 }

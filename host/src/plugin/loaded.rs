@@ -67,6 +67,8 @@ impl PluginImage {
 pub(super) struct ValidTools {
     /// What each tool is.
     pub(super) metas: Vec<ToolMeta>,
+    /// The same, shared by every session's tools (a session holds no copy of the schemas).
+    pub(super) shared: Vec<Arc<ToolMeta>>,
     /// The compiled input schema of each tool, in the order of `metas`.
     pub(super) validators: Vec<Arc<validate::CheckedSchema>>,
     /// The compiled output schema of each tool that has one, in the order of `metas`.
@@ -108,6 +110,12 @@ impl LoadedPlugin {
     /// The tools it offers, as validated at load.
     pub fn tools(&self) -> &[ToolMeta] {
         &self.image.tools.metas
+    }
+
+    /// The same, shared: what every session's tools point to.
+    #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+    pub(crate) fn shared_tools(&self) -> &[Arc<ToolMeta>] {
+        &self.image.tools.shared
     }
 
     /// The SHA-256 of the component's bytes: what identifies this build of the plugin.

@@ -68,6 +68,24 @@ impl PluginSession {
         &self.image().sha256
     }
 
+    /// The plugin's tools in this session, created now (its instance starts in the
+    /// background), each with the meta every session shares: what a served session registers.
+    #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+    pub(crate) fn created_tools(&self) -> Vec<(Arc<crate::ToolMeta>, Arc<dyn crate::Tool>)> {
+        let image = self.image();
+        image
+            .tools
+            .shared
+            .iter()
+            .zip(&image.tools.validators)
+            .zip(&image.tools.output_validators)
+            .map(|((meta, validator), output)| {
+                let tool = PluginTool::created(&self.owner, &meta.name, validator, output.clone());
+                (Arc::clone(meta), tool)
+            })
+            .collect()
+    }
+
     /// The definitions of the plugin's tools in this session; each factory starts the
     /// session's instance (once), as the spec's registration does.
     pub fn definitions(&self) -> Vec<ToolDefinition> {

@@ -756,13 +756,23 @@ impl PluginTool {
         validator: &Arc<CheckedSchema>,
         output_schema: Option<Arc<CheckedSchema>>,
     ) -> (ToolMeta, Arc<dyn Tool>) {
+        let tool = Self::created(session, &meta.name, validator, output_schema);
+        (meta.clone(), tool)
+    }
+
+    /// The tool `name` of the session, its instance started in the background.
+    pub(crate) fn created(
+        session: &Arc<SessionOwner>,
+        name: &str,
+        validator: &Arc<CheckedSchema>,
+        output_schema: Option<Arc<CheckedSchema>>,
+    ) -> Arc<dyn Tool> {
         session.0.start_now();
-        let tool = PluginTool {
+        Arc::new(PluginTool {
             session: Arc::clone(session),
-            name: Arc::from(meta.name.as_str()),
+            name: Arc::from(name),
             validator: Arc::clone(validator),
             output_schema,
-        };
-        (meta.clone(), Arc::new(tool))
+        })
     }
 }
