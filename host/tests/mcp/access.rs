@@ -310,44 +310,39 @@ async fn a_sessions_request_cannot_pass_for_stateless() {
     }
 }
 
-/// The attack: a request state (2026-07-28's multi round-trip input: the answers of earlier
-/// rounds, sealed by the server) leaked from one caller is replayed by another, who goes on
-/// with the first caller's answers.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_request_state_is_its_callers_alone() {
-    use rmcp::model::{CallToolResponse, ClientCapabilities, ClientConfig, Implementation};
+/// A stateless (2026-07-28) client of `url` that bears `token` and answers elicitations.
+async fn stateless_client(
+    url: &str,
+    token: &str,
+) -> rmcp::service::RunningService<rmcp::RoleClient, rmcp::model::ClientConfig> {
+    use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
     use rmcp::service::ClientServiceExt;
-    let conformance = llm_worker_tests::plugin("conformance");
-    let url = crate::serve_with(
-        ToolCatalog::from_plugins([&conformance]),
-        McpOptions::new("states", "1"),
-        HttpOptions::default().named_tokens([
-            BearerToken::new("alice", ALICE),
-            BearerToken::new("bob", BOB),
-        ]),
-    )
-    .await;
-    let stateless = |token: &str| {
-        let mut capabilities = ClientCapabilities::default();
-        capabilities.elicitation = Some(Default::default());
-        ClientConfig::new(capabilities, Implementation::new("states", "1")).serve_with_lifecycle(
+    let mut capabilities = ClientCapabilities::default();
+    capabilities.elicitation = Some(Default::default());
+    ClientConfig::new(capabilities, Implementation::new("states", "1"))
+        .serve_with_lifecycle(
             StreamableHttpClientTransport::from_config(
-                StreamableHttpClientTransportConfig::with_uri(url.as_str()).auth_header(token),
+                StreamableHttpClientTransportConfig::with_uri(url).auth_header(token),
             ),
             rmcp::service::ClientLifecycleMode::Discover {
                 preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
             },
         )
-    };
-    let (alice, bob) = (
-        stateless(ALICE).await.expect("alice"),
-        stateless(BOB).await.expect("bob"),
-    );
+        .await
+        .expect("a stateless client")
+}
+
+/// The retry of the conformance fixture's `test_elicitation` call, answering the question its
+/// first round asked, with the request state that round returned.
+async fn asked_and_answered(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, rmcp::model::ClientConfig>,
+) -> CallToolRequestParams {
+    use rmcp::model::CallToolResponse;
     let mut ask = CallToolRequestParams::new("test_elicitation");
     ask.arguments = serde_json::json!({"message": "Who are you?"})
         .as_object()
         .cloned();
-    let first = alice.call_tool_once(ask.clone()).await.expect("call");
+    let first = client.call_tool_once(ask.clone()).await.expect("call");
     let CallToolResponse::InputRequired(first) = first else {
         panic!("input_required was expected: {first:?}");
     };
@@ -364,6 +359,29 @@ async fn a_request_state_is_its_callers_alone() {
     );
     retry.request_state = first.request_state.clone();
     assert!(retry.request_state.is_some(), "{first:?}");
+    retry
+}
+
+/// The attack: a request state (2026-07-28's multi round-trip input: the answers of earlier
+/// rounds, sealed by the server) leaked from one caller is replayed by another, who goes on
+/// with the first caller's answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_state_is_its_callers_alone() {
+    let conformance = llm_worker_tests::plugin("conformance");
+    let url = crate::serve_with(
+        ToolCatalog::from_plugins([&conformance]),
+        McpOptions::new("states", "1"),
+        HttpOptions::default().named_tokens([
+            BearerToken::new("alice", ALICE),
+            BearerToken::new("bob", BOB),
+        ]),
+    )
+    .await;
+    let (alice, bob) = (
+        stateless_client(&url, ALICE).await,
+        stateless_client(&url, BOB).await,
+    );
+    let retry = asked_and_answered(&alice).await;
     let replayed = bob.call_tool_once(retry.clone()).await;
     assert!(
         format!("{replayed:?}").contains("integrity check failed"),
@@ -381,8 +399,6 @@ async fn a_request_state_is_its_callers_alone() {
 /// again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_state_is_its_plugin_versions_alone() {
-    use rmcp::model::{CallToolResponse, ClientCapabilities, ClientConfig, Implementation};
-    use rmcp::service::ClientServiceExt;
     let conformance = llm_worker_tests::plugin("conformance");
     let catalog = ToolCatalog::from_plugins([&conformance]);
     let url = crate::serve_with(
@@ -391,47 +407,8 @@ async fn a_request_state_is_its_plugin_versions_alone() {
         HttpOptions::default().named_tokens([BearerToken::new("alice", ALICE)]),
     )
     .await;
-    let mut capabilities = ClientCapabilities::default();
-    capabilities.elicitation = Some(Default::default());
-    let alice = ClientConfig::new(capabilities, Implementation::new("states", "1"))
-        .serve_with_lifecycle(
-            StreamableHttpClientTransport::from_config(
-                StreamableHttpClientTransportConfig::with_uri(url.as_str()).auth_header(ALICE),
-            ),
-            rmcp::service::ClientLifecycleMode::Discover {
-                preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
-            },
-        )
-        .await
-        .expect("alice");
-    let mut ask = CallToolRequestParams::new("test_elicitation");
-    ask.arguments = serde_json::json!({"message": "Who are you?"})
-        .as_object()
-        .cloned();
-    let asked = |ask: CallToolRequestParams| {
-        let alice = &alice;
-        async move {
-            let first = alice.call_tool_once(ask.clone()).await.expect("call");
-            let CallToolResponse::InputRequired(first) = first else {
-                panic!("input_required was expected: {first:?}");
-            };
-            let mut retry = ask;
-            retry.input_responses = Some(
-                [(
-                    "user_info".to_owned(),
-                    serde_json::from_value(serde_json::json!({"action": "accept",
-                        "content": {"username": "alice", "email": "alice@example.com"}}))
-                    .expect("a response"),
-                )]
-                .into_iter()
-                .collect(),
-            );
-            retry.request_state = first.request_state.clone();
-            assert!(retry.request_state.is_some(), "{first:?}");
-            retry
-        }
-    };
-    let retry = asked(ask.clone()).await;
+    let alice = stateless_client(&url, ALICE).await;
+    let retry = asked_and_answered(&alice).await;
     // The plugin is replaced by the same bytes under another policy: another revision.
     let mut limits = llm_worker::Limits::default();
     limits.max_output_bytes /= 2;
@@ -441,11 +418,10 @@ async fn a_request_state_is_its_plugin_versions_alone() {
             llm_worker::SandboxPolicy::with_limits(limits),
         )
         .unwrap_or_else(|e| panic!("{e}"));
-    let (before, after) = (
+    assert_ne!(
         ToolGroup::plugin(&conformance).revision(),
-        ToolGroup::plugin(&replaced).revision(),
+        ToolGroup::plugin(&replaced).revision()
     );
-    assert_ne!(before, after);
     catalog.replace([ToolGroup::plugin(&replaced)]);
     let refused = alice.call_tool_once(retry).await;
     assert!(
@@ -453,7 +429,7 @@ async fn a_request_state_is_its_plugin_versions_alone() {
         "{refused:?}"
     );
     // Asked again, under the new version, it is answered.
-    let retry = asked(ask).await;
+    let retry = asked_and_answered(&alice).await;
     let answered = alice.call_tool_once(retry).await.expect("the new retry");
     assert!(
         format!("{answered:?}").contains("User response"),

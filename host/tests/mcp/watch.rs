@@ -1,12 +1,24 @@
 //! Following a plugin directory: the watcher rescans it (or follows its lock) one rescan at a
 //! time, and a changed secret is a new revision.
 
-use llm_worker::mcp::ToolGroup;
+use llm_worker::mcp::{DirWatcher, ToolGroup};
 use llm_worker_tests::logs::logged;
+
+/// The file names of the plugins `watcher` serves.
+fn served(watcher: &DirWatcher) -> Vec<String> {
+    watcher
+        .groups()
+        .iter()
+        .filter_map(|group| {
+            std::path::Path::new(group.name())
+                .file_name()
+                .map(|name| name.to_string_lossy().into_owned())
+        })
+        .collect()
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dir_watcher_follows_the_directory_one_rescan_at_a_time() {
-    use llm_worker::mcp::DirWatcher;
     let dir = llm_worker_tests::scratch_dir("dir-watcher");
     let copy = |plugin: &str, name: &str| {
         std::fs::copy(llm_worker_tests::plugin_path(plugin), dir.join(name)).expect("copy");
@@ -15,26 +27,14 @@ async fn a_dir_watcher_follows_the_directory_one_rescan_at_a_time() {
     let host = llm_worker_tests::host().clone();
     let mut watcher =
         DirWatcher::load(host, dir.path(), llm_worker::LoadDirOptions::default()).expect("load");
-    let names = |watcher: &DirWatcher| -> Vec<String> {
-        watcher
-            .groups()
-            .iter()
-            .map(|group| {
-                std::path::Path::new(group.name())
-                    .file_name()
-                    .map(|name| name.to_string_lossy().into_owned())
-                    .unwrap_or_default()
-            })
-            .collect()
-    };
-    assert_eq!(names(&watcher), ["counter.wasm"]);
+    assert_eq!(served(&watcher), ["counter.wasm"]);
     // Nothing changed: nothing is reloaded (the watcher says nothing).
     let (changed, said) = logged(watcher.rescan()).await;
     assert!(!changed && said.is_empty(), "{said:?}");
 
     copy("greet", "greet.wasm");
     assert!(watcher.rescan().await, "a plugin added");
-    assert_eq!(names(&watcher), ["counter.wasm", "greet.wasm"]);
+    assert_eq!(served(&watcher), ["counter.wasm", "greet.wasm"]);
     let revision = watcher.groups()[1].revision();
 
     // A broken new version: looked at (the watcher says what it found), refused, the
@@ -67,7 +67,7 @@ async fn a_dir_watcher_follows_the_directory_one_rescan_at_a_time() {
 
     std::fs::remove_file(dir.join("counter.wasm")).expect("remove");
     assert!(watcher.rescan().await, "a plugin removed");
-    assert_eq!(names(&watcher), ["greet.wasm"]);
+    assert_eq!(served(&watcher), ["greet.wasm"]);
 }
 
 #[test]
@@ -102,7 +102,6 @@ fn a_changed_secret_is_a_new_revision() {
 async fn a_dir_watcher_follows_the_lock_once_there_is_one() {
     use llm_worker::LoadDirOptions;
     use llm_worker::lock::LockFile;
-    use llm_worker::mcp::DirWatcher;
     let dir = llm_worker_tests::scratch_dir("dir-watcher-lock");
     for plugin in ["counter", "greet"] {
         std::fs::copy(
@@ -115,17 +114,6 @@ async fn a_dir_watcher_follows_the_lock_once_there_is_one() {
     let mut watcher =
         DirWatcher::load(host.clone(), dir.path(), LoadDirOptions::default()).expect("load");
     assert!(!watcher.options().locked, "no lock yet");
-    let served = |watcher: &DirWatcher| -> Vec<String> {
-        watcher
-            .groups()
-            .iter()
-            .filter_map(|group| {
-                std::path::Path::new(group.name())
-                    .file_name()
-                    .map(|name| name.to_string_lossy().into_owned())
-            })
-            .collect()
-    };
     let lock_with = |plugins: &[&str]| {
         let loaded = host
             .load_dir_with(
@@ -173,7 +161,6 @@ async fn a_dir_watcher_follows_the_lock_once_there_is_one() {
 /// the plugin itself still keeps the working one serving.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_withdrawn_grant_is_not_kept_by_a_plugin_that_no_longer_loads() {
-    use llm_worker::mcp::DirWatcher;
     let dir = llm_worker_tests::scratch_dir("dir-watcher-policy");
     for plugin in ["waiter", "counter"] {
         std::fs::copy(
@@ -187,17 +174,6 @@ async fn a_withdrawn_grant_is_not_kept_by_a_plugin_that_no_longer_loads() {
     let host = llm_worker_tests::host().clone();
     let mut watcher =
         DirWatcher::load(host, dir.path(), llm_worker::LoadDirOptions::default()).expect("load");
-    let served = |watcher: &DirWatcher| -> Vec<String> {
-        watcher
-            .groups()
-            .iter()
-            .filter_map(|group| {
-                std::path::Path::new(group.name())
-                    .file_name()
-                    .map(|name| name.to_string_lossy().into_owned())
-            })
-            .collect()
-    };
     assert_eq!(served(&watcher), ["counter.wasm", "waiter.wasm"]);
 
     // A new version of counter that does not load: the working one keeps serving.

@@ -140,6 +140,20 @@ fn plugins_offering_the_same_resource_are_both_refused() {
     }
 }
 
+/// The two clashes over a `kind` of offering in `loaded`, where only counter loaded.
+fn clashes_only_counter_survives(loaded: &PluginDir, kind: &str) -> Vec<String> {
+    let names: Vec<&str> = loaded.plugins.iter().map(LoadedPlugin::name).collect();
+    assert_eq!(names, ["counter"]);
+    let clashes: Vec<String> = loaded
+        .failures
+        .iter()
+        .filter(|f| matches!(f, PluginError::OfferingClash { kind: clash, .. } if *clash == kind))
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(clashes.len(), 2, "{:#?}", loaded.failures);
+    clashes
+}
+
 fn resource_clash(other: &str, uri: &str) {
     let root = scratch_dir("resource-clash");
     let dir = root.join("plugins");
@@ -148,24 +162,7 @@ fn resource_clash(other: &str, uri: &str) {
         std::fs::copy(plugin_path(plugin), dir.join(format!("{plugin}.wasm"))).expect("copy");
     }
     let loaded = host().load_dir(&dir).unwrap_or_else(|e| panic!("{e}"));
-    let names: Vec<&str> = loaded.plugins.iter().map(LoadedPlugin::name).collect();
-    assert_eq!(names, ["counter"]);
-    let clashes: Vec<String> = loaded
-        .failures
-        .iter()
-        .filter(|f| {
-            matches!(
-                f,
-                PluginError::OfferingClash {
-                    kind: "resource",
-                    ..
-                }
-            )
-        })
-        .map(ToString::to_string)
-        .collect();
-    assert_eq!(clashes.len(), 2, "{:#?}", loaded.failures);
-    for clash in &clashes {
+    for clash in &clashes_only_counter_survives(&loaded, "resource") {
         assert!(
             clash.contains("notes.wasm")
                 && clash.contains(&format!("{other}.wasm"))
@@ -193,24 +190,7 @@ fn two_plugins_of_one_name_in_a_recursive_load_are_both_refused() {
             |_, _, _| {},
         )
         .unwrap_or_else(|e| panic!("{e}"));
-    let names: Vec<&str> = loaded.plugins.iter().map(LoadedPlugin::name).collect();
-    assert_eq!(names, ["counter"]);
-    let clashes: Vec<String> = loaded
-        .failures
-        .iter()
-        .filter(|f| {
-            matches!(
-                f,
-                PluginError::OfferingClash {
-                    kind: "plugin name",
-                    ..
-                }
-            )
-        })
-        .map(ToString::to_string)
-        .collect();
-    assert_eq!(clashes.len(), 2, "{:#?}", loaded.failures);
-    for clash in &clashes {
+    for clash in &clashes_only_counter_survives(&loaded, "plugin name") {
         assert!(
             clash.contains("team/notes.wasm")
                 && clash.contains("vendor/notes.wasm")
