@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use llm_worker::{LoadedPlugin, ToolServerError, Worker};
+use llm_worker_rules::tool::Visible;
 
 use crate::load::{Loader, holds_no_plugins, load, no_plugins};
 
@@ -92,17 +93,17 @@ pub(crate) async fn call(
                  failed to load or start and may offer it: {}",
                 dir.display(),
                 failed.len(),
-                failed.join("; ")
+                Visible(&failed.join("; "))
             );
             Ok(ExitCode::FAILURE)
         }
         // The tool's own message ("Execution failed: …"), without the tool server's prefix.
         Err(ToolServerError::ToolExecution(message)) => {
-            eprintln!("error: tool '{tool}': {message}");
+            eprintln!("error: tool '{tool}': {}", Visible(&message));
             Ok(ExitCode::FAILURE)
         }
         Err(error) => {
-            eprintln!("error: {error}");
+            eprintln!("error: {}", Visible(&error.to_string()));
             Ok(ExitCode::FAILURE)
         }
     }

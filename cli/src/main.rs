@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
+use llm_worker_rules::tool::Visible;
 
 mod new;
 mod serve;
@@ -73,7 +74,7 @@ fn init_logging(cli: &Cli) {
 
 /// Prints `message` as the command's error; the exit code.
 fn exit_with(message: String) -> u8 {
-    eprintln!("error: {message}");
+    eprintln!("error: {}", Visible(&message));
     1
 }
 
@@ -91,7 +92,8 @@ fn error_text(error: &anyhow::Error) -> String {
             text.push_str(&line);
         }
     }
-    text
+    // Plugins write parts of it (their messages, their stderr): shown, never acted on.
+    Visible(&text).to_string()
 }
 
 /// Raises the soft limit of open files to the hard limit, where the system allows: the host
@@ -324,6 +326,12 @@ async fn run() -> ExitCode {
             }
         },
     };
+    // At a terminal, what plugins wrote (descriptions, results) is shown, never acted on; a
+    // pipe gets it as it is.
+    use std::io::IsTerminal;
+    if std::io::stdout().is_terminal() {
+        out = Visible(&out).to_string();
+    }
     // A reader that stops early (`| head`) is not an error.
     let mut stdout = std::io::stdout().lock();
     if let Err(error) = stdout

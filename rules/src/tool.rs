@@ -84,7 +84,7 @@ pub fn check_name(name: &str) -> Result<(), NameProblem> {
 pub enum TitleProblem {
     /// The title is empty or only white space.
     Empty,
-    /// The title has a line break or another control character.
+    /// The title has a line break, another control character or a bidirectional override.
     NotOneLine,
     /// The title is longer than [`MAX_TITLE_BYTES`]; `len` is its length in bytes.
     TooLong {
@@ -112,7 +112,7 @@ pub fn check_title(title: &str) -> Result<(), TitleProblem> {
     if title.trim().is_empty() {
         return Err(TitleProblem::Empty);
     }
-    if title.chars().any(char::is_control) {
+    if title.chars().any(|c| c.is_control() || is_hidden_char(c)) {
         return Err(TitleProblem::NotOneLine);
     }
     if title.len() > MAX_TITLE_BYTES {
@@ -121,11 +121,117 @@ pub fn check_title(title: &str) -> Result<(), TitleProblem> {
     Ok(())
 }
 
+/// Whether `c` may not be in a description: a control character other than a line break or a
+/// tab (a terminal acts on it: it clears the screen, moves the cursor, rewrites what was
+/// printed), or one that reorders the text around it (Unicode's bidirectional embeddings,
+/// overrides and isolates), so that what an operator reads is what a model gets.
+#[must_use]
+pub const fn is_hidden_char(c: char) -> bool {
+    // The control characters (C0, DEL, C1) but line feed and tab, spelt out: `char::is_control`
+    // is `const` only from Rust 1.97.
+    matches!(c, '\0'..='\u{8}' | '\u{b}'..='\u{1f}' | '\u{7f}'..='\u{9f}')
+        || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+}
+
+/// Text as a terminal should show it: each character of [`is_hidden_char`] written as its
+/// escape (`\u{1b}`) instead of itself, the rest as it is. For text a plugin wrote (its
+/// stderr, its results, its error messages) on its way to a person.
+///
+/// ```
+/// use llm_worker_rules::tool::Visible;
+/// assert_eq!(Visible("red \u{1b}[31m\tok").to_string(), "red \\u{1b}[31m\tok");
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct Visible<'a>(pub &'a str);
+
+impl fmt::Display for Visible<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut rest = self.0;
+        while let Some(at) = rest.find(is_hidden_char) {
+            f.write_str(&rest[..at])?;
+            let hidden = rest[at..].chars().next().unwrap_or_default();
+            write!(f, "\\u{{{:x}}}", u32::from(hidden))?;
+            rest = &rest[at + hidden.len_utf8()..];
+        }
+        f.write_str(rest)
+    }
+}
+
+/// Why a description is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DescriptionProblem {
+    /// It holds a character of [`is_hidden_char`], the first at `at` (in characters).
+    HiddenChar {
+        /// The character.
+        found: char,
+        /// Its index, in characters.
+        at: usize,
+    },
+    /// It is longer than [`MAX_DESCRIPTION_BYTES`]; `len` is its length in bytes.
+    TooLong {
+        /// The description's length in bytes.
+        len: usize,
+    },
+}
+
+impl fmt::Display for DescriptionProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::HiddenChar { found, at } => write!(
+                f,
+                "it holds {found:?} (U+{:04X}) at character {at}: a description may hold line \
+                 breaks and tabs, but no other control character and no bidirectional override",
+                u32::from(*found)
+            ),
+            Self::TooLong { len } => write!(
+                f,
+                "it is {len} bytes, over the limit of {MAX_DESCRIPTION_BYTES}"
+            ),
+        }
+    }
+}
+
+/// Checks a description (of a tool, resource, prompt or argument): at most
+/// [`MAX_DESCRIPTION_BYTES`], and no character of [`is_hidden_char`].
+///
+/// # Errors
+/// The first problem: too long, then the first hidden character.
+pub fn check_description(text: &str) -> Result<(), DescriptionProblem> {
+    if text.len() > MAX_DESCRIPTION_BYTES {
+        return Err(DescriptionProblem::TooLong { len: text.len() });
+    }
+    match text.chars().enumerate().find(|(_, c)| is_hidden_char(*c)) {
+        Some((at, found)) => Err(DescriptionProblem::HiddenChar { found, at }),
+        None => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     extern crate std;
     use super::*;
     use std::string::ToString;
+
+    #[test]
+    fn descriptions_hold_no_hidden_characters() {
+        assert_eq!(check_description("Reads a note.\n\tIndented line."), Ok(()));
+        for (text, found, at) in [
+            ("red \u{1b}[31m", '\u{1b}', 4),
+            ("line\rover", '\r', 4),
+            ("csi \u{9b}2J", '\u{9b}', 4),
+            ("abc\u{202E}fed", '\u{202E}', 3),
+            ("\u{2066}isolate", '\u{2066}', 0),
+        ] {
+            let problem = check_description(text).expect_err(text);
+            assert_eq!(problem, DescriptionProblem::HiddenChar { found, at });
+            assert!(problem.to_string().contains("U+"), "{problem}");
+        }
+        let long = "d".repeat(MAX_DESCRIPTION_BYTES + 1);
+        assert!(matches!(
+            check_description(&long),
+            Err(DescriptionProblem::TooLong { .. })
+        ));
+    }
 
     #[test]
     fn names() {

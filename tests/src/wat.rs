@@ -44,6 +44,9 @@ pub struct WatComponent {
     extra: String,
     /// Contract 0.2.0, with each tool's additions (in the order of `tools`).
     v2: Option<Vec<MetaV2>>,
+    /// Whether the component defines a resource of its own, whose `resource.new` the core
+    /// module imports as `$resource-new` (`(param i32) (result i32)`).
+    own_resource: bool,
 }
 
 impl WatComponent {
@@ -90,6 +93,14 @@ impl WatComponent {
     pub fn v2(mut self, metas: Vec<MetaV2>) -> Self {
         assert_eq!(metas.len(), self.tools.len(), "one MetaV2 per tool");
         self.v2 = Some(metas);
+        self
+    }
+
+    /// Defines a resource of the component's own (`rep` i32) and gives the core module its
+    /// `resource.new` as `$resource-new` (`(param i32) (result i32)`): each call makes a
+    /// handle in the store without host code in the loop.
+    pub fn own_resource(mut self) -> Self {
+        self.own_resource = true;
         self
     }
 
@@ -206,12 +217,25 @@ impl WatComponent {
     (export "tool-error" (type (eq $err)))))"#
         };
 
+        let (resource, resource_import, instantiate) = if self.own_resource {
+            (
+                r#"(type $own (resource (rep i32)))
+  (core func $own-new (canon resource.new $own))
+  (core instance $own-env (export "resource-new" (func $own-new)))"#,
+                r#"(import "own" "resource-new" (func $resource-new (param i32) (result i32)))"#,
+                r#"(instantiate $m (with "own" (instance $own-env)))"#,
+            )
+        } else {
+            ("", "", "(instantiate $m)")
+        };
         format!(
             r#"(component
   {imports}
   (alias export $types "tool-meta" (type $tool-meta))
   (alias export $types "tool-error" (type $tool-error))
+  {resource}
   (core module $m
+    {resource_import}
     (memory (export "memory") {pages})
     (data (i32.const 0) "{data}")
     (global $heap (mut i32) (i32.const {heap}))
@@ -231,7 +255,7 @@ impl WatComponent {
     (func (export "execute") (param $name i32) (param $name-len i32) (param $input i32) (param $input-len i32) (result i32)
       {execute})
     {extra})
-  (core instance $i (instantiate $m))
+  (core instance $i {instantiate})
   (alias core export $i "memory" (core memory $mem))
   (alias core export $i "cabi_realloc" (core func $realloc))
   (type $tools-type (func (result (list $tool-meta))))

@@ -138,6 +138,29 @@ fn call_prints_results_and_fails_on_tool_errors() {
     );
 }
 
+/// Text a plugin or its caller chose (here an input the schema check quotes back) reaches
+/// the terminal with its control and bidirectional characters escaped, never acted on.
+#[test]
+fn errors_show_hidden_characters_escaped() {
+    let (_root, dir, cache) = plugin_dir("cli-hidden", &["calc"]);
+    let out = run(
+        &cache,
+        &[
+            "call",
+            path(&dir),
+            "add",
+            "{\"a\":\"x\u{9b}2J\u{202e}y\",\"b\":1}",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = stderr(&out);
+    assert!(
+        stderr.contains("x\\u{9b}2J\\u{202e}y") && !stderr.contains('\u{9b}'),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn check_reports_each_file_and_fails_on_a_refused_plugin() {
     let (_root, dir, cache) = plugin_dir("cli-check", &["greet"]);

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, OnceLock};
 
-use tokio::sync::{broadcast, watch};
+use tokio::sync::watch;
 
 use crate::plugin::{LoadedPlugin, PluginSession};
 use crate::tool::{Tool, ToolDefinition, ToolError, ToolMeta, ToolOutput};
@@ -130,7 +130,7 @@ pub struct ToolCatalog {
     groups: Arc<watch::Sender<Arc<[ToolGroup]>>>,
     /// What the plugins of any session say changed, for the server's subscription streams
     /// (`subscriptions/listen`, revision 2026-07-28).
-    notices: broadcast::Sender<(Origin, Notice)>,
+    notices: super::notices::Notices,
 }
 
 /// A plugin's notice, for subscription streams.
@@ -153,29 +153,12 @@ pub(crate) struct Origin {
     pub(crate) stateless: Option<Caller>,
 }
 
-impl Origin {
-    /// Whether a subscription stream of `listener` may be told of what this origin did: the
-    /// same session, or — a stateless listener, whose session ends with its request — a
-    /// stateless request of the same caller. Never another session's, never another
-    /// caller's.
-    pub(crate) fn reaches(&self, listener: &Origin) -> bool {
-        match (listener.stateless, self.stateless) {
-            (Some(listening), Some(sender)) => listening == sender,
-            (None, _) => self.session == listener.session,
-            (Some(_), None) => false,
-        }
-    }
-}
-
-/// Notices a slow subscription stream may fall behind by before it misses some.
-const NOTICES_QUEUED: usize = 64;
-
 impl ToolCatalog {
     /// A catalog of these groups (see [`replace`](Self::replace) for clashes).
     pub fn new(groups: impl IntoIterator<Item = ToolGroup>) -> Self {
         Self {
             groups: Arc::new(watch::Sender::new(without_clashes(groups))),
-            notices: broadcast::Sender::new(NOTICES_QUEUED),
+            notices: super::notices::Notices::default(),
         }
     }
 
@@ -202,7 +185,7 @@ impl ToolCatalog {
     }
 
     /// Where plugins' notices go, for subscription streams.
-    pub(crate) fn notices(&self) -> broadcast::Sender<(Origin, Notice)> {
+    pub(crate) fn notices(&self) -> super::notices::Notices {
         self.notices.clone()
     }
 }

@@ -33,6 +33,7 @@ mod identity;
 mod input_required;
 #[cfg(feature = "metrics")]
 mod metrics;
+mod notices;
 #[cfg(feature = "oauth")]
 mod oauth;
 mod offerings;

@@ -68,7 +68,7 @@ pub(super) struct ReportsTo {
     /// The resources the client subscribed to.
     pub(super) subscriptions: Arc<Mutex<BTreeSet<String>>>,
     /// The server's subscription streams.
-    pub(super) notices: tokio::sync::broadcast::Sender<(Origin, Notice)>,
+    pub(super) notices: super::notices::Notices,
     /// The session's plugins, to check that a plugin speaks only of its own resources.
     pub(super) tools: Arc<Mutex<SessionTools>>,
     /// The request's progress token, if the client sent one.
@@ -147,7 +147,7 @@ pub(super) async fn forward_reports(
                     tracing::debug!(%plugin, "a notice of a resource the plugin does not offer was dropped: {uri}");
                     continue;
                 }
-                let _ = notices.send((origin, Notice::ResourceUpdated(uri.clone())));
+                notices.send(origin, Notice::ResourceUpdated(uri.clone()));
                 let subscribed = subscriptions
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
@@ -163,7 +163,7 @@ pub(super) async fn forward_reports(
                 kind: ToolEventKind::ListChanged(which),
                 ..
             }) => {
-                let _ = notices.send((origin, Notice::ListChanged(which)));
+                notices.send(origin, Notice::ListChanged(which));
                 let _ = match which {
                     Listing::Resources => peer.notify_resource_list_changed().await,
                     Listing::Prompts => peer.notify_prompt_list_changed().await,

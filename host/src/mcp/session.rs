@@ -43,7 +43,7 @@ pub struct McpServer {
     pub(super) subscriptions: Arc<Mutex<BTreeSet<String>>>,
     /// Where the plugins' notices go for the server's subscription streams, with where each
     /// comes from (a stream passes only its own session's, or its own caller's).
-    notices: tokio::sync::broadcast::Sender<(Origin, super::catalog::Notice)>,
+    notices: super::notices::Notices,
     /// This session among the server's, for the origin of its notices.
     id: u64,
     /// Who answers the plugins' questions: the session's client (made at the first call).
@@ -834,7 +834,7 @@ impl ServerHandler for McpServer {
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
         let listener = self.origin(context.request_context());
         let mut changes = self.lock().changes();
-        let mut notices = self.notices.subscribe();
+        let mut notices = self.notices.listen(&listener);
         let sink = context.sink();
         loop {
             let notification = tokio::select! {
@@ -843,13 +843,9 @@ impl ServerHandler for McpServer {
                     Ok(()) => ServerNotification::ToolListChangedNotification(Default::default()),
                     Err(_) => return Ok(()),
                 },
-                notice = notices.recv() => match notice {
-                    Ok((origin, notice)) if origin.reaches(&listener) => {
-                        super::reports::notification(notice)
-                    }
-                    Ok(_) => continue,
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return Ok(()),
+                notice = notices.next() => match notice {
+                    Some(notice) => super::reports::notification(notice),
+                    None => return Ok(()),
                 },
             };
             // The sink passes what the client's filter accepted only.

@@ -69,6 +69,11 @@ impl CompileCache {
         }
     }
 
+    /// The directory as configured.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// The component from the cache, or compiled (and stored) if the entry is missing, stale
     /// or damaged, or the directory cannot be trusted; `hash` is the SHA-256 of `bytes`.
     /// Returns whether it came from the cache.

@@ -175,7 +175,7 @@ pub enum PluginError {
         path: PathBuf,
         /// The tool.
         tool: String,
-        /// What: "title" or "output schema".
+        /// What: "description", "title" or "output schema".
         what: String,
         /// What is wrong.
         reason: String,

@@ -5,7 +5,7 @@
 //! validate that list into the [`ToolMeta`]s, compiled schemas and vouched hints of a
 //! [`LoadedPlugin`].
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use wasmtime::component::{Component, InstancePre};
@@ -284,12 +284,19 @@ impl PluginHost {
             .unwrap_or_else(|| Path::new("."))
             .canonicalize()
             .ok();
-        // An unusable cache is not read at all; a usable one is compared by its real path.
-        let cache_dir = self
+        // Every compiled cache a host of this user may read: this host's (even if it is not
+        // usable now: it may be later) and the default one (where the next host without
+        // settings reads), each compared by its real path or, where it does not exist yet,
+        // by the real path of its nearest existing parent.
+        let cache_dirs: Vec<PathBuf> = self
             .inner
             .cache
             .as_ref()
-            .and_then(|cache| cache.prepare_dir().ok());
+            .map(|cache| cache.dir().to_owned())
+            .into_iter()
+            .chain(crate::PluginHost::default_cache_dir())
+            .filter_map(|dir| real_path_of(&dir))
+            .collect();
         for (index, grant) in policy.dirs.iter().enumerate() {
             let granted = &grant.host;
             let problem = if plugin_dir
@@ -300,11 +307,14 @@ impl PluginHost {
                     "holds the plugin's own directory: the plugin could replace itself, its \
                       policy or other plugins there",
                 )
-            } else if cache_dir
-                .as_ref()
-                .is_some_and(|dir| dir.starts_with(granted) || granted.starts_with(dir))
+            } else if cache_dirs
+                .iter()
+                .any(|dir| dir.starts_with(granted) || granted.starts_with(dir))
             {
-                Some("overlaps the host's compiled cache, whose native code the host runs")
+                Some(
+                    "overlaps a compiled cache (this host's or the default one), whose native \
+                     code hosts run",
+                )
             } else {
                 None
             };
@@ -526,6 +536,8 @@ fn validated_tools(
         let mut meta = ToolMeta::new(&tool.name)
             .description(&tool.description)
             .input_schema(checked.schema.clone());
+        validate::check_description(&tool.description)
+            .map_err(|reason| invalid("description", reason))?;
         if let Some(title) = &tool.title {
             validate::check_title(title).map_err(|reason| invalid("title", reason))?;
             meta = meta.title(title);
@@ -558,4 +570,14 @@ fn validated_tools(
     }
     valid.shared = valid.metas.iter().cloned().map(Arc::new).collect();
     Ok(valid)
+}
+
+/// `path` with links resolved: its own real path if it exists, else its nearest existing
+/// parent's joined with the rest; `None` if not even the root resolves.
+fn real_path_of(path: &Path) -> Option<PathBuf> {
+    let path = std::path::absolute(path).ok()?;
+    path.ancestors().find_map(|ancestor| {
+        let real = ancestor.canonicalize().ok()?;
+        Some(real.join(path.strip_prefix(ancestor).ok()?))
+    })
 }

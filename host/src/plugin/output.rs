@@ -172,7 +172,8 @@ pub(crate) fn stderr_tail(stderr: &str) -> Option<String> {
         return None;
     }
     let start = tail.ceil_char_boundary(tail.len().saturating_sub(400));
-    Some(tail[start..].to_owned())
+    // Shown to people (a terminal, a client's log): nothing in it may act on their terminal.
+    Some(llm_worker_rules::tool::Visible(&tail[start..]).to_string())
 }
 
 #[cfg(test)]
@@ -197,5 +198,9 @@ mod tests {
         assert_eq!(stderr_tail("\n\n"), None);
         assert_eq!(stderr_tail("a\nb\nc\nd\n").as_deref(), Some("b | c | d"));
         assert!(stderr_tail(&"é".repeat(1000)).is_some_and(|t| t.len() <= 400));
+        assert_eq!(
+            stderr_tail("panicked\n\u{1b}]8;;https://x\u{7}link\u{1b}[2J").as_deref(),
+            Some("panicked | \\u{1b}]8;;https://x\\u{7}link\\u{1b}[2J")
+        );
     }
 }

@@ -32,6 +32,13 @@ pub struct PluginSession {
     lists: Arc<std::sync::Mutex<Lists>>,
 }
 
+/// A tool's shared meta, compiled input schema and compiled output schema (if any).
+type ToolParts = (
+    Arc<crate::ToolMeta>,
+    Arc<super::validate::CheckedSchema>,
+    Option<Arc<super::validate::CheckedSchema>>,
+);
+
 #[derive(Default)]
 struct Lists {
     resources: Option<Arc<[ResourceMeta]>>,
@@ -68,20 +75,29 @@ impl PluginSession {
         &self.image().sha256
     }
 
+    /// Each tool's shared meta, input schema and output schema, in order.
+    fn tool_parts(&self) -> Vec<ToolParts> {
+        let tools = &self.image().tools;
+        tools
+            .shared
+            .iter()
+            .zip(&tools.validators)
+            .zip(&tools.output_validators)
+            .map(|((meta, validator), output)| {
+                (Arc::clone(meta), Arc::clone(validator), output.clone())
+            })
+            .collect()
+    }
+
     /// The plugin's tools in this session, created now (its instance starts in the
     /// background), each with the meta every session shares: what a served session registers.
     #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
     pub(crate) fn created_tools(&self) -> Vec<(Arc<crate::ToolMeta>, Arc<dyn crate::Tool>)> {
-        let image = self.image();
-        image
-            .tools
-            .shared
-            .iter()
-            .zip(&image.tools.validators)
-            .zip(&image.tools.output_validators)
-            .map(|((meta, validator), output)| {
-                let tool = PluginTool::created(&self.owner, &meta.name, validator, output.clone());
-                (Arc::clone(meta), tool)
+        self.tool_parts()
+            .into_iter()
+            .map(|(meta, validator, output)| {
+                let tool = PluginTool::created(&self.owner, &meta.name, &validator, output);
+                (meta, tool)
             })
             .collect()
     }
@@ -89,18 +105,10 @@ impl PluginSession {
     /// The definitions of the plugin's tools in this session; each factory starts the
     /// session's instance (once), as the spec's registration does.
     pub fn definitions(&self) -> Vec<ToolDefinition> {
-        let image = self.image();
-        image
-            .tools
-            .metas
-            .iter()
-            .zip(&image.tools.validators)
-            .zip(&image.tools.output_validators)
-            .map(|((meta, validator), output)| {
+        self.tool_parts()
+            .into_iter()
+            .map(|(meta, validator, output)| {
                 let session = Arc::clone(&self.owner);
-                let meta = meta.clone();
-                let validator = Arc::clone(validator);
-                let output = output.clone();
                 let factory: ToolDefinition = Arc::new(move || {
                     PluginTool::create(&session, &meta, &validator, output.clone())
                 });

@@ -155,8 +155,8 @@ impl Issuer {
 }
 
 /// The test issuer's introspection answer: `opaque-good` is active for the audience set, for
-/// the client `rs` with the secret `rs-secret` only; `opaque-other` is active for another
-/// audience; anything else is not active.
+/// the client `rs` with the secret `rs-secret` only (`opaque-brief` too, until the current
+/// second ends); `opaque-other` is active for another audience; anything else is not active.
 async fn introspect(
     request: http::Request<hyper::body::Incoming>,
     audience: &std::sync::Mutex<String>,
@@ -188,6 +188,11 @@ async fn introspect(
         (true, "opaque-good") => json!({
             "active": true, "sub": "erin", "iss": issuer, "scope": "mcp:tools",
             "aud": audience.lock().expect("lock").clone(), "exp": now + 600,
+        }),
+        // Active, but for this very second only: its answer cannot be kept.
+        (true, "opaque-brief") => json!({
+            "active": true, "sub": "frank", "iss": issuer, "scope": "mcp:tools",
+            "aud": audience.lock().expect("lock").clone(), "exp": now,
         }),
         (true, "opaque-other") => json!({
             "active": true, "sub": "erin", "iss": issuer, "scope": "mcp:tools",
@@ -685,4 +690,87 @@ async fn an_opaque_token_is_checked_at_the_issuers_introspection_endpoint() {
         "rsa-1",
     );
     assert_eq!(initialize(&url, Some(&token), None).await.status(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_made_up_opaque_tokens_does_not_lock_out_known_ones() {
+    let issuer = Issuer::start(Issuing::Answers).await;
+    let endpoint = format!("{}/introspect", issuer.url);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/mcp", listener.local_addr().expect("address"));
+    *issuer.audience.lock().expect("lock") = url.clone();
+    let oauth = OAuthOptions::new(
+        url.parse().expect("a URL"),
+        [IssuerOptions::new(issuer.url.clone()).introspection(endpoint, "rs", "rs-secret")],
+    );
+    tokio::spawn(llm_worker::mcp::serve_http(
+        listener,
+        ToolCatalog::new([counters("all", 1, &["count"])]),
+        McpOptions::new("flooded", "1"),
+        HttpOptions::default().oauth(oauth),
+    ));
+    // Frank's token is active; its answer cannot be kept (it expires this second), so each of
+    // his requests asks the issuer again.
+    assert_eq!(
+        initialize(&url, Some("opaque-brief"), None).await.status(),
+        200
+    );
+    // The attack: anyone, before any authentication, sends made-up tokens, more than the
+    // issuer is asked about in a second. Frank's token, known active, is still checked; a new
+    // token waits for the flood to pass. (Tried again should the second end mid-flood.)
+    let mut held = false;
+    for attempt in 0..5 {
+        let flood = (0..120).map(|n| {
+            let url = url.clone();
+            async move { initialize(&url, Some(&format!("made-up-{attempt}-{n}")), None).await }
+        });
+        let refused = futures::future::join_all(flood).await;
+        assert!(refused.iter().all(|r| r.status() == 401));
+        let frank = initialize(&url, Some("opaque-brief"), None).await.status();
+        let new = initialize(&url, Some(&format!("made-up-after-{attempt}")), None).await;
+        let flooded = new
+            .text()
+            .await
+            .expect("a body")
+            .contains("too many tokens");
+        if flooded {
+            assert_eq!(frank, 200, "a known token was locked out by the flood");
+            held = true;
+            break;
+        }
+    }
+    assert!(held, "the flood never filled a second's requests");
+}
+
+#[tokio::test]
+async fn opaque_tokens_are_sent_to_one_issuer_only() {
+    let oauth = OAuthOptions::new(
+        "https://mcp.example.com/mcp".parse().expect("a URL"),
+        [
+            IssuerOptions::new("https://a.example.com").introspection(
+                "https://a.example.com/introspect",
+                "rs",
+                "secret",
+            ),
+            IssuerOptions::new("https://b.example.com").introspection(
+                "https://b.example.com/introspect",
+                "rs",
+                "secret",
+            ),
+        ],
+    );
+    let error = llm_worker::mcp::McpHttpService::new(
+        ToolCatalog::new([counters("all", 1, &["count"])]),
+        McpOptions::new("two", "1"),
+        HttpOptions::default().oauth(oauth),
+    )
+    .expect_err("refused");
+    let message = error.to_string();
+    assert!(
+        message.contains("2 issuers have an introspection endpoint")
+            && message.contains("https://a.example.com, https://b.example.com"),
+        "{message}"
+    );
 }

@@ -315,6 +315,56 @@ fn grants_covering_the_cache_or_the_plugin_directory_are_refused() {
     assert_eq!(loaded.plugins.len(), 1, "{:?}", loaded.failures);
 }
 
+/// A grant over a compiled cache the host does not use now — its own when the directory is
+/// unusable, the default one when it has none — would still let the plugin plant native code
+/// that a later host runs: refused all the same.
+#[cfg(unix)]
+#[test]
+fn grants_covering_a_cache_the_host_does_not_use_now_are_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = scratch_dir("cache-grants-unused");
+    let plugins = root.join("plugins");
+    std::fs::create_dir_all(&plugins).expect("mkdir");
+    std::fs::copy(plugin_path("greet"), plugins.join("greet.wasm")).expect("copy");
+    let grant = |dir: &Path| {
+        std::fs::write(
+            plugins.join("greet.policy.toml"),
+            format!("[[dirs]]\nhost = {dir:?}\nguest = \"/d\"\nmode = \"rw\"\n"),
+        )
+        .expect("policy");
+    };
+    // This host's cache, unusable (below a directory anyone may write), not even created.
+    let shared = root.join("shared");
+    std::fs::create_dir(&shared).expect("mkdir");
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    grant(&shared);
+    let error = cached_host(&shared.join("not-yet/compiled"))
+        .load(plugins.join("greet.wasm"))
+        .expect_err("refused");
+    assert!(
+        error.to_string().contains("dirs[0].host") && error.to_string().contains("compiled cache"),
+        "{error}"
+    );
+    // The default cache, from a host with none: the grant of its nearest existing parent.
+    let default = PluginHost::default_cache_dir().expect("HOME is set");
+    let existing = default
+        .ancestors()
+        .find(|dir| dir.is_dir())
+        .expect("the root exists");
+    let host = PluginHost::with_options(Limits::default(), None).unwrap_or_else(|e| panic!("{e}"));
+    // (Where it holds the scratch directory, the grant is refused as holding the plugin's.)
+    if !plugins.canonicalize().expect("real").starts_with(existing) {
+        grant(existing);
+        let error = host.load(plugins.join("greet.wasm")).expect_err("refused");
+        assert!(error.to_string().contains("compiled cache"), "{error}");
+    }
+    // A directory of its own beside them is fine.
+    let data = root.join("data");
+    std::fs::create_dir(&data).expect("mkdir");
+    grant(&data);
+    assert!(host.load(plugins.join("greet.wasm")).is_ok());
+}
+
 /// A cache directory below one that others may write (and that is not sticky) could be
 /// swapped for theirs: not used. Reached through a link, it is judged where it really is.
 #[cfg(unix)]

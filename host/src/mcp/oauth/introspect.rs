@@ -1,6 +1,10 @@
 //! Opaque access tokens, through the issuer's introspection endpoint (RFC 7662): asked with
 //! the server's own client credentials, answers kept for at most a minute, the endpoint asked
-//! at most [`MAX_PER_SECOND`] times a second (a flood of made-up tokens is not passed on).
+//! at most [`MAX_PER_SECOND`] times a second for tokens it has never said are active (a flood
+//! of made-up tokens is not passed on) and as often again for those it has (so that such a
+//! flood, which anyone can send before any authentication, does not lock out the clients whose
+//! tokens are known). One issuer only: an opaque token does not say whose it is, and asking
+//! each issuer in turn would show one issuer's tokens to the others.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -11,7 +15,8 @@ use serde_json::{Map, Value};
 use super::{OAuthOptions, Refused};
 use crate::Identity;
 
-/// Most introspection requests a second, for all issuers together.
+/// Most introspection requests a second for tokens never seen active, and as many again for
+/// tokens seen active before (whose kept answer has expired).
 const MAX_PER_SECOND: u32 = 50;
 /// Longest an answer is kept.
 const MAX_KEPT: Duration = Duration::from_secs(60);
@@ -41,68 +46,74 @@ impl std::fmt::Debug for IntrospectionOptions {
     }
 }
 
-/// Asks the issuers that have an introspection endpoint.
+/// Asks the issuer that has an introspection endpoint.
 pub(crate) struct Introspector {
     client: reqwest::Client,
-    /// `(issuer, options)`, in the order the operator gave them.
-    issuers: Vec<(String, IntrospectionOptions)>,
+    issuer: String,
+    introspection: IntrospectionOptions,
+    /// Answers that a token is active, with when they expire; an expired one marks a token
+    /// seen active before.
     kept: Mutex<HashMap<[u8; 32], (Identity, Instant)>>,
-    /// The current second, and how many requests were made in it.
-    rate: Mutex<(Instant, u32)>,
+    /// For tokens never seen active, then for the others: the current second, and how many
+    /// requests were made in it.
+    rates: [Mutex<(Instant, u32)>; 2],
 }
 
 impl Introspector {
+    /// The introspector of the one issuer with an endpoint, if any ([`OAuthOptions::check`]
+    /// refuses more than one).
     pub(super) fn new(options: &OAuthOptions, client: reqwest::Client) -> Option<Self> {
-        let issuers: Vec<(String, IntrospectionOptions)> = options
+        let (issuer, introspection) = options
             .issuers
             .iter()
-            .filter_map(|issuer| Some((issuer.issuer.clone(), issuer.introspection.clone()?)))
-            .collect();
-        (!issuers.is_empty()).then(|| Self {
+            .find_map(|issuer| Some((issuer.issuer.clone(), issuer.introspection.clone()?)))?;
+        Some(Self {
             client,
-            issuers,
+            issuer,
+            introspection,
             kept: Mutex::default(),
-            rate: Mutex::new((Instant::now(), 0)),
+            rates: [
+                Mutex::new((Instant::now(), 0)),
+                Mutex::new((Instant::now(), 0)),
+            ],
         })
     }
 
-    /// The identity of the opaque `token`, if an issuer says it is active and for this server.
+    /// The identity of the opaque `token`, if the issuer says it is active and for this server.
     pub(super) async fn identity(
         &self,
         token: &str,
         options: &OAuthOptions,
     ) -> Result<Identity, Refused> {
         let key = crate::digest::sha256(token.as_bytes());
-        if let Some((identity, until)) = self.lock_kept().get(&key)
-            && Instant::now() < *until
-        {
-            return Ok(identity.clone());
+        let seen_active = match self.lock_kept().get(&key) {
+            Some((identity, until)) if Instant::now() < *until => return Ok(identity.clone()),
+            Some(_) => true,
+            None => false,
+        };
+        self.take_turn(seen_active)?;
+        let (identity, lifetime) = self
+            .ask(token, &self.issuer, &self.introspection, options)
+            .await
+            .map_err(Refused::Invalid)?;
+        let mut kept = self.lock_kept();
+        if kept.len() >= MAX_ENTRIES {
+            kept.clear();
         }
-        let mut last = "no issuer knows it".to_owned();
-        for (issuer, introspection) in &self.issuers {
-            self.take_turn()?;
-            match self.ask(token, issuer, introspection, options).await {
-                Ok((identity, lifetime)) => {
-                    let mut kept = self.lock_kept();
-                    if kept.len() >= MAX_ENTRIES {
-                        kept.clear();
-                    }
-                    kept.insert(key, (identity.clone(), Instant::now() + lifetime));
-                    return Ok(identity);
-                }
-                Err(reason) => last = reason,
-            }
-        }
-        Err(Refused::Invalid(last))
+        kept.insert(key, (identity.clone(), Instant::now() + lifetime));
+        Ok(identity)
     }
 
     fn lock_kept(&self) -> std::sync::MutexGuard<'_, HashMap<[u8; 32], (Identity, Instant)>> {
         self.kept.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Takes one of this second's requests, or refuses.
-    fn take_turn(&self) -> Result<(), Refused> {
-        let mut rate = self.rate.lock().unwrap_or_else(|p| p.into_inner());
+    /// Takes one of this second's requests for a token `seen_active` before or not, or
+    /// refuses.
+    fn take_turn(&self, seen_active: bool) -> Result<(), Refused> {
+        let mut rate = self.rates[usize::from(seen_active)]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         if rate.0.elapsed() >= Duration::from_secs(1) {
             *rate = (Instant::now(), 0);
         }

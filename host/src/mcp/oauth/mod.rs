@@ -101,6 +101,7 @@ pub struct IssuerOptions {
     /// `/.well-known/openid-configuration`.
     pub jwks_uri: Option<String>,
     /// Where its opaque (non-JWT) access tokens are checked (RFC 7662); `None`: only JWTs.
+    /// One issuer at most may have one: an opaque token does not say whose it is.
     pub introspection: Option<IntrospectionOptions>,
 }
 
@@ -249,6 +250,21 @@ impl OAuthOptions {
         }
         if self.issuers.is_empty() {
             return Err("no issuer is configured: name at least one".into());
+        }
+        let introspecting: Vec<&str> = self
+            .issuers
+            .iter()
+            .filter(|issuer| issuer.introspection.is_some())
+            .map(|issuer| issuer.issuer.as_str())
+            .collect();
+        if introspecting.len() > 1 {
+            return Err(format!(
+                "{} issuers have an introspection endpoint ({}): an opaque token does not say \
+                 whose it is, and asking each in turn would show one issuer's tokens to the \
+                 others; give one issuer an introspection endpoint, and the others JWTs",
+                introspecting.len(),
+                introspecting.join(", ")
+            ));
         }
         for issuer in &self.issuers {
             keys::check_fetch_url(&issuer.issuer)

@@ -23,8 +23,8 @@ use crate::policy::{Limits, SandboxPolicy};
 use crate::tool::{PromptMeta, ResourceMeta, ResourceTemplate};
 
 use super::state::{
-    HOSTCALL_FUEL, InstanceLimiter, MAX_HOST_RESOURCES, MAX_RANDOM_BYTES, MemoryLimitExceeded,
-    PluginState, TimedOut,
+    HOSTCALL_FUEL, InstanceLimiter, MAX_COMPONENT_HANDLES, MAX_HOST_RESOURCES, MAX_RANDOM_BYTES,
+    MemoryLimitExceeded, PluginState, TimedOut,
 };
 use super::{LiveInstance, TIMEOUT_GRACE, with_stderr};
 
@@ -113,6 +113,7 @@ pub(super) fn new_store(image: &StartSpec<'_>) -> Result<Store<PluginState>, Sta
     let mut store = Store::new(image.pre.engine(), state);
     store.limiter(|state| &mut state.limiter);
     store.set_hostcall_fuel(HOSTCALL_FUEL);
+    store.set_max_component_handles(MAX_COMPONENT_HANDLES);
     refuel(&mut store, limits);
     store.set_epoch_deadline(1);
     if matches!(image.pre, PluginPre::V10(_)) {

@@ -341,6 +341,13 @@ impl InstanceLimiter {
 /// once. Each costs host memory the plugin's memory limit does not see, so keep it low.
 pub(crate) const MAX_HOST_RESOURCES: usize = 1_000;
 
+/// Most component-model handles live at once in one instance's store: the plugin's own
+/// resources (`resource.new`), futures, streams and the host's resources it holds. A guest
+/// makes them without host code in the loop, and each takes host memory the memory limit does
+/// not see (wasmtime's default is 100,000 per store); the host's own resources stay capped at
+/// [`MAX_HOST_RESOURCES`] within this.
+pub(crate) const MAX_COMPONENT_HANDLES: usize = 4_096;
+
 /// Most bytes one host call may take from the guest (DoS mitigation; wasmtime's default is
 /// 128 MiB).
 pub(crate) const HOSTCALL_FUEL: usize = 4 << 20;

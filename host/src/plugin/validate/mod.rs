@@ -5,6 +5,7 @@ pub(crate) mod offerings;
 mod schema;
 #[cfg(test)]
 mod tests;
+mod work;
 
 use std::collections::HashSet;
 
@@ -109,6 +110,12 @@ pub(crate) fn parse_schema(text: &str) -> Result<Value, String> {
 /// Checks a title: one line, not empty, short (the rule is `llm_worker_rules::tool`'s).
 pub(crate) fn check_title(title: &str) -> Result<(), String> {
     llm_worker_rules::tool::check_title(title).map_err(|problem| problem.to_string())
+}
+
+/// Checks a description: within the cap, no character a terminal would act on or that
+/// reorders the text (the rule is `llm_worker_rules::tool`'s).
+pub(crate) fn check_description(text: &str) -> Result<(), String> {
+    llm_worker_rules::tool::check_description(text).map_err(|problem| problem.to_string())
 }
 
 /// Checks a plugin's tool list: at least one tool, valid and unique names, valid JSON Schemas

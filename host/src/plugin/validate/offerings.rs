@@ -10,7 +10,7 @@ use llm_worker_rules::resource::{
     MAX_RESOURCES, MAX_TEMPLATES, check_mime_type, check_resource_uri,
 };
 use llm_worker_rules::template::check_template;
-use llm_worker_rules::tool::{MAX_DESCRIPTION_BYTES, check_name, check_title};
+use llm_worker_rules::tool::{check_name, check_title};
 
 use crate::tool::{PromptMeta, ResourceMeta, ResourceTemplate};
 
@@ -39,13 +39,7 @@ fn check_optional(
 }
 
 fn check_description(text: &str) -> Result<(), String> {
-    if text.len() > MAX_DESCRIPTION_BYTES {
-        return Err(format!(
-            "is {} bytes, over the limit of {MAX_DESCRIPTION_BYTES}",
-            text.len()
-        ));
-    }
-    Ok(())
+    super::check_description(text).map_err(|reason| format!("is refused: {reason}"))
 }
 
 /// Checks a resource list: the cap, each URI (unique), name, title, description.

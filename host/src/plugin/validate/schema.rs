@@ -13,12 +13,14 @@ pub(crate) struct CheckedSchema {
     pub(crate) validator: crate::plugin::input::InputValidator,
 }
 
-/// Compiles a schema; remote `$ref`s are not fetched (the host makes no network requests).
-/// Charge it to the plugin's [`SchemaBudget`] first.
+/// Compiles a schema once the work of checking a value against it is bounded
+/// ([`check_work`](super::work::check_work)); remote `$ref`s are not fetched (the host makes
+/// no network requests). Charge it to the plugin's [`SchemaBudget`] first.
 pub(super) fn compile_schema(
     schema: Value,
     budget: &SchemaBudget,
 ) -> Result<CheckedSchema, String> {
+    super::work::check_work(&schema)?;
     let validator = crate::plugin::input::validator(&schema, &budget.compiled)
         .map_err(|e| format!("it is not a valid JSON Schema: {e}"))?;
     Ok(CheckedSchema { schema, validator })

@@ -25,6 +25,39 @@ fn oversized_tool_lists_are_refused() {
     );
 }
 
+#[test]
+fn descriptions_that_would_act_on_a_terminal_are_refused() {
+    // An escape that clears the screen, a carriage return that rewrites the line, a C1 CSI,
+    // a right-to-left override: what `list` shows would not be what the model reads.
+    for description in [
+        "Reads a file.\u{1b}[2J\u{1b}[HDeletes nothing.",
+        "Safe tool\rrm -rf",
+        "csi \u{9b}2J",
+        "Sends \u{202e}eliF eteleD",
+    ] {
+        let error = llm_worker_tests::host()
+            .load_bytes(
+                "/plugins/terminal.wasm",
+                &WatComponent::new(&[("t", description, OBJECT)]).build(),
+            )
+            .expect_err("refused");
+        let message = error.to_string();
+        assert!(
+            matches!(error, PluginError::InvalidToolMeta { ref what, .. } if what == "description")
+                && message.contains("/plugins/terminal.wasm")
+                && message.contains("U+"),
+            "{message}"
+        );
+    }
+    // Line breaks and tabs are text.
+    let fine = WatComponent::new(&[("t", "Two lines:\n\tindented.", OBJECT)]).build();
+    assert!(
+        llm_worker_tests::host()
+            .load_bytes("/plugins/fine.wasm", &fine)
+            .is_ok()
+    );
+}
+
 /// An input schema of `count` distinct regular expressions (numbered from `first`), as
 /// `patternProperties` keys, each wide enough to compile into some 20 KB: 2,000 of them make
 /// 36 KB of schema.

@@ -182,3 +182,48 @@ async fn growth_failures_wasmtime_reports_without_asking_do_not_lower_the_count(
         assert!(message.contains("limit of 16 MiB"), "{name}: {message}");
     }
 }
+
+/// A component whose `execute` makes `count` handles of its own resource (`resource.new`,
+/// no host code in the loop) and returns "made".
+fn handles(count: u32) -> Vec<u8> {
+    WatComponent::new(&[("handles", "Makes handles.", OBJECT)])
+        .output("made")
+        .own_resource()
+        .execute(&format!(
+            "(local $made i32)
+             (block $done (loop $more
+               (br_if $done (i32.ge_u (local.get $made) (i32.const {count})))
+               (drop (call $resource-new (local.get $made)))
+               (local.set $made (i32.add (local.get $made) (i32.const 1)))
+               (br $more)))
+             (i32.const {})",
+            ret(0)
+        ))
+        .build()
+}
+
+#[tokio::test]
+async fn handles_a_plugin_makes_itself_are_capped_per_instance() {
+    // Each handle takes host memory the memory limit does not see; wasmtime allows 100,000
+    // per store, the host 4,096.
+    let plugin = llm_worker_tests::host()
+        .load_bytes("/plugins/handles.wasm", &handles(20_000))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let tools = session(&plugin);
+    let message = error_message(tools.call_tool("handles", "{}").await);
+    assert!(
+        message.contains("plugin 'handles'") && message.contains("handle limit exceeded"),
+        "{message}"
+    );
+    // Contained: the next call gets a fresh instance; a thousand handles are fine.
+    let plugin = llm_worker_tests::host()
+        .load_bytes("/plugins/few-handles.wasm", &handles(1_000))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let tools = session(&plugin);
+    for _ in 0..2 {
+        assert_eq!(
+            tools.call_tool("handles", "{}").await.ok().as_deref(),
+            Some("made")
+        );
+    }
+}

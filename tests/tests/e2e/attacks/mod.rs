@@ -9,5 +9,6 @@ mod calls;
 mod input;
 mod load;
 mod memory;
+mod schemas;
 
 const OBJECT: &str = r#"{"type":"object"}"#;

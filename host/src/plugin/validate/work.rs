@@ -1,0 +1,606 @@
+//! The work one schema check may take, bounded before the schema is compiled.
+//!
+//! jsonschema compiles each subschema once, but checks a value by applying subschemas anew
+//! wherever they are named: it remembers no verdict. A schema of a few hundred bytes whose
+//! `$defs` each name the next one twice (`{"allOf": [{"$ref": "#/$defs/b"}, {"$ref":
+//! "#/$defs/b"}]}`, 40 deep) applies 2⁴⁰ subschemas to one value; a recursive one doubles at
+//! every level of the value; a chain of thousands of references nests as many calls. Any of
+//! them would hold a host thread for hours or overflow its stack, on a value the plugin (its
+//! result) or the model (its input) chooses.
+//!
+//! [`check_work`] reads the schema as a graph — each subschema a node, its applicators edges
+//! that apply a subschema to the same value (`allOf`, `$ref`, `not`, …) or to a member or an
+//! item of it (`properties`, `items`, …) — and counts, level by level of a value as deep as
+//! a JSON text may nest, how many subschemas can apply to one value at that level (for every
+//! member name at once: an upper bound) and how deeply those applications nest. A schema
+//! over [`MAX_APPLICATIONS`] or [`MAX_NESTING`], or whose subschemas apply themselves to the
+//! same value without end, is refused. References are followed as jsonschema can: within the
+//! schema (JSON pointers, anchors, the `$id`s it declares); one naming anything else is
+//! refused, since the count could not include what it names.
+
+use std::collections::{HashMap, HashSet};
+
+use serde_json::{Map, Value};
+
+/// Most subschemas that may apply to one value (of any level) of an input or a result. A
+/// large generated schema — a `oneOf` of a hundred object variants — stays in the hundreds.
+pub(crate) const MAX_APPLICATIONS: u64 = 10_000;
+
+/// Most subschema applications nested in one another while a value is checked (each a few
+/// hundred bytes of a host thread's stack).
+pub(crate) const MAX_NESTING: u32 = 1_000;
+
+/// How deep a value can nest: serde_json's recursion limit, which the host's parser keeps.
+const MAX_VALUE_DEPTH: usize = 128;
+
+/// Which values an edge applies its subschema to.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum Step<'a> {
+    /// The member of this name (`properties`).
+    Member(&'a str),
+    /// Any member (`additionalProperties`, `patternProperties`, `propertyNames`, …).
+    AnyMember,
+    /// The item at this index (`prefixItems`, an array of `items`).
+    Item(usize),
+    /// Any item (`items`, `contains`, `additionalItems`, `unevaluatedItems`).
+    AnyItem,
+    /// A value derived from this one (`contentSchema`): counted with members and items alike.
+    Any,
+}
+
+struct Node<'a> {
+    /// Where it is, for messages: a JSON pointer or the reference that led to it.
+    location: String,
+    /// Subschemas applied to the same value, once per naming.
+    same: Vec<usize>,
+    /// Subschemas applied to members or items.
+    inner: Vec<(Step<'a>, usize)>,
+    /// How many of `unevaluatedProperties` and `unevaluatedItems` it has: each finds what the
+    /// others evaluated by checking every subschema it applies to the same value once more.
+    marks: usize,
+}
+
+/// The schema's subschemas and their edges, built from its root.
+struct Graph<'a> {
+    root: &'a Value,
+    ids: HashMap<*const Value, usize>,
+    nodes: Vec<Node<'a>>,
+    values: Vec<&'a Value>,
+    /// The resources references resolve against: the root and every object declaring an
+    /// `$id` (or draft 4's `id`), with what it declares.
+    resources: Vec<(Option<&'a str>, &'a Value)>,
+    /// Every object declaring an anchor (`$anchor`, `$dynamicAnchor`, a `#name` `$id`), by name.
+    anchors: HashMap<&'a str, Vec<&'a Value>>,
+    /// Objects declaring `"$recursiveAnchor": true`.
+    recursive_anchors: Vec<&'a Value>,
+}
+
+/// Refuses `schema` (with the reason, to follow "its input schema …") when checking a value
+/// against it could take more than the bounds of this module allow.
+pub(crate) fn check_work(schema: &Value) -> Result<(), String> {
+    let graph = Graph::build(schema)?;
+    let order = graph.same_value_order()?;
+    graph.count(&order)
+}
+
+impl<'a> Graph<'a> {
+    fn build(root: &'a Value) -> Result<Self, String> {
+        let mut graph = Graph {
+            root,
+            ids: HashMap::new(),
+            nodes: Vec::new(),
+            values: Vec::new(),
+            resources: vec![(None, root)],
+            anchors: HashMap::new(),
+            recursive_anchors: Vec::new(),
+        };
+        graph.index(root);
+        graph.node(root, "#".to_owned());
+        let mut next = 0;
+        while next < graph.nodes.len() {
+            graph.edges(next)?;
+            next += 1;
+        }
+        Ok(graph)
+    }
+
+    /// Records every resource and anchor the document declares, wherever it is (also in data
+    /// such as a `const`: more places to resolve to only adds to the count).
+    fn index(&mut self, root: &'a Value) {
+        let mut stack = vec![root];
+        while let Some(value) = stack.pop() {
+            match value {
+                Value::Object(members) => {
+                    for key in ["$id", "id"] {
+                        match members.get(key).and_then(Value::as_str) {
+                            Some(id) if !id.starts_with('#') => {
+                                let declared = id.split('#').next().unwrap_or(id);
+                                self.resources.push((Some(declared), value));
+                            }
+                            Some(id) => self.anchor(&id[1..], value),
+                            None => {}
+                        }
+                    }
+                    for key in ["$anchor", "$dynamicAnchor"] {
+                        if let Some(name) = members.get(key).and_then(Value::as_str) {
+                            self.anchor(name, value);
+                        }
+                    }
+                    if members.get("$recursiveAnchor") == Some(&Value::Bool(true)) {
+                        self.recursive_anchors.push(value);
+                    }
+                    stack.extend(members.values());
+                }
+                Value::Array(items) => stack.extend(items),
+                _ => {}
+            }
+        }
+    }
+
+    fn anchor(&mut self, name: &'a str, value: &'a Value) {
+        self.anchors.entry(name).or_default().push(value);
+    }
+
+    /// The node of `value`, added (to have its edges read) if it is new.
+    fn node(&mut self, value: &'a Value, location: String) -> usize {
+        let key: *const Value = value;
+        if let Some(&id) = self.ids.get(&key) {
+            return id;
+        }
+        let id = self.nodes.len();
+        self.ids.insert(key, id);
+        self.values.push(value);
+        self.nodes.push(Node {
+            location,
+            same: Vec::new(),
+            inner: Vec::new(),
+            marks: 0,
+        });
+        id
+    }
+
+    /// Reads the applicators of node `id` into its edges.
+    fn edges(&mut self, id: usize) -> Result<(), String> {
+        let Value::Object(members) = self.values[id] else {
+            return Ok(()); // `true`, `false`, or what is no schema (jsonschema refuses it)
+        };
+        let at = self.nodes[id].location.clone();
+        let mut same = Vec::new();
+        let mut inner = Vec::new();
+        for (key, value) in members {
+            let here = format!("{at}/{}", escape(key));
+            match key.as_str() {
+                "allOf" | "anyOf" | "oneOf" => each_item(value, |index, item| {
+                    same.push(self.node(item, format!("{here}/{index}")));
+                }),
+                "not" | "if" | "then" | "else" => same.push(self.node(value, here)),
+                "dependentSchemas" | "dependencies" => each_member(value, |name, member| {
+                    if member.is_object() || member.is_boolean() {
+                        same.push(self.node(member, format!("{here}/{}", escape(name))));
+                    }
+                }),
+                "$ref" | "$dynamicRef" | "$recursiveRef" => {
+                    let Some(reference) = value.as_str() else {
+                        continue;
+                    };
+                    let targets = self.resolve(key, reference).ok_or_else(|| {
+                        format!(
+                            "its {key} {reference:?} (at {here}) names nothing in the schema; the \
+                             host follows only references within a tool's schema (`#/…` pointers, \
+                             anchors and the `$id`s the schema declares)"
+                        )
+                    })?;
+                    for target in targets {
+                        same.push(self.node(target, format!("{reference} (from {here})")));
+                    }
+                }
+                "properties" => each_member(value, |name, member| {
+                    let node = self.node(member, format!("{here}/{}", escape(name)));
+                    inner.push((Step::Member(name), node));
+                }),
+                "patternProperties" => each_member(value, |name, member| {
+                    let node = self.node(member, format!("{here}/{}", escape(name)));
+                    inner.push((Step::AnyMember, node));
+                }),
+                "additionalProperties" | "unevaluatedProperties" | "propertyNames" => {
+                    inner.push((Step::AnyMember, self.node(value, here)));
+                }
+                "prefixItems" => each_item(value, |index, item| {
+                    let node = self.node(item, format!("{here}/{index}"));
+                    inner.push((Step::Item(index), node));
+                }),
+                "items" if value.is_array() => each_item(value, |index, item| {
+                    let node = self.node(item, format!("{here}/{index}"));
+                    inner.push((Step::Item(index), node));
+                }),
+                "items" | "additionalItems" | "unevaluatedItems" | "contains" => {
+                    inner.push((Step::AnyItem, self.node(value, here)));
+                }
+                "contentSchema" => inner.push((Step::Any, self.node(value, here))),
+                _ => {}
+            }
+        }
+        self.nodes[id].same = same;
+        self.nodes[id].inner = inner;
+        self.nodes[id].marks = ["unevaluatedProperties", "unevaluatedItems"]
+            .iter()
+            .filter(|key| members.contains_key(**key))
+            .count();
+        Ok(())
+    }
+
+    /// Every subschema `reference` (of keyword `key`) may name, or `None` if it names nothing
+    /// in the schema. More than one when it is ambiguous (an `$id` nested in another, a
+    /// dynamic reference): the count takes them all.
+    fn resolve(&self, key: &str, reference: &str) -> Option<Vec<&'a Value>> {
+        let (base, fragment) = reference.split_once('#').unwrap_or((reference, ""));
+        let bases: Vec<&'a Value> = if base.is_empty() {
+            self.resources.iter().map(|(_, value)| *value).collect()
+        } else {
+            self.resources
+                .iter()
+                .filter(|(id, _)| id.is_some_and(|id| same_resource(id, base)))
+                .map(|(_, value)| *value)
+                .collect()
+        };
+        let mut found: Vec<&'a Value> = Vec::new();
+        if key == "$recursiveRef" {
+            found.push(self.root);
+            found.extend(self.resources.iter().map(|(_, value)| *value));
+            found.extend(&self.recursive_anchors);
+        }
+        if fragment.is_empty() {
+            found.extend(&bases);
+        } else if fragment.starts_with('/') {
+            let pointer = percent_decode(fragment)?;
+            found.extend(bases.iter().filter_map(|base| base.pointer(&pointer)));
+        } else {
+            found.extend(self.anchors.get(fragment).into_iter().flatten());
+        }
+        let mut seen = HashSet::new();
+        found.retain(|value| seen.insert(*value as *const Value));
+        (!found.is_empty()).then_some(found)
+    }
+
+    /// The nodes in an order where each comes before those it applies to the same value;
+    /// refused if they apply themselves without end.
+    fn same_value_order(&self) -> Result<Vec<usize>, String> {
+        #[derive(Clone, Copy, PartialEq)]
+        enum Mark {
+            New,
+            Open,
+            Done,
+        }
+        let mut marks = vec![Mark::New; self.nodes.len()];
+        let mut finished = Vec::with_capacity(self.nodes.len());
+        for start in 0..self.nodes.len() {
+            if marks[start] != Mark::New {
+                continue;
+            }
+            // Depth first without recursion: a reference chain may be thousands long.
+            let mut stack = vec![(start, 0)];
+            marks[start] = Mark::Open;
+            while let Some((node, next)) = stack.pop() {
+                if let Some(&target) = self.nodes[node].same.get(next) {
+                    stack.push((node, next + 1));
+                    match marks[target] {
+                        Mark::New => {
+                            marks[target] = Mark::Open;
+                            stack.push((target, 0));
+                        }
+                        Mark::Open => {
+                            return Err(format!(
+                                "its subschema at {} applies itself to the same value without \
+                                 end (through {})",
+                                self.nodes[target].location, self.nodes[node].location
+                            ));
+                        }
+                        Mark::Done => {}
+                    }
+                } else {
+                    marks[node] = Mark::Done;
+                    finished.push(node);
+                }
+            }
+        }
+        finished.reverse();
+        Ok(finished)
+    }
+
+    /// Counts, level by level, the subschemas applied to one value and how deeply their
+    /// applications nest; refuses the schema at the first level over a bound.
+    fn count(&self, order: &[usize]) -> Result<(), String> {
+        let size = self.nodes.len();
+        let mut position = vec![0; size];
+        for (at, &node) in order.iter().enumerate() {
+            position[node] = at;
+        }
+        let mut steps = Steps::default();
+        let mut applied = vec![0u64; size];
+        for (node, count) in self.closure(HashMap::from([(0, 1)]), &position, &mut steps, true)? {
+            applied[node] = count;
+        }
+        let mut nesting = vec![0u32; size];
+        nesting[0] = 1;
+        self.deepen(&mut nesting, order);
+        // Once the counts of one level are those of the one before, so are all the next ones.
+        let mut steady = false;
+        for level in 0..=MAX_VALUE_DEPTH {
+            let total = applied.iter().fold(0u64, |sum, n| sum.saturating_add(*n));
+            let deepest = nesting.iter().copied().max().unwrap_or(0);
+            let at = if level == 0 {
+                "the value itself".to_owned()
+            } else {
+                format!("a value nested {level} deep")
+            };
+            if total > MAX_APPLICATIONS {
+                return Err(format!(
+                    "checking a value against it could apply {} subschemas to {at} (its \
+                     references and `allOf`/`anyOf`/`oneOf` name the same subschemas over and \
+                     over); the host allows {MAX_APPLICATIONS}: name each subschema once per \
+                     level",
+                    if total == u64::MAX {
+                        "more than 2⁶⁴".to_owned()
+                    } else {
+                        total.to_string()
+                    }
+                ));
+            }
+            if deepest > MAX_NESTING {
+                return Err(format!(
+                    "checking a value against it could nest {deepest} subschema applications \
+                     by {at} (a chain of references that long); the host allows {MAX_NESTING}"
+                ));
+            }
+            if total == 0 {
+                return Ok(());
+            }
+            let next_nesting = self.inner_nesting(&applied, &nesting, order);
+            if !steady {
+                let next = self.inner_counts(&applied, &position, &mut steps)?;
+                steady = next == applied;
+                applied = next;
+            }
+            nesting = next_nesting;
+        }
+        Ok(())
+    }
+
+    /// The subschemas applied (with how many times each) once `seeds` apply, following the
+    /// applicators to the same value, in the nodes' order; with `marking`, also what
+    /// `unevaluatedProperties` and `unevaluatedItems` check again: jsonschema finds what was
+    /// evaluated by checking each subschema below them once more per path to it (and those
+    /// checks run the `unevaluated…` keywords below, and so on).
+    fn closure(
+        &self,
+        seeds: HashMap<usize, u64>,
+        position: &[usize],
+        steps: &mut Steps,
+        marking: bool,
+    ) -> Result<HashMap<usize, u64>, String> {
+        let mut reached: Vec<usize> = seeds.keys().copied().collect();
+        let mut seen: HashSet<usize> = reached.iter().copied().collect();
+        let mut next = 0;
+        while let Some(&node) = reached.get(next) {
+            next += 1;
+            steps.take(1 + self.nodes[node].same.len())?;
+            for &target in &self.nodes[node].same {
+                if seen.insert(target) {
+                    reached.push(target);
+                }
+            }
+        }
+        reached.sort_unstable_by_key(|&node| position[node]);
+        let mut counts = seeds;
+        for node in reached {
+            let count = counts.get(&node).copied().unwrap_or(0);
+            if count == 0 {
+                continue;
+            }
+            for &target in &self.nodes[node].same {
+                let slot = counts.entry(target).or_default();
+                *slot = slot.saturating_add(count);
+            }
+            let marks = if marking { self.nodes[node].marks } else { 0 };
+            for _ in 0..marks {
+                for &(below, paths) in self.paths_below(node, position, steps)?.iter() {
+                    let slot = counts.entry(below).or_default();
+                    *slot = slot.saturating_add(count.saturating_mul(paths));
+                }
+            }
+        }
+        Ok(counts)
+    }
+
+    /// Every subschema `node` applies to the same value, directly or not, with the number of
+    /// paths to it (remembered in `steps`).
+    fn paths_below(
+        &self,
+        node: usize,
+        position: &[usize],
+        steps: &mut Steps,
+    ) -> Result<std::rc::Rc<[(usize, u64)]>, String> {
+        if let Some(known) = steps.below.get(&node) {
+            return Ok(std::rc::Rc::clone(known));
+        }
+        let paths: std::rc::Rc<[(usize, u64)]> = self
+            .closure(HashMap::from([(node, 1)]), position, steps, false)?
+            .into_iter()
+            .filter(|&(below, _)| below != node)
+            .collect();
+        steps.below.insert(node, std::rc::Rc::clone(&paths));
+        Ok(paths)
+    }
+
+    /// What applies to one member or item of a value that `applied` applies to: for each
+    /// subschema, the most over every member name and every item index (each name's own
+    /// applications followed to the end before the most is taken, so that one value is never
+    /// counted less than it gets).
+    fn inner_counts(
+        &self,
+        applied: &[u64],
+        position: &[usize],
+        steps: &mut Steps,
+    ) -> Result<Vec<u64>, String> {
+        let mut any_member = HashMap::new();
+        let mut any_item = HashMap::new();
+        let mut named: HashMap<Step<'a>, HashMap<usize, u64>> = HashMap::new();
+        for (node, &count) in applied.iter().enumerate() {
+            if count == 0 {
+                continue;
+            }
+            for &(step, target) in &self.nodes[node].inner {
+                let add = |seeds: &mut HashMap<usize, u64>| {
+                    let slot = seeds.entry(target).or_default();
+                    *slot = slot.saturating_add(count);
+                };
+                match step {
+                    Step::AnyMember => add(&mut any_member),
+                    Step::AnyItem => add(&mut any_item),
+                    Step::Any => {
+                        add(&mut any_member);
+                        add(&mut any_item);
+                    }
+                    Step::Member(_) | Step::Item(_) => add(named.entry(step).or_default()),
+                }
+            }
+        }
+        // What every member (item) gets, and the most any one name (index) adds to it: the
+        // closure adds up, so these add up too.
+        let size = self.nodes.len();
+        let mut member = vec![0u64; size];
+        let mut item = vec![0u64; size];
+        for (step, seeds) in named {
+            let most = match step {
+                Step::Member(_) => &mut member,
+                _ => &mut item,
+            };
+            for (node, count) in self.closure(seeds, position, steps, true)? {
+                most[node] = most[node].max(count);
+            }
+        }
+        for (seeds, every) in [(any_member, &mut member), (any_item, &mut item)] {
+            for (node, count) in self.closure(seeds, position, steps, true)? {
+                every[node] = every[node].saturating_add(count);
+            }
+        }
+        Ok(member
+            .into_iter()
+            .zip(item)
+            .map(|(member, item)| member.max(item))
+            .collect())
+    }
+
+    /// How deeply applications nest at the members and items of a value whose applications
+    /// nest as `nesting` says (the deepest over every name and index: the most of sums is the
+    /// sum of the mosts here).
+    fn inner_nesting(&self, applied: &[u64], nesting: &[u32], order: &[usize]) -> Vec<u32> {
+        let mut next = vec![0u32; self.nodes.len()];
+        for (node, &count) in applied.iter().enumerate() {
+            if count == 0 {
+                continue;
+            }
+            for &(_, target) in &self.nodes[node].inner {
+                next[target] = next[target].max(nesting[node].saturating_add(1));
+            }
+        }
+        self.deepen(&mut next, order);
+        next
+    }
+
+    /// Follows the applicators to the same value in `nesting`, each one level deeper.
+    fn deepen(&self, nesting: &mut [u32], order: &[usize]) {
+        for &node in order {
+            if nesting[node] == 0 {
+                continue;
+            }
+            for &target in &self.nodes[node].same {
+                nesting[target] = nesting[target].max(nesting[node].saturating_add(1));
+            }
+        }
+    }
+}
+
+/// The steps the count may take: a schema so tangled that counting would take longer is
+/// refused rather than counted. Also what [`Graph::paths_below`] found.
+#[derive(Default)]
+struct Steps {
+    taken: u64,
+    below: HashMap<usize, std::rc::Rc<[(usize, u64)]>>,
+}
+
+impl Steps {
+    /// Most steps one schema's count may take (a fraction of a second).
+    const MAX: u64 = 20_000_000;
+
+    fn take(&mut self, steps: usize) -> Result<(), String> {
+        self.taken = self.taken.saturating_add(steps as u64);
+        if self.taken > Self::MAX {
+            return Err(format!(
+                "the host could not bound the work of checking a value against it within {} \
+                 steps (its subschemas name one another too many ways); simplify it",
+                Self::MAX
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Whether a reference's base names the resource declaring `id`: the same text, or one a
+/// relative form of the other (`item.json` and `https://example.com/item.json`).
+fn same_resource(id: &str, base: &str) -> bool {
+    id == base
+        || id
+            .strip_suffix(base)
+            .is_some_and(|rest| rest.ends_with('/'))
+        || base
+            .strip_suffix(id)
+            .is_some_and(|rest| rest.ends_with('/'))
+}
+
+/// A URI fragment's JSON pointer with its percent escapes decoded; `None` if they are not
+/// UTF-8.
+fn percent_decode(fragment: &str) -> Option<String> {
+    let bytes = fragment.as_bytes();
+    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut index = 0;
+    while index < bytes.len() {
+        let hex = bytes
+            .get(index + 1..index + 3)
+            .and_then(|hex| std::str::from_utf8(hex).ok())
+            .and_then(|hex| u8::from_str_radix(hex, 16).ok());
+        match (bytes[index], hex) {
+            (b'%', Some(byte)) => {
+                decoded.push(byte);
+                index += 3;
+            }
+            (byte, _) => {
+                decoded.push(byte);
+                index += 1;
+            }
+        }
+    }
+    String::from_utf8(decoded).ok()
+}
+
+/// A key as a JSON pointer token.
+fn escape(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+fn each_item<'a>(value: &'a Value, mut each: impl FnMut(usize, &'a Value)) {
+    if let Value::Array(items) = value {
+        for (index, item) in items.iter().enumerate() {
+            each(index, item);
+        }
+    }
+}
+
+fn each_member<'a>(value: &'a Value, mut each: impl FnMut(&'a str, &'a Value)) {
+    if let Value::Object(members) = value {
+        let members: &'a Map<String, Value> = members;
+        for (name, member) in members {
+            each(name, member);
+        }
+    }
+}
