@@ -111,6 +111,18 @@ impl<'a> Node<'a, InputJson> for &'a InputNode<'a> {
         Cow::Owned(self.to_json())
     }
 
+    // Compared in place: the default copies the whole value for every `const` and every
+    // `enum` entry.
+    fn equals_value(&self, expected: &Value) -> bool {
+        equals(self, expected)
+    }
+
+    // A bounded preview: every problem found carries its instance, and a copy of a large value
+    // in each of thousands of problems would take the host's memory.
+    fn lazy_value(&self) -> jsonschema_value::LazyInstance<'a> {
+        jsonschema_value::LazyInstance::Ready(Cow::Owned(preview(self, 0)))
+    }
+
     fn identity(&self) -> Option<NodeIdentity> {
         Some(NodeIdentity::new(
             std::ptr::from_ref::<InputNode<'a>>(*self) as usize,
@@ -159,5 +171,177 @@ impl<'a> Array<'a, InputJson> for &'a [InputNode<'a>] {
 
     fn elements(&self) -> Self::ElementsIter {
         self.iter()
+    }
+
+    // Without copying the items: pairwise for a few, else by a structural hash, compared
+    // only within a hash's bucket.
+    fn is_unique(&self) -> bool {
+        let items = *self;
+        if items.len() <= 16 {
+            return items
+                .iter()
+                .enumerate()
+                .all(|(at, item)| items[at + 1..].iter().all(|other| !same(item, other)));
+        }
+        let state = std::hash::RandomState::new();
+        let mut buckets: std::collections::HashMap<u64, Vec<&InputNode<'_>>> =
+            std::collections::HashMap::with_capacity(items.len());
+        for item in items {
+            let bucket = buckets.entry(hash(&state, item)).or_default();
+            if bucket.iter().any(|other| same(item, other)) {
+                return false;
+            }
+            bucket.push(item);
+        }
+        true
+    }
+}
+
+/// Whether `node` equals `expected` as JSON Schema compares (numbers mathematically).
+fn equals(node: &InputNode<'_>, expected: &Value) -> bool {
+    match (node, expected) {
+        (InputNode::Null, Value::Null) => true,
+        (InputNode::Bool(a), Value::Bool(b)) => a == b,
+        (InputNode::Number(a), Value::Number(b)) => jsonschema::json::cmp::equal_numbers(a, b),
+        (InputNode::String(a), Value::String(b)) => a == b,
+        (InputNode::Array(a), Value::Array(b)) => {
+            a.len() == b.len() && a.iter().zip(b).all(|(a, b)| equals(a, b))
+        }
+        // A value checked holds each member name once (repeated names are refused first).
+        (InputNode::Object(a), Value::Object(b)) => {
+            a.len() == b.len()
+                && a.iter().all(|(name, value)| {
+                    b.get(name.as_ref())
+                        .is_some_and(|expected| equals(value, expected))
+                })
+        }
+        _ => false,
+    }
+}
+
+/// Whether two values are equal as JSON Schema compares them: objects by sorted member names
+/// (never one scan per member).
+fn same(a: &InputNode<'_>, b: &InputNode<'_>) -> bool {
+    match (a, b) {
+        (InputNode::Null, InputNode::Null) => true,
+        (InputNode::Bool(a), InputNode::Bool(b)) => a == b,
+        (InputNode::Number(a), InputNode::Number(b)) => jsonschema::json::cmp::equal_numbers(a, b),
+        (InputNode::String(a), InputNode::String(b)) => a == b,
+        (InputNode::Array(a), InputNode::Array(b)) => {
+            a.len() == b.len() && a.iter().zip(b).all(|(a, b)| same(a, b))
+        }
+        (InputNode::Object(a), InputNode::Object(b)) => {
+            if a.len() != b.len() {
+                return false;
+            }
+            let (left, right) = (sorted_names(a), sorted_names(b));
+            left.iter()
+                .zip(&right)
+                .all(|((name, at), (other, other_at))| {
+                    name == other && same(&a[*at].1, &b[*other_at].1)
+                })
+        }
+        _ => false,
+    }
+}
+
+/// An object's member names, sorted, each with where it is.
+fn sorted_names<'n>(members: &'n [(Cow<'_, str>, InputNode<'_>)]) -> Vec<(&'n str, usize)> {
+    let mut sorted: Vec<(&str, usize)> = members
+        .iter()
+        .enumerate()
+        .map(|(at, (name, _))| (name.as_ref(), at))
+        .collect();
+    sorted.sort_unstable();
+    sorted
+}
+
+/// A hash of `node` under which equal values (as [`same`] compares) fall together: numbers by
+/// their exact integer value where they have one (so `1` and `1.0` meet, and large distinct
+/// integers do not), members in any order.
+fn hash(state: &std::hash::RandomState, node: &InputNode<'_>) -> u64 {
+    use std::hash::{BuildHasher, Hash, Hasher};
+    let mut hasher = state.build_hasher();
+    match node {
+        InputNode::Null => 0u8.hash(&mut hasher),
+        InputNode::Bool(value) => (1u8, value).hash(&mut hasher),
+        InputNode::Number(number) => {
+            2u8.hash(&mut hasher);
+            if let Some(value) = number.as_i64() {
+                i128::from(value).hash(&mut hasher);
+            } else if let Some(value) = number.as_u64() {
+                i128::from(value).hash(&mut hasher);
+            } else if let Some(value) = number.as_f64() {
+                // Integral floats within i128's range hash as those integers (`-0.0` as 0).
+                if value.fract() == 0.0 && value.abs() < 1.0e38 {
+                    (value as i128).hash(&mut hasher);
+                } else {
+                    value.to_bits().hash(&mut hasher);
+                }
+            }
+        }
+        InputNode::String(text) => (3u8, text.as_ref()).hash(&mut hasher),
+        InputNode::Array(items) => {
+            (4u8, items.len()).hash(&mut hasher);
+            for item in items {
+                hash(state, item).hash(&mut hasher);
+            }
+        }
+        InputNode::Object(members) => {
+            (5u8, members.len()).hash(&mut hasher);
+            let mut sum = 0u64;
+            for (name, value) in members {
+                sum = sum.wrapping_add(state.hash_one((name.as_ref(), hash(state, value))));
+            }
+            sum.hash(&mut hasher);
+        }
+    }
+    hasher.finish()
+}
+
+/// Most items or members, string characters and levels a preview shows.
+const PREVIEW_ITEMS: usize = 8;
+const PREVIEW_CHARS: usize = 64;
+const PREVIEW_DEPTH: usize = 3;
+
+/// `node` for an error message: at most [`PREVIEW_ITEMS`] items or members per level,
+/// [`PREVIEW_CHARS`] characters per string, [`PREVIEW_DEPTH`] levels; what is left out is
+/// said (`"…"`, `"… 120 more"`).
+fn preview(node: &InputNode<'_>, depth: usize) -> Value {
+    let more = |count: usize| Value::String(format!("… {count} more"));
+    match node {
+        InputNode::String(text) if text.chars().count() > PREVIEW_CHARS => {
+            let cut: String = text.chars().take(PREVIEW_CHARS).collect();
+            Value::String(format!("{cut}…"))
+        }
+        InputNode::Array(_) | InputNode::Object(_) if depth >= PREVIEW_DEPTH => {
+            Value::String("…".to_owned())
+        }
+        InputNode::Array(items) => {
+            let mut shown: Vec<Value> = items
+                .iter()
+                .take(PREVIEW_ITEMS)
+                .map(|item| preview(item, depth + 1))
+                .collect();
+            if items.len() > PREVIEW_ITEMS {
+                shown.push(more(items.len() - PREVIEW_ITEMS));
+            }
+            Value::Array(shown)
+        }
+        InputNode::Object(members) => {
+            let mut shown: Map<String, Value> = members
+                .iter()
+                .take(PREVIEW_ITEMS)
+                .map(|(name, value)| {
+                    let name: String = name.chars().take(PREVIEW_CHARS).collect();
+                    (name, preview(value, depth + 1))
+                })
+                .collect();
+            if members.len() > PREVIEW_ITEMS {
+                shown.insert("…".to_owned(), more(members.len() - PREVIEW_ITEMS));
+            }
+            Value::Object(shown)
+        }
+        other => other.to_json(),
     }
 }

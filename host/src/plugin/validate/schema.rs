@@ -11,7 +11,32 @@ use llm_worker_rules::tool::MAX_SCHEMA_BYTES;
 pub(crate) struct CheckedSchema {
     pub(crate) schema: Value,
     pub(crate) validator: crate::plugin::input::InputValidator,
+    /// What checking a value against it may take.
+    work: super::work::Work,
 }
+
+/// Most subschema applications one check may take (a value's size times what its schema
+/// applies to each part of it): about a second of a host thread at worst.
+const MAX_CHECK_WORK: u64 = 20_000_000;
+
+/// Most subschema applications a check whose problems are listed may take: listing them
+/// copies part of the value into each problem found.
+const MAX_LISTED_WORK: u64 = 100_000;
+
+impl CheckedSchema {
+    /// Whether checking `value` is within [`MAX_CHECK_WORK`] (`Err` with what it would take),
+    /// and whether its problems may be listed.
+    fn work_of(&self, value: &crate::plugin::input::InputNode<'_>) -> Result<bool, u64> {
+        match self.work.of(value) {
+            work if work > MAX_CHECK_WORK => Err(work),
+            work => Ok(work <= MAX_LISTED_WORK),
+        }
+    }
+}
+
+/// What a refused value gets in place of its problems when listing them would take too long.
+const TOO_MANY_TO_LIST: &str = "(a value this large against this schema: its problems are not \
+                                listed; compare it with the schema)";
 
 /// Compiles a schema once the work of checking a value against it is bounded
 /// ([`check_work`](super::work::check_work)); remote `$ref`s are not fetched (the host makes
@@ -20,10 +45,14 @@ pub(super) fn compile_schema(
     schema: Value,
     budget: &SchemaBudget,
 ) -> Result<CheckedSchema, String> {
-    super::work::check_work(&schema)?;
+    let work = super::work::check_work(&schema)?;
     let validator = crate::plugin::input::validator(&schema, &budget.compiled)
         .map_err(|e| format!("it is not a valid JSON Schema: {e}"))?;
-    Ok(CheckedSchema { schema, validator })
+    Ok(CheckedSchema {
+        schema,
+        validator,
+        work,
+    })
 }
 
 /// Checks an input against a tool's schema; the message lists every problem with its JSON
@@ -33,9 +62,19 @@ pub(crate) fn check_schema(
     tool: &str,
     input: &crate::plugin::input::InputNode<'_>,
 ) -> Result<(), String> {
+    let listed = checked.work_of(input).map_err(|work| {
+        format!(
+            "the input of tool '{tool}' is too large for its input schema: checking it could \
+             apply {work} subschemas, over the host's {MAX_CHECK_WORK}; send a smaller input"
+        )
+    })?;
     // The common case, valid input, without building any error.
     input_verdict(tool, checked.validator.is_valid(input), || {
-        schema_problems(checked, input, Checked::Input)
+        if listed {
+            schema_problems(checked, input, Checked::Input)
+        } else {
+            vec![TOO_MANY_TO_LIST.to_owned()]
+        }
     })
 }
 
@@ -91,8 +130,18 @@ pub(crate) fn check_output(checked: &CheckedSchema, output: &str) -> Result<(), 
     if !matches!(value, crate::plugin::input::InputNode::Object(_)) {
         return Err("its result is not a JSON object".to_owned());
     }
+    let listed = checked.work_of(&value).map_err(|work| {
+        format!(
+            "its result is too large for its output schema: checking it could apply {work} \
+             subschemas, over the host's {MAX_CHECK_WORK}"
+        )
+    })?;
     verdict(checked.validator.is_valid(&value), || {
-        schema_problems(checked, &value, Checked::Output)
+        if listed {
+            schema_problems(checked, &value, Checked::Output)
+        } else {
+            vec![TOO_MANY_TO_LIST.to_owned()]
+        }
     })
     .map_err(|problems| format!("its result does not match its output schema{problems}"))
 }

@@ -48,9 +48,28 @@ enum Step<'a> {
     Any,
 }
 
+/// Where a subschema is, for messages: rendered only when one is written.
+#[derive(Clone, Copy)]
+enum Where<'a> {
+    Root,
+    /// Under another node: its keyword, then a name or index under it if any.
+    Under {
+        parent: usize,
+        keyword: &'a str,
+        key: Option<Key<'a>>,
+    },
+    /// Reached by this reference.
+    Reference(&'a str),
+}
+
+#[derive(Clone, Copy)]
+enum Key<'a> {
+    Name(&'a str),
+    Index(usize),
+}
+
 struct Node<'a> {
-    /// Where it is, for messages: a JSON pointer or the reference that led to it.
-    location: String,
+    location: Where<'a>,
     /// Subschemas applied to the same value, once per naming.
     same: Vec<usize>,
     /// Subschemas applied to members or items.
@@ -75,16 +94,50 @@ struct Graph<'a> {
     recursive_anchors: Vec<&'a Value>,
 }
 
+/// What checking a value against a schema may take: at most `per_level[d]` subschema
+/// applications to each value nested `d` deep (none deeper than the list).
+#[derive(Debug, Clone)]
+pub(crate) struct Work {
+    per_level: Vec<u64>,
+}
+
+impl Work {
+    /// The most subschema applications checking `value` against the schema may take.
+    pub(crate) fn of(&self, value: &crate::plugin::input::InputNode<'_>) -> u64 {
+        self.at_level(value, 0)
+    }
+
+    fn at_level(&self, value: &crate::plugin::input::InputNode<'_>, level: usize) -> u64 {
+        use crate::plugin::input::InputNode;
+        let Some(&here) = self.per_level.get(level) else {
+            return 0;
+        };
+        // No deeper than serde_json's nesting limit, so the recursion is bounded.
+        let below = match value {
+            InputNode::Array(items) => items.iter().fold(0u64, |sum, item| {
+                sum.saturating_add(self.at_level(item, level + 1))
+            }),
+            InputNode::Object(members) => members.iter().fold(0u64, |sum, (_, member)| {
+                sum.saturating_add(self.at_level(member, level + 1))
+            }),
+            _ => 0,
+        };
+        here.saturating_add(below)
+    }
+}
+
 /// Refuses `schema` (with the reason, to follow "its input schema …") when checking a value
-/// against it could take more than the bounds of this module allow.
-pub(crate) fn check_work(schema: &Value) -> Result<(), String> {
-    let graph = Graph::build(schema)?;
+/// against it could take more than the bounds of this module allow; otherwise what checking a
+/// value may take.
+pub(crate) fn check_work(schema: &Value) -> Result<Work, String> {
+    let mut steps = Steps::default();
+    let graph = Graph::build(schema, &mut steps)?;
     let order = graph.same_value_order()?;
-    graph.count(&order)
+    graph.count(&order, &mut steps)
 }
 
 impl<'a> Graph<'a> {
-    fn build(root: &'a Value) -> Result<Self, String> {
+    fn build(root: &'a Value, steps: &mut Steps) -> Result<Self, String> {
         let mut graph = Graph {
             root,
             ids: HashMap::new(),
@@ -95,10 +148,10 @@ impl<'a> Graph<'a> {
             recursive_anchors: Vec::new(),
         };
         graph.index(root);
-        graph.node(root, "#".to_owned());
+        graph.node(root, Where::Root);
         let mut next = 0;
         while next < graph.nodes.len() {
-            graph.edges(next)?;
+            graph.edges(next, steps)?;
             next += 1;
         }
         Ok(graph)
@@ -142,7 +195,7 @@ impl<'a> Graph<'a> {
     }
 
     /// The node of `value`, added (to have its edges read) if it is new.
-    fn node(&mut self, value: &'a Value, location: String) -> usize {
+    fn node(&mut self, value: &'a Value, location: Where<'a>) -> usize {
         let key: *const Value = value;
         if let Some(&id) = self.ids.get(&key) {
             return id;
@@ -160,63 +213,83 @@ impl<'a> Graph<'a> {
     }
 
     /// Reads the applicators of node `id` into its edges.
-    fn edges(&mut self, id: usize) -> Result<(), String> {
+    fn edges(&mut self, id: usize, steps: &mut Steps) -> Result<(), String> {
         let Value::Object(members) = self.values[id] else {
             return Ok(()); // `true`, `false`, or what is no schema (jsonschema refuses it)
         };
-        let at = self.nodes[id].location.clone();
+        steps.take(1 + members.len())?;
         let mut same = Vec::new();
         let mut inner = Vec::new();
-        for (key, value) in members {
-            let here = format!("{at}/{}", escape(key));
-            match key.as_str() {
+        // `unevaluatedItems` finds what `contains` evaluated by applying it to every item again,
+        // and both `unevaluated…` keywords may check their own subschema twice per member.
+        let unevaluated_items = members.contains_key("unevaluatedItems");
+        for (keyword, value) in members {
+            let under = |key| Where::Under {
+                parent: id,
+                keyword,
+                key,
+            };
+            match keyword.as_str() {
                 "allOf" | "anyOf" | "oneOf" => each_item(value, |index, item| {
-                    same.push(self.node(item, format!("{here}/{index}")));
+                    same.push(self.node(item, under(Some(Key::Index(index)))));
                 }),
-                "not" | "if" | "then" | "else" => same.push(self.node(value, here)),
+                "not" | "if" | "then" | "else" => same.push(self.node(value, under(None))),
                 "dependentSchemas" | "dependencies" => each_member(value, |name, member| {
                     if member.is_object() || member.is_boolean() {
-                        same.push(self.node(member, format!("{here}/{}", escape(name))));
+                        same.push(self.node(member, under(Some(Key::Name(name)))));
                     }
                 }),
                 "$ref" | "$dynamicRef" | "$recursiveRef" => {
                     let Some(reference) = value.as_str() else {
                         continue;
                     };
-                    let targets = self.resolve(key, reference).ok_or_else(|| {
+                    steps.take(self.resources.len() + self.recursive_anchors.len())?;
+                    let targets = self.resolve(keyword, reference).map_err(|why| {
                         format!(
-                            "its {key} {reference:?} (at {here}) names nothing in the schema; the \
-                             host follows only references within a tool's schema (`#/…` pointers, \
-                             anchors and the `$id`s the schema declares)"
+                            "its {keyword} {reference:?} (at {}) {why}",
+                            self.render(under(None))
                         )
                     })?;
+                    steps.take(targets.len())?;
                     for target in targets {
-                        same.push(self.node(target, format!("{reference} (from {here})")));
+                        same.push(self.node(target, Where::Reference(reference)));
                     }
                 }
                 "properties" => each_member(value, |name, member| {
-                    let node = self.node(member, format!("{here}/{}", escape(name)));
+                    let node = self.node(member, under(Some(Key::Name(name))));
                     inner.push((Step::Member(name), node));
                 }),
                 "patternProperties" => each_member(value, |name, member| {
-                    let node = self.node(member, format!("{here}/{}", escape(name)));
+                    let node = self.node(member, under(Some(Key::Name(name))));
                     inner.push((Step::AnyMember, node));
                 }),
-                "additionalProperties" | "unevaluatedProperties" | "propertyNames" => {
-                    inner.push((Step::AnyMember, self.node(value, here)));
+                "additionalProperties" | "propertyNames" => {
+                    inner.push((Step::AnyMember, self.node(value, under(None))));
+                }
+                "unevaluatedProperties" => {
+                    let node = self.node(value, under(None));
+                    inner.extend([(Step::AnyMember, node), (Step::AnyMember, node)]);
                 }
                 "prefixItems" => each_item(value, |index, item| {
-                    let node = self.node(item, format!("{here}/{index}"));
+                    let node = self.node(item, under(Some(Key::Index(index))));
                     inner.push((Step::Item(index), node));
                 }),
                 "items" if value.is_array() => each_item(value, |index, item| {
-                    let node = self.node(item, format!("{here}/{index}"));
+                    let node = self.node(item, under(Some(Key::Index(index))));
                     inner.push((Step::Item(index), node));
                 }),
-                "items" | "additionalItems" | "unevaluatedItems" | "contains" => {
-                    inner.push((Step::AnyItem, self.node(value, here)));
+                "unevaluatedItems" => {
+                    let node = self.node(value, under(None));
+                    inner.extend([(Step::AnyItem, node), (Step::AnyItem, node)]);
                 }
-                "contentSchema" => inner.push((Step::Any, self.node(value, here))),
+                "contains" if unevaluated_items => {
+                    let node = self.node(value, under(None));
+                    inner.extend([(Step::AnyItem, node), (Step::AnyItem, node)]);
+                }
+                "items" | "additionalItems" | "contains" => {
+                    inner.push((Step::AnyItem, self.node(value, under(None))));
+                }
+                "contentSchema" => inner.push((Step::Any, self.node(value, under(None)))),
                 _ => {}
             }
         }
@@ -229,37 +302,86 @@ impl<'a> Graph<'a> {
         Ok(())
     }
 
-    /// Every subschema `reference` (of keyword `key`) may name, or `None` if it names nothing
-    /// in the schema. More than one when it is ambiguous (an `$id` nested in another, a
-    /// dynamic reference): the count takes them all.
-    fn resolve(&self, key: &str, reference: &str) -> Option<Vec<&'a Value>> {
-        let (base, fragment) = reference.split_once('#').unwrap_or((reference, ""));
-        let bases: Vec<&'a Value> = if base.is_empty() {
-            self.resources.iter().map(|(_, value)| *value).collect()
-        } else {
-            self.resources
-                .iter()
-                .filter(|(id, _)| id.is_some_and(|id| same_resource(id, base)))
-                .map(|(_, value)| *value)
-                .collect()
+    /// `location` as a JSON pointer from the root (`#/…`), or as the reference that reached it.
+    fn render(&self, location: Where<'a>) -> String {
+        let mut parts = Vec::new();
+        let mut at = location;
+        let start = loop {
+            match at {
+                Where::Root => break "#".to_owned(),
+                Where::Reference(reference) => break reference.to_owned(),
+                Where::Under {
+                    parent,
+                    keyword,
+                    key,
+                } => {
+                    if let Some(key) = key {
+                        parts.push(match key {
+                            Key::Name(name) => escape(name),
+                            Key::Index(index) => index.to_string(),
+                        });
+                    }
+                    parts.push(escape(keyword));
+                    at = self.nodes[parent].location;
+                }
+            }
         };
+        parts.reverse();
+        std::iter::once(start)
+            .chain(parts)
+            .collect::<Vec<_>>()
+            .join("/")
+    }
+
+    /// Every subschema `reference` (of keyword `key`) may name; more than one when jsonschema
+    /// could resolve it to any of them (the count takes them all). A reference with a base
+    /// URI may name any resource the schema declares (jsonschema normalises URIs, so their
+    /// text is not compared); one naming a JSON Schema meta-schema, or nothing in the
+    /// schema, is refused with the reason.
+    fn resolve(&self, key: &str, reference: &str) -> Result<Vec<&'a Value>, &'static str> {
+        const NOTHING: &str = "names nothing in the schema; the host follows only references \
+                               within a tool's schema (`#/…` pointers, anchors and the `$id`s \
+                               the schema declares)";
+        let (base, fragment) = reference.split_once('#').unwrap_or((reference, ""));
+        if percent_decode(base)
+            .unwrap_or_default()
+            .to_ascii_lowercase()
+            .contains("json-schema.org")
+        {
+            return Err(
+                "names a JSON Schema meta-schema; the host follows only references within a \
+                 tool's schema",
+            );
+        }
+        let bases: Vec<&'a Value> = self.resources.iter().map(|(_, value)| *value).collect();
         let mut found: Vec<&'a Value> = Vec::new();
         if key == "$recursiveRef" {
             found.push(self.root);
-            found.extend(self.resources.iter().map(|(_, value)| *value));
+            found.extend(&bases);
             found.extend(&self.recursive_anchors);
         }
         if fragment.is_empty() {
             found.extend(&bases);
         } else if fragment.starts_with('/') {
-            let pointer = percent_decode(fragment)?;
-            found.extend(bases.iter().filter_map(|base| base.pointer(&pointer)));
+            // Decoded, as RFC 3986 reads a fragment, and as written: whichever jsonschema
+            // follows, the count includes it.
+            let decoded = percent_decode(fragment).ok_or(NOTHING)?;
+            for pointer in [decoded.as_str(), fragment] {
+                found.extend(
+                    bases
+                        .iter()
+                        .filter_map(|base| lenient_pointer(base, pointer)),
+                );
+            }
         } else {
             found.extend(self.anchors.get(fragment).into_iter().flatten());
         }
         let mut seen = HashSet::new();
         found.retain(|value| seen.insert(*value as *const Value));
-        (!found.is_empty()).then_some(found)
+        if found.is_empty() {
+            return Err(NOTHING);
+        }
+        Ok(found)
     }
 
     /// The nodes in an order where each comes before those it applies to the same value;
@@ -292,7 +414,8 @@ impl<'a> Graph<'a> {
                             return Err(format!(
                                 "its subschema at {} applies itself to the same value without \
                                  end (through {})",
-                                self.nodes[target].location, self.nodes[node].location
+                                self.render(self.nodes[target].location),
+                                self.render(self.nodes[node].location)
                             ));
                         }
                         Mark::Done => {}
@@ -309,15 +432,15 @@ impl<'a> Graph<'a> {
 
     /// Counts, level by level, the subschemas applied to one value and how deeply their
     /// applications nest; refuses the schema at the first level over a bound.
-    fn count(&self, order: &[usize]) -> Result<(), String> {
+    fn count(&self, order: &[usize], steps: &mut Steps) -> Result<Work, String> {
         let size = self.nodes.len();
         let mut position = vec![0; size];
         for (at, &node) in order.iter().enumerate() {
             position[node] = at;
         }
-        let mut steps = Steps::default();
+        let mut per_level = Vec::new();
         let mut applied = vec![0u64; size];
-        for (node, count) in self.closure(HashMap::from([(0, 1)]), &position, &mut steps, true)? {
+        for (node, count) in self.closure(HashMap::from([(0, 1)]), &position, steps, true)? {
             applied[node] = count;
         }
         let mut nesting = vec![0u32; size];
@@ -353,17 +476,19 @@ impl<'a> Graph<'a> {
                 ));
             }
             if total == 0 {
-                return Ok(());
+                break;
             }
+            per_level.push(total);
+            steps.take(size)?;
             let next_nesting = self.inner_nesting(&applied, &nesting, order);
             if !steady {
-                let next = self.inner_counts(&applied, &position, &mut steps)?;
+                let next = self.inner_counts(&applied, &position, steps)?;
                 steady = next == applied;
                 applied = next;
             }
             nesting = next_nesting;
         }
-        Ok(())
+        Ok(Work { per_level })
     }
 
     /// The subschemas applied (with how many times each) once `seeds` apply, following the
@@ -546,16 +671,22 @@ impl Steps {
     }
 }
 
-/// Whether a reference's base names the resource declaring `id`: the same text, or one a
-/// relative form of the other (`item.json` and `https://example.com/item.json`).
-fn same_resource(id: &str, base: &str) -> bool {
-    id == base
-        || id
-            .strip_suffix(base)
-            .is_some_and(|rest| rest.ends_with('/'))
-        || base
-            .strip_suffix(id)
-            .is_some_and(|rest| rest.ends_with('/'))
+/// The value at a JSON pointer, reading array indices as `referencing` does
+/// (`str::parse::<usize>`, which also takes `01` and `+1`, where RFC 6901 and serde_json do
+/// not): a pointer jsonschema follows is followed here too.
+fn lenient_pointer<'v>(value: &'v Value, pointer: &str) -> Option<&'v Value> {
+    if pointer.is_empty() {
+        return Some(value);
+    }
+    let tokens = pointer.strip_prefix('/')?;
+    tokens.split('/').try_fold(value, |value, token| {
+        let token = token.replace("~1", "/").replace("~0", "~");
+        match value {
+            Value::Object(members) => members.get(&token),
+            Value::Array(items) => items.get(token.parse::<usize>().ok()?),
+            _ => None,
+        }
+    })
 }
 
 /// A URI fragment's JSON pointer with its percent escapes decoded; `None` if they are not

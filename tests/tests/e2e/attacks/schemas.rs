@@ -130,12 +130,12 @@ fn reference_chains_and_loops_are_refused_at_load() {
         ),
         "applies itself to the same value without end",
     );
-    // A reference to anything outside the schema.
+    // A reference to anything outside the schema (the host fetches nothing).
     assert_refused(
         load_input(
             r#"{"type":"object","properties":{"x":{"$ref":"https://example.com/other.json"}}}"#,
         ),
-        "names nothing in the schema",
+        "https://example.com/other.json",
     );
     assert_refused(
         load_input(r##"{"type":"object","properties":{"x":{"$ref":"#/$defs/missing"}}}"##),
@@ -194,4 +194,175 @@ fn recursive_and_generated_schemas_load_and_check_deep_values() {
             .check_input("t", r#"{"name":"a","other":1}"#)
             .is_err()
     );
+}
+
+#[test]
+fn references_resolve_as_jsonschema_resolves_them() {
+    let fanning: Vec<String> = (0..40)
+        .map(|i| {
+            format!(
+                r##""d{i}":{{"allOf":[{{"$ref":"#/$defs/d{0}"}},{{"$ref":"#/$defs/d{0}"}}]}}"##,
+                i + 1
+            )
+        })
+        .collect();
+    let bomb = format!(r#"{},"d40":{{}}"#, fanning.join(","));
+    // A decoy `$id` whose text matches the reference, while jsonschema normalises the URI
+    // (case, dot segments, default ports) to the resource holding the bomb.
+    assert_refused(
+        load_input(&format!(
+            r##"{{"type":"object","properties":{{"a":{{"$ref":"HTTP://H/b.json"}}}},"$defs":{{"decoy":{{"$id":"b.json"}},"bomb":{{"$id":"http://h/b.json","$ref":"#/$defs/d0","$defs":{{{bomb}}}}}}}}}"##
+        )),
+        "subschemas",
+    );
+    // An array index as `referencing` reads it (`01` is 1), where RFC 6901 reads none.
+    assert_refused(
+        load_input(&format!(
+            r##"{{"type":"object","properties":{{"a":{{"$ref":"#/$defs/x/01"}}}},"$defs":{{"x":[{{}},{{"$ref":"#/$defs/d0"}}],{bomb}}}}}"##
+        )),
+        "subschemas",
+    );
+    // A meta-schema is not the tool's to name.
+    assert_refused(
+        load_input(
+            r#"{"type":"object","properties":{"a":{"$ref":"HTTPS://JSON-SCHEMA.ORG/draft/2020-12/schema"}}}"#,
+        ),
+        "meta-schema",
+    );
+}
+
+#[test]
+fn unevaluated_keywords_recheck_what_is_below_them() {
+    // `unevaluatedProperties` checks again, to find what was evaluated, every subschema
+    // below it, once per level of the chain: 300 links check the last one 300 times.
+    let links: Vec<String> = (1..300)
+        .map(|i| format!(r##""s{i}":{{"allOf":[{{"$ref":"#/$defs/s{}"}}]}}"##, i + 1))
+        .collect();
+    let leaves = vec![r##"{"$ref":"#/$defs/u"}"##; 1_000].join(",");
+    assert_refused(
+        load_input(&format!(
+            r##"{{"type":"object","unevaluatedProperties":false,"allOf":[{{"$ref":"#/$defs/s1"}}],"$defs":{{{},"s300":{{"allOf":[{leaves}]}},"u":{{"unevaluatedProperties":{{"type":"integer"}}}}}}}}"##,
+            links.join(",")
+        )),
+        "subschemas",
+    );
+}
+
+/// A schema whose array `a` applies about 5,000 subschemas to each of its items.
+fn heavy_items() -> String {
+    let to_m = vec![r##"{"$ref":"#/$defs/m"}"##; 70].join(",");
+    let to_l = vec![r##"{"$ref":"#/$defs/l"}"##; 70].join(",");
+    format!(
+        r##"{{"type":"object","properties":{{"a":{{"type":"array","items":{{"allOf":[{to_m}]}}}}}},"$defs":{{"m":{{"allOf":[{to_l}]}},"l":{{"type":"integer"}}}}}}"##
+    )
+}
+
+#[test]
+fn a_check_is_bounded_by_the_value_it_checks() {
+    let plugin = load_input(&heavy_items()).unwrap_or_else(|e| panic!("{e}"));
+    // Five items: some 25,000 applications, checked, and the problems listed.
+    let items = |count: usize, item: &str| format!(r#"{{"a":[{}]}}"#, vec![item; count].join(","));
+    assert!(plugin.check_input("t", &items(5, "0")).is_ok());
+    let error = plugin
+        .check_input("t", &items(5, "\"x\""))
+        .expect_err("a string is no integer");
+    assert!(error.to_string().contains("at /a/0"), "{error}");
+    // A thousand: five million, checked, the problems too many to list.
+    assert!(plugin.check_input("t", &items(1_000, "0")).is_ok());
+    let error = plugin
+        .check_input("t", &items(1_000, "\"x\""))
+        .expect_err("a string is no integer");
+    assert!(
+        error.to_string().contains("problems are not listed"),
+        "{error}"
+    );
+    // Ten thousand: fifty million, over the host's bound for one check: refused unchecked.
+    let error = plugin
+        .check_input("t", &items(10_000, "0"))
+        .expect_err("too much work");
+    assert!(
+        error
+            .to_string()
+            .contains("too large for its input schema: checking it could apply"),
+        "{error}"
+    );
+    // Listing the problems of a large value copies only a preview of it into each: 2,500
+    // problems of a 400 KB object used to take a gigabyte.
+    let to_m = vec![r##"{"$ref":"#/$defs/m"}"##; 50].join(",");
+    let to_l = vec![r##"{"$ref":"#/$defs/l"}"##; 50].join(",");
+    let plugin = load_input(&format!(
+        r##"{{"type":"object","properties":{{"a":{{"allOf":[{to_m}]}}}},"$defs":{{"m":{{"allOf":[{to_l}]}},"l":{{"type":"array"}}}}}}"##
+    ))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let members: Vec<String> = (0..40_000).map(|i| format!(r#""k{i}":1"#)).collect();
+    let error = plugin
+        .check_input("t", &format!(r#"{{"a":{{{}}}}}"#, members.join(",")))
+        .expect_err("an object is no array");
+    assert!(
+        error.to_string().contains("at /a:") && error.to_string().len() < 20_000,
+        "{}",
+        &error.to_string()[..2_000.min(error.to_string().len())]
+    );
+}
+
+#[test]
+fn enum_const_and_unique_items_compare_without_copying() {
+    // 8,000 entries, each compared with a 50,000-member object: each comparison used to copy
+    // the whole object (minutes); now it stops at the first difference.
+    let entries = vec!["{}"; 8_000].join(",");
+    let plugin = load_input(&format!(
+        r#"{{"type":"object","properties":{{"a":{{"enum":[{entries}]}},"u":{{"uniqueItems":true}}}}}}"#
+    ))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let members: Vec<String> = (0..50_000).map(|i| format!(r#""k{i}":{i}"#)).collect();
+    let big = format!("{{{}}}", members.join(","));
+    let error = plugin
+        .check_input("t", &format!(r#"{{"a":{big}}}"#))
+        .expect_err("not one of the entries");
+    assert!(error.to_string().contains("at /a"), "{error}");
+    assert!(plugin.check_input("t", r#"{"a":{}}"#).is_ok());
+    // `uniqueItems` as JSON Schema compares: 1 and 1.0 are one number, member order does
+    // not matter; two copies of a large object are found without a scan per member.
+    for (items, unique) in [
+        ("[1, 1.0]", false),
+        (r#"[{"x":1,"y":2}, {"y":2,"x":1}]"#, false),
+        ("[9007199254740993, 9007199254740992]", true),
+        (&format!("[{big}, {big}]"), false),
+        (
+            &format!(
+                "[{}]",
+                (0..40).map(|i| i.to_string()).collect::<Vec<_>>().join(",")
+            ),
+            true,
+        ),
+        (
+            &format!(
+                "[{}, 3]",
+                (0..40).map(|i| i.to_string()).collect::<Vec<_>>().join(",")
+            ),
+            false,
+        ),
+    ] {
+        let result = plugin.check_input("t", &format!(r#"{{"u":{items}}}"#));
+        assert_eq!(
+            result.is_ok(),
+            unique,
+            "{}: {result:?}",
+            &items[..items.len().min(80)]
+        );
+    }
+}
+
+#[test]
+fn a_regex_format_takes_short_texts_only() {
+    // Drafts 4 to 7 assert `format`; jsonschema's check of a regular expression's text takes
+    // time quadratic in it.
+    let plugin = load_input(
+        r#"{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"r":{"format":"regex"}}}"#,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(plugin.check_input("t", r#"{"r":"^a+b$"}"#).is_ok());
+    assert!(plugin.check_input("t", r#"{"r":"(unclosed"}"#).is_err());
+    let long = format!(r#"{{"r":"{}"}}"#, "(?<a>)|".repeat(20_000));
+    assert!(plugin.check_input("t", &long).is_err());
 }
