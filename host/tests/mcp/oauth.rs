@@ -643,8 +643,9 @@ async fn a_token_with_narrower_grants_cannot_use_a_wider_session() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_opaque_token_is_checked_at_the_issuers_introspection_endpoint() {
+/// A test issuer, and the URL of a server that checks opaque tokens at its introspection
+/// endpoint (requiring the scope `mcp:tools`).
+async fn serve_introspected() -> (Issuer, String) {
     let issuer = Issuer::start(Issuing::Answers).await;
     let endpoint = format!("{}/introspect", issuer.url);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -663,6 +664,12 @@ async fn an_opaque_token_is_checked_at_the_issuers_introspection_endpoint() {
         McpOptions::new("introspected", "1"),
         HttpOptions::default().oauth(oauth),
     ));
+    (issuer, url)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_opaque_token_is_checked_at_the_issuers_introspection_endpoint() {
+    let (issuer, url) = serve_introspected().await;
     assert_eq!(
         initialize(&url, Some("opaque-good"), None).await.status(),
         200
@@ -694,23 +701,7 @@ async fn an_opaque_token_is_checked_at_the_issuers_introspection_endpoint() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flood_of_made_up_opaque_tokens_does_not_lock_out_known_ones() {
-    let issuer = Issuer::start(Issuing::Answers).await;
-    let endpoint = format!("{}/introspect", issuer.url);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let url = format!("http://{}/mcp", listener.local_addr().expect("address"));
-    *issuer.audience.lock().expect("lock") = url.clone();
-    let oauth = OAuthOptions::new(
-        url.parse().expect("a URL"),
-        [IssuerOptions::new(issuer.url.clone()).introspection(endpoint, "rs", "rs-secret")],
-    );
-    tokio::spawn(llm_worker::mcp::serve_http(
-        listener,
-        ToolCatalog::new([counters("all", 1, &["count"])]),
-        McpOptions::new("flooded", "1"),
-        HttpOptions::default().oauth(oauth),
-    ));
+    let (_issuer, url) = serve_introspected().await;
     // Frank's token is active; its answer cannot be kept (it expires this second), so each of
     // his requests asks the issuer again.
     assert_eq!(
