@@ -92,13 +92,31 @@ impl Introspector {
             None => false,
         };
         self.take_turn(seen_active)?;
-        let (identity, lifetime) = self
+        let answer = self
             .ask(token, &self.issuer, &self.introspection, options)
-            .await
-            .map_err(Refused::Invalid)?;
+            .await;
         let mut kept = self.lock_kept();
+        let (identity, lifetime) = match answer {
+            Ok(answer) => answer,
+            Err(reason) => {
+                // No longer active (or not for this server): no longer a known token, whose
+                // replays would spend the known tokens' budget.
+                kept.remove(&key);
+                return Err(Refused::Invalid(reason));
+            }
+        };
         if kept.len() >= MAX_ENTRIES {
-            kept.clear();
+            // Expired answers go first; if none has, the soonest to expire.
+            let now = Instant::now();
+            kept.retain(|_, (_, until)| *until > now);
+            if kept.len() >= MAX_ENTRIES
+                && let Some(soonest) = kept
+                    .iter()
+                    .min_by_key(|(_, (_, until))| *until)
+                    .map(|(key, _)| *key)
+            {
+                kept.remove(&soonest);
+            }
         }
         kept.insert(key, (identity.clone(), Instant::now() + lifetime));
         Ok(identity)

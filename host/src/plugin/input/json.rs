@@ -7,7 +7,7 @@ use jsonschema::JsonType;
 use jsonschema::json::{Array, Json, Node, NodeIdentity, Object};
 use serde_json::{Map, Number, Value};
 
-use super::InputNode;
+use super::{InputNode, Members};
 
 impl InputNode<'_> {
     /// The same value as a `serde_json::Value` (for error messages only). A repeated member
@@ -53,7 +53,7 @@ impl Json for InputJson {
 }
 
 impl<'a> Node<'a, InputJson> for &'a InputNode<'a> {
-    type Object = &'a [(Cow<'a, str>, InputNode<'a>)];
+    type Object = &'a Members<'a>;
     type Array = &'a [InputNode<'a>];
     type Number = &'a Number;
 
@@ -117,12 +117,6 @@ impl<'a> Node<'a, InputJson> for &'a InputNode<'a> {
         equals(self, expected)
     }
 
-    // A bounded preview: every problem found carries its instance, and a copy of a large value
-    // in each of thousands of problems would take the host's memory.
-    fn lazy_value(&self) -> jsonschema_value::LazyInstance<'a> {
-        jsonschema_value::LazyInstance::Ready(Cow::Owned(preview(self, 0)))
-    }
-
     fn identity(&self) -> Option<NodeIdentity> {
         Some(NodeIdentity::new(
             std::ptr::from_ref::<InputNode<'a>>(*self) as usize,
@@ -131,9 +125,9 @@ impl<'a> Node<'a, InputJson> for &'a InputNode<'a> {
 }
 
 /// The members of an object, by name.
-pub(crate) struct Members<'a>(std::slice::Iter<'a, (Cow<'a, str>, InputNode<'a>)>);
+pub(crate) struct MemberIter<'a>(std::slice::Iter<'a, (Cow<'a, str>, InputNode<'a>)>);
 
-impl<'a> Iterator for Members<'a> {
+impl<'a> Iterator for MemberIter<'a> {
     type Item = (&'a str, &'a InputNode<'a>);
 
     fn next(&mut self) -> Option<Self::Item> {
@@ -141,23 +135,21 @@ impl<'a> Iterator for Members<'a> {
     }
 }
 
-impl<'a> Object<'a, InputJson> for &'a [(Cow<'a, str>, InputNode<'a>)] {
+impl<'a> Object<'a, InputJson> for &'a Members<'a> {
     type Node = &'a InputNode<'a>;
     type MemberName = &'a str;
-    type MembersIter = Members<'a>;
+    type MembersIter = MemberIter<'a>;
 
     fn len(&self) -> usize {
         <[_]>::len(self)
     }
 
     fn get(&self, key: &String) -> Option<&'a InputNode<'a>> {
-        self.iter()
-            .find(|(name, _)| name == key)
-            .map(|(_, value)| value)
+        Members::get(self, key)
     }
 
-    fn members(&self) -> Members<'a> {
-        Members(self.iter())
+    fn members(&self) -> MemberIter<'a> {
+        MemberIter(self.iter())
     }
 }
 
@@ -290,58 +282,11 @@ fn hash(state: &std::hash::RandomState, node: &InputNode<'_>) -> u64 {
         InputNode::Object(members) => {
             (5u8, members.len()).hash(&mut hasher);
             let mut sum = 0u64;
-            for (name, value) in members {
+            for (name, value) in members.iter() {
                 sum = sum.wrapping_add(state.hash_one((name.as_ref(), hash(state, value))));
             }
             sum.hash(&mut hasher);
         }
     }
     hasher.finish()
-}
-
-/// Most items or members, string characters and levels a preview shows.
-const PREVIEW_ITEMS: usize = 8;
-const PREVIEW_CHARS: usize = 64;
-const PREVIEW_DEPTH: usize = 3;
-
-/// `node` for an error message: at most [`PREVIEW_ITEMS`] items or members per level,
-/// [`PREVIEW_CHARS`] characters per string, [`PREVIEW_DEPTH`] levels; what is left out is
-/// said (`"…"`, `"… 120 more"`).
-fn preview(node: &InputNode<'_>, depth: usize) -> Value {
-    let more = |count: usize| Value::String(format!("… {count} more"));
-    match node {
-        InputNode::String(text) if text.chars().count() > PREVIEW_CHARS => {
-            let cut: String = text.chars().take(PREVIEW_CHARS).collect();
-            Value::String(format!("{cut}…"))
-        }
-        InputNode::Array(_) | InputNode::Object(_) if depth >= PREVIEW_DEPTH => {
-            Value::String("…".to_owned())
-        }
-        InputNode::Array(items) => {
-            let mut shown: Vec<Value> = items
-                .iter()
-                .take(PREVIEW_ITEMS)
-                .map(|item| preview(item, depth + 1))
-                .collect();
-            if items.len() > PREVIEW_ITEMS {
-                shown.push(more(items.len() - PREVIEW_ITEMS));
-            }
-            Value::Array(shown)
-        }
-        InputNode::Object(members) => {
-            let mut shown: Map<String, Value> = members
-                .iter()
-                .take(PREVIEW_ITEMS)
-                .map(|(name, value)| {
-                    let name: String = name.chars().take(PREVIEW_CHARS).collect();
-                    (name, preview(value, depth + 1))
-                })
-                .collect();
-            if members.len() > PREVIEW_ITEMS {
-                shown.insert("…".to_owned(), more(members.len() - PREVIEW_ITEMS));
-            }
-            Value::Object(shown)
-        }
-        other => other.to_json(),
-    }
 }

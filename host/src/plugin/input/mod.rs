@@ -29,7 +29,61 @@ pub(crate) enum InputNode<'a> {
     String(Cow<'a, str>),
     Array(Vec<InputNode<'a>>),
     /// Members in input order; a repeated name is kept twice, so each value is checked.
-    Object(Vec<(Cow<'a, str>, InputNode<'a>)>),
+    Object(Members<'a>),
+}
+
+/// An object's members in input order, with an index by name once there are many: jsonschema
+/// looks members up by name (`required`, `properties`, `dependentRequired`), and a scan per
+/// name would make a schema of thousands of names on an object of thousands of members take
+/// millions of steps per check.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Members<'a> {
+    members: Vec<(Cow<'a, str>, InputNode<'a>)>,
+    /// The members' positions sorted by name (stably: of a repeated name, the first comes
+    /// first), for objects of more than [`Members::INDEXED`] members.
+    by_name: Option<Box<[u32]>>,
+}
+
+impl<'a> Members<'a> {
+    /// Objects of more members than this are indexed.
+    const INDEXED: usize = 16;
+
+    pub(crate) fn new(members: Vec<(Cow<'a, str>, InputNode<'a>)>) -> Self {
+        let by_name = (members.len() > Self::INDEXED).then(|| {
+            let mut positions: Vec<u32> = (0..members.len() as u32).collect();
+            positions.sort_by(|a, b| members[*a as usize].0.cmp(&members[*b as usize].0));
+            positions.into_boxed_slice()
+        });
+        Self { members, by_name }
+    }
+
+    /// The value of the first member named `name`.
+    pub(crate) fn get(&self, name: &str) -> Option<&InputNode<'a>> {
+        let Some(by_name) = &self.by_name else {
+            return self
+                .members
+                .iter()
+                .find(|(member, _)| member == name)
+                .map(|(_, value)| value);
+        };
+        let at = by_name.partition_point(|&at| self.members[at as usize].0.as_ref() < name);
+        let (member, value) = &self.members[*by_name.get(at)? as usize];
+        (member == name).then_some(value)
+    }
+}
+
+impl<'a> std::ops::Deref for Members<'a> {
+    type Target = [(Cow<'a, str>, InputNode<'a>)];
+
+    fn deref(&self) -> &Self::Target {
+        &self.members
+    }
+}
+
+impl PartialEq for Members<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.members == other.members
+    }
 }
 
 impl<'a> InputNode<'a> {
@@ -41,13 +95,7 @@ impl<'a> InputNode<'a> {
             .segments()
             .try_fold(self, |node, segment| match (node, segment) {
                 (InputNode::Array(items), LocationSegment::Index(index)) => items.get(index),
-                (InputNode::Object(members), segment) => {
-                    let name = segment.to_string();
-                    members
-                        .iter()
-                        .find(|(member, _)| *member == name)
-                        .map(|(_, value)| value)
-                }
+                (InputNode::Object(members), segment) => members.get(&segment.to_string()),
                 _ => None,
             })
     }

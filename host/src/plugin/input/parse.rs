@@ -81,7 +81,7 @@ impl<'de> Deserialize<'de> for InputNode<'de> {
                 while let Some((Text(name), value)) = map.next_entry()? {
                     members.push((name, value));
                 }
-                Ok(InputNode::Object(members))
+                Ok(InputNode::Object(super::Members::new(members)))
             }
         }
         deserializer.deserialize_any(NodeVisitor)

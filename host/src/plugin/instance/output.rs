@@ -128,6 +128,6 @@ pub(crate) fn check_input(
              spelled one way"
         )));
     }
-    super::super::validate::check_schema(validator, tool, &input)
+    super::super::validate::check_schema(validator, tool, &input, input_json.len())
         .map_err(ToolError::InvalidArgument)
 }

@@ -19,17 +19,22 @@ pub(crate) struct CheckedSchema {
 /// applies to each part of it): about a second of a host thread at worst.
 const MAX_CHECK_WORK: u64 = 20_000_000;
 
-/// Most subschema applications a check whose problems are listed may take: listing them
-/// copies part of the value into each problem found.
-const MAX_LISTED_WORK: u64 = 100_000;
+/// Most bytes the problems of one check may copy: each problem jsonschema finds carries a copy
+/// of the value it is about (at most the whole text), and it finds them all before the first
+/// is read.
+const MAX_LISTED_BYTES: u64 = 32 << 20;
 
 impl CheckedSchema {
-    /// Whether checking `value` is within [`MAX_CHECK_WORK`] (`Err` with what it would take),
-    /// and whether its problems may be listed.
-    fn work_of(&self, value: &crate::plugin::input::InputNode<'_>) -> Result<bool, u64> {
+    /// Whether checking `value` (of `text_len` bytes) is within [`MAX_CHECK_WORK`] (`Err`
+    /// with what it would take), and whether its problems may be listed.
+    fn work_of(
+        &self,
+        value: &crate::plugin::input::InputNode<'_>,
+        text_len: usize,
+    ) -> Result<bool, u64> {
         match self.work.of(value) {
             work if work > MAX_CHECK_WORK => Err(work),
-            work => Ok(work <= MAX_LISTED_WORK),
+            _ => Ok(self.work.problems(value).saturating_mul(text_len as u64) <= MAX_LISTED_BYTES),
         }
     }
 }
@@ -61,8 +66,9 @@ pub(crate) fn check_schema(
     checked: &CheckedSchema,
     tool: &str,
     input: &crate::plugin::input::InputNode<'_>,
+    text_len: usize,
 ) -> Result<(), String> {
-    let listed = checked.work_of(input).map_err(|work| {
+    let listed = checked.work_of(input, text_len).map_err(|work| {
         format!(
             "the input of tool '{tool}' is too large for its input schema: checking it could \
              apply {work} subschemas, over the host's {MAX_CHECK_WORK}; send a smaller input"
@@ -130,7 +136,7 @@ pub(crate) fn check_output(checked: &CheckedSchema, output: &str) -> Result<(), 
     if !matches!(value, crate::plugin::input::InputNode::Object(_)) {
         return Err("its result is not a JSON object".to_owned());
     }
-    let listed = checked.work_of(&value).map_err(|work| {
+    let listed = checked.work_of(&value, output.len()).map_err(|work| {
         format!(
             "its result is too large for its output schema: checking it could apply {work} \
              subschemas, over the host's {MAX_CHECK_WORK}"

@@ -292,12 +292,15 @@ fn inputs_are_checked_with_json_paths() {
     )])
     .map(|mut s| s.remove(0))
     .unwrap_or_else(|_| panic!("valid schema"));
-    assert_eq!(check_schema(&checked, "t", &input(r#"{"n": 1}"#)), Ok(()));
-    let message = check_schema(&checked, "t", &input(r#"{"n": -1, "tags": ["a", 2]}"#))
+    assert_eq!(
+        check_schema(&checked, "t", &input(r#"{"n": 1}"#), 0),
+        Ok(())
+    );
+    let message = check_schema(&checked, "t", &input(r#"{"n": -1, "tags": ["a", 2]}"#), 0)
         .expect_err("two problems");
     assert!(message.contains("at /n:"), "{message}");
     assert!(message.contains("at /tags/1:"), "{message}");
-    let message = check_schema(&checked, "t", &input("{}")).expect_err("missing field");
+    let message = check_schema(&checked, "t", &input("{}"), 0).expect_err("missing field");
     assert!(
         message.contains("at /:") && message.contains("\"n\""),
         "{message}"
@@ -315,7 +318,7 @@ fn enum_mismatches_name_the_allowed_values() {
     .map(|mut s| s.remove(0))
     .unwrap_or_else(|_| panic!("valid schema"));
     let message =
-        check_schema(&checked, "t", &input(r#"{"case":"UPPER"}"#)).expect_err("not a case");
+        check_schema(&checked, "t", &input(r#"{"case":"UPPER"}"#), 0).expect_err("not a case");
     assert!(
         message.contains(r#"at /case: "UPPER" is not one of "upper", "lower""#),
         "{message}"
@@ -328,7 +331,7 @@ fn unknown_members_are_named_with_what_the_object_takes() {
         let checked = check_tools([("t", schema)])
             .map(|mut s| s.remove(0))
             .unwrap_or_else(|_| panic!("valid schema: {schema}"));
-        check_schema(&checked, "t", &input(value)).expect_err("refused")
+        check_schema(&checked, "t", &input(value), 0).expect_err("refused")
     };
     // A tool without arguments: jsonschema says "False schema does not allow 1".
     let none = r#"{"type":"object","additionalProperties":false}"#;

@@ -92,6 +92,8 @@ struct Graph<'a> {
     anchors: HashMap<&'a str, Vec<&'a Value>>,
     /// Objects declaring `"$recursiveAnchor": true`.
     recursive_anchors: Vec<&'a Value>,
+    /// The most names one subschema's `required`, `dependentRequired` or `dependencies` lists.
+    most_names: usize,
 }
 
 /// What checking a value against a schema may take: at most `per_level[d]` subschema
@@ -99,6 +101,9 @@ struct Graph<'a> {
 #[derive(Debug, Clone)]
 pub(crate) struct Work {
     per_level: Vec<u64>,
+    /// Most problems one application may report: one per name of its longest `required`
+    /// (or `dependentRequired`, `dependencies`) list, and at least one.
+    problems_per_application: u64,
 }
 
 impl Work {
@@ -124,6 +129,11 @@ impl Work {
         };
         here.saturating_add(below)
     }
+
+    /// Most problems a check of `value` may report.
+    pub(crate) fn problems(&self, value: &crate::plugin::input::InputNode<'_>) -> u64 {
+        self.of(value).saturating_mul(self.problems_per_application)
+    }
 }
 
 /// Refuses `schema` (with the reason, to follow "its input schema …") when checking a value
@@ -146,6 +156,7 @@ impl<'a> Graph<'a> {
             resources: vec![(None, root)],
             anchors: HashMap::new(),
             recursive_anchors: Vec::new(),
+            most_names: 0,
         };
         graph.index(root);
         graph.node(root, Where::Root);
@@ -295,6 +306,20 @@ impl<'a> Graph<'a> {
         }
         self.nodes[id].same = same;
         self.nodes[id].inner = inner;
+        let names: usize = ["required", "dependentRequired", "dependencies"]
+            .iter()
+            .filter_map(|key| members.get(*key))
+            .map(|value| match value {
+                Value::Array(names) => names.len(),
+                Value::Object(lists) => lists
+                    .values()
+                    .filter_map(Value::as_array)
+                    .map(Vec::len)
+                    .sum(),
+                _ => 0,
+            })
+            .sum();
+        self.most_names = self.most_names.max(names);
         self.nodes[id].marks = ["unevaluatedProperties", "unevaluatedItems"]
             .iter()
             .filter(|key| members.contains_key(**key))
@@ -488,7 +513,10 @@ impl<'a> Graph<'a> {
             }
             nesting = next_nesting;
         }
-        Ok(Work { per_level })
+        Ok(Work {
+            per_level,
+            problems_per_application: self.most_names.max(1) as u64,
+        })
     }
 
     /// The subschemas applied (with how many times each) once `seeds` apply, following the
