@@ -77,6 +77,8 @@ struct Node<'a> {
     /// How many of `unevaluatedProperties` and `unevaluatedItems` it has: each finds what the
     /// others evaluated by checking every subschema it applies to the same value once more.
     marks: usize,
+    /// Whether a keyword of it reads the whole value ([`Work::reading_per_level`]).
+    reads: bool,
 }
 
 /// The schema's subschemas and their edges, built from its root.
@@ -101,33 +103,49 @@ struct Graph<'a> {
 #[derive(Debug, Clone)]
 pub(crate) struct Work {
     per_level: Vec<u64>,
+    /// Of those, the applications of subschemas whose keywords read the whole value (its
+    /// items' subtrees for `uniqueItems`, its text for `pattern`, `format` and lengths, the
+    /// value for `enum` and `const`): each costs the value's size, not one step.
+    reading_per_level: Vec<u64>,
     /// Most problems one application may report: one per name of its longest `required`
     /// (or `dependentRequired`, `dependencies`) list, and at least one.
     problems_per_application: u64,
 }
 
 impl Work {
-    /// The most subschema applications checking `value` against the schema may take.
+    /// The most subschema applications checking `value` against the schema may take, an
+    /// application that reads the whole value counted as many times as the value has nodes
+    /// (and sixteen bytes of text).
     pub(crate) fn of(&self, value: &crate::plugin::input::InputNode<'_>) -> u64 {
-        self.at_level(value, 0)
+        self.at_level(value, 0).0
     }
 
-    fn at_level(&self, value: &crate::plugin::input::InputNode<'_>, level: usize) -> u64 {
+    /// The work at `level` and below for `value`, and `value`'s size.
+    fn at_level(&self, value: &crate::plugin::input::InputNode<'_>, level: usize) -> (u64, u64) {
         use crate::plugin::input::InputNode;
-        let Some(&here) = self.per_level.get(level) else {
-            return 0;
-        };
+        let here = self.per_level.get(level).copied().unwrap_or(0);
+        let reading = self.reading_per_level.get(level).copied().unwrap_or(0);
         // No deeper than serde_json's nesting limit, so the recursion is bounded.
-        let below = match value {
-            InputNode::Array(items) => items.iter().fold(0u64, |sum, item| {
-                sum.saturating_add(self.at_level(item, level + 1))
-            }),
-            InputNode::Object(members) => members.iter().fold(0u64, |sum, (_, member)| {
-                sum.saturating_add(self.at_level(member, level + 1))
-            }),
-            _ => 0,
+        let children = |(work, size): (u64, u64), child| {
+            let (child_work, child_size) = self.at_level(child, level + 1);
+            (
+                work.saturating_add(child_work),
+                size.saturating_add(child_size),
+            )
         };
-        here.saturating_add(below)
+        let (below, size) = match value {
+            InputNode::Array(items) => items.iter().fold((0, 1), children),
+            InputNode::Object(members) => members
+                .iter()
+                .map(|(_, member)| member)
+                .fold((0, 1), children),
+            InputNode::String(text) => (0, 1 + text.len() as u64 / 16),
+            _ => (0, 1),
+        };
+        let work = here
+            .saturating_add(reading.saturating_mul(size))
+            .saturating_add(below);
+        (work, size)
     }
 
     /// Most problems a check of `value` may report.
@@ -219,6 +237,7 @@ impl<'a> Graph<'a> {
             same: Vec::new(),
             inner: Vec::new(),
             marks: 0,
+            reads: false,
         });
         id
     }
@@ -320,6 +339,17 @@ impl<'a> Graph<'a> {
             })
             .sum();
         self.most_names = self.most_names.max(names);
+        self.nodes[id].reads = [
+            "uniqueItems",
+            "pattern",
+            "format",
+            "minLength",
+            "maxLength",
+            "enum",
+            "const",
+        ]
+        .iter()
+        .any(|key| members.contains_key(*key));
         self.nodes[id].marks = ["unevaluatedProperties", "unevaluatedItems"]
             .iter()
             .filter(|key| members.contains_key(**key))
@@ -464,6 +494,7 @@ impl<'a> Graph<'a> {
             position[node] = at;
         }
         let mut per_level = Vec::new();
+        let mut reading_per_level = Vec::new();
         let mut applied = vec![0u64; size];
         for (node, count) in self.closure(HashMap::from([(0, 1)]), &position, steps, true)? {
             applied[node] = count;
@@ -504,6 +535,13 @@ impl<'a> Graph<'a> {
                 break;
             }
             per_level.push(total);
+            reading_per_level.push(
+                applied
+                    .iter()
+                    .zip(&self.nodes)
+                    .filter(|(_, node)| node.reads)
+                    .fold(0u64, |sum, (n, _)| sum.saturating_add(*n)),
+            );
             steps.take(size)?;
             let next_nesting = self.inner_nesting(&applied, &nesting, order);
             if !steady {
@@ -515,6 +553,7 @@ impl<'a> Graph<'a> {
         }
         Ok(Work {
             per_level,
+            reading_per_level,
             problems_per_application: self.most_names.max(1) as u64,
         })
     }
