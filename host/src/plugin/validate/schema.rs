@@ -25,16 +25,29 @@ const MAX_CHECK_WORK: u64 = 20_000_000;
 const MAX_LISTED_BYTES: u64 = 32 << 20;
 
 impl CheckedSchema {
-    /// Whether checking `value` (of `text_len` bytes) is within [`MAX_CHECK_WORK`] (`Err`
-    /// with what it would take), and whether its problems may be listed.
-    fn work_of(
-        &self,
-        value: &crate::plugin::input::InputNode<'_>,
-        text_len: usize,
-    ) -> Result<bool, u64> {
+    /// What checking `value` may take, if within [`MAX_CHECK_WORK`] (`Err` with what it
+    /// would take otherwise).
+    fn work_of(&self, value: &crate::plugin::input::InputNode<'_>) -> Result<u64, u64> {
         match self.work.of(value) {
             work if work > MAX_CHECK_WORK => Err(work),
-            _ => Ok(self.work.problems(value).saturating_mul(text_len as u64) <= MAX_LISTED_BYTES),
+            work => Ok(work),
+        }
+    }
+
+    /// The problems of `value` (of `text_len` bytes, whose check takes `work`), if listing
+    /// them copies at most [`MAX_LISTED_BYTES`]; else a line saying they are not listed.
+    fn problems(
+        &self,
+        value: &crate::plugin::input::InputNode<'_>,
+        work: u64,
+        text_len: usize,
+        what: Checked,
+    ) -> Vec<String> {
+        let copied = self.work.problems(work).saturating_mul(text_len as u64);
+        if copied <= MAX_LISTED_BYTES {
+            schema_problems(self, value, what)
+        } else {
+            vec![TOO_MANY_TO_LIST.to_owned()]
         }
     }
 }
@@ -68,7 +81,7 @@ pub(crate) fn check_schema(
     input: &crate::plugin::input::InputNode<'_>,
     text_len: usize,
 ) -> Result<(), String> {
-    let listed = checked.work_of(input, text_len).map_err(|work| {
+    let work = checked.work_of(input).map_err(|work| {
         format!(
             "the input of tool '{tool}' is too large for its input schema: checking it could \
              apply {work} subschemas, over the host's {MAX_CHECK_WORK}; send a smaller input"
@@ -76,11 +89,7 @@ pub(crate) fn check_schema(
     })?;
     // The common case, valid input, without building any error.
     input_verdict(tool, checked.validator.is_valid(input), || {
-        if listed {
-            schema_problems(checked, input, Checked::Input)
-        } else {
-            vec![TOO_MANY_TO_LIST.to_owned()]
-        }
+        checked.problems(input, work, text_len, Checked::Input)
     })
 }
 
@@ -136,18 +145,14 @@ pub(crate) fn check_output(checked: &CheckedSchema, output: &str) -> Result<(), 
     if !matches!(value, crate::plugin::input::InputNode::Object(_)) {
         return Err("its result is not a JSON object".to_owned());
     }
-    let listed = checked.work_of(&value, output.len()).map_err(|work| {
+    let work = checked.work_of(&value).map_err(|work| {
         format!(
             "its result is too large for its output schema: checking it could apply {work} \
              subschemas, over the host's {MAX_CHECK_WORK}"
         )
     })?;
     verdict(checked.validator.is_valid(&value), || {
-        if listed {
-            schema_problems(checked, &value, Checked::Output)
-        } else {
-            vec![TOO_MANY_TO_LIST.to_owned()]
-        }
+        checked.problems(&value, work, output.len(), Checked::Output)
     })
     .map_err(|problems| format!("its result does not match its output schema{problems}"))
 }

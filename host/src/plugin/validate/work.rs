@@ -148,9 +148,9 @@ impl Work {
         (work, size)
     }
 
-    /// Most problems a check of `value` may report.
-    pub(crate) fn problems(&self, value: &crate::plugin::input::InputNode<'_>) -> u64 {
-        self.of(value).saturating_mul(self.problems_per_application)
+    /// Most problems a check whose work is `work` ([`of`](Self::of)) may report.
+    pub(crate) fn problems(&self, work: u64) -> u64 {
+        work.saturating_mul(self.problems_per_application)
     }
 }
 
