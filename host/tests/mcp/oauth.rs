@@ -712,22 +712,55 @@ async fn a_flood_of_made_up_opaque_tokens_does_not_lock_out_known_ones() {
     // issuer is asked about in a second. Frank's token, known active, is still checked; a new
     // token waits for the flood to pass. (Tried again should the second end mid-flood.)
     let mut held = false;
-    for attempt in 0..5 {
-        let flood = (0..120).map(|n| {
-            let url = url.clone();
-            async move { initialize(&url, Some(&format!("made-up-{attempt}-{n}")), None).await }
-        });
-        let refused = futures::future::join_all(flood).await;
-        assert!(refused.iter().all(|r| r.status() == 401));
+    for round in 0..5 {
+        if !flood(&url, round).await {
+            continue;
+        }
         let frank = initialize(&url, Some("opaque-brief"), None).await.status();
-        let new = initialize(&url, Some(&format!("made-up-after-{attempt}")), None).await;
-        let flooded = new
-            .text()
-            .await
-            .expect("a body")
-            .contains("too many tokens");
-        if flooded {
+        if flood(&url, round + 100).await {
             assert_eq!(frank, 200, "a known token was locked out by the flood");
+            held = true;
+            break;
+        }
+    }
+    assert!(held, "the flood never filled a second's requests");
+}
+
+/// Sends 120 made-up tokens at once, then a new one: whether the new one found this second's
+/// budget for tokens never seen active spent.
+async fn flood(url: &str, round: usize) -> bool {
+    let flood = (0..120)
+        .map(|n| async move { initialize(url, Some(&format!("made-up-{round}-{n}")), None).await });
+    futures::future::join_all(flood).await;
+    let new = initialize(url, Some(&format!("made-up-after-{round}")), None).await;
+    new.text()
+        .await
+        .expect("a body")
+        .contains("too many tokens")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_refused_on_rechecking_is_no_longer_known() {
+    let (issuer, url) = serve_introspected().await;
+    assert_eq!(
+        initialize(&url, Some("opaque-brief"), None).await.status(),
+        200
+    );
+    // The issuer no longer gives Frank's token to this server: refused on its next check.
+    *issuer.audience.lock().expect("lock") = "https://elsewhere.example/mcp".to_owned();
+    let refused = initialize(&url, Some("opaque-brief"), None).await;
+    assert_eq!(refused.status(), 401);
+    // Replayed, it no longer spends the known tokens' budget: during a flood it waits with the
+    // new ones (it used to be asked about again and again, as a known token).
+    let mut held = false;
+    for round in 0..5 {
+        if !flood(&url, round).await {
+            continue;
+        }
+        let replayed = initialize(&url, Some("opaque-brief"), None).await;
+        let body = replayed.text().await.expect("a body");
+        if flood(&url, round + 100).await {
+            assert!(body.contains("too many tokens"), "{body}");
             held = true;
             break;
         }
