@@ -5,6 +5,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use llm_worker::lock::{LOCK_FILE, LockFile};
+use llm_worker_rules::tool::Visible;
 
 use crate::load::Loader;
 
@@ -76,11 +77,12 @@ pub(crate) fn lock(
         return Ok(ExitCode::FAILURE);
     }
     if !loaded.failures.is_empty() || !refusals.is_empty() {
+        // A failure quotes what the plugin declared: shown, never acted on.
         for failure in &loaded.failures {
-            eprintln!("refused: {failure}");
+            eprintln!("refused: {}", Visible(&failure.to_string()));
         }
         for (file, reason) in &refusals {
-            eprintln!("refused: {file}: {reason}");
+            eprintln!("refused: {}", Visible(&format!("{file}: {reason}")));
         }
         eprintln!(
             "error: nothing written: fix or remove the refused plugins first, so that the lock \

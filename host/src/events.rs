@@ -237,21 +237,24 @@ impl CallReports {
 
     fn emit_log(&self, level: LogLevel, message: String) {
         let (plugin, tool) = (self.plugin.as_str(), self.tool());
+        // The host's own log: one line each, nothing in it acting on a terminal (what the
+        // plugin wrote reaches clients as it is, below).
+        let line = llm_worker_rules::tool::Visible(&message.replace('\n', "\\n")).to_string();
         match level {
             LogLevel::Trace => {
-                tracing::trace!(target: "llm_worker::plugin", plugin = %plugin, tool = %tool, "{message}")
+                tracing::trace!(target: "llm_worker::plugin", plugin = %plugin, tool = %tool, "{line}")
             }
             LogLevel::Debug => {
-                tracing::debug!(target: "llm_worker::plugin", plugin = %plugin, tool = %tool, "{message}")
+                tracing::debug!(target: "llm_worker::plugin", plugin = %plugin, tool = %tool, "{line}")
             }
             LogLevel::Info => {
-                tracing::info!(target: "llm_worker::plugin", plugin = %plugin, tool = %tool, "{message}")
+                tracing::info!(target: "llm_worker::plugin", plugin = %plugin, tool = %tool, "{line}")
             }
             LogLevel::Warn => {
-                tracing::warn!(target: "llm_worker::plugin", plugin = %plugin, tool = %tool, "{message}")
+                tracing::warn!(target: "llm_worker::plugin", plugin = %plugin, tool = %tool, "{line}")
             }
             LogLevel::Error => {
-                tracing::error!(target: "llm_worker::plugin", plugin = %plugin, tool = %tool, "{message}")
+                tracing::error!(target: "llm_worker::plugin", plugin = %plugin, tool = %tool, "{line}")
             }
         }
         self.send(ToolEventKind::Log { level, message });

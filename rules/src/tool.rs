@@ -123,14 +123,28 @@ pub fn check_title(title: &str) -> Result<(), TitleProblem> {
 
 /// Whether `c` may not be in a description: a control character other than a line break or a
 /// tab (a terminal acts on it: it clears the screen, moves the cursor, rewrites what was
-/// printed), or one that reorders the text around it (Unicode's bidirectional embeddings,
-/// overrides and isolates), so that what an operator reads is what a model gets.
+/// printed), one that reorders the text around it (Unicode's bidirectional embeddings,
+/// overrides, isolates and marks), or one that is read but not shown (tag characters, which
+/// spell ASCII invisibly; invisible operators and word joiners; line and paragraph separators;
+/// the byte-order mark; interlinear annotations), so that what an operator reads is what a
+/// model gets. Zero-width spaces and joiners stay: scripts and emoji need them.
 #[must_use]
 pub const fn is_hidden_char(c: char) -> bool {
     // The control characters (C0, DEL, C1) but line feed and tab, spelt out: `char::is_control`
     // is `const` only from Rust 1.97.
     matches!(c, '\0'..='\u{8}' | '\u{b}'..='\u{1f}' | '\u{7f}'..='\u{9f}')
-        || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+        || matches!(
+            c,
+            '\u{061C}'
+                | '\u{200E}'
+                | '\u{200F}'
+                | '\u{2028}'..='\u{202E}'
+                | '\u{2060}'..='\u{2064}'
+                | '\u{2066}'..='\u{206F}'
+                | '\u{FEFF}'
+                | '\u{FFF9}'..='\u{FFFB}'
+                | '\u{E0000}'..='\u{E007F}'
+        )
 }
 
 /// Text as a terminal should show it: each character of [`is_hidden_char`] written as its
@@ -215,12 +229,17 @@ mod tests {
     #[test]
     fn descriptions_hold_no_hidden_characters() {
         assert_eq!(check_description("Reads a note.\n\tIndented line."), Ok(()));
+        // Zero-width joiners and non-joiners are text (emoji, Persian).
+        assert_eq!(check_description("👩\u{200D}💻 می\u{200C}خواهم"), Ok(()));
         for (text, found, at) in [
             ("red \u{1b}[31m", '\u{1b}', 4),
             ("line\rover", '\r', 4),
             ("csi \u{9b}2J", '\u{9b}', 4),
             ("abc\u{202E}fed", '\u{202E}', 3),
             ("\u{2066}isolate", '\u{2066}', 0),
+            ("safe\u{E0049}\u{E0067}", '\u{E0049}', 4),
+            ("a\u{2028}b", '\u{2028}', 1),
+            ("\u{FEFF}bom", '\u{FEFF}', 0),
         ] {
             let problem = check_description(text).expect_err(text);
             assert_eq!(problem, DescriptionProblem::HiddenChar { found, at });

@@ -278,42 +278,38 @@ impl PluginHost {
                 )
             })?;
         }
+        // The plugin's own directory and every compiled cache a host of this user may read —
+        // this host's (even if it is not usable now: it may be later) and the default ones
+        // (where a host without settings reads, by `XDG_CACHE_HOME` or by `HOME`) — each with
+        // every directory on the way to it, as written and resolved: a grant holding one
+        // could replace the entry after it (a link) and so what the path leads to.
         let plugin_dir = path
             .parent()
             .filter(|dir| !dir.as_os_str().is_empty())
-            .unwrap_or_else(|| Path::new("."))
-            .canonicalize()
-            .ok();
-        // Every compiled cache a host of this user may read: this host's (even if it is not
-        // usable now: it may be later) and the default one (where the next host without
-        // settings reads), each compared by its real path or, where it does not exist yet,
-        // by the real path of its nearest existing parent.
-        let cache_dirs: Vec<PathBuf> = self
+            .unwrap_or_else(|| Path::new("."));
+        let plugin_dirs = on_the_way(plugin_dir);
+        let caches: Vec<(PathBuf, Vec<PathBuf>)> = self
             .inner
             .cache
             .as_ref()
             .map(|cache| cache.dir().to_owned())
             .into_iter()
-            .chain(crate::PluginHost::default_cache_dir())
-            .filter_map(|dir| real_path_of(&dir))
+            .chain(default_cache_dirs())
+            .filter_map(|dir| Some((real_path_of(&dir)?, on_the_way(&dir))))
             .collect();
         for (index, grant) in policy.dirs.iter().enumerate() {
             let granted = &grant.host;
-            let problem = if plugin_dir
-                .as_ref()
-                .is_some_and(|dir| dir.starts_with(granted))
-            {
+            let problem = if plugin_dirs.iter().any(|dir| dir.starts_with(granted)) {
                 Some(
-                    "holds the plugin's own directory: the plugin could replace itself, its \
-                      policy or other plugins there",
+                    "holds the plugin's own directory or a directory on the way to it: the \
+                     plugin could replace itself, its policy or other plugins there",
                 )
-            } else if cache_dirs
-                .iter()
-                .any(|dir| dir.starts_with(granted) || granted.starts_with(dir))
-            {
+            } else if caches.iter().any(|(cache, way)| {
+                granted.starts_with(cache) || way.iter().any(|dir| dir.starts_with(granted))
+            }) {
                 Some(
-                    "overlaps a compiled cache (this host's or the default one), whose native \
-                     code hosts run",
+                    "overlaps a compiled cache (this host's or a default one) or holds a \
+                     directory on the way to one, whose native code hosts run",
                 )
             } else {
                 None
@@ -573,11 +569,48 @@ fn validated_tools(
 }
 
 /// `path` with links resolved: its own real path if it exists, else its nearest existing
-/// parent's joined with the rest; `None` if not even the root resolves.
+/// parent's joined with the rest (`.` and `..` in the rest taken as written); `None` if not
+/// even the root resolves.
 fn real_path_of(path: &Path) -> Option<PathBuf> {
     let path = std::path::absolute(path).ok()?;
     path.ancestors().find_map(|ancestor| {
-        let real = ancestor.canonicalize().ok()?;
-        Some(real.join(path.strip_prefix(ancestor).ok()?))
+        let mut real = ancestor.canonicalize().ok()?;
+        for component in path.strip_prefix(ancestor).ok()?.components() {
+            match component {
+                std::path::Component::ParentDir => {
+                    real.pop();
+                }
+                std::path::Component::Normal(part) => real.push(part),
+                _ => {}
+            }
+        }
+        Some(real)
     })
+}
+
+/// The real paths of `path` and of each directory on the way to it, as it is written: the
+/// directories whose entries decide where it leads.
+fn on_the_way(path: &Path) -> Vec<PathBuf> {
+    let Ok(absolute) = std::path::absolute(path) else {
+        return Vec::new();
+    };
+    let mut prefix = PathBuf::new();
+    let mut found = Vec::new();
+    for component in absolute.components() {
+        prefix.push(component);
+        found.extend(real_path_of(&prefix));
+    }
+    found
+}
+
+/// The compiled caches a host without settings uses: under `XDG_CACHE_HOME` and under `HOME`
+/// (a host started by a client with another environment picks the other).
+fn default_cache_dirs() -> Vec<PathBuf> {
+    let under = |base: PathBuf| base.join("llm-worker").join("compiled");
+    std::env::var_os("XDG_CACHE_HOME")
+        .filter(|value| !value.is_empty())
+        .map(|base| under(PathBuf::from(base)))
+        .into_iter()
+        .chain(std::env::var_os("HOME").map(|home| under(PathBuf::from(home).join(".cache"))))
+        .collect()
 }

@@ -365,6 +365,56 @@ fn grants_covering_a_cache_the_host_does_not_use_now_are_refused() {
     assert!(host.load(plugins.join("greet.wasm")).is_ok());
 }
 
+/// A grant holding a link on the way to the cache or to the plugin's own directory lets the
+/// plugin point the link elsewhere — at a cache of its own making, at plugins of its own —
+/// though the real paths do not overlap: refused.
+#[cfg(unix)]
+#[test]
+fn grants_holding_a_link_on_the_way_to_the_cache_or_the_plugins_are_refused() {
+    let root = scratch_dir("cache-grants-links");
+    let home = root.join("home");
+    let real = root.join("real");
+    std::fs::create_dir_all(&home).expect("mkdir");
+    std::fs::create_dir_all(real.join("cache")).expect("mkdir");
+    std::fs::create_dir_all(real.join("plugins")).expect("mkdir");
+    // `home/.cache` and `home/plugins` are links out of `home`.
+    std::os::unix::fs::symlink(real.join("cache"), home.join(".cache")).expect("link");
+    std::os::unix::fs::symlink(real.join("plugins"), home.join("plugins")).expect("link");
+    std::fs::copy(plugin_path("greet"), real.join("plugins/greet.wasm")).expect("copy");
+    let other = root.join("other");
+    std::fs::create_dir_all(other.join("plugins")).expect("mkdir");
+    std::fs::copy(plugin_path("greet"), other.join("plugins/greet.wasm")).expect("copy");
+    let grant = |plugins: &Path, dir: &Path| {
+        std::fs::write(
+            plugins.join("greet.policy.toml"),
+            format!("[[dirs]]\nhost = {dir:?}\nguest = \"/d\"\nmode = \"rw\"\n"),
+        )
+        .expect("policy");
+    };
+    // The cache reached through `home/.cache`; the plugin elsewhere; `home` granted.
+    grant(&other.join("plugins"), &home);
+    let error = cached_host(&home.join(".cache/compiled"))
+        .load(other.join("plugins/greet.wasm"))
+        .expect_err("refused");
+    assert!(error.to_string().contains("on the way to one"), "{error}");
+    // The plugin reached through `home/plugins`; `home` granted.
+    let plugins = home.join("plugins");
+    grant(&plugins, &home);
+    let error = cached_host(&root.join("cache"))
+        .load(plugins.join("greet.wasm"))
+        .expect_err("refused");
+    assert!(error.to_string().contains("on the way to it"), "{error}");
+    // A directory holding no link on either way is fine.
+    let data = root.join("data");
+    std::fs::create_dir(&data).expect("mkdir");
+    grant(&plugins, &data);
+    assert!(
+        cached_host(&root.join("cache"))
+            .load(plugins.join("greet.wasm"))
+            .is_ok()
+    );
+}
+
 /// A cache directory below one that others may write (and that is not sticky) could be
 /// swapped for theirs: not used. Reached through a link, it is judged where it really is.
 #[cfg(unix)]
