@@ -250,7 +250,6 @@ async fn count<H: rmcp::ClientHandler>(client: &RunningService<RoleClient, H>) -
     )
 }
 
-/// A raw HTTP/1.1 POST of `body` with extra `headers`; returns the status line and the rest.
 /// A GET of `path` from `authority` (HTTP/1.0: a body without chunks): the status line and
 /// the body.
 fn raw_get(authority: &str, path: &str) -> (String, String) {
@@ -267,6 +266,7 @@ fn raw_get(authority: &str, path: &str) -> (String, String) {
     (status, body.to_owned())
 }
 
+/// A raw HTTP/1.1 POST of `body` with extra `headers`; returns the status line and the rest.
 fn raw_post(authority: &str, headers: &[&str], body: &str) -> (String, String) {
     let mut stream = std::net::TcpStream::connect(authority).expect("connect");
     stream
@@ -283,9 +283,14 @@ fn raw_post(authority: &str, headers: &[&str], body: &str) -> (String, String) {
     }
     request.push_str("\r\n");
     request.push_str(body);
-    stream.write_all(request.as_bytes()).expect("send");
+    // A server refusing the request (a bad `Host`, `Origin`, …) may answer and close before it
+    // has read all of it: the write then fails, and the answer is still there to read.
+    let sent = stream.write_all(request.as_bytes());
     let mut response = String::new();
     let _ = stream.read_to_string(&mut response);
+    if response.is_empty() {
+        sent.expect("send");
+    }
     let (status, rest) = response.split_once("\r\n").unwrap_or((&response, ""));
     (status.to_owned(), rest.to_owned())
 }
