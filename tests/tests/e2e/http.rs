@@ -388,3 +388,38 @@ async fn secrets_go_only_with_the_usual_methods_and_never_with_user_information(
         .collect();
     assert_eq!(methods, [http::Method::GET]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn header_fields_a_plugin_builds_are_bounded() {
+    // Each `fields` resource a plugin builds lives in host memory the memory limit does not
+    // see; wasmtime lets each hold 128 KiB, and a plugin may hold a thousand of them.
+    let server = test_server();
+    let policy = format!("[http]\nallow = [\"http://127.0.0.1:{}\"]\n", server.port());
+    let dir = fetcher_dir("http-fields", Some(policy));
+    let tools = session(&dir);
+    let url = format!("http://127.0.0.1:{}/", server.port());
+    let call = |authorization: String| {
+        let tools = tools.clone();
+        let url = url.clone();
+        async move {
+            tools
+                .call_tool(
+                    "fetch",
+                    &serde_json::json!({ "url": url, "authorization": authorization }).to_string(),
+                )
+                .await
+        }
+    };
+    let result = call("x".repeat(40 << 10)).await;
+    assert!(
+        matches!(&result, Err(ToolServerError::ToolExecution(message))
+            if message.contains("total size of fields exceeds limit")),
+        "{result:?}"
+    );
+    assert!(server.requests().is_empty(), "the request was sent");
+    // A header of a few kilobytes (a large token) goes.
+    assert_eq!(
+        call("x".repeat(4 << 10)).await.as_deref(),
+        Ok("200 hello from local")
+    );
+}

@@ -96,7 +96,11 @@ pub(super) fn new_store(image: &StartSpec<'_>) -> Result<Store<PluginState>, Sta
         output,
         table,
         #[cfg(feature = "wasi-http")]
-        http: WasiHttpCtx::new(),
+        http: {
+            let mut http = WasiHttpCtx::new();
+            http.set_field_size_limit(super::state::MAX_FIELDS_BYTES);
+            http
+        },
         #[cfg(feature = "wasi-http")]
         http_gate: HttpGate::new(image.name, policy),
         limiter: InstanceLimiter::new(limits.memory_bytes, &image.descriptors.usage),

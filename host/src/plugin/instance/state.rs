@@ -341,6 +341,14 @@ impl InstanceLimiter {
 /// once. Each costs host memory the plugin's memory limit does not see, so keep it low.
 pub(crate) const MAX_HOST_RESOURCES: usize = 1_000;
 
+/// Most bytes of header fields one `fields` resource a plugin builds may hold (as wasmtime
+/// counts them: names, values and their entries); past it the plugin traps. A plugin may hold
+/// up to [`MAX_HOST_RESOURCES`] of them, in host memory the memory limit does not see, so
+/// wasmtime's default (128 KiB) let one instance hold 128 MiB. Headers received are not
+/// counted against it.
+#[cfg(feature = "wasi-http")]
+pub(crate) const MAX_FIELDS_BYTES: usize = 16 << 10;
+
 /// Most component-model handles live at once in one instance's store: the plugin's own
 /// resources (`resource.new`), futures, streams and the host's resources it holds. A guest
 /// makes them without host code in the loop, and each takes host memory the memory limit does
