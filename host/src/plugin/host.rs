@@ -294,11 +294,21 @@ impl PluginHost {
     /// The default compiled-cache directory: `$XDG_CACHE_HOME/llm-worker/compiled`, else
     /// `$HOME/.cache/llm-worker/compiled`; `None` when neither is set.
     pub fn default_cache_dir() -> Option<PathBuf> {
-        let base = std::env::var_os("XDG_CACHE_HOME")
+        Self::default_cache_dirs().into_iter().next()
+    }
+
+    /// Every compiled-cache directory a host without settings may use, the one it picks first:
+    /// under `XDG_CACHE_HOME`, then under `HOME` (a host started with another environment, as
+    /// by an MCP client, picks the other).
+    pub(crate) fn default_cache_dirs() -> Vec<PathBuf> {
+        let xdg = std::env::var_os("XDG_CACHE_HOME")
             .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")))?;
-        Some(base.join("llm-worker").join("compiled"))
+            .map(PathBuf::from);
+        let home = std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache"));
+        xdg.into_iter()
+            .chain(home)
+            .map(|base| base.join("llm-worker").join("compiled"))
+            .collect()
     }
 
     /// Whether `dir` can hold the compiled cache: creates it (private to the user) if it is

@@ -287,16 +287,33 @@ impl PluginHost {
             .parent()
             .filter(|dir| !dir.as_os_str().is_empty())
             .unwrap_or_else(|| Path::new("."));
-        let plugin_dirs = on_the_way(plugin_dir);
-        let caches: Vec<(PathBuf, Vec<PathBuf>)> = self
-            .inner
-            .cache
-            .as_ref()
-            .map(|cache| cache.dir().to_owned())
-            .into_iter()
-            .chain(default_cache_dirs())
-            .filter_map(|dir| Some((real_path_of(&dir)?, on_the_way(&dir))))
-            .collect();
+        // Nothing to compare without grants; and a path that cannot be resolved (no current
+        // directory) fails closed.
+        let unresolved = || {
+            invalid(
+                0,
+                "cannot be checked: where the plugin's directory or a compiled cache is cannot \
+                 be resolved (is the current directory gone?); start the host from an \
+                 existing directory"
+                    .to_owned(),
+            )
+        };
+        let (plugin_dirs, caches) = if policy.dirs.is_empty() {
+            (Vec::new(), Vec::new())
+        } else {
+            let plugin_dirs = on_the_way(plugin_dir).ok_or_else(unresolved)?;
+            let caches: Vec<(PathBuf, Vec<PathBuf>)> = self
+                .inner
+                .cache
+                .as_ref()
+                .map(|cache| cache.dir().to_owned())
+                .into_iter()
+                .chain(crate::PluginHost::default_cache_dirs())
+                .map(|dir| Some((real_path_of(&dir)?, on_the_way(&dir)?)))
+                .collect::<Option<_>>()
+                .ok_or_else(unresolved)?;
+            (plugin_dirs, caches)
+        };
         for (index, grant) in policy.dirs.iter().enumerate() {
             let granted = &grant.host;
             let problem = if plugin_dirs.iter().any(|dir| dir.starts_with(granted)) {
@@ -589,28 +606,15 @@ fn real_path_of(path: &Path) -> Option<PathBuf> {
 }
 
 /// The real paths of `path` and of each directory on the way to it, as it is written: the
-/// directories whose entries decide where it leads.
-fn on_the_way(path: &Path) -> Vec<PathBuf> {
-    let Ok(absolute) = std::path::absolute(path) else {
-        return Vec::new();
-    };
+/// directories whose entries decide where it leads; `None` if one cannot be resolved.
+fn on_the_way(path: &Path) -> Option<Vec<PathBuf>> {
+    let absolute = std::path::absolute(path).ok()?;
     let mut prefix = PathBuf::new();
-    let mut found = Vec::new();
-    for component in absolute.components() {
-        prefix.push(component);
-        found.extend(real_path_of(&prefix));
-    }
-    found
-}
-
-/// The compiled caches a host without settings uses: under `XDG_CACHE_HOME` and under `HOME`
-/// (a host started by a client with another environment picks the other).
-fn default_cache_dirs() -> Vec<PathBuf> {
-    let under = |base: PathBuf| base.join("llm-worker").join("compiled");
-    std::env::var_os("XDG_CACHE_HOME")
-        .filter(|value| !value.is_empty())
-        .map(|base| under(PathBuf::from(base)))
-        .into_iter()
-        .chain(std::env::var_os("HOME").map(|home| under(PathBuf::from(home).join(".cache"))))
+    absolute
+        .components()
+        .map(|component| {
+            prefix.push(component);
+            real_path_of(&prefix)
+        })
         .collect()
 }

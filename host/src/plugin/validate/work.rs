@@ -14,9 +14,11 @@
 //! a JSON text may nest, how many subschemas can apply to one value at that level (for every
 //! member name at once: an upper bound) and how deeply those applications nest. A schema
 //! over [`MAX_APPLICATIONS`] or [`MAX_NESTING`], or whose subschemas apply themselves to the
-//! same value without end, is refused. References are followed as jsonschema can: within the
-//! schema (JSON pointers, anchors, the `$id`s it declares); one naming anything else is
-//! refused, since the count could not include what it names.
+//! same value without end, is refused. References are followed as jsonschema can, and where
+//! it could follow one several ways every way is counted: a JSON pointer from any resource
+//! the schema declares (`$id`), an anchor of that name anywhere, a base URI naming any declared
+//! resource (jsonschema normalises URIs, so their text is not compared); a reference to a
+//! meta-schema, or to nothing in the schema, is refused.
 
 use std::collections::{HashMap, HashSet};
 
@@ -83,13 +85,12 @@ struct Node<'a> {
 
 /// The schema's subschemas and their edges, built from its root.
 struct Graph<'a> {
-    root: &'a Value,
     ids: HashMap<*const Value, usize>,
     nodes: Vec<Node<'a>>,
     values: Vec<&'a Value>,
     /// The resources references resolve against: the root and every object declaring an
-    /// `$id` (or draft 4's `id`), with what it declares.
-    resources: Vec<(Option<&'a str>, &'a Value)>,
+    /// `$id` (or draft 4's `id`).
+    resources: Vec<&'a Value>,
     /// Every object declaring an anchor (`$anchor`, `$dynamicAnchor`, a `#name` `$id`), by name.
     anchors: HashMap<&'a str, Vec<&'a Value>>,
     /// Objects declaring `"$recursiveAnchor": true`.
@@ -167,11 +168,10 @@ pub(crate) fn check_work(schema: &Value) -> Result<Work, String> {
 impl<'a> Graph<'a> {
     fn build(root: &'a Value, steps: &mut Steps) -> Result<Self, String> {
         let mut graph = Graph {
-            root,
             ids: HashMap::new(),
             nodes: Vec::new(),
             values: Vec::new(),
-            resources: vec![(None, root)],
+            resources: vec![root],
             anchors: HashMap::new(),
             recursive_anchors: Vec::new(),
             most_names: 0,
@@ -195,10 +195,7 @@ impl<'a> Graph<'a> {
                 Value::Object(members) => {
                     for key in ["$id", "id"] {
                         match members.get(key).and_then(Value::as_str) {
-                            Some(id) if !id.starts_with('#') => {
-                                let declared = id.split('#').next().unwrap_or(id);
-                                self.resources.push((Some(declared), value));
-                            }
+                            Some(id) if !id.starts_with('#') => self.resources.push(value),
                             Some(id) => self.anchor(&id[1..], value),
                             None => {}
                         }
@@ -399,7 +396,7 @@ impl<'a> Graph<'a> {
                                the schema declares)";
         let (base, fragment) = reference.split_once('#').unwrap_or((reference, ""));
         if percent_decode(base)
-            .unwrap_or_default()
+            .ok_or(NOTHING)?
             .to_ascii_lowercase()
             .contains("json-schema.org")
         {
@@ -408,15 +405,14 @@ impl<'a> Graph<'a> {
                  tool's schema",
             );
         }
-        let bases: Vec<&'a Value> = self.resources.iter().map(|(_, value)| *value).collect();
+        let bases = &self.resources;
         let mut found: Vec<&'a Value> = Vec::new();
         if key == "$recursiveRef" {
-            found.push(self.root);
-            found.extend(&bases);
+            found.extend(bases);
             found.extend(&self.recursive_anchors);
         }
         if fragment.is_empty() {
-            found.extend(&bases);
+            found.extend(bases);
         } else if fragment.starts_with('/') {
             // Decoded, as RFC 3986 reads a fragment, and as written: whichever jsonschema
             // follows, the count includes it.
