@@ -92,9 +92,7 @@ impl Introspector {
             None => false,
         };
         self.take_turn(seen_active)?;
-        let answer = self
-            .ask(token, &self.issuer, &self.introspection, options)
-            .await;
+        let answer = self.ask(token, options).await;
         let mut kept = self.lock_kept();
         let (identity, lifetime) = match answer {
             Ok(answer) => answer,
@@ -144,14 +142,13 @@ impl Introspector {
         Ok(())
     }
 
-    /// What `issuer`'s endpoint says of `token`: the identity, and how long to keep it.
+    /// What the issuer's endpoint says of `token`: the identity, and how long to keep it.
     async fn ask(
         &self,
         token: &str,
-        issuer: &str,
-        introspection: &IntrospectionOptions,
         options: &OAuthOptions,
     ) -> Result<(Identity, Duration), String> {
+        let introspection = &self.introspection;
         let unreachable = |why: String| {
             tracing::warn!(
                 "cannot introspect a token at {}: {why}",
@@ -184,7 +181,7 @@ impl Introspector {
         }
         let answer: Map<String, Value> = serde_json::from_slice(&body)
             .map_err(|e| unreachable(format!("its answer is not a JSON object ({e})")))?;
-        judge(answer, issuer, options)
+        judge(answer, &self.issuer, options)
     }
 }
 
