@@ -32,8 +32,16 @@ trap 'for job in "${jobs[@]}"; do kill "$job" 2>/dev/null || true; done; rm -rf 
 failed=""
 
 # The plugins' own unit tests (natively, in their workspace and target directory) build and
-# run beside the workspace's build; their output is shown when they are done.
-cargo test --manifest-path plugins/Cargo.toml --target-dir plugins/target --workspace --no-fail-fast \
+# run beside the workspace's build; their output is shown when they are done. Only the plugins
+# that have unit tests, and only their library's tests: building the others natively would
+# test nothing (a fifth of the CPU time of their native build).
+tested=()
+for manifest in plugins/*/Cargo.toml plugins/fixtures/*/Cargo.toml; do
+    if grep -rqsE '#\[(cfg\(test\)|test)\]' "$(dirname "$manifest")/src"; then
+        tested+=(-p "$(sed -nE 's/^name *= *"([^"]+)".*/\1/p' "$manifest" | head -n 1)")
+    fi
+done
+cargo test --manifest-path plugins/Cargo.toml --target-dir plugins/target --lib --no-fail-fast "${tested[@]}" \
     >"$logs/plugins" 2>&1 &
 plugins=$!
 jobs+=("$plugins")

@@ -243,3 +243,40 @@ async fn a_tool_runs_as_a_task_through_the_library() {
         Err(ToolServerError::Task(_))
     ));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn work_a_call_leaves_behind_keeps_its_place_and_must_finish_within_the_grace() {
+    let server = TestServer::answering("unused");
+    let dir = waiter_dir(
+        "concurrent-linger",
+        server.port(),
+        "timeout_ms = 20000\nmax_concurrent_calls = 1",
+    );
+    let tools = session(&dir);
+    assert_eq!(
+        call(&tools, "bump", serde_json::json!({})).await.as_deref(),
+        Ok("1")
+    );
+    // Answered at once, but its guest task goes on waiting for an hour's timer: a plugin could
+    // otherwise leave one such task (and its stack) behind per call, without bound.
+    assert_eq!(
+        call(&tools, "linger", serde_json::json!({ "ms": 3_600_000 }))
+            .await
+            .as_deref(),
+        Ok("1")
+    );
+    // The work left behind still holds the instance's only place: this call waits for it, and
+    // is told why the instance ended when that work outlived its grace.
+    match call(&tools, "nap", serde_json::json!({ "ms": 10 })).await {
+        Err(ToolServerError::ToolExecution(message)) => assert!(
+            message.contains("left work in the instance") && message.contains("restarted"),
+            "{message}"
+        ),
+        other => panic!("the instance should have ended: {other:?}"),
+    }
+    // A new instance serves the session, with its own state.
+    assert_eq!(
+        call(&tools, "bump", serde_json::json!({})).await.as_deref(),
+        Ok("1")
+    );
+}

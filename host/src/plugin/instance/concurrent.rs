@@ -10,7 +10,8 @@
 //! [`Calls`], keyed by the call's task group; wasmtime's task-group hook tells which group runs
 //! at any moment, so that every host import and the epoch check act for the right call. Code
 //! that runs for no call (work a call left behind when it returned) reports nothing, may send
-//! nothing and ask nothing.
+//! nothing and ask nothing; that work keeps the call's place among the instance's calls and
+//! must finish within [`CANCEL_GRACE`] of the return, or the instance is ended.
 //!
 //! A call that runs out of time while it awaits is *abandoned*: its caller is answered at once,
 //! its requests end, `host.cancelled` resolves for it, and it has [`CANCEL_GRACE`] to return;
@@ -18,7 +19,7 @@
 //! of a store without poisoning the store, so a call that runs out of time while running code,
 //! or any trap, ends the instance with every call in it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -75,6 +76,15 @@ struct GroupClock {
     ran: HashMap<TaskGroupId, Duration>,
     ended: HashMap<TaskGroupId, Instant>,
     cpu: HashMap<TaskGroupId, CpuMeter>,
+    /// The groups started and not finished yet.
+    live: HashSet<TaskGroupId>,
+    /// Calls that returned while their group goes on (work left behind, running or waiting):
+    /// each keeps its place among the instance's calls until its group finishes, which it must
+    /// by the instant given ([`CANCEL_GRACE`] after it returned) or the instance is ended. A
+    /// guest task waiting on nothing runs no code for the epoch check to see, and holds a
+    /// fiber stack (host memory) while it waits: without this, a plugin could leave one behind
+    /// per call, without bound.
+    lingering: HashMap<TaskGroupId, (Instant, OwnedSemaphorePermit)>,
 }
 
 /// The CPU time of one call's code (and of what it leaves running), counted into its request's
@@ -169,7 +179,8 @@ impl GroupHook {
 }
 
 impl TaskGroupHook for GroupHook {
-    fn handle_start(&mut self, _id: TaskGroupId) -> wasmtime::Result<()> {
+    fn handle_start(&mut self, id: TaskGroupId) -> wasmtime::Result<()> {
+        self.clock().live.insert(id);
         Ok(())
     }
 
@@ -199,6 +210,9 @@ impl TaskGroupHook for GroupHook {
     fn handle_finish(&mut self, id: TaskGroupId) -> wasmtime::Result<()> {
         // The id may be given to another call from now on.
         let mut clock = self.clock();
+        clock.live.remove(&id);
+        // A call that returned before its group finished gives its place back now.
+        clock.lingering.remove(&id);
         clock.ran.remove(&id);
         clock.ended.remove(&id);
         if let Some(mut meter) = clock.cpu.remove(&id) {
@@ -319,8 +333,9 @@ impl PluginState {
     }
 
     /// The call `id` returned (or failed): pass on its output, end its reports and requests;
-    /// returns its stderr, for quoting in an error.
-    fn end_concurrent_call(&mut self, id: u64) -> String {
+    /// returns its stderr, for quoting in an error. `permit`, its place among the instance's
+    /// calls, is given back once its group has finished.
+    fn end_concurrent_call(&mut self, id: u64, permit: OwnedSemaphorePermit) -> String {
         let call = self.calls_mut().and_then(|calls| {
             calls.abandoned_early.remove(&id);
             let group = calls.groups.remove(&id)?;
@@ -329,11 +344,15 @@ impl PluginState {
             if calls.by_group.get(&group).is_none_or(|call| call.id != id) {
                 return None;
             }
-            // What it left running has a short while to stop.
-            calls
-                .clock()
-                .ended
-                .insert(group, Instant::now() + CANCEL_GRACE);
+            // What it left running or waiting has a short while to finish, and keeps the
+            // call's place meanwhile.
+            let until = Instant::now() + CANCEL_GRACE;
+            let mut clock = calls.clock();
+            clock.ended.insert(group, until);
+            if clock.live.contains(&group) {
+                clock.lingering.insert(group, (until, permit));
+            }
+            drop(clock);
             calls.by_group.remove(&group)
         });
         let Some(mut call) = call else {
@@ -345,6 +364,29 @@ impl PluginState {
         call.reports.end();
         call.questions.end();
         stderr
+    }
+
+    /// The earliest instant by which work a call left behind must have finished, if any was.
+    fn next_lingering_deadline(&self) -> Option<Instant> {
+        let calls = self.calls.as_deref()?;
+        calls.clock().lingering.values().map(|(until, _)| *until).min()
+    }
+
+    /// Why the instance must end, if work a call left behind outlived its grace.
+    fn overdue(&self) -> Option<String> {
+        let calls = self.calls.as_deref()?;
+        let now = Instant::now();
+        let overdue = calls
+            .clock()
+            .lingering
+            .values()
+            .any(|(until, _)| *until <= now);
+        overdue.then(|| {
+            format!(
+                "a call returned but left work in the instance that had not finished \
+                 {CANCEL_GRACE:?} later (a call's work may not outlive it)"
+            )
+        })
     }
 
     /// The caller of `id` gave up on it: it is told to stop (`host.cancelled`), its requests
@@ -894,15 +936,25 @@ async fn serve(
         .run_concurrent(async |accessor| {
             let mut running = FuturesUnordered::new();
             loop {
+                let lingering =
+                    accessor.with(|mut access| access.data_mut().next_lingering_deadline());
+                let overdue = tokio::time::sleep_until(tokio::time::Instant::from_std(
+                    lingering.unwrap_or_else(Instant::now),
+                ));
                 tokio::select! {
                     message = rx.recv() => match message {
                         Some(Message::Run(job)) => running.push(run(accessor, bindings, *job)),
                         Some(Message::Abandon(id)) => {
                             accessor.with(|mut access| access.data_mut().abandon(id));
                         }
-                        None => break,
+                        None => break None,
                     },
                     Some(()) = running.next(), if !running.is_empty() => {}
+                    () = overdue, if lingering.is_some() => {
+                        if let Some(reason) = accessor.with(|mut access| access.data_mut().overdue()) {
+                            break Some(reason);
+                        }
+                    }
                 }
             }
         })
@@ -920,8 +972,12 @@ async fn serve(
     let culprit = calls.and_then(|calls| calls.timed_out.take());
     let limits = store.data().limits.clone();
     match served {
-        Ok(()) => Death {
+        Ok(None) => Death {
             reason: "the session ended".into(),
+            culprit: None,
+        },
+        Ok(Some(reason)) => Death {
+            reason,
             culprit: None,
         },
         Err(error) => Death {
@@ -951,8 +1007,7 @@ async fn run(accessor: &Accessor<PluginState>, bindings: &v10::ToolPlugin, job: 
         OwnedWork::Request(request) => request_in(accessor, bindings, request, setup).await,
     };
     returned.store(true, Ordering::Release);
-    let stderr = accessor.with(|mut access| access.data_mut().end_concurrent_call(id));
-    drop(permit);
+    let stderr = accessor.with(|mut access| access.data_mut().end_concurrent_call(id, permit));
     let _ = reply.send(Finished { result, stderr });
 }
 

@@ -136,11 +136,31 @@ impl Work {
         };
         let (below, size) = match value {
             InputNode::Array(items) => items.iter().fold((0, 1), children),
-            InputNode::Object(members) => members
-                .iter()
-                .map(|(_, member)| member)
-                .fold((0, 1), children),
-            InputNode::String(text) => (0, 1 + text.len() as u64 / 16),
+            // A member's name is checked too (`propertyNames` applies a subschema to it,
+            // `patternProperties` matches every pattern against it): counted as a string one
+            // level down, beside its value.
+            InputNode::Object(members) => members.iter().fold((0, 1), |sum, (name, member)| {
+                let (work, size) = children(sum, member);
+                let name_size = text_size(name);
+                let next = level + 1;
+                let name_work = self
+                    .per_level
+                    .get(next)
+                    .copied()
+                    .unwrap_or(0)
+                    .saturating_add(
+                        self.reading_per_level
+                            .get(next)
+                            .copied()
+                            .unwrap_or(0)
+                            .saturating_mul(name_size),
+                    );
+                (
+                    work.saturating_add(name_work),
+                    size.saturating_add(name_size),
+                )
+            }),
+            InputNode::String(text) => (0, text_size(text)),
             _ => (0, 1),
         };
         let work = here
@@ -153,6 +173,11 @@ impl Work {
     pub(crate) fn problems(&self, work: u64) -> u64 {
         work.saturating_mul(self.problems_per_application)
     }
+}
+
+/// The size of a text in the units of [`Work`]: one, and one per sixteen bytes.
+fn text_size(text: &str) -> u64 {
+    1 + text.len() as u64 / 16
 }
 
 /// Refuses `schema` (with the reason, to follow "its input schema …") when checking a value
@@ -344,6 +369,9 @@ impl<'a> Graph<'a> {
             "maxLength",
             "enum",
             "const",
+            // Drafts 6 and 7 assert these: the text is decoded (base64) or parsed (JSON).
+            "contentMediaType",
+            "contentEncoding",
         ]
         .iter()
         .any(|key| members.contains_key(*key));
