@@ -413,3 +413,41 @@ fn a_regex_format_takes_short_texts_only() {
     let short = format!(r#"{{"r":"{}"}}"#, "a".repeat(1_000));
     assert!(plugin.check_input("t", &short).is_ok());
 }
+
+#[test]
+fn decoded_texts_and_member_names_count_their_size() {
+    // Drafts 6 and 7 assert `contentMediaType`: each application parses the text as JSON.
+    // 4,200 applications to a 1 MiB text would parse four gigabytes: refused unchecked.
+    let to_m = vec![r##"{"$ref":"#/$defs/m"}"##; 60].join(",");
+    let to_j = vec![r##"{"$ref":"#/$defs/j"}"##; 70].join(",");
+    let plugin = load_input(&format!(
+        r##"{{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{{"s":{{"allOf":[{to_m}]}}}},"$defs":{{"m":{{"allOf":[{to_j}]}},"j":{{"contentMediaType":"application/json"}}}}}}"##
+    ))
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(plugin.check_input("t", r#"{"s":"[0,1]"}"#).is_ok());
+    let text = format!("[{}0]", "0,".repeat(500_000));
+    let error = plugin
+        .check_input("t", &serde_json::json!({ "s": text }).to_string())
+        .expect_err("too much work");
+    assert!(
+        error.to_string().contains("too large for its input schema"),
+        "{error}"
+    );
+    // `propertyNames` checks each member's name: a 1 MiB name matched 4,200 times, refused
+    // unchecked; short names are checked.
+    let to_p = vec![r##"{"$ref":"#/$defs/p"}"##; 70].join(",");
+    let plugin = load_input(&format!(
+        r##"{{"type":"object","properties":{{"o":{{"propertyNames":{{"allOf":[{to_m}]}}}}}},"$defs":{{"m":{{"allOf":[{to_p}]}},"p":{{"pattern":"^(?:a1)*$"}}}}}}"##
+    ))
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(plugin.check_input("t", r#"{"o":{"a1a1":0}}"#).is_ok());
+    assert!(plugin.check_input("t", r#"{"o":{"b":0}}"#).is_err());
+    let name = "a1".repeat(500_000);
+    let error = plugin
+        .check_input("t", &format!(r#"{{"o":{{"{name}":0}}}}"#))
+        .expect_err("too much work");
+    assert!(
+        error.to_string().contains("too large for its input schema"),
+        "{error}"
+    );
+}
