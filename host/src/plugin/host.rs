@@ -205,8 +205,11 @@ impl PluginHostBuilder {
             let mut http_linker = linker.clone();
             wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut http_linker)
                 .map_err(engine_error)?;
+
             // `wasi:http@0.3.0` for contract 1.0.0, through the same gate.
             wasmtime_wasi_http::p3::add_to_linker(&mut http_linker).map_err(engine_error)?;
+            // A request's authority, method and scheme bounded in size.
+            super::http::bound_request_setters(&mut http_linker).map_err(engine_error)?;
             http_linker
         };
         // Create the cache directory now, so that policies are checked against where it is.

@@ -203,7 +203,131 @@ async fn bounded<T>(
     }
 }
 
+/// Longest authority (`host:port`, with any user information) a plugin may set on a request.
+/// `http`'s own types bound neither it nor a method or scheme, and a plugin may hold up to
+/// `MAX_HOST_RESOURCES` requests, each in host memory the memory limit does not see.
+pub(crate) const MAX_AUTHORITY_BYTES: usize = 1024;
+
+/// Longest extension method or scheme a plugin may set on a request.
+pub(crate) const MAX_TOKEN_BYTES: usize = 64;
+
+/// Most bytes of a request body one write may hand the host, and so most it buffers for one
+/// unsent request (wasmtime's default is 1 MiB).
+pub(crate) const BODY_CHUNK_BYTES: usize = 64 << 10;
+
+/// The version of `wasi:http` wasmtime-wasi-http links (imports of any 0.2.x match it).
+const HTTP_TYPES: &str = "wasi:http/types@0.2.12";
+
+/// The version of `wasi:http` 0.3 wasmtime-wasi-http links.
+const HTTP_TYPES_3: &str = "wasi:http/types@0.3.0";
+
+/// Replaces the setters of an outgoing request's authority, method and scheme with ones that
+/// refuse (as the setters refuse what does not parse) text longer than the bounds above; call
+/// after `wasmtime_wasi_http::p2::add_only_http_to_linker_async` and `p3::add_to_linker`; the
+/// same for `wasi:http@0.3`'s request.
+pub(crate) fn bound_request_setters(
+    linker: &mut wasmtime::component::Linker<super::instance::PluginState>,
+) -> wasmtime::Result<()> {
+    use wasmtime::component::Resource;
+    use wasmtime_wasi_http::WasiHttpView;
+    use wasmtime_wasi_http::p2::bindings::http::types::{HostOutgoingRequest, Method, Scheme};
+    use wasmtime_wasi_http::p2::types::HostOutgoingRequest as Request;
+    linker.allow_shadowing(true);
+    let shadowed = (|| {
+        let mut types = linker.instance(HTTP_TYPES)?;
+        types.func_wrap(
+            "[method]outgoing-request.set-authority",
+            |mut store, (request, authority): (Resource<Request>, Option<String>)| {
+                if authority
+                    .as_ref()
+                    .is_some_and(|text| text.len() > MAX_AUTHORITY_BYTES)
+                {
+                    return Ok((Err(()),));
+                }
+                let mut http = store.data_mut().http();
+                Ok((HostOutgoingRequest::set_authority(
+                    &mut http, request, authority,
+                )?,))
+            },
+        )?;
+        types.func_wrap(
+            "[method]outgoing-request.set-method",
+            |mut store, (request, method): (Resource<Request>, Method)| {
+                if matches!(&method, Method::Other(text) if text.len() > MAX_TOKEN_BYTES) {
+                    return Ok((Err(()),));
+                }
+                let mut http = store.data_mut().http();
+                Ok((HostOutgoingRequest::set_method(&mut http, request, method)?,))
+            },
+        )?;
+        types.func_wrap(
+            "[method]outgoing-request.set-scheme",
+            |mut store, (request, scheme): (Resource<Request>, Option<Scheme>)| {
+                if matches!(&scheme, Some(Scheme::Other(text)) if text.len() > MAX_TOKEN_BYTES) {
+                    return Ok((Err(()),));
+                }
+                let mut http = store.data_mut().http();
+                Ok((HostOutgoingRequest::set_scheme(&mut http, request, scheme)?,))
+            },
+        )?;
+        // The same for `wasi:http@0.3.0` (contract 1.0.0).
+        use wasmtime_wasi_http::p3::Request as Request3;
+        use wasmtime_wasi_http::p3::bindings::http::types::{
+            HostRequest as HostRequest3, Method as Method3, Scheme as Scheme3,
+        };
+        let mut types = linker.instance(HTTP_TYPES_3)?;
+        types.func_wrap(
+            "[method]request.set-authority",
+            |mut store, (request, authority): (Resource<Request3>, Option<String>)| {
+                if authority
+                    .as_ref()
+                    .is_some_and(|text| text.len() > MAX_AUTHORITY_BYTES)
+                {
+                    return Ok((Err(()),));
+                }
+                let mut http = store.data_mut().http();
+                Ok((HostRequest3::set_authority(&mut http, request, authority)?,))
+            },
+        )?;
+        types.func_wrap(
+            "[method]request.set-method",
+            |mut store, (request, method): (Resource<Request3>, Method3)| {
+                if matches!(&method, Method3::Other(text) if text.len() > MAX_TOKEN_BYTES) {
+                    return Ok((Err(()),));
+                }
+                let mut http = store.data_mut().http();
+                Ok((HostRequest3::set_method(&mut http, request, method)?,))
+            },
+        )?;
+        types.func_wrap(
+            "[method]request.set-scheme",
+            |mut store, (request, scheme): (Resource<Request3>, Option<Scheme3>)| {
+                if matches!(&scheme, Some(Scheme3::Other(text)) if text.len() > MAX_TOKEN_BYTES) {
+                    return Ok((Err(()),));
+                }
+                let mut http = store.data_mut().http();
+                Ok((HostRequest3::set_scheme(&mut http, request, scheme)?,))
+            },
+        )?;
+        Ok(())
+    })();
+    linker.allow_shadowing(false);
+    shadowed
+}
+
 impl WasiHttpHooks for HttpGate {
+    fn p2_outgoing_body_buffer_chunks(&mut self) -> usize {
+        1
+    }
+
+    fn p2_outgoing_body_chunk_size(&mut self) -> usize {
+        BODY_CHUNK_BYTES
+    }
+
+    fn p3_outgoing_body_chunk_size(&mut self) -> usize {
+        BODY_CHUNK_BYTES
+    }
+
     fn send_request(
         &mut self,
         request: http::Request<WasiBody>,

@@ -423,3 +423,30 @@ async fn header_fields_a_plugin_builds_are_bounded() {
         Ok("200 hello from local")
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_text_a_plugin_holds_is_bounded() {
+    // An unsent request's authority and method live in host memory the memory limit does not
+    // see, and `http` bounds neither: a plugin holding a thousand requests of 4 MiB each would
+    // hold gigabytes.
+    let server = test_server();
+    let policy = format!("[http]\nallow = [\"http://127.0.0.1:{}\"]\n", server.port());
+    let dir = fetcher_dir("http-hoard", Some(policy));
+    let tools = session(&dir);
+    let hoard = |count: u32, size: u32| {
+        let tools = tools.clone();
+        async move {
+            tools
+                .call_tool(
+                    "hoard",
+                    &serde_json::json!({ "count": count, "size": size }).to_string(),
+                )
+                .await
+        }
+    };
+    // Refused (as text that does not parse is), not kept: 4 KiB, which `http` takes.
+    assert_eq!(hoard(3, 4 << 10).await.as_deref(), Ok("0 0"));
+    // What real requests carry is taken.
+    assert_eq!(hoard(3, 60).await.as_deref(), Ok("3 3"));
+    assert!(server.requests().is_empty(), "nothing was sent");
+}
