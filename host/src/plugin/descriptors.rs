@@ -13,8 +13,11 @@
 //! too), never a trap and never another session's problem.
 //!
 //! The preopened (granted) directories hold a permit each for the whole life of the instance.
-//! Directory-entry streams hold no descriptor (wasmtime-wasi reads the entries at once), and
-//! sockets cannot be created at all (TCP and UDP are denied).
+//! Directory-entry streams hold no descriptor, but wasmtime-wasi reads a directory's entries at
+//! once and keeps them in the stream: an instance may hold [`MAX_LISTINGS_PER_INSTANCE`] at
+//! once (`[resource-drop]directory-entry-stream` counts them back), so that a plugin cannot
+//! multiply a large directory's listing in host memory. Sockets cannot be created at all (TCP
+//! and UDP are denied).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -24,7 +27,8 @@ use wasmtime::component::{Linker, Resource, ResourceType};
 use wasmtime_wasi::filesystem::Descriptor;
 use wasmtime_wasi::p2::FsResult;
 use wasmtime_wasi::p2::bindings::filesystem::types::{
-    DescriptorFlags, DirectoryEntryStream, ErrorCode, HostDescriptor, OpenFlags, PathFlags,
+    DescriptorFlags, DirectoryEntryStream, ErrorCode, HostDescriptor, HostDirectoryEntryStream,
+    OpenFlags, PathFlags,
 };
 
 use super::instance::PluginState;
@@ -32,6 +36,10 @@ use super::instance::PluginState;
 /// Most files and directories one plugin instance may hold open at once, its granted
 /// directories included.
 pub(crate) const MAX_OPEN_FILES_PER_INSTANCE: usize = 256;
+
+/// Most directory listings (directory-entry streams) one plugin instance may hold at once:
+/// each holds every entry of its directory in host memory.
+pub(crate) const MAX_LISTINGS_PER_INSTANCE: usize = 8;
 
 /// The share of the process's open-file limit (the soft `RLIMIT_NOFILE`) that the plugin
 /// instances of one host may hold together, as a divisor: half. The other half stays with the
@@ -100,6 +108,8 @@ fn default_host_budget() -> usize {
 pub(crate) enum Refused {
     /// The instance holds [`MAX_OPEN_FILES_PER_INSTANCE`] already.
     Instance,
+    /// The instance holds [`MAX_LISTINGS_PER_INSTANCE`] directory listings already.
+    Listings,
     /// The host's budget is used up (by all instances together).
     Host,
 }
@@ -112,6 +122,11 @@ impl Refused {
                 "plugin '{plugin}' holds {MAX_OPEN_FILES_PER_INSTANCE} open files and \
                  directories, the most one instance may hold; it was refused another (it sees \
                  `insufficient-memory`); the plugin should close files it no longer needs"
+            ),
+            Refused::Listings => format!(
+                "plugin '{plugin}' holds {MAX_LISTINGS_PER_INSTANCE} directory listings, the \
+                 most one instance may hold; it was refused another (it sees \
+                 `insufficient-memory`); the plugin should drop a listing once it has read it"
             ),
             Refused::Host => format!(
                 "the plugins of this host hold {host_max} open files and directories, the most \
@@ -133,6 +148,8 @@ pub(crate) struct InstanceDescriptors {
     opened: Vec<Weak<std::fs::File>>,
     /// Permits held otherwise: granted directories, and opens under way.
     reserved: usize,
+    /// Directory-entry streams the plugin holds.
+    listings: usize,
     /// Whether a refusal was logged (once per instance is enough).
     warned: bool,
 }
@@ -144,6 +161,7 @@ impl InstanceDescriptors {
             plugin: plugin.to_owned(),
             opened: Vec::new(),
             reserved: 0,
+            listings: 0,
             warned: false,
         }
     }
@@ -244,6 +262,16 @@ fn shadow(linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
         },
     )?;
     types.resource(
+        "directory-entry-stream",
+        ResourceType::host::<DirectoryEntryStream>(),
+        |mut store, rep| {
+            let (mut files, descriptors) = store.data_mut().files();
+            HostDirectoryEntryStream::drop(&mut files, Resource::new_own(rep))?;
+            descriptors.listings = descriptors.listings.saturating_sub(1);
+            Ok(())
+        },
+    )?;
+    types.resource(
         "descriptor",
         ResourceType::host::<Descriptor>(),
         |mut store, rep| {
@@ -269,6 +297,9 @@ async fn read_directory(
     fd: Resource<Descriptor>,
 ) -> FsResult<Resource<DirectoryEntryStream>> {
     let (mut files, descriptors) = state.files();
+    if descriptors.listings >= MAX_LISTINGS_PER_INSTANCE {
+        return Err(descriptors.refuse(Refused::Listings).into());
+    }
     if let Err(why) = descriptors.reserve() {
         return Err(descriptors.refuse(why).into());
     }
@@ -276,6 +307,9 @@ async fn read_directory(
     // returns: the permit covers that while it lasts.
     let read = HostDescriptor::read_directory(&mut files, fd).await;
     descriptors.unreserve();
+    if read.is_ok() {
+        descriptors.listings += 1;
+    }
     read
 }
 

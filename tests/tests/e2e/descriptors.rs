@@ -214,3 +214,33 @@ async fn a_granted_directory_is_the_one_resolved_at_load() {
         "{message}"
     );
 }
+
+/// wasmtime-wasi reads a directory's entries at once and keeps them in the listing: a plugin
+/// keeping hundreds of listings of a large directory would multiply it in host memory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn directory_listings_are_capped_per_instance() {
+    let dir = granted("lister", "holder", "");
+    let lister = llm_worker_tests::host()
+        .load(dir.join("lister.wasm"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let handle = session(&lister);
+    let listings = |count: u32| {
+        let handle = handle.clone();
+        async move {
+            handle
+                .call_tool("listings", &json!({ "count": count }).to_string())
+                .await
+        }
+    };
+    let refused = listings(20).await.unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        refused.starts_with("listed=8 refused=") && refused.contains("insufficient-memory"),
+        "{refused}"
+    );
+    // Dropped listings count back.
+    assert_eq!(
+        handle.call_tool("release", "{}").await.as_deref(),
+        Ok("released=0")
+    );
+    assert_eq!(listings(3).await.as_deref(), Ok("listed=3"));
+}

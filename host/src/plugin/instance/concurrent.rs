@@ -369,7 +369,12 @@ impl PluginState {
     /// The earliest instant by which work a call left behind must have finished, if any was.
     fn next_lingering_deadline(&self) -> Option<Instant> {
         let calls = self.calls.as_deref()?;
-        calls.clock().lingering.values().map(|(until, _)| *until).min()
+        calls
+            .clock()
+            .lingering
+            .values()
+            .map(|(until, _)| *until)
+            .min()
     }
 
     /// Why the instance must end, if work a call left behind outlived its grace.
