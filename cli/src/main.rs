@@ -61,7 +61,20 @@ fn init_logging(cli: &Cli) {
     };
     // Colours only for a person at a terminal: MCP clients and log files capture stderr.
     use std::io::IsTerminal;
+    // Every field as `LogText` shows it: a plugin's text (a name, a pattern, a message quoted
+    // in a warning) cannot clear the screen, reorder text or forge a log line of its own.
+    use tracing_subscriber::field::MakeExt;
+    let fields = tracing_subscriber::fmt::format::debug_fn(|writer, field, value| {
+        let text = format!("{value:?}");
+        if field.name() == "message" {
+            write!(writer, "{}", LogText(&text))
+        } else {
+            write!(writer, "{}={}", field.name(), LogText(&text))
+        }
+    })
+    .delimited(" ");
     tracing_subscriber::fmt()
+        .fmt_fields(fields)
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
@@ -69,6 +82,22 @@ fn init_logging(cli: &Cli) {
         .init();
     if let Some((value, error)) = invalid {
         tracing::error!("RUST_LOG={value:?} is not a valid filter ({error}); logging at {level}");
+    }
+}
+
+/// A log field as the log shows it: the characters of `is_hidden_char` escaped ([`Visible`]),
+/// and each line after the first indented, so that no line of it reads as a log line.
+struct LogText<'a>(&'a str);
+
+impl std::fmt::Display for LogText<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (index, line) in self.0.split('\n').enumerate() {
+            if index > 0 {
+                f.write_str("\n    ")?;
+            }
+            write!(f, "{}", Visible(line))?;
+        }
+        Ok(())
     }
 }
 

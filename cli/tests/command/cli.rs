@@ -162,6 +162,28 @@ fn errors_show_hidden_characters_escaped() {
 }
 
 #[test]
+fn log_lines_show_a_plugins_text_escaped_and_cannot_be_forged() {
+    // A schema refused for a reference it cannot resolve, at a member whose name the refusal
+    // quotes: an escape sequence and a line of its own that would read as another warning.
+    let (_root, dir, cache) = plugin_dir("cli-log-text", &["greet"]);
+    let schema = r##"{"type":"object","properties":{"a\u001b[2J\n2026-01-01T00:00:00Z  WARN forged":{"$ref":"#/$defs/missing"}}}"##;
+    let wasm = llm_worker_tests::wat::WatComponent::new(&[("t", "A tool.", schema)])
+        .echo()
+        .build();
+    std::fs::write(dir.join("forger.wasm"), wasm).expect("write");
+    let out = run(&cache, &["list", path(&dir)], None);
+    let stderr = stderr(&out);
+    assert!(
+        stderr.contains("forger.wasm")
+            && stderr.contains("\\u{1b}[2J")
+            && !stderr.contains('\u{1b}')
+            && stderr.contains("\n    2026-01-01T00:00:00Z  WARN forged")
+            && !stderr.contains("\n2026-01-01T00:00:00Z  WARN forged"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn check_reports_each_file_and_fails_on_a_refused_plugin() {
     let (_root, dir, cache) = plugin_dir("cli-check", &["greet"]);
     let out = run(&cache, &["check", path(&dir)], None);

@@ -10,7 +10,7 @@ use llm_worker_rules::resource::{
     MAX_RESOURCES, MAX_TEMPLATES, check_mime_type, check_resource_uri,
 };
 use llm_worker_rules::template::check_template;
-use llm_worker_rules::tool::{check_name, check_title};
+use llm_worker_rules::tool::{Visible, check_name, check_title};
 
 use crate::tool::{PromptMeta, ResourceMeta, ResourceTemplate};
 
@@ -52,7 +52,7 @@ pub(crate) fn check_resources(resources: &[ResourceMeta]) -> Result<(), String> 
     }
     let mut seen = BTreeSet::new();
     for resource in resources {
-        let problem = |reason: String| format!("resource '{}': {reason}", resource.uri);
+        let problem = |reason: String| format!("resource '{}': {reason}", Visible(&resource.uri));
         check_resource_uri(&resource.uri)
             .map_err(|reason| problem(format!("its URI is refused: {reason}")))?;
         if !seen.insert(resource.uri.as_str()) {
@@ -82,8 +82,12 @@ pub(crate) fn check_templates(templates: &[ResourceTemplate]) -> Result<(), Stri
     }
     let mut seen = BTreeSet::new();
     for template in templates {
-        let problem =
-            |reason: String| format!("resource template '{}': {reason}", template.uri_template);
+        let problem = |reason: String| {
+            format!(
+                "resource template '{}': {reason}",
+                Visible(&template.uri_template)
+            )
+        };
         check_template(&template.uri_template)
             .map_err(|reason| problem(format!("its URI template is refused: {reason}")))?;
         if !seen.insert(template.uri_template.as_str()) {
@@ -113,7 +117,7 @@ pub(crate) fn check_prompts(prompts: &[PromptMeta]) -> Result<(), String> {
     }
     let mut seen = BTreeSet::new();
     for prompt in prompts {
-        let problem = |reason: String| format!("prompt '{}': {reason}", prompt.name);
+        let problem = |reason: String| format!("prompt '{}': {reason}", Visible(&prompt.name));
         check_name(&prompt.name).map_err(|reason| problem(format!("its name {reason}")))?;
         if !seen.insert(prompt.name.as_str()) {
             return Err(problem("it is offered twice".to_owned()));
@@ -133,8 +137,9 @@ pub(crate) fn check_prompts(prompts: &[PromptMeta]) -> Result<(), String> {
         }
         let mut names = BTreeSet::new();
         for argument in &prompt.arguments {
-            let problem =
-                |reason: String| problem(format!("argument '{}': {reason}", argument.name));
+            let problem = |reason: String| {
+                problem(format!("argument '{}': {reason}", Visible(&argument.name)))
+            };
             check_name(&argument.name).map_err(|reason| problem(format!("its name {reason}")))?;
             if !names.insert(argument.name.as_str()) {
                 return Err(problem("it is given twice".to_owned()));

@@ -397,7 +397,10 @@ impl<'a> Graph<'a> {
                 } => {
                     if let Some(key) = key {
                         parts.push(match key {
-                            Key::Name(name) => escape(name),
+                            // Shown, not followed: hidden characters escaped.
+                            Key::Name(name) => {
+                                escape(&llm_worker_rules::tool::Visible(name).to_string())
+                            }
                             Key::Index(index) => index.to_string(),
                         });
                     }
