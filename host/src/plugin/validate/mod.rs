@@ -118,6 +118,51 @@ pub(crate) fn check_description(text: &str) -> Result<(), String> {
     llm_worker_rules::tool::check_description(text).map_err(|problem| problem.to_string())
 }
 
+/// Checks every text of a schema (each string and each member name, at any depth: nested
+/// `description`s and `title`s, property names, `enum` values …), which a client passes to
+/// its model as it is: none may hold a character of `is_hidden_char`, as a tool's description
+/// may not. The problem names where, as a JSON pointer.
+pub(crate) fn check_schema_text(schema: &serde_json::Value) -> Result<(), String> {
+    use serde_json::Value;
+    use std::fmt::Write as _;
+    fn walk(value: &Value, at: &mut String) -> Result<(), String> {
+        let hidden = |text: &str, at: &str, what: &str| match text
+            .chars()
+            .enumerate()
+            .find(|(_, c)| llm_worker_rules::tool::is_hidden_char(*c))
+        {
+            Some((index, found)) => Err(format!(
+                "{what} at #{} holds {found:?} (U+{:04X}) at character {index}: a schema's \
+                 texts reach the model as they are, so they may hold line breaks and tabs but \
+                 no other control character, nor one that reorders or hides text",
+                llm_worker_rules::tool::Visible(at),
+                u32::from(found)
+            )),
+            None => Ok(()),
+        };
+        match value {
+            Value::String(text) => hidden(text, at, "the text"),
+            Value::Array(items) => items.iter().enumerate().try_for_each(|(index, item)| {
+                let len = at.len();
+                let _ = write!(at, "/{index}");
+                let checked = walk(item, at);
+                at.truncate(len);
+                checked
+            }),
+            Value::Object(members) => members.iter().try_for_each(|(name, member)| {
+                let len = at.len();
+                at.push('/');
+                at.push_str(&name.replace('~', "~0").replace('/', "~1"));
+                let checked = hidden(name, at, "the member name").and_then(|()| walk(member, at));
+                at.truncate(len);
+                checked
+            }),
+            _ => Ok(()),
+        }
+    }
+    walk(schema, &mut String::new())
+}
+
 /// Checks a plugin's tool list: at least one tool, valid and unique names, valid JSON Schemas
 /// of objects, within the plugin's schema memory `budget` (every input schema is charged
 /// before any is compiled). Returns the compiled schemas in order.

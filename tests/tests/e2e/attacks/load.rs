@@ -60,6 +60,54 @@ fn descriptions_that_would_act_on_a_terminal_are_refused() {
     );
 }
 
+#[test]
+fn texts_nested_in_schemas_are_held_to_the_description_rule() {
+    // A client passes the whole schema to its model: a property's description carrying tag
+    // characters, a property name with a right-to-left override, an `enum` value with an
+    // escape sequence would each reach the model unseen by the operator.
+    for (schema, at) in [
+        (
+            r#"{"type":"object","properties":{"path":{"type":"string","description":"A path.\udb40\udc49\udb40\udc67"}}}"#,
+            "#/properties/path/description",
+        ),
+        (
+            r#"{"type":"object","properties":{"ev\u202eil":{"type":"string"}}}"#,
+            "#/properties/ev\\u{202e}il",
+        ),
+        (
+            r#"{"type":"object","properties":{"m":{"enum":["a","b\u001b[2J"]}}}"#,
+            "#/properties/m/enum/1",
+        ),
+    ] {
+        let error = llm_worker_tests::host()
+            .load_bytes(
+                "/plugins/nested.wasm",
+                &WatComponent::new(&[("t", "A tool.", schema)]).build(),
+            )
+            .expect_err("refused");
+        let message = error.to_string();
+        assert!(
+            matches!(error, PluginError::InvalidToolMeta { ref what, .. } if what == "input schema")
+                && message.contains("/plugins/nested.wasm")
+                && message.contains(at)
+                && message.contains("U+"),
+            "{message}"
+        );
+    }
+    // Line breaks and tabs in nested texts are text.
+    let fine = WatComponent::new(&[(
+        "t",
+        "A tool.",
+        r#"{"type":"object","properties":{"a":{"type":"string","description":"Two lines:\n\tindented."}}}"#,
+    )])
+    .build();
+    assert!(
+        llm_worker_tests::host()
+            .load_bytes("/plugins/fine.wasm", &fine)
+            .is_ok()
+    );
+}
+
 /// An input schema of `count` distinct regular expressions (numbered from `first`), as
 /// `patternProperties` keys, each wide enough to compile into some 20 KB: 2,000 of them make
 /// 36 KB of schema.
