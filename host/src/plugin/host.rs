@@ -244,6 +244,10 @@ const POOL_MEMORIES_PER_PLUGIN: u32 = instance::MAX_MEMORIES as u32;
 const POOL_TABLES_PER_PLUGIN: u32 = instance::MAX_TABLES as u32;
 
 /// The pooling allocator's configuration for `max_instances` plugin instances.
+/// Stacks of the instance pool per plugin instance: one for its start and one per call it
+/// runs at once by default.
+const POOL_STACKS_PER_PLUGIN: u32 = 1 + 8;
+
 fn pool_config(max_instances: u32) -> wasmtime::InstanceAllocationStrategy {
     let mut pool = wasmtime::PoolingAllocationConfig::new();
     pool.total_component_instances(max_instances)
@@ -256,7 +260,12 @@ fn pool_config(max_instances: u32) -> wasmtime::InstanceAllocationStrategy {
         .max_tables_per_component(POOL_TABLES_PER_PLUGIN)
         .max_tables_per_module(POOL_TABLES_PER_PLUGIN)
         .total_tables(max_instances.saturating_mul(POOL_TABLES_PER_PLUGIN))
-        .total_stacks(max_instances)
+        // An instance of contract 1.0.0 holds a stack for each call waiting synchronously
+        // (a WASI 0.2 read, `pollable.block`) and for work a call left behind; its calls keep
+        // their places meanwhile, so `max_concurrent_calls` (by default 8) bounds them. A
+        // plugin whose policy allows more may find the stacks run out: a lack of the host's
+        // capacity, not counted against the plugin.
+        .total_stacks(max_instances.saturating_mul(POOL_STACKS_PER_PLUGIN))
         // 4 GiB: the whole 32-bit space, so any plugin's own memory limit fits in its slot.
         .max_memory_size(1 << 32);
     wasmtime::InstanceAllocationStrategy::Pooling(pool)

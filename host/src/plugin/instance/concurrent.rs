@@ -663,6 +663,9 @@ pub(crate) struct Death {
     pub(crate) reason: String,
     /// The call whose time ran out while it ran code, if that was the cause.
     pub(crate) culprit: Option<u64>,
+    /// Whether the host lacked capacity (its instance pool's stacks ran out): not the
+    /// plugin's failure.
+    pub(crate) host_capacity: bool,
 }
 
 /// A running 1.0.0 instance, as its session holds it: the way to its event loop.
@@ -747,6 +750,7 @@ impl Concurrency {
             *death = Some(Death {
                 reason,
                 culprit: None,
+                host_capacity: false,
             });
             true
         });
@@ -871,6 +875,7 @@ impl Drop for DeathOnDrop {
         self.say(Death {
             reason: "the instance's event loop ended unexpectedly".into(),
             culprit: None,
+            host_capacity: false,
         });
     }
 }
@@ -879,6 +884,7 @@ fn unknown_death() -> Death {
     Death {
         reason: "its instance ended".into(),
         culprit: None,
+        host_capacity: false,
     }
 }
 
@@ -980,14 +986,17 @@ async fn serve(
         Ok(None) => Death {
             reason: "the session ended".into(),
             culprit: None,
+            host_capacity: false,
         },
         Ok(Some(reason)) => Death {
             reason,
             culprit: None,
+            host_capacity: false,
         },
         Err(error) => Death {
             reason: super::describe(&limits, &error),
             culprit,
+            host_capacity: error.is::<wasmtime::PoolConcurrencyLimitError>(),
         },
     }
 }

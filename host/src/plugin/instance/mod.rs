@@ -644,9 +644,11 @@ impl SessionCore {
         self.count_death(&mut slot, instance);
     }
 
-    /// An instance's end counts once against the plugin, whichever of its calls sees it.
+    /// An instance's end counts once against the plugin, whichever of its calls sees it;
+    /// not when the host lacked capacity (its pool's stacks ran out).
     fn count_death(&self, slot: &mut Slot, instance: &concurrent::Concurrency) {
-        if !instance.counted.swap(true, Ordering::AcqRel) {
+        let host_capacity = instance.dead().is_some_and(|death| death.host_capacity);
+        if !instance.counted.swap(true, Ordering::AcqRel) && !host_capacity {
             slot.consecutive_failures += 1;
         }
     }
