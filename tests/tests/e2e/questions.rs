@@ -680,3 +680,50 @@ async fn an_answer_that_does_not_fit_its_question_never_reaches_the_plugin() {
         "file:///work"
     );
 }
+
+/// Says when the question it belongs to is dropped by the host.
+struct Withdrawn(tokio::sync::mpsc::UnboundedSender<&'static str>);
+
+impl Drop for Withdrawn {
+    fn drop(&mut self) {
+        let _ = self.0.send("withdrawn");
+    }
+}
+
+/// A handler that never answers, and tells when it is asked and when the question is dropped.
+struct Unanswered(tokio::sync::mpsc::UnboundedSender<&'static str>);
+
+#[async_trait]
+impl QuestionHandler for Unanswered {
+    async fn elicit(
+        &self,
+        _asker: &Asker,
+        _message: &str,
+        _schema: &Value,
+    ) -> Result<ElicitationAnswer, QuestionError> {
+        let _ = self.0.send("asked");
+        let _withdrawn = Withdrawn(self.0.clone());
+        std::future::pending().await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_a_call_leaves_behind_is_withdrawn_when_the_call_ends() {
+    let (events, mut seen) = tokio::sync::mpsc::unbounded_channel();
+    let plugin = asker(|client| client);
+    let worker = worker(&plugin, Some(Arc::new(Unanswered(events)) as _));
+    let left = run(&worker, "ask_and_leave", json!({"message": "Still there?"})).await;
+    assert_eq!(left.content, "left");
+    // Asked while the call lived, withdrawn once it had returned: not left open at the client
+    // for the policy's answer timeout (five minutes).
+    let order = tokio::time::timeout(Duration::from_secs(60), async {
+        [seen.recv().await, seen.recv().await]
+    })
+    .await
+    .expect("the question was withdrawn");
+    assert_eq!(order, [Some("asked"), Some("withdrawn")]);
+    // Withdrawn by the host, the question ended the work left behind in time: the instance
+    // goes on (work outliving its call by a second would have ended it).
+    let again = run(&worker, "ask_and_leave", json!({"message": "Still there?"})).await;
+    assert_eq!(again.content, "left");
+}

@@ -531,15 +531,23 @@ where
             return Err(no_call(&plugin));
         };
         Ok((
-            group,
+            (plugin, call.cancelled.subscribe()),
             call.questions.admit_question(key, kind, question_bytes)?,
         ))
     });
-    let (_, admitted) = admitted?;
+    let ((plugin, mut ended), admitted) = admitted?;
     // The call's deadline moves by the time its questions waited (its `Waited`, which the
     // epoch check and its caller's timer both read).
-    let (_, answer) = admitted.wait(ask, answer_bytes).await;
-    answer
+    let asking = admitted.wait(ask, answer_bytes);
+    // A question lives no longer than its call: one the guest left waiting when the call
+    // returned (or its caller gave up on it) is withdrawn, not left open at the client.
+    tokio::select! {
+        (_, answer) = asking => answer,
+        _ = ended.wait_for(|cancelled| *cancelled) => Err(QuestionError::Failed(format!(
+            "plugin '{plugin}': the call that asked this question ended (it returned, or its \
+             caller gave up on it); the question was withdrawn"
+        ))),
+    }
 }
 
 fn no_call(plugin: &str) -> QuestionError {
