@@ -62,7 +62,10 @@ pub(crate) struct Calls {
     /// The group of each call, by the caller's id for it.
     groups: HashMap<u64, TaskGroupId>,
     /// Calls abandoned before they started: they start cancelled.
-    abandoned_early: std::collections::HashSet<u64>,
+    abandoned_early: HashSet<u64>,
+    /// Calls the loop received and has not ended yet: an abandon for any other id (one that
+    /// ended already) is dropped.
+    received: HashSet<u64>,
     /// The call whose time ran out while it ran code (the epoch check saw it), if any.
     pub(crate) timed_out: Option<u64>,
 }
@@ -142,7 +145,8 @@ impl Calls {
                 clock: Arc::clone(&clock),
                 by_group: HashMap::new(),
                 groups: HashMap::new(),
-                abandoned_early: std::collections::HashSet::new(),
+                abandoned_early: HashSet::new(),
+                received: HashSet::new(),
                 timed_out: None,
             },
             GroupHook(clock),
@@ -338,6 +342,7 @@ impl PluginState {
     fn end_concurrent_call(&mut self, id: u64, permit: OwnedSemaphorePermit) -> String {
         let call = self.calls_mut().and_then(|calls| {
             calls.abandoned_early.remove(&id);
+            calls.received.remove(&id);
             let group = calls.groups.remove(&id)?;
             // Its group's state, if it is still this call's (wasmtime may hand a finished
             // group's id to a new call): a sibling's state is never ended for it.
@@ -364,6 +369,13 @@ impl PluginState {
         call.reports.end();
         call.questions.end();
         stderr
+    }
+
+    /// The loop received the call `id`.
+    fn received(&mut self, id: u64) {
+        if let Some(calls) = self.calls_mut() {
+            calls.received.insert(id);
+        }
     }
 
     /// The earliest instant by which work a call left behind must have finished, if any was.
@@ -405,8 +417,10 @@ impl PluginState {
             .get(&id)
             .and_then(|group| calls.by_group.get_mut(group))
         else {
-            // Not started yet (or ended): it starts cancelled, if it starts.
-            calls.abandoned_early.insert(id);
+            // Not started yet: it starts cancelled. (Ended already: nothing to do.)
+            if calls.received.contains(&id) {
+                calls.abandoned_early.insert(id);
+            }
             return;
         };
         call.deadline = Instant::now() + CANCEL_GRACE;
@@ -962,7 +976,10 @@ async fn serve(
                 ));
                 tokio::select! {
                     message = rx.recv() => match message {
-                        Some(Message::Run(job)) => running.push(run(accessor, bindings, *job)),
+                        Some(Message::Run(job)) => {
+                            accessor.with(|mut access| access.data_mut().received(job.setup.id));
+                            running.push(run(accessor, bindings, *job));
+                        }
                         Some(Message::Abandon(id)) => {
                             accessor.with(|mut access| access.data_mut().abandon(id));
                         }
