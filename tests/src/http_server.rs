@@ -26,6 +26,8 @@ enum Behaviour {
     },
     /// Reads what the client sends until it closes the connection, and never answers.
     Silent,
+    /// Answers every request with 200, an empty body and `count` headers of `size` bytes.
+    Headers { count: usize, size: usize },
 }
 
 /// The head of a request the server received.
@@ -54,6 +56,17 @@ pub struct TestServer {
 }
 
 impl TestServer {
+    /// A server on 127.0.0.1 that answers every request with 200, an empty body and `count`
+    /// headers (`x-pad-0` …) of `size` bytes each.
+    ///
+    /// # Panics
+    ///
+    /// If it cannot listen, or outside a tokio runtime.
+    pub fn answering_with_headers(count: usize, size: usize) -> Self {
+        Self::start("127.0.0.1:0", Behaviour::Headers { count, size })
+            .unwrap_or_else(|e| panic!("listen: {e}"))
+    }
+
     /// A server on 127.0.0.1 that answers every request with 200 and `body`.
     ///
     /// # Panics
@@ -186,7 +199,7 @@ async fn serve(listener: tokio::net::TcpListener, behaviour: Behaviour, seen: Ar
 
 async fn connection(mut stream: tokio::net::TcpStream, behaviour: Behaviour, seen: Arc<Seen>) {
     match behaviour {
-        Behaviour::Answer(_) | Behaviour::Later { .. } => {
+        Behaviour::Answer(_) | Behaviour::Later { .. } | Behaviour::Headers { .. } => {
             let service = hyper::service::service_fn(move |request: http::Request<Incoming>| {
                 let (head, _) = request.into_parts();
                 seen.requests
@@ -199,6 +212,7 @@ async fn connection(mut stream: tokio::net::TcpStream, behaviour: Behaviour, see
                     });
                 let behaviour = behaviour.clone();
                 async move {
+                    let mut padded = Vec::new();
                     let body = match behaviour {
                         Behaviour::Later {
                             body,
@@ -210,11 +224,25 @@ async fn connection(mut stream: tokio::net::TcpStream, behaviour: Behaviour, see
                             body
                         }
                         Behaviour::Answer(body) => body,
+                        Behaviour::Headers { count, size } => {
+                            padded = (0..count)
+                                .map(|i| (format!("x-pad-{i}"), "a".repeat(size)))
+                                .collect();
+                            ""
+                        }
                         Behaviour::Silent => "",
                     };
-                    Ok::<_, Infallible>(http::Response::new(Full::new(Bytes::from_static(
-                        body.as_bytes(),
-                    ))))
+                    let mut response =
+                        http::Response::new(Full::new(Bytes::from_static(body.as_bytes())));
+                    for (name, value) in padded {
+                        if let (Ok(name), Ok(value)) = (
+                            http::HeaderName::try_from(name),
+                            http::HeaderValue::try_from(value),
+                        ) {
+                            response.headers_mut().insert(name, value);
+                        }
+                    }
+                    Ok::<_, Infallible>(response)
                 }
             });
             let _ = hyper::server::conn::http1::Builder::new()

@@ -211,6 +211,10 @@ pub(crate) const MAX_AUTHORITY_BYTES: usize = 1024;
 /// Longest extension method or scheme a plugin may set on a request.
 pub(crate) const MAX_TOKEN_BYTES: usize = 64;
 
+/// Longest path with query a plugin may set on a request (`http` allows 64 KiB; servers
+/// commonly refuse request lines past 8 KiB).
+pub(crate) const MAX_PATH_BYTES: usize = 8 << 10;
+
 /// Most bytes of a request body one write may hand the host, and so most it buffers for one
 /// unsent request (wasmtime's default is 1 MiB).
 pub(crate) const BODY_CHUNK_BYTES: usize = 64 << 10;
@@ -221,8 +225,8 @@ const HTTP_TYPES: &str = "wasi:http/types@0.2.12";
 /// The version of `wasi:http` 0.3 wasmtime-wasi-http links.
 const HTTP_TYPES_3: &str = "wasi:http/types@0.3.0";
 
-/// Replaces the setters of an outgoing request's authority, method and scheme with ones that
-/// refuse (as the setters refuse what does not parse) text longer than the bounds above; call
+/// Replaces the setters of an outgoing request's authority, method, path and scheme with ones
+/// that refuse (as the setters refuse what does not parse) text longer than the bounds above; call
 /// after `wasmtime_wasi_http::p2::add_only_http_to_linker_async` and `p3::add_to_linker`; the
 /// same for `wasi:http@0.3`'s request.
 pub(crate) fn bound_request_setters(
@@ -258,6 +262,21 @@ pub(crate) fn bound_request_setters(
                 }
                 let mut http = store.data_mut().http();
                 Ok((HostOutgoingRequest::set_method(&mut http, request, method)?,))
+            },
+        )?;
+        types.func_wrap(
+            "[method]outgoing-request.set-path-with-query",
+            |mut store, (request, path): (Resource<Request>, Option<String>)| {
+                if path
+                    .as_ref()
+                    .is_some_and(|text| text.len() > MAX_PATH_BYTES)
+                {
+                    return Ok((Err(()),));
+                }
+                let mut http = store.data_mut().http();
+                Ok((HostOutgoingRequest::set_path_with_query(
+                    &mut http, request, path,
+                )?,))
             },
         )?;
         types.func_wrap(
@@ -297,6 +316,19 @@ pub(crate) fn bound_request_setters(
                 }
                 let mut http = store.data_mut().http();
                 Ok((HostRequest3::set_method(&mut http, request, method)?,))
+            },
+        )?;
+        types.func_wrap(
+            "[method]request.set-path-with-query",
+            |mut store, (request, path): (Resource<Request3>, Option<String>)| {
+                if path
+                    .as_ref()
+                    .is_some_and(|text| text.len() > MAX_PATH_BYTES)
+                {
+                    return Ok((Err(()),));
+                }
+                let mut http = store.data_mut().http();
+                Ok((HostRequest3::set_path_with_query(&mut http, request, path)?,))
             },
         )?;
         types.func_wrap(

@@ -27,6 +27,12 @@ use wasmtime_wasi_http::{Error, RequestOptions, WasiBody};
 
 use crate::policy::literal_address;
 
+/// Most bytes hyper buffers from a server: a response's whole head must fit.
+const RESPONSE_BUFFER_BYTES: usize = 32 << 10;
+
+/// Most header lines of a response.
+const MAX_RESPONSE_HEADERS: usize = 64;
+
 /// A kind of address that is not public: a request by name reaches none of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Range {
@@ -294,6 +300,11 @@ pub(crate) async fn send(
             Box::new(tcp)
         };
         hyper::client::conn::http1::Builder::new()
+            // A response's head within 32 KiB and 64 headers (hyper allows some 400 KiB and
+            // 100): a plugin may keep a response's headers, in host memory the memory limit
+            // does not see, for each of its thousand resources.
+            .max_buf_size(RESPONSE_BUFFER_BYTES)
+            .max_headers(MAX_RESPONSE_HEADERS)
             .handshake::<_, WasiBody>(TokioIo::new(stream))
             .await
             .map_err(Error::from)

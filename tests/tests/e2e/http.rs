@@ -444,9 +444,45 @@ async fn request_text_a_plugin_holds_is_bounded() {
                 .await
         }
     };
-    // Refused (as text that does not parse is), not kept: 4 KiB, which `http` takes.
-    assert_eq!(hoard(3, 4 << 10).await.as_deref(), Ok("0 0"));
+    // Refused (as text that does not parse is), not kept: 4 KiB of authority and method and
+    // 9 KiB of path, which `http` takes.
+    assert_eq!(hoard(3, 4 << 10).await.as_deref(), Ok("0 0 3"));
+    assert_eq!(hoard(3, 9 << 10).await.as_deref(), Ok("0 0 0"));
     // What real requests carry is taken.
-    assert_eq!(hoard(3, 60).await.as_deref(), Ok("3 3"));
+    assert_eq!(hoard(3, 60).await.as_deref(), Ok("3 3 3"));
     assert!(server.requests().is_empty(), "nothing was sent");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn response_heads_are_bounded() {
+    // A response's headers stay in host memory as long as the plugin keeps the response: hyper
+    // takes heads of some 400 KiB and 100 headers. A head of 60 headers of 4 KiB is refused;
+    // one of ordinary size passes.
+    let huge = TestServer::answering_with_headers(60, 4 << 10);
+    let fine = TestServer::answering_with_headers(20, 100);
+    let policy = format!(
+        "[http]\nallow = [\"http://127.0.0.1:{}\", \"http://127.0.0.1:{}\"]\n",
+        huge.port(),
+        fine.port()
+    );
+    let dir = fetcher_dir("http-heads", Some(policy));
+    let tools = session(&dir);
+    let fetch = |port: u16| {
+        let tools = tools.clone();
+        async move {
+            tools
+                .call_tool(
+                    "fetch",
+                    &serde_json::json!({ "url": format!("http://127.0.0.1:{port}/") }).to_string(),
+                )
+                .await
+        }
+    };
+    let refused = fetch(huge.port()).await;
+    assert!(
+        matches!(&refused, Err(ToolServerError::ToolExecution(_))),
+        "{refused:?}"
+    );
+    assert_eq!(huge.requests().len(), 1, "the request went out");
+    assert_eq!(fetch(fine.port()).await.as_deref(), Ok("200 "));
 }
