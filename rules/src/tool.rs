@@ -126,8 +126,11 @@ pub fn check_title(title: &str) -> Result<(), TitleProblem> {
 /// printed), one that reorders the text around it (Unicode's bidirectional embeddings,
 /// overrides, isolates and marks), or one that is read but not shown (tag characters, which
 /// spell ASCII invisibly; invisible operators and word joiners; line and paragraph separators;
-/// the byte-order mark; interlinear annotations), so that what an operator reads is what a
-/// model gets. Zero-width spaces and joiners stay: scripts and emoji need them.
+/// the byte-order mark; interlinear annotations; the soft hyphen, the combining grapheme joiner,
+/// the Mongolian vowel separator and the Hangul fillers, shown as nothing; the supplementary
+/// variation selectors, which can carry bytes no one sees), so that what an operator reads is
+/// what a model gets. Zero-width spaces and joiners and the first sixteen variation selectors
+/// stay: scripts and emoji need them.
 #[must_use]
 pub const fn is_hidden_char(c: char) -> bool {
     // The control characters (C0, DEL, C1) but line feed and tab, spelt out: `char::is_control`
@@ -135,15 +138,23 @@ pub const fn is_hidden_char(c: char) -> bool {
     matches!(c, '\0'..='\u{8}' | '\u{b}'..='\u{1f}' | '\u{7f}'..='\u{9f}')
         || matches!(
             c,
-            '\u{061C}'
+            '\u{00AD}'
+                | '\u{034F}'
+                | '\u{061C}'
+                | '\u{115F}'
+                | '\u{1160}'
+                | '\u{180E}'
                 | '\u{200E}'
                 | '\u{200F}'
                 | '\u{2028}'..='\u{202E}'
                 | '\u{2060}'..='\u{2064}'
                 | '\u{2066}'..='\u{206F}'
+                | '\u{3164}'
                 | '\u{FEFF}'
+                | '\u{FFA0}'
                 | '\u{FFF9}'..='\u{FFFB}'
                 | '\u{E0000}'..='\u{E007F}'
+                | '\u{E0100}'..='\u{E01EF}'
         )
 }
 

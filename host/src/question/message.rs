@@ -78,6 +78,8 @@ fn forbidden(c: char) -> Option<&'static str> {
         | '\u{200F}'
         | '\u{061C}' => Some("a bidirectional formatting character"),
         '\u{2028}' | '\u{2029}' => Some("a line or paragraph separator"),
+        // And whatever else a description may not hold (text read but not shown).
+        c if llm_worker_rules::tool::is_hidden_char(c) => Some("a character read but not shown"),
         _ => None,
     }
 }
@@ -146,6 +148,11 @@ mod tests {
             ("\u{1b}[2J", "control character (U+001B)"),
             ("next\u{85}line", "control character (U+0085)"),
             ("a\u{2028}b", "line or paragraph separator (U+2028)"),
+            // Tag characters spell ASCII no one sees; supplementary variation selectors can
+            // carry bytes the same way; a Hangul filler shows as nothing.
+            ("Approve\u{E0049}\u{E0067}", "read but not shown (U+E0049)"),
+            ("ok\u{E0101}", "read but not shown (U+E0101)"),
+            ("a\u{3164}b", "read but not shown (U+3164)"),
         ] {
             let text = refused(message);
             assert!(text.contains(what), "{message:?}: {text}");

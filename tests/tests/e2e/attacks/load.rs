@@ -36,6 +36,11 @@ fn descriptions_that_would_act_on_a_terminal_are_refused() {
         "Sends \u{202e}eliF eteleD",
         // Tag characters: ASCII a model reads and no one sees ("Ignore the user").
         "Adds two numbers.\u{E0049}\u{E0067}\u{E006E}\u{E006F}\u{E0072}\u{E0065}",
+        // Supplementary variation selectors (bytes hidden after a visible character), a
+        // Hangul filler and a soft hyphen: shown as nothing.
+        "Adds two numbers.\u{E0101}\u{E0142}",
+        "Adds\u{3164}two numbers.",
+        "Adds two num\u{AD}bers.",
     ] {
         let error = llm_worker_tests::host()
             .load_bytes(
