@@ -8,10 +8,12 @@
 #![allow(deprecated)]
 
 use async_trait::async_trait;
+use rmcp::model::{ClientResult, ServerRequest};
 use rmcp::model::{
     CreateMessageResult, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema,
     ListRootsResult,
 };
+use rmcp::service::{PeerRequestOptions, ServiceError};
 use rmcp::{Peer, RoleServer};
 use serde_json::Value;
 
@@ -130,6 +132,46 @@ pub(crate) fn undeclared(asker: &Asker, capability: &str) -> QuestionError {
     ))
 }
 
+/// Sends a question to the client and waits for its answer. A question given up on before the
+/// answer came (its call ended, or its time to be answered ran out: this future is dropped) is
+/// cancelled at the client too (`notifications/cancelled`), so that no form or sampling request
+/// stays open there for a call that is over.
+async fn ask_client(
+    peer: &Peer<RoleServer>,
+    request: ServerRequest,
+) -> Result<ClientResult, ServiceError> {
+    let handle = peer
+        .send_cancellable_request(request, PeerRequestOptions::no_options())
+        .await?;
+    let mut unanswered = CancelOnDrop(Some((peer.clone(), handle.id.clone())));
+    let answer = handle.await_response().await;
+    unanswered.0 = None;
+    answer
+}
+
+/// Tells the client a request is cancelled when dropped, unless disarmed.
+struct CancelOnDrop(Option<(Peer<RoleServer>, rmcp::model::RequestId)>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let Some((peer, id)) = self.0.take() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        runtime.spawn(async move {
+            let reason = "the tool call that asked ended before the answer came".to_owned();
+            let _ = peer
+                .notify_cancelled(rmcp::model::CancelledNotificationParam::new(
+                    Some(id),
+                    Some(reason),
+                ))
+                .await;
+        });
+    }
+}
+
 fn failed(error: impl std::fmt::Display) -> QuestionError {
     QuestionError::Failed(format!("the client answered with an error: {error}"))
 }
@@ -150,8 +192,11 @@ impl QuestionHandler for PeerQuestions {
             return Err(undeclared(asker, "elicitation"));
         }
         let params = elicitation_params(message, schema, asker)?;
-        let result = self.peer.create_elicitation(params).await.map_err(failed)?;
-        elicitation_answer(result)
+        let request = ServerRequest::ElicitRequest(rmcp::model::ElicitRequest::new(params));
+        match ask_client(&self.peer, request).await.map_err(failed)? {
+            ClientResult::ElicitResult(result) => elicitation_answer(result),
+            _ => Err(failed(ServiceError::UnexpectedResponse)),
+        }
     }
 
     async fn sample(
@@ -163,15 +208,26 @@ impl QuestionHandler for PeerQuestions {
             return Err(undeclared(asker, "sampling"));
         }
         let params = super::input_required::sampling_params(request);
-        let result = self.peer.create_message(params).await.map_err(failed)?;
-        sampling_answer(result)
+        params.validate().map_err(failed)?;
+        let request =
+            ServerRequest::CreateMessageRequest(rmcp::model::CreateMessageRequest::new(params));
+        match ask_client(&self.peer, request).await.map_err(failed)? {
+            ClientResult::CreateMessageResult(result) => sampling_answer(*result),
+            _ => Err(failed(ServiceError::UnexpectedResponse)),
+        }
     }
 
     async fn roots(&self, asker: &Asker) -> Result<Vec<Root>, QuestionError> {
         if self.capabilities(asker, "list its roots")?.roots.is_none() {
             return Err(undeclared(asker, "roots"));
         }
-        let result = self.peer.list_roots().await.map_err(failed)?;
-        Ok(roots_answer(result))
+        let request = ServerRequest::ListRootsRequest(rmcp::model::ListRootsRequest {
+            method: Default::default(),
+            extensions: Default::default(),
+        });
+        match ask_client(&self.peer, request).await.map_err(failed)? {
+            ClientResult::ListRootsResult(result) => Ok(roots_answer(result)),
+            _ => Err(failed(ServiceError::UnexpectedResponse)),
+        }
     }
 }

@@ -309,3 +309,75 @@ async fn a_skip_is_the_same_answer_from_the_worker_and_over_mcp() {
     assert_eq!(greeting(&counted), "0");
     client.cancel().await.expect("close");
 }
+
+/// A client that never answers, and tells when it is asked and when a question is cancelled.
+struct WithdrawnClient {
+    asked: Arc<tokio::sync::Notify>,
+    cancelled: tokio::sync::mpsc::UnboundedSender<Option<String>>,
+}
+
+impl rmcp::ClientHandler for WithdrawnClient {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        serde_json::from_value(json!({
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"elicitation": {"form": {}}},
+            "clientInfo": {"name": "withdrawn", "version": "1"}
+        }))
+        .expect("client info")
+    }
+
+    async fn create_elicitation(
+        &self,
+        _request: rmcp::model::ElicitRequestParams,
+        _context: rmcp::service::RequestContext<rmcp::RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        self.asked.notify_one();
+        std::future::pending().await
+    }
+
+    async fn on_cancelled(
+        &self,
+        params: rmcp::model::CancelledNotificationParam,
+        _context: rmcp::service::NotificationContext<rmcp::RoleClient>,
+    ) {
+        let _ = self.cancelled.send(params.reason);
+    }
+}
+
+/// A plugin's call asks the user a question and returns without the answer: the form is
+/// withdrawn at the client (`notifications/cancelled`), not left open for a call that is over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_left_behind_by_its_call_is_cancelled_at_the_client() {
+    use llm_worker::mcp::McpServer;
+    let asker = llm_worker_tests::plugin("asker");
+    let server = McpServer::new(
+        &ToolCatalog::from_plugins([&asker]),
+        McpOptions::new("withdrawn", "1"),
+    );
+    let (client_end, server_end) = tokio::io::duplex(64 * 1024);
+    let serving = tokio::spawn(server.serve(server_end, std::future::pending::<()>()));
+    let asked = Arc::new(tokio::sync::Notify::new());
+    let (cancelled, mut cancellations) = tokio::sync::mpsc::unbounded_channel();
+    let client = WithdrawnClient {
+        asked: Arc::clone(&asked),
+        cancelled,
+    }
+    .serve(client_end)
+    .await
+    .expect("initialize");
+    let mut call = CallToolRequestParams::new("ask_and_leave");
+    call.arguments = json!({"message": "Still there?"}).as_object().cloned();
+    let left = client.call_tool(call).await.expect("tools/call");
+    assert_eq!(greeting(&left), "left");
+    llm_worker_tests::wait::within("the client to be asked", asked.notified()).await;
+    let reason =
+        llm_worker_tests::wait::within("the question's cancellation", cancellations.recv())
+            .await
+            .expect("a cancellation");
+    assert!(
+        reason.is_some_and(|reason| reason.contains("ended before the answer came")),
+        "the reason says why"
+    );
+    client.cancel().await.expect("close");
+    serving.abort();
+}
