@@ -226,125 +226,107 @@ const HTTP_TYPES: &str = "wasi:http/types@0.2.12";
 const HTTP_TYPES_3: &str = "wasi:http/types@0.3.0";
 
 /// Replaces the setters of an outgoing request's authority, method, path and scheme with ones
-/// that refuse (as the setters refuse what does not parse) text longer than the bounds above; call
-/// after `wasmtime_wasi_http::p2::add_only_http_to_linker_async` and `p3::add_to_linker`; the
-/// same for `wasi:http@0.3`'s request.
+/// that refuse (as the setters refuse what does not parse) text longer than the bounds above;
+/// call after `wasmtime_wasi_http::p2::add_only_http_to_linker_async` and `p3::add_to_linker`;
+/// the same for `wasi:http@0.3`'s request.
 pub(crate) fn bound_request_setters(
     linker: &mut wasmtime::component::Linker<super::instance::PluginState>,
 ) -> wasmtime::Result<()> {
-    use wasmtime::component::Resource;
-    use wasmtime_wasi_http::WasiHttpView;
-    use wasmtime_wasi_http::p2::bindings::http::types::{HostOutgoingRequest, Method, Scheme};
-    use wasmtime_wasi_http::p2::types::HostOutgoingRequest as Request;
+    use wasmtime_wasi_http::p2::bindings::http::types::{
+        HostOutgoingRequest as Host2, Method as Method2, Scheme as Scheme2,
+    };
+    use wasmtime_wasi_http::p2::types::HostOutgoingRequest as Request2;
+    use wasmtime_wasi_http::p3::Request as Request3;
+    use wasmtime_wasi_http::p3::bindings::http::types::{
+        HostRequest as Host3, Method as Method3, Scheme as Scheme3,
+    };
+    fn over(text: Option<&String>, max: usize) -> bool {
+        text.is_some_and(|text| text.len() > max)
+    }
     linker.allow_shadowing(true);
     let shadowed = (|| {
         let mut types = linker.instance(HTTP_TYPES)?;
-        types.func_wrap(
+        setter::<Request2, Option<String>>(
+            &mut types,
             "[method]outgoing-request.set-authority",
-            |mut store, (request, authority): (Resource<Request>, Option<String>)| {
-                if authority
-                    .as_ref()
-                    .is_some_and(|text| text.len() > MAX_AUTHORITY_BYTES)
-                {
-                    return Ok((Err(()),));
-                }
-                let mut http = store.data_mut().http();
-                Ok((HostOutgoingRequest::set_authority(
-                    &mut http, request, authority,
-                )?,))
-            },
+            |value| over(value.as_ref(), MAX_AUTHORITY_BYTES),
+            |http, request, value| Host2::set_authority(http, request, value),
         )?;
-        types.func_wrap(
+        setter::<Request2, Method2>(
+            &mut types,
             "[method]outgoing-request.set-method",
-            |mut store, (request, method): (Resource<Request>, Method)| {
-                if matches!(&method, Method::Other(text) if text.len() > MAX_TOKEN_BYTES) {
-                    return Ok((Err(()),));
-                }
-                let mut http = store.data_mut().http();
-                Ok((HostOutgoingRequest::set_method(&mut http, request, method)?,))
-            },
+            |value| matches!(value, Method2::Other(text) if text.len() > MAX_TOKEN_BYTES),
+            |http, request, value| Host2::set_method(http, request, value),
         )?;
-        types.func_wrap(
+        setter::<Request2, Option<String>>(
+            &mut types,
             "[method]outgoing-request.set-path-with-query",
-            |mut store, (request, path): (Resource<Request>, Option<String>)| {
-                if path
-                    .as_ref()
-                    .is_some_and(|text| text.len() > MAX_PATH_BYTES)
-                {
-                    return Ok((Err(()),));
-                }
-                let mut http = store.data_mut().http();
-                Ok((HostOutgoingRequest::set_path_with_query(
-                    &mut http, request, path,
-                )?,))
-            },
+            |value| over(value.as_ref(), MAX_PATH_BYTES),
+            |http, request, value| Host2::set_path_with_query(http, request, value),
         )?;
-        types.func_wrap(
+        setter::<Request2, Option<Scheme2>>(
+            &mut types,
             "[method]outgoing-request.set-scheme",
-            |mut store, (request, scheme): (Resource<Request>, Option<Scheme>)| {
-                if matches!(&scheme, Some(Scheme::Other(text)) if text.len() > MAX_TOKEN_BYTES) {
-                    return Ok((Err(()),));
-                }
-                let mut http = store.data_mut().http();
-                Ok((HostOutgoingRequest::set_scheme(&mut http, request, scheme)?,))
-            },
+            |value| matches!(value, Some(Scheme2::Other(text)) if text.len() > MAX_TOKEN_BYTES),
+            |http, request, value| Host2::set_scheme(http, request, value),
         )?;
-        // The same for `wasi:http@0.3.0` (contract 1.0.0).
-        use wasmtime_wasi_http::p3::Request as Request3;
-        use wasmtime_wasi_http::p3::bindings::http::types::{
-            HostRequest as HostRequest3, Method as Method3, Scheme as Scheme3,
-        };
         let mut types = linker.instance(HTTP_TYPES_3)?;
-        types.func_wrap(
+        setter::<Request3, Option<String>>(
+            &mut types,
             "[method]request.set-authority",
-            |mut store, (request, authority): (Resource<Request3>, Option<String>)| {
-                if authority
-                    .as_ref()
-                    .is_some_and(|text| text.len() > MAX_AUTHORITY_BYTES)
-                {
-                    return Ok((Err(()),));
-                }
-                let mut http = store.data_mut().http();
-                Ok((HostRequest3::set_authority(&mut http, request, authority)?,))
-            },
+            |value| over(value.as_ref(), MAX_AUTHORITY_BYTES),
+            |http, request, value| Host3::set_authority(http, request, value),
         )?;
-        types.func_wrap(
+        setter::<Request3, Method3>(
+            &mut types,
             "[method]request.set-method",
-            |mut store, (request, method): (Resource<Request3>, Method3)| {
-                if matches!(&method, Method3::Other(text) if text.len() > MAX_TOKEN_BYTES) {
-                    return Ok((Err(()),));
-                }
-                let mut http = store.data_mut().http();
-                Ok((HostRequest3::set_method(&mut http, request, method)?,))
-            },
+            |value| matches!(value, Method3::Other(text) if text.len() > MAX_TOKEN_BYTES),
+            |http, request, value| Host3::set_method(http, request, value),
         )?;
-        types.func_wrap(
+        setter::<Request3, Option<String>>(
+            &mut types,
             "[method]request.set-path-with-query",
-            |mut store, (request, path): (Resource<Request3>, Option<String>)| {
-                if path
-                    .as_ref()
-                    .is_some_and(|text| text.len() > MAX_PATH_BYTES)
-                {
-                    return Ok((Err(()),));
-                }
-                let mut http = store.data_mut().http();
-                Ok((HostRequest3::set_path_with_query(&mut http, request, path)?,))
-            },
+            |value| over(value.as_ref(), MAX_PATH_BYTES),
+            |http, request, value| Host3::set_path_with_query(http, request, value),
         )?;
-        types.func_wrap(
+        setter::<Request3, Option<Scheme3>>(
+            &mut types,
             "[method]request.set-scheme",
-            |mut store, (request, scheme): (Resource<Request3>, Option<Scheme3>)| {
-                if matches!(&scheme, Some(Scheme3::Other(text)) if text.len() > MAX_TOKEN_BYTES) {
-                    return Ok((Err(()),));
-                }
-                let mut http = store.data_mut().http();
-                Ok((HostRequest3::set_scheme(&mut http, request, scheme)?,))
-            },
-        )?;
-        Ok(())
+            |value| matches!(value, Some(Scheme3::Other(text)) if text.len() > MAX_TOKEN_BYTES),
+            |http, request, value| Host3::set_scheme(http, request, value),
+        )
     })();
     linker.allow_shadowing(false);
     shadowed
+}
+
+/// Links `name` as wasmtime-wasi-http's setter `set`, answering `Err(())` without calling it
+/// when `refused` says the value is too long.
+fn setter<R, V>(
+    types: &mut wasmtime::component::LinkerInstance<'_, super::instance::PluginState>,
+    name: &str,
+    refused: fn(&V) -> bool,
+    set: for<'a> fn(
+        &mut wasmtime_wasi_http::WasiHttpCtxView<'a>,
+        wasmtime::component::Resource<R>,
+        V,
+    ) -> wasmtime::Result<Result<(), ()>>,
+) -> wasmtime::Result<()>
+where
+    R: 'static,
+    V: wasmtime::component::ComponentType + wasmtime::component::Lift + Send + Sync + 'static,
+{
+    use wasmtime_wasi_http::WasiHttpView;
+    types.func_wrap(
+        name,
+        move |mut store, (request, value): (wasmtime::component::Resource<R>, V)| {
+            if refused(&value) {
+                return Ok((Err(()),));
+            }
+            let mut http = store.data_mut().http();
+            Ok((set(&mut http, request, value)?,))
+        },
+    )
 }
 
 impl WasiHttpHooks for HttpGate {

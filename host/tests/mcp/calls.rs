@@ -139,9 +139,10 @@ async fn the_operators_hooks_see_and_can_refuse_every_mcp_call() {
 }
 
 /// A client whose person is away: it declares elicitation, says when it is asked, and never
-/// answers.
+/// answers; it passes on the reasons of the cancellations it is sent.
 struct AwayClient {
     asked: Arc<tokio::sync::Notify>,
+    cancelled: Option<tokio::sync::mpsc::UnboundedSender<Option<String>>>,
 }
 
 impl rmcp::ClientHandler for AwayClient {
@@ -161,6 +162,16 @@ impl rmcp::ClientHandler for AwayClient {
     ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
         self.asked.notify_one();
         std::future::pending().await
+    }
+
+    async fn on_cancelled(
+        &self,
+        params: rmcp::model::CancelledNotificationParam,
+        _context: rmcp::service::NotificationContext<rmcp::RoleClient>,
+    ) {
+        if let Some(cancelled) = &self.cancelled {
+            let _ = cancelled.send(params.reason);
+        }
     }
 }
 
@@ -188,6 +199,7 @@ async fn one_plugins_wait_for_an_answer_delays_no_other_plugins_requests() {
     let asked = Arc::new(tokio::sync::Notify::new());
     let client = AwayClient {
         asked: Arc::clone(&asked),
+        cancelled: None,
     }
     .serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
         url.as_str(),
@@ -310,40 +322,6 @@ async fn a_skip_is_the_same_answer_from_the_worker_and_over_mcp() {
     client.cancel().await.expect("close");
 }
 
-/// A client that never answers, and tells when it is asked and when a question is cancelled.
-struct WithdrawnClient {
-    asked: Arc<tokio::sync::Notify>,
-    cancelled: tokio::sync::mpsc::UnboundedSender<Option<String>>,
-}
-
-impl rmcp::ClientHandler for WithdrawnClient {
-    fn get_info(&self) -> rmcp::model::ClientConfig {
-        serde_json::from_value(json!({
-            "protocolVersion": "2025-11-25",
-            "capabilities": {"elicitation": {"form": {}}},
-            "clientInfo": {"name": "withdrawn", "version": "1"}
-        }))
-        .expect("client info")
-    }
-
-    async fn create_elicitation(
-        &self,
-        _request: rmcp::model::ElicitRequestParams,
-        _context: rmcp::service::RequestContext<rmcp::RoleClient>,
-    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
-        self.asked.notify_one();
-        std::future::pending().await
-    }
-
-    async fn on_cancelled(
-        &self,
-        params: rmcp::model::CancelledNotificationParam,
-        _context: rmcp::service::NotificationContext<rmcp::RoleClient>,
-    ) {
-        let _ = self.cancelled.send(params.reason);
-    }
-}
-
 /// A plugin's call asks the user a question and returns without the answer: the form is
 /// withdrawn at the client (`notifications/cancelled`), not left open for a call that is over.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -358,9 +336,9 @@ async fn a_question_left_behind_by_its_call_is_cancelled_at_the_client() {
     let serving = tokio::spawn(server.serve(server_end, std::future::pending::<()>()));
     let asked = Arc::new(tokio::sync::Notify::new());
     let (cancelled, mut cancellations) = tokio::sync::mpsc::unbounded_channel();
-    let client = WithdrawnClient {
+    let client = AwayClient {
         asked: Arc::clone(&asked),
-        cancelled,
+        cancelled: Some(cancelled),
     }
     .serve(client_end)
     .await
