@@ -300,17 +300,20 @@ pub(crate) fn bound_request_setters(
     shadowed
 }
 
+/// One of wasmtime-wasi-http's setters of a request (of type `R`): of a value `V`.
+type Setter<R, V> = for<'a> fn(
+    &mut wasmtime_wasi_http::WasiHttpCtxView<'a>,
+    wasmtime::component::Resource<R>,
+    V,
+) -> wasmtime::Result<Result<(), ()>>;
+
 /// Links `name` as wasmtime-wasi-http's setter `set`, answering `Err(())` without calling it
 /// when `refused` says the value is too long.
 fn setter<R, V>(
     types: &mut wasmtime::component::LinkerInstance<'_, super::instance::PluginState>,
     name: &str,
     refused: fn(&V) -> bool,
-    set: for<'a> fn(
-        &mut wasmtime_wasi_http::WasiHttpCtxView<'a>,
-        wasmtime::component::Resource<R>,
-        V,
-    ) -> wasmtime::Result<Result<(), ()>>,
+    set: Setter<R, V>,
 ) -> wasmtime::Result<()>
 where
     R: 'static,
