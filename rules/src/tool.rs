@@ -112,7 +112,7 @@ pub fn check_title(title: &str) -> Result<(), TitleProblem> {
     if title.trim().is_empty() {
         return Err(TitleProblem::Empty);
     }
-    if title.chars().any(|c| c.is_control() || is_hidden_char(c)) {
+    if title.chars().any(char::is_control) || first_hidden(title).is_some() {
         return Err(TitleProblem::NotOneLine);
     }
     if title.len() > MAX_TITLE_BYTES {
@@ -127,10 +127,12 @@ pub fn check_title(title: &str) -> Result<(), TitleProblem> {
 /// overrides, isolates and marks), or one that is read but not shown (tag characters, which
 /// spell ASCII invisibly; invisible operators and word joiners; line and paragraph separators;
 /// the byte-order mark; interlinear annotations; the soft hyphen, the combining grapheme joiner,
-/// the Mongolian vowel separator and the Hangul fillers, shown as nothing; the supplementary
-/// variation selectors, which can carry bytes no one sees), so that what an operator reads is
-/// what a model gets. Zero-width spaces and joiners and the first sixteen variation selectors
-/// stay: scripts and emoji need them.
+/// the Mongolian variation selectors and vowel separator, the Khmer inherent vowels, the Hangul
+/// fillers, the shorthand and musical format controls, shown as nothing; the whole block of
+/// tags and supplementary variation selectors, U+E0000–U+E0FFF, which can carry bytes no one
+/// sees — ideographic variation sequences included), so that what an operator reads is what a
+/// model gets. Zero-width spaces and joiners and the first sixteen variation selectors stay:
+/// scripts and emoji need them ([`first_hidden`] refuses those in runs, which only hide data).
 #[must_use]
 pub const fn is_hidden_char(c: char) -> bool {
     // The control characters (C0, DEL, C1) but line feed and tab, spelt out: `char::is_control`
@@ -143,7 +145,9 @@ pub const fn is_hidden_char(c: char) -> bool {
                 | '\u{061C}'
                 | '\u{115F}'
                 | '\u{1160}'
-                | '\u{180E}'
+                | '\u{17B4}'
+                | '\u{17B5}'
+                | '\u{180B}'..='\u{180F}'
                 | '\u{200E}'
                 | '\u{200F}'
                 | '\u{2028}'..='\u{202E}'
@@ -153,8 +157,9 @@ pub const fn is_hidden_char(c: char) -> bool {
                 | '\u{FEFF}'
                 | '\u{FFA0}'
                 | '\u{FFF9}'..='\u{FFFB}'
-                | '\u{E0000}'..='\u{E007F}'
-                | '\u{E0100}'..='\u{E01EF}'
+                | '\u{1BCA0}'..='\u{1BCA3}'
+                | '\u{1D173}'..='\u{1D17A}'
+                | '\u{E0000}'..='\u{E0FFF}'
         )
 }
 
@@ -225,10 +230,25 @@ pub fn check_description(text: &str) -> Result<(), DescriptionProblem> {
     if text.len() > MAX_DESCRIPTION_BYTES {
         return Err(DescriptionProblem::TooLong { len: text.len() });
     }
-    match text.chars().enumerate().find(|(_, c)| is_hidden_char(*c)) {
+    match first_hidden(text) {
         Some((at, found)) => Err(DescriptionProblem::HiddenChar { found, at }),
         None => Ok(()),
     }
+}
+
+/// The first character of `text` that hides something, and its index (in characters): one of
+/// [`is_hidden_char`], or a variation selector (U+FE00–U+FE0F) right after another one (a
+/// single selector picks a glyph, as emoji do; a run of them shows as nothing and can carry
+/// bytes).
+#[must_use]
+pub fn first_hidden(text: &str) -> Option<(usize, char)> {
+    let selector = |c: char| matches!(c, '\u{FE00}'..='\u{FE0F}');
+    let mut previous = None;
+    text.chars().enumerate().find(|&(_, c)| {
+        let hides = is_hidden_char(c) || (selector(c) && previous.is_some_and(selector));
+        previous = Some(c);
+        hides
+    })
 }
 
 #[cfg(test)]

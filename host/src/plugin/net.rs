@@ -27,6 +27,16 @@ use wasmtime_wasi_http::{Error, RequestOptions, WasiBody};
 
 use crate::policy::literal_address;
 
+/// A failed exchange as the plugin sees it: a response head over the bounds below as that
+/// (`http-response-header-section-size`), not as a protocol error.
+fn response_error(error: hyper::Error) -> Error {
+    if error.is_parse_too_large() {
+        Error::HttpResponseHeaderSectionSize(None)
+    } else {
+        Error::from(error)
+    }
+}
+
 /// Most bytes hyper buffers from a server: a response's whole head must fit.
 const RESPONSE_BUFFER_BYTES: usize = 32 << 10;
 
@@ -327,7 +337,7 @@ pub(crate) async fn send(
         tokio::time::timeout(first_byte_timeout, sender.send_request(request))
             .await
             .map_err(|_| Error::ConnectionReadTimeout)?
-            .map_err(Error::from)
+            .map_err(response_error)
     };
     // Wait for the response head while driving the connection.
     let mut connection = Box::pin(connection);
@@ -336,7 +346,7 @@ pub(crate) async fn send(
         biased;
         response = &mut response => (response?, Some(connection)),
         ended = &mut connection => {
-            ended.map_err(Error::from)?;
+            ended.map_err(response_error)?;
             (response.await?, None)
         }
     };

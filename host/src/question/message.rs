@@ -58,10 +58,15 @@ pub(crate) fn check_message(message: &str, asker: &Asker) -> Result<(), Question
 /// Whether `text` is free of the characters no shown text may hold; the problem, naming the
 /// character and where it is, if not.
 pub(crate) fn check_text(text: &str) -> Result<(), String> {
-    match text.chars().enumerate().find_map(|(at, c)| {
-        forbidden(c).map(|what| format!("{what} (U+{:04X}) at character {at}", u32::from(c)))
-    }) {
-        Some(problem) => Err(problem),
+    let named = text
+        .chars()
+        .enumerate()
+        .find_map(|(at, c)| forbidden(c).map(|what| (at, c, what)));
+    // And whatever else a description may not hold (text read but not shown).
+    let hidden = llm_worker_rules::tool::first_hidden(text)
+        .map(|(at, c)| (at, c, "a character read but not shown"));
+    match named.into_iter().chain(hidden).min_by_key(|&(at, ..)| at) {
+        Some((at, c, what)) => Err(format!("{what} (U+{:04X}) at character {at}", u32::from(c))),
         None => Ok(()),
     }
 }
@@ -78,8 +83,6 @@ fn forbidden(c: char) -> Option<&'static str> {
         | '\u{200F}'
         | '\u{061C}' => Some("a bidirectional formatting character"),
         '\u{2028}' | '\u{2029}' => Some("a line or paragraph separator"),
-        // And whatever else a description may not hold (text read but not shown).
-        c if llm_worker_rules::tool::is_hidden_char(c) => Some("a character read but not shown"),
         _ => None,
     }
 }
@@ -153,6 +156,8 @@ mod tests {
             ("Approve\u{E0049}\u{E0067}", "read but not shown (U+E0049)"),
             ("ok\u{E0101}", "read but not shown (U+E0101)"),
             ("a\u{3164}b", "read but not shown (U+3164)"),
+            // A run of variation selectors shows as nothing; one after an emoji is text.
+            ("hi\u{FE0F}\u{FE01}\u{FE02}", "read but not shown (U+FE01)"),
         ] {
             let text = refused(message);
             assert!(text.contains(what), "{message:?}: {text}");

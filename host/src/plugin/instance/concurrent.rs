@@ -556,6 +556,8 @@ where
     // A question lives no longer than its call: one the guest left waiting when the call
     // returned (or its caller gave up on it) is withdrawn, not left open at the client.
     tokio::select! {
+        // An answer that came is taken, even if the call ended meanwhile.
+        biased;
         (_, answer) = asking => answer,
         _ = ended.wait_for(|cancelled| *cancelled) => Err(QuestionError::Failed(format!(
             "plugin '{plugin}': the call that asked this question ended (it returned, or its \

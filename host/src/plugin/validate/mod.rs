@@ -126,20 +126,17 @@ pub(crate) fn check_schema_text(schema: &serde_json::Value) -> Result<(), String
     use serde_json::Value;
     use std::fmt::Write as _;
     fn walk(value: &Value, at: &mut String) -> Result<(), String> {
-        let hidden = |text: &str, at: &str, what: &str| match text
-            .chars()
-            .enumerate()
-            .find(|(_, c)| llm_worker_rules::tool::is_hidden_char(*c))
-        {
-            Some((index, found)) => Err(format!(
-                "{what} at #{} holds {found:?} (U+{:04X}) at character {index}: a schema's \
+        let hidden =
+            |text: &str, at: &str, what: &str| match llm_worker_rules::tool::first_hidden(text) {
+                Some((index, found)) => Err(format!(
+                    "{what} at #{} holds {found:?} (U+{:04X}) at character {index}: a schema's \
                  texts reach the model as they are, so they may hold line breaks and tabs but \
                  no other control character, nor one that reorders or hides text",
-                llm_worker_rules::tool::Visible(at),
-                u32::from(found)
-            )),
-            None => Ok(()),
-        };
+                    llm_worker_rules::tool::Visible(at),
+                    u32::from(found)
+                )),
+                None => Ok(()),
+            };
         match value {
             Value::String(text) => hidden(text, at, "the text"),
             Value::Array(items) => items.iter().enumerate().try_for_each(|(index, item)| {

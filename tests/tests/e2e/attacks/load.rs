@@ -41,6 +41,10 @@ fn descriptions_that_would_act_on_a_terminal_are_refused() {
         "Adds two numbers.\u{E0101}\u{E0142}",
         "Adds\u{3164}two numbers.",
         "Adds two num\u{AD}bers.",
+        // A run of variation selectors after a visible character: bytes no one sees.
+        "Adds two numbers.\u{FE0E}\u{FE03}\u{FE0A}",
+        // Unassigned, ignorable, shown as nothing.
+        "Adds two numbers.\u{E0200}",
     ] {
         let error = llm_worker_tests::host()
             .load_bytes(
@@ -56,8 +60,9 @@ fn descriptions_that_would_act_on_a_terminal_are_refused() {
             "{message}"
         );
     }
-    // Line breaks and tabs are text.
-    let fine = WatComponent::new(&[("t", "Two lines:\n\tindented.", OBJECT)]).build();
+    // Line breaks and tabs are text, and so is an emoji with its variation selector.
+    let fine =
+        WatComponent::new(&[("t", "Two lines:\n\tindented \u{2764}\u{FE0F}.", OBJECT)]).build();
     assert!(
         llm_worker_tests::host()
             .load_bytes("/plugins/fine.wasm", &fine)
