@@ -319,8 +319,12 @@ impl PluginSession {
         name: &str,
         arguments: &[(String, String)],
     ) -> Result<Prompt, RequestError> {
+        // Each argument charged besides its bytes: many short ones are copied one by one.
         self.within_input_limit(
-            arguments.iter().map(|(n, v)| n.len() + v.len()).sum(),
+            super::charged(
+                arguments.iter().map(|(n, v)| n.len() + v.len()).sum(),
+                arguments.len(),
+            ),
             || format!("the arguments of prompt '{name}'"),
         )?;
         match self
@@ -356,12 +360,15 @@ impl PluginSession {
         context: &[(String, String)],
     ) -> Result<Completion, RequestError> {
         self.within_input_limit(
-            argument.len()
-                + value.len()
-                + context
-                    .iter()
-                    .map(|(n, v)| n.len() + v.len())
-                    .sum::<usize>(),
+            super::charged(
+                argument.len()
+                    + value.len()
+                    + context
+                        .iter()
+                        .map(|(n, v)| n.len() + v.len())
+                        .sum::<usize>(),
+                context.len(),
+            ),
             || format!("the completion of '{argument}'"),
         )?;
         let request = Request::Complete {

@@ -414,6 +414,28 @@ async fn a_plugins_resources_prompts_and_completions_share_its_sessions_instance
         matches!(refused, Err(RequestError::InvalidArgument(_))),
         "{refused:?}"
     );
+    // Many short entries cost more than their bytes (each is copied on its own): 20,000
+    // arguments or context entries of a few bytes are refused too.
+    let many: Vec<(String, String)> = (0..20_000)
+        .map(|i| (format!("a{i}"), String::new()))
+        .collect();
+    let refused = session.get_prompt("review", &many).await;
+    assert!(
+        matches!(&refused, Err(RequestError::InvalidArgument(text)) if text.contains("input limit")),
+        "{refused:?}"
+    );
+    let refused = session
+        .complete(
+            CompletionRef::ResourceTemplate("notes://note/{number}".into()),
+            "number",
+            "",
+            &many,
+        )
+        .await;
+    assert!(
+        matches!(&refused, Err(RequestError::InvalidArgument(text)) if text.contains("input limit")),
+        "{refused:?}"
+    );
     // Another session has its own instance, and its own (empty) notes.
     let other = notes.open();
     let empty = other
