@@ -32,7 +32,8 @@ pub enum UriProblem {
         /// Its length in bytes.
         len: usize,
     },
-    /// The URI has white space or a control character (the first such).
+    /// The URI has white space, a control character or another character a reader does not
+    /// see ([`crate::tool::first_hidden`]): the first such.
     NotOneWord(char),
     /// The URI does not start with a scheme (`letter *( letter / digit / "+" / "-" / "." )`)
     /// and a colon.
@@ -54,8 +55,8 @@ impl fmt::Display for UriProblem {
             Self::NotOneWord(c) => write!(
                 f,
                 "it has {c:?}; a URI is one word with a scheme, such as `notes://today` or \
-                 `file:///a.txt`, with no white space or control characters (percent-encode \
-                 them: a space is `%20`)"
+                 `file:///a.txt`, with no white space, control characters or characters shown \
+                 as nothing (percent-encode them: a space is `%20`)"
             ),
             Self::NoScheme => f.write_str(
                 "it does not start with a scheme; a URI looks like `notes://today` or \
@@ -83,6 +84,9 @@ pub fn check_uri(uri: &str) -> Result<(), UriProblem> {
     }
     if let Some(bad) = uri.chars().find(|&c| c.is_whitespace() || c.is_control()) {
         return Err(UriProblem::NotOneWord(bad));
+    }
+    if let Some((_, hidden)) = crate::tool::first_hidden(uri) {
+        return Err(UriProblem::NotOneWord(hidden));
     }
     let Some((scheme, _)) = uri.split_once(':') else {
         return Err(UriProblem::NoScheme);
@@ -169,7 +173,7 @@ pub fn check_mime_type(mime: &str) -> Result<(), MimeProblem> {
     if !is_restricted_name(kind) || !is_restricted_name(subtype) {
         return Err(MimeProblem::NotTypeSubtype);
     }
-    if parameters.chars().any(char::is_control) {
+    if parameters.chars().any(char::is_control) || crate::tool::first_hidden(parameters).is_some() {
         return Err(MimeProblem::BadParameters);
     }
     Ok(())
@@ -197,6 +201,19 @@ mod tests {
         assert_eq!(check_uri("1x://y"), Err(UriProblem::NoScheme));
         assert_eq!(check_uri("my notes:x"), Err(UriProblem::NotOneWord(' ')));
         assert_eq!(check_uri("x://\u{7}"), Err(UriProblem::NotOneWord('\u{7}')));
+        // Characters shown as nothing, which would carry text no reader sees.
+        assert_eq!(
+            check_uri("notes://a\u{E0041}\u{E0042}"),
+            Err(UriProblem::NotOneWord('\u{E0041}'))
+        );
+        assert_eq!(
+            check_uri("notes://\u{202E}txt"),
+            Err(UriProblem::NotOneWord('\u{202E}'))
+        );
+        assert_eq!(
+            check_uri("notes://a\u{200B}b"),
+            Err(UriProblem::NotOneWord('\u{200B}'))
+        );
         assert_eq!(
             check_uri(&format!("x://{}", "a".repeat(MAX_URI_BYTES))),
             Err(UriProblem::TooLong {
@@ -234,6 +251,10 @@ mod tests {
         }
         assert_eq!(
             check_mime_type("text/plain; a=\nb"),
+            Err(MimeProblem::BadParameters)
+        );
+        assert_eq!(
+            check_mime_type("text/plain; charset=utf-8\u{E0041}\u{E0042}"),
             Err(MimeProblem::BadParameters)
         );
         let long = format!("text/plain; x={}", "y".repeat(MAX_MIME_TYPE_BYTES));

@@ -126,13 +126,15 @@ pub fn check_title(title: &str) -> Result<(), TitleProblem> {
 /// printed), one that reorders the text around it (Unicode's bidirectional embeddings,
 /// overrides, isolates and marks), or one that is read but not shown (tag characters, which
 /// spell ASCII invisibly; invisible operators and word joiners; line and paragraph separators;
-/// the byte-order mark; interlinear annotations; the soft hyphen, the combining grapheme joiner,
+/// the byte-order mark; interlinear annotations and the unassigned code points beside them and
+/// beside the word joiner, which Unicode reserves as ignorable; the soft hyphen, the combining grapheme joiner,
 /// the Mongolian variation selectors and vowel separator, the Khmer inherent vowels, the Hangul
 /// fillers, the shorthand and musical format controls, shown as nothing; the whole block of
 /// tags and supplementary variation selectors, U+E0000–U+E0FFF, which can carry bytes no one
 /// sees — ideographic variation sequences included), so that what an operator reads is what a
 /// model gets. Zero-width spaces and joiners and the first sixteen variation selectors stay:
-/// scripts and emoji need them ([`first_hidden`] refuses those in runs, which only hide data).
+/// scripts and emoji need them ([`first_hidden`] refuses them where none does, since there
+/// they only hide data).
 #[must_use]
 pub const fn is_hidden_char(c: char) -> bool {
     // The control characters (C0, DEL, C1) but line feed and tab, spelt out: `char::is_control`
@@ -151,12 +153,11 @@ pub const fn is_hidden_char(c: char) -> bool {
                 | '\u{200E}'
                 | '\u{200F}'
                 | '\u{2028}'..='\u{202E}'
-                | '\u{2060}'..='\u{2064}'
-                | '\u{2066}'..='\u{206F}'
+                | '\u{2060}'..='\u{206F}'
                 | '\u{3164}'
                 | '\u{FEFF}'
                 | '\u{FFA0}'
-                | '\u{FFF9}'..='\u{FFFB}'
+                | '\u{FFF0}'..='\u{FFFB}'
                 | '\u{1BCA0}'..='\u{1BCA3}'
                 | '\u{1D173}'..='\u{1D17A}'
                 | '\u{E0000}'..='\u{E0FFF}'
@@ -237,15 +238,30 @@ pub fn check_description(text: &str) -> Result<(), DescriptionProblem> {
 }
 
 /// The first character of `text` that hides something, and its index (in characters): one of
-/// [`is_hidden_char`], or a variation selector (U+FE00–U+FE0F) right after another one (a
-/// single selector picks a glyph, as emoji do; a run of them shows as nothing and can carry
-/// bytes).
+/// [`is_hidden_char`], or a zero-width space, non-joiner or joiner (U+200B–U+200D) or a
+/// variation selector (U+FE00–U+FE0F) where no script or emoji needs one, so that it can only
+/// carry bits no one sees: at the start of the text, after an ASCII character (but an emoji
+/// selector after a keycap's digit, `#` or `*`), or after another of them (but the joiner after
+/// a selector, as in ❤️‍🔥). A joiner between emoji, a non-joiner in Persian and a selector
+/// after an emoji stay text.
 #[must_use]
 pub fn first_hidden(text: &str) -> Option<(usize, char)> {
     let selector = |c: char| matches!(c, '\u{FE00}'..='\u{FE0F}');
-    let mut previous = None;
+    let zero_width = |c: char| matches!(c, '\u{200B}'..='\u{200D}');
+    let mut previous: Option<char> = None;
     text.chars().enumerate().find(|&(_, c)| {
-        let hides = is_hidden_char(c) || (selector(c) && previous.is_some_and(selector));
+        let hides = is_hidden_char(c)
+            || ((selector(c) || zero_width(c))
+                && match previous {
+                    None => true,
+                    Some(before) if before.is_ascii() => {
+                        !(matches!(c, '\u{FE0E}' | '\u{FE0F}')
+                            && matches!(before, '0'..='9' | '#' | '*'))
+                    }
+                    Some(before) if zero_width(before) => true,
+                    Some(before) if selector(before) => c != '\u{200D}',
+                    Some(_) => false,
+                });
         previous = Some(c);
         hides
     })
@@ -281,6 +297,39 @@ mod tests {
             check_description(&long),
             Err(DescriptionProblem::TooLong { .. })
         ));
+    }
+
+    #[test]
+    fn zero_width_characters_and_selectors_only_where_a_script_or_emoji_needs_them() {
+        for fine in [
+            "\u{2764}\u{FE0F} hearts",           // an emoji and its selector
+            "\u{2764}\u{FE0F}\u{200D}\u{1F525}", // a selector, then a joiner
+            "1\u{FE0F}\u{20E3} keycap",          // a keycap
+            "\u{1F469}\u{200D}\u{1F4BB}",        // a joiner between emoji
+            "\u{645}\u{6CC}\u{200C}\u{62E}\u{648}\u{627}\u{647}\u{645}", // a non-joiner in Persian
+        ] {
+            assert_eq!(first_hidden(fine), None, "{fine:?}");
+        }
+        for (text, found, at) in [
+            ("\u{200B}start", '\u{200B}', 0),
+            ("\u{FE0F}start", '\u{FE0F}', 0),
+            // One selector or zero-width character after each ASCII letter carries bits.
+            ("a\u{FE01}b\u{FE0E}c", '\u{FE01}', 1),
+            ("ab\u{200C}c\u{200B}", '\u{200C}', 2),
+            ("x\u{200D}y", '\u{200D}', 1),
+            // Runs.
+            ("\u{1F600}\u{200B}\u{200C}", '\u{200C}', 2),
+            ("\u{2764}\u{FE0F}\u{FE0F}", '\u{FE0F}', 2),
+            ("\u{1F469}\u{200D}\u{FE0F}", '\u{FE0F}', 2),
+            // Unassigned code points Unicode reserves as ignorable.
+            ("a\u{2065}b", '\u{2065}', 1),
+            ("a\u{FFF0}b", '\u{FFF0}', 1),
+            ("a\u{FFF8}b", '\u{FFF8}', 1),
+        ] {
+            assert_eq!(first_hidden(text), Some((at, found)), "{text:?}");
+        }
+        // The supplementary selectors are refused everywhere, ideographic variants included.
+        assert_eq!(first_hidden("\u{8FBB}\u{E0100}"), Some((1, '\u{E0100}')));
     }
 
     #[test]

@@ -41,6 +41,15 @@ pub(crate) const MAX_OPEN_FILES_PER_INSTANCE: usize = 256;
 /// each holds every entry of its directory in host memory.
 pub(crate) const MAX_LISTINGS_PER_INSTANCE: usize = 8;
 
+/// Most a directory listing may hold, counting each entry's name and 32 bytes beside it (what
+/// the host keeps of an entry): 4 MiB, some hundred thousand ordinary names. A plugin with a
+/// writable grant could otherwise fill a directory with a million files and hold its listing
+/// eight times over.
+pub(crate) const MAX_LISTING_BYTES: usize = 4 << 20;
+
+/// What the host keeps of a listed entry beside its name.
+const LISTED_ENTRY_BYTES: usize = 32;
+
 /// The share of the process's open-file limit (the soft `RLIMIT_NOFILE`) that the plugin
 /// instances of one host may hold together, as a divisor: half. The other half stays with the
 /// host itself: plugin files, the compiled cache, clients' connections, outgoing HTTP.
@@ -110,6 +119,8 @@ pub(crate) enum Refused {
     Instance,
     /// The instance holds [`MAX_LISTINGS_PER_INSTANCE`] directory listings already.
     Listings,
+    /// The directory's listing would be over [`MAX_LISTING_BYTES`].
+    LargeListing,
     /// The host's budget is used up (by all instances together).
     Host,
 }
@@ -127,6 +138,13 @@ impl Refused {
                 "plugin '{plugin}' holds {MAX_LISTINGS_PER_INSTANCE} directory listings, the \
                  most one instance may hold; it was refused another (it sees \
                  `insufficient-memory`); the plugin should drop a listing once it has read it"
+            ),
+            Refused::LargeListing => format!(
+                "plugin '{plugin}' asked to list a directory whose listing would hold over {} \
+                 MiB (its entries' names, {LISTED_ENTRY_BYTES} bytes each beside them); it was \
+                 refused (it sees `insufficient-memory`); split the directory, or open its \
+                 entries by name",
+                MAX_LISTING_BYTES >> 20
             ),
             Refused::Host => format!(
                 "the plugins of this host hold {host_max} open files and directories, the most \
@@ -304,13 +322,40 @@ async fn read_directory(
         return Err(descriptors.refuse(why).into());
     }
     // wasmtime-wasi opens the directory again, reads every entry and closes it before this
-    // returns: the permit covers that while it lasts.
+    // returns: the permit covers that while it lasts, and the count of the entries' size
+    // before it.
+    #[cfg(unix)]
+    if let Ok(Descriptor::Dir(dir)) = files.table.get(&fd) {
+        let dir = Arc::clone(&dir.dir);
+        let large = tokio::task::spawn_blocking(move || listing_over_limit(&dir)).await;
+        if matches!(large, Ok(Ok(true))) {
+            descriptors.unreserve();
+            return Err(descriptors.refuse(Refused::LargeListing).into());
+        }
+    }
     let read = HostDescriptor::read_directory(&mut files, fd).await;
     descriptors.unreserve();
     if read.is_ok() {
         descriptors.listings += 1;
     }
     read
+}
+
+/// Whether listing `dir` would hold more than [`MAX_LISTING_BYTES`]: its entries are read one
+/// block at a time and only counted. A directory that grows between this and the listing
+/// grows by what can be made in that moment.
+#[cfg(unix)]
+fn listing_over_limit(dir: &std::fs::File) -> std::io::Result<bool> {
+    let mut entries = rustix::fs::Dir::read_from(dir)?;
+    let mut bytes = 0;
+    while let Some(entry) = entries.read() {
+        let name = entry?.file_name().to_bytes().len();
+        bytes += name + LISTED_ENTRY_BYTES;
+        if bytes > MAX_LISTING_BYTES {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 async fn open_at(

@@ -215,9 +215,38 @@ pub(crate) const MAX_TOKEN_BYTES: usize = 64;
 /// commonly refuse request lines past 8 KiB).
 pub(crate) const MAX_PATH_BYTES: usize = 8 << 10;
 
-/// Most bytes of a request body one write may hand the host, and so most it buffers for one
-/// unsent request (wasmtime's default is 1 MiB).
+/// Most bytes of a request body one write may hand the host (wasmtime's default is 1 MiB). A
+/// body buffers two such writes before the plugin must wait for it to be sent.
 pub(crate) const BODY_CHUNK_BYTES: usize = 64 << 10;
+
+/// Most requests (and responses) with a body one instance may hold unsent. What a plugin
+/// writes to a body stays in host memory until the request is sent or dropped, even after the
+/// body itself is dropped: without a bound, a thousand requests would hold 128 MiB beyond the
+/// memory limit. Requests in flight are bounded apart ([`MAX_REQUESTS_IN_FLIGHT`]).
+pub(crate) const MAX_UNSENT_BODIES: usize = 8;
+
+/// The requests and responses of one instance that hold a body and were not sent, by their
+/// handles (checked again when the count is full: a handle sent or dropped is gone from the
+/// table, or holds something else).
+#[derive(Default)]
+pub(crate) struct UnsentBodies(Vec<u32>);
+
+impl UnsentBodies {
+    /// Whether one more body may be made, after forgetting those no longer held.
+    fn room(&mut self, table: &wasmtime::component::ResourceTable) -> bool {
+        use wasmtime::component::Resource;
+        use wasmtime_wasi_http::p2::types::{HostOutgoingRequest, HostOutgoingResponse};
+        if self.0.len() >= MAX_UNSENT_BODIES {
+            self.0.retain(|&rep| {
+                let request = table.get(&Resource::<HostOutgoingRequest>::new_borrow(rep));
+                let response = table.get(&Resource::<HostOutgoingResponse>::new_borrow(rep));
+                request.is_ok_and(|request| request.body.is_some())
+                    || response.is_ok_and(|response| response.body.is_some())
+            });
+        }
+        self.0.len() < MAX_UNSENT_BODIES
+    }
+}
 
 /// The version of `wasi:http` wasmtime-wasi-http links (imports of any 0.2.x match it).
 const HTTP_TYPES: &str = "wasi:http/types@0.2.12";
@@ -232,10 +261,14 @@ const HTTP_TYPES_3: &str = "wasi:http/types@0.3.0";
 pub(crate) fn bound_request_setters(
     linker: &mut wasmtime::component::Linker<super::instance::PluginState>,
 ) -> wasmtime::Result<()> {
+    use wasmtime::component::Resource;
     use wasmtime_wasi_http::p2::bindings::http::types::{
-        HostOutgoingRequest as Host2, Method as Method2, Scheme as Scheme2,
+        HostOutgoingRequest as Host2, HostOutgoingResponse as HostResponse2, Method as Method2,
+        Scheme as Scheme2,
     };
-    use wasmtime_wasi_http::p2::types::HostOutgoingRequest as Request2;
+    use wasmtime_wasi_http::p2::types::{
+        HostOutgoingRequest as Request2, HostOutgoingResponse as Response2,
+    };
     use wasmtime_wasi_http::p3::Request as Request3;
     use wasmtime_wasi_http::p3::bindings::http::types::{
         HostRequest as Host3, Method as Method3, Scheme as Scheme3,
@@ -246,6 +279,22 @@ pub(crate) fn bound_request_setters(
     linker.allow_shadowing(true);
     let shadowed = (|| {
         let mut types = linker.instance(HTTP_TYPES)?;
+        types.func_wrap(
+            "[method]outgoing-request.body",
+            |mut store, (request,): (Resource<Request2>,)| {
+                let rep = request.rep();
+                body(store.data_mut(), rep, |http| Host2::body(http, request))
+            },
+        )?;
+        types.func_wrap(
+            "[method]outgoing-response.body",
+            |mut store, (response,): (Resource<Response2>,)| {
+                let rep = response.rep();
+                body(store.data_mut(), rep, |http| {
+                    HostResponse2::body(http, response)
+                })
+            },
+        )?;
         setter::<Request2, Option<String>>(
             &mut types,
             "[method]outgoing-request.set-authority",
@@ -298,6 +347,35 @@ pub(crate) fn bound_request_setters(
     })();
     linker.allow_shadowing(false);
     shadowed
+}
+
+/// wasmtime-wasi-http's `body` of the request or response `rep` (`make`), if the instance may
+/// hold one more unsent body ([`MAX_UNSENT_BODIES`]); `Err(())` if not, as for a second body.
+fn body(
+    state: &mut super::instance::PluginState,
+    rep: u32,
+    make: impl FnOnce(
+        &mut wasmtime_wasi_http::WasiHttpCtxView<'_>,
+    ) -> wasmtime::Result<
+        Result<wasmtime::component::Resource<wasmtime_wasi_http::p2::body::HostOutgoingBody>, ()>,
+    >,
+) -> wasmtime::Result<(
+    Result<wasmtime::component::Resource<wasmtime_wasi_http::p2::body::HostOutgoingBody>, ()>,
+)> {
+    use wasmtime_wasi_http::WasiHttpView;
+    if !state.unsent_bodies.room(&state.table) {
+        tracing::warn!(
+            plugin = %state.plugin,
+            "refused a request body: the plugin holds {MAX_UNSENT_BODIES} requests with bodies \
+             it has not sent; send or drop one first"
+        );
+        return Ok((Err(()),));
+    }
+    let made = make(&mut state.http())?;
+    if made.is_ok() {
+        state.unsent_bodies.0.push(rep);
+    }
+    Ok((made,))
 }
 
 /// One of wasmtime-wasi-http's setters of a request (of type `R`): of a value `V`.

@@ -156,8 +156,13 @@ mod tests {
             ("Approve\u{E0049}\u{E0067}", "read but not shown (U+E0049)"),
             ("ok\u{E0101}", "read but not shown (U+E0101)"),
             ("a\u{3164}b", "read but not shown (U+3164)"),
-            // A run of variation selectors shows as nothing; one after an emoji is text.
-            ("hi\u{FE0F}\u{FE01}\u{FE02}", "read but not shown (U+FE01)"),
+            // A run of variation selectors shows as nothing, and so does one after a letter;
+            // one after an emoji is text.
+            (
+                "hi\u{2764}\u{FE0F}\u{FE01}\u{FE02}",
+                "read but not shown (U+FE01)",
+            ),
+            ("h\u{FE0E}i\u{FE0F}", "read but not shown (U+FE0E)"),
         ] {
             let text = refused(message);
             assert!(text.contains(what), "{message:?}: {text}");

@@ -244,3 +244,35 @@ async fn directory_listings_are_capped_per_instance() {
     );
     assert_eq!(listings(3).await.as_deref(), Ok("listed=3"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listing_too_large_for_host_memory_is_refused() {
+    // wasmtime-wasi reads a directory's entries at once into host memory: a plugin that may
+    // write could fill a directory with a million files and list it. A listing over 4 MiB of
+    // names is refused; the directory beside it lists as before.
+    let dir = granted("large-listing", "holder", "");
+    let big = dir.join("data/big");
+    std::fs::create_dir(&big).expect("mkdir");
+    let long = "n".repeat(240);
+    for i in 0..16_000 {
+        std::fs::write(big.join(format!("{long}{i:05}")), "").expect("write");
+    }
+    let plugin = llm_worker_tests::host()
+        .load(dir.join("large-listing.wasm"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let handle = session(&plugin);
+    let list = |path: &'static str| {
+        let handle = handle.clone();
+        async move {
+            handle
+                .call_tool("list", &json!({ "path": path }).to_string())
+                .await
+        }
+    };
+    assert_eq!(
+        error_message(list("/data/big").await),
+        "Execution failed: /data/big: OutOfMemory"
+    );
+    // The granted directory itself: `file.txt` and `big`.
+    assert_eq!(list("/data").await.as_deref(), Ok("2"));
+}

@@ -454,6 +454,50 @@ async fn request_text_a_plugin_holds_is_bounded() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unsent_request_bodies_are_bounded() {
+    // What a plugin writes to a request's body stays in host memory until the request is sent
+    // or dropped, even once the body is dropped unfinished: a thousand requests each holding
+    // two 64 KiB writes held 128 MiB the memory limit does not see.
+    let server = test_server();
+    let policy = format!("[http]\nallow = [\"http://127.0.0.1:{}\"]\n", server.port());
+    let dir = fetcher_dir("http-bodies", Some(policy));
+    let tools = session(&dir);
+    let call = |tool: &'static str, input: serde_json::Value| {
+        let tools = tools.clone();
+        async move { tools.call_tool(tool, &input.to_string()).await }
+    };
+    let stuffed = call("stuff", serde_json::json!({ "count": 20 }))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let counts: Vec<u64> = stuffed.split(' ').filter_map(|n| n.parse().ok()).collect();
+    let [made, refused, bytes] = counts[..] else {
+        panic!("not `made refused bytes`: {stuffed}")
+    };
+    assert_eq!((made, refused), (8, 12), "{stuffed}");
+    // Each body took at most two writes of 64 KiB.
+    assert!(bytes > 0 && bytes <= 8 * (128 << 10), "{stuffed}");
+    // The requests stay held across calls (the instance is the session's): still no room.
+    let again = call("stuff", serde_json::json!({ "count": 1 })).await;
+    assert_eq!(again.as_deref(), Ok("0 1 0"));
+    // Dropping them makes room again.
+    let released = call("release", serde_json::json!({})).await;
+    assert_eq!(released.as_deref(), Ok("8"));
+    let after = call("stuff", serde_json::json!({ "count": 7 }))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(after.starts_with("7 0 "), "{after}");
+    assert!(server.requests().is_empty(), "nothing was sent");
+    // A request sent is not held: with seven unsent, two requests with bodies go one after
+    // the other (the second has the place the first left).
+    let url = format!("http://127.0.0.1:{}/", server.port());
+    for _ in 0..2 {
+        let fetched = call("fetch", serde_json::json!({ "url": url })).await;
+        assert_eq!(fetched.as_deref(), Ok("200 hello from local"));
+    }
+    assert_eq!(server.requests().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn response_heads_are_bounded() {
     // A response's headers stay in host memory as long as the plugin keeps the response: hyper
     // takes heads of some 400 KiB and 100 headers. A head of 60 headers of 4 KiB is refused;

@@ -103,6 +103,8 @@ pub(super) fn new_store(image: &StartSpec<'_>) -> Result<Store<PluginState>, Sta
         },
         #[cfg(feature = "wasi-http")]
         http_gate: HttpGate::new(image.name, policy),
+        #[cfg(feature = "wasi-http")]
+        unsent_bodies: Default::default(),
         limiter: InstanceLimiter::new(limits.memory_bytes, &image.descriptors.usage),
         descriptors,
         reports: CallReports::new(image.name),

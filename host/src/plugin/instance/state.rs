@@ -48,6 +48,9 @@ pub(crate) struct PluginState {
     pub(crate) http: WasiHttpCtx,
     #[cfg(feature = "wasi-http")]
     pub(crate) http_gate: HttpGate,
+    /// Its requests and responses holding a body not sent.
+    #[cfg(feature = "wasi-http")]
+    pub(crate) unsent_bodies: super::super::http::UnsentBodies,
     /// The plugin's name, for messages.
     pub(crate) plugin: Arc<str>,
     /// What the plugin may ask the client (each 1.0.0 call's questions start from it).
