@@ -64,8 +64,8 @@ pub struct TaskSnapshot {
     /// How often its owner should ask.
     pub poll_interval: Duration,
     /// What its call gave, once it ended ([`TaskStatus::Completed`] or
-    /// [`TaskStatus::Failed`]).
-    pub outcome: Option<Result<ToolOutput, ToolError>>,
+    /// [`TaskStatus::Failed`]): shared by every look at the task, not copied.
+    pub outcome: Option<Arc<Result<ToolOutput, ToolError>>>,
     /// The questions its call waits on, by key: what the front end put to the owner (MCP's
     /// `inputRequests`).
     pub input_requests: BTreeMap<String, Value>,
@@ -120,6 +120,13 @@ pub struct TaskOptions {
     /// What every id begins with: replicas behind one balancer give each its own, and the
     /// balancer routes `tasks/*` requests on it. Default `"task-"`.
     pub prefix: String,
+    /// How much memory the outcomes of one owner's tasks may take together, roughly (their
+    /// texts and bytes, and 32 bytes for each value of a structured result: a result of
+    /// 1 MiB of JSON can take 30 MiB as values). An outcome over what is left is not kept: the
+    /// task fails, saying why. Default 64 MiB.
+    pub max_kept_bytes_per_owner: usize,
+    /// The same for the outcomes of all owners together. Default 512 MiB.
+    pub max_kept_bytes: usize,
 }
 
 impl TaskOptions {
@@ -157,6 +164,20 @@ impl TaskOptions {
         self.prefix = prefix.into();
         self
     }
+
+    /// Sets how much memory the outcomes of one owner's tasks may take together.
+    #[must_use]
+    pub fn max_kept_bytes_per_owner(mut self, bytes: usize) -> Self {
+        self.max_kept_bytes_per_owner = bytes;
+        self
+    }
+
+    /// Sets how much memory the outcomes of all tasks may take together.
+    #[must_use]
+    pub fn max_kept_bytes(mut self, bytes: usize) -> Self {
+        self.max_kept_bytes = bytes;
+        self
+    }
 }
 
 impl Default for TaskOptions {
@@ -167,6 +188,8 @@ impl Default for TaskOptions {
             max_tasks: 4096,
             poll_interval: Duration::from_secs(1),
             prefix: "task-".to_owned(),
+            max_kept_bytes_per_owner: 64 << 20,
+            max_kept_bytes: 512 << 20,
         }
     }
 }
@@ -195,6 +218,8 @@ struct Inner {
 struct Entry {
     owner: String,
     snapshot: TaskSnapshot,
+    /// What its outcome takes in memory, roughly ([`kept_bytes`]).
+    weight: usize,
     expires: Instant,
     abort: Option<tokio::task::AbortHandle>,
     changed: watch::Sender<TaskStatus>,
@@ -222,6 +247,53 @@ impl Entry {
         self.waiting.clear();
         self.touch(TaskStatus::Cancelled, message);
     }
+}
+
+/// What `outcome` takes in memory, roughly: its texts and bytes, 64 bytes for each content block
+/// and 32 for each value of its structured result (a `serde_json::Value`), whose strings and
+/// keys count by their length.
+fn kept_bytes(outcome: &Result<ToolOutput, ToolError>) -> usize {
+    use crate::content::{Content, ResourceData};
+    fn json(value: &Value) -> usize {
+        32 + match value {
+            Value::String(text) => text.len(),
+            Value::Array(items) => items.iter().map(json).sum(),
+            Value::Object(members) => members
+                .iter()
+                .map(|(key, member)| 32 + key.len() + json(member))
+                .sum(),
+            _ => 0,
+        }
+    }
+    let output = match outcome {
+        Ok(output) => output,
+        Err(error) => return 64 + error.to_string().len(),
+    };
+    let blocks: usize = output
+        .content
+        .iter()
+        .map(|block| {
+            64 + match block {
+                Content::Text(text) => text.len(),
+                Content::Image(media) | Content::Audio(media) => {
+                    media.data.len() + media.mime_type.len()
+                }
+                Content::Resource(contents) => {
+                    contents.uri.len()
+                        + match &contents.data {
+                            ResourceData::Text(text) => text.len(),
+                            ResourceData::Blob(bytes) => bytes.len(),
+                        }
+                }
+                Content::Link(link) => {
+                    link.uri.len()
+                        + link.name.len()
+                        + link.description.as_ref().map_or(0, String::len)
+                }
+            }
+        })
+        .sum();
+    blocks + output.structured.as_ref().map_or(0, json)
 }
 
 /// A running task, as its call sees it: the way to put questions to its owner.
@@ -536,6 +608,7 @@ impl TaskStore {
                 Entry {
                     owner: owner.to_owned(),
                     snapshot: snapshot.clone(),
+                    weight: 0,
                     expires: started + options.ttl,
                     abort: None,
                     changed: watch::Sender::new(TaskStatus::Working),
@@ -574,13 +647,54 @@ impl TaskStore {
         if entry.snapshot.status.is_terminal() {
             return;
         }
+        // Kept only within the owner's and the store's budgets.
+        let weight = kept_bytes(&outcome);
+        let owner = entry.owner.clone();
+        let (mine, all) = tasks.values().fold((0, 0), |(mine, all), entry| {
+            let weight = entry.weight;
+            (
+                mine + if entry.owner == owner { weight } else { 0 },
+                all + weight,
+            )
+        });
+        let options = &self.inner.options;
+        let outcome = if mine + weight > options.max_kept_bytes_per_owner
+            || all + weight > options.max_kept_bytes
+        {
+            tracing::warn!(
+                task = %id,
+                "a task's result was not kept: it takes {} KiB of memory, and its owner's \
+                 results already take {} KiB of the {} KiB kept per owner ({} KiB of the {} KiB \
+                 kept for all)",
+                weight >> 10,
+                mine >> 10,
+                options.max_kept_bytes_per_owner >> 10,
+                all >> 10,
+                options.max_kept_bytes >> 10
+            );
+            Err(ToolError::Internal(format!(
+                "the task's result takes {} KiB of memory, more than this server keeps for you \
+                 now ({} KiB of results at once, {} KiB of them taken); call the tool without \
+                 a task, or wait for older tasks' results to expire",
+                weight >> 10,
+                options.max_kept_bytes_per_owner >> 10,
+                mine >> 10
+            )))
+        } else {
+            outcome
+        };
+        let weight = kept_bytes(&outcome);
+        let Some(entry) = tasks.get_mut(id) else {
+            return;
+        };
         let (status, message) = match &outcome {
             Err(ToolError::Internal(_)) => (TaskStatus::Failed, "failed"),
             Ok(output) if output.is_error => (TaskStatus::Completed, "completed with an error"),
             Err(_) => (TaskStatus::Completed, "completed with an error"),
             Ok(_) => (TaskStatus::Completed, "completed"),
         };
-        entry.snapshot.outcome = Some(outcome);
+        entry.weight = weight;
+        entry.snapshot.outcome = Some(Arc::new(outcome));
         // Its result is kept for its time to live from now.
         entry.expires = Instant::now() + self.inner.options.ttl;
         entry.snapshot.input_requests.clear();
@@ -788,5 +902,67 @@ mod tests {
             .await
             .expect("the expired task's call was dropped")
             .expect("said");
+    }
+
+    /// The attack: kept results take memory for their time to live, and a structured result
+    /// many times its text (each JSON value a `serde_json::Value`): 64 tasks of one owner, each
+    /// with 1 MiB of `[0,0,…]`, held some 2 GiB for an hour. Results are kept within a budget
+    /// per owner and one for the store; one over it fails its task, saying why, and other
+    /// owners' results are kept.
+    #[tokio::test]
+    async fn kept_results_are_held_to_a_memory_budget_per_owner_and_for_the_store() {
+        let store = TaskStore::with_options(
+            TaskOptions::default()
+                .max_kept_bytes_per_owner(40 << 10)
+                .max_kept_bytes(60 << 10),
+        );
+        let text = |bytes: usize| {
+            move |_: TaskHandle| async move { Ok(ToolOutput::text("t".repeat(bytes))) }
+        };
+        let run = |owner: &'static str, task: TaskSnapshot| {
+            let store = store.clone();
+            async move {
+                tokio::time::timeout(Duration::from_secs(10), store.wait(owner, &task.id))
+                    .await
+                    .expect("it ends")
+                    .expect("it is there")
+            }
+        };
+        // 1,000 small values: 3 KiB of text, 32 KiB as values.
+        let numbers = serde_json::json!({ "n": vec![0; 1000] });
+        let structured = move |_: TaskHandle| {
+            let numbers = numbers.clone();
+            async move {
+                let mut output = ToolOutput::text("numbers");
+                output.structured = Some(numbers);
+                Ok(output)
+            }
+        };
+        let first = run("alice", store.start("alice", structured).expect("started")).await;
+        assert_eq!(first.status, TaskStatus::Completed);
+        assert!(first.outcome.as_deref().is_some_and(Result::is_ok));
+        // Alice's next result of 16 KiB is over what is left of her 40 KiB.
+        let second = run(
+            "alice",
+            store.start("alice", text(16 << 10)).expect("started"),
+        )
+        .await;
+        assert_eq!(second.status, TaskStatus::Failed);
+        let Some(Err(ToolError::Internal(why))) = second.outcome.as_deref() else {
+            panic!("not kept: {second:?}");
+        };
+        assert!(why.contains("more than this server keeps for you"), "{why}");
+        // Bob's is kept; then the store's 60 KiB are used up for everyone.
+        let bob = run("bob", store.start("bob", text(16 << 10)).expect("started")).await;
+        assert_eq!(bob.status, TaskStatus::Completed);
+        let carol = run(
+            "carol",
+            store.start("carol", text(16 << 10)).expect("started"),
+        )
+        .await;
+        assert_eq!(carol.status, TaskStatus::Failed);
+        // A small result still fits.
+        let small = run("alice", store.start("alice", text(100)).expect("started")).await;
+        assert_eq!(small.status, TaskStatus::Completed);
     }
 }

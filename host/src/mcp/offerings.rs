@@ -141,14 +141,32 @@ impl McpServer {
         tools.visible_plugin_sessions()
     }
 
-    /// The plugin session that serves `uri` (see [`resource_owner`]); an error if two lists
-    /// that changed while serving both name it: a read never goes to a guess.
+    /// The sessions of every plugin of this MCP session, those it was granted only some tools
+    /// of included: whose a resource is, is decided among all of them (a plugin granted whole
+    /// may not take the URI of one granted in part), and only then whether this session may
+    /// use it.
+    fn owners(&self) -> Vec<PluginSession> {
+        let mut tools = self.lock();
+        tools.refresh();
+        tools.plugin_sessions()
+    }
+
+    /// The plugin session that serves `uri` (see [`resource_owner`]), if this session may use
+    /// its resources; an error if two lists that changed while serving both name it: a read
+    /// never goes to a guess.
     fn resource_owner(&self, uri: &str) -> Result<Option<PluginSession>, ErrorData> {
-        match resource_owner(&self.plugins(), uri) {
-            ResourceOwner::Nobody => Ok(None),
-            ResourceOwner::One(one) => Ok(Some(one.clone())),
-            ResourceOwner::Disputed(one, two) => Err(ambiguous("resource", uri, one, two)),
-        }
+        let owner = match resource_owner(&self.owners(), uri) {
+            ResourceOwner::Nobody => return Ok(None),
+            ResourceOwner::One(one) => one.clone(),
+            ResourceOwner::Disputed(one, two) => {
+                return Err(ambiguous("resource", uri, one, two));
+            }
+        };
+        let usable = self
+            .plugins()
+            .iter()
+            .any(|session| session.plugin_name() == owner.plugin_name());
+        Ok(usable.then_some(owner))
     }
 
     pub(super) async fn resources_page(
@@ -156,15 +174,15 @@ impl McpServer {
         request: Option<PaginatedRequestParams>,
     ) -> Result<ListResourcesResult, ErrorData> {
         let mut resources = Vec::new();
-        let plugins = self.plugins();
-        for session in &plugins {
+        let owners = self.owners();
+        for session in &self.plugins() {
             let listed = session.resources().await;
             // A plugin's list does not show what another plugin offered at load.
             resources.extend(
                 listed
                     .iter()
                     .filter(|resource| {
-                        !matches!(resource_owner(&plugins, &resource.uri),
+                        !matches!(resource_owner(&owners, &resource.uri),
                             ResourceOwner::One(owner) if owner.plugin_name() != session.plugin_name())
                     })
                     .cloned()
@@ -250,7 +268,7 @@ impl McpServer {
             return Err(resource_not_found(uri));
         }
         speaks_for_itself(
-            &self.plugins(),
+            &self.owners(),
             session.plugin_name(),
             &what,
             contents.iter().map(|contents| contents.uri.as_str()),
@@ -386,7 +404,7 @@ impl McpServer {
         let rendered = rendered
             .map_err(|error| request_error(error, |text| ErrorData::invalid_params(text, None)))?;
         speaks_for_itself(
-            &self.plugins(),
+            &self.owners(),
             session.plugin_name(),
             &what,
             rendered

@@ -302,7 +302,7 @@ impl McpServer {
         let input = input.clone();
         tokio::spawn(async move {
             let outcome = match options.tasks.wait(&owner, &id).await {
-                Ok(task) => match (task.status, &task.outcome) {
+                Ok(task) => match (task.status, task.outcome.as_deref()) {
                     (crate::task::TaskStatus::Cancelled, _) => "cancelled",
                     (crate::task::TaskStatus::Failed, _) => "error",
                     (_, Some(Ok(output))) if !output.is_error => "ok",
@@ -733,8 +733,9 @@ impl ServerHandler for McpServer {
     async fn unsubscribe(
         &self,
         request: UnsubscribeRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        self.bind(&context)?;
         self.subscribe_to(&request.uri, false)
     }
 
@@ -832,15 +833,33 @@ impl ServerHandler for McpServer {
     /// Another session's or another caller's notices never reach it: they tell of instances
     /// this client cannot see.
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        // Under an access policy, what it hears of is what its identity may use.
+        self.bind(context.request_context())?;
         let listener = self.origin(context.request_context());
-        let mut changes = self.lock().changes();
+        let (mut changes, mut seen) = {
+            let mut tools = self.lock();
+            tools.refresh();
+            (tools.changes(), tools.generation())
+        };
         let mut notices = self.notices.listen(&listener);
         let sink = context.sink();
         loop {
             let notification = tokio::select! {
                 () = context.cancelled() => return Ok(()),
                 changed = changes.changed() => match changed {
-                    Ok(()) => ServerNotification::ToolListChangedNotification(Default::default()),
+                    Ok(()) => {
+                        // Only a change of the tools this listener's session may use.
+                        let now = {
+                            let mut tools = self.lock();
+                            tools.refresh();
+                            tools.generation()
+                        };
+                        if now == seen {
+                            continue;
+                        }
+                        seen = now;
+                        ServerNotification::ToolListChangedNotification(Default::default())
+                    }
                     Err(_) => return Ok(()),
                 },
                 notice = notices.next() => match notice {
@@ -856,8 +875,9 @@ impl ServerHandler for McpServer {
     async fn set_level(
         &self,
         request: SetLevelRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        self.bind(&context)?;
         *self.log_level.lock().unwrap_or_else(|p| p.into_inner()) = Some(request.level);
         Ok(())
     }

@@ -292,6 +292,7 @@ impl McpServer {
         let outcome = store
             .forget(owner, &task.id)
             .and_then(|task| task.outcome)
+            .map(Arc::unwrap_or_clone)
             .unwrap_or_else(|| {
                 Err(ToolError::Internal(format!(
                     "the call of '{name}' ended without a result: it was cancelled"
@@ -550,7 +551,7 @@ fn wire_task(task: &TaskSnapshot) -> Task {
 
 /// A task with what its status carries: the call's result, or its error.
 fn detailed(task: &TaskSnapshot) -> DetailedTask {
-    let payload = match (&task.status, &task.outcome) {
+    let payload = match (&task.status, task.outcome.as_deref()) {
         (crate::task::TaskStatus::Completed, Some(outcome)) => TaskPayload::Completed {
             result: call_result(outcome),
         },

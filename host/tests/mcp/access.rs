@@ -12,11 +12,15 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 
 use crate::counters;
 
-const ALICE: &str = "alice-token-0123456789abcdef";
+pub(crate) const ALICE: &str = "alice-token-0123456789abcdef";
 const BOB: &str = "bob-token-0123456789abcdef01";
 const CAROL: &str = "carol-token-0123456789abcdef";
 
-async fn client(url: &str, token: &str) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
+/// A client of `url` sending `token`, initialised.
+pub(crate) async fn client(
+    url: &str,
+    token: &str,
+) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
     ().serve(StreamableHttpClientTransport::from_config(
         StreamableHttpClientTransportConfig::with_uri(url).auth_header(token),
     ))

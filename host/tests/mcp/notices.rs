@@ -84,3 +84,75 @@ async fn a_listener_hears_only_its_own_callers_notices() {
     drop(heard);
     bob.cancel().await.expect("close");
 }
+
+/// Under an access policy, a listener hears of changes of the tools its identity may use only:
+/// every change of the catalog reached every listener (a plugin only Alice is granted being
+/// loaded told Bob something changed), and the listener's identity was never bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listener_hears_only_of_tools_its_identity_may_use() {
+    use llm_worker::mcp::{AccessPolicy, BearerToken, ToolGroup};
+    let policy = AccessPolicy::parse(
+        "[[grant]]\nwho = [\"token:alice\"]\ntools = [\"*\"]\n\n\
+         [[grant]]\nwho = [\"token:bob\"]\ntools = [\"notes/*\", \"greet/*\"]\n",
+    )
+    .expect("a policy");
+    let notes = ToolGroup::plugin(&llm_worker_tests::plugin("notes"));
+    let catalog = ToolCatalog::new([notes.clone()]);
+    let url = crate::serve_with(
+        catalog.clone(),
+        McpOptions::new("notices", "1").access(policy),
+        HttpOptions::default().named_tokens([
+            BearerToken::new("alice", ALICE),
+            BearerToken::new("bob", BOB),
+        ]),
+    )
+    .await;
+    let bob = stateless(&url, BOB).await;
+    let mut heard = bob
+        .peer()
+        .listen(
+            SubscriptionFilter::builder()
+                .tools_list_changed()
+                .resource_subscription("notes://all")
+                .build(),
+        )
+        .await
+        .expect("subscriptions/listen");
+    // A plugin Bob is not granted comes: nothing for him. His own call's notice marks the
+    // place in his stream after which the change would have been told.
+    let counter = ToolGroup::plugin(&llm_worker_tests::plugin("counter"));
+    catalog.replace([notes.clone(), counter.clone()]);
+    bob.call_tool(add_note("bob's")).await.expect("a call");
+    let listed = |notification: &ServerNotification| {
+        matches!(
+            notification,
+            ServerNotification::ToolListChangedNotification(_)
+        )
+    };
+    let long = std::time::Duration::from_secs(30);
+    let first = tokio::time::timeout(long, heard.next())
+        .await
+        .expect("Bob hears of his own call")
+        .expect("the stream")
+        .expect("a notification");
+    assert!(!listed(&first), "Bob was told of Alice's plugin: {first:?}");
+    let more = tokio::time::timeout(std::time::Duration::from_secs(1), heard.next()).await;
+    assert!(
+        !matches!(&more, Ok(Ok(Some(n))) if listed(n)),
+        "Bob was told of Alice's plugin: {more:?}"
+    );
+    // A plugin he is granted: he is told.
+    catalog.replace([
+        notes,
+        counter,
+        ToolGroup::plugin(&llm_worker_tests::plugin("greet")),
+    ]);
+    let told = tokio::time::timeout(long, heard.next())
+        .await
+        .expect("Bob hears of greet")
+        .expect("the stream")
+        .expect("a notification");
+    assert!(listed(&told), "{told:?}");
+    drop(heard);
+    bob.cancel().await.expect("close");
+}

@@ -83,6 +83,58 @@ async fn content_naming_another_plugins_resource_is_refused() {
     client.cancel().await.expect("close");
 }
 
+/// The same attacks under an access policy that grants the forger whole and notes only in
+/// part: whose a resource is was decided among the plugins granted whole, so that the forger's
+/// content naming `notes://all` passed, and once its list claimed it, a read of it went to the
+/// forger.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_granted_whole_cannot_take_the_resources_of_one_granted_in_part() {
+    use llm_worker::mcp::{AccessPolicy, BearerToken, HttpOptions};
+    let policy = AccessPolicy::parse(
+        "[[grant]]\nwho = [\"token:alice\"]\ntools = [\"forger/*\", \"notes/list_notes\"]\n",
+    )
+    .expect("a policy");
+    let url = crate::serve_with(
+        ToolCatalog::from_plugins([
+            &llm_worker_tests::plugin("forger"),
+            &llm_worker_tests::plugin("notes"),
+        ]),
+        McpOptions::new("speaking", "1").access(policy),
+        HttpOptions::default().named_tokens([BearerToken::new("alice", crate::access::ALICE)]),
+    )
+    .await;
+    let alice = crate::access::client(&url, crate::access::ALICE).await;
+    let mut forged = GetPromptRequestParams::new("forged");
+    forged.arguments = json!({"uri": "notes://all"}).as_object().cloned();
+    let refused = alice.get_prompt(forged).await.expect_err("refused");
+    assert!(refused.to_string().contains("plugin 'notes'"), "{refused}");
+    let refused = alice
+        .read_resource(ReadResourceRequestParams::new("forger://as/notes/all"))
+        .await
+        .expect_err("refused");
+    assert!(refused.to_string().contains("plugin 'notes'"), "{refused}");
+    // The forger's list claims `notes://all`: not listed as the forger's, and a read does not
+    // go to it (notes' resources are not Alice's to read: not found).
+    alice
+        .call_tool(CallToolRequestParams::new("claim"))
+        .await
+        .expect("claimed");
+    let listed = alice.list_all_resources().await.expect("resources/list");
+    assert!(
+        !listed.iter().any(|resource| resource.uri == "notes://all"),
+        "{listed:?}"
+    );
+    let read = alice
+        .read_resource(ReadResourceRequestParams::new("notes://all"))
+        .await;
+    assert!(!format!("{read:?}").contains("forged"), "{read:?}");
+    assert!(
+        read.is_err_and(|error| error.to_string().contains("Resource not found")),
+        "a read of notes' resource"
+    );
+    alice.cancel().await.expect("close");
+}
+
 /// Counts the notices of a client: `resources/updated` of `notes://all`, and resource list
 /// changes.
 #[derive(Clone, Default)]

@@ -226,7 +226,8 @@ async fn a_tool_runs_as_a_task_through_the_library() {
     gate.open();
     let done = tools.wait_task(&started.id).await.expect("ends");
     assert_eq!(done.status, TaskStatus::Completed);
-    let output = done.outcome.expect("an outcome").expect("a result");
+    let output =
+        std::sync::Arc::unwrap_or_clone(done.outcome.expect("an outcome")).expect("a result");
     assert_eq!(output.into_text(), "2 task body");
 
     // A task cancelled while it naps: cancelled, and the instance goes on with its state.
