@@ -632,8 +632,12 @@ impl TaskStore {
                 TaskStore { inner }.finish(&finished_id, outcome);
             }
         }));
-        if let Some(entry) = self.lock().get_mut(&id) {
-            entry.abort = Some(task.abort_handle());
+        // Cancelled or forgotten while it was spawned (its session ended): stopped now.
+        match self.lock().get_mut(&id) {
+            Some(entry) if !entry.snapshot.status.is_terminal() => {
+                entry.abort = Some(task.abort_handle());
+            }
+            _ => task.abort(),
         }
         Ok(snapshot)
     }
