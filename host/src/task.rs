@@ -644,6 +644,8 @@ impl TaskStore {
 
     /// Records how a task's call ended (unless it was cancelled first).
     fn finish(&self, id: &str, outcome: Result<ToolOutput, ToolError>) {
+        // Weighed before the store's lock is taken: a result can be large.
+        let weight = kept_bytes(&outcome);
         let mut tasks = self.lock();
         let Some(entry) = tasks.get_mut(id) else {
             return;
@@ -652,7 +654,6 @@ impl TaskStore {
             return;
         }
         // Kept only within the owner's and the store's budgets.
-        let weight = kept_bytes(&outcome);
         let owner = entry.owner.clone();
         let (mine, all) = tasks.values().fold((0, 0), |(mine, all), entry| {
             let weight = entry.weight;
@@ -662,32 +663,43 @@ impl TaskStore {
             )
         });
         let options = &self.inner.options;
-        let outcome = if mine + weight > options.max_kept_bytes_per_owner
-            || all + weight > options.max_kept_bytes
-        {
-            tracing::warn!(
-                task = %id,
-                "a task's result was not kept: it takes {} KiB of memory, and its owner's \
-                 results already take {} KiB of the {} KiB kept per owner ({} KiB of the {} KiB \
-                 kept for all)",
-                weight >> 10,
-                mine >> 10,
-                options.max_kept_bytes_per_owner >> 10,
-                all >> 10,
-                options.max_kept_bytes >> 10
-            );
-            Err(ToolError::Internal(format!(
+        let refusal = if mine + weight > options.max_kept_bytes_per_owner {
+            Some(format!(
                 "the task's result takes {} KiB of memory, more than this server keeps for you \
                  now ({} KiB of results at once, {} KiB of them taken); call the tool without \
                  a task, or wait for older tasks' results to expire",
                 weight >> 10,
                 options.max_kept_bytes_per_owner >> 10,
                 mine >> 10
-            )))
+            ))
+        } else if all + weight > options.max_kept_bytes {
+            Some(format!(
+                "the task's result takes {} KiB of memory, more than this server can keep now \
+                 for all its clients; call the tool without a task, or try again later",
+                weight >> 10
+            ))
         } else {
-            outcome
+            None
         };
-        let weight = kept_bytes(&outcome);
+        let (outcome, weight) = match refusal {
+            Some(refusal) => {
+                tracing::warn!(
+                    task = %id,
+                    "a task's result was not kept: it takes {} KiB of memory; its owner's \
+                     results take {} KiB of the {} KiB kept per owner, all results {} KiB of \
+                     the {} KiB kept for all",
+                    weight >> 10,
+                    mine >> 10,
+                    options.max_kept_bytes_per_owner >> 10,
+                    all >> 10,
+                    options.max_kept_bytes >> 10
+                );
+                let refused = Err(ToolError::Internal(refusal));
+                let weight = kept_bytes(&refused);
+                (refused, weight)
+            }
+            None => (outcome, weight),
+        };
         let Some(entry) = tasks.get_mut(id) else {
             return;
         };
@@ -965,6 +977,10 @@ mod tests {
         )
         .await;
         assert_eq!(carol.status, TaskStatus::Failed);
+        let Some(Err(ToolError::Internal(why))) = carol.outcome.as_deref() else {
+            panic!("not kept: {carol:?}");
+        };
+        assert!(why.contains("for all its clients"), "{why}");
         // A small result still fits.
         let small = run("alice", store.start("alice", text(100)).expect("started")).await;
         assert_eq!(small.status, TaskStatus::Completed);

@@ -71,7 +71,8 @@ impl fmt::Display for UriProblem {
 }
 
 /// Checks a URI (a resource's, one a client reads, a template's fixed text): 1 to
-/// [`MAX_URI_BYTES`] bytes, no white space or control characters, a scheme and a colon.
+/// [`MAX_URI_BYTES`] bytes, no white space, control characters or characters shown as nothing
+/// ([`crate::tool::first_hidden`]), a scheme and a colon.
 ///
 /// # Errors
 /// The first problem, in this order: empty, too long, not one word, no scheme.

@@ -240,31 +240,51 @@ pub fn check_description(text: &str) -> Result<(), DescriptionProblem> {
 /// The first character of `text` that hides something, and its index (in characters): one of
 /// [`is_hidden_char`], or a zero-width space, non-joiner or joiner (U+200B–U+200D) or a
 /// variation selector (U+FE00–U+FE0F) where no script or emoji needs one, so that it can only
-/// carry bits no one sees: at the start of the text, after an ASCII character (but an emoji
-/// selector after a keycap's digit, `#` or `*`), or after another of them (but the joiner after
-/// a selector, as in ❤️‍🔥). A joiner between emoji, a non-joiner in Persian and a selector
-/// after an emoji stay text.
+/// carry bits no one sees: at the start of the text, after a blank (white space, the braille
+/// blank), after another of them (but the joiner after a selector, as in ❤️‍🔥), or after an
+/// ASCII character — but a keycap (`1`, U+FE0F, U+20E3) and a zero-width character between
+/// ASCII and a letter of another script (a Thai line-break hint after a Latin word). A joiner
+/// between emoji, a non-joiner in Persian and a selector after an emoji stay text.
 #[must_use]
 pub fn first_hidden(text: &str) -> Option<(usize, char)> {
     let selector = |c: char| matches!(c, '\u{FE00}'..='\u{FE0F}');
     let zero_width = |c: char| matches!(c, '\u{200B}'..='\u{200D}');
-    let mut previous: Option<char> = None;
-    text.chars().enumerate().find(|&(_, c)| {
+    let blank = |c: char| c.is_whitespace() || c == '\u{2800}';
+    let mut before: Option<char> = None;
+    let mut rest = text.chars();
+    let mut at = 0;
+    while let Some(c) = rest.next() {
+        let after = rest.clone().next();
         let hides = is_hidden_char(c)
             || ((selector(c) || zero_width(c))
-                && match previous {
+                && match before {
                     None => true,
-                    Some(before) if before.is_ascii() => {
-                        !(matches!(c, '\u{FE0E}' | '\u{FE0F}')
-                            && matches!(before, '0'..='9' | '#' | '*'))
-                    }
                     Some(before) if zero_width(before) => true,
                     Some(before) if selector(before) => c != '\u{200D}',
+                    Some(before) if blank(before) => true,
+                    Some(before) if before.is_ascii() => {
+                        let keycap = matches!(before, '0'..='9' | '#' | '*')
+                            && c == '\u{FE0F}'
+                            && after == Some('\u{20E3}');
+                        let boundary = zero_width(c)
+                            && after.is_some_and(|next| {
+                                !next.is_ascii()
+                                    && !blank(next)
+                                    && !selector(next)
+                                    && !zero_width(next)
+                                    && !is_hidden_char(next)
+                            });
+                        !(keycap || boundary)
+                    }
                     Some(_) => false,
                 });
-        previous = Some(c);
-        hides
-    })
+        if hides {
+            return Some((at, c));
+        }
+        before = Some(c);
+        at += 1;
+    }
+    None
 }
 
 #[cfg(test)]
@@ -305,6 +325,7 @@ mod tests {
             "\u{2764}\u{FE0F} hearts",           // an emoji and its selector
             "\u{2764}\u{FE0F}\u{200D}\u{1F525}", // a selector, then a joiner
             "1\u{FE0F}\u{20E3} keycap",          // a keycap
+            "API\u{200B}\u{E02}\u{E2D}\u{E07}",  // a line-break hint before Thai
             "\u{1F469}\u{200D}\u{1F4BB}",        // a joiner between emoji
             "\u{645}\u{6CC}\u{200C}\u{62E}\u{648}\u{627}\u{647}\u{645}", // a non-joiner in Persian
         ] {
@@ -321,6 +342,11 @@ mod tests {
             ("\u{1F600}\u{200B}\u{200C}", '\u{200C}', 2),
             ("\u{2764}\u{FE0F}\u{FE0F}", '\u{FE0F}', 2),
             ("\u{1F469}\u{200D}\u{FE0F}", '\u{FE0F}', 2),
+            // After a blank, or a digit that is no keycap.
+            ("\u{2800}\u{FE01}", '\u{FE01}', 1),
+            ("a \u{200B}", '\u{200B}', 2),
+            ("2\u{FE0F}0\u{FE0E}", '\u{FE0F}', 1),
+            ("x\u{200B} y", '\u{200B}', 1),
             // Unassigned code points Unicode reserves as ignorable.
             ("a\u{2065}b", '\u{2065}', 1),
             ("a\u{FFF0}b", '\u{FFF0}', 1),

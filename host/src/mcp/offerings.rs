@@ -155,15 +155,20 @@ impl McpServer {
     /// its resources; an error if two lists that changed while serving both name it: a read
     /// never goes to a guess.
     fn resource_owner(&self, uri: &str) -> Result<Option<PluginSession>, ErrorData> {
-        let owner = match resource_owner(&self.owners(), uri) {
+        // Both lists from one look at the catalog.
+        let (owners, usable) = {
+            let mut tools = self.lock();
+            tools.refresh();
+            (tools.plugin_sessions(), tools.visible_plugin_sessions())
+        };
+        let owner = match resource_owner(&owners, uri) {
             ResourceOwner::Nobody => return Ok(None),
             ResourceOwner::One(one) => one.clone(),
             ResourceOwner::Disputed(one, two) => {
                 return Err(ambiguous("resource", uri, one, two));
             }
         };
-        let usable = self
-            .plugins()
+        let usable = usable
             .iter()
             .any(|session| session.plugin_name() == owner.plugin_name());
         Ok(usable.then_some(owner))

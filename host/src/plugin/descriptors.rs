@@ -346,7 +346,16 @@ async fn read_directory(
 /// grows by what can be made in that moment.
 #[cfg(unix)]
 fn listing_over_limit(dir: &std::fs::File) -> std::io::Result<bool> {
-    let mut entries = rustix::fs::Dir::read_from(dir)?;
+    use rustix::fs::{Mode, OFlags};
+    // Opened again for reading: a granted directory's descriptor is `O_PATH`, which cannot
+    // list (and `Dir::read_from` would keep its flags).
+    let readable = rustix::fs::openat(
+        dir,
+        ".",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let mut entries = rustix::fs::Dir::new(readable)?;
     let mut bytes = 0;
     while let Some(entry) = entries.read() {
         let name = entry?.file_name().to_bytes().len();

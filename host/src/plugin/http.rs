@@ -229,22 +229,34 @@ pub(crate) const MAX_UNSENT_BODIES: usize = 8;
 /// handles (checked again when the count is full: a handle sent or dropped is gone from the
 /// table, or holds something else).
 #[derive(Default)]
-pub(crate) struct UnsentBodies(Vec<u32>);
+pub(crate) struct UnsentBodies {
+    held: Vec<u32>,
+    /// Whether a refusal was logged (once per instance).
+    warned: bool,
+}
 
 impl UnsentBodies {
     /// Whether one more body may be made, after forgetting those no longer held.
     fn room(&mut self, table: &wasmtime::component::ResourceTable) -> bool {
         use wasmtime::component::Resource;
         use wasmtime_wasi_http::p2::types::{HostOutgoingRequest, HostOutgoingResponse};
-        if self.0.len() >= MAX_UNSENT_BODIES {
-            self.0.retain(|&rep| {
+        if self.held.len() >= MAX_UNSENT_BODIES {
+            self.held.retain(|&rep| {
                 let request = table.get(&Resource::<HostOutgoingRequest>::new_borrow(rep));
                 let response = table.get(&Resource::<HostOutgoingResponse>::new_borrow(rep));
                 request.is_ok_and(|request| request.body.is_some())
                     || response.is_ok_and(|response| response.body.is_some())
             });
         }
-        self.0.len() < MAX_UNSENT_BODIES
+        self.held.len() < MAX_UNSENT_BODIES
+    }
+
+    /// The request or response `rep` was given a body: it holds it until sent or dropped. An
+    /// older entry of the same handle is stale (a request has one body at most; the table
+    /// gives a freed handle to the next resource).
+    fn hold(&mut self, rep: u32) {
+        self.held.retain(|&held| held != rep);
+        self.held.push(rep);
     }
 }
 
@@ -364,16 +376,19 @@ fn body(
 )> {
     use wasmtime_wasi_http::WasiHttpView;
     if !state.unsent_bodies.room(&state.table) {
-        tracing::warn!(
-            plugin = %state.plugin,
-            "refused a request body: the plugin holds {MAX_UNSENT_BODIES} requests with bodies \
-             it has not sent; send or drop one first"
-        );
+        if !std::mem::replace(&mut state.unsent_bodies.warned, true) {
+            tracing::warn!(
+                plugin = %state.plugin,
+                "refused a request body: the plugin holds {MAX_UNSENT_BODIES} requests with \
+                 bodies it has not sent, the most one instance may hold; it sees `body` fail \
+                 (logged once per instance); the plugin should send or drop a request first"
+            );
+        }
         return Ok((Err(()),));
     }
     let made = make(&mut state.http())?;
     if made.is_ok() {
-        state.unsent_bodies.0.push(rep);
+        state.unsent_bodies.hold(rep);
     }
     Ok((made,))
 }

@@ -249,14 +249,19 @@ async fn directory_listings_are_capped_per_instance() {
 async fn a_listing_too_large_for_host_memory_is_refused() {
     // wasmtime-wasi reads a directory's entries at once into host memory: a plugin that may
     // write could fill a directory with a million files and list it. A listing over 4 MiB of
-    // names is refused; the directory beside it lists as before.
+    // names is refused, of the granted directory itself (opened by the host, `O_PATH`) as of a
+    // directory the plugin opened; a small directory beside them lists as before.
     let dir = granted("large-listing", "holder", "");
-    let big = dir.join("data/big");
-    std::fs::create_dir(&big).expect("mkdir");
     let long = "n".repeat(240);
-    for i in 0..16_000 {
-        std::fs::write(big.join(format!("{long}{i:05}")), "").expect("write");
+    for at in ["data", "data/big"] {
+        let at = dir.join(at);
+        std::fs::create_dir_all(&at).expect("mkdir");
+        for i in 0..16_000 {
+            std::fs::write(at.join(format!("{long}{i:05}")), "").expect("write");
+        }
     }
+    std::fs::create_dir(dir.join("data/small")).expect("mkdir");
+    std::fs::write(dir.join("data/small/one.txt"), "1").expect("write");
     let plugin = llm_worker_tests::host()
         .load(dir.join("large-listing.wasm"))
         .unwrap_or_else(|e| panic!("{e}"));
@@ -269,10 +274,11 @@ async fn a_listing_too_large_for_host_memory_is_refused() {
                 .await
         }
     };
-    assert_eq!(
-        error_message(list("/data/big").await),
-        "Execution failed: /data/big: OutOfMemory"
-    );
-    // The granted directory itself: `file.txt` and `big`.
-    assert_eq!(list("/data").await.as_deref(), Ok("2"));
+    for large in ["/data", "/data/big"] {
+        assert_eq!(
+            error_message(list(large).await),
+            format!("Execution failed: {large}: OutOfMemory")
+        );
+    }
+    assert_eq!(list("/data/small").await.as_deref(), Ok("1"));
 }

@@ -495,6 +495,20 @@ async fn unsent_request_bodies_are_bounded() {
         assert_eq!(fetched.as_deref(), Ok("200 hello from local"));
     }
     assert_eq!(server.requests().len(), 2);
+    // Handles are reused once freed: in a new instance, seven requests sent one after another
+    // and then eight kept are eight bodies, not one body counted under each handle it had.
+    let fresh = session(&dir);
+    for _ in 0..7 {
+        let fetched = fresh
+            .call_tool("fetch", &serde_json::json!({ "url": url }).to_string())
+            .await;
+        assert_eq!(fetched.as_deref(), Ok("200 hello from local"));
+    }
+    let kept = fresh
+        .call_tool("stuff", &serde_json::json!({ "count": 8 }).to_string())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(kept.starts_with("8 0 "), "{kept}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
