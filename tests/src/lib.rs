@@ -102,6 +102,8 @@ fn build_fingerprint(plugins: &Path, out: &Path) -> String {
         plugins,
         &root.join("guest-sdk"),
         &root.join("guest-macros"),
+        // The macros check what a plugin declares by its rules.
+        &root.join("rules"),
         &root.join("wit"),
     ] {
         walk(&mut fingerprint, dir);
