@@ -282,8 +282,11 @@ impl SandboxPolicy {
 
         let base = path.parent().unwrap_or_else(|| Path::new("."));
         let mut dirs = Vec::new();
+        // Each grant's path as written (absolute, `..` taken lexically), beside where it leads.
+        let mut written = Vec::new();
         for (index, dir) in file.dirs.into_iter().enumerate() {
             let host = base.join(&dir.host);
+            written.push(lexical(&host));
             let host = host.canonicalize().map_err(|e| {
                 invalid(
                     &format!("dirs[{index}].host"),
@@ -323,6 +326,29 @@ impl SandboxPolicy {
                 guest: dir.guest,
                 writable: dir.mode == DirMode::Rw,
             });
+        }
+        // A grant inside a writable one could be replaced by the plugin with a link to any
+        // directory, which the next load would grant in its place.
+        for (index, grant) in dirs.iter().enumerate() {
+            let outer = dirs.iter().enumerate().find(|&(other, outer)| {
+                other != index
+                    && outer.writable
+                    && ((grant.host != outer.host && grant.host.starts_with(&outer.host))
+                        || (written[index] != written[other]
+                            && written[index].starts_with(&written[other])))
+            });
+            if let Some((other, outer)) = outer {
+                return Err(invalid(
+                    &format!("dirs[{index}].host"),
+                    format!(
+                        "is {}, which lies inside dirs[{other}] ({}), a writable grant: the \
+                         plugin could put a link to any directory in its place, which the next \
+                         load would grant; grant one of them, or make the outer one read-only",
+                        grant.host.display(),
+                        outer.host.display()
+                    ),
+                ));
+            }
         }
         let grants = |key: &str, rules: &[String]| -> Result<Vec<HttpGrant>, PolicyError> {
             rules
@@ -477,4 +503,21 @@ impl ClientFile {
         }
         Ok(client)
     }
+}
+
+/// `path` made absolute and its `.` and `..` taken away without looking at the file system:
+/// the path as written, whatever links on it lead to.
+fn lexical(path: &Path) -> PathBuf {
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
+    let mut clean = PathBuf::new();
+    for part in absolute.components() {
+        match part {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                clean.pop();
+            }
+            other => clean.push(other),
+        }
+    }
+    clean
 }

@@ -2,7 +2,7 @@
 //! JSON-lines text a memory file holds (one entity or relation per line, as the reference
 //! server writes it, so a file moves between the two).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -163,22 +163,23 @@ impl Graph {
         &mut self,
         additions: Vec<ObservationAddition>,
     ) -> Result<Vec<AddedObservations>, String> {
+        // Looked up by name and by content, not searched for each item: a call's items times
+        // the graph's would keep the memory file locked for every other session.
+        let by_name = self.by_name();
         let mut results = Vec::with_capacity(additions.len());
         for addition in additions {
-            let Some(entity) = self
-                .entities
-                .iter_mut()
-                .find(|e| e.name == addition.entity_name)
-            else {
+            let Some(&at) = by_name.get(addition.entity_name.as_str()) else {
                 return Err(format!(
                     "Entity with name {} not found",
                     addition.entity_name
                 ));
             };
+            let entity = &mut self.entities[at];
+            let had: HashSet<&str> = entity.observations.iter().map(String::as_str).collect();
             let added: Vec<String> = addition
                 .contents
                 .into_iter()
-                .filter(|content| !entity.observations.contains(content))
+                .filter(|content| !had.contains(content.as_str()))
                 .collect();
             entity.observations.extend(added.iter().cloned());
             results.push(AddedObservations {
@@ -199,17 +200,25 @@ impl Graph {
 
     /// Removes the given observations from each named entity; unknown entities are skipped.
     pub fn delete_observations(&mut self, deletions: &[ObservationDeletion]) {
+        let by_name = self.by_name();
         for deletion in deletions {
-            if let Some(entity) = self
-                .entities
-                .iter_mut()
-                .find(|e| e.name == deletion.entity_name)
-            {
-                entity
+            if let Some(&at) = by_name.get(deletion.entity_name.as_str()) {
+                let doomed: HashSet<&str> =
+                    deletion.observations.iter().map(String::as_str).collect();
+                self.entities[at]
                     .observations
-                    .retain(|o| !deletion.observations.contains(o));
+                    .retain(|o| !doomed.contains(o.as_str()));
             }
         }
+    }
+
+    /// Where each entity's name first stands in the graph (what a search from the start finds).
+    fn by_name(&self) -> HashMap<String, usize> {
+        let mut by_name = HashMap::with_capacity(self.entities.len());
+        for (at, entity) in self.entities.iter().enumerate() {
+            by_name.entry(entity.name.clone()).or_insert(at);
+        }
+        by_name
     }
 
     /// Removes the given relations (same ends and type).
@@ -298,6 +307,33 @@ mod tests {
         assert!(error.starts_with("line 1 is not an entity"), "{error}");
         let error = Graph::parse("\n{oops").unwrap_err();
         assert!(error.starts_with("line 2 is not JSON"), "{error}");
+    }
+
+    /// Adding and deleting observations looks them up instead of searching for each one: a
+    /// client's 30,000 items against an entity's 30,000 took 900 million comparisons while
+    /// the memory file stayed locked for every other session.
+    #[test]
+    fn large_changes_are_looked_up_not_searched() {
+        let many = |from: usize, count: usize| -> Vec<String> {
+            (from..from + count).map(|n| format!("o{n}")).collect()
+        };
+        let mut graph = Graph::default();
+        let mut a = entity("A", "t", &[]);
+        a.observations = many(0, 30_000);
+        graph.create_entities(vec![a]);
+        let results = graph
+            .add_observations(vec![ObservationAddition {
+                entity_name: "A".into(),
+                contents: many(15_000, 30_000),
+            }])
+            .unwrap();
+        assert_eq!(results[0].added_observations, many(30_000, 15_000));
+        assert_eq!(graph.entities[0].observations.len(), 45_000);
+        graph.delete_observations(&[ObservationDeletion {
+            entity_name: "A".into(),
+            observations: many(0, 30_000),
+        }]);
+        assert_eq!(graph.entities[0].observations, many(30_000, 15_000));
     }
 
     #[test]

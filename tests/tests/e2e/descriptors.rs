@@ -282,3 +282,43 @@ async fn a_listing_too_large_for_host_memory_is_refused() {
     }
     assert_eq!(list("/data/small").await.as_deref(), Ok("1"));
 }
+
+#[test]
+fn a_grant_inside_a_writable_grant_is_refused() {
+    // The attack: `data` is granted writable and `data/ref` on its own; the plugin renames
+    // `ref` away and puts a link leading anywhere in its place (`../../../home/u/.ssh`), which
+    // the next load resolved and granted as `/ref`. A grant inside a writable one is refused,
+    // by the path as written as well as by where it leads.
+    let policy = "[[dirs]]\nhost = \"data\"\nguest = \"/data\"\nmode = \"rw\"\n\
+                  [[dirs]]\nhost = \"data/ref\"\nguest = \"/ref\"\nmode = \"ro\"\n";
+    let dir = scratch_dir("nested-grants");
+    std::fs::copy(plugin_path("holder"), dir.join("nested.wasm")).expect("copy plugin");
+    std::fs::write(dir.join("nested.policy.toml"), policy).expect("write policy");
+    std::fs::create_dir_all(dir.join("data/ref")).expect("mkdir");
+    let refused = |dir: &std::path::Path| {
+        let error = llm_worker_tests::host()
+            .load(dir.join("nested.wasm"))
+            .map(|_| ())
+            .expect_err("refused");
+        let message = error.to_string();
+        assert!(
+            message.contains("dirs[1].host") && message.contains("inside dirs[0]"),
+            "{message}"
+        );
+    };
+    refused(&dir);
+    // After the plugin's move: `data/ref` is a link to a directory outside `data`.
+    std::fs::create_dir(dir.join("outside")).expect("mkdir");
+    std::fs::remove_dir(dir.join("data/ref")).expect("rmdir");
+    std::os::unix::fs::symlink("../outside", dir.join("data/ref")).expect("symlink");
+    refused(&dir);
+    // A read-only outer grant cannot be changed by the plugin: the inner one stands.
+    std::fs::write(
+        dir.join("nested.policy.toml"),
+        policy.replacen("\"rw\"", "\"ro\"", 1),
+    )
+    .expect("write policy");
+    llm_worker_tests::host()
+        .load(dir.join("nested.wasm"))
+        .unwrap_or_else(|e| panic!("{e}"));
+}
