@@ -156,7 +156,9 @@ impl Issuer {
 
 /// The test issuer's introspection answer: `opaque-good` is active for the audience set, for
 /// the client `rs` with the secret `rs-secret` only (`opaque-brief` too, until the current
-/// second ends); `opaque-other` is active for another audience; anything else is not active.
+/// second ends); `opaque-other` is active for another audience; `opaque-refresh` is a refresh
+/// token, `opaque-float` and `opaque-text` carry an expiry as a float and as text; anything else
+/// is not active.
 async fn introspect(
     request: http::Request<hyper::body::Incoming>,
     audience: &std::sync::Mutex<String>,
@@ -197,6 +199,21 @@ async fn introspect(
         (true, "opaque-other") => json!({
             "active": true, "sub": "erin", "iss": issuer, "scope": "mcp:tools",
             "aud": "https://other.example/mcp", "exp": now + 600,
+        }),
+        // A refresh token the issuer says is active: not an access token.
+        (true, "opaque-refresh") => json!({
+            "active": true, "sub": "erin", "iss": issuer, "scope": "mcp:tools",
+            "aud": audience.lock().expect("lock").clone(), "exp": now + 600,
+            "token_type": "refresh_token",
+        }),
+        // Expired an hour ago, written as a float (or not a number at all).
+        (true, "opaque-float") => json!({
+            "active": true, "sub": "erin", "iss": issuer, "scope": "mcp:tools",
+            "aud": audience.lock().expect("lock").clone(), "exp": (now - 3600) as f64 + 0.5,
+        }),
+        (true, "opaque-text") => json!({
+            "active": true, "sub": "erin", "iss": issuer, "scope": "mcp:tools",
+            "aud": audience.lock().expect("lock").clone(), "exp": "tomorrow",
         }),
         _ => json!({"active": false}),
     };
@@ -683,6 +700,9 @@ async fn an_opaque_token_is_checked_at_the_issuers_introspection_endpoint() {
     for (token, reason) in [
         ("opaque-other", "audience"),
         ("opaque-unknown", "not an active token"),
+        ("opaque-refresh", "refresh token"),
+        ("opaque-float", "expired"),
+        ("opaque-text", "`exp` is not a time"),
     ] {
         let refused = initialize(&url, Some(token), None).await;
         assert_eq!(refused.status(), 401, "{token}");

@@ -215,18 +215,36 @@ fn judge(
             "it was not issued for this server: its audience (`aud`) must be {resource}"
         ));
     }
+    // `token_type` is the access token's type (`Bearer`); some issuers also answer for
+    // refresh tokens, which are not for a resource server.
+    if answer
+        .get("token_type")
+        .and_then(Value::as_str)
+        .is_some_and(|kind| kind.to_ascii_lowercase().contains("refresh"))
+    {
+        return Err("it is a refresh token, not an access token".into());
+    }
+    // A time is a number of seconds (RFC 7662 says an integer; a float is taken as its
+    // whole seconds); anything else is refused, not read as "no time".
+    let time = |key: &str| -> Result<Option<u64>, String> {
+        match answer.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(value) => value
+                .as_f64()
+                .filter(|seconds| seconds.is_finite() && *seconds >= 0.0)
+                .map(|seconds| Some(seconds as u64))
+                .ok_or_else(|| format!("its `{key}` is not a time")),
+        }
+    };
+    let (expires, not_before) = (time("exp")?, time("nbf")?);
     let now = jsonwebtoken::get_current_timestamp();
     let leeway = options.leeway.as_secs();
-    let lifetime = match answer.get("exp").and_then(Value::as_u64) {
+    let lifetime = match expires {
         Some(exp) if exp.saturating_add(leeway) <= now => return Err("it has expired".into()),
         Some(exp) => Duration::from_secs(exp.saturating_sub(now)).min(MAX_KEPT),
         None => MAX_KEPT,
     };
-    if answer
-        .get("nbf")
-        .and_then(Value::as_u64)
-        .is_some_and(|nbf| nbf > now.saturating_add(leeway))
-    {
+    if not_before.is_some_and(|nbf| nbf > now.saturating_add(leeway)) {
         return Err("it is not valid yet (`nbf`)".into());
     }
     let identity = Identity::from_claims(issuer, answer)?;
