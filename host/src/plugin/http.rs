@@ -269,7 +269,8 @@ const HTTP_TYPES_3: &str = "wasi:http/types@0.3.0";
 /// Replaces the setters of an outgoing request's authority, method, path and scheme with ones
 /// that refuse (as the setters refuse what does not parse) text longer than the bounds above;
 /// call after `wasmtime_wasi_http::p2::add_only_http_to_linker_async` and `p3::add_to_linker`;
-/// the same for `wasi:http@0.3`'s request.
+/// the same for `wasi:http@0.3`'s request. And `body` of a 0.2 request or response with one
+/// that counts the bodies held unsent ([`MAX_UNSENT_BODIES`]).
 pub(crate) fn bound_request_setters(
     linker: &mut wasmtime::component::Linker<super::instance::PluginState>,
 ) -> wasmtime::Result<()> {
