@@ -347,8 +347,8 @@ async fn read_directory(
 #[cfg(unix)]
 fn listing_over_limit(dir: &std::fs::File) -> std::io::Result<bool> {
     use rustix::fs::{Mode, OFlags};
-    // Opened again for reading: a granted directory's descriptor is `O_PATH`, which cannot
-    // list (and `Dir::read_from` would keep its flags).
+    // Opened again, for reading: the descriptor held may be one opened only to resolve paths
+    // (`O_PATH`), which cannot list (and `Dir::read_from` would keep its flags).
     let readable = rustix::fs::openat(
         dir,
         ".",
