@@ -327,10 +327,21 @@ async fn read_directory(
     #[cfg(unix)]
     if let Ok(Descriptor::Dir(dir)) = files.table.get(&fd) {
         let dir = Arc::clone(&dir.dir);
-        let large = tokio::task::spawn_blocking(move || listing_over_limit(&dir)).await;
-        if matches!(large, Ok(Ok(true))) {
-            descriptors.unreserve();
-            return Err(descriptors.refuse(Refused::LargeListing).into());
+        // A directory that cannot be counted is not listed either (fail closed).
+        match tokio::task::spawn_blocking(move || listing_over_limit(&dir)).await {
+            Ok(Ok(false)) => {}
+            Ok(Ok(true)) => {
+                descriptors.unreserve();
+                return Err(descriptors.refuse(Refused::LargeListing).into());
+            }
+            Ok(Err(error)) => {
+                descriptors.unreserve();
+                return Err(ErrorCode::from(error).into());
+            }
+            Err(_) => {
+                descriptors.unreserve();
+                return Err(ErrorCode::Io.into());
+            }
         }
     }
     let read = HostDescriptor::read_directory(&mut files, fd).await;
