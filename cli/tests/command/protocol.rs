@@ -7,6 +7,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use llm_worker_tests::wait::until;
 use llm_worker_tests::{ScratchDir, repo_root};
 use rmcp::model::{
     ClientConfig, CompleteRequestParams, ContentBlock, CreateMessageRequestParams,
@@ -229,8 +230,13 @@ async fn a_resource_read_logs_to_the_client_and_asks_it() {
         panic!("not one text: {read:?}");
     };
     assert_eq!(text, "ada");
-    // Both before the result (in no order between them: the log is a notification sent
-    // beside the read, the question a request of its own).
+    // The question is answered before the result; the log is a notification sent beside the
+    // read, which rmcp's client handles in a task of its own, so it may be recorded after the
+    // result has arrived.
+    until("the read's log message", || {
+        asked.lock().map(|a| a.len() >= 2).unwrap_or_default()
+    })
+    .await;
     let mut seen = asked.lock().map(|a| a.clone()).unwrap_or_default();
     seen.sort();
     assert_eq!(
