@@ -12,7 +12,7 @@ use std::time::Instant;
 use tokio::sync::{Semaphore, watch};
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
-use super::instance::HttpScope;
+use super::instance::{HttpScope, Waited, within_moving};
 use super::net::{self, Destination, Refused};
 use crate::policy::{HttpGrant, HttpSecret, SandboxPolicy, literal_address, may_carry_secrets};
 
@@ -35,7 +35,17 @@ pub(crate) struct HttpGate {
     /// The current call: its deadline, and a sender whose drop ends its requests (made at
     /// the call's first request: a watch channel costs an allocation to make and eight
     /// notifications to drop, on every call of a plugin that sends nothing).
-    call: Option<(Instant, Option<watch::Sender<()>>)>,
+    call: Option<CallBound>,
+}
+
+/// How long the requests of a call may run.
+struct CallBound {
+    /// The call's deadline, before the time it waited for answers from the client, which
+    /// moves it (`waited`, if the call may ask).
+    deadline: Instant,
+    waited: Option<Arc<Waited>>,
+    /// Dropped when the call ends, ending its requests.
+    ended: Option<watch::Sender<()>>,
 }
 
 type ResponseFuture = Box<
@@ -80,7 +90,12 @@ impl HttpGate {
     /// whose grants are narrower than the plugin's, and it serves no tool of its own. A request
     /// other than a tool call gets only what the policy grants its kind (nothing by default):
     /// a client sends those with no tool call or model involved.
-    pub(crate) fn begin_call(&mut self, deadline: Instant, scope: HttpScope<'_>) {
+    pub(crate) fn begin_call(
+        &mut self,
+        deadline: Instant,
+        waited: Option<Arc<Waited>>,
+        scope: HttpScope<'_>,
+    ) {
         self.active = match scope {
             HttpScope::Tool(_) if self.tool_grants.is_empty() => Arc::clone(&self.grants),
             HttpScope::Tool(tool) => self
@@ -92,13 +107,23 @@ impl HttpGate {
             HttpScope::Completion => Arc::clone(&self.request_grants[2]),
             HttpScope::Start => Arc::from([]),
         };
-        self.call = Some((deadline, None));
+        self.call = Some(CallBound {
+            deadline,
+            waited,
+            ended: None,
+        });
     }
 
     /// The gate of one call of a contract 1.0.0 instance, whose calls run at once: this
     /// gate's grants and its count of requests in flight, with the call's own scope and
-    /// deadline. Dropping it ends the requests the call sent.
-    pub(crate) fn for_call(&self, deadline: Instant, scope: HttpScope<'_>) -> Self {
+    /// deadline (moved by the time it `waited` for answers). Dropping it ends the requests the
+    /// call sent.
+    pub(crate) fn for_call(
+        &self,
+        deadline: Instant,
+        waited: Arc<Waited>,
+        scope: HttpScope<'_>,
+    ) -> Self {
         let mut gate = Self {
             plugin: Arc::clone(&self.plugin),
             grants: Arc::clone(&self.grants),
@@ -109,7 +134,7 @@ impl HttpGate {
             in_flight: Arc::clone(&self.in_flight),
             call: None,
         };
-        gate.begin_call(deadline, scope);
+        gate.begin_call(deadline, Some(waited), scope);
         gate
     }
 
@@ -187,16 +212,22 @@ impl HttpGate {
     }
 }
 
-/// Runs `work` until it finishes, `deadline` passes or the call ends (`ended` closes).
+/// Runs `work` until it finishes, `deadline` (moved by the time `waited`, if given) passes or
+/// the call ends (`ended` closes).
 async fn bounded<T>(
     work: impl Future<Output = Result<T, Error>>,
     deadline: Instant,
+    waited: Option<&Waited>,
     mut ended: watch::Receiver<()>,
 ) -> Result<T, Error> {
-    tokio::select! {
-        result = tokio::time::timeout_at(deadline.into(), work) => {
-            result.unwrap_or(Err(Error::ConnectionTimeout))
+    let timed = async {
+        match waited {
+            Some(waited) => within_moving(deadline, waited, work).await.ok(),
+            None => tokio::time::timeout_at(deadline.into(), work).await.ok(),
         }
+    };
+    tokio::select! {
+        result = timed => result.unwrap_or(Err(Error::ConnectionTimeout)),
         _ = ended.changed() => {
             Err(Error::InternalError(Some("the tool call that sent this request ended".into())))
         }
@@ -497,11 +528,12 @@ impl WasiHttpHooks for HttpGate {
             );
             return Box::new(async { Err(Error::HttpRequestDenied) });
         };
-        let Some((deadline, call)) = &mut self.call else {
+        let Some(call) = &mut self.call else {
             return Box::new(async { Err(Error::HttpRequestDenied) });
         };
-        let deadline = *deadline;
+        let (deadline, waited) = (call.deadline, call.waited.clone());
         let ended = call
+            .ended
             .get_or_insert_with(|| watch::Sender::new(()))
             .subscribe();
         let Ok(permit) = Arc::clone(&self.in_flight).try_acquire_owned() else {
@@ -535,12 +567,12 @@ impl WasiHttpHooks for HttpGate {
                 };
                 net::send(request, &destination, &addresses, options).await
             };
-            let (response, io) = bounded(sent, deadline, ended.clone()).await?;
+            let (response, io) = bounded(sent, deadline, waited.as_deref(), ended.clone()).await?;
             // The connection keeps running while the plugin reads the body: bounded the same
             // way, and holding its place among the requests in flight until it ends.
             let io = async move {
                 let _permit = permit;
-                bounded(Box::into_pin(io), deadline, ended).await
+                bounded(Box::into_pin(io), deadline, waited.as_deref(), ended).await
             };
             Ok((
                 response,
@@ -555,6 +587,27 @@ mod tests {
     use super::*;
     use std::path::Path;
 
+    /// A request's deadline is its call's, which moves on while the call waits for an answer
+    /// from the client: a request outlives the first deadline while a question is open, and
+    /// ends at it otherwise.
+    #[tokio::test]
+    async fn a_requests_deadline_moves_with_its_calls_questions() {
+        use std::time::Duration;
+        let (_call, ended) = watch::channel(());
+        let slow = || async {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            Ok::<_, Error>("answered")
+        };
+        let asking = Waited::default();
+        asking.begin();
+        let deadline = Instant::now() + Duration::from_millis(50);
+        let answered = bounded(slow(), deadline, Some(&asking), ended.clone()).await;
+        assert_eq!(answered.ok(), Some("answered"));
+        let deadline = Instant::now() + Duration::from_millis(50);
+        let cut = bounded(slow(), deadline, Some(&Waited::default()), ended).await;
+        assert!(matches!(cut, Err(Error::ConnectionTimeout)), "{cut:?}");
+    }
+
     fn gate(policy: &str, tool: Option<&str>) -> HttpGate {
         gate_for(policy, tool.map_or(HttpScope::Start, HttpScope::Tool))
     }
@@ -567,7 +620,7 @@ mod tests {
         )
         .unwrap_or_else(|e| panic!("{e}"));
         let mut gate = HttpGate::new("w", &policy);
-        gate.begin_call(Instant::now(), scope);
+        gate.begin_call(Instant::now(), None, scope);
         gate
     }
 

@@ -128,6 +128,33 @@ async fn a_call_that_times_out_while_it_awaits_ends_alone() {
     );
 }
 
+/// A call that waited past its deadline and wakes before its caller's timer has fired (here
+/// 170 ms late, its timer's end) is cancelled there and then, and ends alone: waking late is
+/// not running out of time running code.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_that_wakes_past_its_deadline_ends_alone() {
+    let dir = waiter_dir("concurrent-late", 1, "timeout_ms = 500");
+    let tools = session(&dir);
+    assert_eq!(
+        call(&tools, "bump", serde_json::json!({})).await.as_deref(),
+        Ok("1")
+    );
+    let late = call(&tools, "nap", serde_json::json!({ "ms": 670 })).await;
+    match &late {
+        Err(ToolServerError::ToolExecution(message)) => assert!(
+            message.contains("ran longer than its time limit")
+                && message.contains("other calls go on"),
+            "{message}"
+        ),
+        other => panic!("the late nap should time out alone: {other:?}"),
+    }
+    // The instance went on, its counter with it.
+    assert_eq!(
+        call(&tools, "bump", serde_json::json!({})).await.as_deref(),
+        Ok("2")
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_that_runs_out_of_time_running_code_ends_the_instance() {
     let (server, _never) = TestServer::held("never sent");

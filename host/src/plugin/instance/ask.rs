@@ -53,7 +53,7 @@ impl Waited {
     }
 
     /// A question opens: the wait begins with the first one open.
-    fn begin(&self) {
+    pub(crate) fn begin(&self) {
         if self.open.fetch_add(1, Ordering::AcqRel) == 0 {
             let now = nanos(self.base.elapsed()).saturating_add(1);
             self.since.store(now, Ordering::Release);
@@ -75,6 +75,11 @@ impl Waited {
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |now| {
                 Some(now.saturating_add(waited))
             });
+    }
+
+    /// Whether a question is open (the wait goes on).
+    pub(crate) fn asking(&self) -> bool {
+        self.open.load(Ordering::Acquire) > 0
     }
 
     pub(crate) fn reset(&self) {

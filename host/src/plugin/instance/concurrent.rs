@@ -51,7 +51,8 @@ use crate::tool::QuestionError;
 /// How long an abandoned call has to return before its instance is torn down.
 pub(crate) const CANCEL_GRACE: Duration = Duration::from_secs(1);
 
-/// How long past its deadline a call's code may run (see [`PluginState::time_limit`]).
+/// How long past its time limit a call may run code before its instance is ended (see
+/// [`PluginState::in_time`]).
 const RUN_SLACK: Duration = Duration::from_millis(100);
 
 /// The calls of a 1.0.0 instance, and which of them runs now.
@@ -237,34 +238,45 @@ impl PluginState {
         self.calls_mut()?.running().map(|call| &mut call.reports)
     }
 
-    /// The time limit of the code running now (checked by the epoch callback). A 1.0.0 call
-    /// woken at its deadline (its timer fired, say) has [`RUN_SLACK`] to see its caller cancel
-    /// it and return, rather than ending the instance.
+    /// Whether the code running now may go on (the epoch check asks on every tick).
     ///
     /// A call's limit is twofold: its deadline, moved by the time it waited for answers (once
     /// for questions open together), and the time it ran code, which no wait moves (a call may
-    /// run while its question waits). Code a call left running after it ended has
-    /// [`CANCEL_GRACE`] from the end; code of no call at all, the instance's deadline (its
-    /// start's).
-    pub(crate) fn time_limit(&self) -> Instant {
-        let Some(calls) = self.calls.as_deref() else {
-            return self.deadline;
+    /// run while its question waits). A call found running past its deadline with running
+    /// time left (it waited, for a response or a timer, and woke late) is cancelled here as
+    /// its caller would cancel it ([`Self::abandon`]): it goes on, with [`CANCEL_GRACE`] (at
+    /// most what is left of its running time) to see the cancellation and return, and ends
+    /// alone. Only code that runs past its running time, [`RUN_SLACK`] included, ends the
+    /// instance. Code a call left running after it ended has [`CANCEL_GRACE`] from the end;
+    /// code of no call at all, the instance's deadline (its start's).
+    pub(crate) fn in_time(&mut self) -> bool {
+        let now = Instant::now();
+        let deadline = self.deadline;
+        let Some(calls) = self.calls.as_deref_mut() else {
+            return now < deadline;
         };
         let clock = calls.clock();
         let Some((group, _)) = clock.current else {
-            return self.deadline;
+            return now < deadline;
         };
-        match calls.by_group.get(&group) {
-            Some(call) if call.abandoned => call.deadline,
-            Some(call) => {
-                let waited = call.questions.waited.get();
-                let wall = call.deadline + waited + RUN_SLACK;
-                let running =
-                    Instant::now() + (call.limit + RUN_SLACK).saturating_sub(clock.ran(group));
-                wall.min(running)
-            }
-            None => clock.ended.get(&group).copied().unwrap_or(self.deadline),
+        let ran = clock.ran(group);
+        let ended = clock.ended.get(&group).copied();
+        drop(clock);
+        let Some(call) = calls.by_group.get_mut(&group) else {
+            return now < ended.unwrap_or(deadline);
+        };
+        if call.abandoned {
+            return now < call.deadline;
         }
+        let running_left = (call.limit + RUN_SLACK).saturating_sub(ran);
+        if running_left.is_zero() {
+            return false;
+        }
+        if now >= call.deadline + call.questions.waited.get() {
+            let id = call.id;
+            self.abandon_with(id, CANCEL_GRACE.min(running_left));
+        }
+        true
     }
 
     /// The epoch check found the code running now out of time: remember whose call it was.
@@ -300,9 +312,11 @@ impl PluginState {
         // Its requests end when its caller gives up on it (it is abandoned), not before: a
         // request failing at the deadline would wake the call to run past it.
         #[cfg(feature = "wasi-http")]
-        let http_gate = self
-            .http_gate
-            .for_call(deadline + super::TIMEOUT_GRACE + CANCEL_GRACE, scope);
+        let http_gate = self.http_gate.for_call(
+            deadline + super::TIMEOUT_GRACE + CANCEL_GRACE,
+            Arc::clone(&questions.waited),
+            scope,
+        );
         #[cfg(not(feature = "wasi-http"))]
         let _ = scope;
         let Some(calls) = self.calls_mut() else {
@@ -337,9 +351,10 @@ impl PluginState {
     }
 
     /// The call `id` returned (or failed): pass on its output, end its reports and requests;
-    /// returns its stderr, for quoting in an error. `permit`, its place among the instance's
+    /// returns its stderr, for quoting in an error, and whether it had been abandoned (its
+    /// caller gave up on it, or its time ran out). `permit`, its place among the instance's
     /// calls, is given back once its group has finished.
-    fn end_concurrent_call(&mut self, id: u64, permit: OwnedSemaphorePermit) -> String {
+    fn end_concurrent_call(&mut self, id: u64, permit: OwnedSemaphorePermit) -> (String, bool) {
         let call = self.calls_mut().and_then(|calls| {
             calls.abandoned_early.remove(&id);
             calls.received.remove(&id);
@@ -353,22 +368,22 @@ impl PluginState {
             // call's place meanwhile.
             let until = Instant::now() + CANCEL_GRACE;
             let mut clock = calls.clock();
-            clock.ended.insert(group, until);
             if clock.live.contains(&group) {
+                clock.ended.insert(group, until);
                 clock.lingering.insert(group, (until, permit));
             }
             drop(clock);
             calls.by_group.remove(&group)
         });
         let Some(mut call) = call else {
-            return String::new();
+            return (String::new(), false);
         };
         // stdout and stderr are the instance's: what is buffered goes to the call that ends
         // (a sibling running at once, of the same session and client, may have written some).
         let stderr = self.output.drain_into(&mut call.reports);
         call.reports.end();
         call.questions.end();
-        stderr
+        (stderr, call.abandoned)
     }
 
     /// The loop received the call `id`.
@@ -409,6 +424,12 @@ impl PluginState {
     /// The caller of `id` gave up on it: it is told to stop (`host.cancelled`), its requests
     /// end, it may ask nothing more, and it has [`CANCEL_GRACE`] of running time to return.
     fn abandon(&mut self, id: u64) {
+        self.abandon_with(id, CANCEL_GRACE);
+    }
+
+    /// Abandons the call `id`, which then has `grace` to return; a call abandoned already
+    /// keeps the grace it was given.
+    fn abandon_with(&mut self, id: u64, grace: Duration) {
         let Some(calls) = self.calls_mut() else {
             return;
         };
@@ -416,6 +437,9 @@ impl PluginState {
             .groups
             .get(&id)
             .and_then(|group| calls.by_group.get_mut(group))
+            // The group's state, if it is still this call's (wasmtime hands a finished
+            // group's id to the next call).
+            .filter(|call| call.id == id)
         else {
             // Not started yet: it starts cancelled. (Ended already: nothing to do.)
             if calls.received.contains(&id) {
@@ -423,7 +447,10 @@ impl PluginState {
             }
             return;
         };
-        call.deadline = Instant::now() + CANCEL_GRACE;
+        if call.abandoned {
+            return;
+        }
+        call.deadline = Instant::now() + grace;
         call.abandoned = true;
         call.cancelled.send_replace(true);
         call.reports.end();
@@ -673,6 +700,8 @@ struct Job {
 struct Finished {
     result: wasmtime::Result<Done>,
     stderr: String,
+    /// It had been abandoned: its time ran out (what it returned is dropped).
+    abandoned: bool,
 }
 
 enum Message {
@@ -841,7 +870,19 @@ impl Concurrency {
         };
         let answered = super::within_moving(deadline + super::TIMEOUT_GRACE, &waited, answer).await;
         match answered {
-            Ok(Ok(Finished { result, stderr })) => {
+            // Its time ran out while it waited, and it returned after the loop cancelled it,
+            // before its caller's timer did.
+            Ok(Ok(Finished {
+                abandoned: true, ..
+            })) => {
+                abandon.instance = None;
+                Outcome::TimedOut { queued }
+            }
+            Ok(Ok(Finished {
+                result,
+                stderr,
+                abandoned: false,
+            })) => {
                 abandon.instance = None;
                 Outcome::Returned { result, stderr }
             }
@@ -1048,8 +1089,13 @@ async fn run(accessor: &Accessor<PluginState>, bindings: &v10::ToolPlugin, job: 
         OwnedWork::Request(request) => request_in(accessor, bindings, request, setup).await,
     };
     returned.store(true, Ordering::Release);
-    let stderr = accessor.with(|mut access| access.data_mut().end_concurrent_call(id, permit));
-    let _ = reply.send(Finished { result, stderr });
+    let (stderr, abandoned) =
+        accessor.with(|mut access| access.data_mut().end_concurrent_call(id, permit));
+    let _ = reply.send(Finished {
+        result,
+        stderr,
+        abandoned,
+    });
 }
 
 /// Runs a request other than a tool call.

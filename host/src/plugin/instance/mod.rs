@@ -8,11 +8,13 @@ mod output;
 mod start;
 mod state;
 
+pub(crate) use self::ask::Waited;
 pub(crate) use self::concurrent::Concurrent;
 pub(crate) use self::output::check_input;
 use self::output::checked_output;
+pub(crate) use self::start::within_moving;
 pub(crate) use self::start::{PluginListing, StartSpec, read_tools};
-use self::start::{describe, instantiate, refuel, within, within_moving};
+use self::start::{describe, instantiate, refuel, within};
 use self::state::TimedOut;
 pub(crate) use self::state::{MAX_CORE_INSTANCES, MAX_MEMORIES, MAX_TABLES, PluginState, Usage};
 

@@ -128,7 +128,7 @@ pub(super) fn new_store(image: &StartSpec<'_>) -> Result<Store<PluginState>, Sta
         store.task_group_hook(hook);
     }
     store.epoch_deadline_callback(|mut ctx| {
-        if Instant::now() >= ctx.data().time_limit() {
+        if !ctx.data_mut().in_time() {
             ctx.data_mut().note_timed_out();
             Err(wasmtime::Error::new(TimedOut))
         } else {
@@ -158,9 +158,13 @@ pub(super) async fn within<F: Future>(deadline: Instant, call: F) -> Result<F::O
     .await
 }
 
+/// How far ahead [`within_moving`] sets its timer while a question is open (its deadline then
+/// moves on with the clock); the deadline is checked again whenever the call wakes.
+const REARM_WHILE_ASKING: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// Like [`within`], for a call whose deadline moves on by the time it `waited` for answers
 /// from the client.
-pub(super) async fn within_moving<F: Future>(
+pub(crate) async fn within_moving<F: Future>(
     deadline: Instant,
     waited: &super::ask::Waited,
     call: F,
@@ -172,7 +176,12 @@ pub(super) async fn within_moving<F: Future>(
             if let Poll::Ready(output) = call.as_mut().poll(cx) {
                 return Poll::Ready(Ok(output));
             }
-            let now_due = deadline + waited.get();
+            let mut now_due = deadline + waited.get();
+            // While a question is open the deadline moves on as fast as the clock: the timer
+            // is set a while ahead rather than at an instant that is always about to pass.
+            if waited.asking() {
+                now_due = now_due.max(Instant::now() + REARM_WHILE_ASKING);
+            }
             let timer =
                 timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(now_due.into())));
             if timer.deadline() < now_due.into() {

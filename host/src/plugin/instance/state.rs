@@ -77,7 +77,8 @@ impl PluginState {
             .begin(tool.map(Arc::clone), crate::events::current_sink());
         self.questions.begin(tool);
         #[cfg(feature = "wasi-http")]
-        self.http_gate.begin_call(deadline, scope);
+        self.http_gate
+            .begin_call(deadline, Some(Arc::clone(&self.questions.waited)), scope);
         #[cfg(not(feature = "wasi-http"))]
         let _ = scope;
     }
