@@ -193,7 +193,21 @@ pub async fn pull_into(
         let same_repository = source
             .canonical_repository()
             .is_ok_and(|repository| repository == reference.name());
-        let moved = now != source.manifest || !same_repository;
+        // Another repository is another publisher: it would inherit the policy approved for
+        // this one (its grants, the secrets the host adds to its requests), so `--update` does
+        // not take it.
+        if !same_repository {
+            return Err(RegistryError::Usage(format!(
+                "{} was pulled from {}, and {} is another repository: the policy approved for                  the first ({}, its grants and secrets) would pass to it unreviewed. Pull it                  under another --name, or remove {} and its lock entry (`llm-worker lock {}`                  after removing the file), review the policy, then pull",
+                path.display(),
+                source.repository,
+                reference.name(),
+                crate::SandboxPolicy::path_for(&path).display(),
+                path.display(),
+                dir.display()
+            )));
+        }
+        let moved = now != source.manifest;
         if !moved {
             return Ok(PullOutcome {
                 path,

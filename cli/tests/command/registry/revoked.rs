@@ -108,6 +108,50 @@ fn pull_update_never_approves_a_policy_nobody_reviewed() {
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
 
+/// `pull --update` never hands a plugin's approved policy to another repository's code (a
+/// "we moved" pull naming another publisher, whose artifact no rule covers, under the same
+/// name).
+#[test]
+fn pull_update_refuses_another_repository_under_the_same_name() {
+    let Some(registry) = Registry::start("registry-other-repository") else {
+        return;
+    };
+    let acme = registry.key("acme", ACME_KEY);
+    registry.push("greet", "acme/tool:stable", Some(&acme));
+    registry.push("counter", "mallory/tool:stable", None);
+    let dir = registry.plugin_dir("plugins", &signed_by(&registry, "acme/*", "\"acme\""));
+    let out = registry.pull("acme/tool:stable", &dir, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    std::fs::write(
+        dir.join("tool.policy.toml"),
+        "[env]\nset = { KEY = \"acme's\" }\n",
+    )
+    .expect("write the policy");
+    let out = run(&registry.cache(), &["lock", text_of(&dir)], None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let lock_before = std::fs::read(dir.join("llm-worker.lock")).expect("lock");
+
+    let out = registry.pull(
+        "mallory/tool:stable",
+        &dir,
+        &["--update", "--allow-unsigned", "--name", "tool"],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let message = stderr(&out);
+    assert!(
+        message.contains("another repository") && message.contains("--name"),
+        "{message}"
+    );
+    assert_eq!(
+        sha256_file(&dir.join("tool.wasm")),
+        sha256_file(&plugin_path("greet"))
+    );
+    assert_eq!(
+        std::fs::read(dir.join("llm-worker.lock")).expect("lock"),
+        lock_before
+    );
+}
+
 /// A key revoked while `serve --watch` serves a plugin it signed: the plugin stops being
 /// served (a running server is no exception to "a revoked key stops loading").
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
