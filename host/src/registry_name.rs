@@ -7,8 +7,9 @@
 //! (IDNA), IPv4 addresses in any of their forms (`127.1`, `0x7f.0.0.1`, `2130706433`) written
 //! as four decimal numbers, IPv6 addresses compressed, one trailing `.` dropped. The port is
 //! written as a number (`05000` is `5000`), and `:443`, the https default, is dropped except
-//! for a loopback host. Docker Hub's other names (`index.docker.io`, `registry-1.docker.io`)
-//! are `docker.io`.
+//! for a loopback host. Docker Hub's other names (`index.docker.io`, `registry-1.docker.io`,
+//! `registry.docker.io`, `registry.hub.docker.com`) are `docker.io`, and its official images'
+//! one-part names (`docker.io/greet`) are `docker.io/library/greet`, as references name them.
 //!
 //! Compiled without the `registry` feature too: loading checks pulled plugins' lock entries
 //! against the trust policy whether or not this build can pull.
@@ -29,6 +30,13 @@ pub(crate) fn canonical_registry(text: &str) -> Result<String, String> {
         || text
             .chars()
             .any(|c| c.is_whitespace() || c.is_control() || "@/\\?#%".contains(c))
+    {
+        return Err(format!("'{text}' is not a registry's host[:port]"));
+    }
+    // Nothing but a port may follow an IPv6 address (`[::1]5000` is no name of `[::1]`).
+    if let Some(end) = text.find(']')
+        && !text[end + 1..].is_empty()
+        && !text[end + 1..].starts_with(':')
     {
         return Err(format!("'{text}' is not a registry's host[:port]"));
     }
@@ -85,7 +93,13 @@ pub(crate) fn canonical_registry(text: &str) -> Result<String, String> {
     // and `:443` is another server, so its port stays as written.
     let port = port.filter(|port| *port != HTTPS_PORT || is_loopback_host(&parsed));
     Ok(match (parsed.as_str(), port) {
-        ("index.docker.io" | "registry-1.docker.io", None) => DOCKER_HUB.to_owned(),
+        (
+            "index.docker.io"
+            | "registry-1.docker.io"
+            | "registry.docker.io"
+            | "registry.hub.docker.com",
+            None,
+        ) => DOCKER_HUB.to_owned(),
         (_, Some(port)) => format!("{parsed}:{port}"),
         (_, None) => parsed,
     })
@@ -153,6 +167,8 @@ mod tests {
             ("BÜCHER.example:8443", "xn--bcher-kva.example:8443"),
             ("index.docker.io", "docker.io"),
             ("registry-1.docker.io:443", "docker.io"),
+            ("registry.hub.docker.com", "docker.io"),
+            ("Registry.Docker.io", "docker.io"),
             ("docker.io:443", "docker.io"),
             // Over plain HTTP, a loopback registry's :443 is not what no port means.
             ("localhost:443", "localhost:443"),
@@ -189,6 +205,8 @@ mod tests {
             "-a.example",
             "a_b.example",
             "[::1",
+            "[::1]5000",
+            "[::1]x:5000",
             "[fe80::1%25eth0]",
             "::1",
             "r e",

@@ -643,8 +643,9 @@ fn read_trusted_text(dir: &Path, path: &Path, cap: u64) -> Result<Option<String>
 }
 
 /// Checks a rule's `repository` (`registry/path` or `registry/prefix/*`, the path lower case
-/// with no empty segment) and writes its registry canonically, as references name it
-/// (`LOCALHOST:05000/acme/*` is `localhost:5000/acme/*`).
+/// with no empty segment) and writes it canonically, as references name it
+/// (`LOCALHOST:05000/acme/*` is `localhost:5000/acme/*`; Docker Hub's `index.docker.io/greet`
+/// is `docker.io/library/greet`, an official image's repository).
 fn check_pattern(pattern: &str) -> Result<String, String> {
     let wrong = |why: String| {
         format!(
@@ -674,6 +675,11 @@ fn check_pattern(pattern: &str) -> Result<String, String> {
              parts"
                 .into(),
         ));
+    }
+    // Docker Hub's official images: `greet` is `library/greet`, as a reference reads it; a
+    // rule for `docker.io/greet` would otherwise cover nothing.
+    if registry == crate::registry_name::DOCKER_HUB && wildcard.is_empty() && !path.contains('/') {
+        return Ok(format!("{registry}/library/{path}"));
     }
     Ok(format!("{registry}/{path}{wildcard}"))
 }
@@ -769,7 +775,8 @@ MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEFxOs0eKOpqtdY5V10jv+Ld2uTzvO
             "[[rule]]\nrepository = \"localhost:5000/acme/*\"\nsigners = [\"acme\"]\n\
              [[rule]]\nrepository = \"LOCALHOST:05000/exact\"\nsigners = [\"acme\"]\n\
              [[rule]]\nrepository = \"GHCR.io:443/acme/*\"\nsigners = [\"acme\"]\n\
-             [[rule]]\nrepository = \"127.1:5000/scratch/*\"\nunsigned = true\n",
+             [[rule]]\nrepository = \"127.1:5000/scratch/*\"\nunsigned = true\n\
+             [[rule]]\nrepository = \"index.docker.io/greet\"\nsigners = [\"acme\"]\n",
         )
         .expect("valid");
         let patterns: Vec<&str> = policy.rules.iter().map(|r| r.repository.as_str()).collect();
@@ -779,7 +786,8 @@ MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEFxOs0eKOpqtdY5V10jv+Ld2uTzvO
                 "localhost:5000/acme/*",
                 "localhost:5000/exact",
                 "ghcr.io/acme/*",
-                "127.0.0.1:5000/scratch/*"
+                "127.0.0.1:5000/scratch/*",
+                "docker.io/library/greet"
             ]
         );
         let key = &policy.keys["acme"];
@@ -792,6 +800,8 @@ MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEFxOs0eKOpqtdY5V10jv+Ld2uTzvO
             "localhost:5000/exact",
             "ghcr.io/acme/greet",
             "GHCR.IO:0443/acme/greet",
+            // An official image, as a reference names it (`greet` alone).
+            "docker.io/library/greet",
         ] {
             assert_eq!(
                 policy.requirement(spelling),

@@ -3,8 +3,8 @@
 //!
 //! TLS is rustls with ring, checked against the system's root certificates; plain HTTP only for a
 //! loopback registry and only when asked for. Redirects are followed at most five times, only
-//! to https (or to plain HTTP on loopback when plain HTTP is allowed), and reqwest drops the
-//! `Authorization` header on any redirect to another host, port or scheme. Proxies come from
+//! to https (or to plain HTTP on loopback when plain HTTP is allowed, never from https), and
+//! reqwest drops the `Authorization` header on any redirect to another host or port. Proxies come from
 //! the environment (`HTTPS_PROXY`, `HTTP_PROXY`, `NO_PROXY`).
 
 mod auth;
@@ -111,6 +111,18 @@ impl RegistryClient {
             let loopback = url
                 .host_str()
                 .is_some_and(super::reference::is_loopback_host);
+            // reqwest keeps `Authorization` on a redirect to the same host and port: a step
+            // down from https to plain HTTP (possible on an explicit port) is not taken.
+            let downgrade = url.scheme() == "http"
+                && attempt
+                    .previous()
+                    .last()
+                    .is_some_and(|previous| previous.scheme() == "https");
+            if downgrade {
+                let message =
+                    format!("a redirect from https to plain HTTP ({url}) is not followed");
+                return attempt.error(message);
+            }
             match url.scheme() {
                 "https" => attempt.follow(),
                 "http" if plain_http && loopback => attempt.follow(),
