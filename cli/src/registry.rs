@@ -81,6 +81,16 @@ pub(crate) async fn pull(
             args.dir.display()
         );
     }
+    if let Some(sha256) = &pulled.access_pinned {
+        outln!(
+            out,
+            "approved: {}: pinned as it stands (sha256 {sha256}) by this first pull; review \
+             it, it decides who may call which tool over HTTP: `llm-worker lock --check {}` \
+             shows any later change",
+            llm_worker::lock::ACCESS_FILE,
+            args.dir.display()
+        );
+    }
     if let Some((policy, sha256)) = &pulled.policy_pinned {
         // It was in the directory before the plugin: whoever put it there chose what the
         // plugin may reach, and this pull approved it without anyone reading it.

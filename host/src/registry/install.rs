@@ -74,6 +74,10 @@ pub struct PullOutcome {
     /// as it stood (it decides what the plugin may reach: say so, so that the operator reviews
     /// it). `None` without a policy file, or when the lock had approved it before.
     pub policy_pinned: Option<(String, String)>,
+    /// The SHA-256 of the access policy (`llm-worker.access.toml`: which callers may use
+    /// which tools over HTTP) when this pull made the directory's first lock and so approved
+    /// it as it stood: say so, as for the trust policy.
+    pub access_pinned: Option<String>,
 }
 
 /// A plugin name that stays in its directory: letters, digits, `_`, `-` and inner `.`.
@@ -119,6 +123,7 @@ pub async fn pull_into(
         move |source| RegistryError::Io { path, source }
     };
     std::fs::create_dir_all(dir).map_err(io(dir))?;
+    let mut access_pinned = None;
     let mut lock = match LockFile::read(dir)? {
         Some(lock) => lock,
         None => {
@@ -135,10 +140,11 @@ pub async fn pull_into(
                 )));
             }
             // A first lock approves the access policy as it stands, as it does the trust
-            // policy.
+            // policy (and says so).
+            access_pinned = LockFile::access_pin(dir)?;
             LockFile {
                 version: 2,
-                access_sha256: LockFile::access_pin(dir)?,
+                access_sha256: access_pinned.clone(),
                 ..LockFile::default()
             }
         }
@@ -198,7 +204,10 @@ pub async fn pull_into(
         // not take it.
         if !same_repository {
             return Err(RegistryError::Usage(format!(
-                "{} was pulled from {}, and {} is another repository: the policy approved for                  the first ({}, its grants and secrets) would pass to it unreviewed. Pull it                  under another --name, or remove {} and its lock entry (`llm-worker lock {}`                  after removing the file), review the policy, then pull",
+                "{} was pulled from {}, and {} is another repository: the policy approved for \
+                 the first ({}, its grants and secrets) would pass to it unreviewed. Pull it \
+                 under another --name, or remove {} and its lock entry (`llm-worker lock {}` \
+                 after removing the file), review the policy, then pull",
                 path.display(),
                 source.repository,
                 reference.name(),
@@ -217,6 +226,7 @@ pub async fn pull_into(
                 changed: false,
                 trust_pinned: None,
                 policy_pinned: None,
+                access_pinned: None,
             });
         }
         if !options.update {
@@ -338,6 +348,7 @@ pub async fn pull_into(
         changed: true,
         trust_pinned,
         policy_pinned,
+        access_pinned,
     })
 }
 

@@ -206,10 +206,20 @@ fn a_first_pull_says_it_approved_the_policy_file_beside_the_plugin() {
     let dir = registry.plugin_dir("plugins", &rules);
     let policy = dir.join("greet.policy.toml");
     std::fs::write(&policy, "[env]\nset = { MODE = \"planted\" }\n").expect("policy");
+    let access = dir.join("llm-worker.access.toml");
+    std::fs::write(&access, "[[grant]]\nwho = [\"*\"]\ntools = [\"*\"]\n").expect("access");
     let out = registry.pull("scratch/greet:1", &dir, &[]);
     assert!(out.status.success(), "{}", stderr(&out));
     let sha256 = sha256_file(&policy);
     let report = stdout(&out);
+    let access_sha256 = sha256_file(&access);
+    assert!(
+        report.contains(&format!(
+            "approved: llm-worker.access.toml: pinned as it stands (sha256 {access_sha256}) by \
+             this first pull; review it"
+        )),
+        "{report}"
+    );
     assert!(
         report.contains(&format!(
             "approved: greet.policy.toml: pinned as it stands (sha256 {sha256}) by this first \
@@ -228,4 +238,5 @@ fn a_first_pull_says_it_approved_the_policy_file_beside_the_plugin() {
     let out = registry.pull("scratch/greet:1", &dir, &["--name", "bare"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(!stdout(&out).contains("policy.toml"), "{}", stdout(&out));
+    assert!(!stdout(&out).contains("access.toml"), "{}", stdout(&out));
 }
