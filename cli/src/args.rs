@@ -280,7 +280,7 @@ pub(crate) enum Command {
         /// Speak plain HTTP, to a registry on this machine only (localhost, 127.0.0.1, [::1]).
         #[arg(long)]
         plain_http: bool,
-        /// Give up a request to the registry after this many seconds.
+        /// Give up the pull (all its requests to the registry together) after this many seconds.
         #[arg(long, value_name = "SECS", default_value_t = 600,
               value_parser = clap::value_parser!(u64).range(1..=86_400))]
         timeout_secs: u64,

@@ -193,8 +193,22 @@ pub async fn pull_into(
     };
 
     let client = RegistryClient::new(reference, &options.client)?;
+    // The requests of one pull (a manifest, referrers, signatures, the layer: dozens) share one
+    // time limit, so that a registry answering each slowly cannot hold a pull for hours.
+    let budget = options.client.request_timeout;
+    let deadline = tokio::time::Instant::now() + budget;
+    let in_time = |what: &str| RegistryError::Transport {
+        url: reference.to_string(),
+        message: format!(
+            "the registry did not {what} within {}s, the time limit of one pull (--timeout-secs); \
+             nothing was written",
+            budget.as_secs()
+        ),
+    };
     if let (Some(source), Some(entry)) = (&previous, &existing) {
-        let (now, _) = resolve(&client, reference).await?;
+        let (now, _) = tokio::time::timeout_at(deadline, resolve(&client, reference))
+            .await
+            .map_err(|_| in_time("name the manifest"))??;
         // The entry's repository as the reference names it, however the entry spells it.
         let same_repository = source
             .canonical_repository()
@@ -243,7 +257,12 @@ pub async fn pull_into(
     } else {
         Demand::Policy(trust.as_ref())
     };
-    let pulled = pull(&client, reference, demand, host.max_plugin_bytes()).await?;
+    let pulled = tokio::time::timeout_at(
+        deadline,
+        pull(&client, reference, demand, host.max_plugin_bytes()),
+    )
+    .await
+    .map_err(|_| in_time("send the artifact and its signatures"))??;
 
     // Written under a name no loader reads, loaded with the plugin's policy, then renamed.
     let temporary = dir.join(format!(".{file}.{}.pulling", std::process::id()));

@@ -33,7 +33,8 @@ pub struct ClientOptions {
     pub connect_timeout: Duration,
     /// Time a response may stay silent.
     pub read_timeout: Duration,
-    /// Time for a whole request, body included.
+    /// Time for a whole request, body included; a pull ([`super::pull_into`]) gives all its
+    /// requests together this long.
     pub request_timeout: Duration,
     /// Credentials; `None` looks them up ([`Credentials::find`]) for the registry.
     pub credentials: Option<Credentials>,
