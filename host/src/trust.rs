@@ -33,14 +33,17 @@
 //! source_repository = "https://github.com/acme/greet"   # optional certificate claims
 //! source_ref = "refs/tags/v*"
 //! trigger = "push"
+//! source_repository_id = "123456789"   # GitHub's numeric ids: they do not pass to whoever
+//! owner_id = "987654321"               # takes the name after a rename or deletion
 //!
 //! [[rule]]
 //! repository = "ghcr.io/acme/greet"
 //! signers = ["acme-release"]         # keys and identities alike
 //! ```
 //!
-//! `issuer` is matched exactly; `subject` and the claims exactly, or as a pattern where `*`
-//! matches any run of characters other than `/` and `**` any run at all.
+//! `issuer`, `source_repository_id` and `owner_id` are matched exactly; `subject` and the other
+//! claims exactly, or as a pattern where `*` matches any run of characters other than `/` and
+//! `**` any run at all.
 //!
 //! The first rule whose `repository` matches decides; a repository no rule matches is refused.
 //! The file is a trust file like the lock: read only if it is a regular file of this user (or
@@ -133,6 +136,10 @@ struct IdentityText {
     source_ref: Option<String>,
     #[serde(default)]
     trigger: Option<String>,
+    #[serde(default)]
+    source_repository_id: Option<String>,
+    #[serde(default)]
+    owner_id: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -157,6 +164,12 @@ pub struct TrustedIdentity {
     pub source_ref: Option<Pattern>,
     /// The build trigger claim it must carry, if any.
     pub trigger: Option<Pattern>,
+    /// The source repository's immutable identifier it must carry, if any: unlike its name,
+    /// it does not pass to whoever registers the name after the repository is renamed or
+    /// deleted.
+    pub source_repository_id: Option<String>,
+    /// The repository owner's immutable identifier it must carry, if any.
+    pub owner_id: Option<String>,
 }
 
 /// What a verified keyless signature says about its signer, as far as identity rules look.
@@ -172,6 +185,10 @@ pub struct SignerClaims<'a> {
     pub source_ref: Option<&'a str>,
     /// The build trigger claim.
     pub trigger: Option<&'a str>,
+    /// The source repository identifier claim.
+    pub source_repository_id: Option<&'a str>,
+    /// The source repository owner identifier claim.
+    pub owner_id: Option<&'a str>,
 }
 
 impl TrustedIdentity {
@@ -206,6 +223,24 @@ impl TrustedIdentity {
             {
                 return Err(format!(
                     "its {what} claim is {}, not {pattern}",
+                    actual.unwrap_or("missing").escape_debug()
+                ));
+            }
+        }
+        let ids = [
+            (
+                "source repository identifier",
+                &self.source_repository_id,
+                claims.source_repository_id,
+            ),
+            ("owner identifier", &self.owner_id, claims.owner_id),
+        ];
+        for (what, wanted, actual) in ids {
+            if let Some(wanted) = wanted
+                && actual != Some(wanted.as_str())
+            {
+                return Err(format!(
+                    "its {what} claim is {}, not {wanted}",
                     actual.unwrap_or("missing").escape_debug()
                 ));
             }
@@ -493,6 +528,8 @@ impl TrustPolicy {
                     source_repository: optional(identity.source_repository),
                     source_ref: optional(identity.source_ref),
                     trigger: optional(identity.trigger),
+                    source_repository_id: identity.source_repository_id,
+                    owner_id: identity.owner_id,
                 },
             );
         }
@@ -910,6 +947,7 @@ MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEFxOs0eKOpqtdY5V10jv+Ld2uTzvO
                     [identities.release]\nissuer = \"https://token.actions.githubusercontent.com\"\n\
                     subject = \"https://github.com/acme/greet/.github/workflows/release.yml@refs/tags/v*\"\n\
                     source_ref = \"refs/tags/v*\"\ntrigger = \"push\"\n\
+                    source_repository_id = \"123\"\nowner_id = \"45\"\n\
                     [[rule]]\nrepository = \"r.example/acme/*\"\nsigners = [\"release\"]\n";
         let policy = TrustPolicy::parse(text, Path::new("/p/t.toml")).expect("valid");
         let Requirement::Signed { keys, identities } = policy.requirement("r.example/acme/greet")
@@ -924,8 +962,33 @@ MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEFxOs0eKOpqtdY5V10jv+Ld2uTzvO
             source_repository: Some("https://github.com/acme/greet"),
             source_ref: Some("refs/tags/v1.0.0"),
             trigger: Some("push"),
+            source_repository_id: Some("123"),
+            owner_id: Some("45"),
         };
         rule.accepts(&claims).expect("accepted");
+        // The same names, after the repository was deleted and its name registered again:
+        // other ids.
+        for (repository, owner) in [(Some("124"), Some("45")), (Some("123"), Some("46"))] {
+            let reused = SignerClaims {
+                source_repository_id: repository,
+                owner_id: owner,
+                ..claims
+            };
+            assert!(
+                rule.accepts(&reused)
+                    .expect_err("another repository or owner")
+                    .contains("identifier claim is"),
+            );
+        }
+        let unnamed = SignerClaims {
+            owner_id: None,
+            ..claims
+        };
+        assert!(
+            rule.accepts(&unnamed)
+                .expect_err("no owner id")
+                .contains("missing")
+        );
         claims.trigger = Some("workflow_dispatch");
         assert!(
             rule.accepts(&claims)

@@ -217,6 +217,10 @@ def leaf_certificate(authority, signing_key, args, now):
         claim(12, args.source_repository)
     if args.ref:
         claim(14, args.ref)
+    if args.repository_id:
+        claim(15, args.repository_id)
+    if args.owner_id:
+        claim(17, args.owner_id)
     if args.trigger:
         claim(20, args.trigger)
     # The precertificate's TBS is the final one without the SCT list (RFC 6962 3.2).
@@ -518,6 +522,8 @@ def main():
     p.add_argument("--issuer-override", help="the issuer the certificate names instead")
     p.add_argument("--source-repository")
     p.add_argument("--ref")
+    p.add_argument("--repository-id", help="the source repository identifier claim")
+    p.add_argument("--owner-id", help="the source repository owner identifier claim")
     p.add_argument("--trigger")
     p.add_argument("--format", choices=["bundle", "legacy"], default="bundle")
     p.add_argument("--expired", action="store_true", help="a certificate that ended before the entry")

@@ -88,6 +88,12 @@ pub struct PluginSource {
     /// The certificate's build trigger claim, if it had one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trigger: Option<String>,
+    /// The certificate's source repository identifier claim, if it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_repository_id: Option<String>,
+    /// The certificate's source repository owner identifier claim, if it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner_id: Option<String>,
 }
 
 impl PluginSource {
@@ -117,6 +123,8 @@ impl PluginSource {
             source_repository: self.source_repository.as_deref(),
             source_ref: self.source_ref.as_deref(),
             trigger: self.trigger.as_deref(),
+            source_repository_id: self.source_repository_id.as_deref(),
+            owner_id: self.owner_id.as_deref(),
         })
     }
 
@@ -172,13 +180,23 @@ impl PluginSource {
             Requirement::Unsigned => None,
             Requirement::Signed { keys, identities } => {
                 let names = signer_names(&keys, &identities);
+                // Why each identity rule refuses a keyless signer's recorded claims.
+                let mut reasons = Vec::new();
                 let trusted = match self.keyless_claims() {
-                    Some(claims) => identities
-                        .iter()
-                        .any(|identity| identity.accepts(&claims).is_ok()),
+                    Some(claims) => identities.iter().any(|identity| {
+                        identity
+                            .accepts(&claims)
+                            .map_err(|why| reasons.push(format!("{}: {why}", identity.name)))
+                            .is_ok()
+                    }),
                     None => keys
                         .iter()
                         .any(|key| Some(&key.fingerprint) == self.key.as_ref()),
+                };
+                let names = if reasons.is_empty() {
+                    names
+                } else {
+                    format!("{names}; {}", reasons.join("; "))
                 };
                 let identity = self.identity.as_ref().map(|identity| {
                     let issuer = self.issuer.as_deref().unwrap_or("?");

@@ -311,6 +311,8 @@ fn accepted(identities: &[&TrustedIdentity], signer: &KeylessSigner) -> Result<S
         source_repository: signer.source_repository.as_deref(),
         source_ref: signer.source_ref.as_deref(),
         trigger: signer.trigger.as_deref(),
+        source_repository_id: signer.source_repository_id.as_deref(),
+        owner_id: signer.owner_id.as_deref(),
     };
     let mut reasons = Vec::new();
     for identity in identities {

@@ -335,6 +335,8 @@ pub async fn pull_into(
             source_repository: keyless.and_then(|k| k.source_repository.clone()),
             source_ref: keyless.and_then(|k| k.source_ref.clone()),
             trigger: keyless.and_then(|k| k.trigger.clone()),
+            source_repository_id: keyless.and_then(|k| k.source_repository_id.clone()),
+            owner_id: keyless.and_then(|k| k.owner_id.clone()),
         }),
         ..entry
     };

@@ -99,6 +99,10 @@ fn sign_and_attach(
         "refs/tags/v1.0.0",
         "--trigger",
         "push",
+        "--repository-id",
+        "123456789",
+        "--owner-id",
+        "987654321",
         "--out",
         text_of(&bundle),
     ];
@@ -139,7 +143,8 @@ fn keyless_dir(registry: &Registry, name: &str, authority: &Path, repository: &s
             "[sigstore]\ntrusted_root = \"trusted_root.json\"\n\n\
              [identities.release]\nissuer = \"{ISSUER}\"\n\
              subject = \"https://github.com/acme/greet/.github/workflows/release.yml@refs/tags/v*\"\n\
-             source_repository = \"https://github.com/acme/greet\"\ntrigger = \"push\"\n\n\
+             source_repository = \"https://github.com/acme/greet\"\ntrigger = \"push\"\n\
+             source_repository_id = \"123456789\"\nowner_id = \"987654321\"\n\n\
              [[rule]]\nrepository = \"{}/{repository}\"\nsigners = [\"release\"]\n",
             registry.address
         ),
@@ -191,6 +196,8 @@ async fn a_keyless_bundle_is_verified_offline_locked_with_its_identity_and_serve
     assert_eq!(source["issuer"].as_str(), Some(ISSUER));
     assert_eq!(source["log_index"].as_integer(), Some(5));
     assert_eq!(source["source_ref"].as_str(), Some("refs/tags/v1.0.0"));
+    assert_eq!(source["source_repository_id"].as_str(), Some("123456789"));
+    assert_eq!(source["owner_id"].as_str(), Some("987654321"));
     assert!(source.get("key").is_none());
     // `check` says who signed.
     let out = run(&registry.cache(), &["check", text_of(&dir)], None);
@@ -225,6 +232,13 @@ async fn a_keyless_bundle_is_verified_offline_locked_with_its_identity_and_serve
         said.contains("its signer 'release'") && said.contains("no longer trusted"),
         "{said}"
     );
+    // So is a rule naming another owner (the name `acme` taken over by someone else, whose
+    // GitHub id differs): the recorded claims no longer satisfy it.
+    std::fs::write(&trust, text.replace("987654321", "555")).expect("w");
+    let out = run(&registry.cache(), &["lock", text_of(&dir)], None);
+    let said = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains("owner identifier"), "{said}");
 }
 
 #[test]

@@ -90,6 +90,10 @@ pub struct KeylessSigner {
     pub source_ref: Option<String>,
     /// The build trigger claim (`.1.20`, e.g. `push`), if any.
     pub trigger: Option<String>,
+    /// The source repository's immutable identifier (`.1.15`, GitHub's numeric id), if any.
+    pub source_repository_id: Option<String>,
+    /// The source repository owner's immutable identifier (`.1.17`), if any.
+    pub owner_id: Option<String>,
 }
 
 /// Verifies a Sigstore bundle (`bundle`, JSON) attached to the manifest `manifest` (its bytes)
@@ -256,6 +260,8 @@ fn verify(root: &TrustedRoot, bundle: &Bundle, artifact: &[u8]) -> Result<Keyles
         source_repository: claims.and_then(|claims| claims.source_repository_uri.clone()),
         source_ref: claims.and_then(|claims| claims.source_repository_ref.clone()),
         trigger: claims.and_then(|claims| claims.build_trigger.clone()),
+        source_repository_id: claims.and_then(|claims| claims.source_repository_identifier.clone()),
+        owner_id: claims.and_then(|claims| claims.source_repository_owner_identifier.clone()),
     })
 }
 
