@@ -149,7 +149,7 @@ pub(crate) fn cut(text: &mut String) -> bool {
 
 /// The reporting state of one plugin call: where events go, and the bounds.
 pub(crate) struct CallReports {
-    plugin: String,
+    plugin: Arc<str>,
     tool: Option<Arc<str>>,
     sink: Option<Sink>,
     logs: u32,
@@ -162,9 +162,9 @@ pub(crate) struct CallReports {
 }
 
 impl CallReports {
-    pub(crate) fn new(plugin: &str) -> Self {
+    pub(crate) fn new(plugin: &Arc<str>) -> Self {
         Self {
-            plugin: plugin.to_owned(),
+            plugin: Arc::clone(plugin),
             tool: None,
             sink: None,
             logs: 0,
@@ -236,7 +236,7 @@ impl CallReports {
     }
 
     fn emit_log(&self, level: LogLevel, message: String) {
-        let (plugin, tool) = (self.plugin.as_str(), self.tool());
+        let (plugin, tool) = (&*self.plugin, self.tool());
         // The host's own log: one line each, nothing in it acting on a terminal (what the
         // plugin wrote reaches clients as it is, below).
         let line = llm_worker_rules::tool::Visible(&message.replace('\n', "\\n")).to_string();
@@ -294,7 +294,7 @@ impl CallReports {
     fn send(&self, kind: ToolEventKind) {
         if let Some(sink) = &self.sink {
             sink(ToolEvent {
-                plugin: self.plugin.clone(),
+                plugin: self.plugin.to_string(),
                 tool: self.tool().to_owned(),
                 call_id: None,
                 kind,
@@ -322,7 +322,7 @@ mod tests {
     #[test]
     fn logs_are_bounded_per_call() {
         let (sink, events) = collecting();
-        let mut reports = CallReports::new("p");
+        let mut reports = CallReports::new(&Arc::from("p"));
         reports.begin(Some(Arc::from("t")), Some(sink));
         for i in 0..(MAX_LOGS_PER_CALL + 5) {
             reports.log(LogLevel::Info, format!("line {i}"));
@@ -343,7 +343,7 @@ mod tests {
     #[test]
     fn progress_grows_and_is_throttled_but_completion_passes() {
         let (sink, events) = collecting();
-        let mut reports = CallReports::new("p");
+        let mut reports = CallReports::new(&Arc::from("p"));
         reports.begin(Some(Arc::from("t")), Some(sink));
         reports.progress(1.0, Some(4.0), None);
         reports.progress(2.0, Some(4.0), None); // too soon
@@ -368,7 +368,7 @@ mod tests {
     #[test]
     fn a_call_passes_on_a_bounded_number_of_reports() {
         let (sink, events) = collecting();
-        let mut reports = CallReports::new("p");
+        let mut reports = CallReports::new(&Arc::from("p"));
         reports.begin(Some(Arc::from("t")), Some(sink));
         for done in 0..5000 {
             // Growing, each one far enough from the last (the clock is not waited on: the

@@ -129,7 +129,8 @@ impl HttpGate {
             grants: Arc::clone(&self.grants),
             tool_grants: Arc::clone(&self.tool_grants),
             request_grants: self.request_grants.clone(),
-            active: Arc::from([]),
+            // Set by `begin_call` below.
+            active: Arc::clone(&self.grants),
             secrets: Arc::clone(&self.secrets),
             in_flight: Arc::clone(&self.in_flight),
             call: None,

@@ -92,7 +92,7 @@ impl Waited {
 /// The questions side of one store: who answers during the current call, and how many
 /// questions it asked.
 pub(crate) struct Questions {
-    plugin: String,
+    plugin: Arc<str>,
     policy: ClientPolicy,
     handler: Option<Arc<dyn QuestionHandler>>,
     tool: Option<Arc<str>>,
@@ -120,14 +120,23 @@ impl Kind {
 }
 
 impl Questions {
-    pub(crate) fn new(plugin: &str, policy: &ClientPolicy) -> Self {
+    pub(crate) fn new(plugin: &Arc<str>, policy: &ClientPolicy) -> Self {
+        Self::waiting_on(plugin, policy, Arc::default())
+    }
+
+    /// The questions of one call, whose time waiting for answers is counted in `waited`.
+    pub(crate) fn waiting_on(
+        plugin: &Arc<str>,
+        policy: &ClientPolicy,
+        waited: Arc<Waited>,
+    ) -> Self {
         Self {
-            plugin: plugin.to_owned(),
+            plugin: Arc::clone(plugin),
             policy: policy.clone(),
             handler: None,
             tool: None,
             asked: Vec::new(),
-            waited: Arc::default(),
+            waited,
         }
     }
 
@@ -207,7 +216,7 @@ impl Questions {
             )));
         };
         self.asked.push(key.to_owned());
-        Ok((Arc::clone(handler), Asker::new(plugin, &**tool, key)))
+        Ok((Arc::clone(handler), Asker::new(&**plugin, &**tool, key)))
     }
 
     /// Asks: admits the question (`question_bytes` as [`cost`](crate::question::cost)
@@ -247,7 +256,7 @@ impl Questions {
             asker,
             timeout: self.policy.answer_timeout,
             max_bytes: self.policy.max_question_bytes,
-            plugin: Arc::from(self.plugin.as_str()),
+            plugin: Arc::clone(&self.plugin),
             waited: Arc::clone(&self.waited),
         })
     }

@@ -302,8 +302,7 @@ impl PluginState {
         } = setup;
         let mut reports = CallReports::new(&self.plugin);
         reports.begin(Some(Arc::clone(&label)), sink);
-        let mut questions = Questions::new(&self.plugin, &self.client_policy);
-        questions.waited = waited;
+        let mut questions = Questions::waiting_on(&self.plugin, &self.client_policy, waited);
         questions.begin_with(Some(&label), handler);
         let scope = match &scope {
             Scope::Tool => HttpScope::Tool(&label),
@@ -818,7 +817,7 @@ impl Concurrency {
         work: OwnedWork,
         deadline: Instant,
         wait: bool,
-        subject: &str,
+        subject: &(dyn std::fmt::Display + Sync),
     ) -> Outcome {
         let arrived = Instant::now();
         let (permit, queued) = match Arc::clone(&self.permits).try_acquire_owned() {
@@ -865,7 +864,7 @@ impl Concurrency {
             instance: Some(Arc::clone(self)),
             id,
             returned,
-            subject: subject.to_owned(),
+            subject,
             timed_out: false,
         };
         let answered = super::within_moving(deadline + super::TIMEOUT_GRACE, &waited, answer).await;
@@ -955,16 +954,17 @@ fn unknown_death() -> Death {
 
 /// Abandons a call its caller no longer waits for, and tears the instance down if the call
 /// does not return within [`CANCEL_GRACE`].
-struct AbandonOnDrop {
+struct AbandonOnDrop<'a> {
     instance: Option<Arc<Concurrency>>,
     id: u64,
     returned: Arc<AtomicBool>,
-    subject: String,
+    /// What the call was (written out only if it is abandoned).
+    subject: &'a (dyn std::fmt::Display + Sync),
     /// Whether its time ran out (else its caller dropped it).
     timed_out: bool,
 }
 
-impl Drop for AbandonOnDrop {
+impl Drop for AbandonOnDrop<'_> {
     fn drop(&mut self) {
         let Some(instance) = self.instance.take() else {
             return;
@@ -980,7 +980,7 @@ impl Drop for AbandonOnDrop {
             );
         }
         let returned = Arc::clone(&self.returned);
-        let subject = std::mem::take(&mut self.subject);
+        let subject = self.subject.to_string();
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
@@ -1014,9 +1014,12 @@ async fn serve(
             loop {
                 let lingering =
                     accessor.with(|mut access| access.data_mut().next_lingering_deadline());
-                let overdue = tokio::time::sleep_until(tokio::time::Instant::from_std(
-                    lingering.unwrap_or_else(Instant::now),
-                ));
+                // Made (a timer registered) only when polled, which is only with work lingering.
+                let overdue = async {
+                    if let Some(until) = lingering {
+                        tokio::time::sleep_until(tokio::time::Instant::from_std(until)).await;
+                    }
+                };
                 tokio::select! {
                     message = rx.recv() => match message {
                         Some(Message::Run(job)) => {

@@ -8,6 +8,7 @@ mod output;
 mod start;
 mod state;
 
+#[cfg(feature = "wasi-http")]
 pub(crate) use self::ask::Waited;
 pub(crate) use self::concurrent::Concurrent;
 pub(crate) use self::output::check_input;
@@ -542,9 +543,7 @@ impl SessionCore {
             Work::Execute(input) => concurrent::OwnedWork::Execute(input.to_owned()),
             Work::Request(request) => concurrent::OwnedWork::Request(request.clone()),
         };
-        let outcome = instance
-            .call(label, owned, deadline, wait, &subject.to_string())
-            .await;
+        let outcome = instance.call(label, owned, deadline, wait, &subject).await;
         let failed = |failure: String, stderr: &str| {
             let message = with_stderr(
                 format!("{subject} of plugin '{}' failed: {failure}", image.name),

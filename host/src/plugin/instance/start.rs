@@ -91,6 +91,7 @@ pub(super) fn new_store(image: &StartSpec<'_>) -> Result<Store<PluginState>, Sta
     let wasi = wasi.build();
     let mut table = ResourceTable::new();
     table.set_max_capacity(MAX_HOST_RESOURCES);
+    let plugin: Arc<str> = Arc::from(image.name);
     let state = PluginState {
         wasi,
         output,
@@ -107,11 +108,11 @@ pub(super) fn new_store(image: &StartSpec<'_>) -> Result<Store<PluginState>, Sta
         unsent_bodies: Default::default(),
         limiter: InstanceLimiter::new(limits.memory_bytes, &image.descriptors.usage),
         descriptors,
-        reports: CallReports::new(image.name),
-        questions: super::ask::Questions::new(image.name, &policy.client),
+        reports: CallReports::new(&plugin),
+        questions: super::ask::Questions::new(&plugin, &policy.client),
         changed: image.changed.map(Arc::clone),
         deadline: Instant::now() + limits.call_timeout,
-        plugin: Arc::from(image.name),
+        plugin,
         client_policy: policy.client.clone(),
         limits: limits.clone(),
         calls: None,
