@@ -235,8 +235,18 @@ impl McpServer {
         record.known_target = match (event, plugin) {
             ("resources/read", Some(plugin)) => plugin.resource_family(target),
             ("tools/call", _) => self.current().lookup(target).map(|_| target.to_owned()),
-            (_, Some(_)) => Some(target.to_owned()),
-            (_, None) => None,
+            // Only what the plugin offered at load names a series or a span: lists given while
+            // serving may hold what clients chose.
+            (_, Some(plugin))
+                if plugin.offered_prompt_at_load(target)
+                    || plugin
+                        .resource_templates()
+                        .iter()
+                        .any(|template| template.uri_template == target) =>
+            {
+                Some(target.to_owned())
+            }
+            (_, _) => None,
         };
         #[cfg(feature = "otel")]
         let span = traced.then(|| {

@@ -230,11 +230,20 @@ impl PluginSession {
                 .any(|template| offerings::template_matches(&template.uri_template, uri))
     }
 
-    /// What names `uri` among the plugin's resources: the URI itself if it is listed, else the
-    /// template it matches; `None` if neither.
+    /// What names `uri` among what the plugin offered at load (a metric's label, a span's
+    /// name): the URI itself if the plugin offered it at load, else the template it matches;
+    /// `None` if neither. A resource a list gave while serving is not named: such lists often
+    /// hold what clients created (a note's title), which would become series without bound and
+    /// show one client's names to whoever reads the metrics.
     #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
     pub(crate) fn resource_family(&self, uri: &str) -> Option<String> {
-        if self.offers_listed_resource(uri) {
+        if self
+            .image()
+            .offerings
+            .resources
+            .iter()
+            .any(|r| r.uri == uri)
+        {
             return Some(uri.to_owned());
         }
         self.image()
@@ -296,6 +305,17 @@ impl PluginSession {
             &self.image().offerings.prompts,
         )
         .await
+    }
+
+    /// Whether the plugin offered the prompt `name` at load (not only in a list given while
+    /// serving): what may name it in a metric's label or a span's name.
+    #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+    pub(crate) fn offered_prompt_at_load(&self, name: &str) -> bool {
+        self.image()
+            .offerings
+            .prompts
+            .iter()
+            .any(|p| p.name == name)
     }
 
     /// Whether `name` is one of the plugin's prompts as last listed (asking the plugin

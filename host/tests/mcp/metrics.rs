@@ -118,3 +118,57 @@ async fn requests_refusals_sessions_and_instances_are_counted() {
 
     client.cancel().await.expect("close");
 }
+
+/// A resource a plugin lists only while serving (lists often hold what clients created: a
+/// note's title, a file's name) names no series: its reads are counted under no target, and
+/// its URI never shows in the metrics.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resource_listed_while_serving_names_no_series() {
+    let forger = llm_worker_tests::plugin("forger");
+    let metrics = Metrics::new();
+    let url = crate::serve_with(
+        ToolCatalog::new([ToolGroup::plugin(&forger)]),
+        McpOptions::new("metered", "1").metrics(metrics.clone()),
+        HttpOptions::default().named_tokens([BearerToken::new("alice", ALICE)]),
+    )
+    .await;
+    let client = ()
+        .serve(StreamableHttpClientTransport::from_config(
+            StreamableHttpClientTransportConfig::with_uri(url.as_str()).auth_header(ALICE),
+        ))
+        .await
+        .expect("initialize");
+    // From now on the forger's list names notes://all, which no plugin offered at load.
+    client
+        .call_tool(CallToolRequestParams::new("claim"))
+        .await
+        .expect("claim");
+    let listed = client.list_all_resources().await.expect("resources/list");
+    assert!(listed.iter().any(|resource| resource.uri == "notes://all"));
+    for uri in ["notes://all", "forger://own"] {
+        client
+            .read_resource(rmcp::model::ReadResourceRequestParams::new(uri))
+            .await
+            .unwrap_or_else(|e| panic!("read {uri}: {e}"));
+    }
+    let text = metrics.render();
+    assert!(!text.contains("notes://all"), "{text}");
+    assert_eq!(
+        value(
+            &text,
+            r#"llm_worker_requests_total{event="resources/read",plugin="forger",target="",outcome="ok"}"#
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    // What it offered at load is named.
+    assert_eq!(
+        value(
+            &text,
+            r#"llm_worker_requests_total{event="resources/read",plugin="forger",target="forger://own",outcome="ok"}"#
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    client.cancel().await.expect("close");
+}
