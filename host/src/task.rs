@@ -127,6 +127,13 @@ pub struct TaskOptions {
     pub max_kept_bytes_per_owner: usize,
     /// The same for the outcomes of all owners together. Default 512 MiB.
     pub max_kept_bytes: usize,
+    /// How many tasks the owners of one account may keep together (an account: one caller,
+    /// whose sessions are owners of their own, [`TaskStore::start_for`]). Default 256.
+    pub max_tasks_per_account: usize,
+    /// How much memory the outcomes of one account's tasks may take together: so that one
+    /// caller opening many sessions cannot take the whole store's budget from the others.
+    /// Default 128 MiB.
+    pub max_kept_bytes_per_account: usize,
 }
 
 impl TaskOptions {
@@ -178,6 +185,20 @@ impl TaskOptions {
         self.max_kept_bytes = bytes;
         self
     }
+
+    /// Sets how many tasks the owners of one account may keep together.
+    #[must_use]
+    pub fn max_tasks_per_account(mut self, tasks: usize) -> Self {
+        self.max_tasks_per_account = tasks;
+        self
+    }
+
+    /// Sets how much memory the outcomes of one account's tasks may take together.
+    #[must_use]
+    pub fn max_kept_bytes_per_account(mut self, bytes: usize) -> Self {
+        self.max_kept_bytes_per_account = bytes;
+        self
+    }
 }
 
 impl Default for TaskOptions {
@@ -190,6 +211,8 @@ impl Default for TaskOptions {
             prefix: "task-".to_owned(),
             max_kept_bytes_per_owner: 64 << 20,
             max_kept_bytes: 512 << 20,
+            max_tasks_per_account: 256,
+            max_kept_bytes_per_account: 128 << 20,
         }
     }
 }
@@ -217,6 +240,8 @@ struct Inner {
 
 struct Entry {
     owner: String,
+    /// Whose budget it draws on (its owner's, unless started with [`TaskStore::start_for`]).
+    account: String,
     snapshot: TaskSnapshot,
     /// What its outcome takes in memory, roughly ([`kept_bytes`]).
     weight: usize,
@@ -573,6 +598,26 @@ impl TaskStore {
         W: FnOnce(TaskHandle) -> F,
         F: Future<Output = Result<ToolOutput, ToolError>> + Send + 'static,
     {
+        self.start_for(owner, owner, work)
+    }
+
+    /// Starts `work` as a task of `owner`, drawing on the budget of `account` too (the tasks
+    /// and result memory of all the owners of one account: one caller's sessions, each an
+    /// owner that sees only its own tasks).
+    ///
+    /// # Errors
+    /// As [`Self::start`]; [`TaskError::TooMany`] also when `account` keeps as many tasks as
+    /// allowed.
+    pub fn start_for<W, F>(
+        &self,
+        owner: &str,
+        account: &str,
+        work: W,
+    ) -> Result<TaskSnapshot, TaskError>
+    where
+        W: FnOnce(TaskHandle) -> F,
+        F: Future<Output = Result<ToolOutput, ToolError>> + Send + 'static,
+    {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| TaskError::NoRuntime)?;
         let options = &self.inner.options;
         let now = SystemTime::now();
@@ -596,9 +641,18 @@ impl TaskStore {
             // Expired tasks are forgotten, and one still running stopped.
             let mut tasks = self.lock();
             let started = Instant::now();
-            let kept = tasks.values().filter(|entry| entry.owner == owner).count();
+            let (kept, kept_by_account) =
+                tasks.values().fold((0, 0), |(mine, account_s), entry| {
+                    (
+                        mine + usize::from(entry.owner == owner),
+                        account_s + usize::from(entry.account == account),
+                    )
+                });
             if kept >= options.max_tasks_per_owner {
                 return Err(TaskError::TooMany(options.max_tasks_per_owner));
+            }
+            if kept_by_account >= options.max_tasks_per_account {
+                return Err(TaskError::TooMany(options.max_tasks_per_account));
             }
             if tasks.len() >= options.max_tasks {
                 return Err(TaskError::Full(options.max_tasks));
@@ -607,6 +661,7 @@ impl TaskStore {
                 id.clone(),
                 Entry {
                     owner: owner.to_owned(),
+                    account: account.to_owned(),
                     snapshot: snapshot.clone(),
                     weight: 0,
                     expires: started + options.ttl,
@@ -653,15 +708,19 @@ impl TaskStore {
         if entry.snapshot.status.is_terminal() {
             return;
         }
-        // Kept only within the owner's and the store's budgets.
-        let owner = entry.owner.clone();
-        let (mine, all) = tasks.values().fold((0, 0), |(mine, all), entry| {
-            let weight = entry.weight;
-            (
-                mine + if entry.owner == owner { weight } else { 0 },
-                all + weight,
-            )
-        });
+        // Kept only within the owner's, its account's and the store's budgets.
+        let (owner, account) = (entry.owner.clone(), entry.account.clone());
+        let (mine, accounts, all) =
+            tasks
+                .values()
+                .fold((0, 0, 0), |(mine, accounts, all), entry| {
+                    let weight = entry.weight;
+                    (
+                        mine + if entry.owner == owner { weight } else { 0 },
+                        accounts + if entry.account == account { weight } else { 0 },
+                        all + weight,
+                    )
+                });
         let options = &self.inner.options;
         let refusal = if mine + weight > options.max_kept_bytes_per_owner {
             Some(format!(
@@ -671,6 +730,16 @@ impl TaskStore {
                 weight >> 10,
                 options.max_kept_bytes_per_owner >> 10,
                 mine >> 10
+            ))
+        } else if accounts + weight > options.max_kept_bytes_per_account {
+            Some(format!(
+                "the task's result takes {} KiB of memory, more than this server keeps for you \
+                 now in all your sessions together ({} KiB of results at once, {} KiB of them \
+                 taken); call the tool without a task, or wait for older tasks' results to \
+                 expire",
+                weight >> 10,
+                options.max_kept_bytes_per_account >> 10,
+                accounts >> 10
             ))
         } else if all + weight > options.max_kept_bytes {
             Some(format!(
@@ -984,5 +1053,55 @@ mod tests {
         // A small result still fits.
         let small = run("alice", store.start("alice", text(100)).expect("started")).await;
         assert_eq!(small.status, TaskStatus::Completed);
+    }
+
+    /// One caller with many sessions (an owner each) draws on one account: it cannot take
+    /// the store's whole budget, of tasks or of result memory, from the others.
+    #[tokio::test]
+    async fn the_sessions_of_one_caller_share_its_budget() {
+        let store = TaskStore::with_options(
+            TaskOptions::default()
+                .max_kept_bytes_per_owner(20 << 10)
+                .max_kept_bytes_per_account(30 << 10)
+                .max_kept_bytes(100 << 10)
+                .max_tasks_per_account(3),
+        );
+        let text = |bytes: usize| {
+            move |_: TaskHandle| async move { Ok(ToolOutput::text("t".repeat(bytes))) }
+        };
+        let run = |owner: &'static str, task: TaskSnapshot| {
+            let store = store.clone();
+            async move {
+                tokio::time::timeout(Duration::from_secs(10), store.wait(owner, &task.id))
+                    .await
+                    .expect("it ends")
+                    .expect("it is there")
+            }
+        };
+        let start = |owner: &'static str, bytes: usize| {
+            store
+                .start_for(owner, owner.split('/').next().unwrap_or(owner), text(bytes))
+                .expect("started")
+        };
+        // Mallory's first session keeps 16 KiB; her second, within its own owner's budget,
+        // is over what is left of her account's.
+        let first = run("mallory/1", start("mallory/1", 16 << 10)).await;
+        assert_eq!(first.status, TaskStatus::Completed);
+        let second = run("mallory/2", start("mallory/2", 16 << 10)).await;
+        assert_eq!(second.status, TaskStatus::Failed);
+        let Some(Err(ToolError::Internal(why))) = second.outcome.as_deref() else {
+            panic!("not kept: {second:?}");
+        };
+        assert!(why.contains("in all your sessions together"), "{why}");
+        // Alice is not starved.
+        let alice = run("alice/1", start("alice/1", 16 << 10)).await;
+        assert_eq!(alice.status, TaskStatus::Completed);
+        // Mallory's third session may keep one more task (three for her account), not two.
+        start("mallory/3", 10);
+        let refused = store
+            .start_for("mallory/4", "mallory", text(10))
+            .expect_err("over the account's count");
+        assert!(matches!(refused, TaskError::TooMany(3)), "{refused}");
+        store.start_for("bob/1", "bob", text(10)).expect("bob's");
     }
 }

@@ -256,12 +256,17 @@ impl McpServer {
         W: FnOnce(TaskHandle) -> F + Send + 'static,
         F: Future<Output = Result<ToolOutput, ToolError>> + Send + 'static,
     {
-        let task = store.start(owner, work).map_err(|error| match error {
-            TaskError::TooMany(_) | TaskError::Full(_) => {
-                ErrorData::new(ErrorCode::INVALID_REQUEST, error.to_string(), None)
-            }
-            other => ErrorData::internal_error(other.to_string(), None),
-        })?;
+        // An owner is a caller's session (or its stateless requests); the caller's sessions
+        // share the caller's budget.
+        let account = owner.rsplit_once('/').map_or(owner, |(caller, _)| caller);
+        let task = store
+            .start_for(owner, account, work)
+            .map_err(|error| match error {
+                TaskError::TooMany(_) | TaskError::Full(_) => {
+                    ErrorData::new(ErrorCode::INVALID_REQUEST, error.to_string(), None)
+                }
+                other => ErrorData::internal_error(other.to_string(), None),
+            })?;
         // Until the client is handed the task, the task is the request's: it ends with it.
         let mut unclaimed = Unclaimed {
             store,
