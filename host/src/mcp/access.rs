@@ -215,6 +215,35 @@ impl AccessPolicy {
     }
 
     /// What `identity` may use (`None`, an unauthenticated request: nothing).
+    /// What names `identity` with its grants under this policy, as far as what it is sent goes
+    /// (its sessions, the notices and tasks of its stateless requests): two tokens of one
+    /// subject with other scopes or groups are two callers, so that the narrower never hears of
+    /// or reaches what only the wider may use.
+    #[cfg_attr(not(feature = "mcp-http"), allow(dead_code))]
+    pub(crate) fn caller_key(&self, identity: &Identity) -> [u8; 16] {
+        use sha2::{Digest, Sha256};
+        let allowed = self.allowed(Some(identity));
+        let mut hash = Sha256::new();
+        hash.update(identity.key());
+        hash.update([u8::from(allowed.everything)]);
+        let mut text = |text: &str| {
+            hash.update(text.len().to_le_bytes());
+            hash.update(text.as_bytes());
+        };
+        for plugin in &allowed.plugins {
+            text(plugin);
+        }
+        text("\u{0}tools");
+        for (plugin, tool) in &allowed.tools {
+            text(plugin);
+            text(tool);
+        }
+        let digest = hash.finalize();
+        let mut key = [0u8; 16];
+        key.copy_from_slice(&digest[..16]);
+        key
+    }
+
     pub(crate) fn allowed(&self, identity: Option<&Identity>) -> Allowed {
         let mut allowed = Allowed::default();
         let Some(identity) = identity else {
@@ -349,6 +378,32 @@ mod tests {
             panic!("claims are an object")
         };
         Identity::from_claims(issuer, claims).expect("an identity")
+    }
+
+    /// Two tokens of one subject with other scopes are two callers (their stateless
+    /// requests' notices and tasks, their sessions are apart); with the same grants, one.
+    #[test]
+    fn a_callers_key_is_its_identity_with_its_grants() {
+        let issuer = "https://auth.example";
+        let policy = AccessPolicy::parse(&format!(
+            "[[grant]]\nwho = [\"scope:notes\"]\nissuer = \"{issuer}\"\ntools = [\"notes/*\"]\n\
+             [[grant]]\nwho = [\"*\"]\nissuer = \"{issuer}\"\ntools = [\"time/*\"]\n"
+        ))
+        .expect("a policy");
+        let erin =
+            |scope: &str| subject(issuer, serde_json::json!({"sub": "erin", "scope": scope}));
+        let (wide, narrow) = (erin("notes other"), erin("other"));
+        assert_eq!(wide.key(), narrow.key(), "one identity");
+        assert_ne!(policy.caller_key(&wide), policy.caller_key(&narrow));
+        assert_eq!(
+            policy.caller_key(&narrow),
+            policy.caller_key(&erin("other more"))
+        );
+        let frank = subject(
+            issuer,
+            serde_json::json!({"sub": "frank", "scope": "other"}),
+        );
+        assert_ne!(policy.caller_key(&frank), policy.caller_key(&narrow));
     }
 
     #[test]

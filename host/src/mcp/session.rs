@@ -833,13 +833,21 @@ impl ServerHandler for McpServer {
         &self,
         requested: &SubscriptionFilter,
     ) -> Option<SubscriptionFilter> {
-        // rmcp keeps of it what the server's capabilities advertise.
-        Some(requested.clone())
+        // rmcp keeps of it what the server's capabilities advertise, for the stream's life:
+        // the resources are bounded as a session's subscriptions are (a URI no plugin could
+        // offer is dropped, and at most `MAX_SUBSCRIPTIONS` are kept).
+        let mut accepted = requested.clone();
+        if let Some(uris) = &mut accepted.resource_subscriptions {
+            uris.retain(|uri| llm_worker_rules::resource::check_uri(uri).is_ok());
+            uris.truncate(super::MAX_SUBSCRIPTIONS);
+        }
+        Some(accepted)
     }
 
     /// A subscription stream (revision 2026-07-28): the catalog's changes of tools, and what
     /// the plugins say changed in calls of this session — for a stateless listener, in the
-    /// stateless requests of the same caller (the same bearer token) — until the client goes.
+    /// stateless requests of the same caller (the same identity with the same grants) — until
+    /// the client goes.
     /// Another session's or another caller's notices never reach it: they tell of instances
     /// this client cannot see.
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {

@@ -203,7 +203,14 @@ impl McpHttpService {
         }
         // Who asks, for the sessions to scope notices by (rmcp hands the request's parts to
         // the handler).
-        let caller = Caller(identity.as_ref().map(|identity| identity.key()));
+        let caller = Caller(
+            identity
+                .as_ref()
+                .map(|identity| match &self.options.access {
+                    Some(policy) => policy.caller_key(identity),
+                    None => identity.key(),
+                }),
+        );
         // A session is its opener's: another identity that learns its id finds no session
         // there (as though it had ended), and cannot act in it or read its streams.
         let session = request
