@@ -21,6 +21,9 @@ use crate::mcp::catalog::Caller;
 use crate::mcp::session::McpServer;
 use crate::mcp::{McpError, McpOptions, ToolCatalog};
 
+/// How long a finished request's answer is kept for a client to resume its stream.
+const COMPLETED_ANSWERS_KEPT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The MCP server over streamable HTTP as a service to mount on an embedder's own router (a
 /// `tower::Service`, as rmcp's and axum's are), carrying the whole gate: `Host` and `Origin`
 /// checks, bearer tokens, the session cap and the body limit come before rmcp sees a request,
@@ -124,6 +127,10 @@ impl McpHttpService {
         };
         let mut local = LocalSessionManager::default();
         local.session_config.keep_alive = Some(http.idle_timeout.unwrap_or(DEFAULT_IDLE_TIMEOUT));
+        // A finished request's answer is kept for a client that lost its stream to resume it:
+        // a few of the 3 s retries it is told to wait, not rmcp's minute (every answer of a
+        // flood of requests, up to the output limit each, would be held that long).
+        local.session_config.completed_cache_ttl = COMPLETED_ANSWERS_KEPT;
         let prefix = http.session_prefix.clone().unwrap_or_default();
         if prefix.len() > 32
             || !prefix
