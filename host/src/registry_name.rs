@@ -8,8 +8,9 @@
 //! as four decimal numbers, IPv6 addresses compressed, one trailing `.` dropped. The port is
 //! written as a number (`05000` is `5000`), and `:443`, the https default, is dropped except
 //! for a loopback host. Docker Hub's other names (`index.docker.io`, `registry-1.docker.io`,
-//! `registry.docker.io`, `registry.hub.docker.com`) are `docker.io`, and its official images'
-//! one-part names (`docker.io/greet`) are `docker.io/library/greet`, as references name them.
+//! `registry.docker.io`, `registry.hub.docker.com`) are `docker.io` (its official images'
+//! one-part names, `docker.io/greet`, are `docker.io/library/greet` in references and trust
+//! rules, which write them so where they are read).
 //!
 //! Compiled without the `registry` feature too: loading checks pulled plugins' lock entries
 //! against the trust policy whether or not this build can pull.

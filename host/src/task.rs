@@ -128,7 +128,8 @@ pub struct TaskOptions {
     /// The same for the outcomes of all owners together. Default 512 MiB.
     pub max_kept_bytes: usize,
     /// How many tasks the owners of one account may keep together (an account: one caller,
-    /// whose sessions are owners of their own, [`TaskStore::start_for`]). Default 256.
+    /// whose sessions are owners of their own, [`TaskStore::start_for`]; a task started with
+    /// [`TaskStore::start`] has its owner's limits only). Default 256.
     pub max_tasks_per_account: usize,
     /// How much memory the outcomes of one account's tasks may take together: so that one
     /// caller opening many sessions cannot take the whole store's budget from the others.
@@ -651,7 +652,8 @@ impl TaskStore {
             if kept >= options.max_tasks_per_owner {
                 return Err(TaskError::TooMany(options.max_tasks_per_owner));
             }
-            if kept_by_account >= options.max_tasks_per_account {
+            // An owner that is its own account ([`Self::start`]) has the owner's limits only.
+            if account != owner && kept_by_account >= options.max_tasks_per_account {
                 return Err(TaskError::TooMany(options.max_tasks_per_account));
             }
             if tasks.len() >= options.max_tasks {
@@ -731,7 +733,7 @@ impl TaskStore {
                 options.max_kept_bytes_per_owner >> 10,
                 mine >> 10
             ))
-        } else if accounts + weight > options.max_kept_bytes_per_account {
+        } else if account != owner && accounts + weight > options.max_kept_bytes_per_account {
             Some(format!(
                 "the task's result takes {} KiB of memory, more than this server keeps for you \
                  now in all your sessions together ({} KiB of results at once, {} KiB of them \

@@ -214,7 +214,6 @@ impl AccessPolicy {
             .collect()
     }
 
-    /// What `identity` may use (`None`, an unauthenticated request: nothing).
     /// What names `identity` with its grants under this policy, as far as what it is sent goes
     /// (its sessions, the notices and tasks of its stateless requests): two tokens of one
     /// subject with other scopes or groups are two callers, so that the narrower never hears of
@@ -244,6 +243,7 @@ impl AccessPolicy {
         key
     }
 
+    /// What `identity` may use (`None`, an unauthenticated request: nothing).
     pub(crate) fn allowed(&self, identity: Option<&Identity>) -> Allowed {
         let mut allowed = Allowed::default();
         let Some(identity) = identity else {

@@ -98,6 +98,12 @@ impl McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let owner = self.task_owner(&context);
+        // Whose budget its task draws on besides its owner's: its identity's, whatever the
+        // session or the token's grants (none without authentication: each owner its own).
+        let account = super::session::identity(&context.extensions).map_or_else(
+            || owner.clone(),
+            |identity| crate::digest::hex(&identity.key()),
+        );
         let (handoff, handed_off) = Handoff::new();
         let in_request = self.audited(asking.questions(), &context);
         let replay = asking.replay();
@@ -210,7 +216,7 @@ impl McpServer {
             if let Some(sink) = crate::events::current_sink() {
                 let _ = request_reports.set(sink);
             }
-            self.until_handed_off(store, &owner, work, handed_off, &call.name)
+            self.until_handed_off(store, (&owner, &account), work, handed_off, &call.name)
                 .await
         };
         let outcome = match self
@@ -247,7 +253,7 @@ impl McpServer {
     async fn until_handed_off<W, F>(
         &self,
         store: &crate::task::TaskStore,
-        owner: &str,
+        (owner, account): (&str, &str),
         work: W,
         mut handed_off: tokio::sync::watch::Receiver<HandoffState>,
         name: &str,
@@ -256,9 +262,6 @@ impl McpServer {
         W: FnOnce(TaskHandle) -> F + Send + 'static,
         F: Future<Output = Result<ToolOutput, ToolError>> + Send + 'static,
     {
-        // An owner is a caller's session (or its stateless requests); the caller's sessions
-        // share the caller's budget.
-        let account = owner.rsplit_once('/').map_or(owner, |(caller, _)| caller);
         let task = store
             .start_for(owner, account, work)
             .map_err(|error| match error {

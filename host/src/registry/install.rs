@@ -206,9 +206,6 @@ pub async fn pull_into(
         ),
     };
     if let (Some(source), Some(entry)) = (&previous, &existing) {
-        let (now, _) = tokio::time::timeout_at(deadline, resolve(&client, reference))
-            .await
-            .map_err(|_| in_time("name the manifest"))??;
         // The entry's repository as the reference names it, however the entry spells it.
         let same_repository = source
             .canonical_repository()
@@ -230,6 +227,9 @@ pub async fn pull_into(
                 dir.display()
             )));
         }
+        let (now, _) = tokio::time::timeout_at(deadline, resolve(&client, reference))
+            .await
+            .map_err(|_| in_time("name the manifest"))??;
         let moved = now != source.manifest;
         if !moved {
             return Ok(PullOutcome {

@@ -611,7 +611,8 @@ async fn a_token_with_narrower_grants_cannot_use_a_wider_session() {
         .expect("bind");
     let url = format!("http://{}/mcp", listener.local_addr().expect("address"));
     let policy = AccessPolicy::parse(&format!(
-        "[[grant]]\nwho = [\"scope:admin\"]\nissuer = \"{}\"\ntools = [\"*\"]\n",
+        "[quota]\nsessions = 2\n\n\
+         [[grant]]\nwho = [\"scope:admin\"]\nissuer = \"{}\"\ntools = [\"*\"]\n",
         issuer.url
     ))
     .expect("a policy");
@@ -654,11 +655,16 @@ async fn a_token_with_narrower_grants_cannot_use_a_wider_session() {
     let granted = count(wide).await;
     assert!(granted.contains("\"isError\":false"), "{granted}");
     // The narrower token is another caller: the wider one's session is not its own.
-    let refused = count(narrow).await;
+    let refused = count(narrow.clone()).await;
     assert!(
         refused.contains("no such session") && !refused.contains("\"isError\""),
         "{refused}"
     );
+    // Yet the identity has one quota of sessions (two), whatever its tokens' grants: a
+    // session of the narrower token is its second, and a third (of either) is refused.
+    open_session(&url, &narrow).await;
+    let third = initialize(&url, Some(&narrow), None).await;
+    assert_eq!(third.status(), 429, "{:?}", third.text().await);
 }
 
 /// A test issuer, and the URL of a server that checks opaque tokens at its introspection

@@ -218,6 +218,9 @@ impl McpHttpService {
                     None => identity.key(),
                 }),
         );
+        // Whose quota of sessions a session counts against: the identity's, whatever the
+        // grants of the token that opened it.
+        let counted = Caller(identity.as_ref().map(|identity| identity.key()));
         // A session is its opener's: another identity that learns its id finds no session
         // there (as though it had ended), and cannot act in it or read its streams.
         let session = request
@@ -259,7 +262,7 @@ impl McpHttpService {
         let opening = if opens {
             let limit = self.session_quota(identity.as_ref());
             let cap = limit.as_ref().map(|(_, limit)| *limit as usize);
-            match self.sessions.reserve(caller, cap).await {
+            match self.sessions.reserve(counted, cap).await {
                 Some(opening) => Some(opening),
                 None => {
                     let (name, limit) = limit.unwrap_or_default();
@@ -280,7 +283,7 @@ impl McpHttpService {
                 .get(SESSION_ID)
                 .and_then(|value| value.to_str().ok())
         {
-            self.sessions.opened(opened, caller);
+            self.sessions.opened(opened, caller, counted);
             return response;
         }
         // A stateless request's answer may be a stream that goes on after `handle` returned

@@ -31,9 +31,10 @@ pub(super) struct PrefixedSessions {
 
 #[derive(Default)]
 struct Owners {
-    /// Who opened each session.
-    sessions: HashMap<String, Caller>,
-    /// How many requests of each caller are opening a session now.
+    /// Who opened each session (the caller, whose alone it is), and whose quota of sessions
+    /// it counts against (the caller's identity, whatever its grants).
+    sessions: HashMap<String, (Caller, Caller)>,
+    /// How many requests of each identity are opening a session now.
     opening: HashMap<Caller, usize>,
 }
 
@@ -70,19 +71,25 @@ impl PrefixedSessions {
         self.owners.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Records that `caller` opened the session `id`.
-    pub(super) fn opened(&self, id: &str, caller: Caller) {
-        self.owners().sessions.insert(id.to_owned(), caller);
+    /// Records that `caller` opened the session `id`, counted against the quota of
+    /// `identity` (the key [`Self::reserve`] was given).
+    pub(super) fn opened(&self, id: &str, caller: Caller, identity: Caller) {
+        self.owners()
+            .sessions
+            .insert(id.to_owned(), (caller, identity));
     }
 
-    /// Takes a place among `caller`'s sessions for a request that may open one, if it has
+    /// Takes a place among `identity`'s sessions for a request that may open one, if it has
     /// fewer than `limit` open or being opened (counted together, so that requests sent at
-    /// once cannot all pass); `None` at the limit.
+    /// once cannot all pass); `None` at the limit. An identity's tokens with other grants
+    /// (other scopes or groups) are other callers with sessions of their own, counted against
+    /// the one quota of the identity.
     pub(super) async fn reserve(
         self: &Arc<Self>,
-        caller: Caller,
+        identity: Caller,
         limit: Option<usize>,
     ) -> Option<Opening> {
+        let caller = identity;
         let live = self.local.sessions.read().await;
         let mut owners = self.owners();
         // Sessions that ended (closed, or expired inside rmcp) are forgotten.
@@ -93,7 +100,7 @@ impl PrefixedSessions {
             let open = owners
                 .sessions
                 .values()
-                .filter(|owner| **owner == caller)
+                .filter(|(_, counted)| *counted == caller)
                 .count();
             let opening = owners.opening.get(&caller).copied().unwrap_or(0);
             if open + opening >= limit {
@@ -114,7 +121,7 @@ impl PrefixedSessions {
         self.owners()
             .sessions
             .get(id)
-            .is_some_and(|owner| *owner == caller)
+            .is_some_and(|(owner, _)| *owner == caller)
     }
 }
 

@@ -246,9 +246,10 @@ impl PluginState {
     /// time left (it waited, for a response or a timer, and woke late) is cancelled here as
     /// its caller would cancel it ([`Self::abandon`]): it goes on, with [`CANCEL_GRACE`] (at
     /// most what is left of its running time) to see the cancellation and return, and ends
-    /// alone. Only code that runs past its running time, [`RUN_SLACK`] included, ends the
-    /// instance. Code a call left running after it ended has [`CANCEL_GRACE`] from the end;
-    /// code of no call at all, the instance's deadline (its start's).
+    /// alone. Code that runs past its running time ([`RUN_SLACK`] included), or an abandoned
+    /// call's code past its grace, ends the instance. Code a call left running after it ended
+    /// has [`CANCEL_GRACE`] from the end; code of no call at all, the instance's deadline (its
+    /// start's).
     pub(crate) fn in_time(&mut self) -> bool {
         let now = Instant::now();
         let deadline = self.deadline;
