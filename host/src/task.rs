@@ -996,6 +996,21 @@ mod tests {
     /// with 1 MiB of `[0,0,…]`, held some 2 GiB for an hour. Results are kept within a budget
     /// per owner and one for the store; one over it fails its task, saying why, and other
     /// owners' results are kept.
+    /// Work whose result is a text of `bytes` bytes.
+    fn text(
+        bytes: usize,
+    ) -> impl FnOnce(TaskHandle) -> std::future::Ready<Result<ToolOutput, ToolError>> {
+        move |_| std::future::ready(Ok(ToolOutput::text("t".repeat(bytes))))
+    }
+
+    /// `task` of `owner` once it ended.
+    async fn ended(store: &TaskStore, owner: &str, task: TaskSnapshot) -> TaskSnapshot {
+        tokio::time::timeout(Duration::from_secs(10), store.wait(owner, &task.id))
+            .await
+            .expect("it ends")
+            .expect("it is there")
+    }
+
     #[tokio::test]
     async fn kept_results_are_held_to_a_memory_budget_per_owner_and_for_the_store() {
         let store = TaskStore::with_options(
@@ -1003,18 +1018,7 @@ mod tests {
                 .max_kept_bytes_per_owner(40 << 10)
                 .max_kept_bytes(60 << 10),
         );
-        let text = |bytes: usize| {
-            move |_: TaskHandle| async move { Ok(ToolOutput::text("t".repeat(bytes))) }
-        };
-        let run = |owner: &'static str, task: TaskSnapshot| {
-            let store = store.clone();
-            async move {
-                tokio::time::timeout(Duration::from_secs(10), store.wait(owner, &task.id))
-                    .await
-                    .expect("it ends")
-                    .expect("it is there")
-            }
-        };
+        let run = |owner: &'static str, task: TaskSnapshot| ended(&store, owner, task);
         // 1,000 small values: 3 KiB of text, 32 KiB as values.
         let numbers = serde_json::json!({ "n": vec![0; 1000] });
         let structured = move |_: TaskHandle| {
@@ -1068,18 +1072,7 @@ mod tests {
                 .max_kept_bytes(100 << 10)
                 .max_tasks_per_account(3),
         );
-        let text = |bytes: usize| {
-            move |_: TaskHandle| async move { Ok(ToolOutput::text("t".repeat(bytes))) }
-        };
-        let run = |owner: &'static str, task: TaskSnapshot| {
-            let store = store.clone();
-            async move {
-                tokio::time::timeout(Duration::from_secs(10), store.wait(owner, &task.id))
-                    .await
-                    .expect("it ends")
-                    .expect("it is there")
-            }
-        };
+        let run = |owner: &'static str, task: TaskSnapshot| ended(&store, owner, task);
         let start = |owner: &'static str, bytes: usize| {
             store
                 .start_for(owner, owner.split('/').next().unwrap_or(owner), text(bytes))
