@@ -825,3 +825,82 @@ async fn opaque_tokens_are_sent_to_one_issuer_only() {
         "{message}"
     );
 }
+
+/// The attack: two tokens of one user with other scopes were one caller, so a stateless
+/// listener holding the narrower token heard of what the wider token's stateless calls made a
+/// plugin say (here, changes of `notes://all`, which only the wider token's scope grants).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_narrower_token_hears_nothing_of_a_wider_tokens_stateless_calls() {
+    use rmcp::model::SubscriptionFilter;
+    use rmcp::model::{CallToolRequestParams, ProtocolVersion, ServerNotification};
+    use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
+    let issuer = Issuer::start(Issuing::Answers).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/mcp", listener.local_addr().expect("address"));
+    let policy = AccessPolicy::parse(&format!(
+        "[[grant]]\nwho = [\"scope:notes\"]\nissuer = \"{0}\"\ntools = [\"notes/*\"]\n\n\
+         [[grant]]\nwho = [\"*\"]\nissuer = \"{0}\"\ntools = [\"notes/list_notes\"]\n",
+        issuer.url
+    ))
+    .expect("a policy");
+    let oauth = OAuthOptions::new(
+        url.parse().expect("a URL"),
+        [IssuerOptions::new(issuer.url.clone())],
+    )
+    .required_scopes(["mcp:tools"]);
+    tokio::spawn(llm_worker::mcp::serve_http(
+        listener,
+        ToolCatalog::from_plugins([&llm_worker_tests::plugin("notes")]),
+        McpOptions::new("oauth", "1").access(policy),
+        HttpOptions::default().oauth(oauth),
+    ));
+    let token = |scope: &str| {
+        let mut claims = issuer.claims("erin", &url);
+        claims["scope"] = json!(scope);
+        sign(&claims, Algorithm::RS256, ISSUER_RSA, "rsa-1")
+    };
+    let stateless = |token: String| {
+        ().serve_with_lifecycle(
+            StreamableHttpClientTransport::from_config(
+                StreamableHttpClientTransportConfig::with_uri(url.as_str()).auth_header(token),
+            ),
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+        )
+    };
+    let narrow = stateless(token("mcp:tools"))
+        .await
+        .expect("server/discover");
+    let mut heard = narrow
+        .peer()
+        .listen(
+            SubscriptionFilter::builder()
+                .resource_subscription("notes://all")
+                .build(),
+        )
+        .await
+        .expect("subscriptions/listen");
+    let wide = stateless(token("mcp:tools notes"))
+        .await
+        .expect("server/discover");
+    let mut add = CallToolRequestParams::new("add_note");
+    add.arguments = json!({"text": "erin's"}).as_object().cloned();
+    let added = wide.call_tool(add).await.expect("a call");
+    assert_ne!(added.is_error, Some(true), "{added:?}");
+    // The notice leaves before the call's answer: had it been routed to the narrower token's
+    // stream, it would be there within moments.
+    let heard_any = tokio::time::timeout(Duration::from_secs(2), heard.next()).await;
+    assert!(
+        !matches!(
+            &heard_any,
+            Ok(Ok(Some(ServerNotification::ResourceUpdatedNotification(_))))
+        ),
+        "the narrower token heard of the wider one's call: {heard_any:?}"
+    );
+    drop(heard);
+    wide.cancel().await.expect("close");
+    narrow.cancel().await.expect("close");
+}
