@@ -459,3 +459,89 @@ fn pull_allowing_unsigned(
         None,
     )
 }
+
+/// A TCP proxy on the loopback address in front of `upstream` (`host:port`) that holds each
+/// piece a client sends for `delay` before passing it on: a registry that answers every request
+/// slowly. Returns its `host:port`; it serves until the test process ends.
+fn slow_proxy(upstream: &str, delay: std::time::Duration) -> String {
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind the proxy");
+    let address = listener.local_addr().expect("address").to_string();
+    let upstream = upstream.to_owned();
+    std::thread::spawn(move || {
+        for client in listener.incoming().flatten() {
+            let Ok(server) = TcpStream::connect(&upstream) else {
+                continue;
+            };
+            let (Ok(mut from_client), Ok(mut to_client)) = (client.try_clone(), client.try_clone())
+            else {
+                continue;
+            };
+            let (Ok(mut to_server), Ok(mut from_server)) = (server.try_clone(), server.try_clone())
+            else {
+                continue;
+            };
+            std::thread::spawn(move || {
+                let mut buffer = [0u8; 16 << 10];
+                while let Ok(read @ 1..) = from_client.read(&mut buffer) {
+                    std::thread::sleep(delay);
+                    if to_server.write_all(&buffer[..read]).is_err() {
+                        break;
+                    }
+                }
+                let _ = to_server.shutdown(std::net::Shutdown::Write);
+            });
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut from_server, &mut to_client);
+                let _ = to_client.shutdown(std::net::Shutdown::Write);
+            });
+        }
+    });
+    address
+}
+
+/// A registry answering each of a pull's requests just inside the time limit of one request
+/// held the pull for all of them together (dozens, with signatures); the pull's requests now
+/// share its limit.
+#[test]
+fn a_slow_registry_cannot_hold_a_pull_past_its_limit() {
+    let Some(registry) = Registry::start("registry-slow") else {
+        return;
+    };
+    registry.push("greet", "scratch/slow:1", None);
+    let proxy = slow_proxy(&registry.address, std::time::Duration::from_millis(600));
+    let dir = registry.plugin_dir(
+        "plugins",
+        &format!("[[rule]]\nrepository = \"{proxy}/scratch/*\"\nunsigned = true\n"),
+    );
+    let reference = format!("{proxy}/scratch/slow:1");
+    let pull = |limit: &str| {
+        run(
+            &registry.cache(),
+            &[
+                "pull",
+                &reference,
+                text_of(&dir),
+                "--plain-http",
+                "--timeout-secs",
+                limit,
+            ],
+            None,
+        )
+    };
+    // Each request takes 0.6 s, inside the second the limit gives one; not all of them.
+    let out = pull("1");
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let message = stderr(&out);
+    assert!(message.contains("time limit of one pull"), "{message}");
+    assert!(!dir.join("slow.wasm").exists());
+    assert!(!dir.join("llm-worker.lock").exists());
+    // Given time enough, the same pull through the same slow registry is done.
+    let out = pull("120");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        sha256_file(&dir.join("slow.wasm")),
+        sha256_file(&plugin_path("greet"))
+    );
+}
