@@ -354,3 +354,34 @@ pub(super) fn describe(limits: &Limits, error: &wasmtime::Error) -> String {
         format!("it failed: {error:?}")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// While a question is open a call's deadline moves on with the clock: the timer that
+    /// watches it is set a while ahead, not at an instant always about to pass (which woke the
+    /// caller about once a millisecond for as long as the question waited).
+    #[tokio::test]
+    async fn a_call_waiting_for_an_answer_is_not_woken_every_millisecond() {
+        let waited = super::super::ask::Waited::default();
+        waited.begin();
+        let polls = AtomicUsize::new(0);
+        // A call that never ends, counting the times it is polled (each a wake-up of its
+        // caller's timer).
+        let call = std::future::poll_fn(|_| {
+            polls.fetch_add(1, Ordering::Relaxed);
+            Poll::<()>::Pending
+        });
+        let deadline = Instant::now();
+        let watched = tokio::time::timeout(
+            std::time::Duration::from_millis(300),
+            within_moving(deadline, &waited, call),
+        )
+        .await;
+        assert!(watched.is_err(), "the call cannot time out while it asks");
+        let polls = polls.load(Ordering::Relaxed);
+        assert!(polls < 30, "polled {polls} times in 300 ms");
+    }
+}
