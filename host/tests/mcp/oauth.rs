@@ -600,22 +600,14 @@ async fn a_session_is_its_openers_alone() {
     assert_eq!(made_up.status(), 404);
 }
 
-/// The attack: a session's grants were decided by its first request alone, so a token of the
-/// same subject with narrower scopes (or issued after its holder left a group) went on using,
-/// in that session, what the first token was granted.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_token_with_narrower_grants_cannot_use_a_wider_session() {
-    let issuer = Issuer::start(Issuing::Answers).await;
+/// The URL of a server of `catalog` under the access policy `grants` (TOML, `ISSUER` standing
+/// for the test issuer's URL), taking the issuer's tokens with the scope `mcp:tools`.
+async fn serve_scoped(issuer: &Issuer, grants: &str, catalog: ToolCatalog) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
     let url = format!("http://{}/mcp", listener.local_addr().expect("address"));
-    let policy = AccessPolicy::parse(&format!(
-        "[quota]\nsessions = 2\n\n\
-         [[grant]]\nwho = [\"scope:admin\"]\nissuer = \"{}\"\ntools = [\"*\"]\n",
-        issuer.url
-    ))
-    .expect("a policy");
+    let policy = AccessPolicy::parse(&grants.replace("ISSUER", &issuer.url)).expect("a policy");
     let oauth = OAuthOptions::new(
         url.parse().expect("a URL"),
         [IssuerOptions::new(issuer.url.clone())],
@@ -623,15 +615,34 @@ async fn a_token_with_narrower_grants_cannot_use_a_wider_session() {
     .required_scopes(["mcp:tools"]);
     tokio::spawn(llm_worker::mcp::serve_http(
         listener,
-        ToolCatalog::new([counters("all", 1, &["count"])]),
+        catalog,
         McpOptions::new("oauth", "1").access(policy),
         HttpOptions::default().oauth(oauth),
     ));
-    let token = |scope: &str| {
-        let mut claims = issuer.claims("erin", &url);
-        claims["scope"] = json!(scope);
-        sign(&claims, Algorithm::RS256, ISSUER_RSA, "rsa-1")
-    };
+    url
+}
+
+/// A token of the test issuer for erin, for the server at `url`, with `scope`.
+fn erins_token(issuer: &Issuer, url: &str, scope: &str) -> String {
+    let mut claims = issuer.claims("erin", url);
+    claims["scope"] = json!(scope);
+    sign(&claims, Algorithm::RS256, ISSUER_RSA, "rsa-1")
+}
+
+/// The attack: a session's grants were decided by its first request alone, so a token of the
+/// same subject with narrower scopes (or issued after its holder left a group) went on using,
+/// in that session, what the first token was granted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_with_narrower_grants_cannot_use_a_wider_session() {
+    let issuer = Issuer::start(Issuing::Answers).await;
+    let url = serve_scoped(
+        &issuer,
+        "[quota]\nsessions = 2\n\n\
+         [[grant]]\nwho = [\"scope:admin\"]\nissuer = \"ISSUER\"\ntools = [\"*\"]\n",
+        ToolCatalog::new([counters("all", 1, &["count"])]),
+    )
+    .await;
+    let token = |scope: &str| erins_token(&issuer, &url, scope);
     let (wide, narrow) = (token("mcp:tools admin"), token("mcp:tools"));
     let session = open_session(&url, &wide).await;
     let count = |token: String| {
@@ -835,32 +846,14 @@ async fn a_narrower_token_hears_nothing_of_a_wider_tokens_stateless_calls() {
     use rmcp::model::{CallToolRequestParams, ProtocolVersion, ServerNotification};
     use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
     let issuer = Issuer::start(Issuing::Answers).await;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let url = format!("http://{}/mcp", listener.local_addr().expect("address"));
-    let policy = AccessPolicy::parse(&format!(
-        "[[grant]]\nwho = [\"scope:notes\"]\nissuer = \"{0}\"\ntools = [\"notes/*\"]\n\n\
-         [[grant]]\nwho = [\"*\"]\nissuer = \"{0}\"\ntools = [\"notes/list_notes\"]\n",
-        issuer.url
-    ))
-    .expect("a policy");
-    let oauth = OAuthOptions::new(
-        url.parse().expect("a URL"),
-        [IssuerOptions::new(issuer.url.clone())],
-    )
-    .required_scopes(["mcp:tools"]);
-    tokio::spawn(llm_worker::mcp::serve_http(
-        listener,
+    let url = serve_scoped(
+        &issuer,
+        "[[grant]]\nwho = [\"scope:notes\"]\nissuer = \"ISSUER\"\ntools = [\"notes/*\"]\n\n\
+         [[grant]]\nwho = [\"*\"]\nissuer = \"ISSUER\"\ntools = [\"notes/list_notes\"]\n",
         ToolCatalog::from_plugins([&llm_worker_tests::plugin("notes")]),
-        McpOptions::new("oauth", "1").access(policy),
-        HttpOptions::default().oauth(oauth),
-    ));
-    let token = |scope: &str| {
-        let mut claims = issuer.claims("erin", &url);
-        claims["scope"] = json!(scope);
-        sign(&claims, Algorithm::RS256, ISSUER_RSA, "rsa-1")
-    };
+    )
+    .await;
+    let token = |scope: &str| erins_token(&issuer, &url, scope);
     let stateless = |token: String| {
         ().serve_with_lifecycle(
             StreamableHttpClientTransport::from_config(
