@@ -665,10 +665,11 @@ async fn a_token_with_narrower_grants_cannot_use_a_wider_session() {
     };
     let granted = count(wide).await;
     assert!(granted.contains("\"isError\":false"), "{granted}");
-    // The narrower token is another caller: the wider one's session is not its own.
+    // The narrower token is another caller: the wider one's session is not its own (and it is
+    // told why).
     let refused = count(narrow.clone()).await;
     assert!(
-        refused.contains("no such session") && !refused.contains("\"isError\""),
+        refused.contains("opened with other grants") && !refused.contains("\"isError\""),
         "{refused}"
     );
     // Yet the identity has one quota of sessions (two), whatever its tokens' grants: a

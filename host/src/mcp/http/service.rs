@@ -231,6 +231,19 @@ impl McpHttpService {
         if let Some(session) = &session
             && !self.sessions.belongs_to(session, caller)
         {
+            // The same identity with other grants (a token with other scopes or groups): it
+            // is told why, and may open a session of its own.
+            if self.sessions.counted_against(session, counted) {
+                return self.refused(
+                    "other_grants",
+                    super::gate::refusal(
+                        http::StatusCode::FORBIDDEN,
+                        "this session was opened with other grants (the token's scopes or \
+                         groups differ from those of the session's first request); open a new \
+                         session with this token",
+                    ),
+                );
+            }
             return self.refused(
                 "another_identitys_session",
                 super::gate::refusal(http::StatusCode::NOT_FOUND, "no such session"),

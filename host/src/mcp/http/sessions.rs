@@ -117,6 +117,17 @@ impl PrefixedSessions {
     /// Whether a request of `caller` may use the session `id`: one this server opened for
     /// `caller`. Another identity's session, or an id this server never gave (a stateless
     /// request cannot pass itself off as a session's to skip the caps), is not found.
+    /// Whether the session `id` counts against the quota of `identity` (whoever of it opened
+    /// the session, with whatever grants).
+    pub(super) fn counted_against(&self, id: &str, identity: Caller) -> bool {
+        identity.0.is_some()
+            && self
+                .owners()
+                .sessions
+                .get(id)
+                .is_some_and(|(_, counted)| *counted == identity)
+    }
+
     pub(super) fn belongs_to(&self, id: &str, caller: Caller) -> bool {
         self.owners()
             .sessions
