@@ -17,7 +17,10 @@ fn config(url: &str, token: &str) -> StreamableHttpClientTransportConfig {
 }
 
 /// A stateless (2026-07-28) client bearing `token`.
-async fn stateless(url: &str, token: &str) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
+pub(crate) async fn stateless(
+    url: &str,
+    token: &str,
+) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
     ().serve_with_lifecycle(
         StreamableHttpClientTransport::from_config(config(url, token)),
         ClientLifecycleMode::Discover {
@@ -28,7 +31,22 @@ async fn stateless(url: &str, token: &str) -> rmcp::service::RunningService<rmcp
     .expect("server/discover")
 }
 
-fn add_note(text: &str) -> CallToolRequestParams {
+/// A stream of what `client` is told of changes of `notes://all`.
+pub(crate) async fn listen_to_notes(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+) -> rmcp::service::Subscription {
+    client
+        .peer()
+        .listen(
+            SubscriptionFilter::builder()
+                .resource_subscription("notes://all")
+                .build(),
+        )
+        .await
+        .expect("subscriptions/listen")
+}
+
+pub(crate) fn add_note(text: &str) -> CallToolRequestParams {
     let mut call = CallToolRequestParams::new("add_note");
     call.arguments = json!({ "text": text }).as_object().cloned();
     call
@@ -44,15 +62,7 @@ async fn a_listener_hears_only_its_own_callers_notices() {
     .await;
     // Bob listens, stateless, for changes of notes' list.
     let bob = stateless(&url, BOB).await;
-    let mut heard = bob
-        .peer()
-        .listen(
-            SubscriptionFilter::builder()
-                .resource_subscription("notes://all")
-                .build(),
-        )
-        .await
-        .expect("subscriptions/listen");
+    let mut heard = listen_to_notes(&bob).await;
     // The attack: Alice's session — and Alice's stateless requests — add notes; Bob's stream
     // used to be told of each (`notifications/resources/updated`), of instances he cannot see.
     let alice = ()

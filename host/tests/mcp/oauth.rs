@@ -843,9 +843,8 @@ async fn opaque_tokens_are_sent_to_one_issuer_only() {
 /// plugin say (here, changes of `notes://all`, which only the wider token's scope grants).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_narrower_token_hears_nothing_of_a_wider_tokens_stateless_calls() {
-    use rmcp::model::SubscriptionFilter;
-    use rmcp::model::{CallToolRequestParams, ProtocolVersion, ServerNotification};
-    use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
+    use crate::notices::{add_note, listen_to_notes, stateless};
+    use rmcp::model::ServerNotification;
     let issuer = Issuer::start(Issuing::Answers).await;
     let url = serve_scoped(
         &issuer,
@@ -855,34 +854,10 @@ async fn a_narrower_token_hears_nothing_of_a_wider_tokens_stateless_calls() {
     )
     .await;
     let token = |scope: &str| erins_token(&issuer, &url, scope);
-    let stateless = |token: String| {
-        ().serve_with_lifecycle(
-            StreamableHttpClientTransport::from_config(
-                StreamableHttpClientTransportConfig::with_uri(url.as_str()).auth_header(token),
-            ),
-            ClientLifecycleMode::Discover {
-                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-            },
-        )
-    };
-    let narrow = stateless(token("mcp:tools"))
-        .await
-        .expect("server/discover");
-    let mut heard = narrow
-        .peer()
-        .listen(
-            SubscriptionFilter::builder()
-                .resource_subscription("notes://all")
-                .build(),
-        )
-        .await
-        .expect("subscriptions/listen");
-    let wide = stateless(token("mcp:tools notes"))
-        .await
-        .expect("server/discover");
-    let mut add = CallToolRequestParams::new("add_note");
-    add.arguments = json!({"text": "erin's"}).as_object().cloned();
-    let added = wide.call_tool(add).await.expect("a call");
+    let narrow = stateless(&url, &token("mcp:tools")).await;
+    let mut heard = listen_to_notes(&narrow).await;
+    let wide = stateless(&url, &token("mcp:tools notes")).await;
+    let added = wide.call_tool(add_note("erin's")).await.expect("a call");
     assert_ne!(added.is_error, Some(true), "{added:?}");
     // The notice leaves before the call's answer: had it been routed to the narrower token's
     // stream, it would be there within moments.

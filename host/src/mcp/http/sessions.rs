@@ -38,20 +38,21 @@ struct Owners {
     opening: HashMap<Caller, usize>,
 }
 
-/// A place among a caller's sessions, held while its request opens one (or, for a stateless
+/// A place among an identity's sessions, held while its request opens one (or, for a stateless
 /// request, while its answer is sent).
 pub(super) struct Opening {
     sessions: Arc<PrefixedSessions>,
-    caller: Caller,
+    /// Whose quota the place counts against.
+    identity: Caller,
 }
 
 impl Drop for Opening {
     fn drop(&mut self) {
         let mut owners = self.sessions.owners();
-        if let Some(count) = owners.opening.get_mut(&self.caller) {
+        if let Some(count) = owners.opening.get_mut(&self.identity) {
             *count = count.saturating_sub(1);
             if *count == 0 {
-                owners.opening.remove(&self.caller);
+                owners.opening.remove(&self.identity);
             }
         }
     }
@@ -89,7 +90,6 @@ impl PrefixedSessions {
         identity: Caller,
         limit: Option<usize>,
     ) -> Option<Opening> {
-        let caller = identity;
         let live = self.local.sessions.read().await;
         let mut owners = self.owners();
         // Sessions that ended (closed, or expired inside rmcp) are forgotten.
@@ -100,17 +100,17 @@ impl PrefixedSessions {
             let open = owners
                 .sessions
                 .values()
-                .filter(|(_, counted)| *counted == caller)
+                .filter(|(_, counted)| *counted == identity)
                 .count();
-            let opening = owners.opening.get(&caller).copied().unwrap_or(0);
+            let opening = owners.opening.get(&identity).copied().unwrap_or(0);
             if open + opening >= limit {
                 return None;
             }
         }
-        *owners.opening.entry(caller).or_default() += 1;
+        *owners.opening.entry(identity).or_default() += 1;
         Some(Opening {
             sessions: Arc::clone(self),
-            caller,
+            identity,
         })
     }
 
