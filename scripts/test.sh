@@ -11,25 +11,29 @@ rustup toolchain install --no-self-update >/dev/null 2>&1 || echo "note: rustup 
 # (cli/tests/command/http/metrics.rs) has Debian's `prometheus` scrape
 # the server. Install them where apt can; elsewhere those tests say they are skipped (under CI
 # they fail instead).
-missing=""
-for program in docker-registry python3 openssl prometheus skopeo; do
-    command -v "$program" >/dev/null 2>&1 || missing="$missing $program"
-done
-if [ -n "$missing" ]; then
-    packages="$missing"
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        echo "installing$packages for the registry and metrics tests"
-        # The package's service is not wanted: the tests start their own registries.
-        (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $packages) >/dev/null \
-            || echo "note: could not install$packages; the registry tests will say they are skipped" >&2
-    else
-        echo "note:$missing not installed (apt-get install$packages as root); the registry tests will say they are skipped" >&2
-    fi
-fi
 logs=$(mktemp -d)
 jobs=()
 trap 'for job in "${jobs[@]}"; do kill "$job" 2>/dev/null || true; done; rm -rf "$logs"' EXIT
 failed=""
+missing=""
+for program in docker-registry python3 openssl prometheus skopeo; do
+    command -v "$program" >/dev/null 2>&1 || missing="$missing $program"
+done
+# Installed beside the build (it downloads and unpacks, the build computes), waited for before
+# the command's tests, which use them, start; never stopped half-way (not one of `jobs`).
+installing=""
+if [ -n "$missing" ]; then
+    packages="$missing"
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "installing$packages in the background for the registry and metrics tests"
+        # The package's service is not wanted: the tests start their own registries.
+        (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $packages) \
+            >"$logs/apt" 2>&1 &
+        installing=$!
+    else
+        echo "note:$missing not installed (apt-get install$packages as root); the registry tests will say they are skipped" >&2
+    fi
+fi
 
 # The plugins' own unit tests (natively, in their workspace and target directory) build and
 # run beside the workspace's build; their output is shown when they are done. Only the plugins
@@ -61,6 +65,11 @@ if [ -z "$failed" ]; then
         echo "no test targets found in cargo's output (above)" >&2
         exit 1
     fi
+    if [ -n "$installing" ] && ! wait "$installing"; then
+        echo "note: could not install$packages (below); the registry tests will say they are skipped" >&2
+        cat "$logs/apt" >&2
+    fi
+    rm -f "$logs/apt"
     echo "running the command's tests in the background (cli/tests/command); their output follows the others'"
     cargo test --workspace --no-fail-fast --test command >"$logs/command" 2>&1 &
     command=$!

@@ -120,10 +120,10 @@ pub struct TaskOptions {
     /// What every id begins with: replicas behind one balancer give each its own, and the
     /// balancer routes `tasks/*` requests on it. Default `"task-"`.
     pub prefix: String,
-    /// How much memory the outcomes of one owner's tasks may take together, roughly (their
-    /// texts and bytes, and 32 bytes for each value of a structured result: a result of
-    /// 1 MiB of JSON can take 30 MiB as values). An outcome over what is left is not kept: the
-    /// task fails, saying why. Default 64 MiB.
+    /// How much memory the outcomes of one owner's tasks may take together (their texts and
+    /// bytes, and what a structured result allocates as a `serde_json::Value`, at least: 1 MiB
+    /// of JSON made of small objects takes some 100 MiB). An outcome over what is left is not
+    /// kept: the task fails, saying why. Default 64 MiB.
     pub max_kept_bytes_per_owner: usize,
     /// The same for the outcomes of all owners together. Default 512 MiB.
     pub max_kept_bytes: usize,
@@ -239,6 +239,20 @@ struct Inner {
     tasks: Mutex<HashMap<String, Entry>>,
 }
 
+/// The last handle on the store gone, its tasks are stopped: no one could ask for them, cancel
+/// them or read their results any more, and they would hold their instances until their time
+/// limits.
+impl Drop for Inner {
+    fn drop(&mut self) {
+        let tasks = self.tasks.get_mut().unwrap_or_else(|p| p.into_inner());
+        for entry in tasks.values_mut() {
+            if let Some(abort) = entry.abort.take() {
+                abort.abort();
+            }
+        }
+    }
+}
+
 struct Entry {
     owner: String,
     /// Whose budget it draws on (its owner's, unless started with [`TaskStore::start_for`]).
@@ -275,22 +289,10 @@ impl Entry {
     }
 }
 
-/// What `outcome` takes in memory, roughly: its texts and bytes, 64 bytes for each content block
-/// and 32 for each value of its structured result (a `serde_json::Value`), whose strings and
-/// keys count by their length.
+/// What `outcome` takes in memory, at least: its texts and bytes, 64 bytes for each content
+/// block, and what its structured result (a `serde_json::Value`) allocates ([`json_bytes`]).
 fn kept_bytes(outcome: &Result<ToolOutput, ToolError>) -> usize {
     use crate::content::{Content, ResourceData};
-    fn json(value: &Value) -> usize {
-        32 + match value {
-            Value::String(text) => text.len(),
-            Value::Array(items) => items.iter().map(json).sum(),
-            Value::Object(members) => members
-                .iter()
-                .map(|(key, member)| 32 + key.len() + json(member))
-                .sum(),
-            _ => 0,
-        }
-    }
     let output = match outcome {
         Ok(output) => output,
         Err(error) => return 64 + error.to_string().len(),
@@ -319,7 +321,44 @@ fn kept_bytes(outcome: &Result<ToolOutput, ToolError>) -> usize {
             }
         })
         .sum();
-    blocks + output.structured.as_ref().map_or(0, json)
+    blocks
+        + output
+            .structured
+            .as_ref()
+            .map_or(0, |value| size_of::<Value>() + json_bytes(value))
+}
+
+/// What `value` allocates beyond its own slot, as serde_json stores it: a string its capacity,
+/// an array its slots' capacity and its items', an object its B-tree's nodes and its members'.
+/// The nodes count most for small objects: a node has room for 11 members whether it holds one
+/// or eleven, and nodes filled in key order hold as few as 5 (so 1 MiB of `[{"":0},…]`, some
+/// 150,000 objects, takes about 100 MiB, and is weighed so).
+pub(crate) fn json_bytes(value: &Value) -> usize {
+    // A B-tree leaf of `String` keys and `Value` members: 11 of each, its parent's link and
+    // its place and length; an inner node also links to its 12 children.
+    const LEAF: usize = 11 * (size_of::<String>() + size_of::<Value>()) + 16;
+    const INNER: usize = LEAF + 12 * size_of::<usize>();
+    match value {
+        Value::String(text) => text.capacity(),
+        Value::Array(items) => {
+            items.capacity() * size_of::<Value>() + items.iter().map(json_bytes).sum::<usize>()
+        }
+        Value::Object(members) if members.is_empty() => 0,
+        Value::Object(members) => {
+            let nodes = if members.len() <= 11 {
+                LEAF
+            } else {
+                let leaves = members.len().div_ceil(5);
+                leaves * LEAF + leaves.div_ceil(5) * INNER
+            };
+            nodes
+                + members
+                    .iter()
+                    .map(|(key, member)| key.capacity() + json_bytes(member))
+                    .sum::<usize>()
+        }
+        _ => 0,
+    }
 }
 
 /// A running task, as its call sees it: the way to put questions to its owner.
@@ -1059,6 +1098,161 @@ mod tests {
         // A small result still fits.
         let small = run("alice", store.start("alice", text(100)).expect("started")).await;
         assert_eq!(small.status, TaskStatus::Completed);
+    }
+
+    /// Counts, per thread, the bytes allocated and not yet freed (this crate's unit tests run
+    /// with it): the one use of `unsafe` here, to hand each call to the system's allocator.
+    #[allow(unsafe_code)]
+    mod counting {
+        use std::alloc::{GlobalAlloc, Layout, System};
+        use std::cell::Cell;
+
+        struct Counting;
+
+        thread_local! {
+            static LIVE: Cell<isize> = const { Cell::new(0) };
+        }
+
+        fn add(bytes: isize) {
+            // Not counted while the thread's locals are being torn down.
+            let _ = LIVE.try_with(|live| live.set(live.get() + bytes));
+        }
+
+        // SAFETY: each call is handed to the system allocator as it came.
+        unsafe impl GlobalAlloc for Counting {
+            unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+                add(layout.size().cast_signed());
+                // SAFETY: the caller's contract, passed on.
+                unsafe { System.alloc(layout) }
+            }
+            unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+                add(-layout.size().cast_signed());
+                // SAFETY: the caller's contract, passed on.
+                unsafe { System.dealloc(ptr, layout) }
+            }
+            unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+                add(layout.size().cast_signed());
+                // SAFETY: the caller's contract, passed on.
+                unsafe { System.alloc_zeroed(layout) }
+            }
+            unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+                add(new_size.cast_signed() - layout.size().cast_signed());
+                // SAFETY: the caller's contract, passed on.
+                unsafe { System.realloc(ptr, layout, new_size) }
+            }
+        }
+
+        #[global_allocator]
+        static COUNTING: Counting = Counting;
+
+        /// The bytes this thread holds now.
+        pub(super) fn allocated() -> usize {
+            LIVE.with(Cell::get).max(0).cast_unsigned()
+        }
+    }
+
+    /// The attack: an embedder drops its tool server while a hostile plugin's task runs; the
+    /// task went on for its whole time limit, holding its instance, with no one able to cancel
+    /// it.
+    #[tokio::test]
+    async fn a_stores_tasks_end_with_it() {
+        struct Dropped(Option<oneshot::Sender<()>>);
+        impl Drop for Dropped {
+            fn drop(&mut self) {
+                if let Some(dropped) = self.0.take() {
+                    let _ = dropped.send(());
+                }
+            }
+        }
+        let store = TaskStore::default();
+        let (dropped, was_dropped) = oneshot::channel();
+        let (started, has_started) = oneshot::channel();
+        let task = store
+            .start("", move |_| async move {
+                let _guard = Dropped(Some(dropped));
+                let _ = started.send(());
+                std::future::pending::<Result<ToolOutput, ToolError>>().await
+            })
+            .expect("started");
+        has_started.await.expect("the task runs");
+        assert_eq!(
+            store.get("", &task.id).expect("there").status,
+            TaskStatus::Working
+        );
+        drop(store);
+        // A liveness bound far above what it takes.
+        tokio::time::timeout(Duration::from_secs(30), was_dropped)
+            .await
+            .expect("the task's work was dropped with its store")
+            .expect("dropped, not lost");
+    }
+
+    /// The attack: a plugin's task returns a structured result of many small objects, which
+    /// serde_json keeps in B-tree nodes of room for 11 members each: 1 MiB of text took some
+    /// 100 MiB kept for an hour, weighed as 14.
+    #[tokio::test]
+    async fn a_result_of_small_objects_is_weighed_as_it_is_kept() {
+        let store =
+            TaskStore::with_options(TaskOptions::default().max_kept_bytes_per_owner(4 << 20));
+        // 70 KB of text; some 7 MB as values (1 MB as the store weighed it before).
+        let text = format!("[{}]", vec![r#"{"":0}"#; 10_000].join(","));
+        let objects: Value = serde_json::from_str(&text).expect("json");
+        let task = store
+            .start("alice", move |_| async move {
+                let mut output = ToolOutput::text("objects");
+                output.structured = Some(objects);
+                Ok(output)
+            })
+            .expect("started");
+        let task = ended(&store, "alice", task).await;
+        assert_eq!(task.status, TaskStatus::Failed, "{task:?}");
+        let Some(Err(ToolError::Internal(why))) = task.outcome.as_deref() else {
+            panic!("not kept: {task:?}");
+        };
+        assert!(why.contains("more than this server keeps for you"), "{why}");
+    }
+
+    /// What a structured value is weighed is at least what it allocates, for the shapes a
+    /// plugin could choose to make the most of its output limit.
+    #[test]
+    fn a_values_weight_is_at_least_what_it_allocates() {
+        let shapes = [
+            format!("[{}]", vec![r#"{"":0}"#; 5_000].join(",")),
+            format!("[{}]", vec!["[]"; 5_000].join(",")),
+            format!("[{}]", vec!["0"; 5_000].join(",")),
+            format!("[{}]", vec![r#""""#; 5_000].join(",")),
+            format!("[{}]", vec![r#"{"a":{"b":{"c":[1]}}}"#; 1_000].join(",")),
+            format!(
+                "{{{}}}",
+                (0..5_000)
+                    .map(|i| format!(r#""{i}":{{}}"#))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+            format!(
+                "{{{}}}",
+                (0..5_000)
+                    .rev()
+                    .map(|i| format!(r#""k{i:05}":"v""#))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+            "[".repeat(100) + &"]".repeat(100),
+        ];
+        for text in shapes {
+            let before = counting::allocated();
+            let value: Value = serde_json::from_str(&text).expect("json");
+            let allocated = counting::allocated() - before;
+            let weighed = json_bytes(&value);
+            // The count is real: a value takes more than its text.
+            assert!(allocated > text.len(), "{allocated} bytes counted");
+            assert!(
+                weighed >= allocated,
+                "{}…: weighed {weighed}, allocated {allocated}",
+                &text[..text.len().min(40)]
+            );
+            drop(value);
+        }
     }
 
     /// One caller with many sessions (an owner each) draws on one account: it cannot take

@@ -44,13 +44,18 @@ use crate::tool::{Content, Tool, ToolError, ToolMeta, ToolOutput};
 use crate::tool::{ElicitationAnswer, Root, SamplingAnswer, SamplingRequest};
 
 impl McpServer {
-    /// Whose tasks a request sees.
+    /// Whose tasks a request sees: over HTTP, a stateless request's caller's (any replica or
+    /// request of that caller may ask for them); otherwise its session's, ending with it. Over
+    /// other transports (stdio, an embedder's) the connection is the session, stateless or
+    /// not: its tasks end when it closes, and another connection served from the same options
+    /// (sharing their task store) does not see them.
     pub(super) fn task_owner(&self, context: &RequestContext<RoleServer>) -> String {
         let origin = self.origin(context);
         let caller = super::session::caller_tag(context);
+        let over_http = super::session::names_session(&context.extensions).is_some();
         match origin.stateless {
-            Some(_) => format!("{caller}/stateless"),
-            None => format!("{caller}{}", session_owner_suffix(origin.session)),
+            Some(_) if over_http => format!("{caller}/stateless"),
+            _ => format!("{caller}{}", session_owner_suffix(origin.session)),
         }
     }
 
@@ -592,9 +597,10 @@ fn detailed(task: &TaskSnapshot) -> DetailedTask {
     DetailedTask::new(wire_task(task), payload)
 }
 
-/// A completed task's result: the `CallToolResult` the call would have answered.
+/// A completed task's result: the `CallToolResult` the call would have answered. Its structured
+/// value, the part that may take tens of times its text in memory, is copied once into it.
 fn call_result(outcome: &Result<ToolOutput, ToolError>) -> JsonObject {
-    let result = match outcome {
+    let (result, structured) = match outcome {
         Ok(output) => {
             let blocks = output
                 .content
@@ -602,21 +608,27 @@ fn call_result(outcome: &Result<ToolOutput, ToolError>) -> JsonObject {
                 .cloned()
                 .map(super::content::block)
                 .collect();
-            let mut result = if output.is_error {
-                rmcp::model::CallToolResult::error(blocks)
+            if output.is_error {
+                (rmcp::model::CallToolResult::error(blocks), None)
             } else {
-                rmcp::model::CallToolResult::success(blocks)
-            };
-            if !output.is_error {
-                result.structured_content.clone_from(&output.structured);
+                (
+                    rmcp::model::CallToolResult::success(blocks),
+                    output.structured.as_ref(),
+                )
             }
-            result
         }
-        Err(error) => rmcp::model::CallToolResult::error(vec![rmcp::model::ContentBlock::text(
-            error.to_string(),
-        )]),
+        Err(error) => (
+            rmcp::model::CallToolResult::error(vec![rmcp::model::ContentBlock::text(
+                error.to_string(),
+            )]),
+            None,
+        ),
     };
-    json_object(serde_json::to_value(result).unwrap_or(Value::Null))
+    let mut result = json_object(serde_json::to_value(result).unwrap_or(Value::Null));
+    if let Some(structured) = structured {
+        result.insert("structuredContent".to_owned(), structured.clone());
+    }
+    result
 }
 
 fn json_object(value: Value) -> JsonObject {

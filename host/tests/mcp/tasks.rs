@@ -997,3 +997,59 @@ async fn a_session_cannot_pass_for_stateless_to_keep_its_tasks() {
             });
     }
 }
+
+/// The attack: two stateless (2026-07-28) connections over a transport other than HTTP, served
+/// from one set of options (one task store), as an embedder serves its connections. Their tasks
+/// were one caller's, "stateless": each connection could ask for the other's, and a task
+/// outlived its connection with the call and instance it ran in. Over such a transport the
+/// connection is the session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stateless_connections_tasks_are_its_own_and_end_with_it() {
+    let (catalog, options, started, dropped) = held_tools();
+    let connect = || {
+        let server = llm_worker::mcp::McpServer::new(&catalog, options.clone());
+        let (client_end, server_end) = tokio::io::duplex(64 * 1024);
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let serving = tokio::spawn(server.serve(server_end, async {
+            let _ = stopped.await;
+        }));
+        let client = takes_tasks().serve_with_lifecycle(
+            client_end,
+            rmcp::service::ClientLifecycleMode::Discover {
+                preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+            },
+        );
+        (client, stop, serving)
+    };
+    let (first, stop_first, first_serving) = connect();
+    let first = first.await.expect("a stateless client");
+    let (second, _stop_second, _second_serving) = connect();
+    let second = second.await.expect("a stateless client");
+    let created = first
+        .call_tool_once(call("held", json!({"hand_off": true})))
+        .await
+        .expect("call");
+    let CallToolResponse::Task(created) = created else {
+        panic!("a task was expected: {created:?}");
+    };
+    started.notified().await;
+    let id = created.task.task_id;
+    first
+        .get_task(GetTaskParams::new(&id))
+        .await
+        .expect("the first connection's own task");
+    let refused = second
+        .get_task(GetTaskParams::new(&id))
+        .await
+        .expect_err("another connection's task");
+    assert!(refused.to_string().contains(&id), "{refused}");
+    stop_first.send(()).expect("the server is serving");
+    llm_worker_tests::wait::within("the server to stop", first_serving)
+        .await
+        .expect("joined")
+        .expect("a clean stop");
+    // A liveness bound far above what it takes: the task's call is dropped with its connection.
+    tokio::time::timeout(Duration::from_secs(30), dropped.notified())
+        .await
+        .expect("the task's call was dropped with its connection");
+}
