@@ -6,10 +6,11 @@ cd "$(dirname "$0")/.."
 # The toolchain rust-toolchain.toml names (Rust 1.97, clippy, rustfmt, the wasm32-wasip2 target).
 rustup toolchain install --no-self-update >/dev/null 2>&1 || echo "note: rustup could not install the toolchain of rust-toolchain.toml (Rust 1.97 with the wasm32-wasip2 target is needed)" >&2
 # The plugins (release, wasm32-wasip2) build beside the host: each build has long stretches
-# (one big crate, a link) that keep one core busy, so together they finish sooner. The
-# plugins' output goes to a log, shown if their build fails.
+# (one big crate, a link) that keep one core busy, so together they finish sooner. At a lower
+# priority: the host's build goes first, the plugins' fills what it leaves idle. The plugins'
+# output goes to a log, shown if their build fails.
 plugins_log="$(mktemp)"
-cargo build --release --target wasm32-wasip2 --manifest-path plugins/Cargo.toml --target-dir plugins/target \
+nice -n 10 cargo build --release --target wasm32-wasip2 --manifest-path plugins/Cargo.toml --target-dir plugins/target \
     >"$plugins_log" 2>&1 &
 plugins_build=$!
 trap 'kill "$plugins_build" 2>/dev/null || true; rm -f "$plugins_log"' EXIT

@@ -36,7 +36,8 @@ if [ -n "$missing" ]; then
 fi
 
 # The plugins' own unit tests (natively, in their workspace and target directory) build and
-# run beside the workspace's build; their output is shown when they are done. Only the plugins
+# run beside the workspace's build, at a lower priority (they fill the moments when the
+# workspace's build waits on one crate); their output is shown when they are done. Only the plugins
 # that have unit tests, and only their library's tests: building the others natively would
 # test nothing (a fifth of the CPU time of their native build).
 tested=()
@@ -45,26 +46,16 @@ for manifest in plugins/*/Cargo.toml plugins/fixtures/*/Cargo.toml; do
         tested+=(-p "$(sed -nE 's/^name *= *"([^"]+)".*/\1/p' "$manifest" | head -n 1)")
     fi
 done
-cargo test --manifest-path plugins/Cargo.toml --target-dir plugins/target --lib --no-fail-fast "${tested[@]}" \
+nice -n 10 cargo test --manifest-path plugins/Cargo.toml --target-dir plugins/target --lib --no-fail-fast "${tested[@]}" \
     >"$logs/plugins" 2>&1 &
 plugins=$!
 jobs+=("$plugins")
 
-# Every test of the workspace, built once.
-cargo test --workspace --no-run 2>&1 | tee "$logs/build" || failed="$failed build"
-
-if [ -z "$failed" ]; then
-    # The command's tests (cli/tests/command: child processes, servers and registries, mostly
-    # waiting) run beside the others rather than after them. The other test targets are the
-    # ones the build above listed.
-    others=()
-    for name in $(sed -nE 's#^ *Executable tests/([^/ ]+)(/main)?\.rs .*#\1#p' "$logs/build" | grep -vx command); do
-        others+=(--test "$name")
-    done
-    if [ "${#others[@]}" -eq 0 ]; then
-        echo "no test targets found in cargo's output (above)" >&2
-        exit 1
-    fi
+# The command's tests (cli/tests/command: child processes, servers and registries) need little
+# beyond what the demo built: they are built first and run while the other tests build and
+# run, their output shown after the others'.
+command=""
+if cargo test --workspace --test command --no-run 2>&1 | tee "$logs/build-command"; then
     if [ -n "$installing" ] && ! wait "$installing"; then
         echo "note: could not install$packages (below); the registry tests will say they are skipped" >&2
         cat "$logs/apt" >&2
@@ -74,8 +65,27 @@ if [ -z "$failed" ]; then
     cargo test --workspace --no-fail-fast --test command >"$logs/command" 2>&1 &
     command=$!
     jobs+=("$command")
+else
+    failed="$failed build"
+fi
+
+# Every other test of the workspace, built once.
+cargo test --workspace --no-run 2>&1 | tee "$logs/build" || failed="$failed build"
+
+if [ -z "$failed" ]; then
+    # The test targets the build above listed, but the command's.
+    others=()
+    for name in $(sed -nE 's#^ *Executable tests/([^/ ]+)(/main)?\.rs .*#\1#p' "$logs/build" | grep -vx command); do
+        others+=(--test "$name")
+    done
+    if [ "${#others[@]}" -eq 0 ]; then
+        echo "no test targets found in cargo's output (above)" >&2
+        exit 1
+    fi
     cargo test --workspace --no-fail-fast --lib --bins "${others[@]}" 2>&1 | tee "$logs/workspace" || failed="$failed workspace"
     cargo test --workspace --doc 2>&1 | tee "$logs/doc" || failed="$failed doc"
+fi
+if [ -n "$command" ]; then
     wait "$command" || failed="$failed command"
     cat "$logs/command"
 fi
