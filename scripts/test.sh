@@ -65,8 +65,16 @@ if cargo test --workspace --test command --no-run 2>&1 | tee "$logs/build-comman
     cargo test --workspace --no-fail-fast --test command >"$logs/command" 2>&1 &
     command=$!
     jobs+=("$command")
+    # Until it runs them: the build below would otherwise hold the build directory first, and
+    # the command's tests wait for all of it.
+    while ! grep -q '^ *Running ' "$logs/command" 2>/dev/null && kill -0 "$command" 2>/dev/null; do
+        sleep 0.2
+    done
 else
     failed="$failed build"
+    if [ -n "$installing" ]; then
+        wait "$installing" || true
+    fi
 fi
 
 # Every other test of the workspace, built once.

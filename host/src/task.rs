@@ -328,36 +328,49 @@ fn kept_bytes(outcome: &Result<ToolOutput, ToolError>) -> usize {
             .map_or(0, |value| size_of::<Value>() + json_bytes(value))
 }
 
-/// What `value` allocates beyond its own slot, as serde_json stores it: a string its capacity,
-/// an array its slots' capacity and its items', an object its B-tree's nodes and its members'.
-/// The nodes count most for small objects: a node has room for 11 members whether it holds one
-/// or eleven, and nodes filled in key order hold as few as 5 (so 1 MiB of `[{"":0},…]`, some
-/// 150,000 objects, takes about 100 MiB, and is weighed so).
+/// What `value` takes in memory beyond its own slot, as serde_json stores it: a string its
+/// capacity, an array its slots' capacity and its items', an object its B-tree's nodes and its
+/// members'; each of these blocks as the system's allocator serves it (at least 32 bytes, in
+/// steps of 16 with 8 of its own: a one-letter string takes 32 bytes, not 1). The nodes count
+/// most for small objects: a node has room for 11 members whether it holds one or eleven, and
+/// nodes filled in key order hold as few as 5 or 6 (so 1 MiB of `[{"":0},…]`, some 150,000
+/// objects, takes about 100 MiB, and is weighed so).
 pub(crate) fn json_bytes(value: &Value) -> usize {
     // A B-tree leaf of `String` keys and `Value` members: 11 of each, its parent's link and
     // its place and length; an inner node also links to its 12 children.
     const LEAF: usize = 11 * (size_of::<String>() + size_of::<Value>()) + 16;
     const INNER: usize = LEAF + 12 * size_of::<usize>();
     match value {
-        Value::String(text) => text.capacity(),
+        Value::String(text) => block(text.capacity()),
         Value::Array(items) => {
-            items.capacity() * size_of::<Value>() + items.iter().map(json_bytes).sum::<usize>()
+            block(items.capacity() * size_of::<Value>())
+                + items.iter().map(json_bytes).sum::<usize>()
         }
         Value::Object(members) if members.is_empty() => 0,
         Value::Object(members) => {
             let nodes = if members.len() <= 11 {
-                LEAF
+                block(LEAF)
             } else {
                 let leaves = members.len().div_ceil(5);
-                leaves * LEAF + leaves.div_ceil(5) * INNER
+                leaves * block(LEAF) + leaves.div_ceil(5) * block(INNER)
             };
             nodes
                 + members
                     .iter()
-                    .map(|(key, member)| key.capacity() + json_bytes(member))
+                    .map(|(key, member)| block(key.capacity()) + json_bytes(member))
                     .sum::<usize>()
         }
         _ => 0,
+    }
+}
+
+/// What an allocation of `bytes` takes from glibc's allocator (the system's on Linux): none for
+/// none, else its size and 8 bytes of header rounded up to 16, at least 32.
+fn block(bytes: usize) -> usize {
+    if bytes == 0 {
+        0
+    } else {
+        (bytes + 8).next_multiple_of(16).max(32)
     }
 }
 
@@ -1113,30 +1126,35 @@ mod tests {
             static LIVE: Cell<isize> = const { Cell::new(0) };
         }
 
-        fn add(bytes: isize) {
-            // Not counted while the thread's locals are being torn down.
-            let _ = LIVE.try_with(|live| live.set(live.get() + bytes));
+        /// Adds what an allocation of `bytes` takes (as [`super::super::block`] says glibc
+        /// serves it), or takes it away.
+        fn add(bytes: usize, freed: bool) {
+            let served = super::super::block(bytes).cast_signed();
+            // A `const` local without a destructor is always there; `try_with` costs nothing.
+            let _ =
+                LIVE.try_with(|live| live.set(live.get() + if freed { -served } else { served }));
         }
 
         // SAFETY: each call is handed to the system allocator as it came.
         unsafe impl GlobalAlloc for Counting {
             unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-                add(layout.size().cast_signed());
+                add(layout.size(), false);
                 // SAFETY: the caller's contract, passed on.
                 unsafe { System.alloc(layout) }
             }
             unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-                add(-layout.size().cast_signed());
+                add(layout.size(), true);
                 // SAFETY: the caller's contract, passed on.
                 unsafe { System.dealloc(ptr, layout) }
             }
             unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-                add(layout.size().cast_signed());
+                add(layout.size(), false);
                 // SAFETY: the caller's contract, passed on.
                 unsafe { System.alloc_zeroed(layout) }
             }
             unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-                add(new_size.cast_signed() - layout.size().cast_signed());
+                add(layout.size(), true);
+                add(new_size, false);
                 // SAFETY: the caller's contract, passed on.
                 unsafe { System.realloc(ptr, layout, new_size) }
             }
@@ -1145,9 +1163,9 @@ mod tests {
         #[global_allocator]
         static COUNTING: Counting = Counting;
 
-        /// The bytes this thread holds now.
-        pub(super) fn allocated() -> usize {
-            LIVE.with(Cell::get).max(0).cast_unsigned()
+        /// What this thread's allocations take now, less what it freed of other threads'.
+        pub(super) fn allocated() -> isize {
+            LIVE.with(Cell::get)
         }
     }
 
@@ -1187,6 +1205,23 @@ mod tests {
             .expect("dropped, not lost");
     }
 
+    /// The weights above hold for serde_json as this workspace builds it: numbers kept as
+    /// numbers (with `arbitrary_precision` each would hold a string, weighed as nothing) and
+    /// objects as B-trees (with `preserve_order`, as index maps).
+    #[test]
+    fn serde_json_keeps_numbers_as_numbers_and_objects_as_b_trees() {
+        assert!(
+            serde_json::from_str::<Value>("1e400").is_err(),
+            "serde_json's `arbitrary_precision` is on: json_bytes must weigh numbers' strings"
+        );
+        let object: Value = serde_json::from_str(r#"{"b":0,"a":0}"#).expect("json");
+        assert_eq!(
+            object.to_string(),
+            r#"{"a":0,"b":0}"#,
+            "serde_json's `preserve_order` is on: json_bytes must weigh index maps"
+        );
+    }
+
     /// The attack: a plugin's task returns a structured result of many small objects, which
     /// serde_json keeps in B-tree nodes of room for 11 members each: 1 MiB of text took some
     /// 100 MiB kept for an hour, weighed as 14.
@@ -1221,6 +1256,7 @@ mod tests {
             format!("[{}]", vec!["[]"; 5_000].join(",")),
             format!("[{}]", vec!["0"; 5_000].join(",")),
             format!("[{}]", vec![r#""""#; 5_000].join(",")),
+            format!("[{}]", vec![r#""a""#; 5_000].join(",")),
             format!("[{}]", vec![r#"{"a":{"b":{"c":[1]}}}"#; 1_000].join(",")),
             format!(
                 "{{{}}}",
@@ -1242,7 +1278,7 @@ mod tests {
         for text in shapes {
             let before = counting::allocated();
             let value: Value = serde_json::from_str(&text).expect("json");
-            let allocated = counting::allocated() - before;
+            let allocated = (counting::allocated() - before).cast_unsigned();
             let weighed = json_bytes(&value);
             // The count is real: a value takes more than its text.
             assert!(allocated > text.len(), "{allocated} bytes counted");

@@ -88,10 +88,16 @@ impl McpServer {
                 replay: None,
             });
         };
-        // A state is its caller's: another caller (a leaked state replayed) cannot open it; and
-        // the version's of what serves it (a plugin reloaded in between cannot take it).
+        // A state is its caller's: another caller (a leaked state replayed) cannot open it; over
+        // a transport other than HTTP, its connection's (every connection there is the same
+        // anonymous caller); and the version's of what serves it (a plugin reloaded in between
+        // cannot take it).
+        let connection = match super::session::names_session(&context.extensions) {
+            Some(_) => String::new(),
+            None => format!("connection {}", self.origin(context).session),
+        };
         let scope = format!(
-            "{method}\n{}\n{revision:016x}",
+            "{method}\n{}\n{connection}\n{revision:016x}",
             super::session::caller_tag(context)
         );
         let replay = Arc::new(Replay::open(

@@ -89,6 +89,12 @@ impl McpServer {
     /// process's pipes, an in-memory duplex …) until the client disconnects or `shutdown`
     /// completes; either way the session ends (its plugin instances are dropped) before this
     /// returns.
+    ///
+    /// The connection is the session, whatever protocol its client speaks: a stateless
+    /// (2026-07-28) client's tasks, notices and request states are this connection's, not
+    /// shared with other connections served from the same options, and its tasks end when it
+    /// closes. A client that opens a connection per request cannot poll a task on the next
+    /// one: serve such clients over HTTP ([`crate::mcp::serve_http`]).
     pub async fn serve<T, E, A>(
         self,
         transport: T,
@@ -416,11 +422,16 @@ impl McpServer {
     }
 
     /// Where what a request of this session makes comes from: this session, and for a
-    /// stateless request, its caller too.
+    /// stateless request over HTTP, its caller too (any request of that caller, on any replica,
+    /// may hear of it and ask for its tasks). Over other transports (stdio, an embedder's
+    /// connections) the connection is the session, stateless or not: every connection there is
+    /// the same anonymous caller, and one must not hear of another's calls or see its tasks.
     pub(super) fn origin(&self, context: &RequestContext<RoleServer>) -> Origin {
+        let over_http = names_session(&context.extensions).is_some();
         Origin {
             session: self.id,
-            stateless: super::input_required::is_stateless(context).then(|| caller(context)),
+            stateless: (over_http && super::input_required::is_stateless(context))
+                .then(|| caller(context)),
         }
     }
 

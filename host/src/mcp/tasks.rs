@@ -44,18 +44,15 @@ use crate::tool::{Content, Tool, ToolError, ToolMeta, ToolOutput};
 use crate::tool::{ElicitationAnswer, Root, SamplingAnswer, SamplingRequest};
 
 impl McpServer {
-    /// Whose tasks a request sees: over HTTP, a stateless request's caller's (any replica or
-    /// request of that caller may ask for them); otherwise its session's, ending with it. Over
-    /// other transports (stdio, an embedder's) the connection is the session, stateless or
-    /// not: its tasks end when it closes, and another connection served from the same options
-    /// (sharing their task store) does not see them.
+    /// Whose tasks a request sees: a stateless request's caller's (over HTTP: any replica or
+    /// request of that caller may ask for them), otherwise its session's, ending with it (over
+    /// other transports the connection is the session: [`Self::origin`]).
     pub(super) fn task_owner(&self, context: &RequestContext<RoleServer>) -> String {
         let origin = self.origin(context);
         let caller = super::session::caller_tag(context);
-        let over_http = super::session::names_session(&context.extensions).is_some();
         match origin.stateless {
-            Some(_) if over_http => format!("{caller}/stateless"),
-            _ => format!("{caller}{}", session_owner_suffix(origin.session)),
+            Some(_) => format!("{caller}/stateless"),
+            None => format!("{caller}{}", session_owner_suffix(origin.session)),
         }
     }
 
