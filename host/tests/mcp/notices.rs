@@ -166,3 +166,53 @@ async fn a_listener_hears_only_of_tools_its_identity_may_use() {
     drop(heard);
     bob.cancel().await.expect("close");
 }
+
+/// Over a transport other than HTTP every client is the same anonymous caller: two stateless
+/// connections served from one set of options (as an embedder serves its connections) were one
+/// caller, and a listener on one heard of the other's calls. The connection is the session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stateless_connection_hears_only_its_own_notices() {
+    let catalog = ToolCatalog::from_plugins([&llm_worker_tests::plugin("notes")]);
+    let options = McpOptions::new("notices", "1");
+    let mut stops = Vec::new();
+    let mut connect = || {
+        let server = llm_worker::mcp::McpServer::new(&catalog, options.clone());
+        let (client_end, server_end) = tokio::io::duplex(64 * 1024);
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(server.serve(server_end, async {
+            let _ = stopped.await;
+        }));
+        stops.push(stop);
+        ().serve_with_lifecycle(
+            client_end,
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+        )
+    };
+    let (alice, bob) = (connect(), connect());
+    let (alice, bob) = (
+        alice.await.expect("server/discover"),
+        bob.await.expect("server/discover"),
+    );
+    let mut heard = listen_to_notes(&bob).await;
+    alice.call_tool(add_note("alice's")).await.expect("a call");
+    bob.call_tool(add_note("bob's")).await.expect("a call");
+    let updated = |notification: &ServerNotification| matches!(notification, ServerNotification::ResourceUpdatedNotification(n) if n.params.uri == "notes://all");
+    let first = tokio::time::timeout(std::time::Duration::from_secs(30), heard.next())
+        .await
+        .expect("Bob hears of his own call")
+        .expect("the stream")
+        .expect("a notification");
+    assert!(updated(&first), "{first:?}");
+    // Notices leave in order: Alice's would have come before Bob's.
+    let more = tokio::time::timeout(std::time::Duration::from_secs(1), heard.next()).await;
+    assert!(
+        !matches!(&more, Ok(Ok(Some(n))) if updated(n)),
+        "Bob heard of another connection's call: {more:?}"
+    );
+    drop(heard);
+    for stop in stops {
+        let _ = stop.send(());
+    }
+}
