@@ -985,17 +985,26 @@ async fn a_session_cannot_pass_for_stateless_to_keep_its_tasks() {
         };
         assert_eq!(created.task.status, TaskStatus::Working);
         started.notified().await;
-        stop.send(()).expect("the server is serving");
-        llm_worker_tests::wait::within("the server to stop", serving)
-            .await
-            .expect("joined")
-            .expect("a clean stop");
-        tokio::time::timeout(Duration::from_secs(30), dropped.notified())
-            .await
-            .unwrap_or_else(|_| {
-                panic!("{version}: the task's call was not dropped with its session")
-            });
+        stop_and_see_dropped(stop, serving, &dropped, &format!("{version}: its session")).await;
     }
+}
+
+/// Stops a server `serving` in-memory (`stop`), and waits for the held task's call to be
+/// dropped (`dropped`) with `what` (a liveness bound far above what it takes).
+async fn stop_and_see_dropped(
+    stop: tokio::sync::oneshot::Sender<()>,
+    serving: tokio::task::JoinHandle<Result<(), llm_worker::mcp::McpError>>,
+    dropped: &tokio::sync::Notify,
+    what: &str,
+) {
+    stop.send(()).expect("the server is serving");
+    llm_worker_tests::wait::within("the server to stop", serving)
+        .await
+        .expect("joined")
+        .expect("a clean stop");
+    tokio::time::timeout(Duration::from_secs(30), dropped.notified())
+        .await
+        .unwrap_or_else(|_| panic!("the task's call was not dropped with {what}"));
 }
 
 /// The attack: two stateless (2026-07-28) connections over a transport other than HTTP, served
@@ -1043,13 +1052,5 @@ async fn a_stateless_connections_tasks_are_its_own_and_end_with_it() {
         .await
         .expect_err("another connection's task");
     assert!(refused.to_string().contains(&id), "{refused}");
-    stop_first.send(()).expect("the server is serving");
-    llm_worker_tests::wait::within("the server to stop", first_serving)
-        .await
-        .expect("joined")
-        .expect("a clean stop");
-    // A liveness bound far above what it takes: the task's call is dropped with its connection.
-    tokio::time::timeout(Duration::from_secs(30), dropped.notified())
-        .await
-        .expect("the task's call was dropped with its connection");
+    stop_and_see_dropped(stop_first, first_serving, &dropped, "its connection").await;
 }
