@@ -292,35 +292,13 @@ impl Entry {
 /// What `outcome` takes in memory, at least: its texts and bytes, 64 bytes for each content
 /// block, and what its structured result (a `serde_json::Value`) allocates ([`json_bytes`]).
 fn kept_bytes(outcome: &Result<ToolOutput, ToolError>) -> usize {
-    use crate::content::{Content, ResourceData};
     let output = match outcome {
         Ok(output) => output,
         Err(error) => return 64 + error.to_string().len(),
     };
-    let blocks: usize = output
-        .content
-        .iter()
-        .map(|block| {
-            64 + match block {
-                Content::Text(text) => text.len(),
-                Content::Image(media) | Content::Audio(media) => {
-                    media.data.len() + media.mime_type.len()
-                }
-                Content::Resource(contents) => {
-                    contents.uri.len()
-                        + match &contents.data {
-                            ResourceData::Text(text) => text.len(),
-                            ResourceData::Blob(bytes) => bytes.len(),
-                        }
-                }
-                Content::Link(link) => {
-                    link.uri.len()
-                        + link.name.len()
-                        + link.description.as_ref().map_or(0, String::len)
-                }
-            }
-        })
-        .sum();
+    // Every field a block carries (its title and MIME type too: a link's title of a megabyte
+    // was weighed as nothing), and 64 bytes beside.
+    let blocks: usize = output.content.iter().map(|block| 64 + block.size()).sum();
     blocks
         + output
             .structured
@@ -1220,6 +1198,25 @@ mod tests {
             r#"{"a":0,"b":0}"#,
             "serde_json's `preserve_order` is on: json_bytes must weigh index maps"
         );
+    }
+
+    /// The attack: a task's result is a link whose title is a megabyte; only its URI, name
+    /// and description were weighed.
+    #[tokio::test]
+    async fn every_field_of_a_result_is_weighed() {
+        let store =
+            TaskStore::with_options(TaskOptions::default().max_kept_bytes_per_owner(512 << 10));
+        let task = store
+            .start("alice", |_| async {
+                let mut link = crate::content::ResourceMeta::new("memo://x", "x");
+                link.title = Some("t".repeat(1 << 20));
+                Ok(ToolOutput::content(vec![crate::content::Content::Link(
+                    link,
+                )]))
+            })
+            .expect("started");
+        let task = ended(&store, "alice", task).await;
+        assert_eq!(task.status, TaskStatus::Failed, "{:?}", task.status);
     }
 
     /// The attack: a plugin's task returns a structured result of many small objects, which

@@ -106,7 +106,21 @@ pub(super) fn speaks_for_itself<'a>(
     what: &str,
     uris: impl IntoIterator<Item = &'a str>,
 ) -> Result<(), String> {
+    // Each URI once (a result may name one URI thousands of times), and no more URIs than a
+    // plugin may offer resources: each costs a look at every plugin's offerings.
+    let most = llm_worker_rules::resource::MAX_RESOURCES;
+    let mut seen = std::collections::HashSet::new();
     for uri in uris {
+        if !seen.insert(uri) {
+            continue;
+        }
+        if seen.len() > most {
+            tracing::warn!(%plugin, "{what} named more than {most} resources; refused");
+            return Err(format!(
+                "{what} of plugin '{plugin}' names more than {most} resources (links or \
+                 embedded resources); the content was refused"
+            ));
+        }
         let owner = match resource_owner(plugins, uri) {
             ResourceOwner::Nobody => continue,
             owner if owner.is(plugin) => continue,
@@ -321,9 +335,21 @@ impl McpServer {
         request: Option<PaginatedRequestParams>,
     ) -> Result<ListPromptsResult, ErrorData> {
         let mut prompts = Vec::new();
-        for session in self.plugins() {
+        let plugins = self.plugins();
+        for session in &plugins {
             let listed = session.prompts().await;
-            prompts.extend(listed.iter().map(content::prompt));
+            // A plugin's list does not show what another plugin offered at load.
+            prompts.extend(
+                listed
+                    .iter()
+                    .filter(|prompt| {
+                        !plugins.iter().any(|other| {
+                            other.plugin_name() != session.plugin_name()
+                                && other.offered_prompt_at_load(&prompt.name)
+                        })
+                    })
+                    .map(content::prompt),
+            );
         }
         let (page, next) = page(prompts, request, self.options.page_size)?;
         let mut result = ListPromptsResult::with_all_items(page)
@@ -339,6 +365,14 @@ impl McpServer {
     /// changed lists be read.
     async fn prompt_owner(&self, name: &str) -> Result<PluginSession, ErrorData> {
         let plugins = self.plugins();
+        // The plugin that offered it at load keeps it: a list another plugin gives while
+        // serving cannot take it (nor make it ambiguous).
+        if let Some(owner) = plugins
+            .iter()
+            .find(|session| session.offered_prompt_at_load(name))
+        {
+            return Ok(owner.clone());
+        }
         let known: Vec<&PluginSession> = plugins
             .iter()
             .filter(|session| session.offers_prompt(name))

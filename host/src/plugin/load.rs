@@ -485,6 +485,11 @@ fn validated_offerings(path: &Path, listing: &PluginListing) -> Result<Offerings
     offerings::check_templates(&listing.templates).map_err(refused)?;
     offerings::check_prompts(&listing.prompts).map_err(refused)?;
     Ok(Offerings {
+        comparable: listing
+            .resources
+            .iter()
+            .map(|resource| offerings::comparable_uri(&resource.uri))
+            .collect(),
         resources: listing.resources.clone(),
         templates: listing.templates.clone(),
         prompts: listing.prompts.clone(),

@@ -44,6 +44,9 @@ pub(crate) struct PluginImage {
 #[derive(Default)]
 pub(crate) struct Offerings {
     pub(crate) resources: Vec<ResourceMeta>,
+    /// The resources' URIs as [`super::validate::offerings::comparable_uri`] spells them: who
+    /// serves a URI is asked for each URI of each result, notice and listing.
+    pub(crate) comparable: std::collections::HashSet<String>,
     pub(crate) templates: Vec<ResourceTemplate>,
     pub(crate) prompts: Vec<PromptMeta>,
 }

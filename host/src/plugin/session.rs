@@ -2,6 +2,7 @@
 //! register, and the plugin's resources, prompts and completions (contract 0.3.0), all served by
 //! the session's one instance, so they share its state.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -43,7 +44,13 @@ type ToolParts = (
 struct Lists {
     resources: Option<Arc<[ResourceMeta]>>,
     prompts: Option<Arc<[PromptMeta]>>,
+    /// The URIs of `resources` as [`offerings::comparable_uri`] spells them, made once for
+    /// each list (the list they were made of beside them).
+    comparable: Option<(Arc<[ResourceMeta]>, ComparableUris)>,
 }
+
+/// Resources' URIs as [`offerings::comparable_uri`] spells them.
+type ComparableUris = Arc<HashSet<String>>;
 
 impl std::fmt::Debug for PluginSession {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -198,10 +205,7 @@ impl PluginSession {
     /// `uri` is compared as [`offerings::comparable_uri`] spells it.
     fn offered_at_load(&self, uri: &str) -> bool {
         let offerings = &self.image().offerings;
-        offerings
-            .resources
-            .iter()
-            .any(|r| offerings::comparable_uri(&r.uri) == uri)
+        offerings.comparable.contains(uri)
             || offerings
                 .templates
                 .iter()
@@ -211,11 +215,27 @@ impl PluginSession {
     /// Whether the plugin's resource list as last read names `uri` (compared as
     /// [`offerings::comparable_uri`] spells it).
     fn lists_comparable(&self, uri: &str) -> bool {
-        let same = |r: &ResourceMeta| offerings::comparable_uri(&r.uri) == uri;
-        match &self.lists().resources {
-            Some(resources) => resources.iter().any(same),
-            None => self.image().offerings.resources.iter().any(same),
-        }
+        let listed = {
+            let mut lists = self.lists();
+            let Some(resources) = lists.resources.clone() else {
+                drop(lists);
+                return self.image().offerings.comparable.contains(uri);
+            };
+            match &lists.comparable {
+                Some((of, comparable)) if Arc::ptr_eq(of, &resources) => Arc::clone(comparable),
+                _ => {
+                    let comparable: ComparableUris = Arc::new(
+                        resources
+                            .iter()
+                            .map(|resource| offerings::comparable_uri(&resource.uri))
+                            .collect(),
+                    );
+                    lists.comparable = Some((resources, Arc::clone(&comparable)));
+                    comparable
+                }
+            }
+        };
+        listed.contains(uri)
     }
 
     /// Whether `uri` is one of the plugin's resources as last listed, or matches one of its
@@ -308,7 +328,8 @@ impl PluginSession {
     }
 
     /// Whether the plugin offered the prompt `name` at load (not only in a list given while
-    /// serving): what may name it in a metric's label or a span's name.
+    /// serving): what may name it in a metric's label or a span's name, and what no list
+    /// another plugin gives later can take.
     #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
     pub(crate) fn offered_prompt_at_load(&self, name: &str) -> bool {
         self.image()

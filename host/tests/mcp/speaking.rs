@@ -62,6 +62,21 @@ async fn content_naming_another_plugins_resource_is_refused() {
         let result = client.call_tool(embed(uri, link)).await.expect("a result");
         assert_ne!(result.is_error, Some(true), "{uri}: {result:?}");
     }
+    // The attack: a result naming thousands of URIs, each a look at every plugin's offerings
+    // (host CPU, outside the plugin's time limit). As many as a plugin may offer resources
+    // pass; more are refused.
+    let links = |count: u32| {
+        let mut call = CallToolRequestParams::new("links");
+        call.arguments = json!({ "count": count }).as_object().cloned();
+        call
+    };
+    let most = client.call_tool(links(1000)).await.expect("a result");
+    assert_ne!(most.is_error, Some(true), "{:?}", most.is_error);
+    assert_eq!(most.content.len(), 1000);
+    let more = client.call_tool(links(1001)).await.expect("a result");
+    assert_eq!(more.is_error, Some(true));
+    let text = crate::greeting(&more);
+    assert!(text.contains("names more than 1000 resources"), "{text}");
     // A prompt's messages.
     let mut forged = GetPromptRequestParams::new("forged");
     forged.arguments = json!({"uri": "notes://all"}).as_object().cloned();
@@ -247,5 +262,46 @@ async fn a_changed_list_cannot_take_another_plugins_resource() {
         1,
         "only notes' notice"
     );
+    client.cancel().await.expect("close");
+}
+
+/// The attack: a plugin says its prompt list changed and lists a prompt another plugin offered
+/// at load (notes' `review`): `prompts/get` of it failed as offered by two plugins (or went to
+/// the forger), and the list showed a look-alike. The plugin that offered it at load keeps it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_cannot_take_another_plugins_prompt_by_listing_it() {
+    let url = serve(
+        ToolCatalog::from_plugins([
+            &llm_worker_tests::plugin("forger"),
+            &llm_worker_tests::plugin("notes"),
+        ]),
+        McpOptions::new("speaking", "1"),
+    )
+    .await;
+    let client = ()
+        .serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
+            url.as_str(),
+        ))
+        .await
+        .expect("initialize");
+    let claimed = client
+        .call_tool(CallToolRequestParams::new("claim"))
+        .await
+        .expect("claim");
+    assert_ne!(claimed.is_error, Some(true), "{claimed:?}");
+    let listed = client.list_all_prompts().await.expect("prompts/list");
+    assert_eq!(
+        listed
+            .iter()
+            .filter(|prompt| prompt.name == "review")
+            .count(),
+        1,
+        "{listed:?}"
+    );
+    let review = client
+        .get_prompt(GetPromptRequestParams::new("review"))
+        .await
+        .expect("notes' review");
+    assert!(!format!("{review:?}").contains("forged"), "{review:?}");
     client.cancel().await.expect("close");
 }
