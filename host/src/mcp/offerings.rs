@@ -121,6 +121,17 @@ pub(super) fn speaks_for_itself<'a>(
                  embedded resources); the content was refused"
             ));
         }
+        // Held to the rules of the URIs a plugin lists (one word, no character that hides
+        // text): a client shows a link's URI as a listed resource's.
+        if let Err(problem) = llm_worker_rules::resource::check_uri(uri) {
+            let shown: String = uri.chars().take(200).collect();
+            let shown = shown.escape_debug();
+            tracing::warn!(%plugin, "{what} named the resource \"{shown}\": {problem}; refused");
+            return Err(format!(
+                "{what} of plugin '{plugin}' names the resource \"{shown}\", which is not a \
+                 URI a client may be shown: {problem}; the content was refused"
+            ));
+        }
         let owner = match resource_owner(plugins, uri) {
             ResourceOwner::Nobody => continue,
             owner if owner.is(plugin) => continue,

@@ -77,6 +77,18 @@ async fn content_naming_another_plugins_resource_is_refused() {
     assert_eq!(more.is_error, Some(true));
     let text = crate::greeting(&more);
     assert!(text.contains("names more than 1000 resources"), "{text}");
+    // A URI that reorders what a client shows, or is not one word, is refused as a listed one
+    // would be.
+    for uri in ["memo://a\u{202E}txt.exe", "memo://a b", "memo://a\nb"] {
+        let result = client.call_tool(embed(uri, true)).await.expect("a result");
+        assert_eq!(result.is_error, Some(true), "{uri:?}: {result:?}");
+        let text = crate::greeting(&result);
+        assert!(text.contains("not a URI a client may be shown"), "{text}");
+        assert!(
+            !text.contains('\u{202E}') && !text.contains('\n'),
+            "{text:?}"
+        );
+    }
     // A prompt's messages.
     let mut forged = GetPromptRequestParams::new("forged");
     forged.arguments = json!({"uri": "notes://all"}).as_object().cloned();
