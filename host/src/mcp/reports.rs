@@ -134,7 +134,12 @@ pub(super) async fn forward_reports(
                 plugin,
                 ..
             }) => {
-                // A plugin speaks for its own resources only.
+                // A URI a client may be shown (as a listed one), of a resource the plugin
+                // serves: a plugin speaks for its own resources only.
+                if llm_worker_rules::resource::check_uri(&uri).is_err() {
+                    tracing::debug!(%plugin, "a notice of a URI that is no one word was dropped: {}", uri.escape_debug());
+                    continue;
+                }
                 let owned = crate::plugin::resource_owner(
                     &tools
                         .lock()
@@ -144,7 +149,7 @@ pub(super) async fn forward_reports(
                 )
                 .is(&plugin);
                 if !owned {
-                    tracing::debug!(%plugin, "a notice of a resource the plugin does not offer was dropped: {uri}");
+                    tracing::debug!(%plugin, "a notice of a resource the plugin does not offer was dropped: {}", uri.escape_debug());
                     continue;
                 }
                 notices.send(origin, Notice::ResourceUpdated(uri.clone()));
