@@ -96,6 +96,34 @@ pub(super) fn named_uris(content: &[crate::tool::Content]) -> impl Iterator<Item
     })
 }
 
+/// The answer for a prompt this session has none of.
+fn no_prompt(name: &str) -> ErrorData {
+    ErrorData::invalid_params(
+        format!("no prompt named '{name}'; call prompts/list for the prompts"),
+        None,
+    )
+}
+
+/// Which of `plugins` (a session's, all of them) a request for the prompt `name` goes to, as
+/// far as known without asking a plugin: the one that offered it at load, else the one whose
+/// list as last read names it (none if two do). What the audit and metrics name.
+pub(super) fn known_prompt_owner<'a>(
+    plugins: &'a [PluginSession],
+    name: &str,
+) -> Option<&'a PluginSession> {
+    if let Some(owner) = plugins
+        .iter()
+        .find(|session| session.offered_prompt_at_load(name))
+    {
+        return Some(owner);
+    }
+    let mut listing = plugins.iter().filter(|session| session.offers_prompt(name));
+    match (listing.next(), listing.next()) {
+        (Some(one), None) => Some(one),
+        _ => None,
+    }
+}
+
 /// A plugin speaks only for its own resources: content it returns (a tool's result, a
 /// prompt's messages, a read's contents) may name a URI it offers, or one no plugin of the
 /// session offers — never another plugin's, whose contents and links the client would take
@@ -346,15 +374,16 @@ impl McpServer {
         request: Option<PaginatedRequestParams>,
     ) -> Result<ListPromptsResult, ErrorData> {
         let mut prompts = Vec::new();
-        let plugins = self.plugins();
-        for session in &plugins {
+        // Among every plugin of the session, those granted in part included (as for resources).
+        let owners = self.owners();
+        for session in self.plugins() {
             let listed = session.prompts().await;
             // A plugin's list does not show what another plugin offered at load.
             prompts.extend(
                 listed
                     .iter()
                     .filter(|prompt| {
-                        !plugins.iter().any(|other| {
+                        !owners.iter().any(|other| {
                             other.plugin_name() != session.plugin_name()
                                 && other.offered_prompt_at_load(&prompt.name)
                         })
@@ -376,13 +405,18 @@ impl McpServer {
     /// changed lists be read.
     async fn prompt_owner(&self, name: &str) -> Result<PluginSession, ErrorData> {
         let plugins = self.plugins();
-        // The plugin that offered it at load keeps it: a list another plugin gives while
-        // serving cannot take it (nor make it ambiguous).
-        if let Some(owner) = plugins
-            .iter()
+        // The plugin that offered it at load keeps it, decided among every plugin of the
+        // session: a list another plugin gives while serving cannot take it (nor make it
+        // ambiguous), whether or not this session may use its owner.
+        if let Some(owner) = self
+            .owners()
+            .into_iter()
             .find(|session| session.offered_prompt_at_load(name))
         {
-            return Ok(owner.clone());
+            return plugins
+                .into_iter()
+                .find(|session| session.plugin_name() == owner.plugin_name())
+                .ok_or_else(|| no_prompt(name));
         }
         let known: Vec<&PluginSession> = plugins
             .iter()
@@ -403,12 +437,7 @@ impl McpServer {
                 owner = Some(session);
             }
         }
-        owner.ok_or_else(|| {
-            ErrorData::invalid_params(
-                format!("no prompt named '{name}'; call prompts/list for the prompts"),
-                None,
-            )
-        })
+        owner.ok_or_else(|| no_prompt(name))
     }
 
     /// Renders a prompt; a prompt may ask the client too (on 2026-07-28, deferred like a

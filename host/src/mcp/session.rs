@@ -215,6 +215,13 @@ impl McpServer {
     /// What is observed of a request of `event` for `target` (served by the plugin that
     /// `serves`) — its audit record, its metrics, its span — from now on; `None` when nothing
     /// is (no audit log, metrics or traces).
+    /// The plugin a request for the prompt `name` goes to, as far as known without asking one
+    /// ([`super::offerings::known_prompt_owner`]): what its audit record and metrics name.
+    fn prompt_owner_name(&self, name: &str) -> Option<String> {
+        let plugins = self.lock().plugin_sessions();
+        super::offerings::known_prompt_owner(&plugins, name).map(|p| p.plugin_name().to_owned())
+    }
+
     fn observe_begin(
         &self,
         event: &'static str,
@@ -783,8 +790,9 @@ impl ServerHandler for McpServer {
         // unoptimised builds lay out whole on the stack.
         Box::pin(async move {
             self.bind(&context)?;
+            let owner = self.prompt_owner_name(&request.name);
             let audit = self.observe_begin("prompts/get", &request.name, &context, |plugin| {
-                plugin.offers_prompt(&request.name)
+                owner.as_deref() == Some(plugin.plugin_name())
             });
             let input = serde_json::to_value(&request.arguments).unwrap_or_default();
             let extensions = context.extensions.clone();
@@ -818,8 +826,12 @@ impl ServerHandler for McpServer {
                 rmcp::model::Reference::Resource(template) => template.uri.clone(),
                 _ => String::new(),
             };
+            let owner = match &request.r#ref {
+                rmcp::model::Reference::Prompt(_) => self.prompt_owner_name(&target),
+                _ => None,
+            };
             let audit = self.observe_begin("completion/complete", &target, &context, |plugin| {
-                plugin.offers_prompt(&target)
+                owner.as_deref() == Some(plugin.plugin_name())
                     || plugin
                         .resource_templates()
                         .iter()

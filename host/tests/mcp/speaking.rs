@@ -282,12 +282,13 @@ async fn a_changed_list_cannot_take_another_plugins_resource() {
 /// the forger), and the list showed a look-alike. The plugin that offered it at load keeps it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plugin_cannot_take_another_plugins_prompt_by_listing_it() {
+    let audit = crate::Shared::default();
     let url = serve(
         ToolCatalog::from_plugins([
             &llm_worker_tests::plugin("forger"),
             &llm_worker_tests::plugin("notes"),
         ]),
-        McpOptions::new("speaking", "1"),
+        McpOptions::new("speaking", "1").audit(llm_worker::mcp::AuditLog::to_writer(audit.clone())),
     )
     .await;
     let client = ()
@@ -316,4 +317,13 @@ async fn a_plugin_cannot_take_another_plugins_prompt_by_listing_it() {
         .expect("notes' review");
     assert!(!format!("{review:?}").contains("forged"), "{review:?}");
     client.cancel().await.expect("close");
+    // The audit names the plugin that served it (it named the forger, first in order, whose
+    // list named it too).
+    let records = audit.records();
+    let served: Vec<_> = records
+        .iter()
+        .filter(|record| record["event"] == "prompts/get")
+        .map(|record| record["plugin"].clone())
+        .collect();
+    assert_eq!(served, [serde_json::json!("notes")], "{records:?}");
 }
