@@ -14,21 +14,28 @@ use serde_json::json;
 
 use crate::serve;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn content_naming_another_plugins_resource_is_refused() {
-    let forger = llm_worker_tests::plugin("forger");
-    let notes = llm_worker_tests::plugin("notes");
+/// A client of a server of the forger and notes, with `options`.
+async fn forger_and_notes(
+    options: McpOptions,
+) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
     let url = serve(
-        ToolCatalog::from_plugins([&forger, &notes]),
-        McpOptions::new("speaking", "1"),
+        ToolCatalog::from_plugins([
+            &llm_worker_tests::plugin("forger"),
+            &llm_worker_tests::plugin("notes"),
+        ]),
+        options,
     )
     .await;
-    let client = ()
-        .serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
-            url.as_str(),
-        ))
-        .await
-        .expect("initialize");
+    ().serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
+        url.as_str(),
+    ))
+    .await
+    .expect("initialize")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn content_naming_another_plugins_resource_is_refused() {
+    let client = forger_and_notes(McpOptions::new("speaking", "1")).await;
     let embed = |uri: &str, link: bool| {
         let mut call = CallToolRequestParams::new("embed");
         call.arguments = json!({"uri": uri, "link": link}).as_object().cloned();
@@ -283,20 +290,10 @@ async fn a_changed_list_cannot_take_another_plugins_resource() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plugin_cannot_take_another_plugins_prompt_by_listing_it() {
     let audit = crate::Shared::default();
-    let url = serve(
-        ToolCatalog::from_plugins([
-            &llm_worker_tests::plugin("forger"),
-            &llm_worker_tests::plugin("notes"),
-        ]),
+    let client = forger_and_notes(
         McpOptions::new("speaking", "1").audit(llm_worker::mcp::AuditLog::to_writer(audit.clone())),
     )
     .await;
-    let client = ()
-        .serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
-            url.as_str(),
-        ))
-        .await
-        .expect("initialize");
     let claimed = client
         .call_tool(CallToolRequestParams::new("claim"))
         .await
