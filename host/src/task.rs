@@ -297,8 +297,9 @@ fn kept_bytes(outcome: &Result<ToolOutput, ToolError>) -> usize {
         Err(error) => return 64 + error.to_string().len(),
     };
     // Every field a block carries (its title and MIME type too: a link's title of a megabyte
-    // was weighed as nothing), and 64 bytes beside.
-    let blocks: usize = output.content.iter().map(|block| 64 + block.size()).sum();
+    // was weighed as nothing), each string as the allocator serves it, and the blocks' slots.
+    let blocks: usize = block(output.content.capacity() * size_of::<crate::content::Content>())
+        + output.content.iter().map(block_bytes).sum::<usize>();
     blocks
         + output
             .structured
@@ -339,6 +340,33 @@ pub(crate) fn json_bytes(value: &Value) -> usize {
                     .sum::<usize>()
         }
         _ => 0,
+    }
+}
+
+/// What the strings and bytes of a content block take, each as the allocator serves it.
+fn block_bytes(content: &crate::content::Content) -> usize {
+    use crate::content::{Content, ResourceData};
+    let optional = |text: &Option<String>| text.as_ref().map_or(0, |text| block(text.capacity()));
+    match content {
+        Content::Text(text) => block(text.capacity()),
+        Content::Image(media) | Content::Audio(media) => {
+            block(media.mime_type.capacity()) + block(media.data.capacity())
+        }
+        Content::Resource(contents) => {
+            block(contents.uri.capacity())
+                + optional(&contents.mime_type)
+                + match &contents.data {
+                    ResourceData::Text(data) => block(data.capacity()),
+                    ResourceData::Blob(bytes) => block(bytes.capacity()),
+                }
+        }
+        Content::Link(link) => {
+            block(link.uri.capacity())
+                + block(link.name.capacity())
+                + optional(&link.title)
+                + optional(&link.description)
+                + optional(&link.mime_type)
+        }
     }
 }
 
@@ -1197,6 +1225,30 @@ mod tests {
             object.to_string(),
             r#"{"a":0,"b":0}"#,
             "serde_json's `preserve_order` is on: json_bytes must weigh index maps"
+        );
+    }
+
+    /// A result of many small blocks is weighed at least as it is held: each block's slot
+    /// and each of its strings as the allocator serves it.
+    #[test]
+    fn a_results_blocks_weigh_at_least_what_they_allocate() {
+        let before = counting::allocated();
+        let output = ToolOutput::content(
+            (0..2_000)
+                .map(|i| {
+                    let mut link = crate::content::ResourceMeta::new(format!("m:{i}"), "x");
+                    link.title = Some("t".into());
+                    crate::content::Content::Link(link)
+                })
+                .chain((0..2_000).map(|_| crate::content::Content::Text("a".into())))
+                .collect(),
+        );
+        let allocated = (counting::allocated() - before).cast_unsigned();
+        let weighed = kept_bytes(&Ok(output));
+        assert!(allocated > 0);
+        assert!(
+            weighed >= allocated,
+            "weighed {weighed}, allocated {allocated}"
         );
     }
 
