@@ -172,7 +172,8 @@ pub(crate) fn template_shape(template: &str) -> String {
 /// Whether `uri` is an instance of `template`, by the contract's one rule
 /// ([`llm_worker_rules::template::match_uri`], linear in the URI's length).
 pub(crate) fn template_matches(template: &str, uri: &str) -> bool {
-    llm_worker_rules::template::match_uri(template, uri, |_, _| {})
+    // A loaded plugin's templates were checked at load: not again for each URI looked up.
+    llm_worker_rules::template::matches_checked(template, uri)
 }
 
 /// `uri` as RFC 3986 compares URIs (its section 6.2.2): scheme and authority in lower case,
