@@ -140,14 +140,12 @@ pub(super) async fn forward_reports(
                     tracing::debug!(%plugin, "a notice of a URI that is no one word was dropped: {}", uri.escape_debug());
                     continue;
                 }
-                let owned = crate::plugin::resource_owner(
-                    &tools
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .plugin_sessions(),
-                    &uri,
-                )
-                .is(&plugin);
+                // The session's tools are not held while their owner is looked up.
+                let sessions = tools
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .plugin_sessions();
+                let owned = crate::plugin::resource_owner(&sessions, &uri).is(&plugin);
                 if !owned {
                     tracing::debug!(%plugin, "a notice of a resource the plugin does not offer was dropped: {}", uri.escape_debug());
                     continue;
