@@ -111,10 +111,7 @@ pub(super) fn known_prompt_owner<'a>(
     plugins: &'a [PluginSession],
     name: &str,
 ) -> Option<&'a PluginSession> {
-    if let Some(owner) = plugins
-        .iter()
-        .find(|session| session.offered_prompt_at_load(name))
-    {
+    if let Some(owner) = load_time_prompt_owner(plugins, name) {
         return Some(owner);
     }
     let mut listing = plugins.iter().filter(|session| session.offers_prompt(name));
@@ -122,6 +119,17 @@ pub(super) fn known_prompt_owner<'a>(
         (Some(one), None) => Some(one),
         _ => None,
     }
+}
+
+/// The one of `plugins` that offered the prompt `name` at load (no two do: loading refuses
+/// such clashes); it keeps the name whatever lists the others give while serving.
+fn load_time_prompt_owner<'a>(
+    plugins: &'a [PluginSession],
+    name: &str,
+) -> Option<&'a PluginSession> {
+    plugins
+        .iter()
+        .find(|session| session.offered_prompt_at_load(name))
 }
 
 /// A plugin speaks only for its own resources: content it returns (a tool's result, a
@@ -383,10 +391,8 @@ impl McpServer {
                 listed
                     .iter()
                     .filter(|prompt| {
-                        !owners.iter().any(|other| {
-                            other.plugin_name() != session.plugin_name()
-                                && other.offered_prompt_at_load(&prompt.name)
-                        })
+                        load_time_prompt_owner(&owners, &prompt.name)
+                            .is_none_or(|owner| owner.plugin_name() == session.plugin_name())
                     })
                     .map(content::prompt),
             );
@@ -408,14 +414,11 @@ impl McpServer {
         // The plugin that offered it at load keeps it, decided among every plugin of the
         // session: a list another plugin gives while serving cannot take it (nor make it
         // ambiguous), whether or not this session may use its owner.
-        if let Some(owner) = self
-            .owners()
-            .into_iter()
-            .find(|session| session.offered_prompt_at_load(name))
-        {
+        if let Some(owner) = load_time_prompt_owner(&self.owners(), name) {
             return plugins
-                .into_iter()
+                .iter()
                 .find(|session| session.plugin_name() == owner.plugin_name())
+                .cloned()
                 .ok_or_else(|| no_prompt(name));
         }
         let known: Vec<&PluginSession> = plugins

@@ -212,9 +212,6 @@ impl McpServer {
         request.await
     }
 
-    /// What is observed of a request of `event` for `target` (served by the plugin that
-    /// `serves`) — its audit record, its metrics, its span — from now on; `None` when nothing
-    /// is (no audit log, metrics or traces).
     /// The plugin a request for the prompt `name` goes to, as far as known without asking one
     /// ([`super::offerings::known_prompt_owner`]): what its audit record and metrics name.
     fn prompt_owner_name(&self, name: &str) -> Option<String> {
@@ -222,6 +219,9 @@ impl McpServer {
         super::offerings::known_prompt_owner(&plugins, name).map(|p| p.plugin_name().to_owned())
     }
 
+    /// What is observed of a request of `event` for `target` (served by the plugin that
+    /// `serves`) — its audit record, its metrics, its span — from now on; `None` when nothing
+    /// is (no audit log, metrics or traces).
     fn observe_begin(
         &self,
         event: &'static str,
