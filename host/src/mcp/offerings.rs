@@ -215,7 +215,7 @@ impl McpServer {
     /// The plugin session that serves `uri` (see [`resource_owner`]), if this session may use
     /// its resources; an error if two lists that changed while serving both name it: a read
     /// never goes to a guess.
-    fn resource_owner(&self, uri: &str) -> Result<Option<PluginSession>, ErrorData> {
+    pub(super) fn resource_owner(&self, uri: &str) -> Result<Option<PluginSession>, ErrorData> {
         // Both lists from one look at the catalog.
         let (owners, usable) = {
             let mut tools = self.lock();

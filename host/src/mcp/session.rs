@@ -21,7 +21,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::Value;
 
 use super::admission::Admission;
-use super::catalog::{Caller, Origin, SessionTools, ToolCatalog};
+use super::catalog::{Caller, Notice, Origin, SessionTools, ToolCatalog};
 use super::reports::ReportsTo;
 use super::{McpError, McpOptions};
 use crate::tool_server::ToolServerHandle;
@@ -904,6 +904,14 @@ impl ServerHandler for McpServer {
                     Err(_) => return Ok(()),
                 },
                 notice = notices.next() => match notice {
+                    // A change of a resource this listener may read: one served by a plugin
+                    // its identity may use whole (a plugin granted in part speaks of its
+                    // resources during the calls it was granted, but they are not shown).
+                    Some(Notice::ResourceUpdated(uri))
+                        if !matches!(self.resource_owner(&uri), Ok(Some(_))) =>
+                    {
+                        continue;
+                    }
                     Some(notice) => super::reports::notification(notice),
                     None => return Ok(()),
                 },

@@ -210,3 +210,53 @@ async fn a_stateless_connection_hears_only_its_own_notices() {
         let _ = stop.send(());
     }
 }
+
+/// A listener hears of changes of the resources its identity may read only: Bob, granted one
+/// tool of notes (not its resources: `resources/read` of `notes://all` is refused him), was
+/// told each time `notes://all` changed while his stream asked for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listener_hears_nothing_of_resources_its_identity_may_not_read() {
+    use llm_worker::mcp::{AccessPolicy, BearerToken, ToolGroup};
+    let policy = AccessPolicy::parse(
+        "[[grant]]\nwho = [\"token:bob\"]\ntools = [\"notes/add_note\", \"greet/*\"]\n",
+    )
+    .expect("a policy");
+    let notes = ToolGroup::plugin(&llm_worker_tests::plugin("notes"));
+    let catalog = ToolCatalog::new([notes.clone()]);
+    let url = crate::serve_with(
+        catalog.clone(),
+        McpOptions::new("notices", "1").access(policy),
+        HttpOptions::default().named_tokens([BearerToken::new("bob", BOB)]),
+    )
+    .await;
+    let bob = stateless(&url, BOB).await;
+    let read = bob
+        .read_resource(rmcp::model::ReadResourceRequestParams::new("notes://all"))
+        .await;
+    assert!(read.is_err(), "Bob may not read notes' resources: {read:?}");
+    let mut heard = bob
+        .peer()
+        .listen(
+            SubscriptionFilter::builder()
+                .tools_list_changed()
+                .resource_subscription("notes://all")
+                .build(),
+        )
+        .await
+        .expect("subscriptions/listen");
+    // His call changes `notes://all` (the plugin says so); then a plugin he is granted comes,
+    // which he is told of: the first thing he hears.
+    bob.call_tool(add_note("bob's")).await.expect("a call");
+    catalog.replace([notes, ToolGroup::plugin(&llm_worker_tests::plugin("greet"))]);
+    let first = tokio::time::timeout(std::time::Duration::from_secs(30), heard.next())
+        .await
+        .expect("Bob hears of greet")
+        .expect("the stream")
+        .expect("a notification");
+    assert!(
+        matches!(first, ServerNotification::ToolListChangedNotification(_)),
+        "Bob was told of a resource he may not read: {first:?}"
+    );
+    drop(heard);
+    bob.cancel().await.expect("close");
+}
