@@ -255,6 +255,11 @@ pub(crate) enum Command {
         /// Write nothing: exit 1 if the directory differs from its lock file (for CI).
         #[arg(long)]
         check: bool,
+        /// Replace a lock file that cannot be read (invalid, or not trusted: someone else
+        /// could have written it), approving every plugin as new; without it, `lock` refuses
+        /// to write over such a file.
+        #[arg(long, conflicts_with = "check")]
+        replace_unreadable: bool,
     },
     /// Pull a plugin from an OCI registry into DIR, verified against DIR's trust policy.
     ///

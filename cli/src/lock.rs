@@ -14,6 +14,7 @@ pub(crate) fn lock(
     loader: &Loader,
     dir: &Path,
     check: bool,
+    replace_unreadable: bool,
 ) -> anyhow::Result<ExitCode> {
     let options = loader.options.ignore_lock(true);
     let loaded = loader.host.load_dir_with(dir, options, |_, _, _| {})?;
@@ -27,11 +28,25 @@ pub(crate) fn lock(
             Some(previous)
         }
         Ok(None) => None,
-        Err(error) => {
-            tracing::warn!(
-                "the current lock cannot be read, so pulled plugins lose their provenance: {error}"
+        // `--check` says why below.
+        Err(_) if check => None,
+        // What the unreadable lock approved is unknown: approving the directory over it would
+        // take whatever is there now (perhaps what made the lock untrusted) without a word.
+        Err(error) if !replace_unreadable => {
+            eprintln!("error: {error}");
+            eprintln!(
+                "error: nothing written: the current lock cannot be read, so what changed since \
+                 it was written cannot be shown"
             );
-            None
+            return Ok(ExitCode::FAILURE);
+        }
+        Err(error) => {
+            eprintln!(
+                "warning: replacing a lock that cannot be read ({error}); every plugin is \
+                 approved as new, and pulled plugins lose their provenance (pull them again to \
+                 record it)"
+            );
+            Some(LockFile::default())
         }
     };
     now.trust_sha256 = llm_worker::trust::TrustPolicy::pin(dir)?;

@@ -257,7 +257,12 @@ async fn run() -> ExitCode {
                 dir, tool, json, ..
             } => call(&mut out, &loader, dir, tool, json.clone()).await,
             Command::Check { dir, .. } => check(&mut out, &loader, dir),
-            Command::Lock { dir, check, .. } => lock(&mut out, &loader, dir, *check),
+            Command::Lock {
+                dir,
+                check,
+                replace_unreadable,
+                ..
+            } => lock(&mut out, &loader, dir, *check, *replace_unreadable),
             Command::Pull {
                 reference,
                 dir,

@@ -613,3 +613,39 @@ fn lock_approves_a_directory_and_check_finds_drift() {
     let out = run(&cache, &["lock", path(&dir)], None);
     assert!(!stdout(&out).contains("approved:"), "{}", stdout(&out));
 }
+
+/// A lock file that cannot be read is not written over without a word: `lock` used to warn and
+/// approve whatever the directory held (what made the lock untrusted included), saying nothing
+/// of the plugins it approved.
+#[test]
+fn an_unreadable_lock_is_replaced_only_when_asked_and_every_plugin_is_named() {
+    use std::os::unix::fs::PermissionsExt;
+    let (_root, dir, cache) = plugin_dir("cli-lock-unreadable", &["greet", "counter"]);
+    let out = run(&cache, &["lock", path(&dir)], None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // Someone else could have written it (group-writable), and swapped a plugin.
+    let lock = dir.join("llm-worker.lock");
+    std::fs::set_permissions(&lock, std::fs::Permissions::from_mode(0o664)).expect("chmod");
+    std::fs::copy(plugin_path("calc"), dir.join("greet.wasm")).expect("copy");
+    let before = std::fs::read(&lock).expect("the lock");
+    let out = run(&cache, &["lock", path(&dir)], None);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let said = stderr(&out);
+    assert!(
+        said.contains("not trusted")
+            && said.contains("nothing written")
+            && said.contains("--replace-unreadable"),
+        "{said}"
+    );
+    assert_eq!(std::fs::read(&lock).expect("the lock"), before, "unchanged");
+    // Asked to: every plugin is named as approved anew.
+    let out = run(&cache, &["lock", "--replace-unreadable", path(&dir)], None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let approved = stdout(&out);
+    assert!(
+        approved.contains("approved: greet.wasm: not in the lock")
+            && approved.contains("approved: counter.wasm: not in the lock"),
+        "{approved}"
+    );
+    assert!(stderr(&out).contains("replacing a lock that cannot be read"), "{}", stderr(&out));
+}

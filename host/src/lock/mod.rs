@@ -88,8 +88,9 @@ pub enum LockError {
     },
     /// The file is not a lock file of this format.
     #[error(
-        "the lock file {} is invalid: {message}; fix it, or write it again with `llm-worker \
-         lock DIR`",
+        "the lock file {} is invalid: {message}; fix it (or restore it from version control), \
+         or review every plugin and approve the directory anew with `llm-worker lock \
+         --replace-unreadable DIR`",
         path.display()
     )]
     Invalid {
@@ -101,7 +102,9 @@ pub enum LockError {
     /// The lock file is there, but someone other than the operator could have written it.
     #[error(
         "the lock file {} is not trusted: {reason}; nothing in the directory is loaded until it \
-         is fixed (or approve the directory again with `llm-worker lock DIR`)",
+         is fixed. Someone else may have changed it and the plugins: restore both from version \
+         control, or review every plugin and approve the directory anew with `llm-worker lock \
+         --replace-unreadable DIR`",
         path.display()
     )]
     Untrusted {
