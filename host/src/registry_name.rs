@@ -21,6 +21,13 @@ pub(crate) const DOCKER_HUB: &str = "docker.io";
 /// The https default port, which a name without a port means.
 const HTTPS_PORT: u16 = 443;
 
+/// Whether the first part of a name is a registry, as Docker reads names: it has a `.` or a
+/// `:`, or is `localhost`; otherwise the name is Docker Hub's (`acme/greet` is
+/// `docker.io/acme/greet`).
+pub(crate) fn names_a_registry(first: &str) -> bool {
+    first.contains('.') || first.contains(':') || first == "localhost"
+}
+
 /// The canonical text of the registry `text` (`host[:port]`, an IPv6 address in brackets), or
 /// why it is not one.
 pub(crate) fn canonical_registry(text: &str) -> Result<String, String> {

@@ -697,6 +697,14 @@ fn check_pattern(pattern: &str) -> Result<String, String> {
     let Some((registry, path)) = body.split_once('/') else {
         return Err(wrong("no repository after the registry".into()));
     };
+    // As a reference reads it, `acme/greet` is Docker Hub's: a rule naming a registry `acme`
+    // would cover no reference anyone can pull.
+    if !crate::registry_name::names_a_registry(registry) {
+        return Err(wrong(format!(
+            "`{registry}` is not a registry name (one has a `.` or a `:`, or is `localhost`): \
+             `pull` reads `{body}` as Docker Hub's `docker.io/{body}`; write that"
+        )));
+    }
     let registry = crate::registry_name::canonical_registry(registry).map_err(wrong)?;
     let valid = path.split('/').all(|segment| {
         !segment.is_empty()
@@ -897,6 +905,13 @@ MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEFxOs0eKOpqtdY5V10jv+Ld2uTzvO
                 .contains("rule[0].repository")
         );
         assert!(message("[[rule]]\nrepositry = \"r/x\"\n").contains("repositry"));
+        // `pull acme/greet` is Docker Hub's `docker.io/acme/greet`: a rule for a registry
+        // `acme` would cover nothing anyone can pull.
+        let hub = message("[[rule]]\nrepository = \"acme/greet\"\nsigners = [\"acme\"]\n");
+        assert!(
+            hub.contains("rule[0].repository") && hub.contains("`docker.io/acme/greet`"),
+            "{hub}"
+        );
         let bad_key = TrustPolicy::parse(
             "[keys]\nrsa = \"-----BEGIN PUBLIC KEY-----\\nAAAA\\n-----END PUBLIC KEY-----\"\n",
             Path::new("t.toml"),

@@ -71,9 +71,7 @@ impl Reference {
             }
         }
         let (registry, repository) = match name.split_once('/') {
-            Some((first, rest))
-                if first.contains('.') || first.contains(':') || first == "localhost" =>
-            {
+            Some((first, rest)) if crate::registry_name::names_a_registry(first) => {
                 (first.to_owned(), rest.to_owned())
             }
             _ => (DOCKER_HUB.to_owned(), name.to_owned()),
