@@ -49,6 +49,23 @@ impl LockFile {
         if let Err(message) = lock.check_version() {
             return Err(LockError::Invalid { path, message });
         }
+        // A file is approved once: with two entries, what was reviewed and what is enforced
+        // could differ (readers taking the first and readers taking the last).
+        let mut files = std::collections::HashSet::new();
+        if let Some(file) = lock
+            .plugins
+            .iter()
+            .map(|plugin| plugin.file.as_str())
+            .find(|file| !files.insert(*file))
+        {
+            return Err(LockError::Invalid {
+                path,
+                message: format!(
+                    "{file} has more than one entry (a merge of two locks?); keep the one you \
+                     reviewed"
+                ),
+            });
+        }
         Ok(Some(lock))
     }
 

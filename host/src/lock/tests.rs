@@ -190,3 +190,29 @@ fn a_lock_entry_is_judged_by_its_registry_s_canonical_name() {
     }
     assert!(lock.source_refusals(dir.path()).is_empty());
 }
+
+#[test]
+fn a_lock_approving_one_file_twice_is_invalid() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("llm-worker-lock-twice-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let mut lock = pulled(None);
+    let mut local = lock.plugins[0].clone();
+    local.source = None;
+    local.sha256 = "00".repeat(32);
+    lock.plugins.push(local);
+    let path = dir.join(LOCK_FILE);
+    std::fs::write(&path, lock.to_toml()).expect("write");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let error = LockFile::read(&dir).expect_err("two entries").to_string();
+    assert!(
+        error.contains("greet.wasm has more than one entry"),
+        "{error}"
+    );
+    // One entry is read.
+    lock.plugins.pop();
+    std::fs::write(&path, lock.to_toml()).expect("write");
+    assert!(LockFile::read(&dir).expect("valid").is_some());
+    std::fs::remove_dir_all(&dir).expect("clean up");
+}
