@@ -228,11 +228,31 @@ impl Metrics {
 /// Serves `metrics` at `/metrics` on `listener` (anything else is 404) until the listener
 /// fails. The metrics carry no secrets, identities or inputs, but do name the plugins and
 /// tools served: listen on a private address.
+///
+/// What a web page could use to read them is refused (403): a request a browser sends (one
+/// with an `Origin` or `Sec-Fetch-Site` header; Prometheus sends neither) and, on a loopback
+/// address, a `Host` other than `localhost`, `127.0.0.1` or `::1` (a page whose name was
+/// rebound to this machine). At most [`MAX_METRICS_CONNECTIONS`] connections are served at
+/// once; more wait to be accepted.
 pub async fn serve_metrics(
     listener: tokio::net::TcpListener,
     metrics: Metrics,
 ) -> Result<(), McpError> {
+    let loopback = listener
+        .local_addr()
+        .is_ok_and(|address| address.ip().is_loopback());
+    let gate = Arc::new(super::http::gate::Gate::hosts(if loopback {
+        super::http::gate::LOOPBACK_HOSTS
+            .map(String::from)
+            .to_vec()
+    } else {
+        Vec::new()
+    }));
+    let places = Arc::new(tokio::sync::Semaphore::new(MAX_METRICS_CONNECTIONS));
     loop {
+        let Ok(place) = Arc::clone(&places).acquire_owned().await else {
+            return Ok(());
+        };
         let (stream, _) = match listener.accept().await {
             Ok(accepted) => accepted,
             Err(error) => {
@@ -242,27 +262,10 @@ pub async fn serve_metrics(
             }
         };
         let metrics = metrics.clone();
+        let gate = Arc::clone(&gate);
         let service = hyper::service::service_fn(move |request: http::Request<_>| {
-            let metrics = metrics.clone();
-            async move {
-                let found =
-                    request.method() == http::Method::GET && request.uri().path() == "/metrics";
-                let mut response = if found {
-                    let mut response =
-                        http::Response::new(Full::new(Bytes::from(metrics.render())));
-                    response.headers_mut().insert(
-                        http::header::CONTENT_TYPE,
-                        http::HeaderValue::from_static(METRICS_CONTENT_TYPE),
-                    );
-                    response
-                } else {
-                    http::Response::new(Full::new(Bytes::from_static(b"not found: GET /metrics\n")))
-                };
-                if !found {
-                    *response.status_mut() = http::StatusCode::NOT_FOUND;
-                }
-                Ok::<_, Infallible>(response)
-            }
+            let answer = metrics_answer(&gate, &metrics, &request);
+            async move { Ok::<_, Infallible>(answer) }
         });
         tokio::spawn(async move {
             let connection = hyper::server::conn::http1::Builder::new()
@@ -272,6 +275,52 @@ pub async fn serve_metrics(
             if let Err(error) = connection.await {
                 tracing::debug!("metrics connection ended: {error}");
             }
+            drop(place);
         });
     }
+}
+
+/// The most connections [`serve_metrics`] serves at once.
+pub const MAX_METRICS_CONNECTIONS: usize = 16;
+
+/// What [`serve_metrics`] answers `request`.
+fn metrics_answer<B>(
+    gate: &super::http::gate::Gate,
+    metrics: &Metrics,
+    request: &http::Request<B>,
+) -> http::Response<Full<Bytes>> {
+    let text = |status: http::StatusCode, body: String| {
+        let mut response = http::Response::new(Full::new(Bytes::from(body)));
+        *response.status_mut() = status;
+        response
+    };
+    let browser = ["origin", "sec-fetch-site"]
+        .iter()
+        .any(|name| request.headers().contains_key(*name));
+    if browser {
+        return text(
+            http::StatusCode::FORBIDDEN,
+            "metrics are not served to web pages\n".into(),
+        );
+    }
+    if gate.refused(request).is_some() {
+        return text(
+            http::StatusCode::FORBIDDEN,
+            "on a loopback address, metrics are served to the Host localhost, 127.0.0.1 or ::1 \
+             only (a web page's name rebound to this machine is not)\n"
+                .into(),
+        );
+    }
+    if request.method() != http::Method::GET || request.uri().path() != "/metrics" {
+        return text(
+            http::StatusCode::NOT_FOUND,
+            "not found: GET /metrics\n".into(),
+        );
+    }
+    let mut response = text(http::StatusCode::OK, metrics.render());
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static(METRICS_CONTENT_TYPE),
+    );
+    response
 }

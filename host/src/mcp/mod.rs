@@ -64,7 +64,7 @@ pub use http::{
 #[cfg(feature = "mcp-http")]
 pub use identity::BearerToken;
 #[cfg(feature = "metrics")]
-pub use metrics::{METRICS_CONTENT_TYPE, Metrics, serve_metrics};
+pub use metrics::{MAX_METRICS_CONNECTIONS, METRICS_CONTENT_TYPE, Metrics, serve_metrics};
 #[cfg(feature = "oauth")]
 pub use oauth::{
     ALGORITHMS, DEFAULT_FETCH_TIMEOUT, DEFAULT_KEYS_MAX_AGE, DEFAULT_LEEWAY, DEFAULT_MIN_REFRESH,

@@ -172,3 +172,59 @@ async fn a_resource_listed_while_serving_names_no_series() {
     );
     client.cancel().await.expect("close");
 }
+
+/// Sends `request` (a whole HTTP/1.0 request) on `stream` and reads the answer's status line.
+async fn status_of(stream: &mut tokio::net::TcpStream, request: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    stream.write_all(request.as_bytes()).await.expect("send");
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.expect("read");
+    answer.lines().next().unwrap_or_default().to_owned()
+}
+
+/// The metrics port answered any `Host` and any web page, and served connections without
+/// bound: a page whose name was rebound to 127.0.0.1 could read which plugins and tools are
+/// served and when they are used, and another user could hold every file descriptor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_are_not_served_to_web_pages_or_without_bound() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let address = listener.local_addr().expect("address");
+    let server = tokio::spawn(llm_worker::mcp::serve_metrics(listener, Metrics::new()));
+    let get = |host: &str, extra: &str| {
+        format!("GET /metrics HTTP/1.0\r\nHost: {host}\r\n{extra}\r\n")
+    };
+    let connect = || tokio::net::TcpStream::connect(address);
+    let own = address.to_string();
+    for (host, extra, expected) in [
+        (own.as_str(), "", "200"),
+        (&format!("localhost:{}", address.port()), "", "200"),
+        (&format!("evil.example:{}", address.port()), "", "403"),
+        (own.as_str(), "Origin: http://evil.example\r\n", "403"),
+        (own.as_str(), "Sec-Fetch-Site: same-origin\r\n", "403"),
+    ] {
+        let mut stream = connect().await.expect("connect");
+        let status = status_of(&mut stream, &get(host, extra)).await;
+        assert!(status.contains(expected), "{host} {extra:?}: {status}");
+    }
+    // Connections past the cap wait to be accepted: the next request is answered once one of
+    // the idle connections goes.
+    let mut idle = Vec::new();
+    for _ in 0..llm_worker::mcp::MAX_METRICS_CONNECTIONS {
+        idle.push(connect().await.expect("connect"));
+    }
+    let mut waiting = connect().await.expect("queued by the system");
+    let waited = tokio::time::timeout(
+        std::time::Duration::from_secs(1),
+        status_of(&mut waiting, &get(&own, "")),
+    )
+    .await;
+    assert!(waited.is_err(), "served past the cap: {waited:?}");
+    drop(idle.pop());
+    let mut stream = connect().await.expect("connect");
+    drop(idle);
+    let status = status_of(&mut stream, &get(&own, "")).await;
+    assert!(status.contains("200"), "{status}");
+    server.abort();
+}

@@ -26,9 +26,12 @@ pub(super) fn refusal(status: StatusCode, message: &str) -> Response<Body> {
     response
 }
 
+/// The `Host` values a server listening on loopback answers to unless told others.
+pub(in crate::mcp) const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
+
 /// What every request passes before rmcp sees it, in this order: its `Host`, its `Origin`
 /// (so that a bad one is 403 whatever the token), then, after its token, the session cap.
-pub(super) struct Gate {
+pub(in crate::mcp) struct Gate {
     /// `Host` values accepted (lower-case names, or `name:port`); empty: any.
     pub(super) allowed_hosts: Vec<String>,
     /// Browser origins accepted besides the server's own.
@@ -117,6 +120,17 @@ fn parse_origin(origin: &str) -> Option<(String, Authority)> {
 }
 
 impl Gate {
+    /// A gate of `Host` and `Origin` only (no session cap), for a listener of its own.
+    #[cfg(feature = "metrics")]
+    pub(in crate::mcp) fn hosts(allowed_hosts: Vec<String>) -> Self {
+        Self {
+            allowed_hosts,
+            allowed_origins: Vec::new(),
+            sessions: Arc::default(),
+            max_sessions: usize::MAX,
+        }
+    }
+
     /// The request's `Host`, if it is one this server answers to.
     fn host<B>(&self, request: &Request<B>) -> Result<Option<Authority>, String> {
         let Some(value) = request.headers().get(header::HOST) else {
@@ -188,14 +202,17 @@ impl Gate {
 
     /// Refuses a request whose `Host` or `Origin` this server does not answer to.
     pub(super) fn check<B>(&self, request: &Request<B>) -> Option<Response<Body>> {
+        self.refused(request)
+            .map(|message| refusal(StatusCode::FORBIDDEN, &message))
+    }
+
+    /// Why a request's `Host` or `Origin` is not one this server answers to, if it is not.
+    pub(in crate::mcp) fn refused<B>(&self, request: &Request<B>) -> Option<String> {
         let host = match self.host(request) {
             Ok(host) => host,
-            Err(message) => return Some(refusal(StatusCode::FORBIDDEN, &message)),
+            Err(message) => return Some(message),
         };
-        if let Err(message) = self.check_origin(request, host.as_ref()) {
-            return Some(refusal(StatusCode::FORBIDDEN, &message));
-        }
-        None
+        self.check_origin(request, host.as_ref()).err()
     }
 
     /// Refuses a request that would open a session past the cap.
@@ -260,7 +277,7 @@ mod tests {
     /// --no-auth` builds it.
     fn loopback_gate() -> Gate {
         Gate {
-            allowed_hosts: ["localhost", "127.0.0.1", "::1"].map(String::from).to_vec(),
+            allowed_hosts: LOOPBACK_HOSTS.map(String::from).to_vec(),
             allowed_origins: Vec::new(),
             sessions: Arc::default(),
             max_sessions: 64,

@@ -2,7 +2,7 @@
 //! sessions, an idle timeout, bounded request bodies, and `Host`/`Origin` validation.
 
 mod auth;
-mod gate;
+pub(in crate::mcp) mod gate;
 mod options;
 mod serve;
 mod service;

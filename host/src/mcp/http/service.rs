@@ -120,7 +120,7 @@ impl McpHttpService {
         let allowed_hosts: Vec<String> = if !http.allowed_hosts.is_empty() {
             http.allowed_hosts.clone()
         } else if loopback {
-            ["localhost", "127.0.0.1", "::1"].map(String::from).to_vec()
+            super::gate::LOOPBACK_HOSTS.map(String::from).to_vec()
         } else {
             // Off loopback, behind its own listener, tokens are required: any name passes.
             Vec::new()
