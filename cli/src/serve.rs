@@ -106,10 +106,15 @@ pub(crate) async fn serve(
     };
     // Which identity may use which tools: the directory's access policy, as its lock
     // approved it.
-    if let Some(policy) = llm_worker::mcp::AccessPolicy::read(&dir)? {
+    let access = llm_worker::mcp::AccessPolicy::read(&dir)?;
+    // Under an access policy, a token's name is what its grants name: it must be written, not
+    // taken from the token's place in the file.
+    let per_identity = access.is_some();
+    if let Some(policy) = access {
         if options.no_auth {
             bail!(
-                "{} gives tools per identity, and --no-auth has none: give tokens                  (--token-file) or OAuth issuers (--oauth-issuer)",
+                "{} gives tools per identity, and --no-auth has none: give tokens \
+                 (--token-file) or OAuth issuers (--oauth-issuer)",
                 dir.join(llm_worker::mcp::ACCESS_FILE).display()
             );
         }
@@ -143,7 +148,11 @@ pub(crate) async fn serve(
             "clients send OAuth access tokens of the issuers given (--oauth-issuer)".to_owned(),
         ),
         (Some(path), _) => (
-            llm_worker::mcp::read_token_file(path)?,
+            if per_identity {
+                llm_worker::mcp::read_named_token_file(path)?
+            } else {
+                llm_worker::mcp::read_token_file(path)?
+            },
             format!(
                 "clients send `Authorization: Bearer TOKEN` with a token of {}",
                 path.display()

@@ -647,5 +647,9 @@ fn an_unreadable_lock_is_replaced_only_when_asked_and_every_plugin_is_named() {
             && approved.contains("approved: counter.wasm: not in the lock"),
         "{approved}"
     );
-    assert!(stderr(&out).contains("replacing a lock that cannot be read"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("replacing a lock that cannot be read"),
+        "{}",
+        stderr(&out)
+    );
 }

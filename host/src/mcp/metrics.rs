@@ -242,9 +242,7 @@ pub async fn serve_metrics(
         .local_addr()
         .is_ok_and(|address| address.ip().is_loopback());
     let gate = Arc::new(super::http::gate::Gate::hosts(if loopback {
-        super::http::gate::LOOPBACK_HOSTS
-            .map(String::from)
-            .to_vec()
+        super::http::gate::LOOPBACK_HOSTS.map(String::from).to_vec()
     } else {
         Vec::new()
     }));

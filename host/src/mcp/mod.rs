@@ -75,7 +75,8 @@ pub use quota::QUOTA_EXCEEDED;
 pub use session::McpServer;
 #[cfg(feature = "mcp-http")]
 pub use token::{
-    default_token_path, persistent_token, read_request_state_key, read_secret_file, read_token_file,
+    default_token_path, persistent_token, read_named_token_file, read_request_state_key,
+    read_secret_file, read_token_file,
 };
 pub use watch::{DirSnapshot, DirWatcher, WATCH_INTERVAL};
 

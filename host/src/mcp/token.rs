@@ -104,21 +104,46 @@ fn tokens_in(text: &str) -> impl Iterator<Item = &str> {
 /// The bearer tokens of the operator's token file `path` (`--token-file`): one per line, blank
 /// lines and `#` comments left out. A line `NAME: TOKEN` names its holder (an
 /// [`Identity`](crate::Identity)'s name; a bearer token never holds `:` or spaces, RFC 6750);
-/// a token alone is `token-N`, N its line. The file must be the user's own and readable by
+/// a token alone is `token-N`, the file's Nth token (as [`HttpOptions::tokens`] names them).
+/// A name or a token given twice is refused. The file must be the user's own and readable by
 /// no one else — or root's and readable by its group at most, as Kubernetes mounts a secret —
 /// and is checked on the file opened; links are followed.
+///
+/// [`HttpOptions::tokens`]: crate::mcp::HttpOptions::tokens
 pub fn read_token_file(path: &Path) -> Result<Vec<super::BearerToken>, McpError> {
+    read_tokens(path, false)
+}
+
+/// As [`read_token_file`], but every token must name its holder (`NAME: TOKEN`): for a server
+/// whose access policy grants tools per identity, where a name that moved with the file's
+/// lines would move the grants with it.
+pub fn read_named_token_file(path: &Path) -> Result<Vec<super::BearerToken>, McpError> {
+    read_tokens(path, true)
+}
+
+fn read_tokens(path: &Path, names_required: bool) -> Result<Vec<super::BearerToken>, McpError> {
     let error = file_error(path);
     let text = operators_text(path)?;
-    let mut tokens = Vec::new();
+    let mut tokens: Vec<super::BearerToken> = Vec::new();
+    // Where each name and token was first given, by line.
+    let mut names = std::collections::HashMap::new();
+    let mut secrets = std::collections::HashMap::new();
     for (index, line) in text.lines().enumerate() {
+        let number = index + 1;
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
         let (name, token) = match line.split_once(':') {
             Some((name, token)) => (name.trim().to_owned(), token.trim()),
-            None => (format!("token-{}", index + 1), line),
+            None if names_required => {
+                return Err(error(format!(
+                    "line {number}: a token without a name; the access policy grants tools per \
+                     identity, so write `NAME: TOKEN` (the name its grants use, \
+                     `token:NAME`)"
+                )));
+            }
+            None => (format!("token-{}", tokens.len() + 1), line),
         };
         let valid_name = !name.is_empty()
             && name.len() <= 128
@@ -127,14 +152,23 @@ pub fn read_token_file(path: &Path) -> Result<Vec<super::BearerToken>, McpError>
                 .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'@'));
         if !valid_name {
             return Err(error(format!(
-                "line {}: {name:?} is not a name (letters, digits, `-`, `_`, `.`, `@`)",
-                index + 1
+                "line {number}: {name:?} is not a name (letters, digits, `-`, `_`, `.`, `@`)"
             )));
         }
         if token.is_empty() || token.contains(char::is_whitespace) {
             return Err(error(format!(
-                "line {}: write `NAME: TOKEN` or a token alone (no spaces in a token)",
-                index + 1
+                "line {number}: write `NAME: TOKEN` or a token alone (no spaces in a token)"
+            )));
+        }
+        if let Some(first) = names.insert(name.clone(), number) {
+            return Err(error(format!(
+                "line {number}: the name {name:?} is also line {first}'s (a token alone on the \
+                 Nth line of tokens is named `token-N`); give each holder a name of its own"
+            )));
+        }
+        if let Some(first) = secrets.insert(token.to_owned(), number) {
+            return Err(error(format!(
+                "line {number}: the same token as line {first}; a token names one holder"
             )));
         }
         tokens.push(super::BearerToken::new(name, token));
@@ -199,4 +233,65 @@ pub fn read_request_state_key(path: &Path) -> Result<Vec<u8>, McpError> {
         )));
     }
     Ok(key)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A private token file holding `text`.
+    fn token_file(name: &str, text: &str) -> std::path::PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let path =
+            std::env::temp_dir().join(format!("llm-worker-tokens-{name}-{}", std::process::id()));
+        std::fs::write(&path, text).expect("write");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        path
+    }
+
+    fn names(path: &Path) -> Vec<String> {
+        read_token_file(path)
+            .expect("tokens")
+            .into_iter()
+            .map(|token| token.name)
+            .collect()
+    }
+
+    /// A token alone was named by its line, comments and blank lines counted: a comment added
+    /// above it gave its name (and an access policy's grants to that name) to another token;
+    /// and an explicit name could be an unnamed token's too, making two holders one identity.
+    #[test]
+    fn names_do_not_move_with_comments_and_are_never_shared() {
+        let plain = token_file("plain", "first-token-0123456789\nsecond-token-0123456789\n");
+        let commented = token_file(
+            "commented",
+            "# the team\n\nfirst-token-0123456789\n# more\nsecond-token-0123456789\n",
+        );
+        assert_eq!(names(&plain), ["token-1", "token-2"]);
+        assert_eq!(names(&commented), names(&plain));
+        for (name, text, said) in [
+            (
+                "same-name",
+                "token-2: first-token-0123456789\nsecond-token-0123456789\n",
+                "line 2: the name \"token-2\" is also line 1's",
+            ),
+            (
+                "same-token",
+                "alice: first-token-0123456789\nbob: first-token-0123456789\n",
+                "line 2: the same token as line 1",
+            ),
+        ] {
+            let path = token_file(name, text);
+            let error = read_token_file(&path).expect_err(name).to_string();
+            assert!(error.contains(said), "{error}");
+            std::fs::remove_file(path).expect("clean up");
+        }
+        let error = read_named_token_file(&commented)
+            .expect_err("unnamed")
+            .to_string();
+        assert!(error.contains("line 3: a token without a name"), "{error}");
+        for path in [plain, commented] {
+            std::fs::remove_file(path).expect("clean up");
+        }
+    }
 }

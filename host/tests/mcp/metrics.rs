@@ -192,9 +192,8 @@ async fn metrics_are_not_served_to_web_pages_or_without_bound() {
         .expect("bind");
     let address = listener.local_addr().expect("address");
     let server = tokio::spawn(llm_worker::mcp::serve_metrics(listener, Metrics::new()));
-    let get = |host: &str, extra: &str| {
-        format!("GET /metrics HTTP/1.0\r\nHost: {host}\r\n{extra}\r\n")
-    };
+    let get =
+        |host: &str, extra: &str| format!("GET /metrics HTTP/1.0\r\nHost: {host}\r\n{extra}\r\n");
     let connect = || tokio::net::TcpStream::connect(address);
     let own = address.to_string();
     for (host, extra, expected) in [

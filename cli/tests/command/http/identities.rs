@@ -73,6 +73,36 @@ async fn each_identity_sees_only_what_the_access_policy_grants_it() {
     .await;
     let said = refused.err().expect("refused");
     assert!(said.contains("--no-auth has none"), "{said}");
+
+    // A token without a name would be `token-N` by its place in the file, and its grants
+    // would move with the file's lines: under an access policy it is refused.
+    let unnamed = secrets.join("unnamed");
+    std::fs::write(
+        &unnamed,
+        format!(
+            "alice: {ALICE}
+{BOB}
+"
+        ),
+    )
+    .expect("write");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&unnamed, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    }
+    let refused = Server::try_start_with(
+        "http-identities-unnamed",
+        &["counter"],
+        &[("llm-worker.access.toml", ACCESS)],
+        "127.0.0.1:0",
+        &["--token-file", unnamed.to_str().expect("utf-8")],
+    )
+    .await;
+    let said = refused.err().expect("refused");
+    assert!(
+        said.contains("line 2: a token without a name") && said.contains("NAME: TOKEN"),
+        "{said}"
+    );
 }
 
 #[test]
