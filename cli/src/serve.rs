@@ -53,10 +53,9 @@ pub(crate) async fn serve(
     let mut watcher =
         DirWatcher::from_loaded(loader.host.clone(), &dir, loader.options, before, loaded);
     let catalog = ToolCatalog::new(watcher.groups());
-    let mut mcp = McpOptions::new("llm-worker", env!("CARGO_PKG_VERSION")).instructions(format!(
-        "Tools from the WebAssembly plugins in {}, run in a sandbox by llm-worker.",
-        dir.display()
-    ));
+    // Clients are not told where the plugins are on this machine.
+    let mut mcp = McpOptions::new("llm-worker", env!("CARGO_PKG_VERSION"))
+        .instructions("Tools from WebAssembly plugins, each run in a sandbox by llm-worker.");
     if let Some(file) = &options.request_state_key_file {
         mcp = mcp.request_state_key(&llm_worker::mcp::read_request_state_key(file)?)?;
     }

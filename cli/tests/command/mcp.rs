@@ -220,6 +220,12 @@ async fn malformed_lines_get_json_rpc_errors() {
     assert_eq!(by_id(json!(4))["result"]["content"][0]["text"], "0");
     let info = &by_id(json!(1))["result"]["serverInfo"];
     assert_eq!(info["name"], "llm-worker");
+    // Clients are not told where the plugins are on the server's machine.
+    let said = by_id(json!(1))["result"].to_string();
+    assert!(
+        !said.contains(dir.to_str().expect("utf-8")),
+        "the plugin directory reached the client: {said}"
+    );
     drop(stdin);
     let _ = child.wait().await;
 }

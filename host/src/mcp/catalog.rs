@@ -307,9 +307,15 @@ impl DeferredTool {
     }
 
     fn missing(&self) -> ToolError {
+        // A client is told the plugin's name, never where it is on the server.
+        let group = &self.group.group;
         ToolError::Internal(format!(
             "{} did not create its tool '{}' for this session",
-            self.group.group.name, self.name
+            group
+                .plugin
+                .as_ref()
+                .map_or(group.name.as_str(), LoadedPlugin::name),
+            self.name
         ))
     }
 }

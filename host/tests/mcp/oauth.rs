@@ -359,6 +359,13 @@ async fn the_metadata_and_the_401_lead_a_client_to_the_issuer() {
         assert_eq!(metadata["resource"], url.as_str(), "{path}");
         assert_eq!(metadata["authorization_servers"], json!([issuer.url]));
         assert_eq!(metadata["scopes_supported"], json!(["mcp:tools"]));
+        // The server signs none of its responses (RFC 9728's field is not the tokens').
+        assert!(
+            metadata
+                .get("resource_signing_alg_values_supported")
+                .is_none(),
+            "{metadata}"
+        );
     }
 }
 

@@ -207,8 +207,9 @@ impl OAuthOptions {
             "resource": self.resource.as_str(),
             "authorization_servers": self.issuers.iter().map(|i| i.issuer.as_str()).collect::<Vec<_>>(),
             "bearer_methods_supported": ["header"],
-            "resource_signing_alg_values_supported": ALGORITHMS.iter().map(|a| format!("{a:?}")).collect::<Vec<_>>(),
         });
+        // No `resource_signing_alg_values_supported`: it names the algorithms the resource
+        // signs its own responses with (RFC 9728 §2), and this server signs none.
         if !self.required_scopes.is_empty() {
             document["scopes_supported"] = self.required_scopes.clone().into();
         }
