@@ -56,6 +56,11 @@ pub(crate) async fn pull(
         return Ok(ExitCode::SUCCESS);
     }
     match &pulled.previous_manifest {
+        Some(previous) if *previous == source.manifest => outln!(
+            out,
+            "restored {} from {reference}: the file was not the bytes the lock approved",
+            pulled.path.display()
+        ),
         Some(previous) => outln!(
             out,
             "updated {} to {reference}: manifest {previous} -> {}",

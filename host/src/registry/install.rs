@@ -231,7 +231,11 @@ pub async fn pull_into(
             .await
             .map_err(|_| in_time("name the manifest"))??;
         let moved = now != source.manifest;
-        if !moved {
+        // Up to date only if the file is still the bytes the lock approved: one damaged or
+        // replaced since (which loading refuses) is pulled again from the same manifest.
+        let intact = crate::file::read_regular_file(&path, host.max_plugin_bytes())
+            .is_ok_and(|bytes| crate::digest::sha256_hex(&bytes) == entry.sha256);
+        if !moved && intact {
             return Ok(PullOutcome {
                 path,
                 verified: source.verified(),
@@ -243,7 +247,7 @@ pub async fn pull_into(
                 access_pinned: None,
             });
         }
-        if !options.update {
+        if moved && !options.update {
             return Err(RegistryError::TagMoved {
                 reference: reference.to_string(),
                 file,

@@ -76,6 +76,14 @@ async fn a_signed_plugin_is_pushed_pulled_served_and_recorded_in_the_lock() {
     // Pulling again changes nothing; `lock` keeps the provenance.
     let out = registry.pull("acme/greet:1.0", &dir, &[]);
     assert!(stdout(&out).contains("up to date"), "{}", stdout(&out));
+    // A file damaged since is not "up to date": it is pulled again from the same manifest.
+    let greet = dir.join("greet.wasm");
+    let bytes = std::fs::read(&greet).expect("the plugin");
+    std::fs::write(&greet, b"damaged").expect("write");
+    let out = registry.pull("acme/greet:1.0", &dir, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("restored"), "{}", stdout(&out));
+    assert_eq!(std::fs::read(&greet).expect("the plugin"), bytes);
     let out = run(&registry.cache(), &["lock", text_of(&dir)], None);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(
