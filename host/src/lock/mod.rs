@@ -113,12 +113,14 @@ pub enum LockError {
         /// Why it is not trusted.
         reason: String,
     },
-    /// The directory must be locked (`--locked`, [`crate::LoadDirOptions::locked`], or it was
-    /// locked when serving started), and its lock file is gone.
+    /// The directory must be locked (`--locked`, [`crate::LoadDirOptions::locked`], a trust
+    /// policy beside its plugins, or it was locked when serving started), and its lock file is
+    /// gone.
     #[error(
-        "the lock file {} is missing, and this directory must be locked: nothing in it is \
-         loaded; restore the lock file, or review the plugins and approve them with \
-         `llm-worker lock DIR`",
+        "the lock file {} is missing, and this directory must be locked (by --locked, by the \
+         trust policy beside its plugins, or because it was locked when serving started): \
+         nothing in it is loaded; restore the lock file, or review the plugins and approve \
+         them with `llm-worker lock DIR`",
         path.display()
     )]
     Missing {

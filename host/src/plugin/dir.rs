@@ -35,9 +35,15 @@ impl PluginHost {
         };
         let root = dir.canonicalize().map_err(io)?;
         let paths = options.plugin_files(dir).map_err(io)?;
+        // A trust policy beside the plugins says they are verified: that is done through the
+        // lock (pulled plugins' provenance), so without one nothing would be checked.
+        let trusting = dir
+            .join(crate::trust::TRUST_FILE)
+            .symlink_metadata()
+            .is_ok();
         let lock = if options.ignore_lock {
             None
-        } else if options.locked {
+        } else if options.locked || trusting {
             Some(crate::lock::LockFile::read_required(dir)?)
         } else {
             crate::lock::LockFile::read(dir)?

@@ -391,6 +391,27 @@ fn a_directory_that_must_be_locked_loads_nothing_without_its_lock() {
     assert!(matches!(error, LockError::Missing { .. }), "{error}");
 }
 
+/// A trust policy beside the plugins says they are verified, which is done through the lock:
+/// without one, every plugin loaded (a swapped, unsigned one too) as if there were no policy.
+#[test]
+fn a_directory_with_a_trust_policy_loads_nothing_without_its_lock() {
+    let dir = plugin_dir("trust-without-lock");
+    std::fs::write(
+        dir.join(llm_worker::trust::TRUST_FILE),
+        "[[rule]]\nrepository = \"localhost:5000/scratch/*\"\nunsigned = true\n",
+    )
+    .expect("write");
+    let error = lock_error(host().load_dir(&dir));
+    assert!(
+        matches!(error, LockError::Missing { .. })
+            && error.to_string().contains("trust policy beside its plugins"),
+        "{error}"
+    );
+    lock(&dir);
+    let loaded = host().load_dir(&dir).expect("locked and approved");
+    assert_eq!(loaded.plugins.len(), 2);
+}
+
 #[cfg(unix)]
 #[test]
 fn a_lock_file_others_could_have_written_is_not_trusted() {
