@@ -131,6 +131,50 @@ pub(crate) fn read_private_file(
     }
 }
 
+/// Checks that no other user can replace what is in `dir` or on the way to it: `dir` and each
+/// directory above it owned by this user or root, and writable by no other user — unless it
+/// has the sticky bit (then others cannot rename or remove what is ours, as in `/tmp`). A
+/// directory writable by its group passes when the group is this user's own (as with the
+/// per-user groups and `umask 002` of many systems). `what` names `dir` in the message.
+#[cfg(unix)]
+pub(crate) fn no_one_else_can_replace(dir: &Path, what: &str) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let us = rustix::process::geteuid().as_raw();
+    let our_group = rustix::process::getegid().as_raw();
+    for path in dir.ancestors() {
+        let metadata = std::fs::metadata(path)
+            .map_err(|e| format!("{} cannot be read: {e}", path.display()))?;
+        let named = if path == dir {
+            what.to_owned()
+        } else {
+            format!("{} above it", path.display())
+        };
+        if metadata.uid() != us && metadata.uid() != 0 {
+            return Err(format!(
+                "{named} belongs to user {}, who could replace what is in it",
+                metadata.uid()
+            ));
+        }
+        let sticky = metadata.mode() & 0o1000 != 0;
+        let by_others = metadata.mode() & 0o002 != 0
+            || (metadata.mode() & 0o020 != 0 && metadata.gid() != our_group);
+        if by_others && !sticky {
+            return Err(format!(
+                "{named} may be written by other users (mode {:o}) and is not sticky, so they \
+                 could replace what is in it; run `chmod go-w` on it",
+                metadata.mode() & 0o7777
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Elsewhere, directories' owners and modes are not checked (see SECURITY.md).
+#[cfg(not(unix))]
+pub(crate) fn no_one_else_can_replace(_dir: &Path, _what: &str) -> Result<(), String> {
+    Ok(())
+}
+
 /// Writes `path` atomically with what `write` puts in it: into a temporary file created new
 /// beside it (never through a link, with `mode` on Unix), synced to disk, then renamed over
 /// `path`. A reader sees the old file or the new one, never half of one, and a link planted

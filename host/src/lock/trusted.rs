@@ -6,8 +6,9 @@ use std::path::{Path, PathBuf};
 use super::LockError;
 
 /// Opens the lock file at `path` (in `dir`) for reading if it can be trusted: a regular file
-/// (never blocking on a FIFO), owned by this user or root, writable by no one else, and — when
-/// reached through links — still inside `dir`. `Ok(None)` if there is none.
+/// (never blocking on a FIFO), owned by this user or root, writable by no one else, — when
+/// reached through links — still inside `dir`, and in a directory no one else can replace it
+/// in ([`crate::file::no_one_else_can_replace`]). `Ok(None)` if there is none.
 pub(crate) fn open_trusted(dir: &Path, path: &Path) -> Result<Option<std::fs::File>, LockError> {
     let untrusted = |reason: String| LockError::Untrusted {
         path: path.to_owned(),
@@ -67,6 +68,12 @@ pub(crate) fn open_trusted(dir: &Path, path: &Path) -> Result<Option<std::fs::Fi
              directory (a link may lead only to another place inside it)",
             real.display()
         )));
+    }
+    // And no one else can replace it: a directory on its way that others may write lets them
+    // swap in another file (an older lock of the operator's, approving a vulnerable version)
+    // or delete it.
+    if let Some(parent) = real.parent() {
+        crate::file::no_one_else_can_replace(parent, "its directory").map_err(untrusted)?;
     }
     Ok(Some(file))
 }

@@ -140,11 +140,7 @@ impl CompileCache {
             return Err("it is not a directory".into());
         }
         only_ours(&metadata, "it")?;
-        for parent in dir.ancestors().skip(1) {
-            let metadata = std::fs::metadata(parent)
-                .map_err(|e| format!("{} cannot be read: {e}", parent.display()))?;
-            safe_parent(&metadata, parent)?;
-        }
+        crate::file::no_one_else_can_replace(&dir, "it")?;
         Ok(dir)
     }
 
@@ -261,35 +257,6 @@ fn only_ours(metadata: &std::fs::Metadata, what: &str) -> Result<(), String> {
             metadata.mode() & 0o7777
         ));
     }
-    Ok(())
-}
-
-/// Checks a directory above the cache: owned by this user or root, and writable by no one
-/// else unless it has the sticky bit (then others cannot rename or remove what is ours).
-#[cfg(unix)]
-fn safe_parent(metadata: &std::fs::Metadata, path: &Path) -> Result<(), String> {
-    use std::os::unix::fs::MetadataExt;
-    let us = rustix::process::geteuid().as_raw();
-    if metadata.uid() != us && metadata.uid() != 0 {
-        return Err(format!(
-            "{} above it belongs to user {}, who could replace it",
-            path.display(),
-            metadata.uid()
-        ));
-    }
-    if metadata.mode() & 0o022 != 0 && metadata.mode() & 0o1000 == 0 {
-        return Err(format!(
-            "{} above it may be written by other users (mode {:o}) and is not sticky, so \
-             they could replace it",
-            path.display(),
-            metadata.mode() & 0o7777
-        ));
-    }
-    Ok(())
-}
-
-#[cfg(not(unix))]
-fn safe_parent(_metadata: &std::fs::Metadata, _path: &Path) -> Result<(), String> {
     Ok(())
 }
 

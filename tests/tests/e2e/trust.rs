@@ -404,7 +404,9 @@ fn a_directory_with_a_trust_policy_loads_nothing_without_its_lock() {
     let error = lock_error(host().load_dir(&dir));
     assert!(
         matches!(error, LockError::Missing { .. })
-            && error.to_string().contains("trust policy beside its plugins"),
+            && error
+                .to_string()
+                .contains("trust policy beside its plugins"),
         "{error}"
     );
     lock(&dir);
@@ -464,6 +466,22 @@ fn a_lock_file_others_could_have_written_is_not_trusted() {
         host().load_dir(&dir).expect("trusted again").plugins.len(),
         2
     );
+
+    // In a directory others may write (not sticky), anyone could swap in an older lock of the
+    // operator's or delete it: not trusted. Sticky (as /tmp), they cannot: trusted.
+    let mode = std::fs::metadata(&dir).expect("stat").permissions();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let error = lock_error(host().load_dir(&dir));
+    assert!(
+        matches!(error, LockError::Untrusted { .. })
+            && error
+                .to_string()
+                .contains("its directory may be written by other users"),
+        "{error}"
+    );
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777)).expect("chmod");
+    assert_eq!(host().load_dir(&dir).expect("sticky").plugins.len(), 2);
+    std::fs::set_permissions(&dir, mode).expect("chmod");
 }
 
 #[cfg(unix)]
