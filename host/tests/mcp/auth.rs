@@ -79,3 +79,48 @@ fn a_persistent_token_is_kept_private_and_reused() {
         assert!(error.to_string().contains("link"), "{error}");
     }
 }
+
+/// A client with a token trickling its request's body held its connection (and a place among
+/// the server's connections) for as long as it liked: rmcp reads a body with no time limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_does_not_arrive_in_time_is_refused() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const TOKEN: &str = "slow-token-0123456789abcdef";
+    let url = crate::serve_with(
+        ToolCatalog::from_plugins([&llm_worker_tests::plugin("counter")]),
+        McpOptions::new("slow", "1"),
+        HttpOptions::default()
+            .tokens([TOKEN])
+            .body_timeout(std::time::Duration::from_secs(1)),
+    )
+    .await;
+    let authority = url.trim_start_matches("http://").trim_end_matches('/');
+    let mut stream = tokio::net::TcpStream::connect(authority)
+        .await
+        .expect("connect");
+    // Headers promising 1,000 bytes, then the first few, then nothing.
+    let head = format!(
+        "POST / HTTP/1.1\r\nHost: {authority}\r\nAuthorization: Bearer {TOKEN}\r\n\
+         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         Content-Length: 1000\r\n\r\n{{\"jsonrpc\""
+    );
+    stream.write_all(head.as_bytes()).await.expect("send");
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        let mut buffer = [0; 1024];
+        while !String::from_utf8_lossy(&answer).contains("did not arrive") {
+            match stream.read(&mut buffer).await {
+                Ok(0) | Err(_) => break,
+                Ok(read) => answer.extend_from_slice(&buffer[..read]),
+            }
+        }
+    })
+    .await;
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(read.is_ok(), "no answer: {answer}");
+    assert!(
+        answer.starts_with("HTTP/1.1 500")
+            && answer.contains("the request's body did not arrive within 1s of its headers"),
+        "{answer}"
+    );
+}

@@ -2,6 +2,7 @@
 //! sessions, an idle timeout, bounded request bodies, and `Host`/`Origin` validation.
 
 mod auth;
+mod body;
 pub(in crate::mcp) mod gate;
 mod options;
 mod serve;
@@ -14,7 +15,8 @@ use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
 
 pub use options::{
-    DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_SESSIONS, HttpOptions,
+    DEFAULT_BODY_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_SESSIONS,
+    HttpOptions,
 };
 pub use serve::{serve_http, serve_http_with_shutdown};
 pub use service::McpHttpService;

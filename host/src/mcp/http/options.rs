@@ -27,6 +27,10 @@ pub struct HttpOptions {
     pub idle_timeout: Option<Duration>,
     /// Largest request body, in bytes; larger ones get 413. Default 4 MiB.
     pub max_body_bytes: Option<usize>,
+    /// How long a request's body may take to arrive once its headers have; a body still
+    /// arriving then is refused (500, saying why) and its connection closed.
+    /// Default 60 s.
+    pub body_timeout: Option<Duration>,
     /// Values of the `Host` header accepted (names, or `name:port`). Default: on a loopback
     /// address, `localhost`, `127.0.0.1` and `::1`; elsewhere any (requests then need a
     /// token, which a rebinding web page does not have).
@@ -48,6 +52,7 @@ impl std::fmt::Debug for HttpOptions {
             .field("max_sessions", &self.max_sessions)
             .field("idle_timeout", &self.idle_timeout)
             .field("max_body_bytes", &self.max_body_bytes)
+            .field("body_timeout", &self.body_timeout)
             .field("allowed_hosts", &self.allowed_hosts)
             .field("allowed_origins", &self.allowed_origins)
             .field("session_prefix", &self.session_prefix)
@@ -62,6 +67,9 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// The default cap on request bodies.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 4 << 20;
+
+/// How long a request's body may take to arrive by default.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl HttpOptions {
     /// Admits requests carrying one of `tokens` (empty ones and surrounding spaces ignored),
@@ -119,6 +127,14 @@ impl HttpOptions {
     #[must_use]
     pub fn max_body_bytes(mut self, bytes: usize) -> Self {
         self.max_body_bytes = Some(bytes);
+        self
+    }
+
+    /// How long a request's body may take to arrive once its headers have (see
+    /// [`HttpOptions::body_timeout`](Self#structfield.body_timeout)).
+    #[must_use]
+    pub fn body_timeout(mut self, timeout: Duration) -> Self {
+        self.body_timeout = Some(timeout);
         self
     }
 

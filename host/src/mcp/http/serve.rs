@@ -14,6 +14,9 @@ use crate::mcp::{McpError, McpOptions, ToolCatalog};
 /// Most connections open at once.
 const MAX_CONNECTIONS: usize = 1024;
 
+/// The largest read buffer of a connection (its request headers must fit).
+const READ_BUFFER_BYTES: usize = 64 << 10;
+
 /// Serves `catalog` over streamable HTTP on `listener` until the listener fails: see
 /// [`McpHttpService`]. [`HttpOptions::tokens`] must not be empty, unless
 /// [`HttpOptions::no_auth`] is set on a loopback address. TLS is left to a reverse proxy in
@@ -70,10 +73,13 @@ pub async fn serve_http_with_shutdown(
             let service = service.clone();
             async move { Ok::<_, Infallible>(service.handle(request).await) }
         });
-        // A client that never finishes its request headers is dropped after 30 s.
+        // A client that never finishes its request headers is dropped after 30 s; its
+        // read buffer holds at most 64 KiB (hyper's default is ~400 KiB: a thousand
+        // connections sending long headers would pin 400 MiB).
         let connection = hyper::server::conn::http1::Builder::new()
             .timer(hyper_util::rt::TokioTimer::new())
             .header_read_timeout(Duration::from_secs(30))
+            .max_buf_size(READ_BUFFER_BYTES)
             .serve_connection(TokioIo::new(stream), handler);
         let connection = graceful.watch(connection);
         tokio::spawn(async move {

@@ -13,7 +13,8 @@ use super::Body;
 use super::auth::Authenticator;
 use super::gate::Gate;
 use super::options::{
-    DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_SESSIONS, HttpOptions,
+    DEFAULT_BODY_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_SESSIONS,
+    HttpOptions,
 };
 use super::sessions::PrefixedSessions;
 use crate::mcp::admission::{Admission, SessionCounter};
@@ -44,6 +45,8 @@ pub struct McpHttpService {
     sessions: Arc<PrefixedSessions>,
     service: StreamableHttpService<McpServer, PrefixedSessions>,
     cancel: tokio_util::sync::CancellationToken,
+    /// How long a request's body may take to arrive.
+    body_timeout: std::time::Duration,
 }
 
 impl std::fmt::Debug for McpHttpService {
@@ -177,6 +180,7 @@ impl McpHttpService {
             sessions: manager,
             service,
             cancel,
+            body_timeout: http.body_timeout.unwrap_or(DEFAULT_BODY_TIMEOUT),
         })
     }
 
@@ -187,10 +191,10 @@ impl McpHttpService {
         B::Data: Send + 'static,
         B::Error: std::fmt::Display,
     {
-        let mut request = request;
         if let Some(refused) = self.gate.check(&request) {
             return self.refused("host_or_origin", refused);
         }
+        let mut request = request.map(|body| super::body::InTime::new(body, self.body_timeout));
         if let Some(metadata) = self.auth.metadata(&request) {
             return metadata;
         }

@@ -224,6 +224,24 @@ pub(crate) fn verify_legacy(
     verify(root, &bundle, payload)
 }
 
+/// A certificate's identity as text, which says its kind as rules read it: a URI (a
+/// workload's, such as a workflow's) has `://`, an e-mail address has none. One that would
+/// read as the other kind (an e-mail address `https://…`) is refused, so that comparing the
+/// text compares the kind too.
+fn identity_text(identity: &sigstore_verify::SubjectAltName) -> Result<String, String> {
+    let text = identity.as_str();
+    let reads_as_uri = text.contains("://");
+    match identity {
+        sigstore_verify::SubjectAltName::Email(_) if !reads_as_uri => Ok(text.to_owned()),
+        sigstore_verify::SubjectAltName::Uri(_) if reads_as_uri => Ok(text.to_owned()),
+        _ => Err(format!(
+            "its certificate's identity {} is of one kind and reads as the other (an e-mail \
+             address with `://`, or a URI without)",
+            text.escape_debug()
+        )),
+    }
+}
+
 fn verify(root: &TrustedRoot, bundle: &Bundle, artifact: &[u8]) -> Result<KeylessSigner, String> {
     let policy = sigstore_verify::VerificationPolicy::any_identity();
     let result = root
@@ -240,8 +258,8 @@ fn verify(root: &TrustedRoot, bundle: &Bundle, artifact: &[u8]) -> Result<Keyles
     }
     let identity = result
         .identity()
-        .map(|identity| identity.as_str().to_owned())
-        .ok_or_else(|| "its certificate names no identity".to_owned())?;
+        .ok_or_else(|| "its certificate names no identity".to_owned())
+        .and_then(identity_text)?;
     let issuer = result
         .issuer()
         .map(str::to_owned)
@@ -300,5 +318,25 @@ mod tests {
         let at = altered.len() / 2;
         altered[at] ^= 0x01;
         assert!(root.verify_blob(&altered, blob).is_err());
+    }
+
+    /// Rules compare a signer's identity as text: an e-mail identity reading as a workflow's
+    /// URI (or a URI reading as an e-mail address) would pass for the other kind.
+    #[test]
+    fn an_identity_reading_as_the_other_kind_is_refused() {
+        use sigstore_verify::SubjectAltName::{Email, Uri};
+        let workflow = "https://github.com/acme/greet/.github/workflows/release.yml@refs/tags/v1";
+        assert_eq!(
+            identity_text(&Uri(workflow.into())),
+            Ok(workflow.to_owned())
+        );
+        assert_eq!(
+            identity_text(&Email("dev@acme.example".into())),
+            Ok("dev@acme.example".to_owned())
+        );
+        for forged in [Email(workflow.into()), Uri("dev@acme.example".into())] {
+            let refused = identity_text(&forged).expect_err("the other kind");
+            assert!(refused.contains("reads as the other"), "{refused}");
+        }
     }
 }
