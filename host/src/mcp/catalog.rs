@@ -91,6 +91,28 @@ impl ToolGroup {
         }
     }
 
+    /// What this group offers that one of `others` offers already (a tool, resource, template
+    /// or prompt name, or a fixed URI one's template matches), said for the operator; `None`
+    /// if nothing.
+    pub(crate) fn clash_with(&self, others: &[ToolGroup]) -> Option<String> {
+        let offered = self.offered();
+        others.iter().find_map(|other| {
+            let theirs = other.offered();
+            if let Some((kind, name)) = offered.iter().find(|mine| theirs.contains(mine)) {
+                return Some(format!(
+                    "its {kind} '{name}' is offered by {} already",
+                    other.name
+                ));
+            }
+            let uri = crate::clash::uri_clash(self.plugin.as_ref()?, other.plugin.as_ref()?)?;
+            Some(format!(
+                "a read of the resource '{uri}' would be answered by {} too (a fixed URI of one \
+                 and a template of the other)",
+                other.name
+            ))
+        })
+    }
+
     /// The group's name.
     pub fn name(&self) -> &str {
         &self.name

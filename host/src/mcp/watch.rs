@@ -71,8 +71,10 @@ fn scan(dir: &Path, options: LoadDirOptions) -> Scan {
 fn sigstore_root(dir: &Path, trust: &Path) -> Option<PathBuf> {
     use std::io::Read;
     let mut text = String::new();
-    std::fs::File::open(trust)
-        .ok()?
+    // As the policy itself is read: a regular file that can be trusted, opened without
+    // blocking (a FIFO planted under the name would hang the rescan, or the start).
+    crate::lock::open_trusted(dir, trust)
+        .ok()??
         .take(1 << 20)
         .read_to_string(&mut text)
         .ok()?;
@@ -135,26 +137,63 @@ impl Served {
     fn update(&mut self, loaded: PluginDir, present: &Scan) {
         self.groups
             .retain(|path, _| present.plugins.contains_key(path));
-        for plugin in &loaded.plugins {
-            let group = ToolGroup::plugin(plugin);
-            let path = plugin.path().to_owned();
-            self.approvals.insert(
-                path.clone(),
-                (
-                    crate::digest::hex(plugin.sha256()),
-                    plugin.policy_sha256().unwrap_or("none").to_owned(),
-                ),
-            );
-            if self
-                .groups
-                .get(&path)
-                .is_none_or(|old| old.revision() != group.revision())
-            {
-                tracing::info!(plugin = %path.display(), "serving plugin");
-                self.groups.insert(path, group);
-            }
-        }
         let mut problems = std::collections::BTreeSet::new();
+        let fresh: Vec<(PathBuf, ToolGroup, &crate::LoadedPlugin)> = loaded
+            .plugins
+            .iter()
+            .map(|plugin| (plugin.path().to_owned(), ToolGroup::plugin(plugin), plugin))
+            .collect();
+        let changed = |groups: &BTreeMap<PathBuf, ToolGroup>, path: &Path, group: &ToolGroup| {
+            groups
+                .get(path)
+                .is_none_or(|old| old.revision() != group.revision())
+        };
+        // What is served already comes first: a new or changed plugin offering what another
+        // served one offers is not served, whichever name sorts first. (A fresh load refuses
+        // both sides of a clash, but it sees only the plugins that load: one served whose new
+        // version fails keeps serving, and a newcomer must not take its names meanwhile.)
+        let mut accepted: Vec<ToolGroup> = self
+            .groups
+            .iter()
+            .filter(|(path, _)| {
+                !fresh
+                    .iter()
+                    .any(|(fresh, group, _)| fresh == *path && changed(&self.groups, path, group))
+            })
+            .map(|(_, group)| group.clone())
+            .collect();
+        for (path, group, plugin) in fresh {
+            if !changed(&self.groups, &path, &group) {
+                continue;
+            }
+            let policy = plugin.policy_sha256().unwrap_or("none").to_owned();
+            if let Some(clash) = group.clash_with(&accepted) {
+                problems.insert(format!(
+                    "plugin {} is not served: {clash}; rename or remove one of them",
+                    path.display()
+                ));
+                // The version served before keeps serving, unless its policy is what changed
+                // (then it is not kept under the policy withdrawn) or it clashes too.
+                let keep_old = self.groups.get(&path).is_some_and(|old| {
+                    self.approvals.get(&path).map(|(_, served)| served.as_str())
+                        == Some(policy.as_str())
+                        && old.clash_with(&accepted).is_none()
+                });
+                match self.groups.get(&path) {
+                    Some(old) if keep_old => accepted.push(old.clone()),
+                    _ => {
+                        self.groups.remove(&path);
+                        self.approvals.remove(&path);
+                    }
+                }
+                continue;
+            }
+            self.approvals
+                .insert(path.clone(), (crate::digest::hex(plugin.sha256()), policy));
+            tracing::info!(plugin = %path.display(), "serving plugin");
+            accepted.push(group.clone());
+            self.groups.insert(path, group);
+        }
         for failure in &loaded.failures {
             // A plugin whose policy changed and no longer loads is not kept under the policy it
             // was served with: that policy is what the operator withdrew (an HTTP grant taken

@@ -194,3 +194,65 @@ async fn a_withdrawn_grant_is_not_kept_by_a_plugin_that_no_longer_loads() {
         "{said:?}"
     );
 }
+
+/// A plugin refused for offering what a served one offers could take the served one's names:
+/// a rescan where the served plugin's new version failed to load (an update caught half
+/// written) saw no clash, served the newcomer too, and the catalog then gave the tools to
+/// whichever name sorts first — the newcomer's, for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newcomer_never_takes_a_served_plugins_names() {
+    let dir = llm_worker_tests::scratch_dir("dir-watcher-clash");
+    let counter = llm_worker_tests::plugin_path("counter");
+    std::fs::copy(&counter, dir.join("zeta.wasm")).expect("copy");
+    let host = llm_worker_tests::host().clone();
+    let mut watcher =
+        DirWatcher::load(host, dir.path(), llm_worker::LoadDirOptions::default()).expect("load");
+    assert_eq!(served(&watcher), ["zeta.wasm"]);
+    // In one rescan: zeta's update is half written, and alpha (offering zeta's tools) comes.
+    std::fs::write(dir.join("zeta.wasm"), b"\0asm half written").expect("write");
+    std::fs::copy(&counter, dir.join("alpha.wasm")).expect("copy");
+    let (_, said) = logged(watcher.rescan()).await;
+    assert_eq!(served(&watcher), ["zeta.wasm"], "{said:?}");
+    assert!(
+        said.iter()
+            .any(|line| line.contains("alpha.wasm is not served: its tool")
+                && line.contains("zeta.wasm already")),
+        "{said:?}"
+    );
+    // zeta's update completes: the fresh load sees the clash; the served one keeps serving.
+    std::fs::copy(&counter, dir.join("zeta.wasm")).expect("copy");
+    watcher.rescan().await;
+    assert_eq!(served(&watcher), ["zeta.wasm"]);
+}
+
+/// A FIFO planted as the trust policy (in a shared sticky directory, or by a plugin that may
+/// write the directory): looking for the trusted root it names opened it blocking, so `serve`
+/// hung at its start and the watcher at its next rescan.
+#[cfg(unix)]
+#[test]
+fn a_fifo_named_as_the_trust_policy_blocks_nothing() {
+    let dir = llm_worker_tests::scratch_dir("dir-watcher-fifo");
+    std::fs::copy(
+        llm_worker_tests::plugin_path("counter"),
+        dir.join("counter.wasm"),
+    )
+    .expect("copy");
+    let made = std::process::Command::new("mkfifo")
+        .arg(dir.join(llm_worker::trust::TRUST_FILE))
+        .status()
+        .expect("mkfifo");
+    assert!(made.success());
+    let path = dir.path().to_owned();
+    let (done, finished) = std::sync::mpsc::channel();
+    // A thread of its own: one blocked for good must not hold the test's end.
+    std::thread::spawn(move || {
+        let _ = llm_worker::mcp::DirSnapshot::take(&path, llm_worker::LoadDirOptions::default());
+        let _ = done.send(());
+    });
+    assert!(
+        finished
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .is_ok(),
+        "taking a snapshot blocked on the FIFO"
+    );
+}
