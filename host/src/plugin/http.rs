@@ -19,6 +19,25 @@ use crate::policy::{HttpGrant, HttpSecret, SandboxPolicy, literal_address, may_c
 /// Most outgoing requests one instance may have in flight (sent, or streaming a response).
 pub(crate) const MAX_REQUESTS_IN_FLIGHT: usize = 8;
 
+/// The most denied requests of one call that are logged.
+const MAX_DENIALS_LOGGED: u32 = 8;
+
+/// The most characters of a plugin's URL (or method) a log line quotes.
+const MAX_URI_LOGGED: usize = 200;
+
+/// A plugin's URL or method in a log line: at most [`MAX_URI_LOGGED`] characters of it.
+struct Cut<'a, T>(&'a T);
+
+impl<T: std::fmt::Display> std::fmt::Display for Cut<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let text = self.0.to_string();
+        match text.char_indices().nth(MAX_URI_LOGGED) {
+            Some((end, _)) => write!(f, "{}…", &text[..end]),
+            None => f.write_str(&text),
+        }
+    }
+}
+
 /// The policy check in front of `wasi:http/outgoing-handler`.
 pub(crate) struct HttpGate {
     plugin: Arc<str>,
@@ -46,6 +65,8 @@ struct CallBound {
     waited: Option<Arc<Waited>>,
     /// Dropped when the call ends, ending its requests.
     ended: Option<watch::Sender<()>>,
+    /// Requests of the call denied before they left (only the first few are logged).
+    denied: u32,
 }
 
 type ResponseFuture = Box<
@@ -111,6 +132,7 @@ impl HttpGate {
             deadline,
             waited,
             ended: None,
+            denied: 0,
         });
     }
 
@@ -137,6 +159,29 @@ impl HttpGate {
         };
         gate.begin_call(deadline, Some(waited), scope);
         gate
+    }
+
+    /// Logs a request denied before it left, naming at most [`MAX_URI_LOGGED`] characters of its
+    /// URI: the first [`MAX_DENIALS_LOGGED`] of a call, then once that more were not (a plugin
+    /// denied in a loop would otherwise write the host's log as fast as it can, each line up to
+    /// 9 KiB of its own text).
+    fn denied(&mut self, uri: &http::Uri, why: std::fmt::Arguments<'_>) {
+        let count = self.call.as_mut().map_or(1, |call| {
+            call.denied = call.denied.saturating_add(1);
+            call.denied
+        });
+        if count <= MAX_DENIALS_LOGGED {
+            tracing::warn!(
+                plugin = %self.plugin,
+                uri = %Cut(uri),
+                "denied an HTTP request: {why}"
+            );
+        } else if count == MAX_DENIALS_LOGGED + 1 {
+            tracing::warn!(
+                plugin = %self.plugin,
+                "denied more HTTP requests in this call; they are not logged"
+            );
+        }
     }
 
     /// The call ended: every request it sent that is still running is cancelled.
@@ -200,16 +245,21 @@ impl HttpGate {
         })
     }
 
-    fn add_secrets(&self, request: &mut http::Request<WasiBody>) {
+    /// Sets the secrets of the request's destination in place of the plugin's values; `false`
+    /// (the request must not leave) if one cannot be a header: the plugin's own value would
+    /// go in its place.
+    fn add_secrets(&self, request: &mut http::Request<WasiBody>) -> bool {
         let uri = request.uri().clone();
         for secret in self.secrets_for(&uri) {
             let name = http::HeaderName::from_bytes(secret.header.as_bytes());
             let value = http::HeaderValue::from_str(secret.value());
-            if let (Ok(name), Ok(mut value)) = (name, value) {
-                value.set_sensitive(true);
-                request.headers_mut().insert(name, value);
-            }
+            let (Ok(name), Ok(mut value)) = (name, value) else {
+                return false;
+            };
+            value.set_sensitive(true);
+            request.headers_mut().insert(name, value);
         }
+        true
     }
 }
 
@@ -481,12 +531,12 @@ impl WasiHttpHooks for HttpGate {
         let mut request = request;
         // Methods are case-sensitive, but a server may not be: `trace` is refused too.
         if request.method().as_str().eq_ignore_ascii_case("TRACE") {
-            tracing::warn!(
-                plugin = %self.plugin,
-                uri = %request.uri(),
-                method = %request.method(),
-                "denied an HTTP request: the method TRACE is refused (it echoes the request, \
-                 headers the host added included)"
+            self.denied(
+                request.uri(),
+                format_args!(
+                    "the method TRACE is refused (it echoes the request, headers the host \
+                     added included)"
+                ),
             );
             return Box::new(async { Err(Error::HttpRequestDenied) });
         }
@@ -499,10 +549,9 @@ impl WasiHttpHooks for HttpGate {
             .authority()
             .is_some_and(|authority| authority.as_str().contains('@'))
         {
-            tracing::warn!(
-                plugin = %self.plugin,
-                uri = %request.uri(),
-                "denied an HTTP request: user information in the URL is refused"
+            self.denied(
+                request.uri(),
+                format_args!("user information in the URL is refused"),
             );
             return Box::new(async { Err(Error::HttpRequestDenied) });
         }
@@ -512,20 +561,21 @@ impl WasiHttpHooks for HttpGate {
         if !USUAL.contains(&request.method().as_str())
             && self.secrets_for(request.uri()).next().is_some()
         {
-            tracing::warn!(
-                plugin = %self.plugin,
-                uri = %request.uri(),
-                method = %request.method(),
-                "denied an HTTP request: a request that carries a secret must use GET, HEAD, \
-                 POST, PUT, PATCH, DELETE or OPTIONS"
+            let method = request.method().clone();
+            self.denied(
+                request.uri(),
+                format_args!(
+                    "a request that carries a secret must use GET, HEAD, POST, PUT, PATCH, \
+                     DELETE or OPTIONS, not {}",
+                    Cut(&method)
+                ),
             );
             return Box::new(async { Err(Error::HttpRequestDenied) });
         }
         let Some(destination) = self.destination(request.uri()) else {
-            tracing::warn!(
-                plugin = %self.plugin,
-                uri = %request.uri(),
-                "denied an HTTP request: its destination is not in the plugin's [http] allow list"
+            self.denied(
+                request.uri(),
+                format_args!("its destination is not in the plugin's [http] allow list"),
             );
             return Box::new(async { Err(Error::HttpRequestDenied) });
         };
@@ -538,14 +588,22 @@ impl WasiHttpHooks for HttpGate {
             .get_or_insert_with(|| watch::Sender::new(()))
             .subscribe();
         let Ok(permit) = Arc::clone(&self.in_flight).try_acquire_owned() else {
-            tracing::warn!(
-                plugin = %self.plugin,
-                uri = %request.uri(),
-                "denied an HTTP request: {MAX_REQUESTS_IN_FLIGHT} requests are in flight already"
+            self.denied(
+                request.uri(),
+                format_args!("{MAX_REQUESTS_IN_FLIGHT} requests are in flight already"),
             );
             return Box::new(async { Err(Error::ConnectionLimitReached) });
         };
-        self.add_secrets(&mut request);
+        if !self.add_secrets(&mut request) {
+            self.denied(
+                request.uri(),
+                format_args!(
+                    "a secret for its destination is not a valid HTTP header (name, or value \
+                     with a control character or a letter beyond ASCII); fix the host's policy"
+                ),
+            );
+            return Box::new(async { Err(Error::HttpRequestDenied) });
+        }
         tracing::debug!(plugin = %self.plugin, uri = %request.uri(), "HTTP request");
         let plugin = Arc::clone(&self.plugin);
         Box::new(async move {
@@ -556,7 +614,7 @@ impl WasiHttpHooks for HttpGate {
                     Err(Refused::Address { address, range }) => {
                         tracing::warn!(
                             plugin = %plugin,
-                            uri = %request.uri(),
+                            uri = %Cut(request.uri()),
                             %address,
                             "denied an HTTP request: {} resolves to {range}; name the address \
                              in the rule ([http] allow) or put the rule in [http] allow_private \
@@ -586,7 +644,20 @@ impl WasiHttpHooks for HttpGate {
 #[cfg(test)]
 mod tests {
     use super::*;
+
     use std::path::Path;
+
+    #[test]
+    fn a_log_line_quotes_a_few_hundred_characters_of_a_url() {
+        let long: http::Uri = format!("http://x.example/{}", "y".repeat(9000))
+            .parse()
+            .expect("a URI");
+        let quoted = Cut(&long).to_string();
+        assert_eq!(quoted.chars().count(), MAX_URI_LOGGED + 1, "{quoted}");
+        assert!(quoted.starts_with("http://x.example/yyy") && quoted.ends_with('…'));
+        let short: http::Uri = "http://x.example/a".parse().expect("a URI");
+        assert_eq!(Cut(&short).to_string(), "http://x.example/a");
+    }
 
     /// A request's deadline is its call's, which moves on while the call waits for an answer
     /// from the client: a request outlives the first deadline while a question is open, and

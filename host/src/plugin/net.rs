@@ -61,6 +61,9 @@ pub(crate) enum Range {
     /// Not routed on the internet: 240.0.0.0/4 and the broadcast address, 192.0.0.0/24,
     /// the documentation and benchmarking ranges, and IPv6 outside 2000::/3.
     Reserved,
+    /// A public address a cloud platform answers only from inside its machines: Azure's
+    /// 168.63.129.16 (its host agent, DNS and health probes).
+    Platform,
 }
 
 impl std::fmt::Display for Range {
@@ -73,6 +76,7 @@ impl std::fmt::Display for Range {
             Self::LinkLocal => "a link-local address (where clouds serve instance metadata)",
             Self::Multicast => "a multicast address",
             Self::Reserved => "a reserved address",
+            Self::Platform => "a cloud platform's address for its own machines",
         })
     }
 }
@@ -89,6 +93,9 @@ pub(crate) fn non_public(ip: IpAddr) -> Option<Range> {
 
 fn non_public_v4(ip: Ipv4Addr) -> Option<Range> {
     let [a, b, c, d] = ip.octets();
+    if [a, b, c, d] == [168, 63, 129, 16] {
+        return Some(Range::Platform);
+    }
     Some(match (a, b, c) {
         (0, _, _) => Range::Unspecified,
         (127, _, _) => Range::Loopback,
@@ -521,6 +528,9 @@ mod tests {
             ("100.127.255.255", Some(Range::Shared)),
             // Link-local and metadata.
             ("169.254.169.254", Some(Range::LinkLocal)),
+            ("168.63.129.16", Some(Range::Platform)),
+            ("::ffff:168.63.129.16", Some(Range::Platform)),
+            ("168.63.129.17", None),
             ("169.254.0.1", Some(Range::LinkLocal)),
             ("fe80::1", Some(Range::LinkLocal)),
             ("febf::1", Some(Range::LinkLocal)),

@@ -414,10 +414,13 @@ impl SandboxPolicy {
             }
             let value = expand(&secret.value).map_err(|message| invalid(&key("value"), message))?;
             // Never quote the value: it is the secret.
-            if value.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
+            if !crate::policy::is_header_value(&value) {
                 return Err(invalid(
                     &key("value"),
-                    "holds a line break or NUL once expanded, which no header may".into(),
+                    "holds, once expanded, a character no HTTP header value may (only visible \
+                     ASCII, spaces and tabs): a line break, another control character or a \
+                     letter beyond ASCII"
+                        .into(),
                 ));
             }
             http_secrets.push(HttpSecret::new(grant, secret.header.clone(), value));

@@ -248,3 +248,12 @@ impl std::fmt::Display for HttpGrant {
         Ok(())
     }
 }
+
+/// Whether `value` may be an HTTP header's value as the host sends it: visible ASCII, spaces
+/// and tabs only (what `http::HeaderValue::from_str` takes; a secret that is not is refused
+/// when its policy is read, never skipped when a request leaves).
+pub(crate) fn is_header_value(value: &str) -> bool {
+    value
+        .bytes()
+        .all(|b| b == b'\t' || (b' '..=b'~').contains(&b))
+}

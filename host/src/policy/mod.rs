@@ -16,6 +16,7 @@ mod reference;
 mod tests;
 
 pub use self::client::ClientPolicy;
+pub(crate) use self::http::is_header_value;
 #[cfg(feature = "wasi-http")]
 pub(crate) use self::http::literal_address;
 pub(crate) use self::http::may_carry_secrets;

@@ -307,6 +307,50 @@ async fn a_secret_is_never_sent_over_plain_http_to_a_name() {
     assert_eq!(server.header("authorization"), [None]);
 }
 
+/// A secret that cannot be a header value (a control character, a letter beyond ASCII) was
+/// skipped when the request left, and the plugin's own value of that header went in its place.
+/// From a policy file it is refused at load; from a policy built in code, the request is denied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_that_cannot_be_a_header_never_lets_the_plugins_value_through() {
+    let server = test_server();
+    let rule = format!("http://127.0.0.1:{}", server.port());
+    let dir = fetcher_dir(
+        "http-secret-control",
+        Some(format!(
+            "[http]\nallow = [\"{rule}\"]\n[[http.secrets]]\nhost = \"{rule}\"\n\
+             header = \"Authorization\"\nvalue = \"Bearer \\u0001x\"\n"
+        )),
+    );
+    let refused = host()
+        .load(dir.join("fetcher.wasm"))
+        .expect_err("refused at load")
+        .to_string();
+    assert!(
+        refused.contains("http.secrets[0].value") && refused.contains("no HTTP header value"),
+        "{refused}"
+    );
+    let grant = HttpGrant::parse(&rule).expect("a rule");
+    let mut policy = SandboxPolicy::default();
+    policy.http = vec![grant.clone()];
+    policy.http_secrets = vec![HttpSecret::new(grant, "Authorization", "Bearer \u{1}x")];
+    let loaded = host()
+        .load_with_policy(plugin_path("fetcher"), policy)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut worker = Worker::new();
+    worker
+        .register_tools(loaded.definitions())
+        .expect("registers");
+    let tools = worker.tool_server_handle();
+    let input = serde_json::json!({
+        "url": format!("{rule}/"),
+        "authorization": "Bearer the-plugins-own",
+    })
+    .to_string();
+    let denied = tools.call_tool("fetch", &input).await;
+    assert!(failed_with(&denied, "HttpRequestDenied"), "{denied:?}");
+    assert_eq!(server.connections(), 0, "denied before any connection");
+}
+
 /// `TRACE` is refused (it would echo the request back, headers the host added included).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_trace_method_is_refused() {
@@ -544,4 +588,49 @@ async fn response_heads_are_bounded() {
     );
     assert_eq!(huge.requests().len(), 1, "the request went out");
     assert_eq!(fetch(fine.port()).await.as_deref(), Ok("200 "));
+}
+
+/// A plugin denied in a loop wrote the host's log as fast as it could: a line per request,
+/// each quoting up to 9 KiB of the plugin's URL. The first few of a call are logged, then one
+/// line says more were not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_denied_in_a_loop_are_logged_a_few_times_a_call() {
+    // Contract 0.3.0's fetcher: its calls run in the caller's task, whose log is captured.
+    let dir = scratch_dir("http-denied-loop");
+    std::fs::copy(
+        llm_worker_tests::plugin_v03_path("fetcher"),
+        dir.join("fetcher.wasm"),
+    )
+    .expect("copy");
+    std::fs::write(
+        dir.join("fetcher.policy.toml"),
+        "[http]\nallow = [\"https://api.example.com\"]\n",
+    )
+    .expect("write policy");
+    let tools = session(&dir);
+    let url = format!("http://not-granted.example/{}", "x".repeat(8000));
+    let input = serde_json::json!({ "url": url, "count": 50 }).to_string();
+    let (sent, said) = llm_worker_tests::logs::logged(tools.call_tool("fire", &input)).await;
+    assert_eq!(sent.as_deref(), Ok("sent 50"));
+    let denied = said
+        .iter()
+        .filter(|line| line.contains("denied an HTTP request"))
+        .count();
+    assert_eq!(denied, 8, "{said:?}");
+    assert_eq!(
+        said.iter()
+            .filter(|line| line.contains("denied more HTTP requests in this call"))
+            .count(),
+        1,
+        "{said:?}"
+    );
+    // The next call logs its own first few again.
+    let (_, said) = llm_worker_tests::logs::logged(tools.call_tool("fire", &input)).await;
+    assert_eq!(
+        said.iter()
+            .filter(|line| line.contains("denied an HTTP request"))
+            .count(),
+        8,
+        "{said:?}"
+    );
 }
