@@ -411,7 +411,11 @@ impl DirWatcher {
     /// gone, untrusted or unreadable; the directory is unreadable) changes nothing and is
     /// logged once.
     pub async fn rescan(&mut self) -> bool {
-        let now = scan(&self.dir, self.options);
+        // Listing and stating the directory is blocking work (a slow or large file system).
+        let (dir, options) = (self.dir.clone(), self.options);
+        let Ok(now) = tokio::task::spawn_blocking(move || scan(&dir, options)).await else {
+            return false;
+        };
         if now == self.present {
             return false;
         }

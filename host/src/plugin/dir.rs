@@ -34,7 +34,9 @@ impl PluginHost {
             source,
         };
         let root = dir.canonicalize().map_err(io)?;
-        let paths = options.plugin_files(dir).map_err(io)?;
+        let walk = options.walk(dir).map_err(io)?;
+        let mut paths = walk.files;
+        paths.retain(|path| path.extension().is_some_and(|ext| ext == "wasm"));
         // A trust policy beside the plugins says they are verified: that is done through the
         // lock (pulled plugins' provenance), so without one nothing would be checked.
         let trusting = dir
@@ -56,7 +58,11 @@ impl PluginHost {
             .unwrap_or_default();
 
         let mut loaded = Vec::new();
-        let mut failures = Vec::new();
+        let mut failures: Vec<PluginError> = walk
+            .unreadable
+            .into_iter()
+            .map(|(path, source)| PluginError::Directory { path, source })
+            .collect();
         if let Some(lock) = &lock {
             // A locked plugin that is gone is reported (the directory is not what was approved).
             for gone in lock.gone(dir, &paths) {
@@ -245,12 +251,37 @@ impl LoadDirOptions {
         self
     }
 
-    /// The files of `dir` these options read, sorted.
-    fn files(&self, dir: &Path) -> std::io::Result<Vec<PathBuf>> {
-        let mut files = Vec::new();
+    /// The files of `dir` these options read, sorted, and the subdirectories that could not
+    /// be read (with why). `dir` itself unreadable, or more than [`MAX_DIR_ENTRIES`] entries,
+    /// is an error.
+    fn walk(&self, dir: &Path) -> std::io::Result<Walk> {
+        let mut walk = Walk::default();
+        let mut entries = 0usize;
         let mut pending = vec![dir.to_owned()];
         while let Some(current) = pending.pop() {
-            for entry in std::fs::read_dir(&current)? {
+            let listing = match std::fs::read_dir(&current) {
+                Ok(listing) => listing,
+                Err(error) if current == dir => return Err(error),
+                // One subdirectory that cannot be read is a failure of its own, not of the
+                // whole directory (which would keep a reload from removing anything).
+                Err(error) => {
+                    walk.unreadable.push((current, error));
+                    continue;
+                }
+            };
+            for entry in listing {
+                entries += 1;
+                if entries > MAX_DIR_ENTRIES {
+                    return Err(std::io::Error::other(format!(
+                        "it holds more than {MAX_DIR_ENTRIES} entries{}; keep plugins in a \
+                         directory of their own",
+                        if self.recursive {
+                            " with its subdirectories"
+                        } else {
+                            ""
+                        }
+                    )));
+                }
                 let Ok(entry) = entry else { continue };
                 let path = entry.path();
                 let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
@@ -260,15 +291,23 @@ impl LoadDirOptions {
                         pending.push(path);
                     }
                 } else {
-                    files.push(path);
+                    walk.files.push(path);
                 }
             }
         }
-        files.sort();
-        Ok(files)
+        walk.files.sort();
+        walk.unreadable.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(walk)
     }
 
-    /// The `*.wasm` files these options take from `dir`, sorted.
+    /// The files of `dir` these options read, sorted (subdirectories that cannot be read left
+    /// out).
+    fn files(&self, dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+        Ok(self.walk(dir)?.files)
+    }
+
+    /// The `*.wasm` files these options take from `dir`, sorted (those of subdirectories that
+    /// cannot be read left out: loading the directory reports each such subdirectory).
     pub fn plugin_files(&self, dir: &Path) -> std::io::Result<Vec<PathBuf>> {
         let mut files = self.files(dir)?;
         files.retain(|path| path.extension().is_some_and(|ext| ext == "wasm"));
@@ -347,4 +386,16 @@ impl PluginDir {
             .flat_map(LoadedPlugin::definitions)
             .collect()
     }
+}
+
+/// The most entries (files and directories) a plugin directory may hold, its subdirectories
+/// included when they are read: a directory is listed on every rescan of `serve --watch`.
+pub(crate) const MAX_DIR_ENTRIES: usize = 10_000;
+
+/// What reading a plugin directory found.
+#[derive(Default)]
+struct Walk {
+    files: Vec<PathBuf>,
+    /// Subdirectories that could not be read, and why.
+    unreadable: Vec<(PathBuf, std::io::Error)>,
 }

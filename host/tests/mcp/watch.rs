@@ -256,3 +256,52 @@ fn a_fifo_named_as_the_trust_policy_blocks_nothing() {
         "taking a snapshot blocked on the FIFO"
     );
 }
+
+/// One subdirectory that cannot be read (here: its path is longer than the system takes)
+/// failed the whole load of a recursive directory: `serve` did not start, and under `--watch`
+/// every reload was refused, so a plugin removed (or withdrawn from the lock) kept serving.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subdirectory_that_cannot_be_read_holds_no_reload_back() {
+    let dir = llm_worker_tests::scratch_dir("dir-watcher-unreadable");
+    for plugin in ["counter", "greet"] {
+        std::fs::copy(
+            llm_worker_tests::plugin_path(plugin),
+            dir.join(format!("{plugin}.wasm")),
+        )
+        .expect("copy");
+    }
+    // Directories nested deeper than PATH_MAX (made one level at a time, from inside).
+    {
+        use rustix::fs::{Mode, OFlags};
+        let name = "d".repeat(200);
+        let mut at = rustix::fs::open(dir.path(), OFlags::DIRECTORY, Mode::empty()).expect("open");
+        for _ in 0..24 {
+            rustix::fs::mkdirat(&at, name.as_str(), Mode::from_raw_mode(0o755)).expect("mkdir");
+            at = rustix::fs::openat(&at, name.as_str(), OFlags::DIRECTORY, Mode::empty())
+                .expect("open");
+        }
+    }
+    let host = llm_worker_tests::host().clone();
+    let options = llm_worker::LoadDirOptions::default().recursive(true);
+    let mut watcher = DirWatcher::load(host, dir.path(), options).expect("loads what it can read");
+    assert_eq!(served(&watcher), ["counter.wasm", "greet.wasm"]);
+    std::fs::remove_file(dir.join("counter.wasm")).expect("remove");
+    assert!(watcher.rescan().await, "the removal is seen");
+    assert_eq!(served(&watcher), ["greet.wasm"]);
+}
+
+/// A directory is listed on every rescan: one of more entries than the cap is refused, saying
+/// why, rather than listed every 300 ms.
+#[test]
+fn a_directory_of_more_entries_than_the_cap_is_refused_saying_so() {
+    let dir = llm_worker_tests::scratch_dir("dir-too-many-entries");
+    for index in 0..=10_000 {
+        std::fs::File::create(dir.join(format!("f{index}"))).expect("create");
+    }
+    let error = llm_worker_tests::host()
+        .load_dir(dir.path())
+        .expect_err("too many entries")
+        .to_string();
+    assert!(error.contains("more than 10000 entries"), "{error}");
+}
