@@ -125,14 +125,20 @@ impl ToolGroup {
 }
 
 /// A plugin's revision: its bytes, its policy file's bytes (or, for a policy given in code,
-/// the policy as loaded) and its secrets' values — each secret through a one-way hash, so that
-/// a changed secret is a new revision while no value is kept or could be read back.
+/// the policy as loaded), where its directory grants lead (a grant's path re-pointed at
+/// another directory, the policy's text unchanged) and its secrets' values — each secret
+/// through a one-way hash, so that a changed secret is a new revision while no value is kept
+/// or could be read back.
 fn plugin_revision(plugin: &LoadedPlugin) -> u64 {
     let mut text = crate::digest::hex(plugin.sha256());
     match plugin.policy_sha256() {
         Some(policy) => text.push_str(policy),
         // `Debug` redacts the secrets: they are added below.
         None => text.push_str(&format!("{:?}", plugin.policy())),
+    }
+    for dir in crate::lock::grant_paths(plugin.policy()) {
+        text.push('|');
+        text.push_str(&dir);
     }
     for secret in &plugin.policy().http_secrets {
         text.push_str(&format!("|{}|{}|", secret.grant, secret.header));

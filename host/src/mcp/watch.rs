@@ -126,9 +126,9 @@ fn policy_sha256_now(path: &Path) -> String {
 #[derive(Default)]
 struct Served {
     groups: BTreeMap<PathBuf, ToolGroup>,
-    /// The SHA-256 (hex) of each served plugin and of its policy ("none" without one): what a
-    /// lock must approve for it to keep serving.
-    approvals: BTreeMap<PathBuf, (String, String)>,
+    /// The SHA-256 (hex) of each served plugin and of its policy ("none" without one), and
+    /// where its directory grants lead: what a lock must approve for it to keep serving.
+    approvals: BTreeMap<PathBuf, (String, String, Vec<String>)>,
     /// The problems reported at the last load, so that a rescan does not repeat them.
     reported: std::collections::BTreeSet<String>,
 }
@@ -175,7 +175,9 @@ impl Served {
                 // The version served before keeps serving, unless its policy is what changed
                 // (then it is not kept under the policy withdrawn) or it clashes too.
                 let keep_old = self.groups.get(&path).is_some_and(|old| {
-                    self.approvals.get(&path).map(|(_, served)| served.as_str())
+                    self.approvals
+                        .get(&path)
+                        .map(|(_, served, _)| served.as_str())
                         == Some(policy.as_str())
                         && old.clash_with(&accepted).is_none()
                 });
@@ -188,8 +190,14 @@ impl Served {
                 }
                 continue;
             }
-            self.approvals
-                .insert(path.clone(), (crate::digest::hex(plugin.sha256()), policy));
+            self.approvals.insert(
+                path.clone(),
+                (
+                    crate::digest::hex(plugin.sha256()),
+                    policy,
+                    crate::lock::grant_paths(plugin.policy()),
+                ),
+            );
             tracing::info!(plugin = %path.display(), "serving plugin");
             accepted.push(group.clone());
             self.groups.insert(path, group);
@@ -203,7 +211,10 @@ impl Served {
                 .path()
                 .filter(|path| self.groups.contains_key(*path))
             {
-                let served_policy = self.approvals.get(path).map(|(_, policy)| policy.as_str());
+                let served_policy = self
+                    .approvals
+                    .get(path)
+                    .map(|(_, policy, _)| policy.as_str());
                 if served_policy != Some(policy_sha256_now(path).as_str()) {
                     self.groups.remove(path);
                     self.approvals.remove(path);
@@ -267,9 +278,11 @@ impl Served {
             }
             let entry = approved.get(name.as_str());
             let served = approvals.get(path);
-            let keep = entry.zip(served).is_some_and(|(entry, (sha256, policy))| {
-                entry.sha256 == *sha256 && entry.policy_sha256 == *policy
-            });
+            let keep = entry
+                .zip(served)
+                .is_some_and(|(entry, (sha256, policy, dirs))| {
+                    entry.sha256 == *sha256 && entry.policy_sha256 == *policy && entry.dirs == *dirs
+                });
             if !keep {
                 tracing::warn!(
                     plugin = %path.display(),

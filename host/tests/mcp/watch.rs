@@ -305,3 +305,60 @@ fn a_directory_of_more_entries_than_the_cap_is_refused_saying_so() {
         .to_string();
     assert!(error.contains("more than 10000 entries"), "{error}");
 }
+
+/// The operator points a grant's path at another directory and approves it (`lock`): the
+/// reload found the plugin and its policy unchanged and kept serving the instances of the old
+/// directory until a restart.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_pointed_elsewhere_is_a_new_revision() {
+    use llm_worker::LoadDirOptions;
+    use llm_worker::lock::LockFile;
+    let dir = llm_worker_tests::scratch_dir("dir-watcher-grant");
+    let (first, second) = (
+        llm_worker_tests::scratch_dir("dir-watcher-grant-first"),
+        llm_worker_tests::scratch_dir("dir-watcher-grant-second"),
+    );
+    std::fs::copy(
+        llm_worker_tests::plugin_path("greet"),
+        dir.join("greet.wasm"),
+    )
+    .expect("copy");
+    let data = dir.join("data");
+    std::os::unix::fs::symlink(first.path(), &data).expect("link");
+    std::fs::write(
+        dir.join("greet.policy.toml"),
+        format!(
+            "[[dirs]]\nhost = {:?}\nguest = \"/data\"\n",
+            data.display().to_string()
+        ),
+    )
+    .expect("policy");
+    let host = llm_worker_tests::host().clone();
+    let lock = || {
+        let loaded = host
+            .load_dir_with(
+                &dir,
+                LoadDirOptions::default().ignore_lock(true),
+                |_, _, _| {},
+            )
+            .expect("load");
+        LockFile::of(&dir, &loaded.plugins)
+            .write(&dir)
+            .expect("lock");
+    };
+    lock();
+    let mut watcher =
+        DirWatcher::load(host.clone(), dir.path(), LoadDirOptions::default()).expect("load");
+    let before = watcher.groups()[0].revision();
+    std::fs::remove_file(&data).expect("unlink");
+    std::os::unix::fs::symlink(second.path(), &data).expect("link");
+    lock();
+    watcher.rescan().await;
+    assert_eq!(served(&watcher), ["greet.wasm"]);
+    assert_ne!(
+        watcher.groups()[0].revision(),
+        before,
+        "sessions must not keep instances of the old directory"
+    );
+}
