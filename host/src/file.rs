@@ -3,7 +3,7 @@
 //! (tokens, keys), which must be private to the user.
 
 use std::io::{Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Why a file could not be read.
 #[derive(Debug)]
@@ -14,18 +14,38 @@ pub(crate) enum ReadError {
     NotAFile,
     /// It is larger than the limit (its size).
     TooLarge(u64),
+    /// The file opened (through links) is outside the directory it must be in (where it is).
+    Outside(PathBuf),
 }
 
 /// Reads the regular file at `path` (following links) if it holds at most `limit` bytes.
 ///
 /// A FIFO or a device is refused without blocking on it: the file is opened non-blocking and
 /// checked with `fstat` on the open descriptor, so it cannot be swapped between check and read.
+#[cfg_attr(not(feature = "registry"), allow(dead_code))]
 pub(crate) fn read_regular_file(path: &Path, limit: u64) -> Result<Vec<u8>, ReadError> {
+    read_regular_file_within(path, limit, None)
+}
+
+/// [`read_regular_file`], and with `within`, only if the file opened (links followed) is
+/// inside that directory (a real path): checked on the open file, so a link swapped between a
+/// check and the read changes nothing.
+pub(crate) fn read_regular_file_within(
+    path: &Path,
+    limit: u64,
+    within: Option<&Path>,
+) -> Result<Vec<u8>, ReadError> {
     let mut options = std::fs::OpenOptions::new();
     options.read(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
     let file = options.open(path).map_err(ReadError::Io)?;
+    if let Some(root) = within {
+        let real = opened_path(&file, path).map_err(ReadError::Io)?;
+        if !real.starts_with(root) {
+            return Err(ReadError::Outside(real));
+        }
+    }
     let metadata = file.metadata().map_err(ReadError::Io)?;
     if !metadata.is_file() {
         return Err(ReadError::NotAFile);
@@ -128,6 +148,7 @@ pub(crate) fn read_private_file(
         Err(ReadError::Io(e)) => Err(format!("cannot read it: {e}")),
         Err(ReadError::NotAFile) => Err("it is not a regular file".into()),
         Err(ReadError::TooLarge(_)) => Err(format!("it is larger than {limit} bytes")),
+        Err(ReadError::Outside(_)) => Err("it is outside its directory".into()),
     }
 }
 
@@ -216,4 +237,20 @@ pub(crate) fn write_atomically(
         let _ = std::fs::remove_file(&temporary);
     }
     written
+}
+
+/// The real path of an open file: on Linux, of the descriptor itself (so a link swapped after
+/// opening changes nothing); elsewhere, of the path.
+pub(crate) fn opened_path(file: &std::fs::File, path: &Path) -> std::io::Result<PathBuf> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        let _ = path;
+        std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = file;
+        path.canonicalize()
+    }
 }

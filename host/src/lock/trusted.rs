@@ -1,7 +1,7 @@
 //! Opening a lock file only if it can be trusted: a regular file of this user or root that no
 //! one else may write, reached by no link that leaves the plugin directory.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::LockError;
 
@@ -60,7 +60,7 @@ pub(crate) fn open_trusted(dir: &Path, path: &Path) -> Result<Option<std::fs::Fi
         }
     }
     // Where the opened file really is: links are followed only where they stay in `dir`.
-    let real = opened_path(&file, path).map_err(io)?;
+    let real = crate::file::opened_path(&file, path).map_err(io)?;
     let root = dir.canonicalize().map_err(io)?;
     if !real.starts_with(&root) {
         return Err(untrusted(format!(
@@ -76,20 +76,4 @@ pub(crate) fn open_trusted(dir: &Path, path: &Path) -> Result<Option<std::fs::Fi
         crate::file::no_one_else_can_replace(parent, "its directory").map_err(untrusted)?;
     }
     Ok(Some(file))
-}
-
-/// The real path of an open file: on Linux, of the descriptor itself (so a link swapped after
-/// opening changes nothing); elsewhere, of the path.
-fn opened_path(file: &std::fs::File, path: &Path) -> std::io::Result<PathBuf> {
-    #[cfg(target_os = "linux")]
-    {
-        use std::os::fd::AsRawFd;
-        let _ = path;
-        std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        let _ = file;
-        path.canonicalize()
-    }
 }

@@ -108,12 +108,14 @@ impl PluginHost {
                 failures.push(PluginError::not_approved(dir, &path, reason.clone()));
                 continue;
             }
+            // The files are read where the checks above found them: a link swapped since to
+            // lead out of the directory is refused on the file opened.
             let attempt = match &lock {
-                None => self.load(&path),
+                None => self.load_file(&path, None, Some(&root)),
                 Some(lock) => lock
                     .approval(dir, &path)
                     .map_err(|reason| PluginError::not_approved(dir, &path, reason))
-                    .and_then(|entry| self.load_file(&path, Some((dir, entry)))),
+                    .and_then(|entry| self.load_file(&path, Some((dir, entry)), Some(&root))),
             };
             match attempt {
                 Ok(plugin) if options.recursive => match writable_grant_within(&plugin, &root) {

@@ -363,23 +363,32 @@ impl PluginHost {
     }
 
     /// Reads a plugin file: a regular file (a FIFO or device is refused without blocking)
-    /// within the size limit.
-    pub(super) fn read_plugin_file(&self, path: &Path) -> Result<Vec<u8>, PluginError> {
-        crate::file::read_regular_file(path, self.inner.max_file_bytes).map_err(|error| match error
-        {
-            crate::file::ReadError::Io(source) => PluginError::Io {
-                path: path.to_owned(),
-                source,
+    /// within the size limit, and with `within` (a real path), inside that directory.
+    pub(super) fn read_plugin_file(
+        &self,
+        path: &Path,
+        within: Option<&Path>,
+    ) -> Result<Vec<u8>, PluginError> {
+        crate::file::read_regular_file_within(path, self.inner.max_file_bytes, within).map_err(
+            |error| match error {
+                crate::file::ReadError::Io(source) => PluginError::Io {
+                    path: path.to_owned(),
+                    source,
+                },
+                crate::file::ReadError::NotAFile => PluginError::NotAFile {
+                    path: path.to_owned(),
+                },
+                crate::file::ReadError::TooLarge(size) => PluginError::TooLarge {
+                    path: path.to_owned(),
+                    size,
+                    limit: self.inner.max_file_bytes,
+                },
+                crate::file::ReadError::Outside(target) => PluginError::OutsideDirectory {
+                    path: path.to_owned(),
+                    target,
+                },
             },
-            crate::file::ReadError::NotAFile => PluginError::NotAFile {
-                path: path.to_owned(),
-            },
-            crate::file::ReadError::TooLarge(size) => PluginError::TooLarge {
-                path: path.to_owned(),
-                size,
-                limit: self.inner.max_file_bytes,
-            },
-        })
+        )
     }
 
     /// The linker for a plugin under `policy`: with `wasi:http` only if it grants HTTP.

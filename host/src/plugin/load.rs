@@ -28,31 +28,35 @@ impl PluginHost {
     /// once to read its tool list; from async code, call it in `spawn_blocking`. Nothing is
     /// registered: call [`LoadedPlugin::definitions`] and register those.
     pub fn load(&self, path: impl AsRef<Path>) -> Result<LoadedPlugin, PluginError> {
-        self.load_file(path.as_ref(), None)
+        self.load_file(path.as_ref(), None, None)
     }
 
     /// Loads a plugin file with its policy file; with `approved` (the directory and its lock
     /// entry), only if both are the ones the entry names (checked before anything of them is
-    /// parsed or compiled) and its directory grants lead where the entry says.
+    /// parsed or compiled) and its directory grants lead where the entry says; with `within`
+    /// (its directory's real path), only if the files opened, links followed, are inside it.
     pub(super) fn load_file(
         &self,
         path: &Path,
         approved: Option<(&Path, &LockedPlugin)>,
+        within: Option<&Path>,
     ) -> Result<LoadedPlugin, PluginError> {
         let policy_error = |source| PluginError::Policy {
             path: path.to_owned(),
             source,
         };
         let policy_path = SandboxPolicy::path_for(path);
-        let policy_text = if policy_path.exists() {
-            Some(SandboxPolicy::read_text(&policy_path).map_err(policy_error)?)
+        // A name that is there, a link leading nowhere included, is a policy to read: a
+        // dangling link is refused, not taken for "no policy".
+        let policy_text = if policy_path.symlink_metadata().is_ok() {
+            Some(SandboxPolicy::read_text_within(&policy_path, within).map_err(policy_error)?)
         } else {
             None
         };
         let policy_sha256 = policy_text
             .as_deref()
             .map(|text| crate::digest::sha256_hex(text.as_bytes()));
-        let bytes = self.read_plugin_file(path)?;
+        let bytes = self.read_plugin_file(path, within)?;
         if let Some((dir, entry)) = approved {
             entry
                 .approves_files(
@@ -87,7 +91,7 @@ impl PluginHost {
         policy: SandboxPolicy,
     ) -> Result<LoadedPlugin, PluginError> {
         let path = path.as_ref();
-        let bytes = self.read_plugin_file(path)?;
+        let bytes = self.read_plugin_file(path, None)?;
         self.load_bytes_with_policy(path, &bytes, policy)
     }
 

@@ -144,11 +144,20 @@ impl SandboxPolicy {
 
     /// The text of a policy file: a regular file, within the size limit, UTF-8.
     pub(crate) fn read_text(path: &Path) -> Result<String, PolicyError> {
+        Self::read_text_within(path, None)
+    }
+
+    /// [`Self::read_text`], and with `within` (a real path), only if the file opened, links
+    /// followed, is inside that directory.
+    pub(crate) fn read_text_within(
+        path: &Path,
+        within: Option<&Path>,
+    ) -> Result<String, PolicyError> {
         let io = |source| PolicyError::Io {
             path: path.to_owned(),
             source,
         };
-        let bytes = crate::file::read_regular_file(path, MAX_POLICY_BYTES).map_err(|error| {
+        let bytes = crate::file::read_regular_file_within(path, MAX_POLICY_BYTES, within).map_err(|error| {
             io(match error {
                 crate::file::ReadError::Io(error) => error,
                 crate::file::ReadError::NotAFile => std::io::Error::other(
@@ -156,6 +165,11 @@ impl SandboxPolicy {
                 ),
                 crate::file::ReadError::TooLarge(size) => std::io::Error::other(format!(
                     "it is {size} bytes, over the limit of {MAX_POLICY_BYTES} bytes for a policy"
+                )),
+                crate::file::ReadError::Outside(real) => std::io::Error::other(format!(
+                    "it is a link to {}, outside the plugin directory; copy the policy into the \
+                     directory instead",
+                    real.display()
                 )),
             })
         })?;

@@ -234,4 +234,17 @@ fn a_policy_linked_from_outside_the_directory_is_refused() {
             && message.contains("elsewhere/greet.toml"),
         "{message}"
     );
+    // A link leading nowhere (yet: a plugin that may write `elsewhere` can make the file
+    // appear between the check and the read) was taken for "no policy" and skipped the check;
+    // it is refused, and a file that appears is refused on the file opened.
+    std::fs::remove_file(dir.join("greet.policy.toml")).expect("unlink");
+    symlink(outside.join("later.toml"), dir.join("greet.policy.toml")).expect("symlink");
+    let loaded = host().load_dir(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let names: Vec<&str> = loaded.plugins.iter().map(LoadedPlugin::name).collect();
+    assert_eq!(names, ["counter"], "{:#?}", loaded.failures);
+    assert!(
+        loaded.failures[0].to_string().contains("greet.policy.toml"),
+        "{}",
+        loaded.failures[0]
+    );
 }
