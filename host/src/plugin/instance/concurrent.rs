@@ -19,12 +19,14 @@
 //! of a store without poisoning the store, so a call that runs out of time while running code,
 //! or any trap, ends the instance with every call in it.
 
-use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
+// Keys are ids the host and wasmtime make (never a plugin's or a client's text): Fx hashing
+// is safe here, and a call touches these maps a dozen times.
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use futures::stream::FuturesUnordered;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
 use wasmtime::Store;
@@ -144,10 +146,10 @@ impl Calls {
         (
             Self {
                 clock: Arc::clone(&clock),
-                by_group: HashMap::new(),
-                groups: HashMap::new(),
-                abandoned_early: HashSet::new(),
-                received: HashSet::new(),
+                by_group: HashMap::default(),
+                groups: HashMap::default(),
+                abandoned_early: HashSet::default(),
+                received: HashSet::default(),
                 timed_out: None,
             },
             GroupHook(clock),
@@ -1022,6 +1024,9 @@ async fn serve(
                     }
                 };
                 tokio::select! {
+                    // In this order, without drawing a random start each turn: every branch
+                    // is polled whenever the ones before it are pending.
+                    biased;
                     message = rx.recv() => match message {
                         Some(Message::Run(job)) => {
                             accessor.with(|mut access| access.data_mut().received(job.setup.id));
