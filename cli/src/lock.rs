@@ -16,6 +16,15 @@ pub(crate) fn lock(
     check: bool,
     replace_unreadable: bool,
 ) -> anyhow::Result<ExitCode> {
+    // A lock another user could replace protects nothing: say so before anything else (the
+    // advice `--replace-unreadable` would only write another lock they could replace).
+    if let Some(reason) = LockFile::unsafe_directory(dir) {
+        eprintln!(
+            "error: {} cannot hold a lock: {reason}; fix that first",
+            dir.display()
+        );
+        return Ok(ExitCode::FAILURE);
+    }
     let options = loader.options.ignore_lock(true);
     let loaded = loader.host.load_dir_with(dir, options, |_, _, _| {})?;
     let mut now = LockFile::of(dir, &loaded.plugins);

@@ -153,15 +153,14 @@ pub(crate) fn read_private_file(
 }
 
 /// Checks that no other user can replace what is in `dir` or on the way to it: `dir` and each
-/// directory above it owned by this user or root, and writable by no other user — unless it
-/// has the sticky bit (then others cannot rename or remove what is ours, as in `/tmp`). A
-/// directory writable by its group passes when the group is this user's own (as with the
-/// per-user groups and `umask 002` of many systems). `what` names `dir` in the message.
+/// directory above it owned by this user or root, and writable by no other user (its group
+/// included) — unless it has the sticky bit (then others cannot rename or remove what is ours,
+/// as in `/tmp`) or is on a read-only mount (as a Kubernetes ConfigMap's, whose mode says
+/// anyone may write). `what` names `dir` in the message.
 #[cfg(unix)]
 pub(crate) fn no_one_else_can_replace(dir: &Path, what: &str) -> Result<(), String> {
     use std::os::unix::fs::MetadataExt;
     let us = rustix::process::geteuid().as_raw();
-    let our_group = rustix::process::getegid().as_raw();
     for path in dir.ancestors() {
         let metadata = std::fs::metadata(path)
             .map_err(|e| format!("{} cannot be read: {e}", path.display()))?;
@@ -177,9 +176,11 @@ pub(crate) fn no_one_else_can_replace(dir: &Path, what: &str) -> Result<(), Stri
             ));
         }
         let sticky = metadata.mode() & 0o1000 != 0;
-        let by_others = metadata.mode() & 0o002 != 0
-            || (metadata.mode() & 0o020 != 0 && metadata.gid() != our_group);
-        if by_others && !sticky {
+        let read_only = || {
+            rustix::fs::statvfs(path)
+                .is_ok_and(|mount| mount.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY))
+        };
+        if metadata.mode() & 0o022 != 0 && !sticky && !read_only() {
             return Err(format!(
                 "{named} may be written by other users (mode {:o}) and is not sticky, so they \
                  could replace what is in it; run `chmod go-w` on it",
@@ -245,12 +246,44 @@ pub(crate) fn opened_path(file: &std::fs::File, path: &Path) -> std::io::Result<
     #[cfg(target_os = "linux")]
     {
         use std::os::fd::AsRawFd;
-        let _ = path;
-        std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
+        match std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())) {
+            // Without `/proc` (a minimal container or chroot), the path's, as elsewhere.
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => path.canonicalize(),
+            read => read,
+        }
     }
     #[cfg(not(target_os = "linux"))]
     {
         let _ = file;
         path.canonicalize()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The check is made on the file opened: a link inside the directory leading out of it is
+    /// refused, one leading to a file inside is followed.
+    #[cfg(unix)]
+    #[test]
+    fn a_file_read_within_a_directory_is_inside_it_where_it_was_opened() {
+        let base = std::env::temp_dir().join(format!("llm-worker-within-{}", std::process::id()));
+        let (root, outside) = (base.join("root"), base.join("outside"));
+        for dir in [&root, &outside] {
+            std::fs::create_dir_all(dir).expect("mkdir");
+        }
+        std::fs::write(outside.join("policy.toml"), "outside").expect("write");
+        std::fs::write(root.join("real.toml"), "inside").expect("write");
+        std::os::unix::fs::symlink(outside.join("policy.toml"), root.join("out.toml"))
+            .expect("link");
+        std::os::unix::fs::symlink(root.join("real.toml"), root.join("in.toml")).expect("link");
+        let root = root.canonicalize().expect("real path");
+        let read = |name: &str| read_regular_file_within(&root.join(name), 64, Some(&root));
+        assert!(
+            matches!(read("out.toml"), Err(ReadError::Outside(real)) if real.ends_with("outside/policy.toml"))
+        );
+        assert_eq!(read("in.toml").ok().as_deref(), Some(b"inside".as_slice()));
+        std::fs::remove_dir_all(&base).expect("clean up");
     }
 }

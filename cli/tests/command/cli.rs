@@ -653,3 +653,24 @@ fn an_unreadable_lock_is_replaced_only_when_asked_and_every_plugin_is_named() {
         stderr(&out)
     );
 }
+
+/// A directory others may write cannot hold a lock that protects anything: `lock` says so
+/// first (it used to write one, which loading then refused, and its error said to run `lock`
+/// again).
+#[test]
+fn lock_refuses_a_directory_others_may_write() {
+    use std::os::unix::fs::PermissionsExt;
+    let (_root, dir, cache) = plugin_dir("cli-lock-open-dir", &["greet"]);
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let out = run(&cache, &["lock", path(&dir)], None);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let said = stderr(&out);
+    assert!(
+        said.contains("cannot hold a lock") && said.contains("chmod go-w"),
+        "{said}"
+    );
+    assert!(!dir.join("llm-worker.lock").exists(), "nothing written");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let out = run(&cache, &["lock", path(&dir)], None);
+    assert!(out.status.success(), "{}", stderr(&out));
+}

@@ -115,6 +115,10 @@ impl LockFile {
     /// and a link planted under its name is replaced rather than written through.
     pub fn write(&self, dir: &Path) -> Result<(), LockError> {
         let path = dir.join(LOCK_FILE);
+        // A lock that would not be trusted when read is not written.
+        if let Some(reason) = Self::unsafe_directory(dir) {
+            return Err(LockError::Untrusted { path, reason });
+        }
         let io = |source| LockError::Io {
             path: path.clone(),
             source,
@@ -124,6 +128,13 @@ impl LockFile {
         })
         .map_err(io)?;
         Ok(())
+    }
+
+    /// Why a lock in `dir` would protect nothing — another user could replace it (`dir`, or a
+    /// directory on the way to it, may be written by others and is not sticky, or is theirs) —
+    /// if so. Loading refuses such a lock, and [`Self::write`] does not write one.
+    pub fn unsafe_directory(dir: &Path) -> Option<String> {
+        super::directory_problem(dir)
     }
 
     /// The entries by file.

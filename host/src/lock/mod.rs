@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 #[cfg(feature = "mcp-http")]
 pub(crate) use source::MAX_ACCESS_BYTES;
 pub use source::{ACCESS_FILE, PluginSource, Unsigned};
-pub(crate) use trusted::open_trusted;
+pub(crate) use trusted::{directory_problem, open_trusted};
 
 /// The lock file's name, in the plugin directory.
 pub const LOCK_FILE: &str = "llm-worker.lock";

@@ -69,11 +69,27 @@ pub(crate) fn open_trusted(dir: &Path, path: &Path) -> Result<Option<std::fs::Fi
             real.display()
         )));
     }
-    // And no one else can replace it: a directory on its way that others may write lets them
-    // swap in another file (an older lock of the operator's, approving a vulnerable version)
-    // or delete it.
+    // And no one else can replace it: a directory on its way (where it really is, and the
+    // plugin directory as given, through whatever links lead to it) that others may write lets
+    // them swap in another file (an older lock of the operator's, approving a vulnerable
+    // version) or delete it.
     if let Some(parent) = real.parent() {
         crate::file::no_one_else_can_replace(parent, "its directory").map_err(untrusted)?;
     }
+    if let Some(problem) = directory_problem(dir) {
+        return Err(untrusted(problem));
+    }
     Ok(Some(file))
+}
+
+/// Why files in `dir` (as given, and where it really is) could be replaced by another user,
+/// if they could: a lock, trust or access policy there would protect nothing.
+pub(crate) fn directory_problem(dir: &Path) -> Option<String> {
+    let given = std::path::absolute(dir).ok()?;
+    crate::file::no_one_else_can_replace(&given, "its directory")
+        .and_then(|()| match dir.canonicalize() {
+            Ok(real) => crate::file::no_one_else_can_replace(&real, "its directory"),
+            Err(_) => Ok(()),
+        })
+        .err()
 }

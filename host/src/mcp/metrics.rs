@@ -229,8 +229,9 @@ impl Metrics {
 /// fails. The metrics carry no secrets, identities or inputs, but do name the plugins and
 /// tools served: listen on a private address.
 ///
-/// What a web page could use to read them is refused (403): a request a browser sends (one
-/// with an `Origin` or `Sec-Fetch-Site` header; Prometheus sends neither) and, on a loopback
+/// What a web page could use to read them is refused (403): a request a browser sends for a
+/// page (one with an `Origin` header, or `Sec-Fetch-Site` other than `none`, which is a URL
+/// the user typed; Prometheus sends neither) and, on a loopback
 /// address, a `Host` other than `localhost`, `127.0.0.1` or `::1` (a page whose name was
 /// rebound to this machine). At most [`MAX_METRICS_CONNECTIONS`] connections are served at
 /// once; more wait to be accepted.
@@ -292,9 +293,12 @@ fn metrics_answer<B>(
         *response.status_mut() = status;
         response
     };
-    let browser = ["origin", "sec-fetch-site"]
-        .iter()
-        .any(|name| request.headers().contains_key(*name));
+    // `Sec-Fetch-Site: none` is a browser's request the user made (a URL typed in): allowed.
+    let headers = request.headers();
+    let browser = headers.contains_key(http::header::ORIGIN)
+        || headers
+            .get("sec-fetch-site")
+            .is_some_and(|site| site.as_bytes() != b"none");
     if browser {
         return text(
             http::StatusCode::FORBIDDEN,

@@ -134,10 +134,43 @@ struct Served {
 }
 
 impl Served {
-    fn update(&mut self, loaded: PluginDir, present: &Scan) {
+    /// Takes in a reload: `loaded`, the files `present`, and (in a locked directory) the lock
+    /// that must approve what keeps serving.
+    fn update(&mut self, loaded: PluginDir, present: &Scan, approved: Option<(&Path, &LockFile)>) {
         self.groups
             .retain(|path, _| present.plugins.contains_key(path));
         let mut problems = std::collections::BTreeSet::new();
+        // What stops serving goes first, so that a newcomer is not refused for a clash with a
+        // plugin this very reload takes out. A plugin whose policy changed and no longer loads
+        // is not kept under the policy it was served with: that policy is what the operator
+        // withdrew (an HTTP grant taken out, so that the plugin now fails to link). Only a new
+        // version of the plugin itself that fails keeps the working one serving.
+        let mut withdrawn = std::collections::BTreeSet::new();
+        for failure in &loaded.failures {
+            if let Some(path) = failure
+                .path()
+                .filter(|path| self.groups.contains_key(*path))
+            {
+                let served_policy = self
+                    .approvals
+                    .get(path)
+                    .map(|(_, policy, _)| policy.as_str());
+                if served_policy != Some(policy_sha256_now(path).as_str()) {
+                    self.groups.remove(path);
+                    self.approvals.remove(path);
+                    withdrawn.insert(path.to_owned());
+                    problems.insert(format!(
+                        "plugin {} is no longer served: its policy changed, and it does not load \
+                         with the new one ({failure}); it is not kept under the policy it was \
+                         served with",
+                        path.display()
+                    ));
+                }
+            }
+        }
+        if let Some((dir, lock)) = approved {
+            self.keep_approved(dir, lock);
+        }
         let fresh: Vec<(PathBuf, ToolGroup, &crate::LoadedPlugin)> = loaded
             .plugins
             .iter()
@@ -203,29 +236,8 @@ impl Served {
             self.groups.insert(path, group);
         }
         for failure in &loaded.failures {
-            // A plugin whose policy changed and no longer loads is not kept under the policy it
-            // was served with: that policy is what the operator withdrew (an HTTP grant taken
-            // out, so that the plugin now fails to link). Only a new version of the plugin
-            // itself that fails keeps the working one serving.
-            if let Some(path) = failure
-                .path()
-                .filter(|path| self.groups.contains_key(*path))
-            {
-                let served_policy = self
-                    .approvals
-                    .get(path)
-                    .map(|(_, policy, _)| policy.as_str());
-                if served_policy != Some(policy_sha256_now(path).as_str()) {
-                    self.groups.remove(path);
-                    self.approvals.remove(path);
-                    problems.insert(format!(
-                        "plugin {} is no longer served: its policy changed, and it does not load \
-                         with the new one ({failure}); it is not kept under the policy it was \
-                         served with",
-                        path.display()
-                    ));
-                    continue;
-                }
+            if failure.path().is_some_and(|path| withdrawn.contains(path)) {
+                continue;
             }
             let problem = match failure {
                 // Two plugins offering one tool are both refused by a fresh load; while
@@ -377,7 +389,7 @@ impl DirWatcher {
             options
         };
         let mut served = Served::default();
-        served.update(loaded, &present);
+        served.update(loaded, &present, None);
         Self {
             host,
             dir,
@@ -458,13 +470,20 @@ impl DirWatcher {
         }
         self.present = now;
         let before = self.served.revisions();
-        self.served.update(loaded, &self.present);
-        if self.options.locked {
-            // What was approved before may not be any more: the lock is the list.
-            // A lock gone or untrusted since the load: the next rescan refuses every change.
-            if let Ok(Some(lock)) = LockFile::read(&self.dir) {
-                self.served.keep_approved(&self.dir, &lock);
-            }
+        // What was approved before may not be any more: the lock is the list. (A lock gone or
+        // untrusted since the load: the next rescan refuses every change.)
+        let lock = self
+            .options
+            .locked
+            .then(|| LockFile::read(&self.dir).ok().flatten())
+            .flatten();
+        self.served.update(
+            loaded,
+            &self.present,
+            lock.as_ref().map(|lock| (self.dir.as_path(), lock)),
+        );
+        if let Some(lock) = &lock {
+            self.served.keep_approved(&self.dir, lock);
         }
         let changed = self.served.revisions() != before;
         self.reloaded(if changed { "changed" } else { "unchanged" });

@@ -233,8 +233,10 @@ pub async fn pull_into(
         let moved = now != source.manifest;
         // Up to date only if the file is still the bytes the lock approved: one damaged or
         // replaced since (which loading refuses) is pulled again from the same manifest.
-        let intact = crate::file::read_regular_file(&path, host.max_plugin_bytes())
-            .is_ok_and(|bytes| crate::digest::sha256_hex(&bytes) == entry.sha256);
+        let intact = dir.canonicalize().is_ok_and(|root| {
+            crate::file::read_regular_file_within(&path, host.max_plugin_bytes(), Some(&root))
+                .is_ok_and(|bytes| crate::digest::sha256_hex(&bytes) == entry.sha256)
+        });
         if !moved && intact {
             return Ok(PullOutcome {
                 path,

@@ -202,6 +202,8 @@ async fn metrics_are_not_served_to_web_pages_or_without_bound() {
         (&format!("evil.example:{}", address.port()), "", "403"),
         (own.as_str(), "Origin: http://evil.example\r\n", "403"),
         (own.as_str(), "Sec-Fetch-Site: same-origin\r\n", "403"),
+        // A URL the user typed in a browser.
+        (own.as_str(), "Sec-Fetch-Site: none\r\n", "200"),
     ] {
         let mut stream = connect().await.expect("connect");
         let status = status_of(&mut stream, &get(host, extra)).await;

@@ -26,8 +26,8 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 // Keys are ids the host and wasmtime make (never a plugin's or a client's text): Fx hashing
 // is safe here, and a call touches these maps a dozen times.
-use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use futures::stream::FuturesUnordered;
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
 use wasmtime::Store;
 use wasmtime::component::{

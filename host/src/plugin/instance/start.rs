@@ -49,20 +49,34 @@ pub(super) fn new_store(image: &StartSpec<'_>) -> Result<Store<PluginState>, Sta
     for (dir, held) in policy.dirs.iter().zip(image.granted_dirs.iter()) {
         // The grant was resolved when the plugin was loaded; a link put in its path since
         // (by this or another plugin that may write a directory above it) would move it.
+        // The host's paths go to its log; the failure (which a client may read) names the
+        // directory as the plugin sees it.
         match dir.host.canonicalize() {
             Ok(now) if now == dir.host => {}
             Ok(now) => {
-                return Err(plugin_failure(format!(
+                tracing::warn!(
+                    plugin = image.name,
                     "the granted directory {} now leads to {} (a link was put in its path); \
                      refusing to open it",
                     dir.host.display(),
                     now.display()
+                );
+                return Err(plugin_failure(format!(
+                    "its granted directory {} now leads elsewhere on the host (a link was put \
+                     in its path); refusing to open it (the host's log says where)",
+                    dir.guest
                 )));
             }
             Err(e) => {
-                return Err(plugin_failure(format!(
+                tracing::warn!(
+                    plugin = image.name,
                     "cannot open the granted directory {}: {e}",
                     dir.host.display()
+                );
+                return Err(plugin_failure(format!(
+                    "cannot open its granted directory {}: {} (the host's log says where)",
+                    dir.guest,
+                    e.kind()
                 )));
             }
         }
