@@ -97,6 +97,25 @@ impl HostDescriptors {
             self.in_use.fetch_sub(count, Ordering::AcqRel);
         }
     }
+
+    /// One descriptor of the budget, held until the guard is dropped (a plugin's outgoing
+    /// connection: the host's socket, not one of the instance's files); `None` if the budget
+    /// is used up.
+    #[cfg(feature = "wasi-http")]
+    pub(crate) fn hold(self: &Arc<Self>) -> Option<HeldDescriptor> {
+        self.take().then(|| HeldDescriptor(Arc::clone(self)))
+    }
+}
+
+/// A descriptor of a host's budget, given back when dropped ([`HostDescriptors::hold`]).
+#[cfg(feature = "wasi-http")]
+pub(crate) struct HeldDescriptor(Arc<HostDescriptors>);
+
+#[cfg(feature = "wasi-http")]
+impl Drop for HeldDescriptor {
+    fn drop(&mut self) {
+        self.0.give_back(1);
+    }
 }
 
 /// Half of the soft `RLIMIT_NOFILE` as it is when the host is built (the command raises the

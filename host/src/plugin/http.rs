@@ -51,6 +51,8 @@ pub(crate) struct HttpGate {
     active: Arc<[HttpGrant]>,
     secrets: Arc<[HttpSecret]>,
     in_flight: Arc<Semaphore>,
+    /// The host's budget of open files, which each connection takes one of (if counted).
+    descriptors: Option<Arc<super::descriptors::HostDescriptors>>,
     /// The current call: its deadline, and a sender whose drop ends its requests (made at
     /// the call's first request: a watch channel costs an allocation to make and eight
     /// notifications to drop, on every call of a plugin that sends nothing).
@@ -102,8 +104,19 @@ impl HttpGate {
             ],
             secrets: Arc::from(policy.http_secrets.as_slice()),
             in_flight: Arc::new(Semaphore::new(MAX_REQUESTS_IN_FLIGHT)),
+            descriptors: None,
             call: None,
         }
+    }
+
+    /// Counts each connection against the host's budget of open files (`descriptors`), as
+    /// the instances' files are: a connection is a socket the host holds for the plugin.
+    pub(crate) fn counting(
+        mut self,
+        descriptors: &Arc<super::descriptors::HostDescriptors>,
+    ) -> Self {
+        self.descriptors = Some(Arc::clone(descriptors));
+        self
     }
 
     /// A call begins: requests may be sent until `deadline`, to the destinations granted to
@@ -155,6 +168,7 @@ impl HttpGate {
             active: Arc::clone(&self.grants),
             secrets: Arc::clone(&self.secrets),
             in_flight: Arc::clone(&self.in_flight),
+            descriptors: self.descriptors.clone(),
             call: None,
         };
         gate.begin_call(deadline, Some(waited), scope);
@@ -594,6 +608,24 @@ impl WasiHttpHooks for HttpGate {
             );
             return Box::new(async { Err(Error::ConnectionLimitReached) });
         };
+        // Its socket counts against the host's budget of open files, which the host's own
+        // listener needs too.
+        let held = match &self.descriptors {
+            Some(descriptors) => match descriptors.hold() {
+                Some(held) => Some(held),
+                None => {
+                    self.denied(
+                        request.uri(),
+                        format_args!(
+                            "the host's budget of open files (max_open_files) is used up by \
+                             all instances together"
+                        ),
+                    );
+                    return Box::new(async { Err(Error::ConnectionLimitReached) });
+                }
+            },
+            None => None,
+        };
         if !self.add_secrets(&mut request) {
             self.denied(
                 request.uri(),
@@ -630,7 +662,7 @@ impl WasiHttpHooks for HttpGate {
             // The connection keeps running while the plugin reads the body: bounded the same
             // way, and holding its place among the requests in flight until it ends.
             let io = async move {
-                let _permit = permit;
+                let (_permit, _held) = (permit, held);
                 bounded(Box::into_pin(io), deadline, waited.as_deref(), ended).await
             };
             Ok((

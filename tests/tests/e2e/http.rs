@@ -351,6 +351,53 @@ async fn a_secret_that_cannot_be_a_header_never_lets_the_plugins_value_through()
     assert_eq!(server.connections(), 0, "denied before any connection");
 }
 
+/// A plugin's connections are the host's sockets: they counted only against the instance's 8
+/// requests in flight, so many instances holding connections open could use the file
+/// descriptors the host's listener needs. Each takes one of the host's budget of open files.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugins_connections_count_against_the_hosts_open_files() {
+    let server = test_server();
+    let dir = fetcher_dir(
+        "http-descriptors",
+        Some(format!(
+            "[http]\nallow = [\"http://127.0.0.1:{}\"]\n",
+            server.port()
+        )),
+    );
+    let url = format!("http://127.0.0.1:{}/", server.port());
+    for (budget, expected) in [(0, None), (1, Some("200 hello from local"))] {
+        let host = PluginHost::builder()
+            .max_open_files(budget)
+            .build()
+            .expect("host");
+        let loaded = host
+            .load(dir.join("fetcher.wasm"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut worker = Worker::new();
+        worker
+            .register_tools(loaded.definitions())
+            .expect("registers");
+        let tools = worker.tool_server_handle();
+        let fetched = fetch(&tools, &url).await;
+        match expected {
+            Some(answer) => {
+                assert_eq!(fetched.as_deref(), Ok(answer), "budget {budget}");
+                // The connection's descriptor was given back when it ended: another fits.
+                assert_eq!(fetch(&tools, &url).await.as_deref(), Ok(answer));
+            }
+            None => assert!(
+                failed_with(&fetched, "ConnectionLimitReached"),
+                "budget {budget}: {fetched:?}"
+            ),
+        }
+    }
+    assert_eq!(
+        server.connections(),
+        2,
+        "the first host connected to nothing"
+    );
+}
+
 /// `TRACE` is refused (it would echo the request back, headers the host added included).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_trace_method_is_refused() {

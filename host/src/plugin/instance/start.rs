@@ -117,7 +117,7 @@ pub(super) fn new_store(image: &StartSpec<'_>) -> Result<Store<PluginState>, Sta
             http
         },
         #[cfg(feature = "wasi-http")]
-        http_gate: HttpGate::new(image.name, policy),
+        http_gate: HttpGate::new(image.name, policy).counting(image.descriptors),
         #[cfg(feature = "wasi-http")]
         unsent_bodies: Default::default(),
         limiter: InstanceLimiter::new(limits.memory_bytes, &image.descriptors.usage),
