@@ -154,7 +154,8 @@ impl PluginHostBuilder {
     }
 
     /// The most files and directories the plugin instances of this host may hold open
-    /// together (granted directories included); default: half of the process's open-file
+    /// together (granted directories included), and the connections their HTTP requests hold
+    /// (each is a socket of the host's); default: half of the process's open-file
     /// limit (the soft `RLIMIT_NOFILE`) when the host is built, so that the host itself can
     /// always open files and accept connections. Each instance may also hold at most 256.
     /// An open over either cap fails in the plugin (`insufficient-memory`); a new instance
