@@ -249,6 +249,22 @@ pub fn cache_home() -> &'static Path {
     })
 }
 
+/// Approves every plugin of `dir` as it is now: writes `dir`'s lock file, as `llm-worker lock
+/// DIR` does (the test fails if a plugin does not load).
+pub fn lock_dir(dir: &Path) {
+    let loaded = host()
+        .load_dir_with(
+            dir,
+            llm_worker::LoadDirOptions::default().ignore_lock(true),
+            |_, _, _| {},
+        )
+        .expect("load");
+    assert!(loaded.failures.is_empty(), "{:?}", loaded.failures);
+    llm_worker::lock::LockFile::of(dir, &loaded.plugins)
+        .write(dir)
+        .expect("write the lock");
+}
+
 /// The plugin `name`, built and loaded once per process.
 pub fn plugin(name: &str) -> LoadedPlugin {
     static LOADED: OnceLock<Mutex<HashMap<String, LoadedPlugin>>> = OnceLock::new();

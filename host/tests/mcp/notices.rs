@@ -35,13 +35,23 @@ pub(crate) async fn stateless(
 pub(crate) async fn listen_to_notes(
     client: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
 ) -> rmcp::service::Subscription {
+    listen(client, false).await
+}
+
+/// A stream of what `client` is told of changes of `notes://all`, and of its tools if `tools`.
+async fn listen(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    tools: bool,
+) -> rmcp::service::Subscription {
+    let filter = SubscriptionFilter::builder().resource_subscription("notes://all");
+    let filter = if tools {
+        filter.tools_list_changed()
+    } else {
+        filter
+    };
     client
         .peer()
-        .listen(
-            SubscriptionFilter::builder()
-                .resource_subscription("notes://all")
-                .build(),
-        )
+        .listen(filter.build())
         .await
         .expect("subscriptions/listen")
 }
@@ -124,16 +134,7 @@ async fn a_listener_hears_only_of_tools_its_identity_may_use() {
     )
     .await;
     let bob = stateless(&url, BOB).await;
-    let mut heard = bob
-        .peer()
-        .listen(
-            SubscriptionFilter::builder()
-                .tools_list_changed()
-                .resource_subscription("notes://all")
-                .build(),
-        )
-        .await
-        .expect("subscriptions/listen");
+    let mut heard = listen(&bob, true).await;
     // A plugin Bob is not granted comes: nothing for him. His own call's notice marks the
     // place in his stream after which the change would have been told.
     let counter = ToolGroup::plugin(&llm_worker_tests::plugin("counter"));
@@ -234,16 +235,7 @@ async fn a_listener_hears_nothing_of_resources_its_identity_may_not_read() {
         .read_resource(rmcp::model::ReadResourceRequestParams::new("notes://all"))
         .await;
     assert!(read.is_err(), "Bob may not read notes' resources: {read:?}");
-    let mut heard = bob
-        .peer()
-        .listen(
-            SubscriptionFilter::builder()
-                .tools_list_changed()
-                .resource_subscription("notes://all")
-                .build(),
-        )
-        .await
-        .expect("subscriptions/listen");
+    let mut heard = listen(&bob, true).await;
     // His call changes `notes://all` (the plugin says so); then a plugin he is granted comes,
     // which he is told of: the first thing he hears.
     bob.call_tool(add_note("bob's")).await.expect("a call");

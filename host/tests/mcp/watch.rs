@@ -17,6 +17,19 @@ fn served(watcher: &DirWatcher) -> Vec<String> {
         .collect()
 }
 
+/// A scratch directory named after `name` holding `plugins` (each as `NAME.wasm`).
+fn dir_with(name: &str, plugins: &[&str]) -> llm_worker_tests::ScratchDir {
+    let dir = llm_worker_tests::scratch_dir(name);
+    for plugin in plugins {
+        std::fs::copy(
+            llm_worker_tests::plugin_path(plugin),
+            dir.join(format!("{plugin}.wasm")),
+        )
+        .expect("copy");
+    }
+    dir
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dir_watcher_follows_the_directory_one_rescan_at_a_time() {
     let dir = llm_worker_tests::scratch_dir("dir-watcher");
@@ -102,14 +115,7 @@ fn a_changed_secret_is_a_new_revision() {
 async fn a_dir_watcher_follows_the_lock_once_there_is_one() {
     use llm_worker::LoadDirOptions;
     use llm_worker::lock::LockFile;
-    let dir = llm_worker_tests::scratch_dir("dir-watcher-lock");
-    for plugin in ["counter", "greet"] {
-        std::fs::copy(
-            llm_worker_tests::plugin_path(plugin),
-            dir.join(format!("{plugin}.wasm")),
-        )
-        .expect("copy");
-    }
+    let dir = dir_with("dir-watcher-lock", &["counter", "greet"]);
     let host = llm_worker_tests::host().clone();
     let mut watcher =
         DirWatcher::load(host.clone(), dir.path(), LoadDirOptions::default()).expect("load");
@@ -263,14 +269,7 @@ fn a_fifo_named_as_the_trust_policy_blocks_nothing() {
 #[cfg(unix)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_subdirectory_that_cannot_be_read_holds_no_reload_back() {
-    let dir = llm_worker_tests::scratch_dir("dir-watcher-unreadable");
-    for plugin in ["counter", "greet"] {
-        std::fs::copy(
-            llm_worker_tests::plugin_path(plugin),
-            dir.join(format!("{plugin}.wasm")),
-        )
-        .expect("copy");
-    }
+    let dir = dir_with("dir-watcher-unreadable", &["counter", "greet"]);
     // Directories nested deeper than PATH_MAX (made one level at a time, from inside).
     {
         use rustix::fs::{Mode, OFlags};
@@ -313,7 +312,6 @@ fn a_directory_of_more_entries_than_the_cap_is_refused_saying_so() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_grant_pointed_elsewhere_is_a_new_revision() {
     use llm_worker::LoadDirOptions;
-    use llm_worker::lock::LockFile;
     let dir = llm_worker_tests::scratch_dir("dir-watcher-grant");
     let (first, second) = (
         llm_worker_tests::scratch_dir("dir-watcher-grant-first"),
@@ -335,18 +333,7 @@ async fn a_grant_pointed_elsewhere_is_a_new_revision() {
     )
     .expect("policy");
     let host = llm_worker_tests::host().clone();
-    let lock = || {
-        let loaded = host
-            .load_dir_with(
-                &dir,
-                LoadDirOptions::default().ignore_lock(true),
-                |_, _, _| {},
-            )
-            .expect("load");
-        LockFile::of(&dir, &loaded.plugins)
-            .write(&dir)
-            .expect("lock");
-    };
+    let lock = || llm_worker_tests::lock_dir(&dir);
     lock();
     let mut watcher =
         DirWatcher::load(host.clone(), dir.path(), LoadDirOptions::default()).expect("load");

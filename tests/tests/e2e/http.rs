@@ -288,23 +288,35 @@ async fn a_secret_is_never_sent_over_plain_http_to_a_name() {
     let grant = HttpGrant::parse(&format!("http://localhost:{}", server.port()))
         .expect("a rule")
         .with_private_addresses();
-    let mut policy = SandboxPolicy::default();
-    policy.http = vec![grant.clone()];
-    policy.http_secrets = vec![HttpSecret::new(grant, "Authorization", "Bearer token")];
-    let loaded = host()
-        .load_with_policy(plugin_path("fetcher"), policy)
-        .unwrap_or_else(|e| panic!("{e}"));
-    let mut worker = Worker::new();
-    worker
-        .register_tools(loaded.definitions())
-        .expect("registers");
-    let tools = worker.tool_server_handle();
+    let tools = with_secret(grant, "Bearer token");
     let url = format!("http://localhost:{}/", server.port());
     assert_eq!(
         fetch(&tools, &url).await.as_deref(),
         Ok("200 hello from local")
     );
     assert_eq!(server.header("authorization"), [None]);
+}
+
+/// A session of `plugin`'s tools.
+fn tools_of(plugin: &LoadedPlugin) -> ToolServerHandle {
+    let mut worker = Worker::new();
+    worker
+        .register_tools(plugin.definitions())
+        .expect("registers");
+    worker.tool_server_handle()
+}
+
+/// A session of the fetcher under a policy built in code: `grant`, with a secret
+/// `Authorization` header `value` for it.
+fn with_secret(grant: HttpGrant, value: &str) -> ToolServerHandle {
+    let mut policy = SandboxPolicy::default();
+    policy.http = vec![grant.clone()];
+    policy.http_secrets = vec![HttpSecret::new(grant, "Authorization", value)];
+    tools_of(
+        &host()
+            .load_with_policy(plugin_path("fetcher"), policy)
+            .unwrap_or_else(|e| panic!("{e}")),
+    )
 }
 
 /// A secret that cannot be a header value (a control character, a letter beyond ASCII) was
@@ -329,18 +341,7 @@ async fn a_secret_that_cannot_be_a_header_never_lets_the_plugins_value_through()
         refused.contains("http.secrets[0].value") && refused.contains("no HTTP header value"),
         "{refused}"
     );
-    let grant = HttpGrant::parse(&rule).expect("a rule");
-    let mut policy = SandboxPolicy::default();
-    policy.http = vec![grant.clone()];
-    policy.http_secrets = vec![HttpSecret::new(grant, "Authorization", "Bearer \u{1}x")];
-    let loaded = host()
-        .load_with_policy(plugin_path("fetcher"), policy)
-        .unwrap_or_else(|e| panic!("{e}"));
-    let mut worker = Worker::new();
-    worker
-        .register_tools(loaded.definitions())
-        .expect("registers");
-    let tools = worker.tool_server_handle();
+    let tools = with_secret(HttpGrant::parse(&rule).expect("a rule"), "Bearer \u{1}x");
     let input = serde_json::json!({
         "url": format!("{rule}/"),
         "authorization": "Bearer the-plugins-own",
@@ -370,14 +371,11 @@ async fn a_plugins_connections_count_against_the_hosts_open_files() {
             .max_open_files(budget)
             .build()
             .expect("host");
-        let loaded = host
-            .load(dir.join("fetcher.wasm"))
-            .unwrap_or_else(|e| panic!("{e}"));
-        let mut worker = Worker::new();
-        worker
-            .register_tools(loaded.definitions())
-            .expect("registers");
-        let tools = worker.tool_server_handle();
+        let tools = tools_of(
+            &host
+                .load(dir.join("fetcher.wasm"))
+                .unwrap_or_else(|e| panic!("{e}")),
+        );
         let fetched = fetch(&tools, &url).await;
         match expected {
             Some(answer) => {

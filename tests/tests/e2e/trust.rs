@@ -25,17 +25,7 @@ fn plugin_dir(name: &str) -> ScratchDir {
 }
 
 fn lock(dir: &Path) {
-    let loaded = host()
-        .load_dir_with(
-            dir,
-            LoadDirOptions::default().ignore_lock(true),
-            |_, _, _| {},
-        )
-        .expect("load");
-    assert!(loaded.failures.is_empty(), "{:?}", loaded.failures);
-    LockFile::of(dir, &loaded.plugins)
-        .write(dir)
-        .expect("write the lock");
+    llm_worker_tests::lock_dir(dir);
 }
 
 fn not_approved(loaded: &PluginDir, file: &str) -> String {
