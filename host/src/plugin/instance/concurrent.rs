@@ -24,10 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-// Keys are ids the host and wasmtime make (never a plugin's or a client's text): Fx hashing
-// is safe here, and a call touches these maps a dozen times.
 use futures::stream::FuturesUnordered;
-use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
 use wasmtime::Store;
 use wasmtime::component::{
@@ -49,6 +46,11 @@ use super::{Done, HttpScope, Subject};
 use crate::events::{CallReports, Listing, LogLevel, Sink, ToolEventKind};
 use crate::question::{self, QuestionHandler};
 use crate::tool::QuestionError;
+
+// Keys are ids the host and wasmtime make (never a plugin's or a client's text): Fx hashing is
+// safe here, and a call touches these maps a dozen times.
+type HashMap<K, V> = std::collections::HashMap<K, V, rustc_hash::FxBuildHasher>;
+type HashSet<K> = std::collections::HashSet<K, rustc_hash::FxBuildHasher>;
 
 /// How long an abandoned call has to return before its instance is torn down.
 pub(crate) const CANCEL_GRACE: Duration = Duration::from_secs(1);
