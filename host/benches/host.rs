@@ -457,13 +457,16 @@ fn bare_sync_calls(input: &str, iterations: u32) -> Duration {
 
 /// The sections, in order; `cargo bench -p llm-worker --bench host -- NAME…` runs only those
 /// whose name contains one of the arguments (e.g. `-- calls` while profiling the call path).
-const SECTIONS: [&str; 7] = [
+/// `sessions` needs the `mcp` feature (`cargo bench -p llm-worker --features mcp --bench host
+/// -- sessions`); without it, it says so.
+const SECTIONS: [&str; 8] = [
     "calls",
     "content",
     "registration",
     "cache",
     "scaling",
     "concurrency",
+    "sessions",
     "memory",
 ];
 
@@ -501,6 +504,7 @@ fn main() {
             "cache" => cache(),
             "scaling" => scaling(&echo),
             "concurrency" => concurrency(&runtime, &host, &echo),
+            "sessions" => sessions(&runtime),
             _ => memory_per_instance(&echo),
         }
     }
@@ -572,6 +576,72 @@ fn native_echo() -> Worker {
 }
 
 /// The echo plugin, loaded by a host with a pool of 1,000 instance slots.
+/// Opening an MCP session with the six example plugins and closing it, in process (rmcp's
+/// client over an in-memory duplex, so no HTTP or process in the way): on a host that maps each
+/// instance's memories and stacks as it starts, and on one with a pool of instance slots.
+#[cfg(feature = "mcp")]
+fn sessions(runtime: &tokio::runtime::Runtime) {
+    use rmcp::ServiceExt;
+    const PLUGINS: [&str; 6] = ["greet", "counter", "notes", "calc", "text", "search"];
+    let open_and_close = |host: PluginHost, sessions: u32| {
+        let plugins: Vec<_> = PLUGINS
+            .iter()
+            .map(|name| host.load(plugin_path(name)).expect("load"))
+            .collect();
+        let catalog = llm_worker::mcp::ToolCatalog::from_plugins(plugins.iter());
+        let options = llm_worker::mcp::McpOptions::new("bench", "1");
+        median(sessions, |n| {
+            runtime.block_on(async {
+                for _ in 0..n {
+                    let server = llm_worker::mcp::McpServer::new(&catalog, options.clone());
+                    let (client_end, server_end) = tokio::io::duplex(64 * 1024);
+                    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+                    let served = tokio::spawn(server.serve(server_end, async {
+                        let _ = stopped.await;
+                    }));
+                    let client = ().serve(client_end).await.expect("initialize");
+                    // The instances start in the background as the session is set up for
+                    // calls (`initialized`), while the client lists the tools.
+                    black_box(client.list_all_tools().await.expect("tools/list"));
+                    let _ = client.cancel().await;
+                    let _ = stop.send(());
+                    let _ = served.await;
+                }
+            })
+        })
+    };
+    let on_demand = open_and_close(PluginHost::new().expect("host"), 200);
+    let pooled = open_and_close(
+        PluginHost::builder()
+            .instance_pool(64)
+            .build()
+            .expect("pooled host"),
+        200,
+    );
+    println!(
+        "\n| an MCP session with the six example plugins, opened, listed and closed in \
+         process | median | vs on demand |"
+    );
+    println!("|---|---|---|");
+    println!(
+        "| instances mapped as they start (default) | {} | 1.00× |",
+        show(on_demand)
+    );
+    println!(
+        "| a pool of instance slots (`instance_pool`, `serve --pool`) | {} | {} |",
+        show(pooled),
+        ratio(pooled, on_demand)
+    );
+}
+
+#[cfg(not(feature = "mcp"))]
+fn sessions(_: &tokio::runtime::Runtime) {
+    println!(
+        "\n(sessions: run with `--features mcp`: cargo bench -p llm-worker --features mcp \
+         --bench host -- sessions)"
+    );
+}
+
 fn pooled_echo() -> llm_worker::LoadedPlugin {
     PluginHost::builder()
         .instance_pool(1000)
