@@ -113,6 +113,11 @@ impl ToolGroup {
         })
     }
 
+    /// The plugin the group is, if it is a plugin's.
+    pub(crate) fn loaded(&self) -> Option<&LoadedPlugin> {
+        self.plugin.as_ref()
+    }
+
     /// The group's name.
     pub fn name(&self) -> &str {
         &self.name

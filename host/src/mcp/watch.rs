@@ -84,6 +84,11 @@ fn sigstore_root(dir: &Path, trust: &Path) -> Option<PathBuf> {
     Some(dir.join(name))
 }
 
+/// The SHA-256 of `plugin`'s policy file as loaded ("none" without one).
+fn policy_sha256(plugin: &crate::LoadedPlugin) -> &str {
+    plugin.policy_sha256().unwrap_or("none")
+}
+
 /// What a plugin directory looked like at one moment (its plugin files, their policies and
 /// its lock file), to notice later changes: take it *before* loading the directory, so that a
 /// change made while it loads is picked up by the first rescan.
@@ -125,10 +130,9 @@ fn policy_sha256_now(path: &Path) -> String {
 /// version (unless its policy changed); a removed file goes.
 #[derive(Default)]
 struct Served {
+    /// Each served plugin's group (a group of the watcher is always a plugin's: what a lock
+    /// must approve for it to keep serving is read from the plugin it holds).
     groups: BTreeMap<PathBuf, ToolGroup>,
-    /// The SHA-256 (hex) of each served plugin and of its policy ("none" without one), and
-    /// where its directory grants lead: what a lock must approve for it to keep serving.
-    approvals: BTreeMap<PathBuf, (String, String, Vec<String>)>,
     /// The problems reported at the last load, so that a rescan does not repeat them.
     reported: std::collections::BTreeSet<String>,
 }
@@ -151,13 +155,9 @@ impl Served {
                 .path()
                 .filter(|path| self.groups.contains_key(*path))
             {
-                let served_policy = self
-                    .approvals
-                    .get(path)
-                    .map(|(_, policy, _)| policy.as_str());
+                let served_policy = self.plugin(path).map(policy_sha256);
                 if served_policy != Some(policy_sha256_now(path).as_str()) {
                     self.groups.remove(path);
-                    self.approvals.remove(path);
                     withdrawn.insert(path.to_owned());
                     problems.insert(format!(
                         "plugin {} is no longer served: its policy changed, and it does not load \
@@ -199,7 +199,6 @@ impl Served {
             if !changed(&self.groups, &path, &group) {
                 continue;
             }
-            let policy = plugin.policy_sha256().unwrap_or("none").to_owned();
             if let Some(clash) = group.clash_with(&accepted) {
                 problems.insert(format!(
                     "plugin {} is not served: {clash}; rename or remove one of them",
@@ -208,29 +207,17 @@ impl Served {
                 // The version served before keeps serving, unless its policy is what changed
                 // (then it is not kept under the policy withdrawn) or it clashes too.
                 let keep_old = self.groups.get(&path).is_some_and(|old| {
-                    self.approvals
-                        .get(&path)
-                        .map(|(_, served, _)| served.as_str())
-                        == Some(policy.as_str())
+                    self.plugin(&path).map(policy_sha256) == Some(policy_sha256(plugin))
                         && old.clash_with(&accepted).is_none()
                 });
                 match self.groups.get(&path) {
                     Some(old) if keep_old => accepted.push(old.clone()),
                     _ => {
                         self.groups.remove(&path);
-                        self.approvals.remove(&path);
                     }
                 }
                 continue;
             }
-            self.approvals.insert(
-                path.clone(),
-                (
-                    crate::digest::hex(plugin.sha256()),
-                    policy,
-                    crate::lock::grant_paths(plugin.policy()),
-                ),
-            );
             tracing::info!(plugin = %path.display(), "serving plugin");
             accepted.push(group.clone());
             self.groups.insert(path, group);
@@ -281,20 +268,27 @@ impl Served {
     fn keep_approved(&mut self, dir: &Path, lock: &LockFile) {
         let approved = lock.by_file();
         let refused = lock.source_refusals(dir);
-        let approvals = &self.approvals;
-        self.groups.retain(|path, _| {
+        self.groups.retain(|path, group| {
             let name = crate::lock::relative_name(dir, path);
             if let Some(reason) = refused.get(&name) {
                 tracing::warn!(plugin = %path.display(), "no longer served: {reason}");
                 return false;
             }
-            let entry = approved.get(name.as_str());
-            let served = approvals.get(path);
-            let keep = entry
-                .zip(served)
-                .is_some_and(|(entry, (sha256, policy, dirs))| {
-                    entry.sha256 == *sha256 && entry.policy_sha256 == *policy && entry.dirs == *dirs
-                });
+            // The checks loading makes: its bytes, its policy and where its grants lead.
+            let keep =
+                approved
+                    .get(name.as_str())
+                    .zip(group.loaded())
+                    .is_some_and(|(entry, plugin)| {
+                        entry
+                            .approves_files(
+                                &crate::digest::hex(plugin.sha256()),
+                                plugin.policy_sha256(),
+                                &SandboxPolicy::path_for(path),
+                            )
+                            .and_then(|()| entry.approves_grants(plugin.policy()))
+                            .is_ok()
+                    });
             if !keep {
                 tracing::warn!(
                     plugin = %path.display(),
@@ -303,6 +297,11 @@ impl Served {
             }
             keep
         });
+    }
+
+    /// The plugin served from `path`, if one is.
+    fn plugin(&self, path: &Path) -> Option<&crate::LoadedPlugin> {
+        self.groups.get(path)?.loaded()
     }
 
     /// Each group's name and revision: what a catalog's sessions compare.
