@@ -85,31 +85,14 @@ impl PluginHost {
                     continue;
                 }
             }
-            // Its policy file likewise: a link out of the directory could lead to a file some
-            // plugin may write, and so grant itself more at the next reload.
-            let policy = crate::SandboxPolicy::path_for(&path);
-            if let Ok(target) = std::fs::canonicalize(&policy)
-                && !target.starts_with(&root)
-            {
-                failures.push(PluginError::Policy {
-                    path: path.clone(),
-                    source: crate::PolicyError::Io {
-                        path: policy,
-                        source: std::io::Error::other(format!(
-                            "it is a link to {}, outside the plugin directory; copy the policy \
-                             into the directory instead",
-                            target.display()
-                        )),
-                    },
-                });
-                continue;
-            }
             if let Some(reason) = source_refusals.get(&crate::lock::relative_name(dir, &path)) {
                 failures.push(PluginError::not_approved(dir, &path, reason.clone()));
                 continue;
             }
-            // The files are read where the checks above found them: a link swapped since to
-            // lead out of the directory is refused on the file opened.
+            // The plugin and its policy are read only from inside the directory, checked on the
+            // files opened: a link out of it could lead to a file some plugin may write (and so
+            // grant itself more at the next reload), and one swapped after a check by path
+            // would pass it.
             let attempt = match &lock {
                 None => self.load_file(&path, None, Some(&root)),
                 Some(lock) => lock
