@@ -95,10 +95,14 @@ impl ToolGroup {
     /// or prompt name, or a fixed URI one's template matches), said for the operator; `None`
     /// if nothing.
     pub(crate) fn clash_with(&self, others: &[ToolGroup]) -> Option<String> {
-        let offered = self.offered();
+        // A set: a plugin may offer a thousand resources, compared with every other's.
+        let offered: std::collections::HashSet<_> = self.offered().into_iter().collect();
         others.iter().find_map(|other| {
-            let theirs = other.offered();
-            if let Some((kind, name)) = offered.iter().find(|mine| theirs.contains(mine)) {
+            if let Some((kind, name)) = other
+                .offered()
+                .into_iter()
+                .find(|theirs| offered.contains(theirs))
+            {
                 return Some(format!(
                     "its {kind} '{name}' is offered by {} already",
                     other.name
