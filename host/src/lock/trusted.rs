@@ -85,11 +85,13 @@ pub(crate) fn open_trusted(dir: &Path, path: &Path) -> Result<Option<std::fs::Fi
 /// Why files in `dir` (as given, and where it really is) could be replaced by another user,
 /// if they could: a lock, trust or access policy there would protect nothing.
 pub(crate) fn directory_problem(dir: &Path) -> Option<String> {
-    let given = std::path::absolute(dir).ok()?;
-    crate::file::no_one_else_can_replace(&given, "its directory")
-        .and_then(|()| match dir.canonicalize() {
-            Ok(real) => crate::file::no_one_else_can_replace(&real, "its directory"),
-            Err(_) => Ok(()),
-        })
+    // A directory that cannot be resolved cannot be checked: refused, saying why.
+    let resolved = |path: std::io::Result<std::path::PathBuf>| {
+        path.map_err(|e| format!("its directory {} cannot be resolved: {e}", dir.display()))
+    };
+    resolved(std::path::absolute(dir))
+        .and_then(|given| crate::file::no_one_else_can_replace(&given, "its directory"))
+        .and_then(|()| resolved(dir.canonicalize()))
+        .and_then(|real| crate::file::no_one_else_can_replace(&real, "its directory"))
         .err()
 }
