@@ -10,7 +10,8 @@
 //! open after its handle is dropped, so each opened file is followed through a weak reference
 //! and its permit returned only once nothing holds it. A refused open is the plugin's own
 //! error (`insufficient-memory`, what `open` says when the system runs out of descriptors
-//! too), never a trap and never another session's problem.
+//! too), never a trap and never another session's problem. `[method]descriptor.set-times-at`
+//! is replaced too: following links, wasmtime-wasi opens the file to set its times, blocking.
 //!
 //! The preopened (granted) directories hold a permit each for the whole life of the instance.
 //! Directory-entry streams hold no descriptor, but wasmtime-wasi reads a directory's entries at
@@ -28,7 +29,7 @@ use wasmtime_wasi::filesystem::Descriptor;
 use wasmtime_wasi::p2::FsResult;
 use wasmtime_wasi::p2::bindings::filesystem::types::{
     DescriptorFlags, DirectoryEntryStream, ErrorCode, HostDescriptor, HostDirectoryEntryStream,
-    OpenFlags, PathFlags,
+    NewTimestamp, OpenFlags, PathFlags,
 };
 
 use super::instance::PluginState;
@@ -290,6 +291,22 @@ fn shadow(linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
         },
     )?;
     types.func_wrap_async(
+        "[method]descriptor.set-times-at",
+        |mut store,
+         (fd, path_flags, path, atime, mtime): (
+            Resource<Descriptor>,
+            PathFlags,
+            String,
+            NewTimestamp,
+            NewTimestamp,
+        )| {
+            Box::new(async move {
+                let set = set_times_at(store.data_mut(), fd, path_flags, path, atime, mtime).await;
+                Ok((plugin_error(set)?,))
+            })
+        },
+    )?;
+    types.func_wrap_async(
         "[method]descriptor.read-directory",
         |mut store, (fd,): (Resource<Descriptor>,)| {
             Box::new(async move {
@@ -319,6 +336,45 @@ fn shadow(linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
         },
     )?;
     Ok(())
+}
+
+/// `set-times-at`: following links, wasmtime-wasi opens the file to set its times, blocking
+/// (for ever, on a FIFO no one writes to, after the call timed out) and with effects (a
+/// device): here it is opened as `open-at` opens files, and only a regular file or a directory
+/// has its times set.
+async fn set_times_at(
+    state: &mut PluginState,
+    fd: Resource<Descriptor>,
+    path_flags: PathFlags,
+    path: String,
+    atime: NewTimestamp,
+    mtime: NewTimestamp,
+) -> FsResult<()> {
+    let (mut files, _) = state.files();
+    #[cfg(unix)]
+    if path_flags.contains(PathFlags::SYMLINK_FOLLOW) {
+        let dir = match files.table.get(&fd)? {
+            Descriptor::Dir(dir) => dir.clone(),
+            Descriptor::File(_) => return Err(ErrorCode::NotDirectory.into()),
+        };
+        return nonblocking::set_times_at(dir, path, time(atime)?, time(mtime)?).await;
+    }
+    // Without following links, wasmtime-wasi sets the times by name, opening nothing.
+    HostDescriptor::set_times_at(&mut files, fd, path_flags, path, atime, mtime).await
+}
+
+/// What a `new-timestamp` asks for (as wasmtime-wasi reads it).
+#[cfg(unix)]
+fn time(wanted: NewTimestamp) -> FsResult<Option<std::time::SystemTime>> {
+    Ok(match wanted {
+        NewTimestamp::NoChange => None,
+        NewTimestamp::Now => Some(std::time::SystemTime::now()),
+        NewTimestamp::Timestamp(at) => Some(
+            std::time::UNIX_EPOCH
+                .checked_add(std::time::Duration::new(at.seconds, at.nanoseconds))
+                .ok_or(ErrorCode::Overflow)?,
+        ),
+    })
 }
 
 /// The plugin's error, or a trap (what wasmtime-wasi's bindings do with an `FsResult`).
@@ -440,7 +496,9 @@ async fn open_at(
 /// opened; anything else is refused as `access`.
 #[cfg(unix)]
 mod nonblocking {
+    use std::fs::FileTimes;
     use std::path::Path;
+    use std::time::SystemTime;
 
     use cap_primitives::fs::{FollowSymlinks, OpenOptions, OpenOptionsExt as _};
     use wasmtime_wasi::filesystem::{Descriptor, Dir, File};
@@ -548,6 +606,53 @@ mod nonblocking {
             Opened::File(file) => Ok(Descriptor::File(File::new(file, perms, open_mode, false))),
             Opened::NotDir => Err(ErrorCode::NotDirectory.into()),
             Opened::Special => Err(ErrorCode::Access.into()),
+        }
+    }
+
+    /// `set-times-at` following links: the file opened for reading (or, without read
+    /// permission, for writing) without blocking, as `open-at` opens it, its times set through
+    /// the descriptor if it is a regular file or a directory; anything else is `access`.
+    pub(super) async fn set_times_at(
+        dir: Dir,
+        path: String,
+        atime: Option<SystemTime>,
+        mtime: Option<SystemTime>,
+    ) -> FsResult<()> {
+        if dir.perms.write_not_permitted() {
+            return Err(ErrorCode::NotPermitted.into());
+        }
+        let start = std::sync::Arc::clone(&dir.dir);
+        let set = tokio::task::spawn_blocking(move || -> std::io::Result<bool> {
+            let open = |write: bool| {
+                let mut options = OpenOptions::new();
+                options.read(!write).write(write);
+                options._cap_fs_ext_follow(FollowSymlinks::Yes);
+                options.custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY);
+                cap_primitives::fs::open(&start, Path::new(&path), &options)
+            };
+            let file = match open(false) {
+                Err(error) if error.raw_os_error() == Some(libc::EACCES) => open(true)?,
+                opened => opened?,
+            };
+            let kind = file.metadata()?.file_type();
+            if !kind.is_file() && !kind.is_dir() {
+                return Ok(false);
+            }
+            let mut times = FileTimes::new();
+            if let Some(atime) = atime {
+                times = times.set_accessed(atime);
+            }
+            if let Some(mtime) = mtime {
+                times = times.set_modified(mtime);
+            }
+            file.set_times(times)?;
+            Ok(true)
+        })
+        .await
+        .map_err(wasmtime_wasi::p2::FsError::trap)?;
+        match set.map_err(ErrorCode::from)? {
+            true => Ok(()),
+            false => Err(ErrorCode::Access.into()),
         }
     }
 }

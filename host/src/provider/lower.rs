@@ -19,6 +19,80 @@ use super::{ProviderError, ProviderFormat};
 pub(super) const MAX_NODES: usize = 100_000;
 /// Deepest nesting of schemas (with references inlined) one tool may have.
 pub(super) const MAX_DEPTH: usize = 128;
+/// Most bytes of keywords (descriptions, `enum` lists, names…) one tool's lowered schema may
+/// copy: inlining copies a definition's text at each use, so a schema small enough to load
+/// could otherwise lower to gigabytes. 64 times the largest schema a plugin may declare.
+pub(super) const MAX_BYTES: usize = 64 * llm_worker_rules::tool::MAX_SCHEMA_BYTES;
+
+/// Keywords whose value holds schemas (or maps names to schemas): the walk visits those
+/// schemas as nodes of their own, so only their names are weighed with the node holding them.
+const SCHEMA_HOLDERS: &[&str] = &[
+    "properties",
+    "patternProperties",
+    "$defs",
+    "definitions",
+    "dependentSchemas",
+    "items",
+    "prefixItems",
+    "additionalProperties",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+    "contains",
+    "propertyNames",
+    "anyOf",
+    "oneOf",
+    "allOf",
+    "not",
+    "if",
+    "then",
+    "else",
+];
+
+/// About what `value` takes written out as JSON, or more than `left` (counting stops there).
+fn weigh(value: &Value, left: usize) -> usize {
+    let mut total = 0;
+    let mut stack = vec![value];
+    while let Some(value) = stack.pop() {
+        total += match value {
+            Value::String(text) => text.len() + 2,
+            Value::Array(items) => {
+                stack.extend(items);
+                items.len() + 2
+            }
+            Value::Object(members) => {
+                stack.extend(members.values());
+                members.keys().map(|key| key.len() + 4).sum::<usize>() + 2
+            }
+            Value::Number(_) => 8,
+            Value::Bool(_) | Value::Null => 4,
+        };
+        if total > left {
+            break;
+        }
+    }
+    total
+}
+
+/// What lowering schema `node` copies of it beside its sub-schemas (which are weighed as
+/// nodes of their own), or more than `left`.
+fn own_bytes(node: &Value, left: usize) -> usize {
+    let Value::Object(schema) = node else {
+        return 0;
+    };
+    let mut total = 0;
+    for (key, value) in schema {
+        total += key.len() + 4;
+        total += match (SCHEMA_HOLDERS.contains(&key.as_str()), value) {
+            (true, Value::Object(named)) => named.keys().map(|name| name.len() + 4).sum(),
+            (true, _) => 0,
+            (false, value) => weigh(value, left.saturating_sub(total)),
+        };
+        if total > left {
+            break;
+        }
+    }
+    total
+}
 
 /// Keywords that only annotate: of two merged schemas, the first keeps its own.
 pub(super) const ANNOTATIONS: &[&str] = &[
@@ -214,6 +288,8 @@ pub(super) struct Lowering<'a> {
     /// Strict mode: the references kept as references, whose targets go to `$defs`.
     pub(super) kept: BTreeSet<String>,
     pub(super) nodes: usize,
+    /// About what the nodes lowered so far copy (see [`MAX_BYTES`]).
+    pub(super) bytes: usize,
     pub(super) depth: usize,
 }
 
@@ -232,6 +308,7 @@ impl<'a> Lowering<'a> {
             expanding: vec!["#".to_owned()],
             kept: BTreeSet::new(),
             nodes: 0,
+            bytes: 0,
             depth: 0,
         }
     }
@@ -296,6 +373,18 @@ impl<'a> Lowering<'a> {
                 format!(
                     "inlining its references makes the schema larger than {MAX_NODES} parts; \
                      simplify the argument types"
+                ),
+            ));
+        }
+        self.bytes += own_bytes(node, MAX_BYTES - self.bytes);
+        if self.bytes > MAX_BYTES {
+            return Err(self.unsupported(
+                at,
+                format!(
+                    "inlining its references makes the schema's text larger than {} MiB \
+                     (each use of a definition copies its descriptions and values); simplify \
+                     the argument types or shorten what the definitions repeat",
+                    MAX_BYTES >> 20
                 ),
             ));
         }

@@ -445,3 +445,52 @@ fn inlining_is_bounded() {
     let error = err(gemini(schema));
     assert!(error.to_string().contains("larger than"), "{error}");
 }
+
+/// A schema of about 64 KiB whose definitions each use the next fourteen times: 14⁴ uses of
+/// `leaf`, under the node bound, each copying what `leaf` holds.
+fn fanned_out(leaf: Value, beside: Option<(&str, Value)>) -> Value {
+    let mut defs = Map::new();
+    for level in 0..4 {
+        let next = if level == 3 { "E".to_owned() } else { format!("D{}", level + 1) };
+        let mut reference = json!({"$ref": format!("#/$defs/{next}")});
+        if let Some((key, value)) = &beside {
+            reference[*key] = value.clone();
+        }
+        let properties: Map<String, Value> =
+            (0..14).map(|i| (format!("p{i}"), reference.clone())).collect();
+        defs.insert(
+            format!("D{level}"),
+            json!({"type": "object", "properties": properties, "required": ["p0"],
+                "additionalProperties": false}),
+        );
+    }
+    defs.insert("E".into(), leaf);
+    json!({"type": "object", "properties": {"x": {"$ref": "#/$defs/D0"}}, "required": ["x"],
+        "additionalProperties": false, "$defs": defs})
+}
+
+#[test]
+fn what_inlining_copies_is_bounded_in_bytes() {
+    let described = json!({"type": "string", "description": "d".repeat(60_000)});
+    let listed = json!({"type": "string", "enum": vec!["v"; 20_000]});
+    for (leaf, beside) in [
+        (described.clone(), None),
+        (listed, None),
+        (described, Some(("title", json!("t")))),
+    ] {
+        let schema = fanned_out(leaf, beside.clone());
+        assert!(schema.to_string().len() < 128 << 10);
+        for lowered in [gemini(schema.clone()), strict(schema.clone())] {
+            if beside.is_none() && lowered.is_ok() {
+                // Strict mode keeps a bare reference to `$defs` as it is: nothing is copied.
+                continue;
+            }
+            let error = err(lowered);
+            assert!(error.to_string().contains("MiB"), "{error}");
+        }
+    }
+    // The same shape with a short leaf lowers.
+    let mut small = fanned_out(json!({"type": "string", "description": "short"}), None);
+    small["$defs"]["D0"]["properties"] = json!({"p0": {"$ref": "#/$defs/D1"}});
+    ok(gemini(small));
+}

@@ -179,6 +179,55 @@ async fn a_fifo_in_a_granted_directory_is_refused_without_blocking() {
     assert_eq!(counter.call_tool("count", "{}").await.as_deref(), Ok("0"));
 }
 
+/// The same FIFO, its times set through `set-times-at` following links: wasmtime-wasi opens
+/// the file for writing to set them, which blocks until a reader comes. Refused at once; a
+/// regular file's times are set.
+#[tokio::test(flavor = "multi_thread")]
+async fn setting_a_fifos_times_is_refused_without_blocking() {
+    let dir = scratch_dir("fifo-times");
+    std::fs::copy(plugin_path("holder"), dir.join("toucher.wasm")).expect("copy plugin");
+    std::fs::write(
+        dir.join("toucher.policy.toml"),
+        "[[dirs]]\nhost = \"data\"\nguest = \"/data\"\nmode = \"rw\"\n[limits]\ntimeout_ms = 2000\n",
+    )
+    .expect("write policy");
+    std::fs::create_dir(dir.join("data")).expect("mkdir");
+    let file = dir.join("data/file.txt");
+    std::fs::write(&file, "kept").expect("write");
+    let old = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
+    std::fs::File::options()
+        .write(true)
+        .open(&file)
+        .and_then(|f| f.set_modified(old))
+        .expect("set an old time");
+    let made = std::process::Command::new("mkfifo")
+        .arg(dir.join("data/pipe"))
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success());
+    let toucher = llm_worker_tests::host()
+        .load(dir.join("toucher.wasm"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let handle = session(&toucher);
+    for _ in 0..20 {
+        let reply = handle.call_tool("touch", r#"{"name":"pipe"}"#).await;
+        let message = error_message(reply);
+        assert!(
+            message.contains("pipe: ErrorCode") && message.contains("\"access\""),
+            "refused by the host, not timed out: {message}"
+        );
+    }
+    assert_eq!(
+        handle
+            .call_tool("touch", r#"{"name":"file.txt"}"#)
+            .await
+            .as_deref(),
+        Ok("touched")
+    );
+    let modified = std::fs::metadata(&file).and_then(|m| m.modified()).expect("stat");
+    assert!(modified > old, "the file's time was set");
+}
+
 /// A granted directory is opened when the plugin is loaded: an instance started later gets
 /// that directory even if another was put at its path (on Linux, through the held
 /// descriptor), and refuses to start if a link was put in its path.
