@@ -4,7 +4,9 @@
 //! came first and leaves the later one out ([`Claims`]). Names are compared exactly; the key
 //! is generic so that other namespaces (a resource URI, a prompt name) clash the same way.
 //! Beside equal names, a fixed resource URI of one plugin that a template of another matches
-//! is a clash too ([`uri_clash`]): a read of it would have two answers.
+//! is a clash too ([`uri_clash`]): a read of it would have two answers. So is a directory grant
+//! of one plugin that lies in the way of another's read-write grant ([`grant_clash`]): the
+//! other could put a link there and have it granted at the next load.
 
 use std::collections::BTreeMap;
 
@@ -84,6 +86,51 @@ pub(crate) fn uri_clash<'p>(
 ) -> Option<&'p str> {
     a.resource_claimed_by(b)
         .or_else(|| b.resource_claimed_by(a))
+}
+
+/// A directory grant of `plugin` that `other` could redirect: a directory on the way to it
+/// (as its policy wrote it and as it resolved; the granted directory itself left out) lies in
+/// one of `other`'s read-write grants, where `other` could rename it and put a link in its
+/// place, which a later load would grant `plugin`. The index of the grant and why, said for
+/// the operator.
+pub(crate) fn grant_clash(
+    plugin: &crate::LoadedPlugin,
+    other: &crate::LoadedPlugin,
+) -> Option<(usize, String)> {
+    let writable: Vec<&std::path::Path> = other
+        .policy()
+        .dirs
+        .iter()
+        .filter(|grant| grant.writable)
+        .map(|grant| grant.host.as_path())
+        .collect();
+    if writable.is_empty() {
+        return None;
+    }
+    let policy = plugin.policy();
+    policy.dirs.iter().enumerate().find_map(|(index, grant)| {
+        policy.grant_paths(grant).into_iter().find_map(|path| {
+            let reached = match crate::file::on_the_way(path) {
+                Some(way) => way[..way.len().saturating_sub(1)]
+                    .iter()
+                    .find_map(|dir| writable.iter().find(|outer| dir.starts_with(outer))),
+                // Where it leads cannot be told: it cannot be shown safe.
+                None => writable.first(),
+            }?;
+            Some((
+                index,
+                format!(
+                    "is {}, reached through {}, a read-write directory of plugin {}: that plugin \
+                     could put a link to any directory in its way, which a later load would \
+                     grant this one; grant directories that do not lie in one another's \
+                     read-write grants",
+                    path.display(),
+                    reached.display(),
+                    other.path().display()
+                ),
+            ))
+        })
+    })
 }
 
 #[cfg(test)]

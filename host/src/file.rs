@@ -259,6 +259,40 @@ pub(crate) fn opened_path(file: &std::fs::File, path: &Path) -> std::io::Result<
     }
 }
 
+/// `path` with links resolved: its own real path if it exists, else its nearest existing
+/// parent's joined with the rest (`.` and `..` in the rest taken as written); `None` if not
+/// even the root resolves.
+pub(crate) fn real_path_of(path: &Path) -> Option<PathBuf> {
+    let path = std::path::absolute(path).ok()?;
+    path.ancestors().find_map(|ancestor| {
+        let mut real = ancestor.canonicalize().ok()?;
+        for component in path.strip_prefix(ancestor).ok()?.components() {
+            match component {
+                std::path::Component::ParentDir => {
+                    real.pop();
+                }
+                std::path::Component::Normal(part) => real.push(part),
+                _ => {}
+            }
+        }
+        Some(real)
+    })
+}
+
+/// The real paths of `path` and of each directory on the way to it, as it is written: the
+/// directories whose entries decide where it leads; `None` if one cannot be resolved.
+pub(crate) fn on_the_way(path: &Path) -> Option<Vec<PathBuf>> {
+    let absolute = std::path::absolute(path).ok()?;
+    let mut prefix = PathBuf::new();
+    absolute
+        .components()
+        .map(|component| {
+            prefix.push(component);
+            real_path_of(&prefix)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

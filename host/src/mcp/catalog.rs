@@ -92,8 +92,8 @@ impl ToolGroup {
     }
 
     /// What this group offers that one of `others` offers already (a tool, resource, template
-    /// or prompt name, or a fixed URI one's template matches), said for the operator; `None`
-    /// if nothing.
+    /// or prompt name, or a fixed URI one's template matches), or a directory grant one of
+    /// them could redirect, said for the operator with what to do; `None` if nothing.
     pub(crate) fn clash_with(&self, others: &[ToolGroup]) -> Option<String> {
         // A set: a plugin may offer a thousand resources, compared with every other's.
         let offered: std::collections::HashSet<_> = self.offered().into_iter().collect();
@@ -104,17 +104,31 @@ impl ToolGroup {
                 .find(|theirs| offered.contains(theirs))
             {
                 return Some(format!(
-                    "its {kind} '{name}' is offered by {} already",
+                    "its {kind} '{name}' is offered by {} already; rename or remove one of them",
                     other.name
                 ));
             }
-            let uri = crate::clash::uri_clash(self.plugin.as_ref()?, other.plugin.as_ref()?)?;
-            Some(format!(
-                "a read of the resource '{uri}' would be answered by {} too (a fixed URI of one \
-                 and a template of the other)",
-                other.name
-            ))
+            let (plugin, theirs) = (self.plugin.as_ref()?, other.plugin.as_ref()?);
+            if let Some(uri) = crate::clash::uri_clash(plugin, theirs) {
+                return Some(format!(
+                    "a read of the resource '{uri}' would be answered by {} too (a fixed URI \
+                     of one and a template of the other); rename or remove one of them",
+                    other.name
+                ));
+            }
+            self.grant_clash_with(other)
         })
+    }
+
+    /// A directory grant of this group's plugin that `other`'s could redirect, or the
+    /// reverse ([`crate::clash::grant_clash`]), said for the operator; `None` if neither.
+    fn grant_clash_with(&self, other: &ToolGroup) -> Option<String> {
+        let (plugin, theirs) = (self.plugin.as_ref()?, other.plugin.as_ref()?);
+        if let Some((index, why)) = crate::clash::grant_clash(plugin, theirs) {
+            return Some(format!("its grant dirs[{index}].host {why}"));
+        }
+        let (index, why) = crate::clash::grant_clash(theirs, plugin)?;
+        Some(format!("{}'s grant dirs[{index}].host {why}", other.name))
     }
 
     /// The plugin the group is, if it is a plugin's.
@@ -228,7 +242,8 @@ impl ToolCatalog {
 }
 
 /// The groups, less those whose tool names, resource URIs, resource templates or prompt names
-/// an earlier group has (each left out with a warning naming both).
+/// an earlier group has, or whose directory grants one could redirect (each left out with a
+/// warning naming both).
 fn without_clashes(groups: impl IntoIterator<Item = ToolGroup>) -> Arc<[ToolGroup]> {
     let mut claims = crate::clash::Claims::new();
     let mut kept = Vec::new();
@@ -250,6 +265,10 @@ fn without_clashes(groups: impl IntoIterator<Item = ToolGroup>) -> Arc<[ToolGrou
                 Some((uri.to_owned(), earlier.name.clone()))
             })
         });
+        if let Some(why) = kept.iter().find_map(|earlier| group.grant_clash_with(earlier)) {
+            tracing::warn!("not serving {}: {why}", group.name);
+            continue;
+        }
         if let Some((uri, owner)) = claimed {
             tracing::warn!(
                 "not serving {}: a read of the resource '{uri}' would be answered by {owner} \

@@ -201,7 +201,7 @@ impl Served {
             }
             if let Some(clash) = group.clash_with(&accepted) {
                 problems.insert(format!(
-                    "plugin {} is not served: {clash}; rename or remove one of them",
+                    "plugin {} is not served: {clash}",
                     path.display()
                 ));
                 // The version served before keeps serving, unless its policy is what changed

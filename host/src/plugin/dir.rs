@@ -155,6 +155,28 @@ impl PluginHost {
                 }
             }
         }
+        // A grant of one plugin that another's read-write grant could redirect (a link put in
+        // its way): the one whose grant it is is refused.
+        for (at, plugin) in loaded.iter().enumerate() {
+            let redirectable = loaded
+                .iter()
+                .enumerate()
+                .filter(|&(other_at, _)| other_at != at)
+                .find_map(|(_, other)| crate::clash::grant_clash(plugin, other));
+            if let Some((index, message)) = redirectable {
+                if !clashing[at] {
+                    failures.push(PluginError::Policy {
+                        path: plugin.path().to_owned(),
+                        source: PolicyError::Invalid {
+                            path: SandboxPolicy::path_for(plugin.path()),
+                            key: format!("dirs[{index}].host"),
+                            message,
+                        },
+                    });
+                }
+                clashing[at] = true;
+            }
+        }
         let plugins = loaded
             .into_iter()
             .zip(clashing)

@@ -305,7 +305,7 @@ impl PluginHost {
         let (plugin_dirs, caches) = if policy.dirs.is_empty() {
             (Vec::new(), Vec::new())
         } else {
-            let plugin_dirs = on_the_way(plugin_dir).ok_or_else(unresolved)?;
+            let plugin_dirs = crate::file::on_the_way(plugin_dir).ok_or_else(unresolved)?;
             let caches: Vec<(PathBuf, Vec<PathBuf>)> = self
                 .inner
                 .cache
@@ -313,7 +313,7 @@ impl PluginHost {
                 .map(|cache| cache.dir().to_owned())
                 .into_iter()
                 .chain(crate::PluginHost::default_cache_dirs())
-                .map(|dir| Some((real_path_of(&dir)?, on_the_way(&dir)?)))
+                .map(|dir| Some((crate::file::real_path_of(&dir)?, crate::file::on_the_way(&dir)?)))
                 .collect::<Option<_>>()
                 .ok_or_else(unresolved)?;
             (plugin_dirs, caches)
@@ -596,38 +596,4 @@ fn validated_tools(
     }
     valid.shared = valid.metas.iter().cloned().map(Arc::new).collect();
     Ok(valid)
-}
-
-/// `path` with links resolved: its own real path if it exists, else its nearest existing
-/// parent's joined with the rest (`.` and `..` in the rest taken as written); `None` if not
-/// even the root resolves.
-fn real_path_of(path: &Path) -> Option<PathBuf> {
-    let path = std::path::absolute(path).ok()?;
-    path.ancestors().find_map(|ancestor| {
-        let mut real = ancestor.canonicalize().ok()?;
-        for component in path.strip_prefix(ancestor).ok()?.components() {
-            match component {
-                std::path::Component::ParentDir => {
-                    real.pop();
-                }
-                std::path::Component::Normal(part) => real.push(part),
-                _ => {}
-            }
-        }
-        Some(real)
-    })
-}
-
-/// The real paths of `path` and of each directory on the way to it, as it is written: the
-/// directories whose entries decide where it leads; `None` if one cannot be resolved.
-fn on_the_way(path: &Path) -> Option<Vec<PathBuf>> {
-    let absolute = std::path::absolute(path).ok()?;
-    let mut prefix = PathBuf::new();
-    absolute
-        .components()
-        .map(|component| {
-            prefix.push(component);
-            real_path_of(&prefix)
-        })
-        .collect()
 }

@@ -298,6 +298,7 @@ impl SandboxPolicy {
         let mut dirs = Vec::new();
         // Each grant's path as written (absolute, `..` taken lexically), beside where it leads.
         let mut written = Vec::new();
+        let mut written_dirs = Vec::new();
         for (index, dir) in file.dirs.into_iter().enumerate() {
             let host = base.join(&dir.host);
             written.push(lexical(&host));
@@ -335,6 +336,7 @@ impl SandboxPolicy {
                     ),
                 ));
             }
+            written_dirs.push((host.clone(), written[index].clone()));
             dirs.push(DirGrant {
                 host,
                 guest: dir.guest,
@@ -475,6 +477,7 @@ impl SandboxPolicy {
             tool_http,
             request_http,
             client,
+            written_dirs,
         })
     }
 }

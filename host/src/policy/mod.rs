@@ -23,7 +23,7 @@ pub(crate) use self::http::may_carry_secrets;
 pub use self::http::{HttpGrant, HttpSecret};
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Largest policy file read.
@@ -299,6 +299,26 @@ pub struct SandboxPolicy {
     pub request_http: RequestHttp,
     /// What the plugin may ask the client.
     pub client: ClientPolicy,
+    /// Each directory grant read from a file, as the file wrote it (made absolute, `.` and
+    /// `..` taken out), beside where it resolved ([`DirGrant::host`]): whether another
+    /// plugin could redirect a grant is decided on the path the operator meant, not only on
+    /// where a link put in it leads now.
+    pub(crate) written_dirs: Vec<(PathBuf, PathBuf)>,
+}
+
+impl SandboxPolicy {
+    /// The paths of grant `grant`: where it resolved and, for a grant read from a file, the
+    /// path the file wrote.
+    pub(crate) fn grant_paths<'a>(&'a self, grant: &'a DirGrant) -> Vec<&'a Path> {
+        let mut paths = vec![grant.host.as_path()];
+        paths.extend(
+            self.written_dirs
+                .iter()
+                .filter(|(host, written)| *host == grant.host && *written != grant.host)
+                .map(|(_, written)| written.as_path()),
+        );
+        paths
+    }
 }
 
 /// Where a plugin may send HTTP requests while it answers a request that is not a tool call.

@@ -231,6 +231,41 @@ async fn a_newcomer_never_takes_a_served_plugins_names() {
     assert_eq!(served(&watcher), ["zeta.wasm"]);
 }
 
+/// A newcomer whose read-write grant holds the way to a served plugin's grant could put a
+/// link there, which the next load would grant the served one: the newcomer is not served, the
+/// served one keeps serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newcomer_cannot_take_the_way_to_a_served_plugins_grant() {
+    let root = llm_worker_tests::scratch_dir("dir-watcher-grant-way");
+    let dir = root.join("plugins");
+    for made in ["plugins", "shared", "shared/docs"] {
+        std::fs::create_dir(root.join(made)).expect("mkdir");
+    }
+    let add = |plugin: &str, host: &str, mode: &str| {
+        std::fs::write(
+            dir.join(format!("{plugin}.policy.toml")),
+            format!("[[dirs]]\nhost = \"{host}\"\nguest = \"/data\"\nmode = \"{mode}\"\n"),
+        )
+        .expect("policy");
+        std::fs::copy(llm_worker_tests::plugin_path(plugin), dir.join(format!("{plugin}.wasm")))
+            .expect("copy");
+    };
+    add("counter", "../shared/docs", "ro");
+    let host = llm_worker_tests::host().clone();
+    let mut watcher =
+        DirWatcher::load(host, &dir, llm_worker::LoadDirOptions::default()).expect("load");
+    assert_eq!(served(&watcher), ["counter.wasm"]);
+    add("greet", "../shared", "rw");
+    let (_, said) = logged(watcher.rescan()).await;
+    assert_eq!(served(&watcher), ["counter.wasm"], "{said:?}");
+    assert!(
+        said.iter().any(|line| line.contains("greet.wasm is not served")
+            && line.contains("counter.wasm's grant dirs[0].host")
+            && line.contains("read-write")),
+        "{said:?}"
+    );
+}
+
 /// A FIFO planted as the trust policy (in a shared sticky directory, or by a plugin that may
 /// write the directory): looking for the trusted root it names opened it blocking, so `serve`
 /// hung at its start and the watcher at its next rescan.

@@ -248,3 +248,59 @@ fn a_policy_linked_from_outside_the_directory_is_refused() {
         loaded.failures[0]
     );
 }
+
+/// One plugin's read-write grant holding the way to another's grant: the first could rename
+/// the other's directory and put a link to any directory in its place, which the next load
+/// would grant the second. The second is refused, however its path is written, before and
+/// after the link is put there; grants apart load.
+#[test]
+fn a_grant_another_plugin_could_redirect_is_refused() {
+    let root = scratch_dir("grant-way");
+    let dir = root.join("plugins");
+    for made in ["plugins", "shared", "shared/docs", "secret", "apart"] {
+        std::fs::create_dir(root.join(made)).expect("mkdir");
+    }
+    symlink(root.join("shared"), root.join("via")).expect("symlink");
+    for plugin in ["greet", "counter"] {
+        std::fs::copy(plugin_path(plugin), dir.join(format!("{plugin}.wasm"))).expect("copy");
+    }
+    let grant = |plugin: &str, host: &str, mode: &str| {
+        std::fs::write(
+            dir.join(format!("{plugin}.policy.toml")),
+            format!("[[dirs]]\nhost = \"{host}\"\nguest = \"/data\"\nmode = \"{mode}\"\n"),
+        )
+        .expect("policy");
+    };
+    grant("greet", "../shared", "rw");
+    let only_greet = |written: &str| {
+        let loaded = host().load_dir(&dir).unwrap_or_else(|e| panic!("{e}"));
+        let names: Vec<&str> = loaded.plugins.iter().map(LoadedPlugin::name).collect();
+        assert_eq!(names, ["greet"], "{written}: {:#?}", loaded.failures);
+        let message = loaded.failures[0].to_string();
+        assert!(
+            message.contains("counter.policy.toml")
+                && message.contains("dirs[0].host")
+                && message.contains(written)
+                && message.contains("greet.wasm")
+                && message.contains("read-write"),
+            "{message}"
+        );
+    };
+    // Inside the other's grant, as written and as resolved; then written through a link.
+    grant("counter", "../shared/docs", "ro");
+    only_greet("shared/docs");
+    grant("counter", "../via/docs", "ro");
+    only_greet("/docs");
+    // Greet has put a link in the way: the grant resolves elsewhere, but it is still in the
+    // way of greet's grant as written.
+    std::fs::rename(root.join("shared/docs"), root.join("shared/old")).expect("rename");
+    symlink("../secret", root.join("shared/docs")).expect("symlink");
+    grant("counter", "../shared/docs", "ro");
+    only_greet("shared/docs");
+    // The same directory shared, or a directory apart, loads.
+    for host_dir in ["../shared", "../apart"] {
+        grant("counter", host_dir, "ro");
+        let loaded = host().load_dir(&dir).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(loaded.plugins.len(), 2, "{host_dir}: {:#?}", loaded.failures);
+    }
+}
