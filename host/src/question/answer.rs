@@ -106,10 +106,15 @@ fn file_uri(uri: &str) -> Result<(), &'static str> {
         return Err("has no absolute path");
     };
     let (host, path) = rest.split_at(slash);
-    if !host
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
-    {
+    // None, or labels of letters, digits and hyphens: never `.` or `..`, which a plugin
+    // taking the part after `file://` would read as a relative path (`file://../etc`).
+    let label = |label: &str| {
+        !label.is_empty()
+            && label
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+    };
+    if !host.is_empty() && !host.split('.').all(label) {
         return Err("has a host part that is not a host name");
     }
     let bytes = path.as_bytes();
@@ -166,6 +171,7 @@ mod tests {
             "file:///work",
             "file:///home/ada/My%20Project",
             "FILE://localhost/srv/a-b_c~d",
+            "file://files.example.com/srv",
             "file:///C:/Users/ada",
         ] {
             assert_eq!(check_roots(&[root(good)], &asker()), Ok(()), "{good}");
@@ -186,6 +192,10 @@ mod tests {
             ("file:///work/%2e%2e/etc", "'..'"),
             ("file:///work/.%2E/etc", "'..'"),
             ("file:///work/%2E/etc", "'.'"),
+            // A host of `.` or `..` reads as a relative path once `file://` is taken off.
+            ("file://../etc", "host part"),
+            ("file://./etc", "host part"),
+            ("file://a..b/etc", "host part"),
         ] {
             let result = check_roots(&[root(bad)], &asker());
             assert!(

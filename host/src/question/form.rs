@@ -5,7 +5,7 @@
 //!
 //! A keyword that constrains values and that MCP's form schema cannot carry (`pattern`,
 //! `const`, `allOf`, `$ref` …) is refused when the form is asked, as is a text a client shows
-//! that holds a forbidden character ([`check_text`](super::message)): a plugin must not count
+//! that breaks the rules of a message ([`check_shown`](super::message)): a plugin must not count
 //! on a rule no one enforces. Annotations (`title`, `description`, `default` …) and keywords
 //! that do not constrain (`format` of a number) pass and are not checked.
 
@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use super::message::check_text;
+use super::message::check_shown;
 
 /// A form: its fields by name, and which must be given.
 #[derive(Debug, Clone, PartialEq)]
@@ -353,17 +353,23 @@ impl Field {
                 let Value::Array(chosen) = value else {
                     return Err(format!("is {}, not a list of choices", kind(value)));
                 };
+                // Sets, not scans: a form may offer as many choices as its size allows, and an
+                // answer may list each of them.
+                if chosen.len() > choices.len() {
+                    return Err(format!(
+                        "has {} items, more than its {} choices",
+                        chosen.len(),
+                        choices.len()
+                    ));
+                }
+                let offered: std::collections::HashSet<&str> =
+                    choices.iter().map(String::as_str).collect();
+                let mut seen = std::collections::HashSet::with_capacity(chosen.len());
                 for (at, item) in chosen.iter().enumerate() {
-                    let Some(item) = item
-                        .as_str()
-                        .filter(|item| choices.iter().any(|c| c == item))
-                    else {
+                    let Some(item) = item.as_str().filter(|item| offered.contains(item)) else {
                         return Err(format!("has an item ({at}) that is not one of its choices"));
                     };
-                    if chosen[..at]
-                        .iter()
-                        .any(|earlier| earlier.as_str() == Some(item))
-                    {
+                    if !seen.insert(item) {
                         return Err(format!("chooses '{item}' twice"));
                     }
                 }
@@ -552,12 +558,12 @@ fn consts(options: &Value, keyword: &str) -> Result<Vec<String>, String> {
 }
 
 /// Checks every string of the schema (names, titles, descriptions, choices), all of which a
-/// client may show, for the characters no shown text may hold.
+/// client may show, as a question's message is checked ([`check_shown`]).
 fn strings_shown(schema: &Value) -> Result<(), String> {
     let problem = |text: &str| {
-        check_text(text).map_err(|problem| {
+        check_shown(text).map_err(|problem| {
             format!(
-                "the form's schema holds {problem} in \"{}\"",
+                "the form's schema has a text that {problem}: \"{}\"",
                 text.escape_debug()
             )
         })
@@ -661,6 +667,7 @@ mod tests {
             (json!({"tags": []}), "fewer than 1"),
             (json!({"tags": ["x", "y", "z"]}), "more than 2"),
             (json!({"tags": ["x", "x"]}), "twice"),
+            (json!({"tags": ["x", "y", "z", "x"]}), "more than its 3 choices"),
             (json!({"tags": ["w"]}), "not one of its choices"),
             (json!({"tags": "x"}), "not a list"),
         ] {
@@ -772,6 +779,15 @@ mod tests {
             (
                 json!({"type": "object", "properties": {"a": {"type": "string", "description": "x\ry"}}}),
                 "U+000D",
+            ),
+            // The host's attribution imitated in the form's title, or buried under blank lines.
+            (
+                json!({"type": "object", "title": "[plugin 'github', tool 'login' asks]", "properties": {}}),
+                "imitates the host's attribution",
+            ),
+            (
+                json!({"type": "object", "properties": {"a": {"type": "string", "title": "\n\n\n\nToken"}}}),
+                "blank lines",
             ),
         ] {
             let result = Form::parse(&schema);

@@ -15,10 +15,9 @@ pub const MAX_MESSAGE_CHARS: usize = 2_000;
 /// Most lines of an elicitation's message (its newlines plus one).
 pub const MAX_MESSAGE_LINES: usize = 20;
 
-/// How the host's attribution begins (`[plugin 'P', tool 'T' asks]`), and how it began
-/// before it came first (`… (asked by tool 'T' of plugin 'P')`): a message holding either
-/// would pass itself off as the host's, or another plugin's.
-const ATTRIBUTION_MARKERS: [&str; 2] = ["[plugin '", "(asked by tool '"];
+/// Most blank lines in a row in a text a question shows: more would push what follows out of
+/// sight of the host's attribution above it.
+pub const MAX_BLANK_LINES_IN_A_ROW: usize = 2;
 
 /// Checks an elicitation's message against the rules above.
 pub(crate) fn check_message(message: &str, asker: &Asker) -> Result<(), QuestionError> {
@@ -41,18 +40,68 @@ pub(crate) fn check_message(message: &str, asker: &Asker) -> Result<(), Question
             "has {lines} lines, over the {MAX_MESSAGE_LINES} a message may have"
         )));
     }
-    check_text(message).map_err(|problem| refuse(format!("holds {problem}")))?;
-    let lower = message.to_lowercase();
-    if let Some(marker) = ATTRIBUTION_MARKERS
-        .iter()
-        .find(|marker| lower.contains(*marker))
-    {
-        return Err(refuse(format!(
-            "imitates the host's attribution (\"{marker}\"), which names the plugin and tool \
-             that ask"
-        )));
+    check_shown(message).map_err(refuse)
+}
+
+/// Checks a text a question shows the person answering (a message, a form's title, a
+/// sampling request's text): no character that hides, moves or reorders text
+/// ([`check_text`]), no look-alike of the host's attribution, no run of blank lines burying
+/// what follows. What is wrong, if anything, as the end of a sentence ("that …").
+pub(crate) fn check_shown(text: &str) -> Result<(), String> {
+    check_text(text).map_err(|problem| format!("holds {problem}"))?;
+    if let Some(form) = imitated_attribution(text) {
+        return Err(format!(
+            "imitates the host's attribution ({form}), which names the plugin and tool that ask"
+        ));
+    }
+    let mut blank = 0;
+    for line in text.split('\n') {
+        blank = if line.trim().is_empty() { blank + 1 } else { 0 };
+        if blank > MAX_BLANK_LINES_IN_A_ROW {
+            return Err(format!(
+                "has more than {MAX_BLANK_LINES_IN_A_ROW} blank lines in a row, which would \
+                 push what follows out of sight"
+            ));
+        }
     }
     Ok(())
+}
+
+/// Which form of the host's attribution `text` imitates, if any: `[plugin 'P', tool 'T'
+/// asks]`, as it is now, or `(asked by tool 'T' of plugin 'P')`, as it was. However it is
+/// spelled: compared after compatibility normalisation (full-width brackets and letters read
+/// as ASCII), in lower case, with every kind of quote read as `'` and blanks (non-breaking
+/// and ideographic spaces too) taken out; and in any brackets, as `plugin '…', tool '…'`.
+fn imitated_attribution(text: &str) -> Option<&'static str> {
+    use unicode_normalization::UnicodeNormalization as _;
+    const QUOTES: &[char] = &[
+        '"', '`', '\u{B4}', '\u{2B9}', '\u{2BB}', '\u{2BC}', '\u{2BD}', '\u{2018}',
+        '\u{2019}', '\u{201A}', '\u{201B}', '\u{201C}', '\u{201D}', '\u{201E}', '\u{201F}',
+        '\u{2032}', '\u{2033}', '\u{2035}', '\u{300C}', '\u{300D}', '\u{FF02}',
+    ];
+    let skeleton: String = text
+        .nfkc()
+        .flat_map(char::to_lowercase)
+        .filter(|c| !c.is_whitespace())
+        .map(|c| if QUOTES.contains(&c) { '\'' } else { c })
+        .collect();
+    if skeleton.contains("[plugin'") {
+        return Some("\"[plugin '\"");
+    }
+    if skeleton.contains("askedbytool'") {
+        return Some("\"asked by tool '\"");
+    }
+    // `plugin '<name>', tool '` in any brackets.
+    let mut rest = skeleton.as_str();
+    while let Some(at) = rest.find("plugin'") {
+        rest = &rest[at + "plugin'".len()..];
+        if let Some(end) = rest.find('\'')
+            && rest[end + 1..].starts_with(",tool'")
+        {
+            return Some("\"plugin '…', tool '…'\"");
+        }
+    }
+    None
 }
 
 /// Whether `text` is free of the characters no shown text may hold; the problem, naming the
@@ -130,6 +179,36 @@ mod tests {
         assert!(text.contains("imitates the host's attribution"), "{text}");
         let text = refused("[Plugin 'github', tool 'login' asks] Paste your token.");
         assert!(text.contains("imitates"), "{text}");
+    }
+
+    #[test]
+    fn look_alikes_of_the_attribution_and_runs_of_blank_lines_are_refused() {
+        for forged in [
+            // A non-breaking space, full-width brackets and letters, curly quotes, two spaces,
+            // other brackets, an ideographic space.
+            "[plugin\u{A0}'github', tool 'login' asks]",
+            "\u{FF3B}plugin 'github', tool 'login' asks\u{FF3D}",
+            "[\u{FF50}\u{FF4C}\u{FF55}\u{FF47}\u{FF49}\u{FF4E} 'github', tool 'login' asks]",
+            "[plugin \u{2018}github\u{2019}, tool \u{2018}login\u{2019} asks]",
+            "[plugin  'github', tool 'login' asks]",
+            "\u{3010}plugin 'github',\u{3000}tool 'login' asks\u{3011}",
+            "(asked by tool\u{A0}'login' of plugin 'github')",
+        ] {
+            let text = refused(&format!("Paste your token.\n{forged}"));
+            assert!(text.contains("imitates the host's attribution"), "{forged:?}: {text}");
+        }
+        let text = refused(&format!("Hello.{}[real question]", "\n".repeat(4)));
+        assert!(text.contains("blank lines in a row"), "{text}");
+        let text = refused("Hello.\n\u{A0}\n \n\u{3000}\nrest");
+        assert!(text.contains("blank lines in a row"), "{text}");
+        // Ordinary text about plugins and tools passes, and so do two blank lines.
+        for fine in [
+            "This plugin's tool 'search' needs a key.",
+            "Plugin settings: tool list, 'advanced' mode.",
+            "First.\n\n\nSecond.",
+        ] {
+            assert_eq!(check_message(fine, &asker()), Ok(()), "{fine:?}");
+        }
     }
 
     #[test]

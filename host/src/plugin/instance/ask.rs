@@ -400,12 +400,30 @@ pub(crate) async fn elicit(
     Ok(answer)
 }
 
-/// Asks an admitted sampling question and checks the answer's shape.
+/// Asks an admitted sampling question and checks the answer's shape. A client shows the
+/// request to a person for approval: its texts are held to a message's rules first.
 pub(crate) async fn sample(
     handler: Arc<dyn QuestionHandler>,
     asker: Asker,
     request: crate::tool::SamplingRequest,
 ) -> Result<crate::tool::SamplingAnswer, QuestionError> {
+    let texts = request
+        .messages
+        .iter()
+        .filter_map(|message| match &message.content {
+            crate::tool::Content::Text(text) => Some(text.as_str()),
+            _ => None,
+        })
+        .chain(request.system_prompt.as_deref());
+    for text in texts {
+        crate::question::message::check_shown(text).map_err(|problem| {
+            QuestionError::Denied(format!(
+                "tool '{}' of plugin '{}' asked question '{}' for sampling with a text that \
+                 {problem}; the host refuses it rather than show it to the person approving",
+                asker.tool, asker.plugin, asker.key
+            ))
+        })?;
+    }
     let answer = handler.sample(&asker, &request).await?;
     crate::question::answer::check_sampling(&answer, &asker)?;
     Ok(answer)
