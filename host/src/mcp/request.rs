@@ -94,7 +94,11 @@ impl McpServer {
         // cannot take it).
         let connection = match super::session::names_session(&context.extensions) {
             Some(_) => String::new(),
-            None => format!("connection {}", self.origin(context).session),
+            None => format!(
+                "connection {} of {:016x}",
+                self.origin(context).session,
+                process_tag()
+            ),
         };
         let scope = format!(
             "{method}\n{}\n{connection}\n{revision:016x}",
@@ -216,4 +220,25 @@ pub(super) fn cancelled(what: &str) -> ErrorData {
         format!("{what} was cancelled"),
         None,
     )
+}
+
+/// This process among others that share a request-state key (replicas, a restart): connections
+/// are numbered per process, so a connection's scope names the process too, or connection 0
+/// of one would open connection 0's states of another.
+fn process_tag() -> u64 {
+    static TAG: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *TAG.get_or_init(|| {
+        let mut bytes = [0; 8];
+        match getrandom::fill(&mut bytes) {
+            Ok(()) => u64::from_le_bytes(bytes),
+            // Without randomness: the process and the moment it asked, which still differ
+            // between processes.
+            Err(_) => {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |since| since.as_nanos() as u64);
+                now ^ u64::from(std::process::id()).rotate_left(32)
+            }
+        }
+    })
 }
