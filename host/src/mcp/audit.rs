@@ -240,6 +240,9 @@ pub(crate) struct AuditedQuestions {
 }
 
 impl AuditedQuestions {
+    /// Records a question and its outcome: `accepted` only for an answer the host's checks
+    /// (`verdict`, the ones the plugin's call makes before it sees the answer) let through;
+    /// `refused` for one they do not.
     fn record<T>(
         &self,
         asker: &Asker,
@@ -248,8 +251,10 @@ impl AuditedQuestions {
         started: std::time::Instant,
         result: &Result<T, QuestionError>,
         accepted: impl Fn(&T) -> bool,
+        verdict: impl Fn(&T) -> Result<(), QuestionError>,
     ) {
         let outcome = match result {
+            Ok(answer) if verdict(answer).is_err() => "refused",
             Ok(answer) if accepted(answer) => "accepted",
             Ok(_) => "declined",
             Err(_) => "unanswered",
@@ -275,6 +280,7 @@ impl QuestionHandler for AuditedQuestions {
     ) -> Result<ElicitationAnswer, QuestionError> {
         let started = std::time::Instant::now();
         let answer = self.inner.elicit(asker, message, schema).await;
+        let form = crate::question::form::Form::parse(schema);
         self.record(
             asker,
             "elicitation",
@@ -282,6 +288,10 @@ impl QuestionHandler for AuditedQuestions {
             started,
             &answer,
             |answer| matches!(answer, ElicitationAnswer::Accept(_)),
+            |answer| match &form {
+                Ok(form) => crate::question::answer::check_elicitation(answer, form, asker),
+                Err(problem) => Err(QuestionError::Denied(problem.clone())),
+            },
         );
         answer
     }
@@ -294,14 +304,18 @@ impl QuestionHandler for AuditedQuestions {
         let started = std::time::Instant::now();
         let answer = self.inner.sample(asker, request).await;
         let input = Value::String(format!("{request:?}"));
-        self.record(asker, "sampling", input, started, &answer, |_| true);
+        self.record(asker, "sampling", input, started, &answer, |_| true, |answer| {
+            crate::question::answer::check_sampling(answer, asker)
+        });
         answer
     }
 
     async fn roots(&self, asker: &Asker) -> Result<Vec<Root>, QuestionError> {
         let started = std::time::Instant::now();
         let answer = self.inner.roots(asker).await;
-        self.record(asker, "roots", Value::Null, started, &answer, |_| true);
+        self.record(asker, "roots", Value::Null, started, &answer, |_| true, |roots| {
+            crate::question::answer::check_roots(roots, asker)
+        });
         answer
     }
 }

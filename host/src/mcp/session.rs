@@ -355,14 +355,30 @@ impl McpServer {
         questions: Option<Arc<dyn crate::question::QuestionHandler>>,
         context: &RequestContext<RoleServer>,
     ) -> Option<Arc<dyn crate::question::QuestionHandler>> {
-        let (Some(log), Some(inner)) = (&self.options.audit, questions.clone()) else {
-            return questions;
-        };
-        Some(Arc::new(super::audit::AuditedQuestions {
-            inner,
-            log: log.clone(),
-            base: super::audit::Record::new("question", "").asked_by(&context.extensions),
-        }))
+        questions.map(self.question_auditor(context))
+    }
+
+    /// What records a question handler's questions in the audit log, as asked by this
+    /// request's caller (a handler made later, a task's, is recorded too).
+    pub(super) fn question_auditor(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> impl Fn(Arc<dyn crate::question::QuestionHandler>) -> Arc<dyn crate::question::QuestionHandler>
+    + Send
+    + Sync
+    + 'static {
+        let audit = self.options.audit.clone().map(|log| {
+            let base = super::audit::Record::new("question", "").asked_by(&context.extensions);
+            (log, base)
+        });
+        move |inner| match &audit {
+            Some((log, base)) => Arc::new(super::audit::AuditedQuestions {
+                inner,
+                log: log.clone(),
+                base: base.clone(),
+            }),
+            None => inner,
+        }
     }
 
     /// Under the operator's access policy, keeps of the session's tools what the identity of

@@ -108,6 +108,8 @@ impl McpServer {
         );
         let (handoff, handed_off) = Handoff::new();
         let in_request = self.audited(asking.questions(), &context);
+        // The task's own questions (after the hand-off) are recorded as the request's were.
+        let audited = self.question_auditor(&context);
         let replay = asking.replay();
         // Where the call's reports (logs, progress) go before its hand-off: its request's
         // client, as any call's; set before the call starts.
@@ -144,7 +146,7 @@ impl McpServer {
                 let questions: Arc<dyn QuestionHandler> = Arc::new(HandedOver {
                     handoff: handoff.clone(),
                     request: in_request,
-                    task: TaskQuestions { task, capabilities },
+                    task: audited(Arc::new(TaskQuestions { task, capabilities })),
                 });
                 // Its reports: the request's until the hand-off; then its progress is the
                 // task's status message.
@@ -392,7 +394,7 @@ impl Drop for Unclaimed<'_> {
 struct HandedOver {
     handoff: Handoff,
     request: Option<Arc<dyn QuestionHandler>>,
-    task: TaskQuestions,
+    task: Arc<dyn QuestionHandler>,
 }
 
 /// Who answers no question.
@@ -403,7 +405,7 @@ impl QuestionHandler for Nobody {}
 impl HandedOver {
     fn now(&self) -> &dyn QuestionHandler {
         match (&self.request, self.handoff.started()) {
-            (_, true) => &self.task,
+            (_, true) => self.task.as_ref(),
             (Some(request), false) => request.as_ref(),
             (None, false) => &Nobody,
         }

@@ -387,6 +387,66 @@ async fn a_tasks_questions_are_its_input_requests_answered_by_tasks_update() {
     client.cancel().await.expect("close");
 }
 
+/// A task's questions, answered through `tasks/update` after its hand-off, are in the audit log
+/// as a request's are, and an answer the host refuses (it does not fit the form) is not
+/// recorded as accepted: the task's own check of it fails the question (`unanswered`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tasks_questions_are_audited_with_the_hosts_verdict() {
+    let log = crate::Shared::default();
+    let conformance = llm_worker_tests::plugin("conformance");
+    let url = serve(
+        ToolCatalog::from_plugins([&conformance]),
+        McpOptions::new("tasks", "1").audit(AuditLog::to_writer(log.clone())),
+    )
+    .await;
+    let mut capabilities = ClientCapabilities::builder().enable_tasks().build();
+    capabilities.elicitation = Some(Default::default());
+    let client = ClientConfig::new(capabilities, Implementation::new("tasks-test", "1"))
+        .serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
+            url.as_str(),
+        ))
+        .await
+        .expect("initialize");
+    for confirm in [json!("yes"), json!(true)] {
+        let created = client
+            .call_tool_once(call("confirm_delete", json!({"filename": "a.txt"})))
+            .await
+            .expect("call");
+        let CallToolResponse::Task(created) = created else {
+            panic!("a task was expected: {created:?}");
+        };
+        let id = created.task.task_id;
+        assert_eq!(settled(&client, &id).await.task.status(), TaskStatus::InputRequired);
+        let answer = json!({"action": "accept", "content": {"confirm": confirm}});
+        client
+            .update_task(UpdateTaskParams::new(
+                &id,
+                [("confirm".to_owned(), answer)].into_iter().collect(),
+            ))
+            .await
+            .expect("tasks/update");
+        let ended = settled(&client, &id).await;
+        assert_ne!(ended.task.status(), TaskStatus::InputRequired);
+    }
+    client.cancel().await.expect("close");
+    let questions: Vec<(String, String)> = log
+        .records()
+        .iter()
+        .filter(|record| record["event"] == "question")
+        .map(|record| {
+            (
+                record["target"].as_str().unwrap_or_default().to_owned(),
+                record["outcome"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    let asked = "elicitation by tool 'confirm_delete' of plugin 'conformance'".to_owned();
+    assert_eq!(
+        questions,
+        [(asked.clone(), "unanswered".to_owned()), (asked, "accepted".to_owned())]
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_that_never_hands_off_is_answered_as_it_ended() {
     let url = server().await;
