@@ -37,7 +37,7 @@ pub(crate) fn list(
             })
             .collect();
         outln!(out, "{}", serde_json::Value::from(tools));
-        return Ok(ExitCode::SUCCESS);
+        return Ok(exit_code(&loaded));
     }
     let tool_width = rows.iter().map(|r| r.0.len()).max().unwrap_or(0).max(4);
     let file_width = rows.iter().map(|r| r.1.len()).max().unwrap_or(0).max(6);
@@ -66,5 +66,16 @@ pub(crate) fn list(
             "-"
         );
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(exit_code(&loaded))
+}
+
+/// Failure when a plugin failed to load: what was listed is not the whole directory (a
+/// script reading `--json` would otherwise take a part for the whole). The reasons are on
+/// stderr.
+fn exit_code(loaded: &llm_worker::PluginDir) -> ExitCode {
+    if loaded.failures.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }

@@ -1,6 +1,7 @@
 //! `llm-worker serve`: the tools of a plugin directory over MCP, on stdio (one session) or
 //! streamable HTTP (a session per client), with `--watch` reaching every open session.
 
+use std::io::IsTerminal as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -167,9 +168,17 @@ pub(crate) async fn serve(
                  --token-file FILE, or --no-auth",
             )?;
             let token = llm_worker::mcp::persistent_token(&path)?;
+            // The token itself only to a person at a terminal: stderr under a service manager
+            // or in a container goes to logs others read, which the private file keeps it
+            // out of.
+            let shown = if std::io::stderr().is_terminal() {
+                token.clone()
+            } else {
+                "TOKEN".to_owned()
+            };
             let how = format!(
-                "clients send `Authorization: Bearer {token}` (kept in {}; --token-file FILE \
-                 gives your own, --no-auth none)",
+                "clients send `Authorization: Bearer {shown}` (the token kept in {}; \
+                 --token-file FILE gives your own, --no-auth none)",
                 path.display()
             );
             (

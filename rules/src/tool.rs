@@ -188,6 +188,28 @@ impl fmt::Display for Visible<'_> {
     }
 }
 
+/// At most the first `.1` characters of a text, shown as [`Visible`] shows it, then how long
+/// the whole was: a text a message quotes whose length is not checked yet (a plugin's name or
+/// URI refused for being too long) stays short.
+///
+/// ```
+/// use llm_worker_rules::tool::VisibleCut;
+/// assert_eq!(VisibleCut("abc", 8).to_string(), "abc");
+/// assert_eq!(VisibleCut("abcdef", 2).to_string(), "ab… (6 bytes)");
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct VisibleCut<'a>(pub &'a str, pub usize);
+
+impl fmt::Display for VisibleCut<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Self(text, max) = *self;
+        match text.char_indices().nth(max) {
+            None => Visible(text).fmt(f),
+            Some((end, _)) => write!(f, "{}… ({} bytes)", Visible(&text[..end]), text.len()),
+        }
+    }
+}
+
 /// Why a description is refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DescriptionProblem {

@@ -86,6 +86,16 @@ fn list_shows_a_table_and_json() {
     assert_eq!(tools[0]["tool"], "count");
     assert_eq!(tools[1]["tool"], "greet");
     assert_eq!(tools[1]["input_schema"]["required"][0], "name");
+    // A plugin that fails to load: what is listed is not the whole directory, and the exit
+    // status says so (with --json too, whose array lists the plugins that loaded).
+    std::fs::write(dir.join("broken.wasm"), b"not wasm").expect("write");
+    for json in [false, true] {
+        let mut args = vec!["list", path(&dir)];
+        args.extend(json.then_some("--json"));
+        let out = run(&cache, &args, None);
+        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+        assert!(stdout(&out).contains("greet") && stderr(&out).contains("broken.wasm"));
+    }
 }
 
 #[test]

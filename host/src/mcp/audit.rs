@@ -37,21 +37,44 @@ impl std::fmt::Debug for AuditLog {
 impl AuditLog {
     /// Records appended to the file `path`, created readable by this user alone (the records
     /// name who called what). An existing file must be a regular file of this user's that no
-    /// one else may read or write: otherwise this is an error saying what to fix, never a log
-    /// written where others read it (or into a FIFO that blocks the server).
+    /// one else may read or write, not a link, in a directory no other user could replace
+    /// it in (as a lock file's): otherwise this is an error saying what to fix, never a log
+    /// written where others read it, through a link another user planted (creating a file of
+    /// theirs choosing: a shell's start-up file, which the records' text would then run in),
+    /// or into a FIFO that blocks the server.
     pub fn to_file(path: &Path) -> Result<Self, McpError> {
         let error = |reason: String| McpError::Audit {
             path: path.to_owned(),
             reason,
         };
+        #[cfg(unix)]
+        {
+            let dir = path
+                .parent()
+                .filter(|dir| !dir.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            let real = dir.canonicalize().map_err(|e| {
+                error(format!("its directory {} cannot be resolved: {e}", dir.display()))
+            })?;
+            crate::file::no_one_else_can_replace(&real, "its directory").map_err(error)?;
+        }
         let mut options = std::fs::OpenOptions::new();
         options.append(true).create(true);
         #[cfg(unix)]
         {
             std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-            std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
+            std::os::unix::fs::OpenOptionsExt::custom_flags(
+                &mut options,
+                libc::O_NONBLOCK | libc::O_NOFOLLOW,
+            );
         }
-        let file = options.open(path).map_err(|e| error(e.to_string()))?;
+        let file = options.open(path).map_err(|e| {
+            #[cfg(unix)]
+            if e.raw_os_error() == Some(libc::ELOOP) {
+                return error("it is a symbolic link; give the path of the file itself".into());
+            }
+            error(e.to_string())
+        })?;
         #[cfg(unix)]
         {
             use std::os::unix::fs::MetadataExt;
@@ -105,15 +128,36 @@ impl AuditLog {
         if self.inputs {
             record.input = Some(input.clone());
         }
-        let Ok(mut line) = serde_json::to_vec(&record) else {
+        let Ok(text) = serde_json::to_string(&record) else {
             return;
         };
+        let mut line = escape_hidden(&text).into_bytes();
         line.push(b'\n');
         let mut out = self.out.lock().unwrap_or_else(|p| p.into_inner());
         if let Err(error) = out.write_all(&line).and_then(|()| out.flush()) {
             tracing::error!("cannot write the audit log: {error}");
         }
     }
+}
+
+/// `json` with every character that acts on a terminal or hides text (DEL, C1 controls such as
+/// U+009B, which starts an escape sequence, bidirectional overrides, tag characters) written
+/// as a `\u` escape: serde_json escapes only those below U+0020, and records go to a terminal
+/// with `--audit-log -`. The JSON means the same; such characters occur only inside strings.
+fn escape_hidden(json: &str) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        if c.is_control() || llm_worker_rules::tool::is_hidden_char(c) {
+            let mut units = [0; 2];
+            for unit in c.encode_utf16(&mut units) {
+                let _ = write!(out, "\\u{unit:04x}");
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// Most bytes of a record's target (a name or URI the client sent) written.
@@ -317,5 +361,44 @@ impl QuestionHandler for AuditedQuestions {
             crate::question::answer::check_roots(roots, asker)
         });
         answer
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A writer whose bytes the test reads back.
+    #[derive(Clone, Default)]
+    struct Kept(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Kept {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().expect("lock").extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn characters_that_act_on_a_terminal_are_written_escaped() {
+        let kept = Kept::default();
+        let log = AuditLog::to_writer(kept.clone());
+        // A client's tool name with a C1 CSI (it turns text red), DEL, a right-to-left
+        // override and a tag character.
+        let target = "x\u{9b}31m\u{7f}\u{202e}gpj.exe\u{e0041}";
+        log.write(Record::new("tools/call", target), &Value::Null);
+        let line = String::from_utf8(kept.0.lock().expect("lock").clone()).expect("UTF-8");
+        assert!(
+            line.chars()
+                .all(|c| c == '\n' || (!c.is_control() && !llm_worker_rules::tool::is_hidden_char(c))),
+            "{line:?}"
+        );
+        assert!(line.contains(r"\u009b") && line.contains(r"\udb40\udc41"), "{line}");
+        let record: Value = serde_json::from_str(&line).expect("JSON");
+        assert_eq!(record["target"], target);
     }
 }

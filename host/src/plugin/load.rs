@@ -560,8 +560,6 @@ fn validated_tools(
             .input_schema(checked.schema.clone());
         validate::check_description(&tool.description)
             .map_err(|reason| invalid("description", reason))?;
-        validate::check_schema_text(&checked.schema)
-            .map_err(|reason| invalid("input schema", reason))?;
         if let Some(title) = &tool.title {
             validate::check_title(title).map_err(|reason| invalid("title", reason))?;
             meta = meta.title(title);
@@ -575,8 +573,6 @@ fn validated_tools(
                         }
                         other => PluginError::tool_list(path, other),
                     })?;
-                validate::check_schema_text(&output.schema)
-                    .map_err(|reason| invalid("output schema", reason))?;
                 meta = meta.output_schema(output.schema.clone());
                 Some(Arc::new(output))
             }

@@ -179,10 +179,9 @@ impl SandboxPolicy {
     /// Parses a policy; `path` names it in messages, and relative directories are resolved
     /// against its directory.
     pub fn parse(text: &str, path: &Path, defaults: &Limits) -> Result<Self, PolicyError> {
-        // The parser's message keeps its excerpt of the file, over several lines.
         let file: PolicyFile = toml::from_str(text).map_err(|e| PolicyError::Parse {
             path: path.to_owned(),
-            message: e.to_string().trim_end().to_owned(),
+            message: parse_error(text, &e),
         })?;
         let invalid = |key: &str, message: String| PolicyError::Invalid {
             path: path.to_owned(),
@@ -527,6 +526,47 @@ impl ClientFile {
 
 /// `path` made absolute and its `.` and `..` taken away without looking at the file system:
 /// the path as written, whatever links on it lead to.
+/// Where a policy file fails to parse, and why, without quoting the file: the parser's own
+/// message shows the line (and a value it did not expect), which may be a secret of
+/// `[[http.secrets]]` or `[env]` written with a typo beside it. Quoted values in the reason
+/// are left out too.
+fn parse_error(text: &str, error: &toml::de::Error) -> String {
+    let mut reason = String::new();
+    let mut quoted = false;
+    for c in error.message().trim_end().chars() {
+        match c {
+            '"' if quoted => {
+                reason.push_str("…\"");
+                quoted = false;
+            }
+            '"' => {
+                reason.push('"');
+                quoted = true;
+            }
+            c if !quoted => reason.push(c),
+            _ => {}
+        }
+    }
+    match error.span() {
+        Some(span) => {
+            let before = text.get(..span.start).unwrap_or(text);
+            let line = before.matches('\n').count() + 1;
+            let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+            // The key of that line, which is no secret (its value may be).
+            let key = text
+                .lines()
+                .nth(line - 1)
+                .and_then(|l| l.split_once('='))
+                .map(|(key, _)| key.trim())
+                .filter(|key| !key.is_empty() && key.len() <= 64 && !key.contains(['"', '\'']))
+                .map(|key| format!(" (`{key} = …`)"))
+                .unwrap_or_default();
+            format!("at line {line}, column {column}{key}: {reason}")
+        }
+        None => reason,
+    }
+}
+
 fn lexical(path: &Path) -> PathBuf {
     let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
     let mut clean = PathBuf::new();

@@ -101,11 +101,38 @@ fn errors_name_the_file_and_the_key() {
     .expect_err("the same guest path twice")
     .to_string();
     assert!(message.contains("dirs[1].guest"), "{message}");
-    // TOML errors keep the parser's excerpt of the file, line by line.
+    // TOML errors say where, and the key of that line, without quoting the file.
     let message = parse("[limits]\nmemory_mib = \n")
         .expect_err("bad toml")
         .to_string();
-    assert!(message.lines().count() > 1, "{message}");
+    assert!(
+        message.contains("at line 2, column 14 (`memory_mib = …`)"),
+        "{message}"
+    );
+}
+
+/// The parser's own message quotes the line it stopped at, and a value it did not expect: a
+/// secret with a typo beside it (or in the wrong place) would be printed by `check` and logged
+/// by `serve`.
+#[test]
+fn a_file_that_does_not_parse_is_not_quoted() {
+    for text in [
+        "[http]\nallow = [\"api.example.com\"]\n[[http.secrets]]\nhost = \"api.example.com\"\n\
+         header = \"X-Key\"\nvaleu = \"sk-live-0123\"\n",
+        "[limits]\nmemory_mib = \"sk-live-0123\"\n",
+        "[env]\nset = { KEY = sk-live-0123 }\n",
+    ] {
+        let message = parse(text).expect_err("does not parse").to_string();
+        assert!(
+            !message.contains("sk-live") && message.contains("at line"),
+            "{message}"
+        );
+    }
+    let message = parse("[limits]\nmemory = 8\n").expect_err("unknown").to_string();
+    assert!(
+        message.contains("at line 2, column 1") && message.contains("`memory`"),
+        "{message}"
+    );
 }
 
 #[test]

@@ -162,4 +162,19 @@ fn an_audit_file_others_can_read_is_refused() {
         .expect_err("a directory")
         .to_string();
     assert!(error.contains("audit log"), "{error}");
+    // A link planted under the name (one leading nowhere would have its target created, the
+    // user's own and private, so passing the checks), or a directory others may write.
+    let planted = dir.join("planted.jsonl");
+    std::os::unix::fs::symlink(dir.join("profile"), &planted).expect("symlink");
+    let error = AuditLog::to_file(&planted).expect_err("a link").to_string();
+    assert!(error.contains("symbolic link"), "{error}");
+    assert!(!dir.join("profile").exists(), "the link's target was not created");
+    let shared = dir.join("shared");
+    std::fs::create_dir(&shared).expect("mkdir");
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o775)).expect("chmod");
+    let error = AuditLog::to_file(&shared.join("audit.jsonl"))
+        .expect_err("a directory others may write")
+        .to_string();
+    assert!(error.contains("chmod go-w"), "{error}");
+    assert!(!shared.join("audit.jsonl").exists());
 }

@@ -104,6 +104,13 @@ async fn on_loopback_other_users_need_the_generated_token() {
             .mode();
         assert_eq!(mode & 0o077, 0, "only the user may read it: {mode:o}");
     }
+    // Its stderr is a pipe here (a service manager's log, a container's): it says where the
+    // token is kept, not the token.
+    assert!(
+        server.startup.contains("Bearer TOKEN") && !server.startup.contains(&token),
+        "{}",
+        server.startup
+    );
     // Another local user, without the token: refused, as off loopback.
     let (status, rest) = raw_post(server.authority(), &[], INITIALIZE);
     assert!(status.contains("401"), "{status}");

@@ -92,6 +92,8 @@ pub(crate) fn package_version(name: &str) -> Option<&str> {
 pub(crate) fn parse_schema(text: &str) -> Result<Value, String> {
     let schema: Value =
         serde_json::from_str(text).map_err(|e| format!("it is not valid JSON: {e}"))?;
+    // First: every later message may quote the schema's text.
+    check_schema_text(&schema)?;
     let Some(object) = schema.as_object() else {
         return Err("it is not a JSON object".to_owned());
     };

@@ -10,7 +10,10 @@ use llm_worker_rules::resource::{
     MAX_RESOURCES, MAX_TEMPLATES, check_mime_type, check_resource_uri,
 };
 use llm_worker_rules::template::check_template;
-use llm_worker_rules::tool::{Visible, check_name, check_title};
+use llm_worker_rules::tool::{VisibleCut, check_name, check_title};
+
+/// Most characters of a name or URI a refusal quotes (it may be refused for its length).
+const SHOWN: usize = 200;
 
 use crate::tool::{PromptMeta, ResourceMeta, ResourceTemplate};
 
@@ -52,7 +55,7 @@ pub(crate) fn check_resources(resources: &[ResourceMeta]) -> Result<(), String> 
     }
     let mut seen = BTreeSet::new();
     for resource in resources {
-        let problem = |reason: String| format!("resource '{}': {reason}", Visible(&resource.uri));
+        let problem = |reason: String| format!("resource '{}': {reason}", VisibleCut(&resource.uri, SHOWN));
         check_resource_uri(&resource.uri)
             .map_err(|reason| problem(format!("its URI is refused: {reason}")))?;
         if !seen.insert(resource.uri.as_str()) {
@@ -85,7 +88,7 @@ pub(crate) fn check_templates(templates: &[ResourceTemplate]) -> Result<(), Stri
         let problem = |reason: String| {
             format!(
                 "resource template '{}': {reason}",
-                Visible(&template.uri_template)
+                VisibleCut(&template.uri_template, SHOWN)
             )
         };
         check_template(&template.uri_template)
@@ -117,7 +120,7 @@ pub(crate) fn check_prompts(prompts: &[PromptMeta]) -> Result<(), String> {
     }
     let mut seen = BTreeSet::new();
     for prompt in prompts {
-        let problem = |reason: String| format!("prompt '{}': {reason}", Visible(&prompt.name));
+        let problem = |reason: String| format!("prompt '{}': {reason}", VisibleCut(&prompt.name, SHOWN));
         check_name(&prompt.name).map_err(|reason| problem(format!("its name {reason}")))?;
         if !seen.insert(prompt.name.as_str()) {
             return Err(problem("it is offered twice".to_owned()));
@@ -138,7 +141,7 @@ pub(crate) fn check_prompts(prompts: &[PromptMeta]) -> Result<(), String> {
         let mut names = BTreeSet::new();
         for argument in &prompt.arguments {
             let problem = |reason: String| {
-                problem(format!("argument '{}': {reason}", Visible(&argument.name)))
+                problem(format!("argument '{}': {reason}", VisibleCut(&argument.name, SHOWN)))
             };
             check_name(&argument.name).map_err(|reason| problem(format!("its name {reason}")))?;
             if !names.insert(argument.name.as_str()) {
@@ -392,5 +395,22 @@ mod tests {
         assert_eq!(check_prompts(&[prompt("summarise")]), Ok(()));
         assert!(check_prompts(&[prompt("has space")]).is_err());
         assert!(check_prompts(&[prompt("p"), prompt("p")]).is_err());
+    }
+}
+
+#[cfg(test)]
+mod quoted {
+    use super::*;
+
+    /// A URI refused for its length is quoted cut, not whole: a plugin could make it megabytes.
+    #[test]
+    fn a_refusal_quotes_a_long_uri_cut() {
+        let uri = format!("notes://{}", "a".repeat(1 << 20));
+        let message = check_resources(&[ResourceMeta::new(&uri, "long")]).expect_err("too long");
+        assert!(
+            message.len() < 1_000 && message.contains("bytes)"),
+            "{}",
+            &message[..message.len().min(2_000)]
+        );
     }
 }

@@ -178,6 +178,8 @@ pub(crate) fn check_output_schema(
     }
     let schema: Value =
         serde_json::from_str(text).map_err(|e| bad(format!("it is not valid JSON: {e}")))?;
+    // First: every later message may quote the schema's text.
+    super::check_schema_text(&schema).map_err(bad)?;
     if schema.get("type").and_then(Value::as_str) != Some("object") || schema.get("$ref").is_some()
     {
         return Err(bad(
