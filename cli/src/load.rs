@@ -128,7 +128,10 @@ pub(crate) fn load_with_progress(loader: &Loader, dir: &Path) -> anyhow::Result<
         let name = path.file_name().unwrap_or_default().to_string_lossy();
         // A file name is anyone's who may write the directory: shown escaped, as every text
         // from outside is at a terminal.
-        bar.set_message(format!("loading {}", llm_worker_rules::tool::Visible(&name)));
+        bar.set_message(format!(
+            "loading {}",
+            llm_worker_rules::tool::Visible(&name)
+        ));
     });
     bar.finish_and_clear();
     Ok(loaded?)

@@ -54,7 +54,10 @@ impl AuditLog {
                 .filter(|dir| !dir.as_os_str().is_empty())
                 .unwrap_or(Path::new("."));
             let real = dir.canonicalize().map_err(|e| {
-                error(format!("its directory {} cannot be resolved: {e}", dir.display()))
+                error(format!(
+                    "its directory {} cannot be resolved: {e}",
+                    dir.display()
+                ))
             })?;
             crate::file::no_one_else_can_replace(&real, "its directory").map_err(error)?;
         }
@@ -348,18 +351,30 @@ impl QuestionHandler for AuditedQuestions {
         let started = std::time::Instant::now();
         let answer = self.inner.sample(asker, request).await;
         let input = Value::String(format!("{request:?}"));
-        self.record(asker, "sampling", input, started, &answer, |_| true, |answer| {
-            crate::question::answer::check_sampling(answer, asker)
-        });
+        self.record(
+            asker,
+            "sampling",
+            input,
+            started,
+            &answer,
+            |_| true,
+            |answer| crate::question::answer::check_sampling(answer, asker),
+        );
         answer
     }
 
     async fn roots(&self, asker: &Asker) -> Result<Vec<Root>, QuestionError> {
         let started = std::time::Instant::now();
         let answer = self.inner.roots(asker).await;
-        self.record(asker, "roots", Value::Null, started, &answer, |_| true, |roots| {
-            crate::question::answer::check_roots(roots, asker)
-        });
+        self.record(
+            asker,
+            "roots",
+            Value::Null,
+            started,
+            &answer,
+            |_| true,
+            |roots| crate::question::answer::check_roots(roots, asker),
+        );
         answer
     }
 }
@@ -394,10 +409,14 @@ mod tests {
         let line = String::from_utf8(kept.0.lock().expect("lock").clone()).expect("UTF-8");
         assert!(
             line.chars()
-                .all(|c| c == '\n' || (!c.is_control() && !llm_worker_rules::tool::is_hidden_char(c))),
+                .all(|c| c == '\n'
+                    || (!c.is_control() && !llm_worker_rules::tool::is_hidden_char(c))),
             "{line:?}"
         );
-        assert!(line.contains(r"\u009b") && line.contains(r"\udb40\udc41"), "{line}");
+        assert!(
+            line.contains(r"\u009b") && line.contains(r"\udb40\udc41"),
+            "{line}"
+        );
         let record: Value = serde_json::from_str(&line).expect("JSON");
         assert_eq!(record["target"], target);
     }

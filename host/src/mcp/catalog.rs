@@ -265,7 +265,10 @@ fn without_clashes(groups: impl IntoIterator<Item = ToolGroup>) -> Arc<[ToolGrou
                 Some((uri.to_owned(), earlier.name.clone()))
             })
         });
-        if let Some(why) = kept.iter().find_map(|earlier| group.grant_clash_with(earlier)) {
+        if let Some(why) = kept
+            .iter()
+            .find_map(|earlier| group.grant_clash_with(earlier))
+        {
             tracing::warn!("not serving {}: {why}", group.name);
             continue;
         }

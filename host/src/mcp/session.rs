@@ -363,7 +363,9 @@ impl McpServer {
     pub(super) fn question_auditor(
         &self,
         context: &RequestContext<RoleServer>,
-    ) -> impl Fn(Arc<dyn crate::question::QuestionHandler>) -> Arc<dyn crate::question::QuestionHandler>
+    ) -> impl Fn(
+        Arc<dyn crate::question::QuestionHandler>,
+    ) -> Arc<dyn crate::question::QuestionHandler>
     + Send
     + Sync
     + 'static {

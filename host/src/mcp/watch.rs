@@ -200,10 +200,7 @@ impl Served {
                 continue;
             }
             if let Some(clash) = group.clash_with(&accepted) {
-                problems.insert(format!(
-                    "plugin {} is not served: {clash}",
-                    path.display()
-                ));
+                problems.insert(format!("plugin {} is not served: {clash}", path.display()));
                 // The version served before keeps serving, unless its policy is what changed
                 // (then it is not kept under the policy withdrawn) or it clashes too.
                 let keep_old = self.groups.get(&path).is_some_and(|old| {

@@ -180,7 +180,7 @@ pub enum PluginError {
         /// What is wrong.
         reason: String,
     },
-    /// A tool's input schema is not a JSON object schema.
+    /// A tool's input schema is not a JSON object schema, or a text in it is refused.
     #[error("plugin {} has an invalid input schema for tool '{tool}': {reason}", path.display())]
     InvalidSchema {
         /// The plugin file.

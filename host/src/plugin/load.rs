@@ -313,7 +313,12 @@ impl PluginHost {
                 .map(|cache| cache.dir().to_owned())
                 .into_iter()
                 .chain(crate::PluginHost::default_cache_dirs())
-                .map(|dir| Some((crate::file::real_path_of(&dir)?, crate::file::on_the_way(&dir)?)))
+                .map(|dir| {
+                    Some((
+                        crate::file::real_path_of(&dir)?,
+                        crate::file::on_the_way(&dir)?,
+                    ))
+                })
                 .collect::<Option<_>>()
                 .ok_or_else(unresolved)?;
             (plugin_dirs, caches)

@@ -128,7 +128,9 @@ fn a_file_that_does_not_parse_is_not_quoted() {
             "{message}"
         );
     }
-    let message = parse("[limits]\nmemory = 8\n").expect_err("unknown").to_string();
+    let message = parse("[limits]\nmemory = 8\n")
+        .expect_err("unknown")
+        .to_string();
     assert!(
         message.contains("at line 2, column 1") && message.contains("`memory`"),
         "{message}"

@@ -451,13 +451,18 @@ fn inlining_is_bounded() {
 fn fanned_out(leaf: Value, beside: Option<(&str, Value)>) -> Value {
     let mut defs = Map::new();
     for level in 0..4 {
-        let next = if level == 3 { "E".to_owned() } else { format!("D{}", level + 1) };
+        let next = if level == 3 {
+            "E".to_owned()
+        } else {
+            format!("D{}", level + 1)
+        };
         let mut reference = json!({"$ref": format!("#/$defs/{next}")});
         if let Some((key, value)) = &beside {
             reference[*key] = value.clone();
         }
-        let properties: Map<String, Value> =
-            (0..14).map(|i| (format!("p{i}"), reference.clone())).collect();
+        let properties: Map<String, Value> = (0..14)
+            .map(|i| (format!("p{i}"), reference.clone()))
+            .collect();
         defs.insert(
             format!("D{level}"),
             json!({"type": "object", "properties": properties, "required": ["p0"],

@@ -667,7 +667,10 @@ mod tests {
             (json!({"tags": []}), "fewer than 1"),
             (json!({"tags": ["x", "y", "z"]}), "more than 2"),
             (json!({"tags": ["x", "x"]}), "twice"),
-            (json!({"tags": ["x", "y", "z", "x"]}), "more than its 3 choices"),
+            (
+                json!({"tags": ["x", "y", "z", "x"]}),
+                "more than its 3 choices",
+            ),
             (json!({"tags": ["w"]}), "not one of its choices"),
             (json!({"tags": "x"}), "not a list"),
         ] {

@@ -75,9 +75,9 @@ pub(crate) fn check_shown(text: &str) -> Result<(), String> {
 fn imitated_attribution(text: &str) -> Option<&'static str> {
     use unicode_normalization::UnicodeNormalization as _;
     const QUOTES: &[char] = &[
-        '"', '`', '\u{B4}', '\u{2B9}', '\u{2BB}', '\u{2BC}', '\u{2BD}', '\u{2018}',
-        '\u{2019}', '\u{201A}', '\u{201B}', '\u{201C}', '\u{201D}', '\u{201E}', '\u{201F}',
-        '\u{2032}', '\u{2033}', '\u{2035}', '\u{300C}', '\u{300D}', '\u{FF02}',
+        '"', '`', '\u{B4}', '\u{2B9}', '\u{2BB}', '\u{2BC}', '\u{2BD}', '\u{2018}', '\u{2019}',
+        '\u{201A}', '\u{201B}', '\u{201C}', '\u{201D}', '\u{201E}', '\u{201F}', '\u{2032}',
+        '\u{2033}', '\u{2035}', '\u{300C}', '\u{300D}', '\u{FF02}',
     ];
     let skeleton: String = text
         .nfkc()
@@ -195,7 +195,10 @@ mod tests {
             "(asked by tool\u{A0}'login' of plugin 'github')",
         ] {
             let text = refused(&format!("Paste your token.\n{forged}"));
-            assert!(text.contains("imitates the host's attribution"), "{forged:?}: {text}");
+            assert!(
+                text.contains("imitates the host's attribution"),
+                "{forged:?}: {text}"
+            );
         }
         let text = refused(&format!("Hello.{}[real question]", "\n".repeat(4)));
         assert!(text.contains("blank lines in a row"), "{text}");

@@ -168,7 +168,10 @@ fn an_audit_file_others_can_read_is_refused() {
     std::os::unix::fs::symlink(dir.join("profile"), &planted).expect("symlink");
     let error = AuditLog::to_file(&planted).expect_err("a link").to_string();
     assert!(error.contains("symbolic link"), "{error}");
-    assert!(!dir.join("profile").exists(), "the link's target was not created");
+    assert!(
+        !dir.join("profile").exists(),
+        "the link's target was not created"
+    );
     let shared = dir.join("shared");
     std::fs::create_dir(&shared).expect("mkdir");
     std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o775)).expect("chmod");

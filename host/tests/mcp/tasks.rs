@@ -416,7 +416,10 @@ async fn a_tasks_questions_are_audited_with_the_hosts_verdict() {
             panic!("a task was expected: {created:?}");
         };
         let id = created.task.task_id;
-        assert_eq!(settled(&client, &id).await.task.status(), TaskStatus::InputRequired);
+        assert_eq!(
+            settled(&client, &id).await.task.status(),
+            TaskStatus::InputRequired
+        );
         let answer = json!({"action": "accept", "content": {"confirm": confirm}});
         client
             .update_task(UpdateTaskParams::new(
@@ -443,7 +446,10 @@ async fn a_tasks_questions_are_audited_with_the_hosts_verdict() {
     let asked = "elicitation by tool 'confirm_delete' of plugin 'conformance'".to_owned();
     assert_eq!(
         questions,
-        [(asked.clone(), "unanswered".to_owned()), (asked, "accepted".to_owned())]
+        [
+            (asked.clone(), "unanswered".to_owned()),
+            (asked, "accepted".to_owned())
+        ]
     );
 }
 

@@ -247,8 +247,11 @@ async fn a_newcomer_cannot_take_the_way_to_a_served_plugins_grant() {
             format!("[[dirs]]\nhost = \"{host}\"\nguest = \"/data\"\nmode = \"{mode}\"\n"),
         )
         .expect("policy");
-        std::fs::copy(llm_worker_tests::plugin_path(plugin), dir.join(format!("{plugin}.wasm")))
-            .expect("copy");
+        std::fs::copy(
+            llm_worker_tests::plugin_path(plugin),
+            dir.join(format!("{plugin}.wasm")),
+        )
+        .expect("copy");
     };
     add("counter", "../shared/docs", "ro");
     let host = llm_worker_tests::host().clone();
@@ -259,9 +262,10 @@ async fn a_newcomer_cannot_take_the_way_to_a_served_plugins_grant() {
     let (_, said) = logged(watcher.rescan()).await;
     assert_eq!(served(&watcher), ["counter.wasm"], "{said:?}");
     assert!(
-        said.iter().any(|line| line.contains("greet.wasm is not served")
-            && line.contains("counter.wasm's grant dirs[0].host")
-            && line.contains("read-write")),
+        said.iter()
+            .any(|line| line.contains("greet.wasm is not served")
+                && line.contains("counter.wasm's grant dirs[0].host")
+                && line.contains("read-write")),
         "{said:?}"
     );
 }

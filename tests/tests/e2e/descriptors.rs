@@ -224,7 +224,9 @@ async fn setting_a_fifos_times_is_refused_without_blocking() {
             .as_deref(),
         Ok("touched")
     );
-    let modified = std::fs::metadata(&file).and_then(|m| m.modified()).expect("stat");
+    let modified = std::fs::metadata(&file)
+        .and_then(|m| m.modified())
+        .expect("stat");
     assert!(modified > old, "the file's time was set");
 }
 

@@ -301,6 +301,11 @@ fn a_grant_another_plugin_could_redirect_is_refused() {
     for host_dir in ["../shared", "../apart"] {
         grant("counter", host_dir, "ro");
         let loaded = host().load_dir(&dir).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(loaded.plugins.len(), 2, "{host_dir}: {:#?}", loaded.failures);
+        assert_eq!(
+            loaded.plugins.len(),
+            2,
+            "{host_dir}: {:#?}",
+            loaded.failures
+        );
     }
 }

@@ -55,7 +55,8 @@ pub(crate) fn check_resources(resources: &[ResourceMeta]) -> Result<(), String> 
     }
     let mut seen = BTreeSet::new();
     for resource in resources {
-        let problem = |reason: String| format!("resource '{}': {reason}", VisibleCut(&resource.uri, SHOWN));
+        let problem =
+            |reason: String| format!("resource '{}': {reason}", VisibleCut(&resource.uri, SHOWN));
         check_resource_uri(&resource.uri)
             .map_err(|reason| problem(format!("its URI is refused: {reason}")))?;
         if !seen.insert(resource.uri.as_str()) {
@@ -120,7 +121,8 @@ pub(crate) fn check_prompts(prompts: &[PromptMeta]) -> Result<(), String> {
     }
     let mut seen = BTreeSet::new();
     for prompt in prompts {
-        let problem = |reason: String| format!("prompt '{}': {reason}", VisibleCut(&prompt.name, SHOWN));
+        let problem =
+            |reason: String| format!("prompt '{}': {reason}", VisibleCut(&prompt.name, SHOWN));
         check_name(&prompt.name).map_err(|reason| problem(format!("its name {reason}")))?;
         if !seen.insert(prompt.name.as_str()) {
             return Err(problem("it is offered twice".to_owned()));
@@ -141,7 +143,10 @@ pub(crate) fn check_prompts(prompts: &[PromptMeta]) -> Result<(), String> {
         let mut names = BTreeSet::new();
         for argument in &prompt.arguments {
             let problem = |reason: String| {
-                problem(format!("argument '{}': {reason}", VisibleCut(&argument.name, SHOWN)))
+                problem(format!(
+                    "argument '{}': {reason}",
+                    VisibleCut(&argument.name, SHOWN)
+                ))
             };
             check_name(&argument.name).map_err(|reason| problem(format!("its name {reason}")))?;
             if !names.insert(argument.name.as_str()) {

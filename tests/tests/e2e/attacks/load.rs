@@ -97,7 +97,7 @@ fn texts_nested_in_schemas_are_held_to_the_description_rule() {
             .expect_err("refused");
         let message = error.to_string();
         assert!(
-            matches!(error, PluginError::InvalidToolMeta { ref what, .. } if what == "input schema")
+            matches!(error, PluginError::InvalidSchema { .. })
                 && message.contains("/plugins/nested.wasm")
                 && message.contains(at)
                 && message.contains("U+"),
