@@ -287,9 +287,9 @@ pub(crate) struct AuditedQuestions {
 }
 
 impl AuditedQuestions {
-    /// Records a question and its outcome: `accepted` only for an answer the host's checks
-    /// (`verdict`, the ones the plugin's call makes before it sees the answer) let through;
-    /// `refused` for one they do not.
+    /// Records a question and its outcome: `judged` says what became of an answer
+    /// (`accepted` only for one the host's checks, the ones the plugin's call makes before it
+    /// sees the answer, let through; `refused` for one they do not).
     fn record<T>(
         &self,
         asker: &Asker,
@@ -297,13 +297,10 @@ impl AuditedQuestions {
         input: Value,
         started: std::time::Instant,
         result: &Result<T, QuestionError>,
-        accepted: impl Fn(&T) -> bool,
-        verdict: impl Fn(&T) -> Result<(), QuestionError>,
+        judged: impl Fn(&T) -> &'static str,
     ) {
         let outcome = match result {
-            Ok(answer) if verdict(answer).is_err() => "refused",
-            Ok(answer) if accepted(answer) => "accepted",
-            Ok(_) => "declined",
+            Ok(answer) => judged(answer),
             Err(_) => "unanswered",
         };
         let mut record = self.base.clone();
@@ -314,6 +311,14 @@ impl AuditedQuestions {
         );
         self.log
             .write(record.ended(outcome, started.elapsed()), &input);
+    }
+}
+
+/// `accepted` for an answer the host's check lets through, `refused` otherwise.
+fn checked(check: Result<(), QuestionError>) -> &'static str {
+    match check {
+        Ok(()) => "accepted",
+        Err(_) => "refused",
     }
 }
 
@@ -334,10 +339,12 @@ impl QuestionHandler for AuditedQuestions {
             serde_json::json!({"message": message, "schema": schema}),
             started,
             &answer,
-            |answer| matches!(answer, ElicitationAnswer::Accept(_)),
-            |answer| match &form {
-                Ok(form) => crate::question::answer::check_elicitation(answer, form, asker),
-                Err(problem) => Err(QuestionError::Denied(problem.clone())),
+            |answer| match (answer, &form) {
+                (ElicitationAnswer::Accept(_), Ok(form)) => checked(
+                    crate::question::answer::check_elicitation(answer, form, asker),
+                ),
+                (ElicitationAnswer::Accept(_), Err(_)) => "refused",
+                _ => "declined",
             },
         );
         answer
@@ -351,30 +358,18 @@ impl QuestionHandler for AuditedQuestions {
         let started = std::time::Instant::now();
         let answer = self.inner.sample(asker, request).await;
         let input = Value::String(format!("{request:?}"));
-        self.record(
-            asker,
-            "sampling",
-            input,
-            started,
-            &answer,
-            |_| true,
-            |answer| crate::question::answer::check_sampling(answer, asker),
-        );
+        self.record(asker, "sampling", input, started, &answer, |answer| {
+            checked(crate::question::answer::check_sampling(answer, asker))
+        });
         answer
     }
 
     async fn roots(&self, asker: &Asker) -> Result<Vec<Root>, QuestionError> {
         let started = std::time::Instant::now();
         let answer = self.inner.roots(asker).await;
-        self.record(
-            asker,
-            "roots",
-            Value::Null,
-            started,
-            &answer,
-            |_| true,
-            |roots| crate::question::answer::check_roots(roots, asker),
-        );
+        self.record(asker, "roots", Value::Null, started, &answer, |roots| {
+            checked(crate::question::answer::check_roots(roots, asker))
+        });
         answer
     }
 }
