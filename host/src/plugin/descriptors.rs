@@ -357,6 +357,9 @@ async fn set_times_at(
             Descriptor::Dir(dir) => dir.clone(),
             Descriptor::File(_) => return Err(ErrorCode::NotDirectory.into()),
         };
+        if dir.perms.write_not_permitted() {
+            return Err(ErrorCode::NotPermitted.into());
+        }
         return nonblocking::set_times_at(dir, path, time(atime)?, time(mtime)?).await;
     }
     // Without following links, wasmtime-wasi sets the times by name, opening nothing.
@@ -369,11 +372,20 @@ fn time(wanted: NewTimestamp) -> FsResult<Option<std::time::SystemTime>> {
     Ok(match wanted {
         NewTimestamp::NoChange => None,
         NewTimestamp::Now => Some(std::time::SystemTime::now()),
-        NewTimestamp::Timestamp(at) => Some(
-            std::time::UNIX_EPOCH
-                .checked_add(std::time::Duration::new(at.seconds, at.nanoseconds))
-                .ok_or(ErrorCode::Overflow)?,
-        ),
+        // Nanoseconds past a second carried into the seconds without overflowing
+        // (`Duration::new` panics where they would).
+        NewTimestamp::Timestamp(at) => {
+            let seconds = at
+                .seconds
+                .checked_add(u64::from(at.nanoseconds / 1_000_000_000))
+                .ok_or(ErrorCode::Overflow)?;
+            let since = std::time::Duration::new(seconds, at.nanoseconds % 1_000_000_000);
+            Some(
+                std::time::UNIX_EPOCH
+                    .checked_add(since)
+                    .ok_or(ErrorCode::Overflow)?,
+            )
+        }
     })
 }
 
@@ -609,18 +621,16 @@ mod nonblocking {
         }
     }
 
-    /// `set-times-at` following links: the file opened for reading (or, without read
-    /// permission, for writing) without blocking, as `open-at` opens it, its times set through
-    /// the descriptor if it is a regular file or a directory; anything else is `access`.
+    /// `set-times-at` following links (the grant's write permission checked by the caller):
+    /// the file opened for reading (or, without read permission, for writing) without
+    /// blocking, as `open-at` opens it, its times set through the descriptor if it is a
+    /// regular file or a directory; anything else is `access`.
     pub(super) async fn set_times_at(
         dir: Dir,
         path: String,
         atime: Option<SystemTime>,
         mtime: Option<SystemTime>,
     ) -> FsResult<()> {
-        if dir.perms.write_not_permitted() {
-            return Err(ErrorCode::NotPermitted.into());
-        }
         let start = std::sync::Arc::clone(&dir.dir);
         let set = tokio::task::spawn_blocking(move || -> std::io::Result<bool> {
             let open = |write: bool| {

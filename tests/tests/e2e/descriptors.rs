@@ -228,6 +228,24 @@ async fn setting_a_fifos_times_is_refused_without_blocking() {
         .and_then(|m| m.modified())
         .expect("stat");
     assert!(modified > old, "the file's time was set");
+    // A time whose nanoseconds carry past the largest second is the plugin's error, not a
+    // panic of the host's.
+    let message = error_message(
+        handle
+            .call_tool(
+                "touch",
+                r#"{"name":"file.txt","seconds":18446744073709551615,"nanoseconds":1000000000}"#,
+            )
+            .await,
+    );
+    assert!(message.contains("\"overflow\""), "{message}");
+    assert_eq!(
+        handle
+            .call_tool("touch", r#"{"name":"file.txt"}"#)
+            .await
+            .as_deref(),
+        Ok("touched")
+    );
 }
 
 /// A granted directory is opened when the plugin is loaded: an instance started later gets
