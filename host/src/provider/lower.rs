@@ -197,6 +197,11 @@ pub(super) fn merge_schemas(
     from: &Map<String, Value>,
 ) -> Result<(), String> {
     for (key, value) in from {
+        // Definitions are read from the root only: whatever is merged in with them here is
+        // never read, and copying them at each use would multiply them.
+        if matches!(key.as_str(), "$defs" | "definitions") {
+            continue;
+        }
         let Some(existing) = into.get_mut(key) else {
             into.insert(key.clone(), value.clone());
             continue;
@@ -205,8 +210,6 @@ pub(super) fn merge_schemas(
             continue;
         }
         match key.as_str() {
-            // Referenced from the root only: whatever is beside it here is never read.
-            "$defs" | "definitions" => {}
             "properties" => {
                 let (Some(mine), Some(theirs)) = (existing.as_object_mut(), value.as_object())
                 else {
@@ -376,18 +379,8 @@ impl<'a> Lowering<'a> {
                 ),
             ));
         }
-        self.bytes += own_bytes(node, MAX_BYTES - self.bytes);
-        if self.bytes > MAX_BYTES {
-            return Err(self.unsupported(
-                at,
-                format!(
-                    "inlining its references makes the schema's text larger than {} MiB \
-                     (each use of a definition copies its descriptions and values); simplify \
-                     the argument types or shorten what the definitions repeat",
-                    MAX_BYTES >> 20
-                ),
-            ));
-        }
+        let own = own_bytes(node, MAX_BYTES - self.bytes);
+        self.charge(own, at)?;
         if self.depth >= MAX_DEPTH {
             return Err(self.unsupported(
                 at,
@@ -401,6 +394,37 @@ impl<'a> Lowering<'a> {
         let lowered = self.lower_node(node, at);
         self.depth -= 1;
         lowered
+    }
+
+    /// Counts `bytes` more against [`MAX_BYTES`]: an error past it.
+    fn charge(&mut self, bytes: usize, at: &str) -> Result<(), ProviderError> {
+        self.bytes = self.bytes.saturating_add(bytes);
+        if self.bytes > MAX_BYTES {
+            return Err(self.unsupported(
+                at,
+                format!(
+                    "inlining its references makes the schema's text larger than {} MiB \
+                     (each use of a definition copies its descriptions and values); simplify \
+                     the argument types or shorten what the definitions repeat",
+                    MAX_BYTES >> 20
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Counts a schema merging copied (see [`charge`](Self::charge)).
+    fn charge_copy(&mut self, copied: &Map<String, Value>, at: &str) -> Result<(), ProviderError> {
+        let left = MAX_BYTES.saturating_sub(self.bytes);
+        let bytes = copied
+            .iter()
+            .map(|(key, value)| key.len() + weigh(value, left))
+            .try_fold(0usize, |total, bytes| {
+                let total = total.saturating_add(bytes);
+                (total <= left).then_some(total)
+            })
+            .unwrap_or(usize::MAX);
+        self.charge(bytes, at)
     }
 
     pub(super) fn lower_node(&mut self, node: &Value, at: &str) -> Result<Value, ProviderError> {
@@ -485,6 +509,7 @@ impl<'a> Lowering<'a> {
             Value::Bool(true) => {}
             other => return self.lower(other, &target_at),
         }
+        self.charge_copy(&merged, at)?;
         self.expanding.push(reference.to_owned());
         let lowered = self.lower(&Value::Object(merged), &target_at);
         self.expanding.pop();
@@ -513,7 +538,9 @@ impl<'a> Lowering<'a> {
                 break;
             }
         }
-        let lowered = result.and_then(|()| self.lower(&Value::Object(merged), at));
+        let lowered = result
+            .and_then(|()| self.charge_copy(&merged, at))
+            .and_then(|()| self.lower(&Value::Object(merged), at));
         self.expanding.truncate(self.expanding.len() - pushed);
         lowered
     }
@@ -550,6 +577,7 @@ impl<'a> Lowering<'a> {
             self.expanding.push(reference.to_owned());
             *pushed += 1;
         }
+        self.charge_copy(&branch, at)?;
         merge_schemas(merged, &branch).map_err(|key| self.conflict(at, &key))
     }
 

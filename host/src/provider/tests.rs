@@ -478,22 +478,67 @@ fn fanned_out(leaf: Value, beside: Option<(&str, Value)>) -> Value {
 fn what_inlining_copies_is_bounded_in_bytes() {
     let described = json!({"type": "string", "description": "d".repeat(60_000)});
     let listed = json!({"type": "string", "enum": vec!["v"; 20_000]});
+    // Copied by merging, though Gemini drops it from what it writes.
+    let negated = json!({"type": "string", "not": {"description": "d".repeat(30_000)}});
     for (leaf, beside) in [
         (described.clone(), None),
         (listed, None),
+        (negated, None),
         (described, Some(("title", json!("t")))),
     ] {
         let schema = fanned_out(leaf, beside.clone());
         assert!(schema.to_string().len() < 128 << 10);
-        for lowered in [gemini(schema.clone()), strict(schema.clone())] {
-            if beside.is_none() && lowered.is_ok() {
-                // Strict mode keeps a bare reference to `$defs` as it is: nothing is copied.
-                continue;
+        let error = err(gemini(schema.clone()));
+        assert!(error.to_string().contains("MiB"), "{error}");
+        match (strict(schema), beside) {
+            // A reference beside another keyword is inlined: copied at each use.
+            (lowered, Some(_)) => {
+                let error = err(lowered);
+                assert!(error.to_string().contains("MiB"), "{error}");
             }
-            let error = err(lowered);
-            assert!(error.to_string().contains("MiB"), "{error}");
+            // A bare reference to `$defs` stays one: nothing is copied.
+            (Ok(lowered), None) => assert!(lowered.to_string().len() < 1 << 20),
+            (Err(_), None) => {}
         }
     }
+    // `allOf` lists are joined when merged: 600 branches each bringing a copy of a 20 KB
+    // schema into one (refused: a definition used twice in one `allOf`, or past the bytes).
+    let mut branches = Vec::new();
+    for _ in 0..600 {
+        branches.push(json!({"$ref": "#/$defs/A"}));
+        branches.push(json!({"$ref": "#/$defs/B"}));
+    }
+    let joined = json!({"type": "object", "properties": {"x": {"$ref": "#/$defs/M"}},
+        "$defs": {"M": {"allOf": branches},
+            "A": {"allOf": [{"description": "d".repeat(20_000)}]},
+            "B": {"allOf": [{"title": "y"}]}}});
+    let error = err(gemini(joined));
+    assert!(
+        ["MiB", "recursive"]
+            .iter()
+            .any(|why| error.to_string().contains(why)),
+        "{error}"
+    );
+    // With a definition of its own for each of 400 branches (none twice), the bytes bound it:
+    // each use of `M` copies every branch into one schema.
+    let mut defs = Map::new();
+    let mut branches = Vec::new();
+    for i in 0..400 {
+        defs.insert(
+            format!("A{i}"),
+            json!({"allOf": [{"description": "d".repeat(40)}]}),
+        );
+        branches.push(json!({"$ref": format!("#/$defs/A{i}")}));
+    }
+    defs.insert("M".into(), json!({"allOf": branches}));
+    let mut uses = Map::new();
+    for i in 0..300 {
+        uses.insert(format!("x{i}"), json!({"$ref": "#/$defs/M"}));
+    }
+    let joined = json!({"type": "object", "properties": uses, "$defs": defs});
+    assert!(joined.to_string().len() < llm_worker_rules::tool::MAX_SCHEMA_BYTES);
+    let error = err(gemini(joined));
+    assert!(error.to_string().contains("MiB"), "{error}");
     // The same shape with a short leaf lowers.
     let mut small = fanned_out(json!({"type": "string", "description": "short"}), None);
     small["$defs"]["D0"]["properties"] = json!({"p0": {"$ref": "#/$defs/D1"}});
