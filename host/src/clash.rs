@@ -88,13 +88,36 @@ pub(crate) fn uri_clash<'p>(
         .or_else(|| b.resource_claimed_by(a))
 }
 
-/// A directory grant of `plugin` that `other` could redirect: a directory on the way to it
-/// (as its policy wrote it and as it resolved; the granted directory itself left out) lies in
-/// one of `other`'s read-write grants, where `other` could rename it and put a link in its
-/// place, which a later load would grant `plugin`. The index of the grant and why, said for
-/// the operator.
+/// The ways to a plugin's directory grants: for each grant, by index, each of its paths (as
+/// resolved, as given) with the real paths of the directories on the way to it, the granted
+/// directory itself left out (`None` where one cannot be resolved).
+pub(crate) struct GrantWays(Vec<(usize, std::path::PathBuf, Option<Vec<std::path::PathBuf>>)>);
+
+impl GrantWays {
+    /// The ways to `plugin`'s grants, worked out once (each a few `canonicalize` calls).
+    pub(crate) fn of(plugin: &crate::LoadedPlugin) -> Self {
+        let policy = plugin.policy();
+        let ways = (0..policy.dirs.len())
+            .flat_map(|index| {
+                policy.grant_paths(index).into_iter().map(move |path| {
+                    let mut way = crate::file::on_the_way(path);
+                    if let Some(way) = &mut way {
+                        way.pop();
+                    }
+                    (index, path.to_owned(), way)
+                })
+            })
+            .collect();
+        Self(ways)
+    }
+}
+
+/// A directory grant of a plugin (the ways to its grants: `ways`) that `other` could
+/// redirect: a directory on the way to it lies in one of `other`'s read-write grants, where
+/// `other` could rename it and put a link in its place, which a later load would grant the
+/// plugin. The index of the grant and why, said for the operator.
 pub(crate) fn grant_clash(
-    plugin: &crate::LoadedPlugin,
+    ways: &GrantWays,
     other: &crate::LoadedPlugin,
 ) -> Option<(usize, String)> {
     let writable: Vec<&std::path::Path> = other
@@ -107,29 +130,26 @@ pub(crate) fn grant_clash(
     if writable.is_empty() {
         return None;
     }
-    let policy = plugin.policy();
-    policy.dirs.iter().enumerate().find_map(|(index, grant)| {
-        policy.grant_paths(grant).into_iter().find_map(|path| {
-            let reached = match crate::file::on_the_way(path) {
-                Some(way) => way[..way.len().saturating_sub(1)]
-                    .iter()
-                    .find_map(|dir| writable.iter().find(|outer| dir.starts_with(outer))),
-                // Where it leads cannot be told: it cannot be shown safe.
-                None => writable.first(),
-            }?;
-            Some((
-                index,
-                format!(
-                    "is {}, reached through {}, a read-write directory of plugin {}: that plugin \
-                     could put a link to any directory in its way, which a later load would \
-                     grant this one; grant directories that do not lie in one another's \
-                     read-write grants",
-                    path.display(),
-                    reached.display(),
-                    other.path().display()
-                ),
-            ))
-        })
+    ways.0.iter().find_map(|(index, path, way)| {
+        let reached = match way {
+            Some(way) => way
+                .iter()
+                .find_map(|dir| writable.iter().find(|outer| dir.starts_with(outer))),
+            // Where it leads cannot be told: it cannot be shown safe.
+            None => writable.first(),
+        }?;
+        Some((
+            *index,
+            format!(
+                "is {}, reached through {}, a read-write directory of plugin {}: that plugin \
+                 could put a link to any directory in its way, which a later load would grant \
+                 this one; grant directories that do not lie in one another's read-write \
+                 grants",
+                path.display(),
+                reached.display(),
+                other.path().display()
+            ),
+        ))
     })
 }
 

@@ -48,7 +48,7 @@ impl AuditLog {
             reason,
         };
         #[cfg(unix)]
-        {
+        let opened = {
             let dir = path
                 .parent()
                 .filter(|dir| !dir.as_os_str().is_empty())
@@ -60,7 +60,15 @@ impl AuditLog {
                 ))
             })?;
             crate::file::no_one_else_can_replace(&real, "its directory").map_err(error)?;
-        }
+            // Opened in the directory checked, not through the path given again (a link on
+            // the way could have been changed since).
+            let name = path
+                .file_name()
+                .ok_or_else(|| error("it names no file".into()))?;
+            real.join(name)
+        };
+        #[cfg(not(unix))]
+        let opened = path.to_owned();
         let mut options = std::fs::OpenOptions::new();
         options.append(true).create(true);
         #[cfg(unix)]
@@ -71,7 +79,7 @@ impl AuditLog {
                 libc::O_NONBLOCK | libc::O_NOFOLLOW,
             );
         }
-        let file = options.open(path).map_err(|e| {
+        let file = options.open(&opened).map_err(|e| {
             #[cfg(unix)]
             if e.raw_os_error() == Some(libc::ELOOP) {
                 return error("it is a symbolic link; give the path of the file itself".into());

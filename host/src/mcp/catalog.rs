@@ -123,11 +123,17 @@ impl ToolGroup {
     /// A directory grant of this group's plugin that `other`'s could redirect, or the
     /// reverse ([`crate::clash::grant_clash`]), said for the operator; `None` if neither.
     fn grant_clash_with(&self, other: &ToolGroup) -> Option<String> {
+        use crate::clash::{GrantWays, grant_clash};
         let (plugin, theirs) = (self.plugin.as_ref()?, other.plugin.as_ref()?);
-        if let Some((index, why)) = crate::clash::grant_clash(plugin, theirs) {
+        let writes =
+            |plugin: &LoadedPlugin| plugin.policy().dirs.iter().any(|grant| grant.writable);
+        if !writes(plugin) && !writes(theirs) {
+            return None;
+        }
+        if let Some((index, why)) = grant_clash(&GrantWays::of(plugin), theirs) {
             return Some(format!("its grant dirs[{index}].host {why}"));
         }
-        let (index, why) = crate::clash::grant_clash(theirs, plugin)?;
+        let (index, why) = grant_clash(&GrantWays::of(theirs), plugin)?;
         Some(format!("{}'s grant dirs[{index}].host {why}", other.name))
     }
 

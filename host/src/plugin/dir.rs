@@ -157,12 +157,19 @@ impl PluginHost {
         }
         // A grant of one plugin that another's read-write grant could redirect (a link put in
         // its way): the one whose grant it is is refused.
-        for (at, plugin) in loaded.iter().enumerate() {
+        let writes =
+            |plugin: &LoadedPlugin| plugin.policy().dirs.iter().any(|grant| grant.writable);
+        let ways: Vec<crate::clash::GrantWays> = if loaded.iter().any(writes) {
+            loaded.iter().map(crate::clash::GrantWays::of).collect()
+        } else {
+            Vec::new()
+        };
+        for (at, plugin) in loaded.iter().enumerate().filter(|_| !ways.is_empty()) {
             let redirectable = loaded
                 .iter()
                 .enumerate()
                 .filter(|&(other_at, _)| other_at != at)
-                .find_map(|(_, other)| crate::clash::grant_clash(plugin, other));
+                .find_map(|(_, other)| crate::clash::grant_clash(&ways[at], other));
             if let Some((index, message)) = redirectable {
                 if !clashing[at] {
                     failures.push(PluginError::Policy {

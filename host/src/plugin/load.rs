@@ -275,6 +275,12 @@ impl PluginHost {
             },
         };
         for (index, grant) in policy.dirs.iter_mut().enumerate() {
+            // A grant built in code: as given, before it is resolved.
+            if policy.written_dirs.len() == index {
+                policy
+                    .written_dirs
+                    .push(std::path::absolute(&grant.host).unwrap_or_else(|_| grant.host.clone()));
+            }
             grant.host = grant.host.canonicalize().map_err(|e| {
                 invalid(
                     index,

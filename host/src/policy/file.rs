@@ -301,6 +301,7 @@ impl SandboxPolicy {
         for (index, dir) in file.dirs.into_iter().enumerate() {
             let host = base.join(&dir.host);
             written.push(lexical(&host));
+            written_dirs.push(std::path::absolute(&host).unwrap_or_else(|_| host.clone()));
             let host = host.canonicalize().map_err(|e| {
                 invalid(
                     &format!("dirs[{index}].host"),
@@ -335,7 +336,6 @@ impl SandboxPolicy {
                     ),
                 ));
             }
-            written_dirs.push((host.clone(), written[index].clone()));
             dirs.push(DirGrant {
                 host,
                 guest: dir.guest,
@@ -524,27 +524,45 @@ impl ClientFile {
     }
 }
 
-/// `path` made absolute and its `.` and `..` taken away without looking at the file system:
-/// the path as written, whatever links on it lead to.
 /// Where a policy file fails to parse, and why, without quoting the file: the parser's own
 /// message shows the line (and a value it did not expect), which may be a secret of
 /// `[[http.secrets]]` or `[env]` written with a typo beside it. Quoted values in the reason
 /// are left out too.
 fn parse_error(text: &str, error: &toml::de::Error) -> String {
     let mut reason = String::new();
-    let mut quoted = false;
+    // The closing mark of a value being left out.
+    let mut leaving_out: Option<char> = None;
     for c in error.message().trim_end().chars() {
-        match c {
-            '"' if quoted => {
-                reason.push_str("…\"");
-                quoted = false;
+        match (leaving_out, c) {
+            (Some(close), c) if c == close => {
+                reason.push('…');
+                reason.push(c);
+                leaving_out = None;
             }
-            '"' => {
+            (Some(_), _) => {}
+            (None, '"') => {
                 reason.push('"');
-                quoted = true;
+                leaving_out = Some('"');
             }
-            c if !quoted => reason.push(c),
-            _ => {}
+            // serde names a value it did not expect in backticks after its type (``integer
+            // `123` ``), and a key in backticks too (``unknown field `x` ``): only the former
+            // is left out.
+            (None, '`')
+                if [
+                    "integer ",
+                    "point ",
+                    "string ",
+                    "boolean ",
+                    "character ",
+                    "value ",
+                ]
+                .iter()
+                .any(|kind| reason.ends_with(kind)) =>
+            {
+                reason.push('`');
+                leaving_out = Some('`');
+            }
+            (None, c) => reason.push(c),
         }
     }
     match error.span() {
@@ -558,7 +576,15 @@ fn parse_error(text: &str, error: &toml::de::Error) -> String {
                 .nth(line - 1)
                 .and_then(|l| l.split_once('='))
                 .map(|(key, _)| key.trim())
-                .filter(|key| !key.is_empty() && key.len() <= 64 && !key.contains(['"', '\'']))
+                // A policy's keys are lower case; a line of a secret (base64 ends in `=`) is
+                // not quoted.
+                .filter(|key| {
+                    !key.is_empty()
+                        && key.len() <= 64
+                        && key.bytes().all(|b| {
+                            b.is_ascii_lowercase() || b.is_ascii_digit() || b"_-. []".contains(&b)
+                        })
+                })
                 .map(|key| format!(" (`{key} = …`)"))
                 .unwrap_or_default();
             format!("at line {line}, column {column}{key}: {reason}")
@@ -567,6 +593,8 @@ fn parse_error(text: &str, error: &toml::de::Error) -> String {
     }
 }
 
+/// `path` made absolute and its `.` and `..` taken away without looking at the file system:
+/// the path as written, whatever links on it lead to.
 fn lexical(path: &Path) -> PathBuf {
     let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
     let mut clean = PathBuf::new();

@@ -299,23 +299,27 @@ pub struct SandboxPolicy {
     pub request_http: RequestHttp,
     /// What the plugin may ask the client.
     pub client: ClientPolicy,
-    /// Each directory grant read from a file, as the file wrote it (made absolute, `.` and
-    /// `..` taken out), beside where it resolved ([`DirGrant::host`]): whether another
-    /// plugin could redirect a grant is decided on the path the operator meant, not only on
-    /// where a link put in it leads now.
-    pub(crate) written_dirs: Vec<(PathBuf, PathBuf)>,
+    /// Each directory grant as it was given (by index: the path a policy file wrote, made
+    /// absolute, `..` kept; a grant built in code, its path before it was resolved), beside
+    /// where it resolved ([`DirGrant::host`]): whether another plugin could redirect a grant is
+    /// decided on the path the operator meant, not only on where a link put in it leads now.
+    pub(crate) written_dirs: Vec<PathBuf>,
 }
 
 impl SandboxPolicy {
-    /// The paths of grant `grant`: where it resolved and, for a grant read from a file, the
-    /// path the file wrote.
-    pub(crate) fn grant_paths<'a>(&'a self, grant: &'a DirGrant) -> Vec<&'a Path> {
-        let mut paths = vec![grant.host.as_path()];
+    /// The paths of grant `index`: where it resolved and, if it differs, as it was given.
+    pub(crate) fn grant_paths(&self, index: usize) -> Vec<&Path> {
+        let mut paths: Vec<&Path> = self
+            .dirs
+            .get(index)
+            .map(|grant| grant.host.as_path())
+            .into_iter()
+            .collect();
         paths.extend(
             self.written_dirs
-                .iter()
-                .filter(|(host, written)| *host == grant.host && *written != grant.host)
-                .map(|(_, written)| written.as_path()),
+                .get(index)
+                .map(PathBuf::as_path)
+                .filter(|written| !paths.contains(written)),
         );
         paths
     }

@@ -121,10 +121,17 @@ fn a_file_that_does_not_parse_is_not_quoted() {
          header = \"X-Key\"\nvaleu = \"sk-live-0123\"\n",
         "[limits]\nmemory_mib = \"sk-live-0123\"\n",
         "[env]\nset = { KEY = sk-live-0123 }\n",
+        // A number where a string goes: serde quotes it in backticks.
+        "[env]\nset = { KEY = 987654321 }\n",
+        // A bare line of base64 (it ends in `=`).
+        "[http]\nallow = [\n\"a.example\",\nc2stbGl2ZS0wMTIz=\n]\n",
     ] {
         let message = parse(text).expect_err("does not parse").to_string();
         assert!(
-            !message.contains("sk-live") && message.contains("at line"),
+            !["sk-live", "987654321", "c2stbGl2ZS0wMTIz"]
+                .iter()
+                .any(|secret| message.contains(secret))
+                && message.contains("at line"),
             "{message}"
         );
     }

@@ -49,14 +49,14 @@ pub(crate) fn check_message(message: &str, asker: &Asker) -> Result<(), Question
 /// what follows. What is wrong, if anything, as the end of a sentence ("that …").
 pub(crate) fn check_shown(text: &str) -> Result<(), String> {
     check_text(text).map_err(|problem| format!("holds {problem}"))?;
-    if let Some(form) = imitated_attribution(text) {
-        return Err(format!(
-            "imitates the host's attribution ({form}), which names the plugin and tool that ask"
-        ));
-    }
+    check_not_attributed(text)?;
     let mut blank = 0;
     for line in text.split('\n') {
-        blank = if line.trim().is_empty() { blank + 1 } else { 0 };
+        blank = if line.chars().all(is_blank) {
+            blank + 1
+        } else {
+            0
+        };
         if blank > MAX_BLANK_LINES_IN_A_ROW {
             return Err(format!(
                 "has more than {MAX_BLANK_LINES_IN_A_ROW} blank lines in a row, which would \
@@ -67,6 +67,18 @@ pub(crate) fn check_shown(text: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Checks that `text` does not imitate the host's attribution (a sampling request's texts,
+/// which are documents as often as not, are held to this rule alone). What is wrong, if
+/// anything, as the end of a sentence ("that …").
+pub(crate) fn check_not_attributed(text: &str) -> Result<(), String> {
+    match imitated_attribution(text) {
+        Some(form) => Err(format!(
+            "imitates the host's attribution ({form}), which names the plugin and tool that ask"
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Which form of the host's attribution `text` imitates, if any: `[plugin 'P', tool 'T'
 /// asks]`, as it is now, or `(asked by tool 'T' of plugin 'P')`, as it was. However it is
 /// spelled: compared after compatibility normalisation (full-width brackets and letters read
@@ -74,16 +86,43 @@ pub(crate) fn check_shown(text: &str) -> Result<(), String> {
 /// and ideographic spaces too) taken out; and in any brackets, as `plugin '…', tool '…'`.
 fn imitated_attribution(text: &str) -> Option<&'static str> {
     use unicode_normalization::UnicodeNormalization as _;
-    const QUOTES: &[char] = &[
-        '"', '`', '\u{B4}', '\u{2B9}', '\u{2BB}', '\u{2BC}', '\u{2BD}', '\u{2018}', '\u{2019}',
-        '\u{201A}', '\u{201B}', '\u{201C}', '\u{201D}', '\u{201E}', '\u{201F}', '\u{2032}',
-        '\u{2033}', '\u{2035}', '\u{300C}', '\u{300D}', '\u{FF02}',
-    ];
+    // Quotes are read as `'` before normalising too: NFKC splits some (the acute accent,
+    // Greek oxia) into a space and a combining mark.
+    let quote = |c: char| {
+        matches!(
+            c,
+            '"' | '`'
+                | '\u{B4}'
+                | '\u{2B9}'..='\u{2BD}'
+                | '\u{2C8}'
+                | '\u{1FFD}'
+                | '\u{1FEF}'
+                | '\u{2018}'..='\u{201F}'
+                | '\u{2032}'..='\u{2037}'
+                | '\u{300C}'..='\u{300F}'
+                | '\u{A78C}'
+                | '\u{FF02}'
+                | '\u{FF07}'
+                | '\u{FF40}'
+        )
+    };
+    let comma = |c: char| {
+        matches!(
+            c,
+            '\u{3001}' | '\u{FF64}' | '\u{FE50}' | '\u{FE51}' | '\u{FF0C}'
+        )
+    };
     let skeleton: String = text
+        .chars()
+        .map(|c| if quote(c) { '\'' } else { c })
         .nfkc()
         .flat_map(char::to_lowercase)
-        .filter(|c| !c.is_whitespace())
-        .map(|c| if QUOTES.contains(&c) { '\'' } else { c })
+        .filter(|&c| !is_blank(c) && !('\u{300}'..='\u{36F}').contains(&c))
+        .map(|c| match c {
+            c if quote(c) => '\'',
+            c if comma(c) => ',',
+            c => c,
+        })
         .collect();
     if skeleton.contains("[plugin'") {
         return Some("\"[plugin '\"");
@@ -102,6 +141,12 @@ fn imitated_attribution(text: &str) -> Option<&'static str> {
         }
     }
     None
+}
+
+/// Whether `c` shows as blank space: white space, and the braille blank, which Unicode does not
+/// count as white space.
+fn is_blank(c: char) -> bool {
+    c.is_whitespace() || c == '\u{2800}'
 }
 
 /// Whether `text` is free of the characters no shown text may hold; the problem, naming the
@@ -193,6 +238,10 @@ mod tests {
             "[plugin  'github', tool 'login' asks]",
             "\u{3010}plugin 'github',\u{3000}tool 'login' asks\u{3011}",
             "(asked by tool\u{A0}'login' of plugin 'github')",
+            // An acute accent (split by NFKC), a saltillo, an ideographic comma.
+            "[plugin \u{B4}github\u{B4}, tool \u{B4}login\u{B4} asks]",
+            "[plugin \u{A78C}github\u{A78C}, tool 'login' asks]",
+            "\u{3010}plugin 'github'\u{3001}tool 'login' asks\u{3011}",
         ] {
             let text = refused(&format!("Paste your token.\n{forged}"));
             assert!(
@@ -203,6 +252,8 @@ mod tests {
         let text = refused(&format!("Hello.{}[real question]", "\n".repeat(4)));
         assert!(text.contains("blank lines in a row"), "{text}");
         let text = refused("Hello.\n\u{A0}\n \n\u{3000}\nrest");
+        assert!(text.contains("blank lines in a row"), "{text}");
+        let text = refused("Hello.\n\u{2800}\n\u{2800}\u{2800}\n\u{2800}\nrest");
         assert!(text.contains("blank lines in a row"), "{text}");
         // Ordinary text about plugins and tools passes, and so do two blank lines.
         for fine in [

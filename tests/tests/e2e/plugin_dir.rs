@@ -257,7 +257,14 @@ fn a_policy_linked_from_outside_the_directory_is_refused() {
 fn a_grant_another_plugin_could_redirect_is_refused() {
     let root = scratch_dir("grant-way");
     let dir = root.join("plugins");
-    for made in ["plugins", "shared", "shared/docs", "secret", "apart"] {
+    for made in [
+        "plugins",
+        "shared",
+        "shared/docs",
+        "secret",
+        "secret/inner",
+        "apart",
+    ] {
         std::fs::create_dir(root.join(made)).expect("mkdir");
     }
     symlink(root.join("shared"), root.join("via")).expect("symlink");
@@ -290,13 +297,19 @@ fn a_grant_another_plugin_could_redirect_is_refused() {
     grant("counter", "../shared/docs", "ro");
     only_greet("shared/docs");
     grant("counter", "../via/docs", "ro");
-    only_greet("/docs");
+    only_greet("shared/docs");
     // Greet has put a link in the way: the grant resolves elsewhere, but it is still in the
     // way of greet's grant as written.
     std::fs::rename(root.join("shared/docs"), root.join("shared/old")).expect("rename");
     symlink("../secret", root.join("shared/docs")).expect("symlink");
     grant("counter", "../shared/docs", "ro");
     only_greet("shared/docs");
+    // Through the link and back out with `..`: written `shared/docs/../../apart`, which
+    // reads as `apart` with the `..` taken out, but leads through greet's directory.
+    std::fs::remove_file(root.join("shared/docs")).expect("unlink");
+    symlink("../secret/inner", root.join("shared/docs")).expect("symlink");
+    grant("counter", "../shared/docs/../../apart", "ro");
+    only_greet("shared/docs/../../apart");
     // The same directory shared, or a directory apart, loads.
     for host_dir in ["../shared", "../apart"] {
         grant("counter", host_dir, "ro");

@@ -401,7 +401,9 @@ pub(crate) async fn elicit(
 }
 
 /// Asks an admitted sampling question and checks the answer's shape. A client shows the
-/// request to a person for approval: its texts are held to a message's rules first.
+/// request to a person for approval: its texts may not imitate the host's attribution (they
+/// are held to no other rule of a message's: they are often documents, with their carriage
+/// returns and blank lines).
 pub(crate) async fn sample(
     handler: Arc<dyn QuestionHandler>,
     asker: Asker,
@@ -416,7 +418,7 @@ pub(crate) async fn sample(
         })
         .chain(request.system_prompt.as_deref());
     for text in texts {
-        crate::question::message::check_shown(text).map_err(|problem| {
+        crate::question::message::check_not_attributed(text).map_err(|problem| {
             QuestionError::Denied(format!(
                 "tool '{}' of plugin '{}' asked question '{}' for sampling with a text that \
                  {problem}; the host refuses it rather than show it to the person approving",
