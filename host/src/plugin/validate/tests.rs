@@ -383,3 +383,49 @@ fn unknown_members_are_named_with_what_the_object_takes() {
         "{message}"
     );
 }
+
+/// A schema of 56 KB whose 400 `oneOf` lists each reach a `required` list of 3,600 names a
+/// thousand ways (through `allOf` and references): compiling it took jsonschema minutes, at
+/// every load. It is refused before it is compiled; a `oneOf` of a hundred tagged variants,
+/// as generated schemas have, is not.
+#[test]
+fn what_compiling_alternatives_takes_is_bounded() {
+    let names: Vec<String> = (0..3600).map(|i| format!("{i:x}")).collect();
+    let mut properties = serde_json::Map::new();
+    for i in 0..400 {
+        properties.insert(
+            format!("p{i}"),
+            serde_json::json!({"oneOf": [{"$ref": "#/$defs/Q"}, {"$ref": "#/$defs/Q"},
+                {"$ref": "#/$defs/Q"}]}),
+        );
+    }
+    let ten = |to: &str| {
+        serde_json::Value::Array(
+            (0..10)
+                .map(|_| serde_json::json!({"$ref": format!("#/$defs/{to}")}))
+                .collect(),
+        )
+    };
+    let schema = serde_json::json!({"type": "object", "properties": properties, "$defs": {
+        "Q": {"allOf": ten("R")}, "R": {"allOf": ten("S")}, "S": {"allOf": ten("P")},
+        "P": {"required": names, "properties": {"x": {}}}}})
+    .to_string();
+    assert!(schema.len() <= MAX_SCHEMA_BYTES, "{}", schema.len());
+    match check_tools([("t", schema.as_str())]) {
+        Err(ToolListProblem::BadSchema { reason, .. }) => {
+            assert!(reason.contains("`oneOf` and `anyOf`"), "{reason}");
+        }
+        other => panic!("not refused: {:?}", other.map(|_| ())),
+    }
+    let variants: Vec<serde_json::Value> = (0..100)
+        .map(|i| {
+            serde_json::json!({"type": "object", "required": ["kind", "value"],
+                "properties": {"kind": {"const": format!("k{i}")}, "value": {"type": "string"},
+                    "note": {"type": "string"}}})
+        })
+        .collect();
+    let tagged = serde_json::json!({"type": "object", "properties": {
+        "a": {"oneOf": variants.clone()}, "b": {"anyOf": variants}}})
+    .to_string();
+    assert!(check_tools([("t", tagged.as_str())]).is_ok());
+}

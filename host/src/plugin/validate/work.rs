@@ -81,6 +81,15 @@ struct Node<'a> {
     marks: usize,
     /// Whether a keyword of it reads the whole value ([`Work::reading_per_level`]).
     reads: bool,
+    /// Subschemas it brings in through `allOf` and references: what the schema compiler reads
+    /// again for each `oneOf` or `anyOf` above it ([`Graph::check_alternatives`]).
+    brought: Vec<usize>,
+    /// The names of its `required` list and of its `properties`.
+    names: u64,
+    /// Whether it has `properties`.
+    properties: bool,
+    /// The branches of its `oneOf` and `anyOf`.
+    alternatives: Vec<usize>,
 }
 
 /// The schema's subschemas and their edges, built from its root.
@@ -187,8 +196,13 @@ pub(crate) fn check_work(schema: &Value) -> Result<Work, String> {
     let mut steps = Steps::default();
     let graph = Graph::build(schema, &mut steps)?;
     let order = graph.same_value_order()?;
+    graph.check_alternatives(&order)?;
     graph.count(&order, &mut steps)
 }
+
+/// Most steps the schema compiler may take reading the branches of a schema's `oneOf` and
+/// `anyOf` lists (a fraction of a second).
+pub(crate) const MAX_ALTERNATIVES_WORK: u64 = 10_000_000;
 
 impl<'a> Graph<'a> {
     fn build(root: &'a Value, steps: &mut Steps) -> Result<Self, String> {
@@ -260,6 +274,10 @@ impl<'a> Graph<'a> {
             inner: Vec::new(),
             marks: 0,
             reads: false,
+            brought: Vec::new(),
+            names: 0,
+            properties: false,
+            alternatives: Vec::new(),
         });
         id
     }
@@ -272,6 +290,8 @@ impl<'a> Graph<'a> {
         steps.take(1 + members.len())?;
         let mut same = Vec::new();
         let mut inner = Vec::new();
+        let mut brought = Vec::new();
+        let mut alternatives = Vec::new();
         // `unevaluatedItems` finds what `contains` evaluated by applying it to every item again,
         // and both `unevaluated…` keywords may check their own subschema twice per member.
         let unevaluated_items = members.contains_key("unevaluatedItems");
@@ -283,7 +303,13 @@ impl<'a> Graph<'a> {
             };
             match keyword.as_str() {
                 "allOf" | "anyOf" | "oneOf" => each_item(value, |index, item| {
-                    same.push(self.node(item, under(Some(Key::Index(index)))));
+                    let node = self.node(item, under(Some(Key::Index(index))));
+                    same.push(node);
+                    if keyword == "allOf" {
+                        brought.push(node);
+                    } else {
+                        alternatives.push(node);
+                    }
                 }),
                 "not" | "if" | "then" | "else" => same.push(self.node(value, under(None))),
                 "dependentSchemas" | "dependencies" => each_member(value, |name, member| {
@@ -304,7 +330,9 @@ impl<'a> Graph<'a> {
                     })?;
                     steps.take(targets.len())?;
                     for target in targets {
-                        same.push(self.node(target, Where::Reference(reference)));
+                        let node = self.node(target, Where::Reference(reference));
+                        same.push(node);
+                        brought.push(node);
                     }
                 }
                 "properties" => each_member(value, |name, member| {
@@ -347,6 +375,15 @@ impl<'a> Graph<'a> {
         }
         self.nodes[id].same = same;
         self.nodes[id].inner = inner;
+        self.nodes[id].brought = brought;
+        self.nodes[id].alternatives = alternatives;
+        let count = |key: &str| match members.get(key) {
+            Some(Value::Array(items)) => items.len(),
+            Some(Value::Object(members)) => members.len(),
+            _ => 0,
+        };
+        self.nodes[id].names = (count("required") + count("properties")) as u64;
+        self.nodes[id].properties = members.get("properties").is_some_and(Value::is_object);
         let names: usize = ["required", "dependentRequired", "dependencies"]
             .iter()
             .filter_map(|key| members.get(*key))
@@ -510,6 +547,51 @@ impl<'a> Graph<'a> {
         }
         finished.reverse();
         Ok(finished)
+    }
+
+    /// Bounds what compiling the schema's `oneOf` and `anyOf` lists takes. jsonschema looks
+    /// for a property that tells their branches apart: for each list, it reads every branch
+    /// through its `allOf` and references (without remembering what it read), gathers the
+    /// names of their `required` lists and `properties`, and looks each name up in every
+    /// `properties` gathered. That is (names) × (`properties` lists) per list, which a schema
+    /// of a few kilobytes can make billions: a `required` list of thousands of names reached a
+    /// thousand ways under each of hundreds of lists. Counted here (an upper bound: every way
+    /// through `allOf` and references, counted as often as it is), and refused over
+    /// [`MAX_ALTERNATIVES_WORK`].
+    fn check_alternatives(&self, order: &[usize]) -> Result<(), String> {
+        // Children before the nodes that bring them in (`order` puts them after).
+        let mut names = vec![0u64; self.nodes.len()];
+        let mut lists = vec![0u64; self.nodes.len()];
+        for &id in order.iter().rev() {
+            let node = &self.nodes[id];
+            let (mut these, mut those) = (node.names, u64::from(node.properties));
+            for &child in &node.brought {
+                these = these.saturating_add(names[child]);
+                those = those.saturating_add(lists[child]);
+            }
+            names[id] = these;
+            lists[id] = those;
+        }
+        let mut total: u64 = 0;
+        for node in &self.nodes {
+            if node.alternatives.len() < 2 {
+                continue;
+            }
+            let (these, those) = node.alternatives.iter().fold((0u64, 0u64), |(n, l), &b| {
+                (n.saturating_add(names[b]), l.saturating_add(lists[b]))
+            });
+            total = total.saturating_add(these.saturating_add(these.saturating_mul(those)));
+            if total > MAX_ALTERNATIVES_WORK {
+                return Err(format!(
+                    "compiling its `oneOf` and `anyOf` lists would take over \
+                     {MAX_ALTERNATIVES_WORK} steps (the one at {} alone: its branches bring \
+                     {these} names of `required` lists and `properties`, to be looked up in \
+                     {those} `properties` lists, through `allOf` and references); simplify them",
+                    self.render(node.location)
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Counts, level by level, the subschemas applied to one value and how deeply their
