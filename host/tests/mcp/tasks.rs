@@ -105,6 +105,21 @@ async fn tasks_client(url: &str) -> rmcp::service::RunningService<rmcp::RoleClie
         .expect("initialize")
 }
 
+/// A client that takes tasks and answers elicitations (through `tasks/update`), connected to
+/// `url`.
+async fn eliciting_tasks_client(
+    url: &str,
+) -> rmcp::service::RunningService<rmcp::RoleClient, ClientConfig> {
+    let mut capabilities = ClientCapabilities::builder().enable_tasks().build();
+    capabilities.elicitation = Some(Default::default());
+    ClientConfig::new(capabilities, Implementation::new("tasks-test", "1"))
+        .serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
+            url,
+        ))
+        .await
+        .expect("initialize")
+}
+
 fn takes_tasks() -> ClientConfig {
     ClientConfig::new(
         ClientCapabilities::builder().enable_tasks().build(),
@@ -294,17 +309,7 @@ async fn a_tasks_questions_are_its_input_requests_answered_by_tasks_update() {
         McpOptions::new("tasks", "1"),
     )
     .await;
-    let capabilities = {
-        let mut capabilities = ClientCapabilities::builder().enable_tasks().build();
-        capabilities.elicitation = Some(Default::default());
-        capabilities
-    };
-    let client = ClientConfig::new(capabilities, Implementation::new("tasks-test", "1"))
-        .serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
-            url.as_str(),
-        ))
-        .await
-        .expect("initialize");
+    let client = eliciting_tasks_client(&url).await;
     let created = client
         .call_tool_once(call("confirm_delete", json!({"filename": "a.txt"})))
         .await
@@ -399,14 +404,7 @@ async fn a_tasks_questions_are_audited_with_the_hosts_verdict() {
         McpOptions::new("tasks", "1").audit(AuditLog::to_writer(log.clone())),
     )
     .await;
-    let mut capabilities = ClientCapabilities::builder().enable_tasks().build();
-    capabilities.elicitation = Some(Default::default());
-    let client = ClientConfig::new(capabilities, Implementation::new("tasks-test", "1"))
-        .serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
-            url.as_str(),
-        ))
-        .await
-        .expect("initialize");
+    let client = eliciting_tasks_client(&url).await;
     for confirm in [json!("yes"), json!(true)] {
         let created = client
             .call_tool_once(call("confirm_delete", json!({"filename": "a.txt"})))

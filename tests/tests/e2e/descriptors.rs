@@ -21,6 +21,15 @@ fn granted(name: &str, fixture: &str, extra: &str) -> ScratchDir {
     dir
 }
 
+/// Makes a FIFO at `path`.
+fn mkfifo(path: &std::path::Path) {
+    let made = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success());
+}
+
 async fn hold(handle: &ToolServerHandle, count: u32) -> Result<String, ToolServerError> {
     let input = json!({"path": "/data/file.txt", "count": count}).to_string();
     handle.call_tool("hold", &input).await
@@ -145,11 +154,7 @@ async fn open_files_are_capped_per_instance_and_for_the_host() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_fifo_in_a_granted_directory_is_refused_without_blocking() {
     let dir = granted("fifo-grant", "trapper", "[limits]\ntimeout_ms = 2000\n");
-    let made = std::process::Command::new("mkfifo")
-        .arg(dir.join("data/pipe"))
-        .status()
-        .expect("mkfifo runs");
-    assert!(made.success());
+    mkfifo(&dir.join("data/pipe"));
     let trapper = llm_worker_tests::host()
         .load(dir.join("fifo-grant.wasm"))
         .unwrap_or_else(|e| panic!("{e}"));
@@ -200,11 +205,7 @@ async fn setting_a_fifos_times_is_refused_without_blocking() {
         .open(&file)
         .and_then(|f| f.set_modified(old))
         .expect("set an old time");
-    let made = std::process::Command::new("mkfifo")
-        .arg(dir.join("data/pipe"))
-        .status()
-        .expect("mkfifo runs");
-    assert!(made.success());
+    mkfifo(&dir.join("data/pipe"));
     let toucher = llm_worker_tests::host()
         .load(dir.join("toucher.wasm"))
         .unwrap_or_else(|e| panic!("{e}"));
