@@ -288,6 +288,64 @@ fn serve_speaks_over_pipes_and_sockets_and_sets_their_mode_back() {
     }
 }
 
+/// A client that starts `serve` and never initializes (or stalls before it does): SIGTERM
+/// stops the server all the same, and the modes are set back (the signal was taken and then
+/// waited for the handshake, so only SIGKILL, leaving the modes set, could stop it).
+#[cfg(unix)]
+#[test]
+fn serve_stops_on_a_signal_before_any_session() {
+    use std::os::fd::AsFd;
+
+    use rustix::fs::{OFlags, fcntl_getfl};
+
+    let root = scratch_dir("mcp-stop-early");
+    let dir = root.join("plugins");
+    std::fs::create_dir(&dir).expect("mkdir");
+    std::fs::copy(plugin_path("counter"), dir.join("counter.wasm")).expect("copy");
+    let (stdin, to_server) = std::io::pipe().expect("pipe");
+    let kept_pipe = stdin.try_clone().expect("dup");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"))
+        .arg("serve")
+        .arg("--cache-dir")
+        .arg(compiled_cache())
+        .arg(&dir)
+        .stdin(stdin)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let nonblocking = || {
+        fcntl_getfl(kept_pipe.as_fd())
+            .expect("flags")
+            .contains(OFlags::NONBLOCK)
+    };
+    // Serving (stdin read through the reactor) once its mode is set.
+    let started = std::time::Instant::now();
+    while !nonblocking() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(120),
+            "serve did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let pid = rustix::process::Pid::from_child(&child);
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("kill");
+    let ended = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if ended.elapsed() > std::time::Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("serve did not stop on SIGTERM while no client had initialized");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status}");
+    assert!(!nonblocking(), "the mode of stdin was set back");
+    drop(to_server);
+}
+
 /// Opens an MCP session through `to_server` and `from_server`, and checks a call's answer;
 /// returns the way to the server, still open.
 #[cfg(unix)]

@@ -104,14 +104,28 @@ impl McpServer {
         T: rmcp::transport::IntoTransport<RoleServer, E, A>,
         E: std::error::Error + Send + Sync + 'static,
     {
-        let running = rmcp::ServiceExt::serve(self, transport)
-            .await
-            .map_err(|e| McpError::Session(e.to_string()))?;
-        let stop = running.cancellation_token();
+        // Shutdown is watched from the start: a client that never initializes (or keeps
+        // sending what is not `initialize`) would otherwise hold the server past it.
+        let mut shutdown = std::pin::pin!(shutdown);
+        let stop = tokio_util::sync::CancellationToken::new();
+        let mut starting = std::pin::pin!(rmcp::ServiceExt::serve_with_ct(
+            self,
+            transport,
+            stop.clone()
+        ));
+        let running = tokio::select! {
+            running = &mut starting => running,
+            () = &mut shutdown => {
+                stop.cancel();
+                let _ = (&mut starting).await;
+                return Ok(());
+            }
+        }
+        .map_err(|e| McpError::Session(e.to_string()))?;
         let mut waiting = std::pin::pin!(running.waiting());
         let ended = tokio::select! {
             ended = &mut waiting => ended,
-            () = shutdown => {
+            () = &mut shutdown => {
                 stop.cancel();
                 (&mut waiting).await
             }

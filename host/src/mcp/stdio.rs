@@ -86,6 +86,12 @@ fn invalid_params(message: &ClientJsonRpcMessage) -> Option<Value> {
     }))
 }
 
+/// Most bytes of a string id echoed in an answer to a line rmcp could not read.
+const MAX_ECHOED_ID_BYTES: usize = 256;
+
+/// How long closing waits for a write in progress (a client that does not read).
+const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The answer to a line that is not a message rmcp can take, if JSON-RPC wants one (a
 /// notification gets none).
 fn answer_for(line: &[u8], error: &serde_json::Error) -> Option<Value> {
@@ -98,7 +104,13 @@ fn answer_for(line: &[u8], error: &serde_json::Error) -> Option<Value> {
             }));
         }
     };
-    let id = message.get("id").cloned()?;
+    // The id echoed only as JSON-RPC has one (a number, or a short string): a client that
+    // does not read its answers must not have megabytes of its own copied into each.
+    let id = match message.get("id")? {
+        Value::Number(number) => Value::Number(number.clone()),
+        Value::String(text) if text.len() <= MAX_ECHOED_ID_BYTES => Value::String(text.clone()),
+        _ => Value::Null,
+    };
     let arguments = message
         .get("params")
         .and_then(|params| params.get("arguments"));
@@ -190,7 +202,12 @@ where
     }
 
     async fn close(&mut self) -> Result<(), Self::Error> {
-        self.writer.lock().await.shutdown().await
+        // A client that stopped reading holds a write (and the writer) for ever: the session
+        // ends without flushing rather than never.
+        match tokio::time::timeout(CLOSE_WAIT, self.writer.lock()).await {
+            Ok(mut writer) => writer.shutdown().await,
+            Err(_) => Ok(()),
+        }
     }
 }
 
@@ -259,5 +276,17 @@ mod tests {
         assert!(answer(br#"{"jsonrpc":"2.0","id":11,"method":"x/y","params":{"a":1}}"#).is_none());
         // A notification gets no answer, whatever is wrong with it.
         assert!(answer(br#"{"jsonrpc":"2.0","method":"tools/call","params":7}"#).is_none());
+        // An id that is no JSON-RPC id, or a string of a megabyte, is not echoed.
+        let long = format!(
+            r#"{{"jsonrpc":"2.0","id":"{}","params":{{}}}}"#,
+            "x".repeat(1 << 20)
+        );
+        for line in [
+            long.as_bytes(),
+            br#"{"jsonrpc":"2.0","id":{"a":[1,2]},"params":{}}"#,
+        ] {
+            let request = answer(line).expect("no method");
+            assert_eq!(request["id"], Value::Null);
+        }
     }
 }

@@ -186,7 +186,8 @@ impl McpServer {
                 // A call that could not run to an answer is the task's failure, as the
                 // protocol has it; the operator's hooks see it all the same.
                 let failed = matches!(outcome, Err(ToolError::Internal(_)));
-                let outcome = super::tools::own_uris(plugins, &call.name, outcome);
+                // Whose result it is: the tool looked up, whatever a hook renamed the call to.
+                let outcome = super::tools::own_uris(plugins, &meta.name, outcome);
                 let result = super::tools::call_result(&call, &meta, outcome);
                 let hooks = options.hooks(identity.as_ref());
                 let result = hooks

@@ -161,7 +161,8 @@ impl McpServer {
         if failed && let Some(error) = asking.missing_capability() {
             return Err(error);
         }
-        let outcome = own_uris(|| self.lock().plugin_sessions(), &call.name, outcome);
+        // Whose result it is: the tool looked up, whatever a hook renamed the call to.
+        let outcome = own_uris(|| self.lock().plugin_sessions(), &meta.name, outcome);
         let result = call_result(&call, &meta, outcome);
         let result = hooks
             .after(call, result, &meta, tool)
