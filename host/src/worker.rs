@@ -310,6 +310,17 @@ fn hook_aborted(aborted: Aborted) -> WorkerError {
     }
 }
 
+/// Spawned calls, aborted when dropped (those that ended are not affected).
+struct AbortOnDrop<T>(Vec<tokio::task::JoinHandle<T>>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        for task in &self.0 {
+            task.abort();
+        }
+    }
+}
+
 /// A call the pre-call hooks let through: where its result goes, the call as they left it,
 /// the tool's metadata and the tool to run.
 struct Pending {
@@ -340,9 +351,11 @@ async fn run_in_parallel(
     });
     match tokio::runtime::Handle::try_current() {
         Ok(runtime) => {
-            let tasks: Vec<_> = jobs.map(|job| runtime.spawn(job)).collect();
-            let mut results = Vec::with_capacity(tasks.len());
-            for (task, pending) in tasks.into_iter().zip(pending) {
+            // Dropped with the batch (a caller's timeout, a user's stop), its calls end with
+            // it, as a dropped `call_tool` does: none keeps running, asking or reporting.
+            let mut tasks = AbortOnDrop(jobs.map(|job| runtime.spawn(job)).collect());
+            let mut results = Vec::with_capacity(tasks.0.len());
+            for (task, pending) in tasks.0.iter_mut().zip(pending) {
                 results.push(task.await.unwrap_or_else(|join_error| {
                     ToolResult::error(
                         &pending.call.id,

@@ -101,6 +101,47 @@ async fn a_call_dropped_by_its_caller_leaves_no_half_run_instance() {
     assert_eq!(tools.call_tool("tick", "{}").await.as_deref(), Ok("0"));
 }
 
+/// The same through a `Worker`: a batch of tool calls dropped by its caller (a timeout, a
+/// user's stop) ended none of its calls, each spawned on the runtime: they kept running, asking
+/// and reporting until their time limits. They end with the batch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_dropped_by_its_caller_ends_its_calls() {
+    let trapper = llm_worker_tests::host()
+        .load(plugin_v03_path("trapper"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut worker = Worker::new();
+    worker
+        .register_tools(trapper.definitions())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let (sink, spinning) = when_logged("spinning forever");
+    worker.add_tool_event_hook(move |event| sink(event.clone()));
+    let call = |name: &str| {
+        vec![ToolCall {
+            id: "1".into(),
+            name: name.into(),
+            input: serde_json::json!({}),
+        }]
+    };
+    let text = |results: Result<Vec<ToolResult>, WorkerError>| {
+        let mut results = results.unwrap_or_else(|e| panic!("{e}"));
+        results.remove(0).content
+    };
+    assert_eq!(text(worker.execute_tool_calls(call("tick")).await), "0");
+    tokio::select! {
+        ended = worker.execute_tool_calls(call("spin_forever")) => {
+            panic!("an endless loop ended: {ended:?}")
+        }
+        () = within("the endless loop to start", spinning.notified()) => {}
+    }
+    // The next call finds the instance reset at once (not busy until the loop's time limit).
+    let message = text(worker.execute_tool_calls(call("tick")).await);
+    assert!(
+        message.contains("'spin_forever'") && message.contains("abandoned"),
+        "{message}"
+    );
+    assert_eq!(text(worker.execute_tool_calls(call("tick")).await), "0");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_queued_behind_a_busy_instance_waits_at_most_its_time_limit() {
     let host = PluginHost::with_limits(Limits::default().call_timeout(Duration::from_millis(500)))
