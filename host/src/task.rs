@@ -94,6 +94,9 @@ pub enum TaskError {
     /// The system gave no random bytes for the task's id.
     #[error("the system gave no random bytes for a task id")]
     NoRandomness,
+    /// The tool does not run as a task: it declares its task support `forbidden`.
+    #[error("tool '{0}' does not run as a task (it declares task support \"forbidden\"); call it")]
+    NotATask(String),
     /// An answer for a question the task is not waiting on.
     #[error("task '{task}' is not waiting for an answer to '{key}'")]
     NotAsked {
@@ -936,8 +939,7 @@ impl TaskStore {
 
     /// Forgets the task `id` of `owner` and returns it as it stood (its call is dropped if it
     /// still ran): a call that ended, or whose caller left, before it was handed to the caller
-    /// as a task.
-    #[cfg(feature = "mcp")]
+    /// as a task; a task its owner has no more use for.
     pub(crate) fn forget(&self, owner: &str, id: &str) -> Option<TaskSnapshot> {
         let mut tasks = self.lock();
         if !tasks.get(id).is_some_and(|entry| entry.owner == owner) {

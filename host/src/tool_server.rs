@@ -195,21 +195,30 @@ impl ToolServerHandle {
     /// than `timeout_ms`) and the task is returned at once, working; its progress reports
     /// become its status message. Poll it with
     /// [`task`](Self::task), wait for it with [`wait_task`](Self::wait_task), cancel it with
-    /// [`cancel_task`](Self::cancel_task). Must be called within a Tokio runtime.
+    /// [`cancel_task`](Self::cancel_task), and [`forget_task`](Self::forget_task) it to
+    /// free its place before its time to live runs out. Must be called within a Tokio
+    /// runtime.
+    ///
+    /// As [`call_tool`](Self::call_tool), this runs the tool itself: the `Worker`'s hooks do
+    /// not see it. An embedder whose hooks guard the tools (skip some, redact results) runs
+    /// their checks before starting a task, and on its result.
     ///
     /// # Errors
     /// [`ToolServerError::ToolNotFound`]; [`ToolServerError::Task`] when the task cannot be
-    /// started (too many kept, no runtime).
+    /// started (too many kept, no runtime, a tool that declares it does not run as a task).
     pub fn start_task(
         &self,
         name: &str,
         input_json: &str,
     ) -> Result<crate::task::TaskSnapshot, ToolServerError> {
-        let tool = self
-            .lock()
-            .get(name)
-            .map(|(_, tool)| Arc::clone(tool))
+        let (meta, tool) = self
+            .lookup(name)
             .ok_or_else(|| ToolServerError::ToolNotFound(name.to_owned()))?;
+        if meta.task_support == crate::tool::TaskSupport::Forbidden {
+            return Err(ToolServerError::Task(crate::task::TaskError::NotATask(
+                name.to_owned(),
+            )));
+        }
         let input = input_json.to_owned();
         self.tasks
             .start("", |_| async move { tool.call(&input).await })
@@ -238,6 +247,17 @@ impl ToolServerHandle {
     /// [`ToolServerError::Task`] for an unknown (or expired) id.
     pub fn cancel_task(&self, id: &str) -> Result<crate::task::TaskSnapshot, ToolServerError> {
         self.tasks.cancel("", id).map_err(ToolServerError::Task)
+    }
+
+    /// Forgets the task `id`, cancelling it if it still runs, and frees its place among the
+    /// tasks kept (64 at most, kept for an hour after they end); returns it as it stood.
+    ///
+    /// # Errors
+    /// [`ToolServerError::Task`] for an unknown (or expired) id.
+    pub fn forget_task(&self, id: &str) -> Result<crate::task::TaskSnapshot, ToolServerError> {
+        self.tasks
+            .forget("", id)
+            .ok_or_else(|| ToolServerError::Task(crate::task::TaskError::NotFound(id.to_owned())))
     }
 
     /// Every registered tool's definition, sorted by name, so requests are deterministic.

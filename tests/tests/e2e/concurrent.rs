@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use llm_worker::task::TaskStatus;
+use llm_worker::task::{TaskError, TaskStatus};
 use llm_worker::*;
 use llm_worker_tests::http_server::TestServer;
 use llm_worker_tests::{ScratchDir, host, plugin_path, scratch_dir};
@@ -270,6 +270,20 @@ async fn a_tool_runs_as_a_task_through_the_library() {
         tools.task("task-00000000000000000000000000000000"),
         Err(ToolServerError::Task(_))
     ));
+    // Forgotten, a task frees its place at once (an hour's wait otherwise, 64 tasks at most).
+    assert_eq!(
+        tools.forget_task(&napping.id).map(|task| task.status),
+        Ok(TaskStatus::Cancelled)
+    );
+    assert!(matches!(
+        tools.task(&napping.id),
+        Err(ToolServerError::Task(TaskError::NotFound(_)))
+    ));
+    // A tool that does not declare task support is not started as a task.
+    assert_eq!(
+        tools.start_task("bump", "{}").map(|task| task.id),
+        Err(ToolServerError::Task(TaskError::NotATask("bump".into())))
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
