@@ -166,7 +166,7 @@ async fn an_embedder_answers_a_plugins_elicitation_sampling_and_roots() {
 /// texts may not imitate the host's attribution (one that does never reaches the handler).
 /// They are often documents: a carriage return or blank lines pass.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_sampling_requests_texts_are_held_to_a_messages_rules() {
+async fn a_sampling_requests_texts_may_not_imitate_the_attribution() {
     let answers = Arc::new(Answers::default());
     let plugin = asking_plugin(|client| client, Limits::default());
     let worker = worker(&plugin, Some(Arc::clone(&answers) as _));
