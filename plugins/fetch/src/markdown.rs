@@ -14,8 +14,53 @@ const NOT_CONTENT: &[&str] = &[
     "svg", "canvas", "button", "select",
 ];
 
-/// `html` as Markdown, or [`FAILED`] if nothing is left.
+/// Deepest nesting of elements converted: the converter walks the page recursively, and a
+/// page of 20,000 nested `div`s (100 KB) would overflow the plugin's stack (a trap).
+const MAX_NESTING: usize = 512;
+
+/// How deeply the tags of `html` nest, counted as written (an upper bound of what the parser
+/// builds: it closes some elements itself), stopping past `limit`.
+fn nesting(html: &str, limit: usize) -> usize {
+    const VOID: &[&str] = &[
+        "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source",
+        "track", "wbr",
+    ];
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let mut rest = html;
+    while let Some(at) = rest.find('<') {
+        rest = &rest[at + 1..];
+        if let Some(closing) = rest.strip_prefix('/') {
+            depth = depth.saturating_sub(1);
+            rest = closing;
+            continue;
+        }
+        let name: String = rest
+            .chars()
+            .take_while(char::is_ascii_alphanumeric)
+            .map(|c| c.to_ascii_lowercase())
+            .collect();
+        if name.is_empty() || VOID.contains(&name.as_str()) {
+            continue;
+        }
+        let end = rest.find('>').unwrap_or(rest.len());
+        if rest[..end].ends_with('/') {
+            continue;
+        }
+        depth += 1;
+        deepest = deepest.max(depth);
+        if deepest > limit {
+            break;
+        }
+    }
+    deepest
+}
+
+/// `html` as Markdown, or [`FAILED`] if nothing is left (or its elements nest too deeply to
+/// convert).
 pub fn extract(html: &str) -> String {
+    if nesting(html, MAX_NESTING) > MAX_NESTING {
+        return FAILED.to_owned();
+    }
     let converter = HtmlToMarkdown::builder()
         .skip_tags(NOT_CONTENT.to_vec())
         .options(Options {
@@ -44,6 +89,17 @@ pub fn extract(html: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_page_nested_too_deeply_is_not_converted() {
+        let deep = format!("{}x{}", "<div>".repeat(20_000), "</div>".repeat(20_000));
+        assert_eq!(extract(&deep), FAILED);
+        // Siblings, void elements and a few hundred levels are converted.
+        let wide = format!("{}<br><img src=a>", "<p>para</p>".repeat(5_000));
+        assert!(extract(&wide).starts_with("para"));
+        let nested = format!("{}x{}", "<div>".repeat(300), "</div>".repeat(300));
+        assert_eq!(extract(&nested), "x");
+    }
 
     #[test]
     fn keeps_the_content_and_leaves_out_the_rest() {

@@ -11,12 +11,25 @@ pub struct Glob(Vec<Pattern>);
 /// At most this many alternatives from one pattern's braces.
 const MAX_ALTERNATIVES: usize = 256;
 
+/// Longest pattern whose braces are expanded; a longer one is matched literally (each byte of
+/// a compiled pattern takes some 16 bytes of the plugin's memory, and finding a brace group
+/// is quadratic in the pattern's braces).
+const MAX_PATTERN_BYTES: usize = 4 << 10;
+
+/// Most bytes of all a pattern's alternatives together: 256 alternatives of a 32 KB pattern
+/// compiled to 134 MB, past the plugin's memory limit (a trap).
+const MAX_EXPANDED_BYTES: usize = 64 << 10;
+
 impl Glob {
     /// Compiles `pattern`.
     #[must_use]
     pub fn new(pattern: &str) -> Self {
         let mut alternatives = Vec::new();
-        expand(pattern, &mut alternatives);
+        if pattern.len() > MAX_PATTERN_BYTES {
+            alternatives.push(Pattern::escape(pattern));
+        } else {
+            expand(pattern, &mut alternatives);
+        }
         Self(
             alternatives
                 .iter()
@@ -45,7 +58,8 @@ impl Glob {
 
 /// The alternatives of the first `{a,b}` group in `pattern`, each expanded in turn.
 fn expand(pattern: &str, out: &mut Vec<String>) {
-    if out.len() >= MAX_ALTERNATIVES {
+    let expanded: usize = out.iter().map(String::len).sum();
+    if out.len() >= MAX_ALTERNATIVES || expanded + pattern.len() > MAX_EXPANDED_BYTES {
         return;
     }
     let Some((open, close, commas)) = first_group(pattern) else {
@@ -89,6 +103,24 @@ fn first_group(pattern: &str) -> Option<(usize, usize, Vec<usize>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Braces multiplying a long pattern past the plugin's memory: bounded, and a pattern too
+    /// long to expand is matched literally.
+    #[test]
+    fn patterns_are_bounded_in_what_they_compile_to() {
+        let long = format!("{}{}", "a".repeat(32_000), "{0,1}".repeat(8));
+        let glob = Glob::new(&long);
+        assert_eq!(glob.0.len(), 1);
+        assert!(glob.matches(&long));
+        let mut alternatives = Vec::new();
+        expand(
+            &format!("{}{}", "a".repeat(4_000), "{0,1}".repeat(8)),
+            &mut alternatives,
+        );
+        assert!(alternatives.iter().map(String::len).sum::<usize>() <= MAX_EXPANDED_BYTES);
+        assert!(!alternatives.is_empty());
+        assert_eq!(Glob::new("{a,b}.txt").0.len(), 2);
+    }
 
     #[test]
     fn patterns_match_as_minimatch_does() {
