@@ -22,16 +22,29 @@ fn indent(line: &str) -> &str {
     &line[..line.len() - line.trim_start().len()]
 }
 
-/// `content` (line endings normalised) with the edits applied in order.
+/// `content` (line endings normalised) with the edits applied in order, at most `limit`
+/// bytes.
 ///
 /// # Errors
-/// An edit whose text is found neither exactly nor line by line.
-pub fn apply(content: &str, edits: &[Edit]) -> Result<String, String> {
+/// An edit whose text is found neither exactly nor line by line; an edited text over `limit`
+/// (a line-by-line match gives each replaced line the matched first line's indentation: a
+/// deep one times thousands of lines would pass the plugin's memory).
+pub fn apply(content: &str, edits: &[Edit], limit: usize) -> Result<String, String> {
+    let too_long = |bytes: usize| {
+        format!(
+            "The edited file would be {bytes} bytes, over the {limit} this server reads and \
+             writes (FILESYSTEM_MAX_BYTES)"
+        )
+    };
     let mut modified = content.to_owned();
     for edit in edits {
         let old = normalize_line_endings(&edit.old_text);
         let new = normalize_line_endings(&edit.new_text);
         if modified.contains(&old) {
+            let bytes = (modified.len() - old.len()).saturating_add(new.len());
+            if bytes > limit {
+                return Err(too_long(bytes));
+            }
             modified = modified.replacen(&old, &new, 1);
             continue;
         }
@@ -52,25 +65,43 @@ pub fn apply(content: &str, edits: &[Edit]) -> Result<String, String> {
             ));
         };
         let original_indent = indent(&lines[at]).to_owned();
-        let replacement: Vec<String> = new
+        // Each new line as (its added indentation, its text), measured before it is built.
+        let shaped: Vec<(Option<usize>, &str)> = new
             .split('\n')
             .enumerate()
             .map(|(j, line)| {
                 if j == 0 {
-                    return format!("{original_indent}{}", line.trim_start());
+                    return (Some(0), line.trim_start());
                 }
                 let old_indent = old_lines.get(j).map_or("", |old| indent(old));
                 let new_indent = indent(line);
                 if !old_indent.is_empty() && !new_indent.is_empty() {
                     let relative = new_indent.len().saturating_sub(old_indent.len());
-                    format!(
-                        "{original_indent}{}{}",
-                        " ".repeat(relative),
-                        line.trim_start()
-                    )
+                    (Some(relative), line.trim_start())
                 } else {
-                    line.to_owned()
+                    (None, line)
                 }
+            })
+            .collect();
+        let removed: usize = lines[at..at + old_lines.len()]
+            .iter()
+            .map(|l| l.len() + 1)
+            .sum();
+        let added = shaped.iter().fold(0usize, |total, (relative, text)| {
+            let indent = relative.map_or(0, |relative| original_indent.len() + relative);
+            total.saturating_add(indent + text.len() + 1)
+        });
+        let bytes = (modified.len() + 1)
+            .saturating_sub(removed)
+            .saturating_add(added);
+        if bytes > limit.saturating_add(1) {
+            return Err(too_long(bytes.saturating_sub(1)));
+        }
+        let replacement: Vec<String> = shaped
+            .into_iter()
+            .map(|(relative, text)| match relative {
+                Some(relative) => format!("{original_indent}{}{text}", " ".repeat(relative)),
+                None => text.to_owned(),
             })
             .collect();
         lines.splice(at..at + old_lines.len(), replacement);
@@ -253,15 +284,43 @@ mod tests {
 
     #[test]
     fn exact_then_line_by_line() {
-        assert_eq!(apply("a\nb\nc\n", &[edit("b", "B")]).unwrap(), "a\nB\nc\n");
+        let all = usize::MAX;
         assert_eq!(
-            apply("x\n    foo\n    bar\n", &[edit("foo\nbar", "baz\n  qux")]).unwrap(),
+            apply("a\nb\nc\n", &[edit("b", "B")], all).unwrap(),
+            "a\nB\nc\n"
+        );
+        assert_eq!(
+            apply(
+                "x\n    foo\n    bar\n",
+                &[edit("foo\nbar", "baz\n  qux")],
+                all
+            )
+            .unwrap(),
             "x\n    baz\n  qux\n"
         );
         assert_eq!(
-            apply("a\n", &[edit("zzz", "y")]).unwrap_err(),
+            apply("a\n", &[edit("zzz", "y")], all).unwrap_err(),
             "Could not find exact match for edit:\nzzz"
         );
+    }
+
+    /// A line-by-line match gives each replaced line the matched first line's indentation:
+    /// 64 KB of it times 2,000 lines was 131 MB, past the plugin's memory (a trap). The edited
+    /// text is measured before it is built, and held to the limit, exactly.
+    #[test]
+    fn an_edit_is_measured_before_it_is_made() {
+        let content = format!("{}x\n{}", " ".repeat(65_536), "  y\n".repeat(2_000));
+        let old = format!("x\n{} y", " y\n".repeat(1_999));
+        let new = format!("z\n{} w", " w\n".repeat(1_999));
+        let refused = apply(&content, &[edit(&old, &new)], 1_000_000).unwrap_err();
+        assert!(refused.contains("over the 1000000"), "{refused}");
+        let content = "x\n    foo\n    bar\n";
+        let edits = [edit("foo\nbar", "baz\n  qux")];
+        let edited = "x\n    baz\n  qux\n";
+        assert_eq!(apply(content, &edits, edited.len()).unwrap(), edited);
+        assert!(apply(content, &edits, edited.len() - 1).is_err());
+        assert_eq!(apply("a\nb\n", &[edit("b", "B")], 4).unwrap(), "a\nB\n");
+        assert!(apply("a\nb\n", &[edit("b", "BB")], 4).is_err());
     }
 
     #[test]

@@ -406,7 +406,8 @@ impl Filesystem {
                 new_text: e.new_text,
             })
             .collect();
-        let modified = edit::apply(&content, &edits)?;
+        let limit = usize::try_from(self.limits.max_bytes).unwrap_or(usize::MAX);
+        let modified = edit::apply(&content, &edits, limit)?;
         let answer = edit::fenced(&edit::unified_diff(&content, &modified, &real));
         if !dry_run {
             replace(&real, modified.as_bytes())?;
