@@ -241,10 +241,7 @@ fn serve_speaks_over_pipes_and_sockets_and_sets_their_mode_back() {
 
     use rustix::fs::{OFlags, fcntl_getfl};
 
-    let root = scratch_dir("mcp-streams");
-    let dir = root.join("plugins");
-    std::fs::create_dir(&dir).expect("mkdir");
-    std::fs::copy(plugin_path("counter"), dir.join("counter.wasm")).expect("copy");
+    let (_root, dir) = counter_dir("mcp-streams");
     for by_signal in [false, true] {
         let (stdin, to_server) = std::io::pipe().expect("pipe");
         // The test keeps the pipe's read end and the server's socket too, to see their modes.
@@ -288,6 +285,16 @@ fn serve_speaks_over_pipes_and_sockets_and_sets_their_mode_back() {
     }
 }
 
+/// A scratch directory holding `plugins/counter.wasm`, and that plugin directory.
+#[cfg(unix)]
+fn counter_dir(name: &str) -> (llm_worker_tests::ScratchDir, std::path::PathBuf) {
+    let root = scratch_dir(name);
+    let dir = root.join("plugins");
+    std::fs::create_dir(&dir).expect("mkdir");
+    std::fs::copy(plugin_path("counter"), dir.join("counter.wasm")).expect("copy");
+    (root, dir)
+}
+
 /// A client that starts `serve` and never initializes (or stalls before it does): SIGTERM
 /// stops the server all the same, and the modes are set back (the signal was taken and then
 /// waited for the handshake, so only SIGKILL, leaving the modes set, could stop it).
@@ -298,10 +305,7 @@ fn serve_stops_on_a_signal_before_any_session() {
 
     use rustix::fs::{OFlags, fcntl_getfl};
 
-    let root = scratch_dir("mcp-stop-early");
-    let dir = root.join("plugins");
-    std::fs::create_dir(&dir).expect("mkdir");
-    std::fs::copy(plugin_path("counter"), dir.join("counter.wasm")).expect("copy");
+    let (_root, dir) = counter_dir("mcp-stop-early");
     let (stdin, to_server) = std::io::pipe().expect("pipe");
     let kept_pipe = stdin.try_clone().expect("dup");
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"))

@@ -120,6 +120,20 @@ async fn eliciting_tasks_client(
         .expect("initialize")
 }
 
+/// Starts the conformance plugin's `confirm_delete` as a task (it asks to confirm); its id.
+async fn confirm_delete_task(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, ClientConfig>,
+) -> String {
+    let created = client
+        .call_tool_once(call("confirm_delete", json!({"filename": "a.txt"})))
+        .await
+        .expect("call");
+    let CallToolResponse::Task(created) = created else {
+        panic!("a task was expected: {created:?}");
+    };
+    created.task.task_id
+}
+
 fn takes_tasks() -> ClientConfig {
     ClientConfig::new(
         ClientCapabilities::builder().enable_tasks().build(),
@@ -310,14 +324,7 @@ async fn a_tasks_questions_are_its_input_requests_answered_by_tasks_update() {
     )
     .await;
     let client = eliciting_tasks_client(&url).await;
-    let created = client
-        .call_tool_once(call("confirm_delete", json!({"filename": "a.txt"})))
-        .await
-        .expect("call");
-    let CallToolResponse::Task(created) = created else {
-        panic!("a task was expected: {created:?}");
-    };
-    let id = created.task.task_id;
+    let id = confirm_delete_task(&client).await;
     let waiting = settled(&client, &id).await;
     assert_eq!(waiting.task.status(), TaskStatus::InputRequired);
     let TaskPayload::InputRequired { input_requests } = &waiting.task.payload else {
@@ -406,14 +413,7 @@ async fn a_tasks_questions_are_audited_with_the_hosts_verdict() {
     .await;
     let client = eliciting_tasks_client(&url).await;
     for confirm in [json!("yes"), json!(true)] {
-        let created = client
-            .call_tool_once(call("confirm_delete", json!({"filename": "a.txt"})))
-            .await
-            .expect("call");
-        let CallToolResponse::Task(created) = created else {
-            panic!("a task was expected: {created:?}");
-        };
-        let id = created.task.task_id;
+        let id = confirm_delete_task(&client).await;
         assert_eq!(
             settled(&client, &id).await.task.status(),
             TaskStatus::InputRequired

@@ -21,6 +21,11 @@ fn granted(name: &str, fixture: &str, extra: &str) -> ScratchDir {
     dir
 }
 
+/// `touch` of `file.txt` (now).
+async fn touch_file(handle: &ToolServerHandle) -> Result<String, ToolServerError> {
+    handle.call_tool("touch", r#"{"name":"file.txt"}"#).await
+}
+
 /// Makes a FIFO at `path`.
 fn mkfifo(path: &std::path::Path) {
     let made = std::process::Command::new("mkfifo")
@@ -218,13 +223,7 @@ async fn setting_a_fifos_times_is_refused_without_blocking() {
             "refused by the host, not timed out: {message}"
         );
     }
-    assert_eq!(
-        handle
-            .call_tool("touch", r#"{"name":"file.txt"}"#)
-            .await
-            .as_deref(),
-        Ok("touched")
-    );
+    assert_eq!(touch_file(&handle).await.as_deref(), Ok("touched"));
     let modified = std::fs::metadata(&file)
         .and_then(|m| m.modified())
         .expect("stat");
@@ -240,13 +239,7 @@ async fn setting_a_fifos_times_is_refused_without_blocking() {
             .await,
     );
     assert!(message.contains("\"overflow\""), "{message}");
-    assert_eq!(
-        handle
-            .call_tool("touch", r#"{"name":"file.txt"}"#)
-            .await
-            .as_deref(),
-        Ok("touched")
-    );
+    assert_eq!(touch_file(&handle).await.as_deref(), Ok("touched"));
 }
 
 /// A granted directory is opened when the plugin is loaded: an instance started later gets
