@@ -308,7 +308,7 @@ fn serve_stops_on_a_signal_before_any_session() {
     let (_root, dir) = counter_dir("mcp-stop-early");
     let (stdin, to_server) = std::io::pipe().expect("pipe");
     let kept_pipe = stdin.try_clone().expect("dup");
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"))
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"))
         .arg("serve")
         .arg("--cache-dir")
         .arg(compiled_cache())
@@ -334,17 +334,18 @@ fn serve_stops_on_a_signal_before_any_session() {
     }
     let pid = rustix::process::Pid::from_child(&child);
     rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("kill");
-    let ended = std::time::Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break status;
-        }
-        if ended.elapsed() > std::time::Duration::from_secs(60) {
-            let _ = child.kill();
-            panic!("serve did not stop on SIGTERM while no client had initialized");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
+    // Waited for on a thread of its own, so that a server that does not stop fails the test
+    // (and is killed) instead of holding it.
+    let (ended, exited) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut child = child;
+        let _ = ended.send(child.wait());
+    });
+    let Ok(status) = exited.recv_timeout(std::time::Duration::from_secs(60)) else {
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+        panic!("serve did not stop on SIGTERM while no client had initialized");
     };
+    let status = status.expect("wait");
     assert!(status.success(), "{status}");
     assert!(!nonblocking(), "the mode of stdin was set back");
     drop(to_server);
