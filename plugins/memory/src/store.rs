@@ -112,13 +112,23 @@ impl Store {
             Some(text) => text,
             None => return Ok(Graph::default()),
         };
-        Graph::parse(&text).map_err(|problem| {
+        let graph = Graph::parse(&text).map_err(|problem| {
             format!(
                 "the memory file {} is damaged: {problem}; fix or remove that line (nothing was \
                  changed)",
                 self.path.display()
             )
-        })
+        })?;
+        if graph.items() > crate::graph::MAX_ITEMS {
+            return Err(format!(
+                "the memory file {} holds {} entities, relations and observations, more than \
+                 the {} this plugin reads; delete some with another tool, or use another file",
+                self.path.display(),
+                graph.items(),
+                crate::graph::MAX_ITEMS
+            ));
+        }
+        Ok(graph)
     }
 
     /// Changes the graph with `change`, under the lock, and saves it: `change` sees the file
@@ -134,6 +144,15 @@ impl Store {
         let lock = Lock::acquire(lock_path(&self.path), &self.path, self.lock_wait)?;
         let mut graph = self.load()?;
         let answer = change(&mut graph)?;
+        if graph.items() > crate::graph::MAX_ITEMS {
+            return Err(format!(
+                "the change would make the memory graph hold {} entities, relations and \
+                 observations, over the {} this plugin keeps; delete some first; nothing was \
+                 changed",
+                graph.items(),
+                crate::graph::MAX_ITEMS
+            ));
+        }
         let text = graph.to_jsonl();
         let size = u64::try_from(text.len()).unwrap_or(u64::MAX);
         if size > self.max_bytes {
@@ -469,6 +488,34 @@ mod tests {
             error.contains("is 201 bytes, over the limit of 200"),
             "{error}"
         );
+    }
+
+    /// Many small items take far more memory than their bytes in the file: a graph may hold
+    /// `MAX_ITEMS` of them, whether a change would pass it or a file written elsewhere does.
+    #[test]
+    fn the_graph_is_held_to_a_number_of_items() {
+        let dir = TempDir::new("items");
+        let path = dir.0.join("m.jsonl");
+        let store = Store::new(path.clone(), DEFAULT_MAX_BYTES);
+        let many = |count: usize| Entity {
+            name: "A".into(),
+            entity_type: "t".into(),
+            observations: vec![String::new(); count],
+        };
+        let error = store
+            .update(|graph| Ok(graph.create_entities(vec![many(crate::graph::MAX_ITEMS)])))
+            .unwrap_err();
+        assert!(error.contains("over the 100000"), "{error}");
+        assert!(!path.exists(), "nothing was written");
+        store
+            .update(|graph| Ok(graph.create_entities(vec![many(1_000)])))
+            .unwrap();
+        assert_eq!(store.load().unwrap().items(), 1_001);
+        let mut graph = Graph::default();
+        graph.create_entities(vec![many(crate::graph::MAX_ITEMS)]);
+        fs::write(&path, graph.to_jsonl()).unwrap();
+        let error = store.load().unwrap_err();
+        assert!(error.contains("more than the 100000"), "{error}");
     }
 
     #[test]
