@@ -81,9 +81,10 @@ enum LineOut<'a> {
 /// Most entities, relations and observations together that a graph may hold. The reference
 /// server has no such limit; here the graph, and the answers made from it (a structured copy
 /// and its text), must fit the plugin's memory, and a small item takes far more of it than its
-/// bytes in the file: a 5 MB file of 1.7 million empty observations made a read of the whole
-/// graph pass a 64 MiB limit.
-pub const MAX_ITEMS: usize = 100_000;
+/// bytes in the file: a 5 MB file of 1.7 million empty observations would make a read of the
+/// whole graph pass a 64 MiB limit. A file of the default size limit holds some 120,000
+/// entities, which stay within it.
+pub const MAX_ITEMS: usize = 250_000;
 
 impl Graph {
     /// How many entities, relations and observations the graph holds.

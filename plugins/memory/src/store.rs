@@ -505,7 +505,10 @@ mod tests {
         let error = store
             .update(|graph| Ok(graph.create_entities(vec![many(crate::graph::MAX_ITEMS)])))
             .unwrap_err();
-        assert!(error.contains("over the 100000"), "{error}");
+        assert!(
+            error.contains(&format!("over the {}", crate::graph::MAX_ITEMS)),
+            "{error}"
+        );
         assert!(!path.exists(), "nothing was written");
         store
             .update(|graph| Ok(graph.create_entities(vec![many(1_000)])))
@@ -515,7 +518,10 @@ mod tests {
         graph.create_entities(vec![many(crate::graph::MAX_ITEMS)]);
         fs::write(&path, graph.to_jsonl()).unwrap();
         let error = store.load().unwrap_err();
-        assert!(error.contains("more than the 100000"), "{error}");
+        assert!(
+            error.contains(&format!("more than the {}", crate::graph::MAX_ITEMS)),
+            "{error}"
+        );
     }
 
     #[test]
