@@ -95,7 +95,10 @@ pub(crate) async fn serve(
         // sets back what it changed of stdin and stdout (their non-blocking mode). The
         // signals are watched before the first message is read, so that no signal can come
         // while nothing watches them (and end the process with its modes left set).
-        llm_worker::mcp::serve_stdio_with_shutdown(catalog, mcp, terminated()).await?;
+        let shutdown = terminated();
+        // Said once the signals are watched: from here a signal ends the session cleanly.
+        tracing::info!("serving MCP on stdio");
+        llm_worker::mcp::serve_stdio_with_shutdown(catalog, mcp, shutdown).await?;
         if let Some(traces) = traces {
             let _ = tokio::task::spawn_blocking(move || traces.shutdown()).await;
         }

@@ -301,6 +301,7 @@ fn counter_dir(name: &str) -> (llm_worker_tests::ScratchDir, std::path::PathBuf)
 #[cfg(unix)]
 #[test]
 fn serve_stops_on_a_signal_before_any_session() {
+    use std::io::BufRead as _;
     use std::os::fd::AsFd;
 
     use rustix::fs::{OFlags, fcntl_getfl};
@@ -308,30 +309,25 @@ fn serve_stops_on_a_signal_before_any_session() {
     let (_root, dir) = counter_dir("mcp-stop-early");
     let (stdin, to_server) = std::io::pipe().expect("pipe");
     let kept_pipe = stdin.try_clone().expect("dup");
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"))
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"))
+        .arg("-v")
         .arg("serve")
         .arg("--cache-dir")
         .arg(compiled_cache())
         .arg(&dir)
         .stdin(stdin)
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("spawn");
-    let nonblocking = || {
-        fcntl_getfl(kept_pipe.as_fd())
-            .expect("flags")
-            .contains(OFlags::NONBLOCK)
-    };
-    // Serving (stdin read through the reactor) once its mode is set.
-    let started = std::time::Instant::now();
-    while !nonblocking() {
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(120),
-            "serve did not start"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    // It says it serves once it watches the signals.
+    let mut said = std::io::BufReader::new(child.stderr.take().expect("stderr")).lines();
+    assert!(
+        said.by_ref()
+            .map_while(Result::ok)
+            .any(|line| line.contains("serving MCP on stdio")),
+        "serve did not say it serves"
+    );
     let pid = rustix::process::Pid::from_child(&child);
     rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("kill");
     // Waited for on a thread of its own, so that a server that does not stop fails the test
@@ -347,8 +343,11 @@ fn serve_stops_on_a_signal_before_any_session() {
     };
     let status = status.expect("wait");
     assert!(status.success(), "{status}");
-    assert!(!nonblocking(), "the mode of stdin was set back");
-    drop(to_server);
+    let nonblocking = fcntl_getfl(kept_pipe.as_fd())
+        .expect("flags")
+        .contains(OFlags::NONBLOCK);
+    assert!(!nonblocking, "the mode of stdin was set back");
+    drop((to_server, said));
 }
 
 /// Opens an MCP session through `to_server` and `from_server`, and checks a call's answer;

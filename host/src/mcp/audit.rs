@@ -340,18 +340,21 @@ impl QuestionHandler for AuditedQuestions {
     ) -> Result<ElicitationAnswer, QuestionError> {
         let started = std::time::Instant::now();
         let answer = self.inner.elicit(asker, message, schema).await;
-        let form = crate::question::form::Form::parse(schema);
         self.record(
             asker,
             "elicitation",
             serde_json::json!({"message": message, "schema": schema}),
             started,
             &answer,
-            |answer| match (answer, &form) {
-                (ElicitationAnswer::Accept(_), Ok(form)) => checked(
-                    crate::question::answer::check_elicitation(answer, form, asker),
-                ),
-                (ElicitationAnswer::Accept(_), Err(_)) => "refused",
+            // The form is read again only for an answer to judge (the call's own check read
+            // it before asking).
+            |answer| match answer {
+                ElicitationAnswer::Accept(_) => match crate::question::form::Form::parse(schema) {
+                    Ok(form) => checked(crate::question::answer::check_elicitation(
+                        answer, &form, asker,
+                    )),
+                    Err(_) => "refused",
+                },
                 _ => "declined",
             },
         );

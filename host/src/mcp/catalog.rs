@@ -97,6 +97,7 @@ impl ToolGroup {
     pub(crate) fn clash_with(&self, others: &[ToolGroup]) -> Option<String> {
         // A set: a plugin may offer a thousand resources, compared with every other's.
         let offered: std::collections::HashSet<_> = self.offered().into_iter().collect();
+        let ways = std::cell::OnceCell::new();
         others.iter().find_map(|other| {
             if let Some((kind, name)) = other
                 .offered()
@@ -116,22 +117,30 @@ impl ToolGroup {
                     other.name
                 ));
             }
-            self.grant_clash_with(other)
+            self.grant_clash_with(other, &ways)
         })
     }
 
     /// A directory grant of this group's plugin that `other`'s could redirect, or the
     /// reverse ([`crate::clash::grant_clash`]), said for the operator; `None` if neither.
-    fn grant_clash_with(&self, other: &ToolGroup) -> Option<String> {
+    /// `mine` keeps the ways to this group's grants, worked out once for all `other`s.
+    fn grant_clash_with(
+        &self,
+        other: &ToolGroup,
+        mine: &std::cell::OnceCell<crate::clash::GrantWays>,
+    ) -> Option<String> {
         use crate::clash::{GrantWays, grant_clash};
         let (plugin, theirs) = (self.plugin.as_ref()?, other.plugin.as_ref()?);
         let writes =
             |plugin: &LoadedPlugin| plugin.policy().dirs.iter().any(|grant| grant.writable);
-        if !writes(plugin) && !writes(theirs) {
-            return None;
-        }
-        if let Some((index, why)) = grant_clash(&GrantWays::of(plugin), theirs) {
+        if writes(theirs)
+            && let Some((index, why)) =
+                grant_clash(mine.get_or_init(|| GrantWays::of(plugin)), theirs)
+        {
             return Some(format!("its grant dirs[{index}].host {why}"));
+        }
+        if !writes(plugin) {
+            return None;
         }
         let (index, why) = grant_clash(&GrantWays::of(theirs), plugin)?;
         Some(format!("{}'s grant dirs[{index}].host {why}", other.name))
@@ -271,9 +280,10 @@ fn without_clashes(groups: impl IntoIterator<Item = ToolGroup>) -> Arc<[ToolGrou
                 Some((uri.to_owned(), earlier.name.clone()))
             })
         });
+        let ways = std::cell::OnceCell::new();
         if let Some(why) = kept
             .iter()
-            .find_map(|earlier| group.grant_clash_with(earlier))
+            .find_map(|earlier| group.grant_clash_with(earlier, &ways))
         {
             tracing::warn!("not serving {}: {why}", group.name);
             continue;
