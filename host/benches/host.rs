@@ -389,11 +389,11 @@ fn bare_component(
     (engine, linker, component)
 }
 
-/// Warm calls of `execute` on one bare wasmtime instance, async.
-fn bare_async_calls(input: &str, iterations: u32, epochs: bool) -> Duration {
-    bare_async_calls_with(input, iterations, |config| {
-        config.epoch_interruption(epochs);
-    })
+/// The settings of the host's engine for plugins of contracts 0.1.0–0.3.0 that bear on a
+/// call: epochs on (time limits), the component model's concurrency off.
+fn host_serial_engine(config: &mut Config) {
+    config.epoch_interruption(true);
+    config.concurrency_support(false);
 }
 
 /// The echo component ready to instantiate with bare wasmtime's async bindings.
@@ -656,9 +656,13 @@ fn warm_calls(runtime: &tokio::runtime::Runtime, echo: &llm_worker::LoadedPlugin
     let wasm = registered(echo).tool_server_handle();
     let native = native_echo().tool_server_handle();
 
+    // Two floors: bare wasmtime as the host configures the engine of a 0.x plugin (epochs on,
+    // the component model's concurrency off), and with wasmtime's defaults (concurrency on, as
+    // the host's engine for contract 1.0.0 has it) and epochs.
     println!(
-        "\n| warm call | wasm plugin | native Tool | bare async | bare async + epochs | bare sync \
-         | wasm / native | wasm / bare async | wasm / bare async + epochs | bare sync / native |"
+        "\n| warm call | wasm plugin | native Tool | bare async + epochs, host's 0.x engine \
+         | bare async + epochs, wasmtime's defaults | bare sync | wasm / native \
+         | wasm / bare, host's 0.x engine | wasm / bare, defaults | bare sync / native |"
     );
     println!("|---|---|---|---|---|---|---|---|---|---|");
     // WASI's host functions expect a Tokio context.
@@ -667,19 +671,21 @@ fn warm_calls(runtime: &tokio::runtime::Runtime, echo: &llm_worker::LoadedPlugin
         let input = format!(r#"{{"text":"{}"}}"#, "x".repeat(size));
         let w = calls(runtime, &wasm, &input, iterations);
         let n = calls(runtime, &native, &input, iterations);
-        let b = bare_async_calls(&input, iterations, false);
-        let be = bare_async_calls(&input, iterations, true);
+        let floor = bare_async_calls_with(&input, iterations, host_serial_engine);
+        let be = bare_async_calls_with(&input, iterations, |config| {
+            config.epoch_interruption(true);
+        });
         let bs = bare_sync_calls(&input, iterations);
         println!(
             "| {label} ({} B input) | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             input.len(),
             show(w),
             show(n),
-            show(b),
+            show(floor),
             show(be),
             show(bs),
             ratio(w, n),
-            ratio(w, b),
+            ratio(w, floor),
             ratio(w, be),
             ratio(bs, n)
         );
@@ -719,9 +725,7 @@ fn idle_calls(
         });
         idle_row(label, times);
     }
-    let (engine, pre) = bare_async_pre(|config| {
-        config.epoch_interruption(true);
-    });
+    let (engine, pre) = bare_async_pre(host_serial_engine);
     let mut store = bare_store(&engine);
     let mut times = Vec::with_capacity(2000);
     futures::executor::block_on(async {
@@ -743,7 +747,10 @@ fn idle_calls(
             times.push(start.elapsed());
         }
     });
-    idle_row("bare async + epochs (same plugin)", times);
+    idle_row(
+        "bare async + epochs, host's 0.x engine (same plugin)",
+        times,
+    );
 }
 
 /// A labelled change to wasmtime's default configuration.

@@ -115,6 +115,12 @@ pub(crate) enum Response {
 /// rules crate's tests check that they agree).
 pub(crate) use llm_worker_rules::contract::VERSIONS;
 
+/// Whether plugins of contract `version` (one of [`VERSIONS`]) serve several calls at once,
+/// which needs an engine with the component model's concurrency.
+pub(crate) fn is_concurrent_version(version: &str) -> bool {
+    version == VERSIONS[3]
+}
+
 /// One tool as a plugin lists it, whatever its contract version.
 #[derive(Debug, Clone)]
 pub(crate) struct PluginToolMeta {
@@ -259,7 +265,7 @@ impl<T: Send + 'static> PluginPre<T> {
 
     /// Whether its instances serve several calls at once (contract 1.0.0).
     pub(crate) fn is_concurrent(&self) -> bool {
-        matches!(self, Self::V10(_))
+        is_concurrent_version(self.version())
     }
 
     pub(crate) fn engine(&self) -> &wasmtime::Engine {
@@ -288,12 +294,16 @@ impl<T: Send + 'static> PluginPre<T> {
 /// neither): they are versioned names of their own, so both live in one linker.
 pub(crate) fn add_host_imports(
     linker: &mut Linker<super::instance::PluginState>,
+    concurrent: bool,
 ) -> wasmtime::Result<()> {
     type T = super::instance::PluginState;
     use wasmtime::component::HasSelf;
     v2::llm_worker::tool::host::add_to_linker::<T, HasSelf<T>>(linker, |state| state)?;
     v3::llm_worker::tool::host::add_to_linker::<T, HasSelf<T>>(linker, |state| state)?;
     v3::llm_worker::tool::client::add_to_linker::<T, HasSelf<T>>(linker, |state| state)?;
+    if !concurrent {
+        return Ok(());
+    }
     v10::llm_worker::tool::host::add_to_linker::<_, super::instance::Concurrent>(
         linker,
         |state| state,

@@ -1,7 +1,8 @@
-//! [`PluginHost`] and its builder: the one wasmtime engine every plugin is compiled for, its
-//! two linkers (WASI alone, and WASI with `wasi:http` for plugins granted HTTP), the thread
-//! that advances the epoch (time limits), the compiled cache, the pool of instance slots and
-//! the host-wide budget of open files. Loading is in `load.rs` and `dir.rs`.
+//! [`PluginHost`] and its builder: the two wasmtime engines plugins are compiled for (one
+//! without the component model's concurrency for contracts 0.1.0–0.3.0, one with it for
+//! 1.0.0), each with two linkers (WASI alone, and WASI with `wasi:http` for plugins granted
+//! HTTP), the thread that advances their epochs (time limits), the compiled cache, the pools of
+//! instance slots and the host-wide budget of open files. Loading is in `load.rs` and `dir.rs`.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -24,24 +25,26 @@ const EPOCH_TICK: Duration = Duration::from_millis(10);
 /// Largest plugin file accepted by default.
 const DEFAULT_MAX_FILE_BYTES: u64 = 256 << 20;
 
-/// Advances the engine's epoch on a timer, for time limits and cooperative yielding.
+/// Advances the engines' epochs on a timer, for time limits and cooperative yielding.
 struct EpochTicker {
     stop: Arc<AtomicBool>,
 }
 
 impl EpochTicker {
-    fn start(engine: &Engine) -> std::io::Result<Self> {
+    fn start(engines: [&Engine; 2]) -> std::io::Result<Self> {
         let stop = Arc::new(AtomicBool::new(false));
-        let engine = engine.weak();
+        let engines = engines.map(Engine::weak);
         let flag = Arc::clone(&stop);
         std::thread::Builder::new()
             .name("llm-worker-epoch".into())
             .spawn(move || {
                 while !flag.load(Ordering::Relaxed) {
                     std::thread::sleep(EPOCH_TICK);
-                    match engine.upgrade() {
-                        Some(engine) => engine.increment_epoch(),
-                        None => break,
+                    for engine in &engines {
+                        match engine.upgrade() {
+                            Some(engine) => engine.increment_epoch(),
+                            None => return,
+                        }
                     }
                 }
             })?;
@@ -55,13 +58,67 @@ impl Drop for EpochTicker {
     }
 }
 
-pub(super) struct HostInner {
+/// An engine and its two linkers.
+pub(super) struct Runtime {
     pub(super) engine: Engine,
-    /// WASI 0.2 without `wasi:http`.
-    pub(super) linker: Linker<PluginState>,
-    /// WASI 0.2 with `wasi:http`, for plugins granted HTTP.
+    /// WASI without `wasi:http`.
+    linker: Linker<PluginState>,
+    /// WASI with `wasi:http`, for plugins granted HTTP.
     #[cfg(feature = "wasi-http")]
-    pub(super) http_linker: Linker<PluginState>,
+    http_linker: Linker<PluginState>,
+}
+
+impl Runtime {
+    /// An engine of `config` with the concurrency support `concurrent` says, and its linkers:
+    /// WASI 0.2 and the host's imports of contracts 0.2.0 and 0.3.0 in both; with
+    /// `concurrent`, WASI 0.3's clocks and random, `wasi:http@0.3.0` and contract 1.0.0's
+    /// imports too, which need the engine's concurrency support.
+    fn new(mut config: Config, concurrent: bool) -> wasmtime::Result<Self> {
+        config.concurrency_support(concurrent);
+        let engine = Engine::new(&config)?;
+        // Two linkers: WASI alone, for plugins without HTTP grants (they get no `wasi:http`
+        // imports at all), and WASI with `wasi:http`, for plugins whose policy grants it.
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        if concurrent {
+            // WASI 0.3's clocks and random, for contract 1.0.0 plugins that wait on timers:
+            // their file system, sockets and command line stay WASI 0.2's (as the standard
+            // library of a `wasm32-wasip2` program uses them), under the same policy.
+            wasmtime_wasi::p3::clocks::add_to_linker(&mut linker)?;
+            wasmtime_wasi::p3::random::add_to_linker(&mut linker)?;
+        }
+        // Opening and closing descriptors counted per instance and host-wide.
+        descriptors::add_to_linker(&mut linker)?;
+        bindings::add_host_imports(&mut linker, concurrent)?;
+        #[cfg(feature = "wasi-http")]
+        let http_linker = {
+            let mut http_linker = linker.clone();
+            wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut http_linker)?;
+            if concurrent {
+                // `wasi:http@0.3.0` for contract 1.0.0, through the same gate.
+                wasmtime_wasi_http::p3::add_to_linker(&mut http_linker)?;
+            }
+            // A request's authority, method and scheme bounded in size.
+            super::http::bound_request_setters(&mut http_linker, concurrent)?;
+            http_linker
+        };
+        Ok(Self {
+            engine,
+            linker,
+            #[cfg(feature = "wasi-http")]
+            http_linker,
+        })
+    }
+}
+
+pub(super) struct HostInner {
+    /// Contracts 0.1.0–0.3.0, which run one call at a time: an engine without the component
+    /// model's concurrency support, whose bookkeeping would cost each call about a
+    /// microsecond (BENCHMARKS.md).
+    pub(super) serial: Runtime,
+    /// Contract 1.0.0 (one instance serves several calls at once), and any component that
+    /// needs the component model's concurrency to compile.
+    pub(super) concurrent: Runtime,
     pub(super) limits: Limits,
     pub(super) cache: Option<cache::CompileCache>,
     pub(super) max_file_bytes: u64,
@@ -70,7 +127,8 @@ pub(super) struct HostInner {
     _ticker: EpochTicker,
 }
 
-/// Loads tool plugins: one shared wasmtime engine, a WASI linker, and the resource limits given
+/// Loads tool plugins: the wasmtime engines (one for contracts 0.1.0–0.3.0, one with the
+/// component model's concurrency for 1.0.0), their WASI linkers, and the resource limits given
 /// to every instance. Cheap to clone.
 #[derive(Clone)]
 pub struct PluginHost {
@@ -136,10 +194,12 @@ impl PluginHostBuilder {
     ///
     /// A pooled host starts instances (that is, registers plugins) faster, but it has a hard
     /// capacity: once `max_instances` instances are alive, registering another one fails until
-    /// one is dropped (the registration is refused with wasmtime's reason). Each slot reserves
-    /// about 8 GiB of *address space* up front for its linear memories (never resident unless
-    /// used), so keep pools to a few thousand slots and to one pooled host per process. A
-    /// plugin's memory limit still applies inside its slot.
+    /// one is dropped (the registration is refused with wasmtime's reason). The host has two
+    /// engines, one for plugins of contracts 0.1.0–0.3.0 and one for 1.0.0, and each has a
+    /// pool of `max_instances` slots. Each slot reserves about 8 GiB of *address space* up
+    /// front for its linear memories (never resident unless used), so keep pools to a few
+    /// thousand slots and to one pooled host per process. A plugin's memory limit still
+    /// applies inside its slot.
     pub fn instance_pool(mut self, max_instances: u32) -> Self {
         self.instance_pool = Some(max_instances.max(1));
         self
@@ -181,54 +241,28 @@ impl PluginHostBuilder {
         config.wasm_component_model(true);
         config.epoch_interruption(true);
         config.consume_fuel(limits.fuel.is_some());
-        // Contract 1.0.0 is asynchronous (the component model's concurrency, WASI 0.3): one
-        // instance serves several calls at once. Older contracts run one call at a time in the
-        // same engine.
-        config.concurrency_support(true);
         if let Some(max_instances) = instance_pool {
             config.allocation_strategy(pool_config(max_instances));
         }
-        let engine = Engine::new(&config).map_err(engine_error)?;
-        // Two linkers: WASI alone, for plugins without HTTP grants (they get no `wasi:http`
-        // imports at all), and WASI with `wasi:http`, for plugins whose policy grants it.
-        let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(engine_error)?;
-        // WASI 0.3's clocks and random, for contract 1.0.0 plugins that wait on timers: their
-        // file system, sockets and command line stay WASI 0.2's (as the standard library of a
-        // `wasm32-wasip2` program uses them), under the same policy.
-        wasmtime_wasi::p3::clocks::add_to_linker(&mut linker).map_err(engine_error)?;
-        wasmtime_wasi::p3::random::add_to_linker(&mut linker).map_err(engine_error)?;
-        // Opening and closing descriptors counted per instance and host-wide.
-        descriptors::add_to_linker(&mut linker).map_err(engine_error)?;
-        bindings::add_host_imports(&mut linker).map_err(engine_error)?;
-        #[cfg(feature = "wasi-http")]
-        let http_linker = {
-            let mut http_linker = linker.clone();
-            wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut http_linker)
-                .map_err(engine_error)?;
-
-            // `wasi:http@0.3.0` for contract 1.0.0, through the same gate.
-            wasmtime_wasi_http::p3::add_to_linker(&mut http_linker).map_err(engine_error)?;
-            // A request's authority, method and scheme bounded in size.
-            super::http::bound_request_setters(&mut http_linker).map_err(engine_error)?;
-            http_linker
-        };
+        // Contract 1.0.0 is asynchronous (the component model's concurrency, WASI 0.3): one
+        // instance serves several calls at once. Older contracts run one call at a time, in
+        // an engine without that support.
+        let serial = Runtime::new(config.clone(), false).map_err(engine_error)?;
+        let concurrent = Runtime::new(config, true).map_err(engine_error)?;
         // Create the cache directory now, so that policies are checked against where it is.
         let cache = cache_dir.map(cache::CompileCache::new);
         if let Some(Err(reason)) = cache.as_ref().map(cache::CompileCache::prepare_dir) {
             tracing::debug!("the compiled cache is not usable yet: {reason}");
         }
-        let _ticker = EpochTicker::start(&engine).map_err(|e| {
+        let _ticker = EpochTicker::start([&serial.engine, &concurrent.engine]).map_err(|e| {
             PluginError::Engine(format!(
                 "cannot start the thread that enforces time limits: {e}"
             ))
         })?;
         Ok(PluginHost {
             inner: Arc::new(HostInner {
-                engine,
-                linker,
-                #[cfg(feature = "wasi-http")]
-                http_linker,
+                serial,
+                concurrent,
                 limits,
                 cache,
                 max_file_bytes: max_plugin_bytes.unwrap_or(DEFAULT_MAX_FILE_BYTES),
@@ -392,18 +426,30 @@ impl PluginHost {
         )
     }
 
-    /// The linker for a plugin under `policy`: with `wasi:http` only if it grants HTTP.
+    /// The engine and linkers of a component that needs the component model's concurrency
+    /// (`concurrent`), or of one that does not.
+    pub(super) fn runtime(&self, concurrent: bool) -> &Runtime {
+        if concurrent {
+            &self.inner.concurrent
+        } else {
+            &self.inner.serial
+        }
+    }
+
+    /// The linker of `runtime` for a plugin under `policy`: with `wasi:http` only if it grants
+    /// HTTP.
     #[cfg_attr(feature = "wasi-http", allow(unused_variables))]
-    pub(super) fn linker_for(
+    pub(super) fn linker_for<'a>(
         &self,
+        runtime: &'a Runtime,
         path: &Path,
         policy: &SandboxPolicy,
-    ) -> Result<&Linker<PluginState>, PluginError> {
+    ) -> Result<&'a Linker<PluginState>, PluginError> {
         if policy.http.is_empty() {
-            return Ok(&self.inner.linker);
+            return Ok(&runtime.linker);
         }
         #[cfg(feature = "wasi-http")]
-        return Ok(&self.inner.http_linker);
+        return Ok(&runtime.http_linker);
         #[cfg(not(feature = "wasi-http"))]
         Err(PluginError::Policy {
             path: path.to_owned(),

@@ -365,10 +365,11 @@ const HTTP_TYPES_3: &str = "wasi:http/types@0.3.0";
 /// Replaces the setters of an outgoing request's authority, method, path and scheme with ones
 /// that refuse (as the setters refuse what does not parse) text longer than the bounds above;
 /// call after `wasmtime_wasi_http::p2::add_only_http_to_linker_async` and `p3::add_to_linker`;
-/// the same for `wasi:http@0.3`'s request. And `body` of a 0.2 request or response with one
+/// the same for `wasi:http@0.3`'s request where the linker has it (`concurrent`). And `body` of a 0.2 request or response with one
 /// that counts the bodies held unsent ([`MAX_UNSENT_BODIES`]).
 pub(crate) fn bound_request_setters(
     linker: &mut wasmtime::component::Linker<super::instance::PluginState>,
+    concurrent: bool,
 ) -> wasmtime::Result<()> {
     use wasmtime::component::Resource;
     use wasmtime_wasi_http::p2::bindings::http::types::{
@@ -428,6 +429,10 @@ pub(crate) fn bound_request_setters(
             |value| matches!(value, Some(Scheme2::Other(text)) if text.len() > MAX_TOKEN_BYTES),
             |http, request, value| Host2::set_scheme(http, request, value),
         )?;
+        if !concurrent {
+            // `wasi:http@0.3.0` is linked only where the engine can run it.
+            return Ok(());
+        }
         let mut types = linker.instance(HTTP_TYPES_3)?;
         setter::<Request3, Option<String>>(
             &mut types,

@@ -12,7 +12,8 @@ use wasmtime::component::{Component, InstancePre};
 
 use llm_worker_rules::contract::CURRENT;
 
-use super::bindings::{PluginPre, PluginToolMeta, VERSIONS};
+use super::bindings::{PluginPre, PluginToolMeta, VERSIONS, is_concurrent_version};
+use super::host::Runtime;
 use super::instance::{PluginListing, PluginState, StartSpec};
 use super::loaded::{Offerings, PluginImage, ValidTools};
 use super::validate::{self, ToolListProblem};
@@ -127,9 +128,19 @@ impl PluginHost {
         self.check_policy_limits(path, &policy)?;
         self.check_header(path, bytes)?;
         let sha256 = crate::digest::sha256(bytes);
-        let component = self.compile(path, bytes, &sha256)?;
+        let (component, runtime) = self.compile(path, bytes, &sha256)?;
         let version = self.check_version(path, &component)?;
-        let pre = self.link(path, &component, &policy)?;
+        if version.is_some_and(is_concurrent_version) && !std::ptr::eq(runtime, self.runtime(true))
+        {
+            // Not expected: `needs_concurrency` reads the names `check_version` does.
+            return Err(PluginError::Invalid {
+                path: path.to_owned(),
+                reason: "its contract needs the component model's concurrency, which its \
+                         imports and exports did not show before it was compiled"
+                    .into(),
+            });
+        }
+        let pre = self.link(runtime, path, &component, &policy)?;
         self.check_exports(path, &component)?;
         let pre = world(path, version, pre)?;
         let name = path
@@ -138,7 +149,7 @@ impl PluginHost {
             .unwrap_or_else(|| "plugin".to_owned());
         let imports: Vec<String> = component
             .component_type()
-            .imports(&self.inner.engine)
+            .imports(component.engine())
             .map(|(name, _)| name.to_owned())
             .collect();
         let listing = self.read_tools(path, &pre, &policy)?;
@@ -209,34 +220,50 @@ impl PluginHost {
         }
     }
 
-    /// Compiles the component, or deserializes it from the compiled cache.
+    /// Compiles the component, or deserializes it from the compiled cache, for the engine its
+    /// contract needs ([`needs_concurrency`]); returns it with that engine's runtime.
     fn compile(
         &self,
         path: &Path,
         bytes: &[u8],
         sha256: &[u8; 32],
-    ) -> Result<Component, PluginError> {
-        let compiled = match &self.inner.cache {
+    ) -> Result<(Component, &Runtime), PluginError> {
+        let compile_for = |runtime: &Runtime| match &self.inner.cache {
             Some(cache) => cache
-                .load_or_compile(&self.inner.engine, bytes, sha256, path)
+                .load_or_compile(&runtime.engine, bytes, sha256, path)
                 .map(|(component, _)| component),
-            None => Component::new(&self.inner.engine, bytes),
+            None => Component::new(&runtime.engine, bytes),
         };
-        compiled.map_err(|e| PluginError::Invalid {
-            path: path.to_owned(),
-            reason: format!("{e:#}"),
-        })
+        let concurrent = needs_concurrency(bytes);
+        let runtime = self.runtime(concurrent);
+        let (compiled, runtime) = match compile_for(runtime) {
+            // A component of an older contract made with the component model's asynchronous
+            // calling convention is valid only where the engine has the concurrency: it is
+            // served there, as every component was before the engines were two.
+            Err(_) if !concurrent => {
+                let runtime = self.runtime(true);
+                (compile_for(runtime), runtime)
+            }
+            compiled => (compiled, runtime),
+        };
+        compiled
+            .map(|component| (component, runtime))
+            .map_err(|e| PluginError::Invalid {
+                path: path.to_owned(),
+                reason: format!("{e:#}"),
+            })
     }
 
     /// Links the component's imports: WASI, and `wasi:http` only where the policy grants it
     /// (a plugin importing it without a grant is told which grant it lacks).
     fn link(
         &self,
+        runtime: &Runtime,
         path: &Path,
         component: &Component,
         policy: &SandboxPolicy,
     ) -> Result<InstancePre<PluginState>, PluginError> {
-        let linker = self.linker_for(path, policy)?;
+        let linker = self.linker_for(runtime, path, policy)?;
         linker.instantiate_pre(component).map_err(|e| {
             let reason = format!("{e:#}");
             let reason = if policy.http.is_empty() && reason.contains("wasi:http/") {
@@ -383,7 +410,7 @@ impl PluginHost {
         path: &Path,
         component: &Component,
     ) -> Result<Option<&'static str>, PluginError> {
-        let engine = &self.inner.engine;
+        let engine = component.engine();
         let ty = component.component_type();
         let names = ty
             .imports(engine)
@@ -414,7 +441,7 @@ impl PluginHost {
 
     /// Refuses components that do not export the world's functions, naming what they export.
     fn check_exports(&self, path: &Path, component: &Component) -> Result<(), PluginError> {
-        let engine = &self.inner.engine;
+        let engine = component.engine();
         let ty = component.component_type();
         let exports: Vec<String> = ty
             .exports(engine)
@@ -487,6 +514,48 @@ fn world(
         path: path.to_owned(),
         reason: format!("{e:#}"),
     })
+}
+
+/// Whether the component at `bytes` needs an engine with the component model's concurrency:
+/// whether the names it imports and exports (at its top level, as [`PluginHost::check_version`]
+/// reads them once compiled) name a contract whose instances serve several calls at once. A
+/// component this cannot read goes to that engine too, which says what is wrong with it.
+fn needs_concurrency(bytes: &[u8]) -> bool {
+    use wasmtime::wasmparser::{Parser, Payload};
+    let concurrent_name = |name: &str| {
+        validate::package_version(name)
+            .and_then(validate::compatible_version)
+            .is_some_and(is_concurrent_version)
+    };
+    // Nested modules and components have sections of their own: only the outermost count.
+    let mut depth = 0usize;
+    for payload in Parser::new(0).parse_all(bytes) {
+        let Ok(payload) = payload else {
+            return true;
+        };
+        match payload {
+            Payload::ModuleSection { .. } | Payload::ComponentSection { .. } => depth += 1,
+            Payload::End(_) => depth = depth.saturating_sub(1),
+            Payload::ComponentImportSection(imports) if depth == 0 => {
+                for import in imports {
+                    match import {
+                        Ok(import) if !concurrent_name(&import.name.full_name()) => {}
+                        _ => return true,
+                    }
+                }
+            }
+            Payload::ComponentExportSection(exports) if depth == 0 => {
+                for export in exports {
+                    match export {
+                        Ok(export) if !concurrent_name(&export.name.full_name()) => {}
+                        _ => return true,
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    false
 }
 
 /// Validates the resources, templates and prompts a plugin listed (contract 0.3.0).
