@@ -282,7 +282,8 @@ pub(crate) enum Command {
         /// if no rule of the trust policy covers its repository (a rule is never overridden).
         #[arg(long)]
         allow_unsigned: bool,
-        /// Speak plain HTTP, to a registry on this machine only (localhost, 127.0.0.1, [::1]).
+        /// Speak plain HTTP, to a registry on this machine only (localhost, 127.0.0.1, [::1]),
+        /// never through a proxy.
         #[arg(long)]
         plain_http: bool,
         /// Give up the pull (all its requests to the registry together) after this many seconds.
@@ -303,7 +304,7 @@ pub(crate) enum Command {
         /// `PRIVATE KEY` or SEC1 `EC PRIVATE KEY`).
         #[arg(long, value_name = "KEY")]
         sign: Option<PathBuf>,
-        /// Speak plain HTTP, to a registry on this machine only.
+        /// Speak plain HTTP, to a registry on this machine only, never through a proxy.
         #[arg(long)]
         plain_http: bool,
         /// Give up a request to the registry after this many seconds.

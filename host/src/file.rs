@@ -154,8 +154,9 @@ pub(crate) fn read_private_file(
 
 /// Checks that no other user can replace what is in `dir` or on the way to it: `dir` and each
 /// directory above it owned by this user or root, and writable by no other user (its group
-/// included) — unless it has the sticky bit (then others cannot rename or remove what is ours,
-/// as in `/tmp`) or is on a read-only mount (as a Kubernetes ConfigMap's, whose mode says
+/// included) — unless it is above `dir` and has the sticky bit (then others cannot rename or
+/// remove what is ours, as in `/tmp`; `dir` itself must not let them add names either), or is
+/// on a read-only mount (as a Kubernetes ConfigMap's, whose mode says
 /// anyone may write). `what` names `dir` in the message.
 #[cfg(unix)]
 pub(crate) fn no_one_else_can_replace(dir: &Path, what: &str) -> Result<(), String> {
@@ -175,15 +176,22 @@ pub(crate) fn no_one_else_can_replace(dir: &Path, what: &str) -> Result<(), Stri
                 metadata.uid()
             ));
         }
-        let sticky = metadata.mode() & 0o1000 != 0;
+        // Sticky (as /tmp is), a directory above lets others add names but not replace ours;
+        // the directory itself must not let them add names at all (a file planted before
+        // ours is written: a policy, a lock, a plugin).
+        let sticky = metadata.mode() & 0o1000 != 0 && path != dir;
         let read_only = || {
             rustix::fs::statvfs(path)
                 .is_ok_and(|mount| mount.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY))
         };
         if metadata.mode() & 0o022 != 0 && !sticky && !read_only() {
+            let how = if path == dir {
+                "so they could put files in it before you do"
+            } else {
+                "and is not sticky, so they could replace what is in it"
+            };
             return Err(format!(
-                "{named} may be written by other users (mode {:o}) and is not sticky, so they \
-                 could replace what is in it; run `chmod go-w` on it",
+                "{named} may be written by other users (mode {:o}) {how}; run `chmod go-w` on it",
                 metadata.mode() & 0o7777
             ));
         }

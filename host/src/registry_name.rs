@@ -113,14 +113,27 @@ pub(crate) fn canonical_registry(text: &str) -> Result<String, String> {
     })
 }
 
-/// `registry/path` with its registry made canonical ([`canonical_registry`]); the path is
-/// kept as it is (it is compared as text, and checked where it is read).
+/// `registry/path` with its registry made canonical ([`canonical_registry`]) and a Docker Hub
+/// path as [`hub_path`] writes it; the path is otherwise kept as it is (it is compared as
+/// text, and checked where it is read).
 pub(crate) fn canonical_repository(name: &str) -> Result<String, String> {
     let (registry, path) = name
         .split_once('/')
         .filter(|(_, path)| !path.is_empty())
         .ok_or_else(|| format!("'{name}' is not `registry/repository`"))?;
-    Ok(format!("{}/{path}", canonical_registry(registry)?))
+    let registry = canonical_registry(registry)?;
+    let path = hub_path(&registry, path);
+    Ok(format!("{registry}/{path}"))
+}
+
+/// A repository's path in the canonical `registry`: Docker Hub's official images, named with
+/// one part (`greet`), are `library/greet` there, as Docker reads them.
+pub(crate) fn hub_path<'a>(registry: &str, path: &'a str) -> std::borrow::Cow<'a, str> {
+    if registry == DOCKER_HUB && !path.contains('/') {
+        format!("library/{path}").into()
+    } else {
+        path.into()
+    }
 }
 
 /// `host` and `port` of `host[:port]` / `[v6]:port`.
@@ -222,11 +235,33 @@ mod tests {
         ] {
             assert!(canonical_registry(bad).is_err(), "{bad}");
         }
+        assert!(canonical_repository("localhost:5000").is_err());
+        assert!(canonical_repository("localhost:5000/").is_err());
+    }
+
+    /// A lock entry's repository is compared as a reference's and a rule's are: the registry
+    /// canonical, and Docker Hub's official images under `library/` (an entry naming
+    /// `docker.io/greet` escaped a rule for it, which reads `docker.io/library/greet`).
+    #[test]
+    fn repositories_are_compared_in_one_spelling() {
         assert_eq!(
             canonical_repository("LOCALHOST:05000/acme/greet").as_deref(),
             Ok("localhost:5000/acme/greet")
         );
-        assert!(canonical_repository("localhost:5000").is_err());
-        assert!(canonical_repository("localhost:5000/").is_err());
+        for name in [
+            "docker.io/greet",
+            "index.docker.io/greet",
+            "docker.io/library/greet",
+        ] {
+            assert_eq!(
+                canonical_repository(name).as_deref(),
+                Ok("docker.io/library/greet"),
+                "{name}"
+            );
+        }
+        assert_eq!(
+            canonical_repository("ghcr.io/greet").as_deref(),
+            Ok("ghcr.io/greet")
+        );
     }
 }

@@ -723,8 +723,9 @@ fn check_pattern(pattern: &str) -> Result<String, String> {
     }
     // Docker Hub's official images: `greet` is `library/greet`, as a reference reads it; a
     // rule for `docker.io/greet` would otherwise cover nothing.
-    if registry == crate::registry_name::DOCKER_HUB && wildcard.is_empty() && !path.contains('/') {
-        return Ok(format!("{registry}/library/{path}"));
+    if wildcard.is_empty() {
+        let path = crate::registry_name::hub_path(&registry, path);
+        return Ok(format!("{registry}/{path}"));
     }
     Ok(format!("{registry}/{path}{wildcard}"))
 }

@@ -19,9 +19,25 @@ const MINUTE: Duration = Duration::from_secs(60);
 /// Most entries kept per identity for the last minute's call time (older ones are merged).
 const MAX_BUSY_ENTRIES: usize = 4096;
 
-#[derive(Default)]
 pub(crate) struct Ledger {
     by_identity: Mutex<HashMap<[u8; 16], Used>>,
+    /// How many identities the ledger may hold before the idle ones are forgotten: twice as
+    /// many as were left after the last sweep (at least [`SWEEP_FROM`]), so that with many
+    /// identities active a sweep is not made on every call (amortised, it costs each call
+    /// one identity's look).
+    sweep_at: std::sync::atomic::AtomicUsize,
+}
+
+/// The fewest identities a ledger sweeps at.
+const SWEEP_FROM: usize = 1024;
+
+impl Default for Ledger {
+    fn default() -> Self {
+        Self {
+            by_identity: Mutex::default(),
+            sweep_at: SWEEP_FROM.into(),
+        }
+    }
 }
 
 /// CPU time counted at one moment of the last minute: what a running call took since it was
@@ -210,12 +226,16 @@ impl Ledger {
     ) -> Result<Running, ErrorData> {
         let now = Instant::now();
         let mut all = self.lock();
-        // Identities with nothing to remember are forgotten.
-        if all.len() > 1024 {
+        // Identities with nothing to remember are forgotten (under the lock: the threshold
+        // moves with what is held).
+        use std::sync::atomic::Ordering::Relaxed;
+        if all.len() > self.sweep_at.load(Relaxed) {
             all.retain(|_, used| {
                 used.forget_before(now);
                 !used.is_idle()
             });
+            self.sweep_at
+                .store(all.len().saturating_mul(2).max(SWEEP_FROM), Relaxed);
         }
         let used = all.entry(key).or_default();
         used.forget_before(now);
@@ -274,6 +294,36 @@ pub(crate) fn too_many_sessions(who: &str, limit: u32) -> ErrorData {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Many identities each with a call running (none idle, none forgotten): the ledger is not
+    /// swept on every call past the threshold (each sweep looked at every identity, under the
+    /// lock every call takes), only once what it holds has doubled.
+    #[test]
+    fn many_active_identities_are_swept_rarely() {
+        use std::sync::atomic::Ordering::Relaxed;
+        let ledger = Arc::new(Ledger::default());
+        let quota = Quota {
+            concurrent_calls: Some(1),
+            ..Quota::default()
+        };
+        let key = |n: u32| {
+            let mut key = [0u8; 16];
+            key[..4].copy_from_slice(&n.to_le_bytes());
+            key
+        };
+        let running: Vec<_> = (0..3000)
+            .map(|n| {
+                ledger
+                    .begin(key(n), "someone", quota, Arc::default())
+                    .expect("counted")
+            })
+            .collect();
+        // Swept at 1,025 identities (all kept: each has a call running; next at twice that)
+        // and at 2,051: twice, not 1,976 times.
+        assert_eq!(ledger.sweep_at.load(Relaxed), 4102);
+        assert_eq!(ledger.lock().len(), 3000);
+        drop(running);
+    }
 
     #[test]
     fn each_limit_refuses_past_it_and_frees_as_calls_end() {

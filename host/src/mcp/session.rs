@@ -402,20 +402,20 @@ impl McpServer {
     /// service never lets one reach another's session: this holds for any transport).
     ///
     /// A request that names a session (`Mcp-Session-Id`) and carries the stateless revision's
-    /// `_meta` is refused: rmcp would serve it as a stateless request, outside the session and
-    /// outside the place among its identity's sessions that a stateless request holds.
+    /// `_meta` (a protocol version or client capabilities, of any version) is refused: rmcp
+    /// would serve it as a stateless request (it does for any version once both are there),
+    /// outside the session and outside the place among its identity's sessions that a
+    /// stateless request holds.
     fn bind(&self, context: &RequestContext<RoleServer>) -> Result<(), ErrorData> {
         let extensions = &context.extensions;
         if names_session(extensions) == Some(true)
-            && context
-                .meta
-                .protocol_version()
-                .is_some_and(|version| !version.has_initialize())
+            && (context.meta.protocol_version().is_some()
+                || context.meta.client_capabilities().is_some())
         {
             return Err(ErrorData::invalid_request(
                 "a request of a session (Mcp-Session-Id) cannot carry the stateless revision's \
-                 _meta (protocolVersion 2026-07-28): send it without the session id, or as \
-                 the session's",
+                 _meta (io.modelcontextprotocol/protocolVersion or clientCapabilities): send it \
+                 without the session id, or without that _meta",
                 None,
             ));
         }

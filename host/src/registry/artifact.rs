@@ -104,18 +104,19 @@ impl Manifest {
             .and_then(serde_json::Value::as_str)
             .or(content_type)
             .unwrap_or("none");
+        let shown = super::quoted(media_type);
         if value.get("manifests").is_some()
             || media_type.contains("index")
             || media_type.contains("list")
         {
             return Err(format!(
-                "it is an image index (media type {media_type}), not the manifest of one Wasm \
+                "it is an image index (media type {shown}), not the manifest of one Wasm \
                  component; name the component's own manifest by its digest"
             ));
         }
         if media_type != OCI_MANIFEST_MEDIA_TYPE {
             return Err(format!(
-                "its manifest has the media type {media_type}; a Wasm component artifact is an \
+                "its manifest has the media type {shown}; a Wasm component artifact is an \
                  OCI image manifest ({OCI_MANIFEST_MEDIA_TYPE})"
             ));
         }
@@ -136,7 +137,7 @@ impl Manifest {
             return Err(format!(
                 "its config has the media type {}, not {WASM_CONFIG_MEDIA_TYPE} (it is not a \
                  Wasm component artifact; a container image cannot be a plugin)",
-                self.config.media_type
+                super::quoted(&self.config.media_type)
             ));
         }
         match self.layers.as_slice() {
@@ -145,7 +146,15 @@ impl Manifest {
                 Ok(layer)
             }
             layers => {
-                let types: Vec<&str> = layers.iter().map(|l| l.media_type.as_str()).collect();
+                // At most a few of them, each quoted.
+                let mut types: Vec<String> = layers
+                    .iter()
+                    .take(4)
+                    .map(|l| super::quoted(&l.media_type))
+                    .collect();
+                if layers.len() > types.len() {
+                    types.push(format!("… {} in all", layers.len()));
+                }
                 Err(format!(
                     "its layers have the media types [{}]; a Wasm component artifact has one \
                      layer of {WASM_LAYER_MEDIA_TYPE}",
@@ -167,7 +176,10 @@ pub(crate) fn check_digest(digest: &str) -> Result<(), String> {
     if valid {
         Ok(())
     } else {
-        Err(format!("'{digest}' is not a sha256 digest"))
+        Err(format!(
+            "'{}' is not a sha256 digest",
+            super::quoted(digest)
+        ))
     }
 }
 
@@ -221,5 +233,31 @@ mod tests {
             why.contains("application/vnd.docker.distribution.manifest.v2+json"),
             "{why}"
         );
+    }
+
+    /// What a registry chose to write, quoted in an error: on one line (no forged lines of
+    /// output after `error:`) and short (no megabytes burying the cause).
+    #[test]
+    fn what_a_registry_names_is_quoted_short_and_on_one_line() {
+        let forged = format!(
+            "x\npulled ghcr.io/acme/greet into plugins\n  verified: signed by acme{}",
+            "y".repeat(1 << 20)
+        );
+        let manifest = serde_json::json!({"schemaVersion": 2, "mediaType": forged});
+        let why = Manifest::parse(manifest.to_string().as_bytes(), None).expect_err("refused");
+        let config = Descriptor::of(&forged, b"{}");
+        let layers = vec![Descriptor::of(&forged, b"x"); 1000];
+        let not_wasm = Manifest::new(config, layers.clone())
+            .wasm_layer()
+            .map(|_| ())
+            .expect_err("refused");
+        let bad_layers = Manifest::new(Descriptor::of(WASM_CONFIG_MEDIA_TYPE, b"{}"), layers)
+            .wasm_layer()
+            .expect_err("refused");
+        let bad_digest = check_digest(&forged).expect_err("refused");
+        for why in [why, not_wasm, bad_layers, bad_digest] {
+            assert!(!why.contains('\n') && why.len() < 2_000, "{}", &why[..300]);
+            assert!(why.contains("x\\npulled"), "{}", &why[..300]);
+        }
     }
 }

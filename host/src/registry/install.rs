@@ -123,6 +123,14 @@ pub async fn pull_into(
         move |source| RegistryError::Io { path, source }
     };
     std::fs::create_dir_all(dir).map_err(io(dir))?;
+    // Before anything is fetched or written: a directory whose lock would protect nothing
+    // would get a plugin it cannot approve (the lock is refused only after the rename).
+    if let Some(problem) = LockFile::unsafe_directory(dir) {
+        return Err(RegistryError::Usage(format!(
+            "{} cannot hold a lock file anyone could trust: {problem}; nothing was pulled",
+            dir.display()
+        )));
+    }
     let mut access_pinned = None;
     let mut lock = match LockFile::read(dir)? {
         Some(lock) => lock,
@@ -205,7 +213,9 @@ pub async fn pull_into(
             budget.as_secs()
         ),
     };
-    if let (Some(source), Some(entry)) = (&previous, &existing) {
+    // Where the lock has an entry: the manifest the reference names now, and the only one
+    // pulled (a second look at the tag could be answered with another manifest).
+    let resolved = if let (Some(source), Some(entry)) = (&previous, &existing) {
         // The entry's repository as the reference names it, however the entry spells it.
         let same_repository = source
             .canonical_repository()
@@ -257,15 +267,25 @@ pub async fn pull_into(
                 now,
             });
         }
-    }
+        Some(now)
+    } else {
+        None
+    };
     let demand = if options.allow_unsigned {
         Demand::AllowUnsigned(trust.as_ref())
     } else {
         Demand::Policy(trust.as_ref())
     };
+    let fetched = match resolved {
+        Some(digest) => Reference {
+            digest: Some(digest),
+            ..reference.clone()
+        },
+        None => reference.clone(),
+    };
     let pulled = tokio::time::timeout_at(
         deadline,
-        pull(&client, reference, demand, host.max_plugin_bytes()),
+        pull(&client, &fetched, demand, host.max_plugin_bytes()),
     )
     .await
     .map_err(|_| in_time("send the artifact and its signatures"))??;

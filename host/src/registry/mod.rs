@@ -50,6 +50,17 @@ pub use signature::{
 
 use crate::PluginError;
 
+/// Text a registry chose (an error's message, a media type, a digest), as a message quotes it:
+/// line breaks and other control characters escaped, cut after 200 characters, so that it can
+/// neither forge lines of the command's output nor bury the cause under megabytes.
+pub(crate) fn quoted(text: &str) -> String {
+    const SHOWN: usize = 200;
+    match text.char_indices().nth(SHOWN) {
+        None => text.escape_debug().to_string(),
+        Some((end, _)) => format!("{}… ({} bytes)", text[..end].escape_debug(), text.len()),
+    }
+}
+
 /// Why pulling or pushing failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

@@ -78,11 +78,7 @@ impl Reference {
         };
         let registry =
             canonical_registry(&registry).map_err(|why| bad(Malformed::Registry(why)))?;
-        let repository = if registry == DOCKER_HUB && !repository.contains('/') {
-            format!("library/{repository}")
-        } else {
-            repository
-        };
+        let repository = crate::registry_name::hub_path(&registry, &repository).into_owned();
         let valid_path = repository.len() <= 255
             && repository.split('/').all(|segment| {
                 !segment.is_empty()

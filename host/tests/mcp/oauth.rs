@@ -735,6 +735,16 @@ async fn an_opaque_token_is_checked_at_the_issuers_introspection_endpoint() {
         let body = refused.text().await.expect("a body");
         assert!(body.contains(reason), "{token}: {body}");
     }
+    // A JWT this server cannot read (`alg: none` here) that another issuer made is not sent
+    // to this issuer's endpoint: a token goes to its own issuer only.
+    let asked = issuer.introspections.load(Ordering::SeqCst);
+    let mut foreign = issuer.claims("alice", &url);
+    foreign["iss"] = json!("https://other.example.com");
+    let refused = initialize(&url, Some(&unsigned(&foreign)), None).await;
+    assert_eq!(refused.status(), 401);
+    let body = refused.text().await.expect("a body");
+    assert!(body.contains("it is not sent there"), "{body}");
+    assert_eq!(issuer.introspections.load(Ordering::SeqCst), asked);
     // JWTs are still checked against the keys.
     let token = sign(
         &issuer.claims("alice", &url),

@@ -458,19 +458,32 @@ fn a_lock_file_others_could_have_written_is_not_trusted() {
     );
 
     // In a directory others may write (not sticky), anyone could swap in an older lock of the
-    // operator's or delete it: not trusted. Sticky (as /tmp), they cannot: trusted.
+    // operator's or delete it: not trusted. Sticky (as /tmp), they could still put a lock, a
+    // policy or a plugin there before the operator does: not trusted either. A sticky
+    // directory above the plugin directory lets no one change what is in it: trusted.
     let mode = std::fs::metadata(&dir).expect("stat").permissions();
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).expect("chmod");
-    let error = lock_error(host().load_dir(&dir));
-    assert!(
-        matches!(error, LockError::Untrusted { .. })
-            && error
-                .to_string()
-                .contains("its directory may be written by other users"),
-        "{error}"
-    );
+    for shared in [0o777, 0o1777] {
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(shared)).expect("chmod");
+        let error = lock_error(host().load_dir(&dir));
+        assert!(
+            matches!(error, LockError::Untrusted { .. })
+                && error
+                    .to_string()
+                    .contains("its directory may be written by other users"),
+            "{shared:o}: {error}"
+        );
+    }
+    let inner = dir.join("inner");
+    std::fs::create_dir(&inner).expect("mkdir");
+    for file in ["counter.wasm", "greet.wasm", "greet.policy.toml"] {
+        std::fs::copy(dir.join(file), inner.join(file)).expect("copy");
+    }
+    lock(&inner);
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777)).expect("chmod");
-    assert_eq!(host().load_dir(&dir).expect("sticky").plugins.len(), 2);
+    assert_eq!(
+        host().load_dir(&inner).expect("sticky above").plugins.len(),
+        2
+    );
     std::fs::set_permissions(&dir, mode).expect("chmod");
 }
 

@@ -200,19 +200,7 @@ impl Registry {
 
     /// `llm-worker push PLUGIN REFERENCE --plain-http [--sign KEY]`, which must succeed.
     fn push(&self, plugin: &str, repository_and_tag: &str, key: Option<&Path>) -> String {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_llm-worker"));
-        command
-            .arg("push")
-            .arg(plugin_path(plugin))
-            .arg(self.reference(repository_and_tag))
-            .arg("--plain-http")
-            .env_remove("RUST_LOG");
-        if let Some(key) = key {
-            command.arg("--sign").arg(key);
-        }
-        let out = command.output().expect("llm-worker push");
-        assert!(out.status.success(), "push: {}", stderr(&out));
-        stdout(&out)
+        push_to(plugin, &self.reference(repository_and_tag), key)
     }
 
     /// `llm-worker pull REFERENCE DIR --plain-http EXTRA…`.
@@ -232,6 +220,24 @@ impl Registry {
             .join(hex)
             .join("data")
     }
+}
+
+/// `llm-worker push PLUGIN REFERENCE --plain-http [--sign KEY]`, which must succeed; what it
+/// said.
+fn push_to(plugin: &str, reference: &str, key: Option<&Path>) -> String {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_llm-worker"));
+    command
+        .arg("push")
+        .arg(plugin_path(plugin))
+        .arg(reference)
+        .arg("--plain-http")
+        .env_remove("RUST_LOG");
+    if let Some(key) = key {
+        command.arg("--sign").arg(key);
+    }
+    let out = command.output().expect("llm-worker push");
+    assert!(out.status.success(), "push: {}", stderr(&out));
+    stdout(&out)
 }
 
 impl Drop for Registry {

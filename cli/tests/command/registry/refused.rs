@@ -5,8 +5,8 @@
 use llm_worker_tests::plugin_path;
 
 use super::{
-    ACME_KEY, OTHER_KEY, Registry, independent_client_installed, independent_push, sha256_file,
-    signed_by, source_of, text_of, write_trust,
+    ACME_KEY, OTHER_KEY, Registry, independent_client_installed, independent_push, manifest_of,
+    push_to, sha256_file, signed_by, source_of, text_of, write_trust,
 };
 use crate::cli::{run, stderr, stdout};
 
@@ -542,6 +542,130 @@ fn a_slow_registry_cannot_hold_a_pull_past_its_limit() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(
         sha256_file(&dir.join("slow.wasm")),
+        sha256_file(&plugin_path("greet"))
+    );
+}
+
+/// A proxy on the loopback address in front of `upstream` that, once `armed`, answers every
+/// GET of `tag_path` after the first with the manifest at `other_path` (set once known): a registry (or a tag
+/// moved at the right moment) naming one manifest to the first question and another to the
+/// second. One request per connection (`Connection: close` both ways). Returns its
+/// `host:port`; it serves until the test process ends.
+fn two_faced_proxy(
+    upstream: &str,
+    tag_path: String,
+    other_path: std::sync::Arc<std::sync::Mutex<String>>,
+    armed: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> String {
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind the proxy");
+    let address = listener.local_addr().expect("address").to_string();
+    let upstream = upstream.to_owned();
+    let asked = AtomicUsize::new(0);
+    std::thread::spawn(move || {
+        for mut client in listener.incoming().flatten() {
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && head.len() < 64 << 10 {
+                match client.read(&mut byte) {
+                    Ok(1) => head.push(byte[0]),
+                    _ => break,
+                }
+            }
+            let head = String::from_utf8_lossy(&head).into_owned();
+            let mut lines = head.split("\r\n");
+            let mut request_line = lines.next().unwrap_or_default().to_owned();
+            if request_line == format!("GET {tag_path} HTTP/1.1")
+                && armed.load(Ordering::SeqCst)
+                && asked.fetch_add(1, Ordering::SeqCst) >= 1
+            {
+                let other_path = other_path.lock().expect("lock").clone();
+                request_line = format!("GET {other_path} HTTP/1.1");
+            }
+            let mut forwarded = format!("{request_line}\r\n");
+            for line in lines.filter(|line| {
+                !line.is_empty() && !line.to_ascii_lowercase().starts_with("connection:")
+            }) {
+                forwarded.push_str(line);
+                forwarded.push_str("\r\n");
+            }
+            forwarded.push_str("Connection: close\r\n\r\n");
+            let Ok(mut server) = TcpStream::connect(&upstream) else {
+                continue;
+            };
+            // The request's body (a push's), then the answer.
+            let (Ok(mut body_from), Ok(mut body_to)) = (client.try_clone(), server.try_clone())
+            else {
+                continue;
+            };
+            if server.write_all(forwarded.as_bytes()).is_ok() {
+                std::thread::spawn(move || std::io::copy(&mut body_from, &mut body_to));
+                let _ = std::io::copy(&mut server, &mut client);
+            }
+            let _ = client.shutdown(std::net::Shutdown::Both);
+            let _ = server.shutdown(std::net::Shutdown::Both);
+        }
+    });
+    address
+}
+
+/// The lock pins a manifest: a pull restoring a missing file asked the registry for the tag
+/// twice (to compare it with the lock, then to pull), so a registry answering the second
+/// question with an older manifest (signed by the same key: a rollback) had it installed and
+/// locked without `--update`. The restoring pull now fetches the manifest it compared.
+#[test]
+fn a_restoring_pull_installs_the_locked_manifest_whatever_the_tag_says_next() {
+    let Some(registry) = Registry::start("registry-two-faced") else {
+        return;
+    };
+    let acme = registry.key("acme", ACME_KEY);
+    let armed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let older = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let proxy = two_faced_proxy(
+        &registry.address,
+        "/v2/acme/tool/manifests/1.0".into(),
+        std::sync::Arc::clone(&older),
+        std::sync::Arc::clone(&armed),
+    );
+    // Pushed (and signed) under the proxy's address, the one the pulls name.
+    let reference = format!("{proxy}/acme/tool:1.0");
+    let push = |plugin: &str| manifest_of(&push_to(plugin, &reference, Some(&acme)));
+    *older.lock().expect("lock") = format!("/v2/acme/tool/manifests/{}", push("counter"));
+    let newer = push("greet");
+    let dir = registry.plugin_dir(
+        "plugins",
+        &format!("[[rule]]\nrepository = \"{proxy}/acme/*\"\nsigners = [\"acme\"]\n"),
+    );
+    let pull = || {
+        run(
+            &registry.cache(),
+            &["pull", &reference, text_of(&dir), "--plain-http"],
+            None,
+        )
+    };
+    let out = pull();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        source_of(&dir, "tool.wasm")["manifest"].as_str(),
+        Some(newer.as_str())
+    );
+
+    // The file is lost (a checkout with the lock but not the plugin); the registry turns
+    // two-faced, and the file is pulled again.
+    std::fs::remove_file(dir.join("tool.wasm")).expect("remove the plugin");
+    armed.store(true, std::sync::atomic::Ordering::SeqCst);
+    let out = pull();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        source_of(&dir, "tool.wasm")["manifest"].as_str(),
+        Some(newer.as_str()),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(
+        sha256_file(&dir.join("tool.wasm")),
         sha256_file(&plugin_path("greet"))
     );
 }

@@ -60,6 +60,11 @@ pub(crate) struct Introspector {
 }
 
 impl Introspector {
+    /// The issuer whose endpoint this asks.
+    pub(super) fn issuer(&self) -> &str {
+        &self.issuer
+    }
+
     /// The introspector of the one issuer with an endpoint, if any ([`OAuthOptions::check`]
     /// refuses more than one).
     pub(super) fn new(options: &OAuthOptions, client: reqwest::Client) -> Option<Self> {

@@ -302,6 +302,23 @@ pub(crate) enum Refused {
     Scope(Vec<String>),
 }
 
+/// The `iss` claimed, unverified, by a token shaped as a signed JWT (three base64url parts,
+/// the middle one a JSON object with a string `iss`); `None` for any other token.
+fn claimed_issuer(token: &str) -> Option<String> {
+    use base64::Engine;
+    let mut parts = token.split('.');
+    let (Some(_), Some(payload), Some(_), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return None;
+    };
+    let payload = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload)
+        .ok()?;
+    let claims: Map<String, Value> = serde_json::from_slice(&payload).ok()?;
+    claims.get("iss")?.as_str().map(str::to_owned)
+}
+
 /// Checks access tokens against [`OAuthOptions`].
 pub(crate) struct Verifier {
     options: OAuthOptions,
@@ -344,6 +361,18 @@ impl Verifier {
                         "not a JWT this server accepts ({error})"
                     )));
                 };
+                // A JWT of a kind this server cannot read (an algorithm jsonwebtoken has no
+                // name for, `none`) that another issuer made: a token goes to its own issuer
+                // only, never to the one that introspects.
+                if let Some(claimed) = claimed_issuer(token)
+                    && claimed != introspector.issuer()
+                {
+                    return Err(Refused::Invalid(format!(
+                        "a JWT this server cannot read ({error}), made by {:?}, which is not \
+                         the issuer that judges opaque tokens: it is not sent there",
+                        claimed.escape_debug().to_string()
+                    )));
+                }
                 let identity = introspector.identity(token, &self.options).await?;
                 return self.scoped(identity);
             }

@@ -143,7 +143,13 @@ impl RegistryClient {
             .read_timeout(options.read_timeout)
             .timeout(options.request_timeout)
             .user_agent(concat!("llm-worker/", env!("CARGO_PKG_VERSION")));
-        if !plain_http {
+        if plain_http {
+            // Plain HTTP is for a registry on this machine only: a proxy from the environment
+            // (`HTTP_PROXY`, `ALL_PROXY`, which make no exception for loopback) would carry
+            // its requests and credentials, in clear, to wherever it runs, and resolve
+            // `localhost` there.
+            builder = builder.no_proxy();
+        } else {
             builder = builder.https_only(true);
         }
         let http = builder.build().map_err(|error| {

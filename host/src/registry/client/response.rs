@@ -1,7 +1,7 @@
 //! Reading a registry's responses: transport errors with their causes, the registry's own
 //! error quoted, and bodies read up to a cap.
 
-use crate::registry::RegistryError;
+use crate::registry::{RegistryError, quoted};
 
 /// Largest error body quoted from a registry.
 const MAX_ERROR_BYTES: u64 = 64 << 10;
@@ -47,9 +47,9 @@ pub(super) async fn expect_success(
                 .filter_map(|error| {
                     let code = error.get("code").and_then(serde_json::Value::as_str);
                     let message = error.get("message").and_then(serde_json::Value::as_str);
-                    match (code, message) {
+                    match (code.map(quoted), message.map(quoted)) {
                         (Some(code), Some(message)) => Some(format!("{code}: {message}")),
-                        (Some(text), None) | (None, Some(text)) => Some(text.to_owned()),
+                        (Some(text), None) | (None, Some(text)) => Some(text),
                         _ => None,
                     }
                 })
