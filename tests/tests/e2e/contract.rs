@@ -441,3 +441,31 @@ fn claims_the_policy_contradicts_are_dropped_with_a_warning() {
         text.warnings()
     );
 }
+
+/// A component made with the component model's asynchronous calling convention (as another
+/// toolchain may make one, whatever contract it names) compiles only in an engine with the
+/// component model's concurrency: it is judged by what it exports, as any component is, not
+/// refused for the convention by the engine of the older contracts.
+#[test]
+fn a_component_lifted_asynchronously_is_judged_by_its_exports() {
+    let lifted_async = wat::parse_str(
+        r#"(component
+            (core module $m
+                (func (export "run") (result i32) i32.const 0)
+                (func (export "callback") (param i32 i32 i32) (result i32) i32.const 0))
+            (core instance $i (instantiate $m))
+            (type $run (func async))
+            (func (export "run") (type $run)
+                (canon lift (core func $i "run") async (callback (core func $i "callback")))))"#,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let error = host()
+        .load_bytes("/plugins/lifted-async.wasm", &lifted_async)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(
+        error.contains("tools") && error.contains("execute") && error.contains("run"),
+        "{error}"
+    );
+}
