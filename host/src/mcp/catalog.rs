@@ -321,6 +321,15 @@ impl GroupTools {
         }
     }
 
+    /// Whether the group offers a tool named `name` (known in advance, or created).
+    fn offers(&self, name: &str) -> bool {
+        match (&self.group.tools, self.created.get()) {
+            (Some(metas), _) => metas.iter().any(|meta| meta.name == name),
+            (None, Some(created)) => created.iter().any(|(meta, _)| meta.name == name),
+            (None, None) => false,
+        }
+    }
+
     /// The session of the group's plugin (opening it starts nothing: its tools' registration
     /// or its first request does).
     fn session(&self) -> Option<&PluginSession> {
@@ -461,6 +470,33 @@ impl SessionTools {
             group.created();
         }
         self.rebuild_handle();
+    }
+
+    /// Ends when the catalog no longer holds the revision of the group of the session's tool
+    /// `tool` that the session serves (watched here, not through the session, which a
+    /// stateless one would not take in after its request). A task of the tool, which outlives
+    /// its request, ends then, rather than keep the instance of a plugin no longer served (its
+    /// grants, its secrets) running until its time limit. `None` if no group of the session
+    /// offers `tool`.
+    pub(crate) fn withdrawal(
+        &self,
+        tool: &str,
+    ) -> Option<impl Future<Output = ()> + Send + 'static> {
+        let (revision, tools) = self.groups.values().find(|(_, tools)| tools.offers(tool))?;
+        let (name, revision) = (tools.group.name.clone(), *revision);
+        let mut updates = self.updates.clone();
+        Some(async move {
+            loop {
+                let served = updates
+                    .borrow_and_update()
+                    .iter()
+                    .any(|group| group.name == name && group.revision == revision);
+                // A catalog dropped (the server stopping) ends its tasks otherwise.
+                if !served || updates.changed().await.is_err() {
+                    return;
+                }
+            }
+        })
     }
 
     /// Keeps of the session's tools only what `allowed` gives (its identity's, under the

@@ -118,6 +118,8 @@ impl McpServer {
         // id) and notices, on the session's own stream, while the task runs; a stateless
         // client has no stream to hear them on.
         let session_reports = self.task_reports(&context);
+        // A task outlives its request, not the session's service of its plugin.
+        let withdrawn = self.lock().withdrawal(&meta.name);
         let work = {
             let request_reports = Arc::clone(&request_reports);
             let options = Arc::clone(&self.options);
@@ -163,10 +165,25 @@ impl McpServer {
                         }
                     })
                 };
+                let called = tool.call(&input);
+                let called = async {
+                    let Some(withdrawn) = withdrawn else {
+                        return called.await;
+                    };
+                    tokio::select! {
+                        biased;
+                        outcome = called => outcome,
+                        () = withdrawn => Err(ToolError::Internal(format!(
+                            "'{}' stopped: its plugin is no longer served in this session \
+                             (changed or removed, or no longer granted)",
+                            meta.name
+                        ))),
+                    }
+                };
                 let running = crate::events::with_sink(
                     reports,
                     handoff.clone().scope(crate::cpu::measured(
-                        crate::question::with_question_handler(questions, tool.call(&input)),
+                        crate::question::with_question_handler(questions, called),
                     )),
                 );
                 let outcome = match &spent {

@@ -710,6 +710,56 @@ async fn a_stateful_sessions_tasks_end_with_it() {
         .expect("the task's call was dropped with its session");
 }
 
+/// A task outlives its request, not the service of its plugin: a group the catalog no longer
+/// holds (under `--watch`: the plugin changed or was removed, its signer revoked) ended its
+/// tasks only at their time limit, its instance (with its grants and secrets) running till
+/// then. Now they end at once, failed, saying why; for a stateless client too, whose session
+/// takes nothing in after its request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_ends_when_its_plugin_is_no_longer_served() {
+    for stateless in [false, true] {
+        let (catalog, options, started, dropped) = held_tools();
+        let url = serve(catalog.clone(), options).await;
+        let client = if stateless {
+            takes_tasks()
+                .serve_with_lifecycle(
+                    rmcp::transport::StreamableHttpClientTransport::from_uri(url.as_str()),
+                    rmcp::service::ClientLifecycleMode::Discover {
+                        preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+                    },
+                )
+                .await
+                .expect("server/discover")
+        } else {
+            tasks_client(&url).await
+        };
+        let created = client
+            .call_tool_once(call("held", json!({"hand_off": true})))
+            .await
+            .expect("call");
+        let CallToolResponse::Task(created) = created else {
+            panic!("a task was expected: {created:?}");
+        };
+        started.notified().await;
+        catalog.replace([]);
+        // A liveness bound far above what it takes (the task's own limit is minutes).
+        tokio::time::timeout(Duration::from_secs(30), dropped.notified())
+            .await
+            .expect("the task's call was dropped when its plugin left the catalog");
+        let task = settled(&client, &created.task.task_id).await;
+        match &task.task.payload {
+            TaskPayload::Failed { error } => assert!(
+                error["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("no longer served")),
+                "{error:?}"
+            ),
+            other => panic!("a failed task was expected ({stateless}): {other:?}"),
+        }
+        client.cancel().await.expect("close");
+    }
+}
+
 /// A server of `held` (see [`Held`]) and `maybe_later`, keeping one task per owner: its URL,
 /// and what says when `held`'s call started and when it was dropped.
 async fn held_server() -> (String, Arc<tokio::sync::Notify>, Arc<tokio::sync::Notify>) {
