@@ -1010,9 +1010,9 @@ fn concurrency(
     let floor_each = bare_concurrent_calls(&input, 20_000, true);
     println!("\n| warm echo ~100 B, one call at a time | median | vs 0.3.0 | vs bare 1.0.0 |");
     println!("|---|---|---|---|");
-    println!("| contract 0.3.0 (before) | {} | 1.00× | |", show(old));
+    println!("| contract 0.3.0 through `call_tool` | {} | 1.00× | |", show(old));
     println!(
-        "| contract 1.0.0 (after) | {} | {} | {} |",
+        "| contract 1.0.0 through `call_tool` | {} | {} | {} |",
         show(new),
         ratio(new, old),
         ratio(new, floor)
