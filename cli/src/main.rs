@@ -50,14 +50,22 @@ fn init_logging(cli: &Cli) {
         (false, 1) => "debug",
         (false, _) => "trace",
     };
+    // wasmtime-wasi-http warns of every failed request itself (a reset, a TLS failure) without
+    // naming the plugin, as often as a plugin makes its granted server fail: at the default
+    // level, only its errors (the gate logs what it denies, a few times a call); `-v` shows all.
+    let default = if cli.verbose == 0 {
+        format!("{level},wasmtime_wasi_http=error")
+    } else {
+        level.to_owned()
+    };
     let mut invalid = None;
     let filter = match std::env::var("RUST_LOG") {
         Ok(value) if !value.trim().is_empty() => tracing_subscriber::EnvFilter::try_new(&value)
             .unwrap_or_else(|error| {
                 invalid = Some((value, error));
-                tracing_subscriber::EnvFilter::new(level)
+                tracing_subscriber::EnvFilter::new(&default)
             }),
-        _ => tracing_subscriber::EnvFilter::new(level),
+        _ => tracing_subscriber::EnvFilter::new(&default),
     };
     // Colours only for a person at a terminal: MCP clients and log files capture stderr.
     use std::io::IsTerminal;

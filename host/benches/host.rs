@@ -1010,7 +1010,10 @@ fn concurrency(
     let floor_each = bare_concurrent_calls(&input, 20_000, true);
     println!("\n| warm echo ~100 B, one call at a time | median | vs 0.3.0 | vs bare 1.0.0 |");
     println!("|---|---|---|---|");
-    println!("| contract 0.3.0 through `call_tool` | {} | 1.00× | |", show(old));
+    println!(
+        "| contract 0.3.0 through `call_tool` | {} | 1.00× | |",
+        show(old)
+    );
     println!(
         "| contract 1.0.0 through `call_tool` | {} | {} | {} |",
         show(new),

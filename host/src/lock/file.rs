@@ -130,9 +130,9 @@ impl LockFile {
         Ok(())
     }
 
-    /// Why a lock in `dir` would protect nothing — another user could replace it (`dir`, or a
-    /// directory on the way to it, may be written by others and is not sticky, or is theirs) —
-    /// if so. Loading refuses such a lock, and [`Self::write`] does not write one.
+    /// Why a lock in `dir` would protect nothing — another user could replace it or put one
+    /// there first (`dir` may be written by others, or a directory on the way to it may be and
+    /// is not sticky, or is theirs) — if so. Loading refuses such a lock, and [`Self::write`] does not write one.
     pub fn unsafe_directory(dir: &Path) -> Option<String> {
         super::directory_problem(dir)
     }

@@ -7,6 +7,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Instant;
 
 use tokio::sync::{Semaphore, watch};
@@ -57,6 +58,9 @@ pub(crate) struct HttpGate {
     /// the call's first request: a watch channel costs an allocation to make and eight
     /// notifications to drop, on every call of a plugin that sends nothing).
     call: Option<CallBound>,
+    /// Requests denied while no call ran (code a 1.0.0 call left running, an instance's
+    /// start), over the instance's life: only the first few are logged.
+    denied_outside_calls: Arc<AtomicU32>,
 }
 
 /// How long the requests of a call may run.
@@ -67,8 +71,9 @@ struct CallBound {
     waited: Option<Arc<Waited>>,
     /// Dropped when the call ends, ending its requests.
     ended: Option<watch::Sender<()>>,
-    /// Requests of the call denied before they left (only the first few are logged).
-    denied: u32,
+    /// Requests of the call denied (only the first few are logged), made at its first
+    /// denial or first request sent (which may be refused once its name is resolved).
+    denied: Option<Arc<AtomicU32>>,
 }
 
 type ResponseFuture = Box<
@@ -106,6 +111,7 @@ impl HttpGate {
             in_flight: Arc::new(Semaphore::new(MAX_REQUESTS_IN_FLIGHT)),
             descriptors: None,
             call: None,
+            denied_outside_calls: Arc::default(),
         }
     }
 
@@ -145,7 +151,7 @@ impl HttpGate {
             deadline,
             waited,
             ended: None,
-            denied: 0,
+            denied: None,
         });
     }
 
@@ -170,31 +176,24 @@ impl HttpGate {
             in_flight: Arc::clone(&self.in_flight),
             descriptors: self.descriptors.clone(),
             call: None,
+            denied_outside_calls: Arc::clone(&self.denied_outside_calls),
         };
         gate.begin_call(deadline, Some(waited), scope);
         gate
     }
 
-    /// Logs a request denied before it left, naming at most [`MAX_URI_LOGGED`] characters of its
-    /// URI: the first [`MAX_DENIALS_LOGGED`] of a call, then once that more were not (a plugin
-    /// denied in a loop would otherwise write the host's log as fast as it can, each line up to
-    /// 9 KiB of its own text).
+    /// Logs a request denied before it left ([`log_denied`]).
     fn denied(&mut self, uri: &http::Uri, why: std::fmt::Arguments<'_>) {
-        let count = self.call.as_mut().map_or(1, |call| {
-            call.denied = call.denied.saturating_add(1);
-            call.denied
-        });
-        if count <= MAX_DENIALS_LOGGED {
-            tracing::warn!(
-                plugin = %self.plugin,
-                uri = %Cut(uri),
-                "denied an HTTP request: {why}"
-            );
-        } else if count == MAX_DENIALS_LOGGED + 1 {
-            tracing::warn!(
-                plugin = %self.plugin,
-                "denied more HTTP requests in this call; they are not logged"
-            );
+        let denials = self.denials();
+        log_denied(&self.plugin, &denials, uri, why);
+    }
+
+    /// Where the requests denied now are counted: the call's, else the instance's outside
+    /// calls.
+    fn denials(&mut self) -> Arc<AtomicU32> {
+        match &mut self.call {
+            Some(call) => Arc::clone(call.denied.get_or_insert_with(Arc::default)),
+            None => Arc::clone(&self.denied_outside_calls),
         }
     }
 
@@ -463,6 +462,22 @@ pub(crate) fn bound_request_setters(
     shadowed
 }
 
+/// Logs a request of `plugin` denied before it left, counted in `denials` (a call's, or the
+/// instance's outside calls), naming at most [`MAX_URI_LOGGED`] characters of its URI: the
+/// first [`MAX_DENIALS_LOGGED`], then once that more were not (a plugin denied in a loop would
+/// otherwise write the host's log as fast as it can, each line up to 9 KiB of its own text).
+fn log_denied(plugin: &str, denials: &AtomicU32, uri: &http::Uri, why: std::fmt::Arguments<'_>) {
+    let count = denials.fetch_add(1, Ordering::Relaxed).saturating_add(1);
+    if count <= MAX_DENIALS_LOGGED {
+        tracing::warn!(plugin, uri = %Cut(uri), "denied an HTTP request: {why}");
+    } else if count == MAX_DENIALS_LOGGED + 1 {
+        tracing::warn!(
+            plugin,
+            "denied more HTTP requests in this call (or outside calls); they are not logged"
+        );
+    }
+}
+
 /// wasmtime-wasi-http's `body` of the request or response `rep` (`make`), if the instance may
 /// hold one more unsent body ([`MAX_UNSENT_BODIES`]); `Err(())` if not, as for a second body.
 fn body(
@@ -591,6 +606,27 @@ impl WasiHttpHooks for HttpGate {
             );
             return Box::new(async { Err(Error::HttpRequestDenied) });
         }
+        // Nor may it ask the server to take it for another method (frameworks and gateways
+        // that honour these headers would run an echoing method for it).
+        const OVERRIDES: [&str; 3] = [
+            "x-http-method-override",
+            "x-method-override",
+            "x-http-method",
+        ];
+        if OVERRIDES
+            .iter()
+            .any(|name| request.headers().contains_key(*name))
+            && self.secrets_for(request.uri()).next().is_some()
+        {
+            self.denied(
+                request.uri(),
+                format_args!(
+                    "a request that carries a secret may not ask for another method \
+                     (X-HTTP-Method-Override and the like)"
+                ),
+            );
+            return Box::new(async { Err(Error::HttpRequestDenied) });
+        }
         let Some(destination) = self.destination(request.uri()) else {
             self.denied(
                 request.uri(),
@@ -643,20 +679,23 @@ impl WasiHttpHooks for HttpGate {
         }
         tracing::debug!(plugin = %self.plugin, uri = %request.uri(), "HTTP request");
         let plugin = Arc::clone(&self.plugin);
+        let denials = self.denials();
         Box::new(async move {
             let sent = async {
                 let addresses = match net::resolve(&destination).await {
                     Ok(addresses) => addresses,
                     Err(Refused::Failed(error)) => return Err(error),
                     Err(Refused::Address { address, range }) => {
-                        tracing::warn!(
-                            plugin = %plugin,
-                            uri = %Cut(request.uri()),
-                            %address,
-                            "denied an HTTP request: {} resolves to {range}; name the address \
-                             in the rule ([http] allow) or put the rule in [http] allow_private \
-                             to reach it",
-                            destination.host
+                        log_denied(
+                            &plugin,
+                            &denials,
+                            request.uri(),
+                            format_args!(
+                                "{} resolves to {address}, {range}; name the address in the \
+                                 rule ([http] allow) or put the rule in [http] allow_private \
+                                 to reach it",
+                                destination.host
+                            ),
                         );
                         return Err(Error::DestinationIpProhibited);
                     }
@@ -715,6 +754,116 @@ mod tests {
         let deadline = Instant::now() + Duration::from_millis(50);
         let cut = bounded(slow(), deadline, Some(&Waited::default()), ended).await;
         assert!(matches!(cut, Err(Error::ConnectionTimeout)), "{cut:?}");
+    }
+
+    /// A request that carries a host-held secret may not ask the server, through the headers
+    /// frameworks and gateways honour, to take it for another method (one that echoes it).
+    #[tokio::test]
+    async fn a_request_with_a_secret_may_not_ask_for_another_method() {
+        use http_body_util::BodyExt;
+        let mut gate = gate(
+            "[http]\nallow = [\"https://api.example.com\"]\n[[http.secrets]]\n\
+             host = \"https://api.example.com\"\nheader = \"Authorization\"\n\
+             value = \"Bearer ${PATH}\"\n",
+            Some("t"),
+        );
+        for header in [
+            "X-HTTP-Method-Override",
+            "x-method-override",
+            "X-HTTP-Method",
+        ] {
+            let request = http::Request::builder()
+                .method("POST")
+                .uri("https://api.example.com/x")
+                .header(header, "TRACE")
+                .body(
+                    http_body_util::Empty::new()
+                        .map_err(|never| match never {})
+                        .boxed_unsync(),
+                )
+                .expect("a request");
+            let sent =
+                Box::into_pin(gate.send_request(request, None, Box::new(async { Ok(()) }))).await;
+            assert!(
+                matches!(sent, Err(Error::HttpRequestDenied)),
+                "{header}: {:?}",
+                sent.err()
+            );
+        }
+    }
+
+    /// Requests refused once their granted name resolved to a private address (a plugin's
+    /// author can point their own name at one) count with the call's other denials: a few are
+    /// logged, then one line says more were not. Each was logged, however many; so were those
+    /// sent outside any call.
+    #[tokio::test]
+    async fn requests_to_a_name_resolving_privately_are_logged_a_few_times_a_call() {
+        use http_body_util::BodyExt;
+        // `localhost` granted by name, not as the loopback address: it resolves to one.
+        let mut gate = gate("[http]\nallow = [\"http://localhost:9\"]\n", Some("t"));
+        let (_, said) = llm_worker_tests::logs::logged(async {
+            for _ in 0..20 {
+                let request = http::Request::builder()
+                    .uri("http://localhost:9/")
+                    .body(
+                        http_body_util::Empty::new()
+                            .map_err(|never| match never {})
+                            .boxed_unsync(),
+                    )
+                    .expect("a request");
+                let sent = gate.send_request(request, None, Box::new(async { Ok(()) }));
+                let sent = Box::into_pin(sent).await;
+                assert!(
+                    matches!(sent, Err(Error::DestinationIpProhibited)),
+                    "{:?}",
+                    sent.err()
+                );
+            }
+        })
+        .await;
+        let denied: Vec<_> = said
+            .iter()
+            .filter(|line| line.contains("denied an HTTP request"))
+            .collect();
+        assert_eq!(denied.len(), MAX_DENIALS_LOGGED as usize, "{said:?}");
+        assert!(denied[0].contains("resolves to"), "{said:?}");
+        assert_eq!(
+            said.iter()
+                .filter(|line| line.contains("denied more HTTP requests"))
+                .count(),
+            1,
+            "{said:?}"
+        );
+        // Outside any call (code a 1.0.0 call left running), each denial counted as the first.
+        let policy = SandboxPolicy::parse(
+            "[http]\nallow = [\"https://api.example.com\"]\n",
+            Path::new("/p/w.policy.toml"),
+            &crate::Limits::default(),
+        )
+        .expect("policy");
+        let mut outside = HttpGate::new("w", &policy);
+        let (_, said) = llm_worker_tests::logs::logged(async {
+            for _ in 0..20 {
+                let request = http::Request::builder()
+                    .uri("https://elsewhere.example/")
+                    .body(
+                        http_body_util::Empty::new()
+                            .map_err(|never| match never {})
+                            .boxed_unsync(),
+                    )
+                    .expect("a request");
+                let sent = outside.send_request(request, None, Box::new(async { Ok(()) }));
+                assert!(Box::into_pin(sent).await.is_err());
+            }
+        })
+        .await;
+        assert_eq!(
+            said.iter()
+                .filter(|line| line.contains("denied an HTTP request"))
+                .count(),
+            MAX_DENIALS_LOGGED as usize,
+            "{said:?}"
+        );
     }
 
     fn gate(policy: &str, tool: Option<&str>) -> HttpGate {

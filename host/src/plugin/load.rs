@@ -239,7 +239,9 @@ impl PluginHost {
         let (compiled, runtime) = match compile_for(runtime) {
             // A component of an older contract made with the component model's asynchronous
             // calling convention is valid only where the engine has the concurrency: it is
-            // served there, as every component was before the engines were two.
+            // served there, as every component was before the engines were two. What the first
+            // engine refuses, it refuses almost always in validation, before generating any
+            // code: a second attempt costs a component another validation pass.
             Err(_) if !concurrent => {
                 let runtime = self.runtime(true);
                 (compile_for(runtime), runtime)
@@ -672,4 +674,61 @@ fn validated_tools(
     }
     valid.shared = valid.metas.iter().cloned().map(Arc::new).collect();
     Ok(valid)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The engine a component gets is decided by its own top-level names: a nested component or
+    /// module naming contract 1.0.0 does not count, an unreadable component goes to the engine
+    /// that says what is wrong with it.
+    #[test]
+    fn the_contract_is_read_from_the_outermost_names() {
+        let component = |wat: &str| wat::parse_str(wat).unwrap_or_else(|e| panic!("{e}"));
+        let v10 = component(r#"(component (import "llm-worker:tool/host@1.0.0" (instance)))"#);
+        let v03 = component(r#"(component (import "llm-worker:tool/host@0.3.0" (instance)))"#);
+        let nested = component(
+            r#"(component
+                (import "llm-worker:tool/host@0.3.0" (instance))
+                (component (import "llm-worker:tool/host@1.0.0" (instance))))"#,
+        );
+        let exported = component(
+            r#"(component
+                (component $inner)
+                (instance $i (instantiate $inner))
+                (export "llm-worker:tool/tools@1.0.0" (instance $i)))"#,
+        );
+        assert!(needs_concurrency(&v10));
+        assert!(!needs_concurrency(&v03));
+        assert!(!needs_concurrency(&nested));
+        assert!(needs_concurrency(&exported));
+        assert!(needs_concurrency(b"\0asm\x0d\0\x01\0\xff\xff"));
+    }
+
+    /// A plugin of an older contract runs in the engine without the component model's
+    /// concurrency support (its calls cost less there), one of 1.0.0 in the other.
+    #[test]
+    fn each_contract_is_compiled_for_its_engine() {
+        let host = PluginHost::new().expect("host");
+        let old = llm_worker_tests::wat::WatComponent::new(&[("clock", "Says the time.", "{}")])
+            .output("noon")
+            .build();
+        let old = host
+            .load_bytes("/plugins/old.wasm", &old)
+            .expect("0.1.0 loads");
+        assert_eq!(old.contract_version(), "0.1.0");
+        assert!(wasmtime::Engine::same(
+            old.image.pre.engine(),
+            &host.runtime(false).engine
+        ));
+        let new = host
+            .load(llm_worker_tests::plugin_path("echo"))
+            .expect("1.0.0 loads");
+        assert_eq!(new.contract_version(), "1.0.0");
+        assert!(wasmtime::Engine::same(
+            new.image.pre.engine(),
+            &host.runtime(true).engine
+        ));
+    }
 }

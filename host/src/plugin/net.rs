@@ -139,8 +139,11 @@ fn non_public_v6(ip: Ipv6Addr) -> Option<Range> {
         [0xfc00..=0xfdff, ..] | [0xfec0..=0xfeff, ..] => Some(Range::Private),
         [0xfe80..=0xfebf, ..] => Some(Range::LinkLocal),
         [0xff00..=0xffff, ..] => Some(Range::Multicast),
-        // Documentation: 2001:db8::/32 and 3fff::/20.
-        [0x2001, 0x0db8, ..] | [0x3fff, 0..=0x0fff, ..] => Some(Range::Reserved),
+        // Documentation: 2001:db8::/32 and 3fff::/20; IETF protocol assignments, 2001::/23
+        // (Teredo's 2001::/32 among them, which reaches IPv4 hosts through a relay).
+        [0x2001, 0x0db8, ..] | [0x3fff, 0..=0x0fff, ..] | [0x2001, 0..=0x01ff, ..] => {
+            Some(Range::Reserved)
+        }
         // Global unicast is 2000::/3; the rest is reserved or one of the ranges above.
         [first, ..] if !(0x2000..=0x3fff).contains(&first) => Some(Range::Reserved),
         _ => None,
@@ -544,6 +547,9 @@ mod tests {
             ("192.0.2.1", Some(Range::Reserved)),
             ("198.18.0.1", Some(Range::Reserved)),
             ("2001:db8::1", Some(Range::Reserved)),
+            ("2001::1", Some(Range::Reserved)),
+            ("2001:1ff::1", Some(Range::Reserved)),
+            ("2001:200::1", None),
             ("100::1", Some(Range::Reserved)),
             ("4000::1", Some(Range::Reserved)),
             // IPv4 inside IPv6: mapped, translated, compatible, NAT64, 6to4.

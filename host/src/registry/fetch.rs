@@ -465,8 +465,8 @@ async fn bundles(
             Err(why) => reasons.push(format!(
                 "bundle {number} is by {} (issuer {}), whom no identity of the rule accepts \
                  ({why})",
-                signer.identity.escape_debug(),
-                signer.issuer.escape_debug()
+                crate::registry::quoted(&signer.identity),
+                crate::registry::quoted(&signer.issuer)
             )),
         }
     }
@@ -568,8 +568,8 @@ async fn legacy_signatures(
                         reasons.push(format!(
                             "signature {number} is by {} (issuer {}), whom no identity of the rule \
                          accepts ({why})",
-                            signer.identity.escape_debug(),
-                            signer.issuer.escape_debug()
+                            crate::registry::quoted(&signer.identity),
+                            crate::registry::quoted(&signer.issuer)
                         ));
                         continue;
                     }

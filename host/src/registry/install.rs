@@ -122,7 +122,13 @@ pub async fn pull_into(
         let path = path.to_owned();
         move |source| RegistryError::Io { path, source }
     };
-    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    // Writable by its user alone whatever the umask (a lock in a directory others may write
+    // protects nothing, and is refused just below).
+    let mut create = std::fs::DirBuilder::new();
+    create.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut create, 0o755);
+    create.create(dir).map_err(io(dir))?;
     // Before anything is fetched or written: a directory whose lock would protect nothing
     // would get a plugin it cannot approve (the lock is refused only after the rename).
     if let Some(problem) = LockFile::unsafe_directory(dir) {

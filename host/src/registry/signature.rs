@@ -182,22 +182,24 @@ pub(crate) fn check_payload(
     };
     if text(&["type"]) != Some(PAYLOAD_TYPE) {
         return Err(format!(
-            "its payload is not a cosign image signature (type {:?})",
-            text(&["type"]).unwrap_or("missing")
+            "its payload is not a cosign image signature (type {})",
+            super::quoted(text(&["type"]).unwrap_or("missing"))
         ));
     }
     let digest = text(&["image", "docker-manifest-digest"]).unwrap_or("none");
     if digest != manifest_digest {
         return Err(format!(
-            "it signs the manifest {digest}, not {manifest_digest}"
+            "it signs the manifest {}, not {manifest_digest}",
+            super::quoted(digest)
         ));
     }
     let named = text(&["identity", "docker-reference"]).unwrap_or("none");
     let same = super::Reference::parse(named).is_ok_and(|reference| reference.name() == repository);
     if !same {
         return Err(format!(
-            "it was made for the repository {named}, not {repository} (a signature copied from \
-             another repository)"
+            "it was made for the repository {}, not {repository} (a signature copied from \
+             another repository)",
+            super::quoted(named)
         ));
     }
     Ok(())

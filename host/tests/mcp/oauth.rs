@@ -737,13 +737,22 @@ async fn an_opaque_token_is_checked_at_the_issuers_introspection_endpoint() {
     }
     // A JWT this server cannot read (`alg: none` here) that another issuer made is not sent
     // to this issuer's endpoint: a token goes to its own issuer only.
+    // Nor an encrypted one (a JWE: five parts), whose issuer cannot be read.
     let asked = issuer.introspections.load(Ordering::SeqCst);
     let mut foreign = issuer.claims("alice", &url);
     foreign["iss"] = json!("https://other.example.com");
-    let refused = initialize(&url, Some(&unsigned(&foreign)), None).await;
-    assert_eq!(refused.status(), 401);
-    let body = refused.text().await.expect("a body");
-    assert!(body.contains("it is not sent there"), "{body}");
+    let encrypted = {
+        use base64::Engine;
+        let header = json!({"alg": "RSA-OAEP", "enc": "A256GCM"}).to_string();
+        let header = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(header);
+        format!("{header}.a2V5.aXY.Y2lwaGVy.dGFn")
+    };
+    for token in [unsigned(&foreign), encrypted] {
+        let refused = initialize(&url, Some(&token), None).await;
+        assert_eq!(refused.status(), 401);
+        let body = refused.text().await.expect("a body");
+        assert!(body.contains("it is not sent there"), "{token}: {body}");
+    }
     assert_eq!(issuer.introspections.load(Ordering::SeqCst), asked);
     // JWTs are still checked against the keys.
     let token = sign(

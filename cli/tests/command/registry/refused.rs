@@ -669,3 +669,58 @@ fn a_restoring_pull_installs_the_locked_manifest_whatever_the_tag_says_next() {
         sha256_file(&plugin_path("greet"))
     );
 }
+
+/// `pull --plain-http` speaks to a registry on this machine: with a proxy in the environment
+/// (as many companies set one, making no exception for loopback) the requests, and the local
+/// registry's credentials, went to the proxy in clear, which reached `localhost` on its own
+/// side. And a plugin directory others may add files to (sticky or not) is refused before
+/// anything is fetched or written: the lock would protect nothing there.
+#[cfg(unix)]
+#[test]
+fn plain_http_takes_no_proxy_and_a_shared_directory_is_refused_first() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(registry) = Registry::start("registry-no-proxy") else {
+        return;
+    };
+    registry.push("greet", "scratch/direct:1", None);
+    let rules = format!(
+        "[[rule]]\nrepository = \"{}/scratch/*\"\nunsigned = true\n",
+        registry.address
+    );
+    let pull = |dir: &std::path::Path| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"))
+            .args(["pull", &registry.reference("scratch/direct:1")])
+            .arg(dir)
+            .arg("--plain-http")
+            .arg("--cache-dir")
+            .arg(registry.cache())
+            .env_remove("RUST_LOG")
+            .env_remove("NO_PROXY")
+            .env_remove("no_proxy")
+            // A proxy nobody listens on: a request sent through it fails.
+            .env("HTTP_PROXY", "http://127.0.0.1:1")
+            .env("http_proxy", "http://127.0.0.1:1")
+            .env("ALL_PROXY", "http://127.0.0.1:1")
+            .output()
+            .expect("llm-worker pull")
+    };
+    let dir = registry.plugin_dir("plugins", &rules);
+    let out = pull(&dir);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        sha256_file(&dir.join("direct.wasm")),
+        sha256_file(&plugin_path("greet"))
+    );
+
+    let shared = registry.plugin_dir("shared", &rules);
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).expect("chmod");
+    let out = pull(&shared);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let message = stderr(&out);
+    assert!(
+        message.contains("cannot hold a lock file") && message.contains("nothing was pulled"),
+        "{message}"
+    );
+    assert!(!shared.join("direct.wasm").exists());
+    assert!(!shared.join("llm-worker.lock").exists());
+}

@@ -67,13 +67,13 @@ impl Introspector {
 
     /// The introspector of the one issuer with an endpoint, if any ([`OAuthOptions::check`]
     /// refuses more than one).
-    pub(super) fn new(options: &OAuthOptions, client: reqwest::Client) -> Option<Self> {
+    pub(super) fn new(options: &OAuthOptions, clients: &super::keys::Clients) -> Option<Self> {
         let (issuer, introspection) = options
             .issuers
             .iter()
             .find_map(|issuer| Some((issuer.issuer.clone(), issuer.introspection.clone()?)))?;
         Some(Self {
-            client,
+            client: clients.for_url(&introspection.endpoint).clone(),
             issuer,
             introspection,
             kept: Mutex::default(),

@@ -46,7 +46,52 @@ pub(super) fn check_fetch_url(url: &str) -> Result<url::Url, String> {
 /// The configured issuers and their keys.
 pub(crate) struct Issuers {
     by_id: HashMap<String, Arc<IssuerKeys>>,
-    client: reqwest::Client,
+    clients: Clients,
+}
+
+/// The HTTP clients of the fetches for issuers (bounded, following no redirects): one through
+/// the environment's proxies (`HTTPS_PROXY`, `ALL_PROXY`…) for a remote issuer, and one without
+/// for a loopback address, which a proxy would reach on its own side (serving its own keys,
+/// which would then sign any token) and plain HTTP would cross to it in clear (an
+/// introspection's client secret, the token).
+#[derive(Clone)]
+pub(super) struct Clients {
+    proxied: reqwest::Client,
+    direct: reqwest::Client,
+}
+
+impl Clients {
+    fn new(options: &OAuthOptions) -> Result<Self, String> {
+        let client = |direct: bool| {
+            let builder = reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .connect_timeout(options.fetch_timeout)
+                .timeout(options.fetch_timeout)
+                .user_agent(concat!("llm-worker/", env!("CARGO_PKG_VERSION")));
+            if direct { builder.no_proxy() } else { builder }
+                .build()
+                .map_err(|e| format!("cannot make an HTTP client: {e}"))
+        };
+        Ok(Self {
+            proxied: client(false)?,
+            direct: client(true)?,
+        })
+    }
+
+    /// The client for a fetch of `url`.
+    pub(super) fn for_url(&self, url: &str) -> &reqwest::Client {
+        let loopback = url::Url::parse(url).is_ok_and(|parsed| {
+            parsed
+                .host_str()
+                .and_then(crate::loopback::loopback)
+                .is_some()
+        });
+        if loopback {
+            &self.direct
+        } else {
+            &self.proxied
+        }
+    }
 }
 
 /// One issuer's keys.
@@ -57,7 +102,7 @@ struct IssuerKeys {
     cached: RwLock<Cached>,
     /// Held while the keys are fetched: one fetch at a time, the others wait for it.
     fetching: tokio::sync::Mutex<()>,
-    client: reqwest::Client,
+    clients: Clients,
     min_refresh: Duration,
     max_age: Duration,
 }
@@ -92,13 +137,7 @@ impl Key {
 
 impl Issuers {
     pub(super) fn new(options: &OAuthOptions) -> Result<Self, String> {
-        let client = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .connect_timeout(options.fetch_timeout)
-            .timeout(options.fetch_timeout)
-            .user_agent(concat!("llm-worker/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| format!("cannot make an HTTP client: {e}"))?;
+        let clients = Clients::new(options)?;
         let by_id = options
             .issuers
             .iter()
@@ -108,19 +147,19 @@ impl Issuers {
                     jwks_uri: issuer.jwks_uri.clone(),
                     cached: RwLock::default(),
                     fetching: tokio::sync::Mutex::new(()),
-                    client: client.clone(),
+                    clients: clients.clone(),
                     min_refresh: options.min_refresh,
                     max_age: options.keys_max_age,
                 };
                 (issuer.issuer.clone(), Arc::new(keys))
             })
             .collect();
-        Ok(Self { by_id, client })
+        Ok(Self { by_id, clients })
     }
 
-    /// The HTTP client every fetch uses (bounded, no redirects).
-    pub(super) fn client(&self) -> reqwest::Client {
-        self.client.clone()
+    /// The HTTP clients the fetches use.
+    pub(super) fn clients(&self) -> &Clients {
+        &self.clients
     }
 
     /// The key of `issuer` for a token signed with `alg` by the key `kid`: an error for the
@@ -234,7 +273,7 @@ impl IssuerKeys {
             None => self.discover().await?,
         };
         check_fetch_url(&jwks_uri).map_err(|e| format!("its jwks_uri {jwks_uri:?}: {e}"))?;
-        let body = get(&self.client, &jwks_uri, MAX_JWKS_BYTES).await?;
+        let body = get(self.clients.for_url(&jwks_uri), &jwks_uri, MAX_JWKS_BYTES).await?;
         let set: JwkSet = serde_json::from_slice(&body)
             .map_err(|e| format!("its key set at {jwks_uri} is not a JWK set ({e})"))?;
         let keys: Vec<Key> = set
@@ -268,7 +307,8 @@ impl IssuerKeys {
         openid.set_path(&format!("{path}/.well-known/openid-configuration"));
         let mut failures = Vec::new();
         for url in [oauth, openid] {
-            let document = match get(&self.client, url.as_str(), MAX_METADATA_BYTES).await {
+            let client = self.clients.for_url(url.as_str());
+            let document = match get(client, url.as_str(), MAX_METADATA_BYTES).await {
                 Ok(body) => body,
                 Err(error) => {
                     failures.push(error);

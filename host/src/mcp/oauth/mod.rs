@@ -302,21 +302,34 @@ pub(crate) enum Refused {
     Scope(Vec<String>),
 }
 
-/// The `iss` claimed, unverified, by a token shaped as a signed JWT (three base64url parts,
-/// the middle one a JSON object with a string `iss`); `None` for any other token.
-fn claimed_issuer(token: &str) -> Option<String> {
+/// For a token shaped as a JWT (its first part the base64url of a JSON object naming `alg` or
+/// `enc`: a JWS, or an encrypted JWE), the `iss` its second part claims, unverified, where it
+/// can be read (`Some(None)` where not: an encrypted payload, or no string `iss`); `None` for
+/// any other token (an opaque one).
+fn jose_issuer(token: &str) -> Option<Option<String>> {
     use base64::Engine;
-    let mut parts = token.split('.');
-    let (Some(_), Some(payload), Some(_), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return None;
+    use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+    let engine = GeneralPurpose::new(
+        &base64::alphabet::URL_SAFE,
+        GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
+    );
+    let json = |part: &str| {
+        engine
+            .decode(part)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<Map<String, Value>>(&bytes).ok())
     };
-    let payload = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(payload)
-        .ok()?;
-    let claims: Map<String, Value> = serde_json::from_slice(&payload).ok()?;
-    claims.get("iss")?.as_str().map(str::to_owned)
+    let mut parts = token.split('.');
+    let header = json(parts.next()?)?;
+    if !header.contains_key("alg") && !header.contains_key("enc") {
+        return None;
+    }
+    Some(
+        parts
+            .next()
+            .and_then(json)
+            .and_then(|claims| claims.get("iss")?.as_str().map(str::to_owned)),
+    )
 }
 
 /// Checks access tokens against [`OAuthOptions`].
@@ -338,7 +351,7 @@ impl Verifier {
     pub(crate) fn new(options: OAuthOptions) -> Result<Self, String> {
         options.check()?;
         let issuers = Issuers::new(&options)?;
-        let introspector = introspect::Introspector::new(&options, issuers.client());
+        let introspector = introspect::Introspector::new(&options, issuers.clients());
         Ok(Self {
             options,
             issuers,
@@ -362,15 +375,22 @@ impl Verifier {
                     )));
                 };
                 // A JWT of a kind this server cannot read (an algorithm jsonwebtoken has no
-                // name for, `none`) that another issuer made: a token goes to its own issuer
-                // only, never to the one that introspects.
-                if let Some(claimed) = claimed_issuer(token)
-                    && claimed != introspector.issuer()
+                // name for, `none`, an encrypted one) that does not say it is the introspecting
+                // issuer's: a token goes to its own issuer only, never to the one that
+                // introspects.
+                if let Some(claimed) = jose_issuer(token)
+                    && claimed.as_deref() != Some(introspector.issuer())
                 {
+                    let by = claimed.map_or_else(
+                        || "whose issuer cannot be read".to_owned(),
+                        |claimed| {
+                            let shown: String = claimed.chars().take(200).collect();
+                            format!("made by \"{}\"", shown.escape_debug())
+                        },
+                    );
                     return Err(Refused::Invalid(format!(
-                        "a JWT this server cannot read ({error}), made by {:?}, which is not \
-                         the issuer that judges opaque tokens: it is not sent there",
-                        claimed.escape_debug().to_string()
+                        "a JWT this server cannot read ({error}), {by}, not by the issuer that \
+                         judges opaque tokens: it is not sent there"
                     )));
                 }
                 let identity = introspector.identity(token, &self.options).await?;

@@ -126,7 +126,7 @@ pub(crate) fn verify_bundle(
     if predicate != COSIGN_SIGN_PREDICATE {
         return Err(format!(
             "it is an attestation of type {}, not a signature ({COSIGN_SIGN_PREDICATE})",
-            predicate.escape_debug()
+            crate::registry::quoted(predicate)
         ));
     }
     let digest = crate::digest::sha256_hex(manifest);
@@ -148,7 +148,7 @@ pub(crate) fn verify_bundle(
         return Err(format!(
             "it was made for the repository {}, not {repository} (a signature copied from \
              another repository)",
-            named.first().copied().unwrap_or("none").escape_debug()
+            crate::registry::quoted(named.first().copied().unwrap_or("none"))
         ));
     }
     Ok(signer)
@@ -237,7 +237,7 @@ fn identity_text(identity: &sigstore_verify::SubjectAltName) -> Result<String, S
         _ => Err(format!(
             "its certificate's identity {} is of one kind and reads as the other (an e-mail \
              address with `://`, or a URI without)",
-            text.escape_debug()
+            crate::registry::quoted(text)
         )),
     }
 }
@@ -247,7 +247,7 @@ fn verify(root: &TrustedRoot, bundle: &Bundle, artifact: &[u8]) -> Result<Keyles
     let result = root
         .verifier
         .verify(artifact, bundle, &policy)
-        .map_err(|error| error.to_string().escape_debug().to_string())?;
+        .map_err(|error| crate::registry::quoted(&error.to_string()))?;
     if !(result.certificate_verified() && result.sct_verified() && result.tlog_verified()) {
         return Err(format!(
             "it was not fully verified (certificate {}, SCT {}, transparency log {})",
