@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use llm_worker::SandboxPolicy;
 use llm_worker::lock::{LOCK_FILE, LockFile};
+use llm_worker_rules::tool::OneLine;
 
 use crate::load::{Loader, file_name, holds_no_plugins, load_with_progress, no_plugins};
 
@@ -20,7 +21,7 @@ pub(crate) fn check(out: &mut String, loader: &Loader, dir: &Path) -> anyhow::Re
         outln!(
             out,
             "ok       {}  tools: {}",
-            file_name(plugin, dir),
+            OneLine(&file_name(plugin, dir)),
             plugin.tool_names().join(", ")
         );
         // Which file says what it may do: the one read, or where one would be read.
@@ -189,7 +190,9 @@ pub(crate) fn check(out: &mut String, loader: &Loader, dir: &Path) -> anyhow::Re
         }
     }
     for failure in &loaded.failures {
-        outln!(out, "refused  {failure}");
+        // Its file's name and the plugin's own text (what its start code said) on one line:
+        // neither may start a line that reads as the report's.
+        outln!(out, "refused  {}", OneLine(&failure.to_string()));
     }
     // Policy files that belong to no plugin, as `list` warns of them.
     for warning in &loaded.warnings {

@@ -5,6 +5,8 @@ use std::process::ExitCode;
 
 use serde_json::json;
 
+use llm_worker_rules::tool::OneLine;
+
 use crate::load::{Loader, file_name, load};
 
 fn first_line(text: &str) -> &str {
@@ -39,6 +41,10 @@ pub(crate) fn list(
         outln!(out, "{}", serde_json::Value::from(tools));
         return Ok(exit_code(&loaded));
     }
+    // The table: a file's name on one line (JSON escapes it already).
+    for row in &mut rows {
+        row.1 = OneLine(&row.1).to_string();
+    }
     let tool_width = rows.iter().map(|r| r.0.len()).max().unwrap_or(0).max(4);
     let file_width = rows.iter().map(|r| r.1.len()).max().unwrap_or(0).max(6);
     outln!(
@@ -60,6 +66,7 @@ pub(crate) fn list(
             .path()
             .map(|path| path.strip_prefix(dir).unwrap_or(path).display().to_string())
             .unwrap_or_default();
+        let file = OneLine(&file).to_string();
         outln!(
             out,
             "{:tool_width$}  {file:file_width$}  failed to load: see the warning above",

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use llm_worker::lock::{LOCK_FILE, LockFile};
-use llm_worker_rules::tool::Visible;
+use llm_worker_rules::tool::OneLine;
 
 use crate::load::Loader;
 
@@ -42,7 +42,7 @@ pub(crate) fn lock(
         // What the unreadable lock approved is unknown: approving the directory over it would
         // take whatever is there now (perhaps what made the lock untrusted) without a word.
         Err(error) if !replace_unreadable => {
-            eprintln!("error: {error}");
+            eprintln!("error: {}", OneLine(&error.to_string()));
             eprintln!(
                 "error: nothing written: the current lock cannot be read, so what changed since \
                  it was written cannot be shown"
@@ -50,6 +50,7 @@ pub(crate) fn lock(
             return Ok(ExitCode::FAILURE);
         }
         Err(error) => {
+            let error = OneLine(&error.to_string()).to_string();
             eprintln!(
                 "warning: replacing a lock that cannot be read ({error}); every plugin is \
                  approved as new, and pulled plugins lose their provenance (pull them again to \
@@ -89,7 +90,7 @@ pub(crate) fn lock(
             return Ok(ExitCode::SUCCESS);
         }
         for difference in &differences {
-            outln!(out, "{difference}");
+            outln!(out, "{}", OneLine(difference));
         }
         eprintln!(
             "error: {} differs from its {LOCK_FILE} ({} difference(s)); review, then approve \
@@ -103,10 +104,10 @@ pub(crate) fn lock(
     if !loaded.failures.is_empty() || !refusals.is_empty() {
         // A failure quotes what the plugin declared: shown, never acted on.
         for failure in &loaded.failures {
-            eprintln!("refused: {}", Visible(&failure.to_string()));
+            eprintln!("refused: {}", OneLine(&failure.to_string()));
         }
         for (file, reason) in &refusals {
-            eprintln!("refused: {}", Visible(&format!("{file}: {reason}")));
+            eprintln!("refused: {}", OneLine(&format!("{file}: {reason}")));
         }
         eprintln!(
             "error: nothing written: fix or remove the refused plugins first, so that the lock \
@@ -131,7 +132,7 @@ pub(crate) fn lock(
         .into_iter()
         .flatten(),
     ) {
-        outln!(out, "approved: {change}");
+        outln!(out, "approved: {}", OneLine(&change));
     }
     outln!(
         out,

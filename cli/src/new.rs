@@ -274,6 +274,18 @@ pub(crate) fn scaffold(parent: &Path, name: &str, sdk: Sdk) -> anyhow::Result<Cr
     let channel = sdk.channel();
     // `weather-now` → `WeatherNow`.
     let type_name = name.to_upper_camel_case();
+    // The crate's type takes its name: one that is a keyword or a name the generated code uses
+    // from the prelude (`string` makes `String`) would not build.
+    const TAKEN: [&str; 12] = [
+        "Self", "String", "Result", "Ok", "Err", "Option", "Some", "None", "Vec", "Box", "Clone",
+        "Default",
+    ];
+    if TAKEN.contains(&type_name.as_str()) {
+        bail!(
+            "{name:?} would name the crate's type `{type_name}`, which the generated code uses \
+             for Rust's own; choose another name, e.g. \"{name}-tool\""
+        );
+    }
 
     let cargo_toml = format!(
         r#"[package]
@@ -299,7 +311,8 @@ panic = "abort"
 # A crate of its own, even inside another workspace.
 [workspace]
 "#,
-        checkout = sdk.checkout.display()
+        // A comment is one line: a checkout's path with a line break in it would end it.
+        checkout = llm_worker_rules::tool::OneLine(&sdk.checkout.display().to_string())
     );
     let toolchain = format!(
         "# The Rust this plugin is built with and the WebAssembly target it is built for: rustup\n\

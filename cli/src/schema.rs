@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::bail;
 use llm_worker::provider::{ProviderFormat, ProviderOptions, provider_json_with};
 
-use crate::load::{Loader, load};
+use crate::load::{Loader, holds_no_plugins, load, no_plugins};
 
 pub(crate) fn schema(
     out: &mut String,
@@ -22,6 +22,10 @@ pub(crate) fn schema(
         );
     }
     let loaded = load(loader, dir)?;
+    if holds_no_plugins(&loaded) {
+        // An empty list would read as a directory of no tools.
+        anyhow::bail!(no_plugins(dir, loader.options));
+    }
     let mut definitions: Vec<llm_worker::LlmToolDefinition> = loaded
         .plugins
         .iter()
@@ -33,5 +37,11 @@ pub(crate) fn schema(
     let json = provider_json_with(&definitions, format, &options)?;
     let text = serde_json::to_string_pretty(&json)?;
     outln!(out, "{text}");
-    Ok(ExitCode::SUCCESS)
+    // The definitions of the plugins that loaded, and failure if any did not (the reasons are
+    // on stderr): a script would otherwise ship a part of the directory's tools for the whole.
+    Ok(if loaded.failures.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }

@@ -285,7 +285,7 @@ mod wasi {
         let headers = response.get_headers().copy_all();
         let (result_writer, result) = wit_future::new(|| Ok(()));
         drop(result_writer);
-        let (mut body_stream, _trailers) =
+        let (mut body_stream, finished) =
             wasip3::http::types::Response::consume_body(response, result);
         let mut body = Vec::new();
         loop {
@@ -303,6 +303,11 @@ mod wasi {
                 StreamResult::Complete(_) => {}
                 StreamResult::Dropped | StreamResult::Cancelled => break,
             }
+        }
+        // The body ends the same way whether it was whole or broke off (a reset, a length
+        // that does not match): how it ended is the host's answer here.
+        if let Err(code) = finished.await {
+            return Err(error(code));
         }
         Ok(Response {
             status,

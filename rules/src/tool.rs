@@ -188,6 +188,45 @@ impl fmt::Display for Visible<'_> {
     }
 }
 
+/// Text that must stay on one line of a report (a file name, why a plugin was refused), as a
+/// terminal or a log should show it: as [`Visible`] shows it, and line feeds and tabs escaped
+/// too (`\n`, `\t`), so that it cannot start a line of its own that reads as the report's
+/// (`ok`, `lock: approved`). Shown so wherever the report goes, a pipe included.
+///
+/// ```
+/// use llm_worker_rules::tool::OneLine;
+/// assert_eq!(OneLine("a\nok  b\t\u{1b}").to_string(), "a\\nok  b\\t\\u{1b}");
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct OneLine<'a>(pub &'a str);
+
+impl fmt::Display for OneLine<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut lines = self.0.split('\n');
+        if let Some(first) = lines.next() {
+            write_tabs_escaped(f, first)?;
+        }
+        for line in lines {
+            f.write_str("\\n")?;
+            write_tabs_escaped(f, line)?;
+        }
+        Ok(())
+    }
+}
+
+/// `text` as [`Visible`] shows it, tabs escaped.
+fn write_tabs_escaped(f: &mut fmt::Formatter<'_>, text: &str) -> fmt::Result {
+    let mut parts = text.split('\t');
+    if let Some(first) = parts.next() {
+        fmt::Display::fmt(&Visible(first), f)?;
+    }
+    for part in parts {
+        f.write_str("\\t")?;
+        fmt::Display::fmt(&Visible(part), f)?;
+    }
+    Ok(())
+}
+
 /// At most the first `.1` characters of a text, shown as [`Visible`] shows it, then how long
 /// the whole was: a text a message quotes whose length is not checked yet (a plugin's name or
 /// URI refused for being too long) stays short.

@@ -28,6 +28,9 @@ enum Behaviour {
     Silent,
     /// Answers every request with 200, an empty body and `count` headers of `size` bytes.
     Headers { count: usize, size: usize },
+    /// Answers the first request with 200 and a `Content-Length` of twice this body's length,
+    /// sends the body, and closes the connection: a body that breaks off.
+    Truncated(&'static str),
 }
 
 /// The head of a request the server received.
@@ -84,6 +87,17 @@ impl TestServer {
     /// Outside a tokio runtime.
     pub fn answering_on(address: &str, body: &'static str) -> std::io::Result<Self> {
         Self::start(address, Behaviour::Answer(body))
+    }
+
+    /// A server on 127.0.0.1 whose answers break off: 200, a `Content-Length` of twice
+    /// `body`'s length, `body`, and the connection closed.
+    ///
+    /// # Panics
+    ///
+    /// If it cannot listen, or outside a tokio runtime.
+    pub fn truncated(body: &'static str) -> Self {
+        Self::start("127.0.0.1:0", Behaviour::Truncated(body))
+            .unwrap_or_else(|e| panic!("listen: {e}"))
     }
 
     /// A server on 127.0.0.1 that accepts connections, reads what comes and never answers;
@@ -230,7 +244,7 @@ async fn connection(mut stream: tokio::net::TcpStream, behaviour: Behaviour, see
                                 .collect();
                             ""
                         }
-                        Behaviour::Silent => "",
+                        Behaviour::Silent | Behaviour::Truncated(_) => "",
                     };
                     let mut response =
                         http::Response::new(Full::new(Bytes::from_static(body.as_bytes())));
@@ -248,6 +262,24 @@ async fn connection(mut stream: tokio::net::TcpStream, behaviour: Behaviour, see
             let _ = hyper::server::conn::http1::Builder::new()
                 .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
                 .await;
+        }
+        Behaviour::Truncated(body) => {
+            use tokio::io::AsyncWriteExt;
+            // The request's head, then the answer, cut short.
+            let mut head = Vec::new();
+            let mut buffer = [0u8; 4096];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match stream.read(&mut buffer).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(read) => head.extend_from_slice(&buffer[..read]),
+                }
+            }
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len() * 2
+            );
+            let _ = stream.write_all(answer.as_bytes()).await;
+            let _ = stream.shutdown().await;
         }
         Behaviour::Silent => {
             let mut buffer = [0u8; 4096];

@@ -224,6 +224,21 @@ fn check_reports_each_file_and_fails_on_a_refused_plugin() {
         report.contains("ok       greet.wasm"),
         "the good plugin still loads: {report}"
     );
+
+    // A file whose name holds line breaks cannot add lines that read as the report's.
+    let forged = "x\nok       notes.wasm  tools: read_note\n         lock: approved\n.wasm";
+    std::fs::rename(dir.join("broken.wasm"), dir.join(forged)).expect("rename");
+    let out = run(&cache, &["check", path(&dir)], None);
+    assert_eq!(out.status.code(), Some(1));
+    let report = stdout(&out);
+    assert!(
+        !report
+            .lines()
+            .any(|line| line.starts_with("ok       notes.wasm")
+                || line.trim_start().starts_with("lock: approved"))
+            && report.contains("x\\nok       notes.wasm"),
+        "{report}"
+    );
 }
 
 #[test]
@@ -380,6 +395,16 @@ fn new_refuses_bad_names_and_sdks_and_never_overwrites() {
             "{reserved}: {}",
             stderr(&out)
         );
+    }
+    // Names whose type would be one the generated code uses from Rust's prelude.
+    for taken in ["string", "result", "ok", "self_"] {
+        let out = new(&[taken]);
+        assert!(
+            !out.status.success() && stderr(&out).contains("for Rust's own"),
+            "{taken}: {}",
+            stderr(&out)
+        );
+        assert!(!root.join(taken).exists(), "{taken}");
     }
     for not_an_sdk in [
         "/no/such/sdk",

@@ -532,3 +532,33 @@ pub(crate) fn resource_owner<'a>(plugins: &'a [PluginSession], uri: &str) -> Res
         owner => owner,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A list read again (the plugin said it changed) is read only from a running instance
+    /// that is free now: it never starts the instance (a hostile plugin's slow start, after a
+    /// trap, would hold every list of the session for its time limit, and run outside any
+    /// request's quota), on either kind of contract.
+    #[tokio::test]
+    async fn a_list_read_again_never_starts_an_instance() {
+        let host = crate::PluginHost::new().expect("host");
+        for path in [
+            llm_worker_tests::plugin_path("echo"),
+            llm_worker_tests::plugin_v03_path("echo"),
+        ] {
+            let plugin = host.load(&path).expect("loads");
+            let session = plugin.open();
+            let read = session.owner.0.request_if_idle(&Request::Resources).await;
+            assert!(
+                read.as_ref()
+                    .is_err_and(|error| error.to_string().contains("not running")),
+                "{}: {:?}",
+                plugin.contract_version(),
+                read.map(|_| ())
+            );
+            assert_eq!(host.usage().instances, 0, "{}", plugin.contract_version());
+        }
+    }
+}

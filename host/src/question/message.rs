@@ -130,14 +130,25 @@ fn imitated_attribution(text: &str) -> Option<&'static str> {
     if skeleton.contains("askedbytool'") {
         return Some("\"asked by tool '\"");
     }
-    // `plugin '<name>', tool '` in any brackets.
+    // `plugin '<name>', tool '` in any brackets, or `plugin '<name>', ` and the subject of a
+    // request other than a tool call (`a resource read asks`: see `Asker::subject`), blanks
+    // removed as in the skeleton.
+    const SUBJECTS: [&str; 6] = [
+        "tool'",
+        "apromptrendering",
+        "thepromptlist",
+        "aresourceread",
+        "theresourcelist",
+        "acompletion",
+    ];
     let mut rest = skeleton.as_str();
     while let Some(at) = rest.find("plugin'") {
         rest = &rest[at + "plugin'".len()..];
         if let Some(end) = rest.find('\'')
-            && rest[end + 1..].starts_with(",tool'")
+            && let Some(after) = rest[end + 1..].strip_prefix(',')
+            && SUBJECTS.iter().any(|subject| after.starts_with(subject))
         {
-            return Some("\"plugin '…', tool '…'\"");
+            return Some("\"plugin '…', tool '…'\" (or the subject of another request)");
         }
     }
     None
@@ -242,6 +253,12 @@ mod tests {
             "[plugin \u{B4}github\u{B4}, tool \u{B4}login\u{B4} asks]",
             "[plugin \u{A78C}github\u{A78C}, tool 'login' asks]",
             "\u{3010}plugin 'github'\u{3001}tool 'login' asks\u{3011}",
+            // The attribution of requests other than tool calls, in other brackets or none.
+            "\u{3010}plugin 'github', a prompt rendering asks\u{3011}",
+            "(plugin 'github', a resource read asks)",
+            "plugin 'github', the resource list asks",
+            "plugin 'github', a completion asks",
+            "[plugin\u{A0}'github', the prompt list asks]",
         ] {
             let text = refused(&format!("Paste your token.\n{forged}"));
             assert!(

@@ -322,3 +322,19 @@ async fn work_a_call_leaves_behind_keeps_its_place_and_must_finish_within_the_gr
         Ok("1")
     );
 }
+
+/// A response whose body breaks off (the connection closed before the length it announced)
+/// was handed to the plugin as a whole, shorter body by the SDK's HTTP client: it is an error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_breaks_off_is_an_error_not_a_shorter_body() {
+    let server = TestServer::truncated("half of it");
+    let dir = waiter_dir("concurrent-truncated", server.port(), "");
+    let tools = session(&dir);
+    let url = format!("http://127.0.0.1:{}/", server.port());
+    let fetched = call(&tools, "fetch", serde_json::json!({ "url": url })).await;
+    assert!(
+        matches!(&fetched, Err(ToolServerError::ToolExecution(_))),
+        "{fetched:?}"
+    );
+    assert_eq!(server.connections(), 1, "the request went out");
+}

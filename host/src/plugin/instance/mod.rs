@@ -381,6 +381,9 @@ impl SessionCore {
             plugin: &image.name,
             running: None,
         };
+        if !wait && call.slot.live.is_none() {
+            return Err(not_running(&subject, &image.name));
+        }
         if let Some(lost) = call.slot.lost.take() {
             return Err(ToolError::Internal(format!("{lost}; call again")));
         }
@@ -465,7 +468,8 @@ impl SessionCore {
         Err(ToolError::Internal(message))
     }
 
-    /// Runs `work` in the session's contract 1.0.0 instance, beside its other calls: the slot
+    /// Runs `work` in the session's contract 1.0.0 instance, beside its other calls (without
+    /// `wait`, only if the instance is running and has room now): the slot
     /// is held only to find the instance (or start it).
     async fn run_concurrent(
         &self,
@@ -477,7 +481,16 @@ impl SessionCore {
     ) -> Result<Done, ToolError> {
         let image = &self.image;
         let instance = {
-            let Ok(mut slot) = within(deadline, self.slot.lock()).await else {
+            let slot = if wait {
+                within(deadline, self.slot.lock()).await.ok()
+            } else {
+                // Not behind a start, a restart or a death being counted.
+                match self.slot.try_lock() {
+                    Some(slot) => Some(slot),
+                    None => return Err(not_running(&subject, &image.name)),
+                }
+            };
+            let Some(mut slot) = slot else {
                 return Err(ToolError::ExecutionFailed(format!(
                     "{subject} of plugin '{}' is not ready: the plugin's instance for this \
                      session was still starting after the call's time limit of {:?}; its start \
@@ -485,6 +498,14 @@ impl SessionCore {
                     image.name, limits.call_timeout
                 )));
             };
+            if !wait
+                && slot
+                    .concurrent
+                    .as_ref()
+                    .is_none_or(|live| live.dead().is_some())
+            {
+                return Err(not_running(&subject, &image.name));
+            }
             if let Some(lost) = slot.lost.take() {
                 return Err(ToolError::Internal(format!("{lost}; call again")));
             }
@@ -778,4 +799,14 @@ impl PluginTool {
             output_schema,
         })
     }
+}
+
+/// The refusal of work that may run only in a running instance that is free now (`wait`
+/// false: a list read again), when the instance is not running or is being started: it is
+/// never started (or waited for) for that.
+fn not_running(subject: &Subject<'_>, plugin: &str) -> ToolError {
+    ToolError::ExecutionFailed(format!(
+        "{subject} of plugin '{plugin}' is not run now: this session's instance of the plugin \
+         is not running (or is starting), and this is read only from a running, idle instance"
+    ))
 }

@@ -365,9 +365,22 @@ pub(super) fn describe(limits: &Limits, error: &wasmtime::Error) -> String {
             other => format!("it trapped: {other}"),
         }
     } else {
-        format!("it failed: {error:?}")
+        // The cause, on one line and short: wasmtime's whole text of it carries a backtrace
+        // naming the plugin's functions, as its own name section spells them (any text, of
+        // any length), which a report would print. The whole at debug level.
+        tracing::debug!("plugin failure: {error:?}");
+        let cause = error.root_cause().to_string();
+        let shown: String = cause.chars().take(MAX_CAUSE_CHARS).collect();
+        let cut = if shown.len() < cause.len() { "…" } else { "" };
+        format!(
+            "it failed: {}{cut}",
+            llm_worker_rules::tool::OneLine(&shown)
+        )
     }
 }
+
+/// The most characters of a failure's cause a message quotes.
+const MAX_CAUSE_CHARS: usize = 400;
 
 #[cfg(test)]
 mod tests {
