@@ -13,7 +13,8 @@ use crate::load::{Loader, file_name, holds_no_plugins, load_with_progress, no_pl
 
 pub(crate) fn check(out: &mut String, loader: &Loader, dir: &Path) -> anyhow::Result<ExitCode> {
     let loaded = load_with_progress(loader, dir)?;
-    let locked = dir.join(LOCK_FILE).exists() && !loader.options.ignore_lock;
+    // As the load found it (a lock written since is not what the plugins were checked against).
+    let locked = loaded.locked;
     // What `pull` verified, by file (the lock was read and checked by the load above).
     let lock = LockFile::read(dir).ok().flatten().filter(|_| locked);
     for plugin in &loaded.plugins {
@@ -225,18 +226,20 @@ fn file_sha256(source: &llm_worker::lock::PluginSource) -> &str {
         .unwrap_or(&source.layer)
 }
 
-/// The hints a client is shown, in words: `read-only`, `not open-world`, ….
+/// The hints a client is shown, in words: `read-only`, `not open-world`, …; those the host
+/// cannot check against the policy (whether a tool destroys, whether it is idempotent) marked
+/// as the plugin's claim.
 fn hint_words(hints: &llm_worker::ToolAnnotations) -> Vec<String> {
     [
-        (hints.read_only, "read-only"),
-        (hints.destructive, "destructive"),
-        (hints.idempotent, "idempotent"),
-        (hints.open_world, "open-world"),
+        (hints.read_only, "read-only", ""),
+        (hints.destructive, "destructive", " (claimed)"),
+        (hints.idempotent, "idempotent", " (claimed)"),
+        (hints.open_world, "open-world", ""),
     ]
     .into_iter()
-    .filter_map(|(value, word)| match value {
-        Some(true) => Some(word.to_owned()),
-        Some(false) => Some(format!("not {word}")),
+    .filter_map(|(value, word, claimed)| match value {
+        Some(true) => Some(format!("{word}{claimed}")),
+        Some(false) => Some(format!("not {word}{claimed}")),
         None => None,
     })
     .collect()

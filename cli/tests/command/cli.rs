@@ -252,7 +252,9 @@ fn check_shows_the_hints_it_vouches_for_and_the_claims_it_dropped() {
         "{report}"
     );
     assert!(
-        report.contains("tool stats: structured result; read-only, idempotent, not open-world"),
+        report.contains(
+            "tool stats: structured result; read-only, idempotent (claimed), not open-world"
+        ),
         "{report}"
     );
 
@@ -270,7 +272,7 @@ fn check_shows_the_hints_it_vouches_for_and_the_claims_it_dropped() {
     let out = run(&cache, &["check", path(&dir)], None);
     let report = stdout(&out);
     assert!(
-        report.contains("tool stats: structured result; idempotent, not open-world"),
+        report.contains("tool stats: structured result; idempotent (claimed), not open-world"),
         "{report}"
     );
     assert!(

@@ -193,6 +193,7 @@ impl PluginHost {
             plugins,
             failures,
             warnings: options.stray_policies(dir),
+            locked: lock.is_some(),
         })
     }
 }
@@ -390,6 +391,9 @@ pub struct PluginDir {
     pub failures: Vec<PluginError>,
     /// Other things worth telling the operator: policy files that belong to no plugin.
     pub warnings: Vec<String>,
+    /// Whether the directory's lock was read and every plugin that loaded checked against it
+    /// (`false` without a lock, or with the lock ignored).
+    pub locked: bool,
 }
 
 impl PluginDir {

@@ -294,6 +294,9 @@ pub(super) struct Lowering<'a> {
     /// About what the nodes lowered so far copy (see [`MAX_BYTES`]).
     pub(super) bytes: usize,
     pub(super) depth: usize,
+    /// How many of the subschemas being lowered declare an `$id` of their own (below the
+    /// root): a `$ref` inside one resolves against it, not against the root.
+    pub(super) under_id: usize,
 }
 
 impl<'a> Lowering<'a> {
@@ -313,6 +316,7 @@ impl<'a> Lowering<'a> {
             nodes: 0,
             bytes: 0,
             depth: 0,
+            under_id: 0,
         }
     }
 
@@ -390,8 +394,11 @@ impl<'a> Lowering<'a> {
                 ),
             ));
         }
+        let own_id = !at.is_empty() && node.get("$id").is_some();
         self.depth += 1;
+        self.under_id += usize::from(own_id);
         let lowered = self.lower_node(node, at);
+        self.under_id -= usize::from(own_id);
         self.depth -= 1;
         lowered
     }
@@ -479,6 +486,16 @@ impl<'a> Lowering<'a> {
         let reference = reference
             .as_str()
             .ok_or_else(|| self.unsupported(&here, "`$ref` is not a string; fix the schema"))?;
+        if self.under_id > 0 {
+            return Err(self.unsupported(
+                &here,
+                format!(
+                    "`$ref` {reference:?} is inside a part of the schema with an `$id` of its \
+                     own, against which it resolves (not the schema's root, as inlining here \
+                     would read it); write the definitions without nested `$id`s"
+                ),
+            ));
+        }
         let keep = self.strict && keepable(reference);
         if keep && schema.len() == 1 {
             self.resolve(reference, &here)?;

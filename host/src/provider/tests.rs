@@ -544,3 +544,27 @@ fn what_inlining_copies_is_bounded_in_bytes() {
     small["$defs"]["D0"]["properties"] = json!({"p0": {"$ref": "#/$defs/D1"}});
     ok(gemini(small));
 }
+
+/// A `$ref` inside a subschema with an `$id` of its own resolves against that `$id` (the host's
+/// check follows it), while inlining reads every reference against the root: a definition of
+/// the same name at the root could be shown instead. Such a reference is refused, naming it.
+#[test]
+fn a_reference_under_a_nested_id_is_not_inlined_against_the_root() {
+    let schema = json!({
+        "type": "object",
+        "properties": {"mode": {
+            "$id": "https://example.com/mode",
+            "$ref": "#/$defs/C",
+            "$defs": {"C": {"type": "string"}},
+        }},
+        "$defs": {"C": {"enum": ["shown but not enforced"]}},
+    });
+    for lowered in [gemini(schema.clone()), strict(schema)] {
+        let error = err(lowered);
+        assert!(error.to_string().contains("`$id` of its own"), "{error}");
+    }
+    // An `$id` at the root changes nothing.
+    let rooted = json!({"$id": "https://example.com/args", "type": "object",
+        "properties": {"mode": {"$ref": "#/$defs/C"}}, "$defs": {"C": {"type": "string"}}});
+    assert!(gemini(rooted).is_ok());
+}

@@ -97,6 +97,7 @@ pub(crate) fn parse_schema(text: &str) -> Result<Value, String> {
     let Some(object) = schema.as_object() else {
         return Err("it is not a JSON object".to_owned());
     };
+    check_reference_siblings(&schema)?;
     match object.get("type") {
         None => {}
         Some(Value::String(t)) if t == "object" => {}
@@ -107,6 +108,79 @@ pub(crate) fn parse_schema(text: &str) -> Result<Value, String> {
         }
     }
     Ok(schema)
+}
+
+/// Refuses a schema of a draft before 2019-09 (`$schema` naming draft 3, 4, 6 or 7) with
+/// keywords that constrain beside a `$ref`: that draft ignores them (and so does the host's
+/// check), while the providers and models the schema is shown to read it as the current draft
+/// and take them as rules. What the model is told would not be what is enforced.
+fn check_reference_siblings(schema: &Value) -> Result<(), String> {
+    const OLD_DRAFTS: [&str; 4] = ["draft-03", "draft-04", "draft-06", "draft-07"];
+    let old = schema
+        .get("$schema")
+        .and_then(Value::as_str)
+        .is_some_and(|declared| OLD_DRAFTS.iter().any(|draft| declared.contains(draft)));
+    if !old {
+        return Ok(());
+    }
+    // Beside a `$ref`, what annotates or holds definitions says nothing the draft ignores.
+    const INERT: [&str; 10] = [
+        "$ref",
+        "$schema",
+        "$id",
+        "$comment",
+        "definitions",
+        "$defs",
+        "title",
+        "description",
+        "default",
+        "examples",
+    ];
+    fn walk(value: &Value, at: &mut String) -> Result<(), String> {
+        match value {
+            Value::Object(object) => {
+                // The root's `"type": "object"` says what every tool's input is anyway.
+                let inert = |key: &&String| {
+                    INERT.contains(&key.as_str()) || (at.is_empty() && key.as_str() == "type")
+                };
+                if object.get("$ref").is_some_and(Value::is_string)
+                    && let Some(key) = object.keys().find(|key| !inert(key))
+                {
+                    return Err(format!(
+                        "at {}: `{key}` beside `$ref`, which the draft the schema declares \
+                         ignores (and so does the host's check), while providers and models \
+                         read it as a rule; move it into the definition, or declare \
+                         \"$schema\": \"https://json-schema.org/draft/2020-12/schema\"",
+                        if at.is_empty() { "/" } else { at }
+                    ));
+                }
+                for (key, member) in object {
+                    // Values, not schemas.
+                    if matches!(key.as_str(), "enum" | "const" | "default" | "examples") {
+                        continue;
+                    }
+                    let len = at.len();
+                    at.push('/');
+                    at.push_str(&key.replace('~', "~0").replace('/', "~1"));
+                    walk(member, at)?;
+                    at.truncate(len);
+                }
+                Ok(())
+            }
+            Value::Array(items) => {
+                for (index, item) in items.iter().enumerate() {
+                    let len = at.len();
+                    at.push('/');
+                    at.push_str(&index.to_string());
+                    walk(item, at)?;
+                    at.truncate(len);
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+    walk(schema, &mut String::new())
 }
 
 /// Checks a title: one line, not empty, short (the rule is `llm_worker_rules::tool`'s).

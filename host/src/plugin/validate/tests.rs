@@ -429,3 +429,41 @@ fn what_compiling_alternatives_takes_is_bounded() {
     .to_string();
     assert!(check_tools([("t", tagged.as_str())]).is_ok());
 }
+
+/// Under a draft before 2019-09 the host's check ignores what is beside a `$ref`, where a
+/// provider or model reading the schema as the current draft takes it as a rule: such a schema
+/// is refused, naming where; the same keywords under the current draft, annotations beside a
+/// reference, the root's type and a property named `$ref` pass.
+#[test]
+fn rules_an_old_draft_ignores_beside_a_reference_are_refused() {
+    let draft7 = "http://json-schema.org/draft-07/schema#";
+    let defs = serde_json::json!({"s": {"type": "string"}});
+    let with = |schema_uri: &str, status: serde_json::Value| {
+        serde_json::json!({
+            "$schema": schema_uri, "type": "object",
+            "properties": {"status": status}, "definitions": defs,
+        })
+        .to_string()
+    };
+    let sibling = serde_json::json!({"$ref": "#/definitions/s", "enum": ["status"]});
+    let refused = super::parse_schema(&with(draft7, sibling.clone())).expect_err("refused");
+    assert!(
+        refused.contains("/properties/status") && refused.contains("`enum` beside `$ref`"),
+        "{refused}"
+    );
+    for fine in [
+        with("https://json-schema.org/draft/2020-12/schema", sibling),
+        with(
+            draft7,
+            serde_json::json!({"$ref": "#/definitions/s", "description": "What it is."}),
+        ),
+        serde_json::json!({"$schema": draft7, "$ref": "#/definitions/a", "type": "object",
+            "definitions": {"a": {"type": "object"}}})
+        .to_string(),
+        serde_json::json!({"$schema": draft7, "type": "object",
+            "properties": {"$ref": {"type": "string"}, "other": {"type": "string"}}})
+        .to_string(),
+    ] {
+        assert!(super::parse_schema(&fine).is_ok(), "{fine}");
+    }
+}
