@@ -760,7 +760,6 @@ mod tests {
     /// frameworks and gateways honour, to take it for another method (one that echoes it).
     #[tokio::test]
     async fn a_request_with_a_secret_may_not_ask_for_another_method() {
-        use http_body_util::BodyExt;
         let mut gate = gate(
             "[http]\nallow = [\"https://api.example.com\"]\n[[http.secrets]]\n\
              host = \"https://api.example.com\"\nheader = \"Authorization\"\n\
@@ -772,16 +771,7 @@ mod tests {
             "x-method-override",
             "X-HTTP-Method",
         ] {
-            let request = http::Request::builder()
-                .method("POST")
-                .uri("https://api.example.com/x")
-                .header(header, "TRACE")
-                .body(
-                    http_body_util::Empty::new()
-                        .map_err(|never| match never {})
-                        .boxed_unsync(),
-                )
-                .expect("a request");
+            let request = empty_request("POST", "https://api.example.com/x", Some(header));
             let sent =
                 Box::into_pin(gate.send_request(request, None, Box::new(async { Ok(()) }))).await;
             assert!(
@@ -798,19 +788,11 @@ mod tests {
     /// sent outside any call.
     #[tokio::test]
     async fn requests_to_a_name_resolving_privately_are_logged_a_few_times_a_call() {
-        use http_body_util::BodyExt;
         // `localhost` granted by name, not as the loopback address: it resolves to one.
         let mut gate = gate("[http]\nallow = [\"http://localhost:9\"]\n", Some("t"));
         let (_, said) = llm_worker_tests::logs::logged(async {
             for _ in 0..20 {
-                let request = http::Request::builder()
-                    .uri("http://localhost:9/")
-                    .body(
-                        http_body_util::Empty::new()
-                            .map_err(|never| match never {})
-                            .boxed_unsync(),
-                    )
-                    .expect("a request");
+                let request = empty_request("GET", "http://localhost:9/", None);
                 let sent = gate.send_request(request, None, Box::new(async { Ok(()) }));
                 let sent = Box::into_pin(sent).await;
                 assert!(
@@ -844,14 +826,7 @@ mod tests {
         let mut outside = HttpGate::new("w", &policy);
         let (_, said) = llm_worker_tests::logs::logged(async {
             for _ in 0..20 {
-                let request = http::Request::builder()
-                    .uri("https://elsewhere.example/")
-                    .body(
-                        http_body_util::Empty::new()
-                            .map_err(|never| match never {})
-                            .boxed_unsync(),
-                    )
-                    .expect("a request");
+                let request = empty_request("GET", "https://elsewhere.example/", None);
                 let sent = outside.send_request(request, None, Box::new(async { Ok(()) }));
                 assert!(Box::into_pin(sent).await.is_err());
             }
@@ -864,6 +839,27 @@ mod tests {
             MAX_DENIALS_LOGGED as usize,
             "{said:?}"
         );
+    }
+
+    /// A request of `method` for `uri` with an empty body, and a header `override_header:
+    /// TRACE` if given.
+    fn empty_request(
+        method: &str,
+        uri: &str,
+        override_header: Option<&str>,
+    ) -> http::Request<WasiBody> {
+        use http_body_util::BodyExt;
+        let mut request = http::Request::builder().method(method).uri(uri);
+        if let Some(name) = override_header {
+            request = request.header(name, "TRACE");
+        }
+        request
+            .body(
+                http_body_util::Empty::new()
+                    .map_err(|never| match never {})
+                    .boxed_unsync(),
+            )
+            .expect("a request")
     }
 
     fn gate(policy: &str, tool: Option<&str>) -> HttpGate {

@@ -694,13 +694,7 @@ async fn a_request_cancelled_before_its_hand_off_takes_its_task_with_it() {
 async fn a_stateful_sessions_tasks_end_with_it() {
     let (url, started, dropped) = held_server().await;
     let client = tasks_client(&url).await;
-    let created = client
-        .call_tool_once(call("held", json!({"hand_off": true})))
-        .await
-        .expect("call");
-    let CallToolResponse::Task(created) = created else {
-        panic!("a task was expected: {created:?}");
-    };
+    let created = held_task(&client).await;
     assert_eq!(created.task.status, TaskStatus::Working);
     started.notified().await;
     client.cancel().await.expect("close");
@@ -733,13 +727,7 @@ async fn a_task_ends_when_its_plugin_is_no_longer_served() {
         } else {
             tasks_client(&url).await
         };
-        let created = client
-            .call_tool_once(call("held", json!({"hand_off": true})))
-            .await
-            .expect("call");
-        let CallToolResponse::Task(created) = created else {
-            panic!("a task was expected: {created:?}");
-        };
+        let created = held_task(&client).await;
         started.notified().await;
         catalog.replace([]);
         // A liveness bound far above what it takes (the task's own limit is minutes).
@@ -758,6 +746,21 @@ async fn a_task_ends_when_its_plugin_is_no_longer_served() {
         }
         client.cancel().await.expect("close");
     }
+}
+
+/// Starts `held` (see [`Held`]) as a task that hands off at once: the task the client is
+/// answered with.
+async fn held_task(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, ClientConfig>,
+) -> rmcp::model::CreateTaskResult {
+    let created = client
+        .call_tool_once(call("held", json!({"hand_off": true})))
+        .await
+        .expect("call");
+    let CallToolResponse::Task(created) = created else {
+        panic!("a task was expected: {created:?}");
+    };
+    created
 }
 
 /// A server of `held` (see [`Held`]) and `maybe_later`, keeping one task per owner: its URL,
@@ -1148,13 +1151,7 @@ async fn a_stateless_connections_tasks_are_its_own_and_end_with_it() {
     let first = first.await.expect("a stateless client");
     let (second, _stop_second, _second_serving) = connect();
     let second = second.await.expect("a stateless client");
-    let created = first
-        .call_tool_once(call("held", json!({"hand_off": true})))
-        .await
-        .expect("call");
-    let CallToolResponse::Task(created) = created else {
-        panic!("a task was expected: {created:?}");
-    };
+    let created = held_task(&first).await;
     started.notified().await;
     let id = created.task.task_id;
     first
