@@ -85,7 +85,11 @@ impl ClientHandler for Client {
             SamplingMessageContentBlock::Text(text) => text.text,
             _ => String::new(),
         };
-        self.record(format!("sampling: {prompt} ({} tokens)", params.max_tokens));
+        self.record(format!(
+            "sampling: {prompt} ({} tokens) system: {}",
+            params.max_tokens,
+            params.system_prompt.as_deref().unwrap_or("none")
+        ));
         if self.forge {
             // A tool use, though the server offered the model no tools.
             let mut input = serde_json::Map::new();
@@ -190,7 +194,9 @@ async fn a_plugins_questions_round_trip_through_the_mcp_client() {
     assert_eq!(
         asked.lock().map(|a| a.clone()).unwrap_or_default(),
         [
-            "sampling: Capital of France? (100 tokens)",
+            // Which plugin and tool ask, where the person approving reads the request.
+            "sampling: Capital of France? (100 tokens) system: [plugin 'conformance', tool \
+             'test_sampling' asks]",
             "elicitation: [plugin 'conformance', tool 'test_elicitation' asks]\nWho are you? \
              [\"username\",\"email\"]",
             "roots",

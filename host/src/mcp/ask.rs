@@ -51,11 +51,13 @@ impl PeerQuestions {
 /// ([`question::message`](crate::question::message)), so it can be neither forged nor
 /// pushed out of sight.
 pub(crate) fn attributed(message: &str, asker: &Asker) -> String {
-    format!(
-        "[plugin '{}', {} asks]\n{message}",
-        asker.plugin,
-        asker.subject()
-    )
+    format!("{}\n{message}", attribution(asker))
+}
+
+/// The host's line naming which plugin and tool (or request) ask: `[plugin 'P', tool 'T'
+/// asks]`.
+pub(crate) fn attribution(asker: &Asker) -> String {
+    format!("[plugin '{}', {} asks]", asker.plugin, asker.subject())
 }
 
 /// A form question as MCP's `elicitation/create` params. MCP's elicitation schema is a flat
@@ -207,7 +209,7 @@ impl QuestionHandler for PeerQuestions {
         if self.capabilities(asker, "sample")?.sampling.is_none() {
             return Err(undeclared(asker, "sampling"));
         }
-        let params = super::input_required::sampling_params(request);
+        let params = super::input_required::sampling_params(request, asker);
         params.validate().map_err(failed)?;
         let request =
             ServerRequest::CreateMessageRequest(rmcp::model::CreateMessageRequest::new(params));

@@ -244,7 +244,11 @@ impl QuestionHandler for Replay {
         }
         self.answer(
             asker,
-            || InputRequest::CreateMessage(CreateMessageRequest::new(sampling_params(request))),
+            || {
+                InputRequest::CreateMessage(CreateMessageRequest::new(sampling_params(
+                    request, asker,
+                )))
+            },
             |result: CreateMessageResult| {
                 let answer = sampling_answer(result)?;
                 check_sampling(&answer, asker)?;
@@ -269,11 +273,21 @@ impl QuestionHandler for Replay {
     }
 }
 
-/// A sampling request as MCP's.
-pub(crate) fn sampling_params(request: &SamplingRequest) -> CreateMessageRequestParams {
+/// A sampling request as MCP's, its system prompt saying first which plugin and tool (or
+/// request) ask, as an elicitation's message does: the person approving it should know which
+/// of the server's plugins wants the client's model, and the plugin's texts cannot imitate that
+/// line (`question::message`).
+pub(crate) fn sampling_params(
+    request: &SamplingRequest,
+    asker: &Asker,
+) -> CreateMessageRequestParams {
     let messages = request.messages.iter().map(sampling_message).collect();
     let mut params = CreateMessageRequestParams::new(messages, request.max_tokens);
-    params.system_prompt.clone_from(&request.system_prompt);
+    let attribution = super::ask::attribution(asker);
+    params.system_prompt = Some(match &request.system_prompt {
+        Some(prompt) => format!("{attribution}\n{prompt}"),
+        None => attribution,
+    });
     params.temperature = request.temperature.map(|t| t as f32);
     if !request.stop_sequences.is_empty() {
         params.stop_sequences = Some(request.stop_sequences.clone());

@@ -513,7 +513,7 @@ impl QuestionHandler for TaskQuestions {
         if self.capabilities.sampling.is_none() {
             return Err(super::ask::undeclared(asker, "sampling"));
         }
-        let params = super::input_required::sampling_params(request);
+        let params = super::input_required::sampling_params(request, asker);
         let result: CreateMessageResult = self
             .ask(
                 asker,

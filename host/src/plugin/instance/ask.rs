@@ -426,6 +426,17 @@ pub(crate) async fn sample(
             ))
         })?;
     }
+    // Model hints and stop sequences go to the client as they are: no character it would act
+    // on or hide.
+    for text in request.model_hints.iter().chain(&request.stop_sequences) {
+        crate::question::message::check_text(text).map_err(|problem| {
+            QuestionError::Denied(format!(
+                "tool '{}' of plugin '{}' asked question '{}' for sampling with a model hint \
+                 or stop sequence holding {problem}",
+                asker.tool, asker.plugin, asker.key
+            ))
+        })?;
+    }
     let answer = handler.sample(&asker, &request).await?;
     crate::question::answer::check_sampling(&answer, &asker)?;
     Ok(answer)
