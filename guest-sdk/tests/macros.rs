@@ -145,6 +145,18 @@ impl App {
         format!("{query} {limit} {lang} {exact} {page:?} {size}")
     }
 
+    // Two tools whose names and arguments' names join the same way (`a_b` + `c`, `a` + `b_c`):
+    // each argument's default is its own.
+    #[tool]
+    fn a_b(&self, #[default = 1] c: u32) -> String {
+        c.to_string()
+    }
+
+    #[tool]
+    fn a(&self, #[default = 2] b_c: u32) -> String {
+        b_c.to_string()
+    }
+
     /// First paragraph,
     /// still the first.
     ///
@@ -364,6 +376,8 @@ fn defaults_apply_and_are_in_the_schema() {
         "Words to find"
     );
     assert_eq!(schema["required"], json!(["query"]), "{schema}");
+    assert_eq!(call("a_b", "{}"), Ok("1".into()));
+    assert_eq!(call("a", "{}"), Ok("2".into()));
 }
 
 #[test]

@@ -176,9 +176,15 @@ fn expand_tool(
             .as_ref()
             .map(|text| quote!(#[schemars(description = #text)]));
         // The default is a function of the registry type, so that `Self` in its expression
-        // means what it means in the method's signature.
+        // means what it means in the method's signature. Named with the tool name's length,
+        // so that no two tools' arguments share one (`a_b`'s `c` and `a`'s `b_c`).
         let default = arg.default.as_ref().map(|value| {
-            let function = format_ident!("__llm_worker_default_{}_{}", name, ident.unraw());
+            let function = format_ident!(
+                "__llm_worker_default_{}_{}_{}",
+                name.len(),
+                name,
+                ident.unraw()
+            );
             let path = format!("{}::{function}", quote!(#self_ty)).replace(' ', "");
             // A string literal may default a `String` (or `Cow<str>`, …) argument.
             let value = match value {

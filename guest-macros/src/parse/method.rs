@@ -19,6 +19,7 @@ impl ToolMethod {
         let ident = sig.ident.clone();
         let name = ident.unraw().to_string();
         check_name(&ident, &name, errors);
+        super::check_doc(&method.attrs, errors);
         if let Some(token) = &sig.unsafety {
             errors.push(syn::Error::new_spanned(
                 token,
@@ -53,7 +54,10 @@ impl ToolMethod {
                 if is_marker(&attr, "description") {
                     description_paths.push(attr.path().clone());
                     match description_text(&attr) {
-                        Ok(text) => description = Some(text),
+                        Ok(text) => {
+                            super::check_description_literal(&text, errors);
+                            description = Some(text);
+                        }
                         Err(error) => errors.push(error),
                     }
                 } else if attr.path().is_ident("default") {

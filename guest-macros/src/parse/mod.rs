@@ -2,7 +2,7 @@
 //! spans) and validated, every misuse a spanned error.
 
 use heck::ToUpperCamelCase;
-use syn::{Attribute, Expr, ItemImpl, LitStr, Meta, Type};
+use syn::{Attribute, Expr, ExprLit, ItemImpl, Lit, LitStr, Meta, Type};
 
 mod catalog;
 mod method;
@@ -160,6 +160,55 @@ pub(crate) fn doc_pieces(attrs: &[Attribute]) -> Vec<Expr> {
             _ => None,
         })
         .collect()
+}
+
+/// Checks, at compile time, a tool's description made of its doc comments (where they are
+/// string literals), by the host's rule for descriptions (`llm_worker_rules::tool::
+/// check_description`): a description the host would refuse at load (a hidden character, too
+/// long) is an error here, on the doc comment. Lines are counted trimmed, so a description the
+/// SDK shortens (indentation it removes) is never refused here that the host would take.
+pub(crate) fn check_doc(attrs: &[Attribute], errors: &mut Errors) {
+    let docs: Vec<(&Attribute, String)> = attrs
+        .iter()
+        .filter(|attr| attr.path().is_ident("doc"))
+        .filter_map(|attr| match &attr.meta {
+            Meta::NameValue(nv) => match &nv.value {
+                Expr::Lit(ExprLit {
+                    lit: Lit::Str(text),
+                    ..
+                }) => Some((attr, text.value())),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    let Some((first, _)) = docs.first() else {
+        return;
+    };
+    let text = docs
+        .iter()
+        .flat_map(|(_, piece)| piece.split('\n'))
+        .map(str::trim)
+        .collect::<Vec<_>>()
+        .join("\n");
+    if let Err(problem) = llm_worker_rules::tool::check_description(text.trim()) {
+        errors.push(syn::Error::new_spanned(
+            first,
+            format!(
+                "this tool's description (its doc comment) would be refused by the host: {problem}"
+            ),
+        ));
+    }
+}
+
+/// Checks a `#[description = "…"]` by the host's rule for descriptions.
+pub(crate) fn check_description_literal(text: &LitStr, errors: &mut Errors) {
+    if let Err(problem) = llm_worker_rules::tool::check_description(&text.value()) {
+        errors.push(syn::Error::new_spanned(
+            text,
+            format!("this description would be refused by the host: {problem}"),
+        ));
+    }
 }
 
 /// `search_user` → `SearchUser`: the spec's `{PascalCase}Args` and `Tool{PascalCase}`.
