@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use llm_worker::{LoadedPlugin, ToolServerError, Worker};
-use llm_worker_rules::tool::Visible;
+use llm_worker_rules::tool::{OneLine, Visible};
 
 use crate::load::{Loader, holds_no_plugins, load, no_plugins};
 
@@ -93,7 +93,7 @@ pub(crate) async fn call(
                  failed to load or start and may offer it: {}",
                 dir.display(),
                 failed.len(),
-                Visible(&failed.join("; "))
+                OneLine(&failed.join("; "))
             );
             Ok(ExitCode::FAILURE)
         }

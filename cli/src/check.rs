@@ -28,13 +28,14 @@ pub(crate) fn check(out: &mut String, loader: &Loader, dir: &Path) -> anyhow::Re
         // Which file says what it may do: the one read, or where one would be read.
         let policy_file = SandboxPolicy::path_for(plugin.path());
         let policy_file = policy_file.strip_prefix(dir).unwrap_or(&policy_file);
+        // Named after the plugin's file: on one line, as that name is.
+        let policy_file = OneLine(&policy_file.to_string_lossy()).to_string();
         if plugin.policy_sha256().is_some() {
-            outln!(out, "         policy: {}", policy_file.display());
+            outln!(out, "         policy: {policy_file}");
         } else {
             outln!(
                 out,
-                "         no policy: the defaults (no {} beside it)",
-                policy_file.display()
+                "         no policy: the defaults (no {policy_file} beside it)"
             );
         }
         // What it asks of the sandbox: the contract's own interfaces are not asks.
@@ -46,15 +47,21 @@ pub(crate) fn check(out: &mut String, loader: &Loader, dir: &Path) -> anyhow::Re
             .filter(|i| !i.starts_with(&contract))
             .collect();
         outln!(out, "         imports: {}", asks.join(", "));
-        let env: Vec<&str> = policy.env.iter().map(|(name, _)| name.as_str()).collect();
+        // What the policy file says, on one line as the rest of the report (a guest path or an
+        // environment name may hold a line break).
+        let env: Vec<String> = policy
+            .env
+            .iter()
+            .map(|(name, _)| OneLine(name).to_string())
+            .collect();
         let dirs: Vec<String> = policy
             .dirs
             .iter()
             .map(|d| {
                 format!(
                     "{} -> {} ({})",
-                    d.host.display(),
-                    d.guest,
+                    OneLine(&d.host.to_string_lossy()),
+                    OneLine(&d.guest),
                     if d.writable { "rw" } else { "ro" }
                 )
             })
@@ -156,7 +163,7 @@ pub(crate) fn check(out: &mut String, loader: &Loader, dir: &Path) -> anyhow::Re
             }
         }
         for warning in plugin.warnings() {
-            outln!(out, "         warning: {warning}");
+            outln!(out, "         warning: {}", OneLine(warning));
         }
         if locked {
             outln!(out, "         lock: approved by {LOCK_FILE}");
@@ -197,7 +204,7 @@ pub(crate) fn check(out: &mut String, loader: &Loader, dir: &Path) -> anyhow::Re
     }
     // Policy files that belong to no plugin, as `list` warns of them.
     for warning in &loaded.warnings {
-        outln!(out, "warning  {warning}");
+        outln!(out, "warning  {}", OneLine(warning));
     }
     if holds_no_plugins(&loaded) {
         // As `call` fails on it.

@@ -276,14 +276,27 @@ pub(crate) fn scaffold(parent: &Path, name: &str, sdk: Sdk) -> anyhow::Result<Cr
     let type_name = name.to_upper_camel_case();
     // The crate's type takes its name: one that is a keyword or a name the generated code uses
     // from the prelude (`string` makes `String`) would not build.
-    const TAKEN: [&str; 12] = [
-        "Self", "String", "Result", "Ok", "Err", "Option", "Some", "None", "Vec", "Box", "Clone",
+    // So would the types the macros make for the template's tool `hello`.
+    const TAKEN: [&str; 14] = [
+        "Self",
+        "String",
+        "Result",
+        "Ok",
+        "Err",
+        "Option",
+        "Some",
+        "None",
+        "Vec",
+        "Box",
+        "Clone",
         "Default",
+        "ToolHello",
+        "HelloArgs",
     ];
     if TAKEN.contains(&type_name.as_str()) {
         bail!(
             "{name:?} would name the crate's type `{type_name}`, which the generated code uses \
-             for Rust's own; choose another name, e.g. \"{name}-tool\""
+             for Rust's own or for its tool's; choose another name, e.g. \"{name}-tool\""
         );
     }
 

@@ -189,42 +189,35 @@ impl fmt::Display for Visible<'_> {
 }
 
 /// Text that must stay on one line of a report (a file name, why a plugin was refused), as a
-/// terminal or a log should show it: as [`Visible`] shows it, and line feeds and tabs escaped
-/// too (`\n`, `\t`), so that it cannot start a line of its own that reads as the report's
-/// (`ok`, `lock: approved`). Shown so wherever the report goes, a pipe included.
+/// terminal or a log should show it: as [`Visible`] shows it, and line feeds, tabs and
+/// backslashes escaped too (`\n`, `\t`, `\\`), so that it cannot start a line of its own that
+/// reads as the report's (`ok`, `lock: approved`), nor pass for such an escape. Shown so
+/// wherever the report goes, a pipe included.
 ///
 /// ```
 /// use llm_worker_rules::tool::OneLine;
-/// assert_eq!(OneLine("a\nok  b\t\u{1b}").to_string(), "a\\nok  b\\t\\u{1b}");
+/// assert_eq!(
+///     OneLine("a\nok  b\t\u{1b}\\n").to_string(),
+///     "a\\nok  b\\t\\u{1b}\\\\n"
+/// );
 /// ```
 #[derive(Debug, Clone, Copy)]
 pub struct OneLine<'a>(pub &'a str);
 
 impl fmt::Display for OneLine<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut lines = self.0.split('\n');
-        if let Some(first) = lines.next() {
-            write_tabs_escaped(f, first)?;
-        }
-        for line in lines {
-            f.write_str("\\n")?;
-            write_tabs_escaped(f, line)?;
+        use fmt::Write as _;
+        for c in self.0.chars() {
+            match c {
+                '\n' => f.write_str("\\n")?,
+                '\t' => f.write_str("\\t")?,
+                '\\' => f.write_str("\\\\")?,
+                c if is_hidden_char(c) => write!(f, "\\u{{{:x}}}", u32::from(c))?,
+                c => f.write_char(c)?,
+            }
         }
         Ok(())
     }
-}
-
-/// `text` as [`Visible`] shows it, tabs escaped.
-fn write_tabs_escaped(f: &mut fmt::Formatter<'_>, text: &str) -> fmt::Result {
-    let mut parts = text.split('\t');
-    if let Some(first) = parts.next() {
-        fmt::Display::fmt(&Visible(first), f)?;
-    }
-    for part in parts {
-        f.write_str("\\t")?;
-        fmt::Display::fmt(&Visible(part), f)?;
-    }
-    Ok(())
 }
 
 /// At most the first `.1` characters of a text, shown as [`Visible`] shows it, then how long

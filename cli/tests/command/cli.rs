@@ -399,7 +399,14 @@ fn new_refuses_bad_names_and_sdks_and_never_overwrites() {
         );
     }
     // Names whose type would be one the generated code uses from Rust's prelude.
-    for taken in ["string", "result", "ok", "self_"] {
+    for taken in [
+        "string",
+        "result",
+        "ok",
+        "self_",
+        "tool-hello",
+        "hello-args",
+    ] {
         let out = new(&[taken]);
         assert!(
             !out.status.success() && stderr(&out).contains("for Rust's own"),

@@ -185,10 +185,12 @@ pub(crate) fn check_doc(attrs: &[Attribute], errors: &mut Errors) {
     let Some((first, _)) = docs.first() else {
         return;
     };
+    // Trimmed, and a `/** */` block's `*` column taken off (any leading `*`, which can only
+    // shorten the text): never longer than what the SDK makes of it.
     let text = docs
         .iter()
         .flat_map(|(_, piece)| piece.split('\n'))
-        .map(str::trim)
+        .map(|line| line.trim().trim_start_matches('*').trim())
         .collect::<Vec<_>>()
         .join("\n");
     if let Err(problem) = llm_worker_rules::tool::check_description(text.trim()) {
@@ -201,12 +203,18 @@ pub(crate) fn check_doc(attrs: &[Attribute], errors: &mut Errors) {
     }
 }
 
-/// Checks a `#[description = "…"]` by the host's rule for descriptions.
+/// Checks a `#[description = "…"]` (an argument's, in the input schema) by the host's rule
+/// for the texts of a schema: no character a terminal acts on or that hides text. (Its length
+/// counts toward the schema's, which the host bounds as a whole.)
 pub(crate) fn check_description_literal(text: &LitStr, errors: &mut Errors) {
-    if let Err(problem) = llm_worker_rules::tool::check_description(&text.value()) {
+    if let Some((at, found)) = llm_worker_rules::tool::first_hidden(&text.value()) {
         errors.push(syn::Error::new_spanned(
             text,
-            format!("this description would be refused by the host: {problem}"),
+            format!(
+                "this description would be refused by the host: it holds {found:?} (U+{:04X}) \
+                 at character {at}, which a terminal acts on or which hides text",
+                u32::from(found)
+            ),
         ));
     }
 }

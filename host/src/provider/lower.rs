@@ -362,6 +362,34 @@ impl<'a> Lowering<'a> {
                     ),
                 )
             })?;
+        // A reference resolves against the nearest `$id` around it, and its target's own
+        // references against the nearest around the target: only the root's is followed here.
+        let nested_id = |value: &Value| value.get("$id").is_some_and(Value::is_string);
+        let mut ancestor = self.root;
+        let mut under_nested_id = self.under_id > 0;
+        for token in pointer.split('/').skip(1) {
+            let token = unescape(token);
+            let next = match ancestor {
+                Value::Object(object) => object.get(&token),
+                Value::Array(items) => token.parse::<usize>().ok().and_then(|i| items.get(i)),
+                _ => None,
+            };
+            let Some(next) = next else { break };
+            // The target itself may name its own `$id` (it is then that resource's root).
+            under_nested_id |= !std::ptr::eq(ancestor, self.root) && nested_id(ancestor);
+            ancestor = next;
+        }
+        if under_nested_id {
+            return Err(self.unsupported(
+                at,
+                format!(
+                    "`$ref` {reference:?} is inside (or leads into) a part of the schema with an \
+                     `$id` of its own, against which references resolve (not the schema's root, \
+                     as inlining here would read them); write the definitions without nested \
+                     `$id`s"
+                ),
+            ));
+        }
         let target = self.root.pointer(&pointer).ok_or_else(|| {
             self.unsupported(
                 at,
@@ -486,16 +514,6 @@ impl<'a> Lowering<'a> {
         let reference = reference
             .as_str()
             .ok_or_else(|| self.unsupported(&here, "`$ref` is not a string; fix the schema"))?;
-        if self.under_id > 0 {
-            return Err(self.unsupported(
-                &here,
-                format!(
-                    "`$ref` {reference:?} is inside a part of the schema with an `$id` of its \
-                     own, against which it resolves (not the schema's root, as inlining here \
-                     would read it); write the definitions without nested `$id`s"
-                ),
-            ));
-        }
         let keep = self.strict && keepable(reference);
         if keep && schema.len() == 1 {
             self.resolve(reference, &here)?;

@@ -559,7 +559,34 @@ fn a_reference_under_a_nested_id_is_not_inlined_against_the_root() {
         }},
         "$defs": {"C": {"enum": ["shown but not enforced"]}},
     });
-    for lowered in [gemini(schema.clone()), strict(schema)] {
+    // The same through an `allOf` wrapper, and a reference from the root into a resource
+    // with its own `$id` (whose own references resolve against it).
+    let wrapped = json!({
+        "type": "object",
+        "properties": {"mode": {
+            "$id": "https://example.com/mode",
+            "allOf": [{"$ref": "#/$defs/C"}],
+            "$defs": {"C": {"type": "string"}},
+        }},
+        "$defs": {"C": {"enum": ["shown but not enforced"]}},
+    });
+    let into = json!({
+        "type": "object",
+        "properties": {"mode": {"$ref": "#/$defs/M/$defs/D"}},
+        "$defs": {
+            "M": {"$id": "https://example.com/m", "$defs": {
+                "D": {"$ref": "#/$defs/C"}, "C": {"type": "string"}}},
+            "C": {"enum": ["shown but not enforced"]},
+        },
+    });
+    for lowered in [
+        gemini(schema.clone()),
+        strict(schema),
+        gemini(wrapped.clone()),
+        strict(wrapped),
+        gemini(into.clone()),
+        strict(into),
+    ] {
         let error = err(lowered);
         assert!(error.to_string().contains("`$id` of its own"), "{error}");
     }

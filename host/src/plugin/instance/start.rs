@@ -365,11 +365,16 @@ pub(super) fn describe(limits: &Limits, error: &wasmtime::Error) -> String {
             other => format!("it trapped: {other}"),
         }
     } else {
-        // The cause, on one line and short: wasmtime's whole text of it carries a backtrace
-        // naming the plugin's functions, as its own name section spells them (any text, of
+        // What failed and why, on one line and short, without wasmtime's backtrace: it names
+        // the plugin's functions as the plugin's own name section spells them (any text, of
         // any length), which a report would print. The whole at debug level.
         tracing::debug!("plugin failure: {error:?}");
-        let cause = error.root_cause().to_string();
+        let cause = error
+            .chain()
+            .map(ToString::to_string)
+            .filter(|text| !text.starts_with("error while executing at wasm backtrace"))
+            .collect::<Vec<_>>()
+            .join(": ");
         let shown: String = cause.chars().take(MAX_CAUSE_CHARS).collect();
         let cut = if shown.len() < cause.len() { "…" } else { "" };
         format!(

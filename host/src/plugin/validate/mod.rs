@@ -124,7 +124,7 @@ fn check_reference_siblings(schema: &Value) -> Result<(), String> {
         return Ok(());
     }
     // Beside a `$ref`, what annotates or holds definitions says nothing the draft ignores.
-    const INERT: [&str; 10] = [
+    const INERT: [&str; 13] = [
         "$ref",
         "$schema",
         "$id",
@@ -135,13 +135,45 @@ fn check_reference_siblings(schema: &Value) -> Result<(), String> {
         "description",
         "default",
         "examples",
+        "readOnly",
+        "writeOnly",
+        "deprecated",
     ];
-    fn walk(value: &Value, at: &mut String) -> Result<(), String> {
+    // Members whose values are maps of names to schemas (a property may be named `enum`).
+    const MAPS: [&str; 5] = [
+        "properties",
+        "patternProperties",
+        "definitions",
+        "$defs",
+        "dependencies",
+    ];
+    fn pointer_to(
+        at: &mut String,
+        token: &str,
+        walk: impl FnOnce(&mut String) -> Result<(), String>,
+    ) -> Result<(), String> {
+        let len = at.len();
+        at.push('/');
+        at.push_str(&token.replace('~', "~0").replace('/', "~1"));
+        let walked = walk(at);
+        at.truncate(len);
+        walked
+    }
+    // `value` at `at`: a schema, or (`map`) a map of names to schemas.
+    fn walk(value: &Value, at: &mut String, map: bool) -> Result<(), String> {
         match value {
+            Value::Object(object) if map => {
+                for (name, member) in object {
+                    pointer_to(at, name, |at| walk(member, at, false))?;
+                }
+                Ok(())
+            }
             Value::Object(object) => {
                 // The root's `"type": "object"` says what every tool's input is anyway.
                 let inert = |key: &&String| {
-                    INERT.contains(&key.as_str()) || (at.is_empty() && key.as_str() == "type")
+                    INERT.contains(&key.as_str())
+                        || key.starts_with("x-")
+                        || (at.is_empty() && key.as_str() == "type")
                 };
                 if object.get("$ref").is_some_and(Value::is_string)
                     && let Some(key) = object.keys().find(|key| !inert(key))
@@ -159,28 +191,21 @@ fn check_reference_siblings(schema: &Value) -> Result<(), String> {
                     if matches!(key.as_str(), "enum" | "const" | "default" | "examples") {
                         continue;
                     }
-                    let len = at.len();
-                    at.push('/');
-                    at.push_str(&key.replace('~', "~0").replace('/', "~1"));
-                    walk(member, at)?;
-                    at.truncate(len);
+                    let map = MAPS.contains(&key.as_str());
+                    pointer_to(at, key, |at| walk(member, at, map))?;
                 }
                 Ok(())
             }
             Value::Array(items) => {
                 for (index, item) in items.iter().enumerate() {
-                    let len = at.len();
-                    at.push('/');
-                    at.push_str(&index.to_string());
-                    walk(item, at)?;
-                    at.truncate(len);
+                    pointer_to(at, &index.to_string(), |at| walk(item, at, false))?;
                 }
                 Ok(())
             }
             _ => Ok(()),
         }
     }
-    walk(schema, &mut String::new())
+    walk(schema, &mut String::new(), false)
 }
 
 /// Checks a title: one line, not empty, short (the rule is `llm_worker_rules::tool`'s).

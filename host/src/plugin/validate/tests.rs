@@ -451,6 +451,12 @@ fn rules_an_old_draft_ignores_beside_a_reference_are_refused() {
         refused.contains("/properties/status") && refused.contains("`enum` beside `$ref`"),
         "{refused}"
     );
+    // A property named as a value keyword is a schema all the same.
+    let named_default = serde_json::json!({"$schema": draft7, "type": "object",
+        "properties": {"default": {"$ref": "#/definitions/s", "maxLength": 3}},
+        "definitions": defs});
+    let refused = super::parse_schema(&named_default.to_string()).expect_err("refused");
+    assert!(refused.contains("/properties/default"), "{refused}");
     for fine in [
         with("https://json-schema.org/draft/2020-12/schema", sibling),
         with(
