@@ -899,3 +899,36 @@ async fn a_narrower_token_hears_nothing_of_a_wider_tokens_stateless_calls() {
     wide.cancel().await.expect("close");
     narrow.cancel().await.expect("close");
 }
+
+/// A session's standing stream (its GET, which carries the session's notices and its tasks'
+/// logs) was checked once, when it was opened, and went on delivering after its token expired,
+/// until the session ended. It ends when the token expires; the client opens it again with a
+/// current token, checked as any request is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sessions_stream_ends_when_its_token_expires() {
+    let issuer = Issuer::start(Issuing::Answers).await;
+    let url = serve(&issuer, Vec::new(), |o| o).await;
+    let mut claims = issuer.claims("alice", &url);
+    claims["exp"] = json!(jsonwebtoken::get_current_timestamp() + 2);
+    let brief = sign(&claims, Algorithm::RS256, ISSUER_RSA, "rsa-1");
+    let session = open_session(&url, &brief).await;
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let sent = in_session(&url, &session, &brief, initialized)
+        .send()
+        .await
+        .expect("initialized");
+    assert!(sent.status().is_success(), "{}", sent.status());
+    let stream = reqwest::Client::new()
+        .get(&url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-06-18")
+        .bearer_auth(&brief)
+        .send()
+        .await
+        .expect("the stream");
+    assert_eq!(stream.status(), 200);
+    // Read to its end; a liveness bound far above the token's two seconds.
+    let ended = tokio::time::timeout(Duration::from_secs(30), stream.bytes()).await;
+    assert!(ended.is_ok(), "the stream outlived its token");
+}

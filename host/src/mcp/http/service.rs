@@ -289,11 +289,26 @@ impl McpHttpService {
         } else {
             None
         };
+        // A standing stream (a session's GET, which carries its notices and its tasks' logs)
+        // ends when the token it was opened with expires: the client opens it again with a
+        // current one, checked as any request is.
+        let expires = (request.method() == http::Method::GET)
+            .then(|| identity.as_deref().and_then(expiry))
+            .flatten();
         request.extensions_mut().insert(caller);
         if let Some(identity) = identity {
             request.extensions_mut().insert(identity);
         }
         let response = self.service.handle(request).await;
+        let response = match expires {
+            Some(at) => response.map(|body| {
+                http_body_util::BodyExt::boxed(Until {
+                    body,
+                    until: Box::pin(tokio::time::sleep_until(at)),
+                })
+            }),
+            None => response,
+        };
         if opens
             && let Some(opened) = response
                 .headers()
@@ -342,6 +357,38 @@ impl McpHttpService {
     /// service then refuses new sessions. For an embedder shutting down.
     pub fn close(&self) {
         self.cancel.cancel();
+    }
+}
+
+/// When the access token of `identity` expires (its `exp` claim), if it says.
+fn expiry(identity: &crate::Identity) -> Option<tokio::time::Instant> {
+    let exp = identity.claims.get("exp")?.as_f64()?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_secs_f64();
+    let left = std::time::Duration::try_from_secs_f64((exp - now).max(0.0)).ok()?;
+    Some(tokio::time::Instant::now() + left)
+}
+
+/// A response body that ends at `until` (whatever it would still send).
+struct Until<B> {
+    body: B,
+    until: std::pin::Pin<Box<tokio::time::Sleep>>,
+}
+
+impl<B: http_body::Body + Unpin> http_body::Body for Until<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        if self.until.as_mut().poll(cx).is_ready() {
+            return std::task::Poll::Ready(None);
+        }
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
     }
 }
 
