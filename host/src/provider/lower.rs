@@ -364,7 +364,13 @@ impl<'a> Lowering<'a> {
             })?;
         // A reference resolves against the nearest `$id` around it, and its target's own
         // references against the nearest around the target: only the root's is followed here.
-        let nested_id = |value: &Value| value.get("$id").is_some_and(Value::is_string);
+        // (An `$id` that is only a fragment names an anchor: the base stays.)
+        let nested_id = |value: &Value| {
+            value
+                .get("$id")
+                .and_then(Value::as_str)
+                .is_some_and(|id| !id.starts_with('#'))
+        };
         let mut ancestor = self.root;
         let mut under_nested_id = self.under_id > 0;
         for token in pointer.split('/').skip(1) {

@@ -907,9 +907,11 @@ async fn a_narrower_token_hears_nothing_of_a_wider_tokens_stateless_calls() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sessions_stream_ends_when_its_token_expires() {
     let issuer = Issuer::start(Issuing::Answers).await;
-    let url = serve(&issuer, Vec::new(), |o| o).await;
+    // No clock skew allowed: the token is refused, and its stream ends, at its `exp`.
+    let url = serve(&issuer, Vec::new(), |o| o.leeway(Duration::ZERO)).await;
     let mut claims = issuer.claims("alice", &url);
-    claims["exp"] = json!(jsonwebtoken::get_current_timestamp() + 2);
+    // Three seconds from the start of this second: two at least.
+    claims["exp"] = json!(jsonwebtoken::get_current_timestamp() + 3);
     let brief = sign(&claims, Algorithm::RS256, ISSUER_RSA, "rsa-1");
     let session = open_session(&url, &brief).await;
     let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
@@ -928,7 +930,16 @@ async fn a_sessions_stream_ends_when_its_token_expires() {
         .await
         .expect("the stream");
     assert_eq!(stream.status(), 200);
-    // Read to its end; a liveness bound far above the token's two seconds.
+    let opened = std::time::Instant::now();
+    // Read to its end, a clean one; a liveness bound far above the token's seconds.
     let ended = tokio::time::timeout(Duration::from_secs(30), stream.bytes()).await;
-    assert!(ended.is_ok(), "the stream outlived its token");
+    ended
+        .expect("the stream outlived its token")
+        .expect("the stream ended cleanly");
+    // Not at once: it served while the token was good (a second at least of its two or more).
+    assert!(
+        opened.elapsed() >= Duration::from_secs(1),
+        "{:?}",
+        opened.elapsed()
+    );
 }

@@ -40,6 +40,16 @@ impl Authenticator {
         }
     }
 
+    /// How long past its `exp` an access token is still accepted (the verifier's clock skew);
+    /// zero without OAuth.
+    pub(super) fn leeway(&self) -> std::time::Duration {
+        #[cfg(feature = "oauth")]
+        if let Some(verifier) = &self.oauth {
+            return verifier.options().leeway;
+        }
+        std::time::Duration::ZERO
+    }
+
     /// Accepts the access tokens `verifier` accepts too.
     #[cfg(feature = "oauth")]
     pub(super) fn with_oauth(mut self, verifier: crate::mcp::oauth::SharedVerifier) -> Self {

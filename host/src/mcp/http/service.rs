@@ -293,21 +293,30 @@ impl McpHttpService {
         // ends when the token it was opened with expires: the client opens it again with a
         // current one, checked as any request is.
         let expires = (request.method() == http::Method::GET)
-            .then(|| identity.as_deref().and_then(expiry))
+            .then(|| {
+                identity
+                    .as_deref()
+                    .and_then(|id| expiry(id, self.auth.leeway()))
+            })
             .flatten();
         request.extensions_mut().insert(caller);
         if let Some(identity) = identity {
             request.extensions_mut().insert(identity);
         }
         let response = self.service.handle(request).await;
+        let streams = response.status() == http::StatusCode::OK
+            && response
+                .headers()
+                .get(http::header::CONTENT_TYPE)
+                .is_some_and(|value| value.as_bytes().starts_with(b"text/event-stream"));
         let response = match expires {
-            Some(at) => response.map(|body| {
+            Some(at) if streams => response.map(|body| {
                 http_body_util::BodyExt::boxed(Until {
                     body,
                     until: Box::pin(tokio::time::sleep_until(at)),
                 })
             }),
-            None => response,
+            _ => response,
         };
         if opens
             && let Some(opened) = response
@@ -360,15 +369,17 @@ impl McpHttpService {
     }
 }
 
-/// When the access token of `identity` expires (its `exp` claim), if it says.
-fn expiry(identity: &crate::Identity) -> Option<tokio::time::Instant> {
+/// When the access token of `identity` stops being accepted: its `exp` claim, if it has one,
+/// and the `leeway` the verifier allows past it. `None` if it says no time, or one too far
+/// off to be a moment of this process.
+fn expiry(identity: &crate::Identity, leeway: std::time::Duration) -> Option<tokio::time::Instant> {
     let exp = identity.claims.get("exp")?.as_f64()?;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .ok()?
         .as_secs_f64();
     let left = std::time::Duration::try_from_secs_f64((exp - now).max(0.0)).ok()?;
-    Some(tokio::time::Instant::now() + left)
+    tokio::time::Instant::now().checked_add(left.checked_add(leeway)?)
 }
 
 /// A response body that ends at `until` (whatever it would still send).
@@ -389,6 +400,10 @@ impl<B: http_body::Body + Unpin> http_body::Body for Until<B> {
             return std::task::Poll::Ready(None);
         }
         std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
     }
 }
 

@@ -428,14 +428,13 @@ pub(crate) async fn sample(
     }
     // Model hints and stop sequences go to the client as they are: no character it would act
     // on or hide.
-    // (A stop sequence may be a line break of any kind: `\r\n` is a common one.)
-    for text in request.model_hints.iter().map(String::as_str).chain(
-        request
-            .stop_sequences
-            .iter()
-            .map(|stop| stop.trim_matches('\r')),
-    ) {
-        crate::question::message::check_text(text).map_err(|problem| {
+    // (A stop sequence may hold `\r\n`, a common one; a carriage return alone, no.)
+    let stops = request
+        .stop_sequences
+        .iter()
+        .map(|stop| stop.replace("\r\n", "\n"));
+    for text in request.model_hints.iter().cloned().chain(stops) {
+        crate::question::message::check_text(&text).map_err(|problem| {
             QuestionError::Denied(format!(
                 "tool '{}' of plugin '{}' asked question '{}' for sampling with a model hint \
                  or stop sequence holding {problem}",

@@ -365,22 +365,21 @@ pub(super) fn describe(limits: &Limits, error: &wasmtime::Error) -> String {
             other => format!("it trapped: {other}"),
         }
     } else {
-        // What failed and why, on one line and short, without wasmtime's backtrace: it names
-        // the plugin's functions as the plugin's own name section spells them (any text, of
-        // any length), which a report would print. The whole at debug level.
+        // What failed and why, short, without wasmtime's backtrace: it names the plugin's
+        // functions as the plugin's own name section spells them (any text, of any length),
+        // which a report would print. The whole at debug level.
         tracing::debug!("plugin failure: {error:?}");
-        let cause = error
+        // (Escaped where it is shown: a report on one line, a log as its lines.)
+        let mut causes: Vec<String> = error
             .chain()
             .map(ToString::to_string)
             .filter(|text| !text.starts_with("error while executing at wasm backtrace"))
-            .collect::<Vec<_>>()
-            .join(": ");
+            .collect();
+        causes.dedup();
+        let cause = causes.join(": ");
         let shown: String = cause.chars().take(MAX_CAUSE_CHARS).collect();
         let cut = if shown.len() < cause.len() { "…" } else { "" };
-        format!(
-            "it failed: {}{cut}",
-            llm_worker_rules::tool::OneLine(&shown)
-        )
+        format!("it failed: {shown}{cut}")
     }
 }
 
