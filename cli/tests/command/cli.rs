@@ -304,6 +304,28 @@ fn schema_prints_each_provider_shape() {
         "{}",
         stderr(&out)
     );
+
+    // A plugin that fails to load: the others' definitions, and failure (a script would
+    // otherwise ship a part of the directory's tools for the whole).
+    std::fs::write(dir.join("broken.wasm"), b"nope").expect("write");
+    let out = run(&cache, &["schema", path(&dir), "--format", "mcp"], None);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let partial: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(
+        partial["tools"].as_array().map(Vec::len),
+        Some(4),
+        "{partial}"
+    );
+    // A directory of no plugins is an error, not an empty list.
+    let empty = dir.join("empty");
+    std::fs::create_dir(&empty).expect("mkdir");
+    let out = run(&cache, &["schema", path(&empty), "--format", "mcp"], None);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("holds no plugins"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
