@@ -43,6 +43,8 @@ fn not_approved(loaded: &PluginDir, file: &str) -> String {
 #[test]
 fn a_locked_directory_loads_only_what_was_approved() {
     let dir = plugin_dir("lock");
+    // What a load says of the lock: none was there to apply.
+    assert!(!host().load_dir(&dir).expect("load").locked);
     lock(&dir);
     let text = std::fs::read_to_string(dir.join(LOCK_FILE)).expect("lock file");
     assert!(
@@ -51,6 +53,14 @@ fn a_locked_directory_loads_only_what_was_approved() {
     );
     let loaded = host().load_dir(&dir).expect("load");
     assert_eq!(loaded.plugins.len(), 2, "{:?}", loaded.failures);
+    assert!(loaded.locked);
+    let ignoring = LoadDirOptions::default().ignore_lock(true);
+    assert!(
+        !host()
+            .load_dir_with(&dir, ignoring, |_, _, _| {})
+            .expect("load")
+            .locked
+    );
 
     // One byte changed in a plugin.
     let mut bytes = std::fs::read(dir.join("counter.wasm")).expect("read");
