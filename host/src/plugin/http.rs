@@ -182,10 +182,17 @@ impl HttpGate {
         gate
     }
 
-    /// Logs a request denied before it left ([`log_denied`]).
+    /// Logs a request denied before it left, as [`count_denial`] says.
     fn denied(&mut self, uri: &http::Uri, why: std::fmt::Arguments<'_>) {
-        let denials = self.denials();
-        log_denied(&self.plugin, &denials, uri, why);
+        match count_denial(&self.denials()) {
+            Some(true) => tracing::warn!(
+                plugin = %self.plugin,
+                uri = %Cut(uri),
+                "denied an HTTP request: {why}"
+            ),
+            Some(false) => tracing::warn!(plugin = %self.plugin, "{MORE_DENIED}"),
+            None => {}
+        }
     }
 
     /// Where the requests denied now are counted: the call's, else the instance's outside
@@ -462,21 +469,23 @@ pub(crate) fn bound_request_setters(
     shadowed
 }
 
-/// Logs a request of `plugin` denied before it left, counted in `denials` (a call's, or the
-/// instance's outside calls), naming at most [`MAX_URI_LOGGED`] characters of its URI: the
-/// first [`MAX_DENIALS_LOGGED`], then once that more were not (a plugin denied in a loop would
-/// otherwise write the host's log as fast as it can, each line up to 9 KiB of its own text).
-fn log_denied(plugin: &str, denials: &AtomicU32, uri: &http::Uri, why: std::fmt::Arguments<'_>) {
+/// Counts a request denied before it left in `denials` (a call's, or the instance's outside
+/// calls), and says whether to log it: `Some(true)` for the first [`MAX_DENIALS_LOGGED`] (each
+/// naming at most [`MAX_URI_LOGGED`] characters of its URI), `Some(false)` once after them
+/// ([`MORE_DENIED`]), `None` then (a plugin denied in a loop would otherwise write the host's
+/// log as fast as it can, each line up to 9 KiB of its own text).
+fn count_denial(denials: &AtomicU32) -> Option<bool> {
     let count = denials.fetch_add(1, Ordering::Relaxed).saturating_add(1);
-    if count <= MAX_DENIALS_LOGGED {
-        tracing::warn!(plugin, uri = %Cut(uri), "denied an HTTP request: {why}");
-    } else if count == MAX_DENIALS_LOGGED + 1 {
-        tracing::warn!(
-            plugin,
-            "denied more HTTP requests in this call (or outside calls); they are not logged"
-        );
+    match count {
+        count if count <= MAX_DENIALS_LOGGED => Some(true),
+        count if count == MAX_DENIALS_LOGGED + 1 => Some(false),
+        _ => None,
     }
 }
+
+/// What is logged once the denials logged reach [`MAX_DENIALS_LOGGED`].
+const MORE_DENIED: &str =
+    "denied more HTTP requests in this call (or outside calls); they are not logged";
 
 /// wasmtime-wasi-http's `body` of the request or response `rep` (`make`), if the instance may
 /// hold one more unsent body ([`MAX_UNSENT_BODIES`]); `Err(())` if not, as for a second body.
@@ -686,17 +695,21 @@ impl WasiHttpHooks for HttpGate {
                     Ok(addresses) => addresses,
                     Err(Refused::Failed(error)) => return Err(error),
                     Err(Refused::Address { address, range }) => {
-                        log_denied(
-                            &plugin,
-                            &denials,
-                            request.uri(),
-                            format_args!(
-                                "{} resolves to {address}, {range}; name the address in the \
-                                 rule ([http] allow) or put the rule in [http] allow_private \
-                                 to reach it",
+                        // Logged from here, not through `denied`: this runs where the
+                        // response is awaited, which may be another task.
+                        match count_denial(&denials) {
+                            Some(true) => tracing::warn!(
+                                plugin = %plugin,
+                                uri = %Cut(request.uri()),
+                                %address,
+                                "denied an HTTP request: {} resolves to {range}; name the \
+                                 address in the rule ([http] allow) or put the rule in [http] \
+                                 allow_private to reach it",
                                 destination.host
                             ),
-                        );
+                            Some(false) => tracing::warn!(plugin = %plugin, "{MORE_DENIED}"),
+                            None => {}
+                        }
                         return Err(Error::DestinationIpProhibited);
                     }
                 };
