@@ -51,13 +51,14 @@ pub use signature::{
 use crate::PluginError;
 
 /// Text a registry chose (an error's message, a media type, a digest), as a message quotes it:
-/// line breaks and other control characters escaped, cut after 200 characters, so that it can
-/// neither forge lines of the command's output nor bury the cause under megabytes.
+/// on one line ([`OneLine`](llm_worker_rules::tool::OneLine)), cut after 200 characters, so
+/// that it can neither forge lines of the command's output nor bury the cause under megabytes.
 pub(crate) fn quoted(text: &str) -> String {
+    use llm_worker_rules::tool::OneLine;
     const SHOWN: usize = 200;
     match text.char_indices().nth(SHOWN) {
-        None => text.escape_debug().to_string(),
-        Some((end, _)) => format!("{}… ({} bytes)", text[..end].escape_debug(), text.len()),
+        None => OneLine(text).to_string(),
+        Some((end, _)) => format!("{}… ({} bytes)", OneLine(&text[..end]), text.len()),
     }
 }
 

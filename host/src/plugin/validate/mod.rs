@@ -147,24 +147,12 @@ fn check_reference_siblings(schema: &Value) -> Result<(), String> {
         "$defs",
         "dependencies",
     ];
-    fn pointer_to(
-        at: &mut String,
-        token: &str,
-        walk: impl FnOnce(&mut String) -> Result<(), String>,
-    ) -> Result<(), String> {
-        let len = at.len();
-        at.push('/');
-        at.push_str(&token.replace('~', "~0").replace('/', "~1"));
-        let walked = walk(at);
-        at.truncate(len);
-        walked
-    }
     // `value` at `at`: a schema, or (`map`) a map of names to schemas.
     fn walk(value: &Value, at: &mut String, map: bool) -> Result<(), String> {
         match value {
             Value::Object(object) if map => {
                 for (name, member) in object {
-                    pointer_to(at, name, |at| walk(member, at, false))?;
+                    descend(at, name, |at| walk(member, at, false))?;
                 }
                 Ok(())
             }
@@ -192,13 +180,13 @@ fn check_reference_siblings(schema: &Value) -> Result<(), String> {
                         continue;
                     }
                     let map = MAPS.contains(&key.as_str());
-                    pointer_to(at, key, |at| walk(member, at, map))?;
+                    descend(at, key, |at| walk(member, at, map))?;
                 }
                 Ok(())
             }
             Value::Array(items) => {
                 for (index, item) in items.iter().enumerate() {
-                    pointer_to(at, &index.to_string(), |at| walk(item, at, false))?;
+                    descend(at, &index.to_string(), |at| walk(item, at, false))?;
                 }
                 Ok(())
             }
@@ -206,6 +194,21 @@ fn check_reference_siblings(schema: &Value) -> Result<(), String> {
         }
     }
     walk(schema, &mut String::new(), false)
+}
+
+/// Runs `walk` with the JSON pointer `at` one `token` deeper (escaped as RFC 6901 says), and
+/// gives `at` back as it was.
+fn descend(
+    at: &mut String,
+    token: &str,
+    walk: impl FnOnce(&mut String) -> Result<(), String>,
+) -> Result<(), String> {
+    let len = at.len();
+    at.push('/');
+    at.push_str(&token.replace('~', "~0").replace('/', "~1"));
+    let walked = walk(at);
+    at.truncate(len);
+    walked
 }
 
 /// Checks a title: one line, not empty, short (the rule is `llm_worker_rules::tool`'s).
@@ -225,7 +228,6 @@ pub(crate) fn check_description(text: &str) -> Result<(), String> {
 /// may not. The problem names where, as a JSON pointer.
 pub(crate) fn check_schema_text(schema: &serde_json::Value) -> Result<(), String> {
     use serde_json::Value;
-    use std::fmt::Write as _;
     fn walk(value: &Value, at: &mut String) -> Result<(), String> {
         let hidden =
             |text: &str, at: &str, what: &str| match llm_worker_rules::tool::first_hidden(text) {
@@ -240,20 +242,14 @@ pub(crate) fn check_schema_text(schema: &serde_json::Value) -> Result<(), String
             };
         match value {
             Value::String(text) => hidden(text, at, "the text"),
-            Value::Array(items) => items.iter().enumerate().try_for_each(|(index, item)| {
-                let len = at.len();
-                let _ = write!(at, "/{index}");
-                let checked = walk(item, at);
-                at.truncate(len);
-                checked
-            }),
+            Value::Array(items) => items
+                .iter()
+                .enumerate()
+                .try_for_each(|(index, item)| descend(at, &index.to_string(), |at| walk(item, at))),
             Value::Object(members) => members.iter().try_for_each(|(name, member)| {
-                let len = at.len();
-                at.push('/');
-                at.push_str(&name.replace('~', "~0").replace('/', "~1"));
-                let checked = hidden(name, at, "the member name").and_then(|()| walk(member, at));
-                at.truncate(len);
-                checked
+                descend(at, name, |at| {
+                    hidden(name, at, "the member name").and_then(|()| walk(member, at))
+                })
             }),
             _ => Ok(()),
         }
