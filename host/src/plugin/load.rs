@@ -143,6 +143,15 @@ impl PluginHost {
         let pre = self.link(runtime, path, &component, &policy)?;
         self.check_exports(path, &component)?;
         let pre = world(path, version, pre)?;
+        if pre.is_concurrent() != std::ptr::eq(runtime, self.runtime(true)) {
+            // Not expected: the engine is chosen by the names the world is.
+            return Err(PluginError::Invalid {
+                path: path.to_owned(),
+                reason: "its contract and the engine it was compiled for disagree about the \
+                         component model's concurrency; report this as a bug of the host"
+                    .into(),
+            });
+        }
         let name = path
             .file_stem()
             .map(|stem| stem.to_string_lossy().into_owned())
@@ -236,23 +245,25 @@ impl PluginHost {
         };
         let concurrent = needs_concurrency(bytes);
         let runtime = self.runtime(concurrent);
-        let (compiled, runtime) = match compile_for(runtime) {
-            // A component of an older contract made with the component model's asynchronous
-            // calling convention is valid only where the engine has the concurrency: it is
-            // served there, as every component was before the engines were two. What the first
-            // engine refuses, it refuses almost always in validation, before generating any
-            // code: a second attempt costs a component another validation pass.
-            Err(_) if !concurrent => {
-                let runtime = self.runtime(true);
-                (compile_for(runtime), runtime)
-            }
-            compiled => (compiled, runtime),
-        };
-        compiled
+        // A component of an older contract is compiled once, without the component model's
+        // concurrency: one made with its asynchronous calling convention is refused, not
+        // served elsewhere. Those contracts run one call at a time, and code an async export
+        // left running after it returned would run for no call, outside the bounds a contract
+        // 1.0.0 instance keeps on such code.
+        compile_for(runtime)
             .map(|component| (component, runtime))
             .map_err(|e| PluginError::Invalid {
                 path: path.to_owned(),
-                reason: format!("{e:#}"),
+                reason: if concurrent {
+                    format!("{e:#}")
+                } else {
+                    format!(
+                        "{e:#}; it names no interface of contract 1.0.0, so it was compiled as \
+                         a plugin of contracts 0.1.0-0.3.0, which may not use the component \
+                         model's asynchronous calling convention (async functions, streams, \
+                         futures): build it against wit/1.0.0 if it needs that"
+                    )
+                },
             })
     }
 

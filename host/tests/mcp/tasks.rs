@@ -629,6 +629,81 @@ async fn a_call_gathers_input_in_rounds_and_then_becomes_a_task() {
     client.cancel().await.expect("close");
 }
 
+/// A sampling request says first, in its system prompt, which plugin and tool ask, on every
+/// way it reaches a client: deferred to the client in a 2026-07-28 call's input requests, and
+/// as a task's input request (the direct way: `command::protocol`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sampling_request_names_its_plugin_and_tool_when_deferred_and_in_a_task() {
+    fn system_prompt(request: &impl serde::Serialize) -> String {
+        let request = serde_json::to_value(request).expect("json");
+        assert_eq!(request["method"], "sampling/createMessage", "{request}");
+        request["params"]["systemPrompt"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+    let mut policy = llm_worker::SandboxPolicy::default();
+    policy.client = llm_worker::ClientPolicy::default().sampling(true);
+    let asker = llm_worker_tests::host()
+        .load_with_policy(llm_worker_tests::plugin_path("asker"), policy)
+        .expect("load");
+    let url = serve(
+        ToolCatalog::from_plugins([&asker]),
+        McpOptions::new("tasks", "1"),
+    )
+    .await;
+
+    let mut capabilities = ClientCapabilities::builder().build();
+    capabilities.sampling = Some(Default::default());
+    let deferring = ClientConfig::new(capabilities, Implementation::new("rounds", "1"))
+        .serve_with_lifecycle(
+            rmcp::transport::StreamableHttpClientTransport::from_uri(url.as_str()),
+            rmcp::service::ClientLifecycleMode::Discover {
+                preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .expect("server/discover");
+    let first = deferring
+        .call_tool_once(call("converse", json!({"count": 1, "text": "hi"})))
+        .await
+        .expect("call");
+    let CallToolResponse::InputRequired(first) = first else {
+        panic!("input_required was expected: {first:?}");
+    };
+    let requests = first.input_requests.unwrap_or_default();
+    assert_eq!(
+        system_prompt(&requests["converse"]),
+        "[plugin 'asker', tool 'converse' asks]"
+    );
+    deferring.cancel().await.expect("close");
+
+    let mut capabilities = ClientCapabilities::builder().enable_tasks().build();
+    capabilities.sampling = Some(Default::default());
+    let tasks = ClientConfig::new(capabilities, Implementation::new("tasks-test", "1"))
+        .serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
+            url.as_str(),
+        ))
+        .await
+        .expect("initialize");
+    let created = tasks
+        .call_tool_once(call("converse", json!({"count": 1, "text": "hi"})))
+        .await
+        .expect("call");
+    let CallToolResponse::Task(created) = created else {
+        panic!("a task was expected: {created:?}");
+    };
+    let waiting = settled(&tasks, &created.task.task_id).await;
+    let TaskPayload::InputRequired { input_requests } = &waiting.task.payload else {
+        panic!("input requests were expected: {:?}", waiting.task.payload);
+    };
+    assert_eq!(
+        system_prompt(&input_requests["converse"]),
+        "[plugin 'asker', tool 'converse' asks]"
+    );
+    tasks.cancel().await.expect("close");
+}
+
 /// Says when its call started, and when its call was dropped; never ends, and hands off only
 /// when its input says `hand_off`.
 struct Held {

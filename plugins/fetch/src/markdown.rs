@@ -2,7 +2,9 @@
 //! parts of a page that are not its content (scripts, styles, navigation, forms…) left out,
 //! where the original keeps only what readability takes for the article.
 
-use htmd::HtmlToMarkdown;
+use std::rc::Rc;
+
+use htmd::{HtmlToMarkdown, Node};
 use htmd::options::{BulletListMarker, HeadingStyle, HrStyle, Options};
 
 /// What the original answers for a page with nothing left once simplified.
@@ -18,49 +20,26 @@ const NOT_CONTENT: &[&str] = &[
 /// page of 20,000 nested `div`s (100 KB) would overflow the plugin's stack (a trap).
 const MAX_NESTING: usize = 512;
 
-/// How deeply the tags of `html` nest, counted as written (an upper bound of what the parser
-/// builds: it closes some elements itself), stopping past `limit`.
-fn nesting(html: &str, limit: usize) -> usize {
-    const VOID: &[&str] = &[
-        "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source",
-        "track", "wbr",
-    ];
-    let (mut depth, mut deepest) = (0usize, 0usize);
-    let mut rest = html;
-    while let Some(at) = rest.find('<') {
-        rest = &rest[at + 1..];
-        if let Some(closing) = rest.strip_prefix('/') {
-            depth = depth.saturating_sub(1);
-            rest = closing;
-            continue;
+/// Whether `tree` nests deeper than `limit` elements, measured on the tree the parser built
+/// (not on the tags as written, which a page can make say anything: an end tag closing nothing
+/// is dropped by the parser, one inside a comment is no tag at all), walking it with a stack
+/// of its own.
+fn nests_deeper_than(tree: &Rc<Node>, limit: usize) -> bool {
+    let mut pending = vec![(Rc::clone(tree), 0usize)];
+    while let Some((node, depth)) = pending.pop() {
+        if depth > limit {
+            return true;
         }
-        let name: String = rest
-            .chars()
-            .take_while(char::is_ascii_alphanumeric)
-            .map(|c| c.to_ascii_lowercase())
-            .collect();
-        if name.is_empty() || VOID.contains(&name.as_str()) {
-            continue;
-        }
-        let end = rest.find('>').unwrap_or(rest.len());
-        if rest[..end].ends_with('/') {
-            continue;
-        }
-        depth += 1;
-        deepest = deepest.max(depth);
-        if deepest > limit {
-            break;
+        for child in node.children.borrow().iter() {
+            pending.push((Rc::clone(child), depth + 1));
         }
     }
-    deepest
+    false
 }
 
 /// `html` as Markdown, or [`FAILED`] if nothing is left (or its elements nest too deeply to
 /// convert).
 pub fn extract(html: &str) -> String {
-    if nesting(html, MAX_NESTING) > MAX_NESTING {
-        return FAILED.to_owned();
-    }
     let converter = HtmlToMarkdown::builder()
         .skip_tags(NOT_CONTENT.to_vec())
         .options(Options {
@@ -78,10 +57,14 @@ pub fn extract(html: &str) -> String {
     // warnings and above pass (the plugin's own records, outside it, are unaffected).
     let level = log::max_level();
     log::set_max_level(level.min(log::LevelFilter::Warn));
-    let converted = converter.convert(html);
+    let converted = converter
+        .html_to_tree(html)
+        .ok()
+        .filter(|tree| !nests_deeper_than(tree, MAX_NESTING))
+        .map(|tree| converter.tree_to_markdown(&tree));
     log::set_max_level(level);
     match converted {
-        Ok(markdown) if !markdown.trim().is_empty() => markdown,
+        Some(markdown) if !markdown.trim().is_empty() => markdown,
         _ => FAILED.to_owned(),
     }
 }
@@ -99,6 +82,12 @@ mod tests {
         assert!(extract(&wide).starts_with("para"));
         let nested = format!("{}x{}", "<div>".repeat(300), "</div>".repeat(300));
         assert_eq!(extract(&nested), "x");
+        // End tags that close nothing (the parser drops them) or are no tags at all (in a
+        // comment, in an attribute) do not make a deep page shallow.
+        for trick in ["<div></x>", "<div><!--</a>-->", "<div title='</a>'>"] {
+            let deep = format!("{}x", trick.repeat(20_000));
+            assert_eq!(extract(&deep), FAILED, "{trick}");
+        }
     }
 
     #[test]

@@ -442,13 +442,16 @@ fn claims_the_policy_contradicts_are_dropped_with_a_warning() {
     );
 }
 
-/// A component made with the component model's asynchronous calling convention (as another
-/// toolchain may make one, whatever contract it names) compiles only in an engine with the
-/// component model's concurrency: it is judged by what it exports, as any component is, not
-/// refused for the convention by the engine of the older contracts.
+/// A component made with the component model's asynchronous calling convention that names no
+/// interface of contract 1.0.0 (as another toolchain may make one) is refused at load, saying
+/// so: the older contracts run one call at a time, and an async export could leave code
+/// running after it returned, outside the bounds a 1.0.0 instance keeps on such code. It is
+/// compiled once, not again for the other engine.
 #[test]
-fn a_component_lifted_asynchronously_is_judged_by_its_exports() {
-    let lifted_async = wat::parse_str(
+fn a_component_of_an_older_contract_lifted_asynchronously_is_refused() {
+    // With a callback, naming no contract; and stackful (no callback) with an `execute` that
+    // names contract 0.3.0 by importing its types: what could return and keep running.
+    let components = [
         r#"(component
             (core module $m
                 (func (export "run") (result i32) i32.const 0)
@@ -457,15 +460,26 @@ fn a_component_lifted_asynchronously_is_judged_by_its_exports() {
             (type $run (func async))
             (func (export "run") (type $run)
                 (canon lift (core func $i "run") async (callback (core func $i "callback")))))"#,
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    let error = host()
-        .load_bytes("/plugins/lifted-async.wasm", &lifted_async)
-        .err()
-        .map(|e| e.to_string())
-        .unwrap_or_default();
-    assert!(
-        error.contains("tools") && error.contains("execute") && error.contains("run"),
-        "{error}"
-    );
+        r#"(component
+            (import "llm-worker:tool/types@0.3.0" (instance))
+            (core module $m (func (export "execute")))
+            (core instance $i (instantiate $m))
+            (type $execute (func async))
+            (func (export "execute") (type $execute)
+                (canon lift (core func $i "execute") async)))"#,
+    ];
+    for text in components {
+        let lifted_async = wat::parse_str(text).unwrap_or_else(|e| panic!("{e}"));
+        let error = host()
+            .load_bytes("/plugins/lifted-async.wasm", &lifted_async)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            error.contains("lifted-async.wasm")
+                && error.contains("asynchronous calling convention")
+                && error.contains("wit/1.0.0"),
+            "{error}"
+        );
+    }
 }

@@ -409,16 +409,28 @@ pub(crate) async fn sample(
     asker: Asker,
     request: crate::tool::SamplingRequest,
 ) -> Result<crate::tool::SamplingAnswer, QuestionError> {
+    // Every block but an image or audio reaches the client as text: a text as it is, a
+    // resource or a link as the text it is written as (what MCP's sampling can carry).
     let texts = request
         .messages
         .iter()
         .filter_map(|message| match &message.content {
-            crate::tool::Content::Text(text) => Some(text.as_str()),
-            _ => None,
+            crate::tool::Content::Text(text) => Some(std::borrow::Cow::Borrowed(text.as_str())),
+            crate::tool::Content::Image(_) | crate::tool::Content::Audio(_) => None,
+            other => {
+                let mut text = String::new();
+                other.write_text(&mut text);
+                Some(std::borrow::Cow::Owned(text))
+            }
         })
-        .chain(request.system_prompt.as_deref());
+        .chain(
+            request
+                .system_prompt
+                .as_deref()
+                .map(std::borrow::Cow::Borrowed),
+        );
     for text in texts {
-        crate::question::message::check_not_attributed(text).map_err(|problem| {
+        crate::question::message::check_not_attributed(&text).map_err(|problem| {
             QuestionError::Denied(format!(
                 "tool '{}' of plugin '{}' asked question '{}' for sampling with a text that \
                  {problem}; the host refuses it rather than show it to the person approving",
