@@ -411,6 +411,15 @@ impl DeferredTool {
 /// ([`SessionTools::create_all`], at MCP's `initialized`) creates every group's tools, and the
 /// groups added later as they come; until then (a stateless request) a call creates only its
 /// own group's tools, so a request starts only the plugin it calls.
+/// The group (and plugin) serving a tool when a call looked it up: [`SessionTools::serving`].
+#[derive(Clone, Debug)]
+pub(crate) struct Serving {
+    group: String,
+    revision: u64,
+    /// The plugin's name, for a plugin's group (a native group's tools are the operator's).
+    pub(crate) plugin: Option<String>,
+}
+
 pub(crate) struct SessionTools {
     updates: watch::Receiver<Arc<[ToolGroup]>>,
     groups: BTreeMap<String, (u64, Arc<GroupTools>)>,
@@ -472,20 +481,33 @@ impl SessionTools {
         self.rebuild_handle();
     }
 
-    /// Ends when the catalog no longer holds the revision of the group of the session's tool
-    /// `tool` that the session serves (watched here, not through the session, which a
-    /// stateless one would not take in after its request). A task of the tool, which outlives
-    /// its request, ends then, rather than keep the instance of a plugin no longer served (its
-    /// grants, its secrets) running until its time limit. `None` if no group of the session
-    /// offers `tool`.
+    /// Which group of the session serves `tool` now, at which revision, and which plugin's
+    /// (if any) it is: read when a call looks the tool up, so that what the call does later
+    /// (a task watching for its plugin's withdrawal, its result checked as that plugin's) holds
+    /// to what it ran, whatever the catalog did meanwhile. `None` if no group offers it.
+    pub(crate) fn serving(&self, tool: &str) -> Option<Serving> {
+        let (revision, tools) = self.groups.values().find(|(_, tools)| tools.offers(tool))?;
+        Some(Serving {
+            group: tools.group.name.clone(),
+            revision: *revision,
+            plugin: tools
+                .session()
+                .map(|session| session.plugin_name().to_owned()),
+        })
+    }
+
+    /// Ends when the catalog no longer holds `serving`'s revision of its group (at once if it
+    /// already does not; watched here, not through the session, which a stateless one would
+    /// not take in after its request). A task of the tool, which outlives its request, ends
+    /// then, rather than keep the instance of a plugin no longer served (its grants, its
+    /// secrets) running until its time limit.
     pub(crate) fn withdrawal(
         &self,
-        tool: &str,
-    ) -> Option<impl Future<Output = ()> + Send + 'static> {
-        let (revision, tools) = self.groups.values().find(|(_, tools)| tools.offers(tool))?;
-        let (name, revision) = (tools.group.name.clone(), *revision);
+        serving: &Serving,
+    ) -> impl Future<Output = ()> + Send + 'static + use<> {
+        let (name, revision) = (serving.group.clone(), serving.revision);
         let mut updates = self.updates.clone();
-        Some(async move {
+        async move {
             loop {
                 let served = updates
                     .borrow_and_update()
@@ -496,7 +518,7 @@ impl SessionTools {
                     return;
                 }
             }
-        })
+        }
     }
 
     /// Keeps of the session's tools only what `allowed` gives (its identity's, under the

@@ -517,6 +517,23 @@ impl McpServer {
         move || lock(&tools).plugin_sessions()
     }
 
+    /// The session's tool `name`, after taking in any change of the catalog, with the group
+    /// (and plugin) that serves it, read together.
+    pub(super) fn found(
+        &self,
+        name: &str,
+    ) -> Option<(
+        Arc<crate::ToolMeta>,
+        Arc<dyn crate::tool::Tool>,
+        Option<super::catalog::Serving>,
+    )> {
+        let mut tools = self.lock();
+        tools.refresh();
+        let (meta, tool) = tools.handle().lookup(name)?;
+        let serving = tools.serving(name);
+        Some((meta, tool, serving))
+    }
+
     /// The session's tools, after taking in any change of the catalog.
     pub(super) fn current(&self) -> ToolServerHandle {
         let mut tools = self.lock();

@@ -35,12 +35,11 @@ use super::session::McpServer;
 use super::tools::Ended;
 use crate::TaskSupport;
 use crate::events::Sink;
-use crate::hook::ToolCall;
 use crate::question::answer::{check_elicitation, check_roots, check_sampling};
 use crate::question::form::Form;
 use crate::question::{Asker, QuestionError, QuestionHandler};
 use crate::task::{Handoff, HandoffState, TaskError, TaskHandle, TaskSnapshot};
-use crate::tool::{Content, Tool, ToolError, ToolMeta, ToolOutput};
+use crate::tool::{Content, ToolError, ToolMeta, ToolOutput};
 use crate::tool::{ElicitationAnswer, Root, SamplingAnswer, SamplingRequest};
 
 impl McpServer {
@@ -92,13 +91,17 @@ impl McpServer {
     /// limit from its start.
     pub(super) async fn call_as_task(
         &self,
-        call: ToolCall,
-        meta: Arc<ToolMeta>,
-        tool: Arc<dyn Tool>,
+        called: Ended<'_>,
         asking: &Asking,
-        asked_as: &str,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        let Ended {
+            call,
+            meta,
+            tool,
+            asked_as,
+            serving,
+        } = called;
         let owner = self.task_owner(&context);
         // Whose budget its task draws on besides its owner's: its identity's, whatever the
         // session or the token's grants (none without authentication: each owner its own).
@@ -118,8 +121,11 @@ impl McpServer {
         // id) and notices, on the session's own stream, while the task runs; a stateless
         // client has no stream to hear them on.
         let session_reports = self.task_reports(&context);
-        // A task outlives its request, not the session's service of its plugin.
-        let withdrawn = self.lock().withdrawal(&meta.name);
+        // A task outlives its request, not the session's service of its plugin (the revision
+        // its call looked up, whatever the catalog did since).
+        let withdrawn = serving
+            .as_ref()
+            .map(|serving| self.lock().withdrawal(serving));
         let work = {
             let request_reports = Arc::clone(&request_reports);
             let options = Arc::clone(&self.options);
@@ -127,6 +133,7 @@ impl McpServer {
             let capabilities = context.client_capabilities().unwrap_or_default();
             let plugins = self.plugin_sessions_later();
             let (call, meta, tool) = (call.clone(), Arc::clone(&meta), Arc::clone(&tool));
+            let serving = serving.clone();
             // The request's count against its identity's quota and its CPU counter: the call
             // counts as running, and its code's CPU time as the request's, until it ends.
             #[cfg(feature = "mcp-http")]
@@ -204,7 +211,8 @@ impl McpServer {
                 // protocol has it; the operator's hooks see it all the same.
                 let failed = matches!(outcome, Err(ToolError::Internal(_)));
                 // Whose result it is: the tool looked up, whatever a hook renamed the call to.
-                let outcome = super::tools::own_uris(plugins, &meta.name, outcome);
+                let outcome =
+                    super::tools::own_uris(plugins, serving.as_ref(), &meta.name, outcome);
                 let result = super::tools::call_result(&call, &meta, outcome);
                 let hooks = options.hooks(identity.as_ref());
                 let result = hooks
@@ -255,6 +263,7 @@ impl McpServer {
             meta,
             tool,
             asked_as,
+            serving,
         };
         self.answer(ended, &hooks, asking, outcome).await
     }

@@ -12,6 +12,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 use serde_json::Value;
 
+use super::catalog::Serving;
 use super::request::{Asking, Target};
 use super::session::McpServer;
 use crate::call::{Aborted, Before};
@@ -74,7 +75,7 @@ impl McpServer {
         mut request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let Some((meta, tool)) = self.current().lookup(&request.name) else {
+        let Some((meta, tool, serving)) = self.found(&request.name) else {
             return Err(ErrorData::invalid_params(
                 format!(
                     "no tool named '{}'; call tools/list for the tools",
@@ -113,21 +114,25 @@ impl McpServer {
             Before::Skipped(result) => return Ok(call_tool_result(result).into()),
             Before::Aborted(aborted) => return Err(refused_by_hook(&aborted)),
         };
-        if Self::runs_as_task(&meta, &context) {
-            return self
-                .call_as_task(call, meta, tool, &asking, &request.name, context)
-                .await;
-        }
-        let input = call.input.to_string();
-        let outcome = self
-            .run(&call.name, context, asking.questions(), tool.call(&input))
-            .await?;
         let ended = Ended {
             call,
             meta,
             tool,
             asked_as: &request.name,
+            serving,
         };
+        if Self::runs_as_task(&ended.meta, &context) {
+            return self.call_as_task(ended, &asking, context).await;
+        }
+        let input = ended.call.input.to_string();
+        let outcome = self
+            .run(
+                &ended.call.name,
+                context,
+                asking.questions(),
+                ended.tool.call(&input),
+            )
+            .await?;
         self.answer(ended, &hooks, &asking, outcome).await
     }
 
@@ -146,6 +151,7 @@ impl McpServer {
             meta,
             tool,
             asked_as,
+            serving,
         } = ended;
         // Sealed for the request as the client sent it (a hook may have renamed the call): its
         // retry names the tool it named.
@@ -162,7 +168,12 @@ impl McpServer {
             return Err(error);
         }
         // Whose result it is: the tool looked up, whatever a hook renamed the call to.
-        let outcome = own_uris(|| self.lock().plugin_sessions(), &meta.name, outcome);
+        let outcome = own_uris(
+            || self.lock().plugin_sessions(),
+            serving.as_ref(),
+            &meta.name,
+            outcome,
+        );
         let result = call_result(&call, &meta, outcome);
         let result = hooks
             .after(call, result, &meta, tool)
@@ -172,19 +183,24 @@ impl McpServer {
     }
 }
 
-/// A call that ended, as its answer needs it: what ran, and the tool's name as the client
-/// asked for it.
+/// A call, as its answer needs it: what runs, the tool's name as the client asked for it, and
+/// which group (and plugin) served the tool when the call looked it up.
 pub(super) struct Ended<'a> {
     pub(super) call: ToolCall,
     pub(super) meta: Arc<ToolMeta>,
     pub(super) tool: Arc<dyn crate::tool::Tool>,
     pub(super) asked_as: &'a str,
+    pub(super) serving: Option<Serving>,
 }
 
-/// A plugin's result names only its own resources (or URIs no plugin serves): `plugins` are
-/// looked at only for a result that names one.
+/// A plugin's result names only its own resources (or URIs no plugin serves): `plugins` (as
+/// they stand now) are looked at only for a result that names one. The plugin is the one
+/// that served the tool when the call looked it up (`serving`), whatever the catalog did
+/// since: a plugin withdrawn while its call ran is still held to the rule. A native group's
+/// tools (the operator's code) may name any resource.
 pub(super) fn own_uris(
     plugins: impl FnOnce() -> Vec<PluginSession>,
+    serving: Option<&Serving>,
     tool: &str,
     outcome: Result<ToolOutput, ToolError>,
 ) -> Result<ToolOutput, ToolError> {
@@ -195,17 +211,24 @@ pub(super) fn own_uris(
     {
         return Ok(output);
     }
-    let plugins = plugins();
-    match plugins.iter().find(|session| session.offers_tool(tool)) {
-        Some(owner) => super::offerings::speaks_for_itself(
-            &plugins,
-            owner.plugin_name(),
-            &format!("the result of tool '{tool}'"),
+    let what = format!("the result of tool '{tool}'");
+    match serving {
+        Some(Serving {
+            plugin: Some(plugin),
+            ..
+        }) => super::offerings::speaks_for_itself(
+            &plugins(),
+            plugin,
+            &what,
             super::offerings::named_uris(&output.content),
         )
         .map(|()| output)
         .map_err(ToolError::Internal),
-        None => Ok(output),
+        Some(Serving { plugin: None, .. }) => Ok(output),
+        None => Err(ToolError::Internal(format!(
+            "{what} names resources, and no group of this session served the tool when it was \
+             called; the content was refused"
+        ))),
     }
 }
 

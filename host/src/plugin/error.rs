@@ -115,8 +115,10 @@ pub enum PluginError {
     },
     /// The component imports something the host does not provide.
     #[error(
-        "plugin {} imports something this host does not provide: {reason}; tool plugins may \
-         import WASI 0.2 interfaces only (including wasi:http)",
+        "plugin {} imports something this host does not provide: {reason}; plugins of \
+         contracts 0.1.0-0.3.0 may import WASI 0.2 interfaces (wasi:http among them), plugins \
+         of contract 1.0.0 those and WASI 0.3's clocks, random and wasi:http; no filesystem, \
+         sockets or command line of WASI 0.3",
         path.display()
     )]
     UnsupportedImport {

@@ -838,6 +838,68 @@ async fn held_task(
     created
 }
 
+/// An approval hook that says when a call reached it, then waits until the test lets it go.
+struct WaitingHook {
+    arrived: Arc<tokio::sync::Notify>,
+    release: Arc<tokio::sync::Notify>,
+}
+
+#[async_trait]
+impl llm_worker::PreToolCallHook for WaitingHook {
+    async fn pre_tool_call(
+        &self,
+        _: &mut llm_worker::ToolCallContext,
+    ) -> llm_worker::PreToolCallAction {
+        self.arrived.notify_one();
+        self.release.notified().await;
+        llm_worker::PreToolCallAction::Continue
+    }
+}
+
+/// The revision a task watches for its withdrawal is the one its call looked up: a plugin
+/// withdrawn while an operator's hook (an approval) held the call was looked for afterwards,
+/// found in no group, and its task left unwatched, running the withdrawn revision until its
+/// time limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_whose_plugin_is_withdrawn_while_a_hook_holds_its_call_ends_all_the_same() {
+    let (catalog, options, _started, dropped) = held_tools();
+    let (arrived, release) = (
+        Arc::new(tokio::sync::Notify::new()),
+        Arc::new(tokio::sync::Notify::new()),
+    );
+    let options = options.pre_tool_call_hook(WaitingHook {
+        arrived: Arc::clone(&arrived),
+        release: Arc::clone(&release),
+    });
+    let url = serve(catalog.clone(), options).await;
+    let client = tasks_client(&url).await;
+    let withdraw = async {
+        arrived.notified().await;
+        catalog.replace([]);
+        // The session has taken the change in.
+        let listed = client.list_all_tools().await.expect("tools/list");
+        assert!(listed.is_empty(), "{listed:?}");
+        release.notify_one();
+    };
+    let (answered, ()) = tokio::join!(
+        client.call_tool_once(call("held", json!({"hand_off": true}))),
+        withdraw
+    );
+    // A liveness bound far above what it takes (the task's own limit is minutes).
+    tokio::time::timeout(Duration::from_secs(30), dropped.notified())
+        .await
+        .expect("the call was dropped: its plugin had left the catalog");
+    // Whether the hand-off or the withdrawal came first, the call failed saying why.
+    let said = match answered.expect("an answer") {
+        CallToolResponse::Task(created) => {
+            format!("{:?}", settled(&client, &created.task.task_id).await)
+        }
+        other => format!("{other:?}"),
+    };
+    assert!(said.contains("no longer served"), "{said}");
+    client.cancel().await.expect("close");
+}
+
 /// A server of `held` (see [`Held`]) and `maybe_later`, keeping one task per owner: its URL,
 /// and what says when `held`'s call started and when it was dropped.
 async fn held_server() -> (String, Arc<tokio::sync::Notify>, Arc<tokio::sync::Notify>) {
