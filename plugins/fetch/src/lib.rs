@@ -299,7 +299,43 @@ pub fn robots_allow(robots_txt: &str, user_agent: &str, url: &str) -> bool {
         .chars()
         .take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
         .collect();
-    robotstxt::DefaultMatcher::default().one_agent_allowed_by_robots(&rules, &token, url)
+    robotstxt::DefaultMatcher::default().one_agent_allowed_by_robots(
+        &unreserved_decoded(&rules),
+        &token,
+        &unreserved_decoded(url),
+    )
+}
+
+/// `text` with every percent-encoded unreserved character (letters, digits, `-`, `.`, `_`,
+/// `~`) decoded and every other escape's hex digits in upper case: RFC 9309 compares a URL's
+/// path with a rule's so (`/%70rivate` is `/private`, which a server serves as such), and the
+/// parser does not.
+fn unreserved_decoded(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    while let Some(offset) = text[at..].find('%') {
+        let escape = at + offset;
+        out.push_str(&text[at..escape]);
+        let hex = bytes.get(escape + 1..escape + 3);
+        let decoded = hex
+            .and_then(|hex| std::str::from_utf8(hex).ok())
+            .and_then(|hex| u8::from_str_radix(hex, 16).ok());
+        match decoded {
+            Some(byte) if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) => {
+                out.push(char::from(byte));
+            }
+            Some(byte) => out.push_str(&format!("%{byte:02X}")),
+            None => {
+                out.push('%');
+                at = escape + 1;
+                continue;
+            }
+        }
+        at = escape + 3;
+    }
+    out.push_str(&text[at..]);
+    out
 }
 
 /// The page at `url` ready for a model, and the prefix saying it is raw: redirects followed
@@ -447,6 +483,16 @@ mod tests {
             "our group replaces *'s"
         );
         assert!(!allowed("http://a.example/no-models/page"));
+        // Percent-encoded unreserved characters are the characters (RFC 9309), in the URL and
+        // in the rule; other escapes compare whatever the case of their hex digits.
+        assert!(!allowed("http://a.example/%6Eo-models/page"));
+        assert!(!allowed("http://a.example/no%2dmodels/page"));
+        let encoded = "User-agent: *\nDisallow: /%70rivate\nDisallow: /a%2fb\n";
+        let others = |url| robots_allow(encoded, "Other", url);
+        assert!(!others("http://a.example/private"));
+        assert!(!others("http://a.example/a%2Fb"));
+        assert!(others("http://a.example/a/b"));
+        assert!(others("http://a.example/%"));
         let everyone = "User-agent: *\nDisallow: /\n";
         assert!(!robots_allow(
             everyone,

@@ -4,8 +4,8 @@
 
 use std::rc::Rc;
 
-use htmd::{HtmlToMarkdown, Node};
 use htmd::options::{BulletListMarker, HeadingStyle, HrStyle, Options};
+use htmd::{HtmlToMarkdown, Node};
 
 /// What the original answers for a page with nothing left once simplified.
 pub const FAILED: &str = "<error>Page failed to be simplified from HTML</error>";

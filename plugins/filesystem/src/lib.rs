@@ -295,9 +295,6 @@ impl Filesystem {
     }
 }
 
-/// What the tools do: each returns its text (or its blocks), or the error the client sees.
-impl Filesystem {}
-
 /// What the tools do: each gives its text (or its blocks), or the error the client sees.
 impl Filesystem {
     async fn run_read_media_file(&self, path: String) -> Result<ToolOutput, Failure> {
@@ -678,6 +675,8 @@ impl Filesystem {
 
     /// The allowed directories of this call: the grants, narrowed by the client's roots when
     /// the policy lets the plugin read them (`[client] roots = true`) and the client has some.
+    /// A client whose roots cannot be read (its answer failed, was refused by the host's check,
+    /// or did not come in time) gets no call: its roots may narrow what the call may touch.
     async fn allowed(&self) -> Result<Vec<Allowed>, Failure> {
         if let Some(problem) = &self.misconfigured {
             return Err(problem.clone());
@@ -685,12 +684,18 @@ impl Filesystem {
         match llm_worker_guest::roots("filesystem-roots").await {
             Ok(roots) => {
                 let uris: Vec<String> = roots.into_iter().map(|root| root.uri).collect();
-                Ok(paths::narrowed_by_roots(&self.grants, &uris))
+                paths::narrowed_by_roots(&self.grants, &uris, &RealFs)
             }
             // The host runs the call again with the answer.
             Err(deferred @ QuestionError::Deferred(_)) => Err(deferred.to_string()),
             // Roots not allowed by the policy, or not offered by the client: the grants.
-            Err(_) => Ok(self.grants.to_vec()),
+            Err(QuestionError::Unsupported(_) | QuestionError::Denied(_)) => {
+                Ok(self.grants.to_vec())
+            }
+            Err(failed @ QuestionError::Failed(_)) => Err(format!(
+                "Could not read the client's roots, which narrow the directories this call may \
+                 touch, so it was not run: {failed}"
+            )),
         }
     }
 

@@ -46,11 +46,20 @@ pub fn granted() -> Vec<Allowed> {
 }
 
 /// The allowed directories once the client's roots are taken into account: each root that
-/// lies inside a grant (a `file://` URI of the same path the grant is mounted at), and each
-/// grant that lies inside a root. With no such root, the grants themselves: a grant is always
-/// the outer bound, and a root never widens it.
-#[must_use]
-pub fn narrowed_by_roots(grants: &[Allowed], roots: &[String]) -> Vec<Allowed> {
+/// lies inside a grant (a `file://` URI of the same path the grant is mounted at), its links
+/// resolved within the grants (files are opened through them, so the root is where they lead,
+/// which must be inside a grant too), and each grant that lies inside a root. With no roots,
+/// the grants themselves. Roots of which none meets a grant are refused: the client narrowed
+/// the plugin to places it cannot reach, and the grants are not what it asked for. A grant is
+/// always the outer bound, and a root never widens it.
+pub fn narrowed_by_roots(
+    grants: &[Allowed],
+    roots: &[String],
+    fs: &impl Links,
+) -> Result<Vec<Allowed>, String> {
+    if roots.is_empty() {
+        return Ok(grants.to_vec());
+    }
     let mut narrowed: Vec<Allowed> = Vec::new();
     for root in roots {
         let Some(path) = root_path(root) else {
@@ -58,9 +67,11 @@ pub fn narrowed_by_roots(grants: &[Allowed], roots: &[String]) -> Vec<Allowed> {
         };
         for grant in grants {
             let inside = if is_within(&path, &grant.path) {
-                Some(Allowed {
-                    path: path.clone(),
-                    writable: grant.writable,
+                resolve(&path, grants, fs).ok().and_then(|real| {
+                    containing(&real, grants).map(|holder| Allowed {
+                        writable: holder.writable,
+                        path: real,
+                    })
                 })
             } else if is_within(&grant.path, &path) {
                 Some(grant.clone())
@@ -75,10 +86,16 @@ pub fn narrowed_by_roots(grants: &[Allowed], roots: &[String]) -> Vec<Allowed> {
         }
     }
     if narrowed.is_empty() {
-        grants.to_vec()
-    } else {
-        narrowed
+        let shown: Vec<&str> = roots.iter().take(10).map(String::as_str).collect();
+        return Err(format!(
+            "Access denied - none of the client's roots ({}) lies within the directories this \
+             plugin is granted ({}); the client's roots narrow what it may touch, so nothing \
+             is allowed: offer a root inside one of them",
+            shown.join(", "),
+            listed(grants)
+        ));
     }
+    Ok(narrowed)
 }
 
 /// The path of a `file://` root URI (percent-decoded, cleaned); `None` for any other URI or a
@@ -439,22 +456,53 @@ mod tests {
                 writable: false,
             },
         ];
+        // `/data/link` leads to `/data/other`, `/data/out` out of the grants, `/data/to-ro`
+        // into the read-only grant.
+        let fs = FakeLinks(HashMap::from([
+            ("/data/link", "/data/other"),
+            ("/data/out", "/etc"),
+            ("/data/to-ro", "/ro/x"),
+        ]));
         let roots = |uris: &[&str]| {
             narrowed_by_roots(
                 &grants,
                 &uris.iter().map(|u| (*u).to_owned()).collect::<Vec<_>>(),
+                &fs,
             )
         };
-        assert_eq!(roots(&[]), grants);
-        assert_eq!(roots(&["file:///elsewhere"]), grants);
+        assert_eq!(roots(&[]), Ok(grants.clone()));
+        // Roots that meet no grant narrow the plugin to nothing it can reach: refused.
+        for unreachable in [
+            &["file:///elsewhere"][..],
+            &["https://x"],
+            &["file:///data/out"],
+        ] {
+            let refused = roots(unreachable).expect_err("refused");
+            assert!(refused.contains("none of the client's roots"), "{refused}");
+        }
         assert_eq!(
             roots(&["file:///data/project%20one", "https://x"]),
-            vec![Allowed {
+            Ok(vec![Allowed {
                 path: "/data/project one".into(),
                 writable: true
-            }]
+            }])
         );
-        assert_eq!(roots(&["file:///"]), grants);
-        assert!(!roots(&["file:///ro/x"])[0].writable);
+        assert_eq!(roots(&["file:///"]), Ok(grants.clone()));
+        assert!(!roots(&["file:///ro/x"]).expect("a root")[0].writable);
+        // A root through a link is where the link leads, with that grant's mode.
+        assert_eq!(
+            roots(&["file:///data/link/sub"]),
+            Ok(vec![Allowed {
+                path: "/data/other/sub".into(),
+                writable: true
+            }])
+        );
+        assert_eq!(
+            roots(&["file:///data/to-ro"]),
+            Ok(vec![Allowed {
+                path: "/ro/x".into(),
+                writable: false
+            }])
+        );
     }
 }

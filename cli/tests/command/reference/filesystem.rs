@@ -1196,7 +1196,9 @@ async fn with_roots(
 
 /// The client's roots: the original replaces its allowed directories with them, even with a
 /// root outside the directories it was started with (it then reads outside them); ours takes
-/// a root only inside a grant (narrowing it) and keeps its grants otherwise.
+/// a root only inside a grant (narrowing it), refuses to run with roots none of which meets a
+/// grant, and refuses to run when the client's roots cannot be read (here, an answer the host
+/// refuses): in neither case does it fall back to the whole grant.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn roots_narrow_our_grants_and_never_widen_them() {
     let layout = Layout::new("rw");
@@ -1271,16 +1273,28 @@ async fn roots_narrow_our_grants_and_never_widen_them() {
         .arg(cache)
         .arg(&layout.plugins);
     let wider = with_roots(command, vec![outside.clone()]).await;
-    assert_eq!(
-        allowed(&wider).await,
-        format!("Allowed directories:\n{data}")
-    );
+    assert!(allowed(&wider).await.contains("none of the client's roots"),);
     let (text, is_error) = read(&wider, secret.clone()).await;
     assert!(
-        is_error && text.starts_with("Access denied - path outside"),
+        is_error && text.contains("none of the client's roots"),
         "{text}"
     );
     let _ = wider.cancel().await;
+
+    // A root URI with an unencoded space: the host refuses the client's answer.
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"));
+    command
+        .arg("serve")
+        .arg("--cache-dir")
+        .arg(cache)
+        .arg(&layout.plugins);
+    let unreadable = with_roots(command, vec![format!("{data}/a b")]).await;
+    let (text, is_error) = read(&unreadable, json!({"path": layout.at("a.txt")})).await;
+    assert!(
+        is_error && text.contains("Could not read the client's roots"),
+        "{text}"
+    );
+    let _ = unreadable.cancel().await;
 
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"));
     command
