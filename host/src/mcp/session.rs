@@ -519,14 +519,7 @@ impl McpServer {
 
     /// The session's tool `name`, after taking in any change of the catalog, with the group
     /// (and plugin) that serves it, read together.
-    pub(super) fn found(
-        &self,
-        name: &str,
-    ) -> Option<(
-        Arc<crate::ToolMeta>,
-        Arc<dyn crate::tool::Tool>,
-        Option<super::catalog::Serving>,
-    )> {
+    pub(super) fn found(&self, name: &str) -> Option<Found> {
         let mut tools = self.lock();
         tools.refresh();
         let (meta, tool) = tools.handle().lookup(name)?;
@@ -541,6 +534,13 @@ impl McpServer {
         tools.handle()
     }
 }
+
+/// A tool as a call finds it: its meta, the tool, and the group (and plugin) serving it.
+pub(super) type Found = (
+    Arc<crate::ToolMeta>,
+    Arc<dyn crate::tool::Tool>,
+    Option<super::catalog::Serving>,
+);
 
 /// The ids of sessions: each new session takes the next.
 static NEXT_SESSION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
