@@ -1,7 +1,7 @@
 //! What an MCP server offers: a [`ToolCatalog`] of [`ToolGroup`]s, and the tools one session
 //! registered from it, kept up to date as the catalog changes.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, OnceLock};
 
 use tokio::sync::watch;
@@ -321,15 +321,6 @@ impl GroupTools {
         }
     }
 
-    /// Whether the group offers a tool named `name` (known in advance, or created).
-    fn offers(&self, name: &str) -> bool {
-        match (&self.group.tools, self.created.get()) {
-            (Some(metas), _) => metas.iter().any(|meta| meta.name == name),
-            (None, Some(created)) => created.iter().any(|(meta, _)| meta.name == name),
-            (None, None) => false,
-        }
-    }
-
     /// The session of the group's plugin (opening it starts nothing: its tools' registration
     /// or its first request does).
     fn session(&self) -> Option<&PluginSession> {
@@ -415,7 +406,8 @@ impl DeferredTool {
 #[derive(Clone, Debug)]
 pub(crate) struct Serving {
     group: String,
-    revision: u64,
+    /// The group's revision (a request state is bound to it).
+    pub(crate) revision: u64,
     /// The plugin's name, for a plugin's group (a native group's tools are the operator's).
     pub(crate) plugin: Option<String>,
 }
@@ -424,6 +416,8 @@ pub(crate) struct SessionTools {
     updates: watch::Receiver<Arc<[ToolGroup]>>,
     groups: BTreeMap<String, (u64, Arc<GroupTools>)>,
     handle: ToolServerHandle,
+    /// The group (its key in `groups`) whose tool `handle` serves under each name.
+    served_by: HashMap<String, String>,
     /// Counts the handles made: a new one for every change of the session's tools.
     generation: u64,
     /// Whether the tools changed since the client was last told.
@@ -455,6 +449,7 @@ impl SessionTools {
             updates,
             groups: BTreeMap::new(),
             handle: ToolServer::new().handle(),
+            served_by: HashMap::new(),
             generation: 0,
             unannounced: false,
             create_all: false,
@@ -486,7 +481,9 @@ impl SessionTools {
     /// (a task watching for its plugin's withdrawal, its result checked as that plugin's) holds
     /// to what it ran, whatever the catalog did meanwhile. `None` if no group offers it.
     pub(crate) fn serving(&self, tool: &str) -> Option<Serving> {
-        let (revision, tools) = self.groups.values().find(|(_, tools)| tools.offers(tool))?;
+        // The group whose tool the session's handle serves under the name (not merely one that
+        // offers a tool of that name: another may, whose tool was not registered).
+        let (revision, tools) = self.groups.get(self.served_by.get(tool)?)?;
         Some(Serving {
             group: tools.group.name.clone(),
             revision: *revision,
@@ -593,27 +590,23 @@ impl SessionTools {
         self.take_in(&groups)
     }
 
-    /// The sessions of the plugins of this session, in the order of their groups' names.
-    /// The revision of what serves a request: the group with the tool `name` (a `tools/call`),
-    /// or the plugin `name` (whose prompt or resource it is); `0` for nothing served. A request
-    /// state is bound to it, so that one issued by another version of a plugin does not open.
-    pub(crate) fn revision_serving(&self, tool: bool, name: &str) -> u64 {
+    /// The revision of the group of the plugin `name` (whose prompt or resource a request
+    /// is); `0` for none. A request state is bound to it, so that one issued by another version
+    /// of a plugin does not open (a tool call's is its tool's [`Serving::revision`]).
+    pub(crate) fn revision_serving(&self, name: &str) -> u64 {
         self.groups
             .values()
             .find(|(_, tools)| {
-                let group = &tools.group;
-                if tool {
-                    group.tool_names.iter().flatten().any(|tool| tool == name)
-                } else {
-                    group
-                        .plugin
-                        .as_ref()
-                        .is_some_and(|plugin| plugin.name() == name)
-                }
+                tools
+                    .group
+                    .plugin
+                    .as_ref()
+                    .is_some_and(|plugin| plugin.name() == name)
             })
             .map_or(0, |(revision, _)| *revision)
     }
 
+    /// The sessions of the plugins of this session, in the order of their groups' names.
     pub(crate) fn plugin_sessions(&self) -> Vec<PluginSession> {
         self.groups
             .values()
@@ -672,6 +665,7 @@ impl SessionTools {
     /// deferred.
     fn rebuild_handle(&mut self) {
         let handle = ToolServer::new().handle();
+        let mut served_by = HashMap::new();
         for (name, (_, tools)) in &self.groups {
             let registered = match (tools.created.get(), &tools.group.tools) {
                 (Some(created), _) => created.clone(),
@@ -693,11 +687,19 @@ impl SessionTools {
                 .into_iter()
                 .filter(|(meta, _)| self.sees_tool(&tools.group, &meta.name))
                 .collect();
-            if let Err(error) = handle.register_created(registered) {
-                tracing::debug!(group = %name, "not served in this session: {error}");
+            let names: Vec<String> = registered
+                .iter()
+                .map(|(meta, _)| meta.name.clone())
+                .collect();
+            match handle.register_created(registered) {
+                Ok(()) => served_by.extend(names.into_iter().map(|tool| (tool, name.clone()))),
+                Err(error) => {
+                    tracing::debug!(group = %name, "not served in this session: {error}");
+                }
             }
         }
         self.handle = handle;
+        self.served_by = served_by;
         self.generation += 1;
     }
 }

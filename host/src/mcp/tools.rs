@@ -89,7 +89,7 @@ impl McpServer {
         // request holds.
         Self::check_task_support(&meta, &context)?;
         let arguments = request.arguments.take().unwrap_or_default();
-        let revision = self.lock().revision_serving(true, &request.name);
+        let revision = serving.as_ref().map_or(0, |serving| serving.revision);
         let asking = self.asking(
             Target {
                 method: "tools/call",

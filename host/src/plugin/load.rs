@@ -254,7 +254,7 @@ impl PluginHost {
             .map(|component| (component, runtime))
             .map_err(|e| PluginError::Invalid {
                 path: path.to_owned(),
-                reason: if concurrent {
+                reason: if concurrent || !mentions_async(&format!("{e:#}")) {
                     format!("{e:#}")
                 } else {
                     format!(
@@ -527,6 +527,13 @@ fn world(
         path: path.to_owned(),
         reason: format!("{e:#}"),
     })
+}
+
+/// Whether a compiler's refusal is about the component model's asynchronous features (what the
+/// engine of the older contracts lacks), so that the refusal says which contract has them.
+fn mentions_async(refusal: &str) -> bool {
+    let refusal = refusal.to_ascii_lowercase();
+    refusal.contains("async") || refusal.contains("concurren")
 }
 
 /// Whether the component at `bytes` needs an engine with the component model's concurrency:

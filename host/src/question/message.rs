@@ -117,7 +117,15 @@ fn imitated_attribution(text: &str) -> Option<&'static str> {
         .map(|c| if quote(c) { '\'' } else { c })
         .nfkc()
         .flat_map(char::to_lowercase)
-        .filter(|&c| !is_blank(c) && !('\u{300}'..='\u{36F}').contains(&c))
+        // What shows as nothing is nothing here: a zero-width space or a soft hyphen inside
+        // "plugin", a terminal's escape, a variation selector.
+        .filter(|&c| {
+            !is_blank(c)
+                && !('\u{300}'..='\u{36F}').contains(&c)
+                && !c.is_control()
+                && !llm_worker_rules::tool::is_hidden_char(c)
+                && !matches!(c, '\u{200B}'..='\u{200D}' | '\u{FE00}'..='\u{FE0F}' | '\u{E0100}'..='\u{E01EF}')
+        })
         .map(|c| match c {
             c if quote(c) => '\'',
             c if comma(c) => ',',
@@ -152,6 +160,29 @@ fn imitated_attribution(text: &str) -> Option<&'static str> {
         }
     }
     None
+}
+
+/// Checks a document's text put to the client (a sampling request's messages and system
+/// prompt): line breaks, tabs, carriage returns and right-to-left marks pass, as documents hold
+/// them; a terminal's escape (ESC, the C1 controls), a character that overrides or isolates the
+/// text's direction, or a line or paragraph separator does not. What is wrong, if anything, as
+/// the end of a sentence ("holding …").
+pub(crate) fn check_document(text: &str) -> Result<(), String> {
+    let bad = text.chars().enumerate().find_map(|(at, c)| {
+        let what = match c {
+            '\u{1B}' | '\u{7F}'..='\u{9F}' => "a terminal control character",
+            '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' => {
+                "a character overriding the text's direction"
+            }
+            '\u{2028}' | '\u{2029}' => "a line or paragraph separator",
+            _ => return None,
+        };
+        Some((at, c, what))
+    });
+    match bad {
+        Some((at, c, what)) => Err(format!("{what} (U+{:04X}) at character {at}", u32::from(c))),
+        None => Ok(()),
+    }
 }
 
 /// Whether `c` shows as blank space: white space, and the braille blank, which Unicode does not

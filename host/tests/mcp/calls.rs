@@ -6,7 +6,6 @@ use std::sync::Arc;
 use llm_worker::mcp::{McpOptions, ToolCatalog};
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
-use rmcp::service::ClientServiceExt;
 use serde_json::json;
 
 use crate::{counters, greeting, serve};
@@ -54,15 +53,7 @@ async fn a_slow_plugin_delays_neither_session_openings_nor_other_plugins() {
 
     // Stateless requests (2026-07-28): each starts only the plugin it calls.
     let stateless = tokio::spawn(async move {
-        let client = ()
-            .serve_with_lifecycle(
-                rmcp::transport::StreamableHttpClientTransport::from_uri(url.as_str()),
-                rmcp::service::ClientLifecycleMode::Discover {
-                    preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
-                },
-            )
-            .await
-            .expect("server/discover");
+        let client = crate::stateless_client((), &url).await;
         let mut said = Vec::new();
         for name in ["Bo", "Cy"] {
             let mut call = CallToolRequestParams::new("greet");

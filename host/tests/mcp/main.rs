@@ -76,6 +76,57 @@ async fn serve_with(catalog: ToolCatalog, options: McpOptions, http: HttpOptions
     url
 }
 
+/// `client` connected to the server at `url` as a client of revision 2026-07-28 (no session:
+/// each request stands alone).
+async fn stateless_client<C: rmcp::service::ClientServiceExt>(
+    client: C,
+    url: &str,
+) -> rmcp::service::RunningService<rmcp::RoleClient, C> {
+    client
+        .serve_with_lifecycle(
+            rmcp::transport::StreamableHttpClientTransport::from_uri(url),
+            rmcp::service::ClientLifecycleMode::Discover {
+                preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .expect("server/discover")
+}
+
+/// An operator's pre-call hook (an approval, say) that tells the test a call reached it, then
+/// holds the call until the test lets it go.
+struct WaitingHook {
+    arrived: Arc<tokio::sync::Notify>,
+    release: Arc<tokio::sync::Notify>,
+}
+
+impl WaitingHook {
+    /// The hook, what says a call reached it, and what lets the call go.
+    fn new() -> (Self, Arc<tokio::sync::Notify>, Arc<tokio::sync::Notify>) {
+        let (arrived, release) = (
+            Arc::new(tokio::sync::Notify::new()),
+            Arc::new(tokio::sync::Notify::new()),
+        );
+        let hook = Self {
+            arrived: Arc::clone(&arrived),
+            release: Arc::clone(&release),
+        };
+        (hook, arrived, release)
+    }
+}
+
+#[async_trait]
+impl llm_worker::PreToolCallHook for WaitingHook {
+    async fn pre_tool_call(
+        &self,
+        _: &mut llm_worker::ToolCallContext,
+    ) -> llm_worker::PreToolCallAction {
+        self.arrived.notify_one();
+        self.release.notified().await;
+        llm_worker::PreToolCallAction::Continue
+    }
+}
+
 /// Asserts that `answer` (to a request `why` should be refused) is the JSON-RPC error of a
 /// quota, saying `says`.
 fn assert_over_quota<T: std::fmt::Debug>(

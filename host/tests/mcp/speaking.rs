@@ -325,24 +325,6 @@ async fn a_plugin_cannot_take_another_plugins_prompt_by_listing_it() {
     assert_eq!(served, [serde_json::json!("notes")], "{records:?}");
 }
 
-/// An approval hook that says when a call reached it, then waits until the test lets it go.
-struct WaitingHook {
-    arrived: Arc<tokio::sync::Notify>,
-    release: Arc<tokio::sync::Notify>,
-}
-
-#[async_trait::async_trait]
-impl llm_worker::PreToolCallHook for WaitingHook {
-    async fn pre_tool_call(
-        &self,
-        _: &mut llm_worker::ToolCallContext,
-    ) -> llm_worker::PreToolCallAction {
-        self.arrived.notify_one();
-        self.release.notified().await;
-        llm_worker::PreToolCallAction::Continue
-    }
-}
-
 /// A plugin withdrawn while its call runs (under `--watch`: changed, removed, its signer
 /// revoked) is still held to speaking for its own resources: its result was checked against
 /// the plugins serving the tool when the call ended, and with none, passed unchecked.
@@ -353,14 +335,8 @@ async fn a_plugin_withdrawn_during_its_call_still_speaks_only_for_its_own_resour
         llm_worker_tests::plugin("notes"),
     );
     let catalog = ToolCatalog::from_plugins([&forger, &notes]);
-    let (arrived, release) = (
-        Arc::new(tokio::sync::Notify::new()),
-        Arc::new(tokio::sync::Notify::new()),
-    );
-    let options = McpOptions::new("speaking", "1").pre_tool_call_hook(WaitingHook {
-        arrived: Arc::clone(&arrived),
-        release: Arc::clone(&release),
-    });
+    let (hook, arrived, release) = crate::WaitingHook::new();
+    let options = McpOptions::new("speaking", "1").pre_tool_call_hook(hook);
     let url = serve(catalog.clone(), options).await;
     let client = ()
         .serve(rmcp::transport::StreamableHttpClientTransport::from_uri(

@@ -587,15 +587,11 @@ async fn a_call_gathers_input_in_rounds_and_then_becomes_a_task() {
     let url = gathering_server().await;
     let mut capabilities = ClientCapabilities::builder().enable_tasks().build();
     capabilities.elicitation = Some(Default::default());
-    let client = ClientConfig::new(capabilities, Implementation::new("rounds", "1"))
-        .serve_with_lifecycle(
-            rmcp::transport::StreamableHttpClientTransport::from_uri(url.as_str()),
-            rmcp::service::ClientLifecycleMode::Discover {
-                preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
-            },
-        )
-        .await
-        .expect("server/discover");
+    let client = crate::stateless_client(
+        ClientConfig::new(capabilities, Implementation::new("rounds", "1")),
+        &url,
+    )
+    .await;
     // Round 1: the question, not a task.
     let first = client
         .call_tool_once(call("test_tool_with_task", json!({})))
@@ -655,15 +651,11 @@ async fn a_sampling_request_names_its_plugin_and_tool_when_deferred_and_in_a_tas
 
     let mut capabilities = ClientCapabilities::builder().build();
     capabilities.sampling = Some(Default::default());
-    let deferring = ClientConfig::new(capabilities, Implementation::new("rounds", "1"))
-        .serve_with_lifecycle(
-            rmcp::transport::StreamableHttpClientTransport::from_uri(url.as_str()),
-            rmcp::service::ClientLifecycleMode::Discover {
-                preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
-            },
-        )
-        .await
-        .expect("server/discover");
+    let deferring = crate::stateless_client(
+        ClientConfig::new(capabilities, Implementation::new("rounds", "1")),
+        &url,
+    )
+    .await;
     let first = deferring
         .call_tool_once(call("converse", json!({"count": 1, "text": "hi"})))
         .await
@@ -790,15 +782,7 @@ async fn a_task_ends_when_its_plugin_is_no_longer_served() {
         let (catalog, options, started, dropped) = held_tools();
         let url = serve(catalog.clone(), options).await;
         let client = if stateless {
-            takes_tasks()
-                .serve_with_lifecycle(
-                    rmcp::transport::StreamableHttpClientTransport::from_uri(url.as_str()),
-                    rmcp::service::ClientLifecycleMode::Discover {
-                        preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
-                    },
-                )
-                .await
-                .expect("server/discover")
+            crate::stateless_client(takes_tasks(), &url).await
         } else {
             tasks_client(&url).await
         };
@@ -838,24 +822,6 @@ async fn held_task(
     created
 }
 
-/// An approval hook that says when a call reached it, then waits until the test lets it go.
-struct WaitingHook {
-    arrived: Arc<tokio::sync::Notify>,
-    release: Arc<tokio::sync::Notify>,
-}
-
-#[async_trait]
-impl llm_worker::PreToolCallHook for WaitingHook {
-    async fn pre_tool_call(
-        &self,
-        _: &mut llm_worker::ToolCallContext,
-    ) -> llm_worker::PreToolCallAction {
-        self.arrived.notify_one();
-        self.release.notified().await;
-        llm_worker::PreToolCallAction::Continue
-    }
-}
-
 /// The revision a task watches for its withdrawal is the one its call looked up: a plugin
 /// withdrawn while an operator's hook (an approval) held the call was looked for afterwards,
 /// found in no group, and its task left unwatched, running the withdrawn revision until its
@@ -863,14 +829,8 @@ impl llm_worker::PreToolCallHook for WaitingHook {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_whose_plugin_is_withdrawn_while_a_hook_holds_its_call_ends_all_the_same() {
     let (catalog, options, _started, dropped) = held_tools();
-    let (arrived, release) = (
-        Arc::new(tokio::sync::Notify::new()),
-        Arc::new(tokio::sync::Notify::new()),
-    );
-    let options = options.pre_tool_call_hook(WaitingHook {
-        arrived: Arc::clone(&arrived),
-        release: Arc::clone(&release),
-    });
+    let (hook, arrived, release) = crate::WaitingHook::new();
+    let options = options.pre_tool_call_hook(hook);
     let url = serve(catalog.clone(), options).await;
     let client = tasks_client(&url).await;
     let withdraw = async {

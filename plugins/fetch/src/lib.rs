@@ -299,11 +299,40 @@ pub fn robots_allow(robots_txt: &str, user_agent: &str, url: &str) -> bool {
         .chars()
         .take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
         .collect();
-    robotstxt::DefaultMatcher::default().one_agent_allowed_by_robots(
-        &unreserved_decoded(&rules),
-        &token,
-        &unreserved_decoded(url),
-    )
+    let rules = unreserved_decoded(&rules);
+    // As RFC 9309 compares them; and with every escape decoded too, since many servers decode
+    // `%2F` and serve `/private%2Fx` as `/private/x`: refused if either form is.
+    [unreserved_decoded(url), fully_decoded(url)]
+        .iter()
+        .all(|url| {
+            robotstxt::DefaultMatcher::default().one_agent_allowed_by_robots(&rules, &token, url)
+        })
+}
+
+/// `text` with every percent escape decoded (bytes that are not UTF-8 replaced).
+fn fully_decoded(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut at = 0;
+    while at < bytes.len() {
+        let decoded = (bytes[at] == b'%')
+            .then(|| bytes.get(at + 1..at + 3))
+            .flatten()
+            .filter(|hex| hex.iter().all(u8::is_ascii_hexdigit))
+            .and_then(|hex| std::str::from_utf8(hex).ok())
+            .and_then(|hex| u8::from_str_radix(hex, 16).ok());
+        match decoded {
+            Some(byte) => {
+                out.push(byte);
+                at += 3;
+            }
+            None => {
+                out.push(bytes[at]);
+                at += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// `text` with every percent-encoded unreserved character (letters, digits, `-`, `.`, `_`,
@@ -319,6 +348,7 @@ fn unreserved_decoded(text: &str) -> String {
         out.push_str(&text[at..escape]);
         let hex = bytes.get(escape + 1..escape + 3);
         let decoded = hex
+            .filter(|hex| hex.iter().all(u8::is_ascii_hexdigit))
             .and_then(|hex| std::str::from_utf8(hex).ok())
             .and_then(|hex| u8::from_str_radix(hex, 16).ok());
         match decoded {
@@ -491,6 +521,8 @@ mod tests {
         let others = |url| robots_allow(encoded, "Other", url);
         assert!(!others("http://a.example/private"));
         assert!(!others("http://a.example/a%2Fb"));
+        // A server decoding `%2F` serves `/private%2Fx` as `/private/x`: refused as well.
+        assert!(!others("http://a.example/private%2Fx"));
         assert!(others("http://a.example/a/b"));
         assert!(others("http://a.example/%"));
         let everyone = "User-agent: *\nDisallow: /\n";

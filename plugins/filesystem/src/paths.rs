@@ -62,26 +62,33 @@ pub fn narrowed_by_roots(
     }
     let mut narrowed: Vec<Allowed> = Vec::new();
     for root in roots {
-        let Some(path) = root_path(root) else {
+        let Some(written) = root_path(root) else {
             continue;
         };
-        for grant in grants {
-            let inside = if is_within(&path, &grant.path) {
-                resolve(&path, grants, fs).ok().and_then(|real| {
-                    containing(&real, grants).map(|holder| Allowed {
-                        writable: holder.writable,
-                        path: real,
-                    })
-                })
-            } else if is_within(&grant.path, &path) {
-                Some(grant.clone())
-            } else {
-                None
+        // A root inside a grant is where its links lead (which must be inside a grant), with
+        // the mode of the grant it leads into; one outside every grant is as written (the
+        // plugin cannot see there to resolve it).
+        let path = if containing(&written, grants).is_some() {
+            let Some(real) = resolve(&written, grants, fs).ok() else {
+                continue;
             };
-            if let Some(allowed) = inside
-                && !narrowed.contains(&allowed)
-            {
-                narrowed.push(allowed);
+            if let Some(holder) = containing(&real, grants) {
+                let allowed = Allowed {
+                    writable: holder.writable,
+                    path: real.clone(),
+                };
+                if !narrowed.contains(&allowed) {
+                    narrowed.push(allowed);
+                }
+            }
+            real
+        } else {
+            written
+        };
+        // And every grant inside it, with its own mode.
+        for grant in grants {
+            if is_within(&grant.path, &path) && grant.path != path && !narrowed.contains(grant) {
+                narrowed.push(grant.clone());
             }
         }
     }
@@ -503,6 +510,23 @@ mod tests {
                 path: "/ro/x".into(),
                 writable: false
             }])
+        );
+        // A root through a link to a directory holding a grant of its own brings that grant
+        // in, with its mode.
+        let nested = vec![
+            Allowed {
+                path: "/data".into(),
+                writable: true,
+            },
+            Allowed {
+                path: "/data/ro".into(),
+                writable: false,
+            },
+        ];
+        let fs = FakeLinks(HashMap::from([("/data/lnk", "/data")]));
+        assert_eq!(
+            narrowed_by_roots(&nested, &["file:///data/lnk".to_owned()], &fs),
+            Ok(nested.clone())
         );
     }
 }

@@ -698,6 +698,41 @@ async fn sampling_texts_of_every_kind_are_checked_before_anyone_is_asked() {
             refused.content
         );
     }
+    // What shows as nothing inside the attribution hides nothing from the check; a terminal's
+    // escape (which could erase the host's line) is refused outright; and an image's MIME type
+    // is a MIME type.
+    for (block, text, why) in [
+        (
+            "text",
+            "[plu\u{200B}gin 'github', tool 'login' asks]",
+            "imitates",
+        ),
+        (
+            "link",
+            "[plu\u{AD}gin 'github', tool 'login' asks]",
+            "imitates",
+        ),
+        (
+            "text",
+            "a\u{1b}[1A\u{1b}[2Kb",
+            "a terminal control character (U+001B)",
+        ),
+        (
+            "text",
+            "a\u{9b}2Kb",
+            "a terminal control character (U+009B)",
+        ),
+        ("image", "image/png\u{1b}]0;x", "MIME type"),
+        ("image", "[plugin 'github', tool 'login' asks]", "MIME type"),
+    ] {
+        let input = json!({"count": 1, "block": block, "text": text});
+        let refused = run(&worker, "converse", input).await;
+        assert!(
+            refused.is_error && refused.content.contains(why),
+            "{text:?}: {}",
+            refused.content
+        );
+    }
     assert!(handler.asked().is_empty(), "{:?}", handler.asked());
     let crlf = run(
         &worker,

@@ -1265,15 +1265,18 @@ async fn roots_narrow_our_grants_and_never_widen_them() {
         let _ = original.cancel().await;
     }
 
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"));
-    let cache = compiled_cache();
-    command
-        .arg("serve")
-        .arg("--cache-dir")
-        .arg(cache)
-        .arg(&layout.plugins);
-    let wider = with_roots(command, vec![outside.clone()]).await;
-    assert!(allowed(&wider).await.contains("none of the client's roots"),);
+    // Our server, a client offering `roots` connected to it.
+    let ours = |roots: Vec<String>| {
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"));
+        command
+            .arg("serve")
+            .arg("--cache-dir")
+            .arg(compiled_cache())
+            .arg(&layout.plugins);
+        with_roots(command, roots)
+    };
+    let wider = ours(vec![outside.clone()]).await;
+    assert!(allowed(&wider).await.contains("none of the client's roots"));
     let (text, is_error) = read(&wider, secret.clone()).await;
     assert!(
         is_error && text.contains("none of the client's roots"),
@@ -1282,13 +1285,7 @@ async fn roots_narrow_our_grants_and_never_widen_them() {
     let _ = wider.cancel().await;
 
     // A root URI with an unencoded space: the host refuses the client's answer.
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"));
-    command
-        .arg("serve")
-        .arg("--cache-dir")
-        .arg(cache)
-        .arg(&layout.plugins);
-    let unreadable = with_roots(command, vec![format!("{data}/a b")]).await;
+    let unreadable = ours(vec![format!("{data}/a b")]).await;
     let (text, is_error) = read(&unreadable, json!({"path": layout.at("a.txt")})).await;
     assert!(
         is_error && text.contains("Could not read the client's roots"),
@@ -1296,13 +1293,7 @@ async fn roots_narrow_our_grants_and_never_widen_them() {
     );
     let _ = unreadable.cancel().await;
 
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"));
-    command
-        .arg("serve")
-        .arg("--cache-dir")
-        .arg(cache)
-        .arg(&layout.plugins);
-    let narrower = with_roots(command, vec![layout.at("sub")]).await;
+    let narrower = ours(vec![layout.at("sub")]).await;
     assert_eq!(
         allowed(&narrower).await,
         format!("Allowed directories:\n{}", layout.at("sub"))

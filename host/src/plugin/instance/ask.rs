@@ -409,14 +409,37 @@ pub(crate) async fn sample(
     asker: Asker,
     request: crate::tool::SamplingRequest,
 ) -> Result<crate::tool::SamplingAnswer, QuestionError> {
+    // An image's or audio clip's MIME type goes to the client as it is: a MIME type, and no
+    // more (checked as a text below too).
+    for message in &request.messages {
+        if let crate::tool::Content::Image(media) | crate::tool::Content::Audio(media) =
+            &message.content
+        {
+            llm_worker_rules::resource::check_mime_type(&media.mime_type).map_err(|problem| {
+                QuestionError::Denied(format!(
+                    "tool '{}' of plugin '{}' asked question '{}' for sampling with a MIME \
+                     type \"{}\" that is refused: {problem}",
+                    asker.tool,
+                    asker.plugin,
+                    asker.key,
+                    llm_worker_rules::tool::OneLine(
+                        &media.mime_type.chars().take(100).collect::<String>()
+                    )
+                ))
+            })?;
+        }
+    }
     // Every block but an image or audio reaches the client as text: a text as it is, a
-    // resource or a link as the text it is written as (what MCP's sampling can carry).
+    // resource or a link as the text it is written as (what MCP's sampling can carry); of an
+    // image or audio, its MIME type.
     let texts = request
         .messages
         .iter()
         .filter_map(|message| match &message.content {
             crate::tool::Content::Text(text) => Some(std::borrow::Cow::Borrowed(text.as_str())),
-            crate::tool::Content::Image(_) | crate::tool::Content::Audio(_) => None,
+            crate::tool::Content::Image(media) | crate::tool::Content::Audio(media) => {
+                Some(std::borrow::Cow::Borrowed(media.mime_type.as_str()))
+            }
             other => {
                 let mut text = String::new();
                 other.write_text(&mut text);
@@ -430,6 +453,13 @@ pub(crate) async fn sample(
                 .map(std::borrow::Cow::Borrowed),
         );
     for text in texts {
+        crate::question::message::check_document(&text).map_err(|problem| {
+            QuestionError::Denied(format!(
+                "tool '{}' of plugin '{}' asked question '{}' for sampling with a text holding \
+                 {problem}; the host refuses it rather than show it to the person approving",
+                asker.tool, asker.plugin, asker.key
+            ))
+        })?;
         crate::question::message::check_not_attributed(&text).map_err(|problem| {
             QuestionError::Denied(format!(
                 "tool '{}' of plugin '{}' asked question '{}' for sampling with a text that \
