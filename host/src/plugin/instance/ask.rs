@@ -435,15 +435,15 @@ pub(crate) async fn sample(
     let texts = request
         .messages
         .iter()
-        .filter_map(|message| match &message.content {
-            crate::tool::Content::Text(text) => Some(std::borrow::Cow::Borrowed(text.as_str())),
+        .map(|message| match &message.content {
+            crate::tool::Content::Text(text) => std::borrow::Cow::Borrowed(text.as_str()),
             crate::tool::Content::Image(media) | crate::tool::Content::Audio(media) => {
-                Some(std::borrow::Cow::Borrowed(media.mime_type.as_str()))
+                std::borrow::Cow::Borrowed(media.mime_type.as_str())
             }
             other => {
                 let mut text = String::new();
                 other.write_text(&mut text);
-                Some(std::borrow::Cow::Owned(text))
+                std::borrow::Cow::Owned(text)
             }
         })
         .chain(
