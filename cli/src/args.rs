@@ -13,7 +13,8 @@ use llm_worker::provider::ProviderFormat;
 pub(crate) struct Cli {
     #[command(subcommand)]
     pub(crate) command: Command,
-    /// More log output on stderr (-v: debug, -vv: trace). RUST_LOG overrides.
+    /// More log output on stderr (-v: debug, -vv: trace, which also logs every MCP request and
+    /// answer whole: tool arguments, what users type into forms). RUST_LOG overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub(crate) verbose: u8,
     /// Only errors on stderr.

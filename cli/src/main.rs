@@ -53,10 +53,12 @@ fn init_logging(cli: &Cli) {
     // wasmtime-wasi-http warns of every failed request itself (a reset, a TLS failure) without
     // naming the plugin, as often as a plugin makes its granted server fail: at the default
     // level, only its errors (the gate logs what it denies, a few times a call); `-v` shows all.
-    let default = if cli.verbose == 0 {
-        format!("{level},wasmtime_wasi_http=error")
-    } else {
-        level.to_owned()
+    // rmcp logs every request and answer whole at `debug` (a tool's arguments, what a user typed
+    // into a form, request states, results): only with `-vv`, never with `-v` alone.
+    let default = match cli.verbose {
+        0 => format!("{level},wasmtime_wasi_http=error"),
+        1 => format!("{level},rmcp=info"),
+        _ => level.to_owned(),
     };
     let mut invalid = None;
     let filter = match std::env::var("RUST_LOG") {

@@ -649,3 +649,40 @@ async fn schema_for_mcp_prints_what_the_server_lists() {
     assert_eq!(stats["outputSchema"]["type"], "object");
     client.cancel().await.expect("close");
 }
+
+/// `-v` is for the operator's debugging, not a record of what users send: rmcp logs every
+/// request and answer whole at `debug` (a tool's arguments, what a user typed into a form),
+/// so those lines come only with `-vv`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verbose_serving_does_not_log_what_clients_send() {
+    for (flag, logged) in [("-v", false), ("-vv", true)] {
+        let (root, dir, cache) = plugin_dir(&format!("mcp-verbose{flag}"), &["greet"]);
+        let log = root.join("stderr.log");
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"));
+        command
+            .arg(flag)
+            .arg("serve")
+            .arg("--cache-dir")
+            .arg(cache)
+            .arg(&dir)
+            .env_remove("RUST_LOG");
+        let (transport, _) = TokioChildProcess::builder(command)
+            .stderr(std::fs::File::create(&log).expect("log file"))
+            .spawn()
+            .expect("spawn llm-worker serve");
+        let client = ().serve(transport).await.expect("initialize");
+        let said = client
+            .call_tool(call("greet", json!({"name": "sk-canary-0123"})))
+            .await
+            .expect("tools/call");
+        assert_eq!(text(&said), "Hello, sk-canary-0123!");
+        client.cancel().await.expect("close");
+        let stderr = std::fs::read_to_string(&log).expect("stderr");
+        assert!(stderr.contains("DEBUG"), "{flag}: {stderr}");
+        assert_eq!(
+            stderr.contains("sk-canary-0123"),
+            logged,
+            "{flag}: {stderr}"
+        );
+    }
+}

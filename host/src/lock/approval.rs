@@ -69,6 +69,36 @@ impl LockedPlugin {
     }
 }
 
+impl LockedPlugin {
+    /// Whether the plugin, loaded, offers the tools approved (names, in any order); if not,
+    /// which differ.
+    pub(crate) fn approves_tools(&self, tools: &[&str]) -> Result<(), String> {
+        let locked: std::collections::BTreeSet<&str> =
+            self.tools.iter().map(String::as_str).collect();
+        let now: std::collections::BTreeSet<&str> = tools.iter().copied().collect();
+        if locked == now {
+            return Ok(());
+        }
+        let list = |names: Vec<&&str>| {
+            if names.is_empty() {
+                "none".to_owned()
+            } else {
+                names
+                    .iter()
+                    .map(|name| format!("'{}'", llm_worker_rules::tool::OneLine(name)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+        };
+        Err(format!(
+            "it offers other tools than the lock approved (new: {}; gone: {}); review them \
+             and run `llm-worker lock` again if they are expected",
+            list(now.difference(&locked).collect()),
+            list(locked.difference(&now).collect()),
+        ))
+    }
+}
+
 /// Says where a plugin's directory grants lead now, against where the lock approved.
 pub(super) fn grants_moved(locked: &[String], now: &[String]) -> String {
     let list = |dirs: &[String]| {

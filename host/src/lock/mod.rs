@@ -43,7 +43,10 @@ pub struct LockedPlugin {
     /// link to `~/.ssh`) is not approved, although the policy's text is unchanged.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dirs: Vec<String>,
-    /// Its tools, for the reviewer.
+    /// Its tools: what the reviewer approved, and what it must offer when it is loaded (a
+    /// plugin listing other tools than it did, at another time or at random, is not approved:
+    /// a tool of a new name would get the plugin's grants without a `[tools.NAME]` narrowing
+    /// the operator wrote for it).
     pub tools: Vec<String>,
     /// What it imports, for the reviewer.
     pub imports: Vec<String>,

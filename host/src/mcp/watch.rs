@@ -284,6 +284,7 @@ impl Served {
                                 &SandboxPolicy::path_for(path),
                             )
                             .and_then(|()| entry.approves_grants(plugin.policy()))
+                            .and_then(|()| entry.approves_tools(&plugin.tool_names()))
                             .is_ok()
                     });
             if !keep {
@@ -464,15 +465,28 @@ impl DirWatcher {
         if now.lock.is_some() && !self.options.ignore_lock {
             self.options = self.options.locked(true);
         }
+        // What was approved before may not be any more: the lock is the list. A lock that
+        // cannot be read again now (gone or untrusted since the load) applies nothing of this
+        // reload, and the next rescan tries again: what is served stays what the last lock read
+        // approved, never what no lock was read for.
+        let lock = match self.options.locked.then(|| LockFile::read(&self.dir)) {
+            None => None,
+            Some(Ok(Some(lock))) => Some(lock),
+            Some(read) => {
+                let why = match read {
+                    Err(error) => error.to_string(),
+                    _ => "it is gone".to_owned(),
+                };
+                tracing::warn!(
+                    dir = %self.dir.display(),
+                    "the lock file could not be read again after a reload ({why}); nothing of \
+                     the reload is applied, and the next rescan tries again"
+                );
+                return false;
+            }
+        };
         self.present = now;
         let before = self.served.revisions();
-        // What was approved before may not be any more: the lock is the list. (A lock gone or
-        // untrusted since the load: the next rescan refuses every change.)
-        let lock = self
-            .options
-            .locked
-            .then(|| LockFile::read(&self.dir).ok().flatten())
-            .flatten();
         self.served.update(
             loaded,
             &self.present,

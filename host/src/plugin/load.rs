@@ -79,6 +79,11 @@ impl PluginHost {
                 .map_err(|reason| PluginError::not_approved(dir, path, reason))?;
         }
         let mut plugin = self.load_resolved(path, &bytes, policy, granted_dirs)?;
+        if let Some((dir, entry)) = approved {
+            entry
+                .approves_tools(&plugin.tool_names())
+                .map_err(|reason| PluginError::not_approved(dir, path, reason))?;
+        }
         if let Some(image) = Arc::get_mut(&mut plugin.image) {
             image.policy_sha256 = policy_sha256;
         }

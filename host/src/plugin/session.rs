@@ -47,6 +47,9 @@ struct Lists {
     /// The URIs of `resources` as [`offerings::comparable_uri`] spells them, made once for
     /// each list (the list they were made of beside them).
     comparable: Option<(Arc<[ResourceMeta]>, ComparableUris)>,
+    /// The problem last logged for each kind of list that could not be read again (until it
+    /// is read): a client listing again and again while the instance is busy logs it once.
+    logged: std::collections::HashMap<&'static str, String>,
 }
 
 /// Resources' URIs as [`offerings::comparable_uri`] spells them.
@@ -158,7 +161,7 @@ impl PluginSession {
         &self,
         changed: &AtomicBool,
         request: Request,
-        what: &str,
+        what: &'static str,
         take: impl FnOnce(Response) -> Option<Vec<T>>,
         check: impl FnOnce(&[T]) -> Result<(), String>,
         cache: impl Fn(&mut Lists) -> &mut Option<Arc<[T]>>,
@@ -174,10 +177,21 @@ impl PluginSession {
                 Err(error) => Err(format!("it could not list its {what}s: {error}")),
             };
             match listed {
-                Ok(items) => *cache(&mut self.lists()) = Some(items.into()),
+                Ok(items) => {
+                    let mut lists = self.lists();
+                    *cache(&mut lists) = Some(items.into());
+                    lists.logged.remove(what);
+                }
                 Err(problem) => {
                     changed.store(true, Ordering::Release);
-                    tracing::warn!(plugin = %self.plugin_name(), "{problem}; serving its last list");
+                    let mut lists = self.lists();
+                    if lists.logged.get(what) != Some(&problem) {
+                        tracing::warn!(
+                            plugin = %self.plugin_name(),
+                            "{problem}; serving its last list (said once until it is read)"
+                        );
+                        lists.logged.insert(what, problem);
+                    }
                 }
             }
         }

@@ -371,6 +371,7 @@ impl SandboxPolicy {
                 .enumerate()
                 .map(|(index, rule)| {
                     HttpGrant::parse(rule).map_err(|message| {
+                        let rule = without_userinfo(rule);
                         invalid(&format!("{key}[{index}]"), format!("({rule:?}) {message}"))
                     })
                 })
@@ -396,7 +397,7 @@ impl SandboxPolicy {
                         format!(
                             "is {:?}, which is not one of the rules of [http] allow; a secret \
                              goes only to a granted destination",
-                            secret.host
+                            without_userinfo(&secret.host)
                         ),
                     )
                 })?;
@@ -412,7 +413,7 @@ impl SandboxPolicy {
                          unencrypted: a secret goes only over https, or over http to a loopback \
                          address the rule names literally (such as http://127.0.0.1:8080); \
                          grant and name \"{https}\" instead",
-                        secret.host
+                        without_userinfo(&secret.host)
                     ),
                 ));
             }
@@ -422,9 +423,24 @@ impl SandboxPolicy {
                     .bytes()
                     .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
             if !header_ok {
+                // Only up to where it stops being a name: `Authorization: Bearer sk-…` pasted
+                // whole holds the secret after it.
+                let name_ends = secret
+                    .header
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c)))
+                    .unwrap_or(secret.header.len());
+                let shown = &secret.header[..name_ends];
+                let rest = if name_ends < secret.header.len() {
+                    " and more, not shown: it may hold the secret"
+                } else {
+                    ""
+                };
                 return Err(invalid(
                     &key("header"),
-                    format!("is {:?}, not an HTTP header name", secret.header),
+                    format!(
+                        "is not an HTTP header name (it starts {shown:?}{rest}); give the name \
+                         alone, and the secret in `value`"
+                    ),
                 ));
             }
             let value = expand(&secret.value).map_err(|message| invalid(&key("value"), message))?;
@@ -608,4 +624,22 @@ fn lexical(path: &Path) -> PathBuf {
         }
     }
     clean
+}
+
+/// `rule` with any user information of its authority (`user:password@`) replaced by `…`: an
+/// operator may have pasted a URL holding a key, which a message must not repeat.
+fn without_userinfo(rule: &str) -> String {
+    let (scheme, rest) = match rule.split_once("://") {
+        Some((scheme, rest)) => (Some(scheme), rest),
+        None => (None, rule),
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let shown = match rest[..authority_end].rfind('@') {
+        Some(at) => format!("…{}", &rest[at..]),
+        None => rest.to_owned(),
+    };
+    match scheme {
+        Some(scheme) => format!("{scheme}://{shown}"),
+        None => shown,
+    }
 }

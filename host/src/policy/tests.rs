@@ -144,6 +144,38 @@ fn a_file_that_does_not_parse_is_not_quoted() {
     );
 }
 
+/// Values that parse but are refused are quoted in the message, unless they may hold a
+/// secret: a curl header line pasted as a header name, a URL with a key in its user
+/// information as a rule or a secret's host.
+#[test]
+fn a_refused_value_that_may_hold_a_secret_is_not_quoted_whole() {
+    for text in [
+        "[http]\nallow = [\"https://api.example.com\"]\n[[http.secrets]]\n\
+         host = \"https://api.example.com\"\nheader = \"Authorization: Bearer sk-live-0123\"\n\
+         value = \"x\"\n",
+        "[http]\nallow = [\"https://api:key-0123@api.example.com\"]\n",
+        "[http]\nallow = [\"https://api.example.com\"]\n[[http.secrets]]\n\
+         host = \"https://u:key-0123@other.example\"\nheader = \"X-Key\"\nvalue = \"x\"\n",
+    ] {
+        let message = parse(text).expect_err("refused").to_string();
+        assert!(
+            !message.contains("sk-live") && !message.contains("key-0123"),
+            "{message}"
+        );
+    }
+    let message = parse(
+        "[http]\nallow = [\"https://api.example.com\"]\n[[http.secrets]]\n\
+         host = \"https://api.example.com\"\nheader = \"Authorization: Bearer sk\"\n\
+         value = \"x\"\n",
+    )
+    .expect_err("refused")
+    .to_string();
+    assert!(
+        message.contains("\"Authorization\"") && message.contains("not shown"),
+        "{message}"
+    );
+}
+
 #[test]
 fn grants_are_resolved() {
     let policy = parse(

@@ -367,3 +367,26 @@ async fn a_plugin_withdrawn_during_its_call_still_speaks_only_for_its_own_resour
     assert!(!format!("{result:?}").contains("forged"), "{result:?}");
     client.cancel().await.expect("close");
 }
+
+/// A plugin's error answering a read becomes the protocol error's message, which clients show
+/// and servers log whole: 3 MB of it (up to the 4 MiB one host call may copy) reached the client (and rmcp's log, at `warn`) uncut.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugins_error_answering_a_read_is_cut() {
+    let client = forger_and_notes(McpOptions::new("speaking", "1")).await;
+    let refused = client
+        .read_resource(ReadResourceRequestParams::new("forger://as/error/3000000"))
+        .await
+        .expect_err("an error");
+    let rmcp::ServiceError::McpError(error) = refused else {
+        panic!("not a JSON-RPC error: {refused:?}");
+    };
+    assert!(error.message.len() < 5_000, "{} bytes", error.message.len());
+    assert!(
+        error
+            .message
+            .contains("cut: the plugin's error text was 3000000 bytes"),
+        "{}",
+        &error.message[error.message.len().saturating_sub(200)..]
+    );
+    client.cancel().await.expect("close");
+}

@@ -119,6 +119,34 @@ fn a_locked_directory_loads_only_what_was_approved() {
 }
 
 /// A server on 127.0.0.1 that answers "ok" and keeps the headers of every request.
+/// A plugin whose bytes and policy are the approved ones but whose tools are not (it lists
+/// other tools at another time, or at random: here the lock's list is made to differ, which is
+/// the same to the check) is not approved: a tool of a new name would get the plugin's grants
+/// without the `[tools.NAME]` narrowing the operator wrote for the tools they saw.
+#[test]
+fn a_plugin_offering_other_tools_than_approved_is_refused() {
+    let dir = plugin_dir("lock-tools");
+    lock(&dir);
+    let path = dir.join(LOCK_FILE);
+    let text = std::fs::read_to_string(&path).expect("lock file");
+    assert!(text.contains("tools = [\"greet\"]"), "{text}");
+    std::fs::write(
+        &path,
+        text.replace("tools = [\"greet\"]", "tools = [\"welcome\"]"),
+    )
+    .expect("write");
+    let loaded = host().load_dir(&dir).expect("load");
+    let greet = not_approved(&loaded, "greet.wasm");
+    assert!(
+        greet.contains("offers other tools than the lock approved")
+            && greet.contains("new: 'greet'")
+            && greet.contains("gone: 'welcome'")
+            && greet.contains("llm-worker lock"),
+        "{greet}"
+    );
+    assert_eq!(loaded.plugins.len(), 1, "{:?}", loaded.failures);
+}
+
 fn header_server() -> TestServer {
     TestServer::answering("ok")
 }

@@ -105,9 +105,25 @@ async fn an_mcp_client_gets_a_token_from_a_real_authorization_server_and_calls_a
 
     let audit = llm_worker_tests::scratch_dir("oauth-audit");
     let audit_log = audit.join("audit.jsonl");
-    let server = Server::start(
+    // A proxy nobody listens on, in every variable a client reads: the server's fetches from a
+    // loopback issuer (its keys, its metadata) never go through a proxy, which would choose the
+    // keys the server trusts (and see loopback traffic it has no business with).
+    let dead_proxy = "http://127.0.0.1:1";
+    let proxies = [
+        ("HTTP_PROXY", dead_proxy),
+        ("HTTPS_PROXY", dead_proxy),
+        ("ALL_PROXY", dead_proxy),
+        ("http_proxy", dead_proxy),
+        ("https_proxy", dead_proxy),
+        ("all_proxy", dead_proxy),
+        ("NO_PROXY", ""),
+        ("no_proxy", ""),
+    ];
+    let server = Server::try_start_full(
         "http-oauth",
         &["counter"],
+        &[],
+        &proxies,
         &format!("127.0.0.1:{server_port}"),
         &[
             "--oauth-issuer",
@@ -120,7 +136,8 @@ async fn an_mcp_client_gets_a_token_from_a_real_authorization_server_and_calls_a
             audit_log.to_str().expect("utf-8"),
         ],
     )
-    .await;
+    .await
+    .unwrap_or_else(|stderr| panic!("the server did not start: {stderr}"));
 
     let client = tokio::process::Command::new("node")
         .arg(node.join("client.mjs"))

@@ -296,7 +296,8 @@ impl SessionCore {
             )
             .await
         {
-            Ok(Done::Answered(answer)) => answer,
+            // The plugin's own error text, bounded (it becomes a protocol error's message).
+            Ok(Done::Answered(answer)) => answer.map_err(output::cut_request_error),
             Ok(Done::Executed(_)) => Err(RequestError::Internal(
                 "a request got a tool's answer".into(),
             )),

@@ -90,14 +90,38 @@ pub(super) fn checked_output(
 }
 
 /// `text` cut to at most `cap` bytes (at a character boundary), saying how much was cut.
-fn cut(mut text: String, cap: usize) -> String {
+fn cut(text: String, cap: usize) -> String {
+    cut_as(text, cap, "the output limit")
+}
+
+/// Most bytes of a plugin's error text answering a request other than a tool call (a read, a
+/// rendering, a completion): it becomes a protocol error's message, which clients show and
+/// servers log whole, not content.
+pub(crate) const MAX_REQUEST_ERROR_BYTES: usize = 4096;
+
+/// A plugin's error answering a request other than a tool call, its text cut to
+/// [`MAX_REQUEST_ERROR_BYTES`].
+pub(crate) fn cut_request_error(error: crate::tool::RequestError) -> crate::tool::RequestError {
+    use crate::tool::RequestError;
+    let cap = MAX_REQUEST_ERROR_BYTES;
+    let limit = "the limit for a request's error";
+    match error {
+        RequestError::NotFound(text) => RequestError::NotFound(cut_as(text, cap, limit)),
+        RequestError::InvalidArgument(text) => {
+            RequestError::InvalidArgument(cut_as(text, cap, limit))
+        }
+        RequestError::Internal(text) => RequestError::Internal(cut_as(text, cap, limit)),
+    }
+}
+
+fn cut_as(mut text: String, cap: usize, limit: &str) -> String {
     if text.len() <= cap {
         return text;
     }
     let total = text.len();
     text.truncate(text.floor_char_boundary(cap));
     text.push_str(&format!(
-        " … [cut: the plugin's error text was {total} bytes, over the output limit of {cap}]"
+        " … [cut: the plugin's error text was {total} bytes, over {limit} of {cap}]"
     ));
     text
 }
