@@ -455,6 +455,28 @@ impl SandboxPolicy {
                 ));
             }
             http_secrets.push(HttpSecret::new(grant, secret.header.clone(), value));
+            // A variable the secret is made of, handed to the plugin too, is the secret in the
+            // plugin's hands.
+            let mut rest = secret.value.as_str();
+            while let Some(start) = rest.find("${") {
+                let after = &rest[start + 2..];
+                let Some(end) = after.find('}') else {
+                    break;
+                };
+                let name = &after[..end];
+                if let Some(inherited) = file.env.inherit.iter().position(|held| held == name) {
+                    return Err(invalid(
+                        &format!("env.inherit[{inherited}]"),
+                        format!(
+                            "hands the plugin {name}, which {} is made of: the plugin would \
+                             read the secret the host keeps from it; leave {name} out of \
+                             [env] inherit",
+                            key("value")
+                        ),
+                    ));
+                }
+                rest = &after[end + 1..];
+            }
         }
         // A narrower list than the plugin's: each rule within one of `[http] allow`.
         let narrowed = |key: &str, rules: &[String], whose: &str| {

@@ -176,6 +176,28 @@ fn a_refused_value_that_may_hold_a_secret_is_not_quoted_whole() {
     );
 }
 
+/// A secret made of an environment variable that the policy also hands the plugin would be in
+/// the plugin's hands: refused at load, naming both.
+#[test]
+fn a_secrets_variable_is_never_handed_to_the_plugin() {
+    // `PATH`, set wherever tests run, stands for the secret's variable.
+    let path = std::env::var("PATH").expect("PATH is set");
+    let message = parse(
+        "[env]\ninherit = [\"HOME\", \"PATH\"]\n[http]\n\
+         allow = [\"https://api.example.com\"]\n[[http.secrets]]\n\
+         host = \"https://api.example.com\"\nheader = \"X-Key\"\n\
+         value = \"Bearer ${PATH}\"\n",
+    )
+    .expect_err("refused")
+    .to_string();
+    assert!(
+        message.contains("env.inherit[1]")
+            && message.contains("http.secrets[0].value")
+            && !message.contains(&path),
+        "{message}"
+    );
+}
+
 #[test]
 fn grants_are_resolved() {
     let policy = parse(
