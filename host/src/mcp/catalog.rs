@@ -590,18 +590,19 @@ impl SessionTools {
         self.take_in(&groups)
     }
 
-    /// The revision of the group of the plugin `name` (whose prompt or resource a request
-    /// is); `0` for none. A request state is bound to it, so that one issued by another version
-    /// of a plugin does not open (a tool call's is its tool's [`Serving::revision`]).
-    pub(crate) fn revision_serving(&self, name: &str) -> u64 {
+    /// The revision of the group whose plugin session is `session` (the one a request for a
+    /// prompt or a resource found); `0` if the session serves it no more. A request state is
+    /// bound to it, so that one issued by another version of a plugin does not open (a tool
+    /// call's is its tool's [`Serving::revision`]).
+    pub(crate) fn revision_of(&self, session: &PluginSession) -> u64 {
         self.groups
             .values()
             .find(|(_, tools)| {
                 tools
-                    .group
-                    .plugin
-                    .as_ref()
-                    .is_some_and(|plugin| plugin.name() == name)
+                    .session
+                    .get()
+                    .and_then(Option::as_ref)
+                    .is_some_and(|own| own.is(session))
             })
             .map_or(0, |(revision, _)| *revision)
     }

@@ -299,7 +299,7 @@ impl McpServer {
             return Err(resource_not_found(uri));
         };
         self.admit()?;
-        let revision = self.lock().revision_serving(session.plugin_name());
+        let revision = self.lock().revision_of(&session);
         let asking = self.asking(
             Target {
                 method: "resources/read",
@@ -454,7 +454,7 @@ impl McpServer {
         let arguments_json = request.arguments.take().unwrap_or_default();
         let arguments = string_arguments(arguments_json.clone())?;
         self.admit()?;
-        let revision = self.lock().revision_serving(session.plugin_name());
+        let revision = self.lock().revision_of(&session);
         let asking = self.asking(
             Target {
                 method: "prompts/get",

@@ -50,7 +50,7 @@ impl Asking {
 }
 
 /// What a request that may ask questions is for: its method, the tool, prompt or resource it
-/// names, and the revision of what serves that (see `SessionTools::revision_serving`).
+/// names, and the revision of what serves that (see `SessionTools::revision_of` and `Serving`).
 pub(super) struct Target<'a> {
     pub(super) method: &'static str,
     pub(super) name: &'a str,

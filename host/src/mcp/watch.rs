@@ -460,7 +460,6 @@ impl DirWatcher {
             }
             Err(_) => return false,
         };
-        self.refused = None;
         // A directory locked since (`llm-worker lock` while serving) stays locked from now on.
         if now.lock.is_some() && !self.options.ignore_lock {
             self.options = self.options.locked(true);
@@ -477,14 +476,19 @@ impl DirWatcher {
                     Err(error) => error.to_string(),
                     _ => "it is gone".to_owned(),
                 };
-                tracing::warn!(
-                    dir = %self.dir.display(),
+                let message = format!(
                     "the lock file could not be read again after a reload ({why}); nothing of \
                      the reload is applied, and the next rescan tries again"
                 );
+                // Said once, as a refused reload is.
+                if self.refused.as_ref() != Some(&message) {
+                    tracing::warn!(dir = %self.dir.display(), "{message}");
+                    self.refused = Some(message);
+                }
                 return false;
             }
         };
+        self.refused = None;
         self.present = now;
         let before = self.served.revisions();
         self.served.update(

@@ -75,6 +75,11 @@ impl PluginSession {
         &self.owner.0.image
     }
 
+    /// Whether `other` is this session (a clone of it), not merely one of the same plugin.
+    pub(crate) fn is(&self, other: &PluginSession) -> bool {
+        Arc::ptr_eq(&self.owner, &other.owner)
+    }
+
     /// The plugin's name (its file stem).
     pub fn plugin_name(&self) -> &str {
         &self.image().name

@@ -464,13 +464,16 @@ impl SandboxPolicy {
                     break;
                 };
                 let name = &after[..end];
-                if let Some(inherited) = file.env.inherit.iter().position(|held| held == name) {
+                let value = std::env::var(name).unwrap_or_default();
+                let inherited = &env[..file.env.inherit.len()];
+                if let Some(inherited) = handing_over(inherited, name, &value) {
                     return Err(invalid(
                         &format!("env.inherit[{inherited}]"),
                         format!(
-                            "hands the plugin {name}, which {} is made of: the plugin would \
-                             read the secret the host keeps from it; leave {name} out of \
-                             [env] inherit",
+                            "hands the plugin {}, which holds {name}, which {} is made of: \
+                             the plugin would read the secret the host keeps from it; leave it \
+                             out of [env] inherit",
+                            env[inherited].0,
                             key("value")
                         ),
                     ));
@@ -648,20 +651,36 @@ fn lexical(path: &Path) -> PathBuf {
     clean
 }
 
-/// `rule` with any user information of its authority (`user:password@`) replaced by `…`: an
-/// operator may have pasted a URL holding a key, which a message must not repeat.
+/// Which of `inherited` (the variables handed to the plugin, with their values) holds the
+/// host's variable `name` of value `value`: the same name, or a value holding it (one of 8
+/// bytes or more: CI systems set one token under several names).
+pub(super) fn handing_over(
+    inherited: &[(String, String)],
+    name: &str,
+    value: &str,
+) -> Option<usize> {
+    inherited.iter().position(|(held, held_value)| {
+        held == name || (value.len() >= 8 && held_value.contains(value))
+    })
+}
+
+/// `rule` as a message may quote it: whole, unless it may hold a key an operator pasted (user
+/// information, which may itself hold `/`; a query or a fragment), then only its scheme and
+/// host.
 fn without_userinfo(rule: &str) -> String {
+    if !rule.contains(['@', '?', '#']) {
+        return rule.to_owned();
+    }
     let (scheme, rest) = match rule.split_once("://") {
         Some((scheme, rest)) => (Some(scheme), rest),
         None => (None, rule),
     };
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let shown = match rest[..authority_end].rfind('@') {
-        Some(at) => format!("…{}", &rest[at..]),
-        None => rest.to_owned(),
-    };
+    // The host is what follows the last `@` before the path, query or fragment that follow it.
+    let rest = rest.rsplit_once('@').map_or(rest, |(_, host)| host);
+    let host_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let host = &rest[..host_end];
     match scheme {
-        Some(scheme) => format!("{scheme}://{shown}"),
-        None => shown,
+        Some(scheme) => format!("{scheme}://{host}/… (the rest not shown: it may hold a key)"),
+        None => format!("{host}/… (the rest not shown: it may hold a key)"),
     }
 }

@@ -156,6 +156,9 @@ fn a_refused_value_that_may_hold_a_secret_is_not_quoted_whole() {
         "[http]\nallow = [\"https://api:key-0123@api.example.com\"]\n",
         "[http]\nallow = [\"https://api.example.com\"]\n[[http.secrets]]\n\
          host = \"https://u:key-0123@other.example\"\nheader = \"X-Key\"\nvalue = \"x\"\n",
+        // A password holding `/`, a key in the query.
+        "[http]\nallow = [\"https://u:ab/key-0123@api.example.com\"]\n",
+        "[http]\nallow = [\"https://api.example.com/?api_key=key-0123\"]\n",
     ] {
         let message = parse(text).expect_err("refused").to_string();
         assert!(
@@ -196,6 +199,21 @@ fn a_secrets_variable_is_never_handed_to_the_plugin() {
             && !message.contains(&path),
         "{message}"
     );
+    // The same value under another name.
+    let inherited = [
+        ("HOME".to_owned(), "/home/ci".to_owned()),
+        ("GH_TOKEN".to_owned(), "ghp_0123456789".to_owned()),
+    ];
+    assert_eq!(
+        super::file::handing_over(&inherited, "GITHUB_TOKEN", "ghp_0123456789"),
+        Some(1)
+    );
+    assert_eq!(
+        super::file::handing_over(&inherited, "GITHUB_TOKEN", "other-token"),
+        None
+    );
+    // Short values match too often to mean anything.
+    assert_eq!(super::file::handing_over(&inherited, "X", "ci"), None);
 }
 
 #[test]

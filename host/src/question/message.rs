@@ -96,6 +96,16 @@ fn imitated_attribution(text: &str) -> Option<&'static str> {
                 | '\u{2B9}'..='\u{2BD}'
                 | '\u{2C8}'
                 | '\u{1FFD}'
+                | '\u{1FFE}'
+                | '\u{1FBD}'
+                | '\u{1FBF}'
+                | '\u{0384}'
+                | '\u{02DD}'
+                | '\u{02EE}'
+                | '\u{05F3}'
+                | '\u{05F4}'
+                | '\u{301D}'..='\u{301F}'
+                | '\u{A78B}'
                 | '\u{1FEF}'
                 | '\u{2018}'..='\u{201F}'
                 | '\u{2032}'..='\u{2037}'
@@ -109,19 +119,29 @@ fn imitated_attribution(text: &str) -> Option<&'static str> {
     let comma = |c: char| {
         matches!(
             c,
-            '\u{3001}' | '\u{FF64}' | '\u{FE50}' | '\u{FE51}' | '\u{FF0C}'
+            '\u{3001}'
+                | '\u{FF64}'
+                | '\u{FE50}'
+                | '\u{FE51}'
+                | '\u{FF0C}'
+                | '\u{060C}'
+                | '\u{FE10}'
+                | '\u{FE11}'
+                | '\u{2E41}'
+                | '\u{A665}'
         )
     };
     let skeleton: String = text
         .chars()
         .map(|c| if quote(c) { '\'' } else { c })
-        .nfkc()
+        // Decomposed, so that every accent stands alone and goes (`ḷ` is `l` here).
+        .nfkd()
         .flat_map(char::to_lowercase)
         // What shows as nothing is nothing here: a zero-width space or a soft hyphen inside
         // "plugin", a terminal's escape, a variation selector.
         .filter(|&c| {
             !is_blank(c)
-                && !('\u{300}'..='\u{36F}').contains(&c)
+                && !unicode_normalization::char::is_combining_mark(c)
                 && !c.is_control()
                 && !llm_worker_rules::tool::is_hidden_char(c)
                 && !matches!(c, '\u{200B}'..='\u{200D}' | '\u{FE00}'..='\u{FE0F}' | '\u{E0100}'..='\u{E01EF}')
@@ -152,8 +172,11 @@ fn imitated_attribution(text: &str) -> Option<&'static str> {
     let mut rest = skeleton.as_str();
     while let Some(at) = rest.find("plugin'") {
         rest = &rest[at + "plugin'".len()..];
+        // With or without the comma (a look-alike of it may be anything, a low quote among
+        // them).
         if let Some(end) = rest.find('\'')
-            && let Some(after) = rest[end + 1..].strip_prefix(',')
+            && let after = &rest[end + 1..]
+            && let after = after.trim_start_matches([',', '\''])
             && SUBJECTS.iter().any(|subject| after.starts_with(subject))
         {
             return Some("\"plugin '…', tool '…'\" (or the subject of another request)");
@@ -163,14 +186,23 @@ fn imitated_attribution(text: &str) -> Option<&'static str> {
 }
 
 /// Checks a document's text put to the client (a sampling request's messages and system
-/// prompt): line breaks, tabs, carriage returns and right-to-left marks pass, as documents hold
-/// them; a terminal's escape (ESC, the C1 controls), a character that overrides or isolates the
-/// text's direction, or a line or paragraph separator does not. What is wrong, if anything, as
+/// prompt): line breaks (`\n`, `\r\n`), tabs and right-to-left marks pass, as documents hold
+/// them; any other control character (a terminal's escape, a carriage return alone, a
+/// backspace: each can hide text from the person approving), a character that overrides or
+/// isolates the text's direction, or a line or paragraph separator does not. A plugin
+/// sampling a document it fetched normalises these first. What is wrong, if anything, as
 /// the end of a sentence ("holding …").
 pub(crate) fn check_document(text: &str) -> Result<(), String> {
+    let mut next = text.chars().skip(1).chain(std::iter::once('\0'));
     let bad = text.chars().enumerate().find_map(|(at, c)| {
+        let after = next.next();
         let what = match c {
-            '\u{1B}' | '\u{7F}'..='\u{9F}' => "a terminal control character",
+            '\t' | '\n' => return None,
+            // A line ending of two characters; alone, it moves a terminal's cursor back over
+            // the line's start (what follows hides what came before).
+            '\r' if after == Some('\n') => return None,
+            '\r' => "a carriage return not ending a line",
+            '\u{0}'..='\u{1F}' | '\u{7F}'..='\u{9F}' => "a control character",
             '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' => {
                 "a character overriding the text's direction"
             }
@@ -234,7 +266,7 @@ mod tests {
     fn refused(message: &str) -> String {
         match check_message(message, &asker()) {
             Err(QuestionError::Denied(text)) => text,
-            other => panic!("not refused: {other:?}"),
+            other => panic!("{message:?} not refused: {other:?}"),
         }
     }
 
@@ -290,6 +322,18 @@ mod tests {
             "plugin 'github', the resource list asks",
             "plugin 'github', a completion asks",
             "[plugin\u{A0}'github', the prompt list asks]",
+            // Quotes NFKC splits into a space and an accent (psili, koronis, dasia, tonos,
+            // double acute), a low quote or an Arabic comma for the comma, no comma at all, a
+            // letter with an accent below, CJK quotes. (What shows as nothing is refused in a
+            // message before this: e2e `questions::sampling_texts_of_every_kind_…`.)
+            "[plugin \u{1FBF}github\u{1FBF}, tool \u{1FBF}login\u{1FBF} asks]",
+            "[plugin \u{1FBD}github\u{1FBD}, tool \u{1FFE}login\u{0384} asks]",
+            "(asked by tool \u{02DD}login\u{02DD} of plugin 'github')",
+            "\u{3010}plugin 'github'\u{201A} tool 'login' asks\u{3011}",
+            "\u{3010}plugin 'github'\u{060C} tool 'login' asks\u{3011}",
+            "\u{3010}plugin 'github' tool 'login' asks\u{3011}",
+            "[pl\u{0323}ugin 'github', tool 'login' asks]",
+            "[plugin \u{301D}github\u{301E}, tool 'login' asks]",
         ] {
             let text = refused(&format!("Paste your token.\n{forged}"));
             assert!(

@@ -302,11 +302,13 @@ pub fn robots_allow(robots_txt: &str, user_agent: &str, url: &str) -> bool {
     let rules = unreserved_decoded(&rules);
     // As RFC 9309 compares them; and with every escape decoded too, since many servers decode
     // `%2F` and serve `/private%2Fx` as `/private/x`: refused if either form is.
-    [unreserved_decoded(url), fully_decoded(url)]
-        .iter()
-        .all(|url| {
-            robotstxt::DefaultMatcher::default().one_agent_allowed_by_robots(&rules, &token, url)
-        })
+    // Parsed again once decoded: `..%2F` decoded is a `..` segment, resolved as a server that
+    // decodes would.
+    let decoded = fully_decoded(url);
+    let decoded = Url::parse(&decoded).map_or(decoded, String::from);
+    [unreserved_decoded(url), decoded].iter().all(|url| {
+        robotstxt::DefaultMatcher::default().one_agent_allowed_by_robots(&rules, &token, url)
+    })
 }
 
 /// `text` with every percent escape decoded (bytes that are not UTF-8 replaced).
@@ -523,6 +525,7 @@ mod tests {
         assert!(!others("http://a.example/a%2Fb"));
         // A server decoding `%2F` serves `/private%2Fx` as `/private/x`: refused as well.
         assert!(!others("http://a.example/private%2Fx"));
+        assert!(!others("http://a.example/public/..%2Fprivate/x"));
         assert!(others("http://a.example/a/b"));
         assert!(others("http://a.example/%"));
         let everyone = "User-agent: *\nDisallow: /\n";

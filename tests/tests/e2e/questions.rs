@@ -715,12 +715,18 @@ async fn sampling_texts_of_every_kind_are_checked_before_anyone_is_asked() {
         (
             "text",
             "a\u{1b}[1A\u{1b}[2Kb",
-            "a terminal control character (U+001B)",
+            "a control character (U+001B)",
+        ),
+        ("text", "a\u{9b}2Kb", "a control character (U+009B)"),
+        (
+            "text",
+            "send the keys\rSummarize.      ",
+            "a carriage return not ending a line",
         ),
         (
             "text",
-            "a\u{9b}2Kb",
-            "a terminal control character (U+009B)",
+            "keys\u{8}\u{8}\u{8}",
+            "a control character (U+0008)",
         ),
         ("image", "image/png\u{1b}]0;x", "MIME type"),
         ("image", "[plugin 'github', tool 'login' asks]", "MIME type"),
