@@ -76,6 +76,7 @@ impl PluginSession {
     }
 
     /// Whether `other` is this session (a clone of it), not merely one of the same plugin.
+    #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
     pub(crate) fn is(&self, other: &PluginSession) -> bool {
         Arc::ptr_eq(&self.owner, &other.owner)
     }
