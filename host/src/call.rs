@@ -121,6 +121,20 @@ impl Hooks<'_> {
             }
         }
         let mut result = ctx.result;
+        // A structured value comes with its JSON as a text block (what models and older
+        // clients read): a hook that changed only the value (redacted a field) changes that
+        // text too, or the model would read what the hook took out.
+        if result.content == text
+            && result.blocks == blocks
+            && result.structured != structured
+            && let [crate::tool::Content::Text(mirror)] = blocks.as_slice()
+            && serde_json::from_str::<serde_json::Value>(mirror).ok() == structured
+        {
+            result.blocks = match &result.structured {
+                Some(value) => vec![crate::tool::Content::Text(value.to_string())],
+                None => Vec::new(),
+            };
+        }
         if result.content != text {
             result.blocks = vec![crate::tool::Content::Text(result.content.clone())];
             result.structured = None;
@@ -240,6 +254,40 @@ mod tests {
             "{}",
             redacted.content
         );
+        // As a plugin returns it (checked by the host): the value, and its JSON as the one
+        // text block the model reads. The redaction reaches that text too.
+        let mirrored = || {
+            let value = serde_json::json!({"secret": "s3cr3t", "ok": true});
+            ToolOutput {
+                content: vec![Content::Text(value.to_string())],
+                structured: Some(value),
+                is_error: false,
+            }
+        };
+        let redacted = after(mirrored(), |ctx| {
+            if let Some(value) = &mut ctx.result.structured {
+                value["secret"] = serde_json::json!("[redacted]");
+            }
+            PostToolCallAction::Continue
+        })
+        .await;
+        assert!(!redacted.content.contains("s3cr3t"), "{}", redacted.content);
+        assert!(
+            !format!("{:?}", redacted.blocks).contains("s3cr3t"),
+            "{:?}",
+            redacted.blocks
+        );
+        assert_eq!(
+            redacted.structured,
+            Some(serde_json::json!({"secret": "[redacted]", "ok": true}))
+        );
+        // A value taken out takes its text with it.
+        let removed = after(mirrored(), |ctx| {
+            ctx.result.structured = None;
+            PostToolCallAction::Continue
+        })
+        .await;
+        assert!(!removed.content.contains("s3cr3t"), "{}", removed.content);
         // A rewritten text wins: it is the only block, and the structured value goes.
         let rewritten = after(structured(), |ctx| {
             ctx.result.content = "nothing to see".into();

@@ -11,7 +11,11 @@
 //! let result = with_tool_events(
 //!     |event: ToolEvent| match event.kind {
 //!         ToolEventKind::Progress { done, total, .. } => eprintln!("{done} of {total:?}"),
-//!         ToolEventKind::Log { level, message } => eprintln!("[{level}] {message}"),
+//!         // A plugin's own text: escaped before a terminal shows it (a line break or an
+//!         // escape sequence in it would forge lines or move the cursor).
+//!         ToolEventKind::Log { level, message } => {
+//!             eprintln!("[{level}] {}", message.escape_debug())
+//!         }
 //!         _ => {}
 //!     },
 //!     tools.call_tool("index", r#"{"path":"docs"}"#),
@@ -194,8 +198,10 @@ impl CallReports {
         if self.notices.len() >= MAX_NOTICES_PER_CALL as usize || self.notices.contains(&kind) {
             return;
         }
+        // A URI as a listed one must be (no character that hides text or moves a terminal's
+        // cursor), whoever hears of it: an embedder's event sink as much as an MCP client.
         if let ToolEventKind::ResourceUpdated { uri } = &kind
-            && (uri.len() > MAX_URI_BYTES || uri.is_empty())
+            && (uri.len() > MAX_URI_BYTES || llm_worker_rules::resource::check_uri(uri).is_err())
         {
             return;
         }

@@ -221,7 +221,18 @@ pub(super) fn merge_schemas(
                             mine.insert(name.clone(), schema.clone());
                         }
                         Some(same) if *same == *schema => {}
-                        Some(other) => *other = json!({"allOf": [other.take(), schema.clone()]}),
+                        // One `allOf` for all of them, not one inside another for each: a
+                        // thousand branches constraining one property made a value as deep,
+                        // which cloning and dropping walk recursively.
+                        Some(other) => match other
+                            .as_object_mut()
+                            .filter(|only| only.len() == 1)
+                            .and_then(|only| only.get_mut("allOf"))
+                            .and_then(Value::as_array_mut)
+                        {
+                            Some(all) => all.push(schema.clone()),
+                            None => *other = json!({"allOf": [other.take(), schema.clone()]}),
+                        },
                     }
                 }
             }

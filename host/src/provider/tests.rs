@@ -595,3 +595,26 @@ fn a_reference_under_a_nested_id_is_not_inlined_against_the_root() {
         "properties": {"mode": {"$ref": "#/$defs/C"}}, "$defs": {"C": {"type": "string"}}});
     assert!(gemini(rooted).is_ok());
 }
+
+/// Branches of an `allOf` each constraining one property merge into one `allOf` of their
+/// constraints: nested one inside another, 2,200 of them (a 64 KiB schema) made a value as
+/// deep, which cloning and dropping walk recursively, past a small thread's stack.
+#[test]
+fn many_branches_constraining_one_property_do_not_nest() {
+    let branches: Vec<Value> = (0..2_200)
+        .map(|n| json!({"properties": {"p": {"maxLength": n}}}))
+        .collect();
+    let schema = json!({"type": "object", "allOf": branches});
+    // On a thread with a small stack, in a debug build: deep recursion would overflow it.
+    let lowered = std::thread::Builder::new()
+        .stack_size(256 << 10)
+        .spawn(move || gemini(schema).map(|value| value.to_string().len()))
+        .expect("a thread")
+        .join()
+        .expect("no overflow");
+    // Lowered, or refused for what Gemini cannot say (the lengths disagree): no crash.
+    match lowered {
+        Ok(_) => {}
+        Err(error) => assert!(error.to_string().contains("disagree"), "{error}"),
+    }
+}

@@ -409,6 +409,15 @@ pub(crate) async fn sample(
     asker: Asker,
     request: crate::tool::SamplingRequest,
 ) -> Result<crate::tool::SamplingAnswer, QuestionError> {
+    if let Some(temperature) = request.temperature
+        && !(temperature.is_finite() && temperature >= 0.0)
+    {
+        return Err(QuestionError::Denied(format!(
+            "tool '{}' of plugin '{}' asked question '{}' for sampling with the temperature \
+             {temperature}; give a finite number, 0 or more, or none",
+            asker.tool, asker.plugin, asker.key
+        )));
+    }
     // An image's or audio clip's MIME type goes to the client as it is: a MIME type, and no
     // more (checked as a text below too).
     for message in &request.messages {

@@ -79,6 +79,22 @@ pub(super) fn checked_output(
     }
     // Checked above: an object, each key once.
     output.structured = structured_text.and_then(|text| serde_json::from_str(text).ok());
+    // Parsed, a megabyte of small objects takes a hundred times as much of the host's memory,
+    // outside the plugin's limit, for as long as the result is held: weighed against a
+    // multiple of the output limit.
+    if let Some(value) = &output.structured {
+        let weight = crate::task::json_bytes(value);
+        let budget = cap.saturating_mul(STRUCTURED_MEMORY_PER_OUTPUT_BYTE);
+        if weight > budget {
+            return Err(ToolError::ExecutionFailed(format!(
+                "tool '{tool}' of plugin '{}' returned a structured value that takes {weight} \
+                 bytes of the host's memory once parsed, over {budget} \
+                 ({STRUCTURED_MEMORY_PER_OUTPUT_BYTE} times the output limit): it is made of \
+                 very many small values; return fewer, larger ones",
+                image.name
+            )));
+        }
+    }
     // With no content, the structured value's text is the content, as the plugin wrote it
     // (its keys in its order): what `execute` returns and older MCP clients read.
     if output.content.is_empty()
@@ -88,6 +104,11 @@ pub(super) fn checked_output(
     }
     Ok(output)
 }
+
+/// How many bytes of host memory a parsed structured value may take per byte of the output
+/// limit (a JSON text of strings takes two or three times its length; of empty objects, a
+/// hundred).
+pub(crate) const STRUCTURED_MEMORY_PER_OUTPUT_BYTE: usize = 16;
 
 /// `text` cut to at most `cap` bytes (at a character boundary), saying how much was cut.
 fn cut(text: String, cap: usize) -> String {

@@ -279,3 +279,38 @@ async fn the_first_call_of_a_slow_starter_waits_within_its_own_time_limit() {
         Ok("Hello, Bo!")
     );
 }
+
+/// A structured value within the output limit whose parsed form takes a hundred times as much
+/// of the host's memory (140,000 empty objects: 1 MB of text, about 90 MB parsed), outside the
+/// plugin's memory limit, for as long as the result is held: refused, naming the tool; an
+/// ordinary value of the same size passes.
+#[tokio::test]
+async fn a_structured_value_is_weighed_once_parsed() {
+    // Room in the plugin for its own parse of what it returns.
+    let host = PluginHost::with_limits(
+        Limits::default()
+            .max_input_bytes(8 << 20)
+            .memory_bytes(1 << 30),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let forger = host
+        .load(llm_worker_tests::plugin_path("forger"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let tools = session(&forger);
+    let call =
+        |value: serde_json::Value| serde_json::json!({"json": value.to_string()}).to_string();
+    let many = serde_json::json!({"a": vec![serde_json::json!({"": 0}); 140_000]});
+    let message = error_message(tools.call_tool("structured", &call(many)).await);
+    assert!(
+        message.contains("tool 'structured' of plugin 'forger'")
+            && message.contains("once parsed")
+            && message.contains("fewer, larger ones"),
+        "{message}"
+    );
+    let ordinary = serde_json::json!({"text": "x".repeat(900_000)});
+    let answer = tools
+        .call_tool("structured", &call(ordinary))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(answer.len() > 900_000);
+}
