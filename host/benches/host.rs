@@ -495,18 +495,6 @@ fn main() {
     // component model runs it): the echo the host rows call is the same component.
     let echo = host.load(plugin_v03_path("echo")).expect("load echo");
 
-    if std::env::var_os("PROFILE_V10").is_some() {
-        let echo = host.load(plugin_path("echo")).expect("load echo (1.0.0)");
-        let tools = registered(&echo).tool_server_handle();
-        let input = format!("{{\"text\":\"{}\"}}", "x".repeat(82));
-        let _context = runtime.enter();
-        runtime.block_on(async {
-            for _ in 0..1_000_000 {
-                black_box(tools.call_tool("echo", &input).await.expect("echo"));
-            }
-        });
-        return;
-    }
     println!("\nllm-worker benchmarks (medians of 21 samples; ratios from this run)");
     for section in SECTIONS.into_iter().filter(|section| wanted(section)) {
         match section {
