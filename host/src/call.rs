@@ -126,14 +126,22 @@ impl Hooks<'_> {
         // text too, or the model would read what the hook took out.
         if result.content == text
             && result.blocks == blocks
+            && structured.is_some()
             && result.structured != structured
-            && let [crate::tool::Content::Text(mirror)] = blocks.as_slice()
-            && serde_json::from_str::<serde_json::Value>(mirror).ok() == structured
         {
-            result.blocks = match &result.structured {
-                Some(value) => vec![crate::tool::Content::Text(value.to_string())],
-                None => Vec::new(),
+            let mirrors = |block: &crate::tool::Content| {
+                matches!(block, crate::tool::Content::Text(mirror)
+                    if serde_json::from_str::<serde_json::Value>(mirror).ok() == structured)
             };
+            let now = result.structured.as_ref().map(ToString::to_string);
+            result.blocks = std::mem::take(&mut result.blocks)
+                .into_iter()
+                .filter_map(|block| match (mirrors(&block), &now) {
+                    (false, _) => Some(block),
+                    (true, Some(json)) => Some(crate::tool::Content::Text(json.clone())),
+                    (true, None) => None,
+                })
+                .collect();
         }
         if result.content != text {
             result.blocks = vec![crate::tool::Content::Text(result.content.clone())];
@@ -281,6 +289,37 @@ mod tests {
             redacted.structured,
             Some(serde_json::json!({"secret": "[redacted]", "ok": true}))
         );
+        // Beside other blocks (a summary, an image) too.
+        let beside = after(
+            ToolOutput {
+                content: vec![
+                    Content::Text("a summary".into()),
+                    mirrored().content.remove(0),
+                ],
+                ..mirrored()
+            },
+            |ctx| {
+                if let Some(value) = &mut ctx.result.structured {
+                    value["secret"] = serde_json::json!("[redacted]");
+                }
+                PostToolCallAction::Continue
+            },
+        )
+        .await;
+        assert!(!beside.content.contains("s3cr3t"), "{}", beside.content);
+        assert!(beside.content.contains("a summary"), "{}", beside.content);
+        // A value added to a text result leaves the text alone.
+        let text = || ToolOutput {
+            content: vec![Content::Text("hello".into())],
+            structured: None,
+            is_error: false,
+        };
+        let added = after(text(), |ctx| {
+            ctx.result.structured = Some(serde_json::json!({"added": true}));
+            PostToolCallAction::Continue
+        })
+        .await;
+        assert!(added.content.contains("hello"), "{}", added.content);
         // A value taken out takes its text with it.
         let removed = after(mirrored(), |ctx| {
             ctx.result.structured = None;

@@ -652,15 +652,18 @@ fn lexical(path: &Path) -> PathBuf {
 }
 
 /// Which of `inherited` (the variables handed to the plugin, with their values) holds the
-/// host's variable `name` of value `value`: the same name, or a value holding it (one of 8
-/// bytes or more: CI systems set one token under several names).
+/// host's variable `name` of value `value`, or part of it: the same name, a value holding it,
+/// or a value it holds (values of 8 bytes or more: CI systems set one token under several
+/// names, and `AUTH="Bearer $TOKEN"` holds `TOKEN`'s).
 pub(super) fn handing_over(
     inherited: &[(String, String)],
     name: &str,
     value: &str,
 ) -> Option<usize> {
     inherited.iter().position(|(held, held_value)| {
-        held == name || (value.len() >= 8 && held_value.contains(value))
+        held == name
+            || (value.len() >= 8 && held_value.contains(value))
+            || (held_value.len() >= 8 && value.contains(held_value.as_str()))
     })
 }
 

@@ -212,6 +212,11 @@ fn a_secrets_variable_is_never_handed_to_the_plugin() {
         super::file::handing_over(&inherited, "GITHUB_TOKEN", "other-token"),
         None
     );
+    // A secret made of an inherited one.
+    assert_eq!(
+        super::file::handing_over(&inherited, "AUTH", "Bearer ghp_0123456789"),
+        Some(1)
+    );
     // Short values match too often to mean anything.
     assert_eq!(super::file::handing_over(&inherited, "X", "ci"), None);
 }

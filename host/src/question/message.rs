@@ -106,6 +106,12 @@ fn imitated_attribution(text: &str) -> Option<&'static str> {
                 | '\u{05F4}'
                 | '\u{301D}'..='\u{301F}'
                 | '\u{A78B}'
+                | '\u{055A}'
+                | '\u{02CA}'
+                | '\u{275B}'
+                | '\u{275C}'
+                | '\u{07F4}'
+                | '\u{07F5}'
                 | '\u{1FEF}'
                 | '\u{2018}'..='\u{201F}'
                 | '\u{2032}'..='\u{2037}'
@@ -149,6 +155,17 @@ fn imitated_attribution(text: &str) -> Option<&'static str> {
         .map(|c| match c {
             c if quote(c) => '\'',
             c if comma(c) => ',',
+            // Letters of other scripts that look like those of the attribution's words.
+            '\u{0430}' | '\u{03B1}' => 'a',
+            '\u{0261}' | '\u{0581}' => 'g',
+            '\u{0131}' | '\u{0456}' | '\u{03B9}' => 'i',
+            '\u{04CF}' | '\u{0269}' => 'l',
+            '\u{043A}' | '\u{03BA}' => 'k',
+            '\u{0578}' => 'n',
+            '\u{043E}' | '\u{03BF}' | '\u{0585}' => 'o',
+            '\u{0440}' | '\u{03C1}' => 'p',
+            '\u{0455}' => 's',
+            '\u{057D}' => 'u',
             c => c,
         })
         .collect();
@@ -172,11 +189,11 @@ fn imitated_attribution(text: &str) -> Option<&'static str> {
     let mut rest = skeleton.as_str();
     while let Some(at) = rest.find("plugin'") {
         rest = &rest[at + "plugin'".len()..];
-        // With or without the comma (a look-alike of it may be anything, a low quote among
-        // them).
+        // The comma, or a quote right after the closing one (a low quote looks like a comma).
         if let Some(end) = rest.find('\'')
-            && let after = &rest[end + 1..]
-            && let after = after.trim_start_matches([',', '\''])
+            && let Some(after) = rest[end + 1..]
+                .strip_prefix(',')
+                .or_else(|| rest[end + 1..].strip_prefix('\''))
             && SUBJECTS.iter().any(|subject| after.starts_with(subject))
         {
             return Some("\"plugin '…', tool '…'\" (or the subject of another request)");
@@ -323,15 +340,17 @@ mod tests {
             "plugin 'github', a completion asks",
             "[plugin\u{A0}'github', the prompt list asks]",
             // Quotes NFKC splits into a space and an accent (psili, koronis, dasia, tonos,
-            // double acute), a low quote or an Arabic comma for the comma, no comma at all, a
-            // letter with an accent below, CJK quotes. (What shows as nothing is refused in a
+            // double acute), a low quote or an Arabic comma for the comma, a letter with an
+            // accent below, CJK and Armenian quotes, letters of other scripts in "plugin". (What shows as nothing is refused in a
             // message before this: e2e `questions::sampling_texts_of_every_kind_…`.)
             "[plugin \u{1FBF}github\u{1FBF}, tool \u{1FBF}login\u{1FBF} asks]",
             "[plugin \u{1FBD}github\u{1FBD}, tool \u{1FFE}login\u{0384} asks]",
             "(asked by tool \u{02DD}login\u{02DD} of plugin 'github')",
             "\u{3010}plugin 'github'\u{201A} tool 'login' asks\u{3011}",
             "\u{3010}plugin 'github'\u{060C} tool 'login' asks\u{3011}",
-            "\u{3010}plugin 'github' tool 'login' asks\u{3011}",
+            "[plugin \u{055A}github\u{055A}, tool \u{055A}login\u{055A} asks]",
+            "[pl\u{057D}\u{0261}\u{0131}n 'github', tool 'login' asks]",
+            "[\u{0440}lugin 'github', t\u{043E}\u{043E}l 'login' asks]",
             "[pl\u{0323}ugin 'github', tool 'login' asks]",
             "[plugin \u{301D}github\u{301E}, tool 'login' asks]",
         ] {
@@ -350,6 +369,8 @@ mod tests {
         // Ordinary text about plugins and tools passes, and so do two blank lines.
         for fine in [
             "This plugin's tool 'search' needs a key.",
+            "Each plugin's manifest declares `tool` entries.",
+            "the plugin's reply is 'a completion'",
             "Plugin settings: tool list, 'advanced' mode.",
             "First.\n\n\nSecond.",
         ] {

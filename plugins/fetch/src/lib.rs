@@ -302,13 +302,42 @@ pub fn robots_allow(robots_txt: &str, user_agent: &str, url: &str) -> bool {
     let rules = unreserved_decoded(&rules);
     // As RFC 9309 compares them; and with every escape decoded too, since many servers decode
     // `%2F` and serve `/private%2Fx` as `/private/x`: refused if either form is.
-    // Parsed again once decoded: `..%2F` decoded is a `..` segment, resolved as a server that
-    // decodes would.
-    let decoded = fully_decoded(url);
-    let decoded = Url::parse(&decoded).map_or(decoded, String::from);
-    [unreserved_decoded(url), decoded].iter().all(|url| {
-        robotstxt::DefaultMatcher::default().one_agent_allowed_by_robots(&rules, &token, url)
-    })
+    [unreserved_decoded(url), path_decoded(url)]
+        .iter()
+        .all(|url| {
+            robotstxt::DefaultMatcher::default().one_agent_allowed_by_robots(&rules, &token, url)
+        })
+}
+
+/// `url` as a server that decodes the whole path before resolving its dot segments serves it:
+/// the path decoded (`%2F` a `/`, `..%2F` a `..` segment), its dot segments resolved, a decoded
+/// `?` or `#` kept in the path (written encoded again), the query as it was.
+fn path_decoded(url: &str) -> String {
+    let Ok(parsed) = Url::parse(url) else {
+        return fully_decoded(url);
+    };
+    let mut segments: Vec<String> = Vec::new();
+    let decoded = fully_decoded(parsed.path());
+    for segment in decoded.split('/').skip(1) {
+        match segment {
+            "." => {}
+            ".." => {
+                segments.pop();
+            }
+            other => segments.push(other.replace('?', "%3F").replace('#', "%23")),
+        }
+    }
+    let mut out = format!(
+        "{}://{}/{}",
+        parsed.scheme(),
+        parsed.host_str().unwrap_or_default(),
+        segments.join("/")
+    );
+    if let Some(query) = parsed.query() {
+        out.push('?');
+        out.push_str(query);
+    }
+    out
 }
 
 /// `text` with every percent escape decoded (bytes that are not UTF-8 replaced).
@@ -526,6 +555,10 @@ mod tests {
         // A server decoding `%2F` serves `/private%2Fx` as `/private/x`: refused as well.
         assert!(!others("http://a.example/private%2Fx"));
         assert!(!others("http://a.example/public/..%2Fprivate/x"));
+        // A decoded `?` or `#` does not end the path.
+        assert!(!others("http://a.example/public%3F/..%2Fprivate/x"));
+        assert!(!others("http://a.example/public%23/..%2Fprivate/x"));
+        assert!(others("http://a.example/public/x?q=%2Fprivate"));
         assert!(others("http://a.example/a/b"));
         assert!(others("http://a.example/%"));
         let everyone = "User-agent: *\nDisallow: /\n";

@@ -410,7 +410,7 @@ pub(crate) async fn sample(
     request: crate::tool::SamplingRequest,
 ) -> Result<crate::tool::SamplingAnswer, QuestionError> {
     if let Some(temperature) = request.temperature
-        && !(temperature.is_finite() && temperature >= 0.0)
+        && !(temperature.is_finite() && (0.0..=f64::from(f32::MAX)).contains(&temperature))
     {
         return Err(QuestionError::Denied(format!(
             "tool '{}' of plugin '{}' asked question '{}' for sampling with the temperature \

@@ -77,22 +77,32 @@ pub(super) fn checked_output(
         }
         (None, _) => {}
     }
-    // Checked above: an object, each key once.
-    output.structured = structured_text.and_then(|text| serde_json::from_str(text).ok());
     // Parsed, a megabyte of small objects takes a hundred times as much of the host's memory,
     // outside the plugin's limit, for as long as the result is held: weighed against a
-    // multiple of the output limit.
+    // multiple of the output limit, roughly from its text before it is parsed (so the memory is
+    // never spent), then exactly.
+    let budget = cap.saturating_mul(STRUCTURED_MEMORY_PER_OUTPUT_BYTE);
+    let too_heavy = |weight: usize| {
+        ToolError::ExecutionFailed(format!(
+            "tool '{tool}' of plugin '{}' returned a structured value that takes {weight} \
+             bytes of the host's memory once parsed, over {budget} \
+             ({STRUCTURED_MEMORY_PER_OUTPUT_BYTE} times the output limit): it is made of very \
+             many small values; return fewer, larger ones",
+            image.name
+        ))
+    };
+    if let Some(text) = structured_text {
+        let estimate = estimated_json_bytes(text);
+        if estimate > budget {
+            return Err(too_heavy(estimate));
+        }
+    }
+    // Checked above: an object, each key once.
+    output.structured = structured_text.and_then(|text| serde_json::from_str(text).ok());
     if let Some(value) = &output.structured {
         let weight = crate::task::json_bytes(value);
-        let budget = cap.saturating_mul(STRUCTURED_MEMORY_PER_OUTPUT_BYTE);
         if weight > budget {
-            return Err(ToolError::ExecutionFailed(format!(
-                "tool '{tool}' of plugin '{}' returned a structured value that takes {weight} \
-                 bytes of the host's memory once parsed, over {budget} \
-                 ({STRUCTURED_MEMORY_PER_OUTPUT_BYTE} times the output limit): it is made of \
-                 very many small values; return fewer, larger ones",
-                image.name
-            )));
+            return Err(too_heavy(weight));
         }
     }
     // With no content, the structured value's text is the content, as the plugin wrote it
@@ -103,6 +113,33 @@ pub(super) fn checked_output(
         output.content.push(Content::Text(text));
     }
     Ok(output)
+}
+
+/// A lower bound of what the JSON `text` takes once parsed into a `serde_json::Value`, read
+/// without parsing it: each object at least one B-tree node, each member or element at least
+/// its slot (counted by the commas and brackets outside strings).
+fn estimated_json_bytes(text: &str) -> usize {
+    const NODE: usize = 11 * (size_of::<String>() + size_of::<serde_json::Value>()) + 16;
+    let (mut objects, mut slots) = (0usize, 0usize);
+    let (mut in_string, mut escaped) = (false, false);
+    for byte in text.bytes() {
+        if in_string {
+            match byte {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b'{' => objects += 1,
+            b'[' | b',' => slots += 1,
+            _ => {}
+        }
+    }
+    objects * NODE + slots * size_of::<serde_json::Value>() + text.len()
 }
 
 /// How many bytes of host memory a parsed structured value may take per byte of the output
