@@ -241,6 +241,14 @@ mod tests {
             .expect("not aborted")
     }
 
+    /// A post-call hook redacting the structured value's `secret`.
+    fn redact(ctx: &mut PostToolCallContext) -> PostToolCallAction {
+        if let Some(value) = &mut ctx.result.structured {
+            value["secret"] = serde_json::json!("[redacted]");
+        }
+        PostToolCallAction::Continue
+    }
+
     #[tokio::test]
     async fn what_a_post_hook_rewrites_is_what_the_model_reads() {
         let structured = || ToolOutput {
@@ -249,13 +257,7 @@ mod tests {
             is_error: false,
         };
         // A structured value alone: its JSON is the text, and a redacted value is too.
-        let redacted = after(structured(), |ctx| {
-            if let Some(value) = &mut ctx.result.structured {
-                value["secret"] = serde_json::json!("[redacted]");
-            }
-            PostToolCallAction::Continue
-        })
-        .await;
+        let redacted = after(structured(), redact).await;
         assert!(!redacted.content.contains("s3cr3t"), "{}", redacted.content);
         assert!(
             redacted.content.contains("[redacted]"),
@@ -272,13 +274,7 @@ mod tests {
                 is_error: false,
             }
         };
-        let redacted = after(mirrored(), |ctx| {
-            if let Some(value) = &mut ctx.result.structured {
-                value["secret"] = serde_json::json!("[redacted]");
-            }
-            PostToolCallAction::Continue
-        })
-        .await;
+        let redacted = after(mirrored(), redact).await;
         assert!(!redacted.content.contains("s3cr3t"), "{}", redacted.content);
         assert!(
             !format!("{:?}", redacted.blocks).contains("s3cr3t"),
@@ -298,12 +294,7 @@ mod tests {
                 ],
                 ..mirrored()
             },
-            |ctx| {
-                if let Some(value) = &mut ctx.result.structured {
-                    value["secret"] = serde_json::json!("[redacted]");
-                }
-                PostToolCallAction::Continue
-            },
+            redact,
         )
         .await;
         assert!(!beside.content.contains("s3cr3t"), "{}", beside.content);

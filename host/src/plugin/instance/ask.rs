@@ -461,21 +461,18 @@ pub(crate) async fn sample(
                 .as_deref()
                 .map(std::borrow::Cow::Borrowed),
         );
+    let refused = |problem: String| {
+        QuestionError::Denied(format!(
+            "tool '{}' of plugin '{}' asked question '{}' for sampling with a text {problem}; \
+             the host refuses it rather than show it to the person approving",
+            asker.tool, asker.plugin, asker.key
+        ))
+    };
     for text in texts {
-        crate::question::message::check_document(&text).map_err(|problem| {
-            QuestionError::Denied(format!(
-                "tool '{}' of plugin '{}' asked question '{}' for sampling with a text holding \
-                 {problem}; the host refuses it rather than show it to the person approving",
-                asker.tool, asker.plugin, asker.key
-            ))
-        })?;
-        crate::question::message::check_not_attributed(&text).map_err(|problem| {
-            QuestionError::Denied(format!(
-                "tool '{}' of plugin '{}' asked question '{}' for sampling with a text that \
-                 {problem}; the host refuses it rather than show it to the person approving",
-                asker.tool, asker.plugin, asker.key
-            ))
-        })?;
+        crate::question::message::check_document(&text)
+            .map_err(|problem| refused(format!("holding {problem}")))?;
+        crate::question::message::check_not_attributed(&text)
+            .map_err(|problem| refused(format!("that {problem}")))?;
     }
     // Model hints and stop sequences go to the client as they are: no character it would act
     // on or hide.
