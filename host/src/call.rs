@@ -124,11 +124,8 @@ impl Hooks<'_> {
         // A structured value comes with its JSON as a text block (what models and older
         // clients read): a hook that changed only the value (redacted a field) changes that
         // text too, or the model would read what the hook took out.
-        if result.content == text
-            && result.blocks == blocks
-            && structured.is_some()
-            && result.structured != structured
-        {
+        // (Whatever else the hooks did to the blocks: one may redact, another add a note.)
+        if result.content == text && structured.is_some() && result.structured != structured {
             let mirrors = |block: &crate::tool::Content| {
                 matches!(block, crate::tool::Content::Text(mirror)
                     if serde_json::from_str::<serde_json::Value>(mirror).ok() == structured)
@@ -299,6 +296,15 @@ mod tests {
         .await;
         assert!(!beside.content.contains("s3cr3t"), "{}", beside.content);
         assert!(beside.content.contains("a summary"), "{}", beside.content);
+        // Redacted by one hook, a note added by another: the mirror is rewritten all the same.
+        let noted = after(mirrored(), |ctx| {
+            redact(ctx);
+            ctx.result.blocks.push(Content::Text("a note".into()));
+            PostToolCallAction::Continue
+        })
+        .await;
+        assert!(!noted.content.contains("s3cr3t"), "{}", noted.content);
+        assert!(noted.content.contains("a note"), "{}", noted.content);
         // A value added to a text result leaves the text alone.
         let text = || ToolOutput {
             content: vec![Content::Text("hello".into())],

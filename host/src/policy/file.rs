@@ -470,9 +470,10 @@ impl SandboxPolicy {
                     return Err(invalid(
                         &format!("env.inherit[{inherited}]"),
                         format!(
-                            "hands the plugin {}, which holds {name}, which {} is made of: \
-                             the plugin would read the secret the host keeps from it; leave it \
-                             out of [env] inherit",
+                            "hands the plugin {}, whose value is or holds (or is part of) \
+                             that of {name}, which {} is made of: the plugin would read (part \
+                             of) the secret the host keeps from it; leave it out of [env] \
+                             inherit",
                             env[inherited].0,
                             key("value")
                         ),
@@ -652,9 +653,10 @@ fn lexical(path: &Path) -> PathBuf {
 }
 
 /// Which of `inherited` (the variables handed to the plugin, with their values) holds the
-/// host's variable `name` of value `value`, or part of it: the same name, a value holding it,
-/// or a value it holds (values of 8 bytes or more: CI systems set one token under several
-/// names, and `AUTH="Bearer $TOKEN"` holds `TOKEN`'s).
+/// host's variable `name` of value `value`, or part of it: the same name, a value holding it
+/// (of 8 bytes or more: CI systems set one token under several names), or a value it holds
+/// (of 16 bytes or more: `AUTH="Bearer $TOKEN"` holds `TOKEN`'s; shorter ones, a region or an
+/// e-mail address, are too often part of a secret's text by chance).
 pub(super) fn handing_over(
     inherited: &[(String, String)],
     name: &str,
@@ -663,7 +665,7 @@ pub(super) fn handing_over(
     inherited.iter().position(|(held, held_value)| {
         held == name
             || (value.len() >= 8 && held_value.contains(value))
-            || (held_value.len() >= 8 && value.contains(held_value.as_str()))
+            || (held_value.len() >= 16 && value.contains(held_value.as_str()))
     })
 }
 

@@ -202,10 +202,10 @@ fn a_secrets_variable_is_never_handed_to_the_plugin() {
     // The same value under another name.
     let inherited = [
         ("HOME".to_owned(), "/home/ci".to_owned()),
-        ("GH_TOKEN".to_owned(), "ghp_0123456789".to_owned()),
+        ("GH_TOKEN".to_owned(), "ghp_0123456789abcdef".to_owned()),
     ];
     assert_eq!(
-        super::file::handing_over(&inherited, "GITHUB_TOKEN", "ghp_0123456789"),
+        super::file::handing_over(&inherited, "GITHUB_TOKEN", "ghp_0123456789abcdef"),
         Some(1)
     );
     assert_eq!(
@@ -214,7 +214,7 @@ fn a_secrets_variable_is_never_handed_to_the_plugin() {
     );
     // A secret made of an inherited one.
     assert_eq!(
-        super::file::handing_over(&inherited, "AUTH", "Bearer ghp_0123456789"),
+        super::file::handing_over(&inherited, "AUTH", "Bearer ghp_0123456789abcdef"),
         Some(1)
     );
     // Short values match too often to mean anything.

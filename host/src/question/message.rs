@@ -137,7 +137,16 @@ fn imitated_attribution(text: &str) -> Option<&'static str> {
                 | '\u{A665}'
         )
     };
-    let skeleton: String = text
+    // Letters that look alike in common fonts are one letter here (`I`, lower-cased `i`, `l`,
+    // `1`, `|`): the words compared are folded the same way.
+    let fold = |c: char| match c {
+        'i' | '1' | '|' | '\u{01C0}' => 'l',
+        c => c,
+    };
+    let folded = |word: &str| word.chars().map(fold).collect::<String>();
+    // Blanks of any kind are one space here (a name holding one is told apart below).
+    let mut spaced = String::with_capacity(text.len());
+    let letters = text
         .chars()
         .map(|c| if quote(c) { '\'' } else { c })
         // Decomposed, so that every accent stands alone and goes (`ḷ` is `l` here).
@@ -146,13 +155,14 @@ fn imitated_attribution(text: &str) -> Option<&'static str> {
         // What shows as nothing is nothing here: a zero-width space or a soft hyphen inside
         // "plugin", a terminal's escape, a variation selector.
         .filter(|&c| {
-            !is_blank(c)
-                && !unicode_normalization::char::is_combining_mark(c)
-                && !c.is_control()
-                && !llm_worker_rules::tool::is_hidden_char(c)
-                && !matches!(c, '\u{200B}'..='\u{200D}' | '\u{FE00}'..='\u{FE0F}' | '\u{E0100}'..='\u{E01EF}')
+            is_blank(c)
+                || (!unicode_normalization::char::is_combining_mark(c)
+                    && !c.is_control()
+                    && !llm_worker_rules::tool::is_hidden_char(c)
+                    && !matches!(c, '\u{200B}'..='\u{200D}' | '\u{FE00}'..='\u{FE0F}' | '\u{E0100}'..='\u{E01EF}'))
         })
         .map(|c| match c {
+            c if is_blank(c) => ' ',
             c if quote(c) => '\'',
             c if comma(c) => ',',
             // Letters of other scripts that look like those of the attribution's words.
@@ -165,19 +175,27 @@ fn imitated_attribution(text: &str) -> Option<&'static str> {
             '\u{043E}' | '\u{03BF}' | '\u{0585}' => 'o',
             '\u{0440}' | '\u{03C1}' => 'p',
             '\u{0455}' => 's',
-            '\u{057D}' => 'u',
+            '\u{057D}' | '\u{03C5}' => 'u',
+            '\u{03C4}' => 't',
             c => c,
         })
-        .collect();
-    if skeleton.contains("[plugin'") {
+        .map(fold);
+    for c in letters {
+        if c != ' ' || !spaced.ends_with(' ') {
+            spaced.push(c);
+        }
+    }
+    let skeleton: String = spaced.chars().filter(|&c| c != ' ').collect();
+    if skeleton.contains(&folded("[plugin'")) {
         return Some("\"[plugin '\"");
     }
-    if skeleton.contains("askedbytool'") {
+    if skeleton.contains(&folded("askedbytool'")) {
         return Some("\"asked by tool '\"");
     }
     // `plugin '<name>', tool '` in any brackets, or `plugin '<name>', ` and the subject of a
     // request other than a tool call (`a resource read asks`: see `Asker::subject`), blanks
-    // removed as in the skeleton.
+    // removed; the comma may be a second quote (a low quote looks like one), or left out when
+    // the name is one word (so that "the plugin's reply is 'a completion'" passes).
     const SUBJECTS: [&str; 6] = [
         "tool'",
         "apromptrendering",
@@ -186,15 +204,34 @@ fn imitated_attribution(text: &str) -> Option<&'static str> {
         "theresourcelist",
         "acompletion",
     ];
-    let mut rest = skeleton.as_str();
-    while let Some(at) = rest.find("plugin'") {
-        rest = &rest[at + "plugin'".len()..];
-        // The comma, or a quote right after the closing one (a low quote looks like a comma).
-        if let Some(end) = rest.find('\'')
-            && let Some(after) = rest[end + 1..]
-                .strip_prefix(',')
-                .or_else(|| rest[end + 1..].strip_prefix('\''))
-            && SUBJECTS.iter().any(|subject| after.starts_with(subject))
+    let subjects: Vec<String> = SUBJECTS.iter().map(|subject| folded(subject)).collect();
+    let plugin = folded("plugin");
+    let mut rest = spaced.as_str();
+    while let Some(at) = rest.find(&plugin) {
+        rest = &rest[at + plugin.len()..];
+        let Some(quoted) = rest.trim_start_matches(' ').strip_prefix('\'') else {
+            continue;
+        };
+        let quoted = quoted.trim_start_matches('\'');
+        let Some(end) = quoted.find('\'') else {
+            continue;
+        };
+        let name = &quoted[..end];
+        let closing = &quoted[end..];
+        let after = closing.trim_start_matches('\'');
+        let quotes = closing.len() - after.len();
+        let after = after.trim_start_matches(' ');
+        let (after, comma) = match after.strip_prefix(',') {
+            Some(after) => (after, true),
+            None => (after, quotes > 1),
+        };
+        if !comma && name.contains(' ') {
+            continue;
+        }
+        let subject: String = after.chars().filter(|&c| c != ' ').take(24).collect();
+        if subjects
+            .iter()
+            .any(|known| subject.starts_with(known.as_str()))
         {
             return Some("\"plugin '…', tool '…'\" (or the subject of another request)");
         }
@@ -351,6 +388,10 @@ mod tests {
             "[plugin \u{055A}github\u{055A}, tool \u{055A}login\u{055A} asks]",
             "[pl\u{057D}\u{0261}\u{0131}n 'github', tool 'login' asks]",
             "[\u{0440}lugin 'github', t\u{043E}\u{043E}l 'login' asks]",
+            "[pIugin 'github', tooI 'login' asks]",
+            "(plugin ''github'', tool ''login'' asks)",
+            "\u{3010}plugin 'github' tool 'login' asks\u{3011}",
+            "(plugin 'github' tool 'login' asks)",
             "[pl\u{0323}ugin 'github', tool 'login' asks]",
             "[plugin \u{301D}github\u{301E}, tool 'login' asks]",
         ] {

@@ -318,11 +318,17 @@ fn path_decoded(url: &str) -> String {
     };
     let mut segments: Vec<String> = Vec::new();
     let decoded = fully_decoded(parsed.path());
-    for segment in decoded.split('/').skip(1) {
-        match segment {
-            "." => {}
-            ".." => {
-                segments.pop();
+    let parts: Vec<&str> = decoded.split('/').skip(1).collect();
+    for (at, segment) in parts.iter().enumerate() {
+        match *segment {
+            "." | ".." => {
+                if *segment == ".." {
+                    segments.pop();
+                }
+                // A dot segment that ends the path leaves it ending in `/` (RFC 3986).
+                if at + 1 == parts.len() {
+                    segments.push(String::new());
+                }
             }
             other => segments.push(other.replace('?', "%3F").replace('#', "%23")),
         }
@@ -559,6 +565,14 @@ mod tests {
         assert!(!others("http://a.example/public%3F/..%2Fprivate/x"));
         assert!(!others("http://a.example/public%23/..%2Fprivate/x"));
         assert!(others("http://a.example/public/x?q=%2Fprivate"));
+        let directory = "User-agent: *\nDisallow: /private/\n";
+        for url in [
+            "http://a.example/private%2F.",
+            "http://a.example/public/..%2Fprivate%2F.",
+        ] {
+            assert!(!robots_allow(directory, "Other", url), "{url}");
+        }
+        assert!(robots_allow(directory, "Other", "http://a.example/private"));
         assert!(others("http://a.example/a/b"));
         assert!(others("http://a.example/%"));
         let everyone = "User-agent: *\nDisallow: /\n";

@@ -79,8 +79,8 @@ pub(super) fn checked_output(
     }
     // Parsed, a megabyte of small objects takes a hundred times as much of the host's memory,
     // outside the plugin's limit, for as long as the result is held: weighed against a
-    // multiple of the output limit, roughly from its text before it is parsed (so the memory is
-    // never spent), then exactly.
+    // multiple of the output limit, roughly from its text before it becomes a `Value` (the
+    // check above walked it without building one), then exactly.
     let budget = cap.saturating_mul(STRUCTURED_MEMORY_PER_OUTPUT_BYTE);
     let too_heavy = |weight: usize| {
         ToolError::ExecutionFailed(format!(
@@ -115,14 +115,16 @@ pub(super) fn checked_output(
     Ok(output)
 }
 
-/// A lower bound of what the JSON `text` takes once parsed into a `serde_json::Value`, read
-/// without parsing it: each object at least one B-tree node, each member or element at least
-/// its slot (counted by the commas and brackets outside strings).
+/// Roughly what the JSON `text` takes once parsed into a `serde_json::Value` (below the exact
+/// weight, which follows), read without building it: each object that holds anything at least
+/// one B-tree node, each member or element at least its slot (counted by the commas and opening
+/// brackets outside strings; empty objects and arrays take nothing).
 fn estimated_json_bytes(text: &str) -> usize {
     const NODE: usize = 11 * (size_of::<String>() + size_of::<serde_json::Value>()) + 16;
     let (mut objects, mut slots) = (0usize, 0usize);
     let (mut in_string, mut escaped) = (false, false);
-    for byte in text.bytes() {
+    let bytes = text.as_bytes();
+    for (at, &byte) in bytes.iter().enumerate() {
         if in_string {
             match byte {
                 _ if escaped => escaped = false,
@@ -132,10 +134,17 @@ fn estimated_json_bytes(text: &str) -> usize {
             }
             continue;
         }
+        let empty = || {
+            bytes[at + 1..]
+                .iter()
+                .find(|next| !next.is_ascii_whitespace())
+                .is_some_and(|next| matches!(next, b'}' | b']'))
+        };
         match byte {
             b'"' => in_string = true,
-            b'{' => objects += 1,
-            b'[' | b',' => slots += 1,
+            b'{' if !empty() => objects += 1,
+            b'[' if !empty() => slots += 1,
+            b',' => slots += 1,
             _ => {}
         }
     }
@@ -212,4 +221,29 @@ pub(crate) fn check_input(
     }
     super::super::validate::check_schema(validator, tool, &input, input_json.len())
         .map_err(ToolError::InvalidArgument)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::estimated_json_bytes;
+
+    /// The estimate stays below what the value takes once parsed, whatever the JSON is made of
+    /// (so that only the exact weight refuses what is near the budget), and grows with it.
+    #[test]
+    fn the_estimate_is_below_the_weight() {
+        let empties = format!("{{\"r\":[{}]}}", vec!["{}"; 24_000].join(","));
+        let strings = format!("{{\"s\":\"{}\"}}", "a,[{\\\"".repeat(10_000));
+        let objects = format!("{{\"r\":[{}]}}", vec!["{\"id\":1}"; 1_000].join(","));
+        for text in [empties, strings, objects] {
+            let weight = crate::task::json_bytes(&serde_json::from_str(&text).expect("JSON"));
+            let estimate = estimated_json_bytes(&text);
+            assert!(
+                estimate <= weight.max(text.len()) * 2,
+                "{estimate} > {weight}"
+            );
+        }
+        // Empty containers cost little; non-empty objects a node each.
+        assert!(estimated_json_bytes("[{},{},[],{ }]") < 200);
+        assert!(estimated_json_bytes("{\"r\":[{\"a\":1},{\"a\":1}]}") > 1_000);
+    }
 }
