@@ -739,6 +739,19 @@ async fn sampling_texts_of_every_kind_are_checked_before_anyone_is_asked() {
             refused.content
         );
     }
+    // A temperature no client can take (over MCP it would become an infinite `f32`).
+    for temperature in [-1.0, 1e39] {
+        let input = json!({"count": 1, "text": "hi", "temperature": temperature});
+        let refused = run(&worker, "converse", input).await;
+        assert!(
+            refused.is_error
+                && refused
+                    .content
+                    .contains("for sampling with the temperature"),
+            "{temperature}: {}",
+            refused.content
+        );
+    }
     assert!(handler.asked().is_empty(), "{:?}", handler.asked());
     let crlf = run(
         &worker,
