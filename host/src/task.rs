@@ -310,6 +310,11 @@ fn kept_bytes(outcome: &Result<ToolOutput, ToolError>) -> usize {
             .map_or(0, |value| size_of::<Value>() + json_bytes(value))
 }
 
+/// What one node of a JSON object's B-tree takes: 11 `String` keys and `Value` members, its
+/// parent's link and its place and length (an inner node also links to its 12 children).
+pub(crate) const JSON_OBJECT_NODE_BYTES: usize =
+    11 * (size_of::<String>() + size_of::<Value>()) + 16;
+
 /// What `value` takes in memory beyond its own slot, as serde_json stores it: a string its
 /// capacity, an array its slots' capacity and its items', an object its B-tree's nodes and its
 /// members'; each of these blocks as the system's allocator serves it (at least 32 bytes, in
@@ -318,9 +323,7 @@ fn kept_bytes(outcome: &Result<ToolOutput, ToolError>) -> usize {
 /// nodes filled in key order hold as few as 5 or 6 (so 1 MiB of `[{"":0},…]`, some 150,000
 /// objects, takes about 100 MiB, and is weighed so).
 pub(crate) fn json_bytes(value: &Value) -> usize {
-    // A B-tree leaf of `String` keys and `Value` members: 11 of each, its parent's link and
-    // its place and length; an inner node also links to its 12 children.
-    const LEAF: usize = 11 * (size_of::<String>() + size_of::<Value>()) + 16;
+    const LEAF: usize = JSON_OBJECT_NODE_BYTES;
     const INNER: usize = LEAF + 12 * size_of::<usize>();
     match value {
         Value::String(text) => block(text.capacity()),

@@ -395,13 +395,6 @@ impl DeferredTool {
     }
 }
 
-/// The tools of one session: each group's tools, created once per revision.
-///
-/// Opening a session creates nothing of a group whose tools are known in advance (a plugin's):
-/// listing them and looking up a schema need no instance. A session that is set up for calls
-/// ([`SessionTools::create_all`], at MCP's `initialized`) creates every group's tools, and the
-/// groups added later as they come; until then (a stateless request) a call creates only its
-/// own group's tools, so a request starts only the plugin it calls.
 /// The group (and plugin) serving a tool when a call looked it up: [`SessionTools::serving`].
 #[derive(Clone, Debug)]
 pub(crate) struct Serving {
@@ -412,6 +405,13 @@ pub(crate) struct Serving {
     pub(crate) plugin: Option<String>,
 }
 
+/// The tools of one session: each group's tools, created once per revision.
+///
+/// Opening a session creates nothing of a group whose tools are known in advance (a plugin's):
+/// listing them and looking up a schema need no instance. A session that is set up for calls
+/// ([`SessionTools::create_all`], at MCP's `initialized`) creates every group's tools, and the
+/// groups added later as they come; until then (a stateless request) a call creates only its
+/// own group's tools, so a request starts only the plugin it calls.
 pub(crate) struct SessionTools {
     updates: watch::Receiver<Arc<[ToolGroup]>>,
     groups: BTreeMap<String, (u64, Arc<GroupTools>)>,

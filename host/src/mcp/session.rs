@@ -523,7 +523,7 @@ impl McpServer {
         let mut tools = self.lock();
         tools.refresh();
         let (meta, tool) = tools.handle().lookup(name)?;
-        let serving = tools.serving(name);
+        let serving = tools.serving(name)?;
         Some((meta, tool, serving))
     }
 
@@ -539,7 +539,7 @@ impl McpServer {
 pub(super) type Found = (
     Arc<crate::ToolMeta>,
     Arc<dyn crate::tool::Tool>,
-    Option<super::catalog::Serving>,
+    super::catalog::Serving,
 );
 
 /// The ids of sessions: each new session takes the next.

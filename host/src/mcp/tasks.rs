@@ -123,9 +123,7 @@ impl McpServer {
         let session_reports = self.task_reports(&context);
         // A task outlives its request, not the session's service of its plugin (the revision
         // its call looked up, whatever the catalog did since).
-        let withdrawn = serving
-            .as_ref()
-            .map(|serving| self.lock().withdrawal(serving));
+        let withdrawn = self.lock().withdrawal(&serving);
         let work = {
             let request_reports = Arc::clone(&request_reports);
             let options = Arc::clone(&self.options);
@@ -174,9 +172,6 @@ impl McpServer {
                 };
                 let called = tool.call(&input);
                 let called = async {
-                    let Some(withdrawn) = withdrawn else {
-                        return called.await;
-                    };
                     tokio::select! {
                         biased;
                         outcome = called => outcome,
@@ -211,8 +206,7 @@ impl McpServer {
                 // protocol has it; the operator's hooks see it all the same.
                 let failed = matches!(outcome, Err(ToolError::Internal(_)));
                 // Whose result it is: the tool looked up, whatever a hook renamed the call to.
-                let outcome =
-                    super::tools::own_uris(plugins, serving.as_ref(), &meta.name, outcome);
+                let outcome = super::tools::own_uris(plugins, &serving, &meta.name, outcome);
                 let result = super::tools::call_result(&call, &meta, outcome);
                 let hooks = options.hooks(identity.as_ref());
                 let result = hooks

@@ -89,7 +89,7 @@ impl McpServer {
         // request holds.
         Self::check_task_support(&meta, &context)?;
         let arguments = request.arguments.take().unwrap_or_default();
-        let revision = serving.as_ref().map_or(0, |serving| serving.revision);
+        let revision = serving.revision;
         let asking = self.asking(
             Target {
                 method: "tools/call",
@@ -170,7 +170,7 @@ impl McpServer {
         // Whose result it is: the tool looked up, whatever a hook renamed the call to.
         let outcome = own_uris(
             || self.lock().plugin_sessions(),
-            serving.as_ref(),
+            &serving,
             &meta.name,
             outcome,
         );
@@ -190,7 +190,7 @@ pub(super) struct Ended<'a> {
     pub(super) meta: Arc<ToolMeta>,
     pub(super) tool: Arc<dyn crate::tool::Tool>,
     pub(super) asked_as: &'a str,
-    pub(super) serving: Option<Serving>,
+    pub(super) serving: Serving,
 }
 
 /// A plugin's result names only its own resources (or URIs no plugin serves): `plugins` (as
@@ -200,7 +200,7 @@ pub(super) struct Ended<'a> {
 /// tools (the operator's code) may name any resource.
 pub(super) fn own_uris(
     plugins: impl FnOnce() -> Vec<PluginSession>,
-    serving: Option<&Serving>,
+    serving: &Serving,
     tool: &str,
     outcome: Result<ToolOutput, ToolError>,
 ) -> Result<ToolOutput, ToolError> {
@@ -211,25 +211,18 @@ pub(super) fn own_uris(
     {
         return Ok(output);
     }
-    let what = format!("the result of tool '{tool}'");
-    match serving {
-        Some(Serving {
-            plugin: Some(plugin),
-            ..
-        }) => super::offerings::speaks_for_itself(
-            &plugins(),
-            plugin,
-            &what,
-            super::offerings::named_uris(&output.content),
-        )
-        .map(|()| output)
-        .map_err(ToolError::Internal),
-        Some(Serving { plugin: None, .. }) => Ok(output),
-        None => Err(ToolError::Internal(format!(
-            "{what} names resources, and no group of this session served the tool when it was \
-             called; the content was refused"
-        ))),
-    }
+    // A native group's tools are the operator's code.
+    let Some(plugin) = &serving.plugin else {
+        return Ok(output);
+    };
+    super::offerings::speaks_for_itself(
+        &plugins(),
+        plugin,
+        &format!("the result of tool '{tool}'"),
+        super::offerings::named_uris(&output.content),
+    )
+    .map(|()| output)
+    .map_err(ToolError::Internal)
 }
 
 /// A call's outcome as the operator's hooks and the client see it.

@@ -120,7 +120,7 @@ pub(super) fn checked_output(
 /// one B-tree node, each member or element at least its slot (counted by the commas and opening
 /// brackets outside strings; empty objects and arrays take nothing).
 fn estimated_json_bytes(text: &str) -> usize {
-    const NODE: usize = 11 * (size_of::<String>() + size_of::<serde_json::Value>()) + 16;
+    const NODE: usize = crate::task::JSON_OBJECT_NODE_BYTES;
     let (mut objects, mut slots) = (0usize, 0usize);
     let (mut in_string, mut escaped) = (false, false);
     let bytes = text.as_bytes();
