@@ -119,11 +119,21 @@ pub(crate) fn lock(
     // Approving changes is what `lock` is for, but never without saying so: changed plugins and
     // policies (what a plugin may reach), new and gone plugins, and a changed trust or access
     // policy (a first lock too: it pins those as they stand).
-    let plugin_changes = previous
-        .as_ref()
-        .map(|previous| previous.differences(&now))
-        .unwrap_or_default();
-    let previous = previous.unwrap_or_default();
+    // Without a lock before (a first lock, or one deleted), every plugin is new: named too
+    // (a swapped plugin is approved only where the operator saw its name).
+    let previous = match previous {
+        Some(previous) => previous,
+        None => {
+            if !now.plugins.is_empty() && now.trust_sha256.is_some() {
+                eprintln!(
+                    "warning: {} had no {LOCK_FILE}: every plugin is approved as the file it is                      now, none with a registry's provenance (where it was pulled from, who                      signed it); if a lock was deleted, restore it from version control                      instead, or pull the plugins again",
+                    dir.display()
+                );
+            }
+            LockFile::default()
+        }
+    };
+    let plugin_changes = previous.differences(&now);
     for change in plugin_changes.into_iter().chain(
         [
             previous.trust_difference(&now),

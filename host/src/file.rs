@@ -158,10 +158,15 @@ pub(crate) fn read_private_file(
 /// remove what is ours, as in `/tmp`; `dir` itself must not let them add names either), or is
 /// on a read-only mount (as a Kubernetes ConfigMap's, whose mode says
 /// anyone may write). `what` names `dir` in the message.
+///
+/// Every link on the way (a component of `dir` as written, or of where a link leads) must be
+/// this user's or root's too: another user's link, even in a sticky directory such as `/tmp`,
+/// is theirs to point elsewhere after the check.
 #[cfg(unix)]
 pub(crate) fn no_one_else_can_replace(dir: &Path, what: &str) -> Result<(), String> {
     use std::os::unix::fs::MetadataExt;
     let us = rustix::process::geteuid().as_raw();
+    links_are_ours(dir, us, &mut 0)?;
     for path in dir.ancestors() {
         let metadata = std::fs::metadata(path)
             .map_err(|e| format!("{} cannot be read: {e}", path.display()))?;
@@ -195,6 +200,50 @@ pub(crate) fn no_one_else_can_replace(dir: &Path, what: &str) -> Result<(), Stri
                 metadata.mode() & 0o7777
             ));
         }
+    }
+    Ok(())
+}
+
+/// How many links [`links_are_ours`] follows on one path before refusing it (Linux's own
+/// limit).
+#[cfg(unix)]
+const MAX_LINKS: u32 = 40;
+
+/// Checks that each link on the way to `path` — among its components as written, and among
+/// those of every link's target — belongs to `us` or root. A component that cannot be read is
+/// left to the caller's own checks, which report it.
+#[cfg(unix)]
+fn links_are_ours(path: &Path, us: u32, followed: &mut u32) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let mut so_far = PathBuf::new();
+    for component in path.components() {
+        so_far.push(component);
+        let Ok(metadata) = std::fs::symlink_metadata(&so_far) else {
+            return Ok(());
+        };
+        if !metadata.file_type().is_symlink() {
+            continue;
+        }
+        if metadata.uid() != us && metadata.uid() != 0 {
+            return Err(format!(
+                "{} is a link belonging to user {}, who could point it elsewhere; use the \
+                 directory it leads to, or a link of your own",
+                so_far.display(),
+                metadata.uid()
+            ));
+        }
+        *followed += 1;
+        if *followed > MAX_LINKS {
+            return Err(format!(
+                "{} is reached through more than {MAX_LINKS} links",
+                path.display()
+            ));
+        }
+        let target = std::fs::read_link(&so_far)
+            .map_err(|e| format!("the link {} cannot be read: {e}", so_far.display()))?;
+        // A relative target is read from the link's directory; an absolute one replaces it.
+        let target = so_far.parent().unwrap_or(Path::new("/")).join(target);
+        links_are_ours(&target, us, followed)?;
     }
     Ok(())
 }

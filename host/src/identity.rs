@@ -40,6 +40,17 @@ impl Identity {
     /// issued to when it has none.
     #[cfg_attr(not(feature = "oauth"), allow(dead_code))]
     pub(crate) fn from_claims(issuer: &str, claims: Map<String, Value>) -> Result<Self, String> {
+        // A token bound to its sender (RFC 9449's DPoP key, RFC 8705's client certificate) is
+        // good only with the sender's proof, which this server does not check: taken as a
+        // bearer token, one copied from a log or a proxy would work for whoever holds it.
+        if claims.contains_key("cnf") {
+            return Err(
+                "it is bound to its sender's key or certificate (`cnf`: DPoP or mutual \
+                 TLS), which this server does not check, so it is not accepted as a bearer \
+                 token; have the issuer issue bearer tokens for this resource"
+                    .into(),
+            );
+        }
         let name = ["sub", "client_id"]
             .iter()
             .find_map(|claim| claims.get(*claim).and_then(Value::as_str))
@@ -65,7 +76,7 @@ impl Identity {
 
     /// Which claim of its access token names this identity: `sub`, else `client_id` (the
     /// client a token without a subject was issued to).
-    fn named_by(&self) -> &'static str {
+    pub(crate) fn named_by(&self) -> &'static str {
         let subject = self.claims.get("sub").and_then(Value::as_str);
         if subject.is_some_and(|subject| !subject.is_empty()) || self.claims.is_empty() {
             "sub"

@@ -260,7 +260,10 @@ struct Entry {
     owner: String,
     /// Whose budget it draws on (its owner's, unless started with [`TaskStore::start_for`]).
     account: String,
-    snapshot: TaskSnapshot,
+    /// Shared with readers: [`TaskStore::get`] takes a reference under the store's lock and
+    /// copies the snapshot (its questions may be many kilobytes of JSON) after letting go of it;
+    /// a change made meanwhile copies it first ([`Arc::make_mut`]).
+    snapshot: Arc<TaskSnapshot>,
     /// What its outcome takes in memory, roughly ([`kept_bytes`]).
     weight: usize,
     expires: Instant,
@@ -271,10 +274,16 @@ struct Entry {
 }
 
 impl Entry {
+    /// The snapshot, to change.
+    fn snapshot_mut(&mut self) -> &mut TaskSnapshot {
+        Arc::make_mut(&mut self.snapshot)
+    }
+
     fn touch(&mut self, status: TaskStatus, message: &str) {
-        self.snapshot.status = status;
-        self.snapshot.status_message = Some(message.into());
-        self.snapshot.last_updated_at = SystemTime::now();
+        let snapshot = self.snapshot_mut();
+        snapshot.status = status;
+        snapshot.status_message = Some(message.into());
+        snapshot.last_updated_at = SystemTime::now();
         self.changed.send_replace(status);
     }
 
@@ -286,7 +295,7 @@ impl Entry {
         if let Some(abort) = self.abort.take() {
             abort.abort();
         }
-        self.snapshot.input_requests.clear();
+        self.snapshot_mut().input_requests.clear();
         self.waiting.clear();
         self.touch(TaskStatus::Cancelled, message);
     }
@@ -419,8 +428,9 @@ impl TaskHandle {
         {
             let mut message = message.into();
             crate::events::cut(&mut message);
-            entry.snapshot.status_message = Some(message);
-            entry.snapshot.last_updated_at = SystemTime::now();
+            let snapshot = entry.snapshot_mut();
+            snapshot.status_message = Some(message);
+            snapshot.last_updated_at = SystemTime::now();
         }
     }
 
@@ -451,7 +461,7 @@ impl TaskHandle {
             let (answer, answered) = oneshot::channel();
             entry.waiting.insert(key.to_owned(), answer);
             entry
-                .snapshot
+                .snapshot_mut()
                 .input_requests
                 .insert(key.to_owned(), request);
             entry.touch(TaskStatus::InputRequired, "waiting for input");
@@ -488,7 +498,7 @@ impl Drop for Withdraw<'_> {
         let mut tasks = store.lock();
         if let Some(entry) = tasks.get_mut(&self.handle.id) {
             entry.waiting.remove(self.key);
-            entry.snapshot.input_requests.remove(self.key);
+            entry.snapshot_mut().input_requests.remove(self.key);
             if entry.waiting.is_empty() && entry.snapshot.status == TaskStatus::InputRequired {
                 entry.touch(TaskStatus::Working, "running");
             }
@@ -728,7 +738,7 @@ impl TaskStore {
                 Entry {
                     owner: owner.to_owned(),
                     account: account.to_owned(),
-                    snapshot: snapshot.clone(),
+                    snapshot: Arc::new(snapshot.clone()),
                     weight: 0,
                     expires: started + options.ttl,
                     abort: None,
@@ -845,10 +855,10 @@ impl TaskStore {
             Ok(_) => (TaskStatus::Completed, "completed"),
         };
         entry.weight = weight;
-        entry.snapshot.outcome = Some(Arc::new(outcome));
+        entry.snapshot_mut().outcome = Some(Arc::new(outcome));
         // Its result is kept for its time to live from now.
         entry.expires = Instant::now() + self.inner.options.ttl;
-        entry.snapshot.input_requests.clear();
+        entry.snapshot_mut().input_requests.clear();
         entry.waiting.clear();
         entry.abort = None;
         entry.touch(status, message);
@@ -876,7 +886,7 @@ impl TaskStore {
         for (key, value) in answers {
             match entry.waiting.remove(&key) {
                 Some(waiting) => {
-                    entry.snapshot.input_requests.remove(&key);
+                    entry.snapshot_mut().input_requests.remove(&key);
                     let _ = waiting.send(value);
                 }
                 None => ignored.push(key),
@@ -893,13 +903,16 @@ impl TaskStore {
     /// # Errors
     /// [`TaskError::NotFound`] for an id `owner` has no task of.
     pub fn get(&self, owner: &str, id: &str) -> Result<TaskSnapshot, TaskError> {
-        let tasks = self.lock();
-        match tasks.get(id) {
-            Some(entry) if entry.owner == owner && entry.expires > Instant::now() => {
-                Ok(entry.snapshot.clone())
+        let snapshot = {
+            let tasks = self.lock();
+            match tasks.get(id) {
+                Some(entry) if entry.owner == owner && entry.expires > Instant::now() => {
+                    Arc::clone(&entry.snapshot)
+                }
+                _ => return Err(TaskError::NotFound(id.to_owned())),
             }
-            _ => Err(TaskError::NotFound(id.to_owned())),
-        }
+        };
+        Ok(TaskSnapshot::clone(&snapshot))
     }
 
     /// Cancels the task `id` of `owner`: its call is dropped (a plugin call of contract 1.0.0
@@ -915,7 +928,9 @@ impl TaskStore {
             _ => return Err(TaskError::NotFound(id.to_owned())),
         };
         entry.end("cancelled");
-        Ok(entry.snapshot.clone())
+        let snapshot = Arc::clone(&entry.snapshot);
+        drop(tasks);
+        Ok(TaskSnapshot::clone(&snapshot))
     }
 
     /// Cancels every task whose owner `owns` (a session that ended, its tasks with it).
@@ -952,7 +967,7 @@ impl TaskStore {
         if let Some(abort) = entry.abort.take() {
             abort.abort();
         }
-        Some(entry.snapshot)
+        Some(Arc::unwrap_or_clone(entry.snapshot))
     }
 
     /// Waits until the task `id` of `owner` ends, and returns it.

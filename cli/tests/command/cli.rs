@@ -627,7 +627,15 @@ fn lock_approves_a_directory_and_check_finds_drift() {
     );
     let out = run(&cache, &["lock", path(&dir)], None);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(stdout(&out).contains("2 plugin(s)"), "{}", stdout(&out));
+    // A first lock names every plugin it approves (after a lock was deleted and a plugin
+    // swapped, the operator sees what they approve).
+    let first = stdout(&out);
+    assert!(
+        first.contains("2 plugin(s)")
+            && first.contains("approved: greet.wasm: not in the lock")
+            && first.contains("approved: counter.wasm: not in the lock"),
+        "{first}"
+    );
     let out = run(&cache, &["lock", "--check", path(&dir)], None);
     assert!(out.status.success(), "{}", stdout(&out));
     let out = run(&cache, &["check", path(&dir)], None);
@@ -678,6 +686,59 @@ fn lock_approves_a_directory_and_check_finds_drift() {
     // Nothing changed since: nothing is said to be approved.
     let out = run(&cache, &["lock", path(&dir)], None);
     assert!(!stdout(&out).contains("approved:"), "{}", stdout(&out));
+
+    // The same bytes and policy offering other tools (a plugin that lists them differently at
+    // another time; here the lock's list is made to differ, the same to the comparison): a
+    // drift `--check` reports, and `lock` names when it approves it.
+    let lock = dir.join("llm-worker.lock");
+    let text = std::fs::read_to_string(&lock).expect("lock");
+    assert!(text.contains("tools = [\"greet\"]"), "{text}");
+    std::fs::write(
+        &lock,
+        text.replace("tools = [\"greet\"]", "tools = [\"welcome\"]"),
+    )
+    .expect("write");
+    let out = run(&cache, &["lock", "--check", path(&dir)], None);
+    assert_eq!(out.status.code(), Some(1));
+    let moved = "greet.wasm: its tools changed (new: 'greet'; gone: 'welcome')";
+    assert!(stdout(&out).contains(moved), "{}", stdout(&out));
+    let out = run(&cache, &["lock", path(&dir)], None);
+    assert!(
+        stdout(&out).contains(&format!("approved: {moved}")),
+        "{}",
+        stdout(&out)
+    );
+}
+
+/// A directory with a trust policy says its plugins are verified, through the lock's record of
+/// where each was pulled from. With that lock deleted (and a plugin swapped), the `lock` its
+/// error suggests approves every file as it is now: it names each and warns that no provenance
+/// is recorded, rather than saying only how many it wrote.
+#[test]
+fn locking_a_trusting_directory_without_a_lock_warns_of_lost_provenance() {
+    let (_root, dir, cache) = plugin_dir("cli-lock-trusting", &["greet"]);
+    std::fs::write(
+        dir.join("llm-worker.trust.toml"),
+        "[[rule]]\nrepository = \"localhost:5000/scratch/*\"\nunsigned = true\n",
+    )
+    .expect("trust policy");
+    let out = run(&cache, &["lock", path(&dir)], None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("approved: greet.wasm: not in the lock"),
+        "{}",
+        stdout(&out)
+    );
+    let warned = stderr(&out);
+    assert!(
+        warned.contains("had no llm-worker.lock")
+            && warned.contains("none with a registry's provenance")
+            && warned.contains("restore it from version control"),
+        "{warned}"
+    );
+    // With a lock before, no such warning.
+    let out = run(&cache, &["lock", path(&dir)], None);
+    assert!(!stderr(&out).contains("had no"), "{}", stderr(&out));
 }
 
 /// A lock file that cannot be read is not written over without a word: `lock` used to warn and

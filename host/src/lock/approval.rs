@@ -73,30 +73,40 @@ impl LockedPlugin {
     /// Whether the plugin, loaded, offers the tools approved (names, in any order); if not,
     /// which differ.
     pub(crate) fn approves_tools(&self, tools: &[&str]) -> Result<(), String> {
-        let locked: std::collections::BTreeSet<&str> =
-            self.tools.iter().map(String::as_str).collect();
-        let now: std::collections::BTreeSet<&str> = tools.iter().copied().collect();
-        if locked == now {
-            return Ok(());
+        match tools_moved(&self.tools, tools) {
+            None => Ok(()),
+            Some(moved) => Err(format!(
+                "it offers other tools than the lock approved ({moved}); review them and run \
+                 `llm-worker lock` again if they are expected"
+            )),
         }
-        let list = |names: Vec<&&str>| {
-            if names.is_empty() {
-                "none".to_owned()
-            } else {
-                names
-                    .iter()
-                    .map(|name| format!("'{}'", llm_worker_rules::tool::OneLine(name)))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            }
-        };
-        Err(format!(
-            "it offers other tools than the lock approved (new: {}; gone: {}); review them \
-             and run `llm-worker lock` again if they are expected",
-            list(now.difference(&locked).collect()),
-            list(locked.difference(&now).collect()),
-        ))
     }
+}
+
+/// Which tools a plugin offers now that the lock did not approve, and which it approved that
+/// are gone (names, in any order): `None` when they are the same.
+pub(super) fn tools_moved<A: AsRef<str>, B: AsRef<str>>(locked: &[A], now: &[B]) -> Option<String> {
+    let locked: std::collections::BTreeSet<&str> = locked.iter().map(AsRef::as_ref).collect();
+    let now: std::collections::BTreeSet<&str> = now.iter().map(AsRef::as_ref).collect();
+    if locked == now {
+        return None;
+    }
+    let list = |names: Vec<&&str>| {
+        if names.is_empty() {
+            "none".to_owned()
+        } else {
+            names
+                .iter()
+                .map(|name| format!("'{}'", llm_worker_rules::tool::OneLine(name)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    };
+    Some(format!(
+        "new: {}; gone: {}",
+        list(now.difference(&locked).collect()),
+        list(locked.difference(&now).collect()),
+    ))
 }
 
 /// Says where a plugin's directory grants lead now, against where the lock approved.

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::Path;
 
-use super::approval::grants_moved;
+use super::approval::{grants_moved, tools_moved};
 use super::{
     LOCK_FILE, LockError, LockFile, LockedPlugin, grant_paths, open_trusted, relative_name,
 };
@@ -164,7 +164,13 @@ impl LockFile {
                     "{file}: {}",
                     grants_moved(&locked.dirs, &current.dirs)
                 )),
-                Some(_) => {}
+                // The same file offering other tools (it lists them differently at another
+                // time): the lock approves names, which `[tools.NAME]` narrowings rely on.
+                Some(current) => {
+                    if let Some(moved) = tools_moved(&locked.tools, &current.tools) {
+                        lines.push(format!("{file}: its tools changed ({moved})"));
+                    }
+                }
             }
         }
         for file in new.keys() {

@@ -122,8 +122,9 @@ pub enum LockError {
     #[error(
         "the lock file {} is missing, and this directory must be locked (by --locked, by the \
          trust policy beside its plugins, or because it was locked when serving started): \
-         nothing in it is loaded; restore the lock file, or review the plugins and approve \
-         them with `llm-worker lock DIR`",
+         nothing in it is loaded; restore the lock file (from version control: it records \
+         where pulled plugins came from and who signed them), or review the plugins and \
+         approve them as they are now with `llm-worker lock DIR`",
         path.display()
     )]
     Missing {

@@ -214,6 +214,20 @@ impl AccessPolicy {
             .collect()
     }
 
+    /// The grants (numbered from 1) for anyone (`who = ["*"]`) without an issuer: with several
+    /// issuers, every token of each of them gets what they grant, a weaker issuer's (one that
+    /// registers any client) included.
+    pub fn grants_to_anyone_of_any_issuer(&self) -> Vec<usize> {
+        self.grants
+            .iter()
+            .enumerate()
+            .filter(|(_, grant)| {
+                grant.issuer.is_none() && grant.who.iter().any(|who| matches!(who, Who::Anyone))
+            })
+            .map(|(index, _)| index + 1)
+            .collect()
+    }
+
     /// What names `identity` with its grants under this policy, as far as what it is sent goes
     /// (its sessions, the notices and tasks of its stateless requests): two tokens of one
     /// subject with other scopes or groups are two callers, so that the narrower never hears of

@@ -171,8 +171,20 @@ fn escape_hidden(json: &str) -> String {
     out
 }
 
-/// Most bytes of a record's target (a name or URI the client sent) written.
+/// Most bytes of a record's target (a name or URI the client sent) or identity written.
 const MAX_TARGET_BYTES: usize = 256;
+
+/// `text`, cut to [`MAX_TARGET_BYTES`] (on a character's boundary, marked with `…`).
+fn cut(text: &str) -> String {
+    if text.len() <= MAX_TARGET_BYTES {
+        return text.to_owned();
+    }
+    let mut end = MAX_TARGET_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
 
 /// One audit record.
 #[derive(Debug, Clone, Serialize)]
@@ -186,6 +198,10 @@ pub(crate) struct Record {
     pub(crate) identity: Option<String>,
     /// The access token's issuer (`null` for a static token).
     pub(crate) issuer: Option<String>,
+    /// Which claim of the access token names the identity: `sub`, or `client_id` for a token
+    /// issued to a client without a subject (`null` for a static token). A client may be
+    /// named as a user is; it is not that user, and its records say so.
+    pub(crate) identity_claim: Option<&'static str>,
     /// The MCP session (its `Mcp-Session-Id`; `null` for a stateless request or stdio).
     pub(crate) session: Option<String>,
     /// The plugin that served it, and its SHA-256 (`null` for an embedder's native tools).
@@ -215,20 +231,13 @@ pub(crate) struct Record {
 impl Record {
     /// A record of `event` for `target` (cut to 256 bytes: it comes from the client).
     pub(crate) fn new(event: &'static str, target: &str) -> Self {
-        let target = if target.len() > MAX_TARGET_BYTES {
-            let mut end = MAX_TARGET_BYTES;
-            while !target.is_char_boundary(end) {
-                end -= 1;
-            }
-            format!("{}…", &target[..end])
-        } else {
-            target.to_owned()
-        };
+        let target = cut(target);
         Self {
             time: String::new(),
             event,
             identity: None,
             issuer: None,
+            identity_claim: None,
             session: None,
             plugin: None,
             plugin_sha256: None,
@@ -246,10 +255,17 @@ impl Record {
     /// Who asked, in which session.
     pub(crate) fn asked_by(mut self, extensions: &rmcp::model::Extensions) -> Self {
         if let Some(identity) = super::session::identity(extensions) {
-            self.identity = Some(identity.name.clone());
-            self.issuer.clone_from(&identity.issuer);
+            self = self.by(&identity);
         }
         self.session = session_id(extensions);
+        self
+    }
+
+    /// Asked by `identity` (its name cut to 256 bytes: an issuer's claim, any length).
+    fn by(mut self, identity: &crate::identity::Identity) -> Self {
+        self.identity = Some(cut(&identity.name));
+        self.issuer.clone_from(&identity.issuer);
+        self.identity_claim = identity.issuer.is_some().then(|| identity.named_by());
         self
     }
 
@@ -402,6 +418,35 @@ mod tests {
         fn flush(&mut self) -> std::io::Result<()> {
             Ok(())
         }
+    }
+
+    /// A client's token (`client_id`, no `sub`) and a user's token (`sub`) of one name and
+    /// issuer are two identities (their quotas and sessions are apart): their records were
+    /// the same, byte for byte.
+    #[test]
+    fn a_client_and_a_user_of_one_name_leave_different_records() {
+        let identity = |claims: Value| {
+            let Value::Object(claims) = claims else {
+                unreachable!("an object")
+            };
+            crate::identity::Identity::from_claims("https://idp.example", claims)
+                .expect("an identity")
+        };
+        let user =
+            Record::new("tools/call", "t").by(&identity(serde_json::json!({"sub": "alice"})));
+        let client =
+            Record::new("tools/call", "t").by(&identity(serde_json::json!({"client_id": "alice"})));
+        assert_eq!(
+            (user.identity_claim, client.identity_claim),
+            (Some("sub"), Some("client_id"))
+        );
+        assert_eq!(user.identity, client.identity);
+        let token = Record::new("tools/call", "t").by(&crate::identity::Identity::token("alice"));
+        assert_eq!(token.identity_claim, None);
+        // A name of any length from an issuer is written cut, as a target is.
+        let long = Record::new("tools/call", "t")
+            .by(&identity(serde_json::json!({"sub": "a".repeat(5000)})));
+        assert!(long.identity.is_some_and(|name| name.len() < 300));
     }
 
     #[test]

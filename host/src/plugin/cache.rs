@@ -131,6 +131,11 @@ impl CompileCache {
         builder
             .create(&self.dir)
             .map_err(|e| format!("it cannot be created: {e}"))?;
+        // The path as given, links and all (another user's link on the way could lead
+        // elsewhere at the next load), then where it leads now.
+        let given =
+            std::path::absolute(&self.dir).map_err(|e| format!("it cannot be resolved: {e}"))?;
+        crate::file::no_one_else_can_replace(&given, "it")?;
         let dir = self
             .dir
             .canonicalize()

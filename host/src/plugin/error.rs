@@ -261,6 +261,19 @@ pub enum PluginError {
         /// What differs.
         reason: String,
     },
+    /// The plugin's directory may be changed by other users: they could put a plugin there, or
+    /// a policy beside one (granting what they choose), for this user to run.
+    #[error(
+        "plugin {} is not loaded: {reason}; others could put a plugin or a policy file there \
+         for you to run with your rights. Keep plugins in a directory only you can write",
+        path.display()
+    )]
+    SharedDirectory {
+        /// The plugin file.
+        path: PathBuf,
+        /// Who else may change the directory, and how.
+        reason: String,
+    },
     /// The directory's lock file cannot be read.
     #[error("{0}")]
     Lock(#[from] crate::lock::LockError),
@@ -297,7 +310,8 @@ impl PluginError {
             | PluginError::OutsideDirectory { path, .. }
             | PluginError::ToolNameClash { path, .. }
             | PluginError::OfferingClash { path, .. }
-            | PluginError::NotApproved { path, .. } => Some(path),
+            | PluginError::NotApproved { path, .. }
+            | PluginError::SharedDirectory { path, .. } => Some(path),
             PluginError::Lock(error) => Some(error.path()),
             PluginError::InvalidLimits(_) | PluginError::Engine(_) => None,
         }

@@ -52,6 +52,8 @@ pub(crate) struct HttpGate {
     active: Arc<[HttpGrant]>,
     secrets: Arc<[HttpSecret]>,
     in_flight: Arc<Semaphore>,
+    /// The instance's places for name lookups ([`net::MAX_LOOKUPS_PER_INSTANCE`]).
+    lookups: Arc<Semaphore>,
     /// The host's budget of open files, which each connection takes one of (if counted).
     descriptors: Option<Arc<super::descriptors::HostDescriptors>>,
     /// The current call: its deadline, and a sender whose drop ends its requests (made at
@@ -109,6 +111,7 @@ impl HttpGate {
             ],
             secrets: Arc::from(policy.http_secrets.as_slice()),
             in_flight: Arc::new(Semaphore::new(MAX_REQUESTS_IN_FLIGHT)),
+            lookups: Arc::new(Semaphore::new(net::MAX_LOOKUPS_PER_INSTANCE)),
             descriptors: None,
             call: None,
             denied_outside_calls: Arc::default(),
@@ -174,6 +177,7 @@ impl HttpGate {
             active: Arc::clone(&self.grants),
             secrets: Arc::clone(&self.secrets),
             in_flight: Arc::clone(&self.in_flight),
+            lookups: Arc::clone(&self.lookups),
             descriptors: self.descriptors.clone(),
             call: None,
             denied_outside_calls: Arc::clone(&self.denied_outside_calls),
@@ -689,9 +693,10 @@ impl WasiHttpHooks for HttpGate {
         tracing::debug!(plugin = %self.plugin, uri = %request.uri(), "HTTP request");
         let plugin = Arc::clone(&self.plugin);
         let denials = self.denials();
+        let lookups = Arc::clone(&self.lookups);
         Box::new(async move {
             let sent = async {
-                let addresses = match net::resolve(&destination).await {
+                let addresses = match net::resolve(&destination, &lookups).await {
                     Ok(addresses) => addresses,
                     Err(Refused::Failed(error)) => return Err(error),
                     Err(Refused::Address { address, range }) => {

@@ -58,6 +58,21 @@ impl PluginHost {
             .as_deref()
             .map(|text| crate::digest::sha256_hex(text.as_bytes()));
         let bytes = self.read_plugin_file(path, within)?;
+        // Approved by a lock, the lock's own check covered the directory (it is refused in one
+        // others may write). Without one, whatever is in the directory runs: so it must be a
+        // directory only this user (or root) can change.
+        if approved.is_none() {
+            let dir = match path.parent() {
+                Some(dir) if !dir.as_os_str().is_empty() => dir,
+                _ => Path::new("."),
+            };
+            if let Some(reason) = crate::lock::directory_problem(dir) {
+                return Err(PluginError::SharedDirectory {
+                    path: path.to_owned(),
+                    reason,
+                });
+            }
+        }
         if let Some((dir, entry)) = approved {
             entry
                 .approves_files(

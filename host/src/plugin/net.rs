@@ -187,20 +187,31 @@ const MAX_LOOKUPS: usize = 32;
 static LOOKUPS: LazyLock<Arc<tokio::sync::Semaphore>> =
     LazyLock::new(|| Arc::new(tokio::sync::Semaphore::new(MAX_LOOKUPS)));
 
-/// `resolve(host, port)` on a blocking thread, holding a place of `places` until it returns,
-/// even if the caller stops waiting.
+/// Name lookups one instance may have running at once, its ended requests' included: a
+/// plugin whose names' nameserver hangs (or that drops requests as soon as they are sent, and
+/// sends more) holds at most these of the host's [`MAX_LOOKUPS`], and its further lookups wait
+/// for its own to return, within their calls' time limits.
+pub(crate) const MAX_LOOKUPS_PER_INSTANCE: usize = 2;
+
+/// `resolve(host, port)` on a blocking thread, holding a place of the instance's (`own`) and
+/// one of the host's (`all`) until it returns, even if the caller stops waiting.
 async fn lookup(
-    places: &Arc<tokio::sync::Semaphore>,
+    own: &Arc<tokio::sync::Semaphore>,
+    all: &Arc<tokio::sync::Semaphore>,
     host: String,
     port: u16,
     resolve: fn(String, u16) -> std::io::Result<Vec<SocketAddr>>,
 ) -> std::io::Result<Vec<SocketAddr>> {
-    let place = Arc::clone(places)
+    let own = Arc::clone(own)
+        .acquire_owned()
+        .await
+        .map_err(std::io::Error::other)?;
+    let place = Arc::clone(all)
         .acquire_owned()
         .await
         .map_err(std::io::Error::other)?;
     tokio::task::spawn_blocking(move || {
-        let _place = place;
+        let _places = (own, place);
         resolve(host, port)
     })
     .await
@@ -208,8 +219,12 @@ async fn lookup(
 }
 
 /// The addresses of `destination`, each checked, resolved once. A name any of whose
-/// addresses is not public is refused whole, unless `destination.any_address`.
-pub(crate) async fn resolve(destination: &Destination) -> Result<Vec<SocketAddr>, Refused> {
+/// addresses is not public is refused whole, unless `destination.any_address`. A lookup holds
+/// a place of `lookups` (the instance's) while it runs.
+pub(crate) async fn resolve(
+    destination: &Destination,
+    lookups: &Arc<tokio::sync::Semaphore>,
+) -> Result<Vec<SocketAddr>, Refused> {
     let Destination {
         host,
         port,
@@ -223,7 +238,7 @@ pub(crate) async fn resolve(destination: &Destination) -> Result<Vec<SocketAddr>
         // whatever a resolver says.
         crate::loopback::LOOPBACK_ADDRESSES.to_vec()
     } else {
-        let found = lookup(&LOOKUPS, host.clone(), *port, |host, port| {
+        let found = lookup(lookups, &LOOKUPS, host.clone(), *port, |host, port| {
             std::net::ToSocketAddrs::to_socket_addrs(&(host.as_str(), port)).map(Iterator::collect)
         })
         .await
@@ -457,7 +472,8 @@ impl Body for ResponseBody {
 #[cfg(test)]
 mod tests {
     /// Lookups that hang, each left behind by a call that ended: no more of them run at once
-    /// than their places, however many calls leave them.
+    /// than their places, however many calls leave them; and one instance's hold no more than
+    /// its own places of the host's, however many of its calls leave them.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn lookups_left_by_ended_calls_hold_their_places_until_they_return() {
         use std::sync::atomic::{AtomicUsize, Ordering};
@@ -474,9 +490,24 @@ mod tests {
             Ok(Vec::new())
         }
         let places = std::sync::Arc::new(tokio::sync::Semaphore::new(4));
-        // Forty calls, each giving up on its lookup.
+        // One instance's forty calls, each giving up on its lookup: they hold its own two
+        // places, and two of the host's four.
+        let one = std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_LOOKUPS_PER_INSTANCE));
         for _ in 0..40 {
-            let lookup = super::lookup(&places, "hangs.example".into(), 443, hanging);
+            let lookup = super::lookup(&one, &places, "hangs.example".into(), 443, hanging);
+            let gave_up = tokio::time::timeout(std::time::Duration::from_millis(10), lookup).await;
+            assert!(gave_up.is_err(), "the lookup hangs");
+        }
+        assert_eq!(one.available_permits(), 0);
+        assert_eq!(
+            places.available_permits(),
+            4 - MAX_LOOKUPS_PER_INSTANCE,
+            "one instance holds only its own share of the host's places"
+        );
+        // Many instances' calls: no more at once than the host's places.
+        for _ in 0..40 {
+            let own = std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_LOOKUPS_PER_INSTANCE));
+            let lookup = super::lookup(&own, &places, "hangs.example".into(), 443, hanging);
             let gave_up = tokio::time::timeout(std::time::Duration::from_millis(10), lookup).await;
             assert!(gave_up.is_err(), "the lookup hangs");
         }
@@ -612,6 +643,11 @@ mod tests {
         }
     }
 
+    /// An instance's places for lookups.
+    fn lookups() -> Arc<tokio::sync::Semaphore> {
+        Arc::new(tokio::sync::Semaphore::new(MAX_LOOKUPS_PER_INSTANCE))
+    }
+
     fn destination(host: &str, any_address: bool) -> Destination {
         Destination {
             host: host.into(),
@@ -634,23 +670,23 @@ mod tests {
             ("[::ffff:169.254.169.254]", Range::LinkLocal),
             ("10.0.0.1", Range::Private),
         ] {
-            match resolve(&destination(host, false)).await {
+            match resolve(&destination(host, false), &lookups()).await {
                 Err(Refused::Address { range: found, .. }) => assert_eq!(found, range, "{host}"),
                 other => panic!("{host}: {other:?}"),
             }
         }
         // Allowed: connected to as checked, mapped forms as IPv4.
-        let found = resolve(&destination("127.1", true)).await;
+        let found = resolve(&destination("127.1", true), &lookups()).await;
         assert_eq!(
             found.ok(),
             Some(vec!["127.0.0.1:8080".parse().expect("addr")])
         );
-        let found = resolve(&destination("[::ffff:127.0.0.1]", true)).await;
+        let found = resolve(&destination("[::ffff:127.0.0.1]", true), &lookups()).await;
         assert_eq!(
             found.ok(),
             Some(vec!["127.0.0.1:8080".parse().expect("addr")])
         );
-        let found = resolve(&destination("localhost", true)).await;
+        let found = resolve(&destination("localhost", true), &lookups()).await;
         assert_eq!(
             found.ok(),
             Some(vec![
@@ -659,7 +695,7 @@ mod tests {
             ])
         );
         // A literal public address needs no lookup.
-        let found = resolve(&destination("1.1.1.1", false)).await;
+        let found = resolve(&destination("1.1.1.1", false), &lookups()).await;
         assert_eq!(
             found.ok(),
             Some(vec!["1.1.1.1:8080".parse().expect("addr")])

@@ -596,6 +596,14 @@ async fn with_several_issuers_a_grant_by_claim_must_name_its_issuer() {
         error.contains("grant(s) [1]") && error.contains("issuer"),
         "{error}"
     );
+    // A grant to anyone is what it says (every token of every issuer): not refused, but
+    // found, for the warning at start.
+    let anyone = AccessPolicy::parse(
+        "[[grant]]\nwho = [\"*\"]\ntools = [\"first/*\"]\n\n[[grant]]\nwho = [\"*\"]\nissuer = \"https://one.example\"\ntools = [\"*\"]\n",
+    )
+    .expect("a policy");
+    assert_eq!(anyone.grants_to_anyone_of_any_issuer(), [1]);
+    assert!(anyone.grants_without_issuer().is_empty());
 }
 
 /// The attack: a contract 1.0.0 plugin runs its calls in the instance's event loop, not in the
@@ -662,4 +670,62 @@ async fn the_cpu_time_of_a_contract_1_plugins_code_counts_against_the_quota() {
         "the quota is spent",
     );
     alice.cancel().await.expect("close");
+}
+
+/// The same while the code runs: its CPU time was read when the instance's event loop switched
+/// away from the call, which code that spins never does (it yields at each epoch tick without
+/// leaving its call), and across the loop's polls on different threads, whose CPU clocks do
+/// not compare. An identity under the quota could spin for a whole time limit, task after task,
+/// without being refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_contract_1_call_that_spins_counts_against_the_quota_while_it_runs() {
+    use llm_worker::{Limits, SandboxPolicy};
+    let policy = AccessPolicy::parse(
+        "[quota]\ncpu_seconds_per_minute = 1\n\n[[grant]]\nwho = [\"token:alice\"]\ntools = [\"*\"]\n",
+    )
+    .expect("a policy");
+    // Far longer than the quota's second: the refusal below comes while it spins.
+    let mut limits = Limits::default();
+    limits.call_timeout = std::time::Duration::from_secs(120);
+    let mut sandbox = SandboxPolicy::with_limits(limits);
+    sandbox
+        .http
+        .push(llm_worker::HttpGrant::parse("http://127.0.0.1:9").expect("rule"));
+    let waiter = llm_worker_tests::host()
+        .load_with_policy(llm_worker_tests::plugin_path("waiter"), sandbox)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let url = crate::serve_with(
+        ToolCatalog::from_plugins([&waiter]),
+        McpOptions::new("cpu", "1").access(policy),
+        HttpOptions::default().named_tokens([BearerToken::new("alice", ALICE)]),
+    )
+    .await;
+    let spinner = client(&url, ALICE).await;
+    let spinning = tokio::spawn(async move {
+        let answer = spinner.call_tool(CallToolRequestParams::new("spin")).await;
+        (spinner, answer)
+    });
+    // Alice's other session (an instance of its own, not busy) is refused once the spin has
+    // used the quota's second: a liveness bound far above it, and far below the spin's limit.
+    let other = client(&url, ALICE).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let answer = loop {
+        let answer = other.call_tool(CallToolRequestParams::new("bump")).await;
+        if answer.is_err() {
+            break answer;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never refused while the call spun"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert!(!spinning.is_finished(), "refused only after the spin ended");
+    crate::assert_over_quota(
+        answer,
+        "alice is over its quota of 1 CPU seconds per minute",
+        "a call while another spins",
+    );
+    spinning.abort();
+    other.cancel().await.expect("close");
 }

@@ -206,6 +206,17 @@ async fn introspect(
             "aud": audience.lock().expect("lock").clone(), "exp": now + 600,
             "token_type": "refresh_token",
         }),
+        // Bound to its sender (DPoP): good only with a proof this server does not check.
+        (true, "opaque-dpop") => json!({
+            "active": true, "sub": "erin", "iss": issuer, "scope": "mcp:tools",
+            "aud": audience.lock().expect("lock").clone(), "exp": now + 600,
+            "token_type": "DPoP", "cnf": {"jkt": "0ZcOCORZNYy-DWpqq30jZyJGHTN0d2HglBV3uiguA4I"},
+        }),
+        (true, "opaque-mtls") => json!({
+            "active": true, "sub": "erin", "iss": issuer, "scope": "mcp:tools",
+            "aud": audience.lock().expect("lock").clone(), "exp": now + 600,
+            "token_type": "Bearer", "cnf": {"x5t#S256": "bwcK0esc3ACC3DB2Y5_lESsXE8o9ltc05O89jdN-dg2"},
+        }),
         // Expired an hour ago, written as a float (or not a number at all).
         (true, "opaque-float") => json!({
             "active": true, "sub": "erin", "iss": issuer, "scope": "mcp:tools",
@@ -429,6 +440,13 @@ async fn forged_foreign_and_stale_tokens_are_refused() {
             "a token not valid yet",
             rsa(&with(json!({"nbf": now + 600}))),
             "not valid yet",
+        ),
+        (
+            "a token bound to its sender's DPoP key, sent without a proof",
+            rsa(&with(
+                json!({"cnf": {"jkt": "0ZcOCORZNYy-DWpqq30jZyJGHTN0d2HglBV3uiguA4I"}}),
+            )),
+            "bound to its sender",
         ),
         (
             "a token signed by another key under the issuer's key id",
@@ -727,6 +745,8 @@ async fn an_opaque_token_is_checked_at_the_issuers_introspection_endpoint() {
         ("opaque-other", "audience"),
         ("opaque-unknown", "not an active token"),
         ("opaque-refresh", "refresh token"),
+        ("opaque-dpop", "DPoP"),
+        ("opaque-mtls", "bound to its sender"),
         ("opaque-float", "expired"),
         ("opaque-text", "`exp` is not a time"),
     ] {
@@ -942,4 +962,58 @@ async fn a_sessions_stream_ends_when_its_token_expires() {
         "{:?}",
         opened.elapsed()
     );
+}
+
+/// The same for a stateless `subscriptions/listen` (a POST, whose answer is a stream for as
+/// long as the client stays): it outlived its token, held its place among the identity's
+/// `sessions` for ever, and went on hearing of the identity's later requests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stateless_listen_stream_ends_when_its_token_expires() {
+    let issuer = Issuer::start(Issuing::Answers).await;
+    let url = serve(&issuer, Vec::new(), |o| o.leeway(Duration::ZERO)).await;
+    let mut claims = issuer.claims("alice", &url);
+    claims["exp"] = json!(jsonwebtoken::get_current_timestamp() + 3);
+    let brief = sign(&claims, Algorithm::RS256, ISSUER_RSA, "rsa-1");
+    let listen = json!({
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "subscriptions/listen",
+        "params": {
+            "notifications": {"toolsListChanged": true},
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {}
+            }
+        }
+    });
+    let stream = reqwest::Client::new()
+        .post(&url)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "subscriptions/listen")
+        .bearer_auth(&brief)
+        .header("content-type", "application/json")
+        .body(listen.to_string())
+        .send()
+        .await
+        .expect("the listen request");
+    if stream.status() != 200 {
+        panic!(
+            "{}: {}",
+            stream.status(),
+            stream.text().await.unwrap_or_default()
+        );
+    }
+    assert!(
+        stream
+            .headers()
+            .get("content-type")
+            .is_some_and(|value| value.as_bytes().starts_with(b"text/event-stream")),
+        "{:?}",
+        stream.headers()
+    );
+    let ended = tokio::time::timeout(Duration::from_secs(30), stream.bytes()).await;
+    ended
+        .expect("the listen stream outlived its token")
+        .expect("the stream ended cleanly");
 }

@@ -468,4 +468,23 @@ fn check_cache_dir_answers_as_the_host_decides() {
         .permissions()
         .mode();
     assert_eq!(mode & 0o777, 0o700, "{mode:o}");
+
+    // The same link, belonging to another user: in a sticky directory they may not touch
+    // ours, but theirs they may point at another directory of ours (one a plugin may write)
+    // after the check, and the next load would read entries there. Only root can hand a link
+    // to another user.
+    if std::os::unix::fs::lchown(&link, Some(65534), None).is_err() {
+        eprintln!("skipped: cannot give the link to another user (not root)");
+        return;
+    }
+    let refused = PluginHost::check_cache_dir(&link).expect_err("refused");
+    assert!(
+        refused.contains("is a link belonging to user 65534") && refused.contains("/link"),
+        "{refused}"
+    );
+    // A link of ours to their link is no better.
+    let ours = shared.join("ours");
+    std::os::unix::fs::symlink(&link, &ours).expect("link");
+    let refused = PluginHost::check_cache_dir(&ours).expect_err("refused");
+    assert!(refused.contains("belonging to user 65534"), "{refused}");
 }

@@ -522,7 +522,66 @@ fn a_lock_file_others_could_have_written_is_not_trusted() {
         host().load_dir(&inner).expect("sticky above").plugins.len(),
         2
     );
+    // Reached through a link in that sticky directory: trusted while the link is ours; not
+    // when it is another user's, who could point it at another directory of ours later.
+    let link = dir.join("link");
+    symlink(&inner, &link).expect("link");
+    assert_eq!(host().load_dir(&link).expect("our link").plugins.len(), 2);
+    if root {
+        std::os::unix::fs::lchown(&link, Some(65534), None).expect("lchown");
+        let error = lock_error(host().load_dir(&link));
+        assert!(
+            matches!(error, LockError::Untrusted { .. })
+                && error
+                    .to_string()
+                    .contains("is a link belonging to user 65534"),
+            "{error}"
+        );
+    }
     std::fs::set_permissions(&dir, mode).expect("chmod");
+}
+
+/// Without a lock, whatever is in a directory runs: one that other users may write let them
+/// drop in a plugin and a policy granting what they chose (or delete the lock there), for the
+/// operator to run. Refused, as a lock in it would be.
+#[cfg(unix)]
+#[test]
+fn a_directory_others_may_write_loads_nothing_without_a_lock() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = plugin_dir("unlocked-shared");
+    let mode = std::fs::metadata(&dir).expect("stat").permissions();
+    for shared in [0o777, 0o775, 0o1777] {
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(shared)).expect("chmod");
+        let loaded = host().load_dir(&dir).expect("the directory is read");
+        assert!(loaded.plugins.is_empty(), "{shared:o}");
+        assert_eq!(
+            loaded.failures.len(),
+            2,
+            "{shared:o}: {:?}",
+            loaded.failures
+        );
+        for failure in &loaded.failures {
+            assert!(
+                matches!(failure, PluginError::SharedDirectory { .. })
+                    && failure
+                        .to_string()
+                        .contains("may be written by other users")
+                    && failure.to_string().contains("chmod go-w"),
+                "{shared:o}: {failure}"
+            );
+        }
+        // One file of it, loaded alone (its policy beside it is as open to others).
+        let Err(error) = host().load(dir.join("greet.wasm")) else {
+            panic!("{shared:o}: greet.wasm was loaded");
+        };
+        assert!(
+            matches!(error, PluginError::SharedDirectory { .. })
+                && error.to_string().contains("greet.wasm"),
+            "{error}"
+        );
+    }
+    std::fs::set_permissions(&dir, mode).expect("chmod");
+    assert_eq!(host().load_dir(&dir).expect("load").plugins.len(), 2);
 }
 
 #[cfg(unix)]

@@ -85,6 +85,20 @@ impl McpHttpService {
         let no_auth_allowed = address.is_some_and(|address| address.ip().is_loopback());
         let loopback = address.is_none_or(|address| address.ip().is_loopback());
         let auth = Authenticator::new(&http.tokens);
+        // With several issuers, a grant to anyone is a grant to every token of each: said once.
+        #[cfg(feature = "oauth")]
+        if let (Some(oauth), Some(policy)) = (&http.oauth, &options.access)
+            && oauth.issuers.len() > 1
+            && let anyone = policy.grants_to_anyone_of_any_issuer()
+            && !anyone.is_empty()
+        {
+            tracing::warn!(
+                "{} issuers are configured, and grant(s) {anyone:?} of the access policy are for \
+                 anyone (`who = [\"*\"]`) without `issuer`: every token any of them issues gets \
+                 them; add `issuer = \"…\"` if only one issuer's users are meant",
+                oauth.issuers.len()
+            );
+        }
         // With several issuers, a grant by claim must name the issuer it trusts.
         #[cfg(feature = "oauth")]
         if let (Some(oauth), Some(policy)) = (&http.oauth, &options.access)
@@ -289,16 +303,13 @@ impl McpHttpService {
         } else {
             None
         };
-        // A standing stream (a session's GET, which carries its notices and its tasks' logs)
-        // ends when the token it was opened with expires: the client opens it again with a
-        // current one, checked as any request is.
-        let expires = (request.method() == http::Method::GET)
-            .then(|| {
-                identity
-                    .as_deref()
-                    .and_then(|id| expiry(id, self.auth.leeway()))
-            })
-            .flatten();
+        // A stream ends when the token it was opened with expires: a session's standing GET
+        // (its notices, its tasks' logs), a stateless `subscriptions/listen` (a POST whose
+        // answer streams for as long as the client stays), a call's streamed answer. The
+        // client sends again with a current token, checked as any request is.
+        let expires = identity
+            .as_deref()
+            .and_then(|id| expiry(id, self.auth.leeway()));
         request.extensions_mut().insert(caller);
         if let Some(identity) = identity {
             request.extensions_mut().insert(identity);

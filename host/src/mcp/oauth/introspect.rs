@@ -221,13 +221,21 @@ fn judge(
         ));
     }
     // `token_type` is the access token's type (`Bearer`); some issuers also answer for
-    // refresh tokens, which are not for a resource server.
-    if answer
+    // refresh tokens, which are not for a resource server, and for DPoP-bound tokens, which
+    // need their sender's proof (not checked here).
+    let kind = answer
         .get("token_type")
         .and_then(Value::as_str)
-        .is_some_and(|kind| kind.to_ascii_lowercase().contains("refresh"))
-    {
+        .map(str::to_ascii_lowercase);
+    if kind.as_deref().is_some_and(|kind| kind.contains("refresh")) {
         return Err("it is a refresh token, not an access token".into());
+    }
+    if kind.as_deref() == Some("dpop") {
+        return Err(
+            "it is a DPoP token, bound to its sender's key, which this server does not \
+             check; it is not accepted as a bearer token"
+                .into(),
+        );
     }
     // A time is a number of seconds (RFC 7662 says an integer; a float is taken as its
     // whole seconds); anything else is refused, not read as "no time".

@@ -323,14 +323,53 @@ impl IssuerKeys {
                     document.get("issuer").unwrap_or(&Value::Null)
                 ));
             }
-            return document
+            let jwks_uri = document
                 .get("jwks_uri")
                 .and_then(Value::as_str)
-                .map(str::to_owned)
-                .ok_or_else(|| format!("its metadata at {url} has no jwks_uri"));
+                .ok_or_else(|| format!("its metadata at {url} has no jwks_uri"))?;
+            keys_where_the_issuer_is(&issuer, jwks_uri)
+                .map_err(|reason| format!("its metadata at {url} {reason}"))?;
+            return Ok(jwks_uri.to_owned());
         }
         Err(failures.join("; "))
     }
+}
+
+/// Whether an issuer's metadata may name `jwks_uri` for its keys. The document names where
+/// the server fetches: a remote issuer naming this machine would have it send requests to its
+/// own services (a blind request, made again for each unknown key id). Only an issuer on this
+/// machine keeps its keys here; an operator who means otherwise configures the issuer's
+/// `jwks_uri`.
+fn keys_where_the_issuer_is(issuer: &url::Url, jwks_uri: &str) -> Result<(), String> {
+    let on_this_machine =
+        |url: &url::Url| url.host_str().and_then(crate::loopback::loopback).is_some();
+    match url::Url::parse(jwks_uri) {
+        Ok(keys) if on_this_machine(&keys) && !on_this_machine(issuer) => Err(format!(
+            "puts its keys on this machine ({}), and the issuer is not on it; refusing it \
+             (configure the issuer's jwks_uri if that is meant)",
+            keys.origin().ascii_serialization()
+        )),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+#[test]
+fn a_remote_issuer_cannot_send_the_server_to_this_machine_for_keys() {
+    let remote = url::Url::parse("https://idp.example").expect("a URL");
+    let local = url::Url::parse("http://127.0.0.1:8080").expect("a URL");
+    for here in [
+        "http://127.0.0.1:9464/metrics",
+        "https://localhost/admin",
+        "http://[::1]:80/",
+        "http://127.0.0.2/keys",
+    ] {
+        let refused = keys_where_the_issuer_is(&remote, here).expect_err(here);
+        assert!(refused.contains("on this machine"), "{here}: {refused}");
+        assert!(keys_where_the_issuer_is(&local, here).is_ok(), "{here}");
+    }
+    assert!(keys_where_the_issuer_is(&remote, "https://idp.example/jwks").is_ok());
+    assert!(keys_where_the_issuer_is(&remote, "https://keys.example/jwks").is_ok());
 }
 
 /// A JWK as a key, if it is one of an accepted algorithm.

@@ -113,6 +113,27 @@ impl CpuMeter {
 }
 
 impl GroupClock {
+    /// The event loop is polled (`running`) or returns from a poll: the CPU meter of the group
+    /// whose code runs is started or stopped. A thread's CPU clock compares only with itself,
+    /// and the loop may be polled on another thread each time; and code that runs on (it
+    /// yields at each epoch tick without leaving its group) is counted at each of those
+    /// returns, not only when it switches away.
+    fn polled(clock: &Mutex<Self>, running: bool) {
+        let mut clock = clock
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let Some((group, _)) = clock.current else {
+            return;
+        };
+        if let Some(meter) = clock.cpu.get_mut(&group) {
+            if running {
+                meter.since = crate::cpu::thread_cpu();
+            } else {
+                meter.stop();
+            }
+        }
+    }
+
     /// How long `group` has run code, the run going on included.
     fn ran(&self, group: TaskGroupId) -> Duration {
         let before = self.ran.get(&group).copied().unwrap_or_default();
@@ -195,6 +216,14 @@ impl TaskGroupHook for GroupHook {
 
     fn handle_enter(&mut self, id: TaskGroupId) -> wasmtime::Result<()> {
         let mut clock = self.clock();
+        // A group entered while another had not left (suspended in its code): what ran from
+        // here on is the new one's.
+        if let Some((previous, _)) = clock.current
+            && previous != id
+            && let Some(meter) = clock.cpu.get_mut(&previous)
+        {
+            meter.stop();
+        }
         clock.current = Some((id, Instant::now()));
         if let Some(meter) = clock.cpu.get_mut(&id) {
             meter.since = crate::cpu::thread_cpu();
@@ -773,11 +802,27 @@ impl Concurrency {
         let (tx, rx) = mpsc::unbounded_channel();
         let (kill, death) = watch::channel(None);
         let sender = kill.clone();
+        let clock = store
+            .data()
+            .calls
+            .as_deref()
+            .map(|calls| Arc::clone(&calls.clock));
         let task = tokio::spawn(async move {
             // Whatever ends the loop (a panic in host code, its runtime shutting down), its
             // callers are told.
             let mut unexpected = DeathOnDrop(Some(sender));
-            let reason = serve(store, bindings, rx).await;
+            let mut served = std::pin::pin!(serve(store, bindings, rx));
+            let reason = std::future::poll_fn(|cx| {
+                if let Some(clock) = &clock {
+                    GroupClock::polled(clock, true);
+                }
+                let polled = served.as_mut().poll(cx);
+                if let Some(clock) = &clock {
+                    GroupClock::polled(clock, false);
+                }
+                polled
+            })
+            .await;
             unexpected.say(reason);
         })
         .abort_handle();

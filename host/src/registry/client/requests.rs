@@ -76,6 +76,13 @@ impl RegistryClient {
         what: &str,
         cap_hint: &str,
     ) -> Result<Vec<u8>, RegistryError> {
+        // The digest comes from a manifest the registry sent: one that is not a digest would
+        // make the request another path on the registry, carrying the puller's credentials.
+        crate::registry::artifact::check_digest(digest).map_err(|reason| {
+            RegistryError::Usage(format!(
+                "{what}: {reason} (as the registry's manifest names it); nothing was fetched"
+            ))
+        })?;
         let url = format!("{}/blobs/{digest}", self.base);
         let response = self
             .send(reqwest::Method::GET, &url, None, None, None)

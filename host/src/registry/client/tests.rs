@@ -105,6 +105,32 @@ async fn credentials_never_follow_a_redirect_to_another_host_and_http_only_to_lo
     );
 }
 
+/// A digest a manifest names is the last part of a blob's path: one that is not a digest
+/// (`sha256:x/../../../anything`) made the request another path on the registry, with the
+/// puller's credentials. It is refused before anything is sent.
+#[tokio::test]
+async fn a_blob_whose_digest_is_not_one_is_never_requested() {
+    let (port, seen) = server(|_| ASK_FOR_BASIC.into()).await;
+    let reference = super::Reference::parse(&format!("127.0.0.1:{port}/acme/x:1")).expect("ref");
+    let client = super::RegistryClient::new(&reference, &with_credentials()).expect("client");
+    for digest in [
+        "sha256:x/../../../../v2/acme/secret/manifests/latest",
+        "sha256:ABCDEF",
+        &format!("sha256:{}?x=1", "a".repeat(64)),
+    ] {
+        let error = client
+            .blob(digest, 100, "bundle 1 of acme/x", "")
+            .await
+            .expect_err("refused");
+        let message = error.to_string();
+        assert!(
+            message.contains("bundle 1 of acme/x") && message.contains("is not a sha256 digest"),
+            "{message}"
+        );
+    }
+    assert!(seen.lock().expect("seen").is_empty(), "a request was sent");
+}
+
 #[test]
 fn challenges_are_read_with_quotes_and_commas() {
     let pairs = super::auth::challenge_parameters(
