@@ -126,7 +126,10 @@ pub(crate) fn lock(
         None => {
             if !now.plugins.is_empty() && now.trust_sha256.is_some() {
                 eprintln!(
-                    "warning: {} had no {LOCK_FILE}: every plugin is approved as the file it is                      now, none with a registry's provenance (where it was pulled from, who                      signed it); if a lock was deleted, restore it from version control                      instead, or pull the plugins again",
+                    "warning: {} had no {LOCK_FILE}: every plugin is approved as the file it is \
+                     now, none with a registry's provenance (where it was pulled from, who \
+                     signed it); if a lock was deleted, restore it from version control \
+                     instead, or pull the plugins again",
                     dir.display()
                 );
             }

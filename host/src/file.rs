@@ -154,19 +154,29 @@ pub(crate) fn read_private_file(
 
 /// Checks that no other user can replace what is in `dir` or on the way to it: `dir` and each
 /// directory above it owned by this user or root, and writable by no other user (its group
-/// included) — unless it is above `dir` and has the sticky bit (then others cannot rename or
-/// remove what is ours, as in `/tmp`; `dir` itself must not let them add names either), or is
-/// on a read-only mount (as a Kubernetes ConfigMap's, whose mode says
-/// anyone may write). `what` names `dir` in the message.
+/// included, unless the group is this user's own: see [`others_may_write`]) — unless it is
+/// above `dir` and has the sticky bit (then others cannot rename or remove what is ours, as in
+/// `/tmp`; `dir` itself must not let them add names either), or is on a read-only mount (as a
+/// Kubernetes ConfigMap's, whose mode says anyone may write). `what` names `dir` in the
+/// message.
 ///
 /// Every link on the way (a component of `dir` as written, or of where a link leads) must be
-/// this user's or root's too: another user's link, even in a sticky directory such as `/tmp`,
-/// is theirs to point elsewhere after the check.
+/// this user's or root's too, in a directory no one else can replace it in: another user's
+/// link, even in a sticky directory such as `/tmp`, is theirs to point elsewhere after the
+/// check, and a link of ours in a directory others may write is theirs to swap.
 #[cfg(unix)]
 pub(crate) fn no_one_else_can_replace(dir: &Path, what: &str) -> Result<(), String> {
-    use std::os::unix::fs::MetadataExt;
     let us = rustix::process::geteuid().as_raw();
     links_are_ours(dir, us, &mut 0)?;
+    directories_are_ours(dir, what, us, false)
+}
+
+/// The owner and mode checks of [`no_one_else_can_replace`] on `dir` and the directories above
+/// it, as the system resolves them; with `sticky_self`, `dir` itself may be sticky (it holds
+/// a link of ours, which others then cannot replace).
+#[cfg(unix)]
+fn directories_are_ours(dir: &Path, what: &str, us: u32, sticky_self: bool) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
     for path in dir.ancestors() {
         let metadata = std::fs::metadata(path)
             .map_err(|e| format!("{} cannot be read: {e}", path.display()))?;
@@ -184,13 +194,13 @@ pub(crate) fn no_one_else_can_replace(dir: &Path, what: &str) -> Result<(), Stri
         // Sticky (as /tmp is), a directory above lets others add names but not replace ours;
         // the directory itself must not let them add names at all (a file planted before
         // ours is written: a policy, a lock, a plugin).
-        let sticky = metadata.mode() & 0o1000 != 0 && path != dir;
+        let sticky = metadata.mode() & 0o1000 != 0 && (path != dir || sticky_self);
         let read_only = || {
             rustix::fs::statvfs(path)
                 .is_ok_and(|mount| mount.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY))
         };
-        if metadata.mode() & 0o022 != 0 && !sticky && !read_only() {
-            let how = if path == dir {
+        if others_may_write(&metadata, us) && !sticky && !read_only() {
+            let how = if path == dir && !sticky_self {
                 "so they could put files in it before you do"
             } else {
                 "and is not sticky, so they could replace what is in it"
@@ -204,14 +214,78 @@ pub(crate) fn no_one_else_can_replace(dir: &Path, what: &str) -> Result<(), Stri
     Ok(())
 }
 
+/// Whether users other than `us` may write what `metadata` describes: everyone may, or its
+/// group may and the group is not `us`'s own. Debian and Ubuntu give each user a group of
+/// their own (no other members, no one else's primary group) and a umask of 002, so a user's
+/// directories are group-writable by that group alone: that is not "others".
+#[cfg(unix)]
+pub(crate) fn others_may_write(metadata: &std::fs::Metadata, us: u32) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let mode = metadata.mode();
+    mode & 0o002 != 0 || (mode & 0o020 != 0 && !group_is_private(metadata.gid(), us))
+}
+
+/// Whether the group `gid` is `us`'s alone, by the system's user and group files (a group
+/// they do not list — one of a directory service — is not known to be).
+#[cfg(unix)]
+fn group_is_private(gid: u32, us: u32) -> bool {
+    let read = |path: &str| read_regular_file(Path::new(path), 16 << 20).ok();
+    match (read("/etc/passwd"), read("/etc/group")) {
+        (Some(passwd), Some(group)) => group_is_private_in(
+            &String::from_utf8_lossy(&passwd),
+            &String::from_utf8_lossy(&group),
+            gid,
+            us,
+        ),
+        _ => false,
+    }
+}
+
+/// [`group_is_private`] on the texts of `/etc/passwd` and `/etc/group`: no user but `us` has
+/// `gid` as their primary group, and the group lists no member but `us`'s names.
+#[cfg(unix)]
+fn group_is_private_in(passwd: &str, group: &str, gid: u32, us: u32) -> bool {
+    let mut names = Vec::new();
+    for line in passwd.lines() {
+        let fields: Vec<&str> = line.split(':').collect();
+        let (Some(name), Some(Ok(uid)), Some(Ok(primary))) = (
+            fields.first(),
+            fields.get(2).map(|uid| uid.parse::<u32>()),
+            fields.get(3).map(|gid| gid.parse::<u32>()),
+        ) else {
+            continue;
+        };
+        if uid == us {
+            names.push(*name);
+        } else if primary == gid {
+            return false;
+        }
+    }
+    if names.is_empty() {
+        return false;
+    }
+    group
+        .lines()
+        .map(|line| line.split(':').collect::<Vec<_>>())
+        .find(|fields| fields.get(2).and_then(|id| id.parse::<u32>().ok()) == Some(gid))
+        .and_then(|fields| fields.get(3).copied())
+        .is_some_and(|members| {
+            members
+                .split(',')
+                .filter(|member| !member.is_empty())
+                .all(|member| names.contains(&member))
+        })
+}
+
 /// How many links [`links_are_ours`] follows on one path before refusing it (Linux's own
 /// limit).
 #[cfg(unix)]
 const MAX_LINKS: u32 = 40;
 
 /// Checks that each link on the way to `path` — among its components as written, and among
-/// those of every link's target — belongs to `us` or root. A component that cannot be read is
-/// left to the caller's own checks, which report it.
+/// those of every link's target — belongs to `us` or root, in a directory no one else can
+/// replace it in. A component that cannot be read is left to the caller's own checks, which
+/// report it.
 #[cfg(unix)]
 fn links_are_ours(path: &Path, us: u32, followed: &mut u32) -> Result<(), String> {
     use std::os::unix::fs::MetadataExt;
@@ -239,13 +313,70 @@ fn links_are_ours(path: &Path, us: u32, followed: &mut u32) -> Result<(), String
                 path.display()
             ));
         }
+        // Where the link is, really: whoever may write there may swap it.
+        let parent = so_far.parent().unwrap_or(Path::new("/"));
+        let real_parent = parent
+            .canonicalize()
+            .map_err(|e| format!("{} cannot be resolved: {e}", parent.display()))?;
+        directories_are_ours(
+            &real_parent,
+            &format!("the directory holding the link {}", so_far.display()),
+            us,
+            true,
+        )?;
         let target = std::fs::read_link(&so_far)
             .map_err(|e| format!("the link {} cannot be read: {e}", so_far.display()))?;
-        // A relative target is read from the link's directory; an absolute one replaces it.
-        let target = so_far.parent().unwrap_or(Path::new("/")).join(target);
-        links_are_ours(&target, us, followed)?;
+        // A relative target is read from the link's directory (where it really is, so that the
+        // links before it are not followed again); an absolute one replaces it.
+        links_are_ours(&real_parent.join(target), us, followed)?;
     }
     Ok(())
+}
+
+/// Checks the links on the way to `path` as [`no_one_else_can_replace`] does, as far as its
+/// components exist: before a directory is made there.
+#[cfg(unix)]
+pub(crate) fn links_on_the_way_are_ours(path: &Path) -> Result<(), String> {
+    links_are_ours(path, rustix::process::geteuid().as_raw(), &mut 0)
+}
+
+/// Elsewhere, links are not checked.
+#[cfg(not(unix))]
+pub(crate) fn links_on_the_way_are_ours(_path: &Path) -> Result<(), String> {
+    Ok(())
+}
+
+/// Why another user could change the file at `path` (links followed), if they could: it is not
+/// this user's or root's, others may write it, or its directory (where it really is) is one
+/// others could replace it in. `None` also when it cannot be read (the reader says why).
+#[cfg(unix)]
+pub(crate) fn file_problem(path: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let metadata = std::fs::metadata(path).ok()?;
+    let us = rustix::process::geteuid().as_raw();
+    if metadata.uid() != us && metadata.uid() != 0 {
+        return Some(format!(
+            "{} belongs to user {}, who could change it",
+            path.display(),
+            metadata.uid()
+        ));
+    }
+    if others_may_write(&metadata, us) {
+        return Some(format!(
+            "other users may write {} (mode {:o}); run `chmod go-w` on it",
+            path.display(),
+            metadata.mode() & 0o7777
+        ));
+    }
+    let real = path.canonicalize().ok()?;
+    let parent = real.parent()?;
+    no_one_else_can_replace(parent, &format!("the directory of {}", path.display())).err()
+}
+
+/// Elsewhere, files' owners and modes are not checked (see SECURITY.md).
+#[cfg(not(unix))]
+pub(crate) fn file_problem(_path: &Path) -> Option<String> {
+    None
 }
 
 /// Elsewhere, directories' owners and modes are not checked (see SECURITY.md).
@@ -352,6 +483,48 @@ pub(crate) fn on_the_way(path: &Path) -> Option<Vec<PathBuf>> {
 
 #[cfg(test)]
 mod tests {
+    /// A user's own group (Debian's and Ubuntu's user private groups) is not "others"; a group
+    /// that another user is in, or is the primary group of, is; one the files do not list is
+    /// not known to be private.
+    #[cfg(unix)]
+    #[test]
+    fn a_group_is_private_only_when_no_one_else_is_in_it() {
+        use super::group_is_private_in;
+        let passwd = "root:x:0:0:root:/root:/bin/bash\n\
+                      ana:x:1000:1000:Ana:/home/ana:/bin/bash\n\
+                      bo:x:1001:1001:Bo:/home/bo:/bin/bash\n\
+                      svc:x:1002:1000::/srv:/usr/sbin/nologin\n";
+        let group = "root:x:0:\nana:x:1000:\nbo:x:1001:\nteam:x:2000:ana,bo\nmine:x:2001:ana\n";
+        // Ana's own group is the primary group of another user (svc) too: not private.
+        assert!(!group_is_private_in(passwd, group, 1000, 1000));
+        let without_svc: String = passwd
+            .lines()
+            .filter(|l| !l.starts_with("svc"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert!(group_is_private_in(&without_svc, group, 1000, 1000));
+        assert!(
+            group_is_private_in(&without_svc, group, 2001, 1000),
+            "only Ana in it"
+        );
+        assert!(
+            !group_is_private_in(&without_svc, group, 2000, 1000),
+            "Bo is in it"
+        );
+        assert!(
+            !group_is_private_in(&without_svc, group, 1001, 1000),
+            "Bo's"
+        );
+        assert!(
+            !group_is_private_in(&without_svc, group, 3000, 1000),
+            "not listed"
+        );
+        assert!(
+            !group_is_private_in(&without_svc, group, 1000, 4242),
+            "an unknown user"
+        );
+    }
+
     use super::*;
 
     /// The check is made on the file opened: a link inside the directory leading out of it is

@@ -750,9 +750,9 @@ fn an_unreadable_lock_is_replaced_only_when_asked_and_every_plugin_is_named() {
     let (_root, dir, cache) = plugin_dir("cli-lock-unreadable", &["greet", "counter"]);
     let out = run(&cache, &["lock", path(&dir)], None);
     assert!(out.status.success(), "{}", stderr(&out));
-    // Someone else could have written it (group-writable), and swapped a plugin.
+    // Someone else could have written it (writable by all), and swapped a plugin.
     let lock = dir.join("llm-worker.lock");
-    std::fs::set_permissions(&lock, std::fs::Permissions::from_mode(0o664)).expect("chmod");
+    std::fs::set_permissions(&lock, std::fs::Permissions::from_mode(0o666)).expect("chmod");
     std::fs::copy(plugin_path("calc"), dir.join("greet.wasm")).expect("copy");
     let before = std::fs::read(&lock).expect("the lock");
     let out = run(&cache, &["lock", path(&dir)], None);

@@ -52,7 +52,7 @@ pub(crate) fn open_trusted(dir: &Path, path: &Path) -> Result<Option<std::fs::Fi
                 metadata.uid()
             )));
         }
-        if metadata.mode() & 0o022 != 0 {
+        if crate::file::others_may_write(&metadata, us) {
             return Err(untrusted(format!(
                 "other users may write it (mode {:o}); run `chmod go-w` on it",
                 metadata.mode() & 0o7777

@@ -59,6 +59,15 @@ impl AuditLog {
                     dir.display()
                 ))
             })?;
+            // As given (another user's link on the way could lead elsewhere: a plugin's
+            // granted directory, where it would read who called what), then where it leads.
+            let given = std::path::absolute(dir).map_err(|e| {
+                error(format!(
+                    "its directory {} cannot be resolved: {e}",
+                    dir.display()
+                ))
+            })?;
+            crate::file::no_one_else_can_replace(&given, "its directory").map_err(error)?;
             crate::file::no_one_else_can_replace(&real, "its directory").map_err(error)?;
             // Opened in the directory checked, not through the path given again (a link on
             // the way could have been changed since).
@@ -174,7 +183,8 @@ fn escape_hidden(json: &str) -> String {
 /// Most bytes of a record's target (a name or URI the client sent) or identity written.
 const MAX_TARGET_BYTES: usize = 256;
 
-/// `text`, cut to [`MAX_TARGET_BYTES`] (on a character's boundary, marked with `…`).
+/// `text`, cut to [`MAX_TARGET_BYTES`] (on a character's boundary), marked with `…` and the
+/// start of the whole text's SHA-256: two long names that begin alike stay apart.
 fn cut(text: &str) -> String {
     if text.len() <= MAX_TARGET_BYTES {
         return text.to_owned();
@@ -183,7 +193,8 @@ fn cut(text: &str) -> String {
     while !text.is_char_boundary(end) {
         end -= 1;
     }
-    format!("{}…", &text[..end])
+    let digest = crate::digest::sha256_hex(text.as_bytes());
+    format!("{}… (sha256 {})", &text[..end], &digest[..16])
 }
 
 /// One audit record.
@@ -444,9 +455,18 @@ mod tests {
         let token = Record::new("tools/call", "t").by(&crate::identity::Identity::token("alice"));
         assert_eq!(token.identity_claim, None);
         // A name of any length from an issuer is written cut, as a target is.
-        let long = Record::new("tools/call", "t")
-            .by(&identity(serde_json::json!({"sub": "a".repeat(5000)})));
-        assert!(long.identity.is_some_and(|name| name.len() < 300));
+        let name = |last: char| format!("{}{last}", "a".repeat(5000));
+        let (one, other) = (
+            Record::new("tools/call", "t").by(&identity(serde_json::json!({"sub": name('1')}))),
+            Record::new("tools/call", "t").by(&identity(serde_json::json!({"sub": name('2')}))),
+        );
+        let (one, other) = (
+            one.identity.unwrap_or_default(),
+            other.identity.unwrap_or_default(),
+        );
+        assert!(one.len() < 300 && one.contains("… (sha256 "), "{one}");
+        // Two long names alike in their first 256 bytes stay apart.
+        assert_ne!(one, other);
     }
 
     #[test]

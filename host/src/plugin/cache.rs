@@ -124,6 +124,11 @@ impl CompileCache {
     /// one (like `/tmp`) must have the sticky bit. Returns its path with links resolved: the
     /// path entries are then read and written through.
     pub(crate) fn prepare_dir(&self) -> Result<PathBuf, String> {
+        // Nothing is made through another user's link (`--cache-dir /tmp/c`, made a link to
+        // a place of ours beforehand).
+        let given =
+            std::path::absolute(&self.dir).map_err(|e| format!("it cannot be resolved: {e}"))?;
+        crate::file::links_on_the_way_are_ours(&given)?;
         let mut builder = std::fs::DirBuilder::new();
         builder.recursive(true);
         #[cfg(unix)]
@@ -133,8 +138,6 @@ impl CompileCache {
             .map_err(|e| format!("it cannot be created: {e}"))?;
         // The path as given, links and all (another user's link on the way could lead
         // elsewhere at the next load), then where it leads now.
-        let given =
-            std::path::absolute(&self.dir).map_err(|e| format!("it cannot be resolved: {e}"))?;
         crate::file::no_one_else_can_replace(&given, "it")?;
         let dir = self
             .dir

@@ -261,11 +261,13 @@ pub enum PluginError {
         /// What differs.
         reason: String,
     },
-    /// The plugin's directory may be changed by other users: they could put a plugin there, or
-    /// a policy beside one (granting what they choose), for this user to run.
+    /// The plugin, its policy or their directory may be changed by other users (and no lock
+    /// approved them): they could put a plugin there, or a policy beside one (granting what
+    /// they choose), for this user to run.
     #[error(
-        "plugin {} is not loaded: {reason}; others could put a plugin or a policy file there \
-         for you to run with your rights. Keep plugins in a directory only you can write",
+        "plugin {} is not loaded: {reason}; others could change the plugin or put a policy \
+         file beside it, for you to run with your rights. Keep plugins in a directory only you \
+         can write",
         path.display()
     )]
     SharedDirectory {

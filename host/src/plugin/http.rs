@@ -52,8 +52,10 @@ pub(crate) struct HttpGate {
     active: Arc<[HttpGrant]>,
     secrets: Arc<[HttpSecret]>,
     in_flight: Arc<Semaphore>,
-    /// The instance's places for name lookups ([`net::MAX_LOOKUPS_PER_INSTANCE`]).
+    /// The instance's places for name lookups ([`net::MAX_LOOKUPS_PER_INSTANCE`]), and the
+    /// plugin's (all its instances', in every session).
     lookups: Arc<Semaphore>,
+    plugin_lookups: Arc<Semaphore>,
     /// The host's budget of open files, which each connection takes one of (if counted).
     descriptors: Option<Arc<super::descriptors::HostDescriptors>>,
     /// The current call: its deadline, and a sender whose drop ends its requests (made at
@@ -112,6 +114,7 @@ impl HttpGate {
             secrets: Arc::from(policy.http_secrets.as_slice()),
             in_flight: Arc::new(Semaphore::new(MAX_REQUESTS_IN_FLIGHT)),
             lookups: Arc::new(Semaphore::new(net::MAX_LOOKUPS_PER_INSTANCE)),
+            plugin_lookups: Arc::new(Semaphore::new(net::MAX_LOOKUPS_PER_INSTANCE)),
             descriptors: None,
             call: None,
             denied_outside_calls: Arc::default(),
@@ -125,6 +128,12 @@ impl HttpGate {
         descriptors: &Arc<super::descriptors::HostDescriptors>,
     ) -> Self {
         self.descriptors = Some(Arc::clone(descriptors));
+        self
+    }
+
+    /// Its lookups also hold places of `lookups`, the plugin's (shared by all its instances).
+    pub(crate) fn looking_up(mut self, lookups: &Arc<Semaphore>) -> Self {
+        self.plugin_lookups = Arc::clone(lookups);
         self
     }
 
@@ -178,6 +187,7 @@ impl HttpGate {
             secrets: Arc::clone(&self.secrets),
             in_flight: Arc::clone(&self.in_flight),
             lookups: Arc::clone(&self.lookups),
+            plugin_lookups: Arc::clone(&self.plugin_lookups),
             descriptors: self.descriptors.clone(),
             call: None,
             denied_outside_calls: Arc::clone(&self.denied_outside_calls),
@@ -693,7 +703,7 @@ impl WasiHttpHooks for HttpGate {
         tracing::debug!(plugin = %self.plugin, uri = %request.uri(), "HTTP request");
         let plugin = Arc::clone(&self.plugin);
         let denials = self.denials();
-        let lookups = Arc::clone(&self.lookups);
+        let lookups = [Arc::clone(&self.lookups), Arc::clone(&self.plugin_lookups)];
         Box::new(async move {
             let sent = async {
                 let addresses = match net::resolve(&destination, &lookups).await {

@@ -22,6 +22,12 @@ use crate::lock::LockedPlugin;
 use crate::policy::{PolicyError, SandboxPolicy};
 use crate::tool::ToolMeta;
 
+/// Name lookups all the instances of one plugin (every session's) may have running at once,
+/// their ended requests' included: a plugin whose names' nameserver hangs, started in many
+/// sessions (each stateless request's, each instance restarted after a dropped call), holds at
+/// most these of the host's places.
+pub(crate) const MAX_LOOKUPS_PER_PLUGIN: usize = 8;
+
 impl PluginHost {
     /// Reads, compiles and validates the plugin at `path`.
     ///
@@ -58,20 +64,12 @@ impl PluginHost {
             .as_deref()
             .map(|text| crate::digest::sha256_hex(text.as_bytes()));
         let bytes = self.read_plugin_file(path, within)?;
-        // Approved by a lock, the lock's own check covered the directory (it is refused in one
-        // others may write). Without one, whatever is in the directory runs: so it must be a
-        // directory only this user (or root) can change.
+        // Approved by a lock, the lock's own checks covered the directory (it is refused in one
+        // others may write) and the bytes. Without one, whatever is there runs: the files and
+        // their directory must be ones only this user (or root) can change.
         if approved.is_none() {
-            let dir = match path.parent() {
-                Some(dir) if !dir.as_os_str().is_empty() => dir,
-                _ => Path::new("."),
-            };
-            if let Some(reason) = crate::lock::directory_problem(dir) {
-                return Err(PluginError::SharedDirectory {
-                    path: path.to_owned(),
-                    reason,
-                });
-            }
+            let policy = policy_text.is_some().then_some(policy_path.as_path());
+            shared(path, policy)?;
         }
         if let Some((dir, entry)) = approved {
             entry
@@ -113,6 +111,7 @@ impl PluginHost {
     ) -> Result<LoadedPlugin, PluginError> {
         let path = path.as_ref();
         let bytes = self.read_plugin_file(path, None)?;
+        shared(path, None)?;
         self.load_bytes_with_policy(path, &bytes, policy)
     }
 
@@ -195,6 +194,7 @@ impl PluginHost {
                 imports,
                 granted_dirs,
                 descriptors: Arc::clone(&self.inner.descriptors),
+                lookups: Arc::new(tokio::sync::Semaphore::new(MAX_LOOKUPS_PER_PLUGIN)),
                 _host: Arc::clone(&self.inner),
                 tools,
                 offerings,
@@ -519,6 +519,8 @@ impl PluginHost {
             policy: &SandboxPolicy::with_limits(policy.limits.clone()),
             granted_dirs: &[],
             descriptors: &self.inner.descriptors,
+            // Its grants are not given to this instance: it looks nothing up.
+            lookups: &Arc::new(tokio::sync::Semaphore::new(0)),
             changed: None,
         };
         blocking::block_on(instance::read_tools(&spec)).map_err(|reason| PluginError::Startup {
@@ -712,6 +714,28 @@ fn validated_tools(
     }
     valid.shared = valid.metas.iter().cloned().map(Arc::new).collect();
     Ok(valid)
+}
+
+/// Refuses a plugin file (and its policy file) loaded without a lock when another user could
+/// change them: their directory (as given, and where each really is) or the files themselves.
+fn shared(path: &Path, policy: Option<&Path>) -> Result<(), PluginError> {
+    let refused = |reason: String| PluginError::SharedDirectory {
+        path: path.to_owned(),
+        reason,
+    };
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    if let Some(reason) = crate::lock::directory_problem(dir) {
+        return Err(refused(reason));
+    }
+    for file in std::iter::once(path).chain(policy) {
+        if let Some(reason) = crate::file::file_problem(file) {
+            return Err(refused(reason));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

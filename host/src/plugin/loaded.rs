@@ -31,6 +31,8 @@ pub(crate) struct PluginImage {
     pub(super) granted_dirs: Arc<[descriptors::HeldDir]>,
     /// The host's budget of open files and directories.
     pub(super) descriptors: Arc<descriptors::HostDescriptors>,
+    /// The places for name lookups of all its instances together (every session's).
+    pub(super) lookups: Arc<tokio::sync::Semaphore>,
     /// Keeps the host (and its epoch ticker, which enforces time limits) alive while any
     /// plugin or session made from it lives.
     pub(super) _host: Arc<HostInner>,
@@ -60,6 +62,7 @@ impl PluginImage {
             policy: &self.policy,
             granted_dirs: &self.granted_dirs,
             descriptors: &self.descriptors,
+            lookups: &self.lookups,
             changed: None,
         }
     }

@@ -193,25 +193,27 @@ static LOOKUPS: LazyLock<Arc<tokio::sync::Semaphore>> =
 /// for its own to return, within their calls' time limits.
 pub(crate) const MAX_LOOKUPS_PER_INSTANCE: usize = 2;
 
-/// `resolve(host, port)` on a blocking thread, holding a place of the instance's (`own`) and
-/// one of the host's (`all`) until it returns, even if the caller stops waiting.
+/// `resolve(host, port)` on a blocking thread, holding a place of each of `own` (the
+/// instance's, the plugin's) and one of the host's (`all`) until it returns, even if the caller
+/// stops waiting.
 async fn lookup(
-    own: &Arc<tokio::sync::Semaphore>,
+    own: &[Arc<tokio::sync::Semaphore>],
     all: &Arc<tokio::sync::Semaphore>,
     host: String,
     port: u16,
     resolve: fn(String, u16) -> std::io::Result<Vec<SocketAddr>>,
 ) -> std::io::Result<Vec<SocketAddr>> {
-    let own = Arc::clone(own)
-        .acquire_owned()
-        .await
-        .map_err(std::io::Error::other)?;
-    let place = Arc::clone(all)
-        .acquire_owned()
-        .await
-        .map_err(std::io::Error::other)?;
+    let mut places = Vec::with_capacity(own.len() + 1);
+    for places_of in own.iter().chain([all]) {
+        places.push(
+            Arc::clone(places_of)
+                .acquire_owned()
+                .await
+                .map_err(std::io::Error::other)?,
+        );
+    }
     tokio::task::spawn_blocking(move || {
-        let _places = (own, place);
+        let _places = places;
         resolve(host, port)
     })
     .await
@@ -220,10 +222,10 @@ async fn lookup(
 
 /// The addresses of `destination`, each checked, resolved once. A name any of whose
 /// addresses is not public is refused whole, unless `destination.any_address`. A lookup holds
-/// a place of `lookups` (the instance's) while it runs.
+/// a place of each of `lookups` (the instance's, the plugin's) while it runs.
 pub(crate) async fn resolve(
     destination: &Destination,
-    lookups: &Arc<tokio::sync::Semaphore>,
+    lookups: &[Arc<tokio::sync::Semaphore>],
 ) -> Result<Vec<SocketAddr>, Refused> {
     let Destination {
         host,
@@ -490,27 +492,40 @@ mod tests {
             Ok(Vec::new())
         }
         let places = std::sync::Arc::new(tokio::sync::Semaphore::new(4));
+        let semaphore = |n| std::sync::Arc::new(tokio::sync::Semaphore::new(n));
+        let give_up_forty = |own: &dyn Fn() -> Vec<Arc<tokio::sync::Semaphore>>| {
+            let places = Arc::clone(&places);
+            let calls: Vec<_> = (0..40).map(|_| own()).collect();
+            async move {
+                for own in calls {
+                    let lookup = super::lookup(&own, &places, "hangs.example".into(), 443, hanging);
+                    let gave_up =
+                        tokio::time::timeout(std::time::Duration::from_millis(10), lookup).await;
+                    assert!(gave_up.is_err(), "the lookup hangs");
+                }
+            }
+        };
         // One instance's forty calls, each giving up on its lookup: they hold its own two
         // places, and two of the host's four.
-        let one = std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_LOOKUPS_PER_INSTANCE));
-        for _ in 0..40 {
-            let lookup = super::lookup(&one, &places, "hangs.example".into(), 443, hanging);
-            let gave_up = tokio::time::timeout(std::time::Duration::from_millis(10), lookup).await;
-            assert!(gave_up.is_err(), "the lookup hangs");
-        }
+        let one = semaphore(MAX_LOOKUPS_PER_INSTANCE);
+        give_up_forty(&|| vec![Arc::clone(&one)]).await;
         assert_eq!(one.available_permits(), 0);
         assert_eq!(
             places.available_permits(),
             4 - MAX_LOOKUPS_PER_INSTANCE,
             "one instance holds only its own share of the host's places"
         );
-        // Many instances' calls: no more at once than the host's places.
-        for _ in 0..40 {
-            let own = std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_LOOKUPS_PER_INSTANCE));
-            let lookup = super::lookup(&own, &places, "hangs.example".into(), 443, hanging);
-            let gave_up = tokio::time::timeout(std::time::Duration::from_millis(10), lookup).await;
-            assert!(gave_up.is_err(), "the lookup hangs");
-        }
+        // Forty instances of one plugin (a fresh one for each call, as stateless requests
+        // get) whose plugin has one place left: one more of the host's.
+        let plugin = semaphore(1);
+        give_up_forty(&|| vec![semaphore(MAX_LOOKUPS_PER_INSTANCE), Arc::clone(&plugin)]).await;
+        assert_eq!(
+            places.available_permits(),
+            4 - MAX_LOOKUPS_PER_INSTANCE - 1,
+            "one plugin's instances hold only the plugin's share"
+        );
+        // Many plugins' instances: no more at once than the host's places.
+        give_up_forty(&|| vec![semaphore(MAX_LOOKUPS_PER_INSTANCE), semaphore(8)]).await;
         assert!(
             MOST.load(Ordering::SeqCst) <= 4,
             "{} at once",
@@ -644,8 +659,10 @@ mod tests {
     }
 
     /// An instance's places for lookups.
-    fn lookups() -> Arc<tokio::sync::Semaphore> {
-        Arc::new(tokio::sync::Semaphore::new(MAX_LOOKUPS_PER_INSTANCE))
+    fn lookups() -> [Arc<tokio::sync::Semaphore>; 1] {
+        [Arc::new(tokio::sync::Semaphore::new(
+            MAX_LOOKUPS_PER_INSTANCE,
+        ))]
     }
 
     fn destination(host: &str, any_address: bool) -> Destination {

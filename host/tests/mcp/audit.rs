@@ -174,7 +174,7 @@ fn an_audit_file_others_can_read_is_refused() {
     );
     let shared = dir.join("shared");
     std::fs::create_dir(&shared).expect("mkdir");
-    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o775)).expect("chmod");
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).expect("chmod");
     let error = AuditLog::to_file(&shared.join("audit.jsonl"))
         .expect_err("a directory others may write")
         .to_string();

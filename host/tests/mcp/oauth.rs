@@ -263,6 +263,22 @@ async fn serve(
     tokens: Vec<BearerToken>,
     tweak: impl FnOnce(OAuthOptions) -> OAuthOptions,
 ) -> String {
+    serve_catalog(
+        issuer,
+        tokens,
+        tweak,
+        ToolCatalog::new([counters("all", 1, &["count"])]),
+    )
+    .await
+}
+
+/// [`serve`] with the tools of `catalog`.
+async fn serve_catalog(
+    issuer: &Issuer,
+    tokens: Vec<BearerToken>,
+    tweak: impl FnOnce(OAuthOptions) -> OAuthOptions,
+    catalog: ToolCatalog,
+) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -276,7 +292,7 @@ async fn serve(
     );
     tokio::spawn(llm_worker::mcp::serve_http(
         listener,
-        ToolCatalog::new([counters("all", 1, &["count"])]),
+        catalog,
         McpOptions::new("oauth", "1"),
         HttpOptions::default().named_tokens(tokens).oauth(oauth),
     ));
@@ -1016,4 +1032,78 @@ async fn a_stateless_listen_stream_ends_when_its_token_expires() {
     ended
         .expect("the listen stream outlived its token")
         .expect("the stream ended cleanly");
+}
+
+/// A tool that answers once the test lets it.
+struct Held(Arc<tokio::sync::Semaphore>);
+
+#[async_trait::async_trait]
+impl llm_worker::Tool for Held {
+    async fn execute(&self, _input_json: &str) -> Result<String, llm_worker::ToolError> {
+        let _ = self.0.acquire().await;
+        Ok("answered".into())
+    }
+}
+
+/// A call's streamed answer is not a standing stream: cut at the token's expiry, a call that
+/// ran past it (waiting on the network, or on a question to the person) lost its answer, its
+/// effects done. It ends with the call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_calls_answer_is_not_cut_when_its_token_expires() {
+    let issuer = Issuer::start(Issuing::Answers).await;
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let held = Arc::clone(&gate);
+    let group = llm_worker::mcp::ToolGroup::new("held", 1, move || {
+        let held = Arc::clone(&held);
+        vec![Arc::new(move || {
+            let meta = llm_worker::ToolMeta::new("wait")
+                .description("Waits")
+                .input_schema(json!({"type": "object"}));
+            (
+                meta,
+                Arc::new(Held(Arc::clone(&held))) as Arc<dyn llm_worker::Tool>,
+            )
+        }) as llm_worker::ToolDefinition]
+    });
+    let url = serve_catalog(
+        &issuer,
+        Vec::new(),
+        |o| o.leeway(Duration::ZERO),
+        ToolCatalog::new([group]),
+    )
+    .await;
+    let mut claims = issuer.claims("alice", &url);
+    let exp = jsonwebtoken::get_current_timestamp() + 2;
+    claims["exp"] = json!(exp);
+    let brief = sign(&claims, Algorithm::RS256, ISSUER_RSA, "rsa-1");
+    let session = open_session(&url, &brief).await;
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let sent = in_session(&url, &session, &brief, initialized)
+        .send()
+        .await
+        .expect("initialized");
+    assert!(sent.status().is_success(), "{}", sent.status());
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                      "params": {"name": "wait", "arguments": {}}});
+    let answer = tokio::spawn(async move {
+        let response = in_session(&url, &session, &brief, call)
+            .send()
+            .await
+            .expect("the call");
+        response.text().await.expect("the answer's stream")
+    });
+    // Past the token's expiry (its second, and the next), the call still waits.
+    while jsonwebtoken::get_current_timestamp() <= exp + 1 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(!answer.is_finished(), "the answer ended before the call");
+    gate.add_permits(1);
+    let text = tokio::time::timeout(Duration::from_secs(30), answer)
+        .await
+        .expect("an answer")
+        .expect("the task");
+    assert!(
+        text.contains("answered") && text.contains("\"id\":7"),
+        "{text}"
+    );
 }

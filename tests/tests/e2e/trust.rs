@@ -550,7 +550,16 @@ fn a_directory_others_may_write_loads_nothing_without_a_lock() {
     use std::os::unix::fs::PermissionsExt;
     let dir = plugin_dir("unlocked-shared");
     let mode = std::fs::metadata(&dir).expect("stat").permissions();
-    for shared in [0o777, 0o775, 0o1777] {
+    // Writable by its group, when the group has other users (Debian's `nogroup` is the primary
+    // group of `nobody` and others; only root can give a directory to it). A user's own group
+    // (Debian's and Ubuntu's user private groups, umask 002) is not others.
+    let group_of_others = std::os::unix::fs::chown(&dir, None, Some(65534)).is_ok();
+    let modes: &[u32] = if group_of_others {
+        &[0o777, 0o1777, 0o775]
+    } else {
+        &[0o777, 0o1777]
+    };
+    for &shared in modes {
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(shared)).expect("chmod");
         let loaded = host().load_dir(&dir).expect("the directory is read");
         assert!(loaded.plugins.is_empty(), "{shared:o}");

@@ -303,12 +303,21 @@ impl McpHttpService {
         } else {
             None
         };
-        // A stream ends when the token it was opened with expires: a session's standing GET
-        // (its notices, its tasks' logs), a stateless `subscriptions/listen` (a POST whose
-        // answer streams for as long as the client stays), a call's streamed answer. The
-        // client sends again with a current token, checked as any request is.
+        // A standing stream ends when the token it was opened with expires: a session's GET
+        // (its notices, its tasks' logs) and a stateless `subscriptions/listen` (a POST whose
+        // answer streams for as long as the client stays; its `Mcp-Method` header, which rmcp
+        // holds to the body's method, says which). The client opens it again with a current
+        // token, checked as any request is. A call's streamed answer is not cut: it ends with
+        // the call, within its time limit.
+        let standing = request.method() == http::Method::GET
+            || (request.method() == http::Method::POST
+                && request
+                    .headers()
+                    .get("mcp-method")
+                    .is_some_and(|method| method.as_bytes() == b"subscriptions/listen"));
         let expires = identity
             .as_deref()
+            .filter(|_| standing)
             .and_then(|id| expiry(id, self.auth.leeway()));
         request.extensions_mut().insert(caller);
         if let Some(identity) = identity {
@@ -381,10 +390,21 @@ impl McpHttpService {
 }
 
 /// When the access token of `identity` stops being accepted: its `exp` claim, if it has one,
-/// and the `leeway` the verifier allows past it. `None` if it says no time, or one too far
-/// off to be a moment of this process.
+/// and the `leeway` the verifier allows past it; for an issuer's token without one, a minute
+/// from now. `None` for a static token, or a time too far off to be a moment of this process.
 fn expiry(identity: &crate::Identity, leeway: std::time::Duration) -> Option<tokio::time::Instant> {
-    let exp = identity.claims.get("exp")?.as_f64()?;
+    // An issuer's token that says no expiry (an introspection answer may not) is asked about
+    // again after a minute, as its verdict is kept no longer: the stream ends then.
+    let Some(exp) = identity
+        .claims
+        .get("exp")
+        .and_then(serde_json::Value::as_f64)
+    else {
+        return identity
+            .issuer
+            .is_some()
+            .then(|| tokio::time::Instant::now() + UNDATED_STREAM);
+    };
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .ok()?
@@ -392,6 +412,9 @@ fn expiry(identity: &crate::Identity, leeway: std::time::Duration) -> Option<tok
     let left = std::time::Duration::try_from_secs_f64((exp - now).max(0.0)).ok()?;
     tokio::time::Instant::now().checked_add(left.checked_add(leeway)?)
 }
+
+/// How long a standing stream opened with an issuer's token that names no expiry lasts.
+const UNDATED_STREAM: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// A response body that ends at `until` (whatever it would still send).
 struct Until<B> {

@@ -341,8 +341,13 @@ impl IssuerKeys {
 /// machine keeps its keys here; an operator who means otherwise configures the issuer's
 /// `jwks_uri`.
 fn keys_where_the_issuer_is(issuer: &url::Url, jwks_uri: &str) -> Result<(), String> {
-    let on_this_machine =
-        |url: &url::Url| url.host_str().and_then(crate::loopback::loopback).is_some();
+    // A loopback name or address, or the unspecified address (`0.0.0.0`, `[::]`), which a
+    // connection reaches this machine at.
+    let on_this_machine = |url: &url::Url| match url.host() {
+        Some(url::Host::Ipv4(address)) if address.is_unspecified() => true,
+        Some(url::Host::Ipv6(address)) if address.is_unspecified() => true,
+        _ => url.host_str().and_then(crate::loopback::loopback).is_some(),
+    };
     match url::Url::parse(jwks_uri) {
         Ok(keys) if on_this_machine(&keys) && !on_this_machine(issuer) => Err(format!(
             "puts its keys on this machine ({}), and the issuer is not on it; refusing it \
@@ -363,6 +368,8 @@ fn a_remote_issuer_cannot_send_the_server_to_this_machine_for_keys() {
         "https://localhost/admin",
         "http://[::1]:80/",
         "http://127.0.0.2/keys",
+        "https://0.0.0.0/keys",
+        "https://[::]/keys",
     ] {
         let refused = keys_where_the_issuer_is(&remote, here).expect_err(here);
         assert!(refused.contains("on this machine"), "{here}: {refused}");

@@ -117,7 +117,9 @@ pub(super) fn new_store(image: &StartSpec<'_>) -> Result<Store<PluginState>, Sta
             http
         },
         #[cfg(feature = "wasi-http")]
-        http_gate: HttpGate::new(image.name, policy).counting(image.descriptors),
+        http_gate: HttpGate::new(image.name, policy)
+            .counting(image.descriptors)
+            .looking_up(image.lookups),
         #[cfg(feature = "wasi-http")]
         unsent_bodies: Default::default(),
         limiter: InstanceLimiter::new(limits.memory_bytes, &image.descriptors.usage),
@@ -316,6 +318,9 @@ pub(crate) struct StartSpec<'a> {
     pub(crate) granted_dirs: &'a [HeldDir],
     /// The host's budget of open files and directories.
     pub(crate) descriptors: &'a Arc<HostDescriptors>,
+    /// The plugin's places for name lookups (all its instances').
+    #[cfg_attr(not(feature = "wasi-http"), allow(dead_code))]
+    pub(crate) lookups: &'a Arc<tokio::sync::Semaphore>,
     /// Where the instance says its lists changed (a session's; none at load).
     pub(crate) changed: Option<&'a Arc<super::ChangedLists>>,
 }
