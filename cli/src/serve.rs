@@ -49,6 +49,16 @@ pub(crate) async fn serve(
     let before = DirSnapshot::take(&dir, loader.options);
     let loaded = crate::load::load_with_progress(&loader, &dir)?;
     crate::load::warn_about(&loaded, &dir, loader.options);
+    // A client would see no tools and no reason: said here, where the operator looks.
+    if loaded.plugins.is_empty() && !loaded.failures.is_empty() {
+        eprintln!(
+            "warning: every plugin of {} was refused ({}, above): serving no tools; `llm-worker \
+             check {}` says why each",
+            dir.display(),
+            loaded.failures.len(),
+            dir.display()
+        );
+    }
     // A directory locked now stays locked: a reload that finds the lock gone refuses every
     // change and keeps serving what was approved.
     let mut watcher =
@@ -98,6 +108,13 @@ pub(crate) async fn serve(
         let shutdown = terminated();
         // Said once the signals are watched: from here a signal ends the session cleanly.
         tracing::info!("serving MCP on stdio");
+        // Someone at a terminal, not a client: say what this is waiting for.
+        if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+            eprintln!(
+                "serving MCP on stdio: waiting for an MCP client's messages on stdin (configure \
+                 your client to start this command); Ctrl-C stops"
+            );
+        }
         llm_worker::mcp::serve_stdio_with_shutdown(catalog, mcp, shutdown).await?;
         if let Some(traces) = traces {
             let _ = tokio::task::spawn_blocking(move || traces.shutdown()).await;

@@ -154,7 +154,7 @@ pub(crate) fn read_private_file(
 
 /// Checks that no other user can replace what is in `dir` or on the way to it: `dir` and each
 /// directory above it owned by this user or root, and writable by no other user (its group
-/// included, unless the group is this user's own: see [`others_may_write`]) — unless it is
+/// included: see [`others_may_write`]) — unless it is
 /// above `dir` and has the sticky bit (then others cannot rename or remove what is ours, as in
 /// `/tmp`; `dir` itself must not let them add names either), or is on a read-only mount (as a
 /// Kubernetes ConfigMap's, whose mode says anyone may write). `what` names `dir` in the
@@ -199,7 +199,7 @@ fn directories_are_ours(dir: &Path, what: &str, us: u32, sticky_self: bool) -> R
             rustix::fs::statvfs(path)
                 .is_ok_and(|mount| mount.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY))
         };
-        if others_may_write(&metadata, us) && !sticky && !read_only() {
+        if others_may_write(&metadata) && !sticky && !read_only() {
             let how = if path == dir && !sticky_self {
                 "so they could put files in it before you do"
             } else {
@@ -214,67 +214,15 @@ fn directories_are_ours(dir: &Path, what: &str, us: u32, sticky_self: bool) -> R
     Ok(())
 }
 
-/// Whether users other than `us` may write what `metadata` describes: everyone may, or its
-/// group may and the group is not `us`'s own. Debian and Ubuntu give each user a group of
-/// their own (no other members, no one else's primary group) and a umask of 002, so a user's
-/// directories are group-writable by that group alone: that is not "others".
+/// Whether users other than `us` may write what `metadata` describes: its group or everyone
+/// may. A group-writable entry counts even when the group is the user's alone by the system's
+/// files: the group bits also show a POSIX ACL's mask (another user granted writing by an ACL),
+/// and a group may be held by users the files do not list (a directory service's members, a
+/// container's supplementary groups such as Kubernetes' `fsGroup`).
 #[cfg(unix)]
-pub(crate) fn others_may_write(metadata: &std::fs::Metadata, us: u32) -> bool {
+pub(crate) fn others_may_write(metadata: &std::fs::Metadata) -> bool {
     use std::os::unix::fs::MetadataExt;
-    let mode = metadata.mode();
-    mode & 0o002 != 0 || (mode & 0o020 != 0 && !group_is_private(metadata.gid(), us))
-}
-
-/// Whether the group `gid` is `us`'s alone, by the system's user and group files (a group
-/// they do not list — one of a directory service — is not known to be).
-#[cfg(unix)]
-fn group_is_private(gid: u32, us: u32) -> bool {
-    let read = |path: &str| read_regular_file(Path::new(path), 16 << 20).ok();
-    match (read("/etc/passwd"), read("/etc/group")) {
-        (Some(passwd), Some(group)) => group_is_private_in(
-            &String::from_utf8_lossy(&passwd),
-            &String::from_utf8_lossy(&group),
-            gid,
-            us,
-        ),
-        _ => false,
-    }
-}
-
-/// [`group_is_private`] on the texts of `/etc/passwd` and `/etc/group`: no user but `us` has
-/// `gid` as their primary group, and the group lists no member but `us`'s names.
-#[cfg(unix)]
-fn group_is_private_in(passwd: &str, group: &str, gid: u32, us: u32) -> bool {
-    let mut names = Vec::new();
-    for line in passwd.lines() {
-        let fields: Vec<&str> = line.split(':').collect();
-        let (Some(name), Some(Ok(uid)), Some(Ok(primary))) = (
-            fields.first(),
-            fields.get(2).map(|uid| uid.parse::<u32>()),
-            fields.get(3).map(|gid| gid.parse::<u32>()),
-        ) else {
-            continue;
-        };
-        if uid == us {
-            names.push(*name);
-        } else if primary == gid {
-            return false;
-        }
-    }
-    if names.is_empty() {
-        return false;
-    }
-    group
-        .lines()
-        .map(|line| line.split(':').collect::<Vec<_>>())
-        .find(|fields| fields.get(2).and_then(|id| id.parse::<u32>().ok()) == Some(gid))
-        .and_then(|fields| fields.get(3).copied())
-        .is_some_and(|members| {
-            members
-                .split(',')
-                .filter(|member| !member.is_empty())
-                .all(|member| names.contains(&member))
-        })
+    metadata.mode() & 0o022 != 0
 }
 
 /// How many links [`links_are_ours`] follows on one path before refusing it (Linux's own
@@ -354,6 +302,14 @@ pub(crate) fn file_problem(path: &Path) -> Option<String> {
     use std::os::unix::fs::MetadataExt;
     let metadata = std::fs::metadata(path).ok()?;
     let us = rustix::process::geteuid().as_raw();
+    // The links on its way, as given (the file itself may be one): each ours, in a directory
+    // no one else can swap it in, so that what was read is what is checked below.
+    if let Err(problem) = std::path::absolute(path)
+        .map_err(|e| format!("{} cannot be resolved: {e}", path.display()))
+        .and_then(|given| links_are_ours(&given, us, &mut 0))
+    {
+        return Some(problem);
+    }
     if metadata.uid() != us && metadata.uid() != 0 {
         return Some(format!(
             "{} belongs to user {}, who could change it",
@@ -361,7 +317,11 @@ pub(crate) fn file_problem(path: &Path) -> Option<String> {
             metadata.uid()
         ));
     }
-    if others_may_write(&metadata, us) {
+    let read_only = || {
+        rustix::fs::statvfs(path)
+            .is_ok_and(|mount| mount.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY))
+    };
+    if others_may_write(&metadata) && !read_only() {
         return Some(format!(
             "other users may write {} (mode {:o}); run `chmod go-w` on it",
             path.display(),
@@ -483,48 +443,6 @@ pub(crate) fn on_the_way(path: &Path) -> Option<Vec<PathBuf>> {
 
 #[cfg(test)]
 mod tests {
-    /// A user's own group (Debian's and Ubuntu's user private groups) is not "others"; a group
-    /// that another user is in, or is the primary group of, is; one the files do not list is
-    /// not known to be private.
-    #[cfg(unix)]
-    #[test]
-    fn a_group_is_private_only_when_no_one_else_is_in_it() {
-        use super::group_is_private_in;
-        let passwd = "root:x:0:0:root:/root:/bin/bash\n\
-                      ana:x:1000:1000:Ana:/home/ana:/bin/bash\n\
-                      bo:x:1001:1001:Bo:/home/bo:/bin/bash\n\
-                      svc:x:1002:1000::/srv:/usr/sbin/nologin\n";
-        let group = "root:x:0:\nana:x:1000:\nbo:x:1001:\nteam:x:2000:ana,bo\nmine:x:2001:ana\n";
-        // Ana's own group is the primary group of another user (svc) too: not private.
-        assert!(!group_is_private_in(passwd, group, 1000, 1000));
-        let without_svc: String = passwd
-            .lines()
-            .filter(|l| !l.starts_with("svc"))
-            .map(|l| format!("{l}\n"))
-            .collect();
-        assert!(group_is_private_in(&without_svc, group, 1000, 1000));
-        assert!(
-            group_is_private_in(&without_svc, group, 2001, 1000),
-            "only Ana in it"
-        );
-        assert!(
-            !group_is_private_in(&without_svc, group, 2000, 1000),
-            "Bo is in it"
-        );
-        assert!(
-            !group_is_private_in(&without_svc, group, 1001, 1000),
-            "Bo's"
-        );
-        assert!(
-            !group_is_private_in(&without_svc, group, 3000, 1000),
-            "not listed"
-        );
-        assert!(
-            !group_is_private_in(&without_svc, group, 1000, 4242),
-            "an unknown user"
-        );
-    }
-
     use super::*;
 
     /// The check is made on the file opened: a link inside the directory leading out of it is

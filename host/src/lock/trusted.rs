@@ -52,7 +52,7 @@ pub(crate) fn open_trusted(dir: &Path, path: &Path) -> Result<Option<std::fs::Fi
                 metadata.uid()
             )));
         }
-        if crate::file::others_may_write(&metadata, us) {
+        if crate::file::others_may_write(&metadata) {
             return Err(untrusted(format!(
                 "other users may write it (mode {:o}); run `chmod go-w` on it",
                 metadata.mode() & 0o7777

@@ -550,16 +550,9 @@ fn a_directory_others_may_write_loads_nothing_without_a_lock() {
     use std::os::unix::fs::PermissionsExt;
     let dir = plugin_dir("unlocked-shared");
     let mode = std::fs::metadata(&dir).expect("stat").permissions();
-    // Writable by its group, when the group has other users (Debian's `nogroup` is the primary
-    // group of `nobody` and others; only root can give a directory to it). A user's own group
-    // (Debian's and Ubuntu's user private groups, umask 002) is not others.
-    let group_of_others = std::os::unix::fs::chown(&dir, None, Some(65534)).is_ok();
-    let modes: &[u32] = if group_of_others {
-        &[0o777, 0o1777, 0o775]
-    } else {
-        &[0o777, 0o1777]
-    };
-    for &shared in modes {
+    // Writable by its group too: whatever the system's files say of the group, its bits also
+    // show an ACL's mask, and its members may be more than the files list.
+    for shared in [0o777, 0o1777, 0o775] {
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(shared)).expect("chmod");
         let loaded = host().load_dir(&dir).expect("the directory is read");
         assert!(loaded.plugins.is_empty(), "{shared:o}");
@@ -591,6 +584,41 @@ fn a_directory_others_may_write_loads_nothing_without_a_lock() {
     }
     std::fs::set_permissions(&dir, mode).expect("chmod");
     assert_eq!(host().load_dir(&dir).expect("load").plugins.len(), 2);
+    // In a private directory, a plugin file or a policy file others may write.
+    for file in ["greet.wasm", "greet.policy.toml"] {
+        let path = dir.join(file);
+        let before = std::fs::metadata(&path).expect("stat").permissions();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+        let Err(error) = host().load(dir.join("greet.wasm")) else {
+            panic!("greet.wasm was loaded with {file} writable by others");
+        };
+        assert!(
+            matches!(error, PluginError::SharedDirectory { .. })
+                && error.to_string().contains(file)
+                && error.to_string().contains("chmod go-w"),
+            "{file}: {error}"
+        );
+        std::fs::set_permissions(&path, before).expect("chmod");
+    }
+    // Reached through a link of ours held in a directory others may write (one they could
+    // swap for another link of ours, leading elsewhere).
+    let open = scratch_dir("unlocked-shared-links");
+    let shared = open.join("team");
+    std::fs::create_dir(&shared).expect("mkdir");
+    std::os::unix::fs::symlink(&dir, shared.join("current")).expect("link");
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let mine = open.join("mine");
+    std::fs::create_dir(&mine).expect("mkdir");
+    std::os::unix::fs::symlink(shared.join("current/greet.wasm"), mine.join("greet.wasm"))
+        .expect("link");
+    let Err(error) = host().load(mine.join("greet.wasm")) else {
+        panic!("loaded through a link in a directory others may write");
+    };
+    assert!(
+        matches!(error, PluginError::SharedDirectory { .. })
+            && error.to_string().contains("holding the link"),
+        "{error}"
+    );
 }
 
 #[cfg(unix)]

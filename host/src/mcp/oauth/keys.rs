@@ -345,7 +345,8 @@ fn keys_where_the_issuer_is(issuer: &url::Url, jwks_uri: &str) -> Result<(), Str
     // connection reaches this machine at.
     let on_this_machine = |url: &url::Url| match url.host() {
         Some(url::Host::Ipv4(address)) if address.is_unspecified() => true,
-        Some(url::Host::Ipv6(address)) if address.is_unspecified() => true,
+        // `[::ffff:0.0.0.0]` is connected to over IPv4, as `0.0.0.0`.
+        Some(url::Host::Ipv6(address)) if address.to_canonical().is_unspecified() => true,
         _ => url.host_str().and_then(crate::loopback::loopback).is_some(),
     };
     match url::Url::parse(jwks_uri) {
@@ -370,6 +371,7 @@ fn a_remote_issuer_cannot_send_the_server_to_this_machine_for_keys() {
         "http://127.0.0.2/keys",
         "https://0.0.0.0/keys",
         "https://[::]/keys",
+        "http://[::ffff:0.0.0.0]:9464/metrics",
     ] {
         let refused = keys_where_the_issuer_is(&remote, here).expect_err(here);
         assert!(refused.contains("on this machine"), "{here}: {refused}");

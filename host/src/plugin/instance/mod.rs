@@ -753,7 +753,8 @@ impl Tool for PluginTool {
     /// The text form of [`call`](Tool::call)'s output; a failure told with content is an
     /// [`ToolError::ExecutionFailed`] with its text.
     async fn execute(&self, input_json: &str) -> Result<String, ToolError> {
-        let output = self.call(input_json).await?;
+        // The session's call itself, not `Tool::call`: one boxed future per call, not two.
+        let output = self.run(input_json).await?;
         if output.is_error {
             return Err(ToolError::ExecutionFailed(output.into_text()));
         }
@@ -761,6 +762,13 @@ impl Tool for PluginTool {
     }
 
     async fn call(&self, input_json: &str) -> Result<ToolOutput, ToolError> {
+        self.run(input_json).await
+    }
+}
+
+impl PluginTool {
+    /// The call, in the session's instance.
+    async fn run(&self, input_json: &str) -> Result<ToolOutput, ToolError> {
         self.session
             .0
             .call(
@@ -771,9 +779,7 @@ impl Tool for PluginTool {
             )
             .await
     }
-}
 
-impl PluginTool {
     /// The definition's factory: start the session's instance, return the meta and the tool.
     pub(crate) fn create(
         session: &Arc<SessionOwner>,
