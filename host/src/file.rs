@@ -205,13 +205,47 @@ fn directories_are_ours(dir: &Path, what: &str, us: u32, sticky_self: bool) -> R
             } else {
                 "and is not sticky, so they could replace what is in it"
             };
+            // Every such directory on the way, in one `chmod` (a umask of 002 makes a build's
+            // `target/…/release` and each directory above it so).
+            let more: Vec<String> = path
+                .ancestors()
+                .skip(1)
+                .filter(|above| {
+                    std::fs::metadata(above).is_ok_and(|above_metadata| {
+                        others_may_write(&above_metadata)
+                            && above_metadata.mode() & 0o1000 == 0
+                            && above_metadata.uid() == us
+                    })
+                })
+                .map(shell_word)
+                .collect();
+            let all = std::iter::once(shell_word(path))
+                .chain(more)
+                .collect::<Vec<_>>()
+                .join(" ");
             return Err(format!(
-                "{named} may be written by other users (mode {:o}) {how}; run `chmod go-w` on it",
+                "{named} may be written by other users (mode {:o}) {how}; run `chmod go-w {all}`",
                 metadata.mode() & 0o7777
             ));
         }
     }
     Ok(())
+}
+
+/// `path` as one word of a shell command line: quoted when it holds anything but letters,
+/// digits and `/._-+,:@%=`.
+#[cfg(unix)]
+fn shell_word(path: &Path) -> String {
+    let text = path.display().to_string();
+    let plain = !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+,:@%=".contains(c));
+    if plain {
+        text
+    } else {
+        format!("'{}'", text.replace('\'', r"'\''"))
+    }
 }
 
 /// Whether users other than `us` may write what `metadata` describes: its group or everyone

@@ -584,6 +584,30 @@ fn a_directory_others_may_write_loads_nothing_without_a_lock() {
     }
     std::fs::set_permissions(&dir, mode).expect("chmod");
     assert_eq!(host().load_dir(&dir).expect("load").plugins.len(), 2);
+    // A build's `target/wasm32-wasip2/release` under a umask of 002: every directory on the
+    // way that needs it is named in one `chmod`.
+    let nested = scratch_dir("unlocked-shared-nested");
+    let release = nested.join("target/wasm32-wasip2/release");
+    std::fs::create_dir_all(&release).expect("mkdir");
+    std::fs::copy(plugin_path("greet"), release.join("greet.wasm")).expect("copy");
+    for dir in [
+        "target",
+        "target/wasm32-wasip2",
+        "target/wasm32-wasip2/release",
+    ] {
+        std::fs::set_permissions(nested.join(dir), std::fs::Permissions::from_mode(0o775))
+            .expect("chmod");
+    }
+    let Err(error) = host().load(release.join("greet.wasm")) else {
+        panic!("loaded from a group-writable build directory");
+    };
+    let all = format!(
+        "chmod go-w {} {} {}",
+        release.display(),
+        nested.join("target/wasm32-wasip2").display(),
+        nested.join("target").display()
+    );
+    assert!(error.to_string().contains(&all), "{error}");
     // In a private directory, a plugin file or a policy file others may write.
     for file in ["greet.wasm", "greet.policy.toml"] {
         let path = dir.join(file);
