@@ -154,7 +154,7 @@ pub(crate) fn read_private_file(
 
 /// Checks that no other user can replace what is in `dir` or on the way to it: `dir` and each
 /// directory above it owned by this user or root, and writable by no other user (its group
-/// included: see [`others_may_write`]) — unless it is
+/// included, unless it is the user's own: see [`others_may_write`]) — unless it is
 /// above `dir` and has the sticky bit (then others cannot rename or remove what is ours, as in
 /// `/tmp`; `dir` itself must not let them add names either), or is on a read-only mount (as a
 /// Kubernetes ConfigMap's, whose mode says anyone may write). `what` names `dir` in the
@@ -199,7 +199,7 @@ fn directories_are_ours(dir: &Path, what: &str, us: u32, sticky_self: bool) -> R
             rustix::fs::statvfs(path)
                 .is_ok_and(|mount| mount.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY))
         };
-        if others_may_write(&metadata) && !sticky && !read_only() {
+        if others_may_write(path, &metadata) && !sticky && !read_only() {
             let how = if path == dir && !sticky_self {
                 "so they could put files in it before you do"
             } else {
@@ -212,7 +212,7 @@ fn directories_are_ours(dir: &Path, what: &str, us: u32, sticky_self: bool) -> R
                 .skip(1)
                 .filter(|above| {
                     std::fs::metadata(above).is_ok_and(|above_metadata| {
-                        others_may_write(&above_metadata)
+                        others_may_write(above, &above_metadata)
                             && above_metadata.mode() & 0o1000 == 0
                             && above_metadata.uid() == us
                     })
@@ -223,6 +223,14 @@ fn directories_are_ours(dir: &Path, what: &str, us: u32, sticky_self: bool) -> R
                 .chain(more)
                 .collect::<Vec<_>>()
                 .join(" ");
+            // Root's (as `/tmp` is): not the user's to change.
+            if metadata.uid() != us {
+                return Err(format!(
+                    "{named} may be written by other users (mode {:o}) {how}; move what is \
+                     there into a directory of your own",
+                    metadata.mode() & 0o7777
+                ));
+            }
             return Err(format!(
                 "{named} may be written by other users (mode {:o}) {how}; run `chmod go-w {all}`",
                 metadata.mode() & 0o7777
@@ -248,15 +256,112 @@ fn shell_word(path: &Path) -> String {
     }
 }
 
-/// Whether users other than `us` may write what `metadata` describes: its group or everyone
-/// may. A group-writable entry counts even when the group is the user's alone by the system's
-/// files: the group bits also show a POSIX ACL's mask (another user granted writing by an ACL),
-/// and a group may be held by users the files do not list (a directory service's members, a
-/// container's supplementary groups such as Kubernetes' `fsGroup`).
+/// Whether users other than this one may write `path` (whose metadata is `metadata`): everyone
+/// may, or its group may and the group is not the user's own. A user's own group, as Debian's
+/// and Ubuntu's user private groups are (a umask of 002 then makes every directory and file
+/// group-writable), is: the process's effective group, named as the user, the primary group of
+/// no other user and listing no other member in the system's files (what OpenSSH's Debian
+/// build accepts too). Not when the entry has a POSIX ACL (its group bits then show the ACL's
+/// mask, not who may write) or the set-group-ID bit (a directory shared by a group, as
+/// Kubernetes makes an `fsGroup` volume). A group whose members a directory service keeps is
+/// not known to be private, so counts as others.
 #[cfg(unix)]
-pub(crate) fn others_may_write(metadata: &std::fs::Metadata) -> bool {
+pub(crate) fn others_may_write(path: &Path, metadata: &std::fs::Metadata) -> bool {
     use std::os::unix::fs::MetadataExt;
-    metadata.mode() & 0o022 != 0
+    let mode = metadata.mode();
+    if mode & 0o002 != 0 {
+        return true;
+    }
+    if mode & 0o020 == 0 {
+        return false;
+    }
+    let own = mode & 0o2000 == 0
+        && metadata.gid() == rustix::process::getegid().as_raw()
+        && !has_acl(path)
+        && group_is_private(metadata.gid(), rustix::process::geteuid().as_raw());
+    !own
+}
+
+/// Whether `path` has a POSIX access ACL (or cannot be told not to).
+#[cfg(unix)]
+fn has_acl(path: &Path) -> bool {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        match rustix::fs::getxattr_query(path, "system.posix_acl_access") {
+            Ok(_) => true,
+            Err(error) => !matches!(error, rustix::io::Errno::NODATA | rustix::io::Errno::NOTSUP),
+        }
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    {
+        let _ = path;
+        true
+    }
+}
+
+/// Whether the group `gid` is `us`'s alone, by `/etc/passwd` and `/etc/group`.
+#[cfg(unix)]
+fn group_is_private(gid: u32, us: u32) -> bool {
+    let read = |path: &str| read_regular_file(Path::new(path), 1 << 20).ok();
+    match (read("/etc/passwd"), read("/etc/group")) {
+        (Some(passwd), Some(group)) => group_is_private_in(
+            &String::from_utf8_lossy(&passwd),
+            &String::from_utf8_lossy(&group),
+            gid,
+            us,
+        ),
+        _ => false,
+    }
+}
+
+/// [`group_is_private`] on the texts of `/etc/passwd` and `/etc/group`: the group `gid` is
+/// listed once, named as one of `us`'s names, with no member but those; no other user has it as
+/// their primary group; and every line is one these rules read (a NIS `+` line, or any line
+/// not of the format, could add members: then it is not private).
+#[cfg(unix)]
+fn group_is_private_in(passwd: &str, group: &str, gid: u32, us: u32) -> bool {
+    let mut names = Vec::new();
+    for line in passwd.lines().filter(|line| !line.trim().is_empty()) {
+        let fields: Vec<&str> = line.split(':').collect();
+        let (Some(name), Some(Ok(uid)), Some(Ok(primary))) = (
+            fields.first(),
+            fields.get(2).map(|uid| uid.parse::<u32>()),
+            fields.get(3).map(|gid| gid.parse::<u32>()),
+        ) else {
+            return false;
+        };
+        if uid == us {
+            names.push(*name);
+        } else if primary == gid {
+            return false;
+        }
+    }
+    if names.is_empty() {
+        return false;
+    }
+    let mut listed = 0;
+    for line in group.lines().filter(|line| !line.trim().is_empty()) {
+        let fields: Vec<&str> = line.split(':').collect();
+        let (Some(name), Some(Ok(id)), Some(members)) = (
+            fields.first(),
+            fields.get(2).map(|id| id.parse::<u32>()),
+            fields.get(3),
+        ) else {
+            return false;
+        };
+        if id != gid {
+            continue;
+        }
+        listed += 1;
+        let own_members = members
+            .split(',')
+            .filter(|member| !member.is_empty())
+            .all(|member| names.contains(&member));
+        if !names.contains(name) || !own_members {
+            return false;
+        }
+    }
+    listed == 1
 }
 
 /// How many links [`links_are_ours`] follows on one path before refusing it (Linux's own
@@ -330,11 +435,14 @@ pub(crate) fn links_on_the_way_are_ours(_path: &Path) -> Result<(), String> {
 
 /// Why another user could change the file at `path` (links followed), if they could: it is not
 /// this user's or root's, others may write it, or its directory (where it really is) is one
-/// others could replace it in. `None` also when it cannot be read (the reader says why).
+/// others could replace it in; or why it cannot be checked.
 #[cfg(unix)]
 pub(crate) fn file_problem(path: &Path) -> Option<String> {
     use std::os::unix::fs::MetadataExt;
-    let metadata = std::fs::metadata(path).ok()?;
+    let metadata = match std::fs::metadata(path) {
+        Ok(metadata) => metadata,
+        Err(e) => return Some(format!("{} cannot be checked: {e}", path.display())),
+    };
     let us = rustix::process::geteuid().as_raw();
     // The links on its way, as given (the file itself may be one): each ours, in a directory
     // no one else can swap it in, so that what was read is what is checked below.
@@ -355,15 +463,18 @@ pub(crate) fn file_problem(path: &Path) -> Option<String> {
         rustix::fs::statvfs(path)
             .is_ok_and(|mount| mount.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY))
     };
-    if others_may_write(&metadata) && !read_only() {
+    if others_may_write(path, &metadata) && !read_only() {
         return Some(format!(
             "other users may write {} (mode {:o}); run `chmod go-w` on it",
             path.display(),
             metadata.mode() & 0o7777
         ));
     }
-    let real = path.canonicalize().ok()?;
-    let parent = real.parent()?;
+    let real = match path.canonicalize() {
+        Ok(real) => real,
+        Err(e) => return Some(format!("{} cannot be resolved: {e}", path.display())),
+    };
+    let parent = real.parent().unwrap_or(Path::new("/"));
     no_one_else_can_replace(parent, &format!("the directory of {}", path.display())).err()
 }
 
@@ -478,6 +589,47 @@ pub(crate) fn on_the_way(path: &Path) -> Option<Vec<PathBuf>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A user's own group (Debian's and Ubuntu's user private groups) is not "others"; a group
+    /// another user is in, or is the primary group of, is, and so is one listed twice, named
+    /// otherwise, or in files with lines these rules do not read (NIS `+` lines).
+    #[cfg(unix)]
+    #[test]
+    fn a_group_is_private_only_when_no_one_else_is_in_it() {
+        let passwd = "root:x:0:0:root:/root:/bin/bash\n\
+                      ana:x:1000:1000:Ana:/home/ana:/bin/bash\n\
+                      bo:x:1001:1001:Bo:/home/bo:/bin/bash\n";
+        let group = "root:x:0:\nana:x:1000:\nbo:x:1001:\nteam:x:2000:ana,bo\nmine:x:2001:ana\n";
+        assert!(group_is_private_in(passwd, group, 1000, 1000));
+        assert!(group_is_private_in(passwd, "ana:x:1000:ana\n", 1000, 1000));
+        // Another user's primary group too.
+        let shared = format!("{passwd}svc:x:1002:1000::/srv:/usr/sbin/nologin\n");
+        assert!(!group_is_private_in(&shared, group, 1000, 1000));
+        assert!(
+            !group_is_private_in(passwd, group, 2000, 1000),
+            "Bo is in it"
+        );
+        assert!(
+            !group_is_private_in(passwd, group, 2001, 1000),
+            "not named as Ana"
+        );
+        assert!(!group_is_private_in(passwd, group, 1001, 1000), "Bo's");
+        assert!(
+            !group_is_private_in(passwd, group, 3000, 1000),
+            "not listed"
+        );
+        assert!(
+            !group_is_private_in(passwd, group, 1000, 4242),
+            "an unknown user"
+        );
+        let twice = format!("{group}devs:x:1000:bo\n");
+        assert!(
+            !group_is_private_in(passwd, &twice, 1000, 1000),
+            "listed twice"
+        );
+        let nis = format!("{passwd}+::::::\n");
+        assert!(!group_is_private_in(&nis, group, 1000, 1000), "a NIS line");
+    }
 
     /// The check is made on the file opened: a link inside the directory leading out of it is
     /// refused, one leading to a file inside is followed.

@@ -52,7 +52,7 @@ pub(crate) fn open_trusted(dir: &Path, path: &Path) -> Result<Option<std::fs::Fi
                 metadata.uid()
             )));
         }
-        if crate::file::others_may_write(&metadata) {
+        if crate::file::others_may_write(path, &metadata) {
             return Err(untrusted(format!(
                 "other users may write it (mode {:o}); run `chmod go-w` on it",
                 metadata.mode() & 0o7777
@@ -90,8 +90,18 @@ pub(crate) fn directory_problem(dir: &Path) -> Option<String> {
         path.map_err(|e| format!("its directory {} cannot be resolved: {e}", dir.display()))
     };
     resolved(std::path::absolute(dir))
-        .and_then(|given| crate::file::no_one_else_can_replace(&given, "its directory"))
+        .and_then(|given| {
+            crate::file::no_one_else_can_replace(
+                &given,
+                &format!("its directory {}", given.display()),
+            )
+        })
         .and_then(|()| resolved(dir.canonicalize()))
-        .and_then(|real| crate::file::no_one_else_can_replace(&real, "its directory"))
+        .and_then(|real| {
+            crate::file::no_one_else_can_replace(
+                &real,
+                &format!("its directory {}", real.display()),
+            )
+        })
         .err()
 }

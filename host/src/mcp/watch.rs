@@ -16,19 +16,27 @@ pub const WATCH_INTERVAL: Duration = Duration::from_millis(300);
 
 /// What a file looked like at the last scan: size, modification time and identity, to notice
 /// that something may have changed (what changed is decided by content).
-type Stat = (u64, Option<SystemTime>, u64);
+/// With its mode and owner: a `chmod` or `chown` (which change neither its size, its time nor
+/// its inode) can make a refused plugin loadable, or a loaded one refused.
+type Stat = (u64, Option<SystemTime>, u64, u64);
 
 /// A plugin file and its policy at the last scan.
 type Fingerprint = [Stat; 2];
 
 fn stat(path: &Path) -> Stat {
     #[cfg(unix)]
-    let identity = |m: &std::fs::Metadata| std::os::unix::fs::MetadataExt::ino(m);
+    let identity = |m: &std::fs::Metadata| {
+        use std::os::unix::fs::MetadataExt;
+        (m.ino(), u64::from(m.mode()) | u64::from(m.uid()) << 32)
+    };
     #[cfg(not(unix))]
-    let identity = |_: &std::fs::Metadata| 0;
+    let identity = |_: &std::fs::Metadata| (0, 0);
     std::fs::metadata(path)
-        .map(|m| (m.len(), m.modified().ok(), identity(&m)))
-        .unwrap_or((0, None, 0))
+        .map(|m| {
+            let (inode, access) = identity(&m);
+            (m.len(), m.modified().ok(), inode, access)
+        })
+        .unwrap_or((0, None, 0, 0))
 }
 
 /// The plugin files of `dir` with their policies, and its lock file (an update written by
@@ -36,6 +44,8 @@ fn stat(path: &Path) -> Stat {
 #[derive(PartialEq)]
 struct Scan {
     plugins: BTreeMap<PathBuf, Fingerprint>,
+    /// The directory itself (its mode and owner decide whether anything in it loads).
+    dir: Stat,
     lock: Option<Stat>,
     /// The trust policy of pulled plugins: a key revoked there stops their serving.
     trust: Option<Stat>,
@@ -57,6 +67,7 @@ fn scan(dir: &Path, options: LoadDirOptions) -> Scan {
                 (path, print)
             })
             .collect(),
+        dir: stat(dir),
         lock: std::fs::symlink_metadata(&lock)
             .is_ok()
             .then(|| stat(&lock)),

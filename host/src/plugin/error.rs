@@ -266,8 +266,9 @@ pub enum PluginError {
     /// they choose), for this user to run.
     #[error(
         "plugin {} is not loaded: {reason}; others could change the plugin or put a policy \
-         file beside it, for you to run with your rights. Keep plugins in a directory only you \
-         can write",
+         file beside it, for you to run with your rights. Keep plugins and their policies in \
+         a directory only you can write, as files only you can write (or, in such a directory, \
+         approve them with `llm-worker lock`)",
         path.display()
     )]
     SharedDirectory {

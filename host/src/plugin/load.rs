@@ -53,6 +53,13 @@ impl PluginHost {
             source,
         };
         let policy_path = SandboxPolicy::path_for(path);
+        // Approved by a lock, the lock's own checks covered the directory (it is refused in one
+        // others may write) and the bytes. Without one, whatever is there runs: the files and
+        // their directory must be ones only this user (or root) can change, checked before
+        // they are read.
+        if approved.is_none() {
+            shared(path, Some(&policy_path))?;
+        }
         // A name that is there, a link leading nowhere included, is a policy to read: a
         // dangling link is refused, not taken for "no policy".
         let policy_text = if policy_path.symlink_metadata().is_ok() {
@@ -64,13 +71,6 @@ impl PluginHost {
             .as_deref()
             .map(|text| crate::digest::sha256_hex(text.as_bytes()));
         let bytes = self.read_plugin_file(path, within)?;
-        // Approved by a lock, the lock's own checks covered the directory (it is refused in one
-        // others may write) and the bytes. Without one, whatever is there runs: the files and
-        // their directory must be ones only this user (or root) can change.
-        if approved.is_none() {
-            let policy = policy_text.is_some().then_some(policy_path.as_path());
-            shared(path, policy)?;
-        }
         if let Some((dir, entry)) = approved {
             entry
                 .approves_files(
@@ -110,8 +110,8 @@ impl PluginHost {
         policy: SandboxPolicy,
     ) -> Result<LoadedPlugin, PluginError> {
         let path = path.as_ref();
-        let bytes = self.read_plugin_file(path, None)?;
         shared(path, None)?;
+        let bytes = self.read_plugin_file(path, None)?;
         self.load_bytes_with_policy(path, &bytes, policy)
     }
 
@@ -723,6 +723,12 @@ fn shared(path: &Path, policy: Option<&Path>) -> Result<(), PluginError> {
         path: path.to_owned(),
         reason,
     };
+    // What is not a regular file (missing, a FIFO, a device) is refused by the reading, which
+    // says so; it is not read, so not checked here.
+    let regular = |file: &Path| std::fs::metadata(file).is_ok_and(|metadata| metadata.is_file());
+    if !regular(path) {
+        return Ok(());
+    }
     let dir = match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),
@@ -730,7 +736,9 @@ fn shared(path: &Path, policy: Option<&Path>) -> Result<(), PluginError> {
     if let Some(reason) = crate::lock::directory_problem(dir) {
         return Err(refused(reason));
     }
-    for file in std::iter::once(path).chain(policy) {
+    // A policy that is not there is no policy (one that appears later is read by a later load,
+    // and checked then); one that is there but not a regular file is refused by its reading.
+    for file in std::iter::once(path).chain(policy.filter(|policy| regular(policy))) {
         if let Some(reason) = crate::file::file_problem(file) {
             return Err(refused(reason));
         }

@@ -1028,10 +1028,19 @@ async fn a_stateless_listen_stream_ends_when_its_token_expires() {
         "{:?}",
         stream.headers()
     );
-    let ended = tokio::time::timeout(Duration::from_secs(30), stream.bytes()).await;
-    ended
+    let opened = std::time::Instant::now();
+    let ended = tokio::time::timeout(Duration::from_secs(30), stream.text()).await;
+    let body = ended
         .expect("the listen stream outlived its token")
         .expect("the stream ended cleanly");
+    // Not at once, nor with an error: it served while the token was good (a second at least
+    // of its two or more).
+    assert!(
+        opened.elapsed() >= Duration::from_secs(1),
+        "{:?}: {body}",
+        opened.elapsed()
+    );
+    assert!(!body.contains("\"error\""), "{body}");
 }
 
 /// A tool that answers once the test lets it.

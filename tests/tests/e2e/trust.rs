@@ -507,7 +507,10 @@ fn a_lock_file_others_could_have_written_is_not_trusted() {
             matches!(error, LockError::Untrusted { .. })
                 && error
                     .to_string()
-                    .contains("its directory may be written by other users"),
+                    .contains("its directory may be written by other users")
+                && error
+                    .to_string()
+                    .contains(&format!("chmod go-w {}", dir.display())),
             "{shared:o}: {error}"
         );
     }
@@ -550,9 +553,17 @@ fn a_directory_others_may_write_loads_nothing_without_a_lock() {
     use std::os::unix::fs::PermissionsExt;
     let dir = plugin_dir("unlocked-shared");
     let mode = std::fs::metadata(&dir).expect("stat").permissions();
-    // Writable by its group too: whatever the system's files say of the group, its bits also
-    // show an ACL's mask, and its members may be more than the files list.
-    for shared in [0o777, 0o1777, 0o775] {
+    // Writable by its group when the group is others' (Debian's `nogroup` is the primary group
+    // of `nobody` and others; only root can give a directory to it), or shared with the
+    // set-group-ID bit (as a team directory, or a Kubernetes `fsGroup` volume). A group of the
+    // user's alone (Debian's and Ubuntu's user private groups, umask 002) is not others.
+    let group_of_others = std::os::unix::fs::chown(&dir, None, Some(65534)).is_ok();
+    let modes: &[u32] = if group_of_others {
+        &[0o777, 0o1777, 0o2775, 0o775]
+    } else {
+        &[0o777, 0o1777, 0o2775]
+    };
+    for &shared in modes {
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(shared)).expect("chmod");
         let loaded = host().load_dir(&dir).expect("the directory is read");
         assert!(loaded.plugins.is_empty(), "{shared:o}");
@@ -584,8 +595,8 @@ fn a_directory_others_may_write_loads_nothing_without_a_lock() {
     }
     std::fs::set_permissions(&dir, mode).expect("chmod");
     assert_eq!(host().load_dir(&dir).expect("load").plugins.len(), 2);
-    // A build's `target/wasm32-wasip2/release` under a umask of 002: every directory on the
-    // way that needs it is named in one `chmod`.
+    // A build's `target/wasm32-wasip2/release` others may write: every directory on the way
+    // that needs it is named in one `chmod`.
     let nested = scratch_dir("unlocked-shared-nested");
     let release = nested.join("target/wasm32-wasip2/release");
     std::fs::create_dir_all(&release).expect("mkdir");
@@ -595,7 +606,7 @@ fn a_directory_others_may_write_loads_nothing_without_a_lock() {
         "target/wasm32-wasip2",
         "target/wasm32-wasip2/release",
     ] {
-        std::fs::set_permissions(nested.join(dir), std::fs::Permissions::from_mode(0o775))
+        std::fs::set_permissions(nested.join(dir), std::fs::Permissions::from_mode(0o777))
             .expect("chmod");
     }
     let Err(error) = host().load(release.join("greet.wasm")) else {
