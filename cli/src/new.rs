@@ -59,7 +59,7 @@ impl Sdk {
                 // Found by where this binary was built, not named by the user: the crate would
                 // build (and run the build scripts and macros of) whatever is there now, so it
                 // must be a directory no other user could have put there or changed.
-                if let Some(problem) = replaceable(&sdk.dir) {
+                if let Some(problem) = llm_worker::lock::LockFile::unsafe_directory(&sdk.dir) {
                     anyhow::bail!(
                         "the SDK this llm-worker was built with, {}, could have been replaced \
                          by another user ({problem}); give the SDK of a checkout you trust with \
@@ -89,36 +89,6 @@ impl Sdk {
     fn lock_file(&self) -> Option<String> {
         std::fs::read_to_string(self.checkout.join("plugins/Cargo.lock")).ok()
     }
-}
-
-/// Why another user could have put `dir` where it is, or changed it, if so: it or a directory
-/// above it is another user's (root aside), or anyone may write it and it is not sticky. (A
-/// directory its group may write is not refused: with a group of one's own, as `umask 002`
-/// setups have, that is no one else.)
-#[cfg(unix)]
-fn replaceable(dir: &Path) -> Option<String> {
-    use std::os::unix::fs::MetadataExt as _;
-    let us = rustix::process::geteuid().as_raw();
-    dir.ancestors().find_map(|path| {
-        let metadata = match std::fs::metadata(path) {
-            Ok(metadata) => metadata,
-            Err(e) => return Some(format!("{} cannot be read: {e}", path.display())),
-        };
-        if metadata.uid() != us && metadata.uid() != 0 {
-            return Some(format!(
-                "{} belongs to user {}",
-                path.display(),
-                metadata.uid()
-            ));
-        }
-        (metadata.mode() & 0o002 != 0 && metadata.mode() & 0o1000 == 0)
-            .then(|| format!("anyone may write {} and it is not sticky", path.display()))
-    })
-}
-
-#[cfg(not(unix))]
-fn replaceable(_dir: &Path) -> Option<String> {
-    None
 }
 
 /// The checkout this llm-worker was built from (the parent of `cli/`).
