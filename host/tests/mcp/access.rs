@@ -606,19 +606,16 @@ async fn with_several_issuers_a_grant_by_claim_must_name_its_issuer() {
     assert!(anyone.grants_without_issuer().is_empty());
 }
 
-/// The attack: a contract 1.0.0 plugin runs its calls in the instance's event loop, not in the
-/// request's future; its code's CPU time went uncounted, so an identity under a CPU quota
-/// could spin a core for as long as each call's time limit allowed, call after call.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_cpu_time_of_a_contract_1_plugins_code_counts_against_the_quota() {
+/// A server of the contract 1.0.0 `waiter` plugin (calls limited to `timeout`) for Alice, under
+/// a quota of one CPU second per minute.
+async fn waiter_under_a_cpu_quota(timeout: std::time::Duration) -> String {
     use llm_worker::{Limits, SandboxPolicy};
     let policy = AccessPolicy::parse(
         "[quota]\ncpu_seconds_per_minute = 1\n\n[[grant]]\nwho = [\"token:alice\"]\ntools = [\"*\"]\n",
     )
     .expect("a policy");
-    // `spin` runs code until its time limit stops it (and with it the instance).
     let mut limits = Limits::default();
-    limits.call_timeout = std::time::Duration::from_secs(3);
+    limits.call_timeout = timeout;
     let mut sandbox = SandboxPolicy::with_limits(limits);
     // It imports wasi:http (its `fetch`), linked only where the policy grants a destination.
     sandbox
@@ -628,12 +625,21 @@ async fn the_cpu_time_of_a_contract_1_plugins_code_counts_against_the_quota() {
         .load_with_policy(llm_worker_tests::plugin_path("waiter"), sandbox)
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(waiter.contract_version(), "1.0.0");
-    let url = crate::serve_with(
+    crate::serve_with(
         ToolCatalog::from_plugins([&waiter]),
         McpOptions::new("cpu", "1").access(policy),
         HttpOptions::default().named_tokens([BearerToken::new("alice", ALICE)]),
     )
-    .await;
+    .await
+}
+
+/// The attack: a contract 1.0.0 plugin runs its calls in the instance's event loop, not in the
+/// request's future; its code's CPU time went uncounted, so an identity under a CPU quota
+/// could spin a core for as long as each call's time limit allowed, call after call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cpu_time_of_a_contract_1_plugins_code_counts_against_the_quota() {
+    // `spin` runs code until its time limit stops it (and with it the instance).
+    let url = waiter_under_a_cpu_quota(std::time::Duration::from_secs(3)).await;
     let alice = client(&url, ALICE).await;
     alice
         .call_tool(CallToolRequestParams::new("bump"))
@@ -679,27 +685,8 @@ async fn the_cpu_time_of_a_contract_1_plugins_code_counts_against_the_quota() {
 /// without being refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_contract_1_call_that_spins_counts_against_the_quota_while_it_runs() {
-    use llm_worker::{Limits, SandboxPolicy};
-    let policy = AccessPolicy::parse(
-        "[quota]\ncpu_seconds_per_minute = 1\n\n[[grant]]\nwho = [\"token:alice\"]\ntools = [\"*\"]\n",
-    )
-    .expect("a policy");
     // Far longer than the quota's second: the refusal below comes while it spins.
-    let mut limits = Limits::default();
-    limits.call_timeout = std::time::Duration::from_secs(120);
-    let mut sandbox = SandboxPolicy::with_limits(limits);
-    sandbox
-        .http
-        .push(llm_worker::HttpGrant::parse("http://127.0.0.1:9").expect("rule"));
-    let waiter = llm_worker_tests::host()
-        .load_with_policy(llm_worker_tests::plugin_path("waiter"), sandbox)
-        .unwrap_or_else(|e| panic!("{e}"));
-    let url = crate::serve_with(
-        ToolCatalog::from_plugins([&waiter]),
-        McpOptions::new("cpu", "1").access(policy),
-        HttpOptions::default().named_tokens([BearerToken::new("alice", ALICE)]),
-    )
-    .await;
+    let url = waiter_under_a_cpu_quota(std::time::Duration::from_secs(120)).await;
     let spinner = client(&url, ALICE).await;
     let spinning = tokio::spawn(async move {
         let answer = spinner.call_tool(CallToolRequestParams::new("spin")).await;

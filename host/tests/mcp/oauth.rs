@@ -936,6 +936,27 @@ async fn a_narrower_token_hears_nothing_of_a_wider_tokens_stateless_calls() {
     narrow.cancel().await.expect("close");
 }
 
+/// Alice's token from `issuer` for the server at `url`, expiring `seconds` from the start of
+/// this second (`seconds - 1` at least).
+fn brief_token(issuer: &Issuer, url: &str, seconds: u64) -> (String, u64) {
+    let mut claims = issuer.claims("alice", url);
+    let exp = jsonwebtoken::get_current_timestamp() + seconds;
+    claims["exp"] = json!(exp);
+    (sign(&claims, Algorithm::RS256, ISSUER_RSA, "rsa-1"), exp)
+}
+
+/// A session at `url` opened with `token`, and told it is initialized.
+async fn initialized_session(url: &str, token: &str) -> String {
+    let session = open_session(url, token).await;
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let sent = in_session(url, &session, token, initialized)
+        .send()
+        .await
+        .expect("initialized");
+    assert!(sent.status().is_success(), "{}", sent.status());
+    session
+}
+
 /// A session's standing stream (its GET, which carries the session's notices and its tasks'
 /// logs) was checked once, when it was opened, and went on delivering after its token expired,
 /// until the session ended. It ends when the token expires; the client opens it again with a
@@ -945,17 +966,8 @@ async fn a_sessions_stream_ends_when_its_token_expires() {
     let issuer = Issuer::start(Issuing::Answers).await;
     // No clock skew allowed: the token is refused, and its stream ends, at its `exp`.
     let url = serve(&issuer, Vec::new(), |o| o.leeway(Duration::ZERO)).await;
-    let mut claims = issuer.claims("alice", &url);
-    // Three seconds from the start of this second: two at least.
-    claims["exp"] = json!(jsonwebtoken::get_current_timestamp() + 3);
-    let brief = sign(&claims, Algorithm::RS256, ISSUER_RSA, "rsa-1");
-    let session = open_session(&url, &brief).await;
-    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    let sent = in_session(&url, &session, &brief, initialized)
-        .send()
-        .await
-        .expect("initialized");
-    assert!(sent.status().is_success(), "{}", sent.status());
+    let (brief, _) = brief_token(&issuer, &url, 3);
+    let session = initialized_session(&url, &brief).await;
     let stream = reqwest::Client::new()
         .get(&url)
         .header("accept", "text/event-stream")
@@ -987,9 +999,7 @@ async fn a_sessions_stream_ends_when_its_token_expires() {
 async fn a_stateless_listen_stream_ends_when_its_token_expires() {
     let issuer = Issuer::start(Issuing::Answers).await;
     let url = serve(&issuer, Vec::new(), |o| o.leeway(Duration::ZERO)).await;
-    let mut claims = issuer.claims("alice", &url);
-    claims["exp"] = json!(jsonwebtoken::get_current_timestamp() + 3);
-    let brief = sign(&claims, Algorithm::RS256, ISSUER_RSA, "rsa-1");
+    let (brief, _) = brief_token(&issuer, &url, 3);
     let listen = json!({
         "jsonrpc": "2.0",
         "id": 1,
@@ -1081,17 +1091,8 @@ async fn a_calls_answer_is_not_cut_when_its_token_expires() {
         ToolCatalog::new([group]),
     )
     .await;
-    let mut claims = issuer.claims("alice", &url);
-    let exp = jsonwebtoken::get_current_timestamp() + 2;
-    claims["exp"] = json!(exp);
-    let brief = sign(&claims, Algorithm::RS256, ISSUER_RSA, "rsa-1");
-    let session = open_session(&url, &brief).await;
-    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    let sent = in_session(&url, &session, &brief, initialized)
-        .send()
-        .await
-        .expect("initialized");
-    assert!(sent.status().is_success(), "{}", sent.status());
+    let (brief, exp) = brief_token(&issuer, &url, 2);
+    let session = initialized_session(&url, &brief).await;
     let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
                       "params": {"name": "wait", "arguments": {}}});
     let answer = tokio::spawn(async move {
