@@ -215,6 +215,9 @@ fn directories_are_ours(dir: &Path, what: &str, us: u32, sticky_self: bool) -> R
                         others_may_write(above, &above_metadata)
                             && above_metadata.mode() & 0o1000 == 0
                             && above_metadata.uid() == us
+                            && !rustix::fs::statvfs(*above).is_ok_and(|mount| {
+                                mount.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY)
+                            })
                     })
                 })
                 .map(shell_word)
@@ -433,24 +436,40 @@ pub(crate) fn links_on_the_way_are_ours(_path: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// Why another user could change the file at `path` (links followed), if they could: it is not
-/// this user's or root's, others may write it, or its directory (where it really is) is one
-/// others could replace it in; or why it cannot be checked.
+/// Why another user could change the file at `path` (links followed), if they could: a link on
+/// its way (it may be one) is not the user's or root's or is held in a directory others may
+/// write, its directory (where it really is) is one others could replace it in, or — a regular
+/// file — it is not the user's or root's, or others may write it; or why it cannot be checked
+/// (a link leading nowhere: what appears there later would be read). A FIFO or a device is
+/// not judged by its owner and mode: reading refuses it.
 #[cfg(unix)]
 pub(crate) fn file_problem(path: &Path) -> Option<String> {
     use std::os::unix::fs::MetadataExt;
-    let metadata = match std::fs::metadata(path) {
-        Ok(metadata) => metadata,
-        Err(e) => return Some(format!("{} cannot be checked: {e}", path.display())),
-    };
     let us = rustix::process::geteuid().as_raw();
-    // The links on its way, as given (the file itself may be one): each ours, in a directory
-    // no one else can swap it in, so that what was read is what is checked below.
+    // The links on its way, as given: each ours, in a directory no one else can swap it in, so
+    // that what is read is what is checked below.
     if let Err(problem) = std::path::absolute(path)
         .map_err(|e| format!("{} cannot be resolved: {e}", path.display()))
         .and_then(|given| links_are_ours(&given, us, &mut 0))
     {
         return Some(problem);
+    }
+    let real = match path.canonicalize() {
+        Ok(real) => real,
+        Err(e) => return Some(format!("{} cannot be resolved: {e}", path.display())),
+    };
+    let parent = real.parent().unwrap_or(Path::new("/"));
+    if let Err(problem) =
+        no_one_else_can_replace(parent, &format!("the directory of {}", path.display()))
+    {
+        return Some(problem);
+    }
+    let metadata = match std::fs::metadata(&real) {
+        Ok(metadata) => metadata,
+        Err(e) => return Some(format!("{} cannot be checked: {e}", path.display())),
+    };
+    if !metadata.is_file() {
+        return None;
     }
     if metadata.uid() != us && metadata.uid() != 0 {
         return Some(format!(
@@ -460,22 +479,24 @@ pub(crate) fn file_problem(path: &Path) -> Option<String> {
         ));
     }
     let read_only = || {
-        rustix::fs::statvfs(path)
+        rustix::fs::statvfs(&real)
             .is_ok_and(|mount| mount.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY))
     };
-    if others_may_write(path, &metadata) && !read_only() {
+    if others_may_write(&real, &metadata) && !read_only() {
+        let fix = if metadata.uid() == us {
+            format!("run `chmod go-w {}`", shell_word(&real))
+        } else {
+            "ask its owner to make it writable by them alone, or copy it into a directory of \
+             your own"
+                .to_owned()
+        };
         return Some(format!(
-            "other users may write {} (mode {:o}); run `chmod go-w` on it",
+            "other users may write {} (mode {:o}); {fix}",
             path.display(),
             metadata.mode() & 0o7777
         ));
     }
-    let real = match path.canonicalize() {
-        Ok(real) => real,
-        Err(e) => return Some(format!("{} cannot be resolved: {e}", path.display())),
-    };
-    let parent = real.parent().unwrap_or(Path::new("/"));
-    no_one_else_can_replace(parent, &format!("the directory of {}", path.display())).err()
+    None
 }
 
 /// Elsewhere, files' owners and modes are not checked (see SECURITY.md).

@@ -16,9 +16,10 @@ pub const WATCH_INTERVAL: Duration = Duration::from_millis(300);
 
 /// What a file looked like at the last scan: size, modification time and identity, to notice
 /// that something may have changed (what changed is decided by content).
-/// With its mode and owner: a `chmod` or `chown` (which change neither its size, its time nor
-/// its inode) can make a refused plugin loadable, or a loaded one refused.
-type Stat = (u64, Option<SystemTime>, u64, u64);
+/// With its mode, owner and group, and the time of its last change of any kind (`ctime`): a
+/// `chmod`, `chown`, `chgrp` or `setfacl` (which change neither its size, its modification
+/// time nor its inode) can make a refused plugin loadable, or a loaded one refused.
+type Stat = (u64, Option<SystemTime>, u64, u64, i128);
 
 /// A plugin file and its policy at the last scan.
 type Fingerprint = [Stat; 2];
@@ -27,16 +28,20 @@ fn stat(path: &Path) -> Stat {
     #[cfg(unix)]
     let identity = |m: &std::fs::Metadata| {
         use std::os::unix::fs::MetadataExt;
-        (m.ino(), u64::from(m.mode()) | u64::from(m.uid()) << 32)
+        (
+            m.ino(),
+            u64::from(m.mode()) ^ u64::from(m.uid()) << 16 ^ u64::from(m.gid()) << 40,
+            i128::from(m.ctime()) * 1_000_000_000 + i128::from(m.ctime_nsec()),
+        )
     };
     #[cfg(not(unix))]
-    let identity = |_: &std::fs::Metadata| (0, 0);
+    let identity = |_: &std::fs::Metadata| (0, 0, 0);
     std::fs::metadata(path)
         .map(|m| {
-            let (inode, access) = identity(&m);
-            (m.len(), m.modified().ok(), inode, access)
+            let (inode, access, changed) = identity(&m);
+            (m.len(), m.modified().ok(), inode, access, changed)
         })
-        .unwrap_or((0, None, 0, 0))
+        .unwrap_or((0, None, 0, 0, 0))
 }
 
 /// The plugin files of `dir` with their policies, and its lock file (an update written by

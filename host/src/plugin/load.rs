@@ -723,22 +723,25 @@ fn shared(path: &Path, policy: Option<&Path>) -> Result<(), PluginError> {
         path: path.to_owned(),
         reason,
     };
-    // What is not a regular file (missing, a FIFO, a device) is refused by the reading, which
-    // says so; it is not read, so not checked here.
-    let regular = |file: &Path| std::fs::metadata(file).is_ok_and(|metadata| metadata.is_file());
-    if !regular(path) {
-        return Ok(());
-    }
     let dir = match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),
     };
-    if let Some(reason) = crate::lock::directory_problem(dir) {
+    // The directory, whatever is in it now (what is there can change, but only by those who
+    // may write it): unless it is not there, which reading the plugin reports.
+    if dir.symlink_metadata().is_ok()
+        && let Some(reason) = crate::lock::directory_problem(dir)
+    {
         return Err(refused(reason));
     }
-    // A policy that is not there is no policy (one that appears later is read by a later load,
-    // and checked then); one that is there but not a regular file is refused by its reading.
-    for file in std::iter::once(path).chain(policy.filter(|policy| regular(policy))) {
+    // Each name that is there (a link leading nowhere too: what appears there would be read),
+    // links, directory and all. A name that is not there is nothing to read: the plugin's read
+    // says it is missing, and a policy that is not there is no policy (one that appears later
+    // is read, and checked, by a later load).
+    for file in std::iter::once(path).chain(policy) {
+        if file.symlink_metadata().is_err() {
+            continue;
+        }
         if let Some(reason) = crate::file::file_problem(file) {
             return Err(refused(reason));
         }

@@ -595,6 +595,22 @@ fn a_directory_others_may_write_loads_nothing_without_a_lock() {
     }
     std::fs::set_permissions(&dir, mode).expect("chmod");
     assert_eq!(host().load_dir(&dir).expect("load").plugins.len(), 2);
+    // What is not a regular file when checked (a FIFO, or nothing) in a directory others may
+    // write is refused too: they could make it a plugin between the check and the read.
+    let swapped = scratch_dir("unlocked-shared-fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(swapped.join("evil.wasm"))
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success());
+    std::fs::set_permissions(&swapped, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let Err(error) = host().load(swapped.join("evil.wasm")) else {
+        panic!("a FIFO was loaded");
+    };
+    assert!(
+        matches!(error, PluginError::SharedDirectory { .. }),
+        "{error}"
+    );
     // A build's `target/wasm32-wasip2/release` others may write: every directory on the way
     // that needs it is named in one `chmod`.
     let nested = scratch_dir("unlocked-shared-nested");
