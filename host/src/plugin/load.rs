@@ -57,12 +57,11 @@ impl PluginHost {
         // others may write) and the bytes. Without one, whatever is there runs: the files and
         // their directory must be ones only this user (or root) can change, checked before
         // they are read.
-        if approved.is_none() {
-            shared(path, Some(&policy_path))?;
-        }
+        // A policy that was not there when checked is not read, whatever appears later.
+        let policy_checked = approved.is_some() || shared(path, Some(&policy_path))?;
         // A name that is there, a link leading nowhere included, is a policy to read: a
         // dangling link is refused, not taken for "no policy".
-        let policy_text = if policy_path.symlink_metadata().is_ok() {
+        let policy_text = if policy_checked && policy_path.symlink_metadata().is_ok() {
             Some(SandboxPolicy::read_text_within(&policy_path, within).map_err(policy_error)?)
         } else {
             None
@@ -718,7 +717,9 @@ fn validated_tools(
 
 /// Refuses a plugin file (and its policy file) loaded without a lock when another user could
 /// change them: their directory (as given, and where each really is) or the files themselves.
-fn shared(path: &Path, policy: Option<&Path>) -> Result<(), PluginError> {
+///
+/// Returns whether the policy file was there (and checked): one that was not is not read.
+fn shared(path: &Path, policy: Option<&Path>) -> Result<bool, PluginError> {
     let refused = |reason: String| PluginError::SharedDirectory {
         path: path.to_owned(),
         reason,
@@ -728,16 +729,22 @@ fn shared(path: &Path, policy: Option<&Path>) -> Result<(), PluginError> {
         _ => Path::new("."),
     };
     // The directory, whatever is in it now (what is there can change, but only by those who
-    // may write it): unless it is not there, which reading the plugin reports.
-    if dir.symlink_metadata().is_ok()
-        && let Some(reason) = crate::lock::directory_problem(dir)
-    {
+    // may write it). One that is not there is the plugin's absence (it is not read: a
+    // directory that appears before the read would be unchecked).
+    if let Err(source) = dir.symlink_metadata() {
+        return Err(PluginError::Io {
+            path: path.to_owned(),
+            source,
+        });
+    }
+    if let Some(reason) = crate::lock::directory_problem(dir) {
         return Err(refused(reason));
     }
     // Each name that is there (a link leading nowhere too: what appears there would be read),
     // links, directory and all. A name that is not there is nothing to read: the plugin's read
     // says it is missing, and a policy that is not there is no policy (one that appears later
     // is read, and checked, by a later load).
+    let mut policy_there = false;
     for file in std::iter::once(path).chain(policy) {
         if file.symlink_metadata().is_err() {
             continue;
@@ -745,8 +752,9 @@ fn shared(path: &Path, policy: Option<&Path>) -> Result<(), PluginError> {
         if let Some(reason) = crate::file::file_problem(file) {
             return Err(refused(reason));
         }
+        policy_there = file != path;
     }
-    Ok(())
+    Ok(policy_there)
 }
 
 #[cfg(test)]
