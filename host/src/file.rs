@@ -195,11 +195,7 @@ fn directories_are_ours(dir: &Path, what: &str, us: u32, sticky_self: bool) -> R
         // the directory itself must not let them add names at all (a file planted before
         // ours is written: a policy, a lock, a plugin).
         let sticky = metadata.mode() & 0o1000 != 0 && (path != dir || sticky_self);
-        let read_only = || {
-            rustix::fs::statvfs(path)
-                .is_ok_and(|mount| mount.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY))
-        };
-        if others_may_write(path, &metadata) && !sticky && !read_only() {
+        if others_may_write(path, &metadata) && !sticky && !on_read_only_mount(path) {
             let how = if path == dir && !sticky_self {
                 "so they could put files in it before you do"
             } else {
@@ -215,9 +211,7 @@ fn directories_are_ours(dir: &Path, what: &str, us: u32, sticky_self: bool) -> R
                         others_may_write(above, &above_metadata)
                             && above_metadata.mode() & 0o1000 == 0
                             && above_metadata.uid() == us
-                            && !rustix::fs::statvfs(*above).is_ok_and(|mount| {
-                                mount.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY)
-                            })
+                            && !on_read_only_mount(above)
                     })
                 })
                 .map(shell_word)
@@ -257,6 +251,14 @@ fn shell_word(path: &Path) -> String {
     } else {
         format!("'{}'", text.replace('\'', r"'\''"))
     }
+}
+
+/// Whether `path` is on a read-only mount (as a Kubernetes ConfigMap's, whose mode says anyone
+/// may write): no one changes it through this mount.
+#[cfg(unix)]
+fn on_read_only_mount(path: &Path) -> bool {
+    rustix::fs::statvfs(path)
+        .is_ok_and(|mount| mount.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY))
 }
 
 /// Whether users other than this one may write `path` (whose metadata is `metadata`): everyone
@@ -478,11 +480,7 @@ pub(crate) fn file_problem(path: &Path) -> Option<String> {
             metadata.uid()
         ));
     }
-    let read_only = || {
-        rustix::fs::statvfs(&real)
-            .is_ok_and(|mount| mount.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY))
-    };
-    if others_may_write(&real, &metadata) && !read_only() {
+    if others_may_write(&real, &metadata) && !on_read_only_mount(&real) {
         let fix = if metadata.uid() == us {
             format!("run `chmod go-w {}`", shell_word(&real))
         } else {
