@@ -334,6 +334,87 @@ fn calls(
     })
 }
 
+/// For a profiler, run only when named (`-- profile`): 2,000 warm echo calls through
+/// `call_tool`, then 2,000 on bare wasmtime with the host's engine settings, each loop in a
+/// function of its own, e.g. `valgrind --tool=callgrind --collect-atstart=no
+/// --toggle-collect=host::profiled_calls --toggle-collect=host::profiled_bare_calls` on the
+/// bench's executable; and the size of the future `Tool::execute` boxes on every call.
+fn profile(runtime: &tokio::runtime::Runtime, echo: &llm_worker::LoadedPlugin) {
+    const CALLS: u32 = 2_000;
+    let wasm = registered(echo).tool_server_handle();
+    let _context = runtime.enter();
+    let input = format!(r#"{{"text":"{}"}}"#, "x".repeat(82));
+    let (_, tool) = wasm.get_tool("echo").expect("echo tool");
+    let future = std::mem::size_of_val(&*tool.execute(&input));
+    // Warm: the instance started and the plugin initialised before the measured loop.
+    runtime.block_on(async {
+        for _ in 0..200 {
+            black_box(wasm.call_tool("echo", &input).await.expect("echo"));
+        }
+    });
+    let started = Instant::now();
+    profiled_calls(runtime, &wasm, &input, CALLS);
+    let ours = started.elapsed() / CALLS;
+    let (engine, pre) = bare_async_pre(host_serial_engine);
+    let mut store = bare_store(&engine);
+    let plugin = futures::executor::block_on(async {
+        let plugin = pre
+            .instantiate_async(&mut store)
+            .await
+            .expect("instantiate");
+        plugin.call_tools(&mut store).await.expect("tools");
+        for _ in 0..200 {
+            black_box(plugin.call_execute(&mut store, "echo", &input).await.ok());
+        }
+        plugin
+    });
+    let started = Instant::now();
+    profiled_bare_calls(&plugin, &mut store, &input, CALLS);
+    let bare = started.elapsed() / CALLS;
+    println!("\n| 2,000 warm echo calls, for a profiler | per call |");
+    println!("|---|---|");
+    println!("| `call_tool` (`host::profiled_calls`) | {} |", show(ours));
+    println!(
+        "| bare wasmtime, the host's 0.x engine (`host::profiled_bare_calls`) | {} |",
+        show(bare)
+    );
+    println!("| size of the future `Tool::execute` boxes | {future} B |");
+}
+
+#[inline(never)]
+fn profiled_calls(
+    runtime: &tokio::runtime::Runtime,
+    tools: &ToolServerHandle,
+    input: &str,
+    n: u32,
+) {
+    runtime.block_on(async {
+        for _ in 0..n {
+            black_box(tools.call_tool("echo", input).await.expect("echo"));
+        }
+    });
+}
+
+#[inline(never)]
+fn profiled_bare_calls(
+    plugin: &bare::ToolPlugin,
+    store: &mut Store<BareState>,
+    input: &str,
+    n: u32,
+) {
+    futures::executor::block_on(async {
+        for _ in 0..n {
+            black_box(
+                plugin
+                    .call_execute(&mut *store, "echo", input)
+                    .await
+                    .expect("call")
+                    .ok(),
+            );
+        }
+    });
+}
+
 /// A store with an empty WASI context, for bare wasmtime.
 fn bare_store(engine: &Engine) -> Store<BareState> {
     let mut store = Store::new(
@@ -459,7 +540,7 @@ fn bare_sync_calls(input: &str, iterations: u32) -> Duration {
 /// whose name contains one of the arguments (e.g. `-- calls` while profiling the call path).
 /// `sessions` needs the `mcp` feature (`cargo bench -p llm-worker --features mcp --bench host
 /// -- sessions`); without it, it says so.
-const SECTIONS: [&str; 8] = [
+const SECTIONS: [&str; 9] = [
     "calls",
     "content",
     "registration",
@@ -468,7 +549,11 @@ const SECTIONS: [&str; 8] = [
     "concurrency",
     "sessions",
     "memory",
+    "profile",
 ];
+
+/// Sections run only when named.
+const ON_REQUEST: [&str; 1] = ["profile"];
 
 fn main() {
     let filters: Vec<String> = std::env::args()
@@ -476,7 +561,7 @@ fn main() {
         .filter(|arg| !arg.starts_with('-'))
         .collect();
     let wanted = |section: &str| {
-        filters.is_empty()
+        (filters.is_empty() && !ON_REQUEST.contains(&section))
             || filters
                 .iter()
                 .any(|filter| section.contains(filter.as_str()))
@@ -505,6 +590,7 @@ fn main() {
             "scaling" => scaling(&echo),
             "concurrency" => concurrency(&runtime, &host, &echo),
             "sessions" => sessions(&runtime),
+            "profile" => profile(&runtime, &echo),
             _ => memory_per_instance(&echo),
         }
     }

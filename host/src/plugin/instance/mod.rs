@@ -398,7 +398,10 @@ impl SessionCore {
         }
         call.running = Some(subject);
         if call.slot.live.is_none() {
-            let started = self.start(&mut call.slot, deadline).await;
+            // On the heap: starting an instance is rare, and its future is several times
+            // the size of a call's, which every call's future would otherwise carry (and
+            // copy into the box `Tool::execute` returns).
+            let started = Box::pin(self.start(&mut call.slot, deadline)).await;
             if started.is_err() {
                 call.running = None;
             }
@@ -427,9 +430,11 @@ impl SessionCore {
                         .call_execute(&mut live.store, label, input_json)
                         .await?,
                 ),
-                Work::Request(request) => {
-                    Done::Answered(live.bindings.call_request(&mut live.store, request).await?)
-                }
+                // On the heap: the tool call is the hot path, and its future should not be
+                // the size of this one.
+                Work::Request(request) => Done::Answered(
+                    Box::pin(live.bindings.call_request(&mut live.store, request)).await?,
+                ),
             })
         })
         .await;
