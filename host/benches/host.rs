@@ -335,11 +335,12 @@ fn calls(
 }
 
 /// For a profiler, run only when named (`-- profile`): 2,000 warm echo calls through
-/// `call_tool`, then 2,000 on bare wasmtime with the host's engine settings, each loop in a
-/// function of its own, e.g. `valgrind --tool=callgrind --collect-atstart=no
-/// --toggle-collect=host::profiled_calls --toggle-collect=host::profiled_bare_calls` on the
-/// bench's executable; and the size of the future `Tool::execute` boxes on every call.
-fn profile(runtime: &tokio::runtime::Runtime, echo: &llm_worker::LoadedPlugin) {
+/// `call_tool`, 2,000 on bare wasmtime with the host's engine settings, and 2,000 of the echo
+/// of contract 1.0.0 through `call_tool`, each loop in a function of its own (for
+/// `valgrind --tool=callgrind --collect-atstart=no --toggle-collect=host::profiled_calls
+/// --toggle-collect=host::profiled_bare_calls --toggle-collect=host::profiled_v10_calls` on the
+/// bench's executable); and the size of the future `Tool::execute` boxes on every call.
+fn profile(runtime: &tokio::runtime::Runtime, host: &PluginHost, echo: &llm_worker::LoadedPlugin) {
     const CALLS: u32 = 2_000;
     let wasm = registered(echo).tool_server_handle();
     let _context = runtime.enter();
@@ -371,6 +372,16 @@ fn profile(runtime: &tokio::runtime::Runtime, echo: &llm_worker::LoadedPlugin) {
     let started = Instant::now();
     profiled_bare_calls(&plugin, &mut store, &input, CALLS);
     let bare = started.elapsed() / CALLS;
+    let v10 = registered(&host.load(plugin_path("echo")).expect("load echo (1.0.0)"))
+        .tool_server_handle();
+    runtime.block_on(async {
+        for _ in 0..200 {
+            black_box(v10.call_tool("echo", &input).await.expect("echo"));
+        }
+    });
+    let started = Instant::now();
+    profiled_v10_calls(runtime, &v10, &input, CALLS);
+    let concurrent = started.elapsed() / CALLS;
     println!("\n| 2,000 warm echo calls, for a profiler | per call |");
     println!("|---|---|");
     println!("| `call_tool` (`host::profiled_calls`) | {} |", show(ours));
@@ -378,7 +389,22 @@ fn profile(runtime: &tokio::runtime::Runtime, echo: &llm_worker::LoadedPlugin) {
         "| bare wasmtime, the host's 0.x engine (`host::profiled_bare_calls`) | {} |",
         show(bare)
     );
+    println!(
+        "| contract 1.0.0 through `call_tool` (`host::profiled_v10_calls`) | {} |",
+        show(concurrent)
+    );
     println!("| size of the future `Tool::execute` boxes | {future} B |");
+}
+
+/// `n` echo calls through `call_tool`, inlined into each profiled function (a profiler's
+/// toggle on a function called from another would switch collection off there).
+#[inline(always)]
+fn echo_calls(runtime: &tokio::runtime::Runtime, tools: &ToolServerHandle, input: &str, n: u32) {
+    runtime.block_on(async {
+        for _ in 0..n {
+            black_box(tools.call_tool("echo", input).await.expect("echo"));
+        }
+    });
 }
 
 #[inline(never)]
@@ -388,11 +414,17 @@ fn profiled_calls(
     input: &str,
     n: u32,
 ) {
-    runtime.block_on(async {
-        for _ in 0..n {
-            black_box(tools.call_tool("echo", input).await.expect("echo"));
-        }
-    });
+    echo_calls(runtime, tools, input, n);
+}
+
+#[inline(never)]
+fn profiled_v10_calls(
+    runtime: &tokio::runtime::Runtime,
+    tools: &ToolServerHandle,
+    input: &str,
+    n: u32,
+) {
+    echo_calls(runtime, tools, input, n);
 }
 
 #[inline(never)]
@@ -590,7 +622,7 @@ fn main() {
             "scaling" => scaling(&echo),
             "concurrency" => concurrency(&runtime, &host, &echo),
             "sessions" => sessions(&runtime),
-            "profile" => profile(&runtime, &echo),
+            "profile" => profile(&runtime, &host, &echo),
             _ => memory_per_instance(&echo),
         }
     }
