@@ -348,11 +348,7 @@ fn profile(runtime: &tokio::runtime::Runtime, host: &PluginHost, echo: &llm_work
     let (_, tool) = wasm.get_tool("echo").expect("echo tool");
     let future = std::mem::size_of_val(&*tool.execute(&input));
     // Warm: the instance started and the plugin initialised before the measured loop.
-    runtime.block_on(async {
-        for _ in 0..200 {
-            black_box(wasm.call_tool("echo", &input).await.expect("echo"));
-        }
-    });
+    echo_calls(runtime, &wasm, &input, 200);
     let started = Instant::now();
     profiled_calls(runtime, &wasm, &input, CALLS);
     let ours = started.elapsed() / CALLS;
@@ -364,21 +360,15 @@ fn profile(runtime: &tokio::runtime::Runtime, host: &PluginHost, echo: &llm_work
             .await
             .expect("instantiate");
         plugin.call_tools(&mut store).await.expect("tools");
-        for _ in 0..200 {
-            black_box(plugin.call_execute(&mut store, "echo", &input).await.ok());
-        }
         plugin
     });
+    bare_echo_calls(&plugin, &mut store, &input, 200);
     let started = Instant::now();
     profiled_bare_calls(&plugin, &mut store, &input, CALLS);
     let bare = started.elapsed() / CALLS;
     let v10 = registered(&host.load(plugin_path("echo")).expect("load echo (1.0.0)"))
         .tool_server_handle();
-    runtime.block_on(async {
-        for _ in 0..200 {
-            black_box(v10.call_tool("echo", &input).await.expect("echo"));
-        }
-    });
+    echo_calls(runtime, &v10, &input, 200);
     let started = Instant::now();
     profiled_v10_calls(runtime, &v10, &input, CALLS);
     let concurrent = started.elapsed() / CALLS;
@@ -396,9 +386,7 @@ fn profile(runtime: &tokio::runtime::Runtime, host: &PluginHost, echo: &llm_work
     println!("| size of the future `Tool::execute` boxes | {future} B |");
 }
 
-/// `n` echo calls through `call_tool`, inlined into each profiled function (a profiler's
-/// toggle on a function called from another would switch collection off there).
-#[inline(always)]
+/// `n` echo calls through `call_tool` (the warm-ups).
 fn echo_calls(runtime: &tokio::runtime::Runtime, tools: &ToolServerHandle, input: &str, n: u32) {
     runtime.block_on(async {
         for _ in 0..n {
@@ -414,9 +402,16 @@ fn profiled_calls(
     input: &str,
     n: u32,
 ) {
-    echo_calls(runtime, tools, input, n);
+    runtime.block_on(async {
+        for _ in 0..n {
+            black_box(tools.call_tool("echo", input).await.expect("echo"));
+        }
+    });
 }
 
+/// The same loop as [`profiled_calls`], written out: a shared function (or one the compiler
+/// would find identical and merge) would put both under one name, or switch a profiler's
+/// toggle off when one enters the other.
 #[inline(never)]
 fn profiled_v10_calls(
     runtime: &tokio::runtime::Runtime,
@@ -424,7 +419,11 @@ fn profiled_v10_calls(
     input: &str,
     n: u32,
 ) {
-    echo_calls(runtime, tools, input, n);
+    runtime.block_on(async {
+        for _ in 0..n {
+            black_box(tools.call_tool("echo", input).await.expect("echo (1.0.0)"));
+        }
+    });
 }
 
 #[inline(never)]
@@ -434,6 +433,12 @@ fn profiled_bare_calls(
     input: &str,
     n: u32,
 ) {
+    bare_echo_calls(plugin, store, input, n);
+}
+
+/// `n` echo calls on bare wasmtime (inlined, as [`echo_calls`]).
+#[inline(always)]
+fn bare_echo_calls(plugin: &bare::ToolPlugin, store: &mut Store<BareState>, input: &str, n: u32) {
     futures::executor::block_on(async {
         for _ in 0..n {
             black_box(

@@ -398,9 +398,9 @@ impl SessionCore {
         }
         call.running = Some(subject);
         if call.slot.live.is_none() {
-            // On the heap: starting an instance is rare, and its future is several times
-            // the size of a call's, which every call's future would otherwise carry (and
-            // copy into the box `Tool::execute` returns).
+            // On the heap: starting an instance is rare, and its future would otherwise make
+            // every call's future larger (by 1.7 KB of the 6.3 KB `Tool::execute` boxes and
+            // copies on each call).
             let started = Box::pin(self.start(&mut call.slot, deadline)).await;
             if started.is_err() {
                 call.running = None;
