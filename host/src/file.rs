@@ -509,6 +509,80 @@ pub(crate) fn no_one_else_can_replace(_dir: &Path, _what: &str) -> Result<(), St
     Ok(())
 }
 
+/// Creates the directory `path` and any missing directory above it (with `mode` on Unix, less
+/// the umask), following no link that appears while it does: the deepest existing directory
+/// is opened as the path leads (its links the caller has checked, and no one else can change
+/// them), then each missing directory is made in the one above it and opened without following
+/// a link. A link or a file that another user puts at a missing name between the check and the
+/// creation is refused instead of followed, so nothing is made where it leads.
+pub(crate) fn create_dir_all_following_no_new_link(path: &Path, mode: u32) -> std::io::Result<()> {
+    let path = std::path::absolute(path)?;
+    let mut existing = path.as_path();
+    let mut missing = Vec::new();
+    while let Err(error) = std::fs::symlink_metadata(existing) {
+        if error.kind() != std::io::ErrorKind::NotFound {
+            return Err(error);
+        }
+        match (existing.components().next_back(), existing.parent()) {
+            (Some(std::path::Component::Normal(name)), Some(parent)) => {
+                missing.push(name);
+                existing = parent;
+            }
+            _ => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!(
+                        "{} has `..` after a directory that does not exist",
+                        path.display()
+                    ),
+                ));
+            }
+        }
+    }
+    missing.reverse();
+    make_below(existing, &missing, mode)
+}
+
+/// Makes `names` one inside the other below the directory `base`, opening each without
+/// following a link.
+#[cfg(unix)]
+fn make_below(base: &Path, names: &[&std::ffi::OsStr], mode: u32) -> std::io::Result<()> {
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let mut dir = rustix::fs::open(base, flags, Mode::empty())?;
+    let mut made = base.to_path_buf();
+    for name in names {
+        made.push(name);
+        match rustix::fs::mkdirat(&dir, *name, Mode::from_raw_mode(mode)) {
+            Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+            Err(error) => return Err(error.into()),
+        }
+        dir = rustix::fs::openat(&dir, *name, flags | OFlags::NOFOLLOW, Mode::empty()).map_err(
+            |error| match error {
+                rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR => std::io::Error::new(
+                    std::io::ErrorKind::AlreadyExists,
+                    format!(
+                        "{} appeared as a link or a file while it was being created (another \
+                         user may be racing its creation); not following it",
+                        made.display()
+                    ),
+                ),
+                error => error.into(),
+            },
+        )?;
+    }
+    Ok(())
+}
+
+/// Elsewhere, the standard library's recursive creation.
+#[cfg(not(unix))]
+fn make_below(base: &Path, names: &[&std::ffi::OsStr], _mode: u32) -> std::io::Result<()> {
+    let path: PathBuf = names
+        .iter()
+        .fold(base.to_path_buf(), |path, name| path.join(name));
+    std::fs::create_dir_all(path)
+}
+
 /// Writes `path` atomically with what `write` puts in it: into a temporary file created new
 /// beside it (never through a link, with `mode` on Unix), synced to disk, then renamed over
 /// `path`. A reader sees the old file or the new one, never half of one, and a link planted
@@ -648,6 +722,45 @@ mod tests {
         );
         let nis = format!("{passwd}+::::::\n");
         assert!(!group_is_private_in(&nis, group, 1000, 1000), "a NIS line");
+    }
+
+    /// A directory is made inside the one above it without following a link: a link another
+    /// user plants at a name about to be made is refused, and nothing is made where it leads.
+    #[cfg(unix)]
+    #[test]
+    fn a_link_planted_where_a_directory_is_being_made_is_not_followed() {
+        let base = std::env::temp_dir().join(format!("llm-worker-mkdir-{}", std::process::id()));
+        let (shared, elsewhere) = (base.join("shared"), base.join("elsewhere"));
+        for dir in [&shared, &elsewhere] {
+            std::fs::create_dir_all(dir).expect("mkdir");
+        }
+        // What a racing user does between the check (nothing at `cache`) and the creation.
+        std::os::unix::fs::symlink(&elsewhere, shared.join("cache")).expect("link");
+        let names = [std::ffi::OsStr::new("cache"), std::ffi::OsStr::new("v1")];
+        let refused = make_below(&shared, &names, 0o700).expect_err("a planted link");
+        assert!(
+            refused.to_string().contains("appeared as a link"),
+            "{refused}"
+        );
+        assert!(!elsewhere.join("v1").exists(), "made through the link");
+        // A file planted there likewise.
+        std::fs::remove_file(shared.join("cache")).expect("unlink");
+        std::fs::write(shared.join("cache"), "").expect("write");
+        assert!(make_below(&shared, &names, 0o700).is_err());
+        // Without anything planted: both made, private.
+        std::fs::remove_file(shared.join("cache")).expect("unlink");
+        create_dir_all_following_no_new_link(&shared.join("cache/v1"), 0o700).expect("made");
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(shared.join("cache/v1"))
+            .expect("made")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o077, 0, "{mode:o}");
+        // Made again: nothing to do.
+        create_dir_all_following_no_new_link(&shared.join("cache/v1"), 0o700).expect("again");
+        let dotdot = create_dir_all_following_no_new_link(&shared.join("new/../v2"), 0o700);
+        assert!(dotdot.is_err(), "`..` after a missing directory");
+        std::fs::remove_dir_all(&base).expect("clean up");
     }
 
     /// The check is made on the file opened: a link inside the directory leading out of it is

@@ -54,28 +54,53 @@ pub(crate) struct Issuers {
 /// for a loopback address, which a proxy would reach on its own side (serving its own keys,
 /// which would then sign any token) and plain HTTP would cross to it in clear (an
 /// introspection's client secret, the token).
+///
+/// A third, through the proxies too, fetches a key set that a remote issuer's metadata named on
+/// another host: its names resolve to other machines only (see [`OtherMachines`]).
 #[derive(Clone)]
 pub(super) struct Clients {
     proxied: reqwest::Client,
     direct: reqwest::Client,
+    named_by_metadata: reqwest::Client,
 }
 
 impl Clients {
     fn new(options: &OAuthOptions) -> Result<Self, String> {
-        let client = |direct: bool| {
-            let builder = reqwest::Client::builder()
+        let builder = || {
+            reqwest::Client::builder()
                 .redirect(reqwest::redirect::Policy::none())
                 .connect_timeout(options.fetch_timeout)
                 .timeout(options.fetch_timeout)
-                .user_agent(concat!("llm-worker/", env!("CARGO_PKG_VERSION")));
-            if direct { builder.no_proxy() } else { builder }
+                .user_agent(concat!("llm-worker/", env!("CARGO_PKG_VERSION")))
+        };
+        let built = |builder: reqwest::ClientBuilder| {
+            builder
                 .build()
                 .map_err(|e| format!("cannot make an HTTP client: {e}"))
         };
         Ok(Self {
-            proxied: client(false)?,
-            direct: client(true)?,
+            proxied: built(builder())?,
+            direct: built(builder().no_proxy())?,
+            named_by_metadata: built(builder().dns_resolver(Arc::new(OtherMachines)))?,
         })
+    }
+
+    /// The client for a fetch of the key set at `jwks_uri`, which the metadata of `issuer`
+    /// named (`discovered`) or the operator configured.
+    fn for_key_set(
+        &self,
+        issuer: &url::Url,
+        jwks_uri: &url::Url,
+        discovered: bool,
+    ) -> &reqwest::Client {
+        // A name the operator gave (the issuer's, or a configured key set's) resolves as the
+        // operator's resolver says; a host the issuer's document chose does not get to reach
+        // this machine by a name either.
+        if discovered && !on_this_machine(issuer) && jwks_uri.host() != issuer.host() {
+            &self.named_by_metadata
+        } else {
+            self.for_url(jwks_uri.as_str())
+        }
     }
 
     /// The client for a fetch of `url`.
@@ -272,8 +297,13 @@ impl IssuerKeys {
             Some(uri) => uri,
             None => self.discover().await?,
         };
-        check_fetch_url(&jwks_uri).map_err(|e| format!("its jwks_uri {jwks_uri:?}: {e}"))?;
-        let body = get(self.clients.for_url(&jwks_uri), &jwks_uri, MAX_JWKS_BYTES).await?;
+        let parsed =
+            check_fetch_url(&jwks_uri).map_err(|e| format!("its jwks_uri {jwks_uri:?}: {e}"))?;
+        let issuer = check_fetch_url(&self.issuer)?;
+        let client = self
+            .clients
+            .for_key_set(&issuer, &parsed, self.jwks_uri.is_none());
+        let body = get(client, &jwks_uri, MAX_JWKS_BYTES).await?;
         let set: JwkSet = serde_json::from_slice(&body)
             .map_err(|e| format!("its key set at {jwks_uri} is not a JWK set ({e})"))?;
         let keys: Vec<Key> = set
@@ -341,14 +371,6 @@ impl IssuerKeys {
 /// machine keeps its keys here; an operator who means otherwise configures the issuer's
 /// `jwks_uri`.
 fn keys_where_the_issuer_is(issuer: &url::Url, jwks_uri: &str) -> Result<(), String> {
-    // A loopback name or address, or the unspecified address (`0.0.0.0`, `[::]`), which a
-    // connection reaches this machine at.
-    let on_this_machine = |url: &url::Url| match url.host() {
-        Some(url::Host::Ipv4(address)) if address.is_unspecified() => true,
-        // `[::ffff:0.0.0.0]` is connected to over IPv4, as `0.0.0.0`.
-        Some(url::Host::Ipv6(address)) if address.to_canonical().is_unspecified() => true,
-        _ => url.host_str().and_then(crate::loopback::loopback).is_some(),
-    };
     match url::Url::parse(jwks_uri) {
         Ok(keys) if on_this_machine(&keys) && !on_this_machine(issuer) => Err(format!(
             "puts its keys on this machine ({}), and the issuer is not on it; refusing it \
@@ -356,6 +378,153 @@ fn keys_where_the_issuer_is(issuer: &url::Url, jwks_uri: &str) -> Result<(), Str
             keys.origin().ascii_serialization()
         )),
         _ => Ok(()),
+    }
+}
+
+/// Whether `url` names this machine as written: a loopback name or address, or the unspecified
+/// address (`0.0.0.0`, `[::]`), which a connection reaches this machine at.
+fn on_this_machine(url: &url::Url) -> bool {
+    match url.host() {
+        Some(url::Host::Ipv4(address)) => address_on_this_machine(address.into()),
+        Some(url::Host::Ipv6(address)) => address_on_this_machine(address.into()),
+        _ => url.host_str().and_then(crate::loopback::loopback).is_some(),
+    }
+}
+
+/// Whether a connection to `address` reaches this machine: loopback or unspecified, also as an
+/// IPv4-mapped IPv6 address (`[::ffff:0.0.0.0]` is connected to over IPv4, as `0.0.0.0`).
+fn address_on_this_machine(address: std::net::IpAddr) -> bool {
+    let address = address.to_canonical();
+    address.is_loopback() || address.is_unspecified()
+}
+
+/// The resolver of the key sets that a remote issuer's metadata names on another host: the
+/// addresses of this machine are dropped from what the system's resolver answers, and a name
+/// that resolves only to this machine is an error. The document's URL was refused before the
+/// fetch if it names this machine as written; this stops the same through a name (one the
+/// issuer's author points at `127.0.0.1`), so that a remote issuer cannot have the server
+/// connect to its own services, again for each unknown key id. A loopback name (`localhost`)
+/// asked of it can only be a proxy's (the key set's was refused), and resolves as usual. Other
+/// addresses of this machine (its own network interfaces' addresses) are not known here and
+/// not dropped (SECURITY.md).
+struct OtherMachines;
+
+impl reqwest::dns::Resolve for OtherMachines {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let name = name.as_str().to_owned();
+        Box::pin(async move {
+            let found = tokio::net::lookup_host((name.as_str(), 0)).await?;
+            let kept = other_machines(&name, found)?;
+            Ok(Box::new(kept.into_iter()) as reqwest::dns::Addrs)
+        })
+    }
+}
+
+/// The addresses `found` for `name` that are of other machines, or why there are none.
+fn other_machines(
+    name: &str,
+    found: impl IntoIterator<Item = std::net::SocketAddr>,
+) -> Result<Vec<std::net::SocketAddr>, String> {
+    if crate::loopback::loopback(name).is_some() {
+        return Ok(found.into_iter().collect());
+    }
+    let mut dropped = false;
+    let kept: Vec<_> = found
+        .into_iter()
+        .filter(|address| {
+            let here = address_on_this_machine(address.ip());
+            dropped |= here;
+            !here
+        })
+        .collect();
+    if kept.is_empty() && dropped {
+        return Err(format!(
+            "{name} resolves to this machine only, and a remote issuer's metadata named it; \
+             refusing it (configure the issuer's jwks_uri if that is meant)"
+        ));
+    }
+    Ok(kept)
+}
+
+#[cfg(test)]
+#[test]
+fn a_name_resolving_to_this_machine_is_not_reached_for_a_remote_issuer() {
+    let address = |text: &str| text.parse::<std::net::SocketAddr>().expect("an address");
+    let refused = other_machines(
+        "keys.example",
+        [
+            address("127.0.0.1:0"),
+            address("[::ffff:0.0.0.0]:0"),
+            address("[::1]:0"),
+        ],
+    )
+    .expect_err("only this machine");
+    assert!(
+        refused.contains("keys.example resolves to this machine only"),
+        "{refused}"
+    );
+    assert_eq!(
+        other_machines(
+            "keys.example",
+            [address("127.0.0.2:0"), address("192.0.2.7:0")]
+        ),
+        Ok(vec![address("192.0.2.7:0")])
+    );
+    // A proxy named `localhost` is still reached.
+    assert_eq!(
+        other_machines("localhost", [address("127.0.0.1:0")]),
+        Ok(vec![address("127.0.0.1:0")])
+    );
+    // Which fetches go through it: a key set the remote issuer's document put on another host.
+    let options = OAuthOptions::new(
+        url::Url::parse("https://mcp.example/mcp").expect("a URL"),
+        [super::IssuerOptions::new("https://idp.example")],
+    );
+    let clients = Clients::new(&options).expect("clients");
+    let url = |text: &str| url::Url::parse(text).expect("a URL");
+    let chosen = |issuer: &str, keys: &str, discovered: bool| {
+        std::ptr::eq(
+            clients.for_key_set(&url(issuer), &url(keys), discovered),
+            &clients.named_by_metadata,
+        )
+    };
+    assert!(chosen(
+        "https://idp.example",
+        "https://keys.example/jwks",
+        true
+    ));
+    assert!(
+        !chosen("https://idp.example", "https://keys.example/jwks", false),
+        "configured"
+    );
+    assert!(
+        !chosen("https://idp.example", "https://idp.example/jwks", true),
+        "the issuer's own name"
+    );
+    assert!(
+        !chosen("http://127.0.0.1:9000", "https://keys.example/jwks", true),
+        "a local issuer"
+    );
+    // And through the system's resolver: this machine's own name where it resolves to
+    // loopback only (as Debian's /etc/hosts has it), else `localhost.` spelt otherwise.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let host = host.trim();
+    let resolved = runtime
+        .block_on(tokio::net::lookup_host((host, 0)))
+        .map(|found| found.collect::<Vec<_>>())
+        .unwrap_or_default();
+    if !resolved.is_empty() && resolved.iter().all(|a| address_on_this_machine(a.ip())) {
+        let name = <reqwest::dns::Name as std::str::FromStr>::from_str(host).expect("a name");
+        let answer = runtime.block_on(reqwest::dns::Resolve::resolve(&OtherMachines, name));
+        let refused = answer.err().expect("refused").to_string();
+        assert!(
+            refused.contains("resolves to this machine only"),
+            "{refused}"
+        );
     }
 }
 
