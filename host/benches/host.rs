@@ -4,6 +4,9 @@
 // than the default limit of 128 lets the compiler lay them out.
 #![recursion_limit = "256"]
 
+#[path = "common/smaps.rs"]
+mod smaps;
+
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -1080,30 +1083,68 @@ fn resident_bytes() -> Option<u64> {
     Some(pages * 4096)
 }
 
-/// Resident memory added by 1,000 registered (idle) instances.
+/// Resident memory added by 1,000 registered (idle) instances, and by which kind of mapping.
+/// Each allocation is measured in a process of its own (this bench, run again with
+/// `MEMORY_CHILD`), so that neither reuses what the other freed.
 fn memory_per_instance(echo: &llm_worker::LoadedPlugin) {
-    /// Resident bytes added by 1,000 registered instances of `plugin`, per instance.
-    fn per_instance(plugin: &llm_worker::LoadedPlugin) -> Option<f64> {
-        let before = resident_bytes()?;
-        let workers: Vec<Worker> = (0..1000).map(|_| registered(plugin)).collect();
-        let after = resident_bytes()?;
+    if let Ok(which) = std::env::var(MEMORY_CHILD) {
+        let plugin = match which.as_str() {
+            "pooled" => pooled_echo(),
+            _ => echo.clone(),
+        };
+        let before = (resident_bytes(), smaps::resident_by_mapping("self"));
+        let workers: Vec<Worker> = (0..1000).map(|_| registered(&plugin)).collect();
+        let after = (resident_bytes(), smaps::resident_by_mapping("self"));
+        if let ((Some(before), Some(mapped_before)), (Some(after), Some(mapped_after))) =
+            (before, after)
+        {
+            let per = smaps::added_per(&mapped_before, &mapped_after, 1000.0);
+            let per: Vec<String> = per.iter().map(f64::to_string).collect();
+            println!(
+                "{MEMORY_CHILD} {} {}",
+                after.saturating_sub(before) as f64 / 1000.0,
+                per.join(" ")
+            );
+        }
         drop(black_box(workers));
-        Some(after.saturating_sub(before) as f64 / 1000.0)
+        return;
     }
-    let on_demand = per_instance(echo);
-    let pooled = per_instance(&pooled_echo());
-    println!("\n| memory, 1,000 registered idle instances | resident per instance |");
-    println!("|---|---|");
-    for (label, bytes) in [
-        ("on-demand allocation (default)", on_demand),
-        ("pooled host (`instance_pool(1000)`)", pooled),
+    let measure = |which: &str| -> Option<Vec<f64>> {
+        let output = std::process::Command::new(std::env::current_exe().ok()?)
+            .arg("memory")
+            .env(MEMORY_CHILD, which)
+            .output()
+            .ok()?;
+        let text = String::from_utf8_lossy(&output.stdout);
+        let line = text
+            .lines()
+            .find_map(|line| line.strip_prefix(MEMORY_CHILD))?;
+        line.split_whitespace().map(|n| n.parse().ok()).collect()
+    };
+    println!(
+        "\n| memory, 1,000 registered idle instances | resident per instance |{}",
+        smaps::header()
+    );
+    println!("|---|---|{}", "---|".repeat(smaps::MAPPINGS.len()));
+    for (label, which) in [
+        ("on-demand allocation (default)", "on-demand"),
+        ("pooled host (`instance_pool(1000)`)", "pooled"),
     ] {
-        match bytes {
-            Some(bytes) => println!("| {label} | {:.1} KiB |", bytes / 1024.0),
-            None => println!("| {label} | (no /proc here) |"),
+        match measure(which).as_deref() {
+            Some([total, per @ ..]) => {
+                println!(
+                    "| {label} | {:.1} KiB |{}",
+                    total / 1024.0,
+                    smaps::cells(per)
+                );
+            }
+            _ => println!("| {label} | (no /proc here) |"),
         }
     }
 }
+
+/// Set in the bench's own child processes that measure memory.
+const MEMORY_CHILD: &str = "LLM_WORKER_BENCH_MEMORY_CHILD";
 
 /// Contract 1.0.0: what serving calls concurrently costs a call that does not wait (the echo
 /// built for 1.0.0 beside the same echo built for 0.3.0), and what it buys calls that wait

@@ -174,7 +174,10 @@ impl SessionCore {
                 let session = Arc::downgrade(self);
                 let task = runtime.spawn(async move {
                     if let Some(session) = session.upgrade() {
-                        session.start_at_registration().await;
+                        // Boxed: the task's memory (which the abort handle keeps for the
+                        // session's life) is then a few words, and the start's state (some
+                        // 6 KB) is freed when it ends.
+                        Box::pin(session.start_at_registration()).await;
                     }
                 });
                 *self
