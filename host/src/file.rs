@@ -510,76 +510,87 @@ pub(crate) fn no_one_else_can_replace(_dir: &Path, _what: &str) -> Result<(), St
 }
 
 /// Creates the directory `path` and any missing directory above it (with `mode` on Unix, less
-/// the umask), following no link that appears while it does: the deepest existing directory
-/// is opened as the path leads (its links the caller has checked, and no one else can change
-/// them), then each missing directory is made in the one above it and opened without following
-/// a link. A link or a file that another user puts at a missing name between the check and the
-/// creation is refused instead of followed, so nothing is made where it leads.
+/// the umask), following no link another user could have put or pointed on the way.
+///
+/// The path is walked a directory at a time from `/`, each opened inside the one before: a
+/// name that is missing is made there and opened without following a link; a name that is a
+/// link is followed only if it is this user's or root's in a directory that is this user's or
+/// root's and that others may not write (or that is sticky, so they cannot replace the link).
+/// So a link another user plants at any name of the path, before or during the creation, is
+/// refused rather than followed, and nothing is made where it leads. Where a link leads is
+/// resolved by the system: the links on its way are the caller's to check first
+/// ([`links_on_the_way_are_ours`]), as no one else can then change them.
 pub(crate) fn create_dir_all_following_no_new_link(path: &Path, mode: u32) -> std::io::Result<()> {
-    let path = std::path::absolute(path)?;
-    let mut existing = path.as_path();
-    let mut missing = Vec::new();
-    while let Err(error) = std::fs::symlink_metadata(existing) {
-        if error.kind() != std::io::ErrorKind::NotFound {
-            return Err(error);
-        }
-        match (existing.components().next_back(), existing.parent()) {
-            (Some(std::path::Component::Normal(name)), Some(parent)) => {
-                missing.push(name);
-                existing = parent;
-            }
-            _ => {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::InvalidInput,
-                    format!(
-                        "{} has `..` after a directory that does not exist",
-                        path.display()
-                    ),
-                ));
-            }
-        }
-    }
-    missing.reverse();
-    make_below(existing, &missing, mode)
+    make_all(&std::path::absolute(path)?, mode)
 }
 
-/// Makes `names` one inside the other below the directory `base`, opening each without
-/// following a link.
 #[cfg(unix)]
-fn make_below(base: &Path, names: &[&std::ffi::OsStr], mode: u32) -> std::io::Result<()> {
-    use rustix::fs::{Mode, OFlags};
+fn make_all(path: &Path, mode: u32) -> std::io::Result<()> {
+    use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+    use rustix::io::Errno;
+    use std::path::Component;
+    let refused = |what: String| std::io::Error::new(std::io::ErrorKind::PermissionDenied, what);
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
-    let mut dir = rustix::fs::open(base, flags, Mode::empty())?;
-    let mut made = base.to_path_buf();
-    for name in names {
-        made.push(name);
-        match rustix::fs::mkdirat(&dir, *name, Mode::from_raw_mode(mode)) {
-            Ok(()) | Err(rustix::io::Errno::EXIST) => {}
-            Err(error) => return Err(error.into()),
-        }
-        dir = rustix::fs::openat(&dir, *name, flags | OFlags::NOFOLLOW, Mode::empty()).map_err(
-            |error| match error {
-                rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR => std::io::Error::new(
-                    std::io::ErrorKind::AlreadyExists,
-                    format!(
-                        "{} appeared as a link or a file while it was being created (another \
-                         user may be racing its creation); not following it",
-                        made.display()
-                    ),
-                ),
-                error => error.into(),
-            },
-        )?;
+    let us = rustix::process::geteuid().as_raw();
+    let mut dir = rustix::fs::open("/", flags, Mode::empty())?;
+    let mut so_far = PathBuf::from("/");
+    let mut followed = 0;
+    for component in path.components() {
+        let name = match component {
+            Component::Normal(name) => name,
+            Component::ParentDir => std::ffi::OsStr::new(".."),
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => continue,
+        };
+        so_far.push(name);
+        dir = loop {
+            match rustix::fs::openat(&dir, name, flags | OFlags::NOFOLLOW, Mode::empty()) {
+                Ok(next) => break next,
+                Err(Errno::NOENT) => {
+                    match rustix::fs::mkdirat(&dir, name, Mode::from_raw_mode(mode)) {
+                        // Open what is there now: a link planted meanwhile is judged below.
+                        Ok(()) | Err(Errno::EXIST) => continue,
+                        Err(error) => return Err(error.into()),
+                    }
+                }
+                Err(error) => {
+                    let link = rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW)?;
+                    if FileType::from_raw_mode(link.st_mode) != FileType::Symlink {
+                        return Err(error.into());
+                    }
+                    let holder = rustix::fs::fstat(&dir)?;
+                    let others_write = holder.st_mode & 0o022 != 0 && holder.st_mode & 0o1000 == 0;
+                    if link.st_uid != us && link.st_uid != 0 {
+                        return Err(refused(format!(
+                            "{} is a link belonging to user {}, who could point it elsewhere; \
+                             not following it",
+                            so_far.display(),
+                            link.st_uid
+                        )));
+                    }
+                    if (holder.st_uid != us && holder.st_uid != 0) || others_write {
+                        return Err(refused(format!(
+                            "{} is a link in a directory others may change (owner {}, mode \
+                             {:o}), who could replace it; not following it",
+                            so_far.display(),
+                            holder.st_uid,
+                            holder.st_mode & 0o7777
+                        )));
+                    }
+                    followed += 1;
+                    if followed > MAX_LINKS {
+                        return Err(Errno::LOOP.into());
+                    }
+                    break rustix::fs::openat(&dir, name, flags, Mode::empty())?;
+                }
+            }
+        };
     }
     Ok(())
 }
 
 /// Elsewhere, the standard library's recursive creation.
 #[cfg(not(unix))]
-fn make_below(base: &Path, names: &[&std::ffi::OsStr], _mode: u32) -> std::io::Result<()> {
-    let path: PathBuf = names
-        .iter()
-        .fold(base.to_path_buf(), |path, name| path.join(name));
+fn make_all(path: &Path, _mode: u32) -> std::io::Result<()> {
     std::fs::create_dir_all(path)
 }
 
@@ -724,42 +735,60 @@ mod tests {
         assert!(!group_is_private_in(&nis, group, 1000, 1000), "a NIS line");
     }
 
-    /// A directory is made inside the one above it without following a link: a link another
-    /// user plants at a name about to be made is refused, and nothing is made where it leads.
+    /// A link another user could change is not followed when directories are made: one in a
+    /// directory anyone may write (not sticky), another user's in a sticky one (when the tests
+    /// run as root, which can give a link away); nothing is made where they lead. The user's own
+    /// link in a sticky directory is followed.
     #[cfg(unix)]
     #[test]
-    fn a_link_planted_where_a_directory_is_being_made_is_not_followed() {
+    fn directories_are_not_made_through_a_link_another_user_could_change() {
+        use std::os::unix::fs::PermissionsExt;
         let base = std::env::temp_dir().join(format!("llm-worker-mkdir-{}", std::process::id()));
-        let (shared, elsewhere) = (base.join("shared"), base.join("elsewhere"));
-        for dir in [&shared, &elsewhere] {
+        let (open, sticky, elsewhere) = (
+            base.join("open"),
+            base.join("sticky"),
+            base.join("elsewhere"),
+        );
+        for (dir, mode) in [(&open, 0o777), (&sticky, 0o1777), (&elsewhere, 0o700)] {
             std::fs::create_dir_all(dir).expect("mkdir");
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode)).expect("chmod");
         }
-        // What a racing user does between the check (nothing at `cache`) and the creation.
-        std::os::unix::fs::symlink(&elsewhere, shared.join("cache")).expect("link");
-        let names = [std::ffi::OsStr::new("cache"), std::ffi::OsStr::new("v1")];
-        let refused = make_below(&shared, &names, 0o700).expect_err("a planted link");
+        // A link in a directory anyone may write: anyone could have swapped it.
+        std::os::unix::fs::symlink(&elsewhere, open.join("cache")).expect("link");
+        let refused = create_dir_all_following_no_new_link(&open.join("cache/v1"), 0o700)
+            .expect_err("a link others could replace");
         assert!(
-            refused.to_string().contains("appeared as a link"),
+            refused.to_string().contains("others may change"),
             "{refused}"
         );
         assert!(!elsewhere.join("v1").exists(), "made through the link");
-        // A file planted there likewise.
-        std::fs::remove_file(shared.join("cache")).expect("unlink");
-        std::fs::write(shared.join("cache"), "").expect("write");
-        assert!(make_below(&shared, &names, 0o700).is_err());
-        // Without anything planted: both made, private.
-        std::fs::remove_file(shared.join("cache")).expect("unlink");
-        create_dir_all_following_no_new_link(&shared.join("cache/v1"), 0o700).expect("made");
-        use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(shared.join("cache/v1"))
-            .expect("made")
+        // Another user's link in a sticky directory, as in /tmp.
+        if rustix::process::geteuid().is_root() {
+            std::os::unix::fs::symlink(&elsewhere, sticky.join("theirs")).expect("link");
+            std::os::unix::fs::lchown(sticky.join("theirs"), Some(4242), None).expect("lchown");
+            let refused = create_dir_all_following_no_new_link(&sticky.join("theirs/v1"), 0o700)
+                .expect_err("another user's link");
+            assert!(
+                refused.to_string().contains("belonging to user 4242"),
+                "{refused}"
+            );
+            assert!(!elsewhere.join("v1").exists(), "made through their link");
+        }
+        // The user's own link in a sticky directory: followed, and the directories made private.
+        std::os::unix::fs::symlink(&elsewhere, sticky.join("mine")).expect("link");
+        create_dir_all_following_no_new_link(&sticky.join("mine/v1/v2"), 0o700).expect("made");
+        let mode = std::fs::metadata(elsewhere.join("v1/v2"))
+            .expect("made where the link leads")
             .permissions()
             .mode();
         assert_eq!(mode & 0o077, 0, "{mode:o}");
-        // Made again: nothing to do.
-        create_dir_all_following_no_new_link(&shared.join("cache/v1"), 0o700).expect("again");
-        let dotdot = create_dir_all_following_no_new_link(&shared.join("new/../v2"), 0o700);
-        assert!(dotdot.is_err(), "`..` after a missing directory");
+        // Made again: nothing to do; `..` resolved as the system resolves it.
+        create_dir_all_following_no_new_link(&sticky.join("mine/v1/v2"), 0o700).expect("again");
+        create_dir_all_following_no_new_link(&sticky.join("mine/v1/../v3"), 0o700).expect("..");
+        assert!(elsewhere.join("v3").is_dir());
+        // A file where a directory must be.
+        std::fs::write(elsewhere.join("file"), "").expect("write");
+        assert!(create_dir_all_following_no_new_link(&elsewhere.join("file/v1"), 0o700).is_err());
         std::fs::remove_dir_all(&base).expect("clean up");
     }
 

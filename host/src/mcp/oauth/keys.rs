@@ -56,13 +56,19 @@ pub(crate) struct Issuers {
 /// introspection's client secret, the token).
 ///
 /// A third, through the proxies too, fetches a key set that a remote issuer's metadata named on
-/// another host: its names resolve to other machines only (see [`OtherMachines`]).
+/// another host: such a host's name resolves to other machines only (see [`OtherMachines`]).
 #[derive(Clone)]
 pub(super) struct Clients {
     proxied: reqwest::Client,
     direct: reqwest::Client,
     named_by_metadata: reqwest::Client,
+    /// The hosts [`Clients::named_by_metadata`]'s resolver keeps off this machine.
+    guarded: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
 }
+
+/// Most hosts kept in [`Clients::guarded`]: past it, the set starts again (a host is added
+/// before each fetch of its key set, so the one being fetched is always in it).
+const MAX_GUARDED_HOSTS: usize = 64;
 
 impl Clients {
     fn new(options: &OAuthOptions) -> Result<Self, String> {
@@ -78,29 +84,44 @@ impl Clients {
                 .build()
                 .map_err(|e| format!("cannot make an HTTP client: {e}"))
         };
+        let guarded = Arc::default();
+        let resolver = OtherMachines {
+            guarded: Arc::clone(&guarded),
+        };
         Ok(Self {
             proxied: built(builder())?,
             direct: built(builder().no_proxy())?,
-            named_by_metadata: built(builder().dns_resolver(Arc::new(OtherMachines)))?,
+            named_by_metadata: built(builder().dns_resolver(Arc::new(resolver)))?,
+            guarded,
         })
     }
 
-    /// The client for a fetch of the key set at `jwks_uri`, which the metadata of `issuer`
-    /// named (`discovered`) or the operator configured.
-    fn for_key_set(
+    /// The body of the key set at `jwks_uri`, which the metadata of `issuer` named
+    /// (`discovered`) or the operator configured, at most `limit` bytes.
+    async fn key_set(
         &self,
         issuer: &url::Url,
         jwks_uri: &url::Url,
         discovered: bool,
-    ) -> &reqwest::Client {
-        // A name the operator gave (the issuer's, or a configured key set's) resolves as the
-        // operator's resolver says; a host the issuer's document chose does not get to reach
-        // this machine by a name either.
-        if discovered && !on_this_machine(issuer) && jwks_uri.host() != issuer.host() {
-            &self.named_by_metadata
-        } else {
-            self.for_url(jwks_uri.as_str())
+        limit: usize,
+    ) -> Result<Vec<u8>, String> {
+        let Some(host) = guarded_host(issuer, jwks_uri, discovered) else {
+            return get(self.for_url(jwks_uri.as_str()), jwks_uri.as_str(), limit).await;
+        };
+        {
+            let mut guarded = self.guarded.lock().unwrap_or_else(|p| p.into_inner());
+            if guarded.len() >= MAX_GUARDED_HOSTS {
+                guarded.clear();
+            }
+            guarded.insert(host.clone());
         }
+        // Through a proxy, the proxy resolves the name, not the resolver: ask the system's
+        // resolver first. If it cannot answer (a network reached through a proxy only), the
+        // proxy's answer is not checked (SECURITY.md).
+        if let Ok(found) = tokio::net::lookup_host((host.as_str(), 443)).await {
+            other_machines(&host, found)?;
+        }
+        get(&self.named_by_metadata, jwks_uri.as_str(), limit).await
     }
 
     /// The client for a fetch of `url`.
@@ -300,10 +321,10 @@ impl IssuerKeys {
         let parsed =
             check_fetch_url(&jwks_uri).map_err(|e| format!("its jwks_uri {jwks_uri:?}: {e}"))?;
         let issuer = check_fetch_url(&self.issuer)?;
-        let client = self
+        let body = self
             .clients
-            .for_key_set(&issuer, &parsed, self.jwks_uri.is_none());
-        let body = get(client, &jwks_uri, MAX_JWKS_BYTES).await?;
+            .key_set(&issuer, &parsed, self.jwks_uri.is_none(), MAX_JWKS_BYTES)
+            .await?;
         let set: JwkSet = serde_json::from_slice(&body)
             .map_err(|e| format!("its key set at {jwks_uri} is not a JWK set ({e})"))?;
         let keys: Vec<Key> = set
@@ -398,23 +419,45 @@ fn address_on_this_machine(address: std::net::IpAddr) -> bool {
     address.is_loopback() || address.is_unspecified()
 }
 
-/// The resolver of the key sets that a remote issuer's metadata names on another host: the
-/// addresses of this machine are dropped from what the system's resolver answers, and a name
-/// that resolves only to this machine is an error. The document's URL was refused before the
-/// fetch if it names this machine as written; this stops the same through a name (one the
-/// issuer's author points at `127.0.0.1`), so that a remote issuer cannot have the server
-/// connect to its own services, again for each unknown key id. A loopback name (`localhost`)
-/// asked of it can only be a proxy's (the key set's was refused), and resolves as usual. Other
-/// addresses of this machine (its own network interfaces' addresses) are not known here and
-/// not dropped (SECURITY.md).
-struct OtherMachines;
+/// The host of a key set whose name must not lead to this machine, if it is one: a key set that
+/// a remote issuer's metadata named (`discovered`) on another host. A name the operator gave
+/// (the issuer's, or a configured key set's) resolves as the operator's resolver says; a host
+/// the issuer's document chose does not get to reach this machine by a name either.
+fn guarded_host(issuer: &url::Url, jwks_uri: &url::Url, discovered: bool) -> Option<String> {
+    (discovered && !on_this_machine(issuer) && jwks_uri.host() != issuer.host())
+        .then(|| jwks_uri.host_str())
+        .flatten()
+        .map(|host| host.trim_end_matches('.').to_ascii_lowercase())
+}
+
+/// The resolver of the key sets that a remote issuer's metadata names on another host: for
+/// those hosts (`guarded`), the addresses of this machine are dropped from what the system's
+/// resolver answers, and a name that resolves only to this machine is an error. The document's
+/// URL was refused before the fetch if it names this machine as written; this stops the same
+/// through a name (one the issuer's author points at `127.0.0.1`), so that a remote issuer
+/// cannot have the server connect to its own services, again for each unknown key id; hyper
+/// connects to the addresses it returns, so a name cannot change its answer in between. Any
+/// other name asked of it (a proxy's) resolves as usual. Other addresses of this machine (its
+/// own network interfaces') are not known here and not dropped (SECURITY.md).
+struct OtherMachines {
+    guarded: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
+}
 
 impl reqwest::dns::Resolve for OtherMachines {
     fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
-        let name = name.as_str().to_owned();
+        let name = name.as_str().trim_end_matches('.').to_ascii_lowercase();
+        let guarded = self
+            .guarded
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&name);
         Box::pin(async move {
             let found = tokio::net::lookup_host((name.as_str(), 0)).await?;
-            let kept = other_machines(&name, found)?;
+            let kept = if guarded {
+                other_machines(&name, found)?
+            } else {
+                found.collect()
+            };
             Ok(Box::new(kept.into_iter()) as reqwest::dns::Addrs)
         })
     }
@@ -425,9 +468,6 @@ fn other_machines(
     name: &str,
     found: impl IntoIterator<Item = std::net::SocketAddr>,
 ) -> Result<Vec<std::net::SocketAddr>, String> {
-    if crate::loopback::loopback(name).is_some() {
-        return Ok(found.into_iter().collect());
-    }
     let mut dropped = false;
     let kept: Vec<_> = found
         .into_iter()
@@ -470,62 +510,87 @@ fn a_name_resolving_to_this_machine_is_not_reached_for_a_remote_issuer() {
         ),
         Ok(vec![address("192.0.2.7:0")])
     );
-    // A proxy named `localhost` is still reached.
+    // Which key sets are guarded: those the remote issuer's document put on another host.
+    let url = |text: &str| url::Url::parse(text).expect("a URL");
+    let guarded = |issuer: &str, keys: &str, discovered: bool| {
+        guarded_host(&url(issuer), &url(keys), discovered)
+    };
     assert_eq!(
-        other_machines("localhost", [address("127.0.0.1:0")]),
-        Ok(vec![address("127.0.0.1:0")])
+        guarded("https://idp.example", "https://Keys.Example./jwks", true).as_deref(),
+        Some("keys.example")
     );
-    // Which fetches go through it: a key set the remote issuer's document put on another host.
+    assert_eq!(
+        guarded("https://idp.example", "https://keys.example/jwks", false),
+        None,
+        "configured"
+    );
+    assert_eq!(
+        guarded("https://idp.example", "https://idp.example/jwks", true),
+        None,
+        "the issuer's own name"
+    );
+    assert_eq!(
+        guarded("http://127.0.0.1:9000", "https://keys.example/jwks", true),
+        None,
+        "a local issuer"
+    );
+    // Through the client, where this machine's own name resolves to loopback only (as
+    // Debian's /etc/hosts has it): a guarded name is not connected to, and the same name
+    // unguarded (as a proxy's would be) is.
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let host = host.trim().to_ascii_lowercase();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let resolved = runtime
+        .block_on(tokio::net::lookup_host((host.as_str(), 0)))
+        .map(|found| found.collect::<Vec<_>>())
+        .unwrap_or_default();
+    if host.is_empty()
+        || crate::loopback::loopback(&host).is_some()
+        || !resolved
+            .iter()
+            .all(|a| a.ip() == std::net::Ipv4Addr::LOCALHOST)
+        || resolved.is_empty()
+    {
+        return;
+    }
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a listener");
+    listener.set_nonblocking(true).expect("non-blocking");
+    let keys = format!(
+        "http://{host}:{}/jwks",
+        listener.local_addr().expect("its address").port()
+    );
     let options = OAuthOptions::new(
         url::Url::parse("https://mcp.example/mcp").expect("a URL"),
         [super::IssuerOptions::new("https://idp.example")],
     );
     let clients = Clients::new(&options).expect("clients");
-    let url = |text: &str| url::Url::parse(text).expect("a URL");
-    let chosen = |issuer: &str, keys: &str, discovered: bool| {
-        std::ptr::eq(
-            clients.for_key_set(&url(issuer), &url(keys), discovered),
-            &clients.named_by_metadata,
+    let _guard = runtime.enter();
+    clients.guarded.lock().expect("lock").insert(host.clone());
+    let refused = runtime
+        .block_on(get(&clients.named_by_metadata, &keys, 1024))
+        .expect_err("a guarded name resolving to this machine");
+    assert!(
+        refused.contains("resolves to this machine only"),
+        "{refused}"
+    );
+    assert!(listener.accept().is_err(), "connected to this machine");
+    clients.guarded.lock().expect("lock").clear();
+    // Unguarded: the connection is made (the listener answers nothing; the fetch times out or
+    // fails, which does not matter here).
+    let _ = runtime.block_on(async {
+        tokio::time::timeout(
+            std::time::Duration::from_millis(500),
+            get(&clients.named_by_metadata, &keys, 1024),
         )
-    };
-    assert!(chosen(
-        "https://idp.example",
-        "https://keys.example/jwks",
-        true
-    ));
+        .await
+    });
     assert!(
-        !chosen("https://idp.example", "https://keys.example/jwks", false),
-        "configured"
+        listener.accept().is_ok(),
+        "a name not guarded resolves as usual"
     );
-    assert!(
-        !chosen("https://idp.example", "https://idp.example/jwks", true),
-        "the issuer's own name"
-    );
-    assert!(
-        !chosen("http://127.0.0.1:9000", "https://keys.example/jwks", true),
-        "a local issuer"
-    );
-    // And through the system's resolver: this machine's own name where it resolves to
-    // loopback only (as Debian's /etc/hosts has it), else `localhost.` spelt otherwise.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime");
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-    let host = host.trim();
-    let resolved = runtime
-        .block_on(tokio::net::lookup_host((host, 0)))
-        .map(|found| found.collect::<Vec<_>>())
-        .unwrap_or_default();
-    if !resolved.is_empty() && resolved.iter().all(|a| address_on_this_machine(a.ip())) {
-        let name = <reqwest::dns::Name as std::str::FromStr>::from_str(host).expect("a name");
-        let answer = runtime.block_on(reqwest::dns::Resolve::resolve(&OtherMachines, name));
-        let refused = answer.err().expect("refused").to_string();
-        assert!(
-            refused.contains("resolves to this machine only"),
-            "{refused}"
-        );
-    }
 }
 
 #[cfg(test)]
@@ -618,7 +683,13 @@ fn describe(error: &reqwest::Error) -> String {
     if error.is_timeout() {
         "it did not answer in time".into()
     } else if error.is_connect() {
-        "cannot connect".into()
+        // The innermost cause says why (refused, unreachable, a name refused above); the
+        // operator reads it, the client never does.
+        let mut cause: &dyn std::error::Error = error;
+        while let Some(source) = cause.source() {
+            cause = source;
+        }
+        format!("cannot connect ({cause})")
     } else {
         error.to_string()
     }
