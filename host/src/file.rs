@@ -530,6 +530,11 @@ fn make_all(path: &Path, mode: u32) -> std::io::Result<()> {
     use rustix::io::Errno;
     use std::path::Component;
     let refused = |what: String| std::io::Error::new(std::io::ErrorKind::PermissionDenied, what);
+    // On Linux, a directory is opened as a place only (`O_PATH`): like a path, it needs no
+    // permission to read the directory, only to search it.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
     let us = rustix::process::geteuid().as_raw();
     let mut dir = rustix::fs::open("/", flags, Mode::empty())?;
