@@ -124,6 +124,10 @@ impl McpServer {
         // A task outlives its request, not the session's service of its plugin (the revision
         // its call looked up, whatever the catalog did since).
         let withdrawn = self.lock().withdrawal(&serving);
+        // A call that ends in its request gives its outcome to the request directly: the
+        // store's budgets for kept results are not its (it is never kept), so another client's
+        // results filling them cannot take this one's answer.
+        let (settled, settled_outcome) = tokio::sync::oneshot::channel();
         let work = {
             let request_reports = Arc::clone(&request_reports);
             let options = Arc::clone(&self.options);
@@ -197,7 +201,11 @@ impl McpServer {
                 let deferred = replay.as_ref().is_some_and(|replay| replay.deferred_any());
                 if deferred || meta.task_support != TaskSupport::Required {
                     if handoff.settle() {
-                        return outcome;
+                        return match settled.send(outcome) {
+                            // What the store records of a call it never hands out.
+                            Ok(()) => Err(ToolError::Internal("answered in its request".into())),
+                            Err(outcome) => outcome,
+                        };
                     }
                 } else {
                     handoff.start();
@@ -240,7 +248,8 @@ impl McpServer {
             if let Some(sink) = crate::events::current_sink() {
                 let _ = request_reports.set(sink);
             }
-            self.until_handed_off(store, (&owner, &account), work, handed_off, &call.name)
+            let settled = (handed_off, settled_outcome);
+            self.until_handed_off(store, (&owner, &account), work, settled, &call.name)
                 .await
         };
         let outcome = match self
@@ -280,7 +289,10 @@ impl McpServer {
         store: &crate::task::TaskStore,
         (owner, account): (&str, &str),
         work: W,
-        mut handed_off: tokio::sync::watch::Receiver<HandoffState>,
+        (mut handed_off, mut settled): (
+            tokio::sync::watch::Receiver<HandoffState>,
+            tokio::sync::oneshot::Receiver<Result<ToolOutput, ToolError>>,
+        ),
         name: &str,
     ) -> Result<InRequest, ErrorData>
     where
@@ -322,15 +334,15 @@ impl McpServer {
             ))));
         }
         unclaimed.armed = false;
-        let outcome = store
-            .forget(owner, &task.id)
-            .and_then(|task| task.outcome)
-            .map(Arc::unwrap_or_clone)
-            .unwrap_or_else(|| {
-                Err(ToolError::Internal(format!(
-                    "the call of '{name}' ended without a result: it was cancelled"
-                )))
-            });
+        let outcome = match store.forget(owner, &task.id).and_then(|task| task.outcome) {
+            // Settled in the request: its outcome came straight here.
+            Some(recorded) => settled
+                .try_recv()
+                .unwrap_or_else(|_| Arc::unwrap_or_clone(recorded)),
+            None => Err(ToolError::Internal(format!(
+                "the call of '{name}' ended without a result: it was cancelled"
+            ))),
+        };
         Ok(InRequest::Ended(outcome))
     }
 

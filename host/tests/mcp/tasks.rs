@@ -477,6 +477,49 @@ async fn a_call_that_never_hands_off_is_answered_as_it_ended() {
     client.cancel().await.expect("close");
 }
 
+/// The attack: other clients' kept task results fill the server's budget; a call that may run
+/// as a task but ends in its request was refused its result ("more than this server can keep"),
+/// though no result of it is kept. Now it is answered as it ended; a task's result is still
+/// held to the budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_budget_for_kept_results_does_not_take_a_calls_answer_in_its_request() {
+    let group = ToolGroup::new("slow", 1, || {
+        vec![
+            slow("maybe_later", TaskSupport::Optional),
+            slow("always_later", TaskSupport::Required),
+        ]
+    });
+    let mut options = McpOptions::new("tasks", "1");
+    // No room at all: as if other clients' results had filled it.
+    options.tasks = llm_worker::task::TaskStore::with_options(
+        llm_worker::task::TaskOptions::default().max_kept_bytes(0),
+    );
+    let url = serve(ToolCatalog::new([group]), options).await;
+    let client = tasks_client(&url).await;
+    let answered = client
+        .call_tool_once(call("maybe_later", json!({"ms": 1, "hand_off": false})))
+        .await
+        .expect("call");
+    assert!(
+        matches!(&answered, CallToolResponse::Complete(result) if crate::greeting(result) == "waited 1 ms"),
+        "{answered:?}"
+    );
+    // A task's result is kept, and the budget applies to it.
+    let created = client
+        .call_tool_once(call("always_later", json!({"ms": 1, "hand_off": false})))
+        .await
+        .expect("call");
+    let CallToolResponse::Task(created) = created else {
+        panic!("a task was expected: {created:?}");
+    };
+    let done = settled(&client, &created.task.task_id).await;
+    assert!(
+        format!("{done:?}").contains("more than this server can keep"),
+        "{done:?}"
+    );
+    client.cancel().await.expect("close");
+}
+
 /// A client that takes tasks and answers every form with the name "Alice", counting the forms.
 struct Alice {
     asked: Arc<std::sync::atomic::AtomicUsize>,
