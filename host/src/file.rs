@@ -528,6 +528,7 @@ pub(crate) fn create_dir_all_following_no_new_link(path: &Path, mode: u32) -> st
 fn make_all(path: &Path, mode: u32) -> std::io::Result<()> {
     use rustix::fs::{AtFlags, FileType, Mode, OFlags};
     use rustix::io::Errno;
+    use std::os::unix::fs::MetadataExt;
     use std::path::Component;
     let refused = |what: String| std::io::Error::new(std::io::ErrorKind::PermissionDenied, what);
     // On Linux, a directory is opened as a place only (`O_PATH`): like a path, it needs no
@@ -562,8 +563,16 @@ fn make_all(path: &Path, mode: u32) -> std::io::Result<()> {
                     if FileType::from_raw_mode(link.st_mode) != FileType::Symlink {
                         return Err(error.into());
                     }
-                    let holder = rustix::fs::fstat(&dir)?;
-                    let others_write = holder.st_mode & 0o022 != 0 && holder.st_mode & 0o1000 == 0;
+                    // The directory holding the link, judged as the checks after the
+                    // creation judge directories (a user's private group is not others; a
+                    // read-only mount cannot change).
+                    let holder_file = std::fs::File::from(dir.try_clone()?);
+                    let holder = holder_file.metadata()?;
+                    let holder_path =
+                        opened_path(&holder_file, so_far.parent().unwrap_or(Path::new("/")))?;
+                    let others_write = others_may_write(&holder_path, &holder)
+                        && holder.mode() & 0o1000 == 0
+                        && !on_read_only_mount(&holder_path);
                     if link.st_uid != us && link.st_uid != 0 {
                         return Err(refused(format!(
                             "{} is a link belonging to user {}, who could point it elsewhere; \
@@ -572,13 +581,13 @@ fn make_all(path: &Path, mode: u32) -> std::io::Result<()> {
                             link.st_uid
                         )));
                     }
-                    if (holder.st_uid != us && holder.st_uid != 0) || others_write {
+                    if (holder.uid() != us && holder.uid() != 0) || others_write {
                         return Err(refused(format!(
                             "{} is a link in a directory others may change (owner {}, mode \
                              {:o}), who could replace it; not following it",
                             so_far.display(),
-                            holder.st_uid,
-                            holder.st_mode & 0o7777
+                            holder.uid(),
+                            holder.mode() & 0o7777
                         )));
                     }
                     followed += 1;
