@@ -1138,7 +1138,7 @@ fn memory_per_instance(echo: &llm_worker::LoadedPlugin) {
                     smaps::cells(per)
                 );
             }
-            _ => println!("| {label} | (no /proc here) |"),
+            _ => println!("| {label} | (not measured: no /proc here, or its process failed) |"),
         }
     }
 }
