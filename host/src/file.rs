@@ -520,7 +520,7 @@ pub(crate) fn no_one_else_can_replace(_dir: &Path, _what: &str) -> Result<(), St
 /// refused rather than followed, and nothing is made where it leads. Where a link leads is
 /// resolved by the system: the links on its way are the caller's to check first
 /// ([`links_on_the_way_are_ours`]), as no one else can then change them.
-pub(crate) fn create_dir_all_following_no_new_link(path: &Path, mode: u32) -> std::io::Result<()> {
+pub(crate) fn create_dir_all_through_own_links(path: &Path, mode: u32) -> std::io::Result<()> {
     make_all(&std::path::absolute(path)?, mode)
 }
 
@@ -769,7 +769,7 @@ mod tests {
         }
         // A link in a directory anyone may write: anyone could have swapped it.
         std::os::unix::fs::symlink(&elsewhere, open.join("cache")).expect("link");
-        let refused = create_dir_all_following_no_new_link(&open.join("cache/v1"), 0o700)
+        let refused = create_dir_all_through_own_links(&open.join("cache/v1"), 0o700)
             .expect_err("a link others could replace");
         assert!(
             refused.to_string().contains("others may change"),
@@ -780,7 +780,7 @@ mod tests {
         if rustix::process::geteuid().is_root() {
             std::os::unix::fs::symlink(&elsewhere, sticky.join("theirs")).expect("link");
             std::os::unix::fs::lchown(sticky.join("theirs"), Some(4242), None).expect("lchown");
-            let refused = create_dir_all_following_no_new_link(&sticky.join("theirs/v1"), 0o700)
+            let refused = create_dir_all_through_own_links(&sticky.join("theirs/v1"), 0o700)
                 .expect_err("another user's link");
             assert!(
                 refused.to_string().contains("belonging to user 4242"),
@@ -790,19 +790,19 @@ mod tests {
         }
         // The user's own link in a sticky directory: followed, and the directories made private.
         std::os::unix::fs::symlink(&elsewhere, sticky.join("mine")).expect("link");
-        create_dir_all_following_no_new_link(&sticky.join("mine/v1/v2"), 0o700).expect("made");
+        create_dir_all_through_own_links(&sticky.join("mine/v1/v2"), 0o700).expect("made");
         let mode = std::fs::metadata(elsewhere.join("v1/v2"))
             .expect("made where the link leads")
             .permissions()
             .mode();
         assert_eq!(mode & 0o077, 0, "{mode:o}");
         // Made again: nothing to do; `..` resolved as the system resolves it.
-        create_dir_all_following_no_new_link(&sticky.join("mine/v1/v2"), 0o700).expect("again");
-        create_dir_all_following_no_new_link(&sticky.join("mine/v1/../v3"), 0o700).expect("..");
+        create_dir_all_through_own_links(&sticky.join("mine/v1/v2"), 0o700).expect("again");
+        create_dir_all_through_own_links(&sticky.join("mine/v1/../v3"), 0o700).expect("..");
         assert!(elsewhere.join("v3").is_dir());
         // A file where a directory must be.
         std::fs::write(elsewhere.join("file"), "").expect("write");
-        assert!(create_dir_all_following_no_new_link(&elsewhere.join("file/v1"), 0o700).is_err());
+        assert!(create_dir_all_through_own_links(&elsewhere.join("file/v1"), 0o700).is_err());
         std::fs::remove_dir_all(&base).expect("clean up");
     }
 

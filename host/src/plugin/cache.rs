@@ -131,7 +131,7 @@ impl CompileCache {
         crate::file::links_on_the_way_are_ours(&given)?;
         // Made a directory at a time from `/`: another user's link (or one in a directory
         // others may change) planted on the way after that check is refused, not followed.
-        crate::file::create_dir_all_following_no_new_link(&given, 0o700)
+        crate::file::create_dir_all_through_own_links(&given, 0o700)
             .map_err(|e| format!("it cannot be created: {e}"))?;
         // The path as given, links and all (another user's link on the way could lead
         // elsewhere at the next load), then where it leads now.
