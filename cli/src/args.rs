@@ -192,6 +192,18 @@ pub(crate) enum Command {
         #[arg(long, value_name = "SECS", default_value_t = 300, requires = "http",
               value_parser = clap::value_parser!(u64).range(1..=86_400))]
         idle_timeout: u64,
+        /// With --http: the largest request body, in KiB; larger ones get 413, as does a body
+        /// whose JSON would take more than 16 times the limit in memory once parsed.
+        #[arg(long, value_name = "KIB", default_value_t = 4096, requires = "http",
+              value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+        max_body_kib: u64,
+        /// With --http: the most memory, in MiB, that the requests in progress may hold
+        /// together (their bodies, then their parsed JSON, until their answers end); one client
+        /// may hold a quarter of it. Past either, a request gets 503. At least 4 times the body
+        /// limit.
+        #[arg(long, value_name = "MIB", default_value_t = 512, requires = "http",
+              value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+        request_memory_mib: u64,
         /// With --http: a value of the Host header to accept (repeatable; default on
         /// loopback: localhost, 127.0.0.1, ::1; elsewhere any, as tokens are required).
         #[arg(long, value_name = "HOST", requires = "http")]

@@ -315,6 +315,8 @@ async fn run() -> ExitCode {
                 oauth_introspection_secret_file,
                 max_sessions,
                 idle_timeout,
+                max_body_kib,
+                request_memory_mib,
                 allowed_host,
                 allowed_origin,
                 session_prefix,
@@ -352,6 +354,9 @@ async fn run() -> ExitCode {
                     }),
                     max_sessions: usize::try_from(*max_sessions).unwrap_or(usize::MAX),
                     idle_timeout: Duration::from_secs(*idle_timeout),
+                    max_body_bytes: usize::try_from(max_body_kib * 1024).unwrap_or(usize::MAX),
+                    max_request_memory: usize::try_from(request_memory_mib << 20)
+                        .unwrap_or(usize::MAX),
                     allowed_hosts: allowed_host.clone(),
                     allowed_origins: allowed_origin.clone(),
                     session_prefix: session_prefix.clone(),

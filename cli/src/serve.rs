@@ -19,6 +19,8 @@ pub(crate) struct ServeOptions {
     pub(crate) oauth: Option<OAuthArgs>,
     pub(crate) max_sessions: usize,
     pub(crate) idle_timeout: Duration,
+    pub(crate) max_body_bytes: usize,
+    pub(crate) max_request_memory: usize,
     pub(crate) allowed_hosts: Vec<String>,
     pub(crate) allowed_origins: Vec<String>,
     pub(crate) session_prefix: Option<String>,
@@ -219,6 +221,8 @@ pub(crate) async fn serve(
         .no_auth(options.no_auth)
         .max_sessions(options.max_sessions)
         .idle_timeout(options.idle_timeout)
+        .max_body_bytes(options.max_body_bytes)
+        .max_request_memory(options.max_request_memory)
         .allowed_hosts(options.allowed_hosts)
         .allowed_origins(options.allowed_origins);
     if let Some(oauth) = options.oauth {

@@ -12,6 +12,7 @@ pub mod events;
 mod file;
 mod hook;
 mod identity;
+mod json_weight;
 pub mod lock;
 mod loopback;
 #[cfg(feature = "mcp")]

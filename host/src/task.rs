@@ -16,6 +16,7 @@ use std::time::{Duration, Instant, SystemTime};
 use serde_json::Value;
 use tokio::sync::{oneshot, watch};
 
+use crate::json_weight::{block, json_bytes};
 use crate::tool::{ToolError, ToolOutput};
 
 /// Where a task stands.
@@ -319,45 +320,6 @@ fn kept_bytes(outcome: &Result<ToolOutput, ToolError>) -> usize {
             .map_or(0, |value| size_of::<Value>() + json_bytes(value))
 }
 
-/// What one node of a JSON object's B-tree takes: 11 `String` keys and `Value` members, its
-/// parent's link and its place and length (an inner node also links to its 12 children).
-pub(crate) const JSON_OBJECT_NODE_BYTES: usize =
-    11 * (size_of::<String>() + size_of::<Value>()) + 16;
-
-/// What `value` takes in memory beyond its own slot, as serde_json stores it: a string its
-/// capacity, an array its slots' capacity and its items', an object its B-tree's nodes and its
-/// members'; each of these blocks as the system's allocator serves it (at least 32 bytes, in
-/// steps of 16 with 8 of its own: a one-letter string takes 32 bytes, not 1). The nodes count
-/// most for small objects: a node has room for 11 members whether it holds one or eleven, and
-/// nodes filled in key order hold as few as 5 or 6 (so 1 MiB of `[{"":0},…]`, some 150,000
-/// objects, takes about 100 MiB, and is weighed so).
-pub(crate) fn json_bytes(value: &Value) -> usize {
-    const LEAF: usize = JSON_OBJECT_NODE_BYTES;
-    const INNER: usize = LEAF + 12 * size_of::<usize>();
-    match value {
-        Value::String(text) => block(text.capacity()),
-        Value::Array(items) => {
-            block(items.capacity() * size_of::<Value>())
-                + items.iter().map(json_bytes).sum::<usize>()
-        }
-        Value::Object(members) if members.is_empty() => 0,
-        Value::Object(members) => {
-            let nodes = if members.len() <= 11 {
-                block(LEAF)
-            } else {
-                let leaves = members.len().div_ceil(5);
-                leaves * block(LEAF) + leaves.div_ceil(5) * block(INNER)
-            };
-            nodes
-                + members
-                    .iter()
-                    .map(|(key, member)| block(key.capacity()) + json_bytes(member))
-                    .sum::<usize>()
-        }
-        _ => 0,
-    }
-}
-
 /// What the strings and bytes of a content block take, each as the allocator serves it.
 fn block_bytes(content: &crate::content::Content) -> usize {
     use crate::content::{Content, ResourceData};
@@ -382,16 +344,6 @@ fn block_bytes(content: &crate::content::Content) -> usize {
                 + optional(&link.description)
                 + optional(&link.mime_type)
         }
-    }
-}
-
-/// What an allocation of `bytes` takes from glibc's allocator (the system's on Linux): none for
-/// none, else its size and 8 bytes of header rounded up to 16, at least 32.
-fn block(bytes: usize) -> usize {
-    if bytes == 0 {
-        0
-    } else {
-        (bytes + 8).next_multiple_of(16).max(32)
     }
 }
 

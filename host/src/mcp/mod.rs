@@ -58,8 +58,8 @@ pub use audit::AuditLog;
 pub use catalog::{ToolCatalog, ToolGroup};
 #[cfg(feature = "mcp-http")]
 pub use http::{
-    DEFAULT_BODY_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_SESSIONS,
-    HttpOptions, McpHttpService, serve_http, serve_http_with_shutdown,
+    DEFAULT_BODY_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_REQUEST_MEMORY,
+    DEFAULT_MAX_SESSIONS, HttpOptions, McpHttpService, serve_http, serve_http_with_shutdown,
 };
 #[cfg(feature = "mcp-http")]
 pub use identity::BearerToken;

@@ -119,7 +119,7 @@ async fn a_body_that_does_not_arrive_in_time_is_refused() {
     let answer = String::from_utf8_lossy(&answer);
     assert!(read.is_ok(), "no answer: {answer}");
     assert!(
-        answer.starts_with("HTTP/1.1 500")
+        answer.starts_with("HTTP/1.1 408")
             && answer.contains("the request's body did not arrive within 1s of its headers"),
         "{answer}"
     );

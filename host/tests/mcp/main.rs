@@ -7,6 +7,7 @@
 mod access;
 mod audit;
 mod auth;
+mod bodies;
 mod calls;
 mod catalog;
 mod embedding;

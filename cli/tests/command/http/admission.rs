@@ -1,5 +1,5 @@
 //! Who is let in: bearer tokens off loopback and the generated one on it, `--no-auth`, the
-//! Origin and Host checks, the bound on request bodies; and a listen address given by name.
+//! Origin and Host checks, the bounds on request bodies; and a listen address given by name.
 
 use std::io::{Read, Write};
 
@@ -218,6 +218,42 @@ async fn origins_and_hosts_are_checked() {
     );
     let (status, _) = raw_post(server.authority(), &[&server.authorization()], &huge);
     assert!(status.contains("413"), "{status}");
+    server.stop().await;
+}
+
+/// `--max-body-kib` bounds a request's bytes, and 16 times it what its JSON may take once
+/// parsed: a body of tiny objects within the byte limit is refused too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operator_bounds_request_bodies() {
+    let server = Server::start(
+        "http-body-limits",
+        &["counter"],
+        "127.0.0.1:0",
+        &["--max-body-kib", "1", "--request-memory-mib", "1"],
+    )
+    .await;
+    let token = server.authorization();
+    let (status, _) = raw_post(server.authority(), &[&token], INITIALIZE);
+    assert!(status.contains("200"), "{status}");
+    let long = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"pad":"{}"}}}}"#,
+        "x".repeat(1100)
+    );
+    let (status, rest) = raw_post(server.authority(), &[&token], &long);
+    assert!(
+        status.contains("413") && rest.contains("larger than this server's limit of 1024 bytes"),
+        "{status} {rest}"
+    );
+    let small_values = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"pad":[{}]}}}}"#,
+        vec![r#"{"":0}"#; 120].join(",")
+    );
+    assert!(small_values.len() < 1024);
+    let (status, rest) = raw_post(server.authority(), &[&token], &small_values);
+    assert!(
+        status.contains("413") && rest.contains("once parsed"),
+        "{status} {rest}"
+    );
     server.stop().await;
 }
 

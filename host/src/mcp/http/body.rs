@@ -1,6 +1,6 @@
-//! A request body that must arrive in time: rmcp reads a body with no time limit of its own,
-//! so a client trickling one byte at a time would hold its connection (and a place among the
-//! server's connections) for as long as it liked.
+//! A request body that must arrive in time: read with no time limit, a client trickling one
+//! byte at a time would hold its connection (and a place among the server's connections) for
+//! as long as it liked.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};

@@ -4,6 +4,7 @@
 mod auth;
 mod body;
 pub(in crate::mcp) mod gate;
+mod intake;
 mod options;
 mod serve;
 mod service;
@@ -15,8 +16,8 @@ use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
 
 pub use options::{
-    DEFAULT_BODY_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_SESSIONS,
-    HttpOptions,
+    DEFAULT_BODY_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_REQUEST_MEMORY,
+    DEFAULT_MAX_SESSIONS, HttpOptions,
 };
 pub use serve::{serve_http, serve_http_with_shutdown};
 pub use service::McpHttpService;

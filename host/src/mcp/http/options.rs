@@ -25,8 +25,14 @@ pub struct HttpOptions {
     /// A session without requests for this long is closed and its instances dropped.
     /// Default 5 minutes.
     pub idle_timeout: Option<Duration>,
-    /// Largest request body, in bytes; larger ones get 413. Default 4 MiB.
+    /// Largest request body, in bytes; larger ones get 413. Default 4 MiB. A body whose JSON
+    /// would take more than 16 times this once parsed (very many small values) gets 413 too.
     pub max_body_bytes: Option<usize>,
+    /// Most memory the requests in progress may hold together, in bytes: their bodies as they
+    /// arrive, then what their JSON takes once parsed, until their answers end (a standing
+    /// stream's when it closes). One identity may hold a quarter of it; past either, a request
+    /// gets 503 with `Retry-After`. Default 512 MiB; at least four times the body limit.
+    pub max_request_memory: Option<usize>,
     /// How long a request's body may take to arrive once its headers have; a body still
     /// arriving then is refused (500, saying why) and its connection closed.
     /// Default 60 s.
@@ -52,6 +58,7 @@ impl std::fmt::Debug for HttpOptions {
             .field("max_sessions", &self.max_sessions)
             .field("idle_timeout", &self.idle_timeout)
             .field("max_body_bytes", &self.max_body_bytes)
+            .field("max_request_memory", &self.max_request_memory)
             .field("body_timeout", &self.body_timeout)
             .field("allowed_hosts", &self.allowed_hosts)
             .field("allowed_origins", &self.allowed_origins)
@@ -67,6 +74,9 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// The default cap on request bodies.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 4 << 20;
+
+/// The default cap on the memory requests in progress hold together.
+pub const DEFAULT_MAX_REQUEST_MEMORY: usize = 512 << 20;
 
 /// How long a request's body may take to arrive by default.
 pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(60);
@@ -127,6 +137,14 @@ impl HttpOptions {
     #[must_use]
     pub fn max_body_bytes(mut self, bytes: usize) -> Self {
         self.max_body_bytes = Some(bytes);
+        self
+    }
+
+    /// Sets the most memory the requests in progress may hold together (see
+    /// [`HttpOptions::max_request_memory`](Self#structfield.max_request_memory)).
+    #[must_use]
+    pub fn max_request_memory(mut self, bytes: usize) -> Self {
+        self.max_request_memory = Some(bytes);
         self
     }
 

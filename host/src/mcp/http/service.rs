@@ -13,8 +13,8 @@ use super::Body;
 use super::auth::Authenticator;
 use super::gate::Gate;
 use super::options::{
-    DEFAULT_BODY_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_SESSIONS,
-    HttpOptions,
+    DEFAULT_BODY_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_REQUEST_MEMORY,
+    DEFAULT_MAX_SESSIONS, HttpOptions,
 };
 use super::sessions::PrefixedSessions;
 use crate::mcp::admission::{Admission, SessionCounter};
@@ -47,6 +47,10 @@ pub struct McpHttpService {
     cancel: tokio_util::sync::CancellationToken,
     /// How long a request's body may take to arrive.
     body_timeout: std::time::Duration,
+    /// Largest request body.
+    max_body_bytes: usize,
+    /// The memory requests hold, in all and by identity.
+    intake: Arc<super::intake::Intake>,
 }
 
 impl std::fmt::Debug for McpHttpService {
@@ -129,8 +133,9 @@ impl McpHttpService {
         let sessions = Arc::new(SessionCounter::default());
         // The gate checks `Host` and `Origin` before the token (rmcp's own checks would come
         // after it, and refuse the server's own origin).
+        let max_body_bytes = http.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES).max(1);
         let config = StreamableHttpServerConfig::default()
-            .with_max_request_body_bytes(http.max_body_bytes.unwrap_or(DEFAULT_MAX_BODY_BYTES))
+            .with_max_request_body_bytes(max_body_bytes)
             .disable_allowed_hosts()
             .disable_allowed_origins();
         let cancel = config.cancellation_token.clone();
@@ -195,6 +200,12 @@ impl McpHttpService {
             service,
             cancel,
             body_timeout: http.body_timeout.unwrap_or(DEFAULT_BODY_TIMEOUT),
+            max_body_bytes,
+            intake: super::intake::Intake::new(
+                http.max_request_memory
+                    .unwrap_or(DEFAULT_MAX_REQUEST_MEMORY)
+                    .max(max_body_bytes.saturating_mul(4)),
+            ),
         })
     }
 
@@ -208,7 +219,7 @@ impl McpHttpService {
         if let Some(refused) = self.gate.check(&request) {
             return self.refused("host_or_origin", refused);
         }
-        let mut request = request.map(|body| super::body::InTime::new(body, self.body_timeout));
+        let request = request.map(|body| super::body::InTime::new(body, self.body_timeout));
         if let Some(metadata) = self.auth.metadata(&request) {
             return metadata;
         }
@@ -239,6 +250,20 @@ impl McpHttpService {
         // Whose quota of sessions a session counts against: the identity's, whatever the
         // grants of the token that opened it.
         let counted = Caller(identity.as_ref().map(|identity| identity.key()));
+        // The body, read and weighed before rmcp parses it, and held in its identity's share
+        // of the memory for requests until the answer ends.
+        let declared = request
+            .headers()
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|length| length.to_str().ok()?.parse::<u64>().ok());
+        let mut share = self.intake.share(counted);
+        let (parts, body) = request.into_parts();
+        let body = match super::intake::read(body, declared, self.max_body_bytes, &mut share).await
+        {
+            Ok(body) => body,
+            Err(refused) => return self.refused("request_body", refused),
+        };
+        let mut request = Request::from_parts(parts, http_body_util::Full::new(body));
         // A session is its opener's: another identity that learns its id finds no session
         // there (as though it had ended), and cannot act in it or read its streams.
         let session = request
@@ -323,7 +348,7 @@ impl McpHttpService {
         if let Some(identity) = identity {
             request.extensions_mut().insert(identity);
         }
-        let response = self.service.handle(request).await;
+        let response = held(self.service.handle(request).await, share);
         let streams = response.status() == http::StatusCode::OK
             && response
                 .headers()
@@ -464,6 +489,15 @@ where
         let service = self.clone();
         Box::pin(async move { Ok(service.handle(request).await) })
     }
+}
+
+/// `response`, holding `share` until its body ends (a stream's, when the client or the
+/// server closes it).
+fn held(response: Response<Body>, share: super::intake::Share) -> Response<Body> {
+    if share.is_empty() {
+        return response;
+    }
+    response.map(|body| http_body_util::BodyExt::boxed(super::intake::Holding::new(body, share)))
 }
 
 /// The answer to a request of `who` past its quota of `limit` sessions: 429 with the JSON-RPC

@@ -92,7 +92,7 @@ pub(super) fn checked_output(
         ))
     };
     if let Some(text) = structured_text {
-        let estimate = estimated_json_bytes(text);
+        let estimate = crate::json_weight::estimated_json_bytes(text.as_bytes());
         if estimate > budget {
             return Err(too_heavy(estimate));
         }
@@ -100,7 +100,7 @@ pub(super) fn checked_output(
     // Checked above: an object, each key once.
     output.structured = structured_text.and_then(|text| serde_json::from_str(text).ok());
     if let Some(value) = &output.structured {
-        let weight = crate::task::json_bytes(value);
+        let weight = crate::json_weight::json_bytes(value);
         if weight > budget {
             return Err(too_heavy(weight));
         }
@@ -113,42 +113,6 @@ pub(super) fn checked_output(
         output.content.push(Content::Text(text));
     }
     Ok(output)
-}
-
-/// Roughly what the JSON `text` takes once parsed into a `serde_json::Value` (below the exact
-/// weight, which follows), read without building it: each object that holds anything at least
-/// one B-tree node, each member or element at least its slot (counted by the commas and opening
-/// brackets outside strings; empty objects and arrays take nothing).
-fn estimated_json_bytes(text: &str) -> usize {
-    const NODE: usize = crate::task::JSON_OBJECT_NODE_BYTES;
-    let (mut objects, mut slots) = (0usize, 0usize);
-    let (mut in_string, mut escaped) = (false, false);
-    let bytes = text.as_bytes();
-    for (at, &byte) in bytes.iter().enumerate() {
-        if in_string {
-            match byte {
-                _ if escaped => escaped = false,
-                b'\\' => escaped = true,
-                b'"' => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        let empty = || {
-            bytes[at + 1..]
-                .iter()
-                .find(|next| !next.is_ascii_whitespace())
-                .is_some_and(|next| matches!(next, b'}' | b']'))
-        };
-        match byte {
-            b'"' => in_string = true,
-            b'{' if !empty() => objects += 1,
-            b'[' if !empty() => slots += 1,
-            b',' => slots += 1,
-            _ => {}
-        }
-    }
-    objects * NODE + slots * size_of::<serde_json::Value>() + text.len()
 }
 
 /// How many bytes of host memory a parsed structured value may take per byte of the output
@@ -221,29 +185,4 @@ pub(crate) fn check_input(
     }
     super::super::validate::check_schema(validator, tool, &input, input_json.len())
         .map_err(ToolError::InvalidArgument)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::estimated_json_bytes;
-
-    /// The estimate stays below what the value takes once parsed, whatever the JSON is made of
-    /// (so that only the exact weight refuses what is near the budget), and grows with it.
-    #[test]
-    fn the_estimate_is_below_the_weight() {
-        let empties = format!("{{\"r\":[{}]}}", vec!["{}"; 24_000].join(","));
-        let strings = format!("{{\"s\":\"{}\"}}", "a,[{\\\"".repeat(10_000));
-        let objects = format!("{{\"r\":[{}]}}", vec!["{\"id\":1}"; 1_000].join(","));
-        for text in [empties, strings, objects] {
-            let weight = crate::task::json_bytes(&serde_json::from_str(&text).expect("JSON"));
-            let estimate = estimated_json_bytes(&text);
-            assert!(
-                estimate <= weight.max(text.len()) * 2,
-                "{estimate} > {weight}"
-            );
-        }
-        // Empty containers cost little; non-empty objects a node each.
-        assert!(estimated_json_bytes("[{},{},[],{ }]") < 200);
-        assert!(estimated_json_bytes("{\"r\":[{\"a\":1},{\"a\":1}]}") > 1_000);
-    }
 }

@@ -1,0 +1,115 @@
+//! What a JSON value takes in the host's memory once serde_json has parsed it (its "weight"),
+//! and an estimate of it read from the text alone: parsed, a megabyte of small objects takes a
+//! hundred times as much, so what the host parses or keeps from others (a plugin's structured
+//! result, a kept task's, a client's request) is weighed, not only measured in bytes.
+
+use serde_json::Value;
+
+/// What one node of a JSON object's B-tree takes: 11 `String` keys and `Value` members, its
+/// parent's link and its place and length (an inner node also links to its 12 children).
+pub(crate) const JSON_OBJECT_NODE_BYTES: usize =
+    11 * (size_of::<String>() + size_of::<Value>()) + 16;
+
+/// What `value` takes in memory beyond its own slot, as serde_json stores it: a string its
+/// capacity, an array its slots' capacity and its items', an object its B-tree's nodes and its
+/// members'; each of these blocks as the system's allocator serves it (at least 32 bytes, in
+/// steps of 16 with 8 of its own: a one-letter string takes 32 bytes, not 1). The nodes count
+/// most for small objects: a node has room for 11 members whether it holds one or eleven, and
+/// nodes filled in key order hold as few as 5 or 6 (so 1 MiB of `[{"":0},…]`, some 150,000
+/// objects, takes about 100 MiB, and is weighed so).
+pub(crate) fn json_bytes(value: &Value) -> usize {
+    const LEAF: usize = JSON_OBJECT_NODE_BYTES;
+    const INNER: usize = LEAF + 12 * size_of::<usize>();
+    match value {
+        Value::String(text) => block(text.capacity()),
+        Value::Array(items) => {
+            block(items.capacity() * size_of::<Value>())
+                + items.iter().map(json_bytes).sum::<usize>()
+        }
+        Value::Object(members) if members.is_empty() => 0,
+        Value::Object(members) => {
+            let nodes = if members.len() <= 11 {
+                block(LEAF)
+            } else {
+                let leaves = members.len().div_ceil(5);
+                leaves * block(LEAF) + leaves.div_ceil(5) * block(INNER)
+            };
+            nodes
+                + members
+                    .iter()
+                    .map(|(key, member)| block(key.capacity()) + json_bytes(member))
+                    .sum::<usize>()
+        }
+        _ => 0,
+    }
+}
+
+/// What an allocation of `bytes` takes from glibc's allocator (the system's on Linux): none for
+/// none, else its size and 8 bytes of header rounded up to 16, at least 32.
+pub(crate) fn block(bytes: usize) -> usize {
+    if bytes == 0 {
+        0
+    } else {
+        (bytes + 8).next_multiple_of(16).max(32)
+    }
+}
+
+/// Roughly what the JSON `bytes` takes once parsed into a `serde_json::Value` (below the exact
+/// weight, which follows), read without building it: each object that holds anything at least
+/// one B-tree node, each member or element at least its slot (counted by the commas and opening
+/// brackets outside strings; empty objects and arrays take nothing).
+pub(crate) fn estimated_json_bytes(bytes: &[u8]) -> usize {
+    const NODE: usize = JSON_OBJECT_NODE_BYTES;
+    let (mut objects, mut slots) = (0usize, 0usize);
+    let (mut in_string, mut escaped) = (false, false);
+    for (at, &byte) in bytes.iter().enumerate() {
+        if in_string {
+            match byte {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        let empty = || {
+            bytes[at + 1..]
+                .iter()
+                .find(|next| !next.is_ascii_whitespace())
+                .is_some_and(|next| matches!(next, b'}' | b']'))
+        };
+        match byte {
+            b'"' => in_string = true,
+            b'{' if !empty() => objects += 1,
+            b'[' if !empty() => slots += 1,
+            b',' => slots += 1,
+            _ => {}
+        }
+    }
+    objects * NODE + slots * size_of::<Value>() + bytes.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::estimated_json_bytes;
+
+    /// The estimate stays below what the value takes once parsed, whatever the JSON is made of
+    /// (so that only the exact weight refuses what is near the budget), and grows with it.
+    #[test]
+    fn the_estimate_is_below_the_weight() {
+        let empties = format!("{{\"r\":[{}]}}", vec!["{}"; 24_000].join(","));
+        let strings = format!("{{\"s\":\"{}\"}}", "a,[{\\\"".repeat(10_000));
+        let objects = format!("{{\"r\":[{}]}}", vec!["{\"id\":1}"; 1_000].join(","));
+        for text in [empties, strings, objects] {
+            let weight = super::json_bytes(&serde_json::from_str(&text).expect("JSON"));
+            let estimate = estimated_json_bytes(text.as_bytes());
+            assert!(
+                estimate <= weight.max(text.len()) * 2,
+                "{estimate} > {weight}"
+            );
+        }
+        // Empty containers cost little; non-empty objects a node each.
+        assert!(estimated_json_bytes(b"[{},{},[],{ }]") < 200);
+        assert!(estimated_json_bytes(b"{\"r\":[{\"a\":1},{\"a\":1}]}") > 1_000);
+    }
+}

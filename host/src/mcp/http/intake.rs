@@ -1,0 +1,316 @@
+//! A request's body, read before rmcp parses it: within the body limit, weighed for what its
+//! JSON will take once parsed, and counted against the memory the server lets requests hold.
+//!
+//! rmcp reads a body whole and parses it into `serde_json` values that live as long as the
+//! request does (a standing `subscriptions/listen`, a call waiting on a question). Parsed, a
+//! megabyte of small objects takes a hundred times as much: so a body is refused when its
+//! parsed weight would pass [`WEIGHT_PER_BODY_BYTE`] times the body limit, and what requests
+//! hold (their bodies as they arrive, then their weights, until their answers end) is counted
+//! per identity and in all, past which a request is refused (503) instead of taking memory
+//! from everyone.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use bytes::{Bytes, BytesMut};
+use http::{Response, StatusCode};
+use http_body_util::BodyExt;
+
+use super::Body;
+use super::body::{BodyError, InTime};
+use crate::mcp::catalog::Caller;
+
+/// How many bytes of memory a request's JSON may take once parsed, per byte of the body limit:
+/// an array of small numbers takes about 16 times its text; of empty-keyed objects, about 100.
+pub(super) const WEIGHT_PER_BODY_BYTE: usize = 16;
+
+/// The share of the memory for requests one identity may hold: a quarter, so that one client
+/// alone cannot starve the others.
+const SHARES: usize = 4;
+
+/// The memory requests hold, in all and by identity.
+#[derive(Debug)]
+pub(super) struct Intake {
+    /// Most bytes all requests may hold at once.
+    total: usize,
+    held: Mutex<Held>,
+}
+
+#[derive(Debug, Default)]
+struct Held {
+    total: usize,
+    by: HashMap<Caller, usize>,
+}
+
+/// What one request holds; given back when dropped (with the request's answer).
+#[derive(Debug)]
+pub(super) struct Share {
+    intake: Arc<Intake>,
+    who: Caller,
+    bytes: usize,
+}
+
+/// Why a share could not grow.
+#[derive(Debug)]
+enum Short {
+    /// The identity holds its part already.
+    Identity { held: usize, part: usize },
+    /// All requests together hold the server's budget.
+    Server { total: usize },
+}
+
+impl Intake {
+    pub(super) fn new(total: usize) -> Arc<Self> {
+        Arc::new(Self {
+            total: total.max(1),
+            held: Mutex::new(Held::default()),
+        })
+    }
+
+    /// An empty share of `who`.
+    pub(super) fn share(self: &Arc<Self>, who: Caller) -> Share {
+        Share {
+            intake: Arc::clone(self),
+            who,
+            bytes: 0,
+        }
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, Held> {
+        self.held
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl Share {
+    /// Whether this share holds nothing.
+    pub(super) fn is_empty(&self) -> bool {
+        self.bytes == 0
+    }
+
+    /// Holds `more` bytes besides what this share holds, if its identity's part and the
+    /// server's budget allow.
+    fn grow(&mut self, more: usize) -> Result<(), Short> {
+        let part = self.intake.total / SHARES;
+        let mut held = self.intake.held();
+        let mine = held.by.get(&self.who).copied().unwrap_or(0);
+        if mine.saturating_add(more) > part {
+            return Err(Short::Identity { held: mine, part });
+        }
+        if held.total.saturating_add(more) > self.intake.total {
+            return Err(Short::Server {
+                total: self.intake.total,
+            });
+        }
+        held.total += more;
+        *held.by.entry(self.who).or_default() += more;
+        self.bytes += more;
+        Ok(())
+    }
+}
+
+impl Drop for Share {
+    fn drop(&mut self) {
+        if self.bytes == 0 {
+            return;
+        }
+        let mut held = self.intake.held();
+        held.total = held.total.saturating_sub(self.bytes);
+        if let Some(mine) = held.by.get_mut(&self.who) {
+            *mine = mine.saturating_sub(self.bytes);
+            if *mine == 0 {
+                held.by.remove(&self.who);
+            }
+        }
+    }
+}
+
+/// A response's body holding its request's share until it ends: given back as the last frame
+/// is taken (before the client reads the end of a stream), or when the body is dropped.
+pub(super) struct Holding<B> {
+    body: std::pin::Pin<Box<B>>,
+    share: Option<Share>,
+}
+
+impl<B> Holding<B> {
+    pub(super) fn new(body: B, share: Share) -> Self {
+        Self {
+            body: Box::pin(body),
+            share: Some(share),
+        }
+    }
+}
+
+impl<B: http_body::Body> http_body::Body for Holding<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        let this = self.get_mut();
+        let frame = this.body.as_mut().poll_frame(cx);
+        if matches!(frame, std::task::Poll::Ready(None)) || this.body.is_end_stream() {
+            this.share = None;
+        }
+        frame
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// The whole body of a request, at most `limit` bytes, held in `share` as it arrives and then
+/// weighed: the body, or the answer refusing it.
+pub(super) async fn read<B>(
+    body: InTime<B>,
+    declared: Option<u64>,
+    limit: usize,
+    share: &mut Share,
+) -> Result<Bytes, Response<Body>>
+where
+    B: http_body::Body,
+    B::Error: std::fmt::Display,
+{
+    if declared.is_some_and(|length| length > limit as u64) {
+        return Err(too_large(limit));
+    }
+    let mut body = std::pin::pin!(body);
+    let mut bytes = BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        let frame = match frame {
+            Ok(frame) => frame,
+            Err(BodyError::Late(limit)) => return Err(late(limit)),
+            Err(error) => {
+                return Err(closing(
+                    StatusCode::BAD_REQUEST,
+                    &format!("the request's body could not be read: {error}"),
+                ));
+            }
+        };
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        let arrived = bytes::Buf::remaining(&data);
+        if bytes.len().saturating_add(arrived) > limit {
+            return Err(too_large(limit));
+        }
+        share.grow(arrived).map_err(busy)?;
+        bytes::BufMut::put(&mut bytes, data);
+    }
+    let bytes = bytes.freeze();
+    // What parsing will make of it, beyond the text already held.
+    let weight = crate::json_weight::estimated_json_bytes(&bytes);
+    let most = limit.saturating_mul(WEIGHT_PER_BODY_BYTE);
+    if weight > most {
+        return Err(closing(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &format!(
+                "the request's JSON would take about {} KiB of the server's memory once parsed, \
+                 over {} KiB ({WEIGHT_PER_BODY_BYTE} times the body limit): it is made of very \
+                 many small values; send fewer, larger ones",
+                weight / 1024,
+                most / 1024
+            ),
+        ));
+    }
+    share
+        .grow(weight.saturating_sub(bytes.len()))
+        .map_err(busy)?;
+    Ok(bytes)
+}
+
+/// A refusal after which the connection closes: the client may still be sending the body.
+fn closing(status: StatusCode, message: &str) -> Response<Body> {
+    let mut response = super::gate::refusal(status, message);
+    response.headers_mut().insert(
+        http::header::CONNECTION,
+        http::HeaderValue::from_static("close"),
+    );
+    response
+}
+
+fn too_large(limit: usize) -> Response<Body> {
+    closing(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        &format!("the request's body is larger than this server's limit of {limit} bytes"),
+    )
+}
+
+fn late(limit: std::time::Duration) -> Response<Body> {
+    closing(
+        StatusCode::REQUEST_TIMEOUT,
+        &format!(
+            "the request's body did not arrive within {}s of its headers",
+            limit.as_secs_f64()
+        ),
+    )
+}
+
+/// 503, saying whose requests hold the memory, with a second to wait.
+fn busy(short: Short) -> Response<Body> {
+    let message = match short {
+        Short::Identity { held, part } => format!(
+            "this client's requests in progress hold {} KiB of the server's memory, the most one \
+             client may ({} KiB): wait for some to end (a standing stream holds its request \
+             until it closes), then retry",
+            held / 1024,
+            part / 1024
+        ),
+        Short::Server { total } => format!(
+            "the server's requests in progress hold all the memory it gives requests ({} KiB): \
+             retry shortly",
+            total / 1024
+        ),
+    };
+    let mut response = closing(StatusCode::SERVICE_UNAVAILABLE, &message);
+    response.headers_mut().insert(
+        http::header::RETRY_AFTER,
+        http::HeaderValue::from_static("1"),
+    );
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Shares count per identity and in all, and give back what they held when dropped.
+    #[test]
+    fn shares_are_bounded_per_identity_and_in_all_and_given_back() {
+        let intake = Intake::new(400);
+        let alice = Caller(Some([1; 16]));
+        let bob = Caller(Some([2; 16]));
+        let mut first = intake.share(alice);
+        first.grow(60).expect("within alice's part");
+        let mut second = intake.share(alice);
+        assert!(matches!(
+            second.grow(50),
+            Err(Short::Identity {
+                held: 60,
+                part: 100
+            })
+        ));
+        second.grow(40).expect("up to alice's part");
+        drop(first);
+        second.grow(60).expect("what the first held is given back");
+        let mut others: Vec<Share> = (0..3)
+            .map(|n| {
+                let mut share = intake.share(Caller(Some([10 + n; 16])));
+                share.grow(100).expect("each within its part");
+                share
+            })
+            .collect();
+        let mut last = intake.share(bob);
+        assert!(matches!(last.grow(1), Err(Short::Server { total: 400 })));
+        others.pop();
+        last.grow(100).expect("room again");
+    }
+}

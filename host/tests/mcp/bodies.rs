@@ -1,0 +1,226 @@
+//! Request bodies: weighed for what their JSON takes once parsed, and the memory requests in
+//! progress hold bounded per client and in all.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use llm_worker::mcp::{BearerToken, HttpOptions, McpOptions, ToolCatalog, ToolGroup};
+use llm_worker::{Tool, ToolDefinition, ToolError, ToolMeta};
+use serde_json::json;
+
+const ALICE: &str = "alice-token-0123456789abcdef";
+const BOB: &str = "bob-token-0123456789abcdef01";
+
+/// A tool that says it started, then answers once the test releases it.
+struct Waits {
+    started: Arc<tokio::sync::Notify>,
+    release: Arc<tokio::sync::Notify>,
+}
+
+#[async_trait]
+impl Tool for Waits {
+    async fn execute(&self, _input_json: &str) -> Result<String, ToolError> {
+        // Waiting for the release before saying it started: a release right after is not missed.
+        let released = self.release.notified();
+        self.started.notify_one();
+        released.await;
+        Ok("released".into())
+    }
+}
+
+/// Serves `waits` (and nothing else) to alice and bob with `http`'s limits: the URL, and the
+/// notices of a call starting and the release of one.
+async fn serve(http: HttpOptions) -> (String, Arc<tokio::sync::Notify>, Arc<tokio::sync::Notify>) {
+    let started = Arc::new(tokio::sync::Notify::new());
+    let release = Arc::new(tokio::sync::Notify::new());
+    let (tool_started, tool_release) = (Arc::clone(&started), Arc::clone(&release));
+    let group = ToolGroup::new("waits", 1, move || {
+        let (started, release) = (Arc::clone(&tool_started), Arc::clone(&tool_release));
+        let definition: ToolDefinition = Arc::new(move || {
+            (
+                ToolMeta::new("waits")
+                    .description("Waits for the test")
+                    .input_schema(json!({"type": "object"})),
+                Arc::new(Waits {
+                    started: Arc::clone(&started),
+                    release: Arc::clone(&release),
+                }) as Arc<dyn Tool>,
+            )
+        });
+        vec![definition]
+    });
+    let url = crate::serve_with(
+        ToolCatalog::new([group]),
+        McpOptions::new("bodies", "1"),
+        http.named_tokens([
+            BearerToken::new("alice", ALICE),
+            BearerToken::new("bob", BOB),
+        ]),
+    )
+    .await;
+    (url, started, release)
+}
+
+/// POSTs `message` to `url` with `token` (in `session`, if given): the status, the headers and
+/// the body's text.
+async fn post(
+    url: &str,
+    token: &str,
+    session: Option<&str>,
+    message: &serde_json::Value,
+) -> (u16, reqwest::header::HeaderMap, String) {
+    let mut request = reqwest::Client::new()
+        .post(url)
+        .bearer_auth(token)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .body(message.to_string());
+    if let Some(session) = session {
+        request = request.header("mcp-session-id", session);
+    }
+    let answer = request.send().await.expect("an answer");
+    let status = answer.status().as_u16();
+    let headers = answer.headers().clone();
+    (status, headers, answer.text().await.expect("a body"))
+}
+
+/// Opens a session of `token`'s: its id.
+async fn open(url: &str, token: &str) -> String {
+    let (status, headers, text) = post(
+        url,
+        token,
+        None,
+        &json!({
+            "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": "test", "version": "1"}},
+        }),
+    )
+    .await;
+    assert_eq!(status, 200, "{text}");
+    let session = headers
+        .get("mcp-session-id")
+        .expect("a session id")
+        .to_str()
+        .expect("text")
+        .to_owned();
+    let (status, _, text) = post(
+        url,
+        token,
+        Some(&session),
+        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    )
+    .await;
+    assert_eq!(status, 202, "{text}");
+    session
+}
+
+/// A call of `waits` whose arguments carry `numbers` small numbers (each two bytes of JSON,
+/// 32 bytes or more once parsed).
+fn call(id: u64, numbers: usize) -> serde_json::Value {
+    json!({
+        "jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": "waits", "arguments": {"numbers": vec![1; numbers]}},
+    })
+}
+
+/// The attack: a body within the byte limit made of tiny objects (`{"":0}`, seven bytes, a
+/// B-tree node of some 600 bytes once parsed), in a `_meta` that a standing request keeps for
+/// its life: a hundred times its size in the server's memory, per request. It is refused
+/// before rmcp parses it; the same client goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_of_many_small_values_is_refused_before_it_is_parsed() {
+    let (url, _, _) = serve(HttpOptions::default().max_body_bytes(64 << 10)).await;
+    let pad = vec![json!({"": 0}); 9_000];
+    let message = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "test", "version": "1"},
+                   "_meta": {"pad": pad}},
+    });
+    assert!(message.to_string().len() < 64 << 10);
+    let (status, headers, text) = post(&url, ALICE, None, &message).await;
+    assert_eq!(status, 413, "{text}");
+    assert!(
+        text.contains("once parsed") && text.contains("send fewer, larger ones"),
+        "{text}"
+    );
+    assert!(headers.get("mcp-session-id").is_none());
+    // As long a body of one long string passes: its weight is its length.
+    let message = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "test", "version": "1"},
+                   "_meta": {"pad": "x".repeat(60_000)}},
+    });
+    let (status, _, text) = post(&url, ALICE, None, &message).await;
+    assert_eq!(status, 200, "{text}");
+    // And over the byte limit is refused as before.
+    let message = json!({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"_meta": {"pad": "x".repeat(70_000)}}});
+    let (status, _, text) = post(&url, ALICE, None, &message).await;
+    assert_eq!(status, 413, "{text}");
+    assert!(text.contains("larger than this server's limit"), "{text}");
+}
+
+/// The attack: one client keeps requests in progress (calls that wait, standing streams),
+/// each holding its parsed body, until the server's memory is gone for everyone. A client may
+/// hold a quarter of the memory for requests; past it, its next request is 503 with
+/// `Retry-After`, while another client's passes, and the first's passes again once its held
+/// request ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_client_cannot_hold_the_memory_of_requests_for_all() {
+    // 512 KiB for requests: 128 KiB for each client. A call of 3,000 small numbers is weighed
+    // about 100 KiB.
+    let (url, started, release) = serve(
+        HttpOptions::default()
+            .max_body_bytes(16 << 10)
+            .max_request_memory(512 << 10),
+    )
+    .await;
+    let alice = open(&url, ALICE).await;
+    let held = {
+        let (url, alice) = (url.clone(), alice.clone());
+        tokio::spawn(async move { post(&url, ALICE, Some(&alice), &call(2, 3_000)).await })
+    };
+    started.notified().await;
+    let (status, headers, text) = post(&url, ALICE, Some(&alice), &call(3, 3_000)).await;
+    assert_eq!(status, 503, "{text}");
+    assert_eq!(
+        headers.get("retry-after").map(|value| value.as_bytes()),
+        Some(&b"1"[..])
+    );
+    assert!(
+        text.contains("this client's requests in progress hold"),
+        "{text}"
+    );
+    // Another client is not held back: its call starts too. Both are released.
+    let bob = open(&url, BOB).await;
+    let bobs = {
+        let url = url.clone();
+        tokio::spawn(async move { post(&url, BOB, Some(&bob), &call(2, 3_000)).await })
+    };
+    started.notified().await;
+    release.notify_waiters();
+    let (status, _, text) = bobs.await.expect("bob's call");
+    assert!(
+        status == 200 && text.contains("released"),
+        "{status} {text}"
+    );
+    // Alice's held call ended: what it held is hers again.
+    let (status, _, text) = held.await.expect("alice's call");
+    assert!(
+        status == 200 && text.contains("released"),
+        "{status} {text}"
+    );
+    let again = {
+        let url = url.clone();
+        tokio::spawn(async move { post(&url, ALICE, Some(&alice), &call(4, 3_000)).await })
+    };
+    started.notified().await;
+    release.notify_one();
+    let (status, _, text) = again.await.expect("alice's call");
+    assert!(
+        status == 200 && text.contains("released"),
+        "{status} {text}"
+    );
+}
