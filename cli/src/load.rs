@@ -1,7 +1,7 @@
 //! Loading a plugin directory for a command: the host built from the options, the progress
 //! bar, and the warnings about what did not load.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use llm_worker::{Limits, LoadDirOptions, LoadedPlugin, PluginDir, PluginHost};
@@ -16,16 +16,24 @@ pub(crate) struct Loader {
 
 /// The loader of a command that loads a directory to use its tools.
 pub(crate) fn loader(args: &HostArgs) -> anyhow::Result<Loader> {
-    loader_with(&args.plugins, &args.dir, args.pool, args.locked)
+    loader_with(&args.plugins, &args.dir, args.pool, args.locked, &[])
+}
+
+/// The loader of `serve`, which refuses plugins granted a directory holding one of its
+/// `secrets` (files it reads or writes: tokens, keys, the audit log).
+pub(crate) fn serving_loader(args: &HostArgs, secrets: &[PathBuf]) -> anyhow::Result<Loader> {
+    loader_with(&args.plugins, &args.dir, args.pool, args.locked, secrets)
 }
 
 /// The loader of the options a command takes: `pool` instance slots, `locked` to require a
-/// lock file.
+/// lock file, `secrets` no plugin may be granted (besides the user's persistent HTTP token,
+/// which no command's plugins may be).
 pub(crate) fn loader_with(
     plugins: &PluginArgs,
     dir: &DirArgs,
     pool: Option<u32>,
     locked: bool,
+    secrets: &[PathBuf],
 ) -> anyhow::Result<Loader> {
     let limits = Limits::default()
         // Within Limits::MEMORY_MIB (checked by clap): fits any usize of a 64-bit host.
@@ -48,6 +56,13 @@ pub(crate) fn loader_with(
     }
     if let Some(slots) = pool.filter(|&slots| slots > 0) {
         builder = builder.instance_pool(slots);
+    }
+    for secret in secrets
+        .iter()
+        .cloned()
+        .chain(llm_worker::mcp::default_token_path())
+    {
+        builder = builder.protect(secret);
     }
     let host = builder.build()?;
     Ok(Loader {

@@ -5,7 +5,7 @@
 #![recursion_limit = "256"]
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -224,13 +224,33 @@ async fn run() -> ExitCode {
         Command::List { host, .. }
         | Command::Call { host, .. }
         | Command::Check { host, .. }
-        | Command::Serve { host, .. }
         | Command::Schema { host, .. } => loader(host),
+        Command::Serve {
+            host,
+            token_file,
+            oauth_introspection_secret_file,
+            request_state_key_file,
+            audit_log,
+            ..
+        } => {
+            // What serve reads or writes that no plugin may (the audit log's `-` is stderr).
+            let secrets: Vec<PathBuf> = [
+                token_file,
+                oauth_introspection_secret_file,
+                request_state_key_file,
+            ]
+            .into_iter()
+            .flatten()
+            .chain(audit_log.iter().filter(|path| path.as_os_str() != "-"))
+            .cloned()
+            .collect();
+            load::serving_loader(host, &secrets)
+        }
         Command::Lock {
             plugins, dir_args, ..
-        } => load::loader_with(plugins, dir_args, None, false),
+        } => load::loader_with(plugins, dir_args, None, false, &[]),
         Command::Pull { plugins, .. } => {
-            load::loader_with(plugins, &args::DirArgs::default(), None, false)
+            load::loader_with(plugins, &args::DirArgs::default(), None, false, &[])
         }
         Command::New { .. } | Command::Push { .. } | Command::GenerateKeyPair { .. } => {
             Err(anyhow::anyhow!("nothing to load"))

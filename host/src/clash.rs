@@ -104,6 +104,14 @@ impl GrantWays {
                     if let Some(way) = &mut way {
                         way.pop();
                     }
+                    // And every directory its links lead through: a link in another's
+                    // read-write directory, reached from a link of neither, is a way too.
+                    let way = way
+                        .zip(crate::file::looked_up_in(path))
+                        .map(|(mut way, looked)| {
+                            way.extend(looked);
+                            way
+                        });
                     (index, path.to_owned(), way)
                 })
             })

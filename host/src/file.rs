@@ -704,9 +704,96 @@ pub(crate) fn on_the_way(path: &Path) -> Option<Vec<PathBuf>> {
         .collect()
 }
 
+/// The real paths of every directory in which resolving `path` looks a name up, following
+/// its links one at a time (each link's own directory, and the directories its target passes
+/// through, included): the directories whose entries decide where `path` leads, so that one
+/// a plugin may write could redirect it. The directory `path` leads to is not among them
+/// unless it is looked in on the way. A name that does not exist ends the following: the rest
+/// is taken as written. `None` past 40 links (a loop) or if `path` cannot be made absolute.
+pub(crate) fn looked_up_in(path: &Path) -> Option<Vec<PathBuf>> {
+    use std::path::Component;
+    let absolute = std::path::absolute(path).ok()?;
+    let mut pending: std::collections::VecDeque<PathBuf> = absolute
+        .components()
+        .map(|component| PathBuf::from(component.as_os_str()))
+        .collect();
+    let mut at = PathBuf::from("/");
+    let mut dirs = Vec::new();
+    let mut links = 0;
+    let mut exists = true;
+    while let Some(part) = pending.pop_front() {
+        match part.components().next() {
+            Some(Component::RootDir) => at = PathBuf::from("/"),
+            Some(Component::ParentDir) => {
+                dirs.push(at.clone());
+                at.pop();
+            }
+            Some(Component::Normal(name)) => {
+                dirs.push(at.clone());
+                let next = at.join(name);
+                let link = exists
+                    && std::fs::symlink_metadata(&next)
+                        .map(|meta| meta.file_type().is_symlink())
+                        .unwrap_or_else(|_| {
+                            exists = false;
+                            false
+                        });
+                if link {
+                    links += 1;
+                    if links > 40 {
+                        return None;
+                    }
+                    let target = std::fs::read_link(&next).ok()?;
+                    for component in target.components().rev() {
+                        pending.push_front(PathBuf::from(component.as_os_str()));
+                    }
+                } else {
+                    at = next;
+                }
+            }
+            _ => {}
+        }
+    }
+    dirs.sort();
+    dirs.dedup();
+    Some(dirs)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every directory a lookup passes through, across a chain of links, is named; the
+    /// directory reached is not, and a missing name ends the following.
+    #[cfg(unix)]
+    #[test]
+    fn the_directories_a_path_is_resolved_through_are_all_named() {
+        let base = std::env::temp_dir().join(format!("llm-worker-lookups-{}", std::process::id()));
+        std::fs::create_dir_all(&base).expect("mkdir");
+        let root = base.canonicalize().expect("real");
+        for dir in ["srv/work", "srv/releases/v3", "srv/other"] {
+            std::fs::create_dir_all(root.join(dir)).expect("mkdir");
+        }
+        // ref -> work/current -> ../releases/v3
+        std::os::unix::fs::symlink(root.join("srv/work/current"), root.join("srv/ref"))
+            .expect("link");
+        std::os::unix::fs::symlink("../releases/v3", root.join("srv/work/current")).expect("link");
+        let dirs = looked_up_in(&root.join("srv/ref")).expect("resolved");
+        assert!(dirs.contains(&root.join("srv")), "{dirs:?}");
+        assert!(dirs.contains(&root.join("srv/work")), "{dirs:?}");
+        assert!(dirs.contains(&root.join("srv/releases")), "{dirs:?}");
+        assert!(!dirs.contains(&root.join("srv/releases/v3")), "{dirs:?}");
+        // `..` looks in the directory it leaves.
+        let dirs = looked_up_in(&root.join("srv/other/../releases")).expect("resolved");
+        assert!(dirs.contains(&root.join("srv/other")), "{dirs:?}");
+        // A loop is not followed for ever.
+        std::os::unix::fs::symlink("loop", root.join("srv/loop")).expect("link");
+        assert!(looked_up_in(&root.join("srv/loop")).is_none());
+        // A missing name: the rest as written.
+        let dirs = looked_up_in(&root.join("srv/missing/ref")).expect("resolved");
+        assert!(dirs.contains(&root.join("srv/missing")), "{dirs:?}");
+        std::fs::remove_dir_all(&base).expect("cleaned up");
+    }
 
     /// A user's own group (Debian's and Ubuntu's user private groups) is not "others"; a group
     /// another user is in, or is the primary group of, is, and so is one listed twice, named

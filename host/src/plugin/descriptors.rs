@@ -478,19 +478,20 @@ async fn open_at(
     if let Err(why) = descriptors.reserve() {
         return Err(descriptors.refuse(why).into());
     }
+    // Every way out below gives the permit back or ties it to the file opened.
     #[cfg(unix)]
-    let opened = match files.table.get(&fd)? {
-        Descriptor::Dir(dir) => {
+    let opened = match files.table.get(&fd) {
+        Ok(Descriptor::Dir(dir)) => {
             nonblocking::open_at(dir.clone(), path_flags, path, open_flags, flags).await
         }
-        Descriptor::File(_) => Err(ErrorCode::NotDirectory.into()),
+        Ok(Descriptor::File(_)) => Err(ErrorCode::NotDirectory.into()),
+        Err(error) => Err(error.into()),
     }
     .and_then(|descriptor| Ok(files.table.push(descriptor)?));
     #[cfg(not(unix))]
     let opened = HostDescriptor::open_at(&mut files, fd, path_flags, path, open_flags, flags).await;
-    match opened {
-        Ok(resource) => {
-            let file = os_file(files.table.get(&resource)?);
+    match opened.and_then(|resource| Ok((os_file(files.table.get(&resource)?), resource))) {
+        Ok((file, resource)) => {
             descriptors.attach(file);
             Ok(resource)
         }

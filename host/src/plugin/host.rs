@@ -122,6 +122,8 @@ pub(super) struct HostInner {
     pub(super) limits: Limits,
     pub(super) cache: Option<cache::CompileCache>,
     pub(super) max_file_bytes: u64,
+    /// Files and directories no plugin may be granted, nor a directory holding them.
+    pub(super) protected: Vec<PathBuf>,
     /// The open files and directories of all instances together.
     pub(super) descriptors: Arc<descriptors::HostDescriptors>,
     _ticker: EpochTicker,
@@ -173,6 +175,7 @@ pub struct PluginHostBuilder {
     instance_pool: Option<u32>,
     max_plugin_bytes: Option<u64>,
     max_open_files: Option<usize>,
+    protected: Vec<PathBuf>,
 }
 
 impl PluginHostBuilder {
@@ -226,6 +229,17 @@ impl PluginHostBuilder {
         self
     }
 
+    /// A file or directory of the embedder's that no plugin may reach: a plugin whose policy
+    /// grants a directory holding it, or holding a directory on the way to it (whose entry a
+    /// plugin able to write there could replace with a link), is refused at load, as one
+    /// granting the compiled cache is. For the host's own secrets (the command protects its
+    /// token file, the OAuth client secret, the request-state key and the audit log). May be
+    /// called more than once; a path that does not exist yet is protected where it would be.
+    pub fn protect(mut self, path: impl Into<PathBuf>) -> Self {
+        self.protected.push(path.into());
+        self
+    }
+
     /// Creates the host.
     pub fn build(self) -> Result<PluginHost, PluginError> {
         let engine_error = |e: wasmtime::Error| PluginError::Engine(format!("{e:?}"));
@@ -235,6 +249,7 @@ impl PluginHostBuilder {
             instance_pool,
             max_plugin_bytes,
             max_open_files,
+            protected,
         } = self;
         limits.check().map_err(PluginError::InvalidLimits)?;
         let mut config = Config::new();
@@ -266,6 +281,7 @@ impl PluginHostBuilder {
                 limits,
                 cache,
                 max_file_bytes: max_plugin_bytes.unwrap_or(DEFAULT_MAX_FILE_BYTES),
+                protected,
                 descriptors: Arc::new(descriptors::HostDescriptors::new(max_open_files)),
                 _ticker,
             }),

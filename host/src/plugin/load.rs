@@ -319,7 +319,7 @@ impl PluginHost {
     /// lead elsewhere), and refuses grants through which a plugin could
     /// change what the host runs: one that holds the plugin's own directory (it could replace
     /// itself, its policy or other plugins) or that overlaps the compiled cache (native code
-    /// the host loads).
+    /// the host loads); and grants holding a path the embedder protects (its secrets).
     pub(super) fn resolve_dir_grants(
         &self,
         path: &Path,
@@ -367,8 +367,8 @@ impl PluginHost {
                     .to_owned(),
             )
         };
-        let (plugin_dirs, caches) = if policy.dirs.is_empty() {
-            (Vec::new(), Vec::new())
+        let (plugin_dirs, caches, protected) = if policy.dirs.is_empty() {
+            (Vec::new(), Vec::new(), Vec::new())
         } else {
             let plugin_dirs = crate::file::on_the_way(plugin_dir).ok_or_else(unresolved)?;
             let caches: Vec<(PathBuf, Vec<PathBuf>)> = self
@@ -386,7 +386,14 @@ impl PluginHost {
                 })
                 .collect::<Option<_>>()
                 .ok_or_else(unresolved)?;
-            (plugin_dirs, caches)
+            let protected: Vec<(&Path, Vec<PathBuf>)> = self
+                .inner
+                .protected
+                .iter()
+                .map(|path| Some((path.as_path(), crate::file::on_the_way(path)?)))
+                .collect::<Option<_>>()
+                .ok_or_else(unresolved)?;
+            (plugin_dirs, caches, protected)
         };
         for (index, grant) in policy.dirs.iter().enumerate() {
             let granted = &grant.host;
@@ -411,6 +418,21 @@ impl PluginHost {
                     format!(
                         "is {}, which {problem}; grant a directory of its own instead",
                         granted.display()
+                    ),
+                ));
+            }
+            if let Some((secret, _)) = protected
+                .iter()
+                .find(|(_, way)| way.iter().any(|dir| dir.starts_with(granted)))
+            {
+                return Err(invalid(
+                    index,
+                    format!(
+                        "is {}, which holds {} (or a directory on the way to it), a file of the \
+                         host's that no plugin may read or replace; grant a directory of its own \
+                         instead",
+                        granted.display(),
+                        secret.display()
                     ),
                 ));
             }

@@ -364,6 +364,28 @@ impl SandboxPolicy {
                     ),
                 ));
             }
+            // Reached through a link (or a directory) inside a writable grant, though written
+            // and resolved outside it: `ref` -> `work/current` -> elsewhere, `work` writable.
+            let looked = crate::file::looked_up_in(&written_dirs[index]);
+            let through = dirs.iter().enumerate().find(|&(other, outer)| {
+                other != index
+                    && outer.writable
+                    && looked
+                        .as_ref()
+                        .is_none_or(|looked| looked.iter().any(|dir| dir.starts_with(&outer.host)))
+            });
+            if let Some((other, outer)) = through {
+                return Err(invalid(
+                    &format!("dirs[{index}].host"),
+                    format!(
+                        "is {}, which is reached through dirs[{other}] ({}), a writable grant: \
+                         the plugin could change a link there, which the next load would \
+                         follow; grant where it leads directly, or make the other read-only",
+                        written_dirs[index].display(),
+                        outer.host.display()
+                    ),
+                ));
+            }
         }
         let grants = |key: &str, rules: &[String]| -> Result<Vec<HttpGrant>, PolicyError> {
             rules

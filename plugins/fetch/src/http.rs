@@ -104,7 +104,8 @@ pub fn get(url: &Url, user_agent: &str, deadline: Deadline) -> Result<Response, 
         .map_err(|()| broken("GET refused"))?;
     let scheme = match url.scheme() {
         "https" => Scheme::Https,
-        _ => Scheme::Http,
+        "http" => Scheme::Http,
+        other => return Err(broken(&format!("the scheme {other}: is not fetched"))),
     };
     let (authority, path) = target(url);
     request

@@ -215,9 +215,23 @@ fn redirect(from: &Url, response: &Response) -> Option<Result<Url, String>> {
         return None;
     }
     let location = response.location.as_deref()?;
-    Some(from.join(location).map_err(|e| {
-        format!("Failed to fetch {from}: its redirect to {location:?} is not a URL: {e}")
-    }))
+    let to = match from.join(location) {
+        Ok(to) => to,
+        Err(e) => {
+            return Some(Err(format!(
+                "Failed to fetch {from}: its redirect to {location:?} is not a URL: {e}"
+            )));
+        }
+    };
+    // As the original's client: only to http and https (another scheme's URL, `wss:` or
+    // `ftp:`, would otherwise be fetched as plain http on that scheme's host).
+    Some(match to.scheme() {
+        "http" | "https" if to.host().is_some() => Ok(to),
+        _ => Err(format!(
+            "Failed to fetch {from}: its redirect to {to} is not to an http:// or https:// URL \
+             (unsupported protocol)"
+        )),
+    })
 }
 
 /// `url`'s robots.txt: `scheme://host[:port]/robots.txt`.
@@ -507,6 +521,39 @@ llm_worker_guest::export_plugin!(Fetch);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A redirect to another scheme (whose host the `url` crate would keep, without that
+    /// scheme's port) is an error, not a plain-http request.
+    #[test]
+    fn redirects_lead_to_http_and_https_only() {
+        let from = Url::parse("https://granted.example/page").expect("URL");
+        let to = |location: &str| {
+            let response = Response {
+                status: 302,
+                content_type: String::new(),
+                location: Some(location.to_owned()),
+                body: Vec::new(),
+                cut: false,
+            };
+            redirect(&from, &response).expect("a redirect")
+        };
+        assert_eq!(
+            to("/next").expect("same site").as_str(),
+            "https://granted.example/next"
+        );
+        assert_eq!(
+            to("http://other.example/").expect("http").as_str(),
+            "http://other.example/"
+        );
+        for location in [
+            "wss://granted.example/x",
+            "ftp://granted.example:2121/",
+            "file:///etc/passwd",
+        ] {
+            let refused = to(location).expect_err(location);
+            assert!(refused.contains("unsupported protocol"), "{refused}");
+        }
+    }
 
     #[test]
     fn pages_by_characters_with_the_original_notes() {

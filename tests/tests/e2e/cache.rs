@@ -315,6 +315,66 @@ fn grants_covering_the_cache_or_the_plugin_directory_are_refused() {
     assert_eq!(loaded.plugins.len(), 1, "{:?}", loaded.failures);
 }
 
+/// The embedder's secrets (the command's token file, OAuth client secret, request-state key,
+/// audit log): a grant holding one, or a directory on the way to one, is refused, whether the
+/// file exists yet or not; a grant beside them is not.
+#[test]
+fn grants_holding_a_protected_file_are_refused() {
+    let root = scratch_dir("protected-grants");
+    let plugins = root.join("plugins");
+    let secrets = root.join("secrets");
+    std::fs::create_dir_all(&plugins).expect("mkdir");
+    std::fs::create_dir_all(secrets.join("keys")).expect("mkdir");
+    std::fs::create_dir_all(root.join("data")).expect("mkdir");
+    std::fs::write(secrets.join("keys").join("tokens"), "secret\n").expect("tokens");
+    std::fs::copy(plugin_path("greet"), plugins.join("greet.wasm")).expect("copy");
+    let host = PluginHost::builder()
+        .protect(secrets.join("keys").join("tokens"))
+        .protect(secrets.join("audit.log"))
+        .build()
+        .expect("a host");
+    let load = |granted: &Path| {
+        std::fs::write(
+            plugins.join("greet.policy.toml"),
+            format!("[[dirs]]\nhost = {granted:?}\nguest = \"/d\"\nmode = \"ro\"\n"),
+        )
+        .expect("policy");
+        host.load(plugins.join("greet.wasm"))
+    };
+    for granted in [secrets.join("keys"), secrets.clone()] {
+        let message = match load(&granted) {
+            Ok(_) => panic!("the grant of {} was accepted", granted.display()),
+            Err(error) => error.to_string(),
+        };
+        assert!(
+            message.contains("dirs[0].host") && message.contains("no plugin may read or replace"),
+            "{}: {message}",
+            granted.display()
+        );
+    }
+    assert!(load(&root.join("data")).is_ok());
+    // A file not there yet (an audit log the server will create) is protected where it will be.
+    std::fs::remove_file(secrets.join("keys").join("tokens")).expect("rm");
+    std::fs::create_dir(secrets.join("logs")).expect("mkdir");
+    let host = PluginHost::builder()
+        .protect(secrets.join("logs").join("audit.log"))
+        .build()
+        .expect("a host");
+    std::fs::write(
+        plugins.join("greet.policy.toml"),
+        format!(
+            "[[dirs]]\nhost = {:?}\nguest = \"/d\"\nmode = \"rw\"\n",
+            secrets.join("logs")
+        ),
+    )
+    .expect("policy");
+    let refused = host.load(plugins.join("greet.wasm"));
+    assert!(
+        refused.is_err_and(|error| error.to_string().contains("audit.log")),
+        "a grant of the directory an audit log will be made in"
+    );
+}
+
 /// A grant over a compiled cache the host does not use now — its own when the directory is
 /// unusable, the default one when it has none — would still let the plugin plant native code
 /// that a later host runs: refused all the same.

@@ -390,4 +390,25 @@ fn a_grant_inside_a_writable_grant_is_refused() {
     llm_worker_tests::host()
         .load(dir.join("nested.wasm"))
         .unwrap_or_else(|e| panic!("{e}"));
+    // A chain: `alias` (beside `data`) -> `data/current` -> `outside`. The grant of `alias`
+    // is outside `data` as written and as resolved, but the plugin may change `current`,
+    // which the next load follows: refused.
+    std::fs::remove_file(dir.join("data/ref")).expect("unlink");
+    std::os::unix::fs::symlink("../outside", dir.join("data/current")).expect("symlink");
+    std::os::unix::fs::symlink("data/current", dir.join("alias")).expect("symlink");
+    std::fs::write(
+        dir.join("nested.policy.toml"),
+        "[[dirs]]\nhost = \"data\"\nguest = \"/data\"\nmode = \"rw\"\n\
+         [[dirs]]\nhost = \"alias\"\nguest = \"/ref\"\nmode = \"ro\"\n",
+    )
+    .expect("write policy");
+    let message = llm_worker_tests::host()
+        .load(dir.join("nested.wasm"))
+        .map(|_| ())
+        .expect_err("refused")
+        .to_string();
+    assert!(
+        message.contains("dirs[1].host") && message.contains("reached through dirs[0]"),
+        "{message}"
+    );
 }

@@ -310,6 +310,15 @@ fn a_grant_another_plugin_could_redirect_is_refused() {
     symlink("../secret/inner", root.join("shared/docs")).expect("symlink");
     grant("counter", "../shared/docs/../../apart", "ro");
     only_greet("shared/docs/../../apart");
+    // A chain: `alias` (apart from greet's grant) -> `shared/current` -> `apart`. Counter's
+    // grant of `alias` is outside `shared` as written and as resolved, but greet may change
+    // `current`, which the next load follows.
+    std::fs::remove_file(root.join("shared/docs")).expect("unlink");
+    symlink("../apart", root.join("shared/current")).expect("symlink");
+    symlink("shared/current", root.join("alias")).expect("symlink");
+    grant("counter", "../alias", "ro");
+    only_greet("alias");
+    std::fs::remove_file(root.join("shared/current")).expect("unlink");
     // The same directory shared, or a directory apart, loads.
     for host_dir in ["../shared", "../apart"] {
         grant("counter", host_dir, "ro");

@@ -257,6 +257,48 @@ async fn the_operator_bounds_request_bodies() {
     server.stop().await;
 }
 
+/// The attack: a plugin whose policy grants (read-only) the directory of the server's token
+/// file reads every client's token, and with an HTTP grant sends them out. It is refused at
+/// load, saying why; the other plugins serve.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_granted_the_servers_secrets_is_refused() {
+    let secrets = scratch_dir("http-secrets-granted");
+    let tokens = secrets.join("tokens");
+    std::fs::write(&tokens, "alice: alice-token-0123456789abcdef\n").expect("tokens");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    }
+    let policy = format!(
+        "[[dirs]]\nhost = {:?}\nguest = \"/secrets\"\nmode = \"ro\"\n",
+        secrets.to_str().expect("utf-8")
+    );
+    let server = Server::try_start_with(
+        "http-secrets-granted-server",
+        &["counter", "greet"],
+        &[("greet.policy.toml", &policy)],
+        "127.0.0.1:0",
+        &["--token-file", tokens.to_str().expect("utf-8")],
+    )
+    .await
+    .unwrap_or_else(|said| panic!("the server did not start: {said}"));
+    assert!(
+        server.startup.contains("greet")
+            && server.startup.contains("tokens")
+            && server.startup.contains("no plugin may read or replace"),
+        "{}",
+        server.startup
+    );
+    let (status, _) = raw_post(
+        server.authority(),
+        &["Authorization: Bearer alice-token-0123456789abcdef"],
+        INITIALIZE,
+    );
+    assert!(status.contains("200"), "the others serve: {status}");
+    server.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_name_is_resolved() {
     let server = Server::start("http-localhost", &["counter"], "localhost:0", &[]).await;
