@@ -354,6 +354,13 @@ async fn run() -> ExitCode {
                          session would expire during a long call; raise --idle-timeout"
                     )));
                 }
+                if request_memory_mib.saturating_mul(1024) < max_body_kib.saturating_mul(4) {
+                    return ExitCode::from(exit_with(format!(
+                        "--request-memory-mib {request_memory_mib} is less than four times \
+                         --max-body-kib {max_body_kib}: a few requests of the largest size \
+                         could not be in progress at once; raise --request-memory-mib"
+                    )));
+                }
                 let options = serve::ServeOptions {
                     watch: *watch,
                     http: http.clone(),

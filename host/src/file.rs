@@ -704,6 +704,14 @@ pub(crate) fn on_the_way(path: &Path) -> Option<Vec<PathBuf>> {
         .collect()
 }
 
+/// The real paths of the directories that decide where `path` leads: [`on_the_way`]'s, and
+/// every directory its links lead through ([`looked_up_in`]); `None` if one cannot be told.
+pub(crate) fn deciding_dirs(path: &Path) -> Option<Vec<PathBuf>> {
+    let mut dirs = on_the_way(path)?;
+    dirs.extend(looked_up_in(path)?);
+    Some(dirs)
+}
+
 /// The real paths of every directory in which resolving `path` looks a name up, following
 /// its links one at a time (each link's own directory, and the directories its target passes
 /// through, included): the directories whose entries decide where `path` leads, so that one
@@ -769,6 +777,8 @@ mod tests {
     #[test]
     fn the_directories_a_path_is_resolved_through_are_all_named() {
         let base = std::env::temp_dir().join(format!("llm-worker-lookups-{}", std::process::id()));
+        // What a failed run of an earlier process of this id left.
+        let _ = std::fs::remove_dir_all(&base);
         std::fs::create_dir_all(&base).expect("mkdir");
         let root = base.canonicalize().expect("real");
         for dir in ["srv/work", "srv/releases/v3", "srv/other"] {

@@ -89,9 +89,103 @@ pub(crate) fn estimated_json_bytes(bytes: &[u8]) -> usize {
     objects * NODE + slots * size_of::<Value>() + bytes.len()
 }
 
+/// What the JSON `bytes` would take once parsed into `serde_json` values, as near as can be
+/// told from the text without building them, erring high (unlike [`estimated_json_bytes`],
+/// which errs low): each non-empty array its first block of four slots and two slots for each
+/// further element (a `Vec` doubles as it grows), each non-empty object its first B-tree node
+/// and a third of a node for each further member (leaves hold five or more, and inner nodes
+/// link them), each string (keys too) the smallest allocation besides its text. For what the
+/// host is sent, before it parses it.
+pub(crate) fn parsed_json_bytes(bytes: &[u8]) -> usize {
+    const SLOT: usize = size_of::<Value>();
+    let node = block(JSON_OBJECT_NODE_BYTES);
+    let (mut in_string, mut escaped) = (false, false);
+    // Whether each open container is an object, innermost last.
+    let mut objects: Vec<bool> = Vec::new();
+    let mut weight = bytes.len();
+    for (at, &byte) in bytes.iter().enumerate() {
+        if in_string {
+            match byte {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        let empty = || {
+            bytes[at + 1..]
+                .iter()
+                .find(|next| !next.is_ascii_whitespace())
+                .is_some_and(|next| matches!(next, b'}' | b']'))
+        };
+        match byte {
+            b'"' => {
+                in_string = true;
+                weight += block(1);
+            }
+            b'{' => {
+                objects.push(true);
+                if !empty() {
+                    weight += node;
+                }
+            }
+            b'[' => {
+                objects.push(false);
+                if !empty() {
+                    weight += block(4 * SLOT);
+                }
+            }
+            b'}' | b']' => {
+                objects.pop();
+            }
+            b',' => match objects.last() {
+                Some(true) => weight += node / 3,
+                Some(false) => weight += 2 * SLOT,
+                None => {}
+            },
+            _ => {}
+        }
+    }
+    weight
+}
+
 #[cfg(test)]
 mod tests {
-    use super::estimated_json_bytes;
+    use super::{estimated_json_bytes, parsed_json_bytes};
+
+    /// Erring high: at least what the value takes once parsed, whatever it is made of (the
+    /// shapes that weigh most for their text among them), and not far above it.
+    #[test]
+    fn the_parsed_estimate_is_at_least_the_weight() {
+        let nested = format!("{}{}", "[".repeat(120), "]".repeat(120));
+        let nested_objects = format!("{}0{}", "{\"a\":".repeat(120), "}".repeat(120));
+        let keys = format!(
+            "{{{}}}",
+            (0..20_000)
+                .map(|n| format!("\"{n}\":0"))
+                .collect::<Vec<_>>()
+                .join(",")
+        );
+        let small = format!("[{}]", vec!["{\"\":0}"; 20_000].join(","));
+        let numbers = format!("[{}]", vec!["1"; 50_000].join(","));
+        let strings = format!("{{\"s\":\"{}\"}}", "a,[{\\\"".repeat(10_000));
+        let mixed = serde_json::json!({
+            "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "t", "arguments": {"a": [1, 2, {"b": "c"}], "d": {"e": null}}},
+        })
+        .to_string();
+        for text in [nested, nested_objects, keys, small, numbers, strings, mixed] {
+            let value: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+            let weight = super::json_bytes(&value) + size_of::<super::Value>();
+            let estimate = parsed_json_bytes(text.as_bytes());
+            assert!(
+                estimate >= weight && estimate <= weight.max(text.len()) * 4,
+                "{}…: {estimate} against {weight}",
+                &text[..40.min(text.len())]
+            );
+        }
+    }
 
     /// The estimate stays below what the value takes once parsed, whatever the JSON is made of
     /// (so that only the exact weight refuses what is near the budget), and grows with it.

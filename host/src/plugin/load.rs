@@ -370,7 +370,7 @@ impl PluginHost {
         let (plugin_dirs, caches, protected) = if policy.dirs.is_empty() {
             (Vec::new(), Vec::new(), Vec::new())
         } else {
-            let plugin_dirs = crate::file::on_the_way(plugin_dir).ok_or_else(unresolved)?;
+            let plugin_dirs = crate::file::deciding_dirs(plugin_dir).ok_or_else(unresolved)?;
             let caches: Vec<(PathBuf, Vec<PathBuf>)> = self
                 .inner
                 .cache
@@ -381,7 +381,7 @@ impl PluginHost {
                 .map(|dir| {
                     Some((
                         crate::file::real_path_of(&dir)?,
-                        crate::file::on_the_way(&dir)?,
+                        crate::file::deciding_dirs(&dir)?,
                     ))
                 })
                 .collect::<Option<_>>()
@@ -390,7 +390,7 @@ impl PluginHost {
                 .inner
                 .protected
                 .iter()
-                .map(|path| Some((path.as_path(), crate::file::on_the_way(path)?)))
+                .map(|path| Some((path.as_path(), crate::file::deciding_dirs(path)?)))
                 .collect::<Option<_>>()
                 .ok_or_else(unresolved)?;
             (plugin_dirs, caches, protected)

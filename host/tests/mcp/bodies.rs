@@ -19,7 +19,10 @@ struct Waits {
 
 #[async_trait]
 impl Tool for Waits {
-    async fn execute(&self, _input_json: &str) -> Result<String, ToolError> {
+    async fn execute(&self, input_json: &str) -> Result<String, ToolError> {
+        if input_json.contains("\"now\"") {
+            return Ok("now".into());
+        }
         // Waiting for the release before saying it started: a release right after is not missed.
         let released = self.release.notified();
         self.started.notify_one();
@@ -116,12 +119,37 @@ async fn open(url: &str, token: &str) -> String {
 }
 
 /// A call of `waits` whose arguments carry `numbers` small numbers (each two bytes of JSON,
-/// 32 bytes or more once parsed).
+/// some 64 bytes once parsed, as the server estimates it).
 fn call(id: u64, numbers: usize) -> serde_json::Value {
     json!({
         "jsonrpc": "2.0", "id": id, "method": "tools/call",
         "params": {"name": "waits", "arguments": {"numbers": vec![1; numbers]}},
     })
+}
+
+/// A call of `waits` that answers at once, with `numbers` small numbers.
+fn call_now(id: u64, numbers: usize) -> serde_json::Value {
+    json!({
+        "jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": "waits", "arguments": {"numbers": vec![1; numbers], "now": true}},
+    })
+}
+
+/// A heavy call of `token` in `session` that answers at once, sent until it is not refused for
+/// the memory its client's requests hold (rmcp lets go of a finished request just after its
+/// answer): its status and text.
+async fn admitted(url: &str, token: &str, session: &str) -> (u16, String) {
+    tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        loop {
+            let (status, _, text) = post(url, token, Some(session), &call_now(9, 1_500)).await;
+            if status != 503 {
+                return (status, text);
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the memory held was given back")
 }
 
 /// The attack: a body within the byte limit made of tiny objects (`{"":0}`, seven bytes, a
@@ -133,10 +161,7 @@ async fn a_body_of_many_small_values_is_refused_before_it_is_parsed() {
     let (url, _, _) = serve(HttpOptions::default().max_body_bytes(64 << 10)).await;
     let pad = vec![json!({"": 0}); 9_000];
     let message = json!({
-        "jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                   "clientInfo": {"name": "test", "version": "1"},
-                   "_meta": {"pad": pad}},
+        "jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"_meta": {"pad": pad}},
     });
     assert!(message.to_string().len() < 64 << 10);
     let (status, headers, text) = post(&url, ALICE, None, &message).await;
@@ -169,7 +194,7 @@ async fn a_body_of_many_small_values_is_refused_before_it_is_parsed() {
 /// request ends.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_client_cannot_hold_the_memory_of_requests_for_all() {
-    // 512 KiB for requests: 128 KiB for each client. A call of 3,000 small numbers is weighed
+    // 512 KiB for requests: 128 KiB for each client. A call of 1,500 small numbers is weighed
     // about 100 KiB.
     let (url, started, release) = serve(
         HttpOptions::default()
@@ -180,10 +205,10 @@ async fn one_client_cannot_hold_the_memory_of_requests_for_all() {
     let alice = open(&url, ALICE).await;
     let held = {
         let (url, alice) = (url.clone(), alice.clone());
-        tokio::spawn(async move { post(&url, ALICE, Some(&alice), &call(2, 3_000)).await })
+        tokio::spawn(async move { post(&url, ALICE, Some(&alice), &call(2, 1_500)).await })
     };
     started.notified().await;
-    let (status, headers, text) = post(&url, ALICE, Some(&alice), &call(3, 3_000)).await;
+    let (status, headers, text) = post(&url, ALICE, Some(&alice), &call(3, 1_500)).await;
     assert_eq!(status, 503, "{text}");
     assert_eq!(
         headers.get("retry-after").map(|value| value.as_bytes()),
@@ -197,7 +222,7 @@ async fn one_client_cannot_hold_the_memory_of_requests_for_all() {
     let bob = open(&url, BOB).await;
     let bobs = {
         let url = url.clone();
-        tokio::spawn(async move { post(&url, BOB, Some(&bob), &call(2, 3_000)).await })
+        tokio::spawn(async move { post(&url, BOB, Some(&bob), &call(2, 1_500)).await })
     };
     started.notified().await;
     release.notify_waiters();
@@ -212,15 +237,54 @@ async fn one_client_cannot_hold_the_memory_of_requests_for_all() {
         status == 200 && text.contains("released"),
         "{status} {text}"
     );
-    let again = {
-        let url = url.clone();
-        tokio::spawn(async move { post(&url, ALICE, Some(&alice), &call(4, 3_000)).await })
+    let (status, text) = admitted(&url, ALICE, &alice).await;
+    assert!(status == 200 && text.contains("now"), "{status} {text}");
+}
+
+/// The attack: a client sends a heavy call of a tool that waits, and closes its connection at
+/// once: rmcp goes on with the call (for the client to resume its answer), holding the parsed
+/// request, while the answer's body that held its share is gone. The share stays with the
+/// request until its handler ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_whose_client_left_holds_its_share_until_it_ends() {
+    let (url, started, release) = serve(
+        HttpOptions::default()
+            .max_body_bytes(16 << 10)
+            .max_request_memory(512 << 10),
+    )
+    .await;
+    let alice = open(&url, ALICE).await;
+    let left = {
+        let (url, alice) = (url.clone(), alice.clone());
+        tokio::spawn(async move { post(&url, ALICE, Some(&alice), &call(2, 1_500)).await })
     };
     started.notified().await;
+    left.abort();
+    let _ = left.await;
+    let (status, _, text) = post(&url, ALICE, Some(&alice), &call_now(3, 1_500)).await;
+    assert_eq!(status, 503, "the call goes on, holding its request: {text}");
+    // The call ends: its share is given back once rmcp lets go of the request.
     release.notify_one();
-    let (status, _, text) = again.await.expect("alice's call");
-    assert!(
-        status == 200 && text.contains("released"),
-        "{status} {text}"
-    );
+    let (status, text) = admitted(&url, ALICE, &alice).await;
+    assert!(status == 200 && text.contains("now"), "{status} {text}");
+}
+
+/// An `initialize` whose capabilities and `_meta` would take more than 256 KiB once parsed
+/// (rmcp keeps them for the session's life) is refused, though far within the body limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_heavy_initialize_is_refused() {
+    let (url, _, _) = serve(HttpOptions::default()).await;
+    let experimental: serde_json::Map<String, serde_json::Value> = (0..1_500)
+        .map(|n| (format!("x{n}"), json!({"": 0})))
+        .collect();
+    let message = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18",
+                   "capabilities": {"experimental": experimental},
+                   "clientInfo": {"name": "test", "version": "1"}},
+    });
+    assert!(message.to_string().len() < 64 << 10);
+    let (status, _, text) = post(&url, ALICE, None, &message).await;
+    assert_eq!(status, 413, "{text}");
+    assert!(text.contains("kept for the session's life"), "{text}");
 }

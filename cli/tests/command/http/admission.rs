@@ -232,6 +232,17 @@ async fn the_operator_bounds_request_bodies() {
         &["--max-body-kib", "1", "--request-memory-mib", "1"],
     )
     .await;
+    let refused = Server::try_start(
+        "http-body-limits-memory",
+        &["counter"],
+        "127.0.0.1:0",
+        &["--max-body-kib", "1024", "--request-memory-mib", "2"],
+    )
+    .await;
+    let said = refused
+        .err()
+        .expect("refused: too little memory for four bodies");
+    assert!(said.contains("less than four times"), "{said}");
     let token = server.authorization();
     let (status, _) = raw_post(server.authority(), &[&token], INITIALIZE);
     assert!(status.contains("200"), "{status}");

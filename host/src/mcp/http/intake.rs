@@ -2,12 +2,15 @@
 //! JSON will take once parsed, and counted against the memory the server lets requests hold.
 //!
 //! rmcp reads a body whole and parses it into `serde_json` values that live as long as the
-//! request does (a standing `subscriptions/listen`, a call waiting on a question). Parsed, a
-//! megabyte of small objects takes a hundred times as much: so a body is refused when its
-//! parsed weight would pass [`WEIGHT_PER_BODY_BYTE`] times the body limit, and what requests
-//! hold (their bodies as they arrive, then their weights, until their answers end) is counted
-//! per identity and in all, past which a request is refused (503) instead of taking memory
-//! from everyone.
+//! request does (a standing `subscriptions/listen`, a call waiting on a question, a call that
+//! goes on after its client left, for the client to resume its answer). Parsed, a megabyte of
+//! small values takes up to a hundred times as much: so a body is refused when its parsed
+//! weight would pass [`WEIGHT_PER_BODY_BYTE`] times the body limit (an `initialize`, whose
+//! capabilities rmcp keeps for the session's life, past [`MAX_INITIALIZE_WEIGHT`]), and what
+//! requests hold (their bodies as they arrive, then their weights) is counted per identity
+//! and in all until both the request (its handler, however long rmcp keeps it) and its answer
+//! have ended; past the budget a request is refused (503) instead of taking memory from
+//! everyone.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -25,8 +28,13 @@ use crate::mcp::catalog::Caller;
 pub(super) const WEIGHT_PER_BODY_BYTE: usize = 16;
 
 /// The share of the memory for requests one identity may hold: a quarter, so that one client
-/// alone cannot starve the others.
+/// alone cannot starve the others (without authentication every client is one, and may hold
+/// all of it).
 const SHARES: usize = 4;
+
+/// The most an `initialize` request's JSON may take once parsed: rmcp keeps its capabilities,
+/// client information and `_meta` for the session's life, outside any request.
+pub(super) const MAX_INITIALIZE_WEIGHT: usize = 256 << 10;
 
 /// The memory requests hold, in all and by identity.
 #[derive(Debug)]
@@ -53,6 +61,8 @@ pub(super) struct Share {
 /// Why a share could not grow.
 #[derive(Debug)]
 enum Short {
+    /// This request alone would hold more than an identity may: it never will.
+    Never { part: usize },
     /// The identity holds its part already.
     Identity { held: usize, part: usize },
     /// All requests together hold the server's budget.
@@ -84,6 +94,15 @@ impl Intake {
 }
 
 impl Share {
+    /// The most one identity's requests may hold: a quarter of the budget, or all of it when
+    /// the server has no identities.
+    fn part(&self) -> usize {
+        match self.who {
+            Caller(Some(_)) => self.intake.total / SHARES,
+            Caller(None) => self.intake.total,
+        }
+    }
+
     /// Whether this share holds nothing.
     pub(super) fn is_empty(&self) -> bool {
         self.bytes == 0
@@ -92,9 +111,12 @@ impl Share {
     /// Holds `more` bytes besides what this share holds, if its identity's part and the
     /// server's budget allow.
     fn grow(&mut self, more: usize) -> Result<(), Short> {
-        let part = self.intake.total / SHARES;
+        let part = self.part();
         let mut held = self.intake.held();
         let mine = held.by.get(&self.who).copied().unwrap_or(0);
+        if self.bytes.saturating_add(more) > part {
+            return Err(Short::Never { part });
+        }
         if mine.saturating_add(more) > part {
             return Err(Short::Identity { held: mine, part });
         }
@@ -126,15 +148,32 @@ impl Drop for Share {
     }
 }
 
-/// A response's body holding its request's share until it ends: given back as the last frame
-/// is taken (before the client reads the end of a stream), or when the body is dropped.
+/// A response's body holding its request's share until it ends: let go as the last frame is
+/// taken (before the client reads the end of a stream), or when the body is dropped.
 pub(super) struct Holding<B> {
     body: std::pin::Pin<Box<B>>,
-    share: Option<Share>,
+    share: Option<RequestShare>,
+}
+
+/// A request's share, held by its answer's body and by the request as rmcp hands it to the
+/// handler (in its extensions, for as long as rmcp keeps the request): given back when both
+/// are gone.
+#[derive(Debug, Clone)]
+pub(super) struct RequestShare(Arc<Share>);
+
+impl RequestShare {
+    pub(super) fn new(share: Share) -> Self {
+        Self(Arc::new(share))
+    }
+
+    /// Whether the share holds nothing.
+    pub(super) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
 }
 
 impl<B> Holding<B> {
-    pub(super) fn new(body: B, share: Share) -> Self {
+    pub(super) fn new(body: B, share: RequestShare) -> Self {
         Self {
             body: Box::pin(body),
             share: Some(share),
@@ -207,7 +246,19 @@ where
     }
     let bytes = bytes.freeze();
     // What parsing will make of it, beyond the text already held.
-    let weight = crate::json_weight::estimated_json_bytes(&bytes);
+    let weight = crate::json_weight::parsed_json_bytes(&bytes);
+    if weight > MAX_INITIALIZE_WEIGHT && is_initialize(&bytes) {
+        return Err(closing(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &format!(
+                "the initialize request's JSON would take about {} KiB of the server's memory \
+                 once parsed, over {} KiB: its capabilities and _meta are kept for the \
+                 session's life; send only what the protocol asks",
+                weight / 1024,
+                MAX_INITIALIZE_WEIGHT / 1024
+            ),
+        ));
+    }
     let most = limit.saturating_mul(WEIGHT_PER_BODY_BYTE);
     if weight > most {
         return Err(closing(
@@ -225,6 +276,18 @@ where
         .grow(weight.saturating_sub(bytes.len()))
         .map_err(busy)?;
     Ok(bytes)
+}
+
+/// Whether `bytes` is a JSON-RPC `initialize` request (read without keeping anything but its
+/// method).
+fn is_initialize(bytes: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Method<'a> {
+        #[serde(borrow)]
+        method: Option<std::borrow::Cow<'a, str>>,
+    }
+    serde_json::from_slice::<Method<'_>>(bytes)
+        .is_ok_and(|message| message.method.as_deref() == Some("initialize"))
 }
 
 /// A refusal after which the connection closes: the client may still be sending the body.
@@ -254,9 +317,20 @@ fn late(limit: std::time::Duration) -> Response<Body> {
     )
 }
 
-/// 503, saying whose requests hold the memory, with a second to wait.
+/// 503, saying whose requests hold the memory, with a second to wait; 413 for a request that
+/// alone would hold more than a client may.
 fn busy(short: Short) -> Response<Body> {
     let message = match short {
+        Short::Never { part } => {
+            return closing(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                &format!(
+                    "the request would hold more of the server's memory once parsed than one \
+                     client may ({} KiB): send a smaller one",
+                    part / 1024
+                ),
+            );
+        }
         Short::Identity { held, part } => format!(
             "this client's requests in progress hold {} KiB of the server's memory, the most one \
              client may ({} KiB): wait for some to end (a standing stream holds its request \
@@ -298,6 +372,14 @@ mod tests {
                 part: 100
             })
         ));
+        assert!(matches!(
+            intake.share(alice).grow(101),
+            Err(Short::Never { part: 100 })
+        ));
+        // Without identities, one client may hold it all.
+        let mut anyone = intake.share(Caller(None));
+        anyone.grow(150).expect("beyond a quarter");
+        drop(anyone);
         second.grow(40).expect("up to alice's part");
         drop(first);
         second.grow(60).expect("what the first held is given back");

@@ -250,20 +250,29 @@ impl McpHttpService {
         // Whose quota of sessions a session counts against: the identity's, whatever the
         // grants of the token that opened it.
         let counted = Caller(identity.as_ref().map(|identity| identity.key()));
-        // The body, read and weighed before rmcp parses it, and held in its identity's share
-        // of the memory for requests until the answer ends.
-        let declared = request
-            .headers()
-            .get(http::header::CONTENT_LENGTH)
-            .and_then(|length| length.to_str().ok()?.parse::<u64>().ok());
+        // A POST's body, read and weighed before rmcp parses it, and held in its identity's
+        // share of the memory for requests until both the request (as rmcp keeps it for its
+        // handler) and its answer have ended. rmcp reads no other method's body: none is kept.
         let mut share = self.intake.share(counted);
         let (parts, body) = request.into_parts();
-        let body = match super::intake::read(body, declared, self.max_body_bytes, &mut share).await
-        {
-            Ok(body) => body,
-            Err(refused) => return self.refused("request_body", refused),
+        let body = if parts.method == http::Method::POST {
+            let declared = parts
+                .headers
+                .get(http::header::CONTENT_LENGTH)
+                .and_then(|length| length.to_str().ok()?.parse::<u64>().ok());
+            match super::intake::read(body, declared, self.max_body_bytes, &mut share).await {
+                Ok(body) => body,
+                Err(refused) => return self.refused("request_body", refused),
+            }
+        } else {
+            bytes::Bytes::new()
         };
+        let share = super::intake::RequestShare::new(share);
         let mut request = Request::from_parts(parts, http_body_util::Full::new(body));
+        if !share.is_empty() {
+            request.extensions_mut().insert(share.clone());
+        }
+
         // A session is its opener's: another identity that learns its id finds no session
         // there (as though it had ended), and cannot act in it or read its streams.
         let session = request
@@ -493,7 +502,7 @@ where
 
 /// `response`, holding `share` until its body ends (a stream's, when the client or the
 /// server closes it).
-fn held(response: Response<Body>, share: super::intake::Share) -> Response<Body> {
+fn held(response: Response<Body>, share: super::intake::RequestShare) -> Response<Body> {
     if share.is_empty() {
         return response;
     }
