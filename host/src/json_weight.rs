@@ -54,56 +54,22 @@ pub(crate) fn block(bytes: usize) -> usize {
     }
 }
 
-/// Roughly what the JSON `bytes` takes once parsed into a `serde_json::Value` (below the exact
-/// weight, which follows), read without building it: each object that holds anything at least
-/// one B-tree node, each member or element at least its slot (counted by the commas and opening
-/// brackets outside strings; empty objects and arrays take nothing).
-pub(crate) fn estimated_json_bytes(bytes: &[u8]) -> usize {
-    const NODE: usize = JSON_OBJECT_NODE_BYTES;
-    let (mut objects, mut slots) = (0usize, 0usize);
-    let (mut in_string, mut escaped) = (false, false);
-    for (at, &byte) in bytes.iter().enumerate() {
-        if in_string {
-            match byte {
-                _ if escaped => escaped = false,
-                b'\\' => escaped = true,
-                b'"' => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        let empty = || {
-            bytes[at + 1..]
-                .iter()
-                .find(|next| !next.is_ascii_whitespace())
-                .is_some_and(|next| matches!(next, b'}' | b']'))
-        };
-        match byte {
-            b'"' => in_string = true,
-            b'{' if !empty() => objects += 1,
-            b'[' if !empty() => slots += 1,
-            b',' => slots += 1,
-            _ => {}
-        }
-    }
-    objects * NODE + slots * size_of::<Value>() + bytes.len()
+/// A mark of a JSON text's structure, outside its strings.
+enum Mark {
+    /// A string's opening quote (a key's too).
+    String,
+    /// `{` or `[`, and whether the container holds anything.
+    Open { object: bool, empty: bool },
+    /// `}` or `]`.
+    Close,
+    /// A comma between members or elements.
+    Comma,
 }
 
-/// What the JSON `bytes` would take once parsed into `serde_json` values, as near as can be
-/// told from the text without building them, erring high (unlike [`estimated_json_bytes`],
-/// which errs low): each non-empty array its first block of four slots and two slots for each
-/// further element (a `Vec` doubles as it grows), each non-empty object its first B-tree node
-/// and a third of a node for each further member (leaves hold five or more, and inner nodes
-/// link them), each string (keys too) the smallest allocation besides its text. For what the
-/// host is sent, before it parses it.
-#[cfg_attr(not(feature = "mcp-http"), allow(dead_code))]
-pub(crate) fn parsed_json_bytes(bytes: &[u8]) -> usize {
-    const SLOT: usize = size_of::<Value>();
-    let node = block(JSON_OBJECT_NODE_BYTES);
+/// Calls `each` with the marks of the JSON `bytes` in order, in one pass, skipping what strings
+/// hold (escaped quotes included). It does not check that the text is JSON.
+fn scan(bytes: &[u8], mut each: impl FnMut(Mark)) {
     let (mut in_string, mut escaped) = (false, false);
-    // Whether each open container is an object, innermost last.
-    let mut objects: Vec<bool> = Vec::new();
-    let mut weight = bytes.len();
     for (at, &byte) in bytes.iter().enumerate() {
         if in_string {
             match byte {
@@ -123,31 +89,64 @@ pub(crate) fn parsed_json_bytes(bytes: &[u8]) -> usize {
         match byte {
             b'"' => {
                 in_string = true;
-                weight += block(1);
+                each(Mark::String);
             }
-            b'{' => {
-                objects.push(true);
-                if !empty() {
-                    weight += node;
-                }
-            }
-            b'[' => {
-                objects.push(false);
-                if !empty() {
-                    weight += block(4 * SLOT);
-                }
-            }
-            b'}' | b']' => {
-                objects.pop();
-            }
-            b',' => match objects.last() {
-                Some(true) => weight += node / 3,
-                Some(false) => weight += 2 * SLOT,
-                None => {}
-            },
+            b'{' | b'[' => each(Mark::Open {
+                object: byte == b'{',
+                empty: empty(),
+            }),
+            b'}' | b']' => each(Mark::Close),
+            b',' => each(Mark::Comma),
             _ => {}
         }
     }
+}
+
+/// Roughly what the JSON `bytes` takes once parsed into a `serde_json::Value` (below the exact
+/// weight, which follows), read without building it: each object that holds anything at least
+/// one B-tree node, each member or element at least its slot (counted by the commas and opening
+/// brackets outside strings; empty objects and arrays take nothing).
+pub(crate) fn estimated_json_bytes(bytes: &[u8]) -> usize {
+    let mut weight = bytes.len();
+    scan(bytes, |mark| match mark {
+        Mark::Open { empty: true, .. } | Mark::String | Mark::Close => {}
+        Mark::Open { object: true, .. } => weight += JSON_OBJECT_NODE_BYTES,
+        Mark::Open { object: false, .. } | Mark::Comma => weight += size_of::<Value>(),
+    });
+    weight
+}
+
+/// What the JSON `bytes` would take once parsed into `serde_json` values, as near as can be
+/// told from the text without building them, erring high (unlike [`estimated_json_bytes`],
+/// which errs low): each non-empty array its first block of four slots and two slots for each
+/// further element (a `Vec` doubles as it grows), each non-empty object its first B-tree node
+/// and a third of a node for each further member (leaves hold five or more, and inner nodes
+/// link them), each string (keys too) the smallest allocation besides its text. For what the
+/// host is sent, before it parses it.
+#[cfg_attr(not(feature = "mcp-http"), allow(dead_code))]
+pub(crate) fn parsed_json_bytes(bytes: &[u8]) -> usize {
+    const SLOT: usize = size_of::<Value>();
+    let node = block(JSON_OBJECT_NODE_BYTES);
+    // Whether each open container is an object, innermost last.
+    let mut objects: Vec<bool> = Vec::new();
+    let mut weight = bytes.len();
+    scan(bytes, |mark| match mark {
+        Mark::String => weight += block(1),
+        Mark::Open { object, empty } => {
+            objects.push(object);
+            if !empty {
+                weight += if object { node } else { block(4 * SLOT) };
+            }
+        }
+        Mark::Close => {
+            objects.pop();
+        }
+        Mark::Comma => match objects.last() {
+            Some(true) => weight += node / 3,
+            Some(false) => weight += 2 * SLOT,
+            None => {}
+        },
+    });
     weight
 }
 

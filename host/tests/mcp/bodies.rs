@@ -187,15 +187,18 @@ async fn a_body_of_many_small_values_is_refused_before_it_is_parsed() {
     assert!(text.contains("larger than this server's limit"), "{text}");
 }
 
-/// The attack: one client keeps requests in progress (calls that wait, standing streams),
-/// each holding its parsed body, until the server's memory is gone for everyone. A client may
-/// hold a quarter of the memory for requests; past it, its next request is 503 with
-/// `Retry-After`, while another client's passes, and the first's passes again once its held
-/// request ends.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_client_cannot_hold_the_memory_of_requests_for_all() {
-    // 512 KiB for requests: 128 KiB for each client. A call of 1,500 small numbers is weighed
-    // about 100 KiB.
+/// A server with 512 KiB for requests (128 KiB for each client; a call of 1,500 small numbers
+/// is weighed about 100 KiB), and Alice's session with such a call of the waiting tool in
+/// progress: its server, its session, the call, and the notices of calls started and released.
+struct Held {
+    url: String,
+    alice: String,
+    call: tokio::task::JoinHandle<(u16, reqwest::header::HeaderMap, String)>,
+    started: Arc<tokio::sync::Notify>,
+    release: Arc<tokio::sync::Notify>,
+}
+
+async fn alice_holding_a_call() -> Held {
     let (url, started, release) = serve(
         HttpOptions::default()
             .max_body_bytes(16 << 10)
@@ -203,11 +206,34 @@ async fn one_client_cannot_hold_the_memory_of_requests_for_all() {
     )
     .await;
     let alice = open(&url, ALICE).await;
-    let held = {
+    let call = {
         let (url, alice) = (url.clone(), alice.clone());
         tokio::spawn(async move { post(&url, ALICE, Some(&alice), &call(2, 1_500)).await })
     };
     started.notified().await;
+    Held {
+        url,
+        alice,
+        call,
+        started,
+        release,
+    }
+}
+
+/// The attack: one client keeps requests in progress (calls that wait, standing streams),
+/// each holding its parsed body, until the server's memory is gone for everyone. A client may
+/// hold a quarter of the memory for requests; past it, its next request is 503 with
+/// `Retry-After`, while another client's passes, and the first's passes again once its held
+/// request ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_client_cannot_hold_the_memory_of_requests_for_all() {
+    let Held {
+        url,
+        alice,
+        call: held,
+        started,
+        release,
+    } = alice_holding_a_call().await;
     let (status, headers, text) = post(&url, ALICE, Some(&alice), &call(3, 1_500)).await;
     assert_eq!(status, 503, "{text}");
     assert_eq!(
@@ -247,18 +273,13 @@ async fn one_client_cannot_hold_the_memory_of_requests_for_all() {
 /// request until its handler ends.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_whose_client_left_holds_its_share_until_it_ends() {
-    let (url, started, release) = serve(
-        HttpOptions::default()
-            .max_body_bytes(16 << 10)
-            .max_request_memory(512 << 10),
-    )
-    .await;
-    let alice = open(&url, ALICE).await;
-    let left = {
-        let (url, alice) = (url.clone(), alice.clone());
-        tokio::spawn(async move { post(&url, ALICE, Some(&alice), &call(2, 1_500)).await })
-    };
-    started.notified().await;
+    let Held {
+        url,
+        alice,
+        call: left,
+        release,
+        ..
+    } = alice_holding_a_call().await;
     left.abort();
     let _ = left.await;
     let (status, _, text) = post(&url, ALICE, Some(&alice), &call_now(3, 1_500)).await;
