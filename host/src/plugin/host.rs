@@ -231,8 +231,8 @@ impl PluginHostBuilder {
 
     /// A file or directory of the embedder's that no plugin may reach: a plugin whose policy
     /// grants a directory holding it, or holding a directory on the way to it (whose entry a
-    /// plugin able to write there could replace with a link), is refused at load, as one
-    /// granting the compiled cache is. For the host's own secrets (the command protects its
+    /// plugin able to write there could replace with a link), or (for a directory) one inside
+    /// it, is refused at load, as one granting the compiled cache is. For the host's own secrets (the command protects its
     /// token file, the OAuth client secret, the request-state key and the audit log). May be
     /// called more than once; a path that does not exist yet is protected where it would be.
     pub fn protect(mut self, path: impl Into<PathBuf>) -> Self {

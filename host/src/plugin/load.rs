@@ -386,11 +386,17 @@ impl PluginHost {
                 })
                 .collect::<Option<_>>()
                 .ok_or_else(unresolved)?;
-            let protected: Vec<(&Path, Vec<PathBuf>)> = self
+            let protected: Vec<(&Path, PathBuf, Vec<PathBuf>)> = self
                 .inner
                 .protected
                 .iter()
-                .map(|path| Some((path.as_path(), crate::file::deciding_dirs(path)?)))
+                .map(|path| {
+                    Some((
+                        path.as_path(),
+                        crate::file::real_path_of(path)?,
+                        crate::file::deciding_dirs(path)?,
+                    ))
+                })
                 .collect::<Option<_>>()
                 .ok_or_else(unresolved)?;
             (plugin_dirs, caches, protected)
@@ -421,16 +427,15 @@ impl PluginHost {
                     ),
                 ));
             }
-            if let Some((secret, _)) = protected
-                .iter()
-                .find(|(_, way)| way.iter().any(|dir| dir.starts_with(granted)))
-            {
+            if let Some((secret, _, _)) = protected.iter().find(|(_, real, way)| {
+                granted.starts_with(real) || way.iter().any(|dir| dir.starts_with(granted))
+            }) {
                 return Err(invalid(
                     index,
                     format!(
-                        "is {}, which holds {} (or a directory on the way to it), a file of the \
-                         host's that no plugin may read or replace; grant a directory of its own \
-                         instead",
+                        "is {}, which holds {} (or a directory on the way to it) or lies inside \
+                         it, a path of the host's that no plugin may read or replace; grant a \
+                         directory of its own instead",
                         granted.display(),
                         secret.display()
                     ),

@@ -317,7 +317,7 @@ fn grants_covering_the_cache_or_the_plugin_directory_are_refused() {
 
 /// The embedder's secrets (the command's token file, OAuth client secret, request-state key,
 /// audit log): a grant holding one, or a directory on the way to one, is refused, whether the
-/// file exists yet or not; a grant beside them is not.
+/// file exists yet or not, and a grant inside a protected directory; a grant beside them is not.
 #[test]
 fn grants_holding_a_protected_file_are_refused() {
     let root = scratch_dir("protected-grants");
@@ -373,6 +373,25 @@ fn grants_holding_a_protected_file_are_refused() {
         refused.is_err_and(|error| error.to_string().contains("audit.log")),
         "a grant of the directory an audit log will be made in"
     );
+    // A protected directory: a grant inside it is refused as one holding it is.
+    std::fs::create_dir_all(secrets.join("keys").join("inner")).expect("mkdir");
+    let host = PluginHost::builder()
+        .protect(secrets.join("keys"))
+        .build()
+        .expect("a host");
+    for granted in [secrets.join("keys").join("inner"), secrets.clone()] {
+        std::fs::write(
+            plugins.join("greet.policy.toml"),
+            format!("[[dirs]]\nhost = {granted:?}\nguest = \"/d\"\nmode = \"ro\"\n"),
+        )
+        .expect("policy");
+        let refused = host.load(plugins.join("greet.wasm"));
+        assert!(
+            refused.is_err_and(|error| error.to_string().contains("no plugin may read")),
+            "the grant of {}",
+            granted.display()
+        );
+    }
 }
 
 /// A grant over a compiled cache the host does not use now — its own when the directory is
