@@ -42,6 +42,8 @@ struct Issuer {
     /// The audience its introspection endpoint gives `opaque-good`.
     audience: Arc<std::sync::Mutex<String>>,
     introspections: Arc<AtomicUsize>,
+    /// Set, its key set is answered with 503 (an issuer down, or a fetch an attacker blocks).
+    keys_down: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Issuer {
@@ -51,6 +53,7 @@ impl Issuer {
             .expect("bind");
         let url = format!("http://{}", listener.local_addr().expect("address"));
         let jwks_fetches = Arc::new(AtomicUsize::new(0));
+        let keys_down = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let metadata = json!({
             "issuer": url,
             "jwks_uri": format!("{url}/jwks"),
@@ -76,6 +79,7 @@ impl Issuer {
         let introspections = Arc::new(AtomicUsize::new(0));
         let (served_audience, counted) = (Arc::clone(&audience), Arc::clone(&introspections));
         let issuer = url.clone();
+        let down = Arc::clone(&keys_down);
         tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
@@ -91,10 +95,11 @@ impl Issuer {
                 }
                 let (metadata, jwks, fetches) =
                     (metadata.clone(), jwks.clone(), Arc::clone(&fetches));
-                let (audience, counted, issuer) = (
+                let (audience, counted, issuer, down) = (
                     Arc::clone(&served_audience),
                     Arc::clone(&counted),
                     issuer.clone(),
+                    Arc::clone(&down),
                 );
                 let service = hyper::service::service_fn(
                     move |request: http::Request<hyper::body::Incoming>| {
@@ -102,10 +107,12 @@ impl Issuer {
                             (metadata.clone(), jwks.clone(), Arc::clone(&fetches));
                         let (audience, counted, issuer) =
                             (Arc::clone(&audience), Arc::clone(&counted), issuer.clone());
+                        let down = down.load(Ordering::SeqCst);
                         async move {
                             let path = request.uri().path().to_owned();
                             let body = match path.as_str() {
                                 "/.well-known/oauth-authorization-server" => Some(metadata),
+                                "/jwks" if down => None,
                                 "/jwks" => {
                                     fetches.fetch_add(1, Ordering::SeqCst);
                                     Some(jwks)
@@ -137,6 +144,7 @@ impl Issuer {
             jwks_fetches,
             audience,
             introspections,
+            keys_down,
         }
     }
 
@@ -552,6 +560,37 @@ async fn a_flood_of_unknown_key_ids_fetches_the_keys_at_most_once_more() {
         fetches <= 2,
         "40 unknown key ids made {fetches} fetches of the issuer's keys"
     );
+}
+
+/// The attack: an issuer's signing key leaks; the issuer withdraws it from its key set, and the
+/// attacker keeps the server from fetching the new set (or the issuer is down). Keys past their
+/// age are never used: the leaked key's tokens are refused once the keys the server holds are
+/// past their age, until a fetch succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_past_their_age_are_not_used_when_they_cannot_be_fetched_again() {
+    let issuer = Issuer::start(Issuing::Answers).await;
+    let url = serve(&issuer, Vec::new(), |o| {
+        o.keys_max_age(Duration::from_millis(300))
+            .min_refresh(Duration::ZERO)
+    })
+    .await;
+    let token = sign(
+        &issuer.claims("mallory", &url),
+        Algorithm::RS256,
+        ISSUER_RSA,
+        "rsa-1",
+    );
+    assert_eq!(initialize(&url, Some(&token), None).await.status(), 200);
+    issuer.keys_down.store(true, Ordering::SeqCst);
+    // Past their age, the keys held are not used while the fetch fails.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let refused = initialize(&url, Some(&token), None).await;
+    assert_eq!(refused.status(), 401);
+    let body = refused.text().await.expect("a body");
+    assert!(body.contains("cannot be fetched"), "{body}");
+    // The issuer is back: the keys are fetched again and the token accepted.
+    issuer.keys_down.store(false, Ordering::SeqCst);
+    assert_eq!(initialize(&url, Some(&token), None).await.status(), 200);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

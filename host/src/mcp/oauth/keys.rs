@@ -17,8 +17,6 @@ const MAX_METADATA_BYTES: usize = 256 << 10;
 const MAX_JWKS_BYTES: usize = 1 << 20;
 /// Most keys taken from one key set.
 const MAX_KEYS: usize = 100;
-/// Past this age, keys an issuer can no longer be asked for are not used.
-const KEYS_HARD_MAX_AGE: Duration = Duration::from_secs(3600);
 
 /// Whether `url` may be fetched for an issuer: `https`, or `http` to a loopback address
 /// (a test's or a sidecar's issuer); no user name or password in it.
@@ -226,22 +224,16 @@ impl Issuers {
 
 impl IssuerKeys {
     async fn key(&self, kid: Option<&str>, alg: Algorithm) -> Result<Arc<DecodingKey>, String> {
-        if let Some(key) = self.cached_key(kid, alg, self.max_age) {
+        if let Some(key) = self.cached_key(kid, alg) {
             return Ok(key);
         }
-        // Keys past their age are still used while another request fetches them again: a
-        // slow issuer delays only the request that fetches.
-        let _fetching = match self.fetching.try_lock() {
-            Ok(fetching) => fetching,
-            Err(_) => {
-                if let Some(key) = self.cached_key(kid, alg, KEYS_HARD_MAX_AGE) {
-                    return Ok(key);
-                }
-                self.fetching.lock().await
-            }
-        };
+        // Keys past their age are never used, not even while they are fetched again: a key the
+        // issuer has withdrawn (a leaked one) would sign tokens for as long as the fetch takes,
+        // or fails. Requests needing keys wait for the one fetch in progress, within its time
+        // limit.
+        let _fetching = self.fetching.lock().await;
         // Another request may have fetched the keys while this one waited.
-        if let Some(key) = self.cached_key(kid, alg, self.max_age) {
+        if let Some(key) = self.cached_key(kid, alg) {
             return Ok(key);
         }
         let recently = self
@@ -262,22 +254,19 @@ impl IssuerKeys {
                         "cannot fetch the keys of the issuer {}: {error}",
                         self.issuer
                     );
-                    // What went wrong is the operator's to read (logged above), not the
-                    // client's.
-                    return self.cached_key(kid, alg, KEYS_HARD_MAX_AGE).ok_or_else(|| {
-                        "the keys of its issuer cannot be fetched now; try again later".to_owned()
-                    });
                 }
             }
         }
-        self.cached_key(kid, alg, KEYS_HARD_MAX_AGE)
-            .ok_or_else(|| match kid {
-                Some(kid) => format!("its key {kid:?} is not among its issuer's keys"),
-                None => {
-                    "it names no key (`kid`) and its issuer has no single key for its algorithm"
-                        .into()
-                }
-            })
+        if !self.fresh() {
+            // What went wrong is the operator's to read (logged when it did), not the client's.
+            return Err("the keys of its issuer cannot be fetched now; try again later".to_owned());
+        }
+        self.cached_key(kid, alg).ok_or_else(|| match kid {
+            Some(kid) => format!("its key {kid:?} is not among its issuer's keys"),
+            None => {
+                "it names no key (`kid`) and its issuer has no single key for its algorithm".into()
+            }
+        })
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Cached> {
@@ -288,16 +277,18 @@ impl IssuerKeys {
         self.cached.write().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The cached key for the token, if the keys are younger than `age`. A token without a
-    /// key id takes the one key that fits its algorithm, if only one does.
-    fn cached_key(
-        &self,
-        kid: Option<&str>,
-        alg: Algorithm,
-        age: Duration,
-    ) -> Option<Arc<DecodingKey>> {
+    /// Whether the keys were fetched within their age.
+    fn fresh(&self) -> bool {
+        self.read()
+            .fetched
+            .is_some_and(|at| at.elapsed() < self.max_age)
+    }
+
+    /// The cached key for the token, if the keys are within their age. A token without a key
+    /// id takes the one key that fits its algorithm, if only one does.
+    fn cached_key(&self, kid: Option<&str>, alg: Algorithm) -> Option<Arc<DecodingKey>> {
         let cached = self.read();
-        if !cached.fetched.is_some_and(|at| at.elapsed() < age) {
+        if !cached.fetched.is_some_and(|at| at.elapsed() < self.max_age) {
             return None;
         }
         let mut fitting = cached.keys.iter().filter(|key| key.fits(kid, alg));

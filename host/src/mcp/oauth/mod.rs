@@ -24,8 +24,10 @@
 //! and a size limit, over HTTPS (plain HTTP to a loopback address only), without following
 //! redirects; keys are kept for [`OAuthOptions::keys_max_age`] and fetched again when a
 //! token names a key not among them, at most once per [`OAuthOptions::min_refresh`] (a flood
-//! of made-up key ids costs one fetch). An issuer that cannot be reached fails closed: its
-//! tokens are refused until its keys can be fetched; a token is never accepted unverified.
+//! of made-up key ids costs one fetch). Keys past their age are never used, so a key the issuer
+//! withdraws is refused within that age. An issuer that cannot be reached fails closed: once its
+//! keys are past their age, its tokens are refused until they can be fetched; a token is never
+//! accepted unverified.
 
 mod introspect;
 mod keys;
@@ -82,7 +84,8 @@ pub struct OAuthOptions {
     pub fetch_timeout: Duration,
     /// Shortest time between two fetches of one issuer's keys. Default 30 s.
     pub min_refresh: Duration,
-    /// How long fetched keys are used before they are fetched again. Default 10 minutes.
+    /// How long fetched keys are used before they are fetched again (never past it: a key the
+    /// issuer withdrew is refused from then on). Default 10 minutes.
     pub keys_max_age: Duration,
     /// Accept JWTs whose `typ` is not `at+jwt` (RFC 9068), for issuers that do not type their
     /// access tokens. Off by default: an ID token, or any other JWT the issuer signs for the
@@ -187,6 +190,14 @@ impl OAuthOptions {
     #[must_use]
     pub fn min_refresh(mut self, interval: Duration) -> Self {
         self.min_refresh = interval;
+        self
+    }
+
+    /// Sets how long fetched keys are used; past it, a token is checked only once they have
+    /// been fetched again (it waits for the fetch, and is refused if the fetch fails).
+    #[must_use]
+    pub fn keys_max_age(mut self, age: Duration) -> Self {
+        self.keys_max_age = age;
         self
     }
 
