@@ -55,6 +55,8 @@ def main():
     parser.add_argument("--config-type", default="application/vnd.wasm.config.v0+json")
     parser.add_argument("--sign", help="a PEM private key of the curve P-256")
     parser.add_argument("--identity", help="the docker-reference the signature names")
+    parser.add_argument("--padding", type=int, default=0,
+                        help="add a member of this many tiny objects to the manifest (a hostile registry's)")
     args = parser.parse_args()
     base = f"http://{args.registry}"
 
@@ -68,6 +70,8 @@ def main():
     config_descriptor["mediaType"] = args.config_type
     manifest = {"schemaVersion": 2, "mediaType": MANIFEST,
                 "config": config_descriptor, "layers": [layer]}
+    if args.padding:
+        manifest["padding"] = [{"": 0}] * args.padding
     digest = put_manifest(base, args.repository, args.tag, manifest)
 
     if args.sign:

@@ -97,18 +97,24 @@ impl Manifest {
     /// Parses a manifest a registry sent (`content_type` from its response), refusing an index
     /// or another kind of manifest, named by its media type.
     pub(crate) fn parse(bytes: &[u8], content_type: Option<&str>) -> Result<Self, String> {
-        let value: serde_json::Value = serde_json::from_slice(bytes)
-            .map_err(|error| format!("its manifest is not JSON ({error})"))?;
-        let media_type = value
-            .get("mediaType")
-            .and_then(serde_json::Value::as_str)
+        // What tells the kinds apart, read without building anything else of the text: a
+        // hostile registry's manifest of tiny objects would take many times its size as
+        // `serde_json` values.
+        #[derive(serde::Deserialize)]
+        struct Kind {
+            #[serde(rename = "mediaType")]
+            media_type: Option<String>,
+            manifests: Option<serde::de::IgnoredAny>,
+        }
+        let kind: Kind = serde_json::from_slice(bytes)
+            .map_err(|error| format!("its manifest is not a JSON object ({error})"))?;
+        let media_type = kind
+            .media_type
+            .as_deref()
             .or(content_type)
             .unwrap_or("none");
         let shown = super::quoted(media_type);
-        if value.get("manifests").is_some()
-            || media_type.contains("index")
-            || media_type.contains("list")
-        {
+        if kind.manifests.is_some() || media_type.contains("index") || media_type.contains("list") {
             return Err(format!(
                 "it is an image index (media type {shown}), not the manifest of one Wasm \
                  component; name the component's own manifest by its digest"
@@ -120,7 +126,7 @@ impl Manifest {
                  OCI image manifest ({OCI_MANIFEST_MEDIA_TYPE})"
             ));
         }
-        let manifest: Manifest = serde_json::from_value(value)
+        let manifest: Manifest = serde_json::from_slice(bytes)
             .map_err(|error| format!("its manifest is not an OCI image manifest ({error})"))?;
         if manifest.schema_version != 2 {
             return Err(format!(

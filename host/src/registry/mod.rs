@@ -34,7 +34,7 @@ pub use artifact::{
     Descriptor, Manifest, OCI_INDEX_MEDIA_TYPE, OCI_MANIFEST_MEDIA_TYPE, WASM_CONFIG_MEDIA_TYPE,
     WASM_LAYER_MEDIA_TYPE, wasm_config,
 };
-pub use client::{ClientOptions, MAX_MANIFEST_BYTES, RegistryClient};
+pub use client::{ClientOptions, MAX_INDEX_BYTES, MAX_MANIFEST_BYTES, RegistryClient};
 pub use cosign_key::{ENCRYPTED_KEY_LABEL, PASSWORD_VARIABLE as COSIGN_PASSWORD_VARIABLE};
 pub use credentials::{Credentials, PASSWORD_VARIABLE, REGISTRY_VARIABLE, USERNAME_VARIABLE};
 pub use fetch::{Demand, PulledArtifact, Verification, pull, resolve};

@@ -160,6 +160,22 @@ fn tampered_oversized_and_non_wasm_artifacts_are_refused() {
             "{message}"
         );
 
+        // A manifest of 50,000 tiny objects (450 KB of text, some 33 MB once parsed as JSON
+        // values): refused before it is parsed.
+        independent_push(
+            &registry,
+            "acme/padded",
+            &plugin_path("greet"),
+            &["--sign", text_of(&acme), "--padding", "50000"],
+        );
+        let out = registry.pull("acme/padded:1", &dir, &[]);
+        assert_eq!(out.status.code(), Some(1));
+        let message = stderr(&out);
+        assert!(
+            message.contains("the manifest") && message.contains("over the cap of 262144 bytes"),
+            "{message}"
+        );
+
         // A container image, not a Wasm artifact: refused naming its media type.
         independent_push(
             &registry,

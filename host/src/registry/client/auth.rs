@@ -171,12 +171,21 @@ impl RegistryClient {
             .map_err(|error| transport(&token_text, &error))?;
         let response = expect_success(response, &token_text).await?;
         let body = read_capped(response, MAX_TOKEN_BYTES, "the token response", "").await?;
-        let answer: serde_json::Value = serde_json::from_slice(&body)
-            .map_err(|_| denied(format!("{token_text} answered something other than JSON")))?;
+        // The two names the token may have (the distribution spec's and OAuth's), read alone:
+        // the rest of a hostile answer is skipped, never built.
+        #[derive(serde::Deserialize)]
+        struct Answer {
+            token: Option<String>,
+            access_token: Option<String>,
+        }
+        let answer: Answer = serde_json::from_slice(&body).map_err(|_| {
+            denied(format!(
+                "{token_text} answered something other than a JSON object"
+            ))
+        })?;
         let token = answer
-            .get("token")
-            .or_else(|| answer.get("access_token"))
-            .and_then(serde_json::Value::as_str)
+            .token
+            .or(answer.access_token)
             .ok_or_else(|| denied(format!("{token_text} answered no token")))?;
         HeaderValue::from_str(&format!("Bearer {token}"))
             .map_err(|_| denied("the token is not valid in a header".into()))

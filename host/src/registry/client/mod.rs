@@ -20,8 +20,14 @@ use reqwest::header::HeaderValue;
 
 use super::{Credentials, Reference, RegistryError};
 
-/// Largest manifest or index read (what registries themselves accept).
-pub const MAX_MANIFEST_BYTES: u64 = 4 << 20;
+/// Largest image manifest read. A Wasm component's, a signature's or a bundle's is a few KiB;
+/// what a hostile registry sends is parsed within this (a manifest of tiny objects takes many
+/// times its text once parsed).
+pub const MAX_MANIFEST_BYTES: u64 = 256 << 10;
+
+/// Largest index read: the referrers of an artifact, which many signatures and attestations
+/// may share (what registries themselves accept for a manifest).
+pub const MAX_INDEX_BYTES: u64 = 4 << 20;
 
 /// How the client reaches a registry.
 #[derive(Debug, Clone)]

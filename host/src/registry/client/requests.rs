@@ -5,17 +5,23 @@ use reqwest::StatusCode;
 use reqwest::header::{CONTENT_TYPE, LOCATION};
 
 use super::response::{expect_success, read_capped};
-use super::{Fetched, MAX_MANIFEST_BYTES, RegistryClient};
+use super::{Fetched, MAX_INDEX_BYTES, MAX_MANIFEST_BYTES, RegistryClient};
 use crate::registry::RegistryError;
 
 impl RegistryClient {
-    /// GETs the manifest at `reference` (a tag or a digest), at most [`MAX_MANIFEST_BYTES`];
-    /// `None` if the registry has none.
+    /// GETs the manifest at `reference` (a tag or a digest), at most [`MAX_MANIFEST_BYTES`]
+    /// ([`MAX_INDEX_BYTES`] when an index is what `accept` asks for alone); `None` if the
+    /// registry has none.
     pub(crate) async fn manifest(
         &self,
         reference: &str,
         accept: &str,
     ) -> Result<Option<Fetched>, RegistryError> {
+        let limit = if accept == crate::registry::OCI_INDEX_MEDIA_TYPE {
+            MAX_INDEX_BYTES
+        } else {
+            MAX_MANIFEST_BYTES
+        };
         let url = format!("{}/manifests/{reference}", self.base);
         let response = self
             .send(reqwest::Method::GET, &url, Some(accept), None, None)
@@ -29,13 +35,7 @@ impl RegistryClient {
             .get(CONTENT_TYPE)
             .and_then(|value| value.to_str().ok())
             .map(|value| value.split(';').next().unwrap_or(value).trim().to_owned());
-        let bytes = read_capped(
-            response,
-            MAX_MANIFEST_BYTES,
-            &format!("the manifest {reference}"),
-            "",
-        )
-        .await?;
+        let bytes = read_capped(response, limit, &format!("the manifest {reference}"), "").await?;
         Ok(Some(Fetched {
             bytes,
             content_type,
@@ -43,7 +43,7 @@ impl RegistryClient {
     }
 
     /// GETs the referrers of `digest` (OCI 1.1's referrers API), at most
-    /// [`MAX_MANIFEST_BYTES`]; `None` if the registry has no such API (distribution 2.8 answers
+    /// [`MAX_INDEX_BYTES`]; `None` if the registry has no such API (distribution 2.8 answers
     /// 404), so that the referrers tag is read instead.
     pub(crate) async fn referrers(&self, digest: &str) -> Result<Option<Fetched>, RegistryError> {
         let url = format!("{}/referrers/{digest}", self.base);
@@ -61,7 +61,7 @@ impl RegistryClient {
             return Ok(None);
         }
         let response = expect_success(response, &url).await?;
-        let bytes = read_capped(response, MAX_MANIFEST_BYTES, "the referrers index", "").await?;
+        let bytes = read_capped(response, MAX_INDEX_BYTES, "the referrers index", "").await?;
         Ok(Some(Fetched {
             bytes,
             content_type: Some(crate::registry::OCI_INDEX_MEDIA_TYPE.to_owned()),
