@@ -304,7 +304,7 @@ impl Entry {
 
 /// What `outcome` takes in memory, at least: its texts and bytes, 64 bytes for each content
 /// block, and what its structured result (a `serde_json::Value`) allocates ([`json_bytes`]).
-fn kept_bytes(outcome: &Result<ToolOutput, ToolError>) -> usize {
+pub(crate) fn kept_bytes(outcome: &Result<ToolOutput, ToolError>) -> usize {
     let output = match outcome {
         Ok(output) => output,
         Err(error) => return 64 + error.to_string().len(),

@@ -140,14 +140,25 @@ impl AuditLog {
         self
     }
 
+    /// What a record will say of `input` (a request's arguments): its digest, and the input
+    /// itself only if this log writes inputs. Taken when the request begins, so that what
+    /// outlives the request until its record is written (a task, for its life) is a digest,
+    /// not the arguments.
+    pub(crate) fn input(&self, input: &impl serde::Serialize) -> AuditInput {
+        let text = serde_json::to_string(input).unwrap_or_default();
+        AuditInput {
+            sha256: crate::digest::sha256_hex(text.as_bytes()),
+            value: self
+                .inputs
+                .then(|| serde_json::to_value(input).unwrap_or_default()),
+        }
+    }
+
     /// Writes `record`, filled in with `input`; a failed write is logged, never fatal to the
     /// request.
-    pub(crate) fn write(&self, mut record: Record, input: &Value) {
-        let text = input.to_string();
-        record.input_sha256 = Some(crate::digest::sha256_hex(text.as_bytes()));
-        if self.inputs {
-            record.input = Some(input.clone());
-        }
+    pub(crate) fn write(&self, mut record: Record, input: AuditInput) {
+        record.input_sha256 = Some(input.sha256);
+        record.input = input.value;
         let Ok(text) = serde_json::to_string(&record) else {
             return;
         };
@@ -299,6 +310,13 @@ impl Record {
     }
 }
 
+/// What a record says of a request's input: [`AuditLog::input`].
+#[derive(Clone)]
+pub(crate) struct AuditInput {
+    sha256: String,
+    value: Option<Value>,
+}
+
 /// The `Mcp-Session-Id` of an HTTP request.
 fn session_id(extensions: &rmcp::model::Extensions) -> Option<String> {
     #[cfg(feature = "mcp-http")]
@@ -344,8 +362,9 @@ impl AuditedQuestions {
             "{what} by tool '{}' of plugin '{}'",
             asker.tool, asker.plugin
         );
+        let input = self.log.input(&input);
         self.log
-            .write(record.ended(outcome, started.elapsed()), &input);
+            .write(record.ended(outcome, started.elapsed()), input);
     }
 }
 
@@ -476,7 +495,7 @@ mod tests {
         // A client's tool name with a C1 CSI (it turns text red), DEL, a right-to-left
         // override and a tag character.
         let target = "x\u{9b}31m\u{7f}\u{202e}gpj.exe\u{e0041}";
-        log.write(Record::new("tools/call", target), &Value::Null);
+        log.write(Record::new("tools/call", target), log.input(&Value::Null));
         let line = String::from_utf8(kept.0.lock().expect("lock").clone()).expect("UTF-8");
         assert!(
             line.chars()

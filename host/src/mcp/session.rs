@@ -293,9 +293,25 @@ impl McpServer {
         })
     }
 
-    /// Ends what [`observe_begin`](Self::observe_begin) began: the request, with `input`,
-    /// ended so.
-    fn observe_end(&self, begun: Option<Observed>, input: Value, outcome: &'static str) {
+    /// What the audit log will say of the input of a request [`observe_begin`](Self::observe_begin)
+    /// began to observe (`None` if it observes nothing, or without an audit log).
+    fn audit_input(
+        &self,
+        begun: Option<&Observed>,
+        input: &impl serde::Serialize,
+    ) -> Option<super::audit::AuditInput> {
+        begun?;
+        self.options.audit.as_ref().map(|log| log.input(input))
+    }
+
+    /// Ends what [`observe_begin`](Self::observe_begin) began: the request, with `input`
+    /// ([`audit_input`](Self::audit_input)), ended so.
+    fn observe_end(
+        &self,
+        begun: Option<Observed>,
+        input: Option<super::audit::AuditInput>,
+        outcome: &'static str,
+    ) {
         let Some(observed) = begun else {
             return;
         };
@@ -319,15 +335,20 @@ impl McpServer {
                 crate::cpu::spent(&observed.spent),
             );
         }
-        if let Some(log) = &self.options.audit {
-            log.write(record, &input);
+        if let (Some(log), Some(input)) = (&self.options.audit, input) {
+            log.write(record, input);
         }
     }
 
     /// Observes the task a call observed as `observed` became (owned by `owner`) when it ends:
     /// its record (`event: "task"`) and metrics say how the call ended, how long it took from
     /// its start and the CPU time of all its plugin code, the part after the hand-off included.
-    fn follow_task(&self, observed: &Observed, owner: String, input: &Value) {
+    fn follow_task(
+        &self,
+        observed: &Observed,
+        owner: String,
+        input: Option<super::audit::AuditInput>,
+    ) {
         let Some(id) = observed.record.task.clone() else {
             return;
         };
@@ -336,7 +357,6 @@ impl McpServer {
         record.event = "task";
         let started = observed.started;
         let spent = Arc::clone(&observed.spent);
-        let input = input.clone();
         tokio::spawn(async move {
             let outcome = match options.tasks.wait(&owner, &id).await {
                 Ok(task) => match (task.status, task.outcome.as_deref()) {
@@ -357,8 +377,8 @@ impl McpServer {
                 let target = record.known_target.as_deref().unwrap_or("");
                 metrics.request("task", record.plugin.as_deref(), target, outcome, took, cpu);
             }
-            if let Some(log) = &options.audit {
-                log.write(record, &input);
+            if let (Some(log), Some(input)) = (&options.audit, input) {
+                log.write(record, input);
             }
         });
     }
@@ -785,9 +805,10 @@ impl ServerHandler for McpServer {
             let response = self
                 .metered(&extensions, audit.as_ref(), self.read(request, context))
                 .await;
+            let input = self.audit_input(audit.as_ref(), &Value::Null);
             self.observe_end(
                 audit,
-                Value::Null,
+                input,
                 outcome(&response, |response| match response {
                     ReadResourceResponse::InputRequired(_) => "input_required",
                     _ => "ok",
@@ -843,7 +864,7 @@ impl ServerHandler for McpServer {
             let audit = self.observe_begin("prompts/get", &request.name, &context, |plugin| {
                 owner.as_deref() == Some(plugin.plugin_name())
             });
-            let input = serde_json::to_value(&request.arguments).unwrap_or_default();
+            let input = self.audit_input(audit.as_ref(), &request.arguments);
             let extensions = context.extensions.clone();
             let response = self
                 .metered(&extensions, audit.as_ref(), self.render(request, &context))
@@ -886,7 +907,7 @@ impl ServerHandler for McpServer {
                         .iter()
                         .any(|template| template.uri_template == target)
             });
-            let input = serde_json::to_value(&request.argument).unwrap_or_default();
+            let input = self.audit_input(audit.as_ref(), &request.argument);
             let extensions = context.extensions.clone();
             let response = self
                 .metered(
@@ -1019,9 +1040,13 @@ impl ServerHandler for McpServer {
             let audit = self.observe_begin("tools/call", &request.name, &context, |plugin| {
                 plugin.offers_tool(&request.name)
             });
-            let input = audit.as_ref().map_or(Value::Null, |_| {
-                Value::Object(request.arguments.clone().unwrap_or_default())
-            });
+            let input = self.audit_input(
+                audit.as_ref(),
+                request
+                    .arguments
+                    .as_ref()
+                    .unwrap_or(&rmcp::model::JsonObject::new()),
+            );
             let extensions = context.extensions.clone();
             // A call that becomes a task is observed again when the task ends.
             let owner = audit.as_ref().map(|_| self.task_owner(&context));
@@ -1033,7 +1058,7 @@ impl ServerHandler for McpServer {
                 (&mut audit, owner, &response)
             {
                 observed.record.task = Some(created.task.task_id.clone());
-                self.follow_task(observed, owner, &input);
+                self.follow_task(observed, owner, input.clone());
             }
             self.observe_end(
                 audit,

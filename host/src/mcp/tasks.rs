@@ -140,6 +140,11 @@ impl McpServer {
             // counts as running, and its code's CPU time as the request's, until it ends.
             #[cfg(feature = "mcp-http")]
             let held = super::quota::held();
+            // The request's share of the server's memory for requests: the task keeps its
+            // arguments (for its hooks) as long as it runs, so they stay counted against its
+            // client's part, not only until the client is handed the task.
+            #[cfg(feature = "mcp-http")]
+            let share = super::http::request_share(&context.extensions);
             let spent = crate::cpu::current();
             move |task: TaskHandle| async move {
                 let task_status = crate::task::status_from_progress(task.clone());
@@ -152,7 +157,7 @@ impl McpServer {
                     sender
                 });
                 #[cfg(feature = "mcp-http")]
-                let _held = held;
+                let _held = (held, share);
                 let input = call.input.to_string();
                 let questions: Arc<dyn QuestionHandler> = Arc::new(HandedOver {
                     handoff: handoff.clone(),
@@ -357,6 +362,20 @@ impl McpServer {
             .tasks
             .get(&self.task_owner(context), &request.task_id)
             .map_err(unknown)?;
+        // Each poll of a completed task copies its result into the answer, which rmcp keeps a
+        // while after: counted against the client's memory for requests first, so that a flood
+        // of polls (each a few bytes, running no plugin code) cannot hold many copies.
+        #[cfg(feature = "mcp-http")]
+        if let Some(outcome) = &task.outcome {
+            super::http::charge_answer(&context.extensions, crate::task::kept_bytes(outcome))
+                .map_err(|why| {
+                    ErrorData::new(
+                        ErrorCode::INTERNAL_ERROR,
+                        format!("task '{}' cannot be sent now: {why}", request.task_id),
+                        None,
+                    )
+                })?;
+        }
         Ok(GetTaskResult::new(detailed(&task)))
     }
 

@@ -5,13 +5,14 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use llm_worker::mcp::{BearerToken, HttpOptions, McpOptions, ToolCatalog, ToolGroup};
-use llm_worker::{Tool, ToolDefinition, ToolError, ToolMeta};
+use llm_worker::{TaskSupport, Tool, ToolDefinition, ToolError, ToolMeta};
 use serde_json::json;
 
 const ALICE: &str = "alice-token-0123456789abcdef";
 const BOB: &str = "bob-token-0123456789abcdef01";
 
-/// A tool that says it started, then answers once the test releases it.
+/// A tool that says it started, then answers once the test releases it (as a task, for a
+/// client that takes tasks, when its input says `"task"`).
 struct Waits {
     started: Arc<tokio::sync::Notify>,
     release: Arc<tokio::sync::Notify>,
@@ -23,10 +24,16 @@ impl Tool for Waits {
         if input_json.contains("\"now\"") {
             return Ok("now".into());
         }
+        if input_json.contains("\"task\"") {
+            llm_worker::task::start();
+        }
         // Waiting for the release before saying it started: a release right after is not missed.
         let released = self.release.notified();
         self.started.notify_one();
         released.await;
+        if input_json.contains("\"big\"") {
+            return Ok(format!("released {}", "x".repeat(50_000)));
+        }
         Ok("released".into())
     }
 }
@@ -43,7 +50,8 @@ async fn serve(http: HttpOptions) -> (String, Arc<tokio::sync::Notify>, Arc<toki
             (
                 ToolMeta::new("waits")
                     .description("Waits for the test")
-                    .input_schema(json!({"type": "object"})),
+                    .input_schema(json!({"type": "object"}))
+                    .task_support(TaskSupport::Optional),
                 Arc::new(Waits {
                     started: Arc::clone(&started),
                     release: Arc::clone(&release),
@@ -89,13 +97,18 @@ async fn post(
 
 /// Opens a session of `token`'s: its id.
 async fn open(url: &str, token: &str) -> String {
+    open_with(url, token, json!({})).await
+}
+
+/// Opens a session of `token`'s whose client declares `capabilities`: its id.
+async fn open_with(url: &str, token: &str, capabilities: serde_json::Value) -> String {
     let (status, headers, text) = post(
         url,
         token,
         None,
         &json!({
             "jsonrpc": "2.0", "id": 1, "method": "initialize",
-            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+            "params": {"protocolVersion": "2025-06-18", "capabilities": capabilities,
                        "clientInfo": {"name": "test", "version": "1"}},
         }),
     )
@@ -265,6 +278,125 @@ async fn one_client_cannot_hold_the_memory_of_requests_for_all() {
     );
     let (status, text) = admitted(&url, ALICE, &alice).await;
     assert!(status == 200 && text.contains("now"), "{status} {text}");
+}
+
+/// The attack: a client starts tasks whose arguments are heavy once parsed (a task keeps its
+/// call, arguments and all, for its hooks, until it ends); each request's share of the memory
+/// was given back once the client was handed the task, so tasks held any amount. A task keeps
+/// its request's share until it ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_holds_its_requests_share_until_it_ends() {
+    let (url, started, release) = serve(
+        HttpOptions::default()
+            .max_body_bytes(16 << 10)
+            .max_request_memory(512 << 10),
+    )
+    .await;
+    let alice = open_with(
+        &url,
+        ALICE,
+        json!({"extensions": {"io.modelcontextprotocol/tasks": {}}}),
+    )
+    .await;
+    let task = json!({
+        "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "waits", "arguments": {"numbers": vec![1; 1_500], "task": true}},
+    });
+    let (status, _, text) = post(&url, ALICE, Some(&alice), &task).await;
+    assert!(status == 200 && text.contains("taskId"), "{status} {text}");
+    started.notified().await;
+    // The task was handed to the client, its answer has ended; its arguments are still held.
+    let (status, _, text) = post(&url, ALICE, Some(&alice), &call_now(3, 1_500)).await;
+    assert_eq!(status, 503, "the task holds its request's share: {text}");
+    // The task ends: its share is given back.
+    release.notify_one();
+    let (status, text) = admitted(&url, ALICE, &alice).await;
+    assert!(status == 200 && text.contains("now"), "{status} {text}");
+}
+
+/// The JSON-RPC message in an answer's text (a stream's `data:` line, or the body itself).
+fn message_of(text: &str) -> serde_json::Value {
+    let json = text
+        .lines()
+        .find_map(|line| {
+            line.strip_prefix("data: ")
+                .filter(|data| data.starts_with('{'))
+        })
+        .unwrap_or(text);
+    serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+/// The attack: a task ends with a large result; the client polls `tasks/get` for it as fast as
+/// it can. Each poll is a few bytes and runs no plugin code, but its answer copies the result,
+/// and rmcp keeps each answer for a while after: memory without end. Each answer is counted
+/// against the client's part while it is kept: the client's polls are refused for a while, then
+/// served again; another client is not held back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn polling_a_large_result_cannot_hold_copies_without_end() {
+    let (url, started, release) = serve(
+        HttpOptions::default()
+            .max_body_bytes(16 << 10)
+            .max_request_memory(512 << 10),
+    )
+    .await;
+    let alice = open_with(
+        &url,
+        ALICE,
+        json!({"extensions": {"io.modelcontextprotocol/tasks": {}}}),
+    )
+    .await;
+    let task = json!({
+        "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "waits", "arguments": {"task": true, "big": true}},
+    });
+    let (status, _, text) = post(&url, ALICE, Some(&alice), &task).await;
+    assert_eq!(status, 200, "{text}");
+    let id = message_of(&text)["result"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a task: {text}"))
+        .to_owned();
+    started.notified().await;
+    release.notify_one();
+    let poll = |n: u64| json!({"jsonrpc": "2.0", "id": 10 + n, "method": "tasks/get", "params": {"taskId": id}});
+    // Polled until it has completed, then again: each answer (some 50 KiB) is counted while
+    // kept, and the client's part is 128 KiB.
+    let mut outcomes = Vec::new();
+    for n in 0..200 {
+        let (status, _, text) = post(&url, ALICE, Some(&alice), &poll(n)).await;
+        assert_eq!(status, 200, "{text}");
+        let message = message_of(&text);
+        if message["result"]["status"] == "working" {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            continue;
+        }
+        let refused = message["error"]["message"].as_str().map(str::to_owned);
+        outcomes.push(refused.clone());
+        if let Some(refused) = refused {
+            assert!(refused.contains("cannot be sent now"), "{refused}");
+            break;
+        }
+        assert_eq!(message["result"]["status"], "completed", "{message}");
+    }
+    assert!(
+        matches!(outcomes.as_slice(), [Some(_), ..] | [.., None, Some(_)] if outcomes.len() <= 4),
+        "polls of the completed task: {outcomes:?}"
+    );
+    // Another client's calls pass meanwhile.
+    let bob = open(&url, BOB).await;
+    let (status, _, text) = post(&url, BOB, Some(&bob), &call_now(3, 10)).await;
+    assert!(status == 200 && text.contains("now"), "{status} {text}");
+    // Once the answers are no longer kept, the result is sent again.
+    let served = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        for n in 300.. {
+            let (_, _, text) = post(&url, ALICE, Some(&alice), &poll(n)).await;
+            if message_of(&text)["result"]["status"] == "completed" {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    })
+    .await;
+    assert!(served.is_ok(), "the result was not sent again");
 }
 
 /// The attack: a client sends a heavy call of a tool that waits, and closes its connection at

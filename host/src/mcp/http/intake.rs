@@ -11,6 +11,11 @@
 //! and in all until both the request (its handler, however long rmcp keeps it) and its answer
 //! have ended; past the budget a request is refused (503) instead of taking memory from
 //! everyone.
+//!
+//! Answers count too: rmcp keeps a finished request's answer for a while (for a client that
+//! lost its stream to resume it, [`ANSWERS_KEPT`]), so what an answer's messages take is held
+//! in its client's part from the moment they are sent until that time after the answer ended.
+//! An answer is never cut for it (it is made already); the client's next requests wait instead.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -35,6 +40,10 @@ const SHARES: usize = 4;
 /// The most an `initialize` request's JSON may take once parsed: rmcp keeps its capabilities,
 /// client information and `_meta` for the session's life, outside any request.
 pub(super) const MAX_INITIALIZE_WEIGHT: usize = 256 << 10;
+
+/// How long rmcp keeps a finished request's answer, for a client that lost its stream to resume
+/// it: a few of the 3 s retries the client is told to wait, not rmcp's minute.
+pub(super) const ANSWERS_KEPT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The memory requests hold, in all and by identity.
 #[derive(Debug)]
@@ -130,58 +139,128 @@ impl Share {
         self.bytes += more;
         Ok(())
     }
-}
 
-impl Drop for Share {
-    fn drop(&mut self) {
-        if self.bytes == 0 {
-            return;
-        }
+    /// Holds `more` bytes besides what this share holds, whatever its identity's part and the
+    /// server's budget: for what is in memory already (an answer made), so that the identity's
+    /// next requests wait for it to be given back.
+    fn hold(&mut self, more: usize) {
         let mut held = self.intake.held();
-        held.total = held.total.saturating_sub(self.bytes);
+        held.total = held.total.saturating_add(more);
+        let mine = held.by.entry(self.who).or_default();
+        *mine = mine.saturating_add(more);
+        self.bytes = self.bytes.saturating_add(more);
+    }
+
+    /// Gives back `less` bytes of what this share holds.
+    fn release(&mut self, less: usize) {
+        let less = less.min(self.bytes);
+        let mut held = self.intake.held();
+        held.total = held.total.saturating_sub(less);
         if let Some(mine) = held.by.get_mut(&self.who) {
-            *mine = mine.saturating_sub(self.bytes);
+            *mine = mine.saturating_sub(less);
             if *mine == 0 {
                 held.by.remove(&self.who);
             }
         }
+        self.bytes -= less;
+    }
+
+    /// An empty share of the same identity.
+    fn sibling(&self) -> Share {
+        self.intake.share(self.who)
     }
 }
 
-/// A response's body holding its request's share until it ends: let go as the last frame is
-/// taken (before the client reads the end of a stream), or when the body is dropped.
+impl Drop for Share {
+    fn drop(&mut self) {
+        if self.bytes != 0 {
+            self.release(self.bytes);
+        }
+    }
+}
+
+/// A response's body holding its request's share until it ends (let go as the last frame is
+/// taken, before the client reads the end of a stream, or when the body is dropped), and what
+/// its messages take, from when each is sent until [`ANSWERS_KEPT`] after the end: the last
+/// [`MESSAGES_KEPT`] of them, as rmcp keeps no more of one stream (a standing stream's older
+/// messages are given back as new ones come).
 pub(super) struct Holding<B> {
     body: std::pin::Pin<Box<B>>,
     share: Option<RequestShare>,
+    answer: Option<Share>,
+    /// What each message still counted takes, oldest first.
+    kept: std::collections::VecDeque<usize>,
 }
+
+/// How many of a stream's last messages rmcp keeps for a client to resume it (its channel's
+/// capacity, which the host leaves at rmcp's default).
+const MESSAGES_KEPT: usize = rmcp::transport::streamable_http_server::session::local::SessionConfig::DEFAULT_CHANNEL_CAPACITY;
 
 /// A request's share, held by its answer's body and by the request as rmcp hands it to the
 /// handler (in its extensions, for as long as rmcp keeps the request): given back when both
-/// are gone.
+/// are gone. A handler may make it hold more ([`charge`](Self::charge)).
 #[derive(Debug, Clone)]
-pub(super) struct RequestShare(Arc<Share>);
+pub(super) struct RequestShare(Arc<Mutex<Share>>);
 
 impl RequestShare {
     pub(super) fn new(share: Share) -> Self {
-        Self(Arc::new(share))
+        Self(Arc::new(Mutex::new(share)))
     }
 
-    /// Whether the share holds nothing.
-    pub(super) fn is_empty(&self) -> bool {
-        self.0.is_empty()
+    fn lock(&self) -> std::sync::MutexGuard<'_, Share> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Holds `bytes` more, for what the request's answer will copy (a kept result sent again),
+    /// if its client's part and the server's budget allow: else why not, for the client.
+    pub(super) fn charge(&self, bytes: usize) -> Result<(), String> {
+        self.lock().grow(bytes).map_err(|short| match short {
+            Short::Never { part } => format!(
+                "its answer would take more of the server's memory than one client may ({}                  KiB)",
+                part / 1024
+            ),
+            Short::Identity { held, part } => format!(
+                "this client's requests and recent answers hold {} KiB of the server's memory,                  the most one client may ({} KiB): ask again in a few seconds",
+                held / 1024,
+                part / 1024
+            ),
+            Short::Server { total } => format!(
+                "the server's requests and recent answers hold all the memory it gives them                  ({} KiB): ask again in a few seconds",
+                total / 1024
+            ),
+        })
     }
 }
 
 impl<B> Holding<B> {
     pub(super) fn new(body: B, share: RequestShare) -> Self {
+        let answer = share.lock().sibling();
         Self {
             body: Box::pin(body),
             share: Some(share),
+            answer: Some(answer),
+            kept: std::collections::VecDeque::new(),
+        }
+    }
+
+    /// The answer has ended: the request's share is given back now, what its messages take
+    /// once rmcp no longer keeps them.
+    fn ended(&mut self) {
+        self.share = None;
+        if let Some(answer) = self.answer.take().filter(|answer| !answer.is_empty())
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(async move {
+                tokio::time::sleep(ANSWERS_KEPT).await;
+                drop(answer);
+            });
         }
     }
 }
 
-impl<B: http_body::Body> http_body::Body for Holding<B> {
+impl<B: http_body::Body<Data = Bytes>> http_body::Body for Holding<B> {
     type Data = B::Data;
     type Error = B::Error;
 
@@ -191,8 +270,21 @@ impl<B: http_body::Body> http_body::Body for Holding<B> {
     ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
         let this = self.get_mut();
         let frame = this.body.as_mut().poll_frame(cx);
+        if let (std::task::Poll::Ready(Some(Ok(frame))), Some(answer)) = (&frame, &mut this.answer)
+            && let Some(data) = frame.data_ref()
+        {
+            // What rmcp keeps of the message: its parsed form, weighed from its text.
+            let weight = crate::json_weight::parsed_json_bytes(data);
+            answer.hold(weight);
+            this.kept.push_back(weight);
+            if this.kept.len() > MESSAGES_KEPT
+                && let Some(oldest) = this.kept.pop_front()
+            {
+                answer.release(oldest);
+            }
+        }
         if matches!(frame, std::task::Poll::Ready(None)) || this.body.is_end_stream() {
-            this.share = None;
+            this.ended();
         }
         frame
     }
@@ -203,6 +295,12 @@ impl<B: http_body::Body> http_body::Body for Holding<B> {
 
     fn size_hint(&self) -> http_body::SizeHint {
         self.body.size_hint()
+    }
+}
+
+impl<B> Drop for Holding<B> {
+    fn drop(&mut self) {
+        self.ended();
     }
 }
 
