@@ -240,7 +240,32 @@ impl std::fmt::Debug for TaskStore {
 #[derive(Default)]
 struct Inner {
     options: TaskOptions,
-    tasks: Mutex<HashMap<String, Entry>>,
+    tasks: Mutex<Tasks>,
+}
+
+/// The tasks by id, and when the first of them expires, at the earliest (`None`: not known).
+/// Every expiry is set to the store's time to live from a moment no earlier than any set
+/// before, so a task added later never expires before the earliest known: the tasks are
+/// scanned for expired ones only once that moment has come, not on every look (a progress
+/// report of each of thousands of tasks, many times a second).
+#[derive(Default)]
+struct Tasks {
+    entries: HashMap<String, Entry>,
+    earliest: Option<Instant>,
+}
+
+impl std::ops::Deref for Tasks {
+    type Target = HashMap<String, Entry>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.entries
+    }
+}
+
+impl std::ops::DerefMut for Tasks {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.entries
+    }
 }
 
 /// The last handle on the store gone, its tasks are stopped: no one could ask for them, cancel
@@ -593,7 +618,7 @@ impl TaskStore {
 
     /// The tasks, those past their time to live forgotten first (and any of them still
     /// running stopped): whatever request comes, an expired task holds nothing.
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Entry>> {
+    fn lock(&self) -> MutexGuard<'_, Tasks> {
         // Every update replaces whole values: a panic cannot leave them half-done.
         let mut tasks = self
             .inner
@@ -601,14 +626,15 @@ impl TaskStore {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         let now = Instant::now();
-        if tasks.values().any(|entry| entry.expires <= now) {
-            tasks.retain(|_, entry| {
+        if tasks.earliest.is_none_or(|earliest| earliest <= now) {
+            tasks.entries.retain(|_, entry| {
                 let keep = entry.expires > now;
                 if !keep && let Some(abort) = entry.abort.take() {
                     abort.abort();
                 }
                 keep
             });
+            tasks.earliest = tasks.entries.values().map(|entry| entry.expires).min();
         }
         tasks
     }
