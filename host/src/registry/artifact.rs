@@ -107,7 +107,7 @@ impl Manifest {
             manifests: Option<serde::de::IgnoredAny>,
         }
         let kind: Kind = serde_json::from_slice(bytes)
-            .map_err(|error| format!("its manifest is not a JSON object ({error})"))?;
+            .map_err(|error| format!("its manifest is not an OCI manifest ({error})"))?;
         let media_type = kind
             .media_type
             .as_deref()

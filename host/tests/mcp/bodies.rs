@@ -283,10 +283,11 @@ async fn one_client_cannot_hold_the_memory_of_requests_for_all() {
 /// The attack: a client starts tasks whose arguments are heavy once parsed (a task keeps its
 /// call, arguments and all, for its hooks, until it ends); each request's share of the memory
 /// was given back once the client was handed the task, so tasks held any amount. A task keeps
-/// its request's share until it ends.
+/// its request's share until it ends; the client can still cancel it (a small request may use
+/// a reserve past its client's part), which gives the share back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_holds_its_requests_share_until_it_ends() {
-    let (url, started, release) = serve(
+    let (url, started, _release) = serve(
         HttpOptions::default()
             .max_body_bytes(16 << 10)
             .max_request_memory(512 << 10),
@@ -304,12 +305,19 @@ async fn a_task_holds_its_requests_share_until_it_ends() {
     });
     let (status, _, text) = post(&url, ALICE, Some(&alice), &task).await;
     assert!(status == 200 && text.contains("taskId"), "{status} {text}");
+    let id = message_of(&text)["result"]["taskId"].clone();
     started.notified().await;
     // The task was handed to the client, its answer has ended; its arguments are still held.
     let (status, _, text) = post(&url, ALICE, Some(&alice), &call_now(3, 1_500)).await;
     assert_eq!(status, 503, "the task holds its request's share: {text}");
-    // The task ends: its share is given back.
-    release.notify_one();
+    // The client cancels it: its share is given back.
+    let cancel =
+        json!({"jsonrpc": "2.0", "id": 4, "method": "tasks/cancel", "params": {"taskId": id}});
+    let (status, _, text) = post(&url, ALICE, Some(&alice), &cancel).await;
+    assert!(
+        status == 200 && message_of(&text)["error"].is_null(),
+        "{status} {text}"
+    );
     let (status, text) = admitted(&url, ALICE, &alice).await;
     assert!(status == 200 && text.contains("now"), "{status} {text}");
 }
@@ -326,11 +334,11 @@ fn message_of(text: &str) -> serde_json::Value {
     serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {text}"))
 }
 
-/// The attack: a task ends with a large result; the client polls `tasks/get` for it as fast as
-/// it can. Each poll is a few bytes and runs no plugin code, but its answer copies the result,
-/// and rmcp keeps each answer for a while after: memory without end. Each answer is counted
-/// against the client's part while it is kept: the client's polls are refused for a while, then
-/// served again; another client is not held back.
+/// The attack: a task ends with a large result; the client polls `tasks/get` for it on many
+/// connections at once. Each poll is a few bytes and runs no plugin code, but its answer copies
+/// the result: as many copies as polls in flight. A poll is charged the result's weight against
+/// its client's part before it is answered: past the part it is refused, saying why, and
+/// served again once the client's requests hold less; another client is not held back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn polling_a_large_result_cannot_hold_copies_without_end() {
     let (url, started, release) = serve(
@@ -351,52 +359,97 @@ async fn polling_a_large_result_cannot_hold_copies_without_end() {
     });
     let (status, _, text) = post(&url, ALICE, Some(&alice), &task).await;
     assert_eq!(status, 200, "{text}");
-    let id = message_of(&text)["result"]["taskId"]
-        .as_str()
-        .unwrap_or_else(|| panic!("a task: {text}"))
-        .to_owned();
+    let id = message_of(&text)["result"]["taskId"].clone();
     started.notified().await;
     release.notify_one();
     let poll = |n: u64| json!({"jsonrpc": "2.0", "id": 10 + n, "method": "tasks/get", "params": {"taskId": id}});
-    // Polled until it has completed, then again: each answer (some 50 KiB) is counted while
-    // kept, and the client's part is 128 KiB.
-    let mut outcomes = Vec::new();
-    for n in 0..200 {
-        let (status, _, text) = post(&url, ALICE, Some(&alice), &poll(n)).await;
-        assert_eq!(status, 200, "{text}");
-        let message = message_of(&text);
-        if message["result"]["status"] == "working" {
+    // Polled until it has completed: one poll at a time, each answer's copy (some 50 KiB) is
+    // given back before the next.
+    let completed = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        for n in 0.. {
+            let (_, _, text) = post(&url, ALICE, Some(&alice), &poll(n)).await;
+            let message = message_of(&text);
+            if message["result"]["status"] == "completed" {
+                return message;
+            }
+            assert!(message["error"].is_null(), "{message}");
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-            continue;
         }
-        let refused = message["error"]["message"].as_str().map(str::to_owned);
-        outcomes.push(refused.clone());
-        if let Some(refused) = refused {
-            assert!(refused.contains("cannot be sent now"), "{refused}");
-            break;
-        }
-        assert_eq!(message["result"]["status"], "completed", "{message}");
-    }
+        unreachable!()
+    })
+    .await
+    .expect("the task completed");
+    assert!(completed.to_string().contains("xxxxxxxx"), "{completed}");
+    // A call of Alice's in progress holds 100 KiB of her 128: a poll that would copy 50 KiB
+    // more (as another poll in flight would) is refused.
+    let held = {
+        let (url, alice) = (url.clone(), alice.clone());
+        tokio::spawn(async move { post(&url, ALICE, Some(&alice), &call(3, 1_500)).await })
+    };
+    started.notified().await;
+    let (status, _, text) = post(&url, ALICE, Some(&alice), &poll(100)).await;
+    assert_eq!(status, 200, "{text}");
+    let refused = message_of(&text)["error"]["message"]
+        .as_str()
+        .unwrap_or_else(|| panic!("refused: {text}"))
+        .to_owned();
     assert!(
-        matches!(outcomes.as_slice(), [Some(_), ..] | [.., None, Some(_)] if outcomes.len() <= 4),
-        "polls of the completed task: {outcomes:?}"
+        refused.contains("cannot be sent now") && refused.contains("128 KiB"),
+        "{refused}"
     );
     // Another client's calls pass meanwhile.
     let bob = open(&url, BOB).await;
-    let (status, _, text) = post(&url, BOB, Some(&bob), &call_now(3, 10)).await;
+    let (status, _, text) = post(&url, BOB, Some(&bob), &call_now(4, 10)).await;
     assert!(status == 200 && text.contains("now"), "{status} {text}");
-    // Once the answers are no longer kept, the result is sent again.
+    // Alice's call ends: the result is sent again.
+    release.notify_one();
+    let (status, _, text) = held.await.expect("alice's call");
+    assert!(
+        status == 200 && text.contains("released"),
+        "{status} {text}"
+    );
     let served = tokio::time::timeout(std::time::Duration::from_secs(30), async {
-        for n in 300.. {
+        for n in 200.. {
             let (_, _, text) = post(&url, ALICE, Some(&alice), &poll(n)).await;
             if message_of(&text)["result"]["status"] == "completed" {
                 return;
             }
-            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
     })
     .await;
     assert!(served.is_ok(), "the result was not sent again");
+}
+
+/// The attack: a client sends a second request with the id of one in progress. rmcp routes
+/// answers by id: the first answer went to the second request's stream, and the second answer,
+/// with no stream left, to the session's general stream, kept there for the session's life and
+/// counted nowhere (a large result, many times). The second request is refused; the first gets
+/// its own answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_id_in_progress_cannot_be_used_again() {
+    let Held {
+        url,
+        alice,
+        call: first,
+        release,
+        ..
+    } = alice_holding_a_call().await;
+    let (status, _, text) = post(&url, ALICE, Some(&alice), &call_now(2, 10)).await;
+    assert!(
+        status >= 400 && text.contains("request of id 2 is in progress"),
+        "{status} {text}"
+    );
+    release.notify_one();
+    let (status, _, text) = first.await.expect("the first call");
+    let answer = message_of(&text);
+    assert!(
+        status == 200 && answer["id"] == 2 && text.contains("released"),
+        "{status} {text}"
+    );
+    // Its id is free again once answered; a new id was always free.
+    let (status, _, text) = post(&url, ALICE, Some(&alice), &call_now(5, 10)).await;
+    assert!(status == 200 && text.contains("now"), "{status} {text}");
 }
 
 /// The attack: a client sends a heavy call of a tool that waits, and closes its connection at

@@ -44,6 +44,8 @@ struct Issuer {
     introspections: Arc<AtomicUsize>,
     /// Set, its key set is answered with 503 (an issuer down, or a fetch an attacker blocks).
     keys_down: Arc<std::sync::atomic::AtomicBool>,
+    /// How long it takes to answer for its key set, in milliseconds.
+    keys_delay: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Issuer {
@@ -54,6 +56,7 @@ impl Issuer {
         let url = format!("http://{}", listener.local_addr().expect("address"));
         let jwks_fetches = Arc::new(AtomicUsize::new(0));
         let keys_down = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let keys_delay = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let metadata = json!({
             "issuer": url,
             "jwks_uri": format!("{url}/jwks"),
@@ -80,6 +83,7 @@ impl Issuer {
         let (served_audience, counted) = (Arc::clone(&audience), Arc::clone(&introspections));
         let issuer = url.clone();
         let down = Arc::clone(&keys_down);
+        let delay = Arc::clone(&keys_delay);
         tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
@@ -95,11 +99,12 @@ impl Issuer {
                 }
                 let (metadata, jwks, fetches) =
                     (metadata.clone(), jwks.clone(), Arc::clone(&fetches));
-                let (audience, counted, issuer, down) = (
+                let (audience, counted, issuer, down, delay) = (
                     Arc::clone(&served_audience),
                     Arc::clone(&counted),
                     issuer.clone(),
                     Arc::clone(&down),
+                    Arc::clone(&delay),
                 );
                 let service = hyper::service::service_fn(
                     move |request: http::Request<hyper::body::Incoming>| {
@@ -108,8 +113,12 @@ impl Issuer {
                         let (audience, counted, issuer) =
                             (Arc::clone(&audience), Arc::clone(&counted), issuer.clone());
                         let down = down.load(Ordering::SeqCst);
+                        let delay = Duration::from_millis(delay.load(Ordering::SeqCst));
                         async move {
                             let path = request.uri().path().to_owned();
+                            if path == "/jwks" {
+                                tokio::time::sleep(delay).await;
+                            }
                             let body = match path.as_str() {
                                 "/.well-known/oauth-authorization-server" => Some(metadata),
                                 "/jwks" if down => None,
@@ -145,6 +154,7 @@ impl Issuer {
             audience,
             introspections,
             keys_down,
+            keys_delay,
         }
     }
 
@@ -591,6 +601,39 @@ async fn keys_past_their_age_are_not_used_when_they_cannot_be_fetched_again() {
     // The issuer is back: the keys are fetched again and the token accepted.
     issuer.keys_down.store(false, Ordering::SeqCst);
     assert_eq!(initialize(&url, Some(&token), None).await.status(), 200);
+}
+
+/// The attack: once the keys are past their age, a request with a token of the issuer (any
+/// token: it need not be valid) starts the fetch of its keys, and its client leaves at once.
+/// The fetch went with the request, and counted as an attempt: every token of the issuer was
+/// refused until the next fetch was allowed (30 s), again and again. The fetch now runs on its
+/// own and the next request waits for it. An age shorter than the interval between fetches
+/// leaves no gap either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_leaves_does_not_take_the_key_fetch_with_it() {
+    let issuer = Issuer::start(Issuing::Answers).await;
+    let url = serve(&issuer, Vec::new(), |o| {
+        o.keys_max_age(Duration::from_millis(300))
+    })
+    .await;
+    let token = sign(
+        &issuer.claims("alice", &url),
+        Algorithm::RS256,
+        ISSUER_RSA,
+        "rsa-1",
+    );
+    assert_eq!(initialize(&url, Some(&token), None).await.status(), 200);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    issuer.keys_delay.store(500, Ordering::SeqCst);
+    let left = tokio::time::timeout(
+        Duration::from_millis(100),
+        initialize(&url, Some(&token), None),
+    )
+    .await;
+    assert!(left.is_err(), "the first request waited for the fetch");
+    issuer.keys_delay.store(0, Ordering::SeqCst);
+    assert_eq!(initialize(&url, Some(&token), None).await.status(), 200);
+    assert_eq!(issuer.jwks_fetches.load(Ordering::SeqCst), 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

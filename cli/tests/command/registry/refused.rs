@@ -160,19 +160,19 @@ fn tampered_oversized_and_non_wasm_artifacts_are_refused() {
             "{message}"
         );
 
-        // A manifest of 50,000 tiny objects (450 KB of text, some 33 MB once parsed as JSON
-        // values): refused before it is parsed.
+        // A manifest of 150,000 tiny objects (1.35 MB of text, some 100 MB once parsed as
+        // JSON values): refused before it is parsed.
         independent_push(
             &registry,
             "acme/padded",
             &plugin_path("greet"),
-            &["--sign", text_of(&acme), "--padding", "50000"],
+            &["--sign", text_of(&acme), "--padding", "150000"],
         );
         let out = registry.pull("acme/padded:1", &dir, &[]);
         assert_eq!(out.status.code(), Some(1));
         let message = stderr(&out);
         assert!(
-            message.contains("the manifest") && message.contains("over the cap of 262144 bytes"),
+            message.contains("the manifest") && message.contains("over the cap of 1048576 bytes"),
             "{message}"
         );
 

@@ -12,10 +12,10 @@
 //! have ended; past the budget a request is refused (503) instead of taking memory from
 //! everyone.
 //!
-//! Answers count too: rmcp keeps a finished request's answer for a while (for a client that
-//! lost its stream to resume it, [`ANSWERS_KEPT`]), so what an answer's messages take is held
-//! in its client's part from the moment they are sent until that time after the answer ended.
-//! An answer is never cut for it (it is made already); the client's next requests wait instead.
+//! A handler may make its request hold more, for what its answer copies from what the server
+//! keeps ([`RequestShare::charge`]: a task's result, sent again for each poll). A small request
+//! may use a reserve past its client's part (an eighth more), so that a client whose tasks and
+//! standing streams hold its part can still cancel them.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -37,13 +37,14 @@ pub(super) const WEIGHT_PER_BODY_BYTE: usize = 16;
 /// all of it).
 const SHARES: usize = 4;
 
+/// A request holding at most this much in all is small: it may use a reserve of an eighth of
+/// its identity's part past the part, so that a client whose tasks and standing streams hold
+/// its part can still cancel them (and answer their questions).
+const SMALL_REQUEST: usize = 16 << 10;
+
 /// The most an `initialize` request's JSON may take once parsed: rmcp keeps its capabilities,
 /// client information and `_meta` for the session's life, outside any request.
 pub(super) const MAX_INITIALIZE_WEIGHT: usize = 256 << 10;
-
-/// How long rmcp keeps a finished request's answer, for a client that lost its stream to resume
-/// it: a few of the 3 s retries the client is told to wait, not rmcp's minute.
-pub(super) const ANSWERS_KEPT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The memory requests hold, in all and by identity.
 #[derive(Debug)]
@@ -112,21 +113,18 @@ impl Share {
         }
     }
 
-    /// Whether this share holds nothing.
-    pub(super) fn is_empty(&self) -> bool {
-        self.bytes == 0
-    }
-
     /// Holds `more` bytes besides what this share holds, if its identity's part and the
     /// server's budget allow.
     fn grow(&mut self, more: usize) -> Result<(), Short> {
         let part = self.part();
         let mut held = self.intake.held();
         let mine = held.by.get(&self.who).copied().unwrap_or(0);
-        if self.bytes.saturating_add(more) > part {
+        let after = self.bytes.saturating_add(more);
+        if after > part {
             return Err(Short::Never { part });
         }
-        if mine.saturating_add(more) > part {
+        let reserve = if after <= SMALL_REQUEST { part / 8 } else { 0 };
+        if mine.saturating_add(more) > part + reserve {
             return Err(Short::Identity { held: mine, part });
         }
         if held.total.saturating_add(more) > self.intake.total {
@@ -138,17 +136,6 @@ impl Share {
         *held.by.entry(self.who).or_default() += more;
         self.bytes += more;
         Ok(())
-    }
-
-    /// Holds `more` bytes besides what this share holds, whatever its identity's part and the
-    /// server's budget: for what is in memory already (an answer made), so that the identity's
-    /// next requests wait for it to be given back.
-    fn hold(&mut self, more: usize) {
-        let mut held = self.intake.held();
-        held.total = held.total.saturating_add(more);
-        let mine = held.by.entry(self.who).or_default();
-        *mine = mine.saturating_add(more);
-        self.bytes = self.bytes.saturating_add(more);
     }
 
     /// Gives back `less` bytes of what this share holds.
@@ -164,11 +151,6 @@ impl Share {
         }
         self.bytes -= less;
     }
-
-    /// An empty share of the same identity.
-    fn sibling(&self) -> Share {
-        self.intake.share(self.who)
-    }
 }
 
 impl Drop for Share {
@@ -179,22 +161,12 @@ impl Drop for Share {
     }
 }
 
-/// A response's body holding its request's share until it ends (let go as the last frame is
-/// taken, before the client reads the end of a stream, or when the body is dropped), and what
-/// its messages take, from when each is sent until [`ANSWERS_KEPT`] after the end: the last
-/// [`MESSAGES_KEPT`] of them, as rmcp keeps no more of one stream (a standing stream's older
-/// messages are given back as new ones come).
+/// A response's body holding its request's share until it ends: let go as the last frame is
+/// taken (before the client reads the end of a stream), or when the body is dropped.
 pub(super) struct Holding<B> {
     body: std::pin::Pin<Box<B>>,
     share: Option<RequestShare>,
-    answer: Option<Share>,
-    /// What each message still counted takes, oldest first.
-    kept: std::collections::VecDeque<usize>,
 }
-
-/// How many of a stream's last messages rmcp keeps for a client to resume it (its channel's
-/// capacity, which the host leaves at rmcp's default).
-const MESSAGES_KEPT: usize = rmcp::transport::streamable_http_server::session::local::SessionConfig::DEFAULT_CHANNEL_CAPACITY;
 
 /// A request's share, held by its answer's body and by the request as rmcp hands it to the
 /// handler (in its extensions, for as long as rmcp keeps the request): given back when both
@@ -207,27 +179,35 @@ impl RequestShare {
         Self(Arc::new(Mutex::new(share)))
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Share> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// Holds `bytes` more, for what the request's answer will copy (a kept result sent again),
-    /// if its client's part and the server's budget allow: else why not, for the client.
+    /// Holds `bytes` more, for what the request's answer copies from what the server keeps, if
+    /// its client's part and the server's budget allow (at most a whole part: a copy larger
+    /// than a part is sent when the client's requests hold nothing else): else why not, for
+    /// the client.
     pub(super) fn charge(&self, bytes: usize) -> Result<(), String> {
-        self.lock().grow(bytes).map_err(|short| match short {
-            Short::Never { part } => format!(
-                "its answer would take more of the server's memory than one client may ({}                  KiB)",
-                part / 1024
-            ),
-            Short::Identity { held, part } => format!(
-                "this client's requests and recent answers hold {} KiB of the server's memory,                  the most one client may ({} KiB): ask again in a few seconds",
-                held / 1024,
-                part / 1024
-            ),
+        let mut share = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let bytes = bytes.min(share.part().saturating_sub(share.bytes));
+        let mine = share.bytes;
+        share.grow(bytes).map_err(|short| match short {
+            Short::Never { part } | Short::Identity { part, .. } => {
+                let held = match short {
+                    Short::Identity { held, .. } => held,
+                    _ => mine,
+                };
+                format!(
+                    "this client's requests hold {} KiB of the server's memory, and this \
+                     answer would copy {} KiB more, past the most one client may hold ({} \
+                     KiB): ask again once some of its requests have ended",
+                    held / 1024,
+                    bytes.div_ceil(1024),
+                    part / 1024
+                )
+            }
             Short::Server { total } => format!(
-                "the server's requests and recent answers hold all the memory it gives them                  ({} KiB): ask again in a few seconds",
+                "the server's requests in progress hold all the memory it gives requests ({} \
+                 KiB): ask again shortly",
                 total / 1024
             ),
         })
@@ -236,31 +216,14 @@ impl RequestShare {
 
 impl<B> Holding<B> {
     pub(super) fn new(body: B, share: RequestShare) -> Self {
-        let answer = share.lock().sibling();
         Self {
             body: Box::pin(body),
             share: Some(share),
-            answer: Some(answer),
-            kept: std::collections::VecDeque::new(),
-        }
-    }
-
-    /// The answer has ended: the request's share is given back now, what its messages take
-    /// once rmcp no longer keeps them.
-    fn ended(&mut self) {
-        self.share = None;
-        if let Some(answer) = self.answer.take().filter(|answer| !answer.is_empty())
-            && let Ok(runtime) = tokio::runtime::Handle::try_current()
-        {
-            runtime.spawn(async move {
-                tokio::time::sleep(ANSWERS_KEPT).await;
-                drop(answer);
-            });
         }
     }
 }
 
-impl<B: http_body::Body<Data = Bytes>> http_body::Body for Holding<B> {
+impl<B: http_body::Body> http_body::Body for Holding<B> {
     type Data = B::Data;
     type Error = B::Error;
 
@@ -270,21 +233,8 @@ impl<B: http_body::Body<Data = Bytes>> http_body::Body for Holding<B> {
     ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
         let this = self.get_mut();
         let frame = this.body.as_mut().poll_frame(cx);
-        if let (std::task::Poll::Ready(Some(Ok(frame))), Some(answer)) = (&frame, &mut this.answer)
-            && let Some(data) = frame.data_ref()
-        {
-            // What rmcp keeps of the message: its parsed form, weighed from its text.
-            let weight = crate::json_weight::parsed_json_bytes(data);
-            answer.hold(weight);
-            this.kept.push_back(weight);
-            if this.kept.len() > MESSAGES_KEPT
-                && let Some(oldest) = this.kept.pop_front()
-            {
-                answer.release(oldest);
-            }
-        }
         if matches!(frame, std::task::Poll::Ready(None)) || this.body.is_end_stream() {
-            this.ended();
+            this.share = None;
         }
         frame
     }
@@ -295,12 +245,6 @@ impl<B: http_body::Body<Data = Bytes>> http_body::Body for Holding<B> {
 
     fn size_hint(&self) -> http_body::SizeHint {
         self.body.size_hint()
-    }
-}
-
-impl<B> Drop for Holding<B> {
-    fn drop(&mut self) {
-        self.ended();
     }
 }
 
@@ -457,40 +401,48 @@ mod tests {
     /// Shares count per identity and in all, and give back what they held when dropped.
     #[test]
     fn shares_are_bounded_per_identity_and_in_all_and_given_back() {
-        let intake = Intake::new(400);
+        const K: usize = 1024;
+        let intake = Intake::new(400 * K);
         let alice = Caller(Some([1; 16]));
         let bob = Caller(Some([2; 16]));
         let mut first = intake.share(alice);
-        first.grow(60).expect("within alice's part");
+        first.grow(60 * K).expect("within alice's part");
         let mut second = intake.share(alice);
         assert!(matches!(
-            second.grow(50),
-            Err(Short::Identity {
-                held: 60,
-                part: 100
-            })
+            second.grow(50 * K),
+            Err(Short::Identity { held, part }) if held == 60 * K && part == 100 * K
         ));
         assert!(matches!(
-            intake.share(alice).grow(101),
-            Err(Short::Never { part: 100 })
+            intake.share(alice).grow(101 * K),
+            Err(Short::Never { part }) if part == 100 * K
         ));
         // Without identities, one client may hold it all.
         let mut anyone = intake.share(Caller(None));
-        anyone.grow(150).expect("beyond a quarter");
+        anyone.grow(150 * K).expect("beyond a quarter");
         drop(anyone);
-        second.grow(40).expect("up to alice's part");
+        second.grow(40 * K).expect("up to alice's part");
+        // A small request may go past the part by an eighth of it, no further.
+        let mut small = intake.share(alice);
+        small.grow(12 * K).expect("within the reserve");
+        assert!(matches!(
+            intake.share(alice).grow(K),
+            Err(Short::Identity { .. })
+        ));
+        drop(small);
         drop(first);
-        second.grow(60).expect("what the first held is given back");
+        second
+            .grow(60 * K)
+            .expect("what the first held is given back");
         let mut others: Vec<Share> = (0..3)
             .map(|n| {
                 let mut share = intake.share(Caller(Some([10 + n; 16])));
-                share.grow(100).expect("each within its part");
+                share.grow(100 * K).expect("each within its part");
                 share
             })
             .collect();
         let mut last = intake.share(bob);
-        assert!(matches!(last.grow(1), Err(Short::Server { total: 400 })));
+        assert!(matches!(last.grow(1), Err(Short::Server { total }) if total == 400 * K));
         others.pop();
-        last.grow(100).expect("room again");
+        last.grow(100 * K).expect("room again");
     }
 }

@@ -22,6 +22,9 @@ use crate::mcp::catalog::Caller;
 use crate::mcp::session::McpServer;
 use crate::mcp::{McpError, McpOptions, ToolCatalog};
 
+/// How long a cancelled request's stream is kept for a client to resume it.
+const COMPLETED_ANSWERS_KEPT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The MCP server over streamable HTTP as a service to mount on an embedder's own router (a
 /// `tower::Service`, as rmcp's and axum's are), carrying the whole gate: `Host` and `Origin`
 /// checks, bearer tokens, the session cap and the body limit come before rmcp sees a request,
@@ -149,7 +152,7 @@ impl McpHttpService {
         // A finished request's answer is kept for a client that lost its stream to resume it:
         // a few of the 3 s retries it is told to wait, not rmcp's minute (every answer of a
         // flood of requests, up to the output limit each, would be held that long).
-        local.session_config.completed_cache_ttl = super::intake::ANSWERS_KEPT;
+        local.session_config.completed_cache_ttl = COMPLETED_ANSWERS_KEPT;
         let prefix = http.session_prefix.clone().unwrap_or_default();
         if prefix.len() > 32
             || !prefix
@@ -249,9 +252,7 @@ impl McpHttpService {
         let counted = Caller(identity.as_ref().map(|identity| identity.key()));
         // A POST's body, read and weighed before rmcp parses it, and held in its identity's
         // share of the memory for requests until both the request (as rmcp keeps it for its
-        // handler) and its answer have ended; its answer's messages too, until rmcp no longer
-        // keeps them. rmcp reads no other method's body (none is kept), and answers it with a
-        // stream of the session's notices, or nothing.
+        // handler) and its answer have ended. rmcp reads no other method's body: none is kept.
         let mut share = self.intake.share(counted);
         let (parts, body) = request.into_parts();
         let posted = parts.method == http::Method::POST;
@@ -501,7 +502,7 @@ where
 }
 
 /// `response`, holding `share` until its body ends (a stream's, when the client or the
-/// server closes it), and what its messages take until rmcp no longer keeps them.
+/// server closes it).
 fn held(response: Response<Body>, share: Option<super::intake::RequestShare>) -> Response<Body> {
     let Some(share) = share else {
         return response;

@@ -1,11 +1,11 @@
 //! rmcp's in-process session manager with a prefix on every session id and a cap on the
 //! sessions it keeps.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
-use futures::Stream;
-use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use futures::{Stream, StreamExt};
+use rmcp::model::{ClientJsonRpcMessage, JsonRpcMessage, RequestId, ServerJsonRpcMessage};
 use rmcp::transport::WorkerTransport;
 use rmcp::transport::common::server_side_http::{ServerSseMessage, SessionId, session_id};
 use rmcp::transport::streamable_http_server::session::SessionManager;
@@ -26,7 +26,7 @@ pub(super) struct PrefixedSessions {
     /// until it expires).
     max_sessions: usize,
     /// Who opened each session, and the sessions being opened.
-    owners: Mutex<Owners>,
+    owners: Arc<Mutex<Owners>>,
 }
 
 #[derive(Default)]
@@ -36,7 +36,17 @@ struct Owners {
     sessions: HashMap<String, (Caller, Caller)>,
     /// How many requests of each identity are opening a session now.
     opening: HashMap<Caller, usize>,
+    /// The ids of each session's requests whose answers have not been seen going out: a
+    /// request id is used once in a session (MCP), and rmcp routes by it, so a second request
+    /// of the same id while the first is in progress took the first's answer, and its own went
+    /// to the session's general stream, kept there for the session's life. A request whose
+    /// client left before its answer keeps its id (its answer may still come).
+    requests: HashMap<String, HashSet<RequestId>>,
 }
+
+/// Most request ids one session may hold in progress (or left by clients before their
+/// answers): past it, its requests are refused.
+const MAX_REQUESTS_IN_PROGRESS: usize = 4096;
 
 /// A place among an identity's sessions, held while its request opens one (or, for a stateless
 /// request, while its answer is sent).
@@ -64,7 +74,7 @@ impl PrefixedSessions {
             local,
             prefix,
             max_sessions,
-            owners: Mutex::default(),
+            owners: Arc::default(),
         }
     }
 
@@ -155,8 +165,12 @@ impl SessionManager for PrefixedSessions {
         // The owners of sessions that ended (closed, or expired inside rmcp) are forgotten.
         {
             let sessions = self.local.sessions.read().await;
-            self.owners()
+            let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
+            owners
                 .sessions
+                .retain(|id, _| sessions.contains_key(&SessionId::from(id.as_str())));
+            owners
+                .requests
                 .retain(|id, _| sessions.contains_key(&SessionId::from(id.as_str())));
         }
         let id = SessionId::from(format!("{}{}", self.prefix, session_id()));
@@ -178,16 +192,79 @@ impl SessionManager for PrefixedSessions {
     }
 
     async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
-        self.owners().sessions.remove(id.as_ref());
+        {
+            let mut owners = self.owners();
+            owners.sessions.remove(id.as_ref());
+            owners.requests.remove(id.as_ref());
+        }
         self.local.close_session(id).await
     }
 
+    /// A request's stream, once its id is known not to be in progress in the session: the id
+    /// is held until the stream carries the request's answer.
     async fn create_stream(
         &self,
         id: &SessionId,
         message: ClientJsonRpcMessage,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        self.local.create_stream(id, message).await
+        let request = match &message {
+            JsonRpcMessage::Request(request) => Some(request.id.clone()),
+            _ => None,
+        };
+        if let Some(request) = &request {
+            let mut owners = self.owners();
+            let held = owners.requests.entry(id.to_string()).or_default();
+            let refusal = if held.contains(request) {
+                Some(format!(
+                    "a request of id {request} is in progress in this session; each request of \
+                     a session takes an id of its own (MCP)"
+                ))
+            } else if held.len() >= MAX_REQUESTS_IN_PROGRESS {
+                Some(format!(
+                    "this session has {MAX_REQUESTS_IN_PROGRESS} requests in progress (or left \
+                     before their answers), its limit; open another session"
+                ))
+            } else {
+                held.insert(request.clone());
+                None
+            };
+            if let Some(refusal) = refusal {
+                return Err(LocalSessionManagerError::SessionError(
+                    rmcp::transport::streamable_http_server::session::local::SessionError::Io(
+                        std::io::Error::other(refusal),
+                    ),
+                ));
+            }
+        }
+        let stream = match self.local.create_stream(id, message).await {
+            Ok(stream) => stream,
+            Err(error) => {
+                if let Some(request) = &request
+                    && let Some(held) = self.owners().requests.get_mut(id.as_ref())
+                {
+                    held.remove(request);
+                }
+                return Err(error);
+            }
+        };
+        let (owners, session) = (Arc::clone(&self.owners), id.to_string());
+        Ok(stream.inspect(move |sent| {
+            let answered = sent.message.as_deref().and_then(|message| match message {
+                JsonRpcMessage::Response(response) => Some(&response.id),
+                JsonRpcMessage::Error(error) => error.id.as_ref(),
+                _ => None,
+            });
+            if let (Some(answered), Some(request)) = (answered, &request)
+                && answered == request
+                && let Some(held) = owners
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .requests
+                    .get_mut(&session)
+            {
+                held.remove(request);
+            }
+        }))
     }
 
     async fn accept_message(

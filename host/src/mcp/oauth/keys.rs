@@ -160,6 +160,8 @@ struct Cached {
     attempted: Option<Instant>,
     /// The key set's address, once discovered.
     jwks_uri: Option<String>,
+    /// Whether the last attempt to fetch the keys failed.
+    failed: bool,
 }
 
 /// A key of an issuer's key set.
@@ -223,41 +225,23 @@ impl Issuers {
 }
 
 impl IssuerKeys {
-    async fn key(&self, kid: Option<&str>, alg: Algorithm) -> Result<Arc<DecodingKey>, String> {
+    async fn key(
+        self: &Arc<Self>,
+        kid: Option<&str>,
+        alg: Algorithm,
+    ) -> Result<Arc<DecodingKey>, String> {
         if let Some(key) = self.cached_key(kid, alg) {
             return Ok(key);
         }
         // Keys past their age are never used, not even while they are fetched again: a key the
         // issuer has withdrawn (a leaked one) would sign tokens for as long as the fetch takes,
         // or fails. Requests needing keys wait for the one fetch in progress, within its time
-        // limit.
-        let _fetching = self.fetching.lock().await;
-        // Another request may have fetched the keys while this one waited.
-        if let Some(key) = self.cached_key(kid, alg) {
-            return Ok(key);
-        }
-        let recently = self
-            .read()
-            .attempted
-            .is_some_and(|at| at.elapsed() < self.min_refresh);
-        if !recently {
-            self.write().attempted = Some(Instant::now());
-            match self.fetch().await {
-                Ok((jwks_uri, keys)) => {
-                    let mut cached = self.write();
-                    cached.keys = keys;
-                    cached.fetched = Some(Instant::now());
-                    cached.jwks_uri = Some(jwks_uri);
-                }
-                Err(error) => {
-                    tracing::warn!(
-                        "cannot fetch the keys of the issuer {}: {error}",
-                        self.issuer
-                    );
-                }
-            }
-        }
-        if !self.fresh() {
+        // limit. The fetch runs in a task of its own: a request whose client goes away does
+        // not take with it a fetch the others wait for (its attempt would count, and every
+        // token of the issuer be refused until the next one is allowed).
+        let (this, wanted) = (Arc::clone(self), kid.map(str::to_owned));
+        let refreshed = tokio::spawn(async move { this.refresh(wanted.as_deref(), alg).await });
+        if refreshed.await.is_err() || !self.fresh() {
             // What went wrong is the operator's to read (logged when it did), not the client's.
             return Err("the keys of its issuer cannot be fetched now; try again later".to_owned());
         }
@@ -267,6 +251,47 @@ impl IssuerKeys {
                 "it names no key (`kid`) and its issuer has no single key for its algorithm".into()
             }
         })
+    }
+
+    /// Fetches the keys again for a token they have no key for, one fetch at a time, unless
+    /// an attempt was made within the shortest interval between fetches and either it failed
+    /// (an issuer that is down is not hammered; its tokens are refused meanwhile) or the keys
+    /// are within their age (a flood of made-up key ids costs one fetch). Keys past their age
+    /// after an attempt that succeeded are fetched again whatever the interval, so an age
+    /// shorter than the interval makes no gap.
+    async fn refresh(&self, kid: Option<&str>, alg: Algorithm) {
+        let _fetching = self.fetching.lock().await;
+        // Another request may have fetched the keys while this one waited.
+        if self.cached_key(kid, alg).is_some() {
+            return;
+        }
+        let (recently, failed) = {
+            let cached = self.read();
+            let recently = cached
+                .attempted
+                .is_some_and(|at| at.elapsed() < self.min_refresh);
+            (recently, cached.failed)
+        };
+        if recently && (failed || self.fresh()) {
+            return;
+        }
+        self.write().attempted = Some(Instant::now());
+        match self.fetch().await {
+            Ok((jwks_uri, keys)) => {
+                let mut cached = self.write();
+                cached.keys = keys;
+                cached.fetched = Some(Instant::now());
+                cached.jwks_uri = Some(jwks_uri);
+                cached.failed = false;
+            }
+            Err(error) => {
+                tracing::warn!(
+                    "cannot fetch the keys of the issuer {}: {error}",
+                    self.issuer
+                );
+                self.write().failed = true;
+            }
+        }
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Cached> {

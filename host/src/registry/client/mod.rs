@@ -20,10 +20,11 @@ use reqwest::header::HeaderValue;
 
 use super::{Credentials, Reference, RegistryError};
 
-/// Largest image manifest read. A Wasm component's, a signature's or a bundle's is a few KiB;
-/// what a hostile registry sends is parsed within this (a manifest of tiny objects takes many
+/// Largest image manifest read. A Wasm component's or a bundle's is a few KiB, a legacy
+/// signature manifest some 7 KiB per signature it holds; what a hostile registry sends is
+/// parsed within this, into the fields the host reads (a manifest of tiny objects takes many
 /// times its text once parsed).
-pub const MAX_MANIFEST_BYTES: u64 = 256 << 10;
+pub const MAX_MANIFEST_BYTES: u64 = 1 << 20;
 
 /// Largest index read: the referrers of an artifact, which many signatures and attestations
 /// may share (what registries themselves accept for a manifest).
