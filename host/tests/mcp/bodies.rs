@@ -200,6 +200,26 @@ async fn a_body_of_many_small_values_is_refused_before_it_is_parsed() {
     assert!(text.contains("larger than this server's limit"), "{text}");
 }
 
+/// [`serve`] with 16 KiB bodies and 512 KiB for requests (128 KiB for each client).
+async fn small_server() -> (String, Arc<tokio::sync::Notify>, Arc<tokio::sync::Notify>) {
+    serve(
+        HttpOptions::default()
+            .max_body_bytes(16 << 10)
+            .max_request_memory(512 << 10),
+    )
+    .await
+}
+
+/// Opens a session of `token`'s whose client takes tasks: its id.
+async fn open_taking_tasks(url: &str, token: &str) -> String {
+    open_with(
+        url,
+        token,
+        json!({"extensions": {"io.modelcontextprotocol/tasks": {}}}),
+    )
+    .await
+}
+
 /// A server with 512 KiB for requests (128 KiB for each client; a call of 1,500 small numbers
 /// is weighed about 100 KiB), and Alice's session with such a call of the waiting tool in
 /// progress: its server, its session, the call, and the notices of calls started and released.
@@ -212,12 +232,7 @@ struct Held {
 }
 
 async fn alice_holding_a_call() -> Held {
-    let (url, started, release) = serve(
-        HttpOptions::default()
-            .max_body_bytes(16 << 10)
-            .max_request_memory(512 << 10),
-    )
-    .await;
+    let (url, started, release) = small_server().await;
     let alice = open(&url, ALICE).await;
     let call = {
         let (url, alice) = (url.clone(), alice.clone());
@@ -287,18 +302,8 @@ async fn one_client_cannot_hold_the_memory_of_requests_for_all() {
 /// a reserve past its client's part), which gives the share back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_holds_its_requests_share_until_it_ends() {
-    let (url, started, _release) = serve(
-        HttpOptions::default()
-            .max_body_bytes(16 << 10)
-            .max_request_memory(512 << 10),
-    )
-    .await;
-    let alice = open_with(
-        &url,
-        ALICE,
-        json!({"extensions": {"io.modelcontextprotocol/tasks": {}}}),
-    )
-    .await;
+    let (url, started, _release) = small_server().await;
+    let alice = open_taking_tasks(&url, ALICE).await;
     let task = json!({
         "jsonrpc": "2.0", "id": 2, "method": "tools/call",
         "params": {"name": "waits", "arguments": {"numbers": vec![1; 1_500], "task": true}},
@@ -341,18 +346,8 @@ fn message_of(text: &str) -> serde_json::Value {
 /// served again once the client's requests hold less; another client is not held back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn polling_a_large_result_cannot_hold_copies_without_end() {
-    let (url, started, release) = serve(
-        HttpOptions::default()
-            .max_body_bytes(16 << 10)
-            .max_request_memory(512 << 10),
-    )
-    .await;
-    let alice = open_with(
-        &url,
-        ALICE,
-        json!({"extensions": {"io.modelcontextprotocol/tasks": {}}}),
-    )
-    .await;
+    let (url, started, release) = small_server().await;
+    let alice = open_taking_tasks(&url, ALICE).await;
     let task = json!({
         "jsonrpc": "2.0", "id": 2, "method": "tools/call",
         "params": {"name": "waits", "arguments": {"task": true, "big": true}},
@@ -424,22 +419,39 @@ async fn polling_a_large_result_cannot_hold_copies_without_end() {
 /// The attack: a client sends a second request with the id of one in progress. rmcp routes
 /// answers by id: the first answer went to the second request's stream, and the second answer,
 /// with no stream left, to the session's general stream, kept there for the session's life and
-/// counted nowhere (a large result, many times). The second request is refused; the first gets
-/// its own answer.
+/// counted nowhere (a large result, many times). The second request is refused (409, with its
+/// id); the first gets its own answer. An id is free again once its answer has gone out, or
+/// once the client has cancelled its request.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_id_in_progress_cannot_be_used_again() {
     let Held {
         url,
         alice,
         call: first,
+        started,
         release,
-        ..
     } = alice_holding_a_call().await;
     let (status, _, text) = post(&url, ALICE, Some(&alice), &call_now(2, 10)).await;
     assert!(
-        status >= 400 && text.contains("request of id 2 is in progress"),
+        status == 409
+            && message_of(&text)["id"] == 2
+            && text.contains("request of id 2 is in progress"),
         "{status} {text}"
     );
+    // A request the client cancels frees its id.
+    let cancelled = {
+        let (url, alice) = (url.clone(), alice.clone());
+        tokio::spawn(async move { post(&url, ALICE, Some(&alice), &call(7, 10)).await })
+    };
+    started.notified().await;
+    let cancel = json!({
+        "jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7},
+    });
+    let (status, _, text) = post(&url, ALICE, Some(&alice), &cancel).await;
+    assert_eq!(status, 202, "{text}");
+    let (status, _, text) = post(&url, ALICE, Some(&alice), &call_now(7, 10)).await;
+    assert!(status == 200 && text.contains("now"), "{status} {text}");
+    cancelled.abort();
     release.notify_one();
     let (status, _, text) = first.await.expect("the first call");
     let answer = message_of(&text);

@@ -572,28 +572,37 @@ async fn a_flood_of_unknown_key_ids_fetches_the_keys_at_most_once_more() {
     );
 }
 
+/// A server taking the tokens of a new issuer, its keys used for a second (`tweak` applied to
+/// the options besides), and a token of the issuer, accepted once (the keys fetched): the
+/// issuer, the server's URL and the token, once the keys are past their age.
+async fn keys_past_their_age(
+    tweak: impl FnOnce(OAuthOptions) -> OAuthOptions,
+) -> (Issuer, String, String) {
+    let issuer = Issuer::start(Issuing::Answers).await;
+    let url = serve(&issuer, Vec::new(), |o| {
+        tweak(o.keys_max_age(Duration::from_secs(1)))
+    })
+    .await;
+    let token = sign(
+        &issuer.claims("alice", &url),
+        Algorithm::RS256,
+        ISSUER_RSA,
+        "rsa-1",
+    );
+    assert_eq!(initialize(&url, Some(&token), None).await.status(), 200);
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    (issuer, url, token)
+}
+
 /// The attack: an issuer's signing key leaks; the issuer withdraws it from its key set, and the
 /// attacker keeps the server from fetching the new set (or the issuer is down). Keys past their
 /// age are never used: the leaked key's tokens are refused once the keys the server holds are
 /// past their age, until a fetch succeeds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keys_past_their_age_are_not_used_when_they_cannot_be_fetched_again() {
-    let issuer = Issuer::start(Issuing::Answers).await;
-    let url = serve(&issuer, Vec::new(), |o| {
-        o.keys_max_age(Duration::from_millis(300))
-            .min_refresh(Duration::ZERO)
-    })
-    .await;
-    let token = sign(
-        &issuer.claims("mallory", &url),
-        Algorithm::RS256,
-        ISSUER_RSA,
-        "rsa-1",
-    );
-    assert_eq!(initialize(&url, Some(&token), None).await.status(), 200);
-    issuer.keys_down.store(true, Ordering::SeqCst);
+    let (issuer, url, token) = keys_past_their_age(|o| o.min_refresh(Duration::ZERO)).await;
     // Past their age, the keys held are not used while the fetch fails.
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    issuer.keys_down.store(true, Ordering::SeqCst);
     let refused = initialize(&url, Some(&token), None).await;
     assert_eq!(refused.status(), 401);
     let body = refused.text().await.expect("a body");
@@ -611,22 +620,10 @@ async fn keys_past_their_age_are_not_used_when_they_cannot_be_fetched_again() {
 /// leaves no gap either.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_leaves_does_not_take_the_key_fetch_with_it() {
-    let issuer = Issuer::start(Issuing::Answers).await;
-    let url = serve(&issuer, Vec::new(), |o| {
-        o.keys_max_age(Duration::from_millis(300))
-    })
-    .await;
-    let token = sign(
-        &issuer.claims("alice", &url),
-        Algorithm::RS256,
-        ISSUER_RSA,
-        "rsa-1",
-    );
-    assert_eq!(initialize(&url, Some(&token), None).await.status(), 200);
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    issuer.keys_delay.store(500, Ordering::SeqCst);
+    let (issuer, url, token) = keys_past_their_age(|o| o).await;
+    issuer.keys_delay.store(1_500, Ordering::SeqCst);
     let left = tokio::time::timeout(
-        Duration::from_millis(100),
+        Duration::from_millis(200),
         initialize(&url, Some(&token), None),
     )
     .await;

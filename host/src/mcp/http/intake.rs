@@ -124,7 +124,7 @@ impl Share {
             return Err(Short::Never { part });
         }
         let reserve = if after <= SMALL_REQUEST { part / 8 } else { 0 };
-        if mine.saturating_add(more) > part + reserve {
+        if mine.saturating_add(more) > part.saturating_add(reserve) {
             return Err(Short::Identity { held: mine, part });
         }
         if held.total.saturating_add(more) > self.intake.total {
@@ -179,9 +179,9 @@ impl RequestShare {
         Self(Arc::new(Mutex::new(share)))
     }
 
-    /// Holds `bytes` more, for what the request's answer copies from what the server keeps, if
-    /// its client's part and the server's budget allow (at most a whole part: a copy larger
-    /// than a part is sent when the client's requests hold nothing else): else why not, for
+    /// Holds `bytes` more, for what the request's answer copies from what the server keeps (at
+    /// most a whole part: a copy larger than a part is sent when the client's requests hold
+    /// nothing else), if its client's part and the server's budget allow: else why not, for
     /// the client.
     pub(super) fn charge(&self, bytes: usize) -> Result<(), String> {
         let mut share = self
@@ -189,22 +189,14 @@ impl RequestShare {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let bytes = bytes.min(share.part().saturating_sub(share.bytes));
-        let mine = share.bytes;
         share.grow(bytes).map_err(|short| match short {
-            Short::Never { part } | Short::Identity { part, .. } => {
-                let held = match short {
-                    Short::Identity { held, .. } => held,
-                    _ => mine,
-                };
-                format!(
-                    "this client's requests hold {} KiB of the server's memory, and this \
-                     answer would copy {} KiB more, past the most one client may hold ({} \
-                     KiB): ask again once some of its requests have ended",
-                    held / 1024,
-                    bytes.div_ceil(1024),
-                    part / 1024
-                )
-            }
+            Short::Never { part } | Short::Identity { part, .. } => format!(
+                "this client's requests hold too much of the server's memory for this answer to \
+                 copy {} KiB more (a client may hold {} KiB): ask again once some of its \
+                 requests have ended",
+                bytes.div_ceil(1024),
+                part / 1024
+            ),
             Short::Server { total } => format!(
                 "the server's requests in progress hold all the memory it gives requests ({} \
                  KiB): ask again shortly",
@@ -330,6 +322,31 @@ fn is_initialize(bytes: &[u8]) -> bool {
     }
     serde_json::from_slice::<Method<'_>>(bytes)
         .is_ok_and(|message| message.method.as_deref() == Some("initialize"))
+}
+
+/// The id of the JSON-RPC request `bytes` holds, if it is one (read without keeping anything
+/// else of it).
+pub(super) fn request_id(bytes: &[u8]) -> Option<rmcp::model::RequestId> {
+    #[derive(serde::Deserialize)]
+    struct Request {
+        id: Option<rmcp::model::RequestId>,
+        method: Option<serde::de::IgnoredAny>,
+    }
+    let request: Request = serde_json::from_slice(bytes).ok()?;
+    request.method.and(request.id)
+}
+
+/// 409 for the request `id`, saying `why`, as a JSON-RPC error of that id.
+pub(super) fn conflict(id: &rmcp::model::RequestId, why: &str) -> Response<Body> {
+    let mut response = super::gate::refusal(StatusCode::CONFLICT, why);
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": {"code": -32600, "message": why},
+    });
+    *response.body_mut() =
+        http_body_util::BodyExt::boxed(http_body_util::Full::new(Bytes::from(body.to_string())));
+    response
 }
 
 /// A refusal after which the connection closes: the client may still be sending the body.

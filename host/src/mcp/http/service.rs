@@ -268,6 +268,21 @@ impl McpHttpService {
         } else {
             bytes::Bytes::new()
         };
+        // A request whose id is in progress in its session is refused here, with the id (rmcp
+        // would take it and route the first request's answer to it).
+        if posted
+            && let Some(session) = parts
+                .headers
+                .get(SESSION_ID)
+                .and_then(|value| value.to_str().ok())
+            && let Some(request) = super::intake::request_id(&body)
+            && self.sessions.request_in_progress(session, &request)
+        {
+            return self.refused(
+                "request_in_progress",
+                super::intake::conflict(&request, &super::sessions::in_progress(&request)),
+            );
+        }
         let share = posted.then(|| super::intake::RequestShare::new(share));
         let mut request = Request::from_parts(parts, http_body_util::Full::new(body));
         if let Some(share) = &share {

@@ -2,10 +2,13 @@
 //! sessions it keeps.
 
 use std::collections::{HashMap, HashSet};
+use std::hash::BuildHasher as _;
 use std::sync::{Arc, Mutex};
 
 use futures::{Stream, StreamExt};
-use rmcp::model::{ClientJsonRpcMessage, JsonRpcMessage, RequestId, ServerJsonRpcMessage};
+use rmcp::model::{
+    ClientJsonRpcMessage, ClientNotification, JsonRpcMessage, RequestId, ServerJsonRpcMessage,
+};
 use rmcp::transport::WorkerTransport;
 use rmcp::transport::common::server_side_http::{ServerSseMessage, SessionId, session_id};
 use rmcp::transport::streamable_http_server::session::SessionManager;
@@ -40,8 +43,53 @@ struct Owners {
     /// request id is used once in a session (MCP), and rmcp routes by it, so a second request
     /// of the same id while the first is in progress took the first's answer, and its own went
     /// to the session's general stream, kept there for the session's life. A request whose
-    /// client left before its answer keeps its id (its answer may still come).
-    requests: HashMap<String, HashSet<RequestId>>,
+    /// client left before its answer keeps its id (its answer may still come). Each id is kept
+    /// as its hash under a key of this server's, whatever its length (a client chooses it):
+    /// a client cannot make two ids collide without the key.
+    requests: HashMap<String, HashSet<u64>>,
+    ids: std::hash::RandomState,
+}
+
+impl Owners {
+    /// Holds `request` in progress in `session`, or says why it may not be.
+    fn begin(&mut self, session: &str, request: &RequestId) -> Result<(), String> {
+        let key = self.ids.hash_one(request);
+        let held = self.requests.entry(session.to_owned()).or_default();
+        if held.contains(&key) {
+            Err(in_progress(request))
+        } else if held.len() >= MAX_REQUESTS_IN_PROGRESS {
+            Err(format!(
+                "this session has {MAX_REQUESTS_IN_PROGRESS} requests in progress (or left before \
+                 their answers), its limit; open another session"
+            ))
+        } else {
+            held.insert(key);
+            Ok(())
+        }
+    }
+
+    /// Whether `request` is in progress in `session`.
+    fn in_progress(&self, session: &str, request: &RequestId) -> bool {
+        self.requests
+            .get(session)
+            .is_some_and(|held| held.contains(&self.ids.hash_one(request)))
+    }
+
+    /// Lets go of `request` in `session`: answered, or cancelled.
+    fn end(&mut self, session: &str, request: &RequestId) {
+        let key = self.ids.hash_one(request);
+        if let Some(held) = self.requests.get_mut(session) {
+            held.remove(&key);
+        }
+    }
+}
+
+/// Why a request whose id is in progress in its session is refused.
+pub(super) fn in_progress(request: &RequestId) -> String {
+    format!(
+        "a request of id {request} is in progress in this session; each request of a session \
+         takes an id of its own (MCP)"
+    )
 }
 
 /// Most request ids one session may hold in progress (or left by clients before their
@@ -80,6 +128,37 @@ impl PrefixedSessions {
 
     fn owners(&self) -> std::sync::MutexGuard<'_, Owners> {
         self.owners.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether a request of id `request` is in progress in the session `id`: another of the
+    /// same id is refused.
+    pub(super) fn request_in_progress(&self, id: &str, request: &RequestId) -> bool {
+        self.owners().in_progress(id, request)
+    }
+
+    /// `stream` of the session `id`, letting go of each request whose answer it carries.
+    fn releasing<S>(
+        &self,
+        id: &SessionId,
+        stream: S,
+    ) -> impl Stream<Item = ServerSseMessage> + use<S>
+    where
+        S: Stream<Item = ServerSseMessage>,
+    {
+        let (owners, session) = (Arc::clone(&self.owners), id.to_string());
+        stream.inspect(move |sent| {
+            let answered = sent.message.as_deref().and_then(|message| match message {
+                JsonRpcMessage::Response(response) => Some(&response.id),
+                JsonRpcMessage::Error(error) => error.id.as_ref(),
+                _ => None,
+            });
+            if let Some(answered) = answered {
+                owners
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .end(&session, answered);
+            }
+        })
     }
 
     /// Records that `caller` opened the session `id`, counted against the quota of
@@ -201,7 +280,7 @@ impl SessionManager for PrefixedSessions {
     }
 
     /// A request's stream, once its id is known not to be in progress in the session: the id
-    /// is held until the stream carries the request's answer.
+    /// is held until a stream carries the request's answer (or the client cancels it).
     async fn create_stream(
         &self,
         id: &SessionId,
@@ -211,60 +290,24 @@ impl SessionManager for PrefixedSessions {
             JsonRpcMessage::Request(request) => Some(request.id.clone()),
             _ => None,
         };
-        if let Some(request) = &request {
-            let mut owners = self.owners();
-            let held = owners.requests.entry(id.to_string()).or_default();
-            let refusal = if held.contains(request) {
-                Some(format!(
-                    "a request of id {request} is in progress in this session; each request of \
-                     a session takes an id of its own (MCP)"
-                ))
-            } else if held.len() >= MAX_REQUESTS_IN_PROGRESS {
-                Some(format!(
-                    "this session has {MAX_REQUESTS_IN_PROGRESS} requests in progress (or left \
-                     before their answers), its limit; open another session"
-                ))
-            } else {
-                held.insert(request.clone());
-                None
-            };
-            if let Some(refusal) = refusal {
-                return Err(LocalSessionManagerError::SessionError(
-                    rmcp::transport::streamable_http_server::session::local::SessionError::Io(
-                        std::io::Error::other(refusal),
-                    ),
-                ));
+        if let Some(request) = &request
+            && let Err(refusal) = self.owners().begin(id, request)
+        {
+            return Err(LocalSessionManagerError::SessionError(
+                rmcp::transport::streamable_http_server::session::local::SessionError::Io(
+                    std::io::Error::other(refusal),
+                ),
+            ));
+        }
+        match self.local.create_stream(id, message).await {
+            Ok(stream) => Ok(self.releasing(id, stream)),
+            Err(error) => {
+                if let Some(request) = &request {
+                    self.owners().end(id, request);
+                }
+                Err(error)
             }
         }
-        let stream = match self.local.create_stream(id, message).await {
-            Ok(stream) => stream,
-            Err(error) => {
-                if let Some(request) = &request
-                    && let Some(held) = self.owners().requests.get_mut(id.as_ref())
-                {
-                    held.remove(request);
-                }
-                return Err(error);
-            }
-        };
-        let (owners, session) = (Arc::clone(&self.owners), id.to_string());
-        Ok(stream.inspect(move |sent| {
-            let answered = sent.message.as_deref().and_then(|message| match message {
-                JsonRpcMessage::Response(response) => Some(&response.id),
-                JsonRpcMessage::Error(error) => error.id.as_ref(),
-                _ => None,
-            });
-            if let (Some(answered), Some(request)) = (answered, &request)
-                && answered == request
-                && let Some(held) = owners
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .requests
-                    .get_mut(&session)
-            {
-                held.remove(request);
-            }
-        }))
     }
 
     async fn accept_message(
@@ -272,6 +315,14 @@ impl SessionManager for PrefixedSessions {
         id: &SessionId,
         message: ClientJsonRpcMessage,
     ) -> Result<(), Self::Error> {
+        // A request the client cancels is forgotten by rmcp: its answer will not come on its
+        // stream, and its id may be used again.
+        if let JsonRpcMessage::Notification(notification) = &message
+            && let ClientNotification::CancelledNotification(cancelled) = &notification.notification
+            && let Some(request) = &cancelled.params.request_id
+        {
+            self.owners().end(id, request);
+        }
         self.local.accept_message(id, message).await
     }
 
@@ -279,7 +330,8 @@ impl SessionManager for PrefixedSessions {
         &self,
         id: &SessionId,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        self.local.create_standalone_stream(id).await
+        let stream = self.local.create_standalone_stream(id).await?;
+        Ok(self.releasing(id, stream))
     }
 
     async fn resume(
@@ -287,6 +339,7 @@ impl SessionManager for PrefixedSessions {
         id: &SessionId,
         last_event_id: String,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        self.local.resume(id, last_event_id).await
+        let stream = self.local.resume(id, last_event_id).await?;
+        Ok(self.releasing(id, stream))
     }
 }

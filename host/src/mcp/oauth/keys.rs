@@ -144,11 +144,15 @@ struct IssuerKeys {
     /// Where its keys are, if configured (else found through its metadata).
     jwks_uri: Option<String>,
     cached: RwLock<Cached>,
-    /// Held while the keys are fetched: one fetch at a time, the others wait for it.
-    fetching: tokio::sync::Mutex<()>,
+    /// Whether a fetch of the keys runs (one at a time, in a task of its own).
+    fetching: std::sync::Mutex<bool>,
+    /// A new value each time a fetch ends, for the requests waiting on it.
+    fetched: tokio::sync::watch::Sender<u64>,
     clients: Clients,
     min_refresh: Duration,
     max_age: Duration,
+    /// The most one fetch may take, discovery included.
+    fetch_limit: Duration,
 }
 
 #[derive(Default)]
@@ -192,10 +196,14 @@ impl Issuers {
                     issuer: issuer.issuer.clone(),
                     jwks_uri: issuer.jwks_uri.clone(),
                     cached: RwLock::default(),
-                    fetching: tokio::sync::Mutex::new(()),
+                    fetching: std::sync::Mutex::new(false),
+                    fetched: tokio::sync::watch::Sender::new(0),
                     clients: clients.clone(),
                     min_refresh: options.min_refresh,
                     max_age: options.keys_max_age,
+                    // The metadata, then the key set, each within the fetch's time limit (and
+                    // a name lookup).
+                    fetch_limit: options.fetch_timeout.saturating_mul(3),
                 };
                 (issuer.issuer.clone(), Arc::new(keys))
             })
@@ -236,12 +244,25 @@ impl IssuerKeys {
         // Keys past their age are never used, not even while they are fetched again: a key the
         // issuer has withdrawn (a leaked one) would sign tokens for as long as the fetch takes,
         // or fails. Requests needing keys wait for the one fetch in progress, within its time
-        // limit. The fetch runs in a task of its own: a request whose client goes away does
-        // not take with it a fetch the others wait for (its attempt would count, and every
-        // token of the issuer be refused until the next one is allowed).
-        let (this, wanted) = (Arc::clone(self), kid.map(str::to_owned));
-        let refreshed = tokio::spawn(async move { this.refresh(wanted.as_deref(), alg).await });
-        if refreshed.await.is_err() || !self.fresh() {
+        // limit; that fetch runs in a task of its own, so a request whose client goes away
+        // does not take with it a fetch the others wait for (its attempt would count, and
+        // every token of the issuer be refused until the next one is allowed).
+        let mut ended = self.fetched.subscribe();
+        let waits = {
+            let mut fetching = self
+                .fetching
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if !*fetching && self.may_fetch() {
+                *fetching = true;
+                self.start_fetch();
+            }
+            *fetching
+        };
+        if waits {
+            let _ = tokio::time::timeout(self.fetch_limit, ended.changed()).await;
+        }
+        if !self.fresh() {
             // What went wrong is the operator's to read (logged when it did), not the client's.
             return Err("the keys of its issuer cannot be fetched now; try again later".to_owned());
         }
@@ -253,45 +274,59 @@ impl IssuerKeys {
         })
     }
 
-    /// Fetches the keys again for a token they have no key for, one fetch at a time, unless
-    /// an attempt was made within the shortest interval between fetches and either it failed
-    /// (an issuer that is down is not hammered; its tokens are refused meanwhile) or the keys
-    /// are within their age (a flood of made-up key ids costs one fetch). Keys past their age
-    /// after an attempt that succeeded are fetched again whatever the interval, so an age
-    /// shorter than the interval makes no gap.
-    async fn refresh(&self, kid: Option<&str>, alg: Algorithm) {
-        let _fetching = self.fetching.lock().await;
-        // Another request may have fetched the keys while this one waited.
-        if self.cached_key(kid, alg).is_some() {
-            return;
-        }
-        let (recently, failed) = {
-            let cached = self.read();
-            let recently = cached
-                .attempted
-                .is_some_and(|at| at.elapsed() < self.min_refresh);
-            (recently, cached.failed)
-        };
-        if recently && (failed || self.fresh()) {
-            return;
+    /// Whether the keys may be fetched again for a token they have no key for: not within the
+    /// shortest interval between fetches after an attempt that failed (an issuer that is down
+    /// is not hammered; its tokens are refused meanwhile), nor while the keys are within their
+    /// age (a flood of made-up key ids costs one fetch per interval). Keys past their age after
+    /// an attempt that succeeded are fetched again whatever the interval, so an age shorter
+    /// than the interval makes no gap.
+    fn may_fetch(&self) -> bool {
+        let cached = self.read();
+        let recently = cached
+            .attempted
+            .is_some_and(|at| at.elapsed() < self.min_refresh);
+        !(recently && (cached.failed || self.fresh_in(&cached)))
+    }
+
+    /// Fetches the keys in a task of its own, within the fetch's time limit; the requests
+    /// waiting are told when it ends, however it ends.
+    fn start_fetch(self: &Arc<Self>) {
+        /// Says the fetch ended when dropped (a panic included).
+        struct Ending(Arc<IssuerKeys>);
+        impl Drop for Ending {
+            fn drop(&mut self) {
+                *self
+                    .0
+                    .fetching
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = false;
+                self.0.fetched.send_modify(|count| *count += 1);
+            }
         }
         self.write().attempted = Some(Instant::now());
-        match self.fetch().await {
-            Ok((jwks_uri, keys)) => {
-                let mut cached = self.write();
-                cached.keys = keys;
-                cached.fetched = Some(Instant::now());
-                cached.jwks_uri = Some(jwks_uri);
-                cached.failed = false;
+        let ending = Ending(Arc::clone(self));
+        tokio::spawn(async move {
+            let this = &ending.0;
+            let fetched = tokio::time::timeout(this.fetch_limit, this.fetch())
+                .await
+                .unwrap_or_else(|_| Err("it took longer than its time limit".to_owned()));
+            match fetched {
+                Ok((jwks_uri, keys)) => {
+                    let mut cached = this.write();
+                    cached.keys = keys;
+                    cached.fetched = Some(Instant::now());
+                    cached.jwks_uri = Some(jwks_uri);
+                    cached.failed = false;
+                }
+                Err(error) => {
+                    tracing::warn!(
+                        "cannot fetch the keys of the issuer {}: {error}",
+                        this.issuer
+                    );
+                    this.write().failed = true;
+                }
             }
-            Err(error) => {
-                tracing::warn!(
-                    "cannot fetch the keys of the issuer {}: {error}",
-                    self.issuer
-                );
-                self.write().failed = true;
-            }
-        }
+        });
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Cached> {
@@ -304,16 +339,19 @@ impl IssuerKeys {
 
     /// Whether the keys were fetched within their age.
     fn fresh(&self) -> bool {
-        self.read()
-            .fetched
-            .is_some_and(|at| at.elapsed() < self.max_age)
+        self.fresh_in(&self.read())
+    }
+
+    /// Whether `cached` keys were fetched within their age.
+    fn fresh_in(&self, cached: &Cached) -> bool {
+        cached.fetched.is_some_and(|at| at.elapsed() < self.max_age)
     }
 
     /// The cached key for the token, if the keys are within their age. A token without a key
     /// id takes the one key that fits its algorithm, if only one does.
     fn cached_key(&self, kid: Option<&str>, alg: Algorithm) -> Option<Arc<DecodingKey>> {
         let cached = self.read();
-        if !cached.fetched.is_some_and(|at| at.elapsed() < self.max_age) {
+        if !self.fresh_in(&cached) {
             return None;
         }
         let mut fitting = cached.keys.iter().filter(|key| key.fits(kid, alg));
