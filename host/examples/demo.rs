@@ -2,8 +2,11 @@
 //! `Worker` with a hook, showing state kept in a session, errors, and a fresh session.
 //!
 //! ```text
-//! cargo run -p llm-worker --example demo -- plugins/target/wasm32-wasip2/release
+//! cargo run -p llm-worker --example demo -- target/demo-plugins
 //! ```
+//!
+//! (`./scripts/demo.sh` leaves the example plugins in `target/demo-plugins`; the build folder
+//! `plugins/target/wasm32-wasip2/release` holds test fixtures too, hostile ones among them.)
 
 use std::path::PathBuf;
 
@@ -15,7 +18,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir: PathBuf = std::env::args_os()
         .nth(1)
         .map(PathBuf::from)
-        .unwrap_or_else(|| "plugins/target/wasm32-wasip2/release".into());
+        .unwrap_or_else(|| "target/demo-plugins".into());
     let host = PluginHost::new()?;
 
     let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
