@@ -1,10 +1,11 @@
 //! What serving costs: `tools/call` throughput over streamable HTTP with 1, 10 and 100
 //! concurrent sessions against a trivial rmcp server with the same tool (the floor), the
 //! latency of sequential calls over stdio against the same floor served over stdio, the cost
-//! of opening a session, resident memory per open session, and the start of the command.
+//! of opening a session, resident memory per open session, what requests in progress take
+//! against what the server counts for them, and the start of the command.
 //!
 //! ```sh
-//! cargo bench -p llm-worker-cli --bench serve [-- SECTION…]   # throughput, stdio, open, memory, start
+//! cargo bench -p llm-worker-cli --bench serve [-- SECTION…]   # throughput, stdio, open, memory, requests, start
 //! ```
 //!
 //! Prints Markdown tables; every ratio is between setups measured in this one run.
@@ -403,8 +404,36 @@ fn resident(pid: u32) -> Option<u64> {
 /// plugins, the first session) is used up: with 100, the same build measured 3% less.
 const SESSIONS: usize = 500;
 
-fn section_memory(runtime: &tokio::runtime::Runtime) {
+/// `llm-worker serve --http` on a loopback port for the plugins of `dir` (its cache in
+/// `root`), with `flags`: the process, its id and the URL it serves on.
+async fn spawn_serve(
+    root: &std::path::Path,
+    dir: &std::path::Path,
+    flags: &[&str],
+) -> (tokio::process::Child, u32, String) {
     use tokio::io::AsyncBufReadExt;
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"))
+        .args(["serve", "--http", "127.0.0.1:0", "-q", "--cache-dir"])
+        .arg(root.join("cache"))
+        .args(flags)
+        .arg(dir)
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn llm-worker serve");
+    let pid = child.id().expect("pid");
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().expect("stderr")).lines();
+    let mut url = String::new();
+    while let Ok(Some(line)) = lines.next_line().await {
+        if let Some(found) = line.strip_prefix("llm-worker: serving MCP on ") {
+            url = found.to_owned();
+            break;
+        }
+    }
+    (child, pid, url)
+}
+
+fn section_memory(runtime: &tokio::runtime::Runtime) {
     let root = scratch_dir("bench-memory");
     let dir = root.join("plugins");
     std::fs::create_dir(&dir).expect("mkdir");
@@ -412,23 +441,8 @@ fn section_memory(runtime: &tokio::runtime::Runtime) {
         std::fs::copy(plugin_path(name), dir.join(format!("{name}.wasm"))).expect("copy");
     }
     runtime.block_on(async {
-        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"))
-            .args(["serve", "--http", "127.0.0.1:0", "--no-auth", "--max-sessions", "1000", "-q", "--cache-dir"])
-            .arg(root.join("cache"))
-            .arg(&dir)
-            .stderr(std::process::Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn llm-worker serve");
-        let pid = child.id().expect("pid");
-        let mut lines = tokio::io::BufReader::new(child.stderr.take().expect("stderr")).lines();
-        let mut url = String::new();
-        while let Ok(Some(line)) = lines.next_line().await {
-            if let Some(found) = line.strip_prefix("llm-worker: serving MCP on ") {
-                url = found.to_owned();
-                break;
-            }
-        }
+        let (mut child, pid, url) =
+            spawn_serve(&root, &dir, &["--no-auth", "--max-sessions", "1000"]).await;
         // One session first, so that what every session shares is counted before.
         let first = connect(&url).await;
         first.call_tool(CallToolRequestParams::new("count")).await.expect("count");
@@ -502,7 +516,189 @@ fn section_start() {
     );
 }
 
-const SECTIONS: [&str; 5] = ["throughput", "stdio", "open", "memory", "start"];
+/// The server's memory for requests in the `requests` section, in MiB (no identities: one
+/// client may hold all of it).
+const REQUEST_MEMORY_MIB: usize = 256;
+
+/// Sessions the `requests` section opens: one for each call it may send.
+const SESSIONS_FOR_REQUESTS: usize = 400;
+
+/// One HTTP/1.1 POST of `body` to the server at `address` (`host:port`), in `session`, on a
+/// connection of its own that closes after the answer: the status, the answer's head and the
+/// connection, its body unread.
+async fn post_raw(
+    address: &str,
+    session: Option<&str>,
+    body: &str,
+) -> (u16, String, tokio::net::TcpStream) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(address)
+        .await
+        .expect("connect");
+    let session = session.map_or_else(String::new, |id| format!("mcp-session-id: {id}\r\n"));
+    let head = format!(
+        "POST / HTTP/1.1\r\nhost: {address}\r\ncontent-type: application/json\r\naccept: \
+         application/json, text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\
+         {session}\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.expect("write");
+    stream.write_all(body.as_bytes()).await.expect("write");
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        stream.read_exact(&mut byte).await.expect("an answer");
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head).into_owned();
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|status| status.parse().ok())
+        .unwrap_or(0);
+    (status, head, stream)
+}
+
+/// Reads what is left of an answer, to its end.
+async fn drain(mut stream: tokio::net::TcpStream) {
+    use tokio::io::AsyncReadExt;
+    let mut rest = Vec::new();
+    let _ = stream.read_to_end(&mut rest).await;
+}
+
+/// What requests in progress take in the server's memory, against what its budget for them
+/// counts: for each shape of body (sent in a call's `_meta`, which rmcp keeps parsed for the
+/// request's life, as the call waits), a server of its own admits as many calls as its budget
+/// allows (256 MiB, one client); what it counted per request is the budget over the calls it
+/// admitted, what they took the growth of its resident memory over them. Counted at least
+/// what they took means the budget errs high.
+fn section_requests(runtime: &tokio::runtime::Runtime) {
+    let shapes: [(&str, serde_json::Value); 4] = [
+        (
+            "tiny objects `{\"\":0}`",
+            json!(vec![json!({"": 0}); 14_000]),
+        ),
+        ("small numbers", json!(vec![1; 50_000])),
+        ("one-letter strings", json!(vec!["a"; 25_000])),
+        ("one string of 1 MB", json!("x".repeat(1_000_000))),
+    ];
+    println!(
+        "\n| a waiting call's `_meta` made of | its body | calls admitted under {REQUEST_MEMORY_MIB} MiB | counted per call | resident per call | counted / resident |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for (shape, pad) in shapes {
+        let root = scratch_dir("bench-requests");
+        let dir = root.join("plugins");
+        std::fs::create_dir(&dir).expect("mkdir");
+        std::fs::copy(plugin_path("sleeper"), dir.join("sleeper.wasm")).expect("copy");
+        let memory = REQUEST_MEMORY_MIB.to_string();
+        let (admitted, body, grown) = runtime.block_on(async {
+            let (mut child, pid, url) = spawn_serve(
+                &root,
+                &dir,
+                &[
+                    "--no-auth",
+                    "--request-memory-mib",
+                    &memory,
+                    "--max-body-kib",
+                    "1024",
+                    "--timeout-ms",
+                    "120000",
+                    "--max-sessions",
+                    "1000",
+                ],
+            )
+            .await;
+            let address = url
+                .trim_start_matches("http://")
+                .trim_end_matches('/')
+                .to_owned();
+            // A session for each call (its instance serves that call alone), opened and
+            // warmed before the memory is read. Raw HTTP: rmcp's client waits and sends a
+            // request again when the server answers 503.
+            let message = |id: u64, method: &str, params: serde_json::Value| {
+                json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string()
+            };
+            let mut sessions = Vec::new();
+            for _ in 0..SESSIONS_FOR_REQUESTS {
+                let initialize = message(
+                    1,
+                    "initialize",
+                    json!({"protocolVersion": "2025-06-18", "capabilities": {},
+                           "clientInfo": {"name": "bench", "version": "1"}}),
+                );
+                let (_, head, stream) = post_raw(&address, None, &initialize).await;
+                drain(stream).await;
+                let session = head
+                    .lines()
+                    .find_map(|line| {
+                        let (name, value) = line.split_once(':')?;
+                        name.eq_ignore_ascii_case("mcp-session-id")
+                            .then(|| value.trim().to_owned())
+                    })
+                    .expect("a session id");
+                let initialized =
+                    json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
+                drain(post_raw(&address, Some(&session), &initialized).await.2).await;
+                let warm = message(
+                    2,
+                    "tools/call",
+                    json!({"name": "sleep", "arguments": {"ms": 0}}),
+                );
+                drain(post_raw(&address, Some(&session), &warm).await.2).await;
+                sessions.push(session);
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let before = resident(pid);
+            let call = message(
+                3,
+                "tools/call",
+                json!({"name": "sleep", "arguments": {"ms": 60_000}, "_meta": {"pad": pad}}),
+            );
+            let body = call.len();
+            // Calls sent one after another, each on a session of its own, until one is
+            // refused; the others wait, holding their requests.
+            let mut held = Vec::new();
+            let mut refused = false;
+            for session in &sessions {
+                let (status, _, stream) = post_raw(&address, Some(session), &call).await;
+                if status != 200 {
+                    refused = true;
+                    break;
+                }
+                held.push(stream);
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let admitted = held.len();
+            let after = resident(pid);
+            drop(held);
+            let _ = child.kill().await;
+            let grown = before
+                .zip(after)
+                .filter(|_| refused)
+                .map(|(before, after)| after.saturating_sub(before));
+            (admitted, body, grown)
+        });
+        let counted = (REQUEST_MEMORY_MIB << 20) as f64 / admitted.max(1) as f64;
+        match grown {
+            Some(grown) if admitted > 0 => {
+                let resident = grown as f64 / admitted as f64;
+                println!(
+                    "| {shape} | {:.0} KB | {admitted} | {:.0} KiB | {:.0} KiB | {:.2}× |",
+                    body as f64 / 1000.0,
+                    counted / 1024.0,
+                    resident / 1024.0,
+                    counted / resident
+                );
+            }
+            _ => println!(
+                "| {shape} | {body} B | {admitted} | – | (no /proc here, or none refused) | – |"
+            ),
+        }
+    }
+}
+
+const SECTIONS: [&str; 6] = ["throughput", "stdio", "open", "memory", "requests", "start"];
 
 fn main() {
     if let Ok(which) = std::env::var(STDIO_SERVER) {
@@ -526,6 +722,7 @@ fn main() {
             "stdio" => section_stdio(&runtime),
             "open" => section_open(&runtime),
             "memory" => section_memory(&runtime),
+            "requests" => section_requests(&runtime),
             _ => section_start(),
         }
     }
