@@ -629,14 +629,9 @@ fn section_requests(runtime: &tokio::runtime::Runtime) {
                 );
                 let (_, head, stream) = post_raw(&address, None, &initialize).await;
                 drain(stream).await;
-                let session = head
-                    .lines()
-                    .find_map(|line| {
-                        let (name, value) = line.split_once(':')?;
-                        name.eq_ignore_ascii_case("mcp-session-id")
-                            .then(|| value.trim().to_owned())
-                    })
-                    .expect("a session id");
+                let session = llm_worker_tests::header_in(&head, "mcp-session-id")
+                    .expect("a session id")
+                    .to_owned();
                 let initialized =
                     json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
                 drain(post_raw(&address, Some(&session), &initialized).await.2).await;

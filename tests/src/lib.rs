@@ -18,6 +18,15 @@ pub mod reference;
 pub mod wait;
 pub mod wat;
 
+/// The value of the header `name` (any case) in an HTTP answer's `head` as it was read, if
+/// it has one.
+pub fn header_in<'a>(head: &'a str, name: &str) -> Option<&'a str> {
+    head.lines().find_map(|line| {
+        let (found, value) = line.split_once(':')?;
+        found.eq_ignore_ascii_case(name).then(|| value.trim())
+    })
+}
+
 /// The repository's root directory.
 pub fn repo_root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))

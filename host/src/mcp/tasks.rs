@@ -362,19 +362,20 @@ impl McpServer {
             .tasks
             .get(&self.task_owner(context), &request.task_id)
             .map_err(unknown)?;
-        // Each poll of a completed task copies its result into the answer, which rmcp keeps a
-        // while after: counted against the client's memory for requests first, so that a flood
-        // of polls (each a few bytes, running no plugin code) cannot hold many copies.
+        // Each poll of a completed task copies its result into the answer, then into the
+        // answer's text: counted (twice the result, for the copy and its text) against the
+        // client's memory for requests first, so that a flood of polls (each a few bytes,
+        // running no plugin code) cannot hold many copies.
         #[cfg(feature = "mcp-http")]
         if let Some(outcome) = &task.outcome {
-            super::http::charge_answer(&context.extensions, crate::task::kept_bytes(outcome))
-                .map_err(|why| {
-                    ErrorData::new(
-                        ErrorCode::INTERNAL_ERROR,
-                        format!("task '{}' cannot be sent now: {why}", request.task_id),
-                        None,
-                    )
-                })?;
+            let copies = crate::task::kept_bytes(outcome).saturating_mul(2);
+            super::http::charge_answer(&context.extensions, copies).map_err(|why| {
+                ErrorData::new(
+                    ErrorCode::INTERNAL_ERROR,
+                    format!("task '{}' cannot be sent now: {why}", request.task_id),
+                    None,
+                )
+            })?;
         }
         Ok(GetTaskResult::new(detailed(&task)))
     }

@@ -438,6 +438,14 @@ async fn a_request_id_in_progress_cannot_be_used_again() {
             && text.contains("request of id 2 is in progress"),
         "{status} {text}"
     );
+    // The id `"2"` is another (JSON-RPC tells them apart); another client learns nothing of
+    // the session's ids (no such session, before any id is looked at).
+    let mut string_id = call_now(0, 10);
+    string_id["id"] = json!("2");
+    let (status, _, text) = post(&url, ALICE, Some(&alice), &string_id).await;
+    assert!(status == 200 && text.contains("now"), "{status} {text}");
+    let (status, _, text) = post(&url, BOB, Some(&alice), &call_now(2, 10)).await;
+    assert_eq!(status, 404, "{text}");
     // A request the client cancels frees its id.
     let cancelled = {
         let (url, alice) = (url.clone(), alice.clone());

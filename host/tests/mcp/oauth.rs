@@ -572,6 +572,16 @@ async fn a_flood_of_unknown_key_ids_fetches_the_keys_at_most_once_more() {
     );
 }
 
+/// A token the issuer's RSA key `rsa-1` signs for `subject`, for the server at `url`.
+fn issuers_token(issuer: &Issuer, subject: &str, url: &str) -> String {
+    sign(
+        &issuer.claims(subject, url),
+        Algorithm::RS256,
+        ISSUER_RSA,
+        "rsa-1",
+    )
+}
+
 /// A server taking the tokens of a new issuer, its keys used for a second (`tweak` applied to
 /// the options besides), and a token of the issuer, accepted once (the keys fetched): the
 /// issuer, the server's URL and the token, once the keys are past their age.
@@ -583,12 +593,7 @@ async fn keys_past_their_age(
         tweak(o.keys_max_age(Duration::from_secs(1)))
     })
     .await;
-    let token = sign(
-        &issuer.claims("alice", &url),
-        Algorithm::RS256,
-        ISSUER_RSA,
-        "rsa-1",
-    );
+    let token = issuers_token(&issuer, "alice", &url);
     assert_eq!(initialize(&url, Some(&token), None).await.status(), 200);
     tokio::time::sleep(Duration::from_millis(1_200)).await;
     (issuer, url, token)
@@ -642,12 +647,7 @@ async fn an_issuer_that_hangs_fails_closed_in_time_and_static_tokens_still_work(
         |o| o.fetch_timeout(Duration::from_millis(500)),
     )
     .await;
-    let token = sign(
-        &issuer.claims("alice", &url),
-        Algorithm::RS256,
-        ISSUER_RSA,
-        "rsa-1",
-    );
+    let token = issuers_token(&issuer, "alice", &url);
     let started = std::time::Instant::now();
     let refused = initialize(&url, Some(&token), None).await;
     assert_eq!(refused.status(), 401);
@@ -870,12 +870,7 @@ async fn an_opaque_token_is_checked_at_the_issuers_introspection_endpoint() {
     }
     assert_eq!(issuer.introspections.load(Ordering::SeqCst), asked);
     // JWTs are still checked against the keys.
-    let token = sign(
-        &issuer.claims("alice", &url),
-        Algorithm::RS256,
-        ISSUER_RSA,
-        "rsa-1",
-    );
+    let token = issuers_token(&issuer, "alice", &url);
     assert_eq!(initialize(&url, Some(&token), None).await.status(), 200);
 }
 

@@ -124,14 +124,7 @@ async fn each_call_is_a_span_of_the_clients_trace() {
     let authorization = server.authorization();
     let (status, head) = raw_post(&authority, &[&authorization], INITIALIZE);
     assert!(status.contains("200"), "{status}");
-    let session = head
-        .lines()
-        .find_map(|line| {
-            let (name, value) = line.split_once(':')?;
-            name.eq_ignore_ascii_case("mcp-session-id")
-                .then(|| value.trim().to_owned())
-        })
-        .expect("a session id");
+    let session = llm_worker_tests::header_in(&head, "mcp-session-id").expect("a session id");
     let session = format!("Mcp-Session-Id: {session}");
     let version = "Mcp-Protocol-Version: 2025-06-18";
     raw_post(

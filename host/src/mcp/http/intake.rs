@@ -336,9 +336,13 @@ pub(super) fn request_id(bytes: &[u8]) -> Option<rmcp::model::RequestId> {
     request.method.and(request.id)
 }
 
-/// 409 for the request `id`, saying `why`, as a JSON-RPC error of that id.
-pub(super) fn conflict(id: &rmcp::model::RequestId, why: &str) -> Response<Body> {
-    let mut response = super::gate::refusal(StatusCode::CONFLICT, why);
+/// `status` for the request `id`, saying `why`, as a JSON-RPC error of that id.
+pub(super) fn refused_request(
+    status: StatusCode,
+    id: &rmcp::model::RequestId,
+    why: &str,
+) -> Response<Body> {
+    let mut response = super::gate::refusal(status, why);
     let body = serde_json::json!({
         "jsonrpc": "2.0",
         "id": id,

@@ -268,21 +268,7 @@ impl McpHttpService {
         } else {
             bytes::Bytes::new()
         };
-        // A request whose id is in progress in its session is refused here, with the id (rmcp
-        // would take it and route the first request's answer to it).
-        if posted
-            && let Some(session) = parts
-                .headers
-                .get(SESSION_ID)
-                .and_then(|value| value.to_str().ok())
-            && let Some(request) = super::intake::request_id(&body)
-            && self.sessions.request_in_progress(session, &request)
-        {
-            return self.refused(
-                "request_in_progress",
-                super::intake::conflict(&request, &super::sessions::in_progress(&request)),
-            );
-        }
+        let request_id = posted.then(|| super::intake::request_id(&body)).flatten();
         let share = posted.then(|| super::intake::RequestShare::new(share));
         let mut request = Request::from_parts(parts, http_body_util::Full::new(body));
         if let Some(share) = &share {
@@ -315,6 +301,17 @@ impl McpHttpService {
             return self.refused(
                 "another_identitys_session",
                 super::gate::refusal(http::StatusCode::NOT_FOUND, "no such session"),
+            );
+        }
+        // A request whose id is in progress in its session (or one past the session's ids in
+        // progress) is refused here, with its id: rmcp would take it and route the first
+        // request's answer to it.
+        if let (Some(session), Some(id)) = (&session, &request_id)
+            && let Err((status, why)) = self.sessions.may_begin(session, id)
+        {
+            return self.refused(
+                "request_in_progress",
+                super::intake::refused_request(status, id, &why),
             );
         }
         // A request of a session is the session's: rmcp serves one that names the stateless

@@ -53,26 +53,45 @@ struct Owners {
 impl Owners {
     /// Holds `request` in progress in `session`, or says why it may not be.
     fn begin(&mut self, session: &str, request: &RequestId) -> Result<(), String> {
+        self.may_begin(session, request).map_err(|(_, why)| why)?;
         let key = self.ids.hash_one(request);
-        let held = self.requests.entry(session.to_owned()).or_default();
-        if held.contains(&key) {
-            Err(in_progress(request))
-        } else if held.len() >= MAX_REQUESTS_IN_PROGRESS {
-            Err(format!(
-                "this session has {MAX_REQUESTS_IN_PROGRESS} requests in progress (or left before \
-                 their answers), its limit; open another session"
-            ))
-        } else {
-            held.insert(key);
-            Ok(())
-        }
+        self.requests
+            .entry(session.to_owned())
+            .or_default()
+            .insert(key);
+        Ok(())
     }
 
-    /// Whether `request` is in progress in `session`.
-    fn in_progress(&self, session: &str, request: &RequestId) -> bool {
-        self.requests
-            .get(session)
-            .is_some_and(|held| held.contains(&self.ids.hash_one(request)))
+    /// Whether `request` may begin in `session`: not if one of its id is in progress there
+    /// (409), nor past the session's most requests in progress (429); why, for the client.
+    fn may_begin(
+        &self,
+        session: &str,
+        request: &RequestId,
+    ) -> Result<(), (http::StatusCode, String)> {
+        let Some(held) = self.requests.get(session) else {
+            return Ok(());
+        };
+        if held.contains(&self.ids.hash_one(request)) {
+            Err((
+                http::StatusCode::CONFLICT,
+                format!(
+                    "a request of id {request} is in progress in this session; each request \
+                     of a session takes an id of its own (MCP)"
+                ),
+            ))
+        } else if held.len() >= MAX_REQUESTS_IN_PROGRESS {
+            Err((
+                http::StatusCode::TOO_MANY_REQUESTS,
+                format!(
+                    "this session has {MAX_REQUESTS_IN_PROGRESS} requests in progress (or left \
+                     before their answers: a client that went away, a stream cut by a proxy), \
+                     its limit; open another session"
+                ),
+            ))
+        } else {
+            Ok(())
+        }
     }
 
     /// Lets go of `request` in `session`: answered, or cancelled.
@@ -82,14 +101,6 @@ impl Owners {
             held.remove(&key);
         }
     }
-}
-
-/// Why a request whose id is in progress in its session is refused.
-pub(super) fn in_progress(request: &RequestId) -> String {
-    format!(
-        "a request of id {request} is in progress in this session; each request of a session \
-         takes an id of its own (MCP)"
-    )
 }
 
 /// Most request ids one session may hold in progress (or left by clients before their
@@ -130,10 +141,14 @@ impl PrefixedSessions {
         self.owners.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Whether a request of id `request` is in progress in the session `id`: another of the
-    /// same id is refused.
-    pub(super) fn request_in_progress(&self, id: &str, request: &RequestId) -> bool {
-        self.owners().in_progress(id, request)
+    /// Whether a request of id `request` may begin in the session `id` (see
+    /// `Owners::may_begin`): the status and why not, for the client.
+    pub(super) fn may_begin(
+        &self,
+        id: &str,
+        request: &RequestId,
+    ) -> Result<(), (http::StatusCode, String)> {
+        self.owners().may_begin(id, request)
     }
 
     /// `stream` of the session `id`, letting go of each request whose answer it carries.

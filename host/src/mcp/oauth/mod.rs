@@ -193,8 +193,9 @@ impl OAuthOptions {
         self
     }
 
-    /// Sets how long fetched keys are used; past it, a token is checked only once they have
-    /// been fetched again (it waits for the fetch, and is refused if the fetch fails).
+    /// Sets how long fetched keys are used (at least a second; a server given less refuses to
+    /// start); past it, a token is checked only once they have been fetched again (it waits
+    /// for the fetch, and is refused if the fetch fails).
     #[must_use]
     pub fn keys_max_age(mut self, age: Duration) -> Self {
         self.keys_max_age = age;
