@@ -53,8 +53,7 @@ struct Owners {
 impl Owners {
     /// Holds `request` in progress in `session`, or says why it may not be.
     fn begin(&mut self, session: &str, request: &RequestId) -> Result<(), String> {
-        self.may_begin(session, request).map_err(|(_, why)| why)?;
-        let key = self.ids.hash_one(request);
+        let key = self.may_begin(session, request).map_err(|(_, why)| why)?;
         self.requests
             .entry(session.to_owned())
             .or_default()
@@ -62,17 +61,19 @@ impl Owners {
         Ok(())
     }
 
-    /// Whether `request` may begin in `session`: not if one of its id is in progress there
-    /// (409), nor past the session's most requests in progress (429); why, for the client.
+    /// Whether `request` may begin in `session` (its id's key, if so): not if one of its id is
+    /// in progress there (409), nor past the session's most requests in progress (429); why,
+    /// for the client.
     fn may_begin(
         &self,
         session: &str,
         request: &RequestId,
-    ) -> Result<(), (http::StatusCode, String)> {
+    ) -> Result<u64, (http::StatusCode, String)> {
+        let key = self.ids.hash_one(request);
         let Some(held) = self.requests.get(session) else {
-            return Ok(());
+            return Ok(key);
         };
-        if held.contains(&self.ids.hash_one(request)) {
+        if held.contains(&key) {
             Err((
                 http::StatusCode::CONFLICT,
                 format!(
@@ -90,7 +91,7 @@ impl Owners {
                 ),
             ))
         } else {
-            Ok(())
+            Ok(key)
         }
     }
 
@@ -148,7 +149,7 @@ impl PrefixedSessions {
         id: &str,
         request: &RequestId,
     ) -> Result<(), (http::StatusCode, String)> {
-        self.owners().may_begin(id, request)
+        self.owners().may_begin(id, request).map(drop)
     }
 
     /// `stream` of the session `id`, letting go of each request whose answer it carries.

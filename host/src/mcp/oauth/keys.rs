@@ -187,13 +187,6 @@ impl Key {
 
 impl Issuers {
     pub(super) fn new(options: &OAuthOptions) -> Result<Self, String> {
-        if options.keys_max_age < Duration::from_secs(1) {
-            return Err(format!(
-                "keys_max_age is {:?}: keys are used at least a second (younger, they would be \
-                 fetched again for every token)",
-                options.keys_max_age
-            ));
-        }
         let clients = Clients::new(options)?;
         let by_id = options
             .issuers

@@ -264,6 +264,13 @@ impl OAuthOptions {
         if self.issuers.is_empty() {
             return Err("no issuer is configured: name at least one".into());
         }
+        if self.keys_max_age < Duration::from_secs(1) {
+            return Err(format!(
+                "keys_max_age is {:?}: give the issuers' keys at least a second (younger, they \
+                 would be fetched again for every token)",
+                self.keys_max_age
+            ));
+        }
         let introspecting: Vec<&str> = self
             .issuers
             .iter()
@@ -493,3 +500,31 @@ fn reason(error: &jsonwebtoken::errors::Error, options: &OAuthOptions) -> String
 
 /// Shared, for the service's clones.
 pub(crate) type SharedVerifier = Arc<Verifier>;
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::{IssuerOptions, OAuthOptions};
+
+    /// Keys used less than a second would be fetched again for every token: refused, naming
+    /// the option.
+    #[test]
+    fn keys_younger_than_a_second_are_refused() {
+        let options = |age| {
+            OAuthOptions::new(
+                "https://mcp.example/mcp".parse().expect("a URL"),
+                [IssuerOptions::new("https://issuer.example")],
+            )
+            .keys_max_age(age)
+        };
+        let refused = options(Duration::from_millis(300)).check();
+        assert!(
+            refused
+                .as_ref()
+                .is_err_and(|why| why.contains("keys_max_age")),
+            "{refused:?}"
+        );
+        assert_eq!(options(Duration::from_secs(1)).check(), Ok(()));
+    }
+}
