@@ -166,16 +166,19 @@ pub(crate) struct Scopes {
 
 impl Scopes {
     /// Runs `future` in these scopes.
-    pub(crate) async fn run<F: Future>(self, future: F) -> F::Output {
-        let asked = async move {
-            match self.questions {
-                Some(handler) => crate::question::with_question_handler(handler, future).await,
-                None => future.await,
-            }
+    ///
+    /// Not an `async fn`, and no `async` block: each would keep `future` twice (as it was
+    /// given, and moved into the scope it is awaited in), and the future of a call is nested
+    /// in several such wrappers, each doubling it.
+    pub(crate) fn run<F: Future>(self, future: F) -> impl Future<Output = F::Output> {
+        use futures::future::Either;
+        let asked = match self.questions {
+            Some(handler) => Either::Left(crate::question::with_question_handler(handler, future)),
+            None => Either::Right(future),
         };
         match self.events {
-            Some(sink) => crate::events::with_sink(sink, asked).await,
-            None => asked.await,
+            Some(sink) => Either::Left(crate::events::with_sink(sink, asked)),
+            None => Either::Right(asked),
         }
     }
 }

@@ -32,8 +32,11 @@ pub(crate) fn thread_cpu() -> Option<Duration> {
 /// Runs `request` (a handler's future, or the part of a call that goes on as a task after its
 /// request) with `spent` as the counter its work adds to.
 #[cfg(feature = "mcp")]
-pub(crate) async fn counted<T>(spent: &Arc<AtomicU64>, request: impl Future<Output = T>) -> T {
-    SPENT.scope(Arc::clone(spent), request).await
+pub(crate) fn counted<T>(
+    spent: &Arc<AtomicU64>,
+    request: impl Future<Output = T>,
+) -> impl Future<Output = T> {
+    SPENT.scope(Arc::clone(spent), request)
 }
 
 /// The counter of the current request, if its CPU time is measured.
@@ -50,22 +53,51 @@ pub(crate) fn charge(spent: &AtomicU64, took: Duration) {
 }
 
 /// Runs `work` (plugin code), adding the CPU time of its polls to the current request's
-/// counter, if it has one.
+/// counter, if it has one (looked up when first polled).
 #[cfg(feature = "mcp")]
-pub(crate) async fn measured<T>(work: impl Future<Output = T>) -> T {
-    let Some(spent) = current() else {
-        return work.await;
-    };
-    let mut work = std::pin::pin!(work);
-    std::future::poll_fn(|cx| {
+pub(crate) fn measured<F: Future>(work: F) -> Measured<F> {
+    Measured {
+        work,
+        spent: None,
+        looked: false,
+    }
+}
+
+#[cfg(feature = "mcp")]
+pin_project_lite::pin_project! {
+    /// The future of [`measured`]: a struct rather than an `async fn`, which would hold `work`
+    /// twice (its argument, and the pinned copy it polls).
+    pub(crate) struct Measured<F> {
+        #[pin]
+        work: F,
+        spent: Option<Arc<AtomicU64>>,
+        looked: bool,
+    }
+}
+
+#[cfg(feature = "mcp")]
+impl<F: Future> Future for Measured<F> {
+    type Output = F::Output;
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<F::Output> {
+        let this = self.project();
+        if !*this.looked {
+            *this.looked = true;
+            *this.spent = current();
+        }
+        let Some(spent) = this.spent.as_deref() else {
+            return this.work.poll(cx);
+        };
         let before = thread_cpu();
-        let polled = work.as_mut().poll(cx);
+        let polled = this.work.poll(cx);
         if let (Some(before), Some(after)) = (before, thread_cpu()) {
-            charge(&spent, after.saturating_sub(before));
+            charge(spent, after.saturating_sub(before));
         }
         polled
-    })
-    .await
+    }
 }
 
 /// The CPU time counted in `spent`.

@@ -130,8 +130,9 @@ pub(crate) fn current_sink() -> Option<Sink> {
 }
 
 /// Runs `future` with `sink` receiving its events.
-pub(crate) async fn with_sink<F: Future>(sink: Sink, future: F) -> F::Output {
-    SINK.scope(sink, future).await
+// Not an `async fn`: one would hold `future` twice (its argument and the scope made of it).
+pub(crate) fn with_sink<F: Future>(sink: Sink, future: F) -> impl Future<Output = F::Output> {
+    SINK.scope(sink, future)
 }
 
 /// `sink`, tagging the events it gets with `call_id` (unless they have one).

@@ -129,11 +129,12 @@ tokio::task_local! {
 
 /// Runs `future` with `handler` answering the questions of every tool call awaited inside it
 /// (on the same task).
-pub async fn with_question_handler<F: Future>(
+// Not an `async fn`: one would hold `future` twice (its argument and the scope made of it).
+pub fn with_question_handler<F: Future>(
     handler: Arc<dyn QuestionHandler>,
     future: F,
-) -> F::Output {
-    HANDLER.scope(handler, future).await
+) -> impl Future<Output = F::Output> {
+    HANDLER.scope(handler, future)
 }
 
 /// The handler of the current scope, if any.

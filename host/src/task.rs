@@ -562,8 +562,8 @@ impl Handoff {
     }
 
     /// Runs `work` (the call) with this hand-off.
-    pub(crate) async fn scope<F: Future>(self, work: F) -> F::Output {
-        HANDOFF.scope(self, work).await
+    pub(crate) fn scope<F: Future>(self, work: F) -> impl Future<Output = F::Output> {
+        HANDOFF.scope(self, work)
     }
 
     /// The call becomes a task, unless it did or was settled already.

@@ -40,6 +40,9 @@ pub enum UriProblem {
     NoScheme,
     /// A resource's URI has a `{` or `}`: a URI with `{variables}` is a template.
     HasVariable,
+    /// A plugin's URI (or template) is not written in the normal form hosts compare URIs in
+    /// (RFC 3986, section 6.2.2: see [`is_normal`]).
+    NotNormal,
 }
 
 impl fmt::Display for UriProblem {
@@ -65,6 +68,12 @@ impl fmt::Display for UriProblem {
             Self::HasVariable => f.write_str(
                 "it has a `{` or `}`; a URI with `{variables}` is a resource template, not a \
                  resource",
+            ),
+            Self::NotNormal => f.write_str(
+                "it is not in the normal form hosts compare URIs in (RFC 3986, section \
+                 6.2.2): write the scheme and the host in lower case, letters, digits and \
+                 `-._~` as themselves rather than percent-escaped, and other escapes' hex \
+                 digits in upper case (`notes://all`, not `NOTES://%61ll`)",
             ),
         }
     }
@@ -102,17 +111,73 @@ pub fn check_uri(uri: &str) -> Result<(), UriProblem> {
     Ok(())
 }
 
-/// Checks the URI of one resource a plugin lists: [`check_uri`], and no `{` or `}` (those
-/// mark a template's variables).
+/// Checks the URI of one resource a plugin lists: [`check_uri`], no `{` or `}` (those mark a
+/// template's variables), and written in normal form ([`is_normal`]).
 ///
 /// # Errors
-/// [`check_uri`]'s problem, else [`UriProblem::HasVariable`].
+/// [`check_uri`]'s problem, else [`UriProblem::HasVariable`], else [`UriProblem::NotNormal`].
 pub fn check_resource_uri(uri: &str) -> Result<(), UriProblem> {
     check_uri(uri)?;
     if uri.contains(['{', '}']) {
         return Err(UriProblem::HasVariable);
     }
+    if !is_normal(uri) {
+        return Err(UriProblem::NotNormal);
+    }
     Ok(())
+}
+
+/// Whether `uri` (a URI, or a template's text) is written as RFC 3986 compares URIs (its
+/// section 6.2.2, as hosts compare a client's URI with the ones plugins offer): its scheme and
+/// authority (the host) in lower case, no percent-escape of a letter, a digit or `-._~`, and
+/// the hex digits of every other escape in upper case. A template's `{variables}` are left
+/// out of the look at case.
+///
+/// What a plugin offers must be in this form, so that two spellings of one URI (`NOTES://all`
+/// and `notes://%61ll` for `notes://all`) can never be offered by two plugins, each thinking
+/// it has its own.
+#[must_use]
+pub fn is_normal(uri: &str) -> bool {
+    let Some((scheme, rest)) = uri.split_once(':') else {
+        return true;
+    };
+    if scheme.bytes().any(|b| b.is_ascii_uppercase()) {
+        return false;
+    }
+    if let Some(after) = rest.strip_prefix("//") {
+        let end = after.find(['/', '?', '#']).unwrap_or(after.len());
+        let mut in_variable = false;
+        let mut escape_left = 0;
+        for b in after[..end].bytes() {
+            match b {
+                b'{' => in_variable = true,
+                b'}' => in_variable = false,
+                b'%' => escape_left = 2,
+                _ if escape_left > 0 => escape_left -= 1,
+                _ if b.is_ascii_uppercase() && !in_variable => return false,
+                _ => {}
+            }
+        }
+    }
+    let bytes = uri.as_bytes();
+    let hex = |b: u8| char::from(b).to_digit(16);
+    for (at, &b) in bytes.iter().enumerate() {
+        if b != b'%' {
+            continue;
+        }
+        let (Some(&high), Some(&low)) = (bytes.get(at + 1), bytes.get(at + 2)) else {
+            continue;
+        };
+        let (Some(h), Some(l)) = (hex(high), hex(low)) else {
+            continue;
+        };
+        let byte = u8::try_from(h * 16 + l).unwrap_or(0);
+        let unreserved = byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~');
+        if unreserved || high.is_ascii_lowercase() || low.is_ascii_lowercase() {
+            return false;
+        }
+    }
+    true
 }
 
 /// Why a MIME type is refused.

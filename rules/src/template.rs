@@ -121,12 +121,17 @@ pub fn pieces(template: &str) -> impl Iterator<Item = Result<Piece<'_>, Template
 }
 
 /// Checks that `template` is a level-1 URI template this contract accepts: a URI
-/// ([`check_uri`]) with at least one `{variable}`.
+/// ([`check_uri`]) with at least one `{variable}`, its fixed text in normal form
+/// ([`crate::resource::is_normal`]).
 ///
 /// # Errors
 /// The first problem found.
 pub fn check_template(template: &str) -> Result<(), TemplateProblem> {
-    check(template, true)
+    check(template, true)?;
+    if !crate::resource::is_normal(template) {
+        return Err(TemplateProblem::NotAUri(UriProblem::NotNormal));
+    }
+    Ok(())
 }
 
 /// [`check_template`]'s checks; the look for repeated names (quadratic in the number of
@@ -327,5 +332,14 @@ mod tests {
         );
         assert_eq!(check_template("a://{x}/{y_2}"), Ok(()));
         assert!(!matched("a://{x", "a://{x"));
+        // Its fixed text in normal form, the variables' names in any case.
+        for template in ["A://{x}", "a://Host/{x}", "a://h/%7E{x}", "a://h/%2f{x}"] {
+            assert_eq!(
+                check_template(template),
+                Err(TemplateProblem::NotAUri(UriProblem::NotNormal)),
+                "{template}"
+            );
+        }
+        assert_eq!(check_template("a://{Host}/X/%2F{x}"), Ok(()));
     }
 }

@@ -597,6 +597,13 @@ mod tests {
             "://x",
             "",
             "notes://{id}",
+            "NOTES://all",
+            "notes://ALL",
+            "notes://%61ll",
+            "notes://all/%2f",
+            "notes://all/%2F",
+            "notes://all/A",
+            "urn:ISBN:0451450523",
         ] {
             let rule = check_resource_uri(uri).is_ok();
             assert_eq!(builds(uri, "text/plain"), rule, "{uri:?}");

@@ -70,22 +70,28 @@ impl LockedPlugin {
 }
 
 impl LockedPlugin {
-    /// Whether the plugin, loaded, offers the tools approved (names, in any order); if not,
-    /// which differ.
-    pub(crate) fn approves_tools(&self, tools: &[&str]) -> Result<(), String> {
-        match tools_moved(&self.tools, tools) {
-            None => Ok(()),
-            Some(moved) => Err(format!(
+    /// Whether the plugin, loaded, offers the tools approved (names, in any order), and the
+    /// resources, templates and prompts; if not, which differ.
+    pub(crate) fn approves_listing(&self, plugin: &crate::LoadedPlugin) -> Result<(), String> {
+        if let Some(moved) = names_moved(&self.tools, &plugin.tool_names()) {
+            return Err(format!(
                 "it offers other tools than the lock approved ({moved}); review them and run \
                  `llm-worker lock` again if they are expected"
-            )),
+            ));
         }
+        if let Some(moved) = names_moved(&self.offers, &plugin.offers()) {
+            return Err(format!(
+                "it offers other resources, templates or prompts than the lock approved \
+                 ({moved}); review them and run `llm-worker lock` again if they are expected"
+            ));
+        }
+        Ok(())
     }
 }
 
-/// Which tools a plugin offers now that the lock did not approve, and which it approved that
-/// are gone (names, in any order): `None` when they are the same.
-pub(super) fn tools_moved<A: AsRef<str>, B: AsRef<str>>(locked: &[A], now: &[B]) -> Option<String> {
+/// Which tools (or other offerings) a plugin offers now that the lock did not approve, and
+/// which it approved that are gone (in any order): `None` when they are the same.
+pub(super) fn names_moved<A: AsRef<str>, B: AsRef<str>>(locked: &[A], now: &[B]) -> Option<String> {
     let locked: std::collections::BTreeSet<&str> = locked.iter().map(AsRef::as_ref).collect();
     let now: std::collections::BTreeSet<&str> = now.iter().map(AsRef::as_ref).collect();
     if locked == now {

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::Path;
 
-use super::approval::{grants_moved, tools_moved};
+use super::approval::{grants_moved, names_moved};
 use super::{
     LOCK_FILE, LockError, LockFile, LockedPlugin, grant_paths, open_trusted, relative_name,
 };
@@ -86,6 +86,7 @@ impl LockFile {
                 policy_sha256: plugin.policy_sha256().unwrap_or("none").to_owned(),
                 dirs: grant_paths(plugin.policy()),
                 tools: plugin.tool_names().into_iter().map(str::to_owned).collect(),
+                offers: plugin.offers(),
                 imports: plugin.imports().to_vec(),
                 source: None,
             })
@@ -167,8 +168,13 @@ impl LockFile {
                 // The same file offering other tools (it lists them differently at another
                 // time): the lock approves names, which `[tools.NAME]` narrowings rely on.
                 Some(current) => {
-                    if let Some(moved) = tools_moved(&locked.tools, &current.tools) {
+                    if let Some(moved) = names_moved(&locked.tools, &current.tools) {
                         lines.push(format!("{file}: its tools changed ({moved})"));
+                    }
+                    if let Some(moved) = names_moved(&locked.offers, &current.offers) {
+                        lines.push(format!(
+                            "{file}: its resources, templates or prompts changed ({moved})"
+                        ));
                     }
                 }
             }

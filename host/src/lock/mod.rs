@@ -48,6 +48,13 @@ pub struct LockedPlugin {
     /// a tool of a new name would get the plugin's grants without a `[tools.NAME]` narrowing
     /// the operator wrote for it).
     pub tools: Vec<String>,
+    /// What it offers besides tools (contract 0.3.0 and later), one line each:
+    /// `resource URI`, `resource template TEMPLATE`, `prompt NAME`. As for tools, a plugin
+    /// offering other resources, templates or prompts than approved is not approved (a
+    /// resource or prompt that appears later could take another plugin's name, and the clash
+    /// take both plugins offline). A lock written before this was recorded approves none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub offers: Vec<String>,
     /// What it imports, for the reviewer.
     pub imports: Vec<String>,
     /// Where it was pulled from and what was verified then (lock version 2; `None` for a

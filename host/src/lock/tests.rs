@@ -14,6 +14,7 @@ fn pulled(unsigned: Option<Unsigned>) -> LockFile {
             policy_sha256: "none".into(),
             dirs: Vec::new(),
             tools: vec!["greet".into()],
+            offers: Vec::new(),
             imports: Vec::new(),
             source: Some(PluginSource {
                 reference: "r.example/acme/greet:1".into(),

@@ -181,8 +181,11 @@ tokio::task_local! {
 }
 
 /// Runs `request` with `running` as the count that work going on after it may hold.
-pub(crate) async fn holding<T>(running: Arc<Running>, request: impl Future<Output = T>) -> T {
-    HELD.scope(running, request).await
+pub(crate) fn holding<T>(
+    running: Arc<Running>,
+    request: impl Future<Output = T>,
+) -> impl Future<Output = T> {
+    HELD.scope(running, request)
 }
 
 /// The count of the request running now, if it is counted: a call that goes on as a task

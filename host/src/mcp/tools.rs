@@ -122,7 +122,8 @@ impl McpServer {
             serving,
         };
         if Self::runs_as_task(&ended.meta, &context) {
-            return self.call_as_task(ended, &asking, context).await;
+            // On the heap: a task's future is ten times a call's, and this one would hold it.
+            return Box::pin(self.call_as_task(ended, &asking, context)).await;
         }
         let input = ended.call.input.to_string();
         let outcome = self

@@ -300,7 +300,7 @@ impl Served {
                                 &SandboxPolicy::path_for(path),
                             )
                             .and_then(|()| entry.approves_grants(plugin.policy()))
-                            .and_then(|()| entry.approves_tools(&plugin.tool_names()))
+                            .and_then(|()| entry.approves_listing(plugin))
                             .is_ok()
                     });
             if !keep {

@@ -93,7 +93,7 @@ impl PluginHost {
         let mut plugin = self.load_resolved(path, &bytes, policy, granted_dirs)?;
         if let Some((dir, entry)) = approved {
             entry
-                .approves_tools(&plugin.tool_names())
+                .approves_listing(&plugin)
                 .map_err(|reason| PluginError::not_approved(dir, path, reason))?;
         }
         if let Some(image) = Arc::get_mut(&mut plugin.image) {

@@ -240,6 +240,31 @@ impl LoadedPlugin {
             .collect()
     }
 
+    /// What the plugin offers besides tools, as a lock records it (sorted): `resource URI`,
+    /// `resource template TEMPLATE`, `prompt NAME`.
+    pub(crate) fn offers(&self) -> Vec<String> {
+        let offerings = &self.image.offerings;
+        let mut offers: Vec<String> = offerings
+            .resources
+            .iter()
+            .map(|r| format!("resource {}", r.uri))
+            .chain(
+                offerings
+                    .templates
+                    .iter()
+                    .map(|t| format!("resource template {}", t.uri_template)),
+            )
+            .chain(
+                offerings
+                    .prompts
+                    .iter()
+                    .map(|p| format!("prompt {}", p.name)),
+            )
+            .collect();
+        offers.sort();
+        offers
+    }
+
     /// The first of this plugin's fixed resource URIs that one of `other`'s templates
     /// matches: the two would both answer a read of it.
     pub(crate) fn resource_claimed_by(&self, other: &LoadedPlugin) -> Option<&str> {

@@ -445,6 +445,7 @@ fn entry_for(
             .unwrap_or_else(|| "none".to_owned()),
         dirs: crate::lock::grant_paths(plugin.policy()),
         tools: plugin.tool_names().into_iter().map(str::to_owned).collect(),
+        offers: plugin.offers(),
         imports: plugin.imports().to_vec(),
         source: None,
     })

@@ -323,6 +323,47 @@ async fn work_a_call_leaves_behind_keeps_its_place_and_must_finish_within_the_gr
     );
 }
 
+/// Work left behind that blocks the instance's event loop (a WASI 0.2 sleep, which suspends
+/// the store without returning to the loop) cannot hold the instance's places past its grace:
+/// the instance is ended from outside the loop, and the calls waiting for a place are told why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn work_left_behind_that_blocks_the_event_loop_still_ends_within_the_grace() {
+    let server = TestServer::answering("unused");
+    let dir = waiter_dir(
+        "concurrent-linger-blocked",
+        server.port(),
+        "timeout_ms = 20000\nmax_concurrent_calls = 1",
+    );
+    let tools = session(&dir);
+    assert_eq!(
+        call(&tools, "bump", serde_json::json!({})).await.as_deref(),
+        Ok("1")
+    );
+    assert_eq!(
+        call(
+            &tools,
+            "linger_blocked",
+            serde_json::json!({ "ms": 3_600_000 })
+        )
+        .await
+        .as_deref(),
+        Ok("1")
+    );
+    // Without the watch outside the loop, this call waited its whole time limit (20 s) for the
+    // place the blocked work held, and was refused as busy, as was every call after it.
+    match call(&tools, "nap", serde_json::json!({ "ms": 10 })).await {
+        Err(ToolServerError::ToolExecution(message)) => assert!(
+            message.contains("left work in the instance") && message.contains("restarted"),
+            "{message}"
+        ),
+        other => panic!("the instance should have ended: {other:?}"),
+    }
+    assert_eq!(
+        call(&tools, "bump", serde_json::json!({})).await.as_deref(),
+        Ok("1")
+    );
+}
+
 /// A response whose body breaks off (the connection closed before the length it announced)
 /// was handed to the plugin as a whole, shorter body by the SDK's HTTP client: it is an error.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

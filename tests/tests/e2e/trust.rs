@@ -399,6 +399,59 @@ fn lock_error(result: Result<PluginDir, PluginError>) -> LockError {
     }
 }
 
+/// The lock approves what a plugin offers besides tools, as it does tools: a plugin whose
+/// resources, templates or prompts are not the ones approved (it lists others at another
+/// time, or the lock predates their recording) is not loaded, and `lock --check` says why.
+#[test]
+fn a_locked_plugin_offering_other_resources_or_prompts_is_not_approved() {
+    let dir = scratch_dir("lock-offers");
+    std::fs::copy(plugin_path("notes"), dir.join("notes.wasm")).expect("copy");
+    lock(&dir);
+    let mut locked = LockFile::read(&dir).expect("read").expect("a lock");
+    let offers = &locked.plugins[0].offers;
+    assert!(
+        offers.contains(&"resource notes://all".to_owned())
+            && offers.contains(&"resource template notes://note/{number}".to_owned())
+            && offers.iter().any(|offer| offer.starts_with("prompt ")),
+        "{offers:?}"
+    );
+    assert_eq!(host().load_dir(&dir).expect("load").plugins.len(), 1);
+
+    // The lock approved other offerings than the plugin has (here: one resource less).
+    locked.plugins[0]
+        .offers
+        .retain(|offer| offer != "resource notes://all");
+    locked.write(&dir).expect("write the lock");
+    let loaded = host().load_dir(&dir).expect("load");
+    assert!(loaded.plugins.is_empty());
+    let refused = not_approved(&loaded, "notes.wasm");
+    assert!(
+        refused.contains("other resources, templates or prompts than the lock approved")
+            && refused.contains("new: 'resource notes://all'")
+            && refused.contains("llm-worker lock"),
+        "{refused}"
+    );
+    let now = LockFile::of(
+        &dir,
+        &host()
+            .load_dir_with(
+                &dir,
+                LoadDirOptions::default().ignore_lock(true),
+                |_, _, _| {},
+            )
+            .expect("load")
+            .plugins,
+    );
+    assert_eq!(
+        locked.differences(&now),
+        vec![
+            "notes.wasm: its resources, templates or prompts changed (new: 'resource \
+             notes://all'; gone: none)"
+                .to_owned()
+        ]
+    );
+}
+
 #[test]
 fn a_directory_that_must_be_locked_loads_nothing_without_its_lock() {
     let dir = plugin_dir("locked-missing");

@@ -55,6 +55,10 @@ type HashSet<K> = std::collections::HashSet<K, rustc_hash::FxBuildHasher>;
 /// How long an abandoned call has to return before its instance is torn down.
 pub(crate) const CANCEL_GRACE: Duration = Duration::from_secs(1);
 
+/// How long after its grace the watch outside the event loop looks for work a call left
+/// behind ([`Concurrency::watch_lingering`]).
+const LINGER_SLACK: Duration = Duration::from_millis(50);
+
 /// How long past its time limit a call may run code before its instance is ended (see
 /// [`PluginState::in_time`]).
 const RUN_SLACK: Duration = Duration::from_millis(100);
@@ -132,6 +136,18 @@ impl GroupClock {
                 meter.stop();
             }
         }
+    }
+
+    /// Why the instance must end, if work a call left behind outlived its grace.
+    fn overdue(&self) -> Option<String> {
+        let now = Instant::now();
+        let overdue = self.lingering.values().any(|(until, _)| *until <= now);
+        overdue.then(|| {
+            format!(
+                "a call returned but left work in the instance that had not finished \
+                 {CANCEL_GRACE:?} later (a call's work may not outlive it)"
+            )
+        })
     }
 
     /// How long `group` has run code, the run going on included.
@@ -384,10 +400,16 @@ impl PluginState {
     }
 
     /// The call `id` returned (or failed): pass on its output, end its reports and requests;
-    /// returns its stderr, for quoting in an error, and whether it had been abandoned (its
-    /// caller gave up on it, or its time ran out). `permit`, its place among the instance's
-    /// calls, is given back once its group has finished.
-    fn end_concurrent_call(&mut self, id: u64, permit: OwnedSemaphorePermit) -> (String, bool) {
+    /// returns its stderr, for quoting in an error, whether it had been abandoned (its caller
+    /// gave up on it, or its time ran out), and by when the work it left behind must finish,
+    /// if it left any. `permit`, its place among the instance's calls, is given back once its
+    /// group has finished.
+    fn end_concurrent_call(
+        &mut self,
+        id: u64,
+        permit: OwnedSemaphorePermit,
+    ) -> (String, bool, Option<Instant>) {
+        let mut lingering = None;
         let call = self.calls_mut().and_then(|calls| {
             calls.abandoned_early.remove(&id);
             calls.received.remove(&id);
@@ -404,19 +426,20 @@ impl PluginState {
             if clock.live.contains(&group) {
                 clock.ended.insert(group, until);
                 clock.lingering.insert(group, (until, permit));
+                lingering = Some(until);
             }
             drop(clock);
             calls.by_group.remove(&group)
         });
         let Some(mut call) = call else {
-            return (String::new(), false);
+            return (String::new(), false, lingering);
         };
         // stdout and stderr are the instance's: what is buffered goes to the call that ends
         // (a sibling running at once, of the same session and client, may have written some).
         let stderr = self.output.drain_into(&mut call.reports);
         call.reports.end();
         call.questions.end();
-        (stderr, call.abandoned)
+        (stderr, call.abandoned, lingering)
     }
 
     /// The loop received the call `id`.
@@ -440,18 +463,7 @@ impl PluginState {
     /// Why the instance must end, if work a call left behind outlived its grace.
     fn overdue(&self) -> Option<String> {
         let calls = self.calls.as_deref()?;
-        let now = Instant::now();
-        let overdue = calls
-            .clock()
-            .lingering
-            .values()
-            .any(|(until, _)| *until <= now);
-        overdue.then(|| {
-            format!(
-                "a call returned but left work in the instance that had not finished \
-                 {CANCEL_GRACE:?} later (a call's work may not outlive it)"
-            )
-        })
+        calls.clock().overdue()
     }
 
     /// The caller of `id` gave up on it: it is told to stop (`host.cancelled`), its requests
@@ -735,6 +747,8 @@ struct Finished {
     stderr: String,
     /// It had been abandoned: its time ran out (what it returned is dropped).
     abandoned: bool,
+    /// By when the work it left behind in the instance must have finished, if it left any.
+    lingering: Option<Instant>,
 }
 
 enum Message {
@@ -765,6 +779,9 @@ pub(crate) struct Concurrency {
     /// Whether the instance's end was counted as a failure (once, whoever sees it first).
     pub(crate) counted: AtomicBool,
     max_calls: usize,
+    /// The instance's clock, for the watch on work left behind (weak: the store owns it, and
+    /// the places that work holds are given back when the store is dropped).
+    clock: Option<std::sync::Weak<Mutex<GroupClock>>>,
 }
 
 impl Drop for Concurrency {
@@ -807,6 +824,7 @@ impl Concurrency {
             .calls
             .as_deref()
             .map(|calls| Arc::clone(&calls.clock));
+        let watched = clock.as_ref().map(Arc::downgrade);
         let task = tokio::spawn(async move {
             // Whatever ends the loop (a panic in host code, its runtime shutting down), its
             // callers are told.
@@ -835,7 +853,37 @@ impl Concurrency {
             next_id: AtomicU64::new(0),
             counted: AtomicBool::new(false),
             max_calls,
+            clock: watched,
         }
+    }
+
+    /// Work a call left behind must finish by `until`. The event loop checks that itself, but
+    /// cannot while guest code blocks it (a WASI 0.2 import such as `pollable.block` suspends
+    /// the store's fiber without returning to the loop): this watch, outside the loop, ends
+    /// the instance if any such work is still there a moment after its time.
+    fn watch_lingering(self: &Arc<Self>, until: Instant) {
+        let Some(clock) = self.clock.clone() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let instance = Arc::downgrade(self);
+        runtime.spawn(async move {
+            // After the loop's own check, which ends the instance first when it can run.
+            tokio::time::sleep_until(tokio::time::Instant::from_std(until + LINGER_SLACK)).await;
+            let Some(clock) = clock.upgrade() else {
+                return;
+            };
+            let overdue = clock
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .overdue();
+            drop(clock);
+            if let (Some(reason), Some(instance)) = (overdue, instance.upgrade()) {
+                instance.kill(reason);
+            }
+        });
     }
 
     /// Why the instance ended, if it did.
@@ -922,17 +970,26 @@ impl Concurrency {
             // Its time ran out while it waited, and it returned after the loop cancelled it,
             // before its caller's timer did.
             Ok(Ok(Finished {
-                abandoned: true, ..
+                abandoned: true,
+                lingering,
+                ..
             })) => {
                 abandon.instance = None;
+                if let Some(until) = lingering {
+                    self.watch_lingering(until);
+                }
                 Outcome::TimedOut { queued }
             }
             Ok(Ok(Finished {
                 result,
                 stderr,
                 abandoned: false,
+                lingering,
             })) => {
                 abandon.instance = None;
+                if let Some(until) = lingering {
+                    self.watch_lingering(until);
+                }
                 Outcome::Returned { result, stderr }
             }
             Ok(Err(_)) => {
@@ -1145,12 +1202,13 @@ async fn run(accessor: &Accessor<PluginState>, bindings: &v10::ToolPlugin, job: 
         OwnedWork::Request(request) => request_in(accessor, bindings, request, setup).await,
     };
     returned.store(true, Ordering::Release);
-    let (stderr, abandoned) =
+    let (stderr, abandoned, lingering) =
         accessor.with(|mut access| access.data_mut().end_concurrent_call(id, permit));
     let _ = reply.send(Finished {
         result,
         stderr,
         abandoned,
+        lingering,
     });
 }
 

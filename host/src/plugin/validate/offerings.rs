@@ -199,7 +199,20 @@ pub(crate) fn comparable_uri(uri: &str) -> String {
         Some(after) => {
             let end = after.find(['/', '?', '#']).unwrap_or(after.len());
             out.push_str("//");
-            out.push_str(&after[..end].to_ascii_lowercase());
+            // Letters in lower case, but not the hex digits of escapes (upper case above).
+            let mut escape_left = 0;
+            for c in after[..end].chars() {
+                match c {
+                    '%' => escape_left = 2,
+                    _ if escape_left > 0 => escape_left -= 1,
+                    _ => {}
+                }
+                out.push(if escape_left > 0 && c != '%' {
+                    c
+                } else {
+                    c.to_ascii_lowercase()
+                });
+            }
             out.push_str(&after[end..]);
         }
         None => out.push_str(rest),
@@ -284,6 +297,14 @@ mod tests {
         ("://x", false),
         ("", false),
         ("notes://{id}", false),
+        // Not in normal form: another plugin could offer the same resource spelt otherwise.
+        ("NOTES://all", false),
+        ("notes://ALL", false),
+        ("notes://%61ll", false),
+        ("notes://all/%2f", false),
+        ("notes://all/%2F", true),
+        ("notes://all/A", true),
+        ("urn:ISBN:0451450523", true),
     ];
     const SAMPLE_MIME_TYPES: &[(&str, bool)] = &[
         ("text/plain", true),
