@@ -58,8 +58,16 @@ impl Sdk {
                 })?;
                 // Found by where this binary was built, not named by the user: the crate would
                 // build (and run the build scripts and macros of) whatever is there now, so it
-                // must be a directory no other user could have put there or changed.
-                if let Some(problem) = llm_worker::lock::LockFile::unsafe_directory(&sdk.dir) {
+                // and the crates of the checkout it depends on (the macros, the rules) must be
+                // files no other user could have put there or changed.
+                let siblings = ["guest-macros", "rules"]
+                    .map(|crate_dir| sdk.checkout.join(crate_dir))
+                    .into_iter()
+                    .filter(|crate_dir| crate_dir.is_dir());
+                let problem = std::iter::once(sdk.dir.clone())
+                    .chain(siblings)
+                    .find_map(|crate_dir| llm_worker::lock::LockFile::unsafe_tree(&crate_dir));
+                if let Some(problem) = problem {
                     anyhow::bail!(
                         "the SDK this llm-worker was built with, {}, could have been replaced \
                          by another user ({problem}); give the SDK of a checkout you trust with \
@@ -415,6 +423,41 @@ mod tests {
             pinned.contains(&format!("channel = \"{}\"", given.channel())),
             "{pinned}"
         );
+    }
+
+    /// The SDK found by where this binary was built is built by the new crate, macros and
+    /// rules included (their procedural macros and build scripts run at the user's build): a
+    /// file of any of them another user may write is refused, not only the SDK's directory.
+    #[cfg(unix)]
+    #[test]
+    fn the_sdk_found_by_the_build_and_its_sibling_crates_must_be_the_users_alone() {
+        use std::os::unix::fs::PermissionsExt;
+        let checkout = llm_worker_tests::scratch_dir("new-sdk-checkout");
+        for (file, text) in [
+            (
+                "guest-sdk/Cargo.toml",
+                "[package]\nname = \"llm-worker-guest\"\n",
+            ),
+            ("guest-sdk/src/lib.rs", ""),
+            ("guest-macros/src/lib.rs", ""),
+            ("rules/src/lib.rs", ""),
+        ] {
+            let path = checkout.join(file);
+            std::fs::create_dir_all(path.parent().expect("a parent")).expect("mkdir");
+            std::fs::write(&path, text).expect("write");
+        }
+        assert!(Sdk::find(None, &checkout).is_ok());
+        let macros = checkout.join("guest-macros/src/lib.rs");
+        std::fs::set_permissions(&macros, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+        let message = format!("{:#}", Sdk::find(None, &checkout).expect_err("refused"));
+        assert!(
+            message.contains("could have been replaced")
+                && message.contains("guest-macros/src/lib.rs")
+                && message.contains("--sdk PATH"),
+            "{message}"
+        );
+        // Named by the user with --sdk, it is theirs to judge.
+        assert!(Sdk::find(Some(&checkout), Path::new("/nowhere")).is_ok());
     }
 
     #[test]

@@ -138,6 +138,58 @@ impl LockFile {
         super::directory_problem(dir)
     }
 
+    /// Why another user could change what is built from the source tree `dir` (a crate that
+    /// build scripts and procedural macros run from), if they could: `dir` and the directories
+    /// on the way to it as [`Self::unsafe_directory`], and every file and directory below it
+    /// but build output (`target`) and hidden ones (`.git`): each this user's or root's, in a
+    /// directory no one else may write. At most 10,000 entries are looked at; a larger tree is
+    /// refused, saying so.
+    pub fn unsafe_tree(dir: &Path) -> Option<String> {
+        const MAX_ENTRIES: usize = 10_000;
+        if let Some(problem) = super::directory_problem(dir) {
+            return Some(problem);
+        }
+        let mut pending = vec![dir.to_owned()];
+        let mut seen = 0;
+        while let Some(at) = pending.pop() {
+            let entries = match std::fs::read_dir(&at) {
+                Ok(entries) => entries,
+                Err(e) => return Some(format!("{} cannot be read: {e}", at.display())),
+            };
+            for entry in entries {
+                let entry = match entry {
+                    Ok(entry) => entry,
+                    Err(e) => return Some(format!("{} cannot be read: {e}", at.display())),
+                };
+                seen += 1;
+                if seen > MAX_ENTRIES {
+                    return Some(format!(
+                        "{} holds more than {MAX_ENTRIES} entries, too many to check",
+                        dir.display()
+                    ));
+                }
+                let name = entry.file_name();
+                if name.to_string_lossy().starts_with('.') || name == "target" {
+                    continue;
+                }
+                let path = entry.path();
+                // Each entry's own owner and mode, and that its directory cannot be replaced.
+                if let Some(problem) = crate::file::file_problem(&path) {
+                    return Some(problem);
+                }
+                // Directories are walked where they are, not through links (a link's target
+                // was checked as a file's would be, and is not entered).
+                if entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+                    if let Some(problem) = super::directory_problem(&path) {
+                        return Some(problem);
+                    }
+                    pending.push(path);
+                }
+            }
+        }
+        None
+    }
+
     /// The entries by file.
     pub(crate) fn by_file(&self) -> BTreeMap<&str, &LockedPlugin> {
         self.plugins.iter().map(|p| (p.file.as_str(), p)).collect()

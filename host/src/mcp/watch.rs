@@ -153,6 +153,22 @@ struct Served {
     reported: std::collections::BTreeSet<String>,
 }
 
+/// Whether a directory grant of `plugin` (as loaded) now resolves elsewhere than it did at
+/// load (a link re-pointed), or no longer resolves.
+fn grants_lead_elsewhere(plugin: &crate::LoadedPlugin) -> bool {
+    let policy = plugin.policy();
+    policy
+        .written_dirs
+        .iter()
+        .zip(&policy.dirs)
+        .any(|(written, grant)| leads_elsewhere(written, &grant.host))
+}
+
+/// Whether `written` (a grant's path) no longer resolves to `resolved`.
+fn leads_elsewhere(written: &Path, resolved: &Path) -> bool {
+    written.canonicalize().map_or(true, |now| now != resolved)
+}
+
 impl Served {
     /// Takes in a reload: `loaded`, the files `present`, and (in a locked directory) the lock
     /// that must approve what keeps serving.
@@ -171,8 +187,18 @@ impl Served {
                 .path()
                 .filter(|path| self.groups.contains_key(*path))
             {
-                let served_policy = self.plugin(path).map(policy_sha256);
-                if served_policy != Some(policy_sha256_now(path).as_str()) {
+                let served = self.plugin(path);
+                let served_policy = served.map(policy_sha256);
+                if served.is_some_and(grants_lead_elsewhere) {
+                    self.groups.remove(path);
+                    withdrawn.insert(path.to_owned());
+                    problems.insert(format!(
+                        "plugin {} is no longer served: a directory its policy grants now leads \
+                         elsewhere, and it does not load ({failure}); it is not kept with the \
+                         directory it was served with",
+                        path.display()
+                    ));
+                } else if served_policy != Some(policy_sha256_now(path).as_str()) {
                     self.groups.remove(path);
                     withdrawn.insert(path.to_owned());
                     problems.insert(format!(
@@ -318,6 +344,23 @@ impl Served {
         self.groups.get(path)?.loaded()
     }
 
+    /// The served plugins' directory grants, as written and as resolved at load: a link
+    /// re-pointed since is a change no file of the directory shows ([`grants_lead_elsewhere`]).
+    fn grants(&self) -> Vec<(PathBuf, PathBuf)> {
+        self.groups
+            .values()
+            .filter_map(ToolGroup::loaded)
+            .flat_map(|plugin| {
+                let policy = plugin.policy();
+                policy
+                    .written_dirs
+                    .iter()
+                    .cloned()
+                    .zip(policy.dirs.iter().map(|grant| grant.host.clone()))
+            })
+            .collect()
+    }
+
     /// Each group's name and revision: what a catalog's sessions compare.
     fn revisions(&self) -> Vec<(String, u64)> {
         self.groups
@@ -443,18 +486,26 @@ impl DirWatcher {
         self.options
     }
 
-    /// Looks at the directory once: if a plugin, a policy or the lock file changed, loads it
+    /// Looks at the directory once: if a plugin, a policy or the lock file changed, or a
+    /// served plugin's granted directory now leads elsewhere (a link re-pointed), loads it
     /// again (on a blocking thread: compiling takes a while) and takes in what changed.
     /// Returns whether the served plugins changed. A reload that fails as a whole (the lock is
     /// gone, untrusted or unreadable; the directory is unreadable) changes nothing and is
     /// logged once.
     pub async fn rescan(&mut self) -> bool {
         // Listing and stating the directory is blocking work (a slow or large file system).
-        let (dir, options) = (self.dir.clone(), self.options);
-        let Ok(now) = tokio::task::spawn_blocking(move || scan(&dir, options)).await else {
+        let (dir, options, grants) = (self.dir.clone(), self.options, self.served.grants());
+        let Ok((now, grants_moved)) = tokio::task::spawn_blocking(move || {
+            let moved = grants
+                .iter()
+                .any(|(written, resolved)| leads_elsewhere(written, resolved));
+            (scan(&dir, options), moved)
+        })
+        .await
+        else {
             return false;
         };
-        if now == self.present {
+        if now == self.present && !grants_moved {
             return false;
         }
         let (host, options, path) = (self.host.clone(), self.options, self.dir.clone());

@@ -110,6 +110,21 @@ impl PluginHost {
             }
         }
 
+        // A read-write grant holding a plugin or policy file of the directory (reached through
+        // a link inside it) would let its plugin rewrite that file: a policy granting itself,
+        // or another plugin, more at the next load.
+        let held = held_files(&loaded);
+        if !held.is_empty() {
+            let mut kept = Vec::with_capacity(loaded.len());
+            for plugin in loaded {
+                match writable_grant_holding(&plugin, &held) {
+                    Some(error) => failures.push(error),
+                    None => kept.push(plugin),
+                }
+            }
+            loaded = kept;
+        }
+
         // Refuse both plugins of every clash of tool names, resource URIs, resource templates
         // or prompt names.
         let names: Vec<Vec<(&str, String)>> = loaded.iter().map(LoadedPlugin::offered).collect();
@@ -218,6 +233,61 @@ fn writable_grant_within(plugin: &LoadedPlugin, root: &Path) -> Option<PluginErr
                  make it read-only, or load without --recursive",
                 grant.host.display(),
                 root.display()
+            ),
+        },
+    })
+}
+
+/// Where the plugin and policy files of `plugins` really are (links followed), with the path
+/// each was named by; none when no plugin has a read-write grant.
+fn held_files(plugins: &[LoadedPlugin]) -> Vec<(PathBuf, PathBuf)> {
+    let any_writable = plugins
+        .iter()
+        .any(|plugin| plugin.policy().dirs.iter().any(|grant| grant.writable));
+    if !any_writable {
+        return Vec::new();
+    }
+    plugins
+        .iter()
+        .flat_map(|plugin| {
+            [
+                plugin.path().to_owned(),
+                SandboxPolicy::path_for(plugin.path()),
+            ]
+        })
+        .filter_map(|named| Some((std::fs::canonicalize(&named).ok()?, named)))
+        .collect()
+}
+
+/// A read-write grant of `plugin` holding one of the directory's plugin or policy files
+/// (`held`: where they really are, and their names): refuse the plugin, naming the grant.
+fn writable_grant_holding(
+    plugin: &LoadedPlugin,
+    held: &[(PathBuf, PathBuf)],
+) -> Option<PluginError> {
+    let (index, grant, named) = plugin
+        .policy()
+        .dirs
+        .iter()
+        .enumerate()
+        .filter(|(_, grant)| grant.writable)
+        .find_map(|(index, grant)| {
+            let (_, named) = held
+                .iter()
+                .find(|(real, _)| real.starts_with(&grant.host))?;
+            Some((index, grant, named))
+        })?;
+    Some(PluginError::Policy {
+        path: plugin.path().to_owned(),
+        source: PolicyError::Invalid {
+            path: SandboxPolicy::path_for(plugin.path()),
+            key: format!("dirs[{index}].host"),
+            message: format!(
+                "is {}, a read-write directory holding {} (a link to a file in it): the plugin \
+                 could rewrite it, and with it what a plugin is granted; grant a directory \
+                 that holds no plugin or policy file, or make it read-only",
+                grant.host.display(),
+                named.display()
             ),
         },
     })

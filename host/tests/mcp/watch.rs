@@ -348,6 +348,53 @@ fn a_directory_of_more_entries_than_the_cap_is_refused_saying_so() {
 /// reload found the plugin and its policy unchanged and kept serving the instances of the old
 /// directory until a restart.
 #[cfg(unix)]
+
+/// A plugin whose granted directory the operator points elsewhere (a link re-pointed, in a
+/// directory without a lock): no file of the directory changes, and the old version kept
+/// serving with the directory it was loaded with until a restart; and with a new version of
+/// the plugin file that fails to load in the same rescan, it was kept even then.
+#[tokio::test]
+async fn a_grant_pointed_elsewhere_is_not_kept_unlocked_even_by_a_failing_update() {
+    use llm_worker::LoadDirOptions;
+    let dir = llm_worker_tests::scratch_dir("dir-watcher-grant-failing");
+    let (first, second) = (
+        llm_worker_tests::scratch_dir("dir-watcher-grant-failing-first"),
+        llm_worker_tests::scratch_dir("dir-watcher-grant-failing-second"),
+    );
+    std::fs::copy(
+        llm_worker_tests::plugin_path("greet"),
+        dir.join("greet.wasm"),
+    )
+    .expect("copy");
+    let data = dir.join("data");
+    let point = |to: &std::path::Path| {
+        let _ = std::fs::remove_file(&data);
+        std::os::unix::fs::symlink(to, &data).expect("link");
+    };
+    point(first.path());
+    std::fs::write(
+        dir.join("greet.policy.toml"),
+        format!(
+            "[[dirs]]\nhost = {:?}\nguest = \"/data\"\n",
+            data.display().to_string()
+        ),
+    )
+    .expect("policy");
+    let host = llm_worker_tests::host().clone();
+    let mut watcher = DirWatcher::load(host, dir.path(), LoadDirOptions::default()).expect("load");
+    let before = watcher.groups()[0].revision();
+    // Only the link changes: the rescan sees it, and sessions take the new directory.
+    point(second.path());
+    assert!(watcher.rescan().await, "a re-pointed grant is a change");
+    assert_eq!(served(&watcher), ["greet.wasm"]);
+    assert_ne!(watcher.groups()[0].revision(), before);
+    // Pointed back while a broken update of the plugin arrives: the version served (holding
+    // the directory it was loaded with) is not kept.
+    point(first.path());
+    std::fs::write(dir.join("greet.wasm"), b"\0asm broken").expect("break");
+    watcher.rescan().await;
+    assert!(served(&watcher).is_empty(), "{:?}", served(&watcher));
+}
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_grant_pointed_elsewhere_is_a_new_revision() {
     use llm_worker::LoadDirOptions;

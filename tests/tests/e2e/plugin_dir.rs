@@ -249,6 +249,52 @@ fn a_policy_linked_from_outside_the_directory_is_refused() {
     );
 }
 
+/// A plugin granted read-write a directory (inside the plugin directory, loaded without
+/// `--recursive`) that holds a policy file, reached through a link: it could rewrite that
+/// policy, its own or another plugin's, to grant itself or the other more at the next load.
+/// The plugin with the grant is refused, naming it and the file; the other loads.
+#[test]
+fn a_read_write_grant_holding_a_policy_file_is_refused() {
+    let dir = scratch_dir("policy-in-grant");
+    let conf = dir.join("conf");
+    std::fs::create_dir(&conf).expect("mkdir");
+    for plugin in ["greet", "counter"] {
+        std::fs::copy(plugin_path(plugin), dir.join(format!("{plugin}.wasm"))).expect("copy");
+    }
+    std::fs::write(conf.join("counter.toml"), "[limits]\nmemory_mib = 16\n").expect("policy");
+    symlink(conf.join("counter.toml"), dir.join("counter.policy.toml")).expect("symlink");
+    std::fs::write(
+        dir.join("greet.policy.toml"),
+        format!(
+            "[[dirs]]\nhost = {:?}\nguest = \"/conf\"\nmode = \"rw\"\n",
+            conf.display().to_string()
+        ),
+    )
+    .expect("policy");
+    let loaded = host().load_dir(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let names: Vec<&str> = loaded.plugins.iter().map(LoadedPlugin::name).collect();
+    assert_eq!(names, ["counter"], "{:#?}", loaded.failures);
+    let message = loaded.failures[0].to_string();
+    assert!(
+        message.contains("greet.policy.toml")
+            && message.contains("dirs[0].host")
+            && message.contains("counter.policy.toml")
+            && message.contains("read-only"),
+        "{message}"
+    );
+    // Read-only, the grant is harmless: both load.
+    std::fs::write(
+        dir.join("greet.policy.toml"),
+        format!(
+            "[[dirs]]\nhost = {:?}\nguest = \"/conf\"\n",
+            conf.display().to_string()
+        ),
+    )
+    .expect("policy");
+    let loaded = host().load_dir(&dir).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(loaded.plugins.len(), 2, "{:#?}", loaded.failures);
+}
+
 /// One plugin's read-write grant holding the way to another's grant: the first could rename
 /// the other's directory and put a link to any directory in its place, which the next load
 /// would grant the second. The second is refused, however its path is written, before and
