@@ -64,9 +64,20 @@ impl Sdk {
                     .map(|crate_dir| sdk.checkout.join(crate_dir))
                     .into_iter()
                     .filter(|crate_dir| crate_dir.is_dir());
+                // The workspace's manifest decides where the crates' shared dependencies come
+                // from; the toolchain file and the lock file are read too.
+                let files = ["Cargo.toml", "rust-toolchain.toml", "plugins/Cargo.lock"]
+                    .map(|file| sdk.checkout.join(file))
+                    .into_iter()
+                    .filter(|file| file.exists());
                 let problem = std::iter::once(sdk.dir.clone())
                     .chain(siblings)
-                    .find_map(|crate_dir| llm_worker::lock::LockFile::unsafe_tree(&crate_dir));
+                    .find_map(|crate_dir| llm_worker::lock::LockFile::unsafe_tree(&crate_dir))
+                    .or_else(|| {
+                        files
+                            .into_iter()
+                            .find_map(|file| llm_worker::lock::LockFile::unsafe_file(&file))
+                    });
                 if let Some(problem) = problem {
                     anyhow::bail!(
                         "the SDK this llm-worker was built with, {}, could have been replaced \
@@ -456,6 +467,14 @@ mod tests {
                 && message.contains("--sdk PATH"),
             "{message}"
         );
+        std::fs::set_permissions(&macros, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        // The workspace's manifest, which says where the crates' dependencies come from.
+        let manifest = checkout.join("Cargo.toml");
+        std::fs::write(&manifest, "[workspace]\n").expect("write");
+        assert!(Sdk::find(None, &checkout).is_ok());
+        std::fs::set_permissions(&manifest, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+        let message = format!("{:#}", Sdk::find(None, &checkout).expect_err("refused"));
+        assert!(message.contains("Cargo.toml"), "{message}");
         // Named by the user with --sdk, it is theirs to judge.
         assert!(Sdk::find(Some(&checkout), Path::new("/nowhere")).is_ok());
     }

@@ -13,9 +13,11 @@
 //!   notices);
 //! - [`template`]: resource URI templates, and which URIs they match.
 //!
-//! The crate has no dependencies, so that a proc-macro crate, a `wasm32-wasip2` plugin and
-//! the host can all depend on it.
+//! The crate has no dependencies (`core` and `alloc` only), so that a proc-macro crate, a
+//! `wasm32-wasip2` plugin and the host can all depend on it.
 #![no_std]
+
+extern crate alloc;
 
 pub mod contract;
 pub mod prompt;

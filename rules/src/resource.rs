@@ -6,6 +6,7 @@
 //! A template's own grammar is in [`crate::template`]; a template is a URI too, and is
 //! checked with [`check_uri`] there.
 
+use alloc::string::String;
 use core::fmt;
 
 pub use crate::template::MAX_URI_BYTES;
@@ -127,57 +128,92 @@ pub fn check_resource_uri(uri: &str) -> Result<(), UriProblem> {
     Ok(())
 }
 
-/// Whether `uri` (a URI, or a template's text) is written as RFC 3986 compares URIs (its
-/// section 6.2.2, as hosts compare a client's URI with the ones plugins offer): its scheme and
-/// authority (the host) in lower case, no percent-escape of a letter, a digit or `-._~`, and
-/// the hex digits of every other escape in upper case. A template's `{variables}` are left
-/// out of the look at case.
-///
-/// What a plugin offers must be in this form, so that two spellings of one URI (`NOTES://all`
-/// and `notes://%61ll` for `notes://all`) can never be offered by two plugins, each thinking
-/// it has its own.
+/// `uri` as RFC 3986 compares URIs (its section 6.2.2): the scheme and the authority (the
+/// host) in lower case, percent-escapes of unreserved characters (letters, digits, `-._~`)
+/// decoded, the other escapes' hex digits in upper case; anything else as it is (a `%` not
+/// followed by two hex digits included). Two spellings a client may take for one resource
+/// (`NOTES://all`, `notes://%61ll`) come out the same, and a second pass changes nothing.
 #[must_use]
-pub fn is_normal(uri: &str) -> bool {
-    let Some((scheme, rest)) = uri.split_once(':') else {
-        return true;
+pub fn comparable_uri(uri: &str) -> String {
+    let decoded = decode_unreserved(uri);
+    let Some((scheme, rest)) = decoded.split_once(':') else {
+        return decoded;
     };
-    if scheme.bytes().any(|b| b.is_ascii_uppercase()) {
-        return false;
+    let mut out = String::with_capacity(decoded.len());
+    out.push_str(&scheme.to_ascii_lowercase());
+    out.push(':');
+    match rest.strip_prefix("//") {
+        Some(after) => {
+            let end = after.find(['/', '?', '#']).unwrap_or(after.len());
+            out.push_str("//");
+            // Letters in lower case, but not the hex digits of escapes (upper case already).
+            let mut escape_left = 0;
+            for c in after[..end].chars() {
+                if escape_left > 0 {
+                    escape_left -= 1;
+                    out.push(c);
+                    continue;
+                }
+                if c == '%' {
+                    escape_left = 2;
+                }
+                out.push(c.to_ascii_lowercase());
+            }
+            out.push_str(&after[end..]);
+        }
+        None => out.push_str(rest),
     }
-    if let Some(after) = rest.strip_prefix("//") {
-        let end = after.find(['/', '?', '#']).unwrap_or(after.len());
-        let mut in_variable = false;
-        let mut escape_left = 0;
-        for b in after[..end].bytes() {
-            match b {
-                b'{' => in_variable = true,
-                b'}' => in_variable = false,
-                b'%' => escape_left = 2,
-                _ if escape_left > 0 => escape_left -= 1,
-                _ if b.is_ascii_uppercase() && !in_variable => return false,
-                _ => {}
+    out
+}
+
+/// `text` with its percent-escapes of unreserved characters decoded and the other escapes'
+/// hex digits in upper case (an escape is `%` and two ASCII hex digits, nothing else).
+fn decode_unreserved(text: &str) -> String {
+    fn hex(digit: u8) -> Option<u8> {
+        char::from(digit)
+            .to_digit(16)
+            .and_then(|value| u8::try_from(value).ok())
+    }
+    let bytes = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    while at < bytes.len() {
+        let escaped = match (bytes[at], bytes.get(at + 1), bytes.get(at + 2)) {
+            (b'%', Some(&high), Some(&low)) => hex(high).zip(hex(low)).map(|(h, l)| h * 16 + l),
+            _ => None,
+        };
+        match escaped {
+            Some(byte) if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) => {
+                out.push(char::from(byte));
+                at += 3;
+            }
+            Some(byte) => {
+                const DIGITS: &[u8; 16] = b"0123456789ABCDEF";
+                out.push('%');
+                out.push(char::from(DIGITS[usize::from(byte >> 4)]));
+                out.push(char::from(DIGITS[usize::from(byte & 15)]));
+                at += 3;
+            }
+            None => {
+                let ch = text[at..].chars().next().unwrap_or_default();
+                out.push(ch);
+                at += ch.len_utf8();
             }
         }
     }
-    let bytes = uri.as_bytes();
-    let hex = |b: u8| char::from(b).to_digit(16);
-    for (at, &b) in bytes.iter().enumerate() {
-        if b != b'%' {
-            continue;
-        }
-        let (Some(&high), Some(&low)) = (bytes.get(at + 1), bytes.get(at + 2)) else {
-            continue;
-        };
-        let (Some(h), Some(l)) = (hex(high), hex(low)) else {
-            continue;
-        };
-        let byte = u8::try_from(h * 16 + l).unwrap_or(0);
-        let unreserved = byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~');
-        if unreserved || high.is_ascii_lowercase() || low.is_ascii_lowercase() {
-            return false;
-        }
-    }
-    true
+    out
+}
+
+/// Whether `uri` (a URI, or a template's text) is written as hosts compare URIs: whether it is
+/// its own [`comparable_uri`].
+///
+/// What a plugin offers must be in this form, so that two spellings of one URI (`NOTES://all`
+/// and `notes://%61ll` for `notes://all`) can never be offered by two plugins, each thinking
+/// it has its own, and so that comparing offered URIs as written is comparing them as a
+/// client's URI is compared with them.
+#[must_use]
+pub fn is_normal(uri: &str) -> bool {
+    comparable_uri(uri) == uri
 }
 
 /// Why a MIME type is refused.
@@ -250,6 +286,65 @@ mod tests {
     extern crate std;
     use super::*;
     use std::format;
+
+    /// What plugins offer must be in normal form: what [`comparable_uri`] leaves as it is, so
+    /// that two offered URIs that differ as written differ as compared.
+    #[test]
+    fn offered_uris_are_in_the_form_uris_are_compared_in() {
+        for (uri, normal) in [
+            ("notes://all", true),
+            ("NOTES://all", false),
+            ("notes://ALL/x", false),
+            ("notes://all/X", true),
+            ("notes://%61ll", false),
+            ("notes://all/%7e", false),
+            ("notes://all/%2f", false),
+            ("notes://all/%2F", true),
+            ("notes://a%2Fb/x", true),
+            ("notes://caf%C3%A9/x", true),
+            ("notes://caf%c3%a9/x", false),
+            ("notes://all/%+A", true),
+            ("notes://all/%0A", true),
+            ("notes://all/%G1", true),
+            ("notes://all/%", true),
+            ("notes://[::1]:80/x", true),
+            ("notes://[::A]/x", false),
+            ("urn:ISBN:1", true),
+            ("x://é/%", true),
+        ] {
+            assert_eq!(is_normal(uri), normal, "{uri}");
+            // A second pass changes nothing.
+            let once = comparable_uri(uri);
+            assert_eq!(comparable_uri(&once), once, "{uri}");
+        }
+        // `%+A` is not an escape (`+` is no hex digit): it is not `%0A` spelt otherwise.
+        assert_ne!(
+            comparable_uri("notes://all/%+A"),
+            comparable_uri("notes://all/%0A")
+        );
+        for (one, other) in [
+            ("NOTES://all", "notes://all"),
+            ("notes://%61ll", "notes://all"),
+            ("Notes://ALL/Note", "notes://all/Note"),
+            ("notes://all/%7e%2f", "notes://all/~%2F"),
+            ("urn:X:%41", "urn:X:A"),
+            ("notes://A%2fB/x", "notes://a%2Fb/x"),
+        ] {
+            assert_eq!(
+                comparable_uri(one),
+                comparable_uri(other),
+                "{one} / {other}"
+            );
+        }
+        assert_ne!(
+            comparable_uri("notes://all/A"),
+            comparable_uri("notes://all/a")
+        );
+        assert_ne!(
+            comparable_uri("notes://all/%2F"),
+            comparable_uri("notes://all//")
+        );
+    }
 
     #[test]
     fn uris_need_a_scheme_and_no_spaces() {

@@ -332,14 +332,21 @@ mod tests {
         );
         assert_eq!(check_template("a://{x}/{y_2}"), Ok(()));
         assert!(!matched("a://{x", "a://{x"));
-        // Its fixed text in normal form, the variables' names in any case.
-        for template in ["A://{x}", "a://Host/{x}", "a://h/%7E{x}", "a://h/%2f{x}"] {
+        // Its fixed text in normal form (the authority in lower case, variables' names in it
+        // too), the variables' names elsewhere in any case.
+        for template in [
+            "A://{x}",
+            "a://Host/{x}",
+            "a://{Host}/x",
+            "a://h/%7E{x}",
+            "a://h/%2f{x}",
+        ] {
             assert_eq!(
                 check_template(template),
                 Err(TemplateProblem::NotAUri(UriProblem::NotNormal)),
                 "{template}"
             );
         }
-        assert_eq!(check_template("a://{Host}/X/%2F{x}"), Ok(()));
+        assert_eq!(check_template("a://{host}/X/%2F{Id}"), Ok(()));
     }
 }

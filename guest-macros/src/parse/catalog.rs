@@ -604,6 +604,8 @@ mod tests {
             "notes://all/%2F",
             "notes://all/A",
             "urn:ISBN:0451450523",
+            "notes://a%2Fb/x",
+            "notes://all/%+A",
         ] {
             let rule = check_resource_uri(uri).is_ok();
             assert_eq!(builds(uri, "text/plain"), rule, "{uri:?}");

@@ -138,20 +138,28 @@ impl LockFile {
         super::directory_problem(dir)
     }
 
+    /// Why another user could change the file at `path` (links followed), if they could: a
+    /// link on its way or the file not this user's or root's, or in a directory others may
+    /// write, or writable by others.
+    pub fn unsafe_file(path: &Path) -> Option<String> {
+        crate::file::file_problem(path)
+    }
+
     /// Why another user could change what is built from the source tree `dir` (a crate that
     /// build scripts and procedural macros run from), if they could: `dir` and the directories
     /// on the way to it as [`Self::unsafe_directory`], and every file and directory below it
-    /// but build output (`target`) and hidden ones (`.git`): each this user's or root's, in a
-    /// directory no one else may write. At most 10,000 entries are looked at; a larger tree is
-    /// refused, saying so.
+    /// but its build output (`dir/target`) and hidden ones (`.git`): each this user's or
+    /// root's, in a directory no one else may write. A link to a directory in it is refused
+    /// (it is not walked). At most 10,000 entries are looked at; a larger tree is refused,
+    /// saying so.
     pub fn unsafe_tree(dir: &Path) -> Option<String> {
         const MAX_ENTRIES: usize = 10_000;
         if let Some(problem) = super::directory_problem(dir) {
             return Some(problem);
         }
-        let mut pending = vec![dir.to_owned()];
+        let mut pending = vec![(dir.to_owned(), 0)];
         let mut seen = 0;
-        while let Some(at) = pending.pop() {
+        while let Some((at, depth)) = pending.pop() {
             let entries = match std::fs::read_dir(&at) {
                 Ok(entries) => entries,
                 Err(e) => return Some(format!("{} cannot be read: {e}", at.display())),
@@ -169,10 +177,17 @@ impl LockFile {
                     ));
                 }
                 let name = entry.file_name();
-                if name.to_string_lossy().starts_with('.') || name == "target" {
+                if name.to_string_lossy().starts_with('.') || (depth == 0 && name == "target") {
                     continue;
                 }
                 let path = entry.path();
+                if entry.file_type().is_ok_and(|kind| kind.is_symlink()) && path.is_dir() {
+                    return Some(format!(
+                        "{} is a link to a directory, which is not checked; replace it with \
+                         the directory itself",
+                        path.display()
+                    ));
+                }
                 // Each entry's own owner and mode, and that its directory cannot be replaced.
                 if let Some(problem) = crate::file::file_problem(&path) {
                     return Some(problem);
@@ -183,7 +198,7 @@ impl LockFile {
                     if let Some(problem) = super::directory_problem(&path) {
                         return Some(problem);
                     }
-                    pending.push(path);
+                    pending.push((path, depth + 1));
                 }
             }
         }

@@ -193,9 +193,9 @@ impl Served {
                     self.groups.remove(path);
                     withdrawn.insert(path.to_owned());
                     problems.insert(format!(
-                        "plugin {} is no longer served: a directory its policy grants now leads \
-                         elsewhere, and it does not load ({failure}); it is not kept with the \
-                         directory it was served with",
+                        "plugin {} is no longer served: it does not load ({failure}), and a \
+                         directory its policy grants now leads elsewhere; it is not kept with \
+                         the directory it was served with",
                         path.display()
                     ));
                 } else if served_policy != Some(policy_sha256_now(path).as_str()) {
@@ -247,6 +247,7 @@ impl Served {
                 // (then it is not kept under the policy withdrawn) or it clashes too.
                 let keep_old = self.groups.get(&path).is_some_and(|old| {
                     self.plugin(&path).map(policy_sha256) == Some(policy_sha256(plugin))
+                        && !self.plugin(&path).is_some_and(grants_lead_elsewhere)
                         && old.clash_with(&accepted).is_none()
                 });
                 match self.groups.get(&path) {
@@ -397,6 +398,10 @@ pub struct DirWatcher {
     present: Scan,
     /// The last reload's error, said once (until the directory changes again).
     refused: Option<String>,
+    /// Where the served plugins' grants led when a reload was last tried for them leading
+    /// elsewhere: a reload that changed nothing (it failed) is not tried again every rescan
+    /// for the same moves.
+    grants_tried: Vec<Option<PathBuf>>,
     /// Where reloads are counted.
     #[cfg(feature = "metrics")]
     metrics: Option<super::Metrics>,
@@ -453,6 +458,7 @@ impl DirWatcher {
             served,
             present,
             refused: None,
+            grants_tried: Vec::new(),
             #[cfg(feature = "metrics")]
             metrics: None,
         }
@@ -495,18 +501,27 @@ impl DirWatcher {
     pub async fn rescan(&mut self) -> bool {
         // Listing and stating the directory is blocking work (a slow or large file system).
         let (dir, options, grants) = (self.dir.clone(), self.options, self.served.grants());
-        let Ok((now, grants_moved)) = tokio::task::spawn_blocking(move || {
+        let Ok((now, grants_now, grants_moved)) = tokio::task::spawn_blocking(move || {
+            let now: Vec<Option<PathBuf>> = grants
+                .iter()
+                .map(|(written, _)| written.canonicalize().ok())
+                .collect();
             let moved = grants
                 .iter()
-                .any(|(written, resolved)| leads_elsewhere(written, resolved));
-            (scan(&dir, options), moved)
+                .zip(&now)
+                .any(|((_, resolved), now)| now.as_ref() != Some(resolved));
+            (scan(&dir, options), now, moved)
         })
         .await
         else {
             return false;
         };
-        if now == self.present && !grants_moved {
+        let grants_changed = grants_moved && grants_now != self.grants_tried;
+        if now == self.present && !grants_changed {
             return false;
+        }
+        if grants_moved {
+            self.grants_tried = grants_now;
         }
         let (host, options, path) = (self.host.clone(), self.options, self.dir.clone());
         let loaded = match tokio::task::spawn_blocking(move || {

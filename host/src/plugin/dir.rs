@@ -110,14 +110,15 @@ impl PluginHost {
             }
         }
 
-        // A read-write grant holding a plugin or policy file of the directory (reached through
-        // a link inside it) would let its plugin rewrite that file: a policy granting itself,
-        // or another plugin, more at the next load.
-        let held = held_files(&loaded);
-        if !held.is_empty() {
+        // A plugin or policy file (reached through a link inside the directory) in a
+        // read-write grant of a plugin: that plugin could rewrite it, and with it what the
+        // plugin it belongs to is, or is granted, at the next load. That plugin is refused (its
+        // files are not what the operator can vouch for); the one with the grant is not.
+        let writable = writable_grants(&loaded);
+        if !writable.is_empty() {
             let mut kept = Vec::with_capacity(loaded.len());
             for plugin in loaded {
-                match writable_grant_holding(&plugin, &held) {
+                match held_by_a_grant(&plugin, &writable) {
                     Some(error) => failures.push(error),
                     None => kept.push(plugin),
                 }
@@ -238,59 +239,57 @@ fn writable_grant_within(plugin: &LoadedPlugin, root: &Path) -> Option<PluginErr
     })
 }
 
-/// Where the plugin and policy files of `plugins` really are (links followed), with the path
-/// each was named by; none when no plugin has a read-write grant.
-fn held_files(plugins: &[LoadedPlugin]) -> Vec<(PathBuf, PathBuf)> {
-    let any_writable = plugins
-        .iter()
-        .any(|plugin| plugin.policy().dirs.iter().any(|grant| grant.writable));
-    if !any_writable {
-        return Vec::new();
-    }
+/// The read-write grants of `plugins`: the directory, and the plugin holding it.
+fn writable_grants(plugins: &[LoadedPlugin]) -> Vec<(PathBuf, PathBuf)> {
     plugins
         .iter()
         .flat_map(|plugin| {
-            [
-                plugin.path().to_owned(),
-                SandboxPolicy::path_for(plugin.path()),
-            ]
+            plugin
+                .policy()
+                .dirs
+                .iter()
+                .filter(|grant| grant.writable)
+                .map(|grant| (grant.host.clone(), plugin.path().to_owned()))
         })
-        .filter_map(|named| Some((std::fs::canonicalize(&named).ok()?, named)))
         .collect()
 }
 
-/// A read-write grant of `plugin` holding one of the directory's plugin or policy files
-/// (`held`: where they really are, and their names): refuse the plugin, naming the grant.
-fn writable_grant_holding(
-    plugin: &LoadedPlugin,
-    held: &[(PathBuf, PathBuf)],
-) -> Option<PluginError> {
-    let (index, grant, named) = plugin
-        .policy()
-        .dirs
-        .iter()
-        .enumerate()
-        .filter(|(_, grant)| grant.writable)
-        .find_map(|(index, grant)| {
-            let (_, named) = held
-                .iter()
-                .find(|(real, _)| real.starts_with(&grant.host))?;
-            Some((index, grant, named))
-        })?;
-    Some(PluginError::Policy {
-        path: plugin.path().to_owned(),
-        source: PolicyError::Invalid {
-            path: SandboxPolicy::path_for(plugin.path()),
-            key: format!("dirs[{index}].host"),
-            message: format!(
-                "is {}, a read-write directory holding {} (a link to a file in it): the plugin \
-                 could rewrite it, and with it what a plugin is granted; grant a directory \
-                 that holds no plugin or policy file, or make it read-only",
-                grant.host.display(),
-                named.display()
-            ),
-        },
-    })
+/// Why `plugin` is refused, if its file or its policy file really is (links followed) in one
+/// of the `writable` grants.
+fn held_by_a_grant(plugin: &LoadedPlugin, writable: &[(PathBuf, PathBuf)]) -> Option<PluginError> {
+    let policy = SandboxPolicy::path_for(plugin.path());
+    for file in [plugin.path(), policy.as_path()] {
+        let Ok(real) = std::fs::canonicalize(file) else {
+            continue;
+        };
+        let Some((grant, holder)) = writable.iter().find(|(grant, _)| real.starts_with(grant))
+        else {
+            continue;
+        };
+        let why = std::io::Error::other(format!(
+            "it is a link to {}, in {}, a read-write directory of plugin {}, which could rewrite \
+             it; keep plugins and policies out of read-write grants (or make the grant \
+             read-only)",
+            real.display(),
+            grant.display(),
+            holder.display()
+        ));
+        return Some(if file == plugin.path() {
+            PluginError::Io {
+                path: plugin.path().to_owned(),
+                source: why,
+            }
+        } else {
+            PluginError::Policy {
+                path: plugin.path().to_owned(),
+                source: PolicyError::Io {
+                    path: policy.clone(),
+                    source: why,
+                },
+            }
+        });
+    }
+    None
 }
 
 /// How [`PluginHost::load_dir_with`] reads a directory.

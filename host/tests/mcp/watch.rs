@@ -349,6 +349,39 @@ fn a_directory_of_more_entries_than_the_cap_is_refused_saying_so() {
 /// directory until a restart.
 #[cfg(unix)]
 
+/// A served plugin's policy made a link into another plugin's read-write grant (which could
+/// rewrite it): the new policy is refused, and the plugin is not kept serving under the old one.
+#[tokio::test]
+async fn a_policy_moved_into_a_read_write_grant_is_not_served() {
+    use llm_worker::LoadDirOptions;
+    let dir = llm_worker_tests::scratch_dir("dir-watcher-grant-holds");
+    let conf = dir.join("conf");
+    std::fs::create_dir(&conf).expect("mkdir");
+    for plugin in ["greet", "counter"] {
+        std::fs::copy(
+            llm_worker_tests::plugin_path(plugin),
+            dir.join(format!("{plugin}.wasm")),
+        )
+        .expect("copy");
+    }
+    std::fs::write(
+        dir.join("greet.policy.toml"),
+        format!(
+            "[[dirs]]\nhost = {:?}\nguest = \"/conf\"\nmode = \"rw\"\n",
+            conf.display().to_string()
+        ),
+    )
+    .expect("policy");
+    let host = llm_worker_tests::host().clone();
+    let mut watcher = DirWatcher::load(host, dir.path(), LoadDirOptions::default()).expect("load");
+    assert_eq!(served(&watcher), ["counter.wasm", "greet.wasm"]);
+    std::fs::write(conf.join("counter.toml"), "[limits]\nmemory_mib = 16\n").expect("policy");
+    std::os::unix::fs::symlink(conf.join("counter.toml"), dir.join("counter.policy.toml"))
+        .expect("link");
+    watcher.rescan().await;
+    assert_eq!(served(&watcher), ["greet.wasm"]);
+}
+
 /// A plugin whose granted directory the operator points elsewhere (a link re-pointed, in a
 /// directory without a lock): no file of the directory changes, and the old version kept
 /// serving with the directory it was loaded with until a restart; and with a new version of

@@ -249,12 +249,12 @@ fn a_policy_linked_from_outside_the_directory_is_refused() {
     );
 }
 
-/// A plugin granted read-write a directory (inside the plugin directory, loaded without
-/// `--recursive`) that holds a policy file, reached through a link: it could rewrite that
-/// policy, its own or another plugin's, to grant itself or the other more at the next load.
-/// The plugin with the grant is refused, naming it and the file; the other loads.
+/// A policy file reached through a link into a read-write grant (inside the plugin directory,
+/// loaded without `--recursive`): the plugin with the grant could rewrite it, to grant the
+/// policy's plugin more at the next load. The plugin whose policy it is is refused, naming the
+/// grant and its plugin; the plugin with the grant loads.
 #[test]
-fn a_read_write_grant_holding_a_policy_file_is_refused() {
+fn a_policy_in_a_read_write_grant_is_refused() {
     let dir = scratch_dir("policy-in-grant");
     let conf = dir.join("conf");
     std::fs::create_dir(&conf).expect("mkdir");
@@ -263,36 +263,45 @@ fn a_read_write_grant_holding_a_policy_file_is_refused() {
     }
     std::fs::write(conf.join("counter.toml"), "[limits]\nmemory_mib = 16\n").expect("policy");
     symlink(conf.join("counter.toml"), dir.join("counter.policy.toml")).expect("symlink");
-    std::fs::write(
-        dir.join("greet.policy.toml"),
-        format!(
-            "[[dirs]]\nhost = {:?}\nguest = \"/conf\"\nmode = \"rw\"\n",
-            conf.display().to_string()
-        ),
-    )
-    .expect("policy");
+    let grant = |mode: &str| {
+        std::fs::write(
+            dir.join("greet.policy.toml"),
+            format!(
+                "[[dirs]]\nhost = {:?}\nguest = \"/conf\"\nmode = \"{mode}\"\n",
+                conf.display().to_string()
+            ),
+        )
+        .expect("policy");
+    };
+    grant("rw");
     let loaded = host().load_dir(&dir).unwrap_or_else(|e| panic!("{e}"));
     let names: Vec<&str> = loaded.plugins.iter().map(LoadedPlugin::name).collect();
-    assert_eq!(names, ["counter"], "{:#?}", loaded.failures);
+    assert_eq!(names, ["greet"], "{:#?}", loaded.failures);
     let message = loaded.failures[0].to_string();
     assert!(
-        message.contains("greet.policy.toml")
-            && message.contains("dirs[0].host")
-            && message.contains("counter.policy.toml")
+        message.contains("counter.policy.toml")
+            && message.contains("a read-write directory of plugin")
+            && message.contains("greet.wasm")
             && message.contains("read-only"),
         "{message}"
     );
     // Read-only, the grant is harmless: both load.
-    std::fs::write(
-        dir.join("greet.policy.toml"),
-        format!(
-            "[[dirs]]\nhost = {:?}\nguest = \"/conf\"\n",
-            conf.display().to_string()
-        ),
-    )
-    .expect("policy");
+    grant("ro");
     let loaded = host().load_dir(&dir).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(loaded.plugins.len(), 2, "{:#?}", loaded.failures);
+    // A plugin file that is such a link is refused the same way.
+    grant("rw");
+    std::fs::remove_file(dir.join("counter.policy.toml")).expect("unlink");
+    std::fs::rename(dir.join("counter.wasm"), conf.join("counter.wasm")).expect("move");
+    symlink(conf.join("counter.wasm"), dir.join("counter.wasm")).expect("symlink");
+    let loaded = host().load_dir(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let names: Vec<&str> = loaded.plugins.iter().map(LoadedPlugin::name).collect();
+    assert_eq!(names, ["greet"], "{:#?}", loaded.failures);
+    assert!(
+        loaded.failures[0].to_string().contains("could rewrite it"),
+        "{}",
+        loaded.failures[0]
+    );
 }
 
 /// One plugin's read-write grant holding the way to another's grant: the first could rename

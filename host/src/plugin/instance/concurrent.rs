@@ -782,6 +782,8 @@ pub(crate) struct Concurrency {
     /// The instance's clock, for the watch on work left behind (weak: the store owns it, and
     /// the places that work holds are given back when the store is dropped).
     clock: Option<std::sync::Weak<Mutex<GroupClock>>>,
+    /// Whether the watch on work left behind runs ([`Self::watch_lingering`]).
+    watching: AtomicBool,
 }
 
 impl Drop for Concurrency {
@@ -854,34 +856,69 @@ impl Concurrency {
             counted: AtomicBool::new(false),
             max_calls,
             clock: watched,
+            watching: AtomicBool::new(false),
         }
     }
 
-    /// Work a call left behind must finish by `until`. The event loop checks that itself, but
-    /// cannot while guest code blocks it (a WASI 0.2 import such as `pollable.block` suspends
-    /// the store's fiber without returning to the loop): this watch, outside the loop, ends
-    /// the instance if any such work is still there a moment after its time.
-    fn watch_lingering(self: &Arc<Self>, until: Instant) {
+    /// Work a call left behind must finish within its grace. The event loop checks that
+    /// itself, but cannot while guest code blocks it (a WASI 0.2 import such as
+    /// `pollable.block` suspends the store's fiber without returning to the loop): this watch,
+    /// outside the loop, ends the instance if such work is still there a moment after its
+    /// time. One watch per instance, while any work lingers.
+    fn watch_lingering(self: &Arc<Self>) {
         let Some(clock) = self.clock.clone() else {
             return;
         };
+        if self.watching.swap(true, Ordering::AcqRel) {
+            return;
+        }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            self.watching.store(false, Ordering::Release);
             return;
         };
         let instance = Arc::downgrade(self);
-        runtime.spawn(async move {
-            // After the loop's own check, which ends the instance first when it can run.
-            tokio::time::sleep_until(tokio::time::Instant::from_std(until + LINGER_SLACK)).await;
-            let Some(clock) = clock.upgrade() else {
-                return;
-            };
-            let overdue = clock
+        let lock = |clock: &Mutex<GroupClock>| {
+            let clock = clock
                 .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .overdue();
-            drop(clock);
-            if let (Some(reason), Some(instance)) = (overdue, instance.upgrade()) {
-                instance.kill(reason);
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            (
+                clock.lingering.values().map(|(until, _)| *until).min(),
+                clock.overdue(),
+            )
+        };
+        runtime.spawn(async move {
+            loop {
+                // The store gone, the instance is: nothing to watch.
+                let Some((next, _)) = clock.upgrade().map(|clock| lock(&clock)) else {
+                    return;
+                };
+                let Some(until) = next else {
+                    let Some(instance) = instance.upgrade() else {
+                        return;
+                    };
+                    instance.watching.store(false, Ordering::Release);
+                    // Work left behind since the look above started no watch (this one was
+                    // on): look again.
+                    let again = clock
+                        .upgrade()
+                        .is_some_and(|clock| lock(&clock).0.is_some());
+                    if again && !instance.watching.swap(true, Ordering::AcqRel) {
+                        continue;
+                    }
+                    return;
+                };
+                // After the loop's own check, which ends the instance first when it can run.
+                let at = tokio::time::Instant::from_std(until + LINGER_SLACK);
+                tokio::time::sleep_until(at).await;
+                let Some((_, overdue)) = clock.upgrade().map(|clock| lock(&clock)) else {
+                    return;
+                };
+                if let Some(reason) = overdue {
+                    if let Some(instance) = instance.upgrade() {
+                        instance.kill(reason);
+                    }
+                    return;
+                }
             }
         });
     }
@@ -975,8 +1012,8 @@ impl Concurrency {
                 ..
             })) => {
                 abandon.instance = None;
-                if let Some(until) = lingering {
-                    self.watch_lingering(until);
+                if lingering.is_some() {
+                    self.watch_lingering();
                 }
                 Outcome::TimedOut { queued }
             }
@@ -987,8 +1024,8 @@ impl Concurrency {
                 lingering,
             })) => {
                 abandon.instance = None;
-                if let Some(until) = lingering {
-                    self.watch_lingering(until);
+                if lingering.is_some() {
+                    self.watch_lingering();
                 }
                 Outcome::Returned { result, stderr }
             }
@@ -1095,14 +1132,17 @@ impl Drop for AbandonOnDrop<'_> {
         let instance = Arc::downgrade(&instance);
         runtime.spawn(async move {
             tokio::time::sleep(CANCEL_GRACE).await;
+            let Some(instance) = instance.upgrade() else {
+                return;
+            };
             if returned.load(Ordering::Acquire) {
+                // It returned, maybe leaving work behind, which no caller will see to.
+                instance.watch_lingering();
                 return;
             }
-            if let Some(instance) = instance.upgrade() {
-                instance.kill(format!(
-                    "{subject} was cancelled and did not return within {CANCEL_GRACE:?}"
-                ));
-            }
+            instance.kill(format!(
+                "{subject} was cancelled and did not return within {CANCEL_GRACE:?}"
+            ));
         });
     }
 }
