@@ -75,7 +75,7 @@ fn init_logging(cli: &Cli) {
     // in a warning) cannot clear the screen, reorder text or forge a log line of its own.
     use tracing_subscriber::field::MakeExt;
     let fields = tracing_subscriber::fmt::format::debug_fn(|writer, field, value| {
-        let text = format!("{value:?}");
+        let text = log_field(value);
         if field.name() == "message" {
             write!(writer, "{}", LogText(&text))
         } else {
@@ -93,6 +93,46 @@ fn init_logging(cli: &Cli) {
     if let Some((value, error)) = invalid {
         tracing::error!("RUST_LOG={value:?} is not a valid filter ({error}); logging at {level}");
     }
+}
+
+/// Longest log field, in bytes: a field holding a client's text (rmcp logs every failed
+/// request's id and error at `warn`, and an error may quote what the client sent) is cut
+/// there, so that no request makes the log take megabytes.
+const MAX_LOG_FIELD_BYTES: usize = 4096;
+
+/// `value` as a log field: its `Debug` text, cut after [`MAX_LOG_FIELD_BYTES`] (formatting
+/// stops there: the rest is never made).
+fn log_field(value: &dyn std::fmt::Debug) -> String {
+    /// Takes text until the cap, then refuses more (which ends the formatting).
+    struct Capped {
+        text: String,
+        cut: bool,
+    }
+    impl std::fmt::Write for Capped {
+        fn write_str(&mut self, more: &str) -> std::fmt::Result {
+            let room = MAX_LOG_FIELD_BYTES.saturating_sub(self.text.len());
+            if more.len() <= room {
+                self.text.push_str(more);
+                return Ok(());
+            }
+            let mut end = room;
+            while !more.is_char_boundary(end) {
+                end -= 1;
+            }
+            self.text.push_str(&more[..end]);
+            self.cut = true;
+            Err(std::fmt::Error)
+        }
+    }
+    let mut capped = Capped {
+        text: String::new(),
+        cut: false,
+    };
+    let _ = std::fmt::write(&mut capped, format_args!("{value:?}"));
+    if capped.cut {
+        capped.text.push_str(" … [cut: longer than 4096 bytes]");
+    }
+    capped.text
 }
 
 /// A log field as the log shows it: the characters of `is_hidden_char` escaped ([`Visible`]),
@@ -422,4 +462,24 @@ async fn run() -> ExitCode {
         eprintln!("error: {}", error_text(&error));
         ExitCode::FAILURE
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A field is cut at the cap, at a character's boundary, and says so; a short one is
+    /// whole.
+    #[test]
+    fn a_log_field_is_cut_at_its_cap() {
+        assert_eq!(log_field(&"short"), "\"short\"");
+        let long = "é".repeat(10_000);
+        let field = log_field(&long);
+        assert!(
+            field.len() <= MAX_LOG_FIELD_BYTES + 40
+                && field.ends_with("[cut: longer than 4096 bytes]"),
+            "{}",
+            field.len()
+        );
+    }
 }

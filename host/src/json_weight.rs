@@ -125,7 +125,7 @@ pub(crate) fn estimated_json_bytes(bytes: &[u8]) -> usize {
 /// (leaves hold five or more, and inner nodes link them), each string (keys too) the smallest
 /// allocation besides its text. For what the host is sent, before it parses it. Measured
 /// against a server's resident memory: the `requests` section of the serve bench.
-#[cfg_attr(not(feature = "mcp-http"), allow(dead_code))]
+#[cfg_attr(not(feature = "mcp"), allow(dead_code))]
 pub(crate) fn parsed_json_bytes(bytes: &[u8]) -> usize {
     const SLOT: usize = size_of::<Value>();
     let node = block(JSON_OBJECT_NODE_BYTES);

@@ -193,6 +193,39 @@ fn log_lines_show_a_plugins_text_escaped_and_cannot_be_forged() {
     );
 }
 
+/// rmcp logs every failed request's id and error at `warn` (the default level), and an error
+/// may quote what the client sent: a request of a few megabytes (an id of a million characters,
+/// a cursor of a million characters the log escapes) made a log line of ten or more. Each field
+/// is cut at 4 KiB.
+#[test]
+fn a_clients_text_cannot_make_a_log_line_of_megabytes() {
+    let (_root, dir, cache) = plugin_dir("cli-log-flood", &["greet"]);
+    let initialize = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    let request = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": "i".repeat(1 << 20),
+        "method": "tools/list",
+        "params": { "cursor": "\u{85}".repeat(1 << 20) },
+    });
+    let input = format!("{initialize}\n{initialized}\n{request}\n");
+    let out = run(&cache, &["serve", path(&dir)], Some(&input));
+    let stderr = stderr(&out);
+    let longest = stderr.lines().map(str::len).max().unwrap_or(0);
+    assert!(longest < 16 << 10, "a log line of {longest} bytes");
+    assert!(
+        stderr.contains("[cut: longer than 4096 bytes]"),
+        "{}",
+        &stderr[..stderr.len().min(2000)]
+    );
+    // The client was answered, with the error.
+    assert!(
+        stdout(&out).contains("cursor"),
+        "{}",
+        &stdout(&out)[..200.min(stdout(&out).len())]
+    );
+}
+
 #[test]
 fn check_reports_each_file_and_fails_on_a_refused_plugin() {
     let (_root, dir, cache) = plugin_dir("cli-check", &["greet"]);

@@ -354,9 +354,19 @@ impl McpServer {
     /// Subscribes to a resource the session's plugins offer; notices of its changes come from
     /// the plugin, during its calls.
     pub(super) fn subscribe_to(&self, uri: &str, subscribe: bool) -> Result<(), ErrorData> {
+        // Kept as URIs are compared (`NOTES://all` is `notes://all`, whose notices it gets),
+        // and held to the rule of a URI: its length above all (a URI escaped at length, matched
+        // by a template, would take kilobytes per subscription for the session's life).
+        if let Err(problem) = llm_worker_rules::resource::check_uri(uri) {
+            return Err(ErrorData::invalid_params(
+                format!("cannot subscribe to this URI: {problem}"),
+                None,
+            ));
+        }
+        let comparable = llm_worker_rules::resource::comparable_uri(uri);
         let mut subscriptions = self.subscriptions.lock().unwrap_or_else(|p| p.into_inner());
         if !subscribe {
-            subscriptions.remove(uri);
+            subscriptions.remove(&comparable);
             return Ok(());
         }
         if self.resource_owner(uri)?.is_none() {
@@ -373,7 +383,7 @@ impl McpServer {
                 None,
             ));
         }
-        subscriptions.insert(uri.to_owned());
+        subscriptions.insert(comparable);
         Ok(())
     }
 

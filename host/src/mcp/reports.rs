@@ -154,7 +154,7 @@ pub(super) async fn forward_reports(
                 let subscribed = subscriptions
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
-                    .contains(&uri);
+                    .contains(&llm_worker_rules::resource::comparable_uri(&uri));
                 if subscribed {
                     let _ = peer
                         .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri))

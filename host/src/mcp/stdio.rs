@@ -15,6 +15,17 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWrite
 /// Longest line read from the client.
 const MAX_LINE_BYTES: u64 = 16 << 20;
 
+/// Most memory a line may take once parsed, as [`crate::json_weight::parsed_json_bytes`]
+/// estimates it before it is parsed (what `serve --http` allows a request of its default body
+/// limit): 16 MiB of `[{"":0},…]` would be about 1.6 GB of JSON values.
+const MAX_LINE_WEIGHT: usize = 64 << 20;
+
+/// Most answers and notifications made and not yet written: past these, no more lines are
+/// read until some are written. A client that writes requests and never reads its answers
+/// (the pipe to it full) otherwise had every answer kept in memory, without bound (a page of
+/// tools is kilobytes for a 50-byte request).
+const MAX_PENDING_WRITES: usize = 64;
+
 /// JSON-RPC messages as lines of a byte stream, in both directions.
 pub(crate) struct LineTransport<R, W> {
     reader: BufReader<R>,
@@ -22,6 +33,10 @@ pub(crate) struct LineTransport<R, W> {
     /// time.
     writer: Arc<tokio::sync::Mutex<W>>,
     line: Vec<u8>,
+    /// A place for each line made and not yet written ([`MAX_PENDING_WRITES`]).
+    pending: Arc<tokio::sync::Semaphore>,
+    /// The answer to a line rmcp could not take, waiting for a place to be written from.
+    unanswered: Option<Value>,
 }
 
 impl<R, W> LineTransport<R, W>
@@ -34,6 +49,8 @@ where
             reader: BufReader::new(input),
             writer: Arc::new(tokio::sync::Mutex::new(output)),
             line: Vec::new(),
+            pending: Arc::new(tokio::sync::Semaphore::new(MAX_PENDING_WRITES)),
+            unanswered: None,
         }
     }
 
@@ -138,18 +155,35 @@ where
         &mut self,
         item: ServerJsonRpcMessage,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        let writer = Arc::clone(&self.writer);
+        let (writer, pending) = (Arc::clone(&self.writer), Arc::clone(&self.pending));
         async move {
+            // Never closed: a place always comes once a write ends.
+            let _place = pending
+                .acquire_owned()
+                .await
+                .map_err(std::io::Error::other)?;
             let line = serde_json::to_vec(&item).map_err(std::io::Error::other)?;
             Self::write_line(&writer, line).await
         }
     }
 
     /// Cancel-safe: rmcp drops a pending `receive` whenever it has something to send, so a
-    /// line read in part stays in `self.line` for the next call, and answers given here are
-    /// written by a task of their own (never half a line).
+    /// line read in part stays in `self.line` for the next call, an answer waiting for a place
+    /// in `self.unanswered`, and answers given here are written by a task of their own (never
+    /// half a line). No line is read while [`MAX_PENDING_WRITES`] lines wait to be written.
     async fn receive(&mut self) -> Option<ClientJsonRpcMessage> {
         loop {
+            if self.unanswered.is_some() {
+                let place = Arc::clone(&self.pending).acquire_owned().await.ok()?;
+                let answer = self.unanswered.take()?;
+                let writer = Arc::clone(&self.writer);
+                tokio::spawn(async move {
+                    let _place = place;
+                    let _ = Self::write_line(&writer, answer.to_string().into_bytes()).await;
+                });
+            }
+            // Nothing more is read while the client does not read what it was sent.
+            drop(self.pending.acquire().await.ok()?);
             if !self.line.ends_with(b"\n") {
                 let room = (MAX_LINE_BYTES + 1).saturating_sub(self.line.len() as u64);
                 let read = (&mut self.reader)
@@ -181,6 +215,20 @@ where
             if text.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
+            let weight = crate::json_weight::parsed_json_bytes(text);
+            if weight > MAX_LINE_WEIGHT {
+                self.unanswered = Some(json!({
+                    "jsonrpc": "2.0", "id": null,
+                    "error": {"code": -32600, "message": format!(
+                        "Invalid request: its JSON would take about {} MiB of the server's \
+                         memory once parsed, over {} MiB: it is made of very many small \
+                         values; send fewer, larger ones",
+                        weight >> 20,
+                        MAX_LINE_WEIGHT >> 20
+                    )},
+                }));
+                continue;
+            }
             let answer = match serde_json::from_slice::<ClientJsonRpcMessage>(text) {
                 Ok(message) => match invalid_params(&message) {
                     None => return Some(message),
@@ -194,10 +242,7 @@ where
                     }
                 },
             };
-            let writer = Arc::clone(&self.writer);
-            tokio::spawn(async move {
-                let _ = Self::write_line(&writer, answer.to_string().into_bytes()).await;
-            });
+            self.unanswered = Some(answer);
         }
     }
 
@@ -246,6 +291,119 @@ mod tests {
             .await
             .expect("the whole line, once complete");
         assert!(matches!(message, ClientJsonRpcMessage::Request(_)));
+    }
+
+    /// A client that writes requests and never reads its answers: once the answers waiting to
+    /// be written fill their places, the server reads no more, so the client's writes are held
+    /// back (the pipe full) instead of the server keeping every answer (a page of tools for a
+    /// 50-byte request) in memory.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_client_that_does_not_read_its_answers_is_not_read_either() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use tokio::io::AsyncWriteExt as _;
+        struct Echo;
+        #[async_trait::async_trait]
+        impl crate::Tool for Echo {
+            async fn execute(&self, input: &str) -> Result<String, crate::ToolError> {
+                Ok(input.to_owned())
+            }
+        }
+        let group = crate::mcp::ToolGroup::new("native", 1, || {
+            let definition: crate::ToolDefinition = Arc::new(|| {
+                let meta = crate::ToolMeta::new("echo")
+                    .description("An echo. ".repeat(400))
+                    .input_schema(json!({"type": "object"}));
+                (meta, Arc::new(Echo) as Arc<dyn crate::Tool>)
+            });
+            vec![definition]
+        });
+        let catalog = crate::mcp::ToolCatalog::new([group]);
+        let server = crate::mcp::McpServer::new(&catalog, crate::mcp::McpOptions::new("t", "1"));
+        let (client, server_end) = tokio::io::duplex(64 << 10);
+        let (input, output) = tokio::io::split(server_end);
+        let (_unread, mut requests) = tokio::io::split(client);
+        let served = tokio::spawn(server.serve(
+            LineTransport::new(input, output),
+            std::future::pending::<()>(),
+        ));
+        requests
+            .write_all(concat!(
+                r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+                "\n",
+                r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+                "\n"
+            ).as_bytes())
+            .await
+            .expect("write");
+        const LINES: usize = 100_000;
+        let written = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&written);
+        let writing = tokio::spawn(async move {
+            for id in 1..=LINES {
+                let line =
+                    format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/list\"}}\n");
+                if requests.write_all(line.as_bytes()).await.is_err() {
+                    return;
+                }
+                counter.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+        // Until the client's writes stop moving (held back), or it wrote them all.
+        let mut last = 0;
+        loop {
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            let now = written.load(Ordering::Relaxed);
+            if now == last || writing.is_finished() {
+                break;
+            }
+            last = now;
+        }
+        let now = written.load(Ordering::Relaxed);
+        assert!(
+            !writing.is_finished() && now < 10_000,
+            "the server read {now} of {LINES} requests whose answers no one read"
+        );
+        writing.abort();
+        served.abort();
+    }
+
+    /// A line whose JSON would take far more memory parsed than its text (many tiny values) is
+    /// refused before it is parsed.
+    #[tokio::test]
+    async fn a_line_too_heavy_to_parse_is_refused_unparsed() {
+        use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
+        let (mut client, server) = tokio::io::duplex(1 << 20);
+        let (answers, output) = tokio::io::duplex(1 << 20);
+        let mut transport = LineTransport::new(server, output);
+        let line = format!(
+            r#"{{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{{"name":"x","arguments":{{"a":[{}]}}}}}}"#,
+            vec![r#"{"":0}"#; 1 << 20].join(",")
+        );
+        let writing = tokio::spawn(async move {
+            client.write_all(line.as_bytes()).await.expect("write");
+            client
+                .write_all(b"\n{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"ping\"}\n")
+                .await
+                .expect("write");
+            client
+        });
+        let next = Transport::<RoleServer>::receive(&mut transport)
+            .await
+            .expect("the next line");
+        assert!(
+            matches!(&next, ClientJsonRpcMessage::Request(request) if request.id == rmcp::model::NumberOrString::Number(6)),
+            "{next:?}"
+        );
+        let mut answer = String::new();
+        tokio::io::BufReader::new(answers)
+            .read_line(&mut answer)
+            .await
+            .expect("the answer");
+        assert!(
+            answer.contains("-32600") && answer.contains("once parsed"),
+            "{answer}"
+        );
+        drop(writing.await);
     }
 
     #[test]

@@ -229,11 +229,26 @@ async fn a_changed_list_cannot_take_another_plugins_resource() {
         ))
         .await
         .expect("initialize");
+    // Spelt otherwise than notes spells it: a subscription is kept as URIs are compared, so
+    // it gets the notices of `notes://all` (it got none when kept as written).
     #[allow(deprecated)] // Legacy in 2026-07-28; this session is 2025-11-25's.
     client
-        .subscribe(SubscribeRequestParams::new("notes://all"))
+        .subscribe(SubscribeRequestParams::new("NOTES://%61ll"))
         .await
         .expect("subscribe");
+    // A URI over the length of one (escaped at length, so that a template matches what it
+    // decodes to) is refused: kept for the session's life, it took kilobytes each.
+    #[allow(deprecated)]
+    let long = client
+        .subscribe(SubscribeRequestParams::new(format!(
+            "notes://note/{}",
+            "%31".repeat(2000)
+        )))
+        .await;
+    assert!(
+        format!("{long:?}").contains("cannot subscribe to this URI"),
+        "{long:?}"
+    );
     let claim = || async {
         let claimed = client
             .call_tool(CallToolRequestParams::new("claim"))

@@ -344,13 +344,9 @@ fn a_directory_of_more_entries_than_the_cap_is_refused_saying_so() {
     assert!(error.contains("more than 10000 entries"), "{error}");
 }
 
-/// The operator points a grant's path at another directory and approves it (`lock`): the
-/// reload found the plugin and its policy unchanged and kept serving the instances of the old
-/// directory until a restart.
-#[cfg(unix)]
-
 /// A served plugin's policy made a link into another plugin's read-write grant (which could
 /// rewrite it): the new policy is refused, and the plugin is not kept serving under the old one.
+#[cfg(unix)]
 #[tokio::test]
 async fn a_policy_moved_into_a_read_write_grant_is_not_served() {
     use llm_worker::LoadDirOptions;
@@ -382,59 +378,22 @@ async fn a_policy_moved_into_a_read_write_grant_is_not_served() {
     assert_eq!(served(&watcher), ["greet.wasm"]);
 }
 
-/// A plugin whose granted directory the operator points elsewhere (a link re-pointed, in a
-/// directory without a lock): no file of the directory changes, and the old version kept
-/// serving with the directory it was loaded with until a restart; and with a new version of
-/// the plugin file that fails to load in the same rescan, it was kept even then.
-#[tokio::test]
-async fn a_grant_pointed_elsewhere_is_not_kept_unlocked_even_by_a_failing_update() {
-    use llm_worker::LoadDirOptions;
-    let dir = llm_worker_tests::scratch_dir("dir-watcher-grant-failing");
-    let (first, second) = (
-        llm_worker_tests::scratch_dir("dir-watcher-grant-failing-first"),
-        llm_worker_tests::scratch_dir("dir-watcher-grant-failing-second"),
-    );
-    std::fs::copy(
-        llm_worker_tests::plugin_path("greet"),
-        dir.join("greet.wasm"),
-    )
-    .expect("copy");
-    let data = dir.join("data");
-    let point = |to: &std::path::Path| {
-        let _ = std::fs::remove_file(&data);
-        std::os::unix::fs::symlink(to, &data).expect("link");
-    };
-    point(first.path());
-    std::fs::write(
-        dir.join("greet.policy.toml"),
-        format!(
-            "[[dirs]]\nhost = {:?}\nguest = \"/data\"\n",
-            data.display().to_string()
-        ),
-    )
-    .expect("policy");
-    let host = llm_worker_tests::host().clone();
-    let mut watcher = DirWatcher::load(host, dir.path(), LoadDirOptions::default()).expect("load");
-    let before = watcher.groups()[0].revision();
-    // Only the link changes: the rescan sees it, and sessions take the new directory.
-    point(second.path());
-    assert!(watcher.rescan().await, "a re-pointed grant is a change");
-    assert_eq!(served(&watcher), ["greet.wasm"]);
-    assert_ne!(watcher.groups()[0].revision(), before);
-    // Pointed back while a broken update of the plugin arrives: the version served (holding
-    // the directory it was loaded with) is not kept.
-    point(first.path());
-    std::fs::write(dir.join("greet.wasm"), b"\0asm broken").expect("break");
-    watcher.rescan().await;
-    assert!(served(&watcher).is_empty(), "{:?}", served(&watcher));
+/// A directory holding greet, granted (read-only) `data`, a link to `first`; `second` is
+/// another directory to point it at.
+#[cfg(unix)]
+struct Granted {
+    dir: llm_worker_tests::ScratchDir,
+    first: llm_worker_tests::ScratchDir,
+    second: llm_worker_tests::ScratchDir,
+    data: std::path::PathBuf,
 }
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_grant_pointed_elsewhere_is_a_new_revision() {
-    use llm_worker::LoadDirOptions;
-    let dir = llm_worker_tests::scratch_dir("dir-watcher-grant");
+
+#[cfg(unix)]
+fn greet_granted_a_link(name: &str) -> Granted {
+    let dir = llm_worker_tests::scratch_dir(name);
     let (first, second) = (
-        llm_worker_tests::scratch_dir("dir-watcher-grant-first"),
-        llm_worker_tests::scratch_dir("dir-watcher-grant-second"),
+        llm_worker_tests::scratch_dir(&format!("{name}-first")),
+        llm_worker_tests::scratch_dir(&format!("{name}-second")),
     );
     std::fs::copy(
         llm_worker_tests::plugin_path("greet"),
@@ -451,6 +410,61 @@ async fn a_grant_pointed_elsewhere_is_a_new_revision() {
         ),
     )
     .expect("policy");
+    Granted {
+        dir,
+        first,
+        second,
+        data,
+    }
+}
+
+/// A plugin whose granted directory the operator points elsewhere (a link re-pointed, in a
+/// directory without a lock): no file of the directory changes, and the old version kept
+/// serving with the directory it was loaded with until a restart; and with a new version of
+/// the plugin file that fails to load in the same rescan, it was kept even then.
+#[cfg(unix)]
+#[tokio::test]
+async fn a_grant_pointed_elsewhere_is_not_kept_unlocked_even_by_a_failing_update() {
+    use llm_worker::LoadDirOptions;
+    let Granted {
+        dir,
+        first,
+        second,
+        data,
+    } = greet_granted_a_link("dir-watcher-grant-failing");
+    let point = |to: &std::path::Path| {
+        let _ = std::fs::remove_file(&data);
+        std::os::unix::fs::symlink(to, &data).expect("link");
+    };
+    let host = llm_worker_tests::host().clone();
+    let mut watcher = DirWatcher::load(host, dir.path(), LoadDirOptions::default()).expect("load");
+    let before = watcher.groups()[0].revision();
+    // Only the link changes: the rescan sees it, and sessions take the new directory.
+    point(second.path());
+    assert!(watcher.rescan().await, "a re-pointed grant is a change");
+    assert_eq!(served(&watcher), ["greet.wasm"]);
+    assert_ne!(watcher.groups()[0].revision(), before);
+    // Pointed back while a broken update of the plugin arrives: the version served (holding
+    // the directory it was loaded with) is not kept.
+    point(first.path());
+    std::fs::write(dir.join("greet.wasm"), b"\0asm broken").expect("break");
+    watcher.rescan().await;
+    assert!(served(&watcher).is_empty(), "{:?}", served(&watcher));
+}
+/// The operator points a grant's path at another directory and approves it (`lock`): the
+/// reload found the plugin and its policy unchanged and kept serving the instances of the old
+/// directory until a restart.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_pointed_elsewhere_is_a_new_revision() {
+    use llm_worker::LoadDirOptions;
+    // Every directory kept (one not bound would be removed at once).
+    let Granted {
+        dir,
+        first: _first,
+        second,
+        data,
+    } = greet_granted_a_link("dir-watcher-grant");
     let host = llm_worker_tests::host().clone();
     let lock = || llm_worker_tests::lock_dir(&dir);
     lock();

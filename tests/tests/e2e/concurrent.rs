@@ -286,11 +286,14 @@ async fn a_tool_runs_as_a_task_through_the_library() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn work_a_call_leaves_behind_keeps_its_place_and_must_finish_within_the_grace() {
+/// Calls `leaving` (a tool of the waiter fixture that answers at once and leaves work in the
+/// instance for an hour), in an instance of one place: the next call waits for that place, and
+/// is told the instance ended when the work outlived its grace; a new instance then serves the
+/// session, with its own state.
+async fn work_left_behind_ends_its_instance(name: &str, leaving: &str) {
     let server = TestServer::answering("unused");
     let dir = waiter_dir(
-        "concurrent-linger",
+        name,
         server.port(),
         "timeout_ms = 20000\nmax_concurrent_calls = 1",
     );
@@ -299,69 +302,40 @@ async fn work_a_call_leaves_behind_keeps_its_place_and_must_finish_within_the_gr
         call(&tools, "bump", serde_json::json!({})).await.as_deref(),
         Ok("1")
     );
-    // Answered at once, but its guest task goes on waiting for an hour's timer: a plugin could
-    // otherwise leave one such task (and its stack) behind per call, without bound.
     assert_eq!(
-        call(&tools, "linger", serde_json::json!({ "ms": 3_600_000 }))
+        call(&tools, leaving, serde_json::json!({ "ms": 3_600_000 }))
             .await
             .as_deref(),
         Ok("1")
     );
-    // The work left behind still holds the instance's only place: this call waits for it, and
-    // is told why the instance ended when that work outlived its grace.
     match call(&tools, "nap", serde_json::json!({ "ms": 10 })).await {
         Err(ToolServerError::ToolExecution(message)) => assert!(
             message.contains("left work in the instance") && message.contains("restarted"),
-            "{message}"
+            "{leaving}: {message}"
         ),
-        other => panic!("the instance should have ended: {other:?}"),
+        other => panic!("{leaving}: the instance should have ended: {other:?}"),
     }
-    // A new instance serves the session, with its own state.
     assert_eq!(
         call(&tools, "bump", serde_json::json!({})).await.as_deref(),
         Ok("1")
     );
 }
 
+/// A call answered at once whose guest task goes on waiting for an hour's timer: a plugin could
+/// otherwise leave one such task (and its stack) behind per call, without bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn work_a_call_leaves_behind_keeps_its_place_and_must_finish_within_the_grace() {
+    work_left_behind_ends_its_instance("concurrent-linger", "linger").await;
+}
+
 /// Work left behind that blocks the instance's event loop (a WASI 0.2 sleep, which suspends
 /// the store without returning to the loop) cannot hold the instance's places past its grace:
-/// the instance is ended from outside the loop, and the calls waiting for a place are told why.
+/// the instance is ended from outside the loop. Without that watch, the next call waited its
+/// whole time limit (20 s) for the place the blocked work held, and was refused as busy, as was
+/// every call after it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn work_left_behind_that_blocks_the_event_loop_still_ends_within_the_grace() {
-    let server = TestServer::answering("unused");
-    let dir = waiter_dir(
-        "concurrent-linger-blocked",
-        server.port(),
-        "timeout_ms = 20000\nmax_concurrent_calls = 1",
-    );
-    let tools = session(&dir);
-    assert_eq!(
-        call(&tools, "bump", serde_json::json!({})).await.as_deref(),
-        Ok("1")
-    );
-    assert_eq!(
-        call(
-            &tools,
-            "linger_blocked",
-            serde_json::json!({ "ms": 3_600_000 })
-        )
-        .await
-        .as_deref(),
-        Ok("1")
-    );
-    // Without the watch outside the loop, this call waited its whole time limit (20 s) for the
-    // place the blocked work held, and was refused as busy, as was every call after it.
-    match call(&tools, "nap", serde_json::json!({ "ms": 10 })).await {
-        Err(ToolServerError::ToolExecution(message)) => assert!(
-            message.contains("left work in the instance") && message.contains("restarted"),
-            "{message}"
-        ),
-        other => panic!("the instance should have ended: {other:?}"),
-    }
-    assert_eq!(
-        call(&tools, "bump", serde_json::json!({})).await.as_deref(),
-        Ok("1")
-    );
+    work_left_behind_ends_its_instance("concurrent-linger-blocked", "linger_blocked").await;
 }
 
 /// A response whose body breaks off (the connection closed before the length it announced)

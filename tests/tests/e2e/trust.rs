@@ -28,6 +28,18 @@ fn lock(dir: &Path) {
     llm_worker_tests::lock_dir(dir);
 }
 
+/// The lock the directory's plugins would get now (what `lock --check` compares).
+fn lock_of_now(dir: &Path) -> LockFile {
+    let loaded = host()
+        .load_dir_with(
+            dir,
+            LoadDirOptions::default().ignore_lock(true),
+            |_, _, _| {},
+        )
+        .expect("load");
+    LockFile::of(dir, &loaded.plugins)
+}
+
 fn not_approved(loaded: &PluginDir, file: &str) -> String {
     loaded
         .failures
@@ -103,17 +115,7 @@ fn a_locked_directory_loads_only_what_was_approved() {
     assert!(not_approved(&loaded, "counter.wasm").contains("gone"));
 
     // The lock's differences, as `lock --check` prints them.
-    let now = LockFile::of(
-        &dir,
-        &host()
-            .load_dir_with(
-                &dir,
-                LoadDirOptions::default().ignore_lock(true),
-                |_, _, _| {},
-            )
-            .expect("load")
-            .plugins,
-    );
+    let now = lock_of_now(&dir);
     let differences = lock_entry.differences(&now);
     assert_eq!(differences.len(), 3, "{differences:?}");
 }
@@ -431,17 +433,7 @@ fn a_locked_plugin_offering_other_resources_or_prompts_is_not_approved() {
             && refused.contains("llm-worker lock"),
         "{refused}"
     );
-    let now = LockFile::of(
-        &dir,
-        &host()
-            .load_dir_with(
-                &dir,
-                LoadDirOptions::default().ignore_lock(true),
-                |_, _, _| {},
-            )
-            .expect("load")
-            .plugins,
-    );
+    let now = lock_of_now(&dir);
     assert_eq!(
         locked.differences(&now),
         vec![
