@@ -110,6 +110,9 @@ fn log_field(value: &dyn std::fmt::Debug) -> String {
     }
     impl std::fmt::Write for Capped {
         fn write_str(&mut self, more: &str) -> std::fmt::Result {
+            if self.cut {
+                return Err(std::fmt::Error);
+            }
             let room = MAX_LOG_FIELD_BYTES.saturating_sub(self.text.len());
             if more.len() <= room {
                 self.text.push_str(more);

@@ -41,6 +41,8 @@ pub enum UriProblem {
     NoScheme,
     /// A resource's URI has a `{` or `}`: a URI with `{variables}` is a template.
     HasVariable,
+    /// A `%` not followed by two hex digits (RFC 3986 allows `%` only in an escape).
+    BadEscape,
     /// A plugin's URI (or template) is not written in the normal form hosts compare URIs in
     /// (RFC 3986, section 6.2.2: see [`is_normal`]).
     NotNormal,
@@ -70,6 +72,10 @@ impl fmt::Display for UriProblem {
                 "it has a `{` or `}`; a URI with `{variables}` is a resource template, not a \
                  resource",
             ),
+            Self::BadEscape => f.write_str(
+                "it has a `%` not followed by two hex digits; a percent sign itself is \
+                 written `%25`",
+            ),
             Self::NotNormal => f.write_str(
                 "it is not in the normal form hosts compare URIs in (RFC 3986, section \
                  6.2.2): write the scheme and the host in lower case, letters, digits and \
@@ -82,10 +88,10 @@ impl fmt::Display for UriProblem {
 
 /// Checks a URI (a resource's, one a client reads, a template's fixed text): 1 to
 /// [`MAX_URI_BYTES`] bytes, no white space, control characters or characters shown as nothing
-/// ([`crate::tool::first_hidden`]), a scheme and a colon.
+/// ([`crate::tool::first_hidden`]), a scheme and a colon, every `%` an escape (two hex digits).
 ///
 /// # Errors
-/// The first problem, in this order: empty, too long, not one word, no scheme.
+/// The first problem, in this order: empty, too long, not one word, no scheme, bad escape.
 pub fn check_uri(uri: &str) -> Result<(), UriProblem> {
     if uri.is_empty() {
         return Err(UriProblem::Empty);
@@ -109,6 +115,15 @@ pub fn check_uri(uri: &str) -> Result<(), UriProblem> {
     if !valid_scheme {
         return Err(UriProblem::NoScheme);
     }
+    let bytes = uri.as_bytes();
+    let bad_escape = bytes.iter().enumerate().any(|(at, &b)| {
+        b == b'%'
+            && !(bytes.get(at + 1).is_some_and(u8::is_ascii_hexdigit)
+                && bytes.get(at + 2).is_some_and(u8::is_ascii_hexdigit))
+    });
+    if bad_escape {
+        return Err(UriProblem::BadEscape);
+    }
     Ok(())
 }
 
@@ -128,11 +143,12 @@ pub fn check_resource_uri(uri: &str) -> Result<(), UriProblem> {
     Ok(())
 }
 
-/// `uri` as RFC 3986 compares URIs (its section 6.2.2): the scheme and the authority (the
-/// host) in lower case, percent-escapes of unreserved characters (letters, digits, `-._~`)
-/// decoded, the other escapes' hex digits in upper case; anything else as it is (a `%` not
-/// followed by two hex digits included). Two spellings a client may take for one resource
-/// (`NOTES://all`, `notes://%61ll`) come out the same, and a second pass changes nothing.
+/// `uri` as RFC 3986 compares URIs (its section 6.2.2): the scheme and the host in lower case
+/// (not the user information before an `@`), percent-escapes of unreserved characters
+/// (letters, digits, `-._~`) decoded, the other escapes' hex digits in upper case; anything
+/// else as it is. Two spellings a client may take for one resource (`NOTES://all`,
+/// `notes://%61ll`) come out the same; for a URI [`check_uri`] accepts (every `%` an escape),
+/// a second pass changes nothing.
 #[must_use]
 pub fn comparable_uri(uri: &str) -> String {
     let decoded = decode_unreserved(uri);
@@ -146,9 +162,12 @@ pub fn comparable_uri(uri: &str) -> String {
         Some(after) => {
             let end = after.find(['/', '?', '#']).unwrap_or(after.len());
             out.push_str("//");
-            // Letters in lower case, but not the hex digits of escapes (upper case already).
+            // The user information as it is; the host's letters in lower case, but not the hex
+            // digits of escapes (upper case already).
+            let host_at = after[..end].rfind('@').map_or(0, |at| at + 1);
+            out.push_str(&after[..host_at]);
             let mut escape_left = 0;
-            for c in after[..end].chars() {
+            for c in after[host_at..end].chars() {
                 if escape_left > 0 {
                     escape_left -= 1;
                     out.push(c);
@@ -304,6 +323,9 @@ mod tests {
             ("notes://caf%C3%A9/x", true),
             ("notes://caf%c3%a9/x", false),
             ("notes://all/%+A", true),
+            ("notes://all/%%341", false),
+            ("x://Alice@h/x", true),
+            ("x://Alice@H/x", false),
             ("notes://all/%0A", true),
             ("notes://all/%G1", true),
             ("notes://all/%", true),
@@ -313,15 +335,23 @@ mod tests {
             ("x://é/%", true),
         ] {
             assert_eq!(is_normal(uri), normal, "{uri}");
-            // A second pass changes nothing.
-            let once = comparable_uri(uri);
-            assert_eq!(comparable_uri(&once), once, "{uri}");
+            // For a URI the rule accepts, a second pass changes nothing.
+            if check_uri(uri).is_ok() {
+                let once = comparable_uri(uri);
+                assert_eq!(comparable_uri(&once), once, "{uri}");
+            }
         }
-        // `%+A` is not an escape (`+` is no hex digit): it is not `%0A` spelt otherwise.
-        assert_ne!(
-            comparable_uri("notes://all/%+A"),
-            comparable_uri("notes://all/%0A")
-        );
+        // A `%` that is not an escape is refused by the rule (decoding around it could make
+        // one: `%%341` would become `%41`, then `A`).
+        for uri in [
+            "notes://all/%+A",
+            "notes://all/%G1",
+            "notes://all/%",
+            "notes://all/%%341",
+        ] {
+            assert_eq!(check_uri(uri), Err(UriProblem::BadEscape), "{uri}");
+            assert_eq!(check_resource_uri(uri), Err(UriProblem::BadEscape), "{uri}");
+        }
         for (one, other) in [
             ("NOTES://all", "notes://all"),
             ("notes://%61ll", "notes://all"),

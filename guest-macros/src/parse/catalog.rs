@@ -606,6 +606,7 @@ mod tests {
             "urn:ISBN:0451450523",
             "notes://a%2Fb/x",
             "notes://all/%+A",
+            "x://Alice@h/x",
         ] {
             let rule = check_resource_uri(uri).is_ok();
             assert_eq!(builds(uri, "text/plain"), rule, "{uri:?}");

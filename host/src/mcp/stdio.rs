@@ -7,7 +7,10 @@
 use std::sync::Arc;
 
 use rmcp::RoleServer;
-use rmcp::model::{ClientJsonRpcMessage, ClientRequest, ServerJsonRpcMessage};
+use rmcp::model::{
+    ClientJsonRpcMessage, ClientNotification, ClientRequest, JsonRpcMessage, RequestId,
+    ServerJsonRpcMessage,
+};
 use rmcp::transport::Transport;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
@@ -26,6 +29,34 @@ const MAX_LINE_WEIGHT: usize = 64 << 20;
 /// tools is kilobytes for a 50-byte request).
 const MAX_PENDING_WRITES: usize = 64;
 
+/// Most requests in progress (read, not yet answered): past these, a request is answered at
+/// once with an error, and the lines go on being read (so that the client can still cancel).
+/// Without a bound, requests waiting on a busy plugin each held their arguments, without end.
+const MAX_REQUESTS_IN_PROGRESS: usize = 64;
+
+/// Most memory the requests in progress may take once parsed, as their lines were weighed.
+const MAX_WEIGHT_IN_PROGRESS: usize = 256 << 20;
+
+/// How long the client may leave every answer waiting to be written (it reads nothing) before
+/// the session ends: a client that writes its requests and reads only once it has written them
+/// all would otherwise wait on the server, and the server on it, for ever.
+const STALLED_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The requests in progress: each one's weight, by id.
+#[derive(Default)]
+struct InProgress {
+    requests: std::collections::HashMap<RequestId, usize>,
+    weight: usize,
+}
+
+impl InProgress {
+    fn end(&mut self, id: &RequestId) {
+        if let Some(weight) = self.requests.remove(id) {
+            self.weight -= weight;
+        }
+    }
+}
+
 /// JSON-RPC messages as lines of a byte stream, in both directions.
 pub(crate) struct LineTransport<R, W> {
     reader: BufReader<R>,
@@ -37,6 +68,8 @@ pub(crate) struct LineTransport<R, W> {
     pending: Arc<tokio::sync::Semaphore>,
     /// The answer to a line rmcp could not take, waiting for a place to be written from.
     unanswered: Option<Value>,
+    /// The requests read and not answered yet.
+    in_progress: Arc<std::sync::Mutex<InProgress>>,
 }
 
 impl<R, W> LineTransport<R, W>
@@ -51,6 +84,7 @@ where
             line: Vec::new(),
             pending: Arc::new(tokio::sync::Semaphore::new(MAX_PENDING_WRITES)),
             unanswered: None,
+            in_progress: Arc::default(),
         }
     }
 
@@ -144,6 +178,57 @@ fn answer_for(line: &[u8], error: &serde_json::Error) -> Option<Value> {
     Some(json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": text}}))
 }
 
+impl<R, W> LineTransport<R, W> {
+    /// Counts `message` (of `weight` parsed) among the requests in progress, or ends one the
+    /// client cancels; the answer refusing it, if it is a request over the bounds (or one
+    /// whose id is in progress already: its answer would go to the other).
+    fn admit(&self, message: &ClientJsonRpcMessage, weight: usize) -> Option<Value> {
+        let mut in_progress = self
+            .in_progress
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let request = match message {
+            JsonRpcMessage::Request(request) => request,
+            JsonRpcMessage::Notification(notification) => {
+                if let ClientNotification::CancelledNotification(cancelled) =
+                    &notification.notification
+                    && let Some(id) = &cancelled.params.request_id
+                {
+                    in_progress.end(id);
+                }
+                return None;
+            }
+            _ => return None,
+        };
+        let refusal = if in_progress.requests.contains_key(&request.id) {
+            "Invalid request: a request of this id is in progress".to_owned()
+        } else if in_progress.requests.len() >= MAX_REQUESTS_IN_PROGRESS
+            || in_progress.weight.saturating_add(weight) > MAX_WEIGHT_IN_PROGRESS
+        {
+            format!(
+                "Server busy: this connection has {} requests in progress (at most \
+                 {MAX_REQUESTS_IN_PROGRESS}, or {} MiB of them); wait for their answers, or \
+                 cancel some",
+                in_progress.requests.len(),
+                MAX_WEIGHT_IN_PROGRESS >> 20
+            )
+        } else {
+            in_progress.requests.insert(request.id.clone(), weight);
+            in_progress.weight += weight;
+            return None;
+        };
+        let code = if refusal.starts_with("Invalid") {
+            -32600
+        } else {
+            -32000
+        };
+        Some(json!({
+            "jsonrpc": "2.0", "id": request.id,
+            "error": {"code": code, "message": refusal},
+        }))
+    }
+}
+
 impl<R, W> Transport<RoleServer> for LineTransport<R, W>
 where
     R: AsyncRead + Unpin + Send + 'static,
@@ -156,6 +241,17 @@ where
         item: ServerJsonRpcMessage,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
         let (writer, pending) = (Arc::clone(&self.writer), Arc::clone(&self.pending));
+        let answered = match &item {
+            JsonRpcMessage::Response(response) => Some(response.id.clone()),
+            JsonRpcMessage::Error(error) => error.id.clone(),
+            _ => None,
+        };
+        if let Some(id) = answered {
+            self.in_progress
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .end(&id);
+        }
         async move {
             // Never closed: a place always comes once a write ends.
             let _place = pending
@@ -183,7 +279,16 @@ where
                 });
             }
             // Nothing more is read while the client does not read what it was sent.
-            drop(self.pending.acquire().await.ok()?);
+            match tokio::time::timeout(STALLED_AFTER, self.pending.acquire()).await {
+                Ok(place) => drop(place.ok()?),
+                Err(_) => {
+                    tracing::warn!(
+                        "the client has read none of the {MAX_PENDING_WRITES} answers waiting \
+                         for it for {STALLED_AFTER:?}; closing"
+                    );
+                    return None;
+                }
+            }
             if !self.line.ends_with(b"\n") {
                 let room = (MAX_LINE_BYTES + 1).saturating_sub(self.line.len() as u64);
                 let read = (&mut self.reader)
@@ -231,7 +336,10 @@ where
             }
             let answer = match serde_json::from_slice::<ClientJsonRpcMessage>(text) {
                 Ok(message) => match invalid_params(&message) {
-                    None => return Some(message),
+                    None => match self.admit(&message, weight) {
+                        None => return Some(message),
+                        Some(answer) => answer,
+                    },
                     Some(answer) => answer,
                 },
                 Err(error) => match answer_for(text, &error) {
@@ -365,6 +473,88 @@ mod tests {
         );
         writing.abort();
         served.abort();
+    }
+
+    /// Requests in progress are bounded (each holds its arguments while it waits, on a busy
+    /// plugin for instance): past 64, a request is answered at once with an error, and the
+    /// lines go on being read; an answer sent, or a request the client cancels, frees its place.
+    #[tokio::test]
+    async fn requests_in_progress_are_bounded_and_freed_by_answers_and_cancels() {
+        use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
+        let (mut client, server) = tokio::io::duplex(1 << 20);
+        let (answers, output) = tokio::io::duplex(1 << 20);
+        let mut answers = tokio::io::BufReader::new(answers);
+        let mut transport = LineTransport::new(server, output);
+        let ping = |id: usize| format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"ping\"}}\n");
+        let receive = async |transport: &mut LineTransport<_, _>| {
+            Transport::<RoleServer>::receive(transport)
+                .await
+                .expect("a message")
+        };
+        for id in 1..=MAX_REQUESTS_IN_PROGRESS {
+            client.write_all(ping(id).as_bytes()).await.expect("write");
+            assert!(matches!(
+                receive(&mut transport).await,
+                JsonRpcMessage::Request(_)
+            ));
+        }
+        // One more is refused (answered here), and the next line is still read.
+        let cancel =
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}"#;
+        client
+            .write_all(format!("{}{cancel}\n{}", ping(1000), ping(1001)).as_bytes())
+            .await
+            .expect("write");
+        assert!(matches!(
+            receive(&mut transport).await,
+            JsonRpcMessage::Notification(_)
+        ));
+        let mut refused = String::new();
+        answers.read_line(&mut refused).await.expect("the refusal");
+        assert!(
+            refused.contains("\"id\":1000") && refused.contains("requests in progress"),
+            "{refused}"
+        );
+        // The cancel freed a place.
+        assert!(matches!(
+            receive(&mut transport).await,
+            JsonRpcMessage::Request(_)
+        ));
+        // An answer frees one too.
+        let answer: ServerJsonRpcMessage = serde_json::from_value(json!({
+            "jsonrpc": "2.0", "id": 2, "result": {}
+        }))
+        .expect("an answer");
+        Transport::<RoleServer>::send(&mut transport, answer)
+            .await
+            .expect("sent");
+        client
+            .write_all(ping(1002).as_bytes())
+            .await
+            .expect("write");
+        assert!(matches!(
+            receive(&mut transport).await,
+            JsonRpcMessage::Request(_)
+        ));
+        // An id in progress is refused.
+        client.write_all(ping(3).as_bytes()).await.expect("write");
+        client
+            .write_all(ping(1003).as_bytes())
+            .await
+            .expect("write");
+        let _ = tokio::time::timeout(
+            std::time::Duration::from_millis(200),
+            Transport::<RoleServer>::receive(&mut transport),
+        )
+        .await;
+        let mut lines = String::new();
+        while !lines.contains("in progress\"") {
+            answers.read_line(&mut lines).await.expect("an answer");
+        }
+        assert!(
+            lines.contains("a request of this id is in progress"),
+            "{lines}"
+        );
     }
 
     /// A line whose JSON would take far more memory parsed than its text (many tiny values) is

@@ -520,9 +520,8 @@ impl DirWatcher {
         if now == self.present && !grants_changed {
             return false;
         }
-        if grants_moved {
-            self.grants_tried = grants_now;
-        }
+        // Tried once for these moves; moved back, a later move is new again.
+        self.grants_tried = if grants_moved { grants_now } else { Vec::new() };
         let (host, options, path) = (self.host.clone(), self.options, self.dir.clone());
         let loaded = match tokio::task::spawn_blocking(move || {
             host.load_dir_with(path, options, |_, _, _| {})

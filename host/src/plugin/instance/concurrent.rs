@@ -1114,6 +1114,8 @@ impl Drop for AbandonOnDrop<'_> {
             return;
         };
         if self.returned.load(Ordering::Acquire) {
+            // It returned as its caller let go: what it left behind has no caller to see to.
+            instance.watch_lingering();
             return;
         }
         let _ = instance.tx.send(Message::Abandon(self.id));
@@ -1241,9 +1243,11 @@ async fn run(accessor: &Accessor<PluginState>, bindings: &v10::ToolPlugin, job: 
         }
         OwnedWork::Request(request) => request_in(accessor, bindings, request, setup).await,
     };
-    returned.store(true, Ordering::Release);
+    // What it left behind is recorded before it counts as returned: a watch started when it
+    // is seen returned finds that work.
     let (stderr, abandoned, lingering) =
         accessor.with(|mut access| access.data_mut().end_concurrent_call(id, permit));
+    returned.store(true, Ordering::Release);
     let _ = reply.send(Finished {
         result,
         stderr,

@@ -217,7 +217,8 @@ mod tests {
         ("notes://all/A", true),
         ("urn:ISBN:0451450523", true),
         ("notes://a%2Fb/x", true),
-        ("notes://all/%+A", true),
+        ("notes://all/%+A", false),
+        ("x://Alice@h/x", true),
     ];
     const SAMPLE_MIME_TYPES: &[(&str, bool)] = &[
         ("text/plain", true),
