@@ -178,6 +178,36 @@ fn answer_for(line: &[u8], error: &serde_json::Error) -> Option<Value> {
     Some(json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": text}}))
 }
 
+impl<R: AsyncRead + Unpin, W> LineTransport<R, W> {
+    /// A place for a line to be written, once one is free; `None` (the session ends) when the
+    /// client has read none of the lines waiting for it for [`STALLED_AFTER`] while it has
+    /// more of its own to send: it writes and does not read, and so would the server.
+    /// Cancel-safe.
+    async fn place(&mut self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        loop {
+            let pending = Arc::clone(&self.pending);
+            match tokio::time::timeout(STALLED_AFTER, pending.acquire_owned()).await {
+                Ok(place) => return place.ok(),
+                Err(_) => {
+                    // A client that reads nothing while it sends nothing either (it waits) is
+                    // waited for.
+                    let sending =
+                        tokio::time::timeout(std::time::Duration::ZERO, self.reader.fill_buf())
+                            .await
+                            .is_ok_and(|read| read.is_ok_and(|buffered| !buffered.is_empty()));
+                    if sending {
+                        tracing::warn!(
+                            "the client has read none of the {MAX_PENDING_WRITES} lines waiting \
+                             for it for {STALLED_AFTER:?} while it goes on writing; closing"
+                        );
+                        return None;
+                    }
+                }
+            }
+        }
+    }
+}
+
 impl<R, W> LineTransport<R, W> {
     /// Counts `message` (of `weight` parsed) among the requests in progress, or ends one the
     /// client cancels; the answer refusing it, if it is a request over the bounds (or one
@@ -222,8 +252,15 @@ impl<R, W> LineTransport<R, W> {
         } else {
             -32000
         };
+        // A reused id is not echoed: the client would take the refusal for the answer to the
+        // request of that id in progress.
+        let id = if code == -32600 {
+            Value::Null
+        } else {
+            json!(request.id)
+        };
         Some(json!({
-            "jsonrpc": "2.0", "id": request.id,
+            "jsonrpc": "2.0", "id": id,
             "error": {"code": code, "message": refusal},
         }))
     }
@@ -270,7 +307,7 @@ where
     async fn receive(&mut self) -> Option<ClientJsonRpcMessage> {
         loop {
             if self.unanswered.is_some() {
-                let place = Arc::clone(&self.pending).acquire_owned().await.ok()?;
+                let place = self.place().await?;
                 let answer = self.unanswered.take()?;
                 let writer = Arc::clone(&self.writer);
                 tokio::spawn(async move {
@@ -279,16 +316,7 @@ where
                 });
             }
             // Nothing more is read while the client does not read what it was sent.
-            match tokio::time::timeout(STALLED_AFTER, self.pending.acquire()).await {
-                Ok(place) => drop(place.ok()?),
-                Err(_) => {
-                    tracing::warn!(
-                        "the client has read none of the {MAX_PENDING_WRITES} answers waiting \
-                         for it for {STALLED_AFTER:?}; closing"
-                    );
-                    return None;
-                }
-            }
+            drop(self.place().await?);
             if !self.line.ends_with(b"\n") {
                 let room = (MAX_LINE_BYTES + 1).saturating_sub(self.line.len() as u64);
                 let read = (&mut self.reader)

@@ -517,11 +517,16 @@ impl DirWatcher {
             return false;
         };
         let grants_changed = grants_moved && grants_now != self.grants_tried;
+        // Tried once for these moves; moved back, a later move is new again.
+        if !grants_moved {
+            self.grants_tried.clear();
+        }
         if now == self.present && !grants_changed {
             return false;
         }
-        // Tried once for these moves; moved back, a later move is new again.
-        self.grants_tried = if grants_moved { grants_now } else { Vec::new() };
+        if grants_moved {
+            self.grants_tried = grants_now;
+        }
         let (host, options, path) = (self.host.clone(), self.options, self.dir.clone());
         let loaded = match tokio::task::spawn_blocking(move || {
             host.load_dir_with(path, options, |_, _, _| {})
