@@ -70,6 +70,8 @@ pub(crate) struct LineTransport<R, W> {
     unanswered: Option<Value>,
     /// The requests read and not answered yet.
     in_progress: Arc<std::sync::Mutex<InProgress>>,
+    /// [`STALLED_AFTER`] (shorter in tests).
+    stalled_after: std::time::Duration,
 }
 
 impl<R, W> LineTransport<R, W>
@@ -85,6 +87,7 @@ where
             pending: Arc::new(tokio::sync::Semaphore::new(MAX_PENDING_WRITES)),
             unanswered: None,
             in_progress: Arc::default(),
+            stalled_after: STALLED_AFTER,
         }
     }
 
@@ -186,7 +189,7 @@ impl<R: AsyncRead + Unpin, W> LineTransport<R, W> {
     async fn place(&mut self) -> Option<tokio::sync::OwnedSemaphorePermit> {
         loop {
             let pending = Arc::clone(&self.pending);
-            match tokio::time::timeout(STALLED_AFTER, pending.acquire_owned()).await {
+            match tokio::time::timeout(self.stalled_after, pending.acquire_owned()).await {
                 Ok(place) => return place.ok(),
                 Err(_) => {
                     // A client that reads nothing while it sends nothing either (it waits) is
@@ -198,7 +201,8 @@ impl<R: AsyncRead + Unpin, W> LineTransport<R, W> {
                     if sending {
                         tracing::warn!(
                             "the client has read none of the {MAX_PENDING_WRITES} lines waiting \
-                             for it for {STALLED_AFTER:?} while it goes on writing; closing"
+                             for it for {:?} while it goes on writing; closing",
+                            self.stalled_after
                         );
                         return None;
                     }
@@ -501,6 +505,49 @@ mod tests {
         );
         writing.abort();
         served.abort();
+    }
+
+    /// A client that goes on writing and reads none of the lines waiting for it for the stall
+    /// time (60 s; a second here) is disconnected: it would wait on the server, and the
+    /// server on it, for ever. One that waits without writing is waited for.
+    #[tokio::test]
+    async fn a_client_writing_and_never_reading_is_disconnected_after_the_stall_time() {
+        use tokio::io::AsyncWriteExt as _;
+        let (mut client, server) = tokio::io::duplex(1 << 20);
+        // An output no one reads: every write waits.
+        let (_unread, output) = tokio::io::duplex(1);
+        let mut transport = LineTransport::new(server, output);
+        transport.stalled_after = std::time::Duration::from_secs(1);
+        // Every place taken by a line waiting to be written.
+        let places: Vec<_> = (0..MAX_PENDING_WRITES)
+            .map(|_| {
+                Arc::clone(&transport.pending)
+                    .try_acquire_owned()
+                    .expect("a place")
+            })
+            .collect();
+        // Waiting without writing: still waited for after the stall time.
+        let waiting = tokio::time::timeout(
+            std::time::Duration::from_millis(1500),
+            Transport::<RoleServer>::receive(&mut transport),
+        )
+        .await;
+        assert!(waiting.is_err(), "a client that only waits is waited for");
+        // Writing while it reads nothing: the session ends.
+        client
+            .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n")
+            .await
+            .expect("write");
+        let ended = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            Transport::<RoleServer>::receive(&mut transport),
+        )
+        .await;
+        assert!(
+            matches!(ended, Ok(None)),
+            "the session should end: {ended:?}"
+        );
+        drop(places);
     }
 
     /// Requests in progress are bounded (each holds its arguments while it waits, on a busy
