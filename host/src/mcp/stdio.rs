@@ -234,34 +234,32 @@ impl<R, W> LineTransport<R, W> {
             }
             _ => return None,
         };
-        let refusal = if in_progress.requests.contains_key(&request.id) {
-            "Invalid request: a request of this id is in progress".to_owned()
+        // A reused id is not echoed: the client would take the refusal for the answer to the
+        // request of that id in progress.
+        let (code, id, refusal) = if in_progress.requests.contains_key(&request.id) {
+            (
+                -32600,
+                Value::Null,
+                "Invalid request: a request of this id is in progress".to_owned(),
+            )
         } else if in_progress.requests.len() >= MAX_REQUESTS_IN_PROGRESS
             || in_progress.weight.saturating_add(weight) > MAX_WEIGHT_IN_PROGRESS
         {
-            format!(
-                "Server busy: this connection has {} requests in progress (at most \
-                 {MAX_REQUESTS_IN_PROGRESS}, or {} MiB of them); wait for their answers, or \
-                 cancel some",
-                in_progress.requests.len(),
-                MAX_WEIGHT_IN_PROGRESS >> 20
+            (
+                -32000,
+                json!(request.id),
+                format!(
+                    "Server busy: this connection has {} requests in progress (at most \
+                     {MAX_REQUESTS_IN_PROGRESS}, or {} MiB of them); wait for their answers, \
+                     or cancel some",
+                    in_progress.requests.len(),
+                    MAX_WEIGHT_IN_PROGRESS >> 20
+                ),
             )
         } else {
             in_progress.requests.insert(request.id.clone(), weight);
             in_progress.weight += weight;
             return None;
-        };
-        let code = if refusal.starts_with("Invalid") {
-            -32600
-        } else {
-            -32000
-        };
-        // A reused id is not echoed: the client would take the refusal for the answer to the
-        // request of that id in progress.
-        let id = if code == -32600 {
-            Value::Null
-        } else {
-            json!(request.id)
         };
         Some(json!({
             "jsonrpc": "2.0", "id": id,
@@ -617,11 +615,15 @@ mod tests {
             .write_all(ping(1003).as_bytes())
             .await
             .expect("write");
-        let _ = tokio::time::timeout(
-            std::time::Duration::from_millis(200),
-            Transport::<RoleServer>::receive(&mut transport),
-        )
-        .await;
+        // A notification after them: once it is received, both were answered.
+        client
+            .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n")
+            .await
+            .expect("write");
+        assert!(matches!(
+            receive(&mut transport).await,
+            JsonRpcMessage::Notification(_)
+        ));
         let mut lines = String::new();
         while !lines.contains("in progress\"") {
             answers.read_line(&mut lines).await.expect("an answer");

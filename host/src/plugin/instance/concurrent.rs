@@ -401,15 +401,14 @@ impl PluginState {
 
     /// The call `id` returned (or failed): pass on its output, end its reports and requests;
     /// returns its stderr, for quoting in an error, whether it had been abandoned (its caller
-    /// gave up on it, or its time ran out), and by when the work it left behind must finish,
-    /// if it left any. `permit`, its place among the instance's calls, is given back once its
+    /// gave up on it, or its time ran out), and whether it left work behind. `permit`, its place among the instance's calls, is given back once its
     /// group has finished.
     fn end_concurrent_call(
         &mut self,
         id: u64,
         permit: OwnedSemaphorePermit,
-    ) -> (String, bool, Option<Instant>) {
-        let mut lingering = None;
+    ) -> (String, bool, bool) {
+        let mut lingering = false;
         let call = self.calls_mut().and_then(|calls| {
             calls.abandoned_early.remove(&id);
             calls.received.remove(&id);
@@ -426,7 +425,7 @@ impl PluginState {
             if clock.live.contains(&group) {
                 clock.ended.insert(group, until);
                 clock.lingering.insert(group, (until, permit));
-                lingering = Some(until);
+                lingering = true;
             }
             drop(clock);
             calls.by_group.remove(&group)
@@ -747,8 +746,8 @@ struct Finished {
     stderr: String,
     /// It had been abandoned: its time ran out (what it returned is dropped).
     abandoned: bool,
-    /// By when the work it left behind in the instance must have finished, if it left any.
-    lingering: Option<Instant>,
+    /// Whether it left work behind in the instance (which must finish within its grace).
+    lingering: bool,
 }
 
 enum Message {
@@ -1012,7 +1011,7 @@ impl Concurrency {
                 ..
             })) => {
                 abandon.instance = None;
-                if lingering.is_some() {
+                if lingering {
                     self.watch_lingering();
                 }
                 Outcome::TimedOut { queued }
@@ -1024,7 +1023,7 @@ impl Concurrency {
                 lingering,
             })) => {
                 abandon.instance = None;
-                if lingering.is_some() {
+                if lingering {
                     self.watch_lingering();
                 }
                 Outcome::Returned { result, stderr }
