@@ -10,7 +10,7 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 const ALICE: &str = "alice-token-0123456789abcdef";
 
 /// The value of the series `name{labels}` in `text`, if it is there.
-fn value(text: &str, series: &str) -> Option<f64> {
+pub(crate) fn value(text: &str, series: &str) -> Option<f64> {
     text.lines()
         .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
 }

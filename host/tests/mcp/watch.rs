@@ -482,3 +482,65 @@ async fn a_grant_pointed_elsewhere_is_a_new_revision() {
         "sessions must not keep instances of the old directory"
     );
 }
+
+/// A grant moved while the directory cannot be reloaded at all (its lock no longer trusted) is
+/// tried once, not at every rescan; moved back, nothing is reloaded; moved again, it is tried
+/// again (a later move is news, not the move tried before).
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_moved_back_and_forth_under_a_refused_reload_is_tried_once_per_move() {
+    use llm_worker::LoadDirOptions;
+    use llm_worker::mcp::Metrics;
+    use std::os::unix::fs::PermissionsExt;
+    let name = "dir-watcher-grant-back-and-forth";
+    let Granted {
+        dir, first, second, ..
+    } = greet_granted_a_link(name);
+    // The link outside the plugin directory, so that re-pointing it changes nothing there.
+    let links = llm_worker_tests::scratch_dir(&format!("{name}-links"));
+    let data = links.join("data");
+    std::os::unix::fs::symlink(first.path(), &data).expect("link");
+    std::fs::write(
+        dir.join("greet.policy.toml"),
+        format!(
+            "[[dirs]]\nhost = {:?}\nguest = \"/data\"\n",
+            data.display().to_string()
+        ),
+    )
+    .expect("policy");
+    let point = |to: &std::path::Path| {
+        let _ = std::fs::remove_file(&data);
+        std::os::unix::fs::symlink(to, &data).expect("link");
+    };
+    llm_worker_tests::lock_dir(&dir);
+    let metrics = Metrics::new();
+    let mut watcher = DirWatcher::load(
+        llm_worker_tests::host().clone(),
+        dir.path(),
+        LoadDirOptions::default(),
+    )
+    .expect("load")
+    .metrics(metrics.clone());
+    let refused = || {
+        super::metrics::value(
+            &metrics.render(),
+            r#"llm_worker_reloads_total{outcome="refused"}"#,
+        )
+        .unwrap_or(0.0)
+    };
+    // The lock made writable by others: every reload is refused as a whole.
+    let lock = dir.join(llm_worker::lock::LOCK_FILE);
+    std::fs::set_permissions(&lock, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+    assert!(!watcher.rescan().await);
+    assert_eq!(refused(), 1.0);
+    let mut tried = Vec::new();
+    for to in [second.path(), second.path(), first.path(), second.path()] {
+        point(to);
+        assert!(!watcher.rescan().await, "nothing can be reloaded");
+        tried.push(refused());
+    }
+    // Moved: tried; the same move again: not; moved back (as loaded): nothing to try; moved
+    // again: tried.
+    assert_eq!(tried, [2.0, 2.0, 2.0, 3.0]);
+    assert_eq!(served(&watcher), ["greet.wasm"]);
+}
