@@ -223,6 +223,15 @@ impl Served {
                 .get(path)
                 .is_none_or(|old| old.revision() != group.revision())
         };
+        // The read-write grants of the versions kept serving although their new version failed
+        // to load: the load did not see them, so it could not refuse a plugin whose file or
+        // policy such a version can rewrite.
+        let kept_writable = crate::plugin::dir::writable_grants(
+            self.groups
+                .iter()
+                .filter(|(path, _)| !fresh.iter().any(|(fresh, ..)| fresh == *path))
+                .filter_map(|(_, group)| group.loaded()),
+        );
         // What is served already comes first: a new or changed plugin offering what another
         // served one offers is not served, whichever name sorts first. (A fresh load refuses
         // both sides of a clash, but it sees only the plugins that load: one served whose new
@@ -241,8 +250,14 @@ impl Served {
             if !changed(&self.groups, &path, &group) {
                 continue;
             }
-            if let Some(clash) = group.clash_with(&accepted) {
-                problems.insert(format!("plugin {} is not served: {clash}", path.display()));
+            let refusal = crate::plugin::dir::held_by_a_grant(plugin, &kept_writable)
+                .map(|held| held.to_string())
+                .or_else(|| group.clash_with(&accepted));
+            if let Some(refusal) = refusal {
+                problems.insert(format!(
+                    "plugin {} is not served: {refusal}",
+                    path.display()
+                ));
                 // The version served before keeps serving, unless its policy is what changed
                 // (then it is not kept under the policy withdrawn) or it clashes too.
                 let keep_old = self.groups.get(&path).is_some_and(|old| {

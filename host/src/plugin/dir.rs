@@ -114,7 +114,7 @@ impl PluginHost {
         // read-write grant of a plugin: that plugin could rewrite it, and with it what the
         // plugin it belongs to is, or is granted, at the next load. That plugin is refused (its
         // files are not what the operator can vouch for); the one with the grant is not.
-        let writable = writable_grants(&loaded);
+        let writable = writable_grants(loaded.iter());
         if !writable.is_empty() {
             let mut kept = Vec::with_capacity(loaded.len());
             for plugin in loaded {
@@ -240,9 +240,10 @@ fn writable_grant_within(plugin: &LoadedPlugin, root: &Path) -> Option<PluginErr
 }
 
 /// The read-write grants of `plugins`: the directory, and the plugin holding it.
-fn writable_grants(plugins: &[LoadedPlugin]) -> Vec<(PathBuf, PathBuf)> {
+pub(crate) fn writable_grants<'a>(
+    plugins: impl Iterator<Item = &'a LoadedPlugin>,
+) -> Vec<(PathBuf, PathBuf)> {
     plugins
-        .iter()
         .flat_map(|plugin| {
             plugin
                 .policy()
@@ -256,7 +257,10 @@ fn writable_grants(plugins: &[LoadedPlugin]) -> Vec<(PathBuf, PathBuf)> {
 
 /// Why `plugin` is refused, if its file or its policy file really is (links followed) in one
 /// of the `writable` grants.
-fn held_by_a_grant(plugin: &LoadedPlugin, writable: &[(PathBuf, PathBuf)]) -> Option<PluginError> {
+pub(crate) fn held_by_a_grant(
+    plugin: &LoadedPlugin,
+    writable: &[(PathBuf, PathBuf)],
+) -> Option<PluginError> {
     let policy = SandboxPolicy::path_for(plugin.path());
     for file in [plugin.path(), policy.as_path()] {
         let Ok(real) = std::fs::canonicalize(file) else {

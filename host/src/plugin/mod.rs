@@ -16,7 +16,7 @@ mod bindings_v3;
 mod blocking;
 mod cache;
 mod descriptors;
-mod dir;
+pub(crate) mod dir;
 mod error;
 mod host;
 #[cfg(feature = "wasi-http")]

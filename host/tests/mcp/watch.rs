@@ -378,6 +378,50 @@ async fn a_policy_moved_into_a_read_write_grant_is_not_served() {
     assert_eq!(served(&watcher), ["greet.wasm"]);
 }
 
+/// The same, while the plugin holding the read-write grant has a new version that fails to
+/// load: its old version keeps serving (and can still rewrite what is in its grant), so the
+/// policy moved into that grant is refused although the load did not see the grant.
+#[cfg(unix)]
+#[tokio::test]
+async fn a_policy_moved_into_the_grant_of_a_version_kept_serving_is_not_served() {
+    use llm_worker::LoadDirOptions;
+    let dir = llm_worker_tests::scratch_dir("dir-watcher-kept-grant-holds");
+    let conf = dir.join("conf");
+    std::fs::create_dir(&conf).expect("mkdir");
+    for plugin in ["greet", "counter"] {
+        std::fs::copy(
+            llm_worker_tests::plugin_path(plugin),
+            dir.join(format!("{plugin}.wasm")),
+        )
+        .expect("copy");
+    }
+    std::fs::write(
+        dir.join("greet.policy.toml"),
+        format!(
+            "[[dirs]]\nhost = {:?}\nguest = \"/conf\"\nmode = \"rw\"\n",
+            conf.display().to_string()
+        ),
+    )
+    .expect("policy");
+    let host = llm_worker_tests::host().clone();
+    let mut watcher = DirWatcher::load(host, dir.path(), LoadDirOptions::default()).expect("load");
+    assert_eq!(served(&watcher), ["counter.wasm", "greet.wasm"]);
+    let ((), logs) = logged(async {
+        std::fs::write(dir.join("greet.wasm"), b"\0asm broken").expect("break");
+        std::fs::write(conf.join("counter.toml"), "[limits]\nmemory_mib = 16\n").expect("policy");
+        std::os::unix::fs::symlink(conf.join("counter.toml"), dir.join("counter.policy.toml"))
+            .expect("link");
+        watcher.rescan().await;
+    })
+    .await;
+    assert_eq!(served(&watcher), ["greet.wasm"], "{logs:?}");
+    assert!(
+        logs.iter()
+            .any(|line| line.contains("read-write directory of plugin")),
+        "{logs:?}"
+    );
+}
+
 /// A directory holding greet, granted (read-only) `data`, a link to `first`; `second` is
 /// another directory to point it at.
 #[cfg(unix)]
