@@ -291,6 +291,11 @@ pub(crate) enum Command {
         /// Move a plugin the lock records to what REFERENCE names now (verified first).
         #[arg(long)]
         update: bool,
+        /// With --update: approve the tools, resources, templates and prompts the new version
+        /// offers that the lock did not approve (without it, such an update is refused, naming
+        /// them, so that you can review them first).
+        #[arg(long, requires = "update")]
+        approve_names: bool,
         /// Take the artifact without a signature, this once (recorded in the lock as such),
         /// if no rule of the trust policy covers its repository (a rule is never overridden).
         #[arg(long)]

@@ -19,6 +19,7 @@ pub(crate) struct PullArgs<'a> {
     pub(crate) dir: &'a Path,
     pub(crate) name: Option<String>,
     pub(crate) update: bool,
+    pub(crate) approve_names: bool,
     pub(crate) allow_unsigned: bool,
     pub(crate) plain_http: bool,
     pub(crate) timeout_secs: u64,
@@ -39,6 +40,7 @@ pub(crate) async fn pull(
     let options = PullOptions::default()
         .name(args.name)
         .update(args.update)
+        .approve_names(args.approve_names)
         .allow_unsigned(args.allow_unsigned)
         .client(client_options(args.plain_http, args.timeout_secs));
     let pulled = pull_into(&loader.host, args.dir, &reference, &options).await?;

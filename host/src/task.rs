@@ -345,6 +345,15 @@ pub(crate) fn kept_bytes(outcome: &Result<ToolOutput, ToolError>) -> usize {
             .map_or(0, |value| size_of::<Value>() + json_bytes(value))
 }
 
+/// What the questions a task waits on take in memory (each key and value, as weighed for a
+/// kept result): what each poll of the task copies.
+pub(crate) fn asked_bytes(requests: &BTreeMap<String, Value>) -> usize {
+    requests
+        .iter()
+        .map(|(key, request)| block(key.capacity()) + size_of::<Value>() + json_bytes(request))
+        .sum()
+}
+
 /// What the strings and bytes of a content block take, each as the allocator serves it.
 fn block_bytes(content: &crate::content::Content) -> usize {
     use crate::content::{Content, ResourceData};

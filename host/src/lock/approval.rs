@@ -89,6 +89,21 @@ impl LockedPlugin {
     }
 }
 
+impl LockedPlugin {
+    /// Whether `now` (a new version's entry) offers other tools, resources, templates or
+    /// prompts than this entry approved: which, if so.
+    pub(crate) fn listing_moved(&self, now: &LockedPlugin) -> Option<String> {
+        let tools = names_moved(&self.tools, &now.tools).map(|moved| format!("tools: {moved}"));
+        let offers = names_moved(&self.offers, &now.offers)
+            .map(|moved| format!("resources, templates and prompts: {moved}"));
+        match (tools, offers) {
+            (None, None) => None,
+            (Some(one), None) | (None, Some(one)) => Some(one),
+            (Some(tools), Some(offers)) => Some(format!("{tools}; {offers}")),
+        }
+    }
+}
+
 /// Which tools (or other offerings) a plugin offers now that the lock did not approve, and
 /// which it approved that are gone (in any order): `None` when they are the same.
 pub(super) fn names_moved<A: AsRef<str>, B: AsRef<str>>(locked: &[A], now: &[B]) -> Option<String> {

@@ -362,13 +362,16 @@ impl McpServer {
             .tasks
             .get(&self.task_owner(context), &request.task_id)
             .map_err(unknown)?;
-        // Each poll of a completed task copies its result into the answer, then into the
-        // answer's text: counted (twice the result, for the copy and its text) against the
-        // client's memory for requests first, so that a flood of polls (each a few bytes,
-        // running no plugin code) cannot hold many copies.
+        // Each poll copies the task's result (once completed) or the questions it waits on
+        // (meanwhile) into the answer, then into the answer's text: counted (twice what is
+        // copied, for the copy and its text) against the client's memory for requests first,
+        // so that a flood of polls (each a few bytes, running no plugin code) cannot hold many
+        // copies.
         #[cfg(feature = "mcp-http")]
-        if let Some(outcome) = &task.outcome {
-            let copies = crate::task::kept_bytes(outcome).saturating_mul(2);
+        {
+            let copied = task.outcome.as_deref().map_or(0, crate::task::kept_bytes)
+                + crate::task::asked_bytes(&task.input_requests);
+            let copies = copied.saturating_mul(2);
             super::http::charge_answer(&context.extensions, copies).map_err(|why| {
                 ErrorData::new(
                     ErrorCode::INTERNAL_ERROR,

@@ -19,6 +19,10 @@ pub struct PullOptions {
     pub name: Option<String>,
     /// Move a plugin the lock already records to what the reference names now.
     pub update: bool,
+    /// With `update`, approve the tools, resources, templates and prompts the new version
+    /// offers though the lock approved others; without it such an update is refused, naming
+    /// them.
+    pub approve_names: bool,
     /// Take the artifact without a signature (recorded in the lock as such) if no rule of the
     /// trust policy covers its repository: the flag never overrides a rule.
     pub allow_unsigned: bool,
@@ -36,6 +40,12 @@ impl PullOptions {
     /// Sets whether a recorded plugin may be moved to a new version.
     pub fn update(mut self, update: bool) -> Self {
         self.update = update;
+        self
+    }
+
+    /// Sets whether an update may approve other names than the lock did.
+    pub fn approve_names(mut self, approve: bool) -> Self {
+        self.approve_names = approve;
         self
     }
 
@@ -332,6 +342,20 @@ pub async fn pull_into(
                  then pull again",
                 path.display(),
                 dir.display()
+            )));
+        }
+        // Nor names nobody reviewed: a new version offering other tools (which get the
+        // plugin's grants, and which access rules naming the plugin cover), resources,
+        // templates or prompts is approved only when the operator says so, as `lock` would.
+        if let Some(locked) = &existing
+            && !options.approve_names
+            && let Some(moved) = locked.listing_moved(&entry)
+        {
+            return Err(RegistryError::Usage(format!(
+                "the new version of {} offers other names than the lock approved ({moved}); \
+                 nothing was written: review them, then pull again with --approve-names to \
+                 approve them",
+                path.display()
             )));
         }
         Ok(entry)

@@ -739,6 +739,90 @@ async fn a_sampling_request_names_its_plugin_and_tool_when_deferred_and_in_a_tas
     tasks.cancel().await.expect("close");
 }
 
+/// The attack: a task waits on a large question (a sampling request of tens of kilobytes)
+/// and its client floods `tasks/get`. Each poll copies the question into its answer, as a
+/// poll of a completed task copies the result: it is charged against the client's memory for
+/// requests the same way, and refused past the client's part, saying why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn polling_a_task_waiting_on_a_large_question_is_charged_for_the_copies() {
+    let mut policy = llm_worker::SandboxPolicy::default();
+    policy.client = llm_worker::ClientPolicy::default().sampling(true);
+    let asker = llm_worker_tests::host()
+        .load_with_policy(llm_worker_tests::plugin_path("asker"), policy)
+        .expect("load");
+    // The first poll that finds the question: its error, or the task's status then.
+    async fn poll_the_question(
+        memory: usize,
+        asker: &llm_worker::LoadedPlugin,
+    ) -> Result<TaskStatus, String> {
+        let url = crate::serve_with(
+            ToolCatalog::from_plugins([asker]),
+            McpOptions::new("tasks", "1"),
+            llm_worker::mcp::HttpOptions::default()
+                .named_tokens([llm_worker::mcp::BearerToken::new(
+                    "alice",
+                    crate::access::ALICE,
+                )])
+                .max_body_bytes(64 << 10)
+                .max_request_memory(memory),
+        )
+        .await;
+        let mut capabilities = ClientCapabilities::builder().enable_tasks().build();
+        capabilities.sampling = Some(Default::default());
+        let client = ClientConfig::new(capabilities, Implementation::new("tasks-test", "1"))
+            .serve(rmcp::transport::StreamableHttpClientTransport::from_config(
+                rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                    .auth_header(crate::access::ALICE),
+            ))
+            .await
+            .expect("initialize");
+        let created = client
+            .call_tool_once(call(
+                "converse",
+                json!({"count": 3, "text": "x".repeat(21_000)}),
+            ))
+            .await
+            .expect("call");
+        let CallToolResponse::Task(created) = created else {
+            panic!("a task was expected");
+        };
+        let polled = tokio::time::timeout(Duration::from_secs(30), async {
+            loop {
+                match client
+                    .get_task(GetTaskParams::new(&created.task.task_id))
+                    .await
+                {
+                    Ok(task) if task.task.status() == TaskStatus::Working => {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                    Ok(task) => return Ok(task.task.status()),
+                    Err(error) => return Err(error.to_string()),
+                }
+            }
+        })
+        .await
+        .expect("the task asked");
+        client.cancel().await.expect("close");
+        polled
+    }
+    // A quarter of 512 KiB for the client: its call's arguments (some 21 KiB, held while the
+    // task runs) and two copies of the question (three messages of them, some 63 KiB) do not
+    // fit.
+    let refused = poll_the_question(512 << 10, &asker).await;
+    let Err(refused) = refused else {
+        panic!("the copies do not fit the client's part: {refused:?}");
+    };
+    assert!(
+        refused.contains("cannot be sent now") && refused.contains("128 KiB"),
+        "{refused}"
+    );
+    // With 256 KiB for the client, they do.
+    assert_eq!(
+        poll_the_question(1 << 20, &asker).await,
+        Ok(TaskStatus::InputRequired)
+    );
+}
+
 /// Says when its call started, and when its call was dropped; never ends, and hands off only
 /// when its input says `hand_off`.
 struct Held {

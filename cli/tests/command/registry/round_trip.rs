@@ -138,7 +138,21 @@ async fn a_moved_tag_changes_nothing_until_pull_update_and_watch_follows() {
         sha256_file(&plugin_path("greet"))
     );
 
+    // The new version offers other tools: an update alone is refused, naming them, and
+    // changes nothing; approved, it goes through.
     let out = registry.pull("acme/tool:stable", &dir, &["--update"]);
+    assert_eq!(out.status.code(), Some(1));
+    let message = stderr(&out);
+    assert!(
+        message.contains("tools: new: 'count', 'peek'; gone: 'greet'")
+            && message.contains("--approve-names"),
+        "{message}"
+    );
+    assert_eq!(
+        sha256_file(&dir.join("tool.wasm")),
+        sha256_file(&plugin_path("greet"))
+    );
+    let out = registry.pull("acme/tool:stable", &dir, &["--update", "--approve-names"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(
         stdout(&out).contains(&format!("{first} ->")),
