@@ -292,7 +292,7 @@ async fn verify(
     Err(refuse(format!(
         "no valid signature by a signer the trust policy accepts for {repository} ({}): {}",
         names.join(", "),
-        reasons.join("; ")
+        crate::registry::quoted_up_to(&reasons.join("; "), 4_000)
     )))
 }
 

@@ -54,12 +54,28 @@ use crate::PluginError;
 /// on one line ([`OneLine`](llm_worker_rules::tool::OneLine)), cut after 200 characters, so
 /// that it can neither forge lines of the command's output nor bury the cause under megabytes.
 pub(crate) fn quoted(text: &str) -> String {
+    quoted_up_to(text, 200)
+}
+
+/// [`quoted`], cut after `shown` characters.
+pub(crate) fn quoted_up_to(text: &str, shown: usize) -> String {
     use llm_worker_rules::tool::OneLine;
-    const SHOWN: usize = 200;
-    match text.char_indices().nth(SHOWN) {
+    match text.char_indices().nth(shown) {
         None => OneLine(text).to_string(),
         Some((end, _)) => format!("{}… ({} bytes)", OneLine(&text[..end]), text.len()),
     }
+}
+
+/// A URL a registry gave (a redirect's, a blob's storage), as a message shows it: without its
+/// query, fragment and user information (a storage URL's query is often its signature, which
+/// lets anyone read the blob for a while), [`quoted`].
+pub(crate) fn shown_url(url: &reqwest::Url) -> String {
+    let mut shown = url.clone();
+    shown.set_query(None);
+    shown.set_fragment(None);
+    let _ = shown.set_username("");
+    let _ = shown.set_password(None);
+    quoted(shown.as_str())
 }
 
 /// Why pulling or pushing failed.

@@ -52,7 +52,7 @@ impl RegistryClient {
         let response = request(cached)
             .send()
             .await
-            .map_err(|error| transport(url, &error))?;
+            .map_err(|error| transport(url, error))?;
         if response.status() != StatusCode::UNAUTHORIZED || !ours {
             return Ok(response);
         }
@@ -83,7 +83,7 @@ impl RegistryClient {
         request(Some(authorization))
             .send()
             .await
-            .map_err(|error| transport(url, &error))
+            .map_err(|error| transport(url, error))
     }
 
     /// Whether `url` has the registry's origin (scheme, host and port), the only one its
@@ -131,7 +131,8 @@ impl RegistryClient {
         }
         if !scheme.eq_ignore_ascii_case("bearer") {
             return Err(denied(format!(
-                "the registry asks for `{scheme}` authentication, which is not supported"
+                "the registry asks for `{}` authentication, which is not supported",
+                crate::registry::quoted(scheme)
             )));
         }
         let realm = parameters
@@ -139,14 +140,19 @@ impl RegistryClient {
             .find(|(key, _)| key == "realm")
             .map(|(_, value)| value.clone())
             .ok_or_else(|| denied("the registry's token challenge names no realm".into()))?;
-        let mut token_url = reqwest::Url::parse(&realm)
-            .map_err(|_| denied(format!("the token realm '{realm}' is not a URL")))?;
+        let mut token_url = reqwest::Url::parse(&realm).map_err(|_| {
+            denied(format!(
+                "the token realm '{}' is not a URL",
+                crate::registry::quoted(&realm)
+            ))
+        })?;
         let loopback = token_url
             .host_str()
             .is_some_and(crate::registry::reference::is_loopback_host);
         if token_url.scheme() != "https" && !(token_url.scheme() == "http" && loopback) {
             return Err(denied(format!(
-                "the token realm {realm} is not https; no credentials are sent to it"
+                "the token realm {} is not https; no credentials are sent to it",
+                crate::registry::shown_url(&token_url)
             )));
         }
         {
@@ -168,7 +174,7 @@ impl RegistryClient {
         let response = request
             .send()
             .await
-            .map_err(|error| transport(&token_text, &error))?;
+            .map_err(|error| transport(&token_text, error))?;
         let response = expect_success(response, &token_text).await?;
         let body = read_capped(response, MAX_TOKEN_BYTES, "the token response", "").await?;
         // The two names the token may have (the distribution spec's and OAuth's), read alone:

@@ -127,8 +127,10 @@ impl RegistryClient {
                     .last()
                     .is_some_and(|previous| previous.scheme() == "https");
             if downgrade {
-                let message =
-                    format!("a redirect from https to plain HTTP ({url}) is not followed");
+                let message = format!(
+                    "a redirect from https to plain HTTP ({}) is not followed",
+                    crate::registry::shown_url(url)
+                );
                 return attempt.error(message);
             }
             match url.scheme() {
@@ -136,8 +138,9 @@ impl RegistryClient {
                 "http" if plain_http && loopback => attempt.follow(),
                 _ => {
                     let message = format!(
-                        "a redirect to {url}: only https is followed (plain HTTP only to a \
-                         loopback registry with --plain-http)"
+                        "a redirect to {}: only https is followed (plain HTTP only to a \
+                         loopback registry with --plain-http)",
+                        crate::registry::shown_url(url)
                     );
                     attempt.error(message)
                 }

@@ -1,15 +1,20 @@
 //! Reading a registry's responses: transport errors with their causes, the registry's own
 //! error quoted, and bodies read up to a cap.
 
-use crate::registry::{RegistryError, quoted};
+use crate::registry::{RegistryError, quoted, quoted_up_to, shown_url};
 
 /// Largest error body quoted from a registry.
 const MAX_ERROR_BYTES: u64 = 64 << 10;
 
-pub(super) fn transport(url: &str, error: &reqwest::Error) -> RegistryError {
-    // reqwest's own text is "error sending request"; the cause says what happened.
+/// The error of a request to `url` (as asked, not where redirects led: a blob's storage URL
+/// may carry a signature in its query) that failed on the way.
+pub(super) fn transport(url: &str, error: reqwest::Error) -> RegistryError {
+    // reqwest's own text is "error sending request for url (…)", naming the URL the request
+    // had reached; the cause says what happened. The text is the registry's in part (a
+    // redirect's URL, a header): on one line, and cut.
+    let error = error.without_url();
     let mut message = error.to_string();
-    let mut source = std::error::Error::source(error);
+    let mut source = std::error::Error::source(&error);
     while let Some(cause) = source {
         message = format!("{message}: {cause}");
         source = cause.source();
@@ -20,8 +25,8 @@ pub(super) fn transport(url: &str, error: &reqwest::Error) -> RegistryError {
         message
     };
     RegistryError::Transport {
-        url: url.to_owned(),
-        message,
+        url: reqwest::Url::parse(url).map_or_else(|_| quoted(url), |url| shown_url(&url)),
+        message: quoted_up_to(&message, 1_000),
     }
 }
 
@@ -82,12 +87,12 @@ pub(super) async fn read_capped(
     {
         return Err(too_large(length));
     }
-    let url = response.url().to_string();
+    let url = response.url().clone();
     let mut body = Vec::new();
     while let Some(chunk) = response
         .chunk()
         .await
-        .map_err(|error| transport(&url, &error))?
+        .map_err(|error| transport(&shown_url(&url), error))?
     {
         if (body.len() + chunk.len()) as u64 > limit {
             return Err(too_large((body.len() + chunk.len()) as u64));

@@ -244,3 +244,45 @@ async fn credentials_never_answer_a_challenge_from_a_host_the_registry_redirecte
     let to_registry = registry_seen.lock().expect("seen").join("");
     assert!(!to_registry.contains("authorization"), "{to_registry}");
 }
+
+/// The attack: registries answer a blob's request with a redirect to a storage URL whose query
+/// is its signature (a read of the private blob for anyone holding it, for minutes). A body
+/// cut short, or a redirect refused, put that URL whole in the error the command prints; and a
+/// redirect's URL of hundreds of kilobytes made an error line of as many. Now the URL is shown
+/// without its query, and cut.
+#[tokio::test]
+async fn a_storage_urls_signature_never_reaches_an_error() {
+    let (blob_port, _) = server(|_| {
+        // Promises 100 bytes, sends 5, and closes.
+        "HTTP/1.1 200 OK\r\nContent-Length: 100\r\nConnection: close\r\n\r\nhello".into()
+    })
+    .await;
+    let long = "p".repeat(300_000);
+    let (registry_port, _) = server(move |head| {
+        let target = if head.starts_with("get /v2/acme/away/") {
+            format!("http://registry.example/{long}?sig=SECRET-SIGNATURE")
+        } else {
+            format!("http://localhost:{blob_port}/blob?sig=SECRET-SIGNATURE&se=2099")
+        };
+        format!(
+            "HTTP/1.1 307 Temporary Redirect\r\nLocation: {target}\r\nContent-Length: 0\r\n\
+             Connection: close\r\n\r\n"
+        )
+    })
+    .await;
+    let options = super::ClientOptions::default().plain_http(true);
+    let digest = format!("sha256:{}", crate::digest::sha256_hex(b"hello"));
+    for repository in ["x", "away"] {
+        let reference =
+            super::Reference::parse(&format!("127.0.0.1:{registry_port}/acme/{repository}:1"))
+                .expect("ref");
+        let client = super::RegistryClient::new(&reference, &options).expect("client");
+        let error = client
+            .blob(&digest, 1000, "the blob", "")
+            .await
+            .expect_err("refused")
+            .to_string();
+        assert!(!error.contains("SECRET"), "{error}");
+        assert!(error.len() < 4_000, "{}", &error[..4_000]);
+    }
+}
