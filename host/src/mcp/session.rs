@@ -444,9 +444,14 @@ impl McpServer {
 
     /// [`bind`](Self::bind)'s part that any message (a notification too) goes through.
     fn bind_identity(&self, extensions: &rmcp::model::Extensions) -> Result<(), ErrorData> {
+        self.bind_caller(identity(extensions))
+    }
+
+    /// Binds the session to `identity` (the first to use it), or checks that it is the one
+    /// bound, with the same grants.
+    fn bind_caller(&self, identity: Option<Arc<crate::Identity>>) -> Result<(), ErrorData> {
         #[cfg(feature = "mcp-http")]
         if let Some(policy) = &self.options.access {
-            let identity = identity(extensions);
             let caller = Caller(identity.as_ref().map(|identity| identity.key()));
             let allowed = policy.allowed(identity.as_deref());
             let mut bound = self.bound.lock().unwrap_or_else(|p| p.into_inner());
@@ -476,7 +481,7 @@ impl McpServer {
                 }
             }
         }
-        let _ = extensions;
+        let _ = identity;
         Ok(())
     }
 
@@ -607,6 +612,14 @@ fn outcome<T>(
         Err(error) if error.message.contains("refused by a hook") => "refused",
         Err(_) => "error",
     }
+}
+
+#[cfg(feature = "mcp-http")]
+tokio::task_local! {
+    /// Who sent the HTTP request rmcp is handling, as the HTTP service authenticated it: what
+    /// a handler rmcp makes to look a tool up before the request's own handler runs is bound
+    /// to ([`ServerHandler::get_tool`]).
+    pub(in crate::mcp) static ASKING: Option<Arc<crate::Identity>>;
 }
 
 /// Who sent a request, as the HTTP service authenticated it (`None` over other transports,
@@ -745,8 +758,12 @@ impl ServerHandler for McpServer {
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        // Under an access policy, a session no identity has used yet shows no tool (rmcp asks
-        // before the request's own handler runs, on a handler made for the lookup).
+        // Under an access policy, a session no identity has used yet shows no tool. rmcp asks
+        // before the request's own handler runs, on a handler made for the lookup (the one
+        // that then serves a stateless request), to check the request's `Mcp-Param-*` headers
+        // against the tool's schema: without a schema it checks none. That handler is bound to
+        // the identity of the HTTP request being handled, as the request's own handler would
+        // bind it, so that it finds the tools that identity is granted.
         #[cfg(feature = "mcp-http")]
         if self.options.access.is_some()
             && self
@@ -755,7 +772,8 @@ impl ServerHandler for McpServer {
                 .unwrap_or_else(|p| p.into_inner())
                 .is_none()
         {
-            return None;
+            let asking = ASKING.try_with(Clone::clone).ok().flatten()?;
+            self.bind_caller(Some(asking)).ok()?;
         }
         self.listed_tool(name)
     }

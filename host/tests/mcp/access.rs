@@ -716,3 +716,64 @@ async fn a_contract_1_call_that_spins_counts_against_the_quota_while_it_runs() {
     spinning.abort();
     other.cancel().await.expect("close");
 }
+
+/// The attack: under an access policy, a stateless request (revision 2026-07-28) whose
+/// `Mcp-Param-*` header says something else than its body. rmcp checks those headers against
+/// the tool's schema, which it looks up on a handler made before the request's own: that
+/// handler, bound to no identity yet, showed no tool, so the headers were never checked (an
+/// intermediary routing on `eu` while the plugin ran `us`). The lookup now finds the tools of
+/// the identity asking, and the request is refused; one whose headers agree is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn param_headers_are_checked_under_an_access_policy_too() {
+    let policy = AccessPolicy::parse(
+        "[[grant]]\nwho = [\"token:alice\"]\ntools = [\"conformance/test_x_mcp_header\"]\n",
+    )
+    .expect("a policy");
+    let url = crate::serve_with(
+        ToolCatalog::from_plugins([&llm_worker_tests::plugin("conformance")]),
+        McpOptions::new("access", "1").access(policy),
+        HttpOptions::default().named_tokens([BearerToken::new("alice", ALICE)]),
+    )
+    .await;
+    let post = |name: &'static str, region: Option<&'static str>| {
+        let url = url.clone();
+        async move {
+            let body = serde_json::json!({
+                "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": name, "arguments": {"region": "eu"}, "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+                    "io.modelcontextprotocol/clientCapabilities": {},
+                }},
+            });
+            let mut request = reqwest::Client::new()
+                .post(&url)
+                .bearer_auth(ALICE)
+                .header("accept", "application/json, text/event-stream")
+                .header("content-type", "application/json")
+                .header("mcp-protocol-version", "2026-07-28")
+                .header("mcp-method", "tools/call")
+                .header("mcp-name", name)
+                .body(body.to_string());
+            if let Some(region) = region {
+                request = request.header("mcp-param-region", region);
+            }
+            let answer = request.send().await.expect("an answer");
+            let status = answer.status().as_u16();
+            (status, answer.text().await.expect("a body"))
+        }
+    };
+    let (status, text) = post("test_x_mcp_header", Some("eu")).await;
+    assert!(
+        status == 200 && text.contains("region: eu"),
+        "{status} {text}"
+    );
+    for (region, why) in [(Some("us"), "does not match"), (None, "Mcp-Param-Region")] {
+        let (status, text) = post("test_x_mcp_header", region).await;
+        assert_eq!(status, 400, "{region:?}: {text}");
+        assert!(
+            text.contains(why) && !text.contains("region: "),
+            "{region:?}: {text}"
+        );
+    }
+}

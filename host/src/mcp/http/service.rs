@@ -367,10 +367,12 @@ impl McpHttpService {
             .filter(|_| standing)
             .and_then(|id| expiry(id, self.auth.leeway()));
         request.extensions_mut().insert(caller);
+        let asking = identity.clone();
         if let Some(identity) = identity {
             request.extensions_mut().insert(identity);
         }
-        let response = held(self.service.handle(request).await, share);
+        let handled = crate::mcp::session::ASKING.scope(asking, self.service.handle(request));
+        let response = held(handled.await, share);
         let streams = response.status() == http::StatusCode::OK
             && response
                 .headers()
