@@ -183,6 +183,12 @@ pub(crate) enum Command {
         /// not type their access tokens (then an ID token for this audience passes too).
         #[arg(long, requires = "oauth_issuer")]
         oauth_untyped_tokens: bool,
+        /// With --oauth-issuer: accept tokens that name no subject (`sub`) as the client they
+        /// were issued to (`client_id`), for issuers that leave the subject out of a client
+        /// credentials grant's tokens (if they leave it out of users' tokens too, every user
+        /// of one client app is one identity).
+        #[arg(long, requires = "oauth_issuer")]
+        oauth_client_identities: bool,
         /// With --http: most MCP sessions open at once; past it new ones get 503.
         #[arg(long, value_name = "N", default_value_t = 64, requires = "http",
               value_parser = clap::value_parser!(u64).range(1..=1_000_000))]

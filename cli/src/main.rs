@@ -375,6 +375,7 @@ async fn run() -> ExitCode {
                 oauth_resource,
                 oauth_scope,
                 oauth_untyped_tokens,
+                oauth_client_identities,
                 oauth_introspection,
                 oauth_introspection_client,
                 oauth_introspection_secret_file,
@@ -416,6 +417,7 @@ async fn run() -> ExitCode {
                         resource: resource.clone(),
                         scopes: oauth_scope.clone(),
                         untyped_tokens: *oauth_untyped_tokens,
+                        client_identities: *oauth_client_identities,
                         introspection: oauth_introspection.clone().map(|endpoint| {
                             (
                                 endpoint,

@@ -37,6 +37,7 @@ pub(crate) struct OAuthArgs {
     pub(crate) resource: String,
     pub(crate) scopes: Vec<String>,
     pub(crate) untyped_tokens: bool,
+    pub(crate) client_identities: bool,
     /// The introspection endpoint, client id and secret file.
     pub(crate) introspection: Option<(String, String, PathBuf)>,
 }
@@ -251,7 +252,8 @@ pub(crate) async fn serve(
         http = http.oauth(
             llm_worker::mcp::OAuthOptions::new(resource, issuers)
                 .required_scopes(oauth.scopes)
-                .untyped_tokens(oauth.untyped_tokens),
+                .untyped_tokens(oauth.untyped_tokens)
+                .client_identities(oauth.client_identities),
         );
     }
     if let Some(prefix) = options.session_prefix {

@@ -36,10 +36,14 @@ impl Identity {
         }
     }
 
-    /// The identity of a checked access token of `issuer`: its subject, or the client it was
-    /// issued to when it has none.
+    /// The identity of a checked access token of `issuer`: its subject; or, where
+    /// `client_identities` allows it, the client it was issued to when it names no subject.
     #[cfg_attr(not(feature = "oauth"), allow(dead_code))]
-    pub(crate) fn from_claims(issuer: &str, claims: Map<String, Value>) -> Result<Self, String> {
+    pub(crate) fn from_claims(
+        issuer: &str,
+        claims: Map<String, Value>,
+        client_identities: bool,
+    ) -> Result<Self, String> {
         // A token bound to its sender (RFC 9449's DPoP key, RFC 8705's client certificate) is
         // good only with the sender's proof, which this server does not check: taken as a
         // bearer token, one copied from a log or a proxy would work for whoever holds it.
@@ -51,12 +55,32 @@ impl Identity {
                     .into(),
             );
         }
-        let name = ["sub", "client_id"]
-            .iter()
-            .find_map(|claim| claims.get(*claim).and_then(Value::as_str))
-            .filter(|name| !name.is_empty())
-            .ok_or("it names no subject (`sub`) and no client (`client_id`)")?
-            .to_owned();
+        // Without a subject, the token is the client's (a client credentials grant), or the
+        // issuer left its users' subjects out: then every user of one client app would be one
+        // identity (one owner of sessions and tasks, one quota, one name in the audit log).
+        // RFC 9068 requires `sub` of a JWT access token, a client's too.
+        let subject = claims
+            .get("sub")
+            .and_then(Value::as_str)
+            .filter(|name| !name.is_empty());
+        let client = claims
+            .get("client_id")
+            .and_then(Value::as_str)
+            .filter(|name| !name.is_empty() && client_identities);
+        let name = match (subject, client) {
+            (Some(name), _) | (None, Some(name)) => name.to_owned(),
+            (None, None) if client_identities => {
+                return Err("it names no subject (`sub`) and no client (`client_id`)".into());
+            }
+            (None, None) => {
+                return Err(
+                    "it names no subject (`sub`); if the issuer leaves it out of the \
+                            tokens of clients acting for themselves, accept those as their \
+                            client (`client_id`) with --oauth-client-identities"
+                        .into(),
+                );
+            }
+        };
         let scopes = match claims.get("scope").or_else(|| claims.get("scp")) {
             Some(Value::String(scopes)) => scopes.split_whitespace().map(str::to_owned).collect(),
             Some(Value::Array(scopes)) => scopes
@@ -118,7 +142,7 @@ mod tests {
         let serde_json::Value::Object(claims) = claims else {
             unreachable!("claims are an object")
         };
-        Identity::from_claims("https://issuer.example", claims).expect("an identity")
+        Identity::from_claims("https://issuer.example", claims, true).expect("an identity")
     }
 
     /// A client whose `client_id` is a user's `sub` at the same issuer is not that user: its

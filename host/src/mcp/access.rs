@@ -391,7 +391,7 @@ mod tests {
         let Value::Object(claims) = claims else {
             panic!("claims are an object")
         };
-        Identity::from_claims(issuer, claims).expect("an identity")
+        Identity::from_claims(issuer, claims, true).expect("an identity")
     }
 
     /// Two tokens of one subject with other scopes are two callers (their stateless

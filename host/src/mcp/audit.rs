@@ -459,7 +459,7 @@ mod tests {
             let Value::Object(claims) = claims else {
                 unreachable!("an object")
             };
-            crate::identity::Identity::from_claims("https://idp.example", claims)
+            crate::identity::Identity::from_claims("https://idp.example", claims, true)
                 .expect("an identity")
         };
         let user =

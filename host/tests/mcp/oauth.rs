@@ -445,6 +445,33 @@ async fn an_access_token_of_the_issuer_for_this_server_calls_a_tool() {
     );
 }
 
+/// The attack: an issuer that leaves `sub` out of its access tokens (RFC 7662 makes it
+/// optional in an introspection answer; untyped JWTs are not held to RFC 9068). The identity
+/// fell back to the client the token was issued to, so every user of one client app was one
+/// identity: one owner of sessions and stateless tasks, one quota, one audit name. Such a token
+/// is refused, saying how to accept clients acting for themselves; with that option, it is the
+/// client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_without_a_subject_is_refused_unless_clients_are_accepted() {
+    let issuer = Issuer::start(Issuing::Answers).await;
+    for accepted in [false, true] {
+        let url = serve(&issuer, Vec::new(), |o| o.client_identities(accepted)).await;
+        let mut claims = issuer.claims("alice", &url);
+        let claims_map = claims.as_object_mut().expect("an object");
+        claims_map.remove("sub");
+        claims_map.insert("client_id".into(), json!("mcp-app"));
+        let token = sign(&claims, Algorithm::RS256, ISSUER_RSA, "rsa-1");
+        let answer = initialize(&url, Some(&token), None).await;
+        if accepted {
+            assert_eq!(answer.status(), 200);
+        } else {
+            assert_eq!(answer.status(), 401);
+            let challenge = challenge(&answer);
+            assert!(challenge.contains("invalid_token"), "{challenge}");
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forged_foreign_and_stale_tokens_are_refused() {
     let issuer = Issuer::start(Issuing::Answers).await;

@@ -260,6 +260,6 @@ fn judge(
     if not_before.is_some_and(|nbf| nbf > now.saturating_add(leeway)) {
         return Err("it is not valid yet (`nbf`)".into());
     }
-    let identity = Identity::from_claims(issuer, answer)?;
+    let identity = Identity::from_claims(issuer, answer, options.client_identities)?;
     Ok((identity, lifetime))
 }

@@ -91,6 +91,12 @@ pub struct OAuthOptions {
     /// access tokens. Off by default: an ID token, or any other JWT the issuer signs for the
     /// same audience, is then not mistaken for an access token.
     pub untyped_tokens: bool,
+    /// Accept tokens that name no subject (`sub`) as the client they were issued to
+    /// (`client_id`), for issuers that leave the subject out of a client credentials grant's
+    /// tokens. Off by default: an issuer that left it out of its users' tokens too would make
+    /// every user of one client app one identity (one owner of sessions and tasks, one quota,
+    /// one name in the audit log). RFC 9068 requires `sub` of a JWT access token.
+    pub client_identities: bool,
 }
 
 /// One issuer whose tokens are accepted.
@@ -155,7 +161,16 @@ impl OAuthOptions {
             min_refresh: DEFAULT_MIN_REFRESH,
             keys_max_age: DEFAULT_KEYS_MAX_AGE,
             untyped_tokens: false,
+            client_identities: false,
         }
+    }
+
+    /// Accepts tokens without a subject as their client (see
+    /// [`OAuthOptions::client_identities`]).
+    #[must_use]
+    pub fn client_identities(mut self, accept: bool) -> Self {
+        self.client_identities = accept;
+        self
     }
 
     /// Accepts JWTs not typed `at+jwt` too (see [`OAuthOptions::untyped_tokens`]).
@@ -460,7 +475,8 @@ impl Verifier {
         let claims = jsonwebtoken::decode::<Map<String, Value>>(token, &key, &validation)
             .map_err(|e| Refused::Invalid(reason(&e, &self.options)))?
             .claims;
-        let identity = Identity::from_claims(issuer, claims).map_err(Refused::Invalid)?;
+        let identity = Identity::from_claims(issuer, claims, self.options.client_identities)
+            .map_err(Refused::Invalid)?;
         self.scoped(identity)
     }
 
