@@ -101,11 +101,14 @@ fn tokens_in(text: &str) -> impl Iterator<Item = &str> {
         .filter(|line| !line.is_empty() && !line.starts_with('#'))
 }
 
+/// Fewest characters of a token in a token file (the `TOKEN` of a line `NAME: TOKEN`).
+const MIN_TOKEN_CHARS: usize = 16;
+
 /// The bearer tokens of the operator's token file `path` (`--token-file`): one per line, blank
 /// lines and `#` comments left out. A line `NAME: TOKEN` names its holder (an
 /// [`Identity`](crate::Identity)'s name; a bearer token never holds `:` or spaces, RFC 6750);
 /// a token alone is `token-N`, the file's Nth token (as [`HttpOptions::tokens`] names them).
-/// A name or a token given twice is refused. The file must be the user's own and readable by
+/// A name or a token given twice is refused, and so is a token of fewer than 16 characters. The file must be the user's own and readable by
 /// no one else — or root's and readable by its group at most, as Kubernetes mounts a secret —
 /// and is checked on the file opened; links are followed.
 ///
@@ -158,6 +161,17 @@ fn read_tokens(path: &Path, names_required: bool) -> Result<Vec<super::BearerTok
         if token.is_empty() || token.contains(char::is_whitespace) {
             return Err(error(format!(
                 "line {number}: write `NAME: TOKEN` or a token alone (no spaces in a token)"
+            )));
+        }
+        // A token is a secret that anyone who can reach the server may guess at: one a person
+        // made up (`alice: a`), or a line `prod:4f…` read as the name `prod` and the token
+        // `4f…`, is refused rather than served.
+        if token.chars().count() < MIN_TOKEN_CHARS {
+            return Err(error(format!(
+                "line {number}: the token of {name:?} has {} characters, too few to be a secret \
+                 (at least {MIN_TOKEN_CHARS}; `openssl rand -hex 32` makes one); a line \
+                 `NAME: TOKEN` is split at its first `:`",
+                token.chars().count()
             )));
         }
         if let Some(first) = names.insert(name.clone(), number) {
@@ -279,6 +293,16 @@ mod tests {
                 "same-token",
                 "alice: first-token-0123456789\nbob: first-token-0123456789\n",
                 "line 2: the same token as line 1",
+            ),
+            (
+                "short",
+                "alice: first-token-0123456789\nbob: b0b\n",
+                "line 2: the token of \"bob\" has 3 characters, too few",
+            ),
+            (
+                "split",
+                "prod:4f2a9c\n",
+                "line 1: the token of \"prod\" has 6 characters",
             ),
         ] {
             let path = token_file(name, text);

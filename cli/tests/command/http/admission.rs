@@ -20,7 +20,7 @@ async fn off_loopback_the_server_needs_tokens() {
     let tokens = tokens_dir.join("tokens");
     std::fs::write(
         &tokens,
-        "# the team's tokens\nfirst-secret-token\n\nsecond-token\n",
+        "# the team's tokens\nfirst-secret-token\n\nsecond-secret-token\n",
     )
     .expect("tokens");
     // A token file others can read is refused (it used to be only warned about).
@@ -74,7 +74,7 @@ async fn off_loopback_the_server_needs_tokens() {
     );
     assert!(status.contains("401"), "a near miss is refused: {status}");
     assert!(connect(&url, None).await.is_err());
-    for token in ["first-secret-token", "second-token"] {
+    for token in ["first-secret-token", "second-secret-token"] {
         let client = connect(&url, Some(token)).await.expect("admitted");
         assert_eq!(count(&client).await, "0");
         client.cancel().await.expect("close");
