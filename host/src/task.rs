@@ -347,6 +347,7 @@ pub(crate) fn kept_bytes(outcome: &Result<ToolOutput, ToolError>) -> usize {
 
 /// What the questions a task waits on take in memory (each key and value, as weighed for a
 /// kept result): what each poll of the task copies.
+#[cfg_attr(not(feature = "mcp-http"), allow(dead_code))]
 pub(crate) fn asked_bytes(requests: &BTreeMap<String, Value>) -> usize {
     requests
         .iter()

@@ -92,6 +92,7 @@ impl LockedPlugin {
 impl LockedPlugin {
     /// Whether `now` (a new version's entry) offers other tools, resources, templates or
     /// prompts than this entry approved: which, if so.
+    #[cfg_attr(not(feature = "registry"), allow(dead_code))]
     pub(crate) fn listing_moved(&self, now: &LockedPlugin) -> Option<String> {
         let tools = names_moved(&self.tools, &now.tools).map(|moved| format!("tools: {moved}"));
         let offers = names_moved(&self.offers, &now.offers)
