@@ -145,6 +145,30 @@ mod tests {
         Identity::from_claims("https://issuer.example", claims, true).expect("an identity")
     }
 
+    /// Without a subject, a token is its client's only where clients are accepted: else it is
+    /// refused, saying how to accept them (whatever checked it, a JWT's signature or the
+    /// issuer's introspection answer).
+    #[test]
+    fn a_token_without_a_subject_is_its_clients_only_where_clients_are_accepted() {
+        let serde_json::Value::Object(claims) = json!({"client_id": "mcp-app", "scope": "a"})
+        else {
+            unreachable!("claims are an object")
+        };
+        let refused = Identity::from_claims("https://issuer.example", claims.clone(), false)
+            .expect_err("no subject");
+        assert!(refused.contains("--oauth-client-identities"), "{refused}");
+        let client =
+            Identity::from_claims("https://issuer.example", claims, true).expect("a client");
+        assert_eq!(
+            (client.name.as_str(), client.named_by()),
+            ("mcp-app", "client_id")
+        );
+        let serde_json::Value::Object(empty) = json!({"sub": ""}) else {
+            unreachable!("claims are an object")
+        };
+        assert!(Identity::from_claims("https://issuer.example", empty, true).is_err());
+    }
+
     /// A client whose `client_id` is a user's `sub` at the same issuer is not that user: its
     /// sessions, tasks and quota are its own.
     #[test]

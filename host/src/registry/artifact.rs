@@ -106,8 +106,12 @@ impl Manifest {
             media_type: Option<String>,
             manifests: Option<serde::de::IgnoredAny>,
         }
-        let kind: Kind = serde_json::from_slice(bytes)
-            .map_err(|error| format!("its manifest is not an OCI manifest ({error})"))?;
+        let kind: Kind = serde_json::from_slice(bytes).map_err(|error| {
+            format!(
+                "its manifest is not an OCI manifest ({})",
+                super::quoted(&error.to_string())
+            )
+        })?;
         let media_type = kind
             .media_type
             .as_deref()
@@ -126,8 +130,12 @@ impl Manifest {
                  OCI image manifest ({OCI_MANIFEST_MEDIA_TYPE})"
             ));
         }
-        let manifest: Manifest = serde_json::from_slice(bytes)
-            .map_err(|error| format!("its manifest is not an OCI image manifest ({error})"))?;
+        let manifest: Manifest = serde_json::from_slice(bytes).map_err(|error| {
+            format!(
+                "its manifest is not an OCI image manifest ({})",
+                super::quoted(&error.to_string())
+            )
+        })?;
         if manifest.schema_version != 2 {
             return Err(format!(
                 "its manifest has schemaVersion {}, not 2",

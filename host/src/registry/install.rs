@@ -351,11 +351,18 @@ pub async fn pull_into(
             && !options.approve_names
             && let Some(moved) = locked.listing_moved(&entry)
         {
+            // Approved by its digest: a tag moved again between the review and the approval
+            // would approve names nobody saw.
             return Err(RegistryError::Usage(format!(
-                "the new version of {} offers other names than the lock approved ({moved}); \
-                 nothing was written: review them, then pull again with --approve-names to \
-                 approve them",
-                path.display()
+                "the new version of {} ({}) offers other names than the lock approved \
+                 ({moved}); nothing was written: review them, then approve exactly this \
+                 version with `llm-worker pull {}@{} {} --name {name} --update \
+                 --approve-names`",
+                path.display(),
+                pulled.manifest_digest,
+                reference.name(),
+                pulled.manifest_digest,
+                dir.display()
             )));
         }
         Ok(entry)

@@ -78,6 +78,11 @@ pub(crate) fn shown_url(url: &reqwest::Url) -> String {
     quoted(shown.as_str())
 }
 
+/// A URL given as text (one a registry gave, or one made of it), as [`shown_url`] shows it.
+pub(crate) fn shown_url_text(url: &str) -> String {
+    reqwest::Url::parse(url).map_or_else(|_| quoted(url), |url| shown_url(&url))
+}
+
 /// Why pulling or pushing failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

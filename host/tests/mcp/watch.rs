@@ -344,13 +344,14 @@ fn a_directory_of_more_entries_than_the_cap_is_refused_saying_so() {
     assert!(error.contains("more than 10000 entries"), "{error}");
 }
 
-/// A served plugin's policy made a link into another plugin's read-write grant (which could
-/// rewrite it): the new policy is refused, and the plugin is not kept serving under the old one.
+/// A directory named after `name` holding greet and counter, greet granted its `conf`
+/// subdirectory read-write, and a watcher serving both: the directory, `conf`, the watcher.
 #[cfg(unix)]
-#[tokio::test]
-async fn a_policy_moved_into_a_read_write_grant_is_not_served() {
+fn greet_granted_conf_read_write(
+    name: &str,
+) -> (llm_worker_tests::ScratchDir, std::path::PathBuf, DirWatcher) {
     use llm_worker::LoadDirOptions;
-    let dir = llm_worker_tests::scratch_dir("dir-watcher-grant-holds");
+    let dir = llm_worker_tests::scratch_dir(name);
     let conf = dir.join("conf");
     std::fs::create_dir(&conf).expect("mkdir");
     for plugin in ["greet", "counter"] {
@@ -369,8 +370,17 @@ async fn a_policy_moved_into_a_read_write_grant_is_not_served() {
     )
     .expect("policy");
     let host = llm_worker_tests::host().clone();
-    let mut watcher = DirWatcher::load(host, dir.path(), LoadDirOptions::default()).expect("load");
+    let watcher = DirWatcher::load(host, dir.path(), LoadDirOptions::default()).expect("load");
     assert_eq!(served(&watcher), ["counter.wasm", "greet.wasm"]);
+    (dir, conf, watcher)
+}
+
+/// A served plugin's policy made a link into another plugin's read-write grant (which could
+/// rewrite it): the new policy is refused, and the plugin is not kept serving under the old one.
+#[cfg(unix)]
+#[tokio::test]
+async fn a_policy_moved_into_a_read_write_grant_is_not_served() {
+    let (dir, conf, mut watcher) = greet_granted_conf_read_write("dir-watcher-grant-holds");
     std::fs::write(conf.join("counter.toml"), "[limits]\nmemory_mib = 16\n").expect("policy");
     std::os::unix::fs::symlink(conf.join("counter.toml"), dir.join("counter.policy.toml"))
         .expect("link");
@@ -384,28 +394,7 @@ async fn a_policy_moved_into_a_read_write_grant_is_not_served() {
 #[cfg(unix)]
 #[tokio::test]
 async fn a_policy_moved_into_the_grant_of_a_version_kept_serving_is_not_served() {
-    use llm_worker::LoadDirOptions;
-    let dir = llm_worker_tests::scratch_dir("dir-watcher-kept-grant-holds");
-    let conf = dir.join("conf");
-    std::fs::create_dir(&conf).expect("mkdir");
-    for plugin in ["greet", "counter"] {
-        std::fs::copy(
-            llm_worker_tests::plugin_path(plugin),
-            dir.join(format!("{plugin}.wasm")),
-        )
-        .expect("copy");
-    }
-    std::fs::write(
-        dir.join("greet.policy.toml"),
-        format!(
-            "[[dirs]]\nhost = {:?}\nguest = \"/conf\"\nmode = \"rw\"\n",
-            conf.display().to_string()
-        ),
-    )
-    .expect("policy");
-    let host = llm_worker_tests::host().clone();
-    let mut watcher = DirWatcher::load(host, dir.path(), LoadDirOptions::default()).expect("load");
-    assert_eq!(served(&watcher), ["counter.wasm", "greet.wasm"]);
+    let (dir, conf, mut watcher) = greet_granted_conf_read_write("dir-watcher-kept-grant-holds");
     let ((), logs) = logged(async {
         std::fs::write(dir.join("greet.wasm"), b"\0asm broken").expect("break");
         std::fs::write(conf.join("counter.toml"), "[limits]\nmemory_mib = 16\n").expect("policy");

@@ -152,7 +152,17 @@ async fn a_moved_tag_changes_nothing_until_pull_update_and_watch_follows() {
         sha256_file(&dir.join("tool.wasm")),
         sha256_file(&plugin_path("greet"))
     );
-    let out = registry.pull("acme/tool:stable", &dir, &["--update", "--approve-names"]);
+    // Approved by the digest the refusal names (the version reviewed, wherever the tag is).
+    let digest = message
+        .split("acme/tool@")
+        .nth(1)
+        .and_then(|rest| rest.get(..71))
+        .unwrap_or_else(|| panic!("a digest to approve: {message}"));
+    let out = registry.pull(
+        &format!("acme/tool@{digest}"),
+        &dir,
+        &["--name", "tool", "--update", "--approve-names"],
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(
         stdout(&out).contains(&format!("{first} ->")),

@@ -103,7 +103,7 @@ impl RegistryClient {
         push: Option<&str>,
     ) -> Result<HeaderValue, RegistryError> {
         let denied = |why: String| RegistryError::Status {
-            url: url.to_owned(),
+            url: crate::registry::shown_url_text(url),
             status: 401,
             detail: format!(": {why}"),
         };
@@ -170,7 +170,8 @@ impl RegistryClient {
         if let Some(value) = &basic {
             request = request.header(AUTHORIZATION, value);
         }
-        let token_text = token_url.to_string();
+        // As messages show it: the realm is the registry's, and so is its query.
+        let token_text = crate::registry::shown_url(&token_url);
         let response = request
             .send()
             .await

@@ -1,7 +1,7 @@
 //! Reading a registry's responses: transport errors with their causes, the registry's own
 //! error quoted, and bodies read up to a cap.
 
-use crate::registry::{RegistryError, quoted, quoted_up_to, shown_url};
+use crate::registry::{RegistryError, quoted, quoted_up_to, shown_url, shown_url_text};
 
 /// Largest error body quoted from a registry.
 const MAX_ERROR_BYTES: u64 = 64 << 10;
@@ -25,7 +25,7 @@ pub(super) fn transport(url: &str, error: reqwest::Error) -> RegistryError {
         message
     };
     RegistryError::Transport {
-        url: reqwest::Url::parse(url).map_or_else(|_| quoted(url), |url| shown_url(&url)),
+        url: shown_url_text(url),
         message: quoted_up_to(&message, 1_000),
     }
 }
@@ -59,11 +59,12 @@ pub(super) async fn expect_success(
                     }
                 })
                 .collect();
-            (!texts.is_empty()).then(|| format!(" ({})", texts.join("; ")))
+            (!texts.is_empty()).then(|| format!(" ({})", quoted_up_to(&texts.join("; "), 2_000)))
         })
         .unwrap_or_default();
+    // The URL asked for may be one the registry gave (an upload's location, a token realm).
     Err(RegistryError::Status {
-        url: url.to_owned(),
+        url: shown_url_text(url),
         status,
         detail,
     })
