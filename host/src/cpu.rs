@@ -39,6 +39,26 @@ pub(crate) fn counted<T>(
     SPENT.scope(Arc::clone(spent), request)
 }
 
+/// Runs `work` (synchronous: a session's registration, which starts its instances in tasks
+/// of their own) with `spent` as the counter the work it starts adds to.
+#[cfg(feature = "mcp-http")]
+pub(crate) fn counted_now<T>(spent: &Arc<AtomicU64>, work: impl FnOnce() -> T) -> T {
+    SPENT.sync_scope(Arc::clone(spent), work)
+}
+
+/// Runs `work` with `spent` (if any) as its counter: work started by a request that goes on
+/// in a task of its own.
+#[cfg(feature = "mcp")]
+pub(crate) async fn counted_if<T>(
+    spent: Option<Arc<AtomicU64>>,
+    work: impl Future<Output = T>,
+) -> T {
+    match spent {
+        Some(spent) => SPENT.scope(spent, work).await,
+        None => work.await,
+    }
+}
+
 /// The counter of the current request, if its CPU time is measured.
 pub(crate) fn current() -> Option<Arc<AtomicU64>> {
     SPENT.try_with(Arc::clone).ok()

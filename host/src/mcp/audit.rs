@@ -159,7 +159,29 @@ impl AuditLog {
     pub(crate) fn write(&self, mut record: Record, input: AuditInput) {
         record.input_sha256 = Some(input.sha256);
         record.input = input.value;
-        let Ok(text) = serde_json::to_string(&record) else {
+        self.write_record(&record);
+    }
+
+    /// Writes the refusal of an authenticated request before MCP saw it (`reason`: what the
+    /// `llm_worker_http_refusals_total` counter calls it), by `identity`, naming the session
+    /// it named (cut: the client's text).
+    #[cfg(feature = "mcp-http")]
+    pub(crate) fn refused(
+        &self,
+        reason: &'static str,
+        identity: Option<&crate::identity::Identity>,
+        session: Option<&str>,
+    ) {
+        let mut record = Record::new("http", reason);
+        if let Some(identity) = identity {
+            record = record.by(identity);
+        }
+        record.session = session.map(cut);
+        self.write_record(&record.ended("refused", Duration::ZERO));
+    }
+
+    fn write_record(&self, record: &Record) {
+        let Ok(text) = serde_json::to_string(record) else {
             return;
         };
         let mut line = escape_hidden(&text).into_bytes();
@@ -213,8 +235,9 @@ fn cut(text: &str) -> String {
 pub(crate) struct Record {
     /// When it ended (RFC 3339, UTC).
     pub(crate) time: String,
-    /// `tools/call`, `resources/read`, `prompts/get`, `completion/complete`, `question`, or
-    /// `task` (the end of a task a tool call became).
+    /// `tools/call`, `resources/read`, `prompts/get`, `completion/complete`, `question`,
+    /// `task` (the end of a task a tool call became), or `http` (an authenticated request
+    /// refused before MCP saw it: its target says why).
     pub(crate) event: &'static str,
     /// Who asked: the identity's name (`null` without authentication).
     pub(crate) identity: Option<String>,

@@ -101,7 +101,7 @@ impl Used {
     }
 
     fn is_idle(&self) -> bool {
-        self.started.is_empty() && self.running == 0 && self.busy.is_empty()
+        self.started.is_empty() && self.running == 0 && self.busy.is_empty() && self.live.is_empty()
     }
 
     /// Counts, as of `now`, what the running calls took since they were last looked at.
@@ -143,6 +143,8 @@ pub(crate) struct Running {
     number: u64,
     /// The CPU time of its plugin code so far, in nanoseconds (see `mcp::cpu`).
     spent: Arc<std::sync::atomic::AtomicU64>,
+    /// Whether it counts as a running call (not work in the background: instances starting).
+    call: bool,
 }
 
 impl Running {
@@ -157,7 +159,9 @@ impl Drop for Running {
         let now = Instant::now();
         let mut all = self.ledger.lock();
         if let Some(used) = all.get_mut(&self.key) {
-            used.running = used.running.saturating_sub(1);
+            if self.call {
+                used.running = used.running.saturating_sub(1);
+            }
             let counted = used
                 .live
                 .remove(&self.number)
@@ -227,6 +231,35 @@ impl Ledger {
         quota: Quota,
         spent: Arc<std::sync::atomic::AtomicU64>,
     ) -> Result<Running, ErrorData> {
+        self.begin_as(key, who, quota, spent, true)
+    }
+
+    /// Counts work of the identity `key` that is not a call (its plugins' instances starting
+    /// when it opens a session): its CPU time in `spent`, against the CPU quota only; refused
+    /// when that quota is spent.
+    pub(crate) fn begin_background(
+        self: &Arc<Self>,
+        key: [u8; 16],
+        who: &str,
+        quota: Quota,
+        spent: Arc<std::sync::atomic::AtomicU64>,
+    ) -> Result<Running, ErrorData> {
+        let quota = Quota {
+            concurrent_calls: None,
+            calls_per_minute: None,
+            ..quota
+        };
+        self.begin_as(key, who, quota, spent, false)
+    }
+
+    fn begin_as(
+        self: &Arc<Self>,
+        key: [u8; 16],
+        who: &str,
+        quota: Quota,
+        spent: Arc<std::sync::atomic::AtomicU64>,
+        call: bool,
+    ) -> Result<Running, ErrorData> {
         let now = Instant::now();
         let mut all = self.lock();
         // Identities with nothing to remember are forgotten (under the lock: the threshold
@@ -270,7 +303,9 @@ impl Ledger {
         if quota.calls_per_minute.is_some() {
             used.started.push_back(now);
         }
-        used.running += 1;
+        if call {
+            used.running += 1;
+        }
         let number = used.next_live;
         used.next_live += 1;
         used.live.insert(
@@ -285,6 +320,7 @@ impl Ledger {
             key,
             number,
             spent,
+            call,
         })
     }
 }

@@ -160,6 +160,40 @@ impl McpServer {
         }
     }
 
+    /// Sets the session up for calls ([`SessionTools::create_all`]): its plugins' instances
+    /// start, their start code's CPU time counted against the identity's CPU quota (opening
+    /// and closing sessions in a loop would otherwise run plugin code outside it). An identity
+    /// whose CPU quota is spent has its session's instances started by its calls instead, as
+    /// each call comes (counted then).
+    fn create_all_counted(&self, extensions: &rmcp::model::Extensions) {
+        #[cfg(feature = "mcp-http")]
+        if let Some(policy) = &self.options.access
+            && let Some(identity) = identity(extensions)
+        {
+            let quota = policy.quota(Some(&identity));
+            if quota.cpu_seconds_per_minute.is_some() {
+                let begun = self.options.quotas.begin_background(
+                    identity.key(),
+                    &identity.name,
+                    quota,
+                    Arc::default(),
+                );
+                match begun {
+                    Ok(running) => crate::cpu::counted_now(running.spent(), || {
+                        self.lock().create_all();
+                    }),
+                    Err(error) => tracing::debug!(
+                        "the session's instances start with its calls: {}",
+                        error.message
+                    ),
+                }
+                return;
+            }
+        }
+        let _ = extensions;
+        self.lock().create_all();
+    }
+
     /// Counts a request that runs plugin code against its identity's quota (under an access
     /// policy), until the returned guard is dropped; an error if it is over its quota.
     fn quota_begin(
@@ -721,7 +755,7 @@ impl ServerHandler for McpServer {
         // The session is set up for calls: every plugin's instance starts now, in the
         // background (a slow plugin delays neither this nor the others' calls).
         match self.admit() {
-            Ok(()) => self.lock().create_all(),
+            Ok(()) => self.create_all_counted(&context.extensions),
             Err(error) => tracing::warn!("{}", error.message),
         }
         let tools: Weak<Mutex<SessionTools>> = Arc::downgrade(&self.tools);

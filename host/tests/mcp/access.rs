@@ -777,3 +777,56 @@ async fn param_headers_are_checked_under_an_access_policy_too() {
         );
     }
 }
+
+/// The attack: an identity allowed a second of CPU a minute opens sessions (and closes them)
+/// in a loop. Opening one starts every granted plugin's instance, its start code included,
+/// outside the quota: each round ran plugin code counted nowhere. The start's CPU time now
+/// counts against the identity's CPU quota: after one session whose plugin spins while it
+/// starts, the identity's calls are refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugins_start_counts_against_the_identitys_cpu_quota() {
+    // A component whose core start function spins while it has an environment variable:
+    // quick to load (listing its tools grants it nothing), slow to start for a session.
+    let dir = llm_worker_tests::scratch_dir("quota-start-spins");
+    std::fs::write(
+        dir.join("spinner.wasm"),
+        llm_worker_tests::wat::start_gated_on_environment(),
+    )
+    .expect("write");
+    std::fs::write(
+        dir.join("spinner.policy.toml"),
+        "[env]\nset = { SPIN = \"1\" }\n\n[limits]\ntimeout_ms = 1500\n",
+    )
+    .expect("policy");
+    let spinner = llm_worker_tests::host()
+        .load(dir.join("spinner.wasm"))
+        .expect("load");
+    let access = AccessPolicy::parse(
+        "[quota]\ncpu_seconds_per_minute = 1\n\n[[grant]]\nwho = [\"token:alice\"]\ntools = [\"*\"]\n",
+    )
+    .expect("a policy");
+    let url = crate::serve_with(
+        ToolCatalog::new([ToolGroup::plugin(&spinner), counters("first", 1, &["a1"])]),
+        McpOptions::new("quotas", "1").access(access),
+        HttpOptions::default().named_tokens([BearerToken::new("alice", ALICE)]),
+    )
+    .await;
+    // The session opens; its instance spins for its time limit while it starts.
+    let alice = client(&url, ALICE).await;
+    let refused = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        loop {
+            match alice.call_tool(CallToolRequestParams::new("a1")).await {
+                Ok(_) => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
+                Err(error) => return error,
+            }
+        }
+    })
+    .await
+    .expect("the start's CPU time counted against the quota");
+    crate::assert_over_quota::<()>(
+        Err(refused),
+        "alice is over its quota of 1 CPU seconds per minute",
+        "a call after the start spent the minute's CPU",
+    );
+    alice.cancel().await.expect("close");
+}

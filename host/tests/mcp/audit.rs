@@ -181,3 +181,65 @@ fn an_audit_file_others_can_read_is_refused() {
     assert!(error.contains("chmod go-w"), "{error}");
     assert!(!shared.join("audit.jsonl").exists());
 }
+
+/// The attack: Bob learns Alice's session id and tries it. He is refused (404, as though the
+/// session had ended), but that was counted in a metric only: nothing said who tried which
+/// session. The audit log now has a record of it, naming him and the session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_try_at_another_identitys_session_is_audited() {
+    const BOB: &str = "bob-token-0123456789abcdef01";
+    let out = Shared::default();
+    let url = crate::serve_with(
+        ToolCatalog::new([ToolGroup::plugin(&llm_worker_tests::plugin("notes"))]),
+        McpOptions::new("audited", "1").audit(AuditLog::to_writer(out.clone())),
+        HttpOptions::default().named_tokens([
+            BearerToken::new("alice", ALICE),
+            BearerToken::new("bob", BOB),
+        ]),
+    )
+    .await;
+    let post = |token: &'static str, session: Option<String>, body: serde_json::Value| {
+        let mut request = reqwest::Client::new()
+            .post(&url)
+            .bearer_auth(token)
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .body(body.to_string());
+        if let Some(session) = session {
+            request = request.header("mcp-session-id", session);
+        }
+        request.send()
+    };
+    let opened = post(
+        ALICE,
+        None,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "alice", "version": "1"}}}),
+    )
+    .await
+    .expect("initialize");
+    let session = opened
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|value| value.to_str().ok())
+        .expect("a session")
+        .to_owned();
+    let tried = post(
+        BOB,
+        Some(session.clone()),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}),
+    )
+    .await
+    .expect("an answer");
+    assert_eq!(tried.status(), 404);
+    let records = out.records();
+    let record = records
+        .iter()
+        .find(|record| record["event"] == "http")
+        .unwrap_or_else(|| panic!("a record of the refusal: {records:?}"));
+    assert_eq!(record["target"], "another_identitys_session");
+    assert_eq!(record["identity"], "bob");
+    assert_eq!(record["session"], session.as_str());
+    assert_eq!(record["outcome"], "refused");
+}

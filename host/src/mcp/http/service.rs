@@ -288,6 +288,7 @@ impl McpHttpService {
             // The same identity with other grants (a token with other scopes or groups): it
             // is told why, and may open a session of its own.
             if self.sessions.counted_against(session, counted) {
+                self.audit_refusal("other_grants", identity.as_deref(), Some(session));
                 return self.refused(
                     "other_grants",
                     super::gate::refusal(
@@ -298,6 +299,11 @@ impl McpHttpService {
                     ),
                 );
             }
+            self.audit_refusal(
+                "another_identitys_session",
+                identity.as_deref(),
+                Some(session),
+            );
             return self.refused(
                 "another_identitys_session",
                 super::gate::refusal(http::StatusCode::NOT_FOUND, "no such session"),
@@ -344,6 +350,7 @@ impl McpHttpService {
                 Some(opening) => Some(opening),
                 None => {
                     let (name, limit) = limit.unwrap_or_default();
+                    self.audit_refusal("quota", identity.as_deref(), None);
                     return self.refused("quota", too_many_sessions(&name, limit));
                 }
             }
@@ -422,6 +429,19 @@ impl McpHttpService {
     }
 
     /// `response`, a refusal for `reason`, counted.
+    /// Writes the refusal of `identity`'s request to the audit log, if there is one: who tried
+    /// another identity's session, a session of other grants, or more sessions than its quota.
+    fn audit_refusal(
+        &self,
+        reason: &'static str,
+        identity: Option<&crate::Identity>,
+        session: Option<&str>,
+    ) {
+        if let Some(audit) = &self.options.audit {
+            audit.refused(reason, identity, session);
+        }
+    }
+
     fn refused(&self, reason: &'static str, response: Response<Body>) -> Response<Body> {
         #[cfg(feature = "metrics")]
         if let Some(metrics) = &self.options.metrics {

@@ -172,12 +172,22 @@ impl SessionCore {
                 // then (its instance, its pool slot) is freed at once, not when the runtime
                 // gets round to the aborted task.
                 let session = Arc::downgrade(self);
+                // The start's CPU time counts where the registration's work does (an MCP
+                // session's opening counts against its identity's CPU quota).
+                let spent = crate::cpu::current();
                 let task = runtime.spawn(async move {
                     if let Some(session) = session.upgrade() {
                         // Boxed: the task's memory (which the abort handle keeps for the
                         // session's life) is then a few words, and the start's state (some
                         // 6 KB) is freed when it ends.
-                        Box::pin(session.start_at_registration()).await;
+                        let start = Box::pin(session.start_at_registration());
+                        #[cfg(feature = "mcp")]
+                        crate::cpu::counted_if(spent, start).await;
+                        #[cfg(not(feature = "mcp"))]
+                        {
+                            let _ = spent;
+                            start.await;
+                        }
                     }
                 });
                 *self
@@ -201,6 +211,10 @@ impl SessionCore {
         }
         self.starting.store(true, Ordering::Release);
         let deadline = Instant::now() + self.image.policy.limits.call_timeout;
+        // Its code's CPU time measured for whoever counts it (see `cpu::counted_if` above).
+        #[cfg(feature = "mcp")]
+        let started = crate::cpu::measured(self.start(&mut slot, deadline)).await;
+        #[cfg(not(feature = "mcp"))]
         let started = self.start(&mut slot, deadline).await;
         self.starting.store(false, Ordering::Release);
         if let Err(error) = started {
