@@ -24,6 +24,17 @@ pub(super) const MAX_DEPTH: usize = 128;
 /// could otherwise lower to gigabytes. 64 times the largest schema a plugin may declare.
 pub(super) const MAX_BYTES: usize = 64 * llm_worker_rules::tool::MAX_SCHEMA_BYTES;
 
+/// Most schema nodes, and bytes of keywords, the lowered schemas of all the tools of one
+/// export may have together: each tool within its own bounds, 256 tools of a plugin (and
+/// several plugins) could otherwise lower to gigabytes between them.
+pub(super) const MAX_TOTAL_NODES: usize = 2 * MAX_NODES;
+pub(super) const MAX_TOTAL_BYTES: usize = 2 * MAX_BYTES;
+
+/// What the tools of one export lowered so far took: nodes and bytes (see
+/// [`MAX_TOTAL_NODES`]).
+#[derive(Default)]
+pub(super) struct Budget(std::cell::Cell<(usize, usize)>);
+
 /// Keywords whose value holds schemas (or maps names to schemas): the walk visits those
 /// schemas as nodes of their own, so only their names are weighed with the node holding them.
 const SCHEMA_HOLDERS: &[&str] = &[
@@ -308,6 +319,8 @@ pub(super) struct Lowering<'a> {
     /// How many of the subschemas being lowered declare an `$id` of their own (below the
     /// root): a `$ref` inside one resolves against it, not against the root.
     pub(super) under_id: usize,
+    /// What the export's tools take together.
+    pub(super) budget: &'a Budget,
 }
 
 impl<'a> Lowering<'a> {
@@ -316,6 +329,7 @@ impl<'a> Lowering<'a> {
         root: &'a Value,
         format: ProviderFormat,
         strict: bool,
+        budget: &'a Budget,
     ) -> Self {
         Self {
             tool,
@@ -328,6 +342,7 @@ impl<'a> Lowering<'a> {
             bytes: 0,
             depth: 0,
             under_id: 0,
+            budget,
         }
     }
 
@@ -428,6 +443,18 @@ impl<'a> Lowering<'a> {
                 ),
             ));
         }
+        let (nodes, bytes) = self.budget.0.get();
+        self.budget.0.set((nodes + 1, bytes));
+        if nodes + 1 > MAX_TOTAL_NODES {
+            return Err(self.unsupported(
+                at,
+                format!(
+                    "with references inlined, the tools exported together have more than \
+                     {MAX_TOTAL_NODES} schema parts; export fewer tools at once, or simplify \
+                     their argument types"
+                ),
+            ));
+        }
         let own = own_bytes(node, MAX_BYTES - self.bytes);
         self.charge(own, at)?;
         if self.depth >= MAX_DEPTH {
@@ -459,6 +486,20 @@ impl<'a> Lowering<'a> {
                      (each use of a definition copies its descriptions and values); simplify \
                      the argument types or shorten what the definitions repeat",
                     MAX_BYTES >> 20
+                ),
+            ));
+        }
+        let (nodes, total) = self.budget.0.get();
+        let total = total.saturating_add(bytes);
+        self.budget.0.set((nodes, total));
+        if total > MAX_TOTAL_BYTES {
+            return Err(self.unsupported(
+                at,
+                format!(
+                    "with references inlined, the schemas of the tools exported together take \
+                     more than {} MiB of text; export fewer tools at once, or simplify their \
+                     argument types",
+                    MAX_TOTAL_BYTES >> 20
                 ),
             ));
         }

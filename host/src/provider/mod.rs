@@ -243,13 +243,15 @@ pub fn provider_json_with(
         return Err(ProviderError::StrictNeedsOpenAi { format });
     }
     let each = definitions.iter();
+    let budget = lower::Budget::default();
     Ok(match format {
         ProviderFormat::OpenAi => Value::Array(
             each.map(|d| {
                 let mut function = json!({"name": d.name, "description": d.description});
                 if options.strict {
                     function["parameters"] =
-                        Lowering::new(&d.name, &d.input_schema, format, true).strict_root()?;
+                        Lowering::new(&d.name, &d.input_schema, format, true, &budget)
+                            .strict_root()?;
                     function["strict"] = Value::Bool(true);
                 } else {
                     function["parameters"] = parameters(&d.input_schema);
@@ -268,7 +270,7 @@ pub fn provider_json_with(
             .map(|d| {
                 let mut declaration = json!({"name": d.name, "description": d.description});
                 if let Some(parameters) =
-                    Lowering::new(&d.name, &d.input_schema, format, false).gemini_root()?
+                    Lowering::new(&d.name, &d.input_schema, format, false, &budget).gemini_root()?
                 {
                     declaration["parameters"] = parameters;
                 }

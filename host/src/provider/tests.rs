@@ -618,3 +618,34 @@ fn many_branches_constraining_one_property_do_not_nest() {
         Err(error) => assert!(error.to_string().contains("disagree"), "{error}"),
     }
 }
+
+/// The attack: a plugin lists many tools, each with a small schema whose references fan out
+/// when inlined to just under the bound of one tool. Each tool passed its own bound, so the
+/// export of all of them (Gemini's, or OpenAI's strict one, which inline) took the bound as
+/// many times as there were tools: gigabytes for a plugin's 256. The tools of one export now
+/// share a bound too. (OpenAI's strict form keeps such references as references.)
+#[test]
+fn the_tools_of_one_export_share_a_bound_on_what_inlining_makes() {
+    // d0 → two uses of d1 → … → d14, a string: 2^15 - 1 nodes once inlined.
+    let mut defs = Map::new();
+    for level in 0..14 {
+        let next = json!({"$ref": format!("#/$defs/d{}", level + 1)});
+        defs.insert(
+            format!("d{level}"),
+            json!({"type": "object", "properties": {"a": next.clone(), "b": next}}),
+        );
+    }
+    defs.insert("d14".into(), json!({"type": "string"}));
+    let schema = json!({"type": "object", "properties": {"x": {"$ref": "#/$defs/d0"}},
+        "$defs": defs});
+    let tools = |count: usize| -> Vec<LlmToolDefinition> {
+        (0..count)
+            .map(|n| definition(&format!("t{n}"), schema.clone()))
+            .collect()
+    };
+    provider_json(&tools(1), ProviderFormat::Gemini).expect("one tool is within its bound");
+    let error = provider_json(&tools(8), ProviderFormat::Gemini)
+        .expect_err("eight together are not")
+        .to_string();
+    assert!(error.contains("exported together"), "{error}");
+}
