@@ -152,6 +152,31 @@ pub(crate) fn cut(text: &mut String) -> bool {
     true
 }
 
+/// Whether `c` may not reach a person as a plugin wrote it: a control character (a terminal's
+/// escape sequences start with one; a line break would start a line of its own) or one that
+/// hides or reorders text (`llm_worker_rules::tool::is_hidden_char`).
+pub(crate) fn unshowable(c: char) -> bool {
+    c.is_control() || llm_worker_rules::tool::is_hidden_char(c)
+}
+
+/// `text` (a plugin's progress or status message, a prompt's description) with each
+/// [`unshowable`] character replaced by U+FFFD; with `lines`, line breaks and tabs are kept.
+pub(crate) fn shown_plainly(text: &mut String, lines: bool) {
+    let keep = |c: char| lines && matches!(c, '\n' | '\t');
+    if text.chars().any(|c| unshowable(c) && !keep(c)) {
+        *text = text
+            .chars()
+            .map(|c| {
+                if unshowable(c) && !keep(c) {
+                    '\u{FFFD}'
+                } else {
+                    c
+                }
+            })
+            .collect();
+    }
+}
+
 /// The reporting state of one plugin call: where events go, and the bounds.
 pub(crate) struct CallReports {
     plugin: Arc<str>,
@@ -288,6 +313,7 @@ impl CallReports {
         self.completed = completes;
         let message = message.map(|mut text| {
             cut(&mut text);
+            shown_plainly(&mut text, false);
             text
         });
         tracing::debug!(target: "llm_worker::plugin", plugin = %self.plugin, tool = %self.tool(), done, total, "progress");

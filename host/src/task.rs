@@ -415,6 +415,7 @@ impl TaskHandle {
         {
             let mut message = message.into();
             crate::events::cut(&mut message);
+            crate::events::shown_plainly(&mut message, false);
             let snapshot = entry.snapshot_mut();
             snapshot.status_message = Some(message);
             snapshot.last_updated_at = SystemTime::now();
@@ -1019,6 +1020,28 @@ mod tests {
         assert_eq!(refused, TaskError::TooMany(1));
         assert!(refused.to_string().contains("for you"), "{refused}");
         own.start("bob", endless).expect("another owner's task");
+    }
+
+    /// The attack: a plugin's progress message, which becomes its task's status message, holds
+    /// a terminal's escape sequence, a line break and a right-to-left override (a client shows
+    /// `tasks/get`'s status as it is). They are replaced, the rest of the text kept.
+    #[tokio::test]
+    async fn a_status_message_shows_plainly() {
+        let store = TaskStore::with_options(TaskOptions::default());
+        let (said, heard) = oneshot::channel();
+        let task = store
+            .start("alice", move |task: TaskHandle| async move {
+                task.say("\u{1b}[2Kfetching\nstep \u{202e}2");
+                let _ = said.send(());
+                std::future::pending::<Result<ToolOutput, ToolError>>().await
+            })
+            .expect("a task");
+        heard.await.expect("said");
+        let snapshot = store.get("alice", &task.id).expect("the task");
+        assert_eq!(
+            snapshot.status_message.as_deref(),
+            Some("\u{FFFD}[2Kfetching\u{FFFD}step \u{FFFD}2")
+        );
     }
 
     /// The attack: a task whose time to live ran out was stopped only when someone started

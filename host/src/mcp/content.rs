@@ -111,14 +111,24 @@ pub(crate) fn rendered_prompt(rendered: Prompt) -> mcp::GetPromptResult {
         .map(|message| mcp::PromptMessage::new(role(message.role), block(message.content)))
         .collect();
     let mut result = mcp::GetPromptResult::new(messages);
-    result.description = rendered.description;
+    // Checked at load as listed; as rendered, the plugin may say anything.
+    result.description = rendered.description.map(|mut description| {
+        crate::events::shown_plainly(&mut description, true);
+        description
+    });
     result
 }
 
 /// A completion as MCP's.
 pub(crate) fn completion(completion: Completion) -> mcp::CompleteResult {
     let mut info = mcp::CompletionInfo::default();
-    info.values = completion.values;
+    // A value is put into the client's field as it is: one that would not show as written
+    // (a control or hidden character) is left out.
+    info.values = completion
+        .values
+        .into_iter()
+        .filter(|value| !value.chars().any(crate::events::unshowable))
+        .collect();
     info.total = completion.total;
     info.has_more = Some(completion.has_more);
     mcp::CompleteResult::new(info)
