@@ -110,19 +110,27 @@ pub(crate) fn parse_schema(text: &str) -> Result<Value, String> {
     Ok(schema)
 }
 
-/// Refuses a schema of a draft before 2019-09 (`$schema` naming draft 3, 4, 6 or 7) with
-/// keywords that constrain beside a `$ref`: that draft ignores them (and so does the host's
-/// check), while the providers and models the schema is shown to read it as the current draft
-/// and take them as rules. What the model is told would not be what is enforced.
+/// Refuses a schema of an earlier draft (`$schema` naming draft 3, 4, 6, 7 or 2019-09) with
+/// what that draft ignores (and so does the host's check) while the providers and models the
+/// schema is shown to read it as the current draft and take it as a rule: keywords that
+/// constrain beside a `$ref` (before 2019-09), and keywords of a later draft (`const` under
+/// draft 4, `unevaluatedProperties` under draft 7, `prefixItems` under 2019-09…). What the
+/// model is told would not be what is enforced.
 fn check_reference_siblings(schema: &Value) -> Result<(), String> {
-    const OLD_DRAFTS: [&str; 4] = ["draft-03", "draft-04", "draft-06", "draft-07"];
-    let old = schema
-        .get("$schema")
-        .and_then(Value::as_str)
-        .is_some_and(|declared| OLD_DRAFTS.iter().any(|draft| declared.contains(draft)));
-    if !old {
+    let Some(declared) = schema.get("$schema").and_then(Value::as_str) else {
         return Ok(());
-    }
+    };
+    let draft: u32 = if declared.contains("draft-03") || declared.contains("draft-04") {
+        4
+    } else if declared.contains("draft-06") {
+        6
+    } else if declared.contains("draft-07") {
+        7
+    } else if declared.contains("2019-09") {
+        2019
+    } else {
+        return Ok(());
+    };
     // Beside a `$ref`, what annotates or holds definitions says nothing the draft ignores.
     const INERT: [&str; 13] = [
         "$ref",
@@ -140,30 +148,68 @@ fn check_reference_siblings(schema: &Value) -> Result<(), String> {
         "deprecated",
     ];
     // Members whose values are maps of names to schemas (a property may be named `enum`).
-    const MAPS: [&str; 5] = [
+    const MAPS: [&str; 6] = [
         "properties",
         "patternProperties",
         "definitions",
         "$defs",
         "dependencies",
+        "dependentSchemas",
+    ];
+    // Keywords that constrain, and the draft that brought them (jsonschema compiles each only
+    // from that draft on).
+    const LATER: [(&str, u32); 14] = [
+        ("const", 6),
+        ("contains", 6),
+        ("propertyNames", 6),
+        ("if", 7),
+        ("then", 7),
+        ("else", 7),
+        ("dependentRequired", 2019),
+        ("dependentSchemas", 2019),
+        ("unevaluatedProperties", 2019),
+        ("unevaluatedItems", 2019),
+        ("minContains", 2019),
+        ("maxContains", 2019),
+        ("prefixItems", 2020),
+        ("$dynamicRef", 2020),
     ];
     // `value` at `at`: a schema, or (`map`) a map of names to schemas.
-    fn walk(value: &Value, at: &mut String, map: bool) -> Result<(), String> {
+    fn walk(value: &Value, at: &mut String, map: bool, draft: u32) -> Result<(), String> {
         match value {
             Value::Object(object) if map => {
                 for (name, member) in object {
-                    descend(at, name, |at| walk(member, at, false))?;
+                    descend(at, name, |at| walk(member, at, false, draft))?;
                 }
                 Ok(())
             }
             Value::Object(object) => {
+                let here = if at.is_empty() { "/" } else { at.as_str() };
+                if let Some((key, since)) = LATER
+                    .iter()
+                    .find(|(key, since)| *since > draft && object.contains_key(*key))
+                {
+                    let since = match since {
+                        2019 => "2019-09".to_owned(),
+                        2020 => "2020-12".to_owned(),
+                        draft => format!("draft {draft}"),
+                    };
+                    return Err(format!(
+                        "at {here}: `{key}` (from JSON Schema {since}), which the draft the \
+                         schema declares does not have: it ignores it (and so does the host's \
+                         check), while providers and models read it as a rule; declare \
+                         \"$schema\": \"https://json-schema.org/draft/2020-12/schema\", or \
+                         leave the keyword out"
+                    ));
+                }
                 // The root's `"type": "object"` says what every tool's input is anyway.
                 let inert = |key: &&String| {
                     INERT.contains(&key.as_str())
                         || key.starts_with("x-")
                         || (at.is_empty() && key.as_str() == "type")
                 };
-                if object.get("$ref").is_some_and(Value::is_string)
+                if draft < 2019
+                    && object.get("$ref").is_some_and(Value::is_string)
                     && let Some(key) = object.keys().find(|key| !inert(key))
                 {
                     return Err(format!(
@@ -180,20 +226,20 @@ fn check_reference_siblings(schema: &Value) -> Result<(), String> {
                         continue;
                     }
                     let map = MAPS.contains(&key.as_str());
-                    descend(at, key, |at| walk(member, at, map))?;
+                    descend(at, key, |at| walk(member, at, map, draft))?;
                 }
                 Ok(())
             }
             Value::Array(items) => {
                 for (index, item) in items.iter().enumerate() {
-                    descend(at, &index.to_string(), |at| walk(item, at, false))?;
+                    descend(at, &index.to_string(), |at| walk(item, at, false, draft))?;
                 }
                 Ok(())
             }
             _ => Ok(()),
         }
     }
-    walk(schema, &mut String::new(), false)
+    walk(schema, &mut String::new(), false, draft)
 }
 
 /// Runs `walk` with the JSON pointer `at` one `token` deeper (escaped as RFC 6901 says), and

@@ -473,3 +473,63 @@ fn rules_an_old_draft_ignores_beside_a_reference_are_refused() {
         assert!(super::parse_schema(&fine).is_ok(), "{fine}");
     }
 }
+
+/// Keywords a later draft brought, under a schema that declares an earlier one: jsonschema
+/// compiles them only from their draft on, so the host's check ignored them (`mode` could be
+/// anything), while providers and models, reading the schema as the current draft, are told
+/// `mode` must be `read`. Refused, naming where; under the current draft, or where the
+/// keyword is a property's name, they pass.
+#[test]
+fn keywords_of_a_later_draft_than_the_declared_one_are_refused() {
+    let declared = |draft: &str, status: serde_json::Value| {
+        serde_json::json!({"$schema": draft, "type": "object",
+            "properties": {"mode": status}, "required": ["mode"]})
+        .to_string()
+    };
+    let draft4 = "http://json-schema.org/draft-04/schema#";
+    let draft7 = "http://json-schema.org/draft-07/schema#";
+    let draft2019 = "https://json-schema.org/draft/2019-09/schema";
+    for (draft, status, keyword) in [
+        (
+            draft4,
+            serde_json::json!({"type": "string", "const": "read"}),
+            "`const`",
+        ),
+        (
+            draft7,
+            serde_json::json!({"type": "object", "unevaluatedProperties": false}),
+            "`unevaluatedProperties`",
+        ),
+        (
+            draft7,
+            serde_json::json!({"type": "object", "dependentRequired": {"a": ["b"]}}),
+            "`dependentRequired`",
+        ),
+        (
+            draft2019,
+            serde_json::json!({"type": "array", "prefixItems": [{"type": "string"}]}),
+            "`prefixItems`",
+        ),
+    ] {
+        let refused = super::parse_schema(&declared(draft, status)).expect_err(keyword);
+        assert!(
+            refused.contains("/properties/mode") && refused.contains(keyword),
+            "{refused}"
+        );
+    }
+    for fine in [
+        declared(
+            "https://json-schema.org/draft/2020-12/schema",
+            serde_json::json!({"type": "string", "const": "read"}),
+        ),
+        declared(
+            draft7,
+            serde_json::json!({"type": "string", "const": "read"}),
+        ),
+        serde_json::json!({"$schema": draft4, "type": "object",
+            "properties": {"const": {"type": "string"}, "if": {"type": "string"}}})
+        .to_string(),
+    ] {
+        super::parse_schema(&fine).unwrap_or_else(|e| panic!("{fine}: {e}"));
+    }
+}
