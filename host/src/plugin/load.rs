@@ -98,6 +98,7 @@ impl PluginHost {
         }
         if let Some(image) = Arc::get_mut(&mut plugin.image) {
             image.policy_sha256 = policy_sha256;
+            image.listing_locked = approved.is_some();
         }
         Ok(plugin)
     }
@@ -186,6 +187,7 @@ impl PluginHost {
             image: Arc::new(PluginImage {
                 sha256,
                 policy_sha256: None,
+                listing_locked: false,
                 name,
                 path: path.to_owned(),
                 pre,

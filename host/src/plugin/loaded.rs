@@ -21,6 +21,9 @@ pub(crate) struct PluginImage {
     pub(super) sha256: [u8; 32],
     /// The SHA-256 of its policy file, in hex, if it was loaded with one.
     pub(super) policy_sha256: Option<String>,
+    /// Whether a lock approved what it offered at load (its resources, templates and prompts):
+    /// then a list it gives while serving is held to that.
+    pub(super) listing_locked: bool,
     pub(super) name: String,
     pub(super) path: PathBuf,
     pub(super) pre: PluginPre<PluginState>,

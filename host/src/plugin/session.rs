@@ -155,13 +155,24 @@ impl PluginSession {
             offerings::check_resources,
             |lists| &mut lists.resources,
             &self.image().offerings.resources,
+            |resource: &ResourceMeta| {
+                (!self.offered_at_load(&offerings::comparable_uri(&resource.uri))).then(|| {
+                    format!(
+                        "'{}'",
+                        llm_worker_rules::tool::VisibleCut(&resource.uri, 80)
+                    )
+                })
+            },
         )
         .await
     }
 
     /// A list of the plugin's (`what`s): the one cached, or, when `changed` says the plugin
     /// changed it, the plugin's answer to `request`, checked. A list that cannot be read or is
-    /// refused leaves the last one served and `changed` set, to be read again next time.
+    /// refused leaves the last one served and `changed` set, to be read again next time. Under
+    /// a lock, what the lock did not approve (`unapproved` names it: a resource neither offered
+    /// nor under a template at load, a prompt not offered at load) is left out of the list,
+    /// saying so.
     #[allow(clippy::too_many_arguments)]
     async fn relisted<T: Clone>(
         &self,
@@ -172,12 +183,13 @@ impl PluginSession {
         check: impl FnOnce(&[T]) -> Result<(), String>,
         cache: impl Fn(&mut Lists) -> &mut Option<Arc<[T]>>,
         at_load: &[T],
+        unapproved: impl Fn(&T) -> Option<String>,
     ) -> Arc<[T]> {
         if changed.swap(false, Ordering::AcqRel) {
             // Never behind a busy instance: the last list is served meanwhile.
             let listed = match self.owner.0.request_if_idle(&request).await.map(take) {
                 Ok(Some(items)) => check(&items)
-                    .map(|()| items)
+                    .map(|()| self.approved_only(items, what, unapproved))
                     .map_err(|reason| format!("its new {what} list is refused: {reason}")),
                 Ok(None) => Err(format!("it answered a list of {what}s wrongly")),
                 Err(error) => Err(format!("it could not list its {what}s: {error}")),
@@ -203,6 +215,46 @@ impl PluginSession {
         }
         let cached = cache(&mut self.lists()).clone();
         cached.unwrap_or_else(|| at_load.into())
+    }
+
+    /// `items`, without what the lock did not approve (when the plugin was loaded under one),
+    /// saying what was left out.
+    fn approved_only<T>(
+        &self,
+        items: Vec<T>,
+        what: &str,
+        unapproved: impl Fn(&T) -> Option<String>,
+    ) -> Vec<T> {
+        if !self.image().listing_locked {
+            return items;
+        }
+        let mut left_out = Vec::new();
+        let kept = items
+            .into_iter()
+            .filter(|item| match unapproved(item) {
+                Some(named) => {
+                    left_out.push(named);
+                    false
+                }
+                None => true,
+            })
+            .collect();
+        if !left_out.is_empty() {
+            let shown = left_out
+                .iter()
+                .take(5)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ");
+            tracing::warn!(
+                plugin = %self.plugin_name(),
+                "its new {what} list names {} the lock did not approve ({shown}{}); they are \
+                 not served: review them, and run `llm-worker lock` to approve them",
+                left_out.len(),
+                if left_out.len() > 5 { ", …" } else { "" }
+            );
+        }
+        kept
     }
 
     /// Whether the plugin offers a tool named `name`.
@@ -343,6 +395,10 @@ impl PluginSession {
             offerings::check_prompts,
             |lists| &mut lists.prompts,
             &self.image().offerings.prompts,
+            |prompt: &PromptMeta| {
+                (!self.offered_prompt_at_load(&prompt.name))
+                    .then(|| format!("'{}'", llm_worker_rules::tool::VisibleCut(&prompt.name, 80)))
+            },
         )
         .await
     }

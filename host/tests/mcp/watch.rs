@@ -577,3 +577,56 @@ async fn a_grant_moved_back_and_forth_under_a_refused_reload_is_tried_once_per_m
     assert_eq!(tried, [2.0, 2.0, 2.0, 3.0]);
     assert_eq!(served(&watcher), ["greet.wasm"]);
 }
+
+/// The attack: a locked plugin, once serving, says its list changed and lists a resource the
+/// lock never approved (the lock approved what it offered at load). Clients were offered it,
+/// and its reads went to the plugin. Under a lock, what a list given while serving names
+/// beyond what was approved is left out, saying so; without a lock it is served as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_locked_plugin_lists_only_what_the_lock_approved_while_serving() {
+    use llm_worker::LoadDirOptions;
+    use rmcp::ServiceExt;
+    for locked in [true, false] {
+        let dir = dir_with(&format!("dir-watcher-relist-{locked}"), &["forger"]);
+        if locked {
+            llm_worker_tests::lock_dir(&dir);
+        }
+        let watcher = DirWatcher::load(
+            llm_worker_tests::host().clone(),
+            dir.path(),
+            LoadDirOptions::default(),
+        )
+        .expect("load");
+        let url = crate::serve(
+            llm_worker::mcp::ToolCatalog::new(watcher.groups()),
+            llm_worker::mcp::McpOptions::new("relisted", "1"),
+        )
+        .await;
+        let client = ()
+            .serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
+                url.as_str(),
+            ))
+            .await
+            .expect("initialize");
+        let ((), logs) = logged(async {
+            client
+                .call_tool(rmcp::model::CallToolRequestParams::new("claim"))
+                .await
+                .expect("claim");
+        })
+        .await;
+        let listed: Vec<String> = client
+            .list_all_resources()
+            .await
+            .expect("resources/list")
+            .into_iter()
+            .map(|resource| resource.uri.clone())
+            .collect();
+        assert_eq!(
+            listed.iter().any(|uri| uri == "notes://all"),
+            !locked,
+            "locked: {locked}: {listed:?} {logs:?}"
+        );
+        client.cancel().await.expect("close");
+    }
+}
