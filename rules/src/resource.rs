@@ -46,6 +46,10 @@ pub enum UriProblem {
     /// A plugin's URI (or template) is not written in the normal form hosts compare URIs in
     /// (RFC 3986, section 6.2.2: see [`is_normal`]).
     NotNormal,
+    /// A plugin's URI (or template, or one its content names) has a character that is not
+    /// ASCII (the first such): RFC 3986 writes such characters percent-encoded, and one may
+    /// look like another plugin's (`notes://аll` with a Cyrillic `а`).
+    NotAscii(char),
 }
 
 impl fmt::Display for UriProblem {
@@ -75,6 +79,12 @@ impl fmt::Display for UriProblem {
             Self::BadEscape => f.write_str(
                 "it has a `%` not followed by two hex digits; a percent sign itself is \
                  written `%25`",
+            ),
+            Self::NotAscii(c) => write!(
+                f,
+                "it has {c:?}, which is not ASCII; a URI writes such characters \
+                 percent-encoded (RFC 3986: `é` is `%C3%A9`), so that none looks like \
+                 another's"
             ),
             Self::NotNormal => f.write_str(
                 "it is not in the normal form hosts compare URIs in (RFC 3986, section \
@@ -127,13 +137,16 @@ pub fn check_uri(uri: &str) -> Result<(), UriProblem> {
     Ok(())
 }
 
-/// Checks the URI of one resource a plugin lists: [`check_uri`], no `{` or `}` (those mark a
-/// template's variables), and written in normal form ([`is_normal`]).
+/// Checks the URI of one resource a plugin lists: [`check_uri`], ASCII ([`check_ascii`]), no
+/// `{` or `}` (those mark a template's variables), and written in normal form
+/// ([`is_normal`]).
 ///
 /// # Errors
-/// [`check_uri`]'s problem, else [`UriProblem::HasVariable`], else [`UriProblem::NotNormal`].
+/// [`check_uri`]'s problem, else [`UriProblem::NotAscii`], else [`UriProblem::HasVariable`],
+/// else [`UriProblem::NotNormal`].
 pub fn check_resource_uri(uri: &str) -> Result<(), UriProblem> {
     check_uri(uri)?;
+    check_ascii(uri)?;
     if uri.contains(['{', '}']) {
         return Err(UriProblem::HasVariable);
     }
@@ -141,6 +154,19 @@ pub fn check_resource_uri(uri: &str) -> Result<(), UriProblem> {
         return Err(UriProblem::NotNormal);
     }
     Ok(())
+}
+
+/// Checks that a URI a plugin gives (listed, a template, named in its content) is ASCII, as
+/// RFC 3986 writes URIs: a character that is not could look like another (`notes://аll` with
+/// a Cyrillic `а`, beside another plugin's `notes://all`).
+///
+/// # Errors
+/// [`UriProblem::NotAscii`] naming the first such character.
+pub fn check_ascii(uri: &str) -> Result<(), UriProblem> {
+    match uri.chars().find(|c| !c.is_ascii()) {
+        Some(c) => Err(UriProblem::NotAscii(c)),
+        None => Ok(()),
+    }
 }
 
 /// `uri` as RFC 3986 compares URIs (its section 6.2.2): the scheme and the host in lower case
@@ -374,6 +400,25 @@ mod tests {
             comparable_uri("notes://all/%2F"),
             comparable_uri("notes://all//")
         );
+    }
+
+    /// A URI a plugin gives is ASCII, as RFC 3986 writes URIs: `notes://аll` (a Cyrillic `а`)
+    /// would look like `notes://all`; percent-encoded, the same text passes.
+    #[test]
+    fn a_plugins_uris_are_ascii() {
+        assert_eq!(
+            check_resource_uri("notes://\u{430}ll"),
+            Err(UriProblem::NotAscii('\u{430}'))
+        );
+        assert_eq!(
+            crate::template::check_template("notes://n\u{43e}te/{id}"),
+            Err(crate::template::TemplateProblem::NotAUri(
+                UriProblem::NotAscii('\u{43e}')
+            ))
+        );
+        assert_eq!(check_resource_uri("notes://%D0%B0ll"), Ok(()));
+        // What a client sends is held to `check_uri` only.
+        assert_eq!(check_uri("notes://\u{430}ll"), Ok(()));
     }
 
     #[test]

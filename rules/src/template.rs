@@ -128,6 +128,7 @@ pub fn pieces(template: &str) -> impl Iterator<Item = Result<Piece<'_>, Template
 /// The first problem found.
 pub fn check_template(template: &str) -> Result<(), TemplateProblem> {
     check(template, true)?;
+    crate::resource::check_ascii(template).map_err(TemplateProblem::NotAUri)?;
     if !crate::resource::is_normal(template) {
         return Err(TemplateProblem::NotAUri(UriProblem::NotNormal));
     }

@@ -159,7 +159,9 @@ pub(super) fn speaks_for_itself<'a>(
         }
         // Held to the rules of the URIs a plugin lists (one word, no character that hides
         // text): a client shows a link's URI as a listed resource's.
-        if let Err(problem) = llm_worker_rules::resource::check_uri(uri) {
+        if let Err(problem) = llm_worker_rules::resource::check_uri(uri)
+            .and_then(|()| llm_worker_rules::resource::check_ascii(uri))
+        {
             let shown: String = uri.chars().take(200).collect();
             let shown = shown.escape_debug();
             tracing::warn!(%plugin, "{what} named the resource \"{shown}\": {problem}; refused");

@@ -60,6 +60,18 @@ async fn content_naming_another_plugins_resource_is_refused() {
         );
         assert!(!format!("{result:?}").contains("forged"), "{result:?}");
     }
+    // The attack: a URI that only looks like notes' (a Cyrillic `а` in `notes://аll`) is no
+    // one's, and passed. A URI a plugin gives is ASCII, as RFC 3986 writes URIs.
+    for link in [false, true] {
+        let result = client
+            .call_tool(embed("notes://\u{430}ll", link))
+            .await
+            .expect("a result");
+        let text = crate::greeting(&result);
+        assert_eq!(result.is_error, Some(true), "{result:?}");
+        assert!(text.contains("not ASCII"), "{text}");
+        assert!(!format!("{result:?}").contains("forged"), "{result:?}");
+    }
     // Its own resource, and URIs no plugin serves (embedded, or only links), pass.
     for (uri, link) in [
         ("forger://own", false),
