@@ -264,13 +264,15 @@ impl CallReports {
         if cut(&mut message) {
             message.push_str(" … [cut]");
         }
+        // It reaches clients (a terminal, a log viewer) with its lines, but nothing in it that
+        // acts on a terminal or hides text.
+        shown_plainly(&mut message, true);
         self.emit_log(level, message);
     }
 
     fn emit_log(&self, level: LogLevel, message: String) {
         let (plugin, tool) = (&*self.plugin, self.tool());
-        // The host's own log: one line each, nothing in it acting on a terminal (what the
-        // plugin wrote reaches clients as it is, below).
+        // The host's own log: one line each, nothing in it acting on a terminal.
         let line = llm_worker_rules::tool::Visible(&message.replace('\n', "\\n")).to_string();
         match level {
             LogLevel::Trace => {

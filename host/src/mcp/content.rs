@@ -28,7 +28,18 @@ pub(crate) fn block(content: Content) -> ContentBlock {
         Content::Resource(contents) => {
             ContentBlock::Resource(EmbeddedResource::new(resource_contents(contents)))
         }
-        Content::Link(meta) => ContentBlock::ResourceLink(resource(meta)),
+        Content::Link(mut meta) => {
+            // Shown as a listed resource's, which are checked at load: the plugin's result
+            // may say anything, so nothing that acts on a terminal or hides text.
+            crate::events::shown_plainly(&mut meta.name, false);
+            for text in [&mut meta.title, &mut meta.description]
+                .into_iter()
+                .flatten()
+            {
+                crate::events::shown_plainly(text, true);
+            }
+            ContentBlock::ResourceLink(resource(meta))
+        }
     }
 }
 

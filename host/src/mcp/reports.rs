@@ -136,7 +136,10 @@ pub(super) async fn forward_reports(
             }) => {
                 // A URI a client may be shown (as a listed one), of a resource the plugin
                 // serves: a plugin speaks for its own resources only.
-                if llm_worker_rules::resource::check_uri(&uri).is_err() {
+                if llm_worker_rules::resource::check_uri(&uri)
+                    .and_then(|()| llm_worker_rules::resource::check_ascii(&uri))
+                    .is_err()
+                {
                     tracing::debug!(%plugin, "a notice of a URI that is no one word was dropped: {}", uri.escape_debug());
                     continue;
                 }

@@ -24,16 +24,40 @@ pub(super) const MAX_DEPTH: usize = 128;
 /// could otherwise lower to gigabytes. 64 times the largest schema a plugin may declare.
 pub(super) const MAX_BYTES: usize = 64 * llm_worker_rules::tool::MAX_SCHEMA_BYTES;
 
-/// Most schema nodes, and bytes of keywords, the lowered schemas of all the tools of one
-/// export may have together: each tool within its own bounds, 256 tools of a plugin (and
-/// several plugins) could otherwise lower to gigabytes between them.
-pub(super) const MAX_TOTAL_NODES: usize = 2 * MAX_NODES;
-pub(super) const MAX_TOTAL_BYTES: usize = 2 * MAX_BYTES;
+/// What the lowered schemas of all the tools of one export may add to the schemas as given,
+/// together (in nodes, and bytes of keywords): each tool within its own bounds, 256 tools of a
+/// plugin (and several plugins) could otherwise lower to gigabytes between them. Twice what
+/// they are, plus twice one tool's bound.
+pub(super) struct Budget {
+    /// Nodes and bytes the tools lowered so far took.
+    used: std::cell::Cell<(usize, usize)>,
+    max_nodes: usize,
+    max_bytes: usize,
+}
 
-/// What the tools of one export lowered so far took: nodes and bytes (see
-/// [`MAX_TOTAL_NODES`]).
-#[derive(Default)]
-pub(super) struct Budget(std::cell::Cell<(usize, usize)>);
+impl Budget {
+    /// The budget of an export of `schemas`.
+    pub(super) fn for_schemas<'s>(schemas: impl Iterator<Item = &'s Value>) -> Self {
+        fn nodes(value: &Value) -> usize {
+            match value {
+                Value::Object(object) => 1 + object.values().map(nodes).sum::<usize>(),
+                Value::Array(items) => items.iter().map(nodes).sum(),
+                _ => 0,
+            }
+        }
+        let (given_nodes, given_bytes) = schemas.fold((0usize, 0usize), |(n, b), schema| {
+            (
+                n.saturating_add(nodes(schema)),
+                b.saturating_add(schema.to_string().len()),
+            )
+        });
+        Self {
+            used: std::cell::Cell::new((0, 0)),
+            max_nodes: given_nodes.saturating_mul(2).saturating_add(2 * MAX_NODES),
+            max_bytes: given_bytes.saturating_mul(2).saturating_add(2 * MAX_BYTES),
+        }
+    }
+}
 
 /// Keywords whose value holds schemas (or maps names to schemas): the walk visits those
 /// schemas as nodes of their own, so only their names are weighed with the node holding them.
@@ -443,15 +467,16 @@ impl<'a> Lowering<'a> {
                 ),
             ));
         }
-        let (nodes, bytes) = self.budget.0.get();
-        self.budget.0.set((nodes + 1, bytes));
-        if nodes + 1 > MAX_TOTAL_NODES {
+        let (nodes, bytes) = self.budget.used.get();
+        self.budget.used.set((nodes + 1, bytes));
+        if nodes + 1 > self.budget.max_nodes {
             return Err(self.unsupported(
                 at,
                 format!(
-                    "with references inlined, the tools exported together have more than \
-                     {MAX_TOTAL_NODES} schema parts; export fewer tools at once, or simplify \
-                     their argument types"
+                    "with references inlined, the tools exported together have more than {} \
+                     schema parts; export fewer tools at once, or simplify their argument \
+                     types",
+                    self.budget.max_nodes
                 ),
             ));
         }
@@ -489,17 +514,17 @@ impl<'a> Lowering<'a> {
                 ),
             ));
         }
-        let (nodes, total) = self.budget.0.get();
+        let (nodes, total) = self.budget.used.get();
         let total = total.saturating_add(bytes);
-        self.budget.0.set((nodes, total));
-        if total > MAX_TOTAL_BYTES {
+        self.budget.used.set((nodes, total));
+        if total > self.budget.max_bytes {
             return Err(self.unsupported(
                 at,
                 format!(
                     "with references inlined, the schemas of the tools exported together take \
                      more than {} MiB of text; export fewer tools at once, or simplify their \
                      argument types",
-                    MAX_TOTAL_BYTES >> 20
+                    self.budget.max_bytes >> 20
                 ),
             ));
         }

@@ -243,7 +243,14 @@ pub fn provider_json_with(
         return Err(ProviderError::StrictNeedsOpenAi { format });
     }
     let each = definitions.iter();
-    let budget = lower::Budget::default();
+    // Only the formats that inline references weigh what they were given.
+    let inlines = options.strict || format == ProviderFormat::Gemini;
+    let budget = lower::Budget::for_schemas(
+        definitions
+            .iter()
+            .filter(|_| inlines)
+            .map(|d| &d.input_schema),
+    );
     Ok(match format {
         ProviderFormat::OpenAi => Value::Array(
             each.map(|d| {

@@ -795,7 +795,8 @@ async fn a_plugins_start_counts_against_the_identitys_cpu_quota() {
     .expect("write");
     std::fs::write(
         dir.join("spinner.policy.toml"),
-        "[env]\nset = { SPIN = \"1\" }\n\n[limits]\ntimeout_ms = 1500\n",
+        // Long enough to spin past a CPU second on a busy machine; the session's end stops it.
+        "[env]\nset = { SPIN = \"1\" }\n\n[limits]\ntimeout_ms = 20000\n",
     )
     .expect("policy");
     let spinner = llm_worker_tests::host()

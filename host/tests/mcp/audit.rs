@@ -242,4 +242,20 @@ async fn a_try_at_another_identitys_session_is_audited() {
     assert_eq!(record["identity"], "bob");
     assert_eq!(record["session"], session.as_str());
     assert_eq!(record["outcome"], "refused");
+    // A session id no session has (one that ended, a client's own old one) is no one's: the
+    // same 404, and no record naming a try at another's.
+    let unknown = post(
+        BOB,
+        Some("no-such-session".to_owned()),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "ping"}),
+    )
+    .await
+    .expect("an answer");
+    assert_eq!(unknown.status(), 404);
+    let tries = out
+        .records()
+        .iter()
+        .filter(|record| record["event"] == "http")
+        .count();
+    assert_eq!(tries, 1);
 }

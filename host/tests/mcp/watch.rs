@@ -421,6 +421,19 @@ struct Granted {
     data: std::path::PathBuf,
 }
 
+/// Writes greet's policy in `dir`, granting it `data` (read-only) as `/data`.
+#[cfg(unix)]
+fn grant_greet(dir: &std::path::Path, data: &std::path::Path) {
+    std::fs::write(
+        dir.join("greet.policy.toml"),
+        format!(
+            "[[dirs]]\nhost = {:?}\nguest = \"/data\"\n",
+            data.display().to_string()
+        ),
+    )
+    .expect("policy");
+}
+
 #[cfg(unix)]
 fn greet_granted_a_link(name: &str) -> Granted {
     let dir = llm_worker_tests::scratch_dir(name);
@@ -435,14 +448,7 @@ fn greet_granted_a_link(name: &str) -> Granted {
     .expect("copy");
     let data = dir.join("data");
     std::os::unix::fs::symlink(first.path(), &data).expect("link");
-    std::fs::write(
-        dir.join("greet.policy.toml"),
-        format!(
-            "[[dirs]]\nhost = {:?}\nguest = \"/data\"\n",
-            data.display().to_string()
-        ),
-    )
-    .expect("policy");
+    grant_greet(&dir, &data);
     Granted {
         dir,
         first,
@@ -533,14 +539,7 @@ async fn a_grant_moved_back_and_forth_under_a_refused_reload_is_tried_once_per_m
     let links = llm_worker_tests::scratch_dir(&format!("{name}-links"));
     let data = links.join("data");
     std::os::unix::fs::symlink(first.path(), &data).expect("link");
-    std::fs::write(
-        dir.join("greet.policy.toml"),
-        format!(
-            "[[dirs]]\nhost = {:?}\nguest = \"/data\"\n",
-            data.display().to_string()
-        ),
-    )
-    .expect("policy");
+    grant_greet(&dir, &data);
     let point = |to: &std::path::Path| {
         let _ = std::fs::remove_file(&data);
         std::os::unix::fs::symlink(to, &data).expect("link");

@@ -299,11 +299,15 @@ impl McpHttpService {
                     ),
                 );
             }
-            self.audit_refusal(
-                "another_identitys_session",
-                identity.as_deref(),
-                Some(session),
-            );
+            // A session that ended (or never was) is no one's: a client coming back with its
+            // own old id is not taken for one trying another's.
+            if self.sessions.is_open(session) {
+                self.audit_refusal(
+                    "another_identitys_session",
+                    identity.as_deref(),
+                    Some(session),
+                );
+            }
             return self.refused(
                 "another_identitys_session",
                 super::gate::refusal(http::StatusCode::NOT_FOUND, "no such session"),
@@ -428,9 +432,9 @@ impl McpHttpService {
         Some((identity.name.clone(), limit))
     }
 
-    /// `response`, a refusal for `reason`, counted.
     /// Writes the refusal of `identity`'s request to the audit log, if there is one: who tried
-    /// another identity's session, a session of other grants, or more sessions than its quota.
+    /// another identity's open session, a session of other grants, or more sessions than its
+    /// quota (`identity` is `None` on a server without authentication).
     fn audit_refusal(
         &self,
         reason: &'static str,
@@ -442,6 +446,7 @@ impl McpHttpService {
         }
     }
 
+    /// `response`, a refusal for `reason`, counted.
     fn refused(&self, reason: &'static str, response: Response<Body>) -> Response<Body> {
         #[cfg(feature = "metrics")]
         if let Some(metrics) = &self.options.metrics {

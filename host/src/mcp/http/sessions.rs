@@ -233,6 +233,11 @@ impl PrefixedSessions {
                 .is_some_and(|(_, counted)| *counted == identity)
     }
 
+    /// Whether the session `id` is open (another's, or the caller's).
+    pub(super) fn is_open(&self, id: &str) -> bool {
+        self.owners().sessions.contains_key(id)
+    }
+
     pub(super) fn belongs_to(&self, id: &str, caller: Caller) -> bool {
         self.owners()
             .sessions

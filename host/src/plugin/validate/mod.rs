@@ -116,10 +116,11 @@ pub(crate) fn parse_schema(text: &str) -> Result<Value, String> {
 /// constrain beside a `$ref` (before 2019-09), and keywords of a later draft (`const` under
 /// draft 4, `unevaluatedProperties` under draft 7, `prefixItems` under 2019-09…). What the
 /// model is told would not be what is enforced.
+///
+/// A `$schema` below the root is refused: jsonschema reads the subschema under the draft it
+/// names (without an `$id`), so `"const"` in a subschema declaring draft 4 went unchecked.
 fn check_reference_siblings(schema: &Value) -> Result<(), String> {
-    let Some(declared) = schema.get("$schema").and_then(Value::as_str) else {
-        return Ok(());
-    };
+    let declared = schema.get("$schema").and_then(Value::as_str).unwrap_or("");
     let draft: u32 = if declared.contains("draft-03") || declared.contains("draft-04") {
         4
     } else if declared.contains("draft-06") {
@@ -129,7 +130,7 @@ fn check_reference_siblings(schema: &Value) -> Result<(), String> {
     } else if declared.contains("2019-09") {
         2019
     } else {
-        return Ok(());
+        2020
     };
     // Beside a `$ref`, what annotates or holds definitions says nothing the draft ignores.
     const INERT: [&str; 13] = [
@@ -185,6 +186,13 @@ fn check_reference_siblings(schema: &Value) -> Result<(), String> {
             }
             Value::Object(object) => {
                 let here = if at.is_empty() { "/" } else { at.as_str() };
+                if !at.is_empty() && object.contains_key("$schema") {
+                    return Err(format!(
+                        "at {here}: a `$schema` below the root, which makes the host read that \
+                         part under another draft than providers and models do; declare the \
+                         draft once, at the root"
+                    ));
+                }
                 if let Some((key, since)) = LATER
                     .iter()
                     .find(|(key, since)| *since > draft && object.contains_key(*key))

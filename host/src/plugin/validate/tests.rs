@@ -529,7 +529,17 @@ fn keywords_of_a_later_draft_than_the_declared_one_are_refused() {
         serde_json::json!({"$schema": draft4, "type": "object",
             "properties": {"const": {"type": "string"}, "if": {"type": "string"}}})
         .to_string(),
+        serde_json::json!({"type": "object", "properties": {"$schema": {"type": "string"}}})
+            .to_string(),
     ] {
         super::parse_schema(&fine).unwrap_or_else(|e| panic!("{fine}: {e}"));
     }
+    // A draft declared below the root, where jsonschema reads the subschema under it.
+    let nested = serde_json::json!({"type": "object", "properties": {"mode": {
+        "$schema": draft4, "type": "string", "const": "read"}}});
+    let refused = super::parse_schema(&nested.to_string()).expect_err("a nested draft");
+    assert!(
+        refused.contains("/properties/mode") && refused.contains("`$schema` below the root"),
+        "{refused}"
+    );
 }
