@@ -427,6 +427,43 @@ pub(crate) struct SessionTools {
     /// What the session's identity may use, once it is known (`None`: everything).
     #[cfg(feature = "mcp-http")]
     allowed: Option<Arc<super::access::Allowed>>,
+    /// Where the instances this session starts are counted, under an identity's CPU quota:
+    /// those of groups added or changed later too (a `--watch` reload).
+    #[cfg(feature = "mcp-http")]
+    pub(crate) starts_counted: Option<StartsCounted>,
+}
+
+/// An identity's CPU quota, which the instances its session starts count against.
+#[cfg(feature = "mcp-http")]
+pub(crate) struct StartsCounted {
+    pub(crate) ledger: Arc<super::quota::Ledger>,
+    pub(crate) key: [u8; 16],
+    pub(crate) who: String,
+    pub(crate) quota: super::Quota,
+}
+
+#[cfg(feature = "mcp-http")]
+impl StartsCounted {
+    /// Runs `start` (which starts instances in tasks of their own) with their CPU time counted
+    /// against the quota; `false`, running nothing, when the quota is spent.
+    pub(crate) fn run(&self, start: impl FnOnce()) -> bool {
+        let begun = self
+            .ledger
+            .begin_background(self.key, &self.who, self.quota, Arc::default());
+        match begun {
+            Ok(running) => {
+                crate::cpu::counted_now(running.spent(), start);
+                true
+            }
+            Err(error) => {
+                tracing::debug!(
+                    "the session's instances start with its calls: {}",
+                    error.message
+                );
+                false
+            }
+        }
+    }
 }
 
 /// The name an access policy gives a group: its plugin's name, else the group's.
@@ -455,6 +492,8 @@ impl SessionTools {
             create_all: false,
             #[cfg(feature = "mcp-http")]
             allowed: awaiting_identity.then(Arc::default),
+            #[cfg(feature = "mcp-http")]
+            starts_counted: None,
         };
         #[cfg(not(feature = "mcp-http"))]
         let _ = awaiting_identity;
@@ -647,8 +686,24 @@ impl SessionTools {
                 continue;
             }
             let tools = Arc::new(GroupTools::new(group.clone()));
-            // Tools not known in advance are known only once created.
-            if self.create_all || group.tools.is_none() {
+            // Tools not known in advance are known only once created. A plugin's instance
+            // started for the session counts against its identity's CPU quota, if it has one
+            // (spent: the session's calls start it, each counted).
+            if group.tools.is_none() {
+                tools.created();
+            } else if self.create_all {
+                #[cfg(feature = "mcp-http")]
+                match &self.starts_counted {
+                    Some(counted) => {
+                        counted.run(|| {
+                            tools.created();
+                        });
+                    }
+                    None => {
+                        tools.created();
+                    }
+                }
+                #[cfg(not(feature = "mcp-http"))]
                 tools.created();
             }
             self.groups

@@ -172,21 +172,16 @@ impl McpServer {
         {
             let quota = policy.quota(Some(&identity));
             if quota.cpu_seconds_per_minute.is_some() {
-                let begun = self.options.quotas.begin_background(
-                    identity.key(),
-                    &identity.name,
+                let counted = super::catalog::StartsCounted {
+                    ledger: Arc::clone(&self.options.quotas),
+                    key: identity.key(),
+                    who: identity.name.clone(),
                     quota,
-                    Arc::default(),
-                );
-                match begun {
-                    Ok(running) => crate::cpu::counted_now(running.spent(), || {
-                        self.lock().create_all();
-                    }),
-                    Err(error) => tracing::debug!(
-                        "the session's instances start with its calls: {}",
-                        error.message
-                    ),
-                }
+                };
+                let mut tools = self.lock();
+                counted.run(|| tools.create_all());
+                // Instances of groups added later count too.
+                tools.starts_counted = Some(counted);
                 return;
             }
         }

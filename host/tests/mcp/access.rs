@@ -802,32 +802,48 @@ async fn a_plugins_start_counts_against_the_identitys_cpu_quota() {
     let spinner = llm_worker_tests::host()
         .load(dir.join("spinner.wasm"))
         .expect("load");
-    let access = AccessPolicy::parse(
-        "[quota]\ncpu_seconds_per_minute = 1\n\n[[grant]]\nwho = [\"token:alice\"]\ntools = [\"*\"]\n",
-    )
-    .expect("a policy");
-    let url = crate::serve_with(
-        ToolCatalog::new([ToolGroup::plugin(&spinner), counters("first", 1, &["a1"])]),
-        McpOptions::new("quotas", "1").access(access),
-        HttpOptions::default().named_tokens([BearerToken::new("alice", ALICE)]),
-    )
-    .await;
-    // The session opens; its instance spins for its time limit while it starts.
-    let alice = client(&url, ALICE).await;
-    let refused = tokio::time::timeout(std::time::Duration::from_secs(30), async {
-        loop {
-            match alice.call_tool(CallToolRequestParams::new("a1")).await {
-                Ok(_) => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
-                Err(error) => return error,
-            }
+    // Its instance spins for its time limit while it starts: in a session opened with it, and
+    // in one opened before the catalog had it (a `--watch` reload adding it).
+    for later in [false, true] {
+        let access = AccessPolicy::parse(
+            "[quota]\ncpu_seconds_per_minute = 1\n\n[[grant]]\nwho = [\"token:alice\"]\ntools = [\"*\"]\n",
+        )
+        .expect("a policy");
+        let all = [ToolGroup::plugin(&spinner), counters("first", 1, &["a1"])];
+        let catalog = if later {
+            ToolCatalog::new([counters("first", 1, &["a1"])])
+        } else {
+            ToolCatalog::new(all.clone())
+        };
+        let url = crate::serve_with(
+            catalog.clone(),
+            McpOptions::new("quotas", "1").access(access),
+            HttpOptions::default().named_tokens([BearerToken::new("alice", ALICE)]),
+        )
+        .await;
+        let alice = client(&url, ALICE).await;
+        if later {
+            alice
+                .call_tool(CallToolRequestParams::new("a1"))
+                .await
+                .expect("within the quota");
+            catalog.replace(all);
         }
-    })
-    .await
-    .expect("the start's CPU time counted against the quota");
-    crate::assert_over_quota::<()>(
-        Err(refused),
-        "alice is over its quota of 1 CPU seconds per minute",
-        "a call after the start spent the minute's CPU",
-    );
-    alice.cancel().await.expect("close");
+        let refused = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+            loop {
+                match alice.call_tool(CallToolRequestParams::new("a1")).await {
+                    Ok(_) => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
+                    Err(error) => return error,
+                }
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("later: {later}: the start's CPU time was not counted"));
+        crate::assert_over_quota::<()>(
+            Err(refused),
+            "alice is over its quota of 1 CPU seconds per minute",
+            "a call after the start spent the minute's CPU",
+        );
+        alice.cancel().await.expect("close");
+    }
 }
