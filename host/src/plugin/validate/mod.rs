@@ -97,7 +97,7 @@ pub(crate) fn parse_schema(text: &str) -> Result<Value, String> {
     let Some(object) = schema.as_object() else {
         return Err("it is not a JSON object".to_owned());
     };
-    check_reference_siblings(&schema)?;
+    check_draft_rules(&schema)?;
     match object.get("type") {
         None => {}
         Some(Value::String(t)) if t == "object" => {}
@@ -119,7 +119,7 @@ pub(crate) fn parse_schema(text: &str) -> Result<Value, String> {
 ///
 /// A `$schema` below the root is refused: jsonschema reads the subschema under the draft it
 /// names (without an `$id`), so `"const"` in a subschema declaring draft 4 went unchecked.
-fn check_reference_siblings(schema: &Value) -> Result<(), String> {
+fn check_draft_rules(schema: &Value) -> Result<(), String> {
     let declared = schema.get("$schema").and_then(Value::as_str).unwrap_or("");
     let draft: u32 = if declared.contains("draft-03") || declared.contains("draft-04") {
         4
