@@ -75,8 +75,8 @@ pub use quota::QUOTA_EXCEEDED;
 pub use session::McpServer;
 #[cfg(feature = "mcp-http")]
 pub use token::{
-    default_token_path, persistent_token, read_named_token_file, read_request_state_key,
-    read_secret_file, read_token_file,
+    MIN_TOKEN_CHARS, default_token_path, persistent_token, read_named_token_file,
+    read_request_state_key, read_secret_file, read_token_file,
 };
 pub use watch::{DirSnapshot, DirWatcher, WATCH_INTERVAL};
 
@@ -342,6 +342,19 @@ pub enum McpError {
     NoAuthentication {
         /// The address.
         address: std::net::SocketAddr,
+    },
+    /// A bearer token given to the HTTP service is too short to be a secret.
+    #[cfg(feature = "mcp-http")]
+    #[error(
+        "refusing the bearer token of {name:?}: {chars} characters are too few to be a secret \
+         (at least {}; `openssl rand -hex 32` makes one, `persistent_token` keeps one)",
+        token::MIN_TOKEN_CHARS
+    )]
+    WeakToken {
+        /// Who holds it.
+        name: String,
+        /// How many characters it has.
+        chars: usize,
     },
 }
 

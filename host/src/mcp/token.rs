@@ -81,6 +81,15 @@ fn read_private(path: &Path) -> Result<Option<String>, String> {
     let token = tokens_in(&text)
         .next()
         .ok_or("it holds no token; delete it to have a new one generated")?;
+    // A token put there by hand is served as it is: one too short to be a secret is refused
+    // here as it would be in a token file.
+    if token.chars().count() < MIN_TOKEN_CHARS {
+        return Err(format!(
+            "its token has {} characters, too few to be a secret (at least {MIN_TOKEN_CHARS}); \
+             delete the file to have a new one generated",
+            token.chars().count()
+        ));
+    }
     Ok(Some(token.to_owned()))
 }
 
@@ -101,8 +110,9 @@ fn tokens_in(text: &str) -> impl Iterator<Item = &str> {
         .filter(|line| !line.is_empty() && !line.starts_with('#'))
 }
 
-/// Fewest characters of a token in a token file (the `TOKEN` of a line `NAME: TOKEN`).
-const MIN_TOKEN_CHARS: usize = 16;
+/// Fewest characters of a bearer token the HTTP service accepts (the `TOKEN` of a token file's
+/// line `NAME: TOKEN`, a kept token, one given through [`HttpOptions`](crate::mcp::HttpOptions)).
+pub const MIN_TOKEN_CHARS: usize = 16;
 
 /// The bearer tokens of the operator's token file `path` (`--token-file`): one per line, blank
 /// lines and `#` comments left out. A line `NAME: TOKEN` names its holder (an

@@ -1,7 +1,7 @@
 //! Authentication: serving without tokens is an explicit opt-out on loopback, and a persistent
 //! token is kept private.
 
-use llm_worker::mcp::{HttpOptions, McpOptions, ToolCatalog};
+use llm_worker::mcp::{HttpOptions, McpHttpService, McpOptions, ToolCatalog};
 
 use crate::counters;
 
@@ -78,6 +78,50 @@ fn a_persistent_token_is_kept_private_and_reused() {
         let error = llm_worker::mcp::persistent_token(&planted).expect_err("a link");
         assert!(error.to_string().contains("link"), "{error}");
     }
+    // A token written there by hand, too short to be a secret: refused, not served.
+    let short = dir.join("short-token");
+    write_private(&short, "hunter2\n");
+    let error = llm_worker::mcp::persistent_token(&short).expect_err("too short");
+    assert!(
+        error.to_string().contains("7 characters") && error.to_string().contains("delete"),
+        "{error}"
+    );
+}
+
+/// A file only this user may read (as a token file must be).
+fn write_private(path: &std::path::Path, text: &str) {
+    std::fs::write(path, text).expect("write");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    }
+}
+
+/// A token given through the library, not a file, is held to the same length as a token
+/// file's: a made-up one is refused when the service is made, naming whose it is.
+#[test]
+fn a_token_too_short_to_be_a_secret_is_refused_however_it_is_given() {
+    let refused = McpHttpService::new(
+        ToolCatalog::new([]),
+        McpOptions::new("weak", "1"),
+        HttpOptions::default().named_tokens([
+            llm_worker::mcp::BearerToken::new("ops", "ops-token-0123456789abcdef"),
+            llm_worker::mcp::BearerToken::new("alice", "alice"),
+        ]),
+    );
+    match refused {
+        Err(llm_worker::mcp::McpError::WeakToken { name, chars }) => {
+            assert_eq!((name.as_str(), chars), ("alice", 5));
+        }
+        other => panic!("expected WeakToken, got {:?}", other.map(|_| ())),
+    }
+    McpHttpService::new(
+        ToolCatalog::new([]),
+        McpOptions::new("strong", "1"),
+        HttpOptions::default().tokens(["a".repeat(llm_worker::mcp::MIN_TOKEN_CHARS)]),
+    )
+    .expect("a token of the minimum length is served");
 }
 
 /// A client with a token trickling its request's body held its connection (and a place among

@@ -88,7 +88,7 @@ async fn an_embedder_mounts_the_mcp_service_on_its_own_router_and_stops_it() {
     let mcp = McpHttpService::new(
         tracked(&dropped),
         McpOptions::new("mounted", "1"),
-        HttpOptions::default().tokens(["embedder-token"]),
+        HttpOptions::default().tokens(["embedder-token-0123456789"]),
     )
     .expect("service");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -143,7 +143,7 @@ async fn an_embedder_mounts_the_mcp_service_on_its_own_router_and_stops_it() {
     );
     let client = ()
         .serve(rmcp::transport::StreamableHttpClientTransport::from_config(
-            authorized(&url, "embedder-token"),
+            authorized(&url, "embedder-token-0123456789"),
         ))
         .await
         .expect("initialize through the embedder's router");
@@ -188,14 +188,14 @@ async fn serve_http_stops_when_told() {
         listener,
         tracked(&dropped),
         McpOptions::new("stoppable", "1"),
-        HttpOptions::default().tokens(["t0ken"]),
+        HttpOptions::default().tokens(["stop-token-0123456789abcdef"]),
         async {
             let _ = stopped.await;
         },
     ));
     let client = ()
         .serve(rmcp::transport::StreamableHttpClientTransport::from_config(
-            authorized(&format!("http://{address}/"), "t0ken"),
+            authorized(&format!("http://{address}/"), "stop-token-0123456789abcdef"),
         ))
         .await
         .expect("initialize");

@@ -83,7 +83,9 @@ pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl HttpOptions {
     /// Admits requests carrying one of `tokens` (empty ones and surrounding spaces ignored),
-    /// each the identity `token-N` (N counting from 1).
+    /// each the identity `token-N` (N counting from 1). The service refuses to start with a
+    /// token of fewer than [`MIN_TOKEN_CHARS`](crate::mcp::MIN_TOKEN_CHARS) characters
+    /// ([`McpError::WeakToken`](crate::mcp::McpError::WeakToken)).
     #[must_use]
     pub fn tokens(mut self, tokens: impl IntoIterator<Item = impl Into<String>>) -> Self {
         self.tokens = tokens
@@ -97,7 +99,9 @@ impl HttpOptions {
         self
     }
 
-    /// Admits requests carrying one of `tokens`, each as the identity it names.
+    /// Admits requests carrying one of `tokens`, each as the identity it names (each of at
+    /// least [`MIN_TOKEN_CHARS`](crate::mcp::MIN_TOKEN_CHARS) characters, as with
+    /// [`tokens`](Self::tokens)).
     #[must_use]
     pub fn named_tokens(mut self, tokens: impl IntoIterator<Item = BearerToken>) -> Self {
         self.tokens = tokens.into_iter().collect();

@@ -88,6 +88,18 @@ impl McpHttpService {
         // A mounted service (no address) may be reached from anywhere: it needs tokens.
         let no_auth_allowed = address.is_some_and(|address| address.ip().is_loopback());
         let loopback = address.is_none_or(|address| address.ip().is_loopback());
+        // Anyone who reaches the server may guess at a token: one a person made up is refused,
+        // wherever it came from.
+        if let Some(weak) = http
+            .tokens
+            .iter()
+            .find(|token| token.secret.chars().count() < crate::mcp::token::MIN_TOKEN_CHARS)
+        {
+            return Err(McpError::WeakToken {
+                name: weak.name.clone(),
+                chars: weak.secret.chars().count(),
+            });
+        }
         let auth = Authenticator::new(&http.tokens);
         // With several issuers, a grant to anyone is a grant to every token of each: said once.
         #[cfg(feature = "oauth")]
