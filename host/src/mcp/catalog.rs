@@ -452,7 +452,12 @@ impl StartsCounted {
             .begin_background(self.key, &self.who, self.quota, Arc::default());
         match begun {
             Ok(running) => {
-                crate::cpu::counted_now(running.spent(), start);
+                // Held by the start tasks: the identity's next session starts its instances
+                // with its calls until they have ended.
+                let running = Arc::new(running);
+                super::quota::starting_now(Arc::clone(&running), || {
+                    crate::cpu::counted_now(running.spent(), start);
+                });
                 true
             }
             Err(error) => {

@@ -38,7 +38,7 @@ mod notices;
 mod oauth;
 mod offerings;
 #[cfg(feature = "mcp-http")]
-mod quota;
+pub(crate) mod quota;
 mod reports;
 mod request;
 mod session;

@@ -73,6 +73,9 @@ struct Used {
     /// When each call of the last minute started (kept only under a `calls_per_minute`).
     started: VecDeque<Instant>,
     running: u32,
+    /// Sessions whose instances are starting now (counted in the background): while one is,
+    /// another session's are not started at its opening (see [`Ledger::begin_background`]).
+    starting: u32,
     /// The CPU counters of the calls running now, by their number: what they take is counted
     /// as they run (at each check), not only when they end, so that long calls (tasks) that
     /// run for minutes meet the quota while they run.
@@ -101,7 +104,11 @@ impl Used {
     }
 
     fn is_idle(&self) -> bool {
-        self.started.is_empty() && self.running == 0 && self.busy.is_empty() && self.live.is_empty()
+        self.started.is_empty()
+            && self.running == 0
+            && self.starting == 0
+            && self.busy.is_empty()
+            && self.live.is_empty()
     }
 
     /// Counts, as of `now`, what the running calls took since they were last looked at.
@@ -161,6 +168,8 @@ impl Drop for Running {
         if let Some(used) = all.get_mut(&self.key) {
             if self.call {
                 used.running = used.running.saturating_sub(1);
+            } else {
+                used.starting = used.starting.saturating_sub(1);
             }
             let counted = used
                 .live
@@ -182,6 +191,24 @@ tokio::task_local! {
     /// The count of the request running now, for work that outlives its request (a call that
     /// goes on as a task) to hold until it ends.
     static HELD: Arc<Running>;
+}
+
+tokio::task_local! {
+    /// The count of a session's instances starting in the background, which each start task
+    /// holds until its start has ended.
+    static STARTING: Arc<Running>;
+}
+
+/// Runs `start` (which spawns the tasks that start a session's instances) with `running` as
+/// the count those tasks hold ([`starting`]).
+pub(crate) fn starting_now<T>(running: Arc<Running>, start: impl FnOnce() -> T) -> T {
+    STARTING.sync_scope(running, start)
+}
+
+/// The count of the instances starting now in the background, for a start task to hold until
+/// its start has ended.
+pub(crate) fn starting() -> Option<Arc<Running>> {
+    STARTING.try_with(Arc::clone).ok()
 }
 
 /// Runs `request` with `running` as the count that work going on after it may hold.
@@ -236,7 +263,10 @@ impl Ledger {
 
     /// Counts work of the identity `key` that is not a call (its plugins' instances starting
     /// when it opens a session): its CPU time in `spent`, against the CPU quota only; refused
-    /// when that quota is spent.
+    /// when that quota is spent, and while other such work of the identity is still running
+    /// (the quota is checked before the work runs: sessions opened at once would otherwise
+    /// each start their instances and together overshoot it by as many starts). The work runs
+    /// while the returned count is held ([`starting`]).
     pub(crate) fn begin_background(
         self: &Arc<Self>,
         key: [u8; 16],
@@ -275,6 +305,12 @@ impl Ledger {
         }
         let used = all.entry(key).or_default();
         used.forget_before(now);
+        if !call && quota.cpu_seconds_per_minute.is_some() && used.starting > 0 {
+            return Err(ErrorData::invalid_request(
+                format!("{who}'s instances of another session are still starting"),
+                None,
+            ));
+        }
         if let Some(limit) = quota.concurrent_calls
             && used.running >= limit
         {
@@ -305,6 +341,8 @@ impl Ledger {
         }
         if call {
             used.running += 1;
+        } else {
+            used.starting += 1;
         }
         let number = used.next_live;
         used.next_live += 1;

@@ -847,3 +847,74 @@ async fn a_plugins_start_counts_against_the_identitys_cpu_quota() {
         alice.cancel().await.expect("close");
     }
 }
+
+/// The quota is checked before a session's instances start: two sessions opened at once each
+/// found it unspent and each started its plugins, overshooting it by as many starts as sessions
+/// (up to the `sessions` quota). While one session's instances are starting, another session of
+/// the identity now starts its instances with its calls, each checked against the quota.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_opened_at_once_do_not_each_start_their_instances_outside_the_quota() {
+    let dir = llm_worker_tests::scratch_dir("quota-starts-at-once");
+    std::fs::write(
+        dir.join("spinner.wasm"),
+        llm_worker_tests::wat::start_gated_on_environment(),
+    )
+    .expect("write");
+    std::fs::write(
+        dir.join("spinner.policy.toml"),
+        "[env]\nset = { SPIN = \"1\" }\n\n[limits]\ntimeout_ms = 20000\n",
+    )
+    .expect("policy");
+    // A host of its own: its count of live instances is this test's alone.
+    let host = llm_worker::PluginHost::builder()
+        .cache_dir(llm_worker_tests::compiled_cache())
+        .build()
+        .expect("host");
+    let spinner = host.load(dir.join("spinner.wasm")).expect("load");
+    let before = host.usage().instances;
+    let access = AccessPolicy::parse(
+        "[quota]\ncpu_seconds_per_minute = 1\n\n[[grant]]\nwho = [\"token:alice\"]\ntools = [\"*\"]\n",
+    )
+    .expect("a policy");
+    let url = crate::serve_with(
+        ToolCatalog::new([ToolGroup::plugin(&spinner), counters("first", 1, &["a1"])]),
+        McpOptions::new("quotas", "1").access(access),
+        HttpOptions::default().named_tokens([BearerToken::new("alice", ALICE)]),
+    )
+    .await;
+    let (first, second) = tokio::join!(client(&url, ALICE), client(&url, ALICE));
+    // One session's instance spins while it starts, until the quota is spent …
+    let refused = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        loop {
+            match first.call_tool(CallToolRequestParams::new("a1")).await {
+                Ok(_) => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
+                Err(error) => return error,
+            }
+        }
+    })
+    .await
+    .expect("the start's CPU time was not counted");
+    crate::assert_over_quota::<()>(
+        Err(refused),
+        "alice is over its quota of 1 CPU seconds per minute",
+        "a call after the start spent the minute's CPU",
+    );
+    // … and the other session started none (its calls would start it, and are refused).
+    assert_eq!(
+        host.usage().instances,
+        before + 1,
+        "both sessions opened at once started their instances"
+    );
+    let error = second
+        .call_tool(CallToolRequestParams::new("slow"))
+        .await
+        .expect_err("over the quota");
+    crate::assert_over_quota::<()>(
+        Err(error),
+        "alice is over its quota of 1 CPU seconds per minute",
+        "the other session's call",
+    );
+    assert_eq!(host.usage().instances, before + 1);
+    first.cancel().await.expect("close");
+    second.cancel().await.expect("close");
+}

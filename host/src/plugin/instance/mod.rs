@@ -175,7 +175,13 @@ impl SessionCore {
                 // The start's CPU time counts where the registration's work does (an MCP
                 // session's opening counts against its identity's CPU quota).
                 let spent = crate::cpu::current();
+                // Held until the start has ended: while it runs, the identity's other sessions
+                // do not start their instances at their opening.
+                #[cfg(feature = "mcp-http")]
+                let starting = crate::mcp::quota::starting();
                 let task = runtime.spawn(async move {
+                    #[cfg(feature = "mcp-http")]
+                    let _starting = starting;
                     if let Some(session) = session.upgrade() {
                         // Boxed: the task's memory (which the abort handle keeps for the
                         // session's life) is then a few words, and the start's state (some
