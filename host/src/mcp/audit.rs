@@ -260,8 +260,9 @@ pub(crate) struct Record {
     pub(crate) input_sha256: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) input: Option<Value>,
-    /// `ok`, `tool_error`, `error`, `skipped` (by a hook), `refused`, `cancelled`, or a
-    /// question's `accepted`, `declined`, `unanswered`.
+    /// `ok`, `tool_error`, `error`, `skipped` (by a hook), `refused`, `denied` (a tool outside
+    /// the identity's grants), `cancelled`, or a question's `accepted`, `declined`,
+    /// `unanswered`.
     pub(crate) outcome: &'static str,
     pub(crate) duration_ms: f64,
     /// The CPU time its plugin code took (the thread CPU clock around each run of it; 0 where
@@ -312,6 +313,13 @@ impl Record {
         self.issuer.clone_from(&identity.issuer);
         self.identity_claim = identity.issuer.is_some().then(|| identity.named_by());
         self
+    }
+
+    /// The plugin whose tool was withheld from the identity (`outcome: "denied"`).
+    #[cfg(feature = "mcp-http")]
+    pub(crate) fn denied_by(&mut self, plugin: &crate::LoadedPlugin) {
+        self.plugin = Some(plugin.name().to_owned());
+        self.plugin_sha256 = Some(crate::digest::hex(plugin.sha256()));
     }
 
     /// Which plugin served it.

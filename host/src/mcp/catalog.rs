@@ -77,6 +77,18 @@ impl ToolGroup {
         }
     }
 
+    /// Whether the group offers a tool called `tool` (as far as is known without creating
+    /// its tools).
+    #[cfg(feature = "mcp-http")]
+    fn offers_tool(&self, tool: &str) -> bool {
+        match (&self.plugin, &self.tool_names, &self.tools) {
+            (Some(plugin), _, _) => plugin.tool_names().contains(&tool),
+            (None, Some(names), _) => names.iter().any(|name| name == tool),
+            (None, None, Some(tools)) => tools.iter().any(|meta| meta.name == tool),
+            (None, None, None) => false,
+        }
+    }
+
     /// What the group offers that must be unique in a catalog, as (kind, name): a plugin's
     /// tools, resource URIs, templates and prompts; another group's tool names.
     fn offered(&self) -> Vec<(&'static str, String)> {
@@ -596,6 +608,17 @@ impl SessionTools {
         }
         let _ = (group, tool);
         true
+    }
+
+    /// The group offering the tool `tool` that this session's identity may not use (under an
+    /// access policy): what the audit log names when the client is told there is no such tool.
+    #[cfg(feature = "mcp-http")]
+    pub(crate) fn withheld_tool(&self, tool: &str) -> Option<&ToolGroup> {
+        self.allowed.as_ref()?;
+        self.groups
+            .values()
+            .map(|(_, tools)| &tools.group)
+            .find(|group| group.offers_tool(tool) && !self.sees_tool(group, tool))
     }
 
     /// Whether the session may use anything of `group`.

@@ -1097,19 +1097,37 @@ impl ServerHandler for McpServer {
             let extensions = context.extensions.clone();
             // A call that becomes a task is observed again when the task ends.
             let owner = audit.as_ref().map(|_| self.task_owner(&context));
+            #[cfg(feature = "mcp-http")]
+            let name = audit.as_ref().map(|_| request.name.clone());
             let response = self
                 .metered(&extensions, audit.as_ref(), self.call(request, context))
                 .await;
             let mut audit = audit;
+            // A tool outside the identity's grants: the client was told there is no such tool,
+            // the operator is told whose it is.
+            #[cfg(feature = "mcp-http")]
+            let denied = match (&mut audit, &name, &response) {
+                (Some(observed), Some(name), Err(_)) => {
+                    let tools = self.lock();
+                    let withheld = tools.withheld_tool(name);
+                    if let Some(plugin) = withheld.and_then(super::catalog::ToolGroup::loaded) {
+                        observed.record.denied_by(plugin);
+                    }
+                    withheld.is_some()
+                }
+                _ => false,
+            };
+            #[cfg(not(feature = "mcp-http"))]
+            let denied = false;
             if let (Some(observed), Some(owner), Ok(CallToolResponse::Task(created))) =
                 (&mut audit, owner, &response)
             {
                 observed.record.task = Some(created.task.task_id.clone());
                 self.follow_task(observed, owner, input.clone());
             }
-            self.observe_end(
-                audit,
-                input,
+            let outcome = if denied {
+                "denied"
+            } else {
                 outcome(&response, |response| match response {
                     CallToolResponse::Complete(result) if result.is_error == Some(true) => {
                         "tool_error"
@@ -1117,8 +1135,9 @@ impl ServerHandler for McpServer {
                     CallToolResponse::InputRequired(_) => "input_required",
                     CallToolResponse::Task(_) => "task",
                     _ => "ok",
-                }),
-            );
+                })
+            };
+            self.observe_end(audit, input, outcome);
             response
         })
         .await

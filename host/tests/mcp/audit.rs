@@ -259,3 +259,58 @@ async fn a_try_at_another_identitys_session_is_audited() {
         .count();
     assert_eq!(tries, 1);
 }
+
+/// A call of a tool the access policy withholds from the identity: the client is told there
+/// is no such tool (as for a name nothing offers), and the audit log said only `error`, with
+/// no plugin, so an operator could not tell a probe of withheld tools from a typo. The record
+/// now says `denied` and names the plugin offering it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_of_a_withheld_tool_is_audited_as_denied_naming_its_plugin() {
+    let out = Shared::default();
+    let notes = llm_worker_tests::plugin("notes");
+    let access = llm_worker::mcp::AccessPolicy::parse(
+        "[[grant]]\nwho = [\"token:alice\"]\ntools = [\"notes/list_notes\"]\n",
+    )
+    .expect("a policy");
+    let url = crate::serve_with(
+        ToolCatalog::new([ToolGroup::plugin(&notes)]),
+        McpOptions::new("audited", "1")
+            .audit(AuditLog::to_writer(out.clone()))
+            .access(access),
+        HttpOptions::default().named_tokens([BearerToken::new("alice", ALICE)]),
+    )
+    .await;
+    let client = alice(&url).await;
+    let mut add = CallToolRequestParams::new("add_note");
+    add.arguments = json!({"text": "x"}).as_object().cloned();
+    let withheld = client.call_tool(add).await.expect_err("withheld");
+    let unknown = client
+        .call_tool(CallToolRequestParams::new("no_such_tool"))
+        .await
+        .expect_err("unknown");
+    // The client cannot tell the two apart …
+    let said = |error: &rmcp::ServiceError| error.to_string().replace("add_note", "NAME");
+    assert_eq!(
+        said(&withheld),
+        said(&unknown).replace("no_such_tool", "NAME")
+    );
+    // … the operator can.
+    let records = out.records();
+    let record = |target: &str| {
+        records
+            .iter()
+            .find(|record| record["event"] == "tools/call" && record["target"] == target)
+            .unwrap_or_else(|| panic!("a record of {target}: {records:?}"))
+            .clone()
+    };
+    let denied = record("add_note");
+    assert_eq!(denied["outcome"], "denied");
+    assert_eq!(denied["identity"], "alice");
+    assert_eq!(denied["plugin"], "notes");
+    let digest: String = notes.sha256().iter().map(|b| format!("{b:02x}")).collect();
+    assert_eq!(denied["plugin_sha256"], digest.as_str());
+    let unknown = record("no_such_tool");
+    assert_eq!(unknown["outcome"], "error");
+    assert!(unknown["plugin"].is_null(), "{unknown}");
+    client.cancel().await.expect("close");
+}
