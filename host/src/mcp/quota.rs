@@ -150,8 +150,19 @@ pub(crate) struct Running {
     number: u64,
     /// The CPU time of its plugin code so far, in nanoseconds (see `mcp::cpu`).
     spent: Arc<std::sync::atomic::AtomicU64>,
-    /// Whether it counts as a running call (not work in the background: instances starting).
-    call: bool,
+    /// What it counts.
+    kind: Kind,
+}
+
+/// What a [`Running`] counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// A call (or a read, prompt or completion): a running call, against every quota.
+    Call,
+    /// A session's instances starting: against the CPU quota, one session's at a time.
+    Start,
+    /// A plugin's list read again: against the CPU quota.
+    Listing,
 }
 
 impl Running {
@@ -166,10 +177,10 @@ impl Drop for Running {
         let now = Instant::now();
         let mut all = self.ledger.lock();
         if let Some(used) = all.get_mut(&self.key) {
-            if self.call {
-                used.running = used.running.saturating_sub(1);
-            } else {
-                used.starting = used.starting.saturating_sub(1);
+            match self.kind {
+                Kind::Call => used.running = used.running.saturating_sub(1),
+                Kind::Start => used.starting = used.starting.saturating_sub(1),
+                Kind::Listing => {}
             }
             let counted = used
                 .live
@@ -258,7 +269,7 @@ impl Ledger {
         quota: Quota,
         spent: Arc<std::sync::atomic::AtomicU64>,
     ) -> Result<Running, ErrorData> {
-        self.begin_as(key, who, quota, spent, true)
+        self.begin_as(key, who, quota, spent, Kind::Call)
     }
 
     /// Counts work of the identity `key` that is not a call (its plugins' instances starting
@@ -279,7 +290,25 @@ impl Ledger {
             calls_per_minute: None,
             ..quota
         };
-        self.begin_as(key, who, quota, spent, false)
+        self.begin_as(key, who, quota, spent, Kind::Start)
+    }
+
+    /// Counts a plugin reading its changed list of resources or prompts again for the identity
+    /// `key`'s request: its CPU time in `spent`, against the CPU quota only; refused when that
+    /// quota is spent (the list last read is served then).
+    pub(crate) fn begin_listing(
+        self: &Arc<Self>,
+        key: [u8; 16],
+        who: &str,
+        quota: Quota,
+        spent: Arc<std::sync::atomic::AtomicU64>,
+    ) -> Result<Running, ErrorData> {
+        let quota = Quota {
+            concurrent_calls: None,
+            calls_per_minute: None,
+            ..quota
+        };
+        self.begin_as(key, who, quota, spent, Kind::Listing)
     }
 
     fn begin_as(
@@ -288,7 +317,7 @@ impl Ledger {
         who: &str,
         quota: Quota,
         spent: Arc<std::sync::atomic::AtomicU64>,
-        call: bool,
+        kind: Kind,
     ) -> Result<Running, ErrorData> {
         let now = Instant::now();
         let mut all = self.lock();
@@ -305,7 +334,7 @@ impl Ledger {
         }
         let used = all.entry(key).or_default();
         used.forget_before(now);
-        if !call && quota.cpu_seconds_per_minute.is_some() && used.starting > 0 {
+        if kind == Kind::Start && quota.cpu_seconds_per_minute.is_some() && used.starting > 0 {
             return Err(ErrorData::invalid_request(
                 format!("{who}'s instances of another session are still starting"),
                 None,
@@ -339,10 +368,10 @@ impl Ledger {
         if quota.calls_per_minute.is_some() {
             used.started.push_back(now);
         }
-        if call {
-            used.running += 1;
-        } else {
-            used.starting += 1;
+        match kind {
+            Kind::Call => used.running += 1,
+            Kind::Start => used.starting += 1,
+            Kind::Listing => {}
         }
         let number = used.next_live;
         used.next_live += 1;
@@ -358,7 +387,7 @@ impl Ledger {
             key,
             number,
             spent,
-            call,
+            kind,
         })
     }
 }

@@ -223,6 +223,35 @@ impl McpServer {
         Ok(None)
     }
 
+    /// Runs `request` (a list of resources or prompts, which runs plugin code when a plugin
+    /// said its list changed) with that code's CPU time counted against its identity's CPU
+    /// quota (under an access policy); once the quota is spent, the lists as last read are
+    /// served (no plugin code runs).
+    async fn listing<T>(
+        &self,
+        extensions: &rmcp::model::Extensions,
+        request: impl Future<Output = T>,
+    ) -> T {
+        #[cfg(feature = "mcp-http")]
+        if let Some(policy) = &self.options.access
+            && let Some(identity) = identity(extensions)
+            && let quota = policy.quota(Some(&identity))
+            && quota.cpu_seconds_per_minute.is_some()
+        {
+            return match self.options.quotas.begin_listing(
+                identity.key(),
+                &identity.name,
+                quota,
+                Arc::default(),
+            ) {
+                Ok(running) => crate::cpu::counted(running.spent(), request).await,
+                Err(_) => crate::plugin::last_lists_only(request).await,
+            };
+        }
+        let _ = extensions;
+        request.await
+    }
+
     /// Runs `request` (the handler's work) counted against its identity's quota, its plugin
     /// code's CPU time measured when the request is observed or counted.
     async fn metered<T>(
@@ -816,7 +845,8 @@ impl ServerHandler for McpServer {
         // unoptimised builds lay out whole on the stack.
         Box::pin(async move {
             self.bind(&context)?;
-            self.resources_page(request).await
+            self.listing(&context.extensions, self.resources_page(request))
+                .await
         })
         .await
     }
@@ -893,7 +923,8 @@ impl ServerHandler for McpServer {
         // unoptimised builds lay out whole on the stack.
         Box::pin(async move {
             self.bind(&context)?;
-            self.prompts_page(request).await
+            self.listing(&context.extensions, self.prompts_page(request))
+                .await
         })
         .await
     }

@@ -39,6 +39,8 @@ pub(crate) use self::loaded::PluginImage;
 pub use self::session::{MAX_COMPLETION_VALUES, PluginSession};
 #[cfg(feature = "mcp")]
 pub(crate) use self::session::{ResourceOwner, resource_owner};
+#[cfg(feature = "mcp-http")]
+pub(crate) use self::session::last_lists_only;
 
 /// What an output limit charges for `items` blocks (content, messages, resource contents,
 /// completion values) carrying `bytes` in all: each block also costs the host its own

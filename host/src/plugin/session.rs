@@ -18,6 +18,19 @@ use crate::tool::{
 /// Most values a completion passes on; more are cut (and `has_more` set).
 pub use llm_worker_rules::prompt::MAX_COMPLETION_VALUES;
 
+tokio::task_local! {
+    /// Set around a request whose lists may not be read again from the plugins (its identity's
+    /// CPU quota is spent): the lists last read are served.
+    static LAST_LISTS_ONLY: ();
+}
+
+/// Runs `request` serving the plugins' lists of resources and prompts as last read, without
+/// running plugin code to read a changed list again.
+#[cfg_attr(not(feature = "mcp-http"), allow(dead_code))]
+pub(crate) async fn last_lists_only<T>(request: impl std::future::Future<Output = T>) -> T {
+    LAST_LISTS_ONLY.scope((), request).await
+}
+
 /// One session of a plugin: its tools' definitions (register them on a
 /// [`Worker`](crate::Worker) or a [`ToolServer`](crate::ToolServer)) and its resources,
 /// prompts and completions. All are served by one instance of the plugin, created at the
@@ -169,7 +182,8 @@ impl PluginSession {
 
     /// A list of the plugin's (`what`s): the one cached, or, when `changed` says the plugin
     /// changed it, the plugin's answer to `request`, checked. A list that cannot be read or is
-    /// refused leaves the last one served and `changed` set, to be read again next time. Under
+    /// refused leaves the last one served and `changed` set, to be read again next time; so
+    /// does a request that may not run plugin code for lists ([`last_lists_only`]). Under
     /// a lock, what the lock did not approve (`unapproved` names it: a resource neither offered
     /// nor under a template at load, a prompt not offered at load) is left out of the list,
     /// saying so.
@@ -185,7 +199,8 @@ impl PluginSession {
         at_load: &[T],
         unapproved: impl Fn(&T) -> Option<String>,
     ) -> Arc<[T]> {
-        if changed.swap(false, Ordering::AcqRel) {
+        let may_read = LAST_LISTS_ONLY.try_with(|()| ()).is_err();
+        if may_read && changed.swap(false, Ordering::AcqRel) {
             // Never behind a busy instance: the last list is served meanwhile.
             let listed = match self.owner.0.request_if_idle(&request).await.map(take) {
                 Ok(Some(items)) => check(&items)
@@ -196,6 +211,13 @@ impl PluginSession {
             };
             match listed {
                 Ok(items) => {
+                    // A change said while its list was being read (by the list's own code:
+                    // nothing else runs in a serial instance) is the list just read: a plugin
+                    // saying so from its list export would otherwise have every request read
+                    // it again. A 1.0.0 instance's other calls may say so meanwhile: kept.
+                    if !self.image().pre.is_concurrent() {
+                        changed.store(false, Ordering::Release);
+                    }
                     let mut lists = self.lists();
                     *cache(&mut lists) = Some(items.into());
                     lists.logged.remove(what);

@@ -918,3 +918,81 @@ async fn sessions_opened_at_once_do_not_each_start_their_instances_outside_the_q
     first.cancel().await.expect("close");
     second.cancel().await.expect("close");
 }
+
+/// A call of the forger's tool `name` with `arguments`, its text.
+async fn forger_says(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    name: &'static str,
+    arguments: serde_json::Value,
+) -> Result<String, rmcp::ServiceError> {
+    let mut call = CallToolRequestParams::new(name);
+    call.arguments = arguments.as_object().cloned();
+    client
+        .call_tool(call)
+        .await
+        .map(|result| crate::greeting(&result))
+}
+
+/// A plugin that says its resource list changed from the code that lists it had every
+/// `resources/list` run that code again, and that code's CPU time counted nowhere: an
+/// identity under a CPU quota of a second a minute listed in a loop, each list spinning for
+/// the plugin's time limit. A change said while its own list is read is now that list, and
+/// the list reads a request makes count against its identity's CPU quota: past it, the lists
+/// as last read are served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reading_a_changed_list_counts_against_the_cpu_quota_and_does_not_repeat_itself() {
+    let access = AccessPolicy::parse(
+        "[quota]\ncpu_seconds_per_minute = 1\n\n[[grant]]\nwho = [\"token:alice\"]\ntools = [\"*\"]\n",
+    )
+    .expect("a policy");
+    let url = crate::serve_with(
+        ToolCatalog::new([ToolGroup::plugin(&llm_worker_tests::plugin("forger"))]),
+        McpOptions::new("lists", "1").access(access),
+        HttpOptions::default().named_tokens([BearerToken::new("alice", ALICE)]),
+    )
+    .await;
+    let alice = client(&url, ALICE).await;
+    let read = async || -> u32 {
+        forger_says(&alice, "lists_read", serde_json::json!({}))
+            .await
+            .expect("lists_read")
+            .parse()
+            .expect("a count")
+    };
+    // Said changed by a call, the list is read once, though its reading says so again.
+    forger_says(&alice, "churn", serde_json::json!({"ms": 1}))
+        .await
+        .expect("churn");
+    let before = read().await;
+    for _ in 0..3 {
+        alice.list_all_resources().await.expect("resources/list");
+    }
+    assert_eq!(
+        read().await,
+        before + 1,
+        "the list was read again and again"
+    );
+    // Each read spins: the identity's quota is spent by its lists, and its calls refused.
+    let refused = async {
+        for _ in 0..40 {
+            match forger_says(&alice, "churn", serde_json::json!({"ms": 300})).await {
+                Ok(_) => alice.list_all_resources().await.expect("resources/list"),
+                Err(error) => return error,
+            };
+        }
+        panic!("the lists' CPU time was not counted");
+    }
+    .await;
+    crate::assert_over_quota::<()>(
+        Err(refused),
+        "alice is over its quota of 1 CPU seconds per minute",
+        "a call after the lists spent the minute's CPU",
+    );
+    // Lists are still answered, as last read, without running the plugin.
+    let listed = alice.list_all_resources().await.expect("resources/list");
+    assert!(
+        listed.iter().any(|resource| resource.uri == "forger://own"),
+        "{listed:?}"
+    );
+    alice.cancel().await.expect("close");
+}

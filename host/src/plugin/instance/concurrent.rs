@@ -176,6 +176,9 @@ pub(crate) struct CallState {
     cancelled: watch::Sender<bool>,
     /// Where it says it becomes a task (`host.start-task`), if it may.
     handoff: Option<crate::task::Handoff>,
+    /// The list it reads, if it is the plugin's list of resources or prompts: that list's
+    /// change said by its own reading is the list being read (see `list_changed`).
+    reads: Option<Listing>,
 }
 
 impl Calls {
@@ -354,6 +357,11 @@ impl PluginState {
         reports.begin(Some(Arc::clone(&label)), sink);
         let mut questions = Questions::waiting_on(&self.plugin, &self.client_policy, waited);
         questions.begin_with(Some(&label), handler);
+        let reads = match &scope {
+            Scope::Request(Request::Resources) => Some(Listing::Resources),
+            Scope::Request(Request::Prompts) => Some(Listing::Prompts),
+            _ => None,
+        };
         let scope = match &scope {
             Scope::Tool => HttpScope::Tool(&label),
             Scope::Request(request) => Subject::Request(request).http_scope(),
@@ -391,6 +399,7 @@ impl PluginState {
                 http_gate,
                 cancelled: watch::Sender::new(false),
                 handoff,
+                reads,
             },
         );
         // Given up on before it started: it starts cancelled.
@@ -550,22 +559,26 @@ impl v10::llm_worker::tool::host::Host for PluginState {
     }
 
     fn list_changed(&mut self, which: WitListing) {
+        let which = match which {
+            WitListing::Resources => Listing::Resources,
+            WitListing::Prompts => Listing::Prompts,
+        };
         // Only a call may say so: code left running by a call that ended reaches no session.
-        if self.concurrent_reports().is_none() {
+        // Said by the code reading that very list, it is the list being read: taken as a
+        // change, every request would read the list again, running the plugin each time.
+        let Some(call) = self.calls_mut().and_then(Calls::running) else {
+            return;
+        };
+        if call.reads == Some(which) {
             return;
         }
+        call.reports.notice(ToolEventKind::ListChanged(which));
         if let Some(changed) = &self.changed {
             let flag = match which {
-                WitListing::Resources => &changed.resources,
-                WitListing::Prompts => &changed.prompts,
+                Listing::Resources => &changed.resources,
+                Listing::Prompts => &changed.prompts,
             };
             flag.store(true, Ordering::Release);
-        }
-        if let Some(reports) = self.concurrent_reports() {
-            reports.notice(ToolEventKind::ListChanged(match which {
-                WitListing::Resources => Listing::Resources,
-                WitListing::Prompts => Listing::Prompts,
-            }));
         }
     }
 }
