@@ -11,7 +11,8 @@
 //! and its permit returned only once nothing holds it. A refused open is the plugin's own
 //! error (`insufficient-memory`, what `open` says when the system runs out of descriptors
 //! too), never a trap and never another session's problem. `[method]descriptor.set-times-at`
-//! is replaced too: following links, wasmtime-wasi opens the file to set its times, blocking.
+//! is replaced too: following links, wasmtime-wasi opens the file to set its times, blocking;
+//! and `[method]descriptor.symlink-at`, which refuses a link whose target climbs out (`..`).
 //!
 //! The preopened (granted) directories hold a permit each for the whole life of the instance.
 //! Directory-entry streams hold no descriptor, but wasmtime-wasi reads a directory's entries at
@@ -307,6 +308,15 @@ fn shadow(linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
         },
     )?;
     types.func_wrap_async(
+        "[method]descriptor.symlink-at",
+        |mut store, (fd, target, name): (Resource<Descriptor>, String, String)| {
+            Box::new(async move {
+                let made = symlink_at(store.data_mut(), fd, target, name).await;
+                Ok((plugin_error(made)?,))
+            })
+        },
+    )?;
+    types.func_wrap_async(
         "[method]descriptor.read-directory",
         |mut store, (fd,): (Resource<Descriptor>,)| {
             Box::new(async move {
@@ -336,6 +346,31 @@ fn shadow(linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
         },
     )?;
     Ok(())
+}
+
+/// `symlink-at`: a link whose target climbs (`..`) is refused, as wasmtime-wasi refuses an
+/// absolute one. The sandbox never follows a link out of a grant, but other programs do: the
+/// operator's editor, backup or web server reading the granted directory, a client following a
+/// `file://` link, a program writing `out.log` there. A link `notes.txt` → `../../.ssh/id_rsa`
+/// planted in a writable grant would read (or write) outside it for them. Checking where a
+/// climbing target lands is not enough: renaming the link's directory moves where it points.
+/// A target going down from the link (`file.txt`, `sub/file.txt`, `.`) stays beneath it.
+async fn symlink_at(
+    state: &mut PluginState,
+    fd: Resource<Descriptor>,
+    target: String,
+    name: String,
+) -> FsResult<()> {
+    if climbs(&target) {
+        return Err(ErrorCode::NotPermitted.into());
+    }
+    let (mut files, _) = state.files();
+    HostDescriptor::symlink_at(&mut files, fd, target, name).await
+}
+
+/// Whether the link target `target` has a `..` component.
+fn climbs(target: &str) -> bool {
+    target.split('/').any(|component| component == "..")
 }
 
 /// `set-times-at`: following links, wasmtime-wasi opens the file to set its times, blocking

@@ -36,11 +36,11 @@ pub use self::error::PluginError;
 pub use self::host::{HostUsage, PluginHost, PluginHostBuilder};
 pub use self::loaded::LoadedPlugin;
 pub(crate) use self::loaded::PluginImage;
+#[cfg(feature = "mcp-http")]
+pub(crate) use self::session::last_lists_only;
 pub use self::session::{MAX_COMPLETION_VALUES, PluginSession};
 #[cfg(feature = "mcp")]
 pub(crate) use self::session::{ResourceOwner, resource_owner};
-#[cfg(feature = "mcp-http")]
-pub(crate) use self::session::last_lists_only;
 
 /// What an output limit charges for `items` blocks (content, messages, resource contents,
 /// completion values) carrying `bytes` in all: each block also costs the host its own

@@ -412,3 +412,65 @@ fn a_grant_inside_a_writable_grant_is_refused() {
         "{message}"
     );
 }
+
+/// A plugin with a writable grant planting a link that points out of it (`notes.txt` →
+/// `../../.ssh/id_rsa`): the sandbox never follows it, but the operator's editor, backup or
+/// web server reading the directory would, and a program writing there would write through
+/// it. wasmtime-wasi refused only absolute targets. A target that climbs is refused; one going
+/// down from the link is made.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_link_pointing_out_of_a_grant_is_refused() {
+    let dir = scratch_dir("link-out");
+    std::fs::copy(plugin_path("holder"), dir.join("linker.wasm")).expect("copy plugin");
+    std::fs::write(
+        dir.join("linker.policy.toml"),
+        "[[dirs]]\nhost = \"data\"\nguest = \"/data\"\nmode = \"rw\"\n",
+    )
+    .expect("write policy");
+    std::fs::create_dir_all(dir.join("data/sub")).expect("mkdir");
+    std::fs::write(dir.join("data/file.txt"), "inside").expect("write");
+    std::fs::write(dir.join("secret"), "outside").expect("write");
+    let linker = llm_worker_tests::host()
+        .load(dir.join("linker.wasm"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let handle = session(&linker);
+    let link = async |target: &str, name: &str| {
+        handle
+            .call_tool("link", &json!({"target": target, "name": name}).to_string())
+            .await
+    };
+    for (target, name) in [
+        ("../secret", "up"),
+        ("sub/../../secret", "through"),
+        ("..", "parent"),
+        ("/etc/passwd", "absolute"),
+    ] {
+        let message = error_message(link(target, name).await);
+        assert!(
+            message.contains(name)
+                && (message.contains("NotPermitted") || message.contains("not-permitted")),
+            "{target}: {message}"
+        );
+        assert!(
+            std::fs::symlink_metadata(dir.join("data").join(name)).is_err(),
+            "{target}: a link was made"
+        );
+    }
+    assert_eq!(
+        link("file.txt", "down").await.as_deref(),
+        Ok("linked"),
+        "a link going down is made"
+    );
+    assert_eq!(
+        std::fs::read_link(dir.join("data/down")).expect("a link"),
+        std::path::Path::new("file.txt")
+    );
+    assert_eq!(
+        link("../file.txt", "sub/up")
+            .await
+            .as_deref()
+            .map_err(|_| ()),
+        Err(()),
+        "even a climb that lands inside (a rename of its directory would move it)"
+    );
+}
