@@ -459,9 +459,13 @@ impl StartsCounted {
     /// Runs `start` (which starts instances in tasks of their own) with their CPU time counted
     /// against the quota; `false`, running nothing, when the quota is spent.
     pub(crate) fn run(&self, start: impl FnOnce()) -> bool {
-        let begun = self
-            .ledger
-            .begin_background(self.key, &self.who, self.quota, Arc::default());
+        let begun = self.ledger.begin_as(
+            self.key,
+            &self.who,
+            self.quota,
+            Arc::default(),
+            super::quota::Kind::Start,
+        );
         match begun {
             Ok(running) => {
                 // Held by the start tasks: the identity's next session starts its instances
@@ -612,13 +616,20 @@ impl SessionTools {
 
     /// The group offering the tool `tool` that this session's identity may not use (under an
     /// access policy): what the audit log names when the client is told there is no such tool.
+    /// `None` when a tool of the session serves the name.
     #[cfg(feature = "mcp-http")]
-    pub(crate) fn withheld_tool(&self, tool: &str) -> Option<&ToolGroup> {
+    pub(crate) fn withheld_tool(&self, tool: &str) -> Option<ToolGroup> {
         self.allowed.as_ref()?;
-        self.groups
-            .values()
-            .map(|(_, tools)| &tools.group)
+        if self.served_by.contains_key(tool) {
+            return None;
+        }
+        // Among every group of the catalog: those the identity may use nothing of are not
+        // the session's.
+        self.updates
+            .borrow()
+            .iter()
             .find(|group| group.offers_tool(tool) && !self.sees_tool(group, tool))
+            .cloned()
     }
 
     /// Whether the session may use anything of `group`.
@@ -702,6 +713,7 @@ impl SessionTools {
         let before = self.groups.len();
         self.groups.retain(|name, _| wanted.contains(name.as_str()));
         let mut changed = self.groups.len() != before;
+        let mut to_start = Vec::new();
         for group in groups {
             if !self.sees_any(group) {
                 continue;
@@ -714,30 +726,33 @@ impl SessionTools {
                 continue;
             }
             let tools = Arc::new(GroupTools::new(group.clone()));
-            // Tools not known in advance are known only once created. A plugin's instance
-            // started for the session counts against its identity's CPU quota, if it has one
-            // (spent: the session's calls start it, each counted).
+            // Tools not known in advance are known only once created.
             if group.tools.is_none() {
                 tools.created();
             } else if self.create_all {
-                #[cfg(feature = "mcp-http")]
-                match &self.starts_counted {
-                    Some(counted) => {
-                        counted.run(|| {
-                            tools.created();
-                        });
-                    }
-                    None => {
-                        tools.created();
-                    }
-                }
-                #[cfg(not(feature = "mcp-http"))]
-                tools.created();
+                to_start.push(Arc::clone(&tools));
             }
             self.groups
                 .insert(group.name.clone(), (group.revision, tools));
             changed = true;
         }
+        // The plugins' instances started for the session, together, count against its
+        // identity's CPU quota if it has one (spent: the session's calls start them, each
+        // counted).
+        let start = || {
+            for tools in &to_start {
+                tools.created();
+            }
+        };
+        #[cfg(feature = "mcp-http")]
+        match &self.starts_counted {
+            Some(counted) if !to_start.is_empty() => {
+                counted.run(start);
+            }
+            _ => start(),
+        }
+        #[cfg(not(feature = "mcp-http"))]
+        start();
         if changed {
             self.rebuild_handle();
             self.unannounced = true;

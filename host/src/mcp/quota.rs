@@ -74,8 +74,10 @@ struct Used {
     started: VecDeque<Instant>,
     running: u32,
     /// Sessions whose instances are starting now (counted in the background): while one is,
-    /// another session's are not started at its opening (see [`Ledger::begin_background`]).
+    /// another session's are not started at its opening (see [`Kind::Start`]).
     starting: u32,
+    /// Requests reading changed lists now (at most one: see [`Kind::Listing`]).
+    listing: u32,
     /// The CPU counters of the calls running now, by their number: what they take is counted
     /// as they run (at each check), not only when they end, so that long calls (tasks) that
     /// run for minutes meet the quota while they run.
@@ -107,6 +109,7 @@ impl Used {
         self.started.is_empty()
             && self.running == 0
             && self.starting == 0
+            && self.listing == 0
             && self.busy.is_empty()
             && self.live.is_empty()
     }
@@ -156,12 +159,18 @@ pub(crate) struct Running {
 
 /// What a [`Running`] counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub(crate) enum Kind {
     /// A call (or a read, prompt or completion): a running call, against every quota.
     Call,
-    /// A session's instances starting: against the CPU quota, one session's at a time.
+    /// A session's instances starting when it opens: against the CPU quota, one session's at
+    /// a time (the quota is checked before the work runs: sessions opened at once would
+    /// otherwise each start their instances and together overshoot it by as many starts). The
+    /// work runs while the count is held ([`starting`]).
     Start,
-    /// A plugin's list read again: against the CPU quota.
+    /// A request that may read a plugin's changed list of resources or prompts again: against
+    /// the CPU quota, one request's at a time (the check is made before the reads run: list
+    /// requests sent at once would otherwise each read). Refused, the request serves the lists
+    /// as last read.
     Listing,
 }
 
@@ -180,12 +189,17 @@ impl Drop for Running {
             match self.kind {
                 Kind::Call => used.running = used.running.saturating_sub(1),
                 Kind::Start => used.starting = used.starting.saturating_sub(1),
-                Kind::Listing => {}
+                Kind::Listing => used.listing = used.listing.saturating_sub(1),
             }
             let counted = used
                 .live
                 .remove(&self.number)
                 .map_or(Duration::ZERO, |live| live.counted);
+            // A list request that read nothing again (the common case, and free to send)
+            // leaves nothing to remember: its entries would push out those of real work.
+            if self.kind == Kind::Listing && crate::cpu::spent(&self.spent).is_zero() {
+                return;
+            }
             used.busy.push_back((
                 now,
                 Busy {
@@ -272,46 +286,11 @@ impl Ledger {
         self.begin_as(key, who, quota, spent, Kind::Call)
     }
 
-    /// Counts work of the identity `key` that is not a call (its plugins' instances starting
-    /// when it opens a session): its CPU time in `spent`, against the CPU quota only; refused
-    /// when that quota is spent, and while other such work of the identity is still running
-    /// (the quota is checked before the work runs: sessions opened at once would otherwise
-    /// each start their instances and together overshoot it by as many starts). The work runs
-    /// while the returned count is held ([`starting`]).
-    pub(crate) fn begin_background(
-        self: &Arc<Self>,
-        key: [u8; 16],
-        who: &str,
-        quota: Quota,
-        spent: Arc<std::sync::atomic::AtomicU64>,
-    ) -> Result<Running, ErrorData> {
-        let quota = Quota {
-            concurrent_calls: None,
-            calls_per_minute: None,
-            ..quota
-        };
-        self.begin_as(key, who, quota, spent, Kind::Start)
-    }
-
-    /// Counts a plugin reading its changed list of resources or prompts again for the identity
-    /// `key`'s request: its CPU time in `spent`, against the CPU quota only; refused when that
-    /// quota is spent (the list last read is served then).
-    pub(crate) fn begin_listing(
-        self: &Arc<Self>,
-        key: [u8; 16],
-        who: &str,
-        quota: Quota,
-        spent: Arc<std::sync::atomic::AtomicU64>,
-    ) -> Result<Running, ErrorData> {
-        let quota = Quota {
-            concurrent_calls: None,
-            calls_per_minute: None,
-            ..quota
-        };
-        self.begin_as(key, who, quota, spent, Kind::Listing)
-    }
-
-    fn begin_as(
+    /// Counts work of the identity `key` (called `who`) under `quota`, its CPU time in
+    /// `spent`, or refuses it: a call against every quota; other work (see [`Kind`]) against
+    /// the CPU quota only, refused when that is spent (and instances starting, while others of
+    /// the identity's are still starting).
+    pub(crate) fn begin_as(
         self: &Arc<Self>,
         key: [u8; 16],
         who: &str,
@@ -319,6 +298,14 @@ impl Ledger {
         spent: Arc<std::sync::atomic::AtomicU64>,
         kind: Kind,
     ) -> Result<Running, ErrorData> {
+        let quota = match kind {
+            Kind::Call => quota,
+            Kind::Start | Kind::Listing => Quota {
+                concurrent_calls: None,
+                calls_per_minute: None,
+                ..quota
+            },
+        };
         let now = Instant::now();
         let mut all = self.lock();
         // Identities with nothing to remember are forgotten (under the lock: the threshold
@@ -334,11 +321,18 @@ impl Ledger {
         }
         let used = all.entry(key).or_default();
         used.forget_before(now);
-        if kind == Kind::Start && quota.cpu_seconds_per_minute.is_some() && used.starting > 0 {
-            return Err(ErrorData::invalid_request(
-                format!("{who}'s instances of another session are still starting"),
-                None,
-            ));
+        if quota.cpu_seconds_per_minute.is_some() {
+            let (busy, what) = match kind {
+                Kind::Call => (0, ""),
+                Kind::Start => (
+                    used.starting,
+                    "instances of another session are still starting",
+                ),
+                Kind::Listing => (used.listing, "lists are being read for another request"),
+            };
+            if busy > 0 {
+                return Err(ErrorData::invalid_request(format!("{who}'s {what}"), None));
+            }
         }
         if let Some(limit) = quota.concurrent_calls
             && used.running >= limit
@@ -371,7 +365,7 @@ impl Ledger {
         match kind {
             Kind::Call => used.running += 1,
             Kind::Start => used.starting += 1,
-            Kind::Listing => {}
+            Kind::Listing => used.listing += 1,
         }
         let number = used.next_live;
         used.next_live += 1;

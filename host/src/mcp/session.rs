@@ -238,11 +238,12 @@ impl McpServer {
             && let quota = policy.quota(Some(&identity))
             && quota.cpu_seconds_per_minute.is_some()
         {
-            return match self.options.quotas.begin_listing(
+            return match self.options.quotas.begin_as(
                 identity.key(),
                 &identity.name,
                 quota,
                 Arc::default(),
+                super::quota::Kind::Listing,
             ) {
                 Ok(running) => crate::cpu::counted(running.spent(), request).await,
                 Err(_) => crate::plugin::last_lists_only(request).await,
@@ -1138,10 +1139,14 @@ impl ServerHandler for McpServer {
             // the operator is told whose it is.
             #[cfg(feature = "mcp-http")]
             let denied = match (&mut audit, &name, &response) {
-                (Some(observed), Some(name), Err(_)) => {
-                    let tools = self.lock();
-                    let withheld = tools.withheld_tool(name);
-                    if let Some(plugin) = withheld.and_then(super::catalog::ToolGroup::loaded) {
+                (Some(observed), Some(name), Err(error))
+                    if error.code.0 != super::QUOTA_EXCEEDED =>
+                {
+                    let withheld = self.lock().withheld_tool(name);
+                    if let Some(plugin) = withheld
+                        .as_ref()
+                        .and_then(super::catalog::ToolGroup::loaded)
+                    {
                         observed.record.denied_by(plugin);
                     }
                     withheld.is_some()

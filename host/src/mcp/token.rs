@@ -83,11 +83,16 @@ fn read_private(path: &Path) -> Result<Option<String>, String> {
         .ok_or("it holds no token; delete it to have a new one generated")?;
     // A token put there by hand is served as it is: one too short to be a secret is refused
     // here as it would be in a token file.
-    if token.chars().count() < MIN_TOKEN_CHARS {
+    if token.chars().count() < MIN_TOKEN_CHARS || token.contains(char::is_whitespace) {
         return Err(format!(
-            "its token has {} characters, too few to be a secret (at least {MIN_TOKEN_CHARS}); \
-             delete the file to have a new one generated",
-            token.chars().count()
+            "its token has {} characters{}, which is not a secret (at least {MIN_TOKEN_CHARS}, \
+             no spaces); delete the file to have a new one generated",
+            token.chars().count(),
+            if token.contains(char::is_whitespace) {
+                " with spaces"
+            } else {
+                ""
+            }
         ));
     }
     Ok(Some(token.to_owned()))

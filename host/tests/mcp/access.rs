@@ -610,10 +610,7 @@ async fn with_several_issuers_a_grant_by_claim_must_name_its_issuer() {
 /// a quota of one CPU second per minute.
 async fn waiter_under_a_cpu_quota(timeout: std::time::Duration) -> String {
     use llm_worker::{Limits, SandboxPolicy};
-    let policy = AccessPolicy::parse(
-        "[quota]\ncpu_seconds_per_minute = 1\n\n[[grant]]\nwho = [\"token:alice\"]\ntools = [\"*\"]\n",
-    )
-    .expect("a policy");
+    let policy = a_cpu_second_a_minute_for_alice();
     let mut limits = Limits::default();
     limits.call_timeout = timeout;
     let mut sandbox = SandboxPolicy::with_limits(limits);
@@ -778,16 +775,20 @@ async fn param_headers_are_checked_under_an_access_policy_too() {
     }
 }
 
-/// The attack: an identity allowed a second of CPU a minute opens sessions (and closes them)
-/// in a loop. Opening one starts every granted plugin's instance, its start code included,
-/// outside the quota: each round ran plugin code counted nowhere. The start's CPU time now
-/// counts against the identity's CPU quota: after one session whose plugin spins while it
-/// starts, the identity's calls are refused.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_plugins_start_counts_against_the_identitys_cpu_quota() {
-    // A component whose core start function spins while it has an environment variable:
-    // quick to load (listing its tools grants it nothing), slow to start for a session.
-    let dir = llm_worker_tests::scratch_dir("quota-start-spins");
+/// An access policy granting alice everything, within a CPU second a minute.
+fn a_cpu_second_a_minute_for_alice() -> AccessPolicy {
+    AccessPolicy::parse(
+        "[quota]\ncpu_seconds_per_minute = 1\n\n[[grant]]\nwho = [\"token:alice\"]\ntools = [\"*\"]\n",
+    )
+    .expect("a policy")
+}
+
+/// A directory holding `spinner.wasm`, a component whose core start function spins while it
+/// has an environment variable (quick to load: listing its tools grants it nothing; slow to
+/// start for a session), with a policy setting one and a time limit long enough to spin past
+/// a CPU second on a busy machine (the session's end stops it).
+fn spinner_dir(name: &str) -> llm_worker_tests::ScratchDir {
+    let dir = llm_worker_tests::scratch_dir(name);
     std::fs::write(
         dir.join("spinner.wasm"),
         llm_worker_tests::wat::start_gated_on_environment(),
@@ -795,20 +796,27 @@ async fn a_plugins_start_counts_against_the_identitys_cpu_quota() {
     .expect("write");
     std::fs::write(
         dir.join("spinner.policy.toml"),
-        // Long enough to spin past a CPU second on a busy machine; the session's end stops it.
         "[env]\nset = { SPIN = \"1\" }\n\n[limits]\ntimeout_ms = 20000\n",
     )
     .expect("policy");
+    dir
+}
+
+/// The attack: an identity allowed a second of CPU a minute opens sessions (and closes them)
+/// in a loop. Opening one starts every granted plugin's instance, its start code included,
+/// outside the quota: each round ran plugin code counted nowhere. The start's CPU time now
+/// counts against the identity's CPU quota: after one session whose plugin spins while it
+/// starts, the identity's calls are refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugins_start_counts_against_the_identitys_cpu_quota() {
+    let dir = spinner_dir("quota-start-spins");
     let spinner = llm_worker_tests::host()
         .load(dir.join("spinner.wasm"))
         .expect("load");
     // Its instance spins for its time limit while it starts: in a session opened with it, and
     // in one opened before the catalog had it (a `--watch` reload adding it).
     for later in [false, true] {
-        let access = AccessPolicy::parse(
-            "[quota]\ncpu_seconds_per_minute = 1\n\n[[grant]]\nwho = [\"token:alice\"]\ntools = [\"*\"]\n",
-        )
-        .expect("a policy");
+        let access = a_cpu_second_a_minute_for_alice();
         let all = [ToolGroup::plugin(&spinner), counters("first", 1, &["a1"])];
         let catalog = if later {
             ToolCatalog::new([counters("first", 1, &["a1"])])
@@ -854,17 +862,7 @@ async fn a_plugins_start_counts_against_the_identitys_cpu_quota() {
 /// the identity now starts its instances with its calls, each checked against the quota.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_opened_at_once_do_not_each_start_their_instances_outside_the_quota() {
-    let dir = llm_worker_tests::scratch_dir("quota-starts-at-once");
-    std::fs::write(
-        dir.join("spinner.wasm"),
-        llm_worker_tests::wat::start_gated_on_environment(),
-    )
-    .expect("write");
-    std::fs::write(
-        dir.join("spinner.policy.toml"),
-        "[env]\nset = { SPIN = \"1\" }\n\n[limits]\ntimeout_ms = 20000\n",
-    )
-    .expect("policy");
+    let dir = spinner_dir("quota-starts-at-once");
     // A host of its own: its count of live instances is this test's alone.
     let host = llm_worker::PluginHost::builder()
         .cache_dir(llm_worker_tests::compiled_cache())
@@ -872,10 +870,7 @@ async fn sessions_opened_at_once_do_not_each_start_their_instances_outside_the_q
         .expect("host");
     let spinner = host.load(dir.join("spinner.wasm")).expect("load");
     let before = host.usage().instances;
-    let access = AccessPolicy::parse(
-        "[quota]\ncpu_seconds_per_minute = 1\n\n[[grant]]\nwho = [\"token:alice\"]\ntools = [\"*\"]\n",
-    )
-    .expect("a policy");
+    let access = a_cpu_second_a_minute_for_alice();
     let url = crate::serve_with(
         ToolCatalog::new([ToolGroup::plugin(&spinner), counters("first", 1, &["a1"])]),
         McpOptions::new("quotas", "1").access(access),
@@ -941,10 +936,7 @@ async fn forger_says(
 /// as last read are served.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reading_a_changed_list_counts_against_the_cpu_quota_and_does_not_repeat_itself() {
-    let access = AccessPolicy::parse(
-        "[quota]\ncpu_seconds_per_minute = 1\n\n[[grant]]\nwho = [\"token:alice\"]\ntools = [\"*\"]\n",
-    )
-    .expect("a policy");
+    let access = a_cpu_second_a_minute_for_alice();
     let url = crate::serve_with(
         ToolCatalog::new([ToolGroup::plugin(&llm_worker_tests::plugin("forger"))]),
         McpOptions::new("lists", "1").access(access),

@@ -268,12 +268,14 @@ async fn a_try_at_another_identitys_session_is_audited() {
 async fn a_call_of_a_withheld_tool_is_audited_as_denied_naming_its_plugin() {
     let out = Shared::default();
     let notes = llm_worker_tests::plugin("notes");
+    // Alice may use one tool of `notes`, and nothing of `counter`.
+    let counter = llm_worker_tests::plugin("counter");
     let access = llm_worker::mcp::AccessPolicy::parse(
         "[[grant]]\nwho = [\"token:alice\"]\ntools = [\"notes/list_notes\"]\n",
     )
     .expect("a policy");
     let url = crate::serve_with(
-        ToolCatalog::new([ToolGroup::plugin(&notes)]),
+        ToolCatalog::new([ToolGroup::plugin(&notes), ToolGroup::plugin(&counter)]),
         McpOptions::new("audited", "1")
             .audit(AuditLog::to_writer(out.clone()))
             .access(access),
@@ -284,6 +286,10 @@ async fn a_call_of_a_withheld_tool_is_audited_as_denied_naming_its_plugin() {
     let mut add = CallToolRequestParams::new("add_note");
     add.arguments = json!({"text": "x"}).as_object().cloned();
     let withheld = client.call_tool(add).await.expect_err("withheld");
+    client
+        .call_tool(CallToolRequestParams::new("count"))
+        .await
+        .expect_err("withheld whole");
     let unknown = client
         .call_tool(CallToolRequestParams::new("no_such_tool"))
         .await
@@ -309,6 +315,11 @@ async fn a_call_of_a_withheld_tool_is_audited_as_denied_naming_its_plugin() {
     assert_eq!(denied["plugin"], "notes");
     let digest: String = notes.sha256().iter().map(|b| format!("{b:02x}")).collect();
     assert_eq!(denied["plugin_sha256"], digest.as_str());
+    // A plugin the identity may use nothing of is not in its session, and is named all the
+    // same.
+    let denied = record("count");
+    assert_eq!(denied["outcome"], "denied");
+    assert_eq!(denied["plugin"], "counter");
     let unknown = record("no_such_tool");
     assert_eq!(unknown["outcome"], "error");
     assert!(unknown["plugin"].is_null(), "{unknown}");

@@ -86,6 +86,9 @@ fn a_persistent_token_is_kept_private_and_reused() {
         error.to_string().contains("7 characters") && error.to_string().contains("delete"),
         "{error}"
     );
+    write_private(&short, "hunter2 hunter2 hunter2\n");
+    let error = llm_worker::mcp::persistent_token(&short).expect_err("spaces");
+    assert!(error.to_string().contains("with spaces"), "{error}");
 }
 
 /// A file only this user may read (as a token file must be).
@@ -116,6 +119,22 @@ fn a_token_too_short_to_be_a_secret_is_refused_however_it_is_given() {
         }
         other => panic!("expected WeakToken, got {:?}", other.map(|_| ())),
     }
+    // Spaces around it are not part of it (the token is compared without them).
+    let padded = McpHttpService::new(
+        ToolCatalog::new([]),
+        McpOptions::new("padded", "1"),
+        HttpOptions::default().named_tokens([llm_worker::mcp::BearerToken::new(
+            "bob",
+            "hunter2          ",
+        )]),
+    );
+    assert!(
+        matches!(
+            padded,
+            Err(llm_worker::mcp::McpError::WeakToken { chars: 7, .. })
+        ),
+        "a short token padded with spaces"
+    );
     McpHttpService::new(
         ToolCatalog::new([]),
         McpOptions::new("strong", "1"),

@@ -90,14 +90,15 @@ impl McpHttpService {
         let loopback = address.is_none_or(|address| address.ip().is_loopback());
         // Anyone who reaches the server may guess at a token: one a person made up is refused,
         // wherever it came from.
+        // (Counted as the token is compared: without the spaces around it.)
         if let Some(weak) = http
             .tokens
             .iter()
-            .find(|token| token.secret.chars().count() < crate::mcp::token::MIN_TOKEN_CHARS)
+            .find(|token| token.secret.trim().chars().count() < crate::mcp::token::MIN_TOKEN_CHARS)
         {
             return Err(McpError::WeakToken {
                 name: weak.name.clone(),
-                chars: weak.secret.chars().count(),
+                chars: weak.secret.trim().chars().count(),
             });
         }
         let auth = Authenticator::new(&http.tokens);
