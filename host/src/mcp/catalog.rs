@@ -570,7 +570,8 @@ impl SessionTools {
                     .borrow_and_update()
                     .iter()
                     .any(|group| group.name == name && group.revision == revision);
-                // A catalog dropped (the server stopping) ends its tasks otherwise.
+                // A catalog dropped (no session of it left, nor the embedder's handle: the
+                // server stopped) ends its tasks otherwise.
                 if !served || updates.changed().await.is_err() {
                     return;
                 }
@@ -801,4 +802,13 @@ impl SessionTools {
         self.served_by = served_by;
         self.generation += 1;
     }
+}
+
+/// The failure of a call of `tool` whose plugin stopped being served while the call waited or
+/// ran ([`SessionTools::withdrawal`]).
+pub(crate) fn no_longer_served(tool: &str) -> crate::ToolError {
+    crate::ToolError::Internal(format!(
+        "'{tool}' stopped: its plugin is no longer served in this session (changed or removed, \
+         or no longer granted)"
+    ))
 }

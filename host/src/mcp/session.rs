@@ -44,6 +44,9 @@ pub struct McpServer {
     /// Where the plugins' notices go for the server's subscription streams, with where each
     /// comes from (a stream passes only its own session's, or its own caller's).
     notices: super::notices::Notices,
+    /// The catalog, kept as long as a session of it lives: what watches it for a plugin's
+    /// withdrawal (a call, a task) takes the end of every handle of it for the server's.
+    _catalog: ToolCatalog,
     /// This session among the server's, for the origin of its notices.
     id: u64,
     /// Who answers the plugins' questions: the session's client (made at the first call).
@@ -152,6 +155,7 @@ impl McpServer {
             admission,
             subscriptions: Arc::default(),
             notices: catalog.notices(),
+            _catalog: catalog.clone(),
             id: NEXT_SESSION.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             questions: std::sync::OnceLock::new(),
             listed: Mutex::new(None),

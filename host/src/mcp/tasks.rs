@@ -181,14 +181,11 @@ impl McpServer {
                 };
                 let called = tool.call(&input);
                 let called = async {
+                    // The withdrawal first: a revision gone before the call starts never runs.
                     tokio::select! {
                         biased;
+                        () = withdrawn => Err(super::catalog::no_longer_served(&meta.name)),
                         outcome = called => outcome,
-                        () = withdrawn => Err(ToolError::Internal(format!(
-                            "'{}' stopped: its plugin is no longer served in this session \
-                             (changed or removed, or no longer granted)",
-                            meta.name
-                        ))),
                     }
                 };
                 let running = crate::events::with_sink(

@@ -126,13 +126,20 @@ impl McpServer {
             return Box::pin(self.call_as_task(ended, &asking, context)).await;
         }
         let input = ended.call.input.to_string();
+        // The call ends when its plugin is no longer served in the session (changed, removed
+        // or no longer granted under `--watch`): it would go on with the withdrawn revision's
+        // instance, grants and secrets. Looked at first, so that a revision withdrawn while a
+        // hook held the call never runs.
+        let withdrawn = self.lock().withdrawal(&ended.serving);
+        let called = async {
+            tokio::select! {
+                biased;
+                () = withdrawn => Err(super::catalog::no_longer_served(&ended.meta.name)),
+                outcome = ended.tool.call(&input) => outcome,
+            }
+        };
         let outcome = self
-            .run(
-                &ended.call.name,
-                context,
-                asking.questions(),
-                ended.tool.call(&input),
-            )
+            .run(&ended.call.name, context, asking.questions(), called)
             .await?;
         self.answer(ended, &hooks, &asking, outcome).await
     }

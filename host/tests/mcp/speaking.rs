@@ -352,9 +352,10 @@ async fn a_plugin_cannot_take_another_plugins_prompt_by_listing_it() {
     assert_eq!(served, [serde_json::json!("notes")], "{records:?}");
 }
 
-/// A plugin withdrawn while its call runs (under `--watch`: changed, removed, its signer
-/// revoked) is still held to speaking for its own resources: its result was checked against
-/// the plugins serving the tool when the call ended, and with none, passed unchecked.
+/// A plugin withdrawn while an operator's hook holds its call (under `--watch`: changed,
+/// removed, its signer revoked) is still held to speaking for its own resources: its result
+/// was checked against the plugins serving the tool when the call ended, and with none, passed
+/// unchecked. Now the call of a withdrawn revision does not run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plugin_withdrawn_during_its_call_still_speaks_only_for_its_own_resources() {
     let (forger, notes) = (
@@ -384,14 +385,14 @@ async fn a_plugin_withdrawn_during_its_call_still_speaks_only_for_its_own_resour
         release.notify_one();
     };
     let (result, ()) = tokio::join!(client.call_tool(embed), withdraw);
-    let result = result.expect("a result");
-    assert_eq!(result.is_error, Some(true), "{result:?}");
-    let text = crate::greeting(&result);
+    // The withdrawn revision does not run at all now (its result, were it let run, is checked
+    // as the plugin's that served the tool when the call looked it up).
+    let said = format!("{result:?}");
     assert!(
-        text.contains("plugin 'forger'") && text.contains("plugin 'notes'"),
-        "{text}"
+        said.contains("'embed' stopped: its plugin is no longer served"),
+        "{said}"
     );
-    assert!(!format!("{result:?}").contains("forged"), "{result:?}");
+    assert!(!said.contains("forged"), "{said}");
     client.cancel().await.expect("close");
 }
 

@@ -949,44 +949,6 @@ async fn held_task(
     created
 }
 
-/// The revision a task watches for its withdrawal is the one its call looked up: a plugin
-/// withdrawn while an operator's hook (an approval) held the call was looked for afterwards,
-/// found in no group, and its task left unwatched, running the withdrawn revision until its
-/// time limit.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_task_whose_plugin_is_withdrawn_while_a_hook_holds_its_call_ends_all_the_same() {
-    let (catalog, options, _started, dropped) = held_tools();
-    let (hook, arrived, release) = crate::WaitingHook::new();
-    let options = options.pre_tool_call_hook(hook);
-    let url = serve(catalog.clone(), options).await;
-    let client = tasks_client(&url).await;
-    let withdraw = async {
-        arrived.notified().await;
-        catalog.replace([]);
-        // The session has taken the change in.
-        let listed = client.list_all_tools().await.expect("tools/list");
-        assert!(listed.is_empty(), "{listed:?}");
-        release.notify_one();
-    };
-    let (answered, ()) = tokio::join!(
-        client.call_tool_once(call("held", json!({"hand_off": true}))),
-        withdraw
-    );
-    // A liveness bound far above what it takes (the task's own limit is minutes).
-    tokio::time::timeout(Duration::from_secs(30), dropped.notified())
-        .await
-        .expect("the call was dropped: its plugin had left the catalog");
-    // Whether the hand-off or the withdrawal came first, the call failed saying why.
-    let said = match answered.expect("an answer") {
-        CallToolResponse::Task(created) => {
-            format!("{:?}", settled(&client, &created.task.task_id).await)
-        }
-        other => format!("{other:?}"),
-    };
-    assert!(said.contains("no longer served"), "{said}");
-    client.cancel().await.expect("close");
-}
-
 /// A server of `held` (see [`Held`]) and `maybe_later`, keeping one task per owner: its URL,
 /// and what says when `held`'s call started and when it was dropped.
 async fn held_server() -> (String, Arc<tokio::sync::Notify>, Arc<tokio::sync::Notify>) {
@@ -1388,4 +1350,86 @@ async fn a_stateless_connections_tasks_are_its_own_and_end_with_it() {
         .expect_err("another connection's task");
     assert!(refused.to_string().contains(&id), "{refused}");
     stop_and_see_dropped(stop_first, first_serving, &dropped, "its connection").await;
+}
+
+/// A client that does not take tasks, connected to `url`.
+async fn plain_client(url: &str) -> rmcp::service::RunningService<rmcp::RoleClient, ClientConfig> {
+    ClientConfig::new(
+        ClientCapabilities::builder().build(),
+        Implementation::new("plain-test", "1"),
+    )
+    .serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
+        url,
+    ))
+    .await
+    .expect("initialize")
+}
+
+/// A call, as a task or not, its plugin withdrawn under `--watch` (changed, removed, or its
+/// signer revoked) while an operator's hook held it or while it ran: only tasks watched their
+/// plugin, so a call that is not a task started the withdrawn revision after the hook approved
+/// it (a fresh instance, with the revision's grants and secrets) or went on running it until
+/// its limit; and a task's call was polled once before its watch was looked at. Each now ends
+/// as soon as the revision is gone, and never starts if it was gone before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_whose_plugin_is_withdrawn_ends_whether_a_hook_held_it_or_it_ran() {
+    for takes_tasks in [false, true] {
+        // Withdrawn while the hook holds the call.
+        let (catalog, options, started, _dropped) = held_tools();
+        let (hook, arrived, release) = crate::WaitingHook::new();
+        let url = serve(catalog.clone(), options.pre_tool_call_hook(hook)).await;
+        let client = if takes_tasks {
+            tasks_client(&url).await
+        } else {
+            plain_client(&url).await
+        };
+        let withdraw = async {
+            arrived.notified().await;
+            catalog.replace([]);
+            let listed = client.list_all_tools().await.expect("tools/list");
+            assert!(listed.is_empty(), "{listed:?}");
+            release.notify_one();
+        };
+        // A liveness bound far above what it takes (a call let run would hold for ever).
+        let (answered, ()) = tokio::time::timeout(Duration::from_secs(30), async {
+            tokio::join!(client.call_tool_once(call("held", json!({}))), withdraw)
+        })
+        .await
+        .expect("the call ended: its plugin had left the catalog");
+        let said = match answered {
+            Ok(CallToolResponse::Task(created)) => {
+                format!("{:?}", settled(&client, &created.task.task_id).await)
+            }
+            other => format!("{other:?}"),
+        };
+        assert!(said.contains("no longer served"), "{takes_tasks}: {said}");
+        assert!(
+            tokio::time::timeout(Duration::ZERO, started.notified())
+                .await
+                .is_err(),
+            "{takes_tasks}: the withdrawn tool ran"
+        );
+        client.cancel().await.expect("close");
+    }
+
+    // Withdrawn while a call that is not a task runs.
+    let (catalog, options, started, dropped) = held_tools();
+    let url = serve(catalog.clone(), options).await;
+    let client = plain_client(&url).await;
+    let withdraw = async {
+        started.notified().await;
+        catalog.replace([]);
+    };
+    // A liveness bound far above what it takes (the call would hold for ever).
+    let (answered, ()) = tokio::time::timeout(Duration::from_secs(30), async {
+        tokio::join!(client.call_tool_once(call("held", json!({}))), withdraw)
+    })
+    .await
+    .expect("the call ended: its plugin had left the catalog");
+    tokio::time::timeout(Duration::from_secs(30), dropped.notified())
+        .await
+        .expect("the call was dropped");
+    let said = format!("{answered:?}");
+    assert!(said.contains("no longer served"), "{said}");
+    client.cancel().await.expect("close");
 }
