@@ -126,9 +126,19 @@ impl Hooks<'_> {
         // text too, or the model would read what the hook took out.
         // (Whatever else the hooks did to the blocks: one may redact, another add a note.)
         if result.content == text && structured.is_some() && result.structured != structured {
+            // Only a text of about the value's own length is parsed to compare (from its
+            // compact form to generously pretty-printed): a text block of a megabyte of tiny
+            // objects would take a hundred times that once parsed.
+            let compact = structured
+                .as_ref()
+                .map_or(0, |value| value.to_string().len());
+            let could_mirror = |mirror: &str| {
+                (compact..=compact.saturating_mul(8).saturating_add(64)).contains(&mirror.len())
+            };
             let mirrors = |block: &crate::tool::Content| {
                 matches!(block, crate::tool::Content::Text(mirror)
-                    if serde_json::from_str::<serde_json::Value>(mirror).ok() == structured)
+                    if could_mirror(mirror)
+                        && serde_json::from_str::<serde_json::Value>(mirror).ok() == structured)
             };
             let now = result.structured.as_ref().map(ToString::to_string);
             result.blocks = std::mem::take(&mut result.blocks)
@@ -299,6 +309,28 @@ mod tests {
         .await;
         assert!(!beside.content.contains("s3cr3t"), "{}", beside.content);
         assert!(beside.content.contains("a summary"), "{}", beside.content);
+        // Pretty-printed by the plugin, the mirror is known all the same; a large text block
+        // beside it (which is not parsed to compare: see `Hooks::after`) is left as it is.
+        let large = "[".to_owned() + &vec!["{\"\":0}"; 20_000].join(",") + "]";
+        let pretty = after(
+            ToolOutput {
+                content: vec![
+                    Content::Text(
+                        serde_json::to_string_pretty(&mirrored().structured).expect("json"),
+                    ),
+                    Content::Text(large.clone()),
+                ],
+                ..mirrored()
+            },
+            redact,
+        )
+        .await;
+        assert!(
+            !pretty.content.contains("s3cr3t"),
+            "{}",
+            &pretty.content[..200]
+        );
+        assert_eq!(pretty.blocks.get(1), Some(&Content::Text(large)));
         // Redacted by one hook, a note added by another: the mirror is rewritten all the same.
         let noted = after(mirrored(), |ctx| {
             redact(ctx);

@@ -54,6 +54,10 @@ pub struct Asker {
     pub tool: String,
     /// The question's key.
     pub key: String,
+    /// The call asking, by the id its caller gave it (a [`Worker`](crate::Worker) batch's
+    /// [`ToolCall::id`](crate::ToolCall::id)), where the host knows it: calls of one tool
+    /// running at once ask with the same plugin, tool and key.
+    pub call_id: Option<String>,
 }
 
 impl Asker {
@@ -63,6 +67,7 @@ impl Asker {
             plugin: plugin.into(),
             tool: tool.into(),
             key: key.into(),
+            call_id: None,
         }
     }
 
@@ -112,6 +117,54 @@ pub trait QuestionHandler: Send + Sync {
     /// The directories the user works in.
     async fn roots(&self, asker: &Asker) -> Result<Vec<Root>, QuestionError> {
         Err(unsupported(asker, "list roots"))
+    }
+}
+
+/// `handler`, answering for the call `call_id`: the askers it is given name the call.
+pub(crate) fn for_call(
+    handler: Arc<dyn QuestionHandler>,
+    call_id: String,
+) -> Arc<dyn QuestionHandler> {
+    Arc::new(ForCall { handler, call_id })
+}
+
+struct ForCall {
+    handler: Arc<dyn QuestionHandler>,
+    call_id: String,
+}
+
+impl ForCall {
+    fn asker(&self, asker: &Asker) -> Asker {
+        Asker {
+            call_id: Some(self.call_id.clone()),
+            ..asker.clone()
+        }
+    }
+}
+
+#[async_trait]
+impl QuestionHandler for ForCall {
+    async fn elicit(
+        &self,
+        asker: &Asker,
+        message: &str,
+        schema: &Value,
+    ) -> Result<ElicitationAnswer, QuestionError> {
+        self.handler
+            .elicit(&self.asker(asker), message, schema)
+            .await
+    }
+
+    async fn sample(
+        &self,
+        asker: &Asker,
+        request: &SamplingRequest,
+    ) -> Result<SamplingAnswer, QuestionError> {
+        self.handler.sample(&self.asker(asker), request).await
+    }
+
+    async fn roots(&self, asker: &Asker) -> Result<Vec<Root>, QuestionError> {
+        self.handler.roots(&self.asker(asker)).await
     }
 }
 

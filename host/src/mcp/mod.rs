@@ -381,10 +381,7 @@ pub async fn serve_stdio_with_shutdown(
     let server = McpServer::new(&catalog, options);
     let streams = std_streams::open();
     let served = server
-        .serve(
-            stdio::LineTransport::new(streams.input, streams.output),
-            shutdown,
-        )
+        .serve_lines(streams.input, streams.output, shutdown)
         .await;
     drop(streams.restore);
     served

@@ -156,6 +156,11 @@ impl McpServer {
         questions: Option<Arc<dyn QuestionHandler>>,
         work: impl Future<Output = T>,
     ) -> Result<T, ErrorData> {
+        // Cancelled before it starts (while a hook held it): not run at all (polled first
+        // below, quick work would finish before the cancellation is seen).
+        if context.ct.is_cancelled() {
+            return Err(cancelled(what));
+        }
         let questions = self.audited(questions, &context);
         let (reports, receiver) = tokio::sync::mpsc::channel::<Report>(REPORTS_QUEUED);
         let forwarding = forward_reports(self.reports_to(&context), receiver);

@@ -93,6 +93,12 @@ impl McpServer {
     /// completes; either way the session ends (its plugin instances are dropped) before this
     /// returns.
     ///
+    /// The transport is rmcp's as given: rmcp's own transports over a byte stream bound a
+    /// line at 16 MiB and nothing else (not what a line takes once parsed, nor the answers
+    /// waiting for a client that does not read them). For a client that is not trusted on
+    /// such a stream, serve it with [`serve_lines`](Self::serve_lines), which holds it to
+    /// the bounds of [`serve_stdio`](super::serve_stdio).
+    ///
     /// The connection is the session, whatever protocol its client speaks: a stateless
     /// (2026-07-28) client's tasks, notices and request states are this connection's, not
     /// shared with other connections served from the same options, and its tasks end when it
@@ -136,6 +142,27 @@ impl McpServer {
         ended
             .map(|_| ())
             .map_err(|e| McpError::Session(e.to_string()))
+    }
+
+    /// Serves this session over a byte stream of newline-delimited JSON-RPC messages (MCP's
+    /// stdio framing: a Unix socket, a child process's pipes, a TCP connection …) read from
+    /// `input` and written to `output`, until the client disconnects or `shutdown` completes,
+    /// with the bounds [`serve_stdio`](super::serve_stdio) holds its client to: a line is
+    /// refused past 16 MiB or what it would take once parsed, at most 64 requests (or 256 MiB
+    /// of them) are in progress, and a client that reads none of the answers waiting for it
+    /// while it goes on writing is disconnected.
+    pub async fn serve_lines<R, W>(
+        self,
+        input: R,
+        output: W,
+        shutdown: impl Future<Output = ()>,
+    ) -> Result<(), McpError>
+    where
+        R: tokio::io::AsyncRead + Unpin + Send + 'static,
+        W: tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        self.serve(super::stdio::LineTransport::new(input, output), shutdown)
+            .await
     }
 
     /// A session of `catalog`'s tools, counted by `admission` if the server counts them.
@@ -850,8 +877,13 @@ impl ServerHandler for McpServer {
         // unoptimised builds lay out whole on the stack.
         Box::pin(async move {
             self.bind(&context)?;
-            self.listing(&context.extensions, self.resources_page(request))
-                .await
+            let listed = self.listing(&context.extensions, self.resources_page(request));
+            // Reading changed lists runs plugin code: a cancelled request stops waiting.
+            tokio::select! {
+                biased;
+                () = context.ct.cancelled() => Err(super::request::cancelled("the list")),
+                listed = listed => listed,
+            }
         })
         .await
     }
@@ -928,8 +960,13 @@ impl ServerHandler for McpServer {
         // unoptimised builds lay out whole on the stack.
         Box::pin(async move {
             self.bind(&context)?;
-            self.listing(&context.extensions, self.prompts_page(request))
-                .await
+            let listed = self.listing(&context.extensions, self.prompts_page(request));
+            // Reading changed lists runs plugin code: a cancelled request stops waiting.
+            tokio::select! {
+                biased;
+                () = context.ct.cancelled() => Err(super::request::cancelled("the list")),
+                listed = listed => listed,
+            }
         })
         .await
     }

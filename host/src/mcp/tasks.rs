@@ -614,6 +614,22 @@ fn wire_task(task: &TaskSnapshot) -> Task {
     wire
 }
 
+/// The message of a failed task's protocol error: the failure as its call's result said it (a
+/// plugin's own words, up to its output limit: an `Internal` error holds that text whole,
+/// prefix and all), cut as a log message is and shown plainly — clients show and servers log
+/// an error's message whole.
+fn failure_message(error: &ToolError) -> String {
+    let mut message = match error {
+        ToolError::Internal(text) => text.clone(),
+        other => other.to_string(),
+    };
+    if crate::events::cut(&mut message) {
+        message.push_str(" [cut]");
+    }
+    crate::events::shown_plainly(&mut message, true);
+    message
+}
+
 /// A task with what its status carries: the call's result, or its error.
 fn detailed(task: &TaskSnapshot) -> DetailedTask {
     let payload = match (&task.status, task.outcome.as_deref()) {
@@ -623,7 +639,7 @@ fn detailed(task: &TaskSnapshot) -> DetailedTask {
         (crate::task::TaskStatus::Failed, Some(Err(error))) => TaskPayload::Failed {
             error: json_object(serde_json::json!({
                 "code": ErrorCode::INTERNAL_ERROR.0,
-                "message": error.to_string(),
+                "message": failure_message(error),
             })),
         },
         (crate::task::TaskStatus::Failed, _) => TaskPayload::Failed {

@@ -109,7 +109,14 @@ impl McpServer {
         // The operator's hooks see every call, whatever the front end, and mean the same.
         let identity = super::session::identity(&context.extensions);
         let hooks = self.options.hooks(identity.as_ref());
-        let (call, tool) = match hooks.before(call, &meta, tool).await {
+        // A hook may take its time (an approval): the request's cancellation ends the wait, and
+        // what the request holds with it.
+        let before = tokio::select! {
+            biased;
+            () = context.ct.cancelled() => return Err(super::request::cancelled(&request.name)),
+            before = hooks.before(call, &meta, tool) => before,
+        };
+        let (call, tool) = match before {
             Before::Run(call, tool) => (call, tool),
             Before::Skipped(result) => return Ok(call_tool_result(result).into()),
             Before::Aborted(aborted) => return Err(refused_by_hook(&aborted)),

@@ -259,3 +259,65 @@ async fn an_mcp_server_serves_any_rmcp_transport_and_stops_when_told() {
     .await;
     assert!(!matches!(after, Ok(Ok(_))), "{after:?}");
 }
+
+/// An embedder serving clients over a stream of its own (a Unix socket, a child's pipes) with
+/// `McpServer::serve` and rmcp's own transport gets rmcp's bounds only (a line of 16 MiB,
+/// parsed whatever it takes). `serve_lines` holds the client to stdio's: a line of many tiny
+/// values is refused before it is parsed, and the session goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_lines_holds_a_stream_client_to_the_stdio_bounds() {
+    use tokio::io::AsyncWriteExt as _;
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let (client, server) = tokio::io::duplex(1 << 20);
+    let (server_input, server_output) = tokio::io::split(server);
+    let serving = tokio::spawn(
+        McpServer::new(&tracked(&dropped), McpOptions::new("lines", "1")).serve_lines(
+            server_input,
+            server_output,
+            std::future::pending(),
+        ),
+    );
+    let (answers, mut requests) = tokio::io::split(client);
+    let mut answers = tokio::io::BufReader::new(answers);
+    let heavy = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"tracked","arguments":{{"a":[{}]}}}}}}"#,
+        vec![r#"{"":0}"#; 1 << 20].join(",")
+    );
+    let writing = tokio::spawn(async move {
+        for line in [
+            r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            &heavy,
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"tracked"}}"#,
+        ] {
+            requests.write_all(line.as_bytes()).await.expect("write");
+            requests.write_all(b"\n").await.expect("write");
+        }
+        requests
+    });
+    answer(&mut answers, r#""id":0"#).await;
+    let refused = answer(&mut answers, "once parsed").await;
+    assert!(
+        refused.contains("-32600") && refused.contains("once parsed"),
+        "{refused}"
+    );
+    let called = answer(&mut answers, r#""id":2"#).await;
+    assert!(called.contains("tracked"), "{called}");
+    drop(writing.await);
+    serving.abort();
+}
+
+/// The next line of `answers` holding `text`.
+async fn answer(answers: &mut (impl tokio::io::AsyncBufRead + Unpin), text: &str) -> String {
+    use tokio::io::AsyncBufReadExt as _;
+    loop {
+        let mut line = String::new();
+        let read = llm_worker_tests::wait::within("an answer", answers.read_line(&mut line))
+            .await
+            .expect("read");
+        assert!(read > 0, "the server closed the stream");
+        if line.contains(text) {
+            return line;
+        }
+    }
+}

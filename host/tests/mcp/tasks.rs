@@ -57,7 +57,11 @@ impl Tool for Slow {
         tokio::time::sleep(Duration::from_millis(ms)).await;
         match input["outcome"].as_str() {
             Some("fail") => Err(ToolError::ExecutionFailed("it failed as asked".into())),
-            Some("broken") => Err(ToolError::Internal("it broke inside".into())),
+            // Its text as a plugin might write it: an escape sequence, a megabyte.
+            Some("broken") => Err(ToolError::Internal(format!(
+                "it broke inside\u{1b}[2J{}",
+                "x".repeat(1 << 20)
+            ))),
             _ => Ok(format!("waited {ms} ms")),
         }
     }
@@ -199,11 +203,15 @@ async fn a_client_that_takes_tasks_gets_one_and_its_result() {
         match (&ended.task.payload, outcome) {
             (TaskPayload::Completed { result }, "fail") => assert_eq!(result["isError"], true),
             (TaskPayload::Failed { error }, "broken") => {
+                // Said once, cut as a log message is, shown plainly: a protocol error's message
+                // is shown and logged whole.
+                let message = error["message"].as_str().expect("a message");
                 assert!(
-                    error["message"]
-                        .as_str()
-                        .is_some_and(|m| m.contains("broke inside"))
+                    message.starts_with("Internal error: it broke inside\u{fffd}[2J"),
+                    "{}",
+                    &message[..64]
                 );
+                assert!(message.len() < 5_000, "{} bytes", message.len());
             }
             (other, _) => panic!("{outcome}: {other:?}"),
         }
@@ -1431,5 +1439,57 @@ async fn a_call_whose_plugin_is_withdrawn_ends_whether_a_hook_held_it_or_it_ran(
         .expect("the call was dropped");
     let said = format!("{answered:?}");
     assert!(said.contains("no longer served"), "{said}");
+    client.cancel().await.expect("close");
+}
+
+/// A pre-call hook that never lets its calls go, saying when one reached it and when its wait
+/// was dropped.
+#[derive(Default)]
+struct NeverHook {
+    entered: Arc<tokio::sync::Notify>,
+    left: Arc<tokio::sync::Notify>,
+}
+
+#[async_trait]
+impl llm_worker::PreToolCallHook for NeverHook {
+    async fn pre_tool_call(
+        &self,
+        _: &mut llm_worker::ToolCallContext,
+    ) -> llm_worker::PreToolCallAction {
+        let _left = Dropped(Arc::clone(&self.left));
+        self.entered.notify_one();
+        std::future::pending().await
+    }
+}
+
+/// A request cancelled while an operator's hook (an approval) holds it: the hook's wait went
+/// on, holding the request's arguments (and, over stdio, after its place among the requests
+/// in progress was given back), and the call ran if the hook let it go. The cancellation now
+/// ends the wait, and the call never runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_cancelled_while_a_hook_holds_it_ends_the_wait() {
+    let (catalog, options, started, _dropped) = held_tools();
+    let hook = NeverHook::default();
+    let (entered, left) = (Arc::clone(&hook.entered), Arc::clone(&hook.left));
+    let url = serve(catalog, options.pre_tool_call_hook(hook)).await;
+    let client = plain_client(&url).await;
+    // The client gives up on the request (its future is dropped: rmcp sends
+    // `notifications/cancelled`).
+    tokio::select! {
+        answered = client.call_tool_once(call("held", json!({}))) => {
+            panic!("the held call answered: {answered:?}");
+        }
+        () = entered.notified() => {}
+    }
+    // A liveness bound far above what it takes.
+    tokio::time::timeout(Duration::from_secs(30), left.notified())
+        .await
+        .expect("the hook's wait ended with its request");
+    assert!(
+        tokio::time::timeout(Duration::ZERO, started.notified())
+            .await
+            .is_err(),
+        "the cancelled call ran"
+    );
     client.cancel().await.expect("close");
 }

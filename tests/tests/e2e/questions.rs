@@ -31,6 +31,8 @@ fn asking_plugin(
 #[derive(Default)]
 struct Answers {
     asked: Mutex<Vec<String>>,
+    /// The call each sampling request came from, as the asker named it.
+    sampled_for: Mutex<Vec<Option<String>>>,
     /// How long each answer takes.
     delay: Duration,
 }
@@ -76,6 +78,10 @@ impl QuestionHandler for Answers {
     ) -> Result<SamplingAnswer, QuestionError> {
         let mut prompt = String::new();
         request.messages[0].content.write_text(&mut prompt);
+        self.sampled_for
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(asker.call_id.clone());
         self.asked
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -120,6 +126,41 @@ async fn run(worker: &Worker, tool: &str, input: Value) -> ToolResult {
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     results.remove(0)
+}
+
+/// Calls of one tool running at once in a batch ask with the same plugin, tool and key: an
+/// embedder could not tell which call asked (nor, with two calls of one id, which call's
+/// events it heard). Each question now names its call by id, and a second call of an id in a
+/// batch is not run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_names_the_call_that_asks_and_a_batch_holds_each_id_once() {
+    let answers = Arc::new(Answers::default());
+    let plugin = asking_plugin(|client| client, Limits::default());
+    let worker = worker(&plugin, Some(Arc::clone(&answers) as _));
+    let sample = |id: &str| ToolCall {
+        id: id.into(),
+        name: "test_sampling".into(),
+        input: json!({"prompt": "Capital of France?"}),
+    };
+    let results = worker
+        .execute_tool_calls(vec![sample("a"), sample("b"), sample("a")])
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(results[0].content, "LLM response: Paris");
+    assert_eq!(results[1].content, "LLM response: Paris");
+    assert!(results[2].is_error, "{}", results[2].content);
+    assert!(
+        results[2].content.contains("id 'a' is another call's"),
+        "{}",
+        results[2].content
+    );
+    let mut asked_for = answers
+        .sampled_for
+        .lock()
+        .map(|a| a.clone())
+        .unwrap_or_default();
+    asked_for.sort();
+    assert_eq!(asked_for, [Some("a".to_owned()), Some("b".to_owned())]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
