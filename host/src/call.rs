@@ -126,14 +126,19 @@ impl Hooks<'_> {
         // text too, or the model would read what the hook took out.
         // (Whatever else the hooks did to the blocks: one may redact, another add a note.)
         if result.content == text && structured.is_some() && result.structured != structured {
-            // Only a text of about the value's own length is parsed to compare (from its
-            // compact form to generously pretty-printed): a text block of a megabyte of tiny
-            // objects would take a hundred times that once parsed.
+            // Only a text of about the value's own length, its whitespace aside (however it
+            // is indented), is parsed to compare: a text block of a megabyte of tiny objects
+            // would take a hundred times that once parsed. (Numbers may be written shorter,
+            // strings longer, escaped.)
             let compact = structured
                 .as_ref()
                 .map_or(0, |value| value.to_string().len());
             let could_mirror = |mirror: &str| {
-                (compact..=compact.saturating_mul(8).saturating_add(64)).contains(&mirror.len())
+                let inked = mirror
+                    .bytes()
+                    .filter(|byte| !matches!(byte, b' ' | b'\n' | b'\r' | b'\t'))
+                    .count();
+                (compact / 2..=compact.saturating_mul(4).saturating_add(64)).contains(&inked)
             };
             let mirrors = |block: &crate::tool::Content| {
                 matches!(block, crate::tool::Content::Text(mirror)

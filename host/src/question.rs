@@ -128,6 +128,8 @@ pub(crate) fn for_call(
     Arc::new(ForCall { handler, call_id })
 }
 
+/// Forwards every method of [`QuestionHandler`]: one added to the trait must be forwarded
+/// here too (its default would answer for the embedder's handler).
 struct ForCall {
     handler: Arc<dyn QuestionHandler>,
     call_id: String,

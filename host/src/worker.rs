@@ -241,10 +241,12 @@ impl<S: WorkerState> Worker<S> {
 
     /// Runs a model's tool calls: the pre-call hooks one call at a time, then the calls in
     /// parallel, then the post-call hooks one call at a time. The results come back in the
-    /// calls' order. An unknown tool, a failed call or a call whose id an earlier call of the
-    /// batch has gives an error result; only a hook's `Abort` fails the whole batch. Each
-    /// call's events and questions name it by its id ([`ToolEvent::call_id`],
-    /// [`Asker::call_id`](crate::question::Asker::call_id)).
+    /// calls' order. An unknown tool or a failed call gives an error result; only a hook's
+    /// `Abort` fails the whole batch. Each call's events and questions name it by its id
+    /// ([`ToolEvent::call_id`], [`Asker::call_id`](crate::question::Asker::call_id)): give
+    /// each call of a batch an id of its own (for a provider whose calls have none, such as
+    /// Gemini's, make one up per call), or calls of one tool running at once cannot be told
+    /// apart.
     pub async fn execute_tool_calls(
         &self,
         calls: Vec<ToolCall>,
@@ -254,21 +256,7 @@ impl<S: WorkerState> Worker<S> {
         let mut results: Vec<Option<ToolResult>> = vec![None; calls.len()];
         let mut pending: Vec<Pending> = Vec::new();
 
-        let mut ids = std::collections::HashSet::new();
         for (index, call) in calls.into_iter().enumerate() {
-            // Its events and questions name it by its id: a second call of one id (a model's
-            // slip) could not be told from the first.
-            if !ids.insert(call.id.clone()) {
-                results[index] = Some(ToolResult::error(
-                    &call.id,
-                    format!(
-                        "Tool call '{}' not run: its id '{}' is another call's of this batch; \
-                         each call needs an id of its own",
-                        call.name, call.id
-                    ),
-                ));
-                continue;
-            }
             let Some((meta, tool)) = handle.lookup(&call.name) else {
                 let known = handle.tool_names().join(", ");
                 results[index] = Some(ToolResult::error(

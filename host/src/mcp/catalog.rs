@@ -248,7 +248,11 @@ impl ToolCatalog {
     /// Replaces the groups. Each open session keeps the instances of groups whose name and
     /// revision are unchanged, creates instances for new or changed groups, and drops those
     /// of groups that are gone. A group offering a tool name that an earlier group offers
-    /// already is left out, with a warning naming both.
+    /// already is left out, with a warning naming both. Requests running in a group that is
+    /// changed or gone (tool calls, tasks, reads, prompt renderings, completions) end at once,
+    /// failing with a message saying so: a plugin's withdrawn revision keeps no grants or
+    /// secrets in use, and a native group's tool is dropped mid-call like any cancelled
+    /// future.
     pub fn replace(&self, groups: impl IntoIterator<Item = ToolGroup>) {
         self.groups.send_replace(without_clashes(groups));
     }
@@ -562,7 +566,34 @@ impl SessionTools {
         &self,
         serving: &Serving,
     ) -> impl Future<Output = ()> + Send + 'static + use<> {
-        let (name, revision) = (serving.group.clone(), serving.revision);
+        self.withdrawal_of_group(serving.group.clone(), serving.revision)
+    }
+
+    /// The withdrawal ([`withdrawal`](Self::withdrawal)) of the plugin `session` is a session
+    /// of, as this session serves it now (at once, if it serves it no more): what a read, a
+    /// prompt or a completion of it watches.
+    pub(crate) fn withdrawal_of_plugin(
+        &self,
+        session: &PluginSession,
+    ) -> impl Future<Output = ()> + Send + 'static + use<> {
+        let served = self.groups.iter().find(|(_, (_, tools))| {
+            tools
+                .session
+                .get()
+                .and_then(Option::as_ref)
+                .is_some_and(|own| own.is(session))
+        });
+        let (name, revision) = served.map_or((String::new(), 0), |(name, (revision, _))| {
+            (name.clone(), *revision)
+        });
+        self.withdrawal_of_group(name, revision)
+    }
+
+    fn withdrawal_of_group(
+        &self,
+        name: String,
+        revision: u64,
+    ) -> impl Future<Output = ()> + Send + 'static + use<> {
         let mut updates = self.updates.clone();
         async move {
             loop {

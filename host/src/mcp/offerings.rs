@@ -237,6 +237,28 @@ impl McpServer {
         Ok(usable.then_some(owner))
     }
 
+    /// `work` (a request of the plugin `session`), ended as soon as the session no longer
+    /// serves that plugin's revision (changed, removed or no longer granted under `--watch`):
+    /// it would go on with the withdrawn revision's instance, grants and secrets.
+    fn until_withdrawn<'a, T>(
+        &self,
+        session: &PluginSession,
+        what: &'a str,
+        work: impl Future<Output = Result<T, RequestError>> + 'a,
+    ) -> impl Future<Output = Result<T, RequestError>> + 'a {
+        let withdrawn = self.lock().withdrawal_of_plugin(session);
+        async move {
+            tokio::select! {
+                biased;
+                () = withdrawn => Err(RequestError::Internal(format!(
+                    "{what} stopped: its plugin is no longer served in this session (changed or \
+                     removed, or no longer granted)"
+                ))),
+                done = work => done,
+            }
+        }
+    }
+
     pub(super) async fn resources_page(
         &self,
         request: Option<PaginatedRequestParams>,
@@ -319,7 +341,7 @@ impl McpServer {
                 &what,
                 context,
                 asking.questions(),
-                session.read_resource(uri),
+                self.until_withdrawn(&session, &what, session.read_resource(uri)),
             )
             .await?;
         if let Some(input_required) = self.input_required(&asking, uri)? {
@@ -484,7 +506,11 @@ impl McpServer {
                 &what,
                 context.clone(),
                 asking.questions(),
-                session.get_prompt(&request.name, &arguments),
+                self.until_withdrawn(
+                    &session,
+                    &what,
+                    session.get_prompt(&request.name, &arguments),
+                ),
             )
             .await?;
         if let Some(input_required) = self.input_required(&asking, &request.name)? {
@@ -565,6 +591,7 @@ impl McpServer {
             &request.argument.value,
             &arguments,
         );
+        let completing = self.until_withdrawn(&session, &what, completing);
         let completion = self
             .run(&what, context, asking.questions(), completing)
             .await?

@@ -147,10 +147,11 @@ impl McpServer {
     /// Serves this session over a byte stream of newline-delimited JSON-RPC messages (MCP's
     /// stdio framing: a Unix socket, a child process's pipes, a TCP connection …) read from
     /// `input` and written to `output`, until the client disconnects or `shutdown` completes,
-    /// with the bounds [`serve_stdio`](super::serve_stdio) holds its client to: a line is
-    /// refused past 16 MiB or what it would take once parsed, at most 64 requests (or 256 MiB
-    /// of them) are in progress, and a client that reads none of the answers waiting for it
-    /// while it goes on writing is disconnected.
+    /// with the bounds [`serve_stdio`](super::serve_stdio) holds its client to: a line too
+    /// heavy once parsed is refused unparsed, one over 16 MiB ends the session, at most 64
+    /// requests (or 256 MiB of them) are in progress, and a client that reads none of the
+    /// answers waiting for it while it goes on writing is disconnected. The bounds are this
+    /// connection's: an embedder accepting many connections caps how many it serves at once.
     pub async fn serve_lines<R, W>(
         self,
         input: R,

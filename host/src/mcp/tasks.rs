@@ -619,14 +619,18 @@ fn wire_task(task: &TaskSnapshot) -> Task {
 /// prefix and all), cut as a log message is and shown plainly — clients show and servers log
 /// an error's message whole.
 fn failure_message(error: &ToolError) -> String {
-    let mut message = match error {
-        ToolError::Internal(text) => text.clone(),
-        other => other.to_string(),
+    let whole = match error {
+        ToolError::Internal(text) => std::borrow::Cow::Borrowed(text.as_str()),
+        other => std::borrow::Cow::Owned(other.to_string()),
     };
-    if crate::events::cut(&mut message) {
+    // Cut before it is copied (it may be a megabyte), and again once shown plainly (a
+    // character replaced takes three bytes).
+    let cap = crate::events::MAX_LOG_MESSAGE_BYTES;
+    let mut message = whole[..whole.floor_char_boundary(cap)].to_owned();
+    crate::events::shown_plainly(&mut message, true);
+    if crate::events::cut(&mut message) || whole.len() > cap {
         message.push_str(" [cut]");
     }
-    crate::events::shown_plainly(&mut message, true);
     message
 }
 

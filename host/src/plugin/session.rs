@@ -24,6 +24,17 @@ tokio::task_local! {
     static LAST_LISTS_ONLY: ();
 }
 
+/// Sets a list's `changed` flag back when dropped: the read it was cleared for did not end.
+struct StillChanged<'a>(Option<&'a AtomicBool>);
+
+impl Drop for StillChanged<'_> {
+    fn drop(&mut self) {
+        if let Some(changed) = self.0 {
+            changed.store(true, Ordering::Release);
+        }
+    }
+}
+
 /// Runs `request` serving the plugins' lists of resources and prompts as last read, without
 /// running plugin code to read a changed list again.
 #[cfg_attr(not(feature = "mcp-http"), allow(dead_code))]
@@ -201,8 +212,13 @@ impl PluginSession {
     ) -> Arc<[T]> {
         let may_read = LAST_LISTS_ONLY.try_with(|()| ()).is_err();
         if may_read && changed.swap(false, Ordering::AcqRel) {
+            // A request dropped while the list is read (its client cancelled it) leaves the
+            // list to be read again next time.
+            let mut unread = StillChanged(Some(changed));
             // Never behind a busy instance: the last list is served meanwhile.
-            let listed = match self.owner.0.request_if_idle(&request).await.map(take) {
+            let read = self.owner.0.request_if_idle(&request).await;
+            unread.0 = None;
+            let listed = match read.map(take) {
                 Ok(Some(items)) => check(&items)
                     .map(|()| self.approved_only(items, what, unapproved))
                     .map_err(|reason| format!("its new {what} list is refused: {reason}")),

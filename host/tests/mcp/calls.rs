@@ -350,3 +350,41 @@ async fn a_question_left_behind_by_its_call_is_cancelled_at_the_client() {
     client.cancel().await.expect("close");
     serving.abort();
 }
+
+/// A resource read (a prompt rendering, a completion likewise) of a plugin withdrawn under
+/// `--watch` while the read waits for the client's answer: only tool calls watched their
+/// plugin, so the read went on with the withdrawn revision's instance (with its grants and
+/// secrets) for as long as answers kept its deadline moving. It now ends as the revision goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_of_a_withdrawn_plugin_ends_with_it() {
+    use llm_worker::mcp::McpServer;
+    use rmcp::model::ReadResourceRequestParams;
+    let asker = llm_worker_tests::plugin("asker");
+    let catalog = ToolCatalog::from_plugins([&asker]);
+    let server = McpServer::new(&catalog, McpOptions::new("withdrawn", "1"));
+    let (client_end, server_end) = tokio::io::duplex(64 * 1024);
+    let serving = tokio::spawn(server.serve(server_end, std::future::pending::<()>()));
+    let asked = Arc::new(tokio::sync::Notify::new());
+    let client = AwayClient {
+        asked: Arc::clone(&asked),
+        cancelled: None,
+    }
+    .serve(client_end)
+    .await
+    .expect("initialize");
+    let withdraw = async {
+        llm_worker_tests::wait::within("the client to be asked", asked.notified()).await;
+        catalog.replace([]);
+    };
+    let (read, ()) = tokio::join!(
+        llm_worker_tests::wait::within(
+            "the read to end",
+            client.read_resource(ReadResourceRequestParams::new("asker://name")),
+        ),
+        withdraw
+    );
+    let said = format!("{read:?}");
+    assert!(said.contains("no longer served"), "{said}");
+    client.cancel().await.expect("close");
+    serving.abort();
+}
