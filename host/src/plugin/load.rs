@@ -513,10 +513,20 @@ impl PluginHost {
             .filter(|needed| !exports.iter().any(|e| e == needed))
             .collect();
         if !missing.is_empty() {
+            // Named within bounds: a component may export thousands of long names.
+            const SHOWN: usize = 20;
             let exported = if exports.is_empty() {
                 "nothing".to_owned()
             } else {
-                exports.join(", ")
+                let mut shown: Vec<String> = exports
+                    .iter()
+                    .take(SHOWN)
+                    .map(|name| llm_worker_rules::tool::VisibleCut(name, 64).to_string())
+                    .collect();
+                if exports.len() > SHOWN {
+                    shown.push(format!("and {} more", exports.len() - SHOWN));
+                }
+                shown.join(", ")
             };
             return Err(PluginError::WrongWorld {
                 path: path.to_owned(),

@@ -245,6 +245,27 @@ fn components_of_another_world_are_refused() {
     );
 }
 
+/// The refusal names what the component exports: all of them, each whole, made an error the
+/// size of the file (a thousand exports of a hundred characters), logged and printed.
+#[test]
+fn the_exports_of_a_component_of_another_world_are_named_within_bounds() {
+    let long = "a".repeat(200);
+    let exports: String = (0..1000)
+        .map(|i| format!("(export \"{long}-x{i}\" (func $run))\n"))
+        .collect();
+    let other = wat::parse_str(format!(
+        r#"(component
+            (core module $m (func (export "run")))
+            (core instance $i (instantiate $m))
+            (func $run (canon lift (core func $i "run")))
+            {exports})"#
+    ))
+    .expect("wat");
+    let message = load_error(&other).to_string();
+    assert!(message.contains("and 980 more"), "{}", &message[..200]);
+    assert!(message.len() < 4_000, "{} bytes", message.len());
+}
+
 #[test]
 fn exports_of_the_wrong_type_are_refused() {
     let wrong = wat::parse_str(
@@ -369,6 +390,48 @@ async fn an_endless_loop_hits_the_time_limit() {
     assert!(message.contains("time limit of 200ms"), "{message}");
     assert_eq!(call(&handle, "tick", "{}").await.as_deref(), Ok("0"));
     assert_eq!(call(&handle, "count", "{}").await.as_deref(), Ok("0"));
+}
+
+/// An output limit above the 4 MiB wasmtime lets one copy out of a plugin take by default:
+/// a result under the limit trapped the instance (a failure counted against the plugin, its
+/// state lost) instead of being returned, and one over it was not refused as such.
+#[tokio::test]
+async fn an_output_limit_above_four_mebibytes_is_honoured() {
+    let trapper = limited_host(
+        Limits::default()
+            .memory_bytes(64 << 20)
+            .max_output_bytes(8 << 20),
+    );
+    let mut worker = Worker::new();
+    worker
+        .register_tools(trapper.definitions())
+        .expect("registers");
+    let handle = worker.tool_server_handle();
+    assert_eq!(call(&handle, "tick", "{}").await.as_deref(), Ok("0"));
+    let six = call(
+        &handle,
+        "big_output",
+        &format!(r#"{{"bytes":{}}}"#, 6 << 20),
+    )
+    .await;
+    assert_eq!(
+        six.map(|text| text.len()).map_err(|e| e.to_string()),
+        Ok(6 << 20)
+    );
+    let message = error_message(
+        call(
+            &handle,
+            "big_output",
+            &format!(r#"{{"bytes":{}}}"#, 9 << 20),
+        )
+        .await,
+    );
+    assert!(
+        message.contains("output limit of 8388608 bytes"),
+        "{message}"
+    );
+    // The same instance: neither call trapped it.
+    assert_eq!(call(&handle, "tick", "{}").await.as_deref(), Ok("1"));
 }
 
 #[tokio::test]

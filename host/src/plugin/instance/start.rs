@@ -23,7 +23,7 @@ use crate::policy::{Limits, SandboxPolicy};
 use crate::tool::{PromptMeta, ResourceMeta, ResourceTemplate};
 
 use super::state::{
-    HOSTCALL_FUEL, InstanceLimiter, MAX_COMPONENT_HANDLES, MAX_HOST_RESOURCES, MAX_RANDOM_BYTES,
+    InstanceLimiter, MAX_COMPONENT_HANDLES, MAX_HOST_RESOURCES, MAX_RANDOM_BYTES,
     MemoryLimitExceeded, PluginState, TimedOut,
 };
 use super::{LiveInstance, TIMEOUT_GRACE, with_stderr};
@@ -135,7 +135,7 @@ pub(super) fn new_store(image: &StartSpec<'_>) -> Result<Store<PluginState>, Sta
     };
     let mut store = Store::new(image.pre.engine(), state);
     store.limiter(|state| &mut state.limiter);
-    store.set_hostcall_fuel(HOSTCALL_FUEL);
+    store.set_hostcall_fuel(super::state::hostcall_fuel(limits));
     store.set_max_component_handles(MAX_COMPONENT_HANDLES);
     refuel(&mut store, limits);
     store.set_epoch_deadline(1);

@@ -361,8 +361,16 @@ pub(crate) const MAX_FIELDS_BYTES: usize = 16 << 10;
 pub(crate) const MAX_COMPONENT_HANDLES: usize = 4_096;
 
 /// Most bytes one host call may take from the guest (DoS mitigation; wasmtime's default is
-/// 128 MiB).
+/// 128 MiB), unless the output limit needs more ([`hostcall_fuel`]).
 pub(crate) const HOSTCALL_FUEL: usize = 4 << 20;
+
+/// What one copy out of the plugin may take under `limits`: wasmtime holds every lift to it,
+/// an export's result too, so an output limit above [`HOSTCALL_FUEL`] (a result of 6 MiB
+/// allowed by `max_output_bytes` of 8 MiB) would trap the instance instead of being refused
+/// as over the limit. Twice the output limit covers a result's text and its blocks.
+pub(crate) fn hostcall_fuel(limits: &crate::Limits) -> usize {
+    HOSTCALL_FUEL.max(limits.max_output_bytes.saturating_mul(2))
+}
 
 /// Most random bytes one call to `wasi:random` may ask for.
 pub(crate) const MAX_RANDOM_BYTES: u64 = 1 << 20;
