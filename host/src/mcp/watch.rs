@@ -417,6 +417,9 @@ pub struct DirWatcher {
     /// elsewhere: a reload that changed nothing (it failed) is not tried again every rescan
     /// for the same moves.
     grants_tried: Vec<Option<PathBuf>>,
+    /// Whether the last reload found the host without room to list a plugin (its instance
+    /// pool full): the next rescan reloads even if nothing changed.
+    host_was_busy: bool,
     /// Where reloads are counted.
     #[cfg(feature = "metrics")]
     metrics: Option<super::Metrics>,
@@ -474,6 +477,7 @@ impl DirWatcher {
             present,
             refused: None,
             grants_tried: Vec::new(),
+            host_was_busy: false,
             #[cfg(feature = "metrics")]
             metrics: None,
         }
@@ -536,7 +540,7 @@ impl DirWatcher {
         if !grants_moved {
             self.grants_tried.clear();
         }
-        if now == self.present && !grants_changed {
+        if now == self.present && !grants_changed && !self.host_was_busy {
             return false;
         }
         if grants_moved {
@@ -591,6 +595,12 @@ impl DirWatcher {
         };
         self.refused = None;
         self.present = now;
+        // A plugin the host had no room to list (a full instance pool) is not the plugin's
+        // failure: tried again at the next rescan, its old version served meanwhile.
+        self.host_was_busy = loaded
+            .failures
+            .iter()
+            .any(|failure| matches!(failure, PluginError::HostBusy { .. }));
         let before = self.served.revisions();
         self.served.update(
             loaded,

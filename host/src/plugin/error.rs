@@ -135,6 +135,20 @@ pub enum PluginError {
         /// What happened.
         reason: String,
     },
+    /// The host had no room for an instance to list the plugin's tools (its instance pool
+    /// was full): not the plugin's failure; load it again once instances are freed.
+    #[error(
+        "plugin {} could not be listed now: {reason}; this is the host's capacity, not the \
+         plugin: load it again once sessions have ended (`serve --watch` tries again at its \
+         next rescan), or give the pool more room (`--pool`)",
+        path.display()
+    )]
+    HostBusy {
+        /// The plugin file.
+        path: PathBuf,
+        /// What the host ran out of.
+        reason: String,
+    },
     /// The plugin lists no tools.
     #[error("plugin {} lists no tools; its `tools` export must return at least one", path.display())]
     NoTools {
@@ -303,6 +317,7 @@ impl PluginError {
             | PluginError::WrongWorld { path, .. }
             | PluginError::UnsupportedImport { path, .. }
             | PluginError::Startup { path, .. }
+            | PluginError::HostBusy { path, .. }
             | PluginError::NoTools { path }
             | PluginError::InvalidToolName { path, .. }
             | PluginError::DuplicateToolName { path, .. }

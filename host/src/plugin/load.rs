@@ -561,9 +561,18 @@ impl PluginHost {
             lookups: &Arc::new(tokio::sync::Semaphore::new(0)),
             changed: None,
         };
-        blocking::block_on(instance::read_tools(&spec)).map_err(|reason| PluginError::Startup {
-            path: path.to_owned(),
-            reason,
+        blocking::block_on(instance::read_tools(&spec)).map_err(|failure| {
+            if failure.host_capacity {
+                PluginError::HostBusy {
+                    path: path.to_owned(),
+                    reason: failure.reason,
+                }
+            } else {
+                PluginError::Startup {
+                    path: path.to_owned(),
+                    reason: failure.reason,
+                }
+            }
         })
     }
 }

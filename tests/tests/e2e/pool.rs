@@ -45,6 +45,13 @@ async fn a_full_pool_refuses_new_instances_until_a_slot_is_freed() {
         "{message}"
     );
     assert!(message.contains("larger pool"), "{message}");
+    // Loading a plugin needs an instance too (to list its tools): with the pool full, the load
+    // fails as the host's capacity, not as the plugin's start failing.
+    let busy = host
+        .load(plugin_v03_path("greet"))
+        .expect_err("no slot to list its tools in");
+    assert!(matches!(busy, PluginError::HostBusy { .. }), "{busy}");
+    assert!(busy.to_string().contains("not the plugin"), "{busy}");
 
     // Ending a session frees its slot: a new session starts, and the others are untouched.
     drop((second_worker, second));

@@ -326,12 +326,11 @@ pub(crate) struct StartSpec<'a> {
 }
 
 /// Creates a throwaway instance to read what the plugin offers (used at load).
-pub(crate) async fn read_tools(image: &StartSpec<'_>) -> Result<PluginListing, String> {
+pub(crate) async fn read_tools(image: &StartSpec<'_>) -> Result<PluginListing, StartFailure> {
     let deadline = Instant::now() + image.policy.limits.call_timeout;
     instantiate(image, deadline, true)
         .await
         .map(|(_, tools)| tools)
-        .map_err(|failure| failure.reason)
 }
 
 /// Says which limit a failed call hit, or how it trapped.
