@@ -130,15 +130,17 @@ impl Hooks<'_> {
             // is indented), is parsed to compare: a text block of a megabyte of tiny objects
             // would take a hundred times that once parsed. (Numbers may be written shorter,
             // strings longer, escaped.)
+            let inked = |text: &str| {
+                text.bytes()
+                    .filter(|byte| !matches!(byte, b' ' | b'\n' | b'\r' | b'\t'))
+                    .count()
+            };
             let compact = structured
                 .as_ref()
-                .map_or(0, |value| value.to_string().len());
+                .map_or(0, |value| inked(&value.to_string()));
             let could_mirror = |mirror: &str| {
-                let inked = mirror
-                    .bytes()
-                    .filter(|byte| !matches!(byte, b' ' | b'\n' | b'\r' | b'\t'))
-                    .count();
-                (compact / 2..=compact.saturating_mul(4).saturating_add(64)).contains(&inked)
+                (compact / 2..=compact.saturating_mul(4).saturating_add(64))
+                    .contains(&inked(mirror))
             };
             let mirrors = |block: &crate::tool::Content| {
                 matches!(block, crate::tool::Content::Text(mirror)

@@ -566,7 +566,7 @@ impl SessionTools {
         &self,
         serving: &Serving,
     ) -> impl Future<Output = ()> + Send + 'static + use<> {
-        self.withdrawal_of_group(serving.group.clone(), serving.revision)
+        self.withdrawal_of_group(Some((serving.group.clone(), serving.revision)))
     }
 
     /// The withdrawal ([`withdrawal`](Self::withdrawal)) of the plugin `session` is a session
@@ -583,19 +583,20 @@ impl SessionTools {
                 .and_then(Option::as_ref)
                 .is_some_and(|own| own.is(session))
         });
-        let (name, revision) = served.map_or((String::new(), 0), |(name, (revision, _))| {
-            (name.clone(), *revision)
-        });
-        self.withdrawal_of_group(name, revision)
+        self.withdrawal_of_group(served.map(|(name, (revision, _))| (name.clone(), *revision)))
     }
 
+    /// The withdrawal of the group `served` (its name and revision); at once for `None` (one
+    /// this session serves no more).
     fn withdrawal_of_group(
         &self,
-        name: String,
-        revision: u64,
+        served: Option<(String, u64)>,
     ) -> impl Future<Output = ()> + Send + 'static + use<> {
         let mut updates = self.updates.clone();
         async move {
+            let Some((name, revision)) = served else {
+                return;
+            };
             loop {
                 let served = updates
                     .borrow_and_update()

@@ -14,6 +14,14 @@ use crate::policy::SandboxPolicy;
 /// How often [`DirWatcher::run`] looks at the directory.
 pub const WATCH_INTERVAL: Duration = Duration::from_millis(300);
 
+/// How long after a reload that found the host busy (its instance pool full) the directory is
+/// reloaded again though nothing changed; doubled while it stays busy, up to
+/// [`MAX_BUSY_RETRY`]. Each reload lists every plugin, each in a slot of the pool.
+const FIRST_BUSY_RETRY: Duration = Duration::from_secs(1);
+
+/// The longest wait between reloads while the host stays busy.
+const MAX_BUSY_RETRY: Duration = Duration::from_secs(60);
+
 /// What a file looked like at the last scan: size, modification time and identity, to notice
 /// that something may have changed (what changed is decided by content).
 /// With its mode, owner and group, and the time of its last change of any kind (`ctime`): a
@@ -417,9 +425,10 @@ pub struct DirWatcher {
     /// elsewhere: a reload that changed nothing (it failed) is not tried again every rescan
     /// for the same moves.
     grants_tried: Vec<Option<PathBuf>>,
-    /// Whether the last reload found the host without room to list a plugin (its instance
-    /// pool full): the next rescan reloads even if nothing changed.
-    host_was_busy: bool,
+    /// When the last reload found the host without room to list a plugin (its instance pool
+    /// full): a rescan from then reloads even if nothing changed, and how long after the
+    /// reload before that (doubling while the host stays busy, up to [`MAX_BUSY_RETRY`]).
+    host_was_busy: Option<(std::time::Instant, Duration)>,
     /// Where reloads are counted.
     #[cfg(feature = "metrics")]
     metrics: Option<super::Metrics>,
@@ -477,7 +486,7 @@ impl DirWatcher {
             present,
             refused: None,
             grants_tried: Vec::new(),
-            host_was_busy: false,
+            host_was_busy: None,
             #[cfg(feature = "metrics")]
             metrics: None,
         }
@@ -540,7 +549,10 @@ impl DirWatcher {
         if !grants_moved {
             self.grants_tried.clear();
         }
-        if now == self.present && !grants_changed && !self.host_was_busy {
+        let retry = self
+            .host_was_busy
+            .is_some_and(|(at, after)| at.elapsed() >= after);
+        if now == self.present && !grants_changed && !retry {
             return false;
         }
         if grants_moved {
@@ -597,10 +609,16 @@ impl DirWatcher {
         self.present = now;
         // A plugin the host had no room to list (a full instance pool) is not the plugin's
         // failure: tried again at the next rescan, its old version served meanwhile.
-        self.host_was_busy = loaded
+        let busy = loaded
             .failures
             .iter()
             .any(|failure| matches!(failure, PluginError::HostBusy { .. }));
+        self.host_was_busy = busy.then(|| {
+            let after = self.host_was_busy.map_or(FIRST_BUSY_RETRY, |(_, after)| {
+                (after * 2).min(MAX_BUSY_RETRY)
+            });
+            (std::time::Instant::now(), after)
+        });
         let before = self.served.revisions();
         self.served.update(
             loaded,

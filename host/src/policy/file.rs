@@ -213,6 +213,15 @@ impl SandboxPolicy {
             limits.max_input_bytes = bytes;
         }
         if let Some(bytes) = l.max_output_bytes {
+            if !Limits::MAX_OUTPUT_BYTES.contains(&bytes) {
+                return Err(invalid(
+                    "limits.max_output_bytes",
+                    format!(
+                        "is {bytes}; give 1 to {} (16 MiB)",
+                        Limits::MAX_OUTPUT_BYTES.end()
+                    ),
+                ));
+            }
             limits.max_output_bytes = bytes;
         }
         if let Some(failures) = l.max_consecutive_failures {

@@ -106,6 +106,9 @@ impl Limits {
     pub const FUEL: std::ops::RangeFrom<u64> = 1..;
     /// The range `max_concurrent_calls` takes.
     pub const CONCURRENT_CALLS: std::ops::RangeInclusive<u32> = 1..=64;
+    /// The range `max_output_bytes` takes: up to 16 MiB (a copy out of a plugin may then
+    /// take three times that, a host call's arguments too).
+    pub const MAX_OUTPUT_BYTES: std::ops::RangeInclusive<usize> = 1..=16 << 20;
 
     /// Checks that the limits can be honoured, with the ranges a policy file allows
     /// ([`Limits::MEMORY_MIB`], [`Limits::SCHEMA_MEMORY_MIB`], [`Limits::TIMEOUT_MS`],
@@ -145,6 +148,13 @@ impl Limits {
                 "max_concurrent_calls is {}; {}",
                 self.max_concurrent_calls,
                 give(&(1..=u64::from(*Self::CONCURRENT_CALLS.end())))
+            ));
+        }
+        if !Self::MAX_OUTPUT_BYTES.contains(&self.max_output_bytes) {
+            return Err(format!(
+                "max_output_bytes is {}; give 1 to {} (16 MiB)",
+                self.max_output_bytes,
+                Self::MAX_OUTPUT_BYTES.end()
             ));
         }
         if self.fuel.is_some_and(|fuel| !Self::FUEL.contains(&fuel)) {

@@ -64,6 +64,22 @@ fn errors_name_the_file_and_the_key() {
             .check()
             .is_err_and(|message| message.contains("schema memory"))
     );
+    // A copy out of a plugin may take three times the output limit: it is held to 16 MiB.
+    for bad in ["0", "16777217"] {
+        let message = parse(&format!("[limits]\nmax_output_bytes = {bad}\n"))
+            .expect_err("range")
+            .to_string();
+        assert!(
+            message.contains("limits.max_output_bytes") && message.contains("16 MiB"),
+            "{message}"
+        );
+    }
+    assert!(
+        Limits::default()
+            .max_output_bytes(32 << 20)
+            .check()
+            .is_err_and(|message| message.contains("max_output_bytes"))
+    );
     let message = parse("[limits]\ntimeout_ms = \"soon\"\n")
         .expect_err("type")
         .to_string();

@@ -365,11 +365,14 @@ pub(crate) const MAX_COMPONENT_HANDLES: usize = 4_096;
 pub(crate) const HOSTCALL_FUEL: usize = 4 << 20;
 
 /// What one copy out of the plugin may take under `limits`: wasmtime holds every lift to it,
-/// an export's result too, so an output limit above [`HOSTCALL_FUEL`] (a result of 6 MiB
-/// allowed by `max_output_bytes` of 8 MiB) would trap the instance instead of being refused
-/// as over the limit. Twice the output limit covers a result's text and its blocks.
+/// an export's result too, so an output limit above a third of [`HOSTCALL_FUEL`] would trap
+/// the instance for a result within the limit instead of refusing one over it. Three times
+/// the output limit covers a result of many small blocks (wasmtime counts each lifted block
+/// at its size on the host, some 140 bytes, the output limit 64) or messages. It is one limit
+/// for every copy, a host call's arguments too: [`Limits::MAX_OUTPUT_BYTES`](crate::Limits)
+/// bounds it at 48 MiB.
 pub(crate) fn hostcall_fuel(limits: &crate::Limits) -> usize {
-    HOSTCALL_FUEL.max(limits.max_output_bytes.saturating_mul(2))
+    HOSTCALL_FUEL.max(limits.max_output_bytes.saturating_mul(3))
 }
 
 /// Most random bytes one call to `wasi:random` may ask for.
