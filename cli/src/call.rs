@@ -27,10 +27,21 @@ pub(crate) async fn call(
                      Ctrl-D, or give it as an argument"
                 );
             }
+            // Read within a bound: what a pipe gives may be endless (a plugin's limits refuse
+            // far less than this anyway).
+            const MAX_STDIN_BYTES: u64 = 64 << 20;
             let mut input = String::new();
             std::io::stdin()
+                .take(MAX_STDIN_BYTES + 1)
                 .read_to_string(&mut input)
                 .context("cannot read the input from stdin")?;
+            if input.len() as u64 > MAX_STDIN_BYTES {
+                anyhow::bail!(
+                    "the input of '{tool}' on stdin is over {} MiB; no plugin takes that much \
+                     (a plugin's `max_input_bytes` is 1 MiB by default)",
+                    MAX_STDIN_BYTES >> 20
+                );
+            }
             // Editors on some systems start a file with a byte-order mark.
             input
                 .strip_prefix('\u{feff}')

@@ -66,18 +66,17 @@ pub(crate) fn check(out: &mut String, loader: &Loader, dir: &Path) -> anyhow::Re
                 )
             })
             .collect();
-        let http: Vec<String> = policy.http.iter().map(ToString::to_string).collect();
+        let http: Vec<String> = policy.http.iter().map(shown_grant).collect();
         outln!(
             out,
-            "         grants: env [{}], dirs [{}], http [{}]; limits: {} MiB, {:?}",
+            "         grants: env [{}], dirs [{}], http [{}]",
             env.join(", "),
             dirs.join(", "),
-            http.join(", "),
-            policy.limits.memory_bytes >> 20,
-            policy.limits.call_timeout
+            http.join(", ")
         );
+        outln!(out, "         limits: {}", shown_limits(&policy.limits));
         for (tool, grants) in &policy.tool_http {
-            let grants: Vec<String> = grants.iter().map(ToString::to_string).collect();
+            let grants: Vec<String> = grants.iter().map(shown_grant).collect();
             outln!(out, "         tool {tool}: http [{}]", grants.join(", "));
         }
         if !policy.http.is_empty() {
@@ -87,7 +86,7 @@ pub(crate) fn check(out: &mut String, loader: &Loader, dir: &Path) -> anyhow::Re
                 ("prompts", &requests.prompts),
                 ("completion", &requests.completion),
             ] {
-                let grants: Vec<String> = grants.iter().map(ToString::to_string).collect();
+                let grants: Vec<String> = grants.iter().map(shown_grant).collect();
                 outln!(
                     out,
                     "         {what}: http [{}]{}",
@@ -250,4 +249,34 @@ fn hint_words(hints: &llm_worker::ToolAnnotations) -> Vec<String> {
         None => None,
     })
     .collect()
+}
+
+/// An HTTP grant as `check` shows it: one that may reach addresses that are not public (the
+/// policy's `allow_private`) says so, for a reviewer to see what a plain grant keeps out.
+fn shown_grant(grant: &llm_worker::HttpGrant) -> String {
+    if grant.allows_private_addresses() {
+        format!("{grant} (may reach private addresses)")
+    } else {
+        grant.to_string()
+    }
+}
+
+/// Every limit a policy may set, as `check` shows it.
+fn shown_limits(limits: &llm_worker::Limits) -> String {
+    let mut shown = format!(
+        "memory {} MiB, time {:?}, input {} B, output {} B, {} call(s) at once, schemas {} MiB",
+        limits.memory_bytes >> 20,
+        limits.call_timeout,
+        limits.max_input_bytes,
+        limits.max_output_bytes,
+        limits.max_concurrent_calls,
+        limits.schema_memory_bytes >> 20
+    );
+    if let Some(task_timeout) = limits.task_timeout {
+        shown.push_str(&format!(", tasks {task_timeout:?}"));
+    }
+    if let Some(fuel) = limits.fuel {
+        shown.push_str(&format!(", fuel {fuel}"));
+    }
+    shown
 }

@@ -380,13 +380,39 @@ mod tests {{
     .chain(sdk.lock_file().map(|lock| ("Cargo.lock", lock)));
     // Created anew (never into a directory made meanwhile), and removed again if a file
     // cannot be written: no half a crate.
-    std::fs::create_dir(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let written = std::fs::create_dir(dir.join("src"))
+    // Others may not write them whatever the umask (cargo runs a `build.rs` or a
+    // `.cargo/config.toml` runner someone could drop in), and a file is made, never written
+    // through a link put at its name.
+    let mut builder = std::fs::DirBuilder::new();
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o755);
+    let make_dir = |path: &Path| {
+        builder.create(path).and_then(|()| {
+            #[cfg(unix)]
+            std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+            Ok(())
+        })
+    };
+    make_dir(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let written = make_dir(&dir.join("src"))
         .with_context(|| format!("cannot create {}", dir.join("src").display()))
         .and_then(|()| {
             files.into_iter().try_for_each(|(file, text)| {
                 let path = dir.join(file);
-                std::fs::write(&path, text)
+                let mut options = std::fs::OpenOptions::new();
+                options.write(true).create_new(true);
+                #[cfg(unix)]
+                std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o644);
+                options
+                    .open(&path)
+                    .and_then(|mut opened| {
+                        use std::io::Write as _;
+                        opened.write_all(text.as_bytes())?;
+                        #[cfg(unix)]
+                        opened
+                            .set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))?;
+                        Ok(())
+                    })
                     .with_context(|| format!("cannot write {}", path.display()))
             })
         });

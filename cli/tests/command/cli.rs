@@ -244,6 +244,29 @@ fn check_reports_each_file_and_fails_on_a_refused_plugin() {
         report.contains("grants: env [], dirs [], http []"),
         "{report}"
     );
+    // Every limit the policy may set, not only memory and time.
+    assert!(
+        report.contains("limits: memory 64 MiB, time 10s, input 1048576 B, output 1048576 B"),
+        "{report}"
+    );
+    // A grant whose names may resolve to private addresses says so: a reviewer told only the
+    // name could not tell it from one kept to public addresses.
+    std::fs::write(
+        dir.join("greet.policy.toml"),
+        "[http]\nallow = [\"https://api.example.com\"]\nallow_private = [\"https://*.corp.example\"]\n\n[limits]\ntask_timeout_ms = 60000\n",
+    )
+    .expect("policy");
+    let out = run(&cache, &["check", path(&dir)], None);
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    let report = stdout(&out);
+    assert!(
+        report.contains(
+            "http [https://api.example.com, https://*.corp.example (may reach private addresses)]"
+        ),
+        "{report}"
+    );
+    assert!(report.contains("tasks 60s"), "{report}");
+    std::fs::remove_file(dir.join("greet.policy.toml")).expect("remove");
 
     std::fs::write(dir.join("broken.wasm"), b"nope").expect("write");
     let out = run(&cache, &["check", path(&dir)], None);

@@ -223,8 +223,17 @@ fn stray_policy_files_are_reported_with_the_name_they_need() {
     for stray in ["greet.toml", "greeet.policy.toml", "greet.wasm.policy.toml"] {
         std::fs::write(dir.join(stray), "[limits]\nmemory_mib = 8\n").expect("write");
     }
+    // The access policy is not a stray policy: renamed on such a warning's word, it would
+    // give every identity of `serve --http` every tool.
+    std::fs::write(
+        dir.join("llm-worker.access.toml"),
+        "[[grant]]\nwho = [\"*\"]\ntools = [\"greet/*\"]\n",
+    )
+    .expect("write");
     let listed = run_in(&root, &["list", "target/demo-plugins"], None);
     let message = err(&listed);
+    assert!(!message.contains("llm-worker.access.toml"), "{message}");
+    std::fs::remove_file(dir.join("llm-worker.access.toml")).expect("remove");
     assert!(
         message.contains("greet.toml is not read: the policy of")
             && message.contains("greet.policy.toml"),

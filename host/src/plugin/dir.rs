@@ -417,9 +417,14 @@ impl LoadDirOptions {
             .filter(|path| path.extension().is_some_and(|ext| ext == "toml"))
             .filter(|path| {
                 let name = path.file_name().unwrap_or_default();
+                // The files beside the plugins that are not their policies: a crate's, the
+                // lock, the trust policy, and the access policy (renaming it on this warning's
+                // word would give every identity every tool).
                 name != "Cargo.toml"
+                    && name != "rust-toolchain.toml"
                     && name != crate::lock::LOCK_FILE
                     && name != crate::trust::TRUST_FILE
+                    && name != crate::lock::ACCESS_FILE
             })
             .filter(|policy| {
                 !plugins
