@@ -150,6 +150,15 @@ pub(crate) async fn push_file(
     let plugin = host.load(file)?;
     let bytes = std::fs::read(file)
         .map_err(|error| anyhow::anyhow!("cannot read {}: {error}", file.display()))?;
+    // What is pushed (and signed) is what was loaded: the file read again may have been
+    // replaced meanwhile (a build still writing it, a writer holding it open).
+    if <sha2::Sha256 as sha2::Digest>::digest(&bytes).as_slice() != plugin.sha256().as_slice() {
+        anyhow::bail!(
+            "{} changed while it was being pushed (it is not the file that was checked); push \
+             it again once nothing writes it",
+            file.display()
+        );
+    }
     let client = RegistryClient::new(&reference, &client_options(plain_http, timeout_secs))?;
     let pushed = push(&client, &reference, &bytes, plugin.imports(), key.as_ref()).await?;
     outln!(
