@@ -576,14 +576,23 @@ impl SessionTools {
         &self,
         session: &PluginSession,
     ) -> impl Future<Output = ()> + Send + 'static + use<> {
-        let served = self.groups.iter().find(|(_, (_, tools))| {
-            tools
-                .session
-                .get()
-                .and_then(Option::as_ref)
-                .is_some_and(|own| own.is(session))
-        });
-        self.withdrawal_of_group(served.map(|(name, (revision, _))| (name.clone(), *revision)))
+        let served = self.group_of(session);
+        self.withdrawal_of_group(served.map(|(name, revision)| (name.to_owned(), revision)))
+    }
+
+    /// The name and revision of the group whose plugin `session` is a session of, if this
+    /// session serves it.
+    fn group_of(&self, session: &PluginSession) -> Option<(&str, u64)> {
+        self.groups
+            .iter()
+            .find(|(_, (_, tools))| {
+                tools
+                    .session
+                    .get()
+                    .and_then(Option::as_ref)
+                    .is_some_and(|own| own.is(session))
+            })
+            .map(|(name, (revision, _))| (name.as_str(), *revision))
     }
 
     /// The withdrawal of the group `served` (its name and revision); at once for `None` (one
@@ -706,16 +715,7 @@ impl SessionTools {
     /// bound to it, so that one issued by another version of a plugin does not open (a tool
     /// call's is its tool's [`Serving::revision`]).
     pub(crate) fn revision_of(&self, session: &PluginSession) -> u64 {
-        self.groups
-            .values()
-            .find(|(_, tools)| {
-                tools
-                    .session
-                    .get()
-                    .and_then(Option::as_ref)
-                    .is_some_and(|own| own.is(session))
-            })
-            .map_or(0, |(revision, _)| *revision)
+        self.group_of(session).map_or(0, |(_, revision)| revision)
     }
 
     /// The sessions of the plugins of this session, in the order of their groups' names.
