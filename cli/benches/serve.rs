@@ -124,16 +124,10 @@ fn serve_on_stdio(which: &str) {
         .expect("runtime");
     runtime.block_on(async {
         if which == "native" {
-            let group = llm_worker::mcp::ToolGroup::new("native", 1, || {
-                let definition: llm_worker::ToolDefinition = Arc::new(|| {
-                    let meta = llm_worker::ToolMeta::new("echo")
-                        .description("Echoes")
-                        .input_schema(json!({"type": "object"}));
-                    (meta, Arc::new(NativeEcho) as Arc<dyn llm_worker::Tool>)
-                });
-                vec![definition]
-            });
-            llm_worker::mcp::serve_stdio(ToolCatalog::new([group]), McpOptions::new("bench", "0"))
+            llm_worker::mcp::serve_stdio(
+                ToolCatalog::new([native_group()]),
+                McpOptions::new("bench", "0"),
+            )
                 .await
                 .expect("serve the native echo over stdio");
         } else if which == "floor-reactor" {
@@ -165,18 +159,43 @@ fn serve_on_stdio(which: &str) {
 
 /// Serves `plugins` with llm-worker's library on a new loopback port; returns its URL.
 async fn llm_worker_server(plugins: &[&str]) -> String {
+    let paths: Vec<_> = plugins.iter().map(|name| plugin_path(name)).collect();
+    llm_worker_server_of(&paths).await
+}
+
+/// The native echo as a tool group of its own (what the layer costs apart from the sandbox).
+fn native_group() -> llm_worker::mcp::ToolGroup {
+    llm_worker::mcp::ToolGroup::new("native", 1, || {
+        let definition: llm_worker::ToolDefinition = Arc::new(|| {
+            let meta = llm_worker::ToolMeta::new("echo")
+                .description("Echoes")
+                .input_schema(json!({"type": "object"}));
+            (meta, Arc::new(NativeEcho) as Arc<dyn llm_worker::Tool>)
+        });
+        vec![definition]
+    })
+}
+
+/// Serves the plugins at `paths` with llm-worker's library on a new loopback port (the native
+/// echo if `paths` is empty); returns its URL.
+async fn llm_worker_server_of(paths: &[std::path::PathBuf]) -> String {
     let host = PluginHost::new().expect("host");
-    let loaded: Vec<_> = plugins
+    let loaded: Vec<_> = paths
         .iter()
-        .map(|name| host.load(plugin_path(name)).expect("load"))
+        .map(|path| host.load(path).expect("load"))
         .collect();
+    let catalog = if loaded.is_empty() {
+        ToolCatalog::new([native_group()])
+    } else {
+        ToolCatalog::from_plugins(&loaded)
+    };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
     let url = format!("http://{}/", listener.local_addr().expect("address"));
     tokio::spawn(llm_worker::mcp::serve_http(
         listener,
-        ToolCatalog::from_plugins(&loaded),
+        catalog,
         McpOptions::new("bench", "1"),
         HttpOptions::default().no_auth(true).max_sessions(10_000),
     ));
@@ -232,27 +251,35 @@ async fn throughput(url: &str, sessions: usize, window: Duration) -> f64 {
 }
 
 fn section_throughput(runtime: &tokio::runtime::Runtime) {
-    let (ours, floor) =
-        runtime.block_on(async { (llm_worker_server(&["echo"]).await, floor_server().await) });
+    // The floor first; then llm-worker serving the SDK's echo (contract 1.0.0), the same tool
+    // built for contract 0.3.0 (one call at a time, no event loop per instance), and the
+    // native echo (the layer without a sandbox).
+    let servers = runtime.block_on(async {
+        [
+            floor_server().await,
+            llm_worker_server(&["echo"]).await,
+            llm_worker_server_of(&[llm_worker_tests::plugin_v03_path("echo")]).await,
+            llm_worker_server_of(&[]).await,
+        ]
+    });
     println!(
-        "\n| tools/call over HTTP, concurrent sessions | llm-worker (calls/s) | rmcp floor (calls/s) | llm-worker / floor |"
+        "\n| tools/call over HTTP, concurrent sessions | rmcp floor (calls/s) | llm-worker, echo plugin 1.0.0 | echo plugin 0.3.0 | native echo `Tool` |"
     );
-    println!("|---|---|---|---|");
+    println!("|---|---|---|---|---|");
     for sessions in [1, 10, 100] {
         let window = Duration::from_secs(3);
-        // Alternate the two, twice, and keep each one's better run (the machine is shared).
-        let mut best = (0.0f64, 0.0f64);
+        // Take turns, twice, and keep each one's better run (the machine is shared).
+        let mut best = [0.0f64; 4];
         for _ in 0..2 {
-            let a = runtime.block_on(throughput(&ours, sessions, window));
-            let b = runtime.block_on(throughput(&floor, sessions, window));
-            best = (best.0.max(a), best.1.max(b));
+            for (url, best) in servers.iter().zip(best.iter_mut()) {
+                *best = best.max(runtime.block_on(throughput(url, sessions, window)));
+            }
         }
-        println!(
-            "| {sessions} | {:.0} | {:.0} | {:.2}× |",
-            best.0,
-            best.1,
-            best.0 / best.1
-        );
+        let cells: Vec<String> = best[1..]
+            .iter()
+            .map(|rate| format!("{rate:.0} ({:.2}×)", rate / best[0]))
+            .collect();
+        println!("| {sessions} | {:.0} | {} |", best[0], cells.join(" | "));
     }
 }
 
@@ -286,6 +313,18 @@ fn section_stdio(runtime: &tokio::runtime::Runtime) {
     let dir = root.join("plugins");
     std::fs::create_dir(&dir).expect("mkdir");
     std::fs::copy(plugin_path("echo"), dir.join("echo.wasm")).expect("copy");
+    let dir_v03 = root.join("plugins-0.3");
+    std::fs::create_dir(&dir_v03).expect("mkdir");
+    std::fs::copy(
+        llm_worker_tests::plugin_v03_path("echo"),
+        dir_v03.join("echo.wasm"),
+    )
+    .expect("copy");
+    let mut ours_v03 = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"));
+    ours_v03
+        .args(["-q", "serve", "--cache-dir"])
+        .arg(root.join("cache"))
+        .arg(&dir_v03);
     let mut ours = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"));
     ours.args(["-q", "serve", "--cache-dir"])
         .arg(root.join("cache"))
@@ -310,6 +349,7 @@ fn section_stdio(runtime: &tokio::runtime::Runtime) {
             (native, "the native echo"),
             (ours, "llm-worker serve"),
             (pooled, "llm-worker serve --pool 4"),
+            (ours_v03, "llm-worker serve, contract 0.3.0"),
         ] {
             let transport =
                 TokioChildProcess::new(command).unwrap_or_else(|e| panic!("spawn {what}: {e}"));
@@ -338,6 +378,7 @@ fn section_stdio(runtime: &tokio::runtime::Runtime) {
         "llm-worker's MCP layer, native echo `Tool` (`mcp::serve_stdio`)",
         "`llm-worker serve`, echo plugin",
         "`llm-worker serve --pool 4` (wasmtime's pooling allocator), echo plugin",
+        "`llm-worker serve`, the echo plugin built for contract 0.3.0",
     ];
     let reactor50 = percentile(&mut times[1], 0.5);
     for (index, (name, times)) in names.iter().zip(times.iter_mut()).enumerate() {

@@ -548,6 +548,62 @@ fn new_refuses_bad_names_and_sdks_and_never_overwrites() {
     assert!(before.contains("#[tool_registry]"), "{before}");
 }
 
+/// What `new` makes is the author's to change and everyone's to read, whatever the umask it
+/// runs under: a permissive one (000) does not leave the crate writable by others, whose code
+/// the author would then build and run.
+#[test]
+fn new_makes_a_crate_others_cannot_write_whatever_the_umask() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = scratch_dir("cli-new-umask");
+    let out = Command::new("sh")
+        .current_dir(&root)
+        .args(["-c", "umask 000 && exec \"$0\" new open-umask"])
+        .arg(env!("CARGO_BIN_EXE_llm-worker"))
+        .output()
+        .expect("run new under sh");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mut seen = (0, 0);
+    let mut pending = vec![root.join("open-umask")];
+    while let Some(dir) = pending.pop() {
+        let mode = std::fs::symlink_metadata(&dir).expect("stat").permissions().mode();
+        assert_eq!(mode & 0o777, 0o755, "{}", dir.display());
+        seen.0 += 1;
+        for entry in std::fs::read_dir(&dir).expect("read_dir") {
+            let entry = entry.expect("entry");
+            let kind = entry.file_type().expect("file type");
+            if kind.is_dir() {
+                pending.push(entry.path());
+            } else {
+                assert!(kind.is_file(), "{}: only files", entry.path().display());
+                let mode = entry.metadata().expect("stat").permissions().mode();
+                assert_eq!(mode & 0o777, 0o644, "{}", entry.path().display());
+                seen.1 += 1;
+            }
+        }
+    }
+    // The crate, `src/`, and its manifest, toolchain file and code at least.
+    assert!(seen.0 >= 2 && seen.1 >= 3, "{seen:?}");
+}
+
+/// `call` reads its input from stdin within a bound: an endless stream is refused after
+/// 64 MiB, with what to do, rather than read until memory runs out.
+#[test]
+fn call_refuses_an_endless_stdin() {
+    let (_root, dir, cache) = plugin_dir("cli-endless-stdin", &["greet"]);
+    let out = Command::new(env!("CARGO_BIN_EXE_llm-worker"))
+        .args(["call", "--cache-dir", path(&cache), path(&dir), "greet", "-"])
+        .env_remove("RUST_LOG")
+        .stdin(std::fs::File::open("/dev/zero").expect("/dev/zero"))
+        .output()
+        .expect("run call");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("the input of 'greet' on stdin is over 64 MiB"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 #[test]
 fn recursive_reads_subdirectories() {
     let (_root, dir, cache) = plugin_dir("cli-recursive", &["greet"]);
