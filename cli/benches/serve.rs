@@ -128,8 +128,8 @@ fn serve_on_stdio(which: &str) {
                 ToolCatalog::new([native_group()]),
                 McpOptions::new("bench", "0"),
             )
-                .await
-                .expect("serve the native echo over stdio");
+            .await
+            .expect("serve the native echo over stdio");
         } else if which == "floor-reactor" {
             // The floor again, its stdin and stdout (pipes) read and written through Tokio's
             // reactor as `mcp::serve_stdio` does, rather than on its blocking pool as

@@ -565,7 +565,10 @@ fn new_makes_a_crate_others_cannot_write_whatever_the_umask() {
     let mut seen = (0, 0);
     let mut pending = vec![root.join("open-umask")];
     while let Some(dir) = pending.pop() {
-        let mode = std::fs::symlink_metadata(&dir).expect("stat").permissions().mode();
+        let mode = std::fs::symlink_metadata(&dir)
+            .expect("stat")
+            .permissions()
+            .mode();
         assert_eq!(mode & 0o777, 0o755, "{}", dir.display());
         seen.0 += 1;
         for entry in std::fs::read_dir(&dir).expect("read_dir") {
@@ -591,7 +594,14 @@ fn new_makes_a_crate_others_cannot_write_whatever_the_umask() {
 fn call_refuses_an_endless_stdin() {
     let (_root, dir, cache) = plugin_dir("cli-endless-stdin", &["greet"]);
     let out = Command::new(env!("CARGO_BIN_EXE_llm-worker"))
-        .args(["call", "--cache-dir", path(&cache), path(&dir), "greet", "-"])
+        .args([
+            "call",
+            "--cache-dir",
+            path(&cache),
+            path(&dir),
+            "greet",
+            "-",
+        ])
         .env_remove("RUST_LOG")
         .stdin(std::fs::File::open("/dev/zero").expect("/dev/zero"))
         .output()
