@@ -864,27 +864,37 @@ impl TaskStore {
         &self,
         owner: &str,
         id: &str,
-        answers: BTreeMap<String, Value>,
+        mut answers: BTreeMap<String, Value>,
     ) -> Result<Vec<String>, TaskError> {
-        let mut tasks = self.lock();
-        let entry = match tasks.get_mut(id) {
-            Some(entry) if entry.owner == owner && entry.expires > Instant::now() => entry,
-            _ => return Err(TaskError::NotFound(id.to_owned())),
-        };
-        let mut ignored = Vec::new();
-        for (key, value) in answers {
-            match entry.waiting.remove(&key) {
-                Some(waiting) => {
+        {
+            let mut tasks = self.lock();
+            let entry = match tasks.get_mut(id) {
+                Some(entry) if entry.owner == owner && entry.expires > Instant::now() => entry,
+                _ => return Err(TaskError::NotFound(id.to_owned())),
+            };
+            // The keys the task waits on (a handful) are looked up in the answers, not each
+            // answer among them: a client's map of a million keys holds the store, which
+            // every task of every client shares, no longer than one of a few.
+            let asked: Vec<String> = entry
+                .waiting
+                .keys()
+                .filter(|key| answers.contains_key(*key))
+                .cloned()
+                .collect();
+            for key in asked {
+                if let (Some(waiting), Some(value)) =
+                    (entry.waiting.remove(&key), answers.remove(&key))
+                {
                     entry.snapshot_mut().input_requests.remove(&key);
                     let _ = waiting.send(value);
                 }
-                None => ignored.push(key),
+            }
+            if entry.waiting.is_empty() && entry.snapshot.status == TaskStatus::InputRequired {
+                entry.touch(TaskStatus::Working, "running");
             }
         }
-        if entry.waiting.is_empty() && entry.snapshot.status == TaskStatus::InputRequired {
-            entry.touch(TaskStatus::Working, "running");
-        }
-        Ok(ignored)
+        // What was not asked is let go of outside the store's lock.
+        Ok(answers.into_keys().collect())
     }
 
     /// The task `id` of `owner`, as it stands.
@@ -1020,6 +1030,48 @@ mod tests {
         assert_eq!(refused, TaskError::TooMany(1));
         assert!(refused.to_string().contains("for you"), "{refused}");
         own.start("bob", endless).expect("another owner's task");
+    }
+
+    /// The attack: `tasks/update` with a map of many thousands of keys the task never asked,
+    /// walked under the lock every task of every client shares. The one asked is answered, the
+    /// rest are returned as ignored, and another owner's update of the task is refused.
+    #[tokio::test]
+    async fn an_update_answers_what_was_asked_and_returns_the_rest() {
+        let store = TaskStore::with_options(TaskOptions::default());
+        let (asked, answered) = oneshot::channel();
+        let task = store
+            .start("alice", move |task: TaskHandle| async move {
+                let answer = task.ask("name", serde_json::json!({"ask": "name"})).await;
+                let _ = asked.send(answer);
+                std::future::pending::<Result<ToolOutput, ToolError>>().await
+            })
+            .expect("a task");
+        // Until the task waits on its question, an answer to it would be ignored.
+        for _ in 0..500 {
+            if store.get("alice", &task.id).expect("the task").status == TaskStatus::InputRequired {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        let mut answers: BTreeMap<String, Value> = (0..50_000)
+            .map(|n| (format!("k{n}"), Value::Null))
+            .collect();
+        answers.insert("name".into(), serde_json::json!("Ada"));
+        assert!(matches!(
+            store.answer("mallory", &task.id, answers.clone()),
+            Err(TaskError::NotFound(_))
+        ));
+        let ignored = store.answer("alice", &task.id, answers).expect("answered");
+        assert_eq!(ignored.len(), 50_000);
+        assert!(!ignored.iter().any(|key| key == "name"));
+        assert_eq!(
+            answered.await.expect("asked").expect("an answer"),
+            serde_json::json!("Ada")
+        );
+        assert_eq!(
+            store.get("alice", &task.id).expect("the task").status,
+            TaskStatus::Working
+        );
     }
 
     /// The attack: a plugin's progress message, which becomes its task's status message, holds

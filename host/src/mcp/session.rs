@@ -1137,7 +1137,7 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         self.bind(&context)?;
-        self.update_task_of(&request, &context)
+        self.update_task_of(request, &context)
     }
 
     async fn cancel_task(

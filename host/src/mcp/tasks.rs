@@ -396,7 +396,7 @@ impl McpServer {
     /// `tasks/update`: answers to the questions a task waits on (some of them, or all).
     pub(super) fn update_task_of(
         &self,
-        request: &UpdateTaskParams,
+        request: UpdateTaskParams,
         context: &RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         let ignored = self
@@ -405,13 +405,16 @@ impl McpServer {
             .answer(
                 &self.task_owner(context),
                 &request.task_id,
-                request.input_responses.clone(),
+                request.input_responses,
             )
             .map_err(unknown)?;
         if !ignored.is_empty() {
+            // A few of the keys (a client may send any number).
+            let shown: Vec<_> = ignored.iter().take(8).collect();
             tracing::debug!(
                 task = %request.task_id,
-                "tasks/update answered questions the task does not wait on: {ignored:?}"
+                "tasks/update answered {} question(s) the task does not wait on: {shown:?}",
+                ignored.len()
             );
         }
         Ok(())

@@ -767,6 +767,32 @@ fn validated_tools(
 /// change them: their directory (as given, and where each really is) or the files themselves.
 ///
 /// Returns whether the policy file was there (and checked): one that was not is not read.
+/// The text of the policy file of the plugin that will be at `path`, if there is one, held to
+/// the checks of a load without a lock: it and its directory must be ones only this user (or
+/// root) can change, and the file (links followed) must be inside the directory. For a plugin
+/// a lock is about to approve (`pull`): what the lock pins must be the operator's own.
+#[cfg(feature = "registry")]
+pub(crate) fn owned_policy_text(path: &Path) -> Result<Option<String>, PluginError> {
+    let policy_path = SandboxPolicy::path_for(path);
+    if !shared(path, Some(&policy_path))? {
+        return Ok(None);
+    }
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let within = dir.canonicalize().map_err(|source| PluginError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    SandboxPolicy::read_text_within(&policy_path, Some(&within))
+        .map(Some)
+        .map_err(|source| PluginError::Policy {
+            path: path.to_owned(),
+            source,
+        })
+}
+
 fn shared(path: &Path, policy: Option<&Path>) -> Result<bool, PluginError> {
     let refused = |reason: String| PluginError::SharedDirectory {
         path: path.to_owned(),

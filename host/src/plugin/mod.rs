@@ -24,6 +24,8 @@ mod http;
 mod input;
 mod instance;
 mod load;
+#[cfg(feature = "registry")]
+pub(crate) use load::owned_policy_text;
 mod loaded;
 #[cfg(feature = "wasi-http")]
 mod net;

@@ -10,6 +10,7 @@ use crate::lock::LockFile;
 use crate::lock::{LockedPlugin, PluginSource};
 use crate::trust::{TRUST_FILE, TrustPolicy};
 use crate::{PluginError, PluginHost};
+use llm_worker_rules::tool::Visible;
 
 /// How [`pull_into`] pulls.
 #[derive(Debug, Clone, Default)]
@@ -132,13 +133,17 @@ pub async fn pull_into(
         let path = path.to_owned();
         move |source| RegistryError::Io { path, source }
     };
-    // Writable by its user alone whatever the umask (a lock in a directory others may write
-    // protects nothing, and is refused just below).
-    let mut create = std::fs::DirBuilder::new();
-    create.recursive(true);
-    #[cfg(unix)]
-    std::os::unix::fs::DirBuilderExt::mode(&mut create, 0o755);
-    create.create(dir).map_err(io(dir))?;
+    // Writable by its user alone (a lock in a directory others may write protects nothing,
+    // and is refused just below), and made through no link another user put on the way: such
+    // a link is refused before anything is made where it leads.
+    let given = std::path::absolute(dir).map_err(io(dir))?;
+    crate::file::links_on_the_way_are_ours(&given).map_err(|problem| {
+        RegistryError::Usage(format!(
+            "{} cannot be made safely: {problem}; nothing was pulled",
+            dir.display()
+        ))
+    })?;
+    crate::file::create_dir_all_through_own_links(&given, 0o755).map_err(io(dir))?;
     // Before anything is fetched or written: a directory whose lock would protect nothing
     // would get a plugin it cannot approve (the lock is refused only after the rename).
     if let Some(problem) = LockFile::unsafe_directory(dir) {
@@ -365,6 +370,15 @@ pub async fn pull_into(
                 dir.display()
             )));
         }
+        // Nor names another plugin of the directory offers: a load refuses both plugins of a
+        // clash, so the approved one would go offline with the new one.
+        if let Some((other, name)) = clashing_entry(&lock, &entry) {
+            return Err(RegistryError::Usage(format!(
+                "{} offers {name}, as {other} in {} does (the lock approved it there); a                  directory cannot serve both, and loading it would refuse both; nothing was                  written: pull it into another directory, or remove {other} first",
+                path.display(),
+                dir.display()
+            )));
+        }
         Ok(entry)
     });
     let entry = match entry {
@@ -436,6 +450,31 @@ pub async fn pull_into(
     })
 }
 
+/// Another plugin of `lock` (not `entry`'s own file) approved to offer a name `entry` offers
+/// (a tool, a prompt, a resource URI or template), and that name: both would be refused at the
+/// next load. (Overlaps a load finds beyond equal names, a template of one matching a URI of
+/// the other, or a grant of one inside the other's, refuse both plugins there.)
+fn clashing_entry<'l>(lock: &'l LockFile, entry: &LockedPlugin) -> Option<(&'l str, String)> {
+    lock.plugins
+        .iter()
+        .filter(|other| other.file != entry.file)
+        .find_map(|other| {
+            let tool = entry
+                .tools
+                .iter()
+                .find(|name| other.tools.contains(name))
+                .map(|name| format!("the tool '{}'", Visible(name)));
+            let offer = || {
+                entry
+                    .offers
+                    .iter()
+                    .find(|offer| other.offers.contains(offer))
+                    .map(|offer| format!("the {}", Visible(offer)))
+            };
+            tool.or_else(offer).map(|name| (other.file.as_str(), name))
+        })
+}
+
 /// Loads the component written at `temporary` as the plugin `path` (with `path`'s policy) and
 /// makes its lock entry.
 fn entry_for(
@@ -445,18 +484,10 @@ fn entry_for(
     file: &str,
 ) -> Result<LockedPlugin, RegistryError> {
     let policy_path = crate::SandboxPolicy::path_for(path);
-    let policy_text = if policy_path.exists() {
-        Some(
-            crate::SandboxPolicy::read_text(&policy_path).map_err(|source| {
-                PluginError::Policy {
-                    path: path.to_owned(),
-                    source,
-                }
-            })?,
-        )
-    } else {
-        None
-    };
+    // The lock pins what is read here: it must be the operator's own (as `lock` and a load
+    // without a lock require), not a file another user may write or a link out of the
+    // directory.
+    let policy_text = crate::plugin::owned_policy_text(path)?;
     let policy =
         match &policy_text {
             Some(text) => crate::SandboxPolicy::parse(text, &policy_path, host.limits()).map_err(

@@ -218,8 +218,14 @@ fn an_artifact_pushed_by_an_independent_client_is_pulled_and_run() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(stdout(&out).trim(), "5.0");
 
-    // And by digest, under another name.
-    let out = registry.pull(&format!("tools/calc@{digest}"), &dir, &["--name", "calc2"]);
+    // And by digest, under another name (in another directory: one cannot serve the same
+    // tools twice).
+    let other = registry.plugin_dir("others", &signed_by(&registry, "tools/*", "\"acme\""));
+    let out = registry.pull(
+        &format!("tools/calc@{digest}"),
+        &other,
+        &["--name", "calc2"],
+    );
     assert!(out.status.success(), "{}", stderr(&out));
 }
 
@@ -266,9 +272,88 @@ fn a_first_pull_says_it_approved_the_policy_file_beside_the_plugin() {
         .expect("an entry");
     assert_eq!(entry["policy_sha256"].as_str(), Some(sha256.as_str()));
 
+    // The same tools under another name in the same directory: refused before anything is
+    // written (a load would refuse both, and the approved plugin would go offline).
+    let out = registry.pull("scratch/greet:1", &dir, &["--name", "twin"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("offers the tool 'greet', as greet.wasm in"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!dir.join("twin.wasm").exists());
+    assert_eq!(lock_of(&dir)["plugin"].as_array().map(Vec::len), Some(1));
+
     // Without a policy file nothing is approved but the plugin, and nothing is said of one.
+    let dir = registry.plugin_dir("bare", &rules);
     let out = registry.pull("scratch/greet:1", &dir, &["--name", "bare"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(!stdout(&out).contains("policy.toml"), "{}", stdout(&out));
     assert!(!stdout(&out).contains("access.toml"), "{}", stdout(&out));
+}
+
+/// A first pull approves the policy beside the plugin only if it is the operator's own, as
+/// `lock` and a load without a lock require: one that others may write (a umask of 000, a
+/// `chmod -R a+w`) could hold another user's grants, which the lock would pin.
+#[test]
+fn a_first_pull_refuses_a_policy_file_others_may_write() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(registry) = Registry::start("registry-policy-shared") else {
+        return;
+    };
+    registry.push("greet", "scratch/greet:1", None);
+    let rules = format!(
+        "[[rule]]\nrepository = \"{}/scratch/*\"\nunsigned = true\n",
+        registry.address
+    );
+    let dir = registry.plugin_dir("plugins", &rules);
+    let policy = dir.join("greet.policy.toml");
+    std::fs::write(&policy, "[env]\nset = { MODE = \"planted\" }\n").expect("policy");
+    std::fs::set_permissions(&policy, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+    let out = registry.pull("scratch/greet:1", &dir, &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("greet.policy.toml"),
+        "names the file: {}",
+        stderr(&out)
+    );
+    assert!(!dir.join("greet.wasm").exists());
+    assert!(!dir.join("llm-worker.lock").exists());
+
+    // The operator's own again: pulled, and the policy pinned.
+    std::fs::set_permissions(&policy, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let out = registry.pull("scratch/greet:1", &dir, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("approved: greet.policy.toml"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+/// `pull` makes the plugin directory through no link that others could have put on the way
+/// (here, one in a directory anyone may write): it is refused before anything is made where it
+/// leads.
+#[test]
+fn pull_makes_no_directory_through_a_link_others_could_plant() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(registry) = Registry::start("registry-planted-link") else {
+        return;
+    };
+    registry.push("greet", "scratch/greet:1", None);
+    let root = registry.plugin_dir("root", "");
+    let open = root.join("open");
+    std::fs::create_dir(&open).expect("mkdir");
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let target = root.join("target");
+    std::fs::create_dir(&target).expect("mkdir");
+    std::os::unix::fs::symlink(&target, open.join("link")).expect("symlink");
+    let out = registry.pull("scratch/greet:1", &open.join("link/plugins"), &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("cannot be made safely"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!target.join("plugins").exists(), "made where the link led");
 }
