@@ -374,7 +374,9 @@ pub async fn pull_into(
         // clash, so the approved one would go offline with the new one.
         if let Some((other, name)) = clashing_entry(&lock, &entry) {
             return Err(RegistryError::Usage(format!(
-                "{} offers {name}, as {other} in {} does (the lock approved it there); a                  directory cannot serve both, and loading it would refuse both; nothing was                  written: pull it into another directory, or remove {other} first",
+                "{} offers {name}, as {other} in {} does (the lock approved it there); a \
+                 directory cannot serve both, and loading it would refuse both; nothing was \
+                 written: pull it into another directory, or remove {other} first",
                 path.display(),
                 dir.display()
             )));

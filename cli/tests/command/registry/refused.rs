@@ -300,10 +300,13 @@ fn unsigned_pulls_are_recorded_and_plain_http_and_names_stay_local() {
     write_trust(&dir, &rules);
     let out = run(&registry.cache(), &["lock", text_of(&dir)], None);
     assert!(out.status.success(), "{}", stderr(&out));
-    let out = registry.pull("scratch/greet:1", &dir, &["--name", "greet2"]);
+    // (Under another name in another directory: one directory cannot serve the same tools
+    // twice.)
+    let other = registry.plugin_dir("others", &rules);
+    let out = registry.pull("scratch/greet:1", &other, &["--name", "greet2"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(
-        source_of(&dir, "greet2.wasm")["unsigned"].as_str(),
+        source_of(&other, "greet2.wasm")["unsigned"].as_str(),
         Some("trust policy")
     );
 

@@ -1,6 +1,7 @@
 //! What goes through: a signed plugin pushed, pulled, locked and served; a moved tag followed
 //! only on `pull --update`; an artifact pushed by the independent client.
 
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use llm_worker_tests::plugin_path;
@@ -236,14 +237,7 @@ fn a_first_pull_says_it_approved_the_policy_file_beside_the_plugin() {
     let Some(registry) = Registry::start("registry-policy-pinned") else {
         return;
     };
-    registry.push("greet", "scratch/greet:1", None);
-    let rules = format!(
-        "[[rule]]\nrepository = \"{}/scratch/*\"\nunsigned = true\n",
-        registry.address
-    );
-    let dir = registry.plugin_dir("plugins", &rules);
-    let policy = dir.join("greet.policy.toml");
-    std::fs::write(&policy, "[env]\nset = { MODE = \"planted\" }\n").expect("policy");
+    let (rules, dir, policy) = greet_with_a_policy(&registry);
     let access = dir.join("llm-worker.access.toml");
     std::fs::write(&access, "[[grant]]\nwho = [\"*\"]\ntools = [\"*\"]\n").expect("access");
     let out = registry.pull("scratch/greet:1", &dir, &[]);
@@ -301,14 +295,7 @@ fn a_first_pull_refuses_a_policy_file_others_may_write() {
     let Some(registry) = Registry::start("registry-policy-shared") else {
         return;
     };
-    registry.push("greet", "scratch/greet:1", None);
-    let rules = format!(
-        "[[rule]]\nrepository = \"{}/scratch/*\"\nunsigned = true\n",
-        registry.address
-    );
-    let dir = registry.plugin_dir("plugins", &rules);
-    let policy = dir.join("greet.policy.toml");
-    std::fs::write(&policy, "[env]\nset = { MODE = \"planted\" }\n").expect("policy");
+    let (_, dir, policy) = greet_with_a_policy(&registry);
     std::fs::set_permissions(&policy, std::fs::Permissions::from_mode(0o666)).expect("chmod");
     let out = registry.pull("scratch/greet:1", &dir, &[]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
@@ -356,4 +343,19 @@ fn pull_makes_no_directory_through_a_link_others_could_plant() {
         stderr(&out)
     );
     assert!(!target.join("plugins").exists(), "made where the link led");
+}
+
+/// `greet` pushed unsigned to `scratch/greet:1`, a plugin directory whose trust policy lets
+/// `scratch/*` come unsigned, and a policy file written for `greet` in it: the rules, the
+/// directory and the policy's path.
+fn greet_with_a_policy(registry: &Registry) -> (String, PathBuf, PathBuf) {
+    registry.push("greet", "scratch/greet:1", None);
+    let rules = format!(
+        "[[rule]]\nrepository = \"{}/scratch/*\"\nunsigned = true\n",
+        registry.address
+    );
+    let dir = registry.plugin_dir("plugins", &rules);
+    let policy = dir.join("greet.policy.toml");
+    std::fs::write(&policy, "[env]\nset = { MODE = \"planted\" }\n").expect("policy");
+    (rules, dir, policy)
 }

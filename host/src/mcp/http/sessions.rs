@@ -252,19 +252,23 @@ impl SessionManager for PrefixedSessions {
 
     /// A session as rmcp's local manager makes one, under a prefixed id.
     async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
-        if self.local.sessions.read().await.len() >= self.max_sessions {
-            return Err(LocalSessionManagerError::SessionError(
-                rmcp::transport::streamable_http_server::session::local::SessionError::Io(
-                    std::io::Error::other(format!(
-                        "this MCP server has {} sessions open, its limit",
-                        self.max_sessions
-                    )),
-                ),
-            ));
-        }
-        // The owners of sessions that ended (closed, or expired inside rmcp) are forgotten.
+        let id = SessionId::from(format!("{}{}", self.prefix, session_id()));
+        let (handle, worker) = create_local_session(id.clone(), self.local.session_config.clone());
         {
-            let sessions = self.local.sessions.read().await;
+            // Counted and inserted under one lock: a burst of `initialize` requests cannot all
+            // pass the count before any is inserted.
+            let mut sessions = self.local.sessions.write().await;
+            if sessions.len() >= self.max_sessions {
+                return Err(LocalSessionManagerError::SessionError(
+                    rmcp::transport::streamable_http_server::session::local::SessionError::Io(
+                        std::io::Error::other(format!(
+                            "this MCP server has {} sessions open, its limit",
+                            self.max_sessions
+                        )),
+                    ),
+                ));
+            }
+            // The owners of sessions that ended (closed, or expired inside rmcp) are forgotten.
             let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
             owners
                 .sessions
@@ -272,10 +276,9 @@ impl SessionManager for PrefixedSessions {
             owners
                 .requests
                 .retain(|id, _| sessions.contains_key(&SessionId::from(id.as_str())));
+            drop(owners);
+            sessions.insert(id.clone(), handle);
         }
-        let id = SessionId::from(format!("{}{}", self.prefix, session_id()));
-        let (handle, worker) = create_local_session(id.clone(), self.local.session_config.clone());
-        self.local.sessions.write().await.insert(id.clone(), handle);
         Ok((id, WorkerTransport::spawn(worker)))
     }
 
