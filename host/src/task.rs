@@ -1047,12 +1047,16 @@ mod tests {
             })
             .expect("a task");
         // Until the task waits on its question, an answer to it would be ignored.
-        for _ in 0..500 {
-            if store.get("alice", &task.id).expect("the task").status == TaskStatus::InputRequired {
-                break;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
+        let mut changed = store
+            .lock()
+            .get(&task.id)
+            .expect("the task")
+            .changed
+            .subscribe();
+        changed
+            .wait_for(|status| *status == TaskStatus::InputRequired)
+            .await
+            .expect("the task goes on");
         let mut answers: BTreeMap<String, Value> = (0..50_000)
             .map(|n| (format!("k{n}"), Value::Null))
             .collect();

@@ -139,7 +139,8 @@ pub async fn pull_into(
     let given = std::path::absolute(dir).map_err(io(dir))?;
     crate::file::links_on_the_way_are_ours(&given).map_err(|problem| {
         RegistryError::Usage(format!(
-            "{} cannot be made safely: {problem}; nothing was pulled",
+            "{} cannot be made safely: {problem}; nothing was pulled: pull into a directory \
+             whose path only you (or root) can change",
             dir.display()
         ))
     })?;
