@@ -58,6 +58,10 @@ pub struct Asker {
     /// [`ToolCall::id`](crate::ToolCall::id)), where the host knows it: calls of one tool
     /// running at once ask with the same plugin, tool and key.
     pub call_id: Option<String>,
+    /// The most bytes an answer may be (the plugin's `[client] max_question_bytes`, as
+    /// [`cost`] counts them): the host refuses a larger one, and a handler that keeps answers
+    /// (a retry's, a task's) checks before it keeps one.
+    pub(crate) max_answer_bytes: usize,
 }
 
 impl Asker {
@@ -68,7 +72,14 @@ impl Asker {
             tool: tool.into(),
             key: key.into(),
             call_id: None,
+            max_answer_bytes: usize::MAX,
         }
+    }
+
+    /// The same asker, its answers limited to `bytes`.
+    pub(crate) fn with_max_answer_bytes(mut self, bytes: usize) -> Self {
+        self.max_answer_bytes = bytes;
+        self
     }
 
     /// What asks, in words: `tool 'T'`, or for a request other than a tool call (whose

@@ -98,6 +98,10 @@ pub enum TaskError {
     /// The tool does not run as a task: it declares its task support `forbidden`.
     #[error("tool '{0}' does not run as a task (it declares task support \"forbidden\"); call it")]
     NotATask(String),
+    /// A question would take more memory than the budgets of kept results leave (the
+    /// questions a task waits on are held as its results are, and drawn from the same budgets).
+    #[error("{0}")]
+    NoRoom(String),
     /// An answer for a question the task is not waiting on.
     #[error("task '{task}' is not waiting for an answer to '{key}'")]
     NotAsked {
@@ -126,16 +130,17 @@ pub struct TaskOptions {
     pub prefix: String,
     /// How much memory the outcomes of one owner's tasks may take together (their texts and
     /// bytes, and what a structured result allocates as a `serde_json::Value`, at least: 1 MiB
-    /// of JSON made of small objects takes some 100 MiB). An outcome over what is left is not
-    /// kept: the task fails, saying why. Default 64 MiB.
+    /// of JSON made of small objects takes some 100 MiB), and the questions they wait on,
+    /// weighed the same way. An outcome over what is left is not kept: the task fails, saying
+    /// why; a question over it is not asked ([`TaskError::NoRoom`]). Default 64 MiB.
     pub max_kept_bytes_per_owner: usize,
-    /// The same for the outcomes of all owners together. Default 512 MiB.
+    /// The same for the outcomes and questions of all owners together. Default 512 MiB.
     pub max_kept_bytes: usize,
     /// How many tasks the owners of one account may keep together (an account: one caller,
     /// whose sessions are owners of their own, [`TaskStore::start_for`]; a task started with
     /// [`TaskStore::start`] has its owner's limits only). Default 256.
     pub max_tasks_per_account: usize,
-    /// How much memory the outcomes of one account's tasks may take together: so that one
+    /// How much memory the outcomes and questions of one account's tasks may take together: so that one
     /// caller opening many sessions cannot take the whole store's budget from the others.
     /// Default 128 MiB.
     pub max_kept_bytes_per_account: usize,
@@ -292,14 +297,30 @@ struct Entry {
     snapshot: Arc<TaskSnapshot>,
     /// What its outcome takes in memory, roughly ([`kept_bytes`]).
     weight: usize,
+    /// What the questions in `snapshot.input_requests` take in memory ([`asked_bytes`]).
+    asked_weight: usize,
     expires: Instant,
     abort: Option<tokio::task::AbortHandle>,
     changed: watch::Sender<TaskStatus>,
-    /// Who waits for the answer to each question in `snapshot.input_requests`.
-    waiting: HashMap<String, oneshot::Sender<Value>>,
+    /// Who waits for the answer to each question in `snapshot.input_requests`, and what the
+    /// question weighs.
+    waiting: HashMap<String, (oneshot::Sender<Value>, usize)>,
 }
 
 impl Entry {
+    /// What it holds in memory, as the budgets count it: its outcome and its questions.
+    fn held(&self) -> usize {
+        self.weight + self.asked_weight
+    }
+
+    /// Forgets question `key`: who waits for its answer, returned.
+    fn withdraw(&mut self, key: &str) -> Option<oneshot::Sender<Value>> {
+        let (waiting, weight) = self.waiting.remove(key)?;
+        self.asked_weight -= weight;
+        self.snapshot_mut().input_requests.remove(key);
+        Some(waiting)
+    }
+
     /// The snapshot, to change.
     fn snapshot_mut(&mut self) -> &mut TaskSnapshot {
         Arc::make_mut(&mut self.snapshot)
@@ -323,6 +344,7 @@ impl Entry {
         }
         self.snapshot_mut().input_requests.clear();
         self.waiting.clear();
+        self.asked_weight = 0;
         self.touch(TaskStatus::Cancelled, message);
     }
 }
@@ -351,8 +373,64 @@ pub(crate) fn kept_bytes(outcome: &Result<ToolOutput, ToolError>) -> usize {
 pub(crate) fn asked_bytes(requests: &BTreeMap<String, Value>) -> usize {
     requests
         .iter()
-        .map(|(key, request)| block(key.capacity()) + size_of::<Value>() + json_bytes(request))
+        .map(|(key, request)| question_bytes(key, request))
         .sum()
+}
+
+/// What one question a task waits on takes in memory: its key and its value.
+fn question_bytes(key: &str, request: &Value) -> usize {
+    block(key.len()) + size_of::<Value>() + json_bytes(request)
+}
+
+/// Which budget `weight` more bytes for a task of `owner` drawing on `account` would
+/// overrun, in words, with what to do, given what they hold ([`taken`]); `None` if it fits in
+/// all three.
+fn over_budget(
+    options: &TaskOptions,
+    owner: &str,
+    account: &str,
+    (mine, accounts, all): (usize, usize, usize),
+    weight: usize,
+) -> Option<String> {
+    if mine + weight > options.max_kept_bytes_per_owner {
+        Some(format!(
+            "this server keeps for you now ({} KiB of results and questions at once, {} KiB of \
+             them taken); call the tool without a task, or wait for older tasks' results to \
+             expire",
+            options.max_kept_bytes_per_owner >> 10,
+            mine >> 10
+        ))
+    } else if account != owner && accounts + weight > options.max_kept_bytes_per_account {
+        Some(format!(
+            "this server keeps for you now in all your sessions together ({} KiB of results and \
+             questions at once, {} KiB of them taken); call the tool without a task, or wait \
+             for older tasks' results to expire",
+            options.max_kept_bytes_per_account >> 10,
+            accounts >> 10
+        ))
+    } else if all + weight > options.max_kept_bytes {
+        Some(
+            "this server can keep now for all its clients; call the tool without a task, or \
+             try again later"
+                .to_owned(),
+        )
+    } else {
+        None
+    }
+}
+
+/// What the tasks of `owner`, of `account`, and all tasks hold now, as the budgets count it.
+fn taken(tasks: &HashMap<String, Entry>, owner: &str, account: &str) -> (usize, usize, usize) {
+    tasks
+        .values()
+        .fold((0, 0, 0), |(mine, accounts, all), entry| {
+            let held = entry.held();
+            (
+                mine + if entry.owner == owner { held } else { 0 },
+                accounts + if entry.account == account { held } else { 0 },
+                all + held,
+            )
+        })
 }
 
 /// What the strings and bytes of a content block take, each as the allocator serves it.
@@ -431,6 +509,8 @@ impl TaskHandle {
     /// [`TaskError::NotAsked`] when `key` is asked already.
     pub async fn ask(&self, key: &str, request: Value) -> Result<Value, TaskError> {
         let gone = || TaskError::NotFound(self.id.clone());
+        // Weighed before the store's lock is taken: a question can be large.
+        let weight = question_bytes(key, &request);
         let answer = {
             let inner = self.store.upgrade().ok_or_else(gone)?;
             let store = TaskStore { inner };
@@ -446,8 +526,21 @@ impl TaskHandle {
                     key: key.to_owned(),
                 });
             }
+            // Held while it waits, within the budgets of kept results.
+            let (owner, account) = (entry.owner.clone(), entry.account.clone());
+            let held = taken(&tasks, &owner, &account);
+            if let Some(full) = over_budget(&store.inner.options, &owner, &account, held, weight) {
+                return Err(TaskError::NoRoom(format!(
+                    "task '{}' cannot ask question '{key}': it takes {} KiB of memory, more than \
+                     {full}",
+                    self.id,
+                    weight.div_ceil(1024),
+                )));
+            }
+            let entry = tasks.get_mut(&self.id).ok_or_else(gone)?;
             let (answer, answered) = oneshot::channel();
-            entry.waiting.insert(key.to_owned(), answer);
+            entry.waiting.insert(key.to_owned(), (answer, weight));
+            entry.asked_weight += weight;
             entry
                 .snapshot_mut()
                 .input_requests
@@ -485,8 +578,7 @@ impl Drop for Withdraw<'_> {
         let store = TaskStore { inner };
         let mut tasks = store.lock();
         if let Some(entry) = tasks.get_mut(&self.handle.id) {
-            entry.waiting.remove(self.key);
-            entry.snapshot_mut().input_requests.remove(self.key);
+            entry.withdraw(self.key);
             if entry.waiting.is_empty() && entry.snapshot.status == TaskStatus::InputRequired {
                 entry.touch(TaskStatus::Working, "running");
             }
@@ -733,6 +825,7 @@ impl TaskStore {
                     abort: None,
                     changed: watch::Sender::new(TaskStatus::Working),
                     waiting: HashMap::new(),
+                    asked_weight: 0,
                 },
             );
         }
@@ -775,46 +868,15 @@ impl TaskStore {
         }
         // Kept only within the owner's, its account's and the store's budgets.
         let (owner, account) = (entry.owner.clone(), entry.account.clone());
-        let (mine, accounts, all) =
-            tasks
-                .values()
-                .fold((0, 0, 0), |(mine, accounts, all), entry| {
-                    let weight = entry.weight;
-                    (
-                        mine + if entry.owner == owner { weight } else { 0 },
-                        accounts + if entry.account == account { weight } else { 0 },
-                        all + weight,
-                    )
-                });
+        let held = taken(&tasks, &owner, &account);
+        let (mine, _, all) = held;
         let options = &self.inner.options;
-        let refusal = if mine + weight > options.max_kept_bytes_per_owner {
-            Some(format!(
-                "the task's result takes {} KiB of memory, more than this server keeps for you \
-                 now ({} KiB of results at once, {} KiB of them taken); call the tool without \
-                 a task, or wait for older tasks' results to expire",
-                weight >> 10,
-                options.max_kept_bytes_per_owner >> 10,
-                mine >> 10
-            ))
-        } else if account != owner && accounts + weight > options.max_kept_bytes_per_account {
-            Some(format!(
-                "the task's result takes {} KiB of memory, more than this server keeps for you \
-                 now in all your sessions together ({} KiB of results at once, {} KiB of them \
-                 taken); call the tool without a task, or wait for older tasks' results to \
-                 expire",
-                weight >> 10,
-                options.max_kept_bytes_per_account >> 10,
-                accounts >> 10
-            ))
-        } else if all + weight > options.max_kept_bytes {
-            Some(format!(
-                "the task's result takes {} KiB of memory, more than this server can keep now \
-                 for all its clients; call the tool without a task, or try again later",
+        let refusal = over_budget(options, &owner, &account, held, weight).map(|full| {
+            format!(
+                "the task's result takes {} KiB of memory, more than {full}",
                 weight >> 10
-            ))
-        } else {
-            None
-        };
+            )
+        });
         let (outcome, weight) = match refusal {
             Some(refusal) => {
                 tracing::warn!(
@@ -849,6 +911,7 @@ impl TaskStore {
         entry.expires = Instant::now() + self.inner.options.ttl;
         entry.snapshot_mut().input_requests.clear();
         entry.waiting.clear();
+        entry.asked_weight = 0;
         entry.abort = None;
         entry.touch(status, message);
     }
@@ -882,10 +945,7 @@ impl TaskStore {
                 .cloned()
                 .collect();
             for key in asked {
-                if let (Some(waiting), Some(value)) =
-                    (entry.waiting.remove(&key), answers.remove(&key))
-                {
-                    entry.snapshot_mut().input_requests.remove(&key);
+                if let (Some(waiting), Some(value)) = (entry.withdraw(&key), answers.remove(&key)) {
                     let _ = waiting.send(value);
                 }
             }
@@ -1076,6 +1136,84 @@ mod tests {
             store.get("alice", &task.id).expect("the task").status,
             TaskStatus::Working
         );
+    }
+
+    /// The attack: tasks that ask large questions and never see them answered. The questions
+    /// are held while they wait, and drawn from the owner's budget of kept results: a question
+    /// past it is refused, and an answered one gives its room back.
+    #[tokio::test]
+    async fn the_questions_tasks_wait_on_are_held_to_the_owners_budget() {
+        let store =
+            TaskStore::with_options(TaskOptions::default().max_kept_bytes_per_owner(64 << 10));
+        let large = serde_json::json!({"message": "x".repeat(40_000)});
+        // Starts a task that asks the large question; returns it with what its ask gave.
+        let asking = |store: &TaskStore| {
+            let (asked, answered) = oneshot::channel();
+            let question = large.clone();
+            let task = store
+                .start("alice", move |task: TaskHandle| async move {
+                    let answer = task.ask("q", question).await;
+                    let _ = asked.send(answer);
+                    std::future::pending::<Result<ToolOutput, ToolError>>().await
+                })
+                .expect("a task");
+            (task, answered)
+        };
+        let waits_on_its_question = |store: &TaskStore, task: &TaskSnapshot| {
+            let mut changed = store
+                .lock()
+                .get(&task.id)
+                .expect("the task")
+                .changed
+                .subscribe();
+            async move {
+                changed
+                    .wait_for(|status| *status == TaskStatus::InputRequired)
+                    .await
+                    .map(|_| ())
+            }
+        };
+        let (first, first_answer) = asking(&store);
+        waits_on_its_question(&store, &first)
+            .await
+            .expect("the first question is held");
+        let (second, refused) = asking(&store);
+        let refused = tokio::select! {
+            refused = refused => refused.expect("the second task asked"),
+            _ = waits_on_its_question(&store, &second) => {
+                panic!("the second question was held past the owner's budget")
+            }
+        };
+        assert!(
+            matches!(&refused, Err(TaskError::NoRoom(why))
+                if why.contains("cannot ask question 'q'") && why.contains("64 KiB")),
+            "{refused:?}"
+        );
+        // Answered, the first question gives its room back.
+        store
+            .answer(
+                "alice",
+                &first.id,
+                BTreeMap::from([("q".into(), Value::Null)]),
+            )
+            .expect("answered");
+        assert_eq!(first_answer.await.expect("asked"), Ok(Value::Null));
+        let (third, _) = asking(&store);
+        waits_on_its_question(&store, &third)
+            .await
+            .expect("the third question is held");
+        // Other owners' questions are not held to alice's budget.
+        let (asked, _answered) = oneshot::channel::<()>();
+        let bob = store
+            .start("bob", move |task: TaskHandle| async move {
+                let _ = task.ask("q", serde_json::json!("x".repeat(40_000))).await;
+                drop(asked);
+                std::future::pending::<Result<ToolOutput, ToolError>>().await
+            })
+            .expect("bob's task");
+        waits_on_its_question(&store, &bob)
+            .await
+            .expect("bob's question is held");
     }
 
     /// The attack: a plugin's progress message, which becomes its task's status message, holds

@@ -25,6 +25,7 @@ use serde_json::Value;
 use super::ask::{elicitation_answer, elicitation_params, roots_answer, sampling_answer};
 use super::content::sampling_message;
 use crate::question::answer::{check_elicitation, check_roots, check_sampling};
+use crate::question::cost;
 use crate::question::form::Form;
 use crate::question::{
     Asker, ElicitationAnswer, QuestionError, QuestionHandler, Root, SamplingAnswer, SamplingRequest,
@@ -47,10 +48,29 @@ pub(crate) fn codec(key: Option<&[u8]>) -> Result<RequestStateCodec, String> {
     }
 }
 
-/// What a request state holds: the answers of earlier rounds, by question key.
+/// What a request state holds: the answers of earlier rounds, and the questions the last round
+/// deferred to the client, by key, each with the digest of the question it answers. A retry's
+/// answer counts for the question the client was shown, not for whatever the tool asks next
+/// under the same key.
 #[derive(serde::Serialize, serde::Deserialize, Default)]
 struct State {
-    answers: BTreeMap<String, Value>,
+    answers: BTreeMap<String, Answered>,
+    #[serde(default)]
+    asked: BTreeMap<String, String>,
+}
+
+/// An answer, and the digest of the question it answers (`None`: given with a request that had
+/// no state, before any question was shown; it answers whatever is asked under its key).
+#[derive(serde::Serialize, serde::Deserialize, Clone)]
+struct Answered {
+    question: Option<String>,
+    answer: Value,
+}
+
+/// The digest a question is known by across rounds: of the request the client is shown.
+fn question_digest(request: &InputRequest) -> String {
+    let text = serde_json::to_vec(request).unwrap_or_default();
+    crate::digest::sha256_hex(&text)
 }
 
 /// What binds a state to its request: the method, the tool's or prompt's name, its arguments.
@@ -66,12 +86,12 @@ fn binding(method: &str, name: &str, arguments: &serde_json::Map<String, Value>)
 /// One 2026-07-28 request's questions: answered from the client's responses and the state's,
 /// the others deferred.
 pub(crate) struct Replay {
-    answers: BTreeMap<String, Value>,
+    answers: BTreeMap<String, Answered>,
     capabilities: ClientCapabilities,
-    /// The questions deferred, by key.
-    deferred: Mutex<BTreeMap<String, InputRequest>>,
+    /// The questions deferred, by key, with their digests.
+    deferred: Mutex<BTreeMap<String, (InputRequest, String)>>,
     /// The answers this run used, by key: carried to the next round.
-    used: Mutex<BTreeMap<String, Value>>,
+    used: Mutex<BTreeMap<String, Answered>>,
     /// The capabilities the run's questions needed and the request did not declare.
     missing: Mutex<ClientCapabilities>,
 }
@@ -88,8 +108,8 @@ impl Replay {
         responses: Option<BTreeMap<String, Value>>,
         capabilities: ClientCapabilities,
     ) -> Result<Self, ErrorData> {
-        let mut answers = match state {
-            None => BTreeMap::new(),
+        let state = match state {
+            None => None,
             Some(sealed) => {
                 let state: State = codec
                     .open_json_with(sealed, &binding(method, name, arguments))
@@ -101,12 +121,30 @@ impl Replay {
                             None,
                         )
                     })?;
-                state.answers
+                Some(state)
             }
         };
+        let (mut answers, asked) = match state {
+            Some(state) => (state.answers, Some(state.asked)),
+            None => (BTreeMap::new(), None),
+        };
         // The answers of earlier rounds stand: a retry adds answers, it does not change them.
+        // With a state, a response answers the question the last round showed under its key,
+        // and one under a key nothing asked is dropped.
         for (key, answer) in responses.unwrap_or_default() {
-            answers.entry(key).or_insert(answer);
+            let question = match &asked {
+                None => None,
+                Some(asked) => match asked.get(&key) {
+                    Some(question) => Some(question.clone()),
+                    None => {
+                        tracing::debug!(
+                            "a response to question '{key}', which was not asked, is dropped"
+                        );
+                        continue;
+                    }
+                },
+            };
+            answers.entry(key).or_insert(Answered { question, answer });
         }
         Ok(Self {
             answers,
@@ -135,8 +173,17 @@ impl Replay {
         if deferred.is_empty() {
             return Ok(None);
         }
+        let mut asked = BTreeMap::new();
+        let deferred: BTreeMap<String, InputRequest> = deferred
+            .into_iter()
+            .map(|(key, (request, question))| {
+                asked.insert(key.clone(), question);
+                (key, request)
+            })
+            .collect();
         let state = State {
             answers: std::mem::take(&mut *lock(&self.used)),
+            asked,
         };
         let sealed = codec
             .seal_json_with(
@@ -172,22 +219,50 @@ impl Replay {
         super::ask::undeclared(asker, capability)
     }
 
-    /// The answer to `key`, if the client gave one of the right shape that `fits` (turns
-    /// into ours, and passes the checks every answer passes); otherwise the question is
-    /// deferred: asked again, never passed on.
+    /// The answer to `key`, if the client gave one to this question (not another asked under
+    /// the same key) of the right shape that `fits` (turns into ours, and passes the checks
+    /// every answer passes) and is within the asker's size (as `bytes` counts it); otherwise
+    /// the question is deferred: asked again, never passed on, never kept in the state.
     fn answer<T: serde::de::DeserializeOwned, U>(
         &self,
         asker: &Asker,
-        request: impl FnOnce() -> InputRequest,
+        request: InputRequest,
         fits: impl FnOnce(T) -> Result<U, QuestionError>,
+        bytes: impl FnOnce(&U) -> usize,
     ) -> Result<U, QuestionError> {
-        if let Some(value) = self.answers.get(&asker.key) {
-            match serde_json::from_value::<T>(value.clone())
-                .map_err(|error| QuestionError::Failed(error.to_string()))
-                .and_then(fits)
+        let question = question_digest(&request);
+        if let Some(given) = self.answers.get(&asker.key) {
+            let checked = if given
+                .question
+                .as_ref()
+                .is_some_and(|asked| *asked != question)
             {
+                Err(QuestionError::Failed(
+                    "it answers another question than the one asked now under its key".into(),
+                ))
+            } else {
+                serde_json::from_value::<T>(given.answer.clone())
+                    .map_err(|error| QuestionError::Failed(error.to_string()))
+                    .and_then(fits)
+                    .and_then(|answer| {
+                        let size = bytes(&answer);
+                        if size > asker.max_answer_bytes {
+                            return Err(QuestionError::Failed(format!(
+                                "the answer is {size} bytes, over the limit of {} bytes \
+                                 (`[client] max_question_bytes` of plugin '{}')",
+                                asker.max_answer_bytes, asker.plugin
+                            )));
+                        }
+                        Ok(answer)
+                    })
+            };
+            match checked {
                 Ok(answer) => {
-                    lock(&self.used).insert(asker.key.clone(), value.clone());
+                    let used = Answered {
+                        question: Some(question),
+                        answer: given.answer.clone(),
+                    };
+                    lock(&self.used).insert(asker.key.clone(), used);
                     return Ok(answer);
                 }
                 Err(error) => {
@@ -198,7 +273,7 @@ impl Replay {
                 }
             }
         }
-        lock(&self.deferred).insert(asker.key.clone(), request());
+        lock(&self.deferred).insert(asker.key.clone(), (request, question));
         Err(QuestionError::Deferred(format!(
             "question '{}' goes to the client with this call's answer",
             asker.key
@@ -225,12 +300,13 @@ impl QuestionHandler for Replay {
         let form = Form::parse(schema).map_err(QuestionError::Denied)?;
         self.answer(
             asker,
-            || InputRequest::Elicitation(ElicitRequest::new(params)),
+            InputRequest::Elicitation(ElicitRequest::new(params)),
             |result: ElicitResult| {
                 let answer = elicitation_answer(result)?;
                 check_elicitation(&answer, &form, asker)?;
                 Ok(answer)
             },
+            cost::elicitation_answer,
         )
     }
 
@@ -244,16 +320,13 @@ impl QuestionHandler for Replay {
         }
         self.answer(
             asker,
-            || {
-                InputRequest::CreateMessage(CreateMessageRequest::new(sampling_params(
-                    request, asker,
-                )))
-            },
+            InputRequest::CreateMessage(CreateMessageRequest::new(sampling_params(request, asker))),
             |result: CreateMessageResult| {
                 let answer = sampling_answer(result)?;
                 check_sampling(&answer, asker)?;
                 Ok(answer)
             },
+            cost::sampling_answer,
         )
     }
 
@@ -263,12 +336,13 @@ impl QuestionHandler for Replay {
         }
         self.answer(
             asker,
-            || InputRequest::ListRoots(ListRootsRequest::default()),
+            InputRequest::ListRoots(ListRootsRequest::default()),
             |result: ListRootsResult| {
                 let roots = roots_answer(result);
                 check_roots(&roots, asker)?;
                 Ok(roots)
             },
+            |roots: &Vec<Root>| cost::roots_answer(roots),
         )
     }
 }
@@ -599,7 +673,11 @@ mod tests {
         assert!(replay.sample(&asker("model"), &request).await.is_ok());
         // The tool use and the two blocks are read, and refused by the host, not by serde.
         for (key, why) in [("tool_use", "tool use"), ("two_blocks", "2 content blocks")] {
-            let value = replay.answers.get(key).cloned().unwrap_or_default();
+            let value = replay
+                .answers
+                .get(key)
+                .map(|given| given.answer.clone())
+                .unwrap_or_default();
             let read: CreateMessageResult = serde_json::from_value(value).expect("a result");
             let refused = sampling_answer(read);
             assert!(
@@ -648,6 +726,125 @@ mod tests {
         assert_eq!(
             state.answers.keys().collect::<Vec<_>>(),
             ["fits", "model", "root"]
+        );
+    }
+
+    fn accept(name: &str) -> Value {
+        serde_json::json!({"action": "accept", "content": {"name": name}})
+    }
+
+    /// Round 1 of a call asking `message` under `key`: the state of its `input_required`.
+    async fn first_round(codec: &RequestStateCodec, key: &str, message: &str) -> String {
+        let round = Replay::open(
+            codec,
+            "tools/call",
+            "t",
+            &arguments("x"),
+            None,
+            None,
+            capabilities(),
+        )
+        .expect("round 1");
+        let deferred = round.elicit(&asker(key), message, &form()).await;
+        assert!(
+            matches!(deferred, Err(QuestionError::Deferred(_))),
+            "{deferred:?}"
+        );
+        round
+            .input_required(codec, "tools/call", "t", &arguments("x"))
+            .expect("seal")
+            .and_then(|result| result.request_state)
+            .expect("state")
+    }
+
+    /// A retry's answer is bound to the question the client was shown: a tool that asks
+    /// another question under the same key (a consent for one file, reused for another) is
+    /// asked again, and a response under a key the last round did not ask is dropped.
+    #[tokio::test]
+    async fn a_retrys_answer_counts_only_for_the_question_it_was_given_for() {
+        let codec = codec_with(&[7u8; 32]);
+        let args = arguments("x");
+        let state = first_round(&codec, "consent", "Delete notes.txt?").await;
+        let responses = BTreeMap::from([
+            ("consent".to_owned(), accept("yes")),
+            ("unasked".to_owned(), accept("yes")),
+        ]);
+        let open = || {
+            Replay::open(
+                &codec,
+                "tools/call",
+                "t",
+                &args,
+                Some(&state),
+                Some(responses.clone()),
+                capabilities(),
+            )
+            .expect("round 2")
+        };
+        let other = open();
+        let swapped = other
+            .elicit(&asker("consent"), "Delete secrets.txt?", &form())
+            .await;
+        assert!(
+            matches!(swapped, Err(QuestionError::Deferred(_))),
+            "{swapped:?}"
+        );
+        let unasked = other.elicit(&asker("unasked"), "Anything?", &form()).await;
+        assert!(
+            matches!(unasked, Err(QuestionError::Deferred(_))),
+            "{unasked:?}"
+        );
+        let same = open();
+        let answer = same
+            .elicit(&asker("consent"), "Delete notes.txt?", &form())
+            .await;
+        assert!(
+            matches!(&answer, Ok(ElicitationAnswer::Accept(content)) if content["name"] == "yes"),
+            "{answer:?}"
+        );
+    }
+
+    /// An answer over the plugin's `max_question_bytes` is asked again, not sealed into the
+    /// state, so that a retry within the limit is taken.
+    #[tokio::test]
+    async fn an_answer_over_the_size_limit_is_asked_again_and_not_kept() {
+        let codec = codec_with(&[7u8; 32]);
+        let args = arguments("x");
+        let limited = asker("name").with_max_answer_bytes(256);
+        let state = first_round(&codec, "name", "Name?").await;
+        let round = |state: &str, name: &str| {
+            Replay::open(
+                &codec,
+                "tools/call",
+                "t",
+                &args,
+                Some(state),
+                Some(BTreeMap::from([("name".to_owned(), accept(name))])),
+                capabilities(),
+            )
+            .expect("round")
+        };
+        let large = round(&state, &"A".repeat(1000));
+        let refused = large.elicit(&limited, "Name?", &form()).await;
+        assert!(
+            matches!(refused, Err(QuestionError::Deferred(_))),
+            "{refused:?}"
+        );
+        let again = large
+            .input_required(&codec, "tools/call", "t", &args)
+            .expect("seal")
+            .expect("asked again");
+        assert!(again.input_requests.expect("requests").contains_key("name"));
+        let state = again.request_state.expect("state");
+        let sealed: State = codec
+            .open_json_with(&state, &binding("tools/call", "t", &args))
+            .expect("open");
+        assert!(sealed.answers.is_empty(), "the refused answer was kept");
+        let small = round(&state, "Ada");
+        let answer = small.elicit(&limited, "Name?", &form()).await;
+        assert!(
+            matches!(&answer, Ok(ElicitationAnswer::Accept(content)) if content["name"] == "Ada"),
+            "{answer:?}"
         );
     }
 }

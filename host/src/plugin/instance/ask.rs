@@ -216,7 +216,9 @@ impl Questions {
             )));
         };
         self.asked.push(key.to_owned());
-        Ok((Arc::clone(handler), Asker::new(&**plugin, &**tool, key)))
+        let asker = Asker::new(&**plugin, &**tool, key)
+            .with_max_answer_bytes(self.policy.max_question_bytes);
+        Ok((Arc::clone(handler), asker))
     }
 
     /// Asks: admits the question (`question_bytes` as [`cost`](crate::question::cost)
