@@ -100,9 +100,16 @@ pub(crate) fn check(out: &mut String, loader: &Loader, dir: &Path) -> anyhow::Re
             }
         }
         for secret in &policy.http_secrets {
+            let source = match secret.variables() {
+                [] => "a value written in the policy file".to_owned(),
+                names => {
+                    let names: Vec<String> = names.iter().map(|name| format!("${name}")).collect();
+                    format!("value from the host's {}", names.join(", "))
+                }
+            };
             outln!(
                 out,
-                "         secret: header {} set by the host on requests to {}",
+                "         secret: header {} set by the host on requests to {} ({source})",
                 secret.header,
                 secret.grant
             );

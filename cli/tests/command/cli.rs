@@ -21,6 +21,16 @@ pub(crate) fn plugin_dir(name: &str, plugins: &[&str]) -> (ScratchDir, PathBuf, 
 }
 
 pub(crate) fn run(cache: &Path, args: &[&str], stdin: Option<&str>) -> Output {
+    run_with_env(cache, args, stdin, &[])
+}
+
+/// [`run`] with the variables `env` set in the command's environment.
+pub(crate) fn run_with_env(
+    cache: &Path,
+    args: &[&str],
+    stdin: Option<&str>,
+    env: &[(&str, &str)],
+) -> Output {
     // The loading options go after the subcommand: `llm-worker list --cache-dir DIR …`.
     let at = args
         .iter()
@@ -33,6 +43,7 @@ pub(crate) fn run(cache: &Path, args: &[&str], stdin: Option<&str>) -> Output {
         .arg(cache)
         .args(&args[at..])
         .env_remove("RUST_LOG")
+        .envs(env.iter().copied())
         .stdin(if stdin.is_some() {
             Stdio::piped()
         } else {
@@ -266,6 +277,28 @@ fn check_reports_each_file_and_fails_on_a_refused_plugin() {
         "{report}"
     );
     assert!(report.contains("tasks 60s"), "{report}");
+    // A secret header shows its name and the variables its value comes from, never the value.
+    std::fs::write(
+        dir.join("greet.policy.toml"),
+        "[http]\nallow = [\"https://api.example.com\"]\n\n[[http.secrets]]\nhost = \"https://api.example.com\"\nheader = \"Authorization\"\nvalue = \"Bearer ${CHECK_TEST_TOKEN}\"\n",
+    )
+    .expect("policy");
+    let out = run_with_env(
+        &cache,
+        &["check", path(&dir)],
+        None,
+        &[("CHECK_TEST_TOKEN", "sk-not-shown")],
+    );
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    let report = stdout(&out);
+    assert!(
+        report.contains(
+            "secret: header Authorization set by the host on requests to \
+             https://api.example.com (value from the host's $CHECK_TEST_TOKEN)"
+        ),
+        "{report}"
+    );
+    assert!(!report.contains("sk-not-shown"), "{report}");
     std::fs::remove_file(dir.join("greet.policy.toml")).expect("remove");
 
     std::fs::write(dir.join("broken.wasm"), b"nope").expect("write");

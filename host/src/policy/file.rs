@@ -485,7 +485,7 @@ impl SandboxPolicy {
                         .into(),
                 ));
             }
-            http_secrets.push(HttpSecret::new(grant, secret.header.clone(), value));
+            let mut made_of = HttpSecret::new(grant, secret.header.clone(), value);
             // A variable the secret is made of, handed to the plugin too, is the secret in the
             // plugin's hands.
             let mut rest = secret.value.as_str();
@@ -495,6 +495,9 @@ impl SandboxPolicy {
                     break;
                 };
                 let name = &after[..end];
+                if !made_of.variables.iter().any(|known| known == name) {
+                    made_of.variables.push(name.to_owned());
+                }
                 let value = std::env::var(name).unwrap_or_default();
                 let inherited = &env[..file.env.inherit.len()];
                 if let Some(inherited) = handing_over(inherited, name, &value) {
@@ -512,6 +515,7 @@ impl SandboxPolicy {
                 }
                 rest = &after[end + 1..];
             }
+            http_secrets.push(made_of);
         }
         // A narrower list than the plugin's: each rule within one of `[http] allow`.
         let narrowed = |key: &str, rules: &[String], whose: &str| {

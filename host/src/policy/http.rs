@@ -14,6 +14,8 @@ pub struct HttpSecret {
     /// The header's name, e.g. `Authorization`.
     pub header: String,
     pub(super) value: String,
+    /// The host's environment variables the value was made of, by name.
+    pub(super) variables: Vec<String>,
 }
 
 impl HttpSecret {
@@ -23,7 +25,14 @@ impl HttpSecret {
             grant,
             header: header.into(),
             value: value.into(),
+            variables: Vec::new(),
         }
+    }
+
+    /// The names of the host's environment variables its value was made of (`${NAME}` in a
+    /// policy file), in order, each once: what an operator sets for it. Never their values.
+    pub fn variables(&self) -> &[String] {
+        &self.variables
     }
 
     /// The header's value (for the request, and hashed for a revision: never log it).
@@ -39,6 +48,7 @@ impl std::fmt::Debug for HttpSecret {
             .field("grant", &self.grant)
             .field("header", &self.header)
             .field("value", &"[redacted]")
+            .field("variables", &self.variables)
             .finish()
     }
 }
