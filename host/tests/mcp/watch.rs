@@ -629,3 +629,57 @@ async fn a_locked_plugin_lists_only_what_the_lock_approved_while_serving() {
         client.cancel().await.expect("close");
     }
 }
+
+/// A reload that finds the host's instance pool full (the plugin's tools cannot be listed for
+/// want of a slot) is not the plugin's failure: the version served before keeps serving, and
+/// the directory is reloaded again once the first retry's wait (one second) has passed, though
+/// nothing changed in it — not at every rescan before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_that_found_the_pool_full_is_tried_again_later() {
+    let dir = dir_with("dir-watcher-busy", &["greet"]);
+    let host = llm_worker::PluginHost::builder()
+        .instance_pool(1)
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut watcher = DirWatcher::load(
+        host.clone(),
+        dir.path(),
+        llm_worker::LoadDirOptions::default(),
+    )
+    .expect("load");
+    let before = watcher.groups()[0].revision();
+    // The pool's one slot, held by a session of the served plugin.
+    let plugin = host
+        .load(dir.join("greet.wasm"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut worker = llm_worker::Worker::new();
+    worker
+        .register_tools(plugin.definitions())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let holder = worker.tool_server_handle();
+    let greeted = holder.call_tool("greet", r#"{"name":"Ada"}"#).await;
+    assert!(greeted.is_ok(), "{greeted:?}");
+    // A new version (another plugin's code under the name) comes while the slot is held.
+    std::fs::copy(
+        llm_worker_tests::plugin_path("counter"),
+        dir.join("greet.wasm"),
+    )
+    .expect("copy");
+    let (changed, said) = logged(watcher.rescan()).await;
+    assert!(!changed, "{said:?}");
+    assert_eq!(
+        watcher.groups()[0].revision(),
+        before,
+        "the old version serves"
+    );
+    // The slot is given back; a rescan at once does not reload what did not change.
+    drop(holder);
+    drop(worker);
+    let (changed, said) = logged(watcher.rescan()).await;
+    assert!(!changed && said.is_empty(), "{said:?}");
+    // After the wait, the reload is tried again and takes the new version.
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let (changed, said) = logged(watcher.rescan()).await;
+    assert!(changed, "{said:?}");
+    assert_ne!(watcher.groups()[0].revision(), before);
+}
