@@ -1202,6 +1202,12 @@ mod tests {
         waits_on_its_question(&store, &third)
             .await
             .expect("the third question is held");
+        // Cancelled, the third task gives its question's room back too.
+        store.cancel("alice", &third.id).expect("cancelled");
+        let (fourth, _) = asking(&store);
+        waits_on_its_question(&store, &fourth)
+            .await
+            .expect("the fourth question is held");
         // Other owners' questions are not held to alice's budget.
         let (asked, _answered) = oneshot::channel::<()>();
         let bob = store

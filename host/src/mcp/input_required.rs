@@ -68,9 +68,31 @@ struct Answered {
 }
 
 /// The digest a question is known by across rounds: of the request the client is shown.
-fn question_digest(request: &InputRequest) -> String {
-    let text = serde_json::to_vec(request).unwrap_or_default();
-    crate::digest::sha256_hex(&text)
+fn question_digest(request: &InputRequest) -> Result<String, QuestionError> {
+    let text = serde_json::to_vec(request).map_err(|error| {
+        QuestionError::Failed(format!("the question cannot be written as JSON: {error}"))
+    })?;
+    Ok(crate::digest::sha256_hex(&text))
+}
+
+/// What is kept of an answer for the next round: what serde read of it (fields it does not know
+/// are gone), written again without any `_meta`, so that a client cannot have the state carry
+/// (and this server sign) bytes the size limit never counted.
+fn kept<T: serde::Serialize>(answer: &T) -> Result<Value, QuestionError> {
+    fn strip(value: &mut Value) {
+        match value {
+            Value::Object(map) => {
+                map.remove("_meta");
+                map.values_mut().for_each(strip);
+            }
+            Value::Array(items) => items.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    let mut value = serde_json::to_value(answer)
+        .map_err(|error| QuestionError::Failed(format!("the answer cannot be kept: {error}")))?;
+    strip(&mut value);
+    Ok(value)
 }
 
 /// What binds a state to its request: the method, the tool's or prompt's name, its arguments.
@@ -117,42 +139,53 @@ impl Replay {
                         tracing::debug!("a request state was refused: {error}");
                         ErrorData::invalid_params(
                             "requestState integrity check failed: it was not made by this \
-                             server for this request (or it expired); retry without it",
+                             server for this request (or it expired); retry without it and \
+                             without inputResponses",
                             None,
                         )
                     })?;
                 Some(state)
             }
         };
-        let (mut answers, asked) = match state {
-            Some(state) => (state.answers, Some(state.asked)),
-            None => (BTreeMap::new(), None),
-        };
         // The answers of earlier rounds stand: a retry adds answers, it does not change them.
-        // With a state, a response answers the question the last round showed under its key,
-        // and one under a key nothing asked is dropped.
+        // A response answers the question the last round showed under its key; one under a key
+        // that round did not ask, or sent with no state (nothing was asked: a client told its
+        // state is refused retries without it), is dropped.
+        let Some(state) = state else {
+            if let Some(responses) = responses.filter(|responses| !responses.is_empty()) {
+                tracing::debug!(
+                    "{} responses sent without a request state are dropped",
+                    responses.len()
+                );
+            }
+            return Ok(Self::with(BTreeMap::new(), capabilities));
+        };
+        let State { mut answers, asked } = state;
+        let mut unasked = 0usize;
         for (key, answer) in responses.unwrap_or_default() {
-            let question = match &asked {
-                None => None,
-                Some(asked) => match asked.get(&key) {
-                    Some(question) => Some(question.clone()),
-                    None => {
-                        tracing::debug!(
-                            "a response to question '{key}', which was not asked, is dropped"
-                        );
-                        continue;
-                    }
-                },
+            let Some(question) = asked.get(&key) else {
+                unasked += 1;
+                continue;
             };
+            let question = Some(question.clone());
             answers.entry(key).or_insert(Answered { question, answer });
         }
-        Ok(Self {
+        if unasked > 0 {
+            tracing::debug!(
+                "{unasked} responses to questions the last round did not ask are dropped"
+            );
+        }
+        Ok(Self::with(answers, capabilities))
+    }
+
+    fn with(answers: BTreeMap<String, Answered>, capabilities: ClientCapabilities) -> Self {
+        Self {
             answers,
             capabilities,
             deferred: Mutex::default(),
             used: Mutex::default(),
             missing: Mutex::default(),
-        })
+        }
     }
 
     /// Whether the run deferred a question to the client's retry.
@@ -223,14 +256,14 @@ impl Replay {
     /// the same key) of the right shape that `fits` (turns into ours, and passes the checks
     /// every answer passes) and is within the asker's size (as `bytes` counts it); otherwise
     /// the question is deferred: asked again, never passed on, never kept in the state.
-    fn answer<T: serde::de::DeserializeOwned, U>(
+    fn answer<T: serde::de::DeserializeOwned + serde::Serialize, U>(
         &self,
         asker: &Asker,
         request: InputRequest,
         fits: impl FnOnce(T) -> Result<U, QuestionError>,
         bytes: impl FnOnce(&U) -> usize,
     ) -> Result<U, QuestionError> {
-        let question = question_digest(&request);
+        let question = question_digest(&request)?;
         if let Some(given) = self.answers.get(&asker.key) {
             let checked = if given
                 .question
@@ -243,8 +276,9 @@ impl Replay {
             } else {
                 serde_json::from_value::<T>(given.answer.clone())
                     .map_err(|error| QuestionError::Failed(error.to_string()))
-                    .and_then(fits)
-                    .and_then(|answer| {
+                    .and_then(|read| Ok((kept(&read)?, read)))
+                    .and_then(|(kept, read)| Ok((kept, fits(read)?)))
+                    .and_then(|(kept, answer)| {
                         let size = bytes(&answer);
                         if size > asker.max_answer_bytes {
                             return Err(QuestionError::Failed(format!(
@@ -253,21 +287,21 @@ impl Replay {
                                 asker.max_answer_bytes, asker.plugin
                             )));
                         }
-                        Ok(answer)
+                        Ok((kept, answer))
                     })
             };
             match checked {
-                Ok(answer) => {
+                Ok((kept, answer)) => {
                     let used = Answered {
                         question: Some(question),
-                        answer: given.answer.clone(),
+                        answer: kept,
                     };
                     lock(&self.used).insert(asker.key.clone(), used);
                     return Ok(answer);
                 }
                 Err(error) => {
                     tracing::debug!(
-                        "the answer to question '{}' is asked again: {error}",
+                        "the answer to question {:?} is asked again: {error}",
                         asker.key
                     );
                 }
@@ -538,17 +572,62 @@ mod tests {
         codec(Some(key)).expect("codec")
     }
 
+    /// A question the tests ask: a form with its message, a sampling request, or roots.
+    enum Question<'a> {
+        Form(&'a str, &'a Value),
+        Sample(&'a SamplingRequest),
+        Roots,
+    }
+
+    /// Asks `questions` (by key) in one run of `replay`, each answered or deferred.
+    async fn ask_all(replay: &Replay, questions: &[(&str, Question<'_>)]) {
+        for (key, question) in questions {
+            let _ = match question {
+                Question::Form(message, form) => {
+                    replay.elicit(&asker(key), message, form).await.map(|_| ())
+                }
+                Question::Sample(request) => replay.sample(&asker(key), request).await.map(|_| ()),
+                Question::Roots => replay.roots(&asker(key)).await.map(|_| ()),
+            };
+        }
+    }
+
+    /// The request state after a first round (no answers) of a call asking `questions`.
+    async fn state_asking(
+        codec: &RequestStateCodec,
+        args: &serde_json::Map<String, Value>,
+        capabilities: ClientCapabilities,
+        questions: &[(&str, Question<'_>)],
+    ) -> String {
+        let round = Replay::open(codec, "tools/call", "t", args, None, None, capabilities)
+            .expect("round 1");
+        ask_all(&round, questions).await;
+        round
+            .input_required(codec, "tools/call", "t", args)
+            .expect("seal")
+            .and_then(|result| result.request_state)
+            .expect("a state")
+    }
+
     #[tokio::test]
     async fn an_undeclared_capability_is_a_clear_error_and_a_malformed_answer_asks_again() {
         let codec = codec_with(&[7u8; 32]);
         let args = arguments("x");
+        let form = form();
+        let state = state_asking(
+            &codec,
+            &args,
+            capabilities(),
+            &[("name", Question::Form("Name?", &form))],
+        )
+        .await;
         let responses = BTreeMap::from([("name".to_owned(), serde_json::json!(12345))]);
         let replay = Replay::open(
             &codec,
             "tools/call",
             "t",
             &args,
-            None,
+            Some(&state),
             Some(responses),
             capabilities(),
         )
@@ -566,7 +645,7 @@ mod tests {
             data["requiredCapabilities"].get("sampling").is_none(),
             "{data}"
         );
-        let again = replay.elicit(&asker("name"), "Name?", &form()).await;
+        let again = replay.elicit(&asker("name"), "Name?", &form).await;
         assert!(
             matches!(again, Err(QuestionError::Deferred(_))),
             "{again:?}"
@@ -640,12 +719,24 @@ mod tests {
                 serde_json::json!({"roots": [{"uri": "file:///work"}]}),
             ),
         ]);
+        let request = SamplingRequest::default();
+        let mut questions: Vec<(&str, Question<'_>)> = Vec::new();
+        for key in ["forged", "extra", "missing", "fits"] {
+            questions.push((key, Question::Form("Name?", &form)));
+        }
+        for key in ["as_user", "tool_use", "two_blocks", "model"] {
+            questions.push((key, Question::Sample(&request)));
+        }
+        for key in ["web_root", "dotted_root", "root"] {
+            questions.push((key, Question::Roots));
+        }
+        let state = state_asking(&codec, &args, capabilities.clone(), &questions).await;
         let replay = Replay::open(
             &codec,
             "tools/call",
             "t",
             &args,
-            None,
+            Some(&state),
             Some(responses),
             capabilities,
         )
@@ -662,7 +753,6 @@ mod tests {
             matches!(&fits, Ok(ElicitationAnswer::Accept(content)) if content["name"] == "Ada"),
             "{fits:?}"
         );
-        let request = SamplingRequest::default();
         for key in ["as_user", "tool_use", "two_blocks"] {
             let again = replay.sample(&asker(key), &request).await;
             assert!(
@@ -846,5 +936,101 @@ mod tests {
             matches!(&answer, Ok(ElicitationAnswer::Accept(content)) if content["name"] == "Ada"),
             "{answer:?}"
         );
+    }
+
+    /// A client whose state was refused (expired, or the plugin changed under `--watch`)
+    /// retries without it, as told, keeping its responses: they answered questions of the
+    /// version it was shown, so they answer nothing now, and the questions are asked again.
+    #[tokio::test]
+    async fn responses_sent_without_a_state_answer_nothing() {
+        let codec = codec_with(&[7u8; 32]);
+        let args = arguments("x");
+        let stateless = Replay::open(
+            &codec,
+            "tools/call",
+            "t",
+            &args,
+            None,
+            Some(BTreeMap::from([("consent".to_owned(), accept("yes"))])),
+            capabilities(),
+        )
+        .expect("open");
+        let asked = stateless
+            .elicit(&asker("consent"), "Delete secrets.txt?", &form())
+            .await;
+        assert!(
+            matches!(asked, Err(QuestionError::Deferred(_))),
+            "{asked:?}"
+        );
+    }
+
+    /// An answer is kept for the next round as what was read of it: fields nobody reads and
+    /// `_meta` (which no size limit counts) are not carried in the state this server signs;
+    /// an answer kept meets a changed question in a later round and is asked again.
+    #[tokio::test]
+    async fn the_state_keeps_what_was_read_of_an_answer_for_its_question_only() {
+        let codec = codec_with(&[7u8; 32]);
+        let args = arguments("x");
+        let form = form();
+        let questions = [
+            ("name", Question::Form("Name?", &form)),
+            ("colour", Question::Form("Colour?", &form)),
+        ];
+        let state = state_asking(&codec, &args, capabilities(), &questions).await;
+        let padding = "p".repeat(100_000);
+        let padded = serde_json::json!({
+            "action": "accept",
+            "content": {"name": "Ada"},
+            "_meta": {"pad": padding},
+            "unknown": padding,
+        });
+        let round = Replay::open(
+            &codec,
+            "tools/call",
+            "t",
+            &args,
+            Some(&state),
+            Some(BTreeMap::from([("name".to_owned(), padded)])),
+            capabilities(),
+        )
+        .expect("round 2");
+        ask_all(&round, &questions).await;
+        let sealed = round
+            .input_required(&codec, "tools/call", "t", &args)
+            .expect("seal")
+            .and_then(|result| result.request_state)
+            .expect("colour is still asked");
+        assert!(
+            sealed.len() < 2_000,
+            "the state carries the padding: {} bytes",
+            sealed.len()
+        );
+        let kept: State = codec
+            .open_json_with(&sealed, &binding("tools/call", "t", &args))
+            .expect("open");
+        assert_eq!(
+            kept.answers["name"].answer,
+            serde_json::json!({"action": "accept", "content": {"name": "Ada"}})
+        );
+        // Round 3: the tool asks another question under `name`; the kept answer is not its.
+        let round = Replay::open(
+            &codec,
+            "tools/call",
+            "t",
+            &args,
+            Some(&sealed),
+            None,
+            capabilities(),
+        )
+        .expect("round 3");
+        let changed = round
+            .elicit(&asker("name"), "Your manager's name?", &form)
+            .await;
+        assert!(
+            matches!(changed, Err(QuestionError::Deferred(_))),
+            "{changed:?}"
+        );
+        let same = round.elicit(&asker("name"), "Name?", &form).await;
+        assert!(same.is_ok(), "{same:?}");
     }
 }
