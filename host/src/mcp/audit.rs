@@ -144,13 +144,17 @@ impl AuditLog {
     /// itself only if this log writes inputs. Taken when the request begins, so that what
     /// outlives the request until its record is written (a task, for its life) is a digest,
     /// not the arguments.
+    ///
+    /// An input larger than [`MAX_AUDITED_INPUT`] is not written, its size is (`input_bytes`):
+    /// any caller, one the access policy grants nothing included, could otherwise have each
+    /// refused request write megabytes.
     pub(crate) fn input(&self, input: &impl serde::Serialize) -> AuditInput {
         let text = serde_json::to_string(input).unwrap_or_default();
+        let kept = self.inputs && text.len() <= MAX_AUDITED_INPUT;
         AuditInput {
             sha256: crate::digest::sha256_hex(text.as_bytes()),
-            value: self
-                .inputs
-                .then(|| serde_json::to_value(input).unwrap_or_default()),
+            value: kept.then(|| serde_json::to_value(input).unwrap_or_default()),
+            bytes: (self.inputs && !kept).then_some(text.len()),
         }
     }
 
@@ -159,6 +163,7 @@ impl AuditLog {
     pub(crate) fn write(&self, mut record: Record, input: AuditInput) {
         record.input_sha256 = Some(input.sha256);
         record.input = input.value;
+        record.input_bytes = input.bytes;
         self.write_record(&record);
     }
 
@@ -260,6 +265,9 @@ pub(crate) struct Record {
     pub(crate) input_sha256: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) input: Option<Value>,
+    /// The size of an input too large to write ([`MAX_AUDITED_INPUT`]), in its place.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) input_bytes: Option<usize>,
     /// `ok`, `tool_error`, `error`, `skipped` (by a hook), `refused`, `denied` (a tool outside
     /// the identity's grants), `cancelled`, or a question's `accepted`, `declined`,
     /// `unanswered`.
@@ -291,6 +299,7 @@ impl Record {
             task: None,
             input_sha256: None,
             input: None,
+            input_bytes: None,
             outcome: "ok",
             duration_ms: 0.0,
             cpu_ms: 0.0,
@@ -346,7 +355,12 @@ impl Record {
 pub(crate) struct AuditInput {
     sha256: String,
     value: Option<Value>,
+    bytes: Option<usize>,
 }
+
+/// The largest input (its JSON text) a record holds with `--audit-inputs`; a larger one is
+/// recorded by its digest and size.
+pub(crate) const MAX_AUDITED_INPUT: usize = 64 << 10;
 
 /// The `Mcp-Session-Id` of an HTTP request.
 fn session_id(extensions: &rmcp::model::Extensions) -> Option<String> {

@@ -53,6 +53,9 @@ pub struct McpServer {
     questions: std::sync::OnceLock<Arc<dyn crate::question::QuestionHandler>>,
     /// The tools as last listed, and the version of the session's tools they are of.
     pub(super) listed: Mutex<Option<(u64, Arc<[Tool]>)>>,
+    /// Whether the session answered its `initialize`: a second is refused (it would change
+    /// the protocol version the session negotiated, and with it what the session may do).
+    initialized: std::sync::atomic::AtomicBool,
     /// Under an access policy: the identity whose tools the session holds, once its first
     /// request came (a session is its opener's), and what that request was granted.
     #[cfg(feature = "mcp-http")]
@@ -187,6 +190,7 @@ impl McpServer {
             id: NEXT_SESSION.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             questions: std::sync::OnceLock::new(),
             listed: Mutex::new(None),
+            initialized: std::sync::atomic::AtomicBool::new(false),
             #[cfg(feature = "mcp-http")]
             bound: Mutex::new(None),
         }
@@ -791,7 +795,17 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::InitializeResult, ErrorData> {
         self.bind(&context)?;
-        context.peer.set_peer_info(request.clone());
+        // rmcp records the client's information around the handshake, with the version it
+        // negotiated: not set again here, where it would be the version the client asked for.
+        if self
+            .initialized
+            .swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            return Err(ErrorData::invalid_request(
+                "this session is initialized already; open a new session to initialize again",
+                None,
+            ));
+        }
         self.negotiate_initialize(&request)
     }
 

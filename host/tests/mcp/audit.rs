@@ -135,8 +135,23 @@ async fn inputs_are_written_when_the_operator_asks() {
     let mut add = CallToolRequestParams::new("add_note");
     add.arguments = json!({"text": "kept"}).as_object().cloned();
     client.call_tool(add).await.expect("add_note");
+    // The attack: requests of megabytes (here for a tool nobody offers, refused before any
+    // plugin code runs), each written whole into the log. An input over 64 KiB is recorded
+    // by its digest and size.
+    let mut large = CallToolRequestParams::new("no_such_tool");
+    large.arguments = json!({"text": "x".repeat(1 << 20)}).as_object().cloned();
+    let _ = client.call_tool(large).await;
     client.cancel().await.expect("close");
-    assert_eq!(out.records()[0]["input"], json!({"text": "kept"}));
+    let records = out.records();
+    assert_eq!(records[0]["input"], json!({"text": "kept"}));
+    assert!(records[0].get("input_bytes").is_none(), "{}", records[0]);
+    let refused = &records[1];
+    assert!(
+        refused.get("input").is_none(),
+        "the large input was written"
+    );
+    assert_eq!(refused["input_bytes"], json!((1 << 20) + 11), "{refused}");
+    assert!(refused["input_sha256"].is_string(), "{refused}");
 }
 
 #[cfg(unix)]

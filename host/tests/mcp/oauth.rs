@@ -1222,3 +1222,59 @@ async fn a_calls_answer_is_not_cut_when_its_token_expires() {
         "{text}"
     );
 }
+
+/// The attack: a second `initialize` in an open session, asking for revision 2026-07-28 (no
+/// `MCP-Protocol-Version` header), made the session's recorded version the one asked, not one
+/// negotiated; the session then took `subscriptions/listen`, sent without the `Mcp-Method`
+/// header the token cut-off looked for, and the stream outlived the token. A session is
+/// initialized once, and a POST's method is read from its body.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_is_initialized_once() {
+    let issuer = Issuer::start(Issuing::Answers).await;
+    let url = serve(&issuer, Vec::new(), |o| o.leeway(Duration::ZERO)).await;
+    let (brief, _) = brief_token(&issuer, &url, 3);
+    let session = initialized_session(&url, &brief).await;
+    let again = reqwest::Client::new()
+        .post(&url)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("mcp-session-id", &session)
+        .bearer_auth(&brief)
+        .body(
+            json!({
+                "jsonrpc": "2.0", "id": 2, "method": "initialize",
+                "params": {"protocolVersion": "2026-07-28", "capabilities": {},
+                           "clientInfo": {"name": "test", "version": "1"}},
+            })
+            .to_string(),
+        )
+        .send()
+        .await
+        .expect("a second initialize");
+    let answer = again.text().await.expect("its answer");
+    assert!(
+        answer.contains("initialized already") && !answer.contains("\"result\""),
+        "{answer}"
+    );
+    // The session's version is still the one negotiated: a listen in it, with no header
+    // saying what it is, is no stream that could outlive the token.
+    let listen = json!({
+        "jsonrpc": "2.0", "id": 3, "method": "subscriptions/listen",
+        "params": {"notifications": {"toolsListChanged": true}},
+    });
+    let listened = reqwest::Client::new()
+        .post(&url)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("mcp-session-id", &session)
+        .bearer_auth(&brief)
+        .body(listen.to_string())
+        .send()
+        .await
+        .expect("the listen request");
+    let ended = tokio::time::timeout(Duration::from_secs(30), listened.text()).await;
+    let body = ended
+        .expect("the listen outlived its token")
+        .expect("the answer ended cleanly");
+    assert!(body.contains("\"error\""), "{body}");
+}

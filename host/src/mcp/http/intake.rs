@@ -324,16 +324,16 @@ fn is_initialize(bytes: &[u8]) -> bool {
         .is_ok_and(|message| message.method.as_deref() == Some("initialize"))
 }
 
-/// The id of the JSON-RPC request `bytes` holds, if it is one (read without keeping anything
-/// else of it).
-pub(super) fn request_id(bytes: &[u8]) -> Option<rmcp::model::RequestId> {
+/// The id and the method of the JSON-RPC request `bytes` holds, if it is one (read without
+/// keeping anything else of it).
+pub(super) fn request_head(bytes: &[u8]) -> Option<(rmcp::model::RequestId, String)> {
     #[derive(serde::Deserialize)]
     struct Request {
         id: Option<rmcp::model::RequestId>,
-        method: Option<serde::de::IgnoredAny>,
+        method: Option<String>,
     }
     let request: Request = serde_json::from_slice(bytes).ok()?;
-    request.method.and(request.id)
+    Some((request.id?, request.method?))
 }
 
 /// `status` for the request `id`, saying `why`, as a JSON-RPC error of that id.

@@ -281,7 +281,11 @@ impl McpHttpService {
         } else {
             bytes::Bytes::new()
         };
-        let request_id = posted.then(|| super::intake::request_id(&body)).flatten();
+        let head = posted.then(|| super::intake::request_head(&body)).flatten();
+        let listens = head
+            .as_ref()
+            .is_some_and(|(_, method)| method == "subscriptions/listen");
+        let request_id = head.map(|(id, _)| id);
         let share = posted.then(|| super::intake::RequestShare::new(share));
         let mut request = Request::from_parts(parts, http_body_util::Full::new(body));
         if let Some(share) = &share {
@@ -376,16 +380,18 @@ impl McpHttpService {
         };
         // A standing stream ends when the token it was opened with expires: a session's GET
         // (its notices, its tasks' logs) and a stateless `subscriptions/listen` (a POST whose
-        // answer streams for as long as the client stays; its `Mcp-Method` header, which rmcp
-        // holds to the body's method, says which). The client opens it again with a current
-        // token, checked as any request is. A call's streamed answer is not cut: it ends with
-        // the call, within its time limit.
+        // answer streams for as long as the client stays; which method a POST is, is read from
+        // its body too: the `Mcp-Method` header, which rmcp holds to the body's method
+        // only on some protocol versions, may be left out). The client opens it again with a
+        // current token, checked as any request is. A call's streamed answer is not cut: it
+        // ends with the call, within its time limit.
         let standing = request.method() == http::Method::GET
             || (request.method() == http::Method::POST
-                && request
-                    .headers()
-                    .get("mcp-method")
-                    .is_some_and(|method| method.as_bytes() == b"subscriptions/listen"));
+                && (listens
+                    || request
+                        .headers()
+                        .get("mcp-method")
+                        .is_some_and(|method| method.as_bytes() == b"subscriptions/listen")));
         let expires = identity
             .as_deref()
             .filter(|_| standing)

@@ -566,7 +566,12 @@ impl v10::llm_worker::tool::host::Host for PluginState {
         // Only a call may say so: code left running by a call that ended reaches no session.
         // Said by the code reading that very list, it is the list being read: taken as a
         // change, every request would read the list again, running the plugin each time.
-        let Some(call) = self.calls_mut().and_then(Calls::running) else {
+        // A call its caller gave up (its reports ended) says nothing more either.
+        let Some(call) = self
+            .calls_mut()
+            .and_then(Calls::running)
+            .filter(|call| !call.abandoned)
+        else {
             return;
         };
         if call.reads == Some(which) {
@@ -778,6 +783,10 @@ pub(crate) struct Death {
     /// Whether the host lacked capacity (its instance pool's stacks ran out): not the
     /// plugin's failure.
     pub(crate) host_capacity: bool,
+    /// Whether it was ended because a call its caller gave up did not return in time: not
+    /// counted as the plugin's failure (as a dropped call of contracts 0.x is not), unless the
+    /// call had run out of its own time first.
+    pub(crate) caller_gave_up: bool,
 }
 
 /// A running 1.0.0 instance, as its session holds it: the way to its event loop.
@@ -927,7 +936,7 @@ impl Concurrency {
                 };
                 if let Some(reason) = overdue {
                     if let Some(instance) = instance.upgrade() {
-                        instance.kill(reason);
+                        instance.kill(reason, false);
                     }
                     return;
                 }
@@ -941,7 +950,7 @@ impl Concurrency {
     }
 
     /// Ends the instance now, every call in it with it.
-    fn kill(&self, reason: String) {
+    fn kill(&self, reason: String, caller_gave_up: bool) {
         self.kill.send_if_modified(|death| {
             if death.is_some() {
                 return false;
@@ -950,6 +959,7 @@ impl Concurrency {
                 reason,
                 culprit: None,
                 host_capacity: false,
+                caller_gave_up,
             });
             true
         });
@@ -1096,6 +1106,7 @@ impl Drop for DeathOnDrop {
             reason: "the instance's event loop ended unexpectedly".into(),
             culprit: None,
             host_capacity: false,
+            caller_gave_up: false,
         });
     }
 }
@@ -1105,6 +1116,7 @@ fn unknown_death() -> Death {
         reason: "its instance ended".into(),
         culprit: None,
         host_capacity: false,
+        caller_gave_up: false,
     }
 }
 
@@ -1139,6 +1151,7 @@ impl Drop for AbandonOnDrop<'_> {
         }
         let returned = Arc::clone(&self.returned);
         let subject = self.subject.to_string();
+        let caller_gave_up = !self.timed_out;
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
@@ -1154,9 +1167,10 @@ impl Drop for AbandonOnDrop<'_> {
                 instance.watch_lingering();
                 return;
             }
-            instance.kill(format!(
-                "{subject} was cancelled and did not return within {CANCEL_GRACE:?}"
-            ));
+            instance.kill(
+                format!("{subject} was cancelled and did not return within {CANCEL_GRACE:?}"),
+                caller_gave_up,
+            );
         });
     }
 }
@@ -1222,16 +1236,19 @@ async fn serve(
             reason: "the session ended".into(),
             culprit: None,
             host_capacity: false,
+            caller_gave_up: false,
         },
         Ok(Some(reason)) => Death {
             reason,
             culprit: None,
             host_capacity: false,
+            caller_gave_up: false,
         },
         Err(error) => Death {
             reason: super::describe(&limits, &error),
             culprit,
             host_capacity: error.is::<wasmtime::PoolConcurrencyLimitError>(),
+            caller_gave_up: false,
         },
     }
 }

@@ -696,10 +696,13 @@ impl SessionCore {
     }
 
     /// An instance's end counts once against the plugin, whichever of its calls sees it;
-    /// not when the host lacked capacity (its pool's stacks ran out).
+    /// not when the host lacked capacity (its pool's stacks ran out), nor when a call its
+    /// caller gave up would not return.
     fn count_death(&self, slot: &mut Slot, instance: &concurrent::Concurrency) {
-        let host_capacity = instance.dead().is_some_and(|death| death.host_capacity);
-        if !instance.counted.swap(true, Ordering::AcqRel) && !host_capacity {
+        let not_its_failure = instance
+            .dead()
+            .is_some_and(|death| death.host_capacity || death.caller_gave_up);
+        if !instance.counted.swap(true, Ordering::AcqRel) && !not_its_failure {
             slot.consecutive_failures += 1;
         }
     }

@@ -101,6 +101,37 @@ async fn a_call_dropped_by_its_caller_leaves_no_half_run_instance() {
     assert_eq!(tools.call_tool("tick", "{}").await.as_deref(), Ok("0"));
 }
 
+/// The same on contract 1.0.0, for a call that will not return: dropped by its caller while it
+/// computes without awaiting, it is ended with its instance after a grace, and the session's
+/// next call says the state was lost. That was counted as the plugin's failure (here, one
+/// disables it): a user pressing "stop" twice on a slow tool took the plugin out of the
+/// session. It is not the plugin's failure, as a dropped call of contract 0.3.0 is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_call_that_will_not_return_is_not_the_plugins_failure() {
+    let host = PluginHost::with_limits(Limits::default().max_consecutive_failures(1))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let trapper = host
+        .load(plugin_path("trapper"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(trapper.contract_version(), "1.0.0");
+    let tools = session(&trapper);
+    assert_eq!(tools.call_tool("tick", "{}").await.as_deref(), Ok("0"));
+    for _ in 0..2 {
+        let (sink, spinning) = when_logged("spinning forever");
+        tokio::select! {
+            ended = with_tool_events(sink, tools.call_tool("spin_forever", "{}")) => {
+                panic!("an endless loop ended: {ended:?}")
+            }
+            () = within("the endless loop to start", spinning.notified()) => {}
+        }
+        // The next call waits behind the loop until the instance is ended, and says so.
+        let message = error_message(tools.call_tool("tick", "{}").await);
+        assert!(message.contains("lost"), "{message}");
+        assert!(!message.contains("disabled"), "{message}");
+        assert_eq!(tools.call_tool("tick", "{}").await.as_deref(), Ok("0"));
+    }
+}
+
 /// The same through a `Worker`: a batch of tool calls dropped by its caller (a timeout, a
 /// user's stop) ended none of its calls, each spawned on the runtime: they kept running, asking
 /// and reporting until their time limits. They end with the batch.
