@@ -26,7 +26,8 @@ pub(crate) struct Cli {
 /// (they decide whether a plugin loads, so `lock` and `pull` take them too).
 #[derive(clap::Args)]
 pub(crate) struct PluginArgs {
-    /// Keep compiled plugins here (default: $XDG_CACHE_HOME/llm-worker/compiled).
+    /// Keep compiled plugins here (default: $XDG_CACHE_HOME/llm-worker/compiled, or
+    /// ~/.cache/llm-worker/compiled without XDG_CACHE_HOME).
     #[arg(long, value_name = "DIR")]
     pub(crate) cache_dir: Option<PathBuf>,
     /// Compile every plugin afresh; read and write no cache.

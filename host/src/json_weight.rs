@@ -55,6 +55,7 @@ pub(crate) fn block(bytes: usize) -> usize {
 }
 
 /// A mark of a JSON text's structure, outside its strings.
+#[cfg_attr(test, derive(Debug, PartialEq))]
 enum Mark {
     /// A string's opening quote (a key's too).
     String,
@@ -67,38 +68,42 @@ enum Mark {
 }
 
 /// Calls `each` with the marks of the JSON `bytes` in order, in one pass, skipping what strings
-/// hold (escaped quotes included). It does not check that the text is JSON.
+/// hold (escaped quotes included; a string's text is passed over with `memchr`, not byte by
+/// byte). It does not check that the text is JSON.
 fn scan(bytes: &[u8], mut each: impl FnMut(Mark)) {
-    let (mut in_string, mut escaped) = (false, false);
-    for (at, &byte) in bytes.iter().enumerate() {
-        if in_string {
-            match byte {
-                _ if escaped => escaped = false,
-                b'\\' => escaped = true,
-                b'"' => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        let empty = || {
-            bytes[at + 1..]
-                .iter()
-                .find(|next| !next.is_ascii_whitespace())
-                .is_some_and(|next| matches!(next, b'}' | b']'))
-        };
+    let mut at = 0;
+    while let Some(&byte) = bytes.get(at) {
         match byte {
             b'"' => {
-                in_string = true;
                 each(Mark::String);
+                // To the closing quote: past each backslash and the byte it escapes.
+                at += 1;
+                loop {
+                    match memchr::memchr2(b'"', b'\\', &bytes[at.min(bytes.len())..]) {
+                        Some(found) if bytes[at + found] == b'\\' => at += found + 2,
+                        Some(found) => {
+                            at += found;
+                            break;
+                        }
+                        None => return,
+                    }
+                }
             }
-            b'{' | b'[' => each(Mark::Open {
-                object: byte == b'{',
-                empty: empty(),
-            }),
+            b'{' | b'[' => {
+                let empty = bytes[at + 1..]
+                    .iter()
+                    .find(|next| !next.is_ascii_whitespace())
+                    .is_some_and(|next| matches!(next, b'}' | b']'));
+                each(Mark::Open {
+                    object: byte == b'{',
+                    empty,
+                });
+            }
             b'}' | b']' => each(Mark::Close),
             b',' => each(Mark::Comma),
             _ => {}
         }
+        at += 1;
     }
 }
 
@@ -154,7 +159,58 @@ pub(crate) fn parsed_json_bytes(bytes: &[u8]) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::{estimated_json_bytes, parsed_json_bytes};
+    use super::{Mark, estimated_json_bytes, parsed_json_bytes, scan};
+
+    /// The marks of `bytes`, read byte by byte: what [`scan`] skips through strings to find.
+    fn marks_byte_by_byte(bytes: &[u8]) -> Vec<Mark> {
+        let (mut marks, mut in_string, mut escaped) = (Vec::new(), false, false);
+        for (at, &byte) in bytes.iter().enumerate() {
+            if in_string {
+                match byte {
+                    _ if escaped => escaped = false,
+                    b'\\' => escaped = true,
+                    b'"' => in_string = false,
+                    _ => {}
+                }
+                continue;
+            }
+            match byte {
+                b'"' => {
+                    in_string = true;
+                    marks.push(Mark::String);
+                }
+                b'{' | b'[' => marks.push(Mark::Open {
+                    object: byte == b'{',
+                    empty: bytes[at + 1..]
+                        .iter()
+                        .find(|next| !next.is_ascii_whitespace())
+                        .is_some_and(|next| matches!(next, b'}' | b']')),
+                }),
+                b'}' | b']' => marks.push(Mark::Close),
+                b',' => marks.push(Mark::Comma),
+                _ => {}
+            }
+        }
+        marks
+    }
+
+    #[test]
+    fn strings_are_skipped_whatever_they_hold() {
+        for text in [
+            r#"{"a":"x,y{[","b":[1,2,{}],"c":{ }}"#,
+            r#"["\"", "\\", "\\\"]", "[", ","]"#,
+            r#"{"ends with a backslash\"#,
+            r#"{"unterminated: [,{"#,
+            r#"["\"#,
+            r#""\u0022,[" , [ ] ,"#,
+            "",
+            "\"",
+        ] {
+            let mut marks = Vec::new();
+            scan(text.as_bytes(), |mark| marks.push(mark));
+            assert_eq!(marks, marks_byte_by_byte(text.as_bytes()), "{text}");
+        }
+    }
 
     /// Erring high: at least what the value takes once parsed, whatever it is made of (the
     /// shapes that weigh most for their text among them), and not far above it.

@@ -414,6 +414,11 @@ impl PluginSession {
                     contents.len(),
                 );
                 self.within_output_limit(size, || format!("resource '{uri}'"))?;
+                for read in &contents {
+                    offerings::check_resource_contents(read).map_err(|problem| {
+                        self.broke(format!("it answered a read with {problem}"))
+                    })?;
+                }
                 Ok(contents)
             }
             _ => Err(self.broke("it answered a read wrongly".into())),
@@ -499,6 +504,11 @@ impl PluginSession {
                     prompt.messages.len(),
                 );
                 self.within_output_limit(size, || format!("prompt '{name}'"))?;
+                for message in &prompt.messages {
+                    offerings::check_content(&message.content).map_err(|problem| {
+                        self.broke(format!("it rendered prompt '{name}' with {problem}"))
+                    })?;
+                }
                 Ok(prompt)
             }
             _ => Err(self.broke("it answered a prompt wrongly".into())),

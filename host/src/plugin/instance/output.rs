@@ -54,6 +54,10 @@ pub(super) fn checked_output(
         tracing::warn!(plugin = %image.name, tool, "{message}");
         ToolError::Internal(message)
     };
+    // What it names (MIME types, URIs) reaches clients as it is: checked as listed ones are.
+    for block in &output.content {
+        super::super::validate::offerings::check_content(block).map_err(broke)?;
+    }
     // An older plugin's text is the structured value of a tool with an output schema.
     let structured_text = match (&structured, legacy, output_schema) {
         (Some(text), _, _) => Some(text.as_str()),

@@ -15,7 +15,7 @@ use llm_worker_rules::tool::{VisibleCut, check_name, check_title};
 /// Most characters of a name or URI a refusal quotes (it may be refused for its length).
 const SHOWN: usize = 200;
 
-use crate::tool::{PromptMeta, ResourceMeta, ResourceTemplate};
+use crate::tool::{Content, PromptMeta, ResourceContents, ResourceMeta, ResourceTemplate};
 
 /// A display name: one line, 1 to [`MAX_TITLE_BYTES`] bytes.
 fn check_display_name(name: &str) -> Result<(), String> {
@@ -43,6 +43,28 @@ fn check_optional(
 
 fn check_description(text: &str) -> Result<(), String> {
     super::check_description(text).map_err(|reason| format!("is refused: {reason}"))
+}
+
+/// Checks content a plugin returns (a tool's result, a prompt's messages): each MIME type, of
+/// media, embedded contents and links, by the contract's rule, as a listed resource's is at
+/// load (clients show them, and put them where a MIME type goes). The URIs it names are held
+/// to the rules of listed ones where they reach a client (MCP's `speaks_for_itself`).
+pub(crate) fn check_content(content: &Content) -> Result<(), String> {
+    match content {
+        Content::Text(_) => Ok(()),
+        Content::Image(media) | Content::Audio(media) => mime_type(&media.mime_type)
+            .map_err(|reason| format!("a media block's MIME type {reason}")),
+        Content::Resource(contents) => check_resource_contents(contents),
+        Content::Link(link) => check_optional("MIME type", link.mime_type.as_ref(), mime_type)
+            .map_err(|reason| format!("a link to a resource: {reason}")),
+    }
+}
+
+/// Checks the MIME type of a resource's contents a plugin returns (read, or embedded in
+/// content), as [`check_content`] does.
+pub(crate) fn check_resource_contents(contents: &ResourceContents) -> Result<(), String> {
+    check_optional("MIME type", contents.mime_type.as_ref(), mime_type)
+        .map_err(|reason| format!("a resource's contents: {reason}"))
 }
 
 /// Checks a resource list: the cap, each URI (unique), name, title, description.

@@ -345,3 +345,37 @@ async fn a_structured_value_is_weighed_once_parsed() {
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(answer.len() > 900_000);
 }
+
+/// The attack: a tool's result whose MIME types (of an image, audio, embedded contents, a link)
+/// carry a terminal's escape sequence, a line break or a parameter-looking payload: clients
+/// show them and put them where a MIME type goes, as they are. Checked as a listed resource's
+/// MIME type is at load: the result is the plugin's internal error, naming the tool; an
+/// ordinary MIME type passes.
+#[tokio::test]
+async fn content_of_a_mime_type_no_listing_could_have_is_refused() {
+    let forger = llm_worker_tests::host()
+        .load(llm_worker_tests::plugin_path("forger"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let tools = session(&forger);
+    for mime in [
+        "image/png\u{1b}]8;;https://evil\u{7}",
+        "image/png\nX-Injected: 1",
+        "",
+        "png",
+    ] {
+        for kind in ["image", "audio", "resource", "link"] {
+            let input = serde_json::json!({"mime": mime, "kind": kind}).to_string();
+            let message = error_message(tools.call_tool("media", &input).await);
+            assert!(
+                message.contains("tool 'media' of plugin 'forger' broke its own contract")
+                    && message.contains("MIME type"),
+                "{mime:?} {kind}: {message}"
+            );
+        }
+    }
+    for kind in ["image", "audio", "resource", "link"] {
+        let fine = serde_json::json!({"mime": "image/png", "kind": kind}).to_string();
+        let answer = tools.call_tool("media", &fine).await;
+        assert!(answer.is_ok(), "{kind}: {answer:?}");
+    }
+}
