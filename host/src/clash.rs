@@ -78,14 +78,16 @@ pub(crate) fn mutual<K: Ord + Clone>(lists: &[Vec<K>]) -> Vec<Option<(K, usize)>
         .collect()
 }
 
-/// The fixed resource URI of one of `a` and `b` that a template of the other matches, if any:
-/// a read of it would have two answers.
+/// The fixed resource URI of one of `a` and `b` that a template of the other matches, or a
+/// template of `a` that some URI could match together with one of `b`'s, if any: a read of
+/// such a URI would have two answers.
 pub(crate) fn uri_clash<'p>(
     a: &'p crate::LoadedPlugin,
     b: &'p crate::LoadedPlugin,
 ) -> Option<&'p str> {
     a.resource_claimed_by(b)
         .or_else(|| b.resource_claimed_by(a))
+        .or_else(|| a.template_overlapping(b))
 }
 
 /// The ways to a plugin's directory grants: for each grant, by index, each of its paths (as

@@ -199,6 +199,39 @@ pub fn matches_checked(template: &str, uri: &str) -> bool {
     starts_like(template, uri) && uri.len() <= MAX_URI_BYTES && walk(template, uri, |_, _| {})
 }
 
+/// Whether some URI could match both `a` and `b` (templates that passed [`check_template`]), as
+/// far as their text tells, erring toward yes: two plugins whose templates may overlap would
+/// both answer a read of such a URI. A variable never matches a `/`, so the two must have as
+/// many `/`-separated segments, and each pair of segments must be able to meet: equal if both
+/// are plain text, the text an instance of the other if one is, and otherwise their text
+/// before the first variable and after the last must agree as far as the shorter goes.
+#[must_use]
+pub fn may_overlap(a: &str, b: &str) -> bool {
+    a.split('/').count() == b.split('/').count()
+        && a.split('/')
+            .zip(b.split('/'))
+            .all(|(one, other)| segments_may_meet(one, other))
+}
+
+fn segments_may_meet(a: &str, b: &str) -> bool {
+    match (a.contains('{'), b.contains('{')) {
+        (false, false) => a == b,
+        (true, false) => walk(a, b, |_, _| {}),
+        (false, true) => walk(b, a, |_, _| {}),
+        (true, true) => {
+            let (pa, pb) = (
+                a.split('{').next().unwrap_or_default(),
+                b.split('{').next().unwrap_or_default(),
+            );
+            let (sa, sb) = (
+                a.rsplit('}').next().unwrap_or_default(),
+                b.rsplit('}').next().unwrap_or_default(),
+            );
+            (pa.starts_with(pb) || pb.starts_with(pa)) && (sa.ends_with(sb) || sb.ends_with(sa))
+        }
+    }
+}
+
 /// Whether `uri` begins with the text of `template` before its first variable: what every
 /// URI it matches does, so that most templates are passed over without a walk.
 fn starts_like(template: &str, uri: &str) -> bool {
@@ -275,6 +308,24 @@ mod tests {
                 matched(template, uri),
                 "{template} {uri}"
             );
+        }
+    }
+
+    #[test]
+    fn templates_that_may_meet_are_told_apart_from_those_that_cannot() {
+        for (a, b, meet) in [
+            ("notes://note/{id}", "notes://{kind}/{id}", true),
+            ("notes://note/{id}", "notes://note/{number}", true),
+            ("notes://note/{id}", "notes://tag/{id}", false),
+            ("notes://note/{id}", "notes://note/{id}/x", false),
+            ("notes://{id}.json", "notes://{id}.txt", false),
+            ("notes://{id}.json", "notes://a{id}", true),
+            ("notes://a/{x}", "other://a/{x}", false),
+            ("file:///{a}/{b}", "file:///home/{user}", true),
+            ("file:///{a}/{b}", "file:///home/{user}/x", false),
+        ] {
+            assert_eq!(may_overlap(a, b), meet, "{a} {b}");
+            assert_eq!(may_overlap(b, a), meet, "{b} {a}");
         }
     }
 

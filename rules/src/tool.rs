@@ -6,6 +6,9 @@
 //! (any toolchain can build a plugin) and refuses the plugin on the first problem, in the
 //! words of [`NameProblem::reason`] and [`TitleProblem`].
 
+use alloc::borrow::ToOwned;
+use alloc::string::String;
+use alloc::vec::Vec;
 use core::fmt;
 
 /// Longest tool name, in characters (all ASCII: see [`is_name_char`]).
@@ -339,6 +342,67 @@ pub fn first_hidden(text: &str) -> Option<(usize, char)> {
         at += 1;
     }
     None
+}
+
+/// The description from a doc comment's pieces (each `#[doc = …]` attribute, in order): lines
+/// of `///` comments, whole `/** */` blocks or `include_str!` texts.
+///
+/// Removes a `/** */` block's leading `*` column, the indentation common to all lines, and
+/// blank lines at the start and end; keeps blank lines between paragraphs.
+/// The SDK sends this text, and the host checks it ([`check_description`]); the macros check
+/// it at compile time, from the same function.
+#[must_use]
+pub fn doc_description(pieces: &[&str]) -> String {
+    let mut lines: Vec<String> = Vec::new();
+    for piece in pieces {
+        // `split`, not `lines`: an empty piece (a blank `///` line) is one empty line.
+        let piece_lines: Vec<&str> = piece
+            .split('\n')
+            .map(|line| line.strip_suffix('\r').unwrap_or(line))
+            .collect();
+        // A `/** */` block whose continuation lines all start with `*` (after spaces).
+        let starred = piece_lines.len() > 1
+            && piece_lines
+                .iter()
+                .skip(1)
+                .filter(|line| !line.trim().is_empty())
+                .all(|line| line.trim_start().starts_with('*'));
+        for (index, line) in piece_lines.iter().enumerate() {
+            let line = if starred && index > 0 {
+                let rest = line.trim_start();
+                rest.strip_prefix('*').unwrap_or(rest)
+            } else {
+                line
+            };
+            lines.push(line.trim_end().to_owned());
+        }
+    }
+    // Indentation in characters (a doc comment may be indented with wide spaces).
+    let indent = lines
+        .iter()
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| line.chars().take_while(|c| c.is_whitespace()).count())
+        .min()
+        .unwrap_or(0);
+    let lines: Vec<&str> = lines
+        .iter()
+        .map(|line| {
+            let cut = line
+                .char_indices()
+                .nth(indent)
+                .map_or(line.len(), |(at, _)| at);
+            line[cut..].trim_end()
+        })
+        .collect();
+    let start = lines
+        .iter()
+        .position(|l| !l.is_empty())
+        .unwrap_or(lines.len());
+    let end = lines
+        .iter()
+        .rposition(|l| !l.is_empty())
+        .map_or(start, |e| e + 1);
+    lines[start..end].join("\n")
 }
 
 #[cfg(test)]

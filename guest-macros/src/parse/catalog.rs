@@ -34,6 +34,7 @@ impl ResourceMethod {
     ) -> Option<Self> {
         let before = errors.0.is_some();
         let options = resource_options(marker, errors);
+        super::check_doc(&method.attrs, "resource", errors);
         check_signature(&method.sig, "resource", errors);
         let raw = raw_args(method, errors, marker_paths);
         let ident = method.sig.ident.clone();
@@ -108,6 +109,7 @@ impl PromptMethod {
     ) -> Option<Self> {
         let before = errors.0.is_some();
         let title = prompt_options(marker, errors);
+        super::check_doc(&method.attrs, "prompt", errors);
         check_signature(&method.sig, "prompt", errors);
         let ident = method.sig.ident.clone();
         let name = ident.unraw().to_string();
@@ -222,7 +224,10 @@ fn raw_args(
             if is_marker(&attr, "description") {
                 marker_paths.push(attr.path().clone());
                 match description_text(&attr) {
-                    Ok(text) => description = Some((attr, text)),
+                    Ok(text) => {
+                        super::check_full_description_literal(&text, errors);
+                        description = Some((attr, text));
+                    }
                     Err(error) => errors.push(error),
                 }
             } else if is_marker(&attr, "complete") {
@@ -686,6 +691,55 @@ mod tests {
         .map(|e| e.to_string())
         .unwrap_or_default();
         assert!(error.contains("prompt argument name `café`"), "{error}");
+    }
+
+    /// The descriptions of resources, prompts and prompt arguments are held at compile time to
+    /// the rule the host loads them by, on the text the SDK sends (so a doc comment the host
+    /// takes is not refused here either).
+    #[test]
+    fn descriptions_are_checked_as_the_host_checks_them() {
+        let error = |tokens: proc_macro2::TokenStream| {
+            registry(tokens)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default()
+        };
+        let refused = error(quote! {
+            impl App {
+                #[tool] fn t(&self) -> String { String::new() }
+                #[doc = "a\u{202E}b"]
+                #[resource(uri = "a://r")] fn r(&self) -> String { String::new() }
+            }
+        });
+        assert!(refused.contains("this resource's description"), "{refused}");
+        let long = "x".repeat(llm_worker_rules::tool::MAX_DESCRIPTION_BYTES + 1);
+        let refused = error(quote! {
+            impl App {
+                #[tool] fn t(&self) -> String { String::new() }
+                #[doc = #long]
+                #[prompt] fn p(&self) -> String { String::new() }
+            }
+        });
+        assert!(refused.contains("this prompt's description"), "{refused}");
+        let refused = error(quote! {
+            impl App {
+                #[tool] fn t(&self) -> String { String::new() }
+                #[prompt] fn p(&self, #[description = "x\u{1b}[2J"] topic: String) -> String { topic }
+            }
+        });
+        assert!(
+            refused.contains("would be refused by the host"),
+            "{refused}"
+        );
+        // A keycap at the start of a line (after the `*` of a `/** */` block) is text.
+        let taken = error(quote! {
+            impl App {
+                #[tool] fn t(&self) -> String { String::new() }
+                #[doc = "\n * *\u{FE0F}\u{20E3} rating\n "]
+                #[prompt] fn p(&self) -> String { String::new() }
+            }
+        });
+        assert_eq!(taken, "");
     }
 
     #[test]

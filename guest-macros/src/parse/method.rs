@@ -19,7 +19,7 @@ impl ToolMethod {
         let ident = sig.ident.clone();
         let name = ident.unraw().to_string();
         check_name(&ident, &name, errors);
-        super::check_doc(&method.attrs, errors);
+        super::check_doc(&method.attrs, "tool", errors);
         if let Some(token) = &sig.unsafety {
             errors.push(syn::Error::new_spanned(
                 token,

@@ -162,43 +162,51 @@ pub(crate) fn doc_pieces(attrs: &[Attribute]) -> Vec<Expr> {
         .collect()
 }
 
-/// Checks, at compile time, a tool's description made of its doc comments (where they are
-/// string literals), by the host's rule for descriptions (`llm_worker_rules::tool::
+/// Checks, at compile time, the description a tool, resource or prompt (`what`) gets from its
+/// doc comments, by the host's rule for descriptions (`llm_worker_rules::tool::
 /// check_description`): a description the host would refuse at load (a hidden character, too
-/// long) is an error here, on the doc comment. Lines are counted trimmed, so a description the
-/// SDK shortens (indentation it removes) is never refused here that the host would take.
-pub(crate) fn check_doc(attrs: &[Attribute], errors: &mut Errors) {
-    let docs: Vec<(&Attribute, String)> = attrs
-        .iter()
-        .filter(|attr| attr.path().is_ident("doc"))
-        .filter_map(|attr| match &attr.meta {
+/// long) is an error here, on the doc comment. The text checked is the one the SDK sends, made
+/// by the same function (`llm_worker_rules::tool::doc_description`); a doc comment with a piece
+/// that is not a string literal (`include_str!`) is checked at load only.
+pub(crate) fn check_doc(attrs: &[Attribute], what: &str, errors: &mut Errors) {
+    let mut pieces = Vec::new();
+    let mut first = None;
+    for attr in attrs.iter().filter(|attr| attr.path().is_ident("doc")) {
+        first.get_or_insert(attr);
+        match &attr.meta {
             Meta::NameValue(nv) => match &nv.value {
                 Expr::Lit(ExprLit {
                     lit: Lit::Str(text),
                     ..
-                }) => Some((attr, text.value())),
-                _ => None,
+                }) => pieces.push(text.value()),
+                _ => return,
             },
-            _ => None,
-        })
-        .collect();
-    let Some((first, _)) = docs.first() else {
+            _ => return,
+        }
+    }
+    let Some(first) = first else {
         return;
     };
-    // Trimmed, and a `/** */` block's `*` column taken off (any leading `*`, which can only
-    // shorten the text): never longer than what the SDK makes of it.
-    let text = docs
-        .iter()
-        .flat_map(|(_, piece)| piece.split('\n'))
-        .map(|line| line.trim().trim_start_matches('*').trim())
-        .collect::<Vec<_>>()
-        .join("\n");
-    if let Err(problem) = llm_worker_rules::tool::check_description(text.trim()) {
+    let pieces: Vec<&str> = pieces.iter().map(String::as_str).collect();
+    let text = llm_worker_rules::tool::doc_description(&pieces);
+    if let Err(problem) = llm_worker_rules::tool::check_description(&text) {
         errors.push(syn::Error::new_spanned(
             first,
             format!(
-                "this tool's description (its doc comment) would be refused by the host: {problem}"
+                "this {what}'s description (its doc comment) would be refused by the host: \
+                 {problem}"
             ),
+        ));
+    }
+}
+
+/// Checks a prompt argument's `#[description = "…"]` by the host's rule for descriptions
+/// (length, and no character a terminal acts on or that hides text).
+pub(crate) fn check_full_description_literal(text: &LitStr, errors: &mut Errors) {
+    if let Err(problem) = llm_worker_rules::tool::check_description(&text.value()) {
+        errors.push(syn::Error::new_spanned(
+            text,
+            format!("this description would be refused by the host: {problem}"),
         ));
     }
 }

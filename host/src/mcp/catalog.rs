@@ -125,7 +125,8 @@ impl ToolGroup {
             if let Some(uri) = crate::clash::uri_clash(plugin, theirs) {
                 return Some(format!(
                     "a read of the resource '{uri}' would be answered by {} too (a fixed URI \
-                     of one and a template of the other); rename or remove one of them",
+                     or template of one, and a template of the other); rename or remove one of \
+                     them",
                     other.name
                 ));
             }
@@ -826,7 +827,13 @@ impl SessionTools {
             match handle.register_created(registered) {
                 Ok(()) => served_by.extend(names.into_iter().map(|tool| (tool, name.clone()))),
                 Err(error) => {
-                    tracing::debug!(group = %name, "not served in this session: {error}");
+                    // A plugin's clashes were settled when the catalog took it; a native group's
+                    // tools are known only now (its factory runs per session): say so loudly.
+                    tracing::warn!(
+                        group = %name,
+                        "the group's tools are not served in this session: {error}; give each \
+                         group its own tool names"
+                    );
                 }
             }
         }

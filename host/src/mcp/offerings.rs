@@ -336,12 +336,16 @@ impl McpServer {
             &context,
         )?;
         let what = format!("the read of '{uri}'");
+        // The plugin is asked for the URI as it spells its own (every URI it offers is in the
+        // form RFC 3986 compares by): the owner was found in that form, and the plugin compares
+        // URIs and matches its templates as written (`NOTES://all`, `notes://%61ll`).
+        let spelled = llm_worker_rules::resource::comparable_uri(uri);
         let read = self
             .run(
                 &what,
                 context,
                 asking.questions(),
-                self.until_withdrawn(&session, &what, session.read_resource(uri)),
+                self.until_withdrawn(&session, &what, session.read_resource(&spelled)),
             )
             .await?;
         if let Some(input_required) = self.input_required(&asking, uri)? {

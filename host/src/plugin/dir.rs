@@ -151,8 +151,9 @@ impl PluginHost {
             }
         }
         let mut clashing: Vec<bool> = clashes.iter().map(Option::is_some).collect();
-        // A fixed resource URI of one plugin that a template of another matches: a read of it
-        // would have two answers. Both are refused, like any clash.
+        // A fixed resource URI of one plugin that a template of another matches, or templates
+        // of two that some URI could match both: a read of it would have two answers. Both are
+        // refused, like any clash.
         for (at, plugin) in loaded.iter().enumerate() {
             for (other_at, other) in loaded.iter().enumerate().skip(at + 1) {
                 if let Some(uri) = crate::clash::uri_clash(plugin, other) {

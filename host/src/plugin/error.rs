@@ -149,8 +149,12 @@ pub enum PluginError {
         /// What the host ran out of.
         reason: String,
     },
-    /// The plugin lists no tools.
-    #[error("plugin {} lists no tools; its `tools` export must return at least one", path.display())]
+    /// The plugin offers nothing: no tools, resources, templates or prompts.
+    #[error(
+        "plugin {} offers nothing: no tools, resources or prompts; its `tools` export must \
+         return at least one tool unless it offers resources or prompts",
+        path.display()
+    )]
     NoTools {
         /// The plugin file.
         path: PathBuf,

@@ -182,7 +182,10 @@ impl PluginHost {
             .collect();
         let listing = self.read_tools(path, &pre, &policy)?;
         let offerings = validated_offerings(path, &listing)?;
-        let tools = validated_tools(path, &name, &policy, listing.tools)?;
+        let offers_more = !(offerings.resources.is_empty()
+            && offerings.templates.is_empty()
+            && offerings.prompts.is_empty());
+        let tools = validated_tools(path, &name, &policy, listing.tools, offers_more)?;
         Ok(LoadedPlugin {
             image: Arc::new(PluginImage {
                 sha256,
@@ -672,12 +675,14 @@ fn validated_offerings(path: &Path, listing: &PluginListing) -> Result<Offerings
 /// Validates the tool list a plugin gave: the caps on its size, each name, title, input and
 /// output schema (compiled within the policy's schema memory budget), the policy's per-tool
 /// keys naming tools that exist, and the hints the policy lets the host vouch for (those it
-/// contradicts are dropped, with a warning).
+/// contradicts are dropped, with a warning). An empty list is refused unless the plugin
+/// offers resources, templates or prompts (`offers_more`), as an MCP server may.
 fn validated_tools(
     path: &Path,
     name: &str,
     policy: &SandboxPolicy,
     tools: Vec<PluginToolMeta>,
+    offers_more: bool,
 ) -> Result<ValidTools, PluginError> {
     let raw: Vec<(String, String, String)> = tools
         .iter()
@@ -691,11 +696,13 @@ fn validated_tools(
         .collect();
     validate::check_sizes(&raw).map_err(|problem| PluginError::tool_list(path, problem))?;
     let mut schema_budget = validate::SchemaBudget::new(policy.limits.schema_memory_bytes);
-    let schemas = validate::check_tools(
+    let schemas = match validate::check_tools(
         raw.iter().map(|(n, _, s)| (n.as_str(), s.as_str())),
         &mut schema_budget,
-    )
-    .map_err(|problem| PluginError::tool_list(path, problem))?;
+    ) {
+        Err(ToolListProblem::Empty) if offers_more => Vec::new(),
+        checked => checked.map_err(|problem| PluginError::tool_list(path, problem))?,
+    };
     if let Some(tool) = policy
         .tool_http
         .keys()
@@ -834,6 +841,25 @@ fn shared(path: &Path, policy: Option<&Path>) -> Result<bool, PluginError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A plugin may offer no tools when it offers resources or prompts (an MCP server may; the
+    /// macros build such a registry); with nothing at all it is refused, saying so.
+    #[test]
+    fn no_tools_are_refused_only_with_nothing_else_offered() {
+        let path = Path::new("prompts-only.wasm");
+        let policy = SandboxPolicy::default();
+        let valid = validated_tools(path, "prompts-only", &policy, Vec::new(), true)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(valid.metas.is_empty());
+        let refused = validated_tools(path, "nothing", &policy, Vec::new(), false)
+            .map(|_| ())
+            .expect_err("nothing offered");
+        assert!(
+            matches!(refused, PluginError::NoTools { .. })
+                && refused.to_string().contains("offers nothing"),
+            "{refused}"
+        );
+    }
 
     /// The engine a component gets is decided by its own top-level names: a nested component or
     /// module naming contract 1.0.0 does not count, an unreadable component goes to the engine

@@ -287,6 +287,23 @@ impl LoadedPlugin {
             })
     }
 
+    /// The first of this plugin's URI templates that some URI could match together with one
+    /// of `other`'s ([`llm_worker_rules::template::may_overlap`]): the two would both answer a
+    /// read of it.
+    pub(crate) fn template_overlapping(&self, other: &LoadedPlugin) -> Option<&str> {
+        let theirs = &other.image.offerings.templates;
+        self.image
+            .offerings
+            .templates
+            .iter()
+            .map(|template| template.uri_template.as_str())
+            .find(|mine| {
+                theirs
+                    .iter()
+                    .any(|their| llm_worker_rules::template::may_overlap(mine, &their.uri_template))
+            })
+    }
+
     /// Opens a session of the plugin: its tool definitions and its resources, prompts and
     /// completions, served by one instance (see [`PluginSession`]).
     pub fn open(&self) -> PluginSession {

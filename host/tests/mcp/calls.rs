@@ -229,6 +229,14 @@ async fn one_plugins_wait_for_an_answer_delays_no_other_plugins_requests() {
         .await
         .expect("notes' resource");
     assert_eq!(read.contents.len(), 1);
+    // Another spelling of the URI (found as the plugin's) is read as the plugin spells it.
+    for spelling in ["NOTES://all", "notes://%61ll"] {
+        let again = client
+            .read_resource(ReadResourceRequestParams::new(spelling))
+            .await
+            .unwrap_or_else(|e| panic!("{spelling}: {e}"));
+        assert_eq!(again.contents, read.contents, "{spelling}");
+    }
     let completed = client
         .complete(CompleteRequestParams::new(
             Reference::for_resource("notes://note/{number}"),

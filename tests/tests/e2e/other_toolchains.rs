@@ -58,7 +58,7 @@ fn refused(tools: &[(&str, &str, &str)]) -> PluginError {
 fn a_plugin_without_tools_is_refused() {
     let error = refused(&[]);
     assert!(matches!(error, PluginError::NoTools { .. }), "{error}");
-    assert!(error.to_string().contains("lists no tools"));
+    assert!(error.to_string().contains("offers nothing"));
 }
 
 #[test]
