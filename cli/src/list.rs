@@ -60,6 +60,19 @@ pub(crate) fn list(
             first_line(&meta.description)
         );
     }
+    // A plugin offering no tools (only resources or prompts) is shown too, by what it offers.
+    for plugin in loaded.plugins.iter().filter(|p| p.tools().is_empty()) {
+        let file = OneLine(&file_name(plugin, dir)).to_string();
+        outln!(
+            out,
+            "{:tool_width$}  {file:file_width$}  no tools: {} resources, {} templates, {} prompts \
+             (check shows them)",
+            "-",
+            plugin.resources().len(),
+            plugin.resource_templates().len(),
+            plugin.prompts().len()
+        );
+    }
     // Plugins that failed are listed as such, not left out (the reasons are on stderr).
     for failure in &loaded.failures {
         let file = failure

@@ -220,7 +220,17 @@ impl CallReports {
 
     /// A notice from the plugin (a resource changed, a list changed), within the call's
     /// bound; a URI over [`MAX_URI_BYTES`] is dropped.
-    pub(crate) fn notice(&mut self, kind: ToolEventKind) {
+    pub(crate) fn notice(&mut self, mut kind: ToolEventKind) {
+        // One resource, however the plugin spells its URI (`NOTES://all`, `notes://%61ll`):
+        // one notice, not one per spelling until the call's bound is spent.
+        if let ToolEventKind::ResourceUpdated { uri } = &mut kind
+            && uri.len() <= MAX_URI_BYTES
+        {
+            let comparable = llm_worker_rules::resource::comparable_uri(uri);
+            if comparable != *uri {
+                *uri = comparable;
+            }
+        }
         if self.notices.len() >= MAX_NOTICES_PER_CALL as usize || self.notices.contains(&kind) {
             return;
         }

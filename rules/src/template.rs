@@ -216,8 +216,8 @@ pub fn may_overlap(a: &str, b: &str) -> bool {
 fn segments_may_meet(a: &str, b: &str) -> bool {
     match (a.contains('{'), b.contains('{')) {
         (false, false) => a == b,
-        (true, false) => walk(a, b, |_, _| {}),
-        (false, true) => walk(b, a, |_, _| {}),
+        (true, false) => text_may_fill(a, b),
+        (false, true) => text_may_fill(b, a),
         (true, true) => {
             let (pa, pb) = (
                 a.split('{').next().unwrap_or_default(),
@@ -230,6 +230,19 @@ fn segments_may_meet(a: &str, b: &str) -> bool {
             (pa.starts_with(pb) || pb.starts_with(pa)) && (sa.ends_with(sb) || sb.ends_with(sa))
         }
     }
+}
+
+/// Whether the plain `text` of a segment could be what the segment `pattern` (holding
+/// variables) matches: it begins and ends as the pattern does, with room for a character of
+/// each variable. (A match of the whole URI may place a variable's end past where a walk of
+/// the segment alone would, so the segment is not walked.)
+fn text_may_fill(pattern: &str, text: &str) -> bool {
+    let before = pattern.split('{').next().unwrap_or_default();
+    let after = pattern.rsplit('}').next().unwrap_or_default();
+    let variables = pattern.matches('{').count();
+    text.len() >= before.len() + after.len() + variables
+        && text.starts_with(before)
+        && text.ends_with(after)
 }
 
 /// Whether `uri` begins with the text of `template` before its first variable: what every
@@ -323,6 +336,10 @@ mod tests {
             ("notes://a/{x}", "other://a/{x}", false),
             ("file:///{a}/{b}", "file:///home/{user}", true),
             ("file:///{a}/{b}", "file:///home/{user}/x", false),
+            // A variable's end is found in the whole URI, not in its segment alone:
+            // `n://q.j.j/7` matches both (`a` is `q.j`).
+            ("n://{a}.j/{b}", "n://q.j.j/{id}", true),
+            ("n://{a}.j/{b}", "n://q.x/{id}", false),
         ] {
             assert_eq!(may_overlap(a, b), meet, "{a} {b}");
             assert_eq!(may_overlap(b, a), meet, "{b} {a}");

@@ -59,8 +59,8 @@ struct State {
     asked: BTreeMap<String, String>,
 }
 
-/// An answer, and the digest of the question it answers (`None`: given with a request that had
-/// no state, before any question was shown; it answers whatever is asked under its key).
+/// An answer, and the digest of the question it answers (always there in states this server
+/// seals; `None` only in a state from before answers were bound: it matches no question).
 #[derive(serde::Serialize, serde::Deserialize, Clone)]
 struct Answered {
     question: Option<String>,
@@ -76,22 +76,29 @@ fn question_digest(request: &InputRequest) -> Result<String, QuestionError> {
 }
 
 /// What is kept of an answer for the next round: what serde read of it (fields it does not know
-/// are gone), written again without any `_meta`, so that a client cannot have the state carry
-/// (and this server sign) bytes the size limit never counted.
-fn kept<T: serde::Serialize>(answer: &T) -> Result<Value, QuestionError> {
-    fn strip(value: &mut Value) {
-        match value {
-            Value::Object(map) => {
-                map.remove("_meta");
-                map.values_mut().for_each(strip);
-            }
-            Value::Array(items) => items.iter_mut().for_each(strip),
-            _ => {}
-        }
-    }
+/// are gone), written again without the protocol's `_meta` (at the top, and in each object
+/// under `nested`: a sampling result's content blocks, roots), so that a client cannot have the
+/// state carry (and this server sign) bytes the size limit never counted. A form's own fields
+/// are kept whatever their names.
+fn kept<T: serde::Serialize>(answer: &T, nested: &[&str]) -> Result<Value, QuestionError> {
     let mut value = serde_json::to_value(answer)
         .map_err(|error| QuestionError::Failed(format!("the answer cannot be kept: {error}")))?;
-    strip(&mut value);
+    if let Value::Object(map) = &mut value {
+        map.remove("_meta");
+        for key in nested {
+            match map.get_mut(*key) {
+                Some(Value::Object(inner)) => {
+                    inner.remove("_meta");
+                }
+                Some(Value::Array(items)) => {
+                    for item in items.iter_mut().filter_map(Value::as_object_mut) {
+                        item.remove("_meta");
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
     Ok(value)
 }
 
@@ -260,23 +267,20 @@ impl Replay {
         &self,
         asker: &Asker,
         request: InputRequest,
+        nested: &[&str],
         fits: impl FnOnce(T) -> Result<U, QuestionError>,
         bytes: impl FnOnce(&U) -> usize,
     ) -> Result<U, QuestionError> {
         let question = question_digest(&request)?;
         if let Some(given) = self.answers.get(&asker.key) {
-            let checked = if given
-                .question
-                .as_ref()
-                .is_some_and(|asked| *asked != question)
-            {
+            let checked = if given.question.as_deref() != Some(question.as_str()) {
                 Err(QuestionError::Failed(
                     "it answers another question than the one asked now under its key".into(),
                 ))
             } else {
                 serde_json::from_value::<T>(given.answer.clone())
                     .map_err(|error| QuestionError::Failed(error.to_string()))
-                    .and_then(|read| Ok((kept(&read)?, read)))
+                    .and_then(|read| Ok((kept(&read, nested)?, read)))
                     .and_then(|(kept, read)| Ok((kept, fits(read)?)))
                     .and_then(|(kept, answer)| {
                         let size = bytes(&answer);
@@ -335,6 +339,7 @@ impl QuestionHandler for Replay {
         self.answer(
             asker,
             InputRequest::Elicitation(ElicitRequest::new(params)),
+            &[],
             |result: ElicitResult| {
                 let answer = elicitation_answer(result)?;
                 check_elicitation(&answer, &form, asker)?;
@@ -355,6 +360,7 @@ impl QuestionHandler for Replay {
         self.answer(
             asker,
             InputRequest::CreateMessage(CreateMessageRequest::new(sampling_params(request, asker))),
+            &["content"],
             |result: CreateMessageResult| {
                 let answer = sampling_answer(result)?;
                 check_sampling(&answer, asker)?;
@@ -371,6 +377,7 @@ impl QuestionHandler for Replay {
         self.answer(
             asker,
             InputRequest::ListRoots(ListRootsRequest::default()),
+            &["roots"],
             |result: ListRootsResult| {
                 let roots = roots_answer(result);
                 check_roots(&roots, asker)?;
@@ -1032,5 +1039,40 @@ mod tests {
         );
         let same = round.elicit(&asker("name"), "Name?", &form).await;
         assert!(same.is_ok(), "{same:?}");
+    }
+
+    /// A form's own field named `_meta` is the user's answer, not the protocol's: kept.
+    #[tokio::test]
+    async fn a_forms_field_named_meta_is_kept() {
+        let codec = codec_with(&[7u8; 32]);
+        let args = arguments("x");
+        let form = serde_json::json!({"type": "object", "properties": {
+            "_meta": {"type": "string"}, "other": {"type": "string"}}});
+        let questions = [
+            ("a", Question::Form("A?", &form)),
+            ("b", Question::Form("B?", &form)),
+        ];
+        let state = state_asking(&codec, &args, capabilities(), &questions).await;
+        let answer = serde_json::json!({"action": "accept", "content": {"_meta": "kept"}});
+        let round = Replay::open(
+            &codec,
+            "tools/call",
+            "t",
+            &args,
+            Some(&state),
+            Some(BTreeMap::from([("a".to_owned(), answer)])),
+            capabilities(),
+        )
+        .expect("round 2");
+        ask_all(&round, &questions).await;
+        let sealed = round
+            .input_required(&codec, "tools/call", "t", &args)
+            .expect("seal")
+            .and_then(|result| result.request_state)
+            .expect("b is still asked");
+        let kept: State = codec
+            .open_json_with(&sealed, &binding("tools/call", "t", &args))
+            .expect("open");
+        assert_eq!(kept.answers["a"].answer["content"]["_meta"], "kept");
     }
 }

@@ -160,7 +160,11 @@ pub enum PluginError {
         path: PathBuf,
     },
     /// A tool name is not allowed.
-    #[error("plugin {} lists a tool named {name:?}, which is not allowed: {reason}", path.display())]
+    #[error(
+        "plugin {} lists a tool named '{}', which is not allowed: {reason}",
+        path.display(),
+        llm_worker_rules::tool::VisibleCut(name, 200)
+    )]
     InvalidToolName {
         /// The plugin file.
         path: PathBuf,

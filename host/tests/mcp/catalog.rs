@@ -101,7 +101,8 @@ fn a_tool_name_offered_twice_is_served_once() {
 
 /// As a directory refuses both, a catalog (what `--watch` replaces as files come and go)
 /// serves only the first of two plugins where a fixed resource URI of one is matched by a
-/// template of the other: `lookalike`'s `notes://note/7` and `notes`' `notes://note/{id}`.
+/// template of the other (`lookalike`'s `notes://note/7` and `notes`' `notes://note/{id}`), or
+/// where templates of both match one URI (`overlap`'s `notes://{kind}/{id}`).
 #[test]
 fn a_fixed_uri_another_plugins_template_matches_is_served_once() {
     let host = llm_worker_tests::host();
@@ -109,8 +110,18 @@ fn a_fixed_uri_another_plugins_template_matches_is_served_once() {
         host.load(llm_worker_tests::plugin_path(name))
             .expect("load")
     };
-    let (notes, lookalike, counter) = (load("notes"), load("lookalike"), load("counter"));
-    for (first, second) in [(&notes, &lookalike), (&lookalike, &notes)] {
+    let (notes, lookalike, overlap, counter) = (
+        load("notes"),
+        load("lookalike"),
+        load("overlap"),
+        load("counter"),
+    );
+    for (first, second) in [
+        (&notes, &lookalike),
+        (&lookalike, &notes),
+        (&notes, &overlap),
+        (&overlap, &notes),
+    ] {
         let catalog = ToolCatalog::from_plugins([first, second, &counter]);
         let served: Vec<String> = catalog
             .groups()

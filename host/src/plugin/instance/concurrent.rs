@@ -169,6 +169,9 @@ pub(crate) struct CallState {
     limit: Duration,
     /// Whether its caller gave up on it (its deadline is then final).
     abandoned: bool,
+    /// Whether it was its caller who gave up first (not its running out of time): code it
+    /// then runs past its grace ends the instance without counting as the plugin's failure.
+    by_caller: bool,
     pub(crate) reports: CallReports,
     pub(crate) questions: Questions,
     #[cfg(feature = "wasi-http")]
@@ -327,7 +330,7 @@ impl PluginState {
         }
         if now >= call.deadline + call.questions.waited.get() {
             let id = call.id;
-            self.abandon_with(id, CANCEL_GRACE.min(running_left));
+            self.abandon_with(id, CANCEL_GRACE.min(running_left), false);
         }
         true
     }
@@ -393,6 +396,7 @@ impl PluginState {
                 deadline,
                 limit,
                 abandoned: false,
+                by_caller: false,
                 reports,
                 questions,
                 #[cfg(feature = "wasi-http")]
@@ -477,12 +481,12 @@ impl PluginState {
     /// The caller of `id` gave up on it: it is told to stop (`host.cancelled`), its requests
     /// end, it may ask nothing more, and it has [`CANCEL_GRACE`] of running time to return.
     fn abandon(&mut self, id: u64) {
-        self.abandon_with(id, CANCEL_GRACE);
+        self.abandon_with(id, CANCEL_GRACE, true);
     }
 
     /// Abandons the call `id`, which then has `grace` to return; a call abandoned already
     /// keeps the grace it was given.
-    fn abandon_with(&mut self, id: u64, grace: Duration) {
+    fn abandon_with(&mut self, id: u64, grace: Duration, by_caller: bool) {
         let Some(calls) = self.calls_mut() else {
             return;
         };
@@ -505,6 +509,7 @@ impl PluginState {
         }
         call.deadline = Instant::now() + grace;
         call.abandoned = true;
+        call.by_caller = by_caller;
         call.cancelled.send_replace(true);
         call.reports.end();
         call.questions.end();
@@ -1229,7 +1234,18 @@ async fn serve(
             meter.stop();
         }
     }
-    let culprit = calls.and_then(|calls| calls.timed_out.take());
+    let culprit = calls.as_ref().and_then(|calls| calls.timed_out);
+    // Code its caller gave up on first, which would not return within its grace, is not the
+    // plugin's failure (as the kill from outside, after the same grace, is not).
+    let caller_gave_up = calls.as_ref().is_some_and(|calls| {
+        culprit
+            .and_then(|id| calls.groups.get(&id))
+            .and_then(|group| calls.by_group.get(group))
+            .is_some_and(|call| call.abandoned && call.by_caller)
+    });
+    if let Some(calls) = calls {
+        calls.timed_out = None;
+    }
     let limits = store.data().limits.clone();
     match served {
         Ok(None) => Death {
@@ -1248,7 +1264,7 @@ async fn serve(
             reason: super::describe(&limits, &error),
             culprit,
             host_capacity: error.is::<wasmtime::PoolConcurrencyLimitError>(),
-            caller_gave_up: false,
+            caller_gave_up,
         },
     }
 }
