@@ -141,11 +141,12 @@ pub(crate) fn load_with_progress(loader: &Loader, dir: &Path) -> anyhow::Result<
         bar.set_length(total as u64);
         bar.set_position(index as u64);
         let name = path.file_name().unwrap_or_default().to_string_lossy();
-        // A file name is anyone's who may write the directory: shown escaped, as every text
-        // from outside is at a terminal.
+        // A file name is anyone's who may write the directory: shown escaped and on one line
+        // (a line break in it could show a line of its own), as every text from outside is at
+        // a terminal.
         bar.set_message(format!(
             "loading {}",
-            llm_worker_rules::tool::Visible(&name)
+            llm_worker_rules::tool::OneLine(&name)
         ));
     });
     bar.finish_and_clear();

@@ -134,13 +134,19 @@ fn invalid_params(message: &ClientJsonRpcMessage) -> Option<Value> {
     } else {
         format!("Invalid params: the parameters of {method} are not of its shape")
     };
+    // A long string id is not echoed (see `MAX_ECHOED_ID_BYTES`).
+    let id = match &request.id {
+        rmcp::model::NumberOrString::String(id) if id.len() > MAX_ECHOED_ID_BYTES => Value::Null,
+        id => json!(id),
+    };
     Some(json!({
-        "jsonrpc": "2.0", "id": request.id,
+        "jsonrpc": "2.0", "id": id,
         "error": {"code": -32602, "message": text},
     }))
 }
 
-/// Most bytes of a string id echoed in an answer to a line rmcp could not read.
+/// Most bytes of a string id echoed in an answer to a line rmcp could not read, and of the id
+/// of a request taken at all.
 const MAX_ECHOED_ID_BYTES: usize = 256;
 
 /// How long closing waits for a write in progress (a client that does not read).
@@ -235,8 +241,18 @@ impl<R, W> LineTransport<R, W> {
             _ => return None,
         };
         // A reused id is not echoed: the client would take the refusal for the answer to the
-        // request of that id in progress.
-        let (code, id, refusal) = if in_progress.requests.contains_key(&request.id) {
+        // request of that id in progress. Nor is a long string id: every answer to it would
+        // copy it (rmcp takes a string id of any length), and answers waiting for a client that
+        // does not read would hold megabytes each.
+        let long_id = matches!(&request.id, rmcp::model::NumberOrString::String(id)
+            if id.len() > MAX_ECHOED_ID_BYTES);
+        let (code, id, refusal) = if long_id {
+            (
+                -32600,
+                Value::Null,
+                format!("Invalid request: a string id is at most {MAX_ECHOED_ID_BYTES} bytes here"),
+            )
+        } else if in_progress.requests.contains_key(&request.id) {
             (
                 -32600,
                 Value::Null,
@@ -636,6 +652,46 @@ mod tests {
 
     /// A line whose JSON would take far more memory parsed than its text (many tiny values) is
     /// refused before it is parsed.
+    /// The attack: requests whose string ids are megabytes long, each answer copying its id,
+    /// answers a client that does not read holding them all. Such a request is refused, its
+    /// id not echoed; a short one is taken.
+    #[tokio::test]
+    async fn a_request_of_a_long_string_id_is_refused_unechoed() {
+        use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
+        let (mut client, server) = tokio::io::duplex(1 << 20);
+        let (answers, output) = tokio::io::duplex(1 << 20);
+        let mut answers = tokio::io::BufReader::new(answers);
+        let mut transport = LineTransport::new(server, output);
+        let long = "A".repeat(100_000);
+        let lines = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":\"{long}\",\"method\":\"ping\"}}\n\
+             {{\"jsonrpc\":\"2.0\",\"id\":\"{long}\",\"method\":\"tools/call\",\
+             \"params\":{{\"name\":\"x\",\"arguments\":[1]}}}}\n\
+             {{\"jsonrpc\":\"2.0\",\"id\":\"short\",\"method\":\"ping\"}}\n"
+        );
+        client.write_all(lines.as_bytes()).await.expect("write");
+        let taken = Transport::<RoleServer>::receive(&mut transport)
+            .await
+            .expect("a message");
+        assert!(
+            matches!(&taken, JsonRpcMessage::Request(request)
+                if request.id == rmcp::model::NumberOrString::String("short".into())),
+            "{taken:?}"
+        );
+        for _ in 0..2 {
+            let mut refused = String::new();
+            answers.read_line(&mut refused).await.expect("a refusal");
+            assert!(
+                refused.len() < 300,
+                "the id was echoed: {} bytes",
+                refused.len()
+            );
+            let refused: Value = serde_json::from_str(&refused).expect("JSON");
+            assert_eq!(refused["id"], Value::Null, "{refused}");
+            assert!(refused["error"]["code"].is_i64(), "{refused}");
+        }
+    }
+
     #[tokio::test]
     async fn a_line_too_heavy_to_parse_is_refused_unparsed() {
         use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
