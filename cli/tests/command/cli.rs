@@ -205,9 +205,9 @@ fn log_lines_show_a_plugins_text_escaped_and_cannot_be_forged() {
 }
 
 /// rmcp logs every failed request's id and error at `warn` (the default level), and an error
-/// may quote what the client sent: a request of a few megabytes (an id of a million characters,
-/// a cursor of a million characters the log escapes) made a log line of ten or more. Each field
-/// is cut at 4 KiB.
+/// may quote what the client sent: a request of a few megabytes (a cursor of a million
+/// characters the log escapes) made a log line of ten or more. Each field is cut at 4 KiB. (A
+/// string id over 256 bytes is refused before rmcp reads the request.)
 #[test]
 fn a_clients_text_cannot_make_a_log_line_of_megabytes() {
     let (_root, dir, cache) = plugin_dir("cli-log-flood", &["greet"]);
@@ -215,7 +215,7 @@ fn a_clients_text_cannot_make_a_log_line_of_megabytes() {
     let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
     let request = serde_json::json!({
         "jsonrpc": "2.0",
-        "id": "i".repeat(1 << 20),
+        "id": "i".repeat(256),
         "method": "tools/list",
         "params": { "cursor": "\u{85}".repeat(1 << 20) },
     });

@@ -259,6 +259,23 @@ impl McpServer {
         }
     }
 
+    /// A plugin's list as read now (which may run its code when the plugin said the list
+    /// changed), or `None` once the session no longer serves that plugin's revision: a
+    /// withdrawn plugin's list is neither waited for nor shown, and its instance (with its
+    /// grants and secrets) reads nothing more for this request.
+    async fn listed_unless_withdrawn<T>(
+        &self,
+        session: &PluginSession,
+        listing: impl Future<Output = T>,
+    ) -> Option<T> {
+        let withdrawn = self.lock().withdrawal_of_plugin(session);
+        tokio::select! {
+            biased;
+            () = withdrawn => None,
+            listed = listing => Some(listed),
+        }
+    }
+
     pub(super) async fn resources_page(
         &self,
         request: Option<PaginatedRequestParams>,
@@ -266,7 +283,12 @@ impl McpServer {
         let mut resources = Vec::new();
         let owners = self.owners();
         for session in &self.plugins() {
-            let listed = session.resources().await;
+            let Some(listed) = self
+                .listed_unless_withdrawn(session, session.resources())
+                .await
+            else {
+                continue;
+            };
             // A plugin's list does not show what another plugin offered at load.
             resources.extend(
                 listed
@@ -423,7 +445,12 @@ impl McpServer {
         // Among every plugin of the session, those granted in part included (as for resources).
         let owners = self.owners();
         for session in self.plugins() {
-            let listed = session.prompts().await;
+            let Some(listed) = self
+                .listed_unless_withdrawn(&session, session.prompts())
+                .await
+            else {
+                continue;
+            };
             // A plugin's list does not show what another plugin offered at load.
             prompts.extend(
                 listed
@@ -470,7 +497,12 @@ impl McpServer {
         }
         let mut owner: Option<PluginSession> = None;
         for session in plugins {
-            let prompts = session.prompts().await;
+            let Some(prompts) = self
+                .listed_unless_withdrawn(&session, session.prompts())
+                .await
+            else {
+                continue;
+            };
             if prompts.iter().any(|prompt| prompt.name == name) {
                 if let Some(first) = &owner {
                     return Err(ambiguous("prompt", name, first, &session));
