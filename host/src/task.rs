@@ -1095,6 +1095,26 @@ mod tests {
     /// The attack: `tasks/update` with a map of many thousands of keys the task never asked,
     /// walked under the lock every task of every client shares. The one asked is answered, the
     /// rest are returned as ignored, and another owner's update of the task is refused.
+    /// Ends when `task` waits on a question (its status `InputRequired`); an error if the
+    /// task is gone first.
+    fn waits_on_its_question(
+        store: &TaskStore,
+        task: &TaskSnapshot,
+    ) -> impl Future<Output = Result<(), watch::error::RecvError>> + use<> {
+        let mut changed = store
+            .lock()
+            .get(&task.id)
+            .expect("the task")
+            .changed
+            .subscribe();
+        async move {
+            changed
+                .wait_for(|status| *status == TaskStatus::InputRequired)
+                .await
+                .map(|_| ())
+        }
+    }
+
     #[tokio::test]
     async fn an_update_answers_what_was_asked_and_returns_the_rest() {
         let store = TaskStore::with_options(TaskOptions::default());
@@ -1107,14 +1127,7 @@ mod tests {
             })
             .expect("a task");
         // Until the task waits on its question, an answer to it would be ignored.
-        let mut changed = store
-            .lock()
-            .get(&task.id)
-            .expect("the task")
-            .changed
-            .subscribe();
-        changed
-            .wait_for(|status| *status == TaskStatus::InputRequired)
+        waits_on_its_question(&store, &task)
             .await
             .expect("the task goes on");
         let mut answers: BTreeMap<String, Value> = (0..50_000)
@@ -1158,20 +1171,6 @@ mod tests {
                 })
                 .expect("a task");
             (task, answered)
-        };
-        let waits_on_its_question = |store: &TaskStore, task: &TaskSnapshot| {
-            let mut changed = store
-                .lock()
-                .get(&task.id)
-                .expect("the task")
-                .changed
-                .subscribe();
-            async move {
-                changed
-                    .wait_for(|status| *status == TaskStatus::InputRequired)
-                    .await
-                    .map(|_| ())
-            }
         };
         let (first, first_answer) = asking(&store);
         waits_on_its_question(&store, &first)

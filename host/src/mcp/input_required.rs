@@ -616,6 +616,37 @@ mod tests {
             .expect("a state")
     }
 
+    /// A second round answering `key` with `answer` and asking `questions` again: the state it
+    /// seals (some question must still be unanswered), and what that state holds.
+    async fn second_round(
+        codec: &RequestStateCodec,
+        args: &serde_json::Map<String, Value>,
+        state: &str,
+        (key, answer): (&str, Value),
+        questions: &[(&str, Question<'_>)],
+    ) -> (String, State) {
+        let round = Replay::open(
+            codec,
+            "tools/call",
+            "t",
+            args,
+            Some(state),
+            Some(BTreeMap::from([(key.to_owned(), answer)])),
+            capabilities(),
+        )
+        .expect("round 2");
+        ask_all(&round, questions).await;
+        let sealed = round
+            .input_required(codec, "tools/call", "t", args)
+            .expect("seal")
+            .and_then(|result| result.request_state)
+            .expect("a question is still asked");
+        let kept: State = codec
+            .open_json_with(&sealed, &binding("tools/call", "t", args))
+            .expect("open");
+        (sealed, kept)
+    }
+
     #[tokio::test]
     async fn an_undeclared_capability_is_a_clear_error_and_a_malformed_answer_asks_again() {
         let codec = codec_with(&[7u8; 32]);
@@ -991,30 +1022,13 @@ mod tests {
             "_meta": {"pad": padding},
             "unknown": padding,
         });
-        let round = Replay::open(
-            &codec,
-            "tools/call",
-            "t",
-            &args,
-            Some(&state),
-            Some(BTreeMap::from([("name".to_owned(), padded)])),
-            capabilities(),
-        )
-        .expect("round 2");
-        ask_all(&round, &questions).await;
-        let sealed = round
-            .input_required(&codec, "tools/call", "t", &args)
-            .expect("seal")
-            .and_then(|result| result.request_state)
-            .expect("colour is still asked");
+        let (sealed, kept) =
+            second_round(&codec, &args, &state, ("name", padded), &questions).await;
         assert!(
             sealed.len() < 2_000,
             "the state carries the padding: {} bytes",
             sealed.len()
         );
-        let kept: State = codec
-            .open_json_with(&sealed, &binding("tools/call", "t", &args))
-            .expect("open");
         assert_eq!(
             kept.answers["name"].answer,
             serde_json::json!({"action": "accept", "content": {"name": "Ada"}})
@@ -1054,25 +1068,7 @@ mod tests {
         ];
         let state = state_asking(&codec, &args, capabilities(), &questions).await;
         let answer = serde_json::json!({"action": "accept", "content": {"_meta": "kept"}});
-        let round = Replay::open(
-            &codec,
-            "tools/call",
-            "t",
-            &args,
-            Some(&state),
-            Some(BTreeMap::from([("a".to_owned(), answer)])),
-            capabilities(),
-        )
-        .expect("round 2");
-        ask_all(&round, &questions).await;
-        let sealed = round
-            .input_required(&codec, "tools/call", "t", &args)
-            .expect("seal")
-            .and_then(|result| result.request_state)
-            .expect("b is still asked");
-        let kept: State = codec
-            .open_json_with(&sealed, &binding("tools/call", "t", &args))
-            .expect("open");
+        let (_, kept) = second_round(&codec, &args, &state, ("a", answer), &questions).await;
         assert_eq!(kept.answers["a"].answer["content"]["_meta"], "kept");
     }
 }

@@ -71,6 +71,18 @@ async fn a_full_pool_is_not_counted_against_the_plugin() {
     assert_eq!(second.call_tool("count", "{}").await.as_deref(), Ok("0"));
 }
 
+/// Calls the trapper's `spin_forever` and gives up on it once its loop runs (it says so as it
+/// begins).
+async fn give_up_once_spinning(tools: &ToolServerHandle) {
+    let (sink, spinning) = when_logged("spinning forever");
+    tokio::select! {
+        ended = with_tool_events(sink, tools.call_tool("spin_forever", "{}")) => {
+            panic!("an endless loop ended: {ended:?}")
+        }
+        () = within("the endless loop to start", spinning.notified()) => {}
+    }
+}
+
 #[tokio::test]
 async fn a_call_dropped_by_its_caller_leaves_no_half_run_instance() {
     let host = PluginHost::with_limits(Limits::default().max_consecutive_failures(1))
@@ -81,14 +93,7 @@ async fn a_call_dropped_by_its_caller_leaves_no_half_run_instance() {
     let tools = session(&trapper);
     assert_eq!(tools.call_tool("tick", "{}").await.as_deref(), Ok("0"));
     assert_eq!(tools.call_tool("tick", "{}").await.as_deref(), Ok("1"));
-    // The caller gives up once the loop runs (it says so as it begins).
-    let (sink, spinning) = when_logged("spinning forever");
-    tokio::select! {
-        ended = with_tool_events(sink, tools.call_tool("spin_forever", "{}")) => {
-            panic!("an endless loop ended: {ended:?}")
-        }
-        () = within("the endless loop to start", spinning.notified()) => {}
-    }
+    give_up_once_spinning(&tools).await;
     // The next call says what was lost; it is not a failure of the plugin (one failure would
     // disable it here), and the instance after it starts afresh.
     let message = error_message(tools.call_tool("tick", "{}").await);
@@ -117,13 +122,7 @@ async fn a_dropped_call_that_will_not_return_is_not_the_plugins_failure() {
     let tools = session(&trapper);
     assert_eq!(tools.call_tool("tick", "{}").await.as_deref(), Ok("0"));
     for _ in 0..2 {
-        let (sink, spinning) = when_logged("spinning forever");
-        tokio::select! {
-            ended = with_tool_events(sink, tools.call_tool("spin_forever", "{}")) => {
-                panic!("an endless loop ended: {ended:?}")
-            }
-            () = within("the endless loop to start", spinning.notified()) => {}
-        }
+        give_up_once_spinning(&tools).await;
         // The next call waits behind the loop until the instance is ended, and says so.
         let message = error_message(tools.call_tool("tick", "{}").await);
         assert!(message.contains("lost"), "{message}");
