@@ -1092,9 +1092,6 @@ mod tests {
         own.start("bob", endless).expect("another owner's task");
     }
 
-    /// The attack: `tasks/update` with a map of many thousands of keys the task never asked,
-    /// walked under the lock every task of every client shares. The one asked is answered, the
-    /// rest are returned as ignored, and another owner's update of the task is refused.
     /// Ends when `task` waits on a question (its status `InputRequired`); an error if the
     /// task is gone first.
     fn waits_on_its_question(
@@ -1115,6 +1112,9 @@ mod tests {
         }
     }
 
+    /// The attack: `tasks/update` with a map of many thousands of keys the task never asked,
+    /// walked under the lock every task of every client shares. The one asked is answered, the
+    /// rest are returned as ignored, and another owner's update of the task is refused.
     #[tokio::test]
     async fn an_update_answers_what_was_asked_and_returns_the_rest() {
         let store = TaskStore::with_options(TaskOptions::default());

@@ -81,6 +81,20 @@ impl ResourceMethod {
         if errors.0.is_some() && !before {
             return None;
         }
+        if options.name.is_none() {
+            // The method's name is the resource's, shown to users as a title is: held to the
+            // host's rule for titles (length, nothing hidden).
+            let name = ident.unraw().to_string();
+            if let Err(problem) = llm_worker_rules::tool::check_title(&name) {
+                errors.push(syn::Error::new_spanned(
+                    &ident,
+                    format!(
+                        "this resource's name (its method's) would be refused by the host: \
+                         {problem}; rename the method or give `name = \"…\"`"
+                    ),
+                ));
+            }
+        }
         Some(Self {
             name: options
                 .name
@@ -739,6 +753,36 @@ mod tests {
                 #[prompt] fn p(&self) -> String { String::new() }
             }
         });
+        assert_eq!(taken, "");
+    }
+
+    /// Rust takes characters shown as nothing into identifiers (a variation selector here):
+    /// a tool argument's or a resource's name made of one is refused as the host would.
+    #[test]
+    fn names_taken_from_rust_are_checked_as_the_host_checks_them() {
+        let parsed = |text: &str| {
+            let tokens: proc_macro2::TokenStream = text.parse().expect("tokens");
+            registry(tokens)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default()
+        };
+        let refused = parsed(
+            "impl App { #[tool] fn t(&self, a\u{FE01}b: String) -> String { String::new() } }",
+        );
+        assert!(refused.contains("this argument's name"), "{refused}");
+        let refused = parsed(
+            "impl App { #[tool] fn t(&self) -> String { String::new() } \
+             #[resource(uri = \"a://r\")] fn n\u{FE01}te(&self) -> String { String::new() } }",
+        );
+        assert!(
+            refused.contains("this resource's name (its method's)"),
+            "{refused}"
+        );
+        let taken = parsed(
+            "impl App { #[tool] fn t(&self) -> String { String::new() } \
+             #[resource(uri = \"a://r\")] fn caf\u{E9}(&self) -> String { String::new() } }",
+        );
         assert_eq!(taken, "");
     }
 

@@ -103,6 +103,7 @@ impl ToolMethod {
             }
             match &*typed.pat {
                 Pat::Ident(pat) if pat.by_ref.is_none() && pat.subpat.is_none() => {
+                    super::check_identifier_text(&pat.ident, "argument", errors);
                     args.push(ToolArg {
                         ident: pat.ident.clone(),
                         ty: (*typed.ty).clone(),

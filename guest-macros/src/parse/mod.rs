@@ -200,6 +200,25 @@ pub(crate) fn check_doc(attrs: &[Attribute], what: &str, errors: &mut Errors) {
     }
 }
 
+/// Checks a name the host is given as written in Rust (a tool argument's, which becomes a
+/// property of its input schema; a resource's when it has no `name = "…"`): Rust takes into
+/// identifiers some characters shown as nothing (a combining grapheme joiner, a variation
+/// selector), which the host refuses in what a plugin lists.
+pub(crate) fn check_identifier_text(ident: &syn::Ident, what: &str, errors: &mut Errors) {
+    use syn::ext::IdentExt as _;
+    let name = ident.unraw().to_string();
+    if let Some((at, found)) = llm_worker_rules::tool::first_hidden(&name) {
+        errors.push(syn::Error::new_spanned(
+            ident,
+            format!(
+                "this {what}'s name would be refused by the host: it holds {found:?} \
+                 (U+{:04X}) at character {at}, which is shown as nothing; rename it",
+                u32::from(found)
+            ),
+        ));
+    }
+}
+
 /// Checks a prompt argument's `#[description = "…"]` by the host's rule for descriptions
 /// (length, and no character a terminal acts on or that hides text).
 pub(crate) fn check_full_description_literal(text: &LitStr, errors: &mut Errors) {

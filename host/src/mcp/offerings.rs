@@ -496,11 +496,13 @@ impl McpServer {
             [] => {}
         }
         let mut owner: Option<PluginSession> = None;
+        let mut withdrawn = false;
         for session in plugins {
             let Some(prompts) = self
                 .listed_unless_withdrawn(&session, session.prompts())
                 .await
             else {
+                withdrawn = true;
                 continue;
             };
             if prompts.iter().any(|prompt| prompt.name == name) {
@@ -510,7 +512,18 @@ impl McpServer {
                 owner = Some(session);
             }
         }
-        owner.ok_or_else(|| no_prompt(name))
+        match owner {
+            Some(owner) => Ok(owner),
+            // Not "no such prompt": the plugin that offers it may have been replaced meanwhile.
+            None if withdrawn => Err(ErrorData::internal_error(
+                format!(
+                    "a plugin of this session changed while prompt '{name}' was looked for \
+                     (replaced or removed); call again"
+                ),
+                None,
+            )),
+            None => Err(no_prompt(name)),
+        }
     }
 
     /// Renders a prompt; a prompt may ask the client too (on 2026-07-28, deferred like a

@@ -62,6 +62,9 @@ pub struct McpServer {
     bound: Mutex<Option<(Caller, Arc<super::access::Allowed>)>>,
 }
 
+/// The longest string progress token used (as a string request id taken over stdio).
+const MAX_PROGRESS_TOKEN_BYTES: usize = 256;
+
 impl Drop for McpServer {
     fn drop(&mut self) {
         if let Some(watcher) = self
@@ -603,7 +606,18 @@ impl McpServer {
             subscriptions: Arc::clone(&self.subscriptions),
             notices: self.notices.clone(),
             tools: Arc::clone(&self.tools),
-            token: context.meta.get_progress_token(),
+            // A string token is echoed in every progress report of the request: one over the
+            // length of an id this server takes is not used (progress is the client's to ask
+            // for; a client not reading would have each report hold megabytes).
+            token: context
+                .meta
+                .get_progress_token()
+                .filter(|token| match &token.0 {
+                    rmcp::model::NumberOrString::String(text) => {
+                        text.len() <= MAX_PROGRESS_TOKEN_BYTES
+                    }
+                    rmcp::model::NumberOrString::Number(_) => true,
+                }),
             task: None,
         }
     }

@@ -650,8 +650,6 @@ mod tests {
         );
     }
 
-    /// A line whose JSON would take far more memory parsed than its text (many tiny values) is
-    /// refused before it is parsed.
     /// The attack: requests whose string ids are megabytes long, each answer copying its id,
     /// answers a client that does not read holding them all. Such a request is refused, its
     /// id not echoed; a short one is taken.
@@ -692,6 +690,8 @@ mod tests {
         }
     }
 
+    /// A line whose JSON would take far more memory parsed than its text (many tiny values) is
+    /// refused before it is parsed.
     #[tokio::test]
     async fn a_line_too_heavy_to_parse_is_refused_unparsed() {
         use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
