@@ -514,3 +514,27 @@ async fn a_heavy_initialize_is_refused() {
     assert_eq!(status, 413, "{text}");
     assert!(text.contains("kept for the session's life"), "{text}");
 }
+
+/// A liveness probe (a load balancer's, Kubernetes') gets `200 ok` without a token and by any
+/// name; it tells nothing else, and the MCP endpoint still asks for a token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_liveness_probe_is_answered_without_a_token() {
+    let (url, _, _) = serve(HttpOptions::default()).await;
+    let base = reqwest::Url::parse(&url).expect("a URL");
+    let health = base.join("/healthz").expect("the probe's URL");
+    let answer = reqwest::Client::new()
+        .get(health)
+        .header("host", "10.1.2.3:8080")
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(answer.status(), 200);
+    assert_eq!(answer.text().await.expect("a body"), "ok\n");
+    let refused = reqwest::Client::new()
+        .get(&url)
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(refused.status(), 401);
+}

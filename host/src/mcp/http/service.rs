@@ -25,6 +25,26 @@ use crate::mcp::{McpError, McpOptions, ToolCatalog};
 /// How long a cancelled request's stream is kept for a client to resume it.
 const COMPLETED_ANSWERS_KEPT: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// Where a liveness probe asks: `GET /healthz` is answered `200 ok` to anyone, before the
+/// host check and authentication (it tells nothing but that the server answers).
+pub(crate) const HEALTH_PATH: &str = "/healthz";
+
+/// The answer to a liveness probe.
+fn health() -> Response<Body> {
+    use http_body_util::BodyExt;
+    let mut response =
+        Response::new(http_body_util::Full::new(bytes::Bytes::from_static(b"ok\n")).boxed());
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response.headers_mut().insert(
+        http::header::CACHE_CONTROL,
+        http::HeaderValue::from_static("no-store"),
+    );
+    response
+}
+
 /// The MCP server over streamable HTTP as a service to mount on an embedder's own router (a
 /// `tower::Service`, as rmcp's and axum's are), carrying the whole gate: `Host` and `Origin`
 /// checks, bearer tokens, the session cap and the body limit come before rmcp sees a request,
@@ -229,6 +249,12 @@ impl McpHttpService {
         B::Data: Send + 'static,
         B::Error: std::fmt::Display,
     {
+        // A liveness probe (a load balancer's, Kubernetes'): answered before anything else,
+        // to anyone, with nothing but that the server answers. It comes by the pod's address,
+        // which the gate's list of names may not hold.
+        if request.method() == http::Method::GET && request.uri().path() == HEALTH_PATH {
+            return health();
+        }
         if let Some(refused) = self.gate.check(&request) {
             return self.refused("host_or_origin", refused);
         }
