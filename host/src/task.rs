@@ -297,8 +297,6 @@ struct Entry {
     snapshot: Arc<TaskSnapshot>,
     /// What its outcome takes in memory, roughly ([`kept_bytes`]).
     weight: usize,
-    /// What the questions in `snapshot.input_requests` take in memory ([`asked_bytes`]).
-    asked_weight: usize,
     expires: Instant,
     abort: Option<tokio::task::AbortHandle>,
     changed: watch::Sender<TaskStatus>,
@@ -308,15 +306,20 @@ struct Entry {
 }
 
 impl Entry {
-    /// What it holds in memory, as the budgets count it: its outcome and its questions.
+    /// What it holds in memory, as the budgets count it: its outcome and the questions it
+    /// waits on (a few: at most a call's `max_questions`).
     fn held(&self) -> usize {
-        self.weight + self.asked_weight
+        self.weight
+            + self
+                .waiting
+                .values()
+                .map(|(_, weight)| weight)
+                .sum::<usize>()
     }
 
     /// Forgets question `key`: who waits for its answer, returned.
     fn withdraw(&mut self, key: &str) -> Option<oneshot::Sender<Value>> {
-        let (waiting, weight) = self.waiting.remove(key)?;
-        self.asked_weight -= weight;
+        let (waiting, _) = self.waiting.remove(key)?;
         self.snapshot_mut().input_requests.remove(key);
         Some(waiting)
     }
@@ -344,7 +347,6 @@ impl Entry {
         }
         self.snapshot_mut().input_requests.clear();
         self.waiting.clear();
-        self.asked_weight = 0;
         self.touch(TaskStatus::Cancelled, message);
     }
 }
@@ -540,7 +542,6 @@ impl TaskHandle {
             let entry = tasks.get_mut(&self.id).ok_or_else(gone)?;
             let (answer, answered) = oneshot::channel();
             entry.waiting.insert(key.to_owned(), (answer, weight));
-            entry.asked_weight += weight;
             entry
                 .snapshot_mut()
                 .input_requests
@@ -825,7 +826,6 @@ impl TaskStore {
                     abort: None,
                     changed: watch::Sender::new(TaskStatus::Working),
                     waiting: HashMap::new(),
-                    asked_weight: 0,
                 },
             );
         }
@@ -911,7 +911,6 @@ impl TaskStore {
         entry.expires = Instant::now() + self.inner.options.ttl;
         entry.snapshot_mut().input_requests.clear();
         entry.waiting.clear();
-        entry.asked_weight = 0;
         entry.abort = None;
         entry.touch(status, message);
     }

@@ -59,11 +59,10 @@ struct State {
     asked: BTreeMap<String, String>,
 }
 
-/// An answer, and the digest of the question it answers (always there in states this server
-/// seals; `None` only in a state from before answers were bound: it matches no question).
+/// An answer, and the digest of the question it answers.
 #[derive(serde::Serialize, serde::Deserialize, Clone)]
 struct Answered {
-    question: Option<String>,
+    question: String,
     answer: Value,
 }
 
@@ -174,7 +173,7 @@ impl Replay {
                 unasked += 1;
                 continue;
             };
-            let question = Some(question.clone());
+            let question = question.clone();
             answers.entry(key).or_insert(Answered { question, answer });
         }
         if unasked > 0 {
@@ -273,7 +272,7 @@ impl Replay {
     ) -> Result<U, QuestionError> {
         let question = question_digest(&request)?;
         if let Some(given) = self.answers.get(&asker.key) {
-            let checked = if given.question.as_deref() != Some(question.as_str()) {
+            let checked = if given.question != question {
                 Err(QuestionError::Failed(
                     "it answers another question than the one asked now under its key".into(),
                 ))
@@ -283,21 +282,14 @@ impl Replay {
                     .and_then(|read| Ok((kept(&read, nested)?, read)))
                     .and_then(|(kept, read)| Ok((kept, fits(read)?)))
                     .and_then(|(kept, answer)| {
-                        let size = bytes(&answer);
-                        if size > asker.max_answer_bytes {
-                            return Err(QuestionError::Failed(format!(
-                                "the answer is {size} bytes, over the limit of {} bytes \
-                                 (`[client] max_question_bytes` of plugin '{}')",
-                                asker.max_answer_bytes, asker.plugin
-                            )));
-                        }
+                        cost::within_limit(bytes(&answer), asker.max_answer_bytes, &asker.plugin)?;
                         Ok((kept, answer))
                     })
             };
             match checked {
                 Ok((kept, answer)) => {
                     let used = Answered {
-                        question: Some(question),
+                        question,
                         answer: kept,
                     };
                     lock(&self.used).insert(asker.key.clone(), used);

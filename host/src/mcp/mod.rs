@@ -87,6 +87,16 @@ use crate::hook::{PostToolCallHook, PreToolCallHook};
 /// Most resources one MCP session may subscribe to (`resources/subscribe`).
 pub const MAX_SUBSCRIPTIONS: usize = 1000;
 
+/// The longest string id or progress token a request may carry to be taken (stdio) or used
+/// (progress): every answer or report copies it, and those waiting for a client that does not
+/// read would hold megabytes each.
+pub(crate) const MAX_ID_BYTES: usize = 256;
+
+/// Whether `id` is a string longer than [`MAX_ID_BYTES`].
+pub(crate) fn is_long_id(id: &rmcp::model::NumberOrString) -> bool {
+    matches!(id, rmcp::model::NumberOrString::String(text) if text.len() > MAX_ID_BYTES)
+}
+
 /// What the server says about itself, how it lists tools, and the hooks every call of every
 /// session goes through.
 #[derive(Clone)]

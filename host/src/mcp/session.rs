@@ -62,9 +62,6 @@ pub struct McpServer {
     bound: Mutex<Option<(Caller, Arc<super::access::Allowed>)>>,
 }
 
-/// The longest string progress token used (as a string request id taken over stdio).
-const MAX_PROGRESS_TOKEN_BYTES: usize = 256;
-
 impl Drop for McpServer {
     fn drop(&mut self) {
         if let Some(watcher) = self
@@ -612,12 +609,7 @@ impl McpServer {
             token: context
                 .meta
                 .get_progress_token()
-                .filter(|token| match &token.0 {
-                    rmcp::model::NumberOrString::String(text) => {
-                        text.len() <= MAX_PROGRESS_TOKEN_BYTES
-                    }
-                    rmcp::model::NumberOrString::Number(_) => true,
-                }),
+                .filter(|token| !super::is_long_id(&token.0)),
             task: None,
         }
     }

@@ -134,10 +134,11 @@ fn invalid_params(message: &ClientJsonRpcMessage) -> Option<Value> {
     } else {
         format!("Invalid params: the parameters of {method} are not of its shape")
     };
-    // A long string id is not echoed (see `MAX_ECHOED_ID_BYTES`).
-    let id = match &request.id {
-        rmcp::model::NumberOrString::String(id) if id.len() > MAX_ECHOED_ID_BYTES => Value::Null,
-        id => json!(id),
+    // A long string id is not echoed.
+    let id = if super::is_long_id(&request.id) {
+        Value::Null
+    } else {
+        json!(request.id)
     };
     Some(json!({
         "jsonrpc": "2.0", "id": id,
@@ -147,7 +148,7 @@ fn invalid_params(message: &ClientJsonRpcMessage) -> Option<Value> {
 
 /// Most bytes of a string id echoed in an answer to a line rmcp could not read, and of the id
 /// of a request taken at all.
-const MAX_ECHOED_ID_BYTES: usize = 256;
+const MAX_ECHOED_ID_BYTES: usize = super::MAX_ID_BYTES;
 
 /// How long closing waits for a write in progress (a client that does not read).
 const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
@@ -244,9 +245,7 @@ impl<R, W> LineTransport<R, W> {
         // request of that id in progress. Nor is a long string id: every answer to it would
         // copy it (rmcp takes a string id of any length), and answers waiting for a client that
         // does not read would hold megabytes each.
-        let long_id = matches!(&request.id, rmcp::model::NumberOrString::String(id)
-            if id.len() > MAX_ECHOED_ID_BYTES);
-        let (code, id, refusal) = if long_id {
+        let (code, id, refusal) = if super::is_long_id(&request.id) {
             (
                 -32600,
                 Value::Null,

@@ -7,6 +7,7 @@
 
 use super::form::Form;
 use crate::plugin::charged;
+use crate::question::QuestionError;
 use crate::tool::{Content, ElicitationAnswer, Root, SamplingAnswer, SamplingRequest};
 
 /// An elicitation of `message` with a schema of `schema_bytes` (its JSON text): one entry,
@@ -79,6 +80,18 @@ pub(crate) fn roots_answer(roots: &[Root]) -> usize {
             .fold(0, usize::saturating_add),
         roots.len().saturating_add(1),
     )
+}
+
+/// An answer of `bytes` (as the functions above count them) within the plugin's `[client]
+/// max_question_bytes` of `max`; otherwise why not, naming the plugin and the setting.
+pub(crate) fn within_limit(bytes: usize, max: usize, plugin: &str) -> Result<(), QuestionError> {
+    if bytes > max {
+        return Err(QuestionError::Failed(format!(
+            "the answer was {bytes} bytes, over the limit of {max} bytes (`[client] \
+             max_question_bytes` of plugin '{plugin}')"
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -330,13 +330,7 @@ impl Admitted {
             })
             .and_then(|answer| answer)
             .and_then(|answer| {
-                let bytes = answer_bytes(&answer);
-                if bytes > max_bytes {
-                    return Err(QuestionError::Failed(format!(
-                        "the answer was {bytes} bytes, over the limit of {max_bytes} bytes \
-                         (`[client] max_question_bytes` of plugin '{plugin}')"
-                    )));
-                }
+                crate::question::cost::within_limit(answer_bytes(&answer), max_bytes, &plugin)?;
                 Ok(answer)
             });
         (waited, checked)
