@@ -254,6 +254,11 @@ impl PluginHostBuilder {
         limits.check().map_err(PluginError::InvalidLimits)?;
         let mut config = Config::new();
         config.wasm_component_model(true);
+        // No part of the GC proposal: wasmtime is built without its `gc` feature (no GC heap),
+        // which left only function subtypes, checked at run time by code the build stubs out
+        // (before 50.0.2 that stub aborted the process). No toolchain we know of emits them
+        // for components; a plugin that uses them is refused at load.
+        config.wasm_gc(false);
         config.epoch_interruption(true);
         config.consume_fuel(limits.fuel.is_some());
         if let Some(max_instances) = instance_pool {

@@ -284,3 +284,39 @@ fn special_files_are_refused_without_blocking() {
         "{device:?}"
     );
 }
+
+/// Function subtypes (the GC proposal's `sub` types) checked at run time: an indirect call
+/// through a non-final type, of a function whose type is a subtype of it. wasmtime 50.0.0 and
+/// 50.0.1, built without their `gc` feature as the host is, answered that check with a stub
+/// that panics inside compiled code, which cannot unwind: the process aborted, every session
+/// with it (GHSA-rc4p-x33f-vpr2). The host runs wasmtime 50.0.2, which checks it, and offers
+/// plugins no part of the GC proposal its build cannot run in full: such a component is
+/// refused at load, named, and the host goes on serving.
+#[tokio::test]
+async fn function_subtypes_of_the_gc_proposal_are_refused_at_load() {
+    let bytes = WatComponent::new(&[("attack", "An attack.", OBJECT)])
+        .output("held")
+        .core_items(
+            "(type $base (sub (func (param f64 f64 f64) (result f64))))
+             (type $derived (sub $base (func (param f64 f64 f64) (result f64))))
+             (func $seven (type $derived) (f64.const 7))
+             (table $subtyped 1 1 funcref)
+             (elem (table $subtyped) (i32.const 0) func $seven)",
+        )
+        .execute(&format!(
+            "(drop (call_indirect $subtyped (type $base) \
+             (f64.const 1) (f64.const 2) (f64.const 3) (i32.const 0))) (i32.const {})",
+            llm_worker_tests::wat::ret(0)
+        ))
+        .build();
+    let error = llm_worker_tests::host()
+        .load_bytes("/plugins/subtypes.wasm", &bytes)
+        .expect_err("refused");
+    let message = error.to_string();
+    assert!(
+        message.contains("subtypes.wasm") && message.contains("gc"),
+        "{message}"
+    );
+    let counter = session(&plugin("counter"));
+    assert_eq!(counter.call_tool("count", "{}").await.as_deref(), Ok("0"));
+}
