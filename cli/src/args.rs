@@ -300,7 +300,8 @@ pub(crate) enum Command {
         update: bool,
         /// With --update: approve the tools, resources, templates and prompts the new version
         /// offers that the lock did not approve (without it, such an update is refused, naming
-        /// them, so that you can review them first).
+        /// them, so that you can review them first). REFERENCE must then name the version by
+        /// its digest (REPO@sha256:…), as the refusal writes it.
         #[arg(long, requires = "update")]
         approve_names: bool,
         /// Take the artifact without a signature, this once (recorded in the lock as such),

@@ -91,9 +91,13 @@ pub(crate) fn canonical_registry(text: &str) -> Result<String, String> {
             }
             domain.to_owned()
         }
-        (Some(url::Host::Ipv4(_) | url::Host::Ipv6(_)), Some(address)) if only_a_host => {
-            address.to_owned()
-        }
+        (Some(url::Host::Ipv4(_)), Some(address)) if only_a_host => address.to_owned(),
+        // An IPv4-mapped IPv6 address (`[::ffff:127.0.0.1]`) is where the IPv4 address is: a
+        // connection to one reaches the other, so they are one registry, written as IPv4.
+        (Some(url::Host::Ipv6(v6)), Some(address)) if only_a_host => match v6.to_ipv4_mapped() {
+            Some(v4) => v4.to_string(),
+            None => address.to_owned(),
+        },
         _ => return Err(not_a_host()),
     };
     // A remote registry is only ever spoken to over https, where `:443` is what no port means.
@@ -151,6 +155,18 @@ pub(crate) fn split_host_port(registry: &str) -> (&str, Option<&str>) {
     }
 }
 
+/// Whether the canonical registry names `a` and `b` are one registry for the trust policy:
+/// equal, or both this machine for certain ([`is_loopback_host`]) at the same port. A server
+/// listening on every address (`0.0.0.0`) answers at `localhost:5000`, `127.0.0.1:5000`,
+/// `127.0.0.2:5000` and `[::1]:5000` alike, so a rule written for one of them binds them all:
+/// otherwise another spelling of the same port escaped it.
+pub(crate) fn same_registry(a: &str, b: &str) -> bool {
+    a == b
+        || (is_loopback_host(a)
+            && is_loopback_host(b)
+            && split_host_port(a).1 == split_host_port(b).1)
+}
+
 /// Whether `host[:port]` names this machine for certain (`localhost`, `127.0.0.0/8`, `::1`;
 /// not a name under `localhost`, which a resolver could send elsewhere).
 pub(crate) fn is_loopback_host(registry: &str) -> bool {
@@ -178,7 +194,9 @@ mod tests {
             ("0177.0.0.01:5000", "127.0.0.1:5000"),
             ("[::1]:5000", "[::1]:5000"),
             ("[0:0:0:0:0:0:0:1]:05000", "[::1]:5000"),
-            ("[::FFFF:127.0.0.1]", "[::ffff:7f00:1]"),
+            ("[::FFFF:127.0.0.1]", "127.0.0.1"),
+            ("[::ffff:7f00:1]:5000", "127.0.0.1:5000"),
+            ("[::ffff:140.82.112.33]", "140.82.112.33"),
             ("GHCR.io", "ghcr.io"),
             ("ghcr.io:443", "ghcr.io"),
             ("ghcr.io:0443", "ghcr.io"),

@@ -387,14 +387,24 @@ impl TrustRule {
             .is_ok_and(|repository| self.covers_canonical(&repository))
     }
 
-    /// [`Self::covers`] for a repository whose registry is already canonical.
+    /// [`Self::covers`] for a repository whose registry is already canonical. The registries
+    /// compare as [`crate::registry_name::same_registry`] does (every certain spelling of
+    /// this machine at one port is one registry), the paths as text.
     fn covers_canonical(&self, repository: &str) -> bool {
-        match self.repository.strip_suffix("/*") {
-            Some(prefix) => repository
+        let (Some((rule_registry, rule_path)), Some((registry, path))) =
+            (self.repository.split_once('/'), repository.split_once('/'))
+        else {
+            return false;
+        };
+        if !crate::registry_name::same_registry(rule_registry, registry) {
+            return false;
+        }
+        match rule_path.strip_suffix("/*") {
+            Some(prefix) => path
                 .strip_prefix(prefix)
                 .and_then(|rest| rest.strip_prefix('/'))
                 .is_some_and(|rest| !rest.is_empty()),
-            None => self.repository == repository,
+            None => rule_path == path,
         }
     }
 }
@@ -848,6 +858,13 @@ MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEFxOs0eKOpqtdY5V10jv+Ld2uTzvO
             "GHCR.IO:0443/acme/greet",
             // An official image, as a reference names it (`greet` alone).
             "docker.io/library/greet",
+            // This machine at the same port, however named: one server listening on every
+            // address answers them all.
+            "127.0.0.1:5000/acme/greet",
+            "127.0.0.2:5000/acme/greet",
+            "[::1]:5000/acme/greet",
+            "[::ffff:127.0.0.1]:5000/acme/greet",
+            "[::ffff:7f00:2]:5000/acme/greet",
         ] {
             assert_eq!(
                 policy.requirement(spelling),
@@ -859,7 +876,11 @@ MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEFxOs0eKOpqtdY5V10jv+Ld2uTzvO
             );
             assert!(policy.rule_for(spelling).is_some(), "{spelling}");
         }
-        for spelling in ["127.0.0.1:5000/scratch/x", "0x7f000001:05000/scratch/x"] {
+        for spelling in [
+            "127.0.0.1:5000/scratch/x",
+            "0x7f000001:05000/scratch/x",
+            "localhost:5000/scratch/x",
+        ] {
             assert_eq!(
                 policy.requirement(spelling),
                 Requirement::Unsigned,
@@ -874,6 +895,8 @@ MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEFxOs0eKOpqtdY5V10jv+Ld2uTzvO
             "localhost/acme/greet",
             "localhost:443/acme/greet",
             "ghcr.io:8443/acme/greet",
+            "127.0.0.1:5001/acme/greet",
+            "[::ffff:10.0.0.1]:5000/acme/greet",
             "user@localhost:5000/acme/greet",
             "localhost:5000",
         ] {

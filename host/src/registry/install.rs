@@ -353,16 +353,22 @@ pub async fn pull_into(
         // Nor names nobody reviewed: a new version offering other tools (which get the
         // plugin's grants, and which access rules naming the plugin cover), resources,
         // templates or prompts is approved only when the operator says so, as `lock` would.
+        // Approved by its digest: a tag moved again between the review and the approval
+        // would approve names nobody saw, so `--approve-names` takes a reference by digest.
         if let Some(locked) = &existing
-            && !options.approve_names
+            && (!options.approve_names || reference.digest.is_none())
             && let Some(moved) = locked.listing_moved(&entry)
         {
-            // Approved by its digest: a tag moved again between the review and the approval
-            // would approve names nobody saw.
+            let by_tag = if options.approve_names {
+                "; `--approve-names` approves one version, named by its digest (a tag can move \
+                 between the review and the approval)"
+            } else {
+                ""
+            };
             return Err(RegistryError::Usage(format!(
                 "the new version of {} ({}) offers other names than the lock approved \
-                 ({moved}); nothing was written: review them, then approve exactly this \
-                 version with `llm-worker pull {}@{} {} --name {name} --update \
+                 ({moved}){by_tag}; nothing was written: review them, then approve exactly \
+                 this version with `llm-worker pull {}@{} {} --name {name} --update \
                  --approve-names`",
                 path.display(),
                 pulled.manifest_digest,

@@ -297,14 +297,53 @@ fn may_autonomously_fetch(url: &Url, user_agent: &str, limit: &Limit) -> Result<
 /// Most bytes of a robots.txt line read (see [`robots_allow`]).
 const MAX_ROBOTS_LINE_BYTES: usize = 16_000;
 
+/// The lines of `text` as Python's `str.splitlines` gives them: ended by `\n`, `\r\n`, `\r`,
+/// and the other breaks Python counts (vertical tab, form feed, the file, group and record
+/// separators, U+0085, U+2028, U+2029).
+fn python_lines(text: &str) -> impl Iterator<Item = &str> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let Some((at, brk)) = rest.char_indices().find(|(_, c)| {
+            matches!(
+                c,
+                '\n' | '\r'
+                    | '\u{b}'
+                    | '\u{c}'
+                    | '\u{1c}'
+                    | '\u{1d}'
+                    | '\u{1e}'
+                    | '\u{85}'
+                    | '\u{2028}'
+                    | '\u{2029}'
+            )
+        }) else {
+            let line = rest;
+            rest = "";
+            return Some(line);
+        };
+        let line = &rest[..at];
+        let width = if rest[at..].starts_with("\r\n") {
+            2
+        } else {
+            brk.len_utf8()
+        };
+        rest = &rest[at + width..];
+        Some(line)
+    })
+}
+
 /// Whether `robots_txt` (its comment lines left out, as the original does) lets `user_agent`
 /// fetch `url`: the group of the agent's product token (`ModelContextProtocol`), else `*`.
 pub fn robots_allow(robots_txt: &str, user_agent: &str, url: &str) -> bool {
     // The parser (robotstxt 0.3) skips what passes 16,662 bytes of a line by characters but
     // steps by bytes, and then slices the next line inside a character: a panic (a trap) on a
     // long line with letters beyond ASCII. No rule is that long: lines are cut, at a character.
-    let rules: String = robots_txt
-        .lines()
+    // Lines as the original splits them (Python's `splitlines`): a file of `\r` endings is
+    // many lines, not one cut at its first 16,000 bytes with every rule after them.
+    let rules: String = python_lines(robots_txt)
         .filter(|line| !line.trim().starts_with('#'))
         .map(|line| &line[..line.floor_char_boundary(MAX_ROBOTS_LINE_BYTES)])
         .collect::<Vec<_>>()
@@ -601,6 +640,24 @@ mod tests {
         // in the rule; other escapes compare whatever the case of their hex digits.
         assert!(!allowed("http://a.example/%6Eo-models/page"));
         assert!(!allowed("http://a.example/no%2dmodels/page"));
+        // Lines ended by `\r` alone (old Mac files), past the 16,000 bytes a line is cut at.
+        let carriage = format!(
+            "User-agent: *\r{}Disallow: /private\r",
+            (0..2_000)
+                .map(|k| format!("Disallow: /a{k:04}\r"))
+                .collect::<String>()
+        );
+        assert!(!robots_allow(
+            &carriage,
+            "Other",
+            "http://a.example/private"
+        ));
+        assert!(robots_allow(&carriage, "Other", "http://a.example/public"));
+        assert_eq!(
+            python_lines("a\r\nb\rc\nd\u{2028}e\u{c}f\n").collect::<Vec<_>>(),
+            ["a", "b", "c", "d", "e", "f"]
+        );
+        assert_eq!(python_lines("\n\nx").collect::<Vec<_>>(), ["", "", "x"]);
         let encoded = "User-agent: *\nDisallow: /%70rivate\nDisallow: /a%2fb\n";
         let others = |url| robots_allow(encoded, "Other", url);
         assert!(!others("http://a.example/private"));

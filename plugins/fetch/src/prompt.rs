@@ -18,8 +18,49 @@ impl FetchPrompt {
             super::fetch_url(&page_url, &settings.user_agent_manual, false, None, &limit)
         });
         match fetched {
-            Ok((content, prefix)) => prefix + &content,
+            Ok((content, prefix)) => bounded(&prefix, &content),
             Err(error) => error,
         }
+    }
+}
+
+/// The prompt's text: the page whole, as the original gives it, unless it is longer than an
+/// answer may be (the host refuses a prompt over its output limit, which would lose the whole
+/// page): then cut there, saying where the fetch tool takes up the rest.
+fn bounded(prefix: &str, content: &str) -> String {
+    let room = super::MAX_ANSWER_BYTES.saturating_sub(prefix.len());
+    if content.len() <= room {
+        return format!("{prefix}{content}");
+    }
+    let kept = &content[..content.floor_char_boundary(room)];
+    let next = kept.chars().count();
+    format!(
+        "{prefix}{kept}\n\n<error>Content truncated: the page is longer than a prompt can carry. \
+         Call the fetch tool with a start_index of {next} to get more content.</error>"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_page_longer_than_an_answer_is_cut_saying_where_the_rest_is() {
+        assert_eq!(bounded("Contents:\n", "short"), "Contents:\nshort");
+        let long = "é".repeat(super::super::MAX_ANSWER_BYTES);
+        let text = bounded("Contents:\n", &long);
+        assert!(
+            text.len() < super::super::MAX_ANSWER_BYTES + 200,
+            "{}",
+            text.len()
+        );
+        let kept = (super::super::MAX_ANSWER_BYTES - "Contents:\n".len()) / 2;
+        assert!(
+            text.ends_with(&format!(
+                "start_index of {kept} to get more content.</error>"
+            )),
+            "{}",
+            &text[text.len() - 120..]
+        );
     }
 }

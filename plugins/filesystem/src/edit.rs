@@ -2,7 +2,7 @@
 //! match line by line ignoring indentation), and the git-style diff it answers with (the `diff`
 //! package's `createTwoFilesPatch`: four lines of context, `\ No newline at end of file`).
 
-use similar::{Algorithm, DiffOp, capture_diff_slices};
+use similar::{Algorithm, DiffOp, capture_diff_slices_deadline};
 
 /// One edit: `old_text` replaced by `new_text`.
 #[derive(Debug, Clone)]
@@ -110,6 +110,9 @@ pub fn apply(content: &str, edits: &[Edit], limit: usize) -> Result<String, Stri
     Ok(modified)
 }
 
+/// How long the diff of an edit may search for the shortest one.
+const DIFF_DEADLINE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Lines with their line feeds, as the `diff` package splits them.
 fn split_lines(text: &str) -> Vec<&str> {
     text.split_inclusive('\n').collect()
@@ -131,7 +134,13 @@ pub fn unified_diff(old: &str, new: &str, path: &str) -> String {
     let new = normalize_line_endings(new);
     let old_lines = split_lines(&old);
     let new_lines = split_lines(&new);
-    let ops = capture_diff_slices(Algorithm::Myers, &old_lines, &new_lines);
+    // Myers' search costs the lines times the differences: a line replaced by 300,000 ran for
+    // minutes (past the call's limit, so the edit was lost). Past the deadline the search
+    // stops and the rest is one removal and one addition: a correct diff, longer than the
+    // shortest.
+    let deadline = similar::Instant::now() + DIFF_DEADLINE;
+    let ops =
+        capture_diff_slices_deadline(Algorithm::Myers, &old_lines, &new_lines, Some(deadline));
     // The runs in the `diff` package's order: removals before additions.
     let mut runs: Vec<Run<'_>> = Vec::new();
     for op in &ops {
@@ -321,6 +330,32 @@ mod tests {
         assert!(apply(content, &edits, edited.len() - 1).is_err());
         assert_eq!(apply("a\nb\n", &[edit("b", "B")], 4).unwrap(), "a\nB\n");
         assert!(apply("a\nb\n", &[edit("b", "BB")], 4).is_err());
+    }
+
+    /// One line replaced by 300,000 that share some lines with the rest: the shortest diff's
+    /// search (lines times differences) ran for minutes, past the call's limit, and the edit
+    /// was lost. It stops at its deadline with a diff still correct.
+    #[test]
+    fn a_diff_stops_looking_for_the_shortest_at_its_deadline() {
+        let old = "a\nMARK\nb\n".repeat(3);
+        let new = old.replacen("MARK\n", &"l\nb\n".repeat(150_000), 1);
+        let diff = unified_diff(&old, &new, "/d/f.txt");
+        let removed = diff
+            .lines()
+            .filter(|line| line.starts_with('-') && !line.starts_with("---"));
+        let added = diff
+            .lines()
+            .filter(|line| line.starts_with('+') && !line.starts_with("+++"));
+        let (removed, added) = (removed.count(), added.count());
+        // Whatever the diff found, applying it gives `new`: as many lines added as the new
+        // text has more.
+        assert_eq!(
+            added - removed,
+            new.lines().count() - old.lines().count(),
+            "{}",
+            &diff[..diff.len().min(400)]
+        );
+        assert!(removed >= 1);
     }
 
     #[test]

@@ -34,7 +34,7 @@ impl Glob {
             alternatives
                 .iter()
                 .map(|alternative| {
-                    Pattern::new(alternative).unwrap_or_else(|_| {
+                    Pattern::new(&as_minimatch_reads(alternative)).unwrap_or_else(|_| {
                         Pattern::new(&Pattern::escape(alternative)).unwrap_or_default()
                     })
                 })
@@ -54,6 +54,31 @@ impl Glob {
             .iter()
             .any(|pattern| pattern.matches_with(path, options))
     }
+}
+
+/// `pattern` written so that the `glob` crate reads it as minimatch does: a run of stars in
+/// a component other than `**` alone is one `*` (`**.txt` is `*.txt`; the crate refuses it),
+/// and a class opened by `[^` is negated, as `[!` writes it for the crate.
+fn as_minimatch_reads(pattern: &str) -> String {
+    let parts: Vec<String> = pattern
+        .split('/')
+        .map(|part| {
+            if part == "**" {
+                return part.to_owned();
+            }
+            let mut out = String::with_capacity(part.len());
+            let mut after_star = false;
+            for ch in part.chars() {
+                if ch == '*' && after_star {
+                    continue;
+                }
+                after_star = ch == '*';
+                out.push(ch);
+            }
+            out.replace("[^", "[!")
+        })
+        .collect();
+    parts.join("/")
 }
 
 /// The alternatives of the first `{a,b}` group in `pattern`, each expanded in turn.
@@ -135,5 +160,16 @@ mod tests {
         assert!(braces.matches("a.md") && braces.matches("b.rs") && !braces.matches("c.txt"));
         assert!(Glob::new("[").matches("["));
         assert!(Glob::new("{x}").matches("{x}"));
+        // Stars run together within a component are one star; `**` alone crosses components.
+        let stars = Glob::new("**.txt");
+        assert!(stars.matches("a.txt") && !stars.matches("sub/a.txt"));
+        let under = Glob::new("src/**.rs");
+        assert!(under.matches("src/lib.rs") && !under.matches("src/a/lib.rs"));
+        assert!(Glob::new("a***").matches("abc"));
+        assert!(Glob::new("**/**/x").matches("a/b/x"));
+        // `[^…]` is negated, as `[!…]` is.
+        let negated = Glob::new("[^a]*");
+        assert!(negated.matches("b") && !negated.matches("a"));
+        assert!(Glob::new("[!a]*").matches("b"));
     }
 }

@@ -111,6 +111,14 @@ impl Graph {
                 continue;
             }
             let number = at + 1;
+            // Parsed whole, a line of millions of tiny values (`[0,0,…]`, 6 MiB) would take more
+            // than the plugin's memory before any count could refuse it, and so would every
+            // later call: its values are counted first.
+            if values_in(line) > MAX_ITEMS + 16 {
+                return Err(format!(
+                    "line {number} holds more than the {MAX_ITEMS} values this plugin reads"
+                ));
+            }
             let value: Value = serde_json::from_str(line)
                 .map_err(|error| format!("line {number} is not JSON: {error}"))?;
             match value.get("type").and_then(Value::as_str) {
@@ -280,6 +288,31 @@ impl Graph {
     }
 }
 
+/// About how many JSON values `line` holds, without parsing it: one more than its `,`, `[`, `{`
+/// and `:` outside strings (a value's members and elements are separated or opened by one).
+fn values_in(line: &str) -> usize {
+    let mut count = 1;
+    let mut in_string = false;
+    let mut escaped = false;
+    for byte in line.bytes() {
+        if in_string {
+            match (escaped, byte) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+        } else {
+            match byte {
+                b'"' => in_string = true,
+                b',' | b'[' | b'{' | b':' => count += 1,
+                _ => {}
+            }
+        }
+    }
+    count
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -325,6 +358,33 @@ mod tests {
         assert!(error.starts_with("line 1 is not an entity"), "{error}");
         let error = Graph::parse("\n{oops").unwrap_err();
         assert!(error.starts_with("line 2 is not JSON"), "{error}");
+    }
+
+    /// A line of millions of tiny values, foreign or an entity's, is refused before it is
+    /// parsed (parsed, it took more than the plugin's memory); one of many values in a string
+    /// is one value.
+    #[test]
+    fn a_line_of_more_values_than_a_graph_holds_is_refused_unparsed() {
+        let zeros = format!("{{\"type\":\"note\",\"x\":[{}0]}}", "0,".repeat(3_000_000));
+        let error = Graph::parse(&format!("\n{zeros}")).unwrap_err();
+        assert!(
+            error.starts_with("line 2 holds more than the 250000 values"),
+            "{error}"
+        );
+        let empties = format!(
+            "{{\"type\":\"entity\",\"name\":\"A\",\"entityType\":\"t\",\"observations\":[{}\"\"]}}",
+            "\"\",".repeat(MAX_ITEMS + 20)
+        );
+        assert!(Graph::parse(&empties).is_err());
+        let text = format!(
+            "{{\"type\":\"entity\",\"name\":\"A\",\"entityType\":\"t\",\"observations\":[\"{}\"]}}",
+            ",[{:".repeat(1_000_000)
+        );
+        assert_eq!(
+            Graph::parse(&text).unwrap().entities[0].observations.len(),
+            1
+        );
+        assert_eq!(values_in(r#"{"a":["x,\",y",1]}"#), 5);
     }
 
     /// Adding and deleting observations looks them up instead of searching for each one: a

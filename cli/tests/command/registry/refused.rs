@@ -355,20 +355,23 @@ fn other_spellings_of_a_registry_are_bound_by_its_rules() {
     };
     let port = port_of(&registry);
     registry.push("greet", "acme/greet:1", None);
-    let rules = format!(
-        "[[rule]]\nrepository = \"localhost:{port}/acme/*\"\nsigners = [\"acme\"]\n\
-         [[rule]]\nrepository = \"127.0.0.1:{port}/acme/*\"\nsigners = [\"acme\"]\n"
-    );
+    // One rule, naming this machine one way.
+    let rules =
+        format!("[[rule]]\nrepository = \"localhost:{port}/acme/*\"\nsigners = [\"acme\"]\n");
     let dir = registry.plugin_dir("plugins", &rules);
     // The same registry, spelt as the rule's text is not: case, a leading zero in the port,
-    // IPv4 in other forms. `--allow-unsigned` is for what no rule covers, and a rule covers
-    // each of these.
+    // this machine's address in IPv4's other forms and as an IPv4-mapped IPv6 address (a
+    // connection to it reaches the IPv4 address). `--allow-unsigned` is for what no rule
+    // covers, and the rule covers each of these.
     for spelling in [
         format!("LOCALHOST:{port}"),
         format!("localhost:0{port}"),
         format!("LocalHost.:00{port}"),
+        format!("127.0.0.1:{port}"),
         format!("127.1:{port}"),
         format!("0x7f.0.0.1:0{port}"),
+        format!("[::ffff:127.0.0.1]:{port}"),
+        format!("[::FFFF:7F00:1]:0{port}"),
     ] {
         let reference = format!("{spelling}/acme/greet:1");
         let out = pull_allowing_unsigned(&registry, &reference, &dir);

@@ -153,6 +153,18 @@ async fn a_moved_tag_changes_nothing_until_pull_update_and_watch_follows() {
         sha256_file(&dir.join("tool.wasm")),
         sha256_file(&plugin_path("greet"))
     );
+    // Not by the tag, which could name another version by the time it is approved.
+    let out = registry.pull("acme/tool:stable", &dir, &["--update", "--approve-names"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("named by its digest"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        sha256_file(&dir.join("tool.wasm")),
+        sha256_file(&plugin_path("greet"))
+    );
     // Approved by the digest the refusal names (the version reviewed, wherever the tag is).
     let digest = message
         .split("acme/tool@")
