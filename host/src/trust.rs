@@ -382,21 +382,33 @@ impl TrustRule {
     /// Whether the rule covers `repository` (`registry/path`, its registry spelt any way a
     /// registry may be: it is compared in its canonical spelling). A name that is not
     /// `registry/path` is covered by no rule.
+    ///
+    /// A rule that wants a signature covers the repository under another certain name of this
+    /// machine at the same port too (`127.0.0.1:5000` for `localhost:5000`); an `unsigned`
+    /// one only under the name it was written with. See [`TrustPolicy::rule_for`].
     pub fn covers(&self, repository: &str) -> bool {
-        crate::registry_name::canonical_repository(repository)
-            .is_ok_and(|repository| self.covers_canonical(&repository))
+        crate::registry_name::canonical_repository(repository).is_ok_and(|repository| {
+            self.covers_as(&repository, Naming::AsWritten)
+                || (!self.unsigned && self.covers_as(&repository, Naming::ThisMachineOtherwise))
+        })
     }
 
-    /// [`Self::covers`] for a repository whose registry is already canonical. The registries
-    /// compare as [`crate::registry_name::same_registry`] does (every certain spelling of
-    /// this machine at one port is one registry), the paths as text.
-    fn covers_canonical(&self, repository: &str) -> bool {
+    /// Whether the rule covers `repository` (its registry already canonical), its registry
+    /// named as `naming` says; the paths compare as text.
+    fn covers_as(&self, repository: &str, naming: Naming) -> bool {
         let (Some((rule_registry, rule_path)), Some((registry, path))) =
             (self.repository.split_once('/'), repository.split_once('/'))
         else {
             return false;
         };
-        if !crate::registry_name::same_registry(rule_registry, registry) {
+        let named = match naming {
+            Naming::AsWritten => rule_registry == registry,
+            Naming::ThisMachineOtherwise => {
+                rule_registry != registry
+                    && crate::registry_name::same_registry(rule_registry, registry)
+            }
+        };
+        if !named {
             return false;
         }
         match rule_path.strip_suffix("/*") {
@@ -407,6 +419,14 @@ impl TrustRule {
             None => rule_path == path,
         }
     }
+}
+
+/// How a rule's registry names a repository's: as its canonical name, or as another certain
+/// name of this machine at the same port ([`crate::registry_name::same_registry`]).
+#[derive(Clone, Copy)]
+enum Naming {
+    AsWritten,
+    ThisMachineOtherwise,
 }
 
 /// What the trust policy asks of a repository's plugins.
@@ -614,12 +634,21 @@ impl TrustPolicy {
 
     /// The first rule covering `repository` (`registry/path`, its registry spelt any way: it
     /// is compared in its canonical spelling), with its index.
+    ///
+    /// A rule naming the repository's registry as it is named wins; failing one, a rule naming
+    /// this machine otherwise at the same port applies only if it wants a signature: another
+    /// name of this machine may only ever be held to more, never let in unsigned (the rule
+    /// writer's `unsigned = true` for `127.0.0.1:5000/scratch` is for that address's server).
     pub fn rule_for(&self, repository: &str) -> Option<(usize, &TrustRule)> {
         let repository = crate::registry_name::canonical_repository(repository).ok()?;
-        self.rules
-            .iter()
-            .enumerate()
-            .find(|(_, rule)| rule.covers_canonical(&repository))
+        let rules = || self.rules.iter().enumerate();
+        rules()
+            .find(|(_, rule)| rule.covers_as(&repository, Naming::AsWritten))
+            .or_else(|| {
+                rules().find(|(_, rule)| {
+                    !rule.unsigned && rule.covers_as(&repository, Naming::ThisMachineOtherwise)
+                })
+            })
     }
 
     /// What the policy asks of `repository`'s plugins (`registry/path`, compared as
@@ -791,6 +820,51 @@ MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEFxOs0eKOpqtdY5V10jv+Ld2uTzvO
         TrustPolicy::parse(&text, Path::new("/p/llm-worker.trust.toml"))
     }
 
+    /// A rule naming this machine one way applies to its other names only to want more: the
+    /// rule naming the registry as the repository does wins, whatever the order, and an
+    /// `unsigned` rule never lets another name in.
+    #[test]
+    fn another_name_of_this_machine_is_held_to_more_never_less() {
+        fn signed(policy: &TrustPolicy) -> Requirement<'_> {
+            Requirement::Signed {
+                keys: vec![&policy.keys["acme"]],
+                identities: vec![],
+            }
+        }
+        let forward = policy(
+            "[[rule]]\nrepository = \"127.0.0.1:5000/acme/*\"\nunsigned = true\n\
+             [[rule]]\nrepository = \"localhost:5000/acme/*\"\nsigners = [\"acme\"]\n",
+        )
+        .expect("valid");
+        assert_eq!(
+            forward.requirement("localhost:5000/acme/greet"),
+            signed(&forward)
+        );
+        assert_eq!(
+            forward.requirement("127.0.0.1:5000/acme/greet"),
+            Requirement::Unsigned
+        );
+        assert_eq!(
+            forward.requirement("127.0.0.2:5000/acme/greet"),
+            signed(&forward)
+        );
+        assert!(!forward.rules[0].covers("127.0.0.2:5000/acme/greet"));
+        assert!(forward.rules[1].covers("127.0.0.2:5000/acme/greet"));
+        let reversed = policy(
+            "[[rule]]\nrepository = \"localhost:5000/acme/*\"\nsigners = [\"acme\"]\n\
+             [[rule]]\nrepository = \"127.0.0.1:5000/acme/*\"\nunsigned = true\n",
+        )
+        .expect("valid");
+        assert_eq!(
+            reversed.requirement("127.0.0.1:5000/acme/greet"),
+            Requirement::Unsigned
+        );
+        assert_eq!(
+            reversed.rule_for("[::1]:5000/acme/greet").map(|(at, _)| at),
+            Some(0)
+        );
+    }
+
     #[test]
     fn the_first_rule_that_covers_a_repository_decides() {
         let policy = policy(
@@ -876,11 +950,7 @@ MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEFxOs0eKOpqtdY5V10jv+Ld2uTzvO
             );
             assert!(policy.rule_for(spelling).is_some(), "{spelling}");
         }
-        for spelling in [
-            "127.0.0.1:5000/scratch/x",
-            "0x7f000001:05000/scratch/x",
-            "localhost:5000/scratch/x",
-        ] {
+        for spelling in ["127.0.0.1:5000/scratch/x", "0x7f000001:05000/scratch/x"] {
             assert_eq!(
                 policy.requirement(spelling),
                 Requirement::Unsigned,
@@ -897,6 +967,9 @@ MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEFxOs0eKOpqtdY5V10jv+Ld2uTzvO
             "ghcr.io:8443/acme/greet",
             "127.0.0.1:5001/acme/greet",
             "[::ffff:10.0.0.1]:5000/acme/greet",
+            // A rule letting a repository in unsigned does so only under its own name.
+            "localhost:5000/scratch/x",
+            "[::1]:5000/scratch/x",
             "user@localhost:5000/acme/greet",
             "localhost:5000",
         ] {

@@ -127,6 +127,16 @@ pub async fn pull_into(
     options: &PullOptions,
 ) -> Result<PullOutcome, RegistryError> {
     let name = check_name(options.name.as_deref().unwrap_or(reference.short_name()))?;
+    // The names approved are those of the version reviewed: named by its digest, since a tag
+    // can name another version by the time it is approved.
+    if options.approve_names && reference.digest.is_none() {
+        return Err(RegistryError::Usage(format!(
+            "`--approve-names` approves the names of one version, named by its digest (a tag \
+             can move between the review and the approval); nothing was pulled: pull \
+             {}@sha256:… with the digest the refusal of the update named",
+            reference.name()
+        )));
+    }
     let file = format!("{name}.wasm");
     let path = dir.join(&file);
     let io = |path: &Path| {
@@ -353,22 +363,16 @@ pub async fn pull_into(
         // Nor names nobody reviewed: a new version offering other tools (which get the
         // plugin's grants, and which access rules naming the plugin cover), resources,
         // templates or prompts is approved only when the operator says so, as `lock` would.
-        // Approved by its digest: a tag moved again between the review and the approval
-        // would approve names nobody saw, so `--approve-names` takes a reference by digest.
+        // `--approve-names` comes with a digest (checked first), so what it approves is the
+        // version the refusal named.
         if let Some(locked) = &existing
-            && (!options.approve_names || reference.digest.is_none())
+            && !options.approve_names
             && let Some(moved) = locked.listing_moved(&entry)
         {
-            let by_tag = if options.approve_names {
-                "; `--approve-names` approves one version, named by its digest (a tag can move \
-                 between the review and the approval)"
-            } else {
-                ""
-            };
             return Err(RegistryError::Usage(format!(
                 "the new version of {} ({}) offers other names than the lock approved \
-                 ({moved}){by_tag}; nothing was written: review them, then approve exactly \
-                 this version with `llm-worker pull {}@{} {} --name {name} --update \
+                 ({moved}); nothing was written: review them, then approve exactly this \
+                 version with `llm-worker pull {}@{} {} --name {name} --update \
                  --approve-names`",
                 path.display(),
                 pulled.manifest_digest,

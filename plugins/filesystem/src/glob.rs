@@ -58,7 +58,8 @@ impl Glob {
 
 /// `pattern` written so that the `glob` crate reads it as minimatch does: a run of stars in
 /// a component other than `**` alone is one `*` (`**.txt` is `*.txt`; the crate refuses it),
-/// and a class opened by `[^` is negated, as `[!` writes it for the crate.
+/// and a class opened by `[^` is negated, as `[!` writes it for the crate. A class is copied
+/// as it is otherwise (`[[^]` holds `[` and `^`; stars in it are characters).
 fn as_minimatch_reads(pattern: &str) -> String {
     let parts: Vec<String> = pattern
         .split('/')
@@ -66,19 +67,55 @@ fn as_minimatch_reads(pattern: &str) -> String {
             if part == "**" {
                 return part.to_owned();
             }
+            let chars: Vec<char> = part.chars().collect();
             let mut out = String::with_capacity(part.len());
             let mut after_star = false;
-            for ch in part.chars() {
+            let mut at = 0;
+            while at < chars.len() {
+                if chars[at] == '['
+                    && let Some(end) = class_end(&chars, at)
+                {
+                    out.push('[');
+                    let mut inside = at + 1;
+                    if chars[inside] == '^' {
+                        out.push('!');
+                        inside += 1;
+                    }
+                    out.extend(&chars[inside..=end]);
+                    at = end + 1;
+                    after_star = false;
+                    continue;
+                }
+                let ch = chars[at];
+                at += 1;
                 if ch == '*' && after_star {
                     continue;
                 }
                 after_star = ch == '*';
                 out.push(ch);
             }
-            out.replace("[^", "[!")
+            out
         })
         .collect();
     parts.join("/")
+}
+
+/// The `]` closing the class that opens at `chars[open]` (a `[`), as the `glob` crate reads a
+/// class: an optional `!` or `^`, then a `]` that is a member if it comes first, then members
+/// up to the next `]`; `None` if nothing closes it.
+fn class_end(chars: &[char], open: usize) -> Option<usize> {
+    let mut at = open + 1;
+    if matches!(chars.get(at), Some('!' | '^')) {
+        at += 1;
+    }
+    if chars.get(at) == Some(&']') {
+        at += 1;
+    }
+    chars
+        .get(at..)?
+        .iter()
+        .position(|c| *c == ']')
+        .map(|found| at + found)
 }
 
 /// The alternatives of the first `{a,b}` group in `pattern`, each expanded in turn.
@@ -171,5 +208,14 @@ mod tests {
         let negated = Glob::new("[^a]*");
         assert!(negated.matches("b") && !negated.matches("a"));
         assert!(Glob::new("[!a]*").matches("b"));
+        // `^` is a member anywhere but first; stars in a class are members.
+        let caret = Glob::new("[[^]x");
+        assert!(caret.matches("^x") && caret.matches("[x") && !caret.matches("!x"));
+        let member = Glob::new("[a^]");
+        assert!(member.matches("^") && member.matches("a"));
+        let star = Glob::new("x[**]y**");
+        assert!(star.matches("x*yz") && !star.matches("xayz"));
+        assert!(Glob::new("[]a]").matches("]"));
+        assert!(Glob::new("a[").matches("a["));
     }
 }

@@ -106,6 +106,9 @@ impl Graph {
     /// The line (from 1) and what is wrong with it.
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut graph = Self::default();
+        // Counted as lines are read: a file of many lines each within the bound per line
+        // (eleven entities of 249,990 observations) would otherwise be read whole first.
+        let mut items = 0usize;
         for (at, line) in text.split('\n').enumerate() {
             if line.trim().is_empty() {
                 continue;
@@ -122,15 +125,27 @@ impl Graph {
             let value: Value = serde_json::from_str(line)
                 .map_err(|error| format!("line {number} is not JSON: {error}"))?;
             match value.get("type").and_then(Value::as_str) {
-                Some("entity") => graph.entities.push(
-                    Entity::deserialize(&value)
-                        .map_err(|error| format!("line {number} is not an entity: {error}"))?,
-                ),
-                Some("relation") => graph.relations.push(
-                    Relation::deserialize(&value)
-                        .map_err(|error| format!("line {number} is not a relation: {error}"))?,
-                ),
+                Some("entity") => {
+                    let entity = Entity::deserialize(&value)
+                        .map_err(|error| format!("line {number} is not an entity: {error}"))?;
+                    items += 1 + entity.observations.len();
+                    graph.entities.push(entity);
+                }
+                Some("relation") => {
+                    graph
+                        .relations
+                        .push(Relation::deserialize(&value).map_err(|error| {
+                            format!("line {number} is not a relation: {error}")
+                        })?);
+                    items += 1;
+                }
                 _ => {}
+            }
+            if items > MAX_ITEMS {
+                return Err(format!(
+                    "up to line {number} it holds more than the {MAX_ITEMS} entities, \
+                     relations and observations this plugin reads"
+                ));
             }
         }
         Ok(graph)
@@ -383,6 +398,16 @@ mod tests {
         assert_eq!(
             Graph::parse(&text).unwrap().entities[0].observations.len(),
             1
+        );
+        // Many lines each within the bound, together past it: refused as they are read.
+        let line = format!(
+            "{{\"type\":\"entity\",\"name\":\"A\",\"entityType\":\"t\",\"observations\":[{}\"\"]}}\n",
+            "\"\",".repeat(99_999)
+        );
+        let error = Graph::parse(&line.repeat(3)).unwrap_err();
+        assert!(
+            error.starts_with("up to line 3 it holds more than the 250000"),
+            "{error}"
         );
         assert_eq!(values_in(r#"{"a":["x,\",y",1]}"#), 5);
     }
