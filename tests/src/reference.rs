@@ -175,7 +175,7 @@ impl Original {
         };
         // A finished install is marked; one cut short is started over.
         let done = home.join(".installed");
-        if done.is_file() && program.is_file() {
+        if done.is_file() && program.is_file() && interpreter_exists(&program) {
             return Some(program);
         }
         let _ = std::fs::remove_dir_all(&home);
@@ -243,6 +243,27 @@ impl Original {
         std::fs::write(&done, "").expect("mark the install done");
         Some(program)
     }
+}
+
+/// Whether the interpreter a script names on its `#!` line exists (a program that is no script
+/// has none to miss). A venv's scripts name its Python by absolute path: a target directory
+/// copied or moved elsewhere keeps scripts naming where it was, which cannot be run ("No such
+/// file or directory"), so such an install is made again.
+fn interpreter_exists(program: &Path) -> bool {
+    use std::io::Read;
+    let mut head = [0u8; 512];
+    let read = std::fs::File::open(program).and_then(|mut file| file.read(&mut head));
+    let Ok(read) = read else {
+        return false;
+    };
+    let Some(line) = head[..read].strip_prefix(b"#!") else {
+        return true;
+    };
+    let line = line.split(|byte| *byte == b'\n').next().unwrap_or_default();
+    let line = String::from_utf8_lossy(line);
+    line.split_whitespace()
+        .next()
+        .is_some_and(|interpreter| Path::new(interpreter).exists())
 }
 
 /// Starts installing every original in the background (a thread each, once per process), so

@@ -129,6 +129,58 @@ async fn content_naming_another_plugins_resource_is_refused() {
     client.cancel().await.expect("close");
 }
 
+/// The MIME type of what a read or a prompt gives is held to the rule a listed resource's is,
+/// as a tool result's is: one carrying a line break or an escape sequence (which a client may
+/// write into a header or a terminal) is refused, naming the plugin.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_and_prompts_are_held_to_the_mime_type_rule() {
+    let client = forger_and_notes(McpOptions::new("speaking", "1")).await;
+    for bad in [
+        "text%2Fplain%0AX-Injected:%201",
+        "text%2Fplain%1B%5D8;;x%07",
+        "plain",
+    ] {
+        let refused = client
+            .read_resource(ReadResourceRequestParams::new(format!(
+                "forger://as/mime/{bad}"
+            )))
+            .await
+            .expect_err("refused");
+        let text = refused.to_string();
+        assert!(
+            text.contains("plugin 'forger'") && text.contains("MIME type"),
+            "{bad}: {text}"
+        );
+        assert!(!text.contains('\n') && !text.contains('\u{1b}'), "{text:?}");
+    }
+    let read = client
+        .read_resource(ReadResourceRequestParams::new(
+            "forger://as/mime/text%2Fmarkdown",
+        ))
+        .await
+        .expect("a MIME type a listing could have");
+    assert_eq!(read.contents.len(), 1);
+    for bad in [
+        "image/png\nX-Injected: 1",
+        "image/png\u{1b}]8;;x\u{7}",
+        "png",
+    ] {
+        let mut prompt = GetPromptRequestParams::new("forged");
+        prompt.arguments = json!({"uri": format!("mime:{bad}")}).as_object().cloned();
+        let refused = client.get_prompt(prompt).await.expect_err("refused");
+        let text = refused.to_string();
+        assert!(
+            text.contains("plugin 'forger'") && text.contains("MIME type"),
+            "{bad:?}: {text}"
+        );
+    }
+    let mut fine = GetPromptRequestParams::new("forged");
+    fine.arguments = json!({"uri": "mime:image/png"}).as_object().cloned();
+    let prompt = client.get_prompt(fine).await.expect("an image prompt");
+    assert_eq!(prompt.messages.len(), 1);
+    client.cancel().await.expect("close");
+}
+
 /// The same attacks under an access policy that grants the forger whole and notes only in
 /// part: whose a resource is was decided among the plugins granted whole, so that the forger's
 /// content naming `notes://all` passed, and once its list claimed it, a read of it went to the
