@@ -15,10 +15,13 @@ rustup toolchain install --no-self-update >/dev/null 2>&1 || echo "note: rustup 
 # (cli/tests/command/http/metrics.rs) has Debian's `prometheus` scrape
 # the server. Install them where apt can; elsewhere those tests say they are skipped (under CI
 # they fail instead).
-# Four tests at a time in each test binary, not one per core: most of them wait (on child
-# processes, servers, registries, time limits), so with two threads on two cores a core sat
-# idle. Measured warm (BENCHMARKS.md, the first run): the command's tests 66 s -> 38 s,
-# end-to-end 36 s -> 26 s, MCP 25 s -> 17 s.
+# Four tests at a time in each test binary, not one per core: most of them wait (on servers
+# and time limits), so with two threads on two cores a core sat idle. Measured warm
+# (BENCHMARKS.md, the first run): end-to-end 36 s -> 26 s, MCP 25 s -> 17 s. The command's
+# tests keep two at a time: they run beside the other tests' build, and some walk a plugin
+# through work near its time limit (a directory of 100,000 entries within 10 s), which four at
+# a time took past it.
+command_threads="${RUST_TEST_THREADS:-2}"
 export RUST_TEST_THREADS="${RUST_TEST_THREADS:-4}"
 logs=$(mktemp -d)
 jobs=()
@@ -71,7 +74,7 @@ if cargo test --workspace --test command --no-run 2>&1 | tee "$logs/build-comman
     fi
     rm -f "$logs/apt"
     echo "running the command's tests in the background (cli/tests/command); their output follows the others'"
-    cargo test --workspace --no-fail-fast --test command >"$logs/command" 2>&1 &
+    RUST_TEST_THREADS="$command_threads" cargo test --workspace --no-fail-fast --test command >"$logs/command" 2>&1 &
     command=$!
     jobs+=("$command")
     # Until it runs them: the build below would otherwise hold the build directory first, and
