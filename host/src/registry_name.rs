@@ -155,16 +155,13 @@ pub(crate) fn split_host_port(registry: &str) -> (&str, Option<&str>) {
     }
 }
 
-/// Whether the canonical registry names `a` and `b` are one registry for the trust policy:
-/// equal, or both this machine for certain ([`is_loopback_host`]) at the same port. A server
-/// listening on every address (`0.0.0.0`) answers at `localhost:5000`, `127.0.0.1:5000`,
-/// `127.0.0.2:5000` and `[::1]:5000` alike, so a rule written for one of them binds them all:
-/// otherwise another spelling of the same port escaped it.
-pub(crate) fn same_registry(a: &str, b: &str) -> bool {
-    a == b
-        || (is_loopback_host(a)
-            && is_loopback_host(b)
-            && split_host_port(a).1 == split_host_port(b).1)
+/// Whether the canonical registry names `a` and `b` both name this machine for certain
+/// ([`is_loopback_host`]) at one port. A server listening on every address (`0.0.0.0`)
+/// answers at `localhost:5000`, `127.0.0.1:5000`, `127.0.0.2:5000` and `[::1]:5000` alike, so
+/// a trust rule wanting a signature for one of them binds them all (see
+/// [`crate::trust::TrustPolicy::rule_for`]): otherwise another spelling of the port escaped it.
+pub(crate) fn this_machine_at_one_port(a: &str, b: &str) -> bool {
+    is_loopback_host(a) && is_loopback_host(b) && split_host_port(a).1 == split_host_port(b).1
 }
 
 /// Whether `host[:port]` names this machine for certain (`localhost`, `127.0.0.0/8`, `::1`;

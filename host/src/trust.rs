@@ -405,7 +405,7 @@ impl TrustRule {
             Naming::AsWritten => rule_registry == registry,
             Naming::ThisMachineOtherwise => {
                 rule_registry != registry
-                    && crate::registry_name::same_registry(rule_registry, registry)
+                    && crate::registry_name::this_machine_at_one_port(rule_registry, registry)
             }
         };
         if !named {
@@ -422,7 +422,7 @@ impl TrustRule {
 }
 
 /// How a rule's registry names a repository's: as its canonical name, or as another certain
-/// name of this machine at the same port ([`crate::registry_name::same_registry`]).
+/// name of this machine at the same port ([`crate::registry_name::this_machine_at_one_port`]).
 #[derive(Clone, Copy)]
 enum Naming {
     AsWritten,

@@ -552,22 +552,17 @@ pub fn extract(html: &str) -> String {
 /// does: one pass over the text. Looking for each ending on its own read the rest of the page
 /// again for every comment that lacked the other one (a page of `<!--x-->` took minutes).
 fn comment_end(comment: &str) -> Option<usize> {
-    let bytes = comment.as_bytes();
     let mut from = 0;
-    while let Some(at) = memchr_dashes(&bytes[from..]) {
+    while let Some(at) = comment[from..].find("--") {
         let at = from + at;
-        match &bytes[at + 2..] {
+        match &comment.as_bytes()[at + 2..] {
             [b'>', ..] => return Some(at + 3),
             [b'!', b'>', ..] => return Some(at + 4),
+            // Past a `-`: an ASCII boundary.
             _ => from = at + 1,
         }
     }
     None
-}
-
-/// Where `--` first occurs in `bytes`.
-fn memchr_dashes(bytes: &[u8]) -> Option<usize> {
-    bytes.windows(2).position(|pair| pair == b"--")
 }
 
 #[cfg(test)]

@@ -129,16 +129,20 @@ enum Run<'a> {
 /// new, "original", "modified")` writes it.
 #[must_use]
 pub fn unified_diff(old: &str, new: &str, path: &str) -> String {
+    // Myers' search costs the lines times the differences: a line replaced by 300,000 ran for
+    // minutes (past the call's limit, so the edit was lost). Past the deadline the search
+    // stops and the rest is one removal and one addition: a correct diff, longer than the
+    // shortest.
+    unified_diff_until(old, new, path, similar::Instant::now() + DIFF_DEADLINE)
+}
+
+/// [`unified_diff`], looking for the shortest diff until `deadline`.
+fn unified_diff_until(old: &str, new: &str, path: &str, deadline: similar::Instant) -> String {
     const CONTEXT: usize = 4;
     let old = normalize_line_endings(old);
     let new = normalize_line_endings(new);
     let old_lines = split_lines(&old);
     let new_lines = split_lines(&new);
-    // Myers' search costs the lines times the differences: a line replaced by 300,000 ran for
-    // minutes (past the call's limit, so the edit was lost). Past the deadline the search
-    // stops and the rest is one removal and one addition: a correct diff, longer than the
-    // shortest.
-    let deadline = similar::Instant::now() + DIFF_DEADLINE;
     let ops =
         capture_diff_slices_deadline(Algorithm::Myers, &old_lines, &new_lines, Some(deadline));
     // The runs in the `diff` package's order: removals before additions.
@@ -332,30 +336,29 @@ mod tests {
         assert!(apply("a\nb\n", &[edit("b", "BB")], 4).is_err());
     }
 
-    /// One line replaced by 300,000 that share some lines with the rest: the shortest diff's
-    /// search (lines times differences) ran for minutes, past the call's limit, and the edit
-    /// was lost. It stops at its deadline with a diff still correct.
+    /// A line replaced by 300,000 ran the shortest diff's search (lines times differences)
+    /// for minutes, past the call's limit, and the edit was lost. Past its deadline the search
+    /// stops: what is left is one removal and one addition, a correct diff, longer.
     #[test]
     fn a_diff_stops_looking_for_the_shortest_at_its_deadline() {
-        let old = "a\nMARK\nb\n".repeat(3);
-        let new = old.replacen("MARK\n", &"l\nb\n".repeat(150_000), 1);
-        let diff = unified_diff(&old, &new, "/d/f.txt");
-        let removed = diff
-            .lines()
-            .filter(|line| line.starts_with('-') && !line.starts_with("---"));
-        let added = diff
-            .lines()
-            .filter(|line| line.starts_with('+') && !line.starts_with("+++"));
-        let (removed, added) = (removed.count(), added.count());
-        // Whatever the diff found, applying it gives `new`: as many lines added as the new
-        // text has more.
-        assert_eq!(
-            added - removed,
-            new.lines().count() - old.lines().count(),
-            "{}",
-            &diff[..diff.len().min(400)]
-        );
-        assert!(removed >= 1);
+        let (old, new) = ("a\nb\nc\n", "a\nx\nb\ny\nc\n");
+        let changes = |diff: &str| -> Vec<String> {
+            diff.lines()
+                .filter(|line| {
+                    (line.starts_with('-') || line.starts_with('+'))
+                        && !line.starts_with("---")
+                        && !line.starts_with("+++")
+                })
+                .map(str::to_owned)
+                .collect()
+        };
+        let shortest = unified_diff(old, new, "/d/f.txt");
+        assert_eq!(changes(&shortest), ["+x", "+y"], "{shortest}");
+        let past = similar::Instant::now()
+            .checked_sub(std::time::Duration::from_secs(1))
+            .expect("a second after the clock's start");
+        let stopped = unified_diff_until(old, new, "/d/f.txt", past);
+        assert_eq!(changes(&stopped), ["-b", "+x", "+b", "+y"], "{stopped}");
     }
 
     #[test]
