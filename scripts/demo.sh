@@ -9,29 +9,19 @@ cd "$(dirname "$0")/.."
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 # The toolchain rust-toolchain.toml names (Rust 1.97, clippy, rustfmt, the wasm32-wasip2 target).
 rustup toolchain install --no-self-update >/dev/null 2>&1 || echo "note: rustup could not install the toolchain of rust-toolchain.toml (Rust 1.97 with the wasm32-wasip2 target is needed)" >&2
-# The plugins (release, wasm32-wasip2) build beside the host: each build has long stretches
-# (one big crate, a link) that keep one core busy, so together they finish sooner. At a lower
-# priority: the host's build goes first, the plugins' fills what it leaves idle. The plugins'
-# output goes to a log, shown if their build fails.
-plugins_log="$(mktemp)"
-nice -n 10 cargo build --release --target wasm32-wasip2 --manifest-path plugins/Cargo.toml --target-dir plugins/target \
-    >"$plugins_log" 2>&1 &
-plugins_build=$!
-trap 'kill "$plugins_build" 2>/dev/null || true; rm -f "$plugins_log"' EXIT
-echo "building the example plugins in the background (plugins/target/wasm32-wasip2/release)"
+# The plugins (release, wasm32-wasip2), then the host. One after the other: each build keeps
+# both cores busy on its own, and on a two-core machine the two side by side took 40 s longer
+# than one after the other (BENCHMARKS.md, the first run).
+echo "building the example plugins (plugins/target/wasm32-wasip2/release)"
+cargo build --release --target wasm32-wasip2 --manifest-path plugins/Cargo.toml --target-dir plugins/target
 # The host in the dev profile, built as the tests build it (the whole workspace, examples
 # included, so the same features): `./scripts/test.sh` afterwards reuses every crate of it,
 # wasmtime first of all, instead of building it a second time in release. The dev profile
 # optimises cranelift, wasmtime's compiler and the regex crates (Cargo.toml), so the demo runs
 # at much the speed of a release build. For a release binary: `cargo build --release -p
 # llm-worker-cli`.
+echo "building the host (target/debug)"
 cargo build --workspace --bins --examples
-if ! wait "$plugins_build"; then
-    cat "$plugins_log" >&2
-    echo "building the example plugins failed (above)" >&2
-    exit 1
-fi
-tail -n 1 "$plugins_log"
 target="${CARGO_TARGET_DIR:-target}"
 # The plugins are compiled into the cache the tests use (llm_worker_tests::cache_home), not
 # ~/.cache, so that `./scripts/test.sh` afterwards finds them compiled: where the host would

@@ -47,22 +47,6 @@ if [ -n "$missing" ]; then
     fi
 fi
 
-# The plugins' own unit tests (natively, in their workspace and target directory) build and
-# run beside the workspace's build, at a lower priority (they fill the moments when the
-# workspace's build waits on one crate); their output is shown when they are done. Only the plugins
-# that have unit tests, and only their library's tests: building the others natively would
-# test nothing (a fifth of the CPU time of their native build).
-tested=()
-for manifest in plugins/*/Cargo.toml plugins/fixtures/*/Cargo.toml; do
-    if grep -rqsE '#\[(cfg\(test\)|test)\]' "$(dirname "$manifest")/src"; then
-        tested+=(-p "$(sed -nE 's/^name *= *"([^"]+)".*/\1/p' "$manifest" | head -n 1)")
-    fi
-done
-nice -n 10 cargo test --manifest-path plugins/Cargo.toml --target-dir plugins/target --lib --no-fail-fast "${tested[@]}" \
-    >"$logs/plugins" 2>&1 &
-plugins=$!
-jobs+=("$plugins")
-
 # The command's tests (cli/tests/command: child processes, servers and registries) need little
 # beyond what the demo built: they are built first and run while the other tests build and
 # run, their output shown after the others'.
@@ -91,6 +75,23 @@ fi
 
 # Every other test of the workspace, built once.
 cargo test --workspace --no-run 2>&1 | tee "$logs/build" || failed="$failed build"
+
+# The plugins' own unit tests (natively, in their workspace and target directory) build and
+# run once the workspace's build is done, beside its tests and at a lower priority; their
+# output is shown when they are done. Not beside that build: two builds side by side on a
+# two-core machine take longer than one after the other (BENCHMARKS.md, the first run). Only
+# the plugins that have unit tests, and only their library's tests: building the others
+# natively would test nothing (a fifth of the CPU time of their native build).
+tested=()
+for manifest in plugins/*/Cargo.toml plugins/fixtures/*/Cargo.toml; do
+    if grep -rqsE '#\[(cfg\(test\)|test)\]' "$(dirname "$manifest")/src"; then
+        tested+=(-p "$(sed -nE 's/^name *= *"([^"]+)".*/\1/p' "$manifest" | head -n 1)")
+    fi
+done
+nice -n 10 cargo test --manifest-path plugins/Cargo.toml --target-dir plugins/target --lib --no-fail-fast "${tested[@]}" \
+    >"$logs/plugins" 2>&1 &
+plugins=$!
+jobs+=("$plugins")
 
 if [ -z "$failed" ]; then
     # The test targets the build above listed, but the command's.
