@@ -321,10 +321,13 @@ pub(crate) enum Command {
     ///
     /// With --sign KEY, the signature goes under the tag sha256-<digest>.sig, as cosign puts it.
     Push {
-        /// The plugin (.wasm); it must load.
+        /// The plugin (.wasm); it must load, under the limits below. It is compiled into the
+        /// cache as any command that loads it would, unless --no-cache.
         file: PathBuf,
         /// REGISTRY/REPOSITORY:TAG.
         reference: String,
+        #[command(flatten)]
+        plugins: PluginArgs,
         /// Sign with this key of the curve P-256: cosign's encrypted `cosign.key` (its password
         /// from COSIGN_PASSWORD, or asked on the terminal), or an unencrypted PEM key (PKCS#8
         /// `PRIVATE KEY` or SEC1 `EC PRIVATE KEY`).

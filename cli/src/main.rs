@@ -292,10 +292,10 @@ async fn run() -> ExitCode {
         Command::Lock {
             plugins, dir_args, ..
         } => load::loader_with(plugins, dir_args, None, false, &[]),
-        Command::Pull { plugins, .. } => {
+        Command::Pull { plugins, .. } | Command::Push { plugins, .. } => {
             load::loader_with(plugins, &args::DirArgs::default(), None, false, &[])
         }
-        Command::New { .. } | Command::Push { .. } | Command::GenerateKeyPair { .. } => {
+        Command::New { .. } | Command::GenerateKeyPair { .. } => {
             Err(anyhow::anyhow!("nothing to load"))
         }
     };
@@ -305,17 +305,24 @@ async fn run() -> ExitCode {
         sign,
         plain_http,
         timeout_secs,
+        ..
     } = &cli.command
     {
-        let result = registry::push_file(
-            &mut out,
-            file,
-            reference,
-            sign.as_deref(),
-            *plain_http,
-            *timeout_secs,
-        )
-        .await;
+        let result = match loader {
+            Ok(loader) => {
+                registry::push_file(
+                    &mut out,
+                    &loader.host,
+                    file,
+                    reference,
+                    sign.as_deref(),
+                    *plain_http,
+                    *timeout_secs,
+                )
+                .await
+            }
+            Err(error) => Err(error),
+        };
         print!("{out}");
         return result.unwrap_or_else(|error| {
             eprintln!("error: {}", error_text(&error));

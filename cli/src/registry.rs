@@ -120,6 +120,7 @@ pub(crate) async fn pull(
 
 pub(crate) async fn push_file(
     out: &mut String,
+    host: &PluginHost,
     file: &Path,
     reference: &str,
     key: Option<&Path>,
@@ -145,8 +146,8 @@ pub(crate) async fn push_file(
             }
             None => None,
         };
-    // Only a plugin this host loads is pushed (no cache: nothing is kept of it).
-    let host = PluginHost::builder().build()?;
+    // Only a plugin this host loads is pushed (compiled into the cache as any command that
+    // loads it: a push usually comes after a `check` or a `serve` of the same file).
     let plugin = host.load(file)?;
     let bytes = std::fs::read(file)
         .map_err(|error| anyhow::anyhow!("cannot read {}: {error}", file.display()))?;

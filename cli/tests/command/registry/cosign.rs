@@ -59,6 +59,8 @@ fn push(registry: &Registry, key: &Path, repository: &str, password: Option<&str
             "--plain-http",
             "--sign",
             text_of(key),
+            "--cache-dir",
+            text_of(llm_worker_tests::compiled_cache()),
         ],
         password,
     )

@@ -231,6 +231,8 @@ fn push_to(plugin: &str, reference: &str, key: Option<&Path>) -> String {
         .arg(plugin_path(plugin))
         .arg(reference)
         .arg("--plain-http")
+        .arg("--cache-dir")
+        .arg(compiled_cache())
         .env_remove("RUST_LOG");
     if let Some(key) = key {
         command.arg("--sign").arg(key);

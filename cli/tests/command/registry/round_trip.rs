@@ -201,6 +201,42 @@ async fn a_moved_tag_changes_nothing_until_pull_update_and_watch_follows() {
     client.cancel().await.expect("close");
 }
 
+/// `push` loads the plugin as every command that loads one does: under the loading options'
+/// limits, and compiled into the cache, so that serving the file afterwards compiles nothing.
+#[test]
+fn a_push_loads_the_plugin_as_the_other_commands_do() {
+    let Some(registry) = Registry::start("registry-push-loads") else {
+        return;
+    };
+    let cache = registry.root.join("cache");
+    let push = |extra: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"))
+            .arg("push")
+            .arg(plugin_path("greet"))
+            .arg(registry.reference("loads/greet:1"))
+            .arg("--plain-http")
+            .args(extra)
+            .env_remove("RUST_LOG")
+            .output()
+            .expect("llm-worker push")
+    };
+    // A limit the plugin cannot load under: refused, nothing pushed.
+    let refused = push(&["--no-cache", "--memory-mib", "1"]);
+    assert!(!refused.status.success(), "{}", stdout(&refused));
+    let said = stderr(&refused);
+    assert!(said.contains("greet") && said.contains("memory"), "{said}");
+    let pushed = push(&["--cache-dir", text_of(&cache)]);
+    assert!(pushed.status.success(), "{}", stderr(&pushed));
+    let dir = registry.root.join("served");
+    std::fs::create_dir(&dir).expect("mkdir");
+    std::fs::copy(plugin_path("greet"), dir.join("greet.wasm")).expect("copy");
+    let out = run(&cache, &["-v", "list", text_of(&dir)], None);
+    let log = stderr(&out);
+    assert!(out.status.success(), "{log}");
+    assert_eq!(log.matches("compiled cache hit").count(), 1, "{log}");
+    assert_eq!(log.matches("compiled and cached").count(), 0, "{log}");
+}
+
 #[test]
 fn an_artifact_pushed_by_an_independent_client_is_pulled_and_run() {
     let Some(registry) = Registry::start("registry-interop") else {
