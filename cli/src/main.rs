@@ -308,21 +308,19 @@ async fn run() -> ExitCode {
         ..
     } = &cli.command
     {
-        let result = match loader {
-            Ok(loader) => {
-                registry::push_file(
-                    &mut out,
-                    &loader.host,
-                    file,
-                    reference,
-                    sign.as_deref(),
-                    *plain_http,
-                    *timeout_secs,
-                )
-                .await
-            }
-            Err(error) => Err(error),
-        };
+        let result = async {
+            registry::push_file(
+                &mut out,
+                &loader?.host,
+                file,
+                reference,
+                sign.as_deref(),
+                *plain_http,
+                *timeout_secs,
+            )
+            .await
+        }
+        .await;
         print!("{out}");
         return result.unwrap_or_else(|error| {
             eprintln!("error: {}", error_text(&error));

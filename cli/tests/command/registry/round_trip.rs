@@ -209,23 +209,19 @@ fn a_push_loads_the_plugin_as_the_other_commands_do() {
         return;
     };
     let cache = registry.root.join("cache");
-    let push = |extra: &[&str]| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"))
-            .arg("push")
-            .arg(plugin_path("greet"))
-            .arg(registry.reference("loads/greet:1"))
-            .arg("--plain-http")
-            .args(extra)
-            .env_remove("RUST_LOG")
-            .output()
-            .expect("llm-worker push")
-    };
-    // A limit the plugin cannot load under: refused, nothing pushed.
-    let refused = push(&["--no-cache", "--memory-mib", "1"]);
+    let reference = registry.reference("loads/greet:1");
+    let greet = plugin_path("greet");
+    let push = ["push", text_of(&greet), &reference, "--plain-http"];
+    // A limit the plugin cannot load under: refused, naming the plugin and the limit.
+    let refused = run(
+        &cache,
+        &[&push[..], &["--no-cache", "--memory-mib", "1"]].concat(),
+        None,
+    );
     assert!(!refused.status.success(), "{}", stdout(&refused));
     let said = stderr(&refused);
     assert!(said.contains("greet") && said.contains("memory"), "{said}");
-    let pushed = push(&["--cache-dir", text_of(&cache)]);
+    let pushed = run(&cache, &push, None);
     assert!(pushed.status.success(), "{}", stderr(&pushed));
     let dir = registry.root.join("served");
     std::fs::create_dir(&dir).expect("mkdir");
