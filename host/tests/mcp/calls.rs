@@ -396,3 +396,64 @@ async fn a_read_of_a_withdrawn_plugin_ends_with_it() {
     client.cancel().await.expect("close");
     serving.abort();
 }
+
+/// The attack: a progress token of megabytes, which the server echoes in every progress report
+/// of its request, each report then held for a client that does not read. A string token
+/// longer than the longest id the server takes (256 bytes) is not used: the call is answered
+/// without progress. A token of that length is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_progress_token_longer_than_an_id_is_not_used() {
+    use tokio::io::AsyncWriteExt as _;
+    let conformance = llm_worker_tests::plugin("conformance");
+    let (client, server) = tokio::io::duplex(1 << 20);
+    let (server_input, server_output) = tokio::io::split(server);
+    let serving = tokio::spawn(
+        llm_worker::mcp::McpServer::new(
+            &ToolCatalog::from_plugins([&conformance]),
+            McpOptions::new("progress", "1"),
+        )
+        .serve_lines(server_input, server_output, std::future::pending()),
+    );
+    let (answers, mut requests) = tokio::io::split(client);
+    let mut answers = tokio::io::BufReader::new(answers);
+    for line in [
+        r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    ] {
+        requests.write_all(line.as_bytes()).await.expect("write");
+        requests.write_all(b"\n").await.expect("write");
+    }
+    crate::embedding::answer(&mut answers, r#""id":0"#).await;
+    for (id, length, used) in [(1, 257, false), (2, 256, true)] {
+        let token = "p".repeat(length);
+        let call = json!({
+            "jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "test_tool_with_progress", "arguments": {},
+                       "_meta": {"progressToken": token}},
+        });
+        requests
+            .write_all(format!("{call}\n").as_bytes())
+            .await
+            .expect("write");
+        // A request's reports are all sent before its answer.
+        let mut progress = 0;
+        loop {
+            let line = crate::embedding::answer(&mut answers, "").await;
+            let message: serde_json::Value = serde_json::from_str(&line).expect("a JSON line");
+            if message["id"] == json!(id) {
+                assert!(line.contains("Progress test completed"), "{line}");
+                break;
+            }
+            if message["method"] == "notifications/progress" {
+                assert_eq!(message["params"]["progressToken"], json!(token), "{line}");
+                progress += 1;
+            }
+        }
+        assert_eq!(
+            progress > 0,
+            used,
+            "a token of {length} bytes: {progress} reports"
+        );
+    }
+    serving.abort();
+}

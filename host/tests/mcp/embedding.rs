@@ -308,7 +308,10 @@ async fn serve_lines_holds_a_stream_client_to_the_stdio_bounds() {
 }
 
 /// The next line of `answers` holding `text`.
-async fn answer(answers: &mut (impl tokio::io::AsyncBufRead + Unpin), text: &str) -> String {
+pub(crate) async fn answer(
+    answers: &mut (impl tokio::io::AsyncBufRead + Unpin),
+    text: &str,
+) -> String {
     use tokio::io::AsyncBufReadExt as _;
     loop {
         let mut line = String::new();
