@@ -315,10 +315,35 @@ impl Lock {
                     ));
                 }
             }
-            if is_stale(&path) {
-                llm_worker_guest::log::warn!("taking over the stale lock file {}", path.display());
-                let _ = fs::remove_file(&path);
-                continue;
+            match held(&path) {
+                Held::Stale => {
+                    llm_worker_guest::log::warn!(
+                        "taking over the stale lock file {}",
+                        path.display()
+                    );
+                    // Not removable (another plugin sharing the directory made it so, or a
+                    // user): said at once, not tried again until the call's time runs out.
+                    if let Err(error) = fs::remove_file(&path) {
+                        if error.kind() != io::ErrorKind::NotFound {
+                            return Err(format!(
+                                "the memory file {} has a stale lock file {} that cannot be \
+                                 removed ({error}); remove it",
+                                file.display(),
+                                path.display()
+                            ));
+                        }
+                    }
+                    continue;
+                }
+                Held::Foreign(what) => {
+                    return Err(format!(
+                        "the memory file {} cannot be locked: its lock file's place {} holds \
+                         {what}, which this plugin did not make; remove it",
+                        file.display(),
+                        path.display()
+                    ));
+                }
+                Held::Fresh => {}
             }
             if started.elapsed() >= wait {
                 return Err(format!(
@@ -350,13 +375,38 @@ impl Drop for Lock {
     }
 }
 
-/// Whether the lock file at `path` was last changed longer than [`STALE_LOCK`] ago.
-fn is_stale(path: &Path) -> bool {
-    fs::metadata(path)
-        .and_then(|metadata| metadata.modified())
+/// What is found at a lock file's place.
+enum Held {
+    /// A lock file changed within [`STALE_LOCK`] (or gone since): another session's.
+    Fresh,
+    /// A lock file last changed longer than [`STALE_LOCK`] ago: a session that died left it.
+    Stale,
+    /// Not a file (a directory, a link, a FIFO): no lock a session of this plugin made, and
+    /// nothing to take over or wait for.
+    Foreign(&'static str),
+}
+
+/// What is at the lock file's place `path` (not following a link there).
+fn held(path: &Path) -> Held {
+    let Ok(metadata) = fs::symlink_metadata(path) else {
+        return Held::Fresh;
+    };
+    let kind = metadata.file_type();
+    if kind.is_dir() {
+        return Held::Foreign("a directory");
+    }
+    if kind.is_symlink() {
+        return Held::Foreign("a symbolic link");
+    }
+    if !kind.is_file() {
+        return Held::Foreign("a special file");
+    }
+    let stale = metadata
+        .modified()
         .ok()
         .and_then(|changed| SystemTime::now().duration_since(changed).ok())
-        .is_some_and(|age| age > STALE_LOCK)
+        .is_some_and(|age| age > STALE_LOCK);
+    if stale { Held::Stale } else { Held::Fresh }
 }
 
 #[cfg(test)]
@@ -465,6 +515,45 @@ mod tests {
             .unwrap();
         assert_eq!(store.load().unwrap().entities, vec![entity("A")]);
         assert!(!lock.exists());
+    }
+
+    /// The attack: something at the lock file's place that is no lock and cannot be removed as
+    /// one (a directory, made by another plugin sharing the grant). Every change spun until
+    /// the call's time ran out, failing as the plugin's timeout; it is refused at once, naming
+    /// what to remove. A link there is not followed nor taken over either.
+    #[test]
+    fn what_is_no_lock_at_the_locks_place_is_named_not_waited_for() {
+        let dir = TempDir::new("foreign");
+        let path = dir.0.join("m.jsonl");
+        let lock = lock_path(&path);
+        let store = Store::new(path.clone(), DEFAULT_MAX_BYTES);
+        fs::create_dir(&lock).unwrap();
+        let error = store
+            .update(|graph| Ok(graph.create_entities(vec![entity("A")])))
+            .unwrap_err();
+        // Not "locked by another session", after the wait for one.
+        assert!(
+            error.contains("holds a directory") && error.contains(&lock.display().to_string()),
+            "{error}"
+        );
+        assert!(lock.is_dir() && !path.exists());
+        fs::remove_dir(&lock).unwrap();
+        #[cfg(unix)]
+        {
+            let target = dir.0.join("elsewhere");
+            fs::write(&target, "kept").unwrap();
+            std::os::unix::fs::symlink(&target, &lock).unwrap();
+            let error = store
+                .update(|graph| Ok(graph.create_entities(vec![entity("A")])))
+                .unwrap_err();
+            assert!(error.contains("holds a symbolic link"), "{error}");
+            assert_eq!(fs::read_to_string(&target).unwrap(), "kept");
+            fs::remove_file(&lock).unwrap();
+        }
+        store
+            .update(|graph| Ok(graph.create_entities(vec![entity("A")])))
+            .unwrap();
+        assert_eq!(store.load().unwrap().entities, vec![entity("A")]);
     }
 
     #[test]
