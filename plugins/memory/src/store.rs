@@ -323,15 +323,15 @@ impl Lock {
                     );
                     // Not removable (another plugin sharing the directory made it so, or a
                     // user): said at once, not tried again until the call's time runs out.
-                    if let Err(error) = fs::remove_file(&path) {
-                        if error.kind() != io::ErrorKind::NotFound {
-                            return Err(format!(
-                                "the memory file {} has a stale lock file {} that cannot be \
+                    if let Err(error) = fs::remove_file(&path)
+                        && error.kind() != io::ErrorKind::NotFound
+                    {
+                        return Err(format!(
+                            "the memory file {} has a stale lock file {} that cannot be \
                                  removed ({error}); remove it",
-                                file.display(),
-                                path.display()
-                            ));
-                        }
+                            file.display(),
+                            path.display()
+                        ));
                     }
                     continue;
                 }
