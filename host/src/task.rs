@@ -72,6 +72,19 @@ pub struct TaskSnapshot {
     pub input_requests: BTreeMap<String, Value>,
 }
 
+/// The longest task id an error quotes whole (ids the store makes are far shorter).
+const MAX_QUOTED_ID_BYTES: usize = 256;
+
+/// [`TaskError::NotFound`] for a client's id, quoted cut: a client's id of megabytes is not
+/// copied into the answer.
+fn not_found(id: &str) -> TaskError {
+    if id.len() <= MAX_QUOTED_ID_BYTES {
+        return TaskError::NotFound(id.to_owned());
+    }
+    let cut = id.floor_char_boundary(MAX_QUOTED_ID_BYTES);
+    TaskError::NotFound(format!("{}… ({} bytes)", &id[..cut], id.len()))
+}
+
 /// Why a task request failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -932,7 +945,7 @@ impl TaskStore {
             let mut tasks = self.lock();
             let entry = match tasks.get_mut(id) {
                 Some(entry) if entry.owner == owner && entry.expires > Instant::now() => entry,
-                _ => return Err(TaskError::NotFound(id.to_owned())),
+                _ => return Err(not_found(id)),
             };
             // The keys the task waits on (a handful) are looked up in the answers, not each
             // answer among them: a client's map of a million keys holds the store, which
@@ -967,7 +980,7 @@ impl TaskStore {
                 Some(entry) if entry.owner == owner && entry.expires > Instant::now() => {
                     Arc::clone(&entry.snapshot)
                 }
-                _ => return Err(TaskError::NotFound(id.to_owned())),
+                _ => return Err(not_found(id)),
             }
         };
         Ok(TaskSnapshot::clone(&snapshot))
@@ -983,7 +996,7 @@ impl TaskStore {
         let mut tasks = self.lock();
         let entry = match tasks.get_mut(id) {
             Some(entry) if entry.owner == owner && entry.expires > Instant::now() => entry,
-            _ => return Err(TaskError::NotFound(id.to_owned())),
+            _ => return Err(not_found(id)),
         };
         entry.end("cancelled");
         let snapshot = Arc::clone(&entry.snapshot);
@@ -1038,7 +1051,7 @@ impl TaskStore {
             let tasks = self.lock();
             match tasks.get(id) {
                 Some(entry) if entry.owner == owner => entry.changed.subscribe(),
-                _ => return Err(TaskError::NotFound(id.to_owned())),
+                _ => return Err(not_found(id)),
             }
         };
         let _ = changed.wait_for(|status| status.is_terminal()).await;
@@ -1109,6 +1122,29 @@ mod tests {
                 .await
                 .map(|_| ())
         }
+    }
+
+    /// The attack: `tasks/get`, `tasks/update` or `tasks/cancel` of an id of megabytes (within
+    /// a request body's cap), quoted whole in the error every request answered with. An id is
+    /// quoted cut, saying its length; a short one whole.
+    #[test]
+    fn an_unknown_ids_error_quotes_it_cut() {
+        let store = TaskStore::with_options(TaskOptions::default());
+        let long = format!("{}é", "x".repeat(4 << 20));
+        for error in [
+            store.get("alice", &long).map(drop),
+            store.cancel("alice", &long).map(drop),
+            store.answer("alice", &long, BTreeMap::new()).map(drop),
+        ] {
+            let message = error.expect_err("no such task").to_string();
+            assert!(message.len() < 400, "{} bytes", message.len());
+            assert!(
+                message.contains(&format!("({} bytes)", long.len())),
+                "{message}"
+            );
+        }
+        let short = store.get("alice", "task-1").expect_err("no such task");
+        assert_eq!(short, TaskError::NotFound("task-1".into()));
     }
 
     /// The attack: `tasks/update` with a map of many thousands of keys the task never asked,

@@ -424,7 +424,10 @@ impl SessionCore {
             // On the heap: starting an instance is rare, and its future would otherwise make
             // every call's future larger (by 1.7 KB of the 6.3 KB `Tool::execute` boxes and
             // copies on each call).
-            let started = Box::pin(self.start(&mut call.slot, deadline)).await;
+            // A start has the plugin's call time limit, in a task too (whose limit is a
+            // call's, not its instance's).
+            let start_by = deadline.min(Instant::now() + image.policy.limits.call_timeout);
+            let started = Box::pin(self.start(&mut call.slot, start_by)).await;
             if started.is_err() {
                 call.running = None;
             }
@@ -559,7 +562,9 @@ impl SessionCore {
             }
             if slot.concurrent.is_none() {
                 if slot.live.is_none() {
-                    self.start(&mut slot, deadline).await?;
+                    // A start has the plugin's call time limit, in a task too.
+                    let start_by = deadline.min(Instant::now() + image.policy.limits.call_timeout);
+                    self.start(&mut slot, start_by).await?;
                 }
                 let Some(live) = slot.live.take() else {
                     return Err(ToolError::Internal(format!(
