@@ -64,12 +64,31 @@ pub(crate) fn current() -> Option<Arc<AtomicU64>> {
     SPENT.try_with(Arc::clone).ok()
 }
 
+std::thread_local! {
+    /// The CPU time this thread spent in [`excluded`] work, in nanoseconds (only ever grows).
+    static EXCLUDED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+fn nanos(took: Duration) -> u64 {
+    u64::try_from(took.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// Runs `work`, leaving its CPU time out of the measurement ([`measured`]) of the work that
+/// runs it: a caller polling a 1.0.0 instance's event loop runs other calls' code too, which the
+/// loop charges to each call itself.
+pub(crate) fn excluded<T>(work: impl FnOnce() -> T) -> T {
+    let before = thread_cpu();
+    let done = work();
+    if let (Some(before), Some(after)) = (before, thread_cpu()) {
+        let took = nanos(after.saturating_sub(before));
+        EXCLUDED.with(|excluded| excluded.set(excluded.get().saturating_add(took)));
+    }
+    done
+}
+
 /// Adds `took` to `spent`.
 pub(crate) fn charge(spent: &AtomicU64, took: Duration) {
-    spent.fetch_add(
-        u64::try_from(took.as_nanos()).unwrap_or(u64::MAX),
-        Ordering::Relaxed,
-    );
+    spent.fetch_add(nanos(took), Ordering::Relaxed);
 }
 
 /// Runs `work` (plugin code), adding the CPU time of its polls to the current request's
@@ -111,10 +130,16 @@ impl<F: Future> Future for Measured<F> {
         let Some(spent) = this.spent.as_deref() else {
             return this.work.poll(cx);
         };
+        let excluded_before = EXCLUDED.with(std::cell::Cell::get);
         let before = thread_cpu();
         let polled = this.work.poll(cx);
         if let (Some(before), Some(after)) = (before, thread_cpu()) {
-            charge(spent, after.saturating_sub(before));
+            let excluded = EXCLUDED
+                .with(std::cell::Cell::get)
+                .saturating_sub(excluded_before);
+            let took =
+                Duration::from_nanos(nanos(after.saturating_sub(before)).saturating_sub(excluded));
+            charge(spent, took);
         }
         polled
     }
@@ -124,4 +149,35 @@ impl<F: Future> Future for Measured<F> {
 #[cfg(feature = "mcp")]
 pub(crate) fn spent(spent: &AtomicU64) -> Duration {
     Duration::from_nanos(spent.load(Ordering::Relaxed))
+}
+
+#[cfg(all(test, feature = "mcp", unix))]
+mod tests {
+    use super::*;
+
+    /// Spins until this thread has used `cpu` more CPU time.
+    fn spin(cpu: Duration) {
+        let start = thread_cpu().expect("a thread CPU clock");
+        while thread_cpu().expect("a thread CPU clock") - start < cpu {
+            std::hint::spin_loop();
+        }
+    }
+
+    /// A caller polling a 1.0.0 instance's event loop runs other calls' code inside its own
+    /// measured poll; the loop charges each call its own, so what the caller runs as
+    /// `excluded` is not charged to it a second time. What it runs itself is.
+    #[tokio::test]
+    async fn work_excluded_from_a_measured_poll_is_not_charged_to_it() {
+        let spent = Arc::new(AtomicU64::new(0));
+        let work = measured(async {
+            excluded(|| spin(Duration::from_millis(80)));
+            spin(Duration::from_millis(20));
+        });
+        counted(&spent, work).await;
+        let charged = super::spent(&spent);
+        assert!(
+            charged >= Duration::from_millis(20) && charged < Duration::from_millis(60),
+            "{charged:?}"
+        );
+    }
 }

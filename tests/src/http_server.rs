@@ -215,7 +215,7 @@ async fn connection(mut stream: tokio::net::TcpStream, behaviour: Behaviour, see
     match behaviour {
         Behaviour::Answer(_) | Behaviour::Later { .. } | Behaviour::Headers { .. } => {
             let service = hyper::service::service_fn(move |request: http::Request<Incoming>| {
-                let (head, _) = request.into_parts();
+                let (head, body) = request.into_parts();
                 seen.requests
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
@@ -226,6 +226,11 @@ async fn connection(mut stream: tokio::net::TcpStream, behaviour: Behaviour, see
                     });
                 let behaviour = behaviour.clone();
                 async move {
+                    // The request's body is read to its end before the answer: a server that
+                    // answers and closes with some of it unread resets the connection, and the
+                    // client may lose the answer (a body's last chunk often comes after its head,
+                    // in a write of its own).
+                    let _ = http_body_util::BodyExt::collect(body).await;
                     let mut padded = Vec::new();
                     let body = match behaviour {
                         Behaviour::Later {

@@ -1,10 +1,11 @@
 //! Contract 1.0.0: one instance serving several calls at once.
 //!
-//! The store of a 1.0.0 instance is owned by one task (the instance's *event loop*), which runs
+//! The store of a 1.0.0 instance is owned by its *event loop*, a future that runs
 //! `Store::run_concurrent` for the instance's whole life: callers send it calls through a
 //! channel, it starts each as a guest task and answers on a oneshot channel when the task
 //! returns. While a call awaits (a host future: an HTTP response, a timer, a client's answer)
-//! the loop runs the others.
+//! the loop runs the others. A caller that finds the loop idle polls it itself, and the
+//! instance's task polls it otherwise ([`super::driver`]).
 //!
 //! What each call keeps of its own — its deadline, reports, questions and HTTP gate — lives in
 //! [`Calls`], keyed by the call's task group; wasmtime's task-group hook tells which group runs
@@ -83,7 +84,7 @@ pub(crate) struct Calls {
 /// has run code, by when the code a call left running after it ended must stop, and where
 /// the CPU time of a group's code is counted, for a call whose request measures it.
 #[derive(Default)]
-struct GroupClock {
+pub(super) struct GroupClock {
     current: Option<(TaskGroupId, Instant)>,
     ran: HashMap<TaskGroupId, Duration>,
     ended: HashMap<TaskGroupId, Instant>,
@@ -122,7 +123,7 @@ impl GroupClock {
     /// and the loop may be polled on another thread each time; and code that runs on (it
     /// yields at each epoch tick without leaving its group) is counted at each of those
     /// returns, not only when it switches away.
-    fn polled(clock: &Mutex<Self>, running: bool) {
+    pub(super) fn polled(clock: &Mutex<Self>, running: bool) {
         let mut clock = clock
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -800,6 +801,9 @@ pub(crate) struct Concurrency {
     permits: Arc<Semaphore>,
     death: watch::Receiver<Option<Death>>,
     kill: watch::Sender<Option<Death>>,
+    /// The event loop, polled by a caller that finds it idle or by the instance's task.
+    driver: Arc<super::driver::Driver>,
+    /// The instance's task.
     task: tokio::task::AbortHandle,
     next_id: AtomicU64,
     /// Whether the instance's end was counted as a failure (once, whoever sees it first).
@@ -814,6 +818,7 @@ pub(crate) struct Concurrency {
 
 impl Drop for Concurrency {
     fn drop(&mut self) {
+        self.driver.abort();
         self.task.abort();
     }
 }
@@ -846,37 +851,21 @@ impl Concurrency {
     ) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
         let (kill, death) = watch::channel(None);
-        let sender = kill.clone();
         let clock = store
             .data()
             .calls
             .as_deref()
             .map(|calls| Arc::clone(&calls.clock));
         let watched = clock.as_ref().map(Arc::downgrade);
-        let task = tokio::spawn(async move {
-            // Whatever ends the loop (a panic in host code, its runtime shutting down), its
-            // callers are told.
-            let mut unexpected = DeathOnDrop(Some(sender));
-            let mut served = std::pin::pin!(serve(store, bindings, rx));
-            let reason = std::future::poll_fn(|cx| {
-                if let Some(clock) = &clock {
-                    GroupClock::polled(clock, true);
-                }
-                let polled = served.as_mut().poll(cx);
-                if let Some(clock) = &clock {
-                    GroupClock::polled(clock, false);
-                }
-                polled
-            })
-            .await;
-            unexpected.say(reason);
-        })
-        .abort_handle();
+        let driver =
+            super::driver::Driver::new(Box::pin(serve(store, bindings, rx)), clock, kill.clone());
+        let task = tokio::spawn(Arc::clone(&driver).run()).abort_handle();
         Self {
             tx,
             permits: Arc::new(Semaphore::new(max_calls)),
             death,
             kill,
+            driver,
             task,
             next_id: AtomicU64::new(0),
             counted: AtomicBool::new(false),
@@ -968,6 +957,7 @@ impl Concurrency {
             });
             true
         });
+        self.driver.abort();
         self.task.abort();
     }
 
@@ -994,8 +984,11 @@ impl Concurrency {
         };
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let waited = Arc::new(Waited::default());
-        let (reply, answer) = oneshot::channel();
+        let (reply, mut answer) = oneshot::channel();
         let returned = Arc::new(AtomicBool::new(false));
+        // Where the call's CPU time is counted, if its request measures it.
+        let spent = crate::cpu::current();
+        let measured = spent.is_some();
         let scope = match &work {
             OwnedWork::Execute(_) => Scope::Tool,
             OwnedWork::Request(request) => Scope::Request(request.clone()),
@@ -1011,14 +1004,18 @@ impl Concurrency {
                 handler: question::current_handler(),
                 waited: Arc::clone(&waited),
                 handoff: crate::task::Handoff::current(),
-                spent: crate::cpu::current(),
+                spent,
             },
             work,
             reply,
             permit,
             returned: Arc::clone(&returned),
         };
+        // Found idle, the loop is polled by this caller (see `driver`): taken before the call
+        // is sent, so that sending it wakes no other task.
+        let polling = self.driver.acquire();
         if self.tx.send(Message::Run(Box::new(job))).is_err() {
+            drop(polling);
             return self.lost(id).await;
         }
         // Dropped by its caller (or out of time) before it returned: abandoned.
@@ -1029,11 +1026,17 @@ impl Concurrency {
             subject,
             timed_out: false,
         };
-        let answered = super::within_moving(deadline + super::TIMEOUT_GRACE, &waited, answer).await;
+        let quick = polling.and_then(|polling| drive_quickly(polling, &mut answer, measured));
+        let answered = match quick {
+            Some(answered) => Ok(answered),
+            None => super::within_moving(deadline + super::TIMEOUT_GRACE, &waited, answer)
+                .await
+                .map(Result::ok),
+        };
         match answered {
             // Its time ran out while it waited, and it returned after the loop cancelled it,
             // before its caller's timer did.
-            Ok(Ok(Finished {
+            Ok(Some(Finished {
                 abandoned: true,
                 lingering,
                 ..
@@ -1044,7 +1047,7 @@ impl Concurrency {
                 }
                 Outcome::TimedOut { queued }
             }
-            Ok(Ok(Finished {
+            Ok(Some(Finished {
                 result,
                 stderr,
                 abandoned: false,
@@ -1056,7 +1059,7 @@ impl Concurrency {
                 }
                 Outcome::Returned { result, stderr }
             }
-            Ok(Err(_)) => {
+            Ok(None) => {
                 abandon.instance = None;
                 self.lost(id).await
             }
@@ -1087,33 +1090,36 @@ impl Concurrency {
     }
 }
 
-/// Says why the event loop ended when it is dropped, if nothing said so first.
-struct DeathOnDrop(Option<watch::Sender<Option<Death>>>);
+/// How many times a caller that found the loop idle polls it, at most, while the loop is woken
+/// again and the call has not returned (wasmtime's concurrent call may take a few turns of the
+/// loop); then the instance's task goes on with it.
+const QUICK_POLLS: usize = 8;
 
-impl DeathOnDrop {
-    fn say(&mut self, reason: Death) {
-        if let Some(sender) = self.0.take() {
-            // A kill said why first: keep its reason.
-            sender.send_if_modified(|death| {
-                if death.is_some() {
-                    return false;
-                }
-                *death = Some(reason);
-                true
-            });
+/// Polls the loop for a call just sent to it until the call returns, the loop waits, or
+/// [`QUICK_POLLS`] polls were made; hands the loop back. What the call came to if it came
+/// (`None` inside: the loop ended without answering it). With `measured`, the loop's CPU time
+/// is left out of the caller's own measurement: the loop charges each call its own.
+fn drive_quickly(
+    mut polling: super::driver::Polling<'_>,
+    answer: &mut oneshot::Receiver<Finished>,
+    measured: bool,
+) -> Option<Option<Finished>> {
+    for _ in 0..QUICK_POLLS {
+        let step = if measured {
+            crate::cpu::excluded(|| polling.poll())
+        } else {
+            polling.poll()
+        };
+        match answer.try_recv() {
+            Ok(finished) => return Some(Some(finished)),
+            Err(oneshot::error::TryRecvError::Closed) => return Some(None),
+            Err(oneshot::error::TryRecvError::Empty) => {}
+        }
+        if step != (super::driver::Step::Pending { again: true }) {
+            break;
         }
     }
-}
-
-impl Drop for DeathOnDrop {
-    fn drop(&mut self) {
-        self.say(Death {
-            reason: "the instance's event loop ended unexpectedly".into(),
-            culprit: None,
-            host_capacity: false,
-            caller_gave_up: false,
-        });
-    }
+    None
 }
 
 fn unknown_death() -> Death {

@@ -4,6 +4,7 @@
 
 mod ask;
 mod concurrent;
+mod driver;
 mod output;
 mod start;
 mod state;
