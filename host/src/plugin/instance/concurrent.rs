@@ -621,11 +621,12 @@ async fn ask<T, F, Fut>(
     kind: Kind,
     question_bytes: usize,
     ask: F,
-    answer_bytes: impl Fn(&T) -> usize,
+    answer_bytes: impl Fn(&T) -> usize + Send + 'static,
 ) -> Result<T, QuestionError>
 where
-    F: FnOnce(Arc<dyn QuestionHandler>, question::Asker) -> Fut,
-    Fut: std::future::Future<Output = Result<T, QuestionError>>,
+    T: Send + 'static,
+    F: FnOnce(Arc<dyn QuestionHandler>, question::Asker) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<T, QuestionError>> + Send + 'static,
 {
     let admitted = accessor.with(|mut access| {
         let state = access.get();
@@ -647,7 +648,12 @@ where
     let ((plugin, mut ended), admitted) = admitted?;
     // The call's deadline moves by the time its questions waited (its `Waited`, which the
     // epoch check and its caller's timer both read).
-    let asking = admitted.wait(ask, answer_bytes);
+    // Asked from a task of its own: the loop runs in whichever task polls it (another call's
+    // caller, see `driver`), whose task-locals must not reach the question (rmcp sends a
+    // request on the stream of the request its task serves, and judges it by that request's
+    // protocol revision). Dropped (the call ended), the task is aborted, which withdraws the
+    // question at the client.
+    let asking = SpawnedQuestion(tokio::spawn(admitted.wait(ask, answer_bytes)));
     // A question lives no longer than its call: one the guest left waiting when the call
     // returned (or its caller gave up on it) is withdrawn, not left open at the client.
     tokio::select! {
@@ -658,6 +664,35 @@ where
             "plugin '{plugin}': the call that asked this question ended (it returned, or its \
              caller gave up on it); the question was withdrawn"
         ))),
+    }
+}
+
+/// A question asked from a task of its own (see `ask`), aborted when dropped.
+struct SpawnedQuestion<T>(tokio::task::JoinHandle<(std::time::Duration, Result<T, QuestionError>)>);
+
+impl<T> std::future::Future for SpawnedQuestion<T> {
+    type Output = (std::time::Duration, Result<T, QuestionError>);
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.0).poll(cx).map(|joined| {
+            joined.unwrap_or_else(|error| {
+                (
+                    Duration::ZERO,
+                    Err(QuestionError::Failed(format!(
+                        "the question's task ended without an answer: {error}"
+                    ))),
+                )
+            })
+        })
+    }
+}
+
+impl<T> Drop for SpawnedQuestion<T> {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -1092,11 +1127,16 @@ impl Concurrency {
 
 /// How many times a caller that found the loop idle polls it, at most, while the loop is woken
 /// again and the call has not returned (wasmtime's concurrent call may take a few turns of the
-/// loop); then the instance's task goes on with it.
-const QUICK_POLLS: usize = 8;
+/// loop; a warm call returns in one almost always); then the instance's task goes on with it.
+const QUICK_POLLS: usize = 4;
+
+/// How long a caller that found the loop idle goes on polling it, at most: the loop may be
+/// running a sibling's code (each poll up to an epoch tick), and the caller's own timers and
+/// cancellation are not looked at meanwhile.
+const QUICK_FOR: Duration = Duration::from_millis(1);
 
 /// Polls the loop for a call just sent to it until the call returns, the loop waits, or
-/// [`QUICK_POLLS`] polls were made; hands the loop back. What the call came to if it came
+/// [`QUICK_POLLS`] polls were made or [`QUICK_FOR`] has passed; hands the loop back. What the call came to if it came
 /// (`None` inside: the loop ended without answering it). With `measured`, the loop's CPU time
 /// is left out of the caller's own measurement: the loop charges each call its own.
 fn drive_quickly(
@@ -1104,6 +1144,7 @@ fn drive_quickly(
     answer: &mut oneshot::Receiver<Finished>,
     measured: bool,
 ) -> Option<Option<Finished>> {
+    let started = Instant::now();
     for _ in 0..QUICK_POLLS {
         let step = if measured {
             crate::cpu::excluded(|| polling.poll())
@@ -1115,7 +1156,8 @@ fn drive_quickly(
             Err(oneshot::error::TryRecvError::Closed) => return Some(None),
             Err(oneshot::error::TryRecvError::Empty) => {}
         }
-        if step != (super::driver::Step::Pending { again: true }) {
+        if step != (super::driver::Step::Pending { again: true }) || started.elapsed() >= QUICK_FOR
+        {
             break;
         }
     }

@@ -13,11 +13,14 @@
 //! task-group hook (`GroupClock`), and a caller's own measurement leaves it out
 //! ([`crate::cpu::excluded`]); what a call needs of its request (its event sink, question
 //! handler, hand-off, CPU counter) is carried to the loop in its setup, never read from the
-//! task that happens to poll.
+//! task that happens to poll, and its questions to the client are sent from a task of their
+//! own (rmcp reads the request a question belongs to from its sender's task). A caller stops
+//! polling after a few polls or a millisecond, whichever comes first, so that a sibling's code
+//! does not hold it from its own timers; a kill stops whoever polls at the next poll.
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 
@@ -87,6 +90,9 @@ struct Slot {
 /// A 1.0.0 instance's event loop, as its callers and its task share it.
 pub(super) struct Driver {
     slot: Mutex<Slot>,
+    /// The loop is to be dropped: whoever polls it stops (read without the slot's lock, by a
+    /// caller holding the loop).
+    aborted: AtomicBool,
     signal: Arc<Signal>,
     waker: Waker,
     /// The task-group hook's clock: the CPU meter of the code running now starts and stops
@@ -116,6 +122,7 @@ impl Driver {
             task: AtomicWaker::new(),
         });
         Arc::new(Self {
+            aborted: AtomicBool::new(false),
             slot: Mutex::new(Slot {
                 future: Some(future),
                 ended: false,
@@ -151,13 +158,14 @@ impl Driver {
     /// Drops the loop (and with it the instance's store) as soon as no one polls it; the
     /// instance's task then ends.
     pub(super) fn abort(&self) {
+        self.aborted.store(true, Ordering::Release);
         let future = {
             let mut slot = self.slot();
             slot.aborted = true;
             slot.ended = true;
             slot.future.take()
         };
-        drop(future);
+        drop_quietly(future);
         self.signal.task.wake();
     }
 
@@ -206,10 +214,14 @@ pub(super) struct Polling<'a> {
 impl Polling<'_> {
     /// Polls the loop once, with its own waker.
     pub(super) fn poll(&mut self) -> Step {
+        let driver = self.driver;
+        // Killed while held here: not run any further (dropped when handed back).
+        if driver.aborted.load(Ordering::Acquire) {
+            return Step::Ended;
+        }
         let Some(future) = self.future.as_mut() else {
             return Step::Ended;
         };
-        let driver = self.driver;
         // A wake-up before this poll is this poll's to see.
         driver.signal.state.store(RUNNING, Ordering::Release);
         let mut cx = Context::from_waker(&driver.waker);
@@ -228,12 +240,11 @@ impl Polling<'_> {
                 again: driver.signal.state.load(Ordering::Acquire) == RUNNING_NOTIFIED,
             },
             Ok(Poll::Ready(reason)) => {
-                self.future = None;
                 driver.say(reason);
+                drop_quietly(self.future.take());
                 Step::Ended
             }
             Err(_) => {
-                self.future = None;
                 driver.say(Death {
                     reason: "the instance's event loop ended unexpectedly (a panic in host \
                              code)"
@@ -242,9 +253,18 @@ impl Polling<'_> {
                     host_capacity: false,
                     caller_gave_up: false,
                 });
+                drop_quietly(self.future.take());
                 Step::Ended
             }
         }
+    }
+}
+
+/// Drops the loop, and with it the instance's store: a panic in a host resource's drop ends
+/// here, not in the caller that happened to hold the loop.
+fn drop_quietly(future: Option<Loop>) {
+    if let Some(future) = future {
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(future)));
     }
 }
 
@@ -280,7 +300,7 @@ impl Drop for Polling<'_> {
                 }
             }
         };
-        drop(dropped);
+        drop_quietly(dropped);
         if wake {
             driver.signal.task.wake();
         }
