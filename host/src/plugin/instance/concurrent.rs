@@ -653,7 +653,12 @@ where
     // request on the stream of the request its task serves, and judges it by that request's
     // protocol revision). Dropped (the call ended), the task is aborted, which withdraws the
     // question at the client.
-    let asking = SpawnedQuestion(tokio::spawn(admitted.wait(ask, answer_bytes)));
+    let asking = admitted.wait(ask, answer_bytes);
+    let asking = match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => futures::future::Either::Left(SpawnedQuestion(runtime.spawn(asking))),
+        // Polled outside a runtime (an embedder's own executor): asked in place.
+        Err(_) => futures::future::Either::Right(asking),
+    };
     // A question lives no longer than its call: one the guest left waiting when the call
     // returned (or its caller gave up on it) is withdrawn, not left open at the client.
     tokio::select! {
