@@ -343,6 +343,14 @@ impl Lock {
                         path.display()
                     ));
                 }
+                Held::Unreadable(error) => {
+                    return Err(format!(
+                        "the memory file {} cannot be locked: its lock file {} cannot be looked \
+                         at ({error}); remove it or fix its permissions",
+                        file.display(),
+                        path.display()
+                    ));
+                }
                 Held::Fresh => {}
             }
             if started.elapsed() >= wait {
@@ -384,12 +392,17 @@ enum Held {
     /// Not a file (a directory, a link, a FIFO): no lock a session of this plugin made, and
     /// nothing to take over or wait for.
     Foreign(&'static str),
+    /// Something is there that cannot be looked at: nothing to wait for either.
+    Unreadable(io::Error),
 }
 
 /// What is at the lock file's place `path` (not following a link there).
 fn held(path: &Path) -> Held {
-    let Ok(metadata) = fs::symlink_metadata(path) else {
-        return Held::Fresh;
+    let metadata = match fs::symlink_metadata(path) {
+        Ok(metadata) => metadata,
+        // Gone since it was found: tried again.
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Held::Fresh,
+        Err(error) => return Held::Unreadable(error),
     };
     let kind = metadata.file_type();
     if kind.is_dir() {

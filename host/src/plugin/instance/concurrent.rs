@@ -648,14 +648,17 @@ where
     let ((plugin, mut ended), admitted) = admitted?;
     // The call's deadline moves by the time its questions waited (its `Waited`, which the
     // epoch check and its caller's timer both read).
+    let asking = admitted.wait(ask, answer_bytes);
     // Asked from a task of its own: the loop runs in whichever task polls it (another call's
     // caller, see `driver`), whose task-locals must not reach the question (rmcp sends a
     // request on the stream of the request its task serves, and judges it by that request's
     // protocol revision). Dropped (the call ended), the task is aborted, which withdraws the
     // question at the client.
-    let asking = admitted.wait(ask, answer_bytes);
     let asking = match tokio::runtime::Handle::try_current() {
-        Ok(runtime) => futures::future::Either::Left(SpawnedQuestion(runtime.spawn(asking))),
+        Ok(runtime) => futures::future::Either::Left(SpawnedQuestion {
+            task: runtime.spawn(asking),
+            plugin: Arc::clone(&plugin),
+        }),
         // Polled outside a runtime (an embedder's own executor): asked in place.
         Err(_) => futures::future::Either::Right(asking),
     };
@@ -672,22 +675,27 @@ where
     }
 }
 
-/// A question asked from a task of its own (see `ask`), aborted when dropped.
-struct SpawnedQuestion<T>(tokio::task::JoinHandle<(std::time::Duration, Result<T, QuestionError>)>);
+/// A question asked from a task of its own (see `ask`) by `plugin`, aborted when dropped.
+struct SpawnedQuestion<T> {
+    task: tokio::task::JoinHandle<(Duration, Result<T, QuestionError>)>,
+    plugin: Arc<str>,
+}
 
 impl<T> std::future::Future for SpawnedQuestion<T> {
-    type Output = (std::time::Duration, Result<T, QuestionError>);
+    type Output = (Duration, Result<T, QuestionError>);
 
     fn poll(
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Self::Output> {
-        std::pin::Pin::new(&mut self.0).poll(cx).map(|joined| {
+        let plugin = Arc::clone(&self.plugin);
+        std::pin::Pin::new(&mut self.task).poll(cx).map(|joined| {
             joined.unwrap_or_else(|error| {
                 (
                     Duration::ZERO,
                     Err(QuestionError::Failed(format!(
-                        "the question's task ended without an answer: {error}"
+                        "plugin '{plugin}': the host's task asking the client ended without an \
+                         answer ({error}); ask again"
                     ))),
                 )
             })
@@ -697,7 +705,7 @@ impl<T> std::future::Future for SpawnedQuestion<T> {
 
 impl<T> Drop for SpawnedQuestion<T> {
     fn drop(&mut self) {
-        self.0.abort();
+        self.task.abort();
     }
 }
 
@@ -1140,10 +1148,11 @@ const QUICK_POLLS: usize = 4;
 /// cancellation are not looked at meanwhile.
 const QUICK_FOR: Duration = Duration::from_millis(1);
 
-/// Polls the loop for a call just sent to it until the call returns, the loop waits, or
-/// [`QUICK_POLLS`] polls were made or [`QUICK_FOR`] has passed; hands the loop back. What the call came to if it came
-/// (`None` inside: the loop ended without answering it). With `measured`, the loop's CPU time
-/// is left out of the caller's own measurement: the loop charges each call its own.
+/// Polls the loop for a call just sent to it until the call returns, the loop waits,
+/// [`QUICK_POLLS`] polls were made or [`QUICK_FOR`] has passed; hands the loop back. What the
+/// call came to if it came (`None` inside: the loop ended without answering it). With
+/// `measured`, the loop's CPU time is left out of the caller's own measurement: the loop
+/// charges each call its own.
 fn drive_quickly(
     mut polling: super::driver::Polling<'_>,
     answer: &mut oneshot::Receiver<Finished>,

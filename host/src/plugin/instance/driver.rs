@@ -83,15 +83,13 @@ struct Slot {
     future: Option<Loop>,
     /// It ended (returned, panicked or was aborted): no one polls it again.
     ended: bool,
-    /// It is to be dropped (the instance is killed or let go of), by whoever holds it.
-    aborted: bool,
 }
 
 /// A 1.0.0 instance's event loop, as its callers and its task share it.
 pub(super) struct Driver {
     slot: Mutex<Slot>,
-    /// The loop is to be dropped: whoever polls it stops (read without the slot's lock, by a
-    /// caller holding the loop).
+    /// The loop is to be dropped (the instance is killed or let go of): whoever holds it stops
+    /// polling it and drops it.
     aborted: AtomicBool,
     signal: Arc<Signal>,
     waker: Waker,
@@ -126,7 +124,6 @@ impl Driver {
             slot: Mutex::new(Slot {
                 future: Some(future),
                 ended: false,
-                aborted: false,
             }),
             waker: Waker::from(Arc::clone(&signal)),
             signal,
@@ -161,7 +158,6 @@ impl Driver {
         self.aborted.store(true, Ordering::Release);
         let future = {
             let mut slot = self.slot();
-            slot.aborted = true;
             slot.ended = true;
             slot.future.take()
         };
@@ -275,7 +271,7 @@ impl Drop for Polling<'_> {
         let wake = {
             let mut slot = driver.slot();
             match self.future.take() {
-                Some(future) if !slot.aborted => {
+                Some(future) if !driver.aborted.load(Ordering::Acquire) => {
                     slot.future = Some(future);
                     // Woken while it was polled: the instance's task polls it again.
                     match driver.signal.state.compare_exchange(
