@@ -296,15 +296,35 @@ async fn serve_lines_holds_a_stream_client_to_the_stdio_bounds() {
         requests
     });
     answer(&mut answers, r#""id":0"#).await;
-    let refused = answer(&mut answers, "once parsed").await;
+    // The refusal is written by a task of its own, so the next request's answer may come
+    // first, as JSON-RPC allows.
+    let [refused, called] = answers_to(&mut answers, ["once parsed", r#""id":2"#]).await;
     assert!(
         refused.contains("-32600") && refused.contains("once parsed"),
         "{refused}"
     );
-    let called = answer(&mut answers, r#""id":2"#).await;
     assert!(called.contains("tracked"), "{called}");
     drop(writing.await);
     serving.abort();
+}
+
+/// The lines of `answers` holding each of `texts`, whatever their order.
+pub(crate) async fn answers_to<const N: usize>(
+    answers: &mut (impl tokio::io::AsyncBufRead + Unpin),
+    texts: [&str; N],
+) -> [String; N] {
+    let mut found: [Option<String>; N] = std::array::from_fn(|_| None);
+    while found.iter().any(Option::is_none) {
+        let line = answer(answers, "").await;
+        if let Some(slot) = texts
+            .iter()
+            .zip(&mut found)
+            .find_map(|(text, slot)| (slot.is_none() && line.contains(text)).then_some(slot))
+        {
+            *slot = Some(line);
+        }
+    }
+    found.map(|line| line.unwrap_or_default())
 }
 
 /// The next line of `answers` holding `text`.
