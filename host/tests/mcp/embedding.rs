@@ -309,7 +309,7 @@ async fn serve_lines_holds_a_stream_client_to_the_stdio_bounds() {
 }
 
 /// The lines of `answers` holding each of `texts`, whatever their order.
-pub(crate) async fn answers_to<const N: usize>(
+async fn answers_to<const N: usize>(
     answers: &mut (impl tokio::io::AsyncBufRead + Unpin),
     texts: [&str; N],
 ) -> [String; N] {
