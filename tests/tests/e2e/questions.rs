@@ -925,3 +925,74 @@ async fn a_question_a_call_leaves_behind_is_withdrawn_when_the_call_ends() {
     let again = run(&worker, "ask_and_leave", json!({"message": "Still there?"})).await;
     assert_eq!(again.content, "left");
 }
+
+/// Answers each question only once the other call's question came too, the second first:
+/// both calls wait for their answers at once in the one instance, and each answer says which
+/// message it answers.
+struct Crossed {
+    arrived: tokio::sync::Barrier,
+    second_answered: tokio::sync::Notify,
+}
+
+#[async_trait]
+impl QuestionHandler for Crossed {
+    async fn elicit(
+        &self,
+        asker: &Asker,
+        message: &str,
+        _schema: &Value,
+    ) -> Result<ElicitationAnswer, QuestionError> {
+        let both = tokio::time::timeout(Duration::from_secs(30), self.arrived.wait()).await;
+        if both.is_err() {
+            return Err(QuestionError::Failed(format!(
+                "call {:?} asked alone: the other call's question never came",
+                asker.call_id
+            )));
+        }
+        if message == "first" {
+            // Answered after the second.
+            let _ = tokio::time::timeout(Duration::from_secs(30), self.second_answered.notified())
+                .await;
+        }
+        let answer = ElicitationAnswer::Accept(
+            json!({"name": format!("{message}, for call {}", asker.call_id.as_deref().unwrap_or("?"))})
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+        );
+        if message == "second" {
+            self.second_answered.notify_one();
+        }
+        Ok(answer)
+    }
+}
+
+/// Two calls of one contract 1.0.0 instance ask at once, with the same plugin, tool and key;
+/// the answers come in the other order. Each call gets the answer to its own question: the
+/// host routes an answer by the question it answers, not by the key or the order of asking.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_calls_asking_at_once_each_get_their_own_answer() {
+    let plugin = asker(|client| client);
+    let handler = Arc::new(Crossed {
+        arrived: tokio::sync::Barrier::new(2),
+        second_answered: tokio::sync::Notify::new(),
+    });
+    let worker = worker(&plugin, Some(handler as _));
+    let ask = |id: &str, message: &str| ToolCall {
+        id: id.into(),
+        name: "ask".into(),
+        input: json!({"message": message, "schema": NAME_FORM}),
+    };
+    let results = worker
+        .execute_tool_calls(vec![ask("a", "first"), ask("b", "second")])
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let contents: Vec<&str> = results.iter().map(|r| r.content.as_str()).collect();
+    assert_eq!(
+        contents,
+        [
+            r#"accept {"name":"first, for call a"}"#,
+            r#"accept {"name":"second, for call b"}"#,
+        ]
+    );
+}

@@ -378,3 +378,53 @@ async fn content_of_a_mime_type_no_listing_could_have_is_refused() {
         assert!(answer.is_ok(), "{kind}: {answer:?}");
     }
 }
+
+/// The attack: a contract 1.0.0 call its caller gave up on is stopped (`host.cancelled`) and
+/// has a grace to return; code it runs meanwhile (here a guard's drop) says the plugin's
+/// resource list changed. Taken as a change, the session would read the list again, running
+/// the plugin's code, at every later list request it lets through. Ignored, as the call's
+/// other reports are: the list is not read again. A call that ends as it should is heard.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_its_caller_gave_up_on_cannot_say_the_lists_changed() {
+    let forger = llm_worker_tests::plugin("forger");
+    let plugin = forger.open();
+    let mut worker = Worker::new();
+    worker
+        .register_tools(plugin.definitions())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let tools = worker.tool_server_handle();
+    let lists_read = || async {
+        let read = tools.call_tool("lists_read", "{}").await;
+        read.unwrap_or_else(|e| panic!("{e}"))
+            .parse::<u32>()
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    plugin.resources().await;
+    let before = lists_read().await;
+
+    // A call that returns and says the list changed is heard: the list is read again.
+    tools
+        .call_tool("churn", r#"{"ms": 0}"#)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    plugin.resources().await;
+    let heard = lists_read().await;
+    assert_eq!(heard, before + 1);
+
+    // A call given up on by its caller says so as it is stopped: not heard.
+    let (sink, waiting) = when_logged("waiting to be given up");
+    {
+        let call = with_tool_events(sink, tools.call_tool("change_when_given_up", "{}"));
+        tokio::pin!(call);
+        tokio::select! {
+            () = waiting.notified() => {}
+            result = &mut call => panic!("the call ended on its own: {result:?}"),
+        }
+    }
+    // Returns once the stopped call's guard was dropped, having said the list changed.
+    let given_up = tools.call_tool("given_up", "{}").await;
+    assert_eq!(given_up.as_deref(), Ok("given up"));
+    plugin.resources().await;
+    plugin.resources().await;
+    assert_eq!(lists_read().await, heard);
+}
