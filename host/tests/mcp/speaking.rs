@@ -470,3 +470,42 @@ async fn a_plugins_error_answering_a_read_is_cut() {
     );
     client.cancel().await.expect("close");
 }
+
+/// The attack: an operator's pre-call hook renames calls (an alias, a prefix); the check that
+/// a result names only its plugin's own resources looked the plugin up by the new name, so
+/// the forger's call renamed to a tool of notes' passed as notes' and its forged
+/// `notes://all` reached the client. The tool looked up runs, and its plugin is held to the
+/// rule, whatever name a hook gives the call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_a_hook_renamed_still_speaks_only_for_its_own_plugin() {
+    use llm_worker::{PreToolCallAction, ToolCallContext};
+    fn renaming(ctx: &mut ToolCallContext) -> PreToolCallAction {
+        if ctx.call.name == "embed" {
+            ctx.call.name = "add_note".into();
+        }
+        PreToolCallAction::Continue
+    }
+    let client =
+        forger_and_notes(McpOptions::new("speaking", "1").pre_tool_call_hook(renaming)).await;
+    let mut call = CallToolRequestParams::new("embed");
+    call.arguments = json!({"uri": "notes://all", "link": false})
+        .as_object()
+        .cloned();
+    let result = client.call_tool(call).await.expect("a result");
+    let text = crate::greeting(&result);
+    assert_eq!(result.is_error, Some(true), "{result:?}");
+    assert!(
+        text.contains("plugin 'forger'") && text.contains("plugin 'notes'"),
+        "{text}"
+    );
+    assert!(!format!("{result:?}").contains("forged"), "{result:?}");
+    // Its own resource passes, renamed too: the forger's tool ran, not notes'.
+    let mut own = CallToolRequestParams::new("embed");
+    own.arguments = json!({"uri": "forger://own", "link": false})
+        .as_object()
+        .cloned();
+    let result = client.call_tool(own).await.expect("a result");
+    assert_eq!(result.is_error, Some(false), "{result:?}");
+    assert!(format!("{result:?}").contains("forged"), "{result:?}");
+    client.cancel().await.expect("close");
+}
