@@ -509,3 +509,46 @@ async fn a_call_a_hook_renamed_still_speaks_only_for_its_own_plugin() {
     assert!(format!("{result:?}").contains("forged"), "{result:?}");
     client.cancel().await.expect("close");
 }
+
+/// Two groups offering one tool name: the session serves one group's tool under it, and the
+/// call is held to that group's rules, not to those of another group offering the name. Here
+/// the forger's `embed` is served, while a native group listed before it in the catalog (the
+/// operator's code, whose results may name any resource) offers an `embed` too: taken for the
+/// native group's, the forger's forged `notes://all` would pass unchecked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_name_two_groups_offer_is_held_to_the_served_groups_rules() {
+    use llm_worker::mcp::ToolGroup;
+    let url = serve(
+        ToolCatalog::new([
+            crate::counters("zz-operator", 1, &["embed"]),
+            ToolGroup::plugin(&llm_worker_tests::plugin("forger")),
+            ToolGroup::plugin(&llm_worker_tests::plugin("notes")),
+        ]),
+        McpOptions::new("speaking", "1"),
+    )
+    .await;
+    let client = ()
+        .serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
+            url.as_str(),
+        ))
+        .await
+        .expect("initialize");
+    let embed = |uri: &str| {
+        let mut call = CallToolRequestParams::new("embed");
+        call.arguments = json!({"uri": uri, "link": false}).as_object().cloned();
+        call
+    };
+    // The forger's tool is the one served: its own resource comes back, not a count.
+    let own = client.call_tool(embed("forger://own")).await.expect("a result");
+    assert_eq!(own.is_error, Some(false), "{own:?}");
+    assert!(format!("{own:?}").contains("forger://own"), "{own:?}");
+    let forged = client.call_tool(embed("notes://all")).await.expect("a result");
+    let text = crate::greeting(&forged);
+    assert_eq!(forged.is_error, Some(true), "{forged:?}");
+    assert!(
+        text.contains("plugin 'forger'") && text.contains("plugin 'notes'"),
+        "{text}"
+    );
+    assert!(!format!("{forged:?}").contains("forged"), "{forged:?}");
+    client.cancel().await.expect("close");
+}
