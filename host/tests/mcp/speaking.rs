@@ -539,10 +539,16 @@ async fn a_name_two_groups_offer_is_held_to_the_served_groups_rules() {
         call
     };
     // The forger's tool is the one served: its own resource comes back, not a count.
-    let own = client.call_tool(embed("forger://own")).await.expect("a result");
+    let own = client
+        .call_tool(embed("forger://own"))
+        .await
+        .expect("a result");
     assert_eq!(own.is_error, Some(false), "{own:?}");
     assert!(format!("{own:?}").contains("forger://own"), "{own:?}");
-    let forged = client.call_tool(embed("notes://all")).await.expect("a result");
+    let forged = client
+        .call_tool(embed("notes://all"))
+        .await
+        .expect("a result");
     let text = crate::greeting(&forged);
     assert_eq!(forged.is_error, Some(true), "{forged:?}");
     assert!(

@@ -183,6 +183,26 @@ pub(crate) struct CallState {
     /// The list it reads, if it is the plugin's list of resources or prompts: that list's
     /// change said by its own reading is the list being read (see `list_changed`).
     reads: Option<Listing>,
+    /// Whether it said the plugin's resources and prompts changed: once (the session reads
+    /// the list again), or again since (read again once more when the call ends).
+    said_changed: [Said; 2],
+}
+
+/// Whether a call said a list of its plugin changed, and how often.
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+enum Said {
+    #[default]
+    Nothing,
+    Once,
+    Again,
+}
+
+/// The place of `which` in [`CallState::said_changed`].
+fn said_index(which: Listing) -> usize {
+    match which {
+        Listing::Resources => 0,
+        Listing::Prompts => 1,
+    }
 }
 
 impl Calls {
@@ -405,6 +425,7 @@ impl PluginState {
                 cancelled: watch::Sender::new(false),
                 handoff,
                 reads,
+                said_changed: [Said::Nothing; 2],
             },
         );
         // Given up on before it started: it starts cancelled.
@@ -452,7 +473,23 @@ impl PluginState {
         let stderr = self.output.drain_into(&mut call.reports);
         call.reports.end();
         call.questions.end();
+        for which in [Listing::Resources, Listing::Prompts] {
+            if call.said_changed[said_index(which)] == Said::Again {
+                self.mark_changed(which);
+            }
+        }
         (stderr, call.abandoned, lingering)
+    }
+
+    /// The session is to read the plugin's list `which` again at its next list request.
+    fn mark_changed(&self, which: Listing) {
+        if let Some(changed) = &self.changed {
+            let flag = match which {
+                Listing::Resources => &changed.resources,
+                Listing::Prompts => &changed.prompts,
+            };
+            flag.store(true, Ordering::Release);
+        }
     }
 
     /// The loop received the call `id`.
@@ -583,14 +620,17 @@ impl v10::llm_worker::tool::host::Host for PluginState {
         if call.reads == Some(which) {
             return;
         }
-        call.reports.notice(ToolEventKind::ListChanged(which));
-        if let Some(changed) = &self.changed {
-            let flag = match which {
-                Listing::Resources => &changed.resources,
-                Listing::Prompts => &changed.prompts,
-            };
-            flag.store(true, Ordering::Release);
+        // Said again by a call still running (a task, a call awaiting a timer): the list is
+        // read again once more when the call ends, not at every list request meanwhile, each
+        // of which would run the plugin's code while the call goes on saying it.
+        let said = &mut call.said_changed[said_index(which)];
+        if *said != Said::Nothing {
+            *said = Said::Again;
+            return;
         }
+        *said = Said::Once;
+        call.reports.notice(ToolEventKind::ListChanged(which));
+        self.mark_changed(which);
     }
 }
 

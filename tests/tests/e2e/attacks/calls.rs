@@ -428,3 +428,73 @@ async fn a_call_its_caller_gave_up_on_cannot_say_the_lists_changed() {
     plugin.resources().await;
     assert_eq!(lists_read().await, heard);
 }
+
+/// The attack: a contract 1.0.0 call that goes on running (a task, a call awaiting timers)
+/// says the plugin's resource list changed again after each read of it. Each list request of
+/// the session then ran the plugin's code to read the list again, for as long as the call
+/// ran. Now a call's first saying so is heard at once, and its saying so again once more
+/// when it ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_saying_the_lists_changed_again_and_again_has_them_read_once_more_at_its_end() {
+    let forger = llm_worker_tests::host()
+        .load(plugin_path("forger"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let plugin = forger.open();
+    let mut worker = Worker::new();
+    worker
+        .register_tools(plugin.definitions())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let tools = worker.tool_server_handle();
+    let lists_read = || async {
+        let read = tools.call_tool("lists_read", "{}").await;
+        read.unwrap_or_else(|e| panic!("{e}"))
+            .parse::<u32>()
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    plugin.resources().await;
+    let before = lists_read().await;
+
+    let (said, mut heard) = tokio::sync::mpsc::unbounded_channel();
+    let sink = move |event: llm_worker::events::ToolEvent| {
+        if let llm_worker::events::ToolEventKind::Log { message, .. } = &event.kind {
+            let _ = said.send(message.clone());
+        }
+    };
+    let changing = tokio::spawn({
+        let tools = tools.clone();
+        with_tool_events(sink, async move {
+            tools
+                .call_tool("change_at_each_read", r#"{"times": 2}"#)
+                .await
+        })
+    });
+    let mut next_said = async || {
+        let message = within("the call's next log", heard.recv()).await;
+        message.unwrap_or_else(|| panic!("the call ended early"))
+    };
+    // Said once: read again.
+    assert!(next_said().await.contains("said it changed 1"));
+    plugin.resources().await;
+    assert_eq!(lists_read().await, before + 1);
+    // Said again after that read: not read again while the call runs.
+    assert!(next_said().await.contains("said it changed 2"));
+    plugin.resources().await;
+    plugin.resources().await;
+    assert_eq!(lists_read().await, before + 1);
+    // Once the call ended, read once more.
+    assert_eq!(
+        tools.call_tool("release", "{}").await.as_deref(),
+        Ok("released")
+    );
+    let ended = within("the call's end", changing).await;
+    assert_eq!(
+        ended
+            .map_err(|e| e.to_string())
+            .and_then(|r| r.map_err(|e| e.to_string()))
+            .as_deref(),
+        Ok("said it changed 2 times")
+    );
+    plugin.resources().await;
+    plugin.resources().await;
+    assert_eq!(lists_read().await, before + 2);
+}
