@@ -118,8 +118,9 @@ pub(crate) fn canonical_registry(text: &str) -> Result<String, String> {
 }
 
 /// `registry/path` with its registry made canonical ([`canonical_registry`]) and a Docker Hub
-/// path as [`hub_path`] writes it; the path is otherwise kept as it is (it is compared as
-/// text, and checked where it is read).
+/// path as [`hub_path`] writes it. The path must be a repository's as the OCI distribution
+/// specification writes them ([`is_repository_path`]): it has one spelling, compared as text,
+/// so `acme/greet/`, `Acme/greet` or `acme/./greet` is no repository, not another one.
 pub(crate) fn canonical_repository(name: &str) -> Result<String, String> {
     let (registry, path) = name
         .split_once('/')
@@ -127,7 +128,28 @@ pub(crate) fn canonical_repository(name: &str) -> Result<String, String> {
         .ok_or_else(|| format!("'{name}' is not `registry/repository`"))?;
     let registry = canonical_registry(registry)?;
     let path = hub_path(&registry, path);
+    if !is_repository_path(&path) {
+        return Err(format!(
+            "'{path}' is not a repository's path: parts of lower-case letters and digits, \
+             joined within by `.`, `_` or `-`, separated by `/`"
+        ));
+    }
     Ok(format!("{registry}/{path}"))
+}
+
+/// Whether `path` is a repository's path in a registry, as the OCI distribution
+/// specification writes them: at most 255 bytes of `/`-separated parts, each of lower-case
+/// letters and digits, beginning and ending with one, `.`, `_` and `-` only between.
+pub(crate) fn is_repository_path(path: &str) -> bool {
+    let alphanumeric = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    path.len() <= 255
+        && path.split('/').all(|part| {
+            part.starts_with(alphanumeric)
+                && part.ends_with(alphanumeric)
+                && part
+                    .chars()
+                    .all(|c| alphanumeric(c) || matches!(c, '.' | '_' | '-'))
+        })
 }
 
 /// A repository's path in the canonical `registry`: Docker Hub's official images, named with

@@ -170,12 +170,26 @@ fn a_lock_entry_is_judged_by_its_registry_s_canonical_name() {
             "{repository}: {refusals:?}"
         );
     }
-    // A name that is no registry's repository binds nothing and loads nothing.
-    let refusals = spelt("r.example:0/acme/greet", Some(Unsigned::ByFlag));
-    assert!(
-        refusals["greet.wasm"].contains("not a registry's repository"),
-        "{refusals:?}"
-    );
+    // A name that is no registry's repository binds nothing and loads nothing: its registry
+    // no host's, or its path no repository's (the rule's `r.example/acme/greet` written with
+    // a trailing slash, in capitals, with a `.` part or a tag: no rule covered it, so the
+    // unsigned plugin loaded).
+    for repository in [
+        "r.example:0/acme/greet",
+        "r.example/acme/greet/",
+        "r.example/Acme/greet",
+        "r.example/acme/./greet",
+        "r.example/acme//greet",
+        "r.example/acme/greet:1",
+    ] {
+        let refusals = spelt(repository, Some(Unsigned::ByFlag));
+        assert!(
+            refusals
+                .get("greet.wasm")
+                .is_some_and(|reason| reason.contains("not a registry's repository")),
+            "{repository}: {refusals:?}"
+        );
+    }
     // The key the rule accepts, recorded under another spelling: still allowed.
     let fingerprint = crate::trust::TrustPolicy::read(dir.path())
         .expect("read")

@@ -79,16 +79,7 @@ impl Reference {
         let registry =
             canonical_registry(&registry).map_err(|why| bad(Malformed::Registry(why)))?;
         let repository = crate::registry_name::hub_path(&registry, &repository).into_owned();
-        let valid_path = repository.len() <= 255
-            && repository.split('/').all(|segment| {
-                !segment.is_empty()
-                    && segment.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
-                    && segment.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
-                    && segment.chars().all(|c| {
-                        c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-')
-                    })
-            });
-        if !valid_path {
+        if !crate::registry_name::is_repository_path(&repository) {
             return Err(bad(Malformed::Repository));
         }
         let tag = if tag.is_none() && digest.is_none() {

@@ -166,10 +166,13 @@ pub(crate) fn verify_legacy(
     rekor_bundle: &str,
 ) -> Result<KeylessSigner, String> {
     let b64 = |bytes: &[u8]| <base64ct::Base64 as base64ct::Encoding>::encode_string(bytes);
-    let mut certificates = Vec::new();
-    for pem in pem_blocks(certificate).into_iter().chain(pem_blocks(chain)) {
-        certificates.push(json!({ "rawBytes": b64(&pem) }));
-    }
+    let mut blocks = Vec::new();
+    pem_blocks(certificate, "certificate", &mut blocks)?;
+    pem_blocks(chain, "chain", &mut blocks)?;
+    let certificates: Vec<Value> = blocks
+        .iter()
+        .map(|der| json!({ "rawBytes": b64(der) }))
+        .collect();
     if certificates.is_empty() {
         return Err("its certificate annotation holds no PEM certificate".into());
     }
@@ -283,24 +286,68 @@ fn verify(root: &TrustedRoot, bundle: &Bundle, artifact: &[u8]) -> Result<Keyles
     })
 }
 
-/// The DER of every `CERTIFICATE` block of `text`.
-fn pem_blocks(text: &str) -> Vec<Vec<u8>> {
-    let mut blocks = Vec::new();
-    let mut rest = text;
-    while let Ok(der) = crate::trust::pem_body(rest, "CERTIFICATE") {
-        blocks.push(der);
-        let end = "-----END CERTIFICATE-----";
-        match rest.find(end) {
-            Some(at) => rest = &rest[at + end.len()..],
-            None => break,
+/// At most this many certificates in a legacy signature's two annotations together (a leaf
+/// and its chain: Fulcio's chains are two or three long).
+const MAX_CERTIFICATES: usize = 10;
+
+/// Adds to `blocks` the DER of every `CERTIFICATE` block of `text`, the annotation `what`:
+/// the text is read once, line by line; a malformed block, or more than [`MAX_CERTIFICATES`]
+/// in all, is refused.
+fn pem_blocks(text: &str, what: &str, blocks: &mut Vec<Vec<u8>>) -> Result<(), String> {
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject as _;
+    for block in CertificateDer::pem_slice_iter(text.as_bytes()) {
+        let block = block.map_err(|error| format!("its {what} annotation is not PEM: {error}"))?;
+        if blocks.len() == MAX_CERTIFICATES {
+            return Err(format!(
+                "its certificate annotations hold more than {MAX_CERTIFICATES} certificates"
+            ));
         }
+        blocks.push(block.to_vec());
     }
-    blocks
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The attack: a legacy signature's certificate annotation of thousands of `END` lines
+    /// before one large block. Read from after the first `END` each time, the one block was
+    /// decoded once per `END` line, in quadratic time: gigabytes from a 1 MiB manifest, before
+    /// any signature was checked. Read once, it is one certificate; past ten, refused.
+    #[test]
+    fn certificate_annotations_are_read_once_and_bounded() {
+        let block = format!(
+            "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
+            "A".repeat(64 * 1024)
+        );
+        let ends = "-----END CERTIFICATE-----\n".repeat(20_000);
+        let mut blocks = Vec::new();
+        pem_blocks(&format!("{ends}{block}"), "certificate", &mut blocks).expect("one block");
+        assert_eq!(blocks.len(), 1, "{} copies of one block", blocks.len());
+
+        let mut blocks = Vec::new();
+        pem_blocks(&block.repeat(4), "certificate", &mut blocks).expect("four blocks");
+        assert_eq!(blocks.len(), 4);
+        assert_eq!(blocks[0].len(), 48 * 1024);
+        let refused = pem_blocks(&block.repeat(7), "chain", &mut blocks);
+        assert!(
+            refused
+                .as_ref()
+                .is_err_and(|e| e.contains("more than 10 certificates")),
+            "{refused:?}"
+        );
+        let mut blocks = Vec::new();
+        let malformed = "-----BEGIN CERTIFICATE-----\n!!!!\n-----END CERTIFICATE-----\n";
+        let refused = pem_blocks(malformed, "certificate", &mut blocks);
+        assert!(
+            refused
+                .as_ref()
+                .is_err_and(|e| e.contains("certificate annotation is not PEM")),
+            "{refused:?}"
+        );
+    }
 
     #[test]
     fn a_bundle_cosign_made_on_the_public_good_instance_verifies_offline() {
