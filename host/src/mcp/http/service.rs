@@ -393,7 +393,7 @@ impl McpHttpService {
         let opening = if opens {
             let limit = self.session_quota(identity.as_ref());
             let cap = limit.as_ref().map(|(_, limit)| *limit as usize);
-            match self.sessions.reserve(counted, cap).await {
+            match self.sessions.reserve(counted, caller, cap).await {
                 Some(opening) => Some(opening),
                 None => {
                     let (name, limit) = limit.unwrap_or_default();
@@ -427,8 +427,15 @@ impl McpHttpService {
         if let Some(identity) = identity {
             request.extensions_mut().insert(identity);
         }
+        let opening = opening.map(Arc::new);
         let handled = crate::mcp::session::ASKING.scope(asking, self.service.handle(request));
-        let response = held(handled.await, share);
+        let response = match &opening {
+            Some(opening) => {
+                let handled = super::sessions::OPENING.scope(Arc::clone(opening), handled);
+                held(handled.await, share)
+            }
+            None => held(handled.await, share),
+        };
         let streams = response.status() == http::StatusCode::OK
             && response
                 .headers()
@@ -443,13 +450,8 @@ impl McpHttpService {
             }),
             _ => response,
         };
-        if opens
-            && let Some(opened) = response
-                .headers()
-                .get(SESSION_ID)
-                .and_then(|value| value.to_str().ok())
-        {
-            self.sessions.opened(opened, caller, counted);
+        // A session it opened took its place when rmcp made it.
+        if opens && response.headers().contains_key(SESSION_ID) {
             return response;
         }
         // A stateless request's answer may be a stream that goes on after `handle` returned

@@ -51,6 +51,16 @@ struct Owners {
 }
 
 impl Owners {
+    /// A request of `identity` opening a session ends.
+    fn leave_opening(&mut self, identity: Caller) {
+        if let Some(count) = self.opening.get_mut(&identity) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                self.opening.remove(&identity);
+            }
+        }
+    }
+
     /// Holds `request` in progress in `session`, or says why it may not be.
     fn begin(&mut self, session: &str, request: &RequestId) -> Result<(), String> {
         let key = self.may_begin(session, request).map_err(|(_, why)| why)?;
@@ -114,18 +124,38 @@ pub(super) struct Opening {
     sessions: Arc<PrefixedSessions>,
     /// Whose quota the place counts against.
     identity: Caller,
+    /// Who sends the request (the identity with its grants): the session's owner.
+    caller: Caller,
+    /// Whether the place is still held: it becomes the session's when rmcp creates one.
+    held: std::sync::atomic::AtomicBool,
+}
+
+impl Opening {
+    /// The place becomes the session `id`'s, recorded in `owners` (the lock the session's
+    /// insertion holds): owned by the caller and counted against its identity from the moment
+    /// it exists, whatever becomes of the request then.
+    fn becomes(&self, owners: &mut Owners, id: &str) {
+        owners
+            .sessions
+            .insert(id.to_owned(), (self.caller, self.identity));
+        if self.held.swap(false, std::sync::atomic::Ordering::AcqRel) {
+            owners.leave_opening(self.identity);
+        }
+    }
 }
 
 impl Drop for Opening {
     fn drop(&mut self) {
-        let mut owners = self.sessions.owners();
-        if let Some(count) = owners.opening.get_mut(&self.identity) {
-            *count = count.saturating_sub(1);
-            if *count == 0 {
-                owners.opening.remove(&self.identity);
-            }
+        if *self.held.get_mut() {
+            self.sessions.owners().leave_opening(self.identity);
         }
     }
+}
+
+tokio::task_local! {
+    /// The place of the request rmcp is handling, if it may open a session: the session
+    /// [`PrefixedSessions::create_session`] makes for it takes it.
+    pub(super) static OPENING: Arc<Opening>;
 }
 
 impl PrefixedSessions {
@@ -177,14 +207,6 @@ impl PrefixedSessions {
         })
     }
 
-    /// Records that `caller` opened the session `id`, counted against the quota of
-    /// `identity` (the key [`Self::reserve`] was given).
-    pub(super) fn opened(&self, id: &str, caller: Caller, identity: Caller) {
-        self.owners()
-            .sessions
-            .insert(id.to_owned(), (caller, identity));
-    }
-
     /// Takes a place among `identity`'s sessions for a request that may open one, if it has
     /// fewer than `limit` open or being opened (counted together, so that requests sent at
     /// once cannot all pass); `None` at the limit. An identity's tokens with other grants
@@ -193,6 +215,7 @@ impl PrefixedSessions {
     pub(super) async fn reserve(
         self: &Arc<Self>,
         identity: Caller,
+        caller: Caller,
         limit: Option<usize>,
     ) -> Option<Opening> {
         let live = self.local.sessions.read().await;
@@ -216,6 +239,8 @@ impl PrefixedSessions {
         Some(Opening {
             sessions: Arc::clone(self),
             identity,
+            caller,
+            held: std::sync::atomic::AtomicBool::new(true),
         })
     }
 
@@ -276,6 +301,19 @@ impl SessionManager for PrefixedSessions {
             owners
                 .requests
                 .retain(|id, _| sessions.contains_key(&SessionId::from(id.as_str())));
+            // Owned and counted as it is made: a client that leaves before the answer to its
+            // `initialize` came back through the service (the session made, its answer sent
+            // on) leaves a session that is its own and counts against its quota until it
+            // expires, not one no one's quota counts. Without a request's place (no HTTP
+            // service made it), the session is no one's, and no request may use it.
+            let Ok(()) = OPENING.try_with(|opening| opening.becomes(&mut owners, id.as_ref()))
+            else {
+                return Err(LocalSessionManagerError::SessionError(
+                    rmcp::transport::streamable_http_server::session::local::SessionError::Io(
+                        std::io::Error::other("a session opened outside a request's place"),
+                    ),
+                ));
+            };
             drop(owners);
             sessions.insert(id.clone(), handle);
         }
@@ -365,5 +403,46 @@ impl SessionManager for PrefixedSessions {
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
         let stream = self.local.resume(id, last_event_id).await?;
         Ok(self.releasing(id, stream))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A client that leaves as its `initialize` is answered (the session made, the answer
+    /// on its way back through the service) left a session whose owner was to be recorded
+    /// once the answer came back: no one's, and counted against no quota, for as long as
+    /// rmcp kept it. The session is its opener's, and counted, from the moment it is made.
+    #[tokio::test]
+    async fn a_session_is_its_openers_and_counted_as_soon_as_it_is_made() {
+        let sessions = Arc::new(PrefixedSessions::new(
+            LocalSessionManager::default(),
+            "r1-".into(),
+            8,
+        ));
+        let (identity, caller) = (Caller(Some([1; 16])), Caller(Some([2; 16])));
+        let opening = sessions
+            .reserve(identity, caller, Some(1))
+            .await
+            .map(Arc::new)
+            .expect("a place");
+        let (id, _transport) = OPENING
+            .scope(Arc::clone(&opening), sessions.create_session())
+            .await
+            .expect("a session");
+        // The request goes, its answer never seen.
+        drop(opening);
+        assert!(sessions.belongs_to(id.as_ref(), caller));
+        assert!(!sessions.belongs_to(id.as_ref(), identity));
+        assert!(sessions.counted_against(id.as_ref(), identity));
+        assert!(
+            sessions.reserve(identity, caller, Some(1)).await.is_none(),
+            "a second session within a quota of one"
+        );
+        // Its place was given to the session, not given back as well.
+        assert!(sessions.owners().opening.is_empty());
+        // A session made with no request's place is refused: it would be no one's.
+        assert!(sessions.create_session().await.is_err());
     }
 }
