@@ -71,6 +71,10 @@ pub(crate) struct Calls {
     by_group: HashMap<TaskGroupId, CallState>,
     /// The group of each call, by the caller's id for it.
     groups: HashMap<u64, TaskGroupId>,
+    /// Calls whose group finished and went to a new call (wasmtime hands a finished group's
+    /// id to the next) before they were ended, by id: each keeps its own state (whether it was
+    /// abandoned, its reports) until it is ended, rather than lose it to the new call's.
+    displaced: HashMap<u64, CallState>,
     /// Calls abandoned before they started: they start cancelled.
     abandoned_early: HashSet<u64>,
     /// Calls the loop received and has not ended yet: an abandon for any other id (one that
@@ -214,6 +218,7 @@ impl Calls {
                 clock: Arc::clone(&clock),
                 by_group: HashMap::default(),
                 groups: HashMap::default(),
+                displaced: HashMap::default(),
                 abandoned_early: HashSet::default(),
                 received: HashSet::default(),
                 timed_out: None,
@@ -410,7 +415,7 @@ impl PluginState {
                 .cpu
                 .insert(group, CpuMeter { spent, since: None });
         }
-        calls.by_group.insert(
+        let displaced = calls.by_group.insert(
             group,
             CallState {
                 id,
@@ -428,6 +433,9 @@ impl PluginState {
                 said_changed: [Said::Nothing; 2],
             },
         );
+        if let Some(ended) = displaced.filter(|ended| ended.id != id) {
+            calls.displaced.insert(ended.id, ended);
+        }
         // Given up on before it started: it starts cancelled.
         if calls.abandoned_early.remove(&id) {
             self.abandon(id);
@@ -448,8 +456,13 @@ impl PluginState {
             calls.abandoned_early.remove(&id);
             calls.received.remove(&id);
             let group = calls.groups.remove(&id)?;
-            // Its group's state, if it is still this call's (wasmtime may hand a finished
-            // group's id to a new call): a sibling's state is never ended for it.
+            // Its group finished and went to a new call already: its own state was kept apart
+            // (nothing of it lingers: its group finished).
+            if let Some(call) = calls.displaced.remove(&id) {
+                return Some(call);
+            }
+            // Its group's state, if it is still this call's: a sibling's state is never ended
+            // for it.
             if calls.by_group.get(&group).is_none_or(|call| call.id != id) {
                 return None;
             }
@@ -528,14 +541,22 @@ impl PluginState {
         let Some(calls) = self.calls_mut() else {
             return;
         };
-        let Some(call) = calls
+        // The group's state, if it is still this call's (wasmtime hands a finished group's id
+        // to the next call); else its own, kept apart.
+        let in_group = calls
             .groups
             .get(&id)
-            .and_then(|group| calls.by_group.get_mut(group))
-            // The group's state, if it is still this call's (wasmtime hands a finished
-            // group's id to the next call).
-            .filter(|call| call.id == id)
-        else {
+            .and_then(|group| calls.by_group.get(group))
+            .is_some_and(|call| call.id == id);
+        let call = if in_group {
+            calls
+                .groups
+                .get(&id)
+                .and_then(|group| calls.by_group.get_mut(group))
+        } else {
+            calls.displaced.get_mut(&id)
+        };
+        let Some(call) = call else {
             // Not started yet: it starts cancelled. (Ended already: nothing to do.)
             if calls.received.contains(&id) {
                 calls.abandoned_early.insert(id);
