@@ -538,3 +538,52 @@ async fn a_liveness_probe_is_answered_without_a_token() {
         .expect("an answer");
     assert_eq!(refused.status(), 401);
 }
+
+/// The attack: a client opens standing streams (stateless `subscriptions/listen` answers, or
+/// the GET streams of its sessions) until they hold every connection the server accepts
+/// (1,024): with a static token they never end, and no other client can connect. One client
+/// holds at most a quarter of them; another is still served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_client_cannot_hold_every_connection_with_standing_streams() {
+    let (url, _, _) = serve(HttpOptions::default()).await;
+    let client = reqwest::Client::new();
+    let listen = json!({
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "subscriptions/listen",
+        "params": {
+            "notifications": {"toolsListChanged": true},
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {}
+            }
+        }
+    });
+    let listening = |token: &'static str| {
+        client
+            .post(&url)
+            .bearer_auth(token)
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "subscriptions/listen")
+            .body(listen.to_string())
+            .send()
+    };
+    let mut streams = Vec::new();
+    for _ in 0..256 {
+        let stream = listening(ALICE).await.expect("a stream");
+        assert_eq!(stream.status(), 200);
+        streams.push(stream);
+    }
+    let refused = listening(ALICE).await.expect("an answer");
+    assert_eq!(refused.status(), 429);
+    let why = refused.text().await.expect("a body");
+    assert!(why.contains("256 streams open"), "{why}");
+    // Another client is served.
+    let bob = listening(BOB).await.expect("a stream");
+    assert_eq!(bob.status(), 200);
+    // And alice's requests other than standing streams: she opens a session.
+    let session = open(&url, ALICE).await;
+    assert!(!session.is_empty());
+}

@@ -9,6 +9,7 @@ mod options;
 mod serve;
 mod service;
 mod sessions;
+mod standing;
 
 use std::convert::Infallible;
 

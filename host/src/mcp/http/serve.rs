@@ -12,7 +12,7 @@ use super::{HttpOptions, McpHttpService};
 use crate::mcp::{McpError, McpOptions, ToolCatalog};
 
 /// Most connections open at once.
-const MAX_CONNECTIONS: usize = 1024;
+pub(super) const MAX_CONNECTIONS: usize = 1024;
 
 /// The largest read buffer of a connection (its request headers must fit).
 const READ_BUFFER_BYTES: usize = 64 << 10;
@@ -28,6 +28,32 @@ pub async fn serve_http(
     http: HttpOptions,
 ) -> Result<(), McpError> {
     serve_http_with_shutdown(listener, catalog, options, http, std::future::pending()).await
+}
+
+/// Connections refused at [`MAX_CONNECTIONS`], and when that was last said.
+#[derive(Default)]
+struct Refused {
+    unsaid: u64,
+    said: Option<std::time::Instant>,
+}
+
+impl Refused {
+    /// How often refusals are said.
+    const EVERY: Duration = Duration::from_secs(60);
+
+    fn one(&mut self) {
+        self.unsaid += 1;
+        if self.said.is_some_and(|said| said.elapsed() < Self::EVERY) {
+            return;
+        }
+        tracing::warn!(
+            "{MAX_CONNECTIONS} connections are open: refused {} more since this was last said \
+             (a reverse proxy limiting connections per client keeps one client from taking them)",
+            self.unsaid
+        );
+        self.unsaid = 0;
+        self.said = Some(std::time::Instant::now());
+    }
 }
 
 /// How long a shutdown waits for open connections to finish their requests.
@@ -49,6 +75,9 @@ pub async fn serve_http_with_shutdown(
     let connections = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
+    // Connections refused at the cap: said at once, then at most once a minute with how many,
+    // not a line for each (a client reconnecting in a loop would fill the log).
+    let mut refused = Refused::default();
     loop {
         // A failed accept (out of file descriptors, a connection reset while queued) must not
         // end the server: wait a moment and go on.
@@ -64,7 +93,7 @@ pub async fn serve_http_with_shutdown(
             () = &mut shutdown => break,
         };
         let Ok(permit) = Arc::clone(&connections).try_acquire_owned() else {
-            tracing::warn!("{MAX_CONNECTIONS} connections are open: refusing one more");
+            refused.one();
             drop(stream);
             continue;
         };

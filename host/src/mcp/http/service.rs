@@ -71,6 +71,8 @@ pub struct McpHttpService {
     max_body_bytes: usize,
     /// The memory requests hold, in all and by identity.
     intake: Arc<super::intake::Intake>,
+    /// The standing streams each client holds open.
+    standing: Arc<super::standing::Standing>,
 }
 
 impl std::fmt::Debug for McpHttpService {
@@ -239,6 +241,7 @@ impl McpHttpService {
                     .unwrap_or(DEFAULT_MAX_REQUEST_MEMORY)
                     .max(max_body_bytes.saturating_mul(4)),
             ),
+            standing: Arc::default(),
         })
     }
 
@@ -422,6 +425,28 @@ impl McpHttpService {
             .as_deref()
             .filter(|_| standing)
             .and_then(|id| expiry(id, self.auth.leeway()));
+        // Each holds a connection for as long as its client stays: one client holds at most a
+        // quarter of the connections the server accepts, however many sessions it opens.
+        let place = if standing {
+            match self.standing.take(counted) {
+                Some(place) => Some(place),
+                None => {
+                    return self.refused(
+                        "standing_streams",
+                        super::gate::refusal(
+                            http::StatusCode::TOO_MANY_REQUESTS,
+                            &format!(
+                                "this client has {} streams open (GET streams and \
+                                 subscriptions/listen), its limit: close some first",
+                                super::standing::MAX_STANDING_PER_CLIENT
+                            ),
+                        ),
+                    );
+                }
+            }
+        } else {
+            None
+        };
         request.extensions_mut().insert(caller);
         let asking = identity.clone();
         if let Some(identity) = identity {
@@ -449,6 +474,19 @@ impl McpHttpService {
                 })
             }),
             _ => response,
+        };
+        // Its place is given back when its stream ends.
+        let response = match place {
+            Some(place) => response.map(|body| {
+                http_body_util::BodyExt::boxed(http_body_util::BodyExt::map_frame(
+                    body,
+                    move |frame| {
+                        let _held = &place;
+                        frame
+                    },
+                ))
+            }),
+            None => response,
         };
         // A session it opened took its place when rmcp made it.
         if opens && response.headers().contains_key(SESSION_ID) {
