@@ -271,13 +271,15 @@ fn shown_grant(grant: &llm_worker::HttpGrant) -> String {
 /// Every limit a policy may set, as `check` shows it.
 fn shown_limits(limits: &llm_worker::Limits) -> String {
     let mut shown = format!(
-        "memory {} MiB, time {:?}, input {} B, output {} B, {} call(s) at once, schemas {} MiB",
+        "memory {} MiB, time {:?}, input {} B, output {} B, {} call(s) at once, schemas {} MiB, \
+         disabled after {} failures in a row",
         limits.memory_bytes >> 20,
         limits.call_timeout,
         limits.max_input_bytes,
         limits.max_output_bytes,
         limits.max_concurrent_calls,
-        limits.schema_memory_bytes >> 20
+        limits.schema_memory_bytes >> 20,
+        limits.max_consecutive_failures
     );
     if let Some(task_timeout) = limits.task_timeout {
         shown.push_str(&format!(", tasks {task_timeout:?}"));

@@ -260,6 +260,12 @@ fn check_reports_each_file_and_fails_on_a_refused_plugin() {
         report.contains("limits: memory 64 MiB, time 10s, input 1048576 B, output 1048576 B"),
         "{report}"
     );
+    // How many failures in a row disable the plugin: a policy setting it very high keeps a
+    // crashing plugin restarting at every call.
+    assert!(
+        report.contains("disabled after 5 failures in a row"),
+        "{report}"
+    );
     // A grant whose names may resolve to private addresses says so: a reviewer told only the
     // name could not tell it from one kept to public addresses.
     std::fs::write(

@@ -238,18 +238,19 @@ impl HttpGate {
         if allowing.is_empty() {
             return None;
         }
-        // Named literally: a rule whose host is this very address (not a wildcard that
-        // happens to match its digits).
+        // Named literally by a rule of the plugin's: a rule whose host is this very address
+        // (not a wildcard that happens to match its digits). A tool's or a request's list
+        // only narrows the destinations: its literal `http://169.254.169.254`, within the
+        // plugin's `*.254` (public addresses only), reaches no address the plugin's may not.
         let literal = literal_address(host).is_some_and(|address| {
-            allowing
+            self.grants
                 .iter()
-                .any(|grant| grant.address() == Some(address))
+                .any(|grant| grant.address() == Some(address) && grant.allows(scheme, host, port))
         });
-        // The opt-in is the plugin's rule's; a tool's list only narrows the destinations.
+        // The opt-in is the plugin's rule's, likewise.
         let private = self
             .grants
             .iter()
-            .chain(allowing.iter().copied())
             .any(|grant| grant.allows_private_addresses() && grant.allows(scheme, host, port));
         let tls = scheme == "https";
         Some(Destination {
@@ -960,6 +961,34 @@ mod tests {
             some("wiki.intranet", 80, false, true)
         );
         assert_eq!(destination(&narrow, "https://a.example/"), None);
+        // The attack: a tool's list naming the cloud's metadata address literally, within the
+        // plugin's `*.254`, which matches its digits as text (public addresses only). Named
+        // literally, the tool's rule let any address through: the metadata endpoint. A
+        // narrower list keeps the plugin's rule's reach.
+        let digits = super::tests::gate(
+            "[http]\nallow = [\"*.254\"]\n\
+             [tools.fetch.http]\nallow = [\"http://169.254.169.254\"]\n",
+            Some("fetch"),
+        );
+        assert_eq!(
+            destination(&digits, "http://169.254.169.254/latest/meta-data/"),
+            some("169.254.169.254", 80, false, false)
+        );
+        let plugin_wide = super::tests::gate("[http]\nallow = [\"*.254\"]\n", Some("other"));
+        assert_eq!(
+            destination(&plugin_wide, "http://169.254.169.254/"),
+            some("169.254.169.254", 80, false, false)
+        );
+        // Named literally by the plugin's own rule, and narrowed to it: any address.
+        let named = super::tests::gate(
+            "[http]\nallow = [\"http://169.254.169.254\", \"https://a.example\"]\n\
+             [tools.fetch.http]\nallow = [\"http://169.254.169.254\"]\n",
+            Some("fetch"),
+        );
+        assert_eq!(
+            destination(&named, "http://169.254.169.254/"),
+            some("169.254.169.254", 80, false, true)
+        );
     }
 
     #[test]

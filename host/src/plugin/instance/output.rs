@@ -67,24 +67,10 @@ pub(super) fn checked_output(
         },
         _ => None,
     };
-    match (structured_text, output_schema) {
-        (Some(text), Some(schema)) => {
-            super::super::validate::check_output(schema, text).map_err(broke)?;
-        }
-        (Some(text), None) => {
-            super::super::validate::check_structured(text).map_err(broke)?;
-        }
-        (None, Some(_)) if !output.is_error => {
-            return Err(broke(
-                "it has an output schema but returned no structured value".to_owned(),
-            ));
-        }
-        (None, _) => {}
-    }
     // Parsed, a megabyte of small objects takes a hundred times as much of the host's memory,
     // outside the plugin's limit, for as long as the result is held: weighed against a
-    // multiple of the output limit, roughly from its text before it becomes a `Value` (the
-    // check above walked it without building one), then exactly.
+    // multiple of the output limit, roughly from its text before anything is built of it
+    // (the schema's check builds a tree of nodes as large), then exactly once a `Value`.
     let budget = cap.saturating_mul(STRUCTURED_MEMORY_PER_OUTPUT_BYTE);
     let too_heavy = |weight: usize| {
         ToolError::ExecutionFailed(format!(
@@ -100,6 +86,20 @@ pub(super) fn checked_output(
         if estimate > budget {
             return Err(too_heavy(estimate));
         }
+    }
+    match (structured_text, output_schema) {
+        (Some(text), Some(schema)) => {
+            super::super::validate::check_output(schema, text).map_err(broke)?;
+        }
+        (Some(text), None) => {
+            super::super::validate::check_structured(text).map_err(broke)?;
+        }
+        (None, Some(_)) if !output.is_error => {
+            return Err(broke(
+                "it has an output schema but returned no structured value".to_owned(),
+            ));
+        }
+        (None, _) => {}
     }
     // Checked above: an object, each key once.
     output.structured = structured_text.and_then(|text| serde_json::from_str(text).ok());
