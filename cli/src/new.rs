@@ -60,7 +60,8 @@ impl Sdk {
                 // build (and run the build scripts and macros of) whatever is there now, so it
                 // and the crates of the checkout it depends on (the macros, the rules) must be
                 // files no other user could have put there or changed.
-                let siblings = ["guest-macros", "rules"]
+                // The contract's WIT files too, which the SDK's bindings are generated from.
+                let siblings = ["guest-macros", "rules", "wit"]
                     .map(|crate_dir| sdk.checkout.join(crate_dir))
                     .into_iter()
                     .filter(|crate_dir| crate_dir.is_dir());
@@ -259,6 +260,32 @@ pub(crate) fn scaffold(parent: &Path, name: &str, sdk: Sdk) -> anyhow::Result<Cr
     if dir.exists() {
         bail!("{} exists already; choose another name", dir.display());
     }
+    // Cargo builds the crate with what is around it: a directory others may write lets them
+    // swap the crate's directory for a link before its mode is set, or put files beside its
+    // own; a `.cargo/config.toml` above it is read by every build (a `rustc-wrapper`, a
+    // runner: their code, run as the author).
+    if let Some(problem) = llm_worker::lock::LockFile::unsafe_directory(&parent) {
+        bail!(
+            "not making the crate in {}: {problem}; make it in a directory of your own",
+            parent.display()
+        );
+    }
+    for above in dir.ancestors().skip(1) {
+        for config in [".cargo/config.toml", ".cargo/config"] {
+            let config = above.join(config);
+            if std::fs::symlink_metadata(&config).is_err() {
+                continue;
+            }
+            if let Some(problem) = llm_worker::lock::LockFile::unsafe_file(&config) {
+                bail!(
+                    "not making the crate in {}: cargo would read {} when it builds the crate, \
+                     and {problem}; make the crate elsewhere, or remove that file",
+                    parent.display(),
+                    config.display()
+                );
+            }
+        }
+    }
     let dependency = dependency(&dir, &sdk)?;
     let channel = sdk.channel();
     // `weather-now` → `WeatherNow`.
@@ -386,10 +413,20 @@ mod tests {{
     let mut builder = std::fs::DirBuilder::new();
     #[cfg(unix)]
     std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o755);
+    // Its mode set through the directory made, opened without following a link: never
+    // through a link put at its name meanwhile.
     let make_dir = |path: &Path| {
         builder.create(path).and_then(|()| {
             #[cfg(unix)]
-            std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+            {
+                use rustix::fs::{Mode, OFlags};
+                let made = rustix::fs::open(
+                    path,
+                    OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::DIRECTORY | OFlags::CLOEXEC,
+                    Mode::empty(),
+                )?;
+                rustix::fs::fchmod(&made, Mode::from_raw_mode(0o755))?;
+            }
             Ok(())
         })
     };

@@ -131,7 +131,7 @@ pub(crate) async fn push_file(
     let key =
         match key {
             Some(path) => {
-                let pem = std::fs::read_to_string(path).map_err(|error| {
+                let pem = SigningKey::read_pem_file(path).map_err(|error| {
                     anyhow::anyhow!("cannot read the signing key {}: {error}", path.display())
                 })?;
                 let key = if SigningKey::is_encrypted(&pem) {

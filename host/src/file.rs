@@ -65,7 +65,7 @@ pub(crate) fn read_regular_file_within(
 }
 
 /// Who may own a private file besides the user, and how.
-#[cfg_attr(not(feature = "mcp-http"), allow(dead_code))]
+#[cfg_attr(not(any(feature = "mcp-http", feature = "registry")), allow(dead_code))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Private {
     /// The user's own, readable and writable by no one else, and not a link: a file this
@@ -81,7 +81,7 @@ pub(crate) enum Private {
 /// on the file opened (never by path and then read again), refused with what to fix when it is
 /// not a regular file, not the user's (see [`Private`]), or readable or writable by others.
 #[cfg(unix)]
-#[cfg_attr(not(feature = "mcp-http"), allow(dead_code))]
+#[cfg_attr(not(any(feature = "mcp-http", feature = "registry")), allow(dead_code))]
 pub(crate) fn read_private_file(
     path: &Path,
     limit: u64,
@@ -136,7 +136,7 @@ pub(crate) fn read_private_file(
 /// Elsewhere the file's owner and mode are not checked (keep such files where only you can
 /// read them).
 #[cfg(not(unix))]
-#[cfg_attr(not(feature = "mcp-http"), allow(dead_code))]
+#[cfg_attr(not(any(feature = "mcp-http", feature = "registry")), allow(dead_code))]
 pub(crate) fn read_private_file(
     path: &Path,
     limit: u64,

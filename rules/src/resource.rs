@@ -50,6 +50,9 @@ pub enum UriProblem {
     /// ASCII (the first such): RFC 3986 writes such characters percent-encoded, and one may
     /// look like another plugin's (`notes://аll` with a Cyrillic `а`).
     NotAscii(char),
+    /// The URI has what clients' URL parsers read as something else than RFC 3986 does
+    /// (named): it could be another plugin's URI to a client, and not to the host.
+    ReadOtherwise(&'static str),
 }
 
 impl fmt::Display for UriProblem {
@@ -91,6 +94,11 @@ impl fmt::Display for UriProblem {
                  6.2.2): write the scheme and the host in lower case, letters, digits and \
                  `-._~` as themselves rather than percent-escaped, and other escapes' hex \
                  digits in upper case (`notes://all`, not `NOTES://%61ll`)",
+            ),
+            Self::ReadOtherwise(what) => write!(
+                f,
+                "it has {what}; write the URI as a client's URL parser would (RFC 3986 and the \
+                 WHATWG URL standard read it alike)"
             ),
         }
     }
@@ -134,7 +142,65 @@ pub fn check_uri(uri: &str) -> Result<(), UriProblem> {
     if bad_escape {
         return Err(UriProblem::BadEscape);
     }
+    if uri.contains('\\') {
+        return Err(UriProblem::ReadOtherwise(
+            "a backslash, which URL parsers read as `/` after a special scheme such as `https`",
+        ));
+    }
+    if ipv4_read_otherwise(uri) {
+        return Err(UriProblem::ReadOtherwise(
+            "an IPv4 address not written as four decimal numbers (`127.1`, `0x7f.0.0.1`, \
+             `2130706433`), which URL parsers rewrite after a special scheme such as `https`",
+        ));
+    }
     Ok(())
+}
+
+/// Whether `uri`, of a special scheme, has a host that URL parsers read as an IPv4 address
+/// (its last label a number: decimal, or hex after `0x`) but is not written as one in its
+/// usual form, four decimal numbers of 0 to 255 without leading zeros.
+fn ipv4_read_otherwise(uri: &str) -> bool {
+    let comparable = comparable_uri(uri);
+    let Some((scheme, rest)) = comparable.split_once(':') else {
+        return false;
+    };
+    if !SPECIAL_SCHEMES
+        .iter()
+        .any(|(special, _)| *special == scheme)
+    {
+        return false;
+    }
+    let Some(after) = rest.strip_prefix("//") else {
+        return false;
+    };
+    let authority = &after[..after.find(['/', '?', '#']).unwrap_or(after.len())];
+    let host = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
+    if host.starts_with('[') {
+        return false;
+    }
+    let host = host.split(':').next().unwrap_or(host);
+    let labels = host.strip_suffix('.').unwrap_or(host);
+    let last = labels.rsplit('.').next().unwrap_or(labels);
+    let number = |label: &str| {
+        !label.is_empty() && label.bytes().all(|b| b.is_ascii_digit())
+            || label
+                .strip_prefix("0x")
+                .is_some_and(|hex| hex.bytes().all(|b| b.is_ascii_hexdigit()))
+    };
+    if !number(last) {
+        return false;
+    }
+    let parts: alloc::vec::Vec<&str> = host.split('.').collect();
+    let usual = parts.len() == 4
+        && parts.iter().all(|part| {
+            !part.is_empty()
+                && part.bytes().all(|b| b.is_ascii_digit())
+                && (part.len() == 1 || !part.starts_with('0'))
+                && part.parse::<u8>().is_ok()
+        });
+    !usual
 }
 
 /// Checks the URI of one resource a plugin lists: [`check_uri`], ASCII ([`check_ascii`]), no
@@ -169,46 +235,148 @@ pub fn check_ascii(uri: &str) -> Result<(), UriProblem> {
     }
 }
 
-/// `uri` as RFC 3986 compares URIs (its section 6.2.2): the scheme and the host in lower case
-/// (not the user information before an `@`), percent-escapes of unreserved characters
-/// (letters, digits, `-._~`) decoded, the other escapes' hex digits in upper case; anything
-/// else as it is. Two spellings a client may take for one resource (`NOTES://all`,
-/// `notes://%61ll`) come out the same; for a URI [`check_uri`] accepts (every `%` an escape),
-/// a second pass changes nothing.
+/// The schemes the WHATWG URL standard treats as special (what browsers' and most clients'
+/// URL parsers follow), with their default ports.
+const SPECIAL_SCHEMES: [(&str, Option<&str>); 6] = [
+    ("http", Some("80")),
+    ("https", Some("443")),
+    ("ws", Some("80")),
+    ("wss", Some("443")),
+    ("ftp", Some("21")),
+    ("file", None),
+];
+
+/// `uri` as hosts compare URIs: RFC 3986's normal form (its sections 6.2.2 and 6.2.3), and what
+/// clients' URL parsers (WHATWG's standard, the `url` crate) make of it besides. The scheme and
+/// the host in lower case (not the user information before an `@`); percent-escapes of
+/// unreserved characters (letters, digits, `-._~`) decoded, the other escapes' hex digits in
+/// upper case; `.` and `..` segments of a path removed; an empty user information, an empty
+/// port and a special scheme's default port dropped, a port's leading zeros too; an empty path
+/// after a special scheme's host is `/`. Anything else as it is. Spellings a client may take
+/// for one resource (`NOTES://all`, `notes://%61ll`, `notes://all:`, `notes://@all`,
+/// `notes://note/./7` for `notes://note/7`) come out the same; for a URI [`check_uri`] accepts
+/// (every `%` an escape), a second pass changes nothing.
 #[must_use]
 pub fn comparable_uri(uri: &str) -> String {
     let decoded = decode_unreserved(uri);
     let Some((scheme, rest)) = decoded.split_once(':') else {
         return decoded;
     };
+    let scheme = scheme.to_ascii_lowercase();
+    let default_port = SPECIAL_SCHEMES
+        .iter()
+        .find(|(special, _)| *special == scheme)
+        .map(|(_, port)| *port);
     let mut out = String::with_capacity(decoded.len());
-    out.push_str(&scheme.to_ascii_lowercase());
+    out.push_str(&scheme);
     out.push(':');
-    match rest.strip_prefix("//") {
+    let path_and_more = match rest.strip_prefix("//") {
         Some(after) => {
             let end = after.find(['/', '?', '#']).unwrap_or(after.len());
             out.push_str("//");
-            // The user information as it is; the host's letters in lower case, but not the hex
-            // digits of escapes (upper case already).
-            let host_at = after[..end].rfind('@').map_or(0, |at| at + 1);
-            out.push_str(&after[..host_at]);
-            let mut escape_left = 0;
-            for c in after[host_at..end].chars() {
-                if escape_left > 0 {
-                    escape_left -= 1;
-                    out.push(c);
-                    continue;
-                }
-                if c == '%' {
-                    escape_left = 2;
-                }
-                out.push(c.to_ascii_lowercase());
+            push_authority(&mut out, &after[..end], default_port.flatten());
+            let more = &after[end..];
+            // A special scheme's host is followed by a path, `/` at least.
+            if default_port.is_some() && !more.starts_with('/') {
+                out.push('/');
             }
-            out.push_str(&after[end..]);
+            more
         }
-        None => out.push_str(rest),
+        None => rest,
+    };
+    let path_end = path_and_more
+        .find(['?', '#'])
+        .unwrap_or(path_and_more.len());
+    let (path, more) = path_and_more.split_at(path_end);
+    if path.starts_with('/') {
+        push_without_dot_segments(&mut out, path);
+    } else {
+        out.push_str(path);
     }
+    out.push_str(more);
     out
+}
+
+/// Writes the authority `authority` (`[userinfo@]host[:port]`) as [`comparable_uri`] compares
+/// it: an empty user information (and an empty password's `:`) dropped, the host's letters in
+/// lower case but not the hex digits of escapes (upper case already), an empty port, a port's
+/// leading zeros and the scheme's `default_port` dropped.
+fn push_authority(out: &mut String, authority: &str, default_port: Option<&str>) {
+    let (user, host_and_port) = match authority.rfind('@') {
+        Some(at) => (Some(&authority[..at]), &authority[at + 1..]),
+        None => (None, authority),
+    };
+    if let Some(user) = user.map(|user| user.strip_suffix(':').unwrap_or(user))
+        && !user.is_empty()
+    {
+        out.push_str(user);
+        out.push('@');
+    }
+    // An IPv6 address in brackets has colons of its own.
+    let port_at = match host_and_port.strip_prefix('[') {
+        Some(v6) => v6
+            .find(']')
+            .and_then(|end| host_and_port[end + 2..].find(':').map(|at| at + end + 2)),
+        None => host_and_port.find(':'),
+    };
+    let (host, port) = match port_at {
+        Some(at) => (&host_and_port[..at], Some(&host_and_port[at + 1..])),
+        None => (host_and_port, None),
+    };
+    let mut escape_left = 0;
+    for c in host.chars() {
+        if escape_left > 0 {
+            escape_left -= 1;
+            out.push(c);
+            continue;
+        }
+        if c == '%' {
+            escape_left = 2;
+        }
+        out.push(c.to_ascii_lowercase());
+    }
+    let port = port.map(|port| {
+        if port.bytes().all(|b| b.is_ascii_digit()) {
+            let plain = port.trim_start_matches('0');
+            if plain.is_empty() && !port.is_empty() {
+                "0"
+            } else {
+                plain
+            }
+        } else {
+            // A template's `{port}`, or what is no port: as it is.
+            port
+        }
+    });
+    if let Some(port) = port.filter(|port| !port.is_empty() && Some(*port) != default_port) {
+        out.push(':');
+        out.push_str(port);
+    }
+}
+
+/// Writes the absolute path `path` without its `.` and `..` segments (RFC 3986, section
+/// 5.2.4): `/a/./b/../c` is `/a/c`; a last `.` or `..` leaves a `/` at the end.
+fn push_without_dot_segments(out: &mut String, path: &str) {
+    let segments: alloc::vec::Vec<&str> = path[1..].split('/').collect();
+    let last = segments.len() - 1;
+    let mut kept: alloc::vec::Vec<&str> = alloc::vec::Vec::with_capacity(segments.len());
+    for (index, segment) in segments.iter().enumerate() {
+        match *segment {
+            "." => {}
+            ".." => {
+                kept.pop();
+            }
+            other => {
+                kept.push(other);
+                continue;
+            }
+        }
+        if index == last {
+            kept.push("");
+        }
+    }
+    out.push('/');
+    out.push_str(&kept.join("/"));
 }
 
 /// `text` with its percent-escapes of unreserved characters decoded and the other escapes'
@@ -400,6 +568,83 @@ mod tests {
             comparable_uri("notes://all/%2F"),
             comparable_uri("notes://all//")
         );
+    }
+
+    /// The attack: another plugin's `notes://all` written `notes://all:`, `notes://@all` or
+    /// `notes://note/./7`: the comparison (case and escapes only) took each for a URI no one
+    /// offers, while clients' URL parsers read notes' own; offered at load (`notes://all:`, a
+    /// template `notes://note/./{n}`), it clashed with nothing. Compared as URL parsers read
+    /// them, they are notes', and not in normal form, so no plugin may offer them.
+    #[test]
+    fn spellings_url_parsers_read_as_one_uri_are_one() {
+        for (spelt, read) in [
+            ("notes://all:", "notes://all"),
+            ("notes://@all", "notes://all"),
+            ("notes://:@all", "notes://all"),
+            ("notes://ada:@all/x", "notes://ada@all/x"),
+            ("notes://note/./7", "notes://note/7"),
+            ("notes://note/%2E/7", "notes://note/7"),
+            ("notes://note/x/../7", "notes://note/7"),
+            ("notes://note/%2e%2E/note/7", "notes://note/note/7"),
+            ("notes://note/7/.", "notes://note/7/"),
+            ("notes://note/7/..", "notes://note/"),
+            ("notes://all:0080/x", "notes://all:80/x"),
+            ("notes://[::1]:/x", "notes://[::1]/x"),
+            ("https://example.com:443/a", "https://example.com/a"),
+            ("HTTP://Example.COM:80", "http://example.com/"),
+            ("https://example.com?q", "https://example.com/?q"),
+            ("file:///a/./b", "file:///a/b"),
+            ("notes://note/{n}/./x", "notes://note/{n}/x"),
+        ] {
+            assert_eq!(comparable_uri(spelt), read, "{spelt}");
+            assert!(!is_normal(spelt), "{spelt}");
+            assert_eq!(comparable_uri(read), read, "{read}");
+            assert!(is_normal(read), "{read}");
+        }
+        // What differs stays apart: a port of another number, a user, a query, a fragment,
+        // an empty segment, a port of a scheme that has no default.
+        for (one, other) in [
+            ("notes://all:81", "notes://all"),
+            ("notes://ada@all", "notes://all"),
+            ("notes://all/x?", "notes://all/x"),
+            ("notes://all/x#", "notes://all/x"),
+            ("notes://all//x", "notes://all/x"),
+            ("notes://all:80/x", "notes://all/x"),
+            ("notes://all", "notes://all/"),
+            ("x://h:{port}/", "x://h/"),
+        ] {
+            assert_ne!(
+                comparable_uri(one),
+                comparable_uri(other),
+                "{one} / {other}"
+            );
+        }
+        assert!(is_normal("x://h:{port}/"));
+        // What URL parsers rewrite otherwise is refused.
+        for refused in [
+            "https://example.com\\a",
+            "notes://a\\b",
+            "http://127.1/x",
+            "http://0x7f.0.0.1/",
+            "https://2130706433/",
+            "http://127.000.0.1/",
+            "ws://example.123/",
+        ] {
+            assert!(
+                matches!(check_uri(refused), Err(UriProblem::ReadOtherwise(_))),
+                "{refused}: {:?}",
+                check_uri(refused)
+            );
+        }
+        for accepted in [
+            "http://127.0.0.1/x",
+            "https://example.com",
+            "notes://127.1/x",
+            "https://1.example/",
+            "https://[::1]:8443/",
+        ] {
+            assert_eq!(check_uri(accepted), Ok(()), "{accepted}");
+        }
     }
 
     /// A URI a plugin gives is ASCII, as RFC 3986 writes URIs: `notes://аll` (a Cyrillic `а`)

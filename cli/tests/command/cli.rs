@@ -587,6 +587,54 @@ fn new_refuses_bad_names_and_sdks_and_never_overwrites() {
     assert!(before.contains("#[tool_registry]"), "{before}");
 }
 
+/// The attack: another user who may write the directory `new` runs in swaps the crate's
+/// directory for a link as it is made (its mode was then set through the link, on a file of
+/// the author's), or a `.cargo/config.toml` above the crate that others may change names a
+/// `rustc-wrapper` (their code, run by the author's first `cargo test`). `new` makes a crate
+/// only where no one else could change what cargo builds it with.
+#[test]
+fn new_refuses_a_directory_others_may_write_or_a_cargo_config_they_could_change() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = scratch_dir("cli-new-around");
+    let new_in = |dir: &Path, name: &str| {
+        Command::new(env!("CARGO_BIN_EXE_llm-worker"))
+            .current_dir(dir)
+            .args(["new", name])
+            .output()
+            .expect("run new")
+    };
+    let shared = root.join("shared");
+    std::fs::create_dir(&shared).expect("mkdir");
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let out = new_in(&shared, "tool");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("not making the crate in") && stderr(&out).contains("other users"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!shared.join("tool").exists());
+
+    let team = root.join("team");
+    std::fs::create_dir_all(team.join(".cargo")).expect("mkdir");
+    std::fs::create_dir(team.join("mine")).expect("mkdir");
+    let config = team.join(".cargo/config.toml");
+    std::fs::write(&config, "[build]\nrustc-wrapper = \"/tmp/x\"\n").expect("write");
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+    let out = new_in(&team.join("mine"), "tool");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("cargo would read") && stderr(&out).contains("config.toml"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!team.join("mine/tool").exists());
+    // The same file, the author's alone: the crate is made.
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let out = new_in(&team.join("mine"), "tool");
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
 /// What `new` makes is the author's to change and everyone's to read, whatever the umask it
 /// runs under: a permissive one (000) does not leave the crate writable by others, whose code
 /// the author would then build and run.

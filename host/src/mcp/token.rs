@@ -41,14 +41,13 @@ pub fn persistent_token(path: &Path) -> Result<String, McpError> {
         Ok(None) => {}
         Err(reason) => return Err(error(reason)),
     }
+    // Its directory is made through no link another user put or points on the way, and must
+    // be one no one else can replace or put files in: the token is written there, and read
+    // from there by every later start.
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        let mut builder = std::fs::DirBuilder::new();
-        builder.recursive(true);
-        #[cfg(unix)]
-        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-        builder
-            .create(parent)
+        crate::file::create_dir_all_through_own_links(parent, 0o700)
             .map_err(|e| error(format!("cannot create its directory: {e}")))?;
+        crate::file::no_one_else_can_replace(parent, "its directory").map_err(error)?;
     }
     let mut bytes = [0u8; TOKEN_BYTES];
     getrandom::fill(&mut bytes)
@@ -267,6 +266,49 @@ pub fn read_request_state_key(path: &Path) -> Result<Vec<u8>, McpError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The attack: the generated token's directory made through a link another user put
+    /// (their `~/.local/state/llm-worker` pointing into a system directory, under `sudo -E`),
+    /// or in a directory others may write: the token was written where the link led, or
+    /// where they could replace it. Made and kept only where no one else can replace it.
+    #[test]
+    fn a_token_is_kept_only_where_no_one_else_can_replace_it() {
+        use std::os::unix::fs::PermissionsExt;
+        let root =
+            std::env::temp_dir().join(format!("llm-worker-token-dirs-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir(&root).expect("mkdir");
+        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+        let own = root.join("state/llm-worker/http-token");
+        let token = persistent_token(&own).expect("a token made");
+        assert_eq!(persistent_token(&own).expect("the token kept"), token);
+
+        let shared = root.join("shared");
+        std::fs::create_dir(&shared).expect("mkdir");
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+        let error = persistent_token(&shared.join("llm-worker/http-token"))
+            .expect_err("a directory others may write")
+            .to_string();
+        assert!(error.contains("may be written by other users"), "{error}");
+
+        // Another user's link on the way (only root can make one to try).
+        let elsewhere = root.join("elsewhere");
+        std::fs::create_dir(&elsewhere).expect("mkdir");
+        let linked = root.join("linked");
+        std::os::unix::fs::symlink(&elsewhere, &linked).expect("symlink");
+        if std::os::unix::fs::lchown(&linked, Some(4242), None).is_ok() {
+            let refused = persistent_token(&linked.join("llm-worker/http-token"));
+            assert!(refused.is_err(), "{refused:?}");
+            assert!(
+                std::fs::read_dir(&elsewhere)
+                    .expect("read")
+                    .next()
+                    .is_none(),
+                "nothing was made where the link leads"
+            );
+        }
+        std::fs::remove_dir_all(&root).expect("clean up");
+    }
 
     /// A private token file holding `text`.
     fn token_file(name: &str, text: &str) -> std::path::PathBuf {

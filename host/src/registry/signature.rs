@@ -95,6 +95,24 @@ impl SigningKey {
             .map_err(|_| "the sealed key is not a PKCS#8 key of the curve P-256".to_owned())
     }
 
+    /// The PEM text of the key file at `path`, for [`from_pem`](Self::from_pem) or
+    /// [`from_cosign_pem`](Self::from_cosign_pem): a regular file of at most 64 KiB that is
+    /// the user's (or root's, readable by its group at most, as a mounted secret) and that no
+    /// one else may read or write; checked on the file opened, which may not be a FIFO.
+    ///
+    /// # Errors
+    /// The file is missing, is not such a file (saying what to fix), or is not text.
+    pub fn read_pem_file(path: &std::path::Path) -> Result<String, String> {
+        const MAX_KEY_FILE_BYTES: u64 = 64 << 10;
+        let bytes = crate::file::read_private_file(
+            path,
+            MAX_KEY_FILE_BYTES,
+            crate::file::Private::Operators,
+        )?
+        .ok_or_else(|| "there is no such file".to_owned())?;
+        String::from_utf8(bytes).map_err(|_| "it is not a PEM text file".to_owned())
+    }
+
     /// Whether `pem` is one of cosign's encrypted keys (which need a password).
     pub fn is_encrypted(pem: &str) -> bool {
         super::cosign_key::is_encrypted_cosign_key(pem)

@@ -50,6 +50,13 @@ async fn content_naming_another_plugins_resource_is_refused() {
         ("NOTES://all", false),
         ("notes://%61ll", false),
         ("Notes://NOTE/1", true),
+        // Spellings clients' URL parsers read as notes' own: an empty port, an empty user,
+        // dot segments (escaped too).
+        ("notes://all:", false),
+        ("notes://@all", false),
+        ("notes://note/./1", true),
+        ("notes://note/%2E/1", false),
+        ("notes://note/x/../1", true),
     ] {
         let result = client.call_tool(embed(uri, link)).await.expect("a result");
         let text = crate::greeting(&result);

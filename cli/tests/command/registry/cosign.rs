@@ -161,6 +161,9 @@ fn a_key_sealed_by_another_implementation_signs_a_push() {
     };
     let key = registry.root.join("foreign.key");
     let public = independent(&["make", text_of(&key)], "s3cret");
+    // Private, as cosign writes its keys (the script writes it under the umask).
+    std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .expect("chmod");
     let out = push(&registry, &key, "acme/greet", Some("s3cret"));
     assert!(out.status.success(), "{}", stderr(&out));
     pulls_signed_by(&registry, "foreign", &public);

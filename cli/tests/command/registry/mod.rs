@@ -178,10 +178,12 @@ impl Registry {
         format!("{}/{repository_and_tag}", self.address)
     }
 
-    /// A key file under the test's directory.
+    /// A key file under the test's directory, private as a signing key must be.
     fn key(&self, name: &str, pem: &str) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
         let path = self.root.join(format!("{name}.pem"));
         std::fs::write(&path, pem).expect("key");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
         path
     }
 
