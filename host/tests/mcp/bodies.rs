@@ -547,29 +547,7 @@ async fn a_liveness_probe_is_answered_without_a_token() {
 async fn one_client_cannot_hold_every_connection_with_standing_streams() {
     let (url, _, _) = serve(HttpOptions::default()).await;
     let client = reqwest::Client::new();
-    let listen = json!({
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "subscriptions/listen",
-        "params": {
-            "notifications": {"toolsListChanged": true},
-            "_meta": {
-                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                "io.modelcontextprotocol/clientCapabilities": {}
-            }
-        }
-    });
-    let listening = |token: &'static str| {
-        client
-            .post(&url)
-            .bearer_auth(token)
-            .header("accept", "application/json, text/event-stream")
-            .header("content-type", "application/json")
-            .header("mcp-protocol-version", "2026-07-28")
-            .header("mcp-method", "subscriptions/listen")
-            .body(listen.to_string())
-            .send()
-    };
+    let listening = |token: &'static str| crate::stateless_listen(&client, &url, token).send();
     let mut streams = Vec::new();
     for _ in 0..256 {
         let stream = listening(ALICE).await.expect("a stream");

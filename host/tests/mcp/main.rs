@@ -66,6 +66,31 @@ async fn serve(catalog: ToolCatalog, options: McpOptions) -> String {
 }
 
 /// The server on a loopback port of its own, with `http`'s options: its URL.
+/// A stateless `subscriptions/listen` of revision 2026-07-28 (hearing of tool-list changes)
+/// to `url` with `token`: a POST whose answer is a stream for as long as the client stays.
+fn stateless_listen(client: &reqwest::Client, url: &str, token: &str) -> reqwest::RequestBuilder {
+    let listen = json!({
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "subscriptions/listen",
+        "params": {
+            "notifications": {"toolsListChanged": true},
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {}
+            }
+        }
+    });
+    client
+        .post(url)
+        .bearer_auth(token)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "subscriptions/listen")
+        .body(listen.to_string())
+}
+
 async fn serve_with(catalog: ToolCatalog, options: McpOptions, http: HttpOptions) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await

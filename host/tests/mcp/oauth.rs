@@ -1105,26 +1105,7 @@ async fn a_stateless_listen_stream_ends_when_its_token_expires() {
     let issuer = Issuer::start(Issuing::Answers).await;
     let url = serve(&issuer, Vec::new(), |o| o.leeway(Duration::ZERO)).await;
     let (brief, _) = brief_token(&issuer, &url, 3);
-    let listen = json!({
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "subscriptions/listen",
-        "params": {
-            "notifications": {"toolsListChanged": true},
-            "_meta": {
-                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                "io.modelcontextprotocol/clientCapabilities": {}
-            }
-        }
-    });
-    let stream = reqwest::Client::new()
-        .post(&url)
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "subscriptions/listen")
-        .bearer_auth(&brief)
-        .header("content-type", "application/json")
-        .body(listen.to_string())
+    let stream = crate::stateless_listen(&reqwest::Client::new(), &url, &brief)
         .send()
         .await
         .expect("the listen request");

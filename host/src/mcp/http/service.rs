@@ -476,18 +476,7 @@ impl McpHttpService {
             _ => response,
         };
         // Its place is given back when its stream ends.
-        let response = match place {
-            Some(place) => response.map(|body| {
-                http_body_util::BodyExt::boxed(http_body_util::BodyExt::map_frame(
-                    body,
-                    move |frame| {
-                        let _held = &place;
-                        frame
-                    },
-                ))
-            }),
-            None => response,
-        };
+        let response = holding(response, place);
         // A session it opened took its place when rmcp made it.
         if opens && response.headers().contains_key(SESSION_ID) {
             return response;
@@ -495,18 +484,7 @@ impl McpHttpService {
         // A stateless request's answer may be a stream that goes on after `handle` returned
         // (rmcp answers as soon as the first message, a progress report say, is there): its
         // place is held until the stream ends.
-        match opening {
-            Some(opening) => response.map(|body| {
-                http_body_util::BodyExt::boxed(http_body_util::BodyExt::map_frame(
-                    body,
-                    move |frame| {
-                        let _held = &opening;
-                        frame
-                    },
-                ))
-            }),
-            None => response,
-        }
+        holding(response, opening)
     }
 
     /// The name of `identity` and its quota of sessions, if it has one.
@@ -574,6 +552,20 @@ fn expiry(identity: &crate::Identity, leeway: std::time::Duration) -> Option<tok
 
 /// How long a standing stream opened with an issuer's token that names no expiry lasts.
 const UNDATED_STREAM: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// `response`, its body holding `held` (if any) until the body is dropped: a place given
+/// back when the stream it is for ends.
+fn holding<T: Send + Sync + 'static>(response: Response<Body>, held: Option<T>) -> Response<Body> {
+    match held {
+        Some(held) => response.map(|body| {
+            http_body_util::BodyExt::boxed(http_body_util::BodyExt::map_frame(body, move |frame| {
+                let _held = &held;
+                frame
+            }))
+        }),
+        None => response,
+    }
+}
 
 /// A response body that ends at `until` (whatever it would still send).
 struct Until<B> {

@@ -379,6 +379,28 @@ async fn content_of_a_mime_type_no_listing_could_have_is_refused() {
     }
 }
 
+/// A session of a fresh forger (its own instance: the counts it keeps are this test's) and
+/// the tools it registered in a `Worker`.
+fn forger_session() -> (PluginSession, ToolServerHandle) {
+    let forger = llm_worker_tests::host()
+        .load(plugin_path("forger"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let plugin = forger.open();
+    let mut worker = Worker::new();
+    worker
+        .register_tools(plugin.definitions())
+        .unwrap_or_else(|e| panic!("{e}"));
+    (plugin, worker.tool_server_handle())
+}
+
+/// How many times the forger's resource list was read (its tool `lists_read`).
+async fn lists_read(tools: &ToolServerHandle) -> u32 {
+    let read = tools.call_tool("lists_read", "{}").await;
+    read.unwrap_or_else(|e| panic!("{e}"))
+        .parse::<u32>()
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
 /// The attack: a contract 1.0.0 call its caller gave up on is stopped (`host.cancelled`) and
 /// has a grace to return; code it runs meanwhile (here a guard's drop) says the plugin's
 /// resource list changed. Taken as a change, the session would read the list again, running
@@ -386,21 +408,9 @@ async fn content_of_a_mime_type_no_listing_could_have_is_refused() {
 /// other reports are: the list is not read again. A call that ends as it should is heard.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_its_caller_gave_up_on_cannot_say_the_lists_changed() {
-    let forger = llm_worker_tests::plugin("forger");
-    let plugin = forger.open();
-    let mut worker = Worker::new();
-    worker
-        .register_tools(plugin.definitions())
-        .unwrap_or_else(|e| panic!("{e}"));
-    let tools = worker.tool_server_handle();
-    let lists_read = || async {
-        let read = tools.call_tool("lists_read", "{}").await;
-        read.unwrap_or_else(|e| panic!("{e}"))
-            .parse::<u32>()
-            .unwrap_or_else(|e| panic!("{e}"))
-    };
+    let (plugin, tools) = forger_session();
     plugin.resources().await;
-    let before = lists_read().await;
+    let before = lists_read(&tools).await;
 
     // A call that returns and says the list changed is heard: the list is read again.
     tools
@@ -408,7 +418,7 @@ async fn a_call_its_caller_gave_up_on_cannot_say_the_lists_changed() {
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     plugin.resources().await;
-    let heard = lists_read().await;
+    let heard = lists_read(&tools).await;
     assert_eq!(heard, before + 1);
 
     // A call given up on by its caller says so as it is stopped: not heard.
@@ -426,7 +436,7 @@ async fn a_call_its_caller_gave_up_on_cannot_say_the_lists_changed() {
     assert_eq!(given_up.as_deref(), Ok("given up"));
     plugin.resources().await;
     plugin.resources().await;
-    assert_eq!(lists_read().await, heard);
+    assert_eq!(lists_read(&tools).await, heard);
 }
 
 /// The attack: a contract 1.0.0 call that goes on running (a task, a call awaiting timers)
@@ -436,23 +446,9 @@ async fn a_call_its_caller_gave_up_on_cannot_say_the_lists_changed() {
 /// when it ends.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_saying_the_lists_changed_again_and_again_has_them_read_once_more_at_its_end() {
-    let forger = llm_worker_tests::host()
-        .load(plugin_path("forger"))
-        .unwrap_or_else(|e| panic!("{e}"));
-    let plugin = forger.open();
-    let mut worker = Worker::new();
-    worker
-        .register_tools(plugin.definitions())
-        .unwrap_or_else(|e| panic!("{e}"));
-    let tools = worker.tool_server_handle();
-    let lists_read = || async {
-        let read = tools.call_tool("lists_read", "{}").await;
-        read.unwrap_or_else(|e| panic!("{e}"))
-            .parse::<u32>()
-            .unwrap_or_else(|e| panic!("{e}"))
-    };
+    let (plugin, tools) = forger_session();
     plugin.resources().await;
-    let before = lists_read().await;
+    let before = lists_read(&tools).await;
 
     let (said, mut heard) = tokio::sync::mpsc::unbounded_channel();
     let sink = move |event: llm_worker::events::ToolEvent| {
@@ -475,12 +471,12 @@ async fn a_call_saying_the_lists_changed_again_and_again_has_them_read_once_more
     // Said once: read again.
     assert!(next_said().await.contains("said it changed 1"));
     plugin.resources().await;
-    assert_eq!(lists_read().await, before + 1);
+    assert_eq!(lists_read(&tools).await, before + 1);
     // Said again after that read: not read again while the call runs.
     assert!(next_said().await.contains("said it changed 2"));
     plugin.resources().await;
     plugin.resources().await;
-    assert_eq!(lists_read().await, before + 1);
+    assert_eq!(lists_read(&tools).await, before + 1);
     // Once the call ended, read once more.
     assert_eq!(
         tools.call_tool("release", "{}").await.as_deref(),
@@ -496,5 +492,5 @@ async fn a_call_saying_the_lists_changed_again_and_again_has_them_read_once_more
     );
     plugin.resources().await;
     plugin.resources().await;
-    assert_eq!(lists_read().await, before + 2);
+    assert_eq!(lists_read(&tools).await, before + 2);
 }
