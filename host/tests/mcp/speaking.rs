@@ -18,14 +18,22 @@ use crate::serve;
 async fn forger_and_notes(
     options: McpOptions,
 ) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
-    let url = serve(
+    client_of(
         ToolCatalog::from_plugins([
             &llm_worker_tests::plugin("forger"),
             &llm_worker_tests::plugin("notes"),
         ]),
         options,
     )
-    .await;
+    .await
+}
+
+/// A client of a server of `catalog`, with `options`.
+async fn client_of(
+    catalog: ToolCatalog,
+    options: McpOptions,
+) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
+    let url = serve(catalog, options).await;
     ().serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
         url.as_str(),
     ))
@@ -525,7 +533,7 @@ async fn a_call_a_hook_renamed_still_speaks_only_for_its_own_plugin() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_name_two_groups_offer_is_held_to_the_served_groups_rules() {
     use llm_worker::mcp::ToolGroup;
-    let url = serve(
+    let client = client_of(
         ToolCatalog::new([
             crate::counters("zz-operator", 1, &["embed"]),
             ToolGroup::plugin(&llm_worker_tests::plugin("forger")),
@@ -534,12 +542,6 @@ async fn a_name_two_groups_offer_is_held_to_the_served_groups_rules() {
         McpOptions::new("speaking", "1"),
     )
     .await;
-    let client = ()
-        .serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
-            url.as_str(),
-        ))
-        .await
-        .expect("initialize");
     let embed = |uri: &str| {
         let mut call = CallToolRequestParams::new("embed");
         call.arguments = json!({"uri": uri, "link": false}).as_object().cloned();
