@@ -217,6 +217,31 @@ pub(crate) fn result(call_id: &str, outcome: Result<ToolOutput, ToolError>) -> T
     }
 }
 
+/// The result of a call of the tool of `meta`, as the post-call hooks see it from the `Worker`
+/// and over MCP alike. A plugin's structured value was checked (an object, one key once,
+/// matching its schema). A native tool with an output schema returns the object's JSON as its
+/// text (the operator's own code, trusted to serialise the type its schema is made of): that
+/// object is its structured value, so that a hook redacting the structured value redacts it
+/// whichever way the call came.
+pub(crate) fn result_of(
+    call_id: &str,
+    meta: &crate::ToolMeta,
+    outcome: Result<ToolOutput, ToolError>,
+) -> ToolResult {
+    let mut result = result(call_id, outcome);
+    if result.structured.is_none() && !result.is_error && meta.output_schema.is_some() {
+        result.structured = match result.blocks.as_slice() {
+            [crate::content::Content::Text(text)] => {
+                serde_json::from_str::<serde_json::Value>(text)
+                    .ok()
+                    .filter(serde_json::Value::is_object)
+            }
+            _ => None,
+        };
+    }
+    result
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

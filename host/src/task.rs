@@ -77,7 +77,7 @@ const MAX_QUOTED_ID_BYTES: usize = 256;
 
 /// [`TaskError::NotFound`] for a client's id, quoted cut: a client's id of megabytes is not
 /// copied into the answer.
-fn not_found(id: &str) -> TaskError {
+pub(crate) fn not_found(id: &str) -> TaskError {
     if id.len() <= MAX_QUOTED_ID_BYTES {
         return TaskError::NotFound(id.to_owned());
     }
@@ -853,7 +853,18 @@ impl TaskStore {
         let progress = status_from_progress(handle.clone());
         let work = work(handle);
         let task = runtime.spawn(IN_TASK.scope((), async move {
-            let outcome = crate::events::with_sink(progress, work).await;
+            // A tool that panics (an embedder's `unwrap` of bad input) fails its task, as the
+            // `Worker` turns a panicking call into an error: the task does not stay `working`
+            // with its waiters waiting for ever.
+            let work = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(
+                crate::events::with_sink(progress, work),
+            ));
+            let outcome = work.await.unwrap_or_else(|_| {
+                tracing::error!(task = %finished_id, "a tool running as a task panicked");
+                Err(ToolError::Internal(
+                    "the tool panicked while it ran as a task".to_owned(),
+                ))
+            });
             if let Some(inner) = store.upgrade() {
                 TaskStore { inner }.finish(&finished_id, outcome);
             }
@@ -1074,6 +1085,33 @@ mod tests {
     /// A task's work that never ends.
     fn endless(_: TaskHandle) -> std::future::Pending<Result<ToolOutput, ToolError>> {
         std::future::pending()
+    }
+
+    /// An embedder's tool that panics (an `unwrap` of input the model got wrong) while it runs
+    /// as a task: the panic ended the spawned call before its outcome was recorded, so the
+    /// task stayed `working`, its place taken, and a waiter waited for ever. It fails.
+    #[tokio::test]
+    async fn a_task_whose_tool_panics_fails_and_its_waiter_is_told() {
+        let store = TaskStore::default();
+        let task = store
+            .start("alice", |_| async {
+                let parsed: Option<u32> = None;
+                #[expect(clippy::unnecessary_literal_unwrap, reason = "the tool's bug")]
+                Ok(ToolOutput::text(
+                    parsed.expect("the model's input").to_string(),
+                ))
+            })
+            .expect("a task");
+        let ended = tokio::time::timeout(Duration::from_secs(60), store.wait("alice", &task.id))
+            .await
+            .expect("the waiter was told")
+            .expect("the task");
+        assert_eq!(ended.status, TaskStatus::Failed);
+        let outcome = ended.outcome.as_deref().expect("an outcome");
+        assert!(
+            matches!(outcome, Err(ToolError::Internal(why)) if why.contains("panicked")),
+            "{outcome:?}"
+        );
     }
 
     /// The attack: many owners, each under its own cap, filling the server with tasks

@@ -201,7 +201,11 @@ impl ToolServerHandle {
     ///
     /// As [`call_tool`](Self::call_tool), this runs the tool itself: the `Worker`'s hooks do
     /// not see it. An embedder whose hooks guard the tools (skip some, redact results) runs
-    /// their checks before starting a task, and on its result.
+    /// their checks before starting a task, and on its result. Nor does a task have the
+    /// `Worker`'s question handler or event sinks: its questions fail as unanswerable (a tool
+    /// that must ask is called with [`Worker::execute_tool_calls`](crate::Worker), or served
+    /// over MCP, whose tasks ask their clients), and its logs reach none of its sinks. A task
+    /// still running an hour after it started is stopped.
     ///
     /// # Errors
     /// [`ToolServerError::ToolNotFound`]; [`ToolServerError::Task`] when the task cannot be
@@ -257,7 +261,7 @@ impl ToolServerHandle {
     pub fn forget_task(&self, id: &str) -> Result<crate::task::TaskSnapshot, ToolServerError> {
         self.tasks
             .forget("", id)
-            .ok_or_else(|| ToolServerError::Task(crate::task::TaskError::NotFound(id.to_owned())))
+            .ok_or_else(|| ToolServerError::Task(crate::task::not_found(id)))
     }
 
     /// Every registered tool's definition, sorted by name, so requests are deterministic.

@@ -343,6 +343,7 @@ async fn run_in_parallel(
 ) -> Vec<ToolResult> {
     let jobs = pending.iter().map(|pending| {
         let tool = Arc::clone(&pending.tool);
+        let meta = Arc::clone(&pending.meta);
         let input = pending.call.input.to_string();
         let id = pending.call.id.clone();
         let scopes = Scopes {
@@ -353,7 +354,10 @@ async fn run_in_parallel(
                 .clone()
                 .map(|questions| crate::question::for_call(questions, id.clone())),
         };
-        async move { call::result(&id, call::execute(tool.as_ref(), &input, scopes).await) }
+        async move {
+            let outcome = call::execute(tool.as_ref(), &input, scopes).await;
+            call::result_of(&id, &meta, outcome)
+        }
     });
     match tokio::runtime::Handle::try_current() {
         Ok(runtime) => {

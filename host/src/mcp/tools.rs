@@ -18,7 +18,7 @@ use super::session::McpServer;
 use crate::call::{Aborted, Before};
 use crate::hook::{ToolCall, ToolResult};
 use crate::plugin::PluginSession;
-use crate::tool::{Content, ToolError, ToolMeta, ToolOutput};
+use crate::tool::{ToolError, ToolMeta, ToolOutput};
 use crate::tool_server::LlmToolDefinition;
 
 impl McpServer {
@@ -246,19 +246,7 @@ pub(super) fn call_result(
     meta: &ToolMeta,
     outcome: Result<ToolOutput, ToolError>,
 ) -> ToolResult {
-    let mut result = crate::call::result(&call.id, outcome);
-    // A plugin's structured value was checked (an object, one key once, matching its
-    // schema). A native tool with an output schema returns the object's JSON as its text:
-    // the operator's own code, trusted to serialise the type its schema is made of.
-    if result.structured.is_none() && !result.is_error && meta.output_schema.is_some() {
-        result.structured = match result.blocks.as_slice() {
-            [Content::Text(text)] => serde_json::from_str::<Value>(text)
-                .ok()
-                .filter(Value::is_object),
-            _ => None,
-        };
-    }
-    result
+    crate::call::result_of(&call.id, meta, outcome)
 }
 
 fn mcp_tool(definition: LlmToolDefinition) -> Tool {

@@ -321,6 +321,83 @@ async fn a_skip_is_the_same_answer_from_the_worker_and_over_mcp() {
     client.cancel().await.expect("close");
 }
 
+/// A native tool with an output schema returns its object's JSON as text, as the spec's
+/// `Tool::execute` does. A post-call hook redacting the structured value saw it over MCP and
+/// saw none from the `Worker`: the secret it removes reached the model through the `Worker`.
+/// The hook sees the same structured value either way, and the text follows its change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hook_redacts_a_native_tools_structured_value_from_the_worker_and_over_mcp() {
+    use async_trait::async_trait;
+    use llm_worker::{
+        PostToolCallAction, PostToolCallContext, Tool, ToolCall, ToolDefinition, ToolError,
+        ToolMeta, Worker,
+    };
+    struct Profile;
+    #[async_trait]
+    impl Tool for Profile {
+        async fn execute(&self, _input_json: &str) -> Result<String, ToolError> {
+            Ok(r#"{"name":"ada","secret":"s3cret"}"#.into())
+        }
+    }
+    fn definitions() -> Vec<ToolDefinition> {
+        let profile: ToolDefinition = Arc::new(|| {
+            let meta = ToolMeta::new("profile")
+                .description("A profile")
+                .input_schema(json!({"type": "object"}))
+                .output_schema(json!({
+                    "type": "object",
+                    "properties": {"name": {"type": "string"}, "secret": {"type": "string"}}
+                }));
+            (meta, Arc::new(Profile) as Arc<dyn Tool>)
+        });
+        vec![profile]
+    }
+    fn redacting(ctx: &mut PostToolCallContext) -> PostToolCallAction {
+        if let Some(serde_json::Value::Object(fields)) = &mut ctx.result.structured {
+            fields.remove("secret");
+        }
+        PostToolCallAction::Continue
+    }
+    let mut worker = Worker::new();
+    worker.register_tools(definitions()).expect("register");
+    worker.add_post_tool_call_hook(redacting);
+    let from_worker = worker
+        .execute_tool_calls(vec![ToolCall {
+            id: "1".into(),
+            name: "profile".into(),
+            input: json!({}),
+        }])
+        .await
+        .expect("no abort")
+        .remove(0);
+    assert_eq!(from_worker.structured, Some(json!({"name": "ada"})));
+    assert!(!from_worker.content.contains("s3cret"), "{from_worker:?}");
+
+    let options = McpOptions::new("redacting", "1").post_tool_call_hook(redacting);
+    let url = serve(
+        ToolCatalog::new([llm_worker::mcp::ToolGroup::new("profiles", 1, definitions)]),
+        options,
+    )
+    .await;
+    let client = ()
+        .serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
+            url.as_str(),
+        ))
+        .await
+        .expect("initialize");
+    let over_mcp = client
+        .call_tool(CallToolRequestParams::new("profile"))
+        .await
+        .expect("a result");
+    assert_eq!(
+        over_mcp.structured_content,
+        Some(json!({"name": "ada"})),
+        "{over_mcp:?}"
+    );
+    assert!(!format!("{over_mcp:?}").contains("s3cret"), "{over_mcp:?}");
+    client.cancel().await.expect("close");
+}
+
 /// A plugin's call asks the user a question and returns without the answer: the form is
 /// withdrawn at the client (`notifications/cancelled`), not left open for a call that is over.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
