@@ -160,6 +160,15 @@ pub fn check_uri(uri: &str) -> Result<(), UriProblem> {
 /// (its last label a number: decimal, or hex after `0x`) but is not written as one in its
 /// usual form, four decimal numbers of 0 to 255 without leading zeros.
 fn ipv4_read_otherwise(uri: &str) -> bool {
+    // Only a special scheme's host is read so: other URIs are not normalised for this.
+    let special = uri.split_once(':').is_some_and(|(scheme, _)| {
+        SPECIAL_SCHEMES
+            .iter()
+            .any(|(name, _)| scheme.eq_ignore_ascii_case(name))
+    });
+    if !special {
+        return false;
+    }
     let comparable = comparable_uri(uri);
     let Some((scheme, rest)) = comparable.split_once(':') else {
         return false;

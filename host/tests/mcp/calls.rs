@@ -374,17 +374,11 @@ async fn a_hook_redacts_a_native_tools_structured_value_from_the_worker_and_over
     assert!(!from_worker.content.contains("s3cret"), "{from_worker:?}");
 
     let options = McpOptions::new("redacting", "1").post_tool_call_hook(redacting);
-    let url = serve(
+    let client = crate::client_of(
         ToolCatalog::new([llm_worker::mcp::ToolGroup::new("profiles", 1, definitions)]),
         options,
     )
     .await;
-    let client = ()
-        .serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
-            url.as_str(),
-        ))
-        .await
-        .expect("initialize");
     let over_mcp = client
         .call_tool(CallToolRequestParams::new("profile"))
         .await

@@ -91,6 +91,20 @@ fn stateless_listen(client: &reqwest::Client, url: &str, token: &str) -> reqwest
         .body(listen.to_string())
 }
 
+/// An rmcp client of a server of `catalog`, with `options`, initialized.
+async fn client_of(
+    catalog: ToolCatalog,
+    options: McpOptions,
+) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
+    let url = serve(catalog, options).await;
+    rmcp::ServiceExt::serve(
+        (),
+        rmcp::transport::StreamableHttpClientTransport::from_uri(url.as_str()),
+    )
+    .await
+    .expect("initialize")
+}
+
 async fn serve_with(catalog: ToolCatalog, options: McpOptions, http: HttpOptions) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await

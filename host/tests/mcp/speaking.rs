@@ -18,7 +18,7 @@ use crate::serve;
 async fn forger_and_notes(
     options: McpOptions,
 ) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
-    client_of(
+    crate::client_of(
         ToolCatalog::from_plugins([
             &llm_worker_tests::plugin("forger"),
             &llm_worker_tests::plugin("notes"),
@@ -26,19 +26,6 @@ async fn forger_and_notes(
         options,
     )
     .await
-}
-
-/// A client of a server of `catalog`, with `options`.
-async fn client_of(
-    catalog: ToolCatalog,
-    options: McpOptions,
-) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
-    let url = serve(catalog, options).await;
-    ().serve(rmcp::transport::StreamableHttpClientTransport::from_uri(
-        url.as_str(),
-    ))
-    .await
-    .expect("initialize")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -533,7 +520,7 @@ async fn a_call_a_hook_renamed_still_speaks_only_for_its_own_plugin() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_name_two_groups_offer_is_held_to_the_served_groups_rules() {
     use llm_worker::mcp::ToolGroup;
-    let client = client_of(
+    let client = crate::client_of(
         ToolCatalog::new([
             crate::counters("zz-operator", 1, &["embed"]),
             ToolGroup::plugin(&llm_worker_tests::plugin("forger")),
