@@ -219,6 +219,13 @@ pub(crate) enum Command {
         /// (repeatable); requests from other origins get 403.
         #[arg(long, value_name = "ORIGIN", requires = "http")]
         allowed_origin: Vec<String>,
+        /// How long a task (a call a client asked to run as one, for tools that declare task
+        /// support) and its result are kept, in seconds: from its start while it runs, then
+        /// from its end. A task still running this long after it started is stopped, whatever
+        /// its plugin's `task_timeout_ms`.
+        #[arg(long, value_name = "SECS", default_value_t = 3600,
+              value_parser = clap::value_parser!(u64).range(1..=86_400))]
+        task_ttl: u64,
         /// With --http: start every session id with PREFIX (this replica's name), for a load
         /// balancer to route each session to its replica (docs/deploy.md).
         #[arg(long, value_name = "PREFIX", requires = "http")]

@@ -24,6 +24,7 @@ pub(crate) struct ServeOptions {
     pub(crate) allowed_hosts: Vec<String>,
     pub(crate) allowed_origins: Vec<String>,
     pub(crate) session_prefix: Option<String>,
+    pub(crate) task_ttl: Duration,
     pub(crate) request_state_key_file: Option<PathBuf>,
     pub(crate) audit_log: Option<PathBuf>,
     pub(crate) audit_inputs: bool,
@@ -52,6 +53,7 @@ pub(crate) async fn serve(
     let before = DirSnapshot::take(&dir, loader.options);
     let loaded = crate::load::load_with_progress(&loader, &dir)?;
     crate::load::warn_about(&loaded, &dir, loader.options);
+    warn_of_tasks_outliving_their_record(&loaded, options.task_ttl);
     // A client would see no tools and no reason: said here, where the operator looks.
     if loaded.plugins.is_empty() && !loaded.failures.is_empty() {
         eprintln!(
@@ -100,6 +102,17 @@ pub(crate) async fn serve(
         watcher = watcher.metrics(metrics.clone());
         mcp = mcp.metrics(metrics);
     }
+    // Task ids carry the replica's prefix too: a balancer routes `tasks/*` (which name the
+    // task in `Mcp-Name`) as it routes sessions.
+    let task_prefix = match &options.session_prefix {
+        Some(prefix) if options.http.is_some() => format!("{prefix}task-"),
+        _ => "task-".to_owned(),
+    };
+    mcp.tasks = llm_worker::task::TaskStore::with_options(
+        llm_worker::task::TaskOptions::default()
+            .ttl(options.task_ttl)
+            .prefix(task_prefix),
+    );
     if options.watch {
         tokio::spawn(watcher.run(catalog.clone()));
     }
@@ -257,11 +270,6 @@ pub(crate) async fn serve(
         );
     }
     if let Some(prefix) = options.session_prefix {
-        // Task ids carry the replica's prefix too: a balancer routes `tasks/*` (which name
-        // the task in `Mcp-Name`) as it routes sessions.
-        mcp.tasks = llm_worker::task::TaskStore::with_options(
-            llm_worker::task::TaskOptions::default().prefix(format!("{prefix}task-")),
-        );
         http = http.session_prefix(prefix);
     }
     eprintln!("llm-worker: {how}");
@@ -276,6 +284,30 @@ pub(crate) async fn serve(
         tracing::warn!("cannot send the last spans: {error}");
     }
     Ok(())
+}
+
+/// Warns of each plugin with tools that run as tasks whose task time limit is longer than the
+/// tasks are kept: such a task is stopped at `--task-ttl`, before its own limit.
+fn warn_of_tasks_outliving_their_record(loaded: &llm_worker::PluginDir, ttl: Duration) {
+    for plugin in &loaded.plugins {
+        let runs_tasks = plugin
+            .tools()
+            .iter()
+            .any(|tool| tool.task_support != llm_worker::TaskSupport::Forbidden);
+        if let Some(limit) = plugin.policy().limits.task_timeout
+            && runs_tasks
+            && limit > ttl
+        {
+            tracing::warn!(
+                "plugin '{}' may run a task for {} s (its policy's limits.task_timeout_ms), but \
+                 tasks are kept for {} s (--task-ttl): its tasks still running then are stopped; \
+                 raise --task-ttl",
+                plugin.name(),
+                limit.as_secs(),
+                ttl.as_secs()
+            );
+        }
+    }
 }
 
 /// Listens on `address` (`HOST:PORT`; a name is resolved, the first address that binds wins).

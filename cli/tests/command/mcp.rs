@@ -541,7 +541,7 @@ pub(crate) fn names(tools: Vec<rmcp::model::Tool>) -> Vec<String> {
 }
 
 /// Waits until the server says `needle` on stderr (within the tests' deadline).
-async fn said(
+pub(crate) async fn said(
     lines: &mut tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStderr>>,
     needle: &str,
 ) -> String {

@@ -568,3 +568,46 @@ fn a_request_state_key_others_can_read_or_too_short_is_refused() {
     let stderr = String::from_utf8_lossy(&short.stderr);
     assert!(stderr.contains("at least 32"), "{stderr}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_are_kept_as_long_as_task_ttl_says_and_a_longer_task_limit_is_warned_of() {
+    let (_root, dir, cache) = plugin_dir("task-ttl", &["conformance"]);
+    std::fs::write(
+        dir.join("conformance.policy.toml"),
+        "[limits]\ntask_timeout_ms = 120000\n",
+    )
+    .expect("write the policy");
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_llm-worker"));
+    command
+        .args(["serve", "--task-ttl", "90", "--cache-dir"])
+        .arg(&cache)
+        .arg(&dir);
+    let (transport, stderr) = TokioChildProcess::builder(command)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut stderr =
+        tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stderr.expect("stderr")));
+    let warning = super::mcp::said(&mut stderr, "--task-ttl").await;
+    assert!(
+        warning.contains("plugin 'conformance'") && warning.contains("120 s"),
+        "{warning}"
+    );
+    let client = ClientConfig::new(
+        rmcp::model::ClientCapabilities::builder()
+            .enable_tasks()
+            .build(),
+        rmcp::model::Implementation::new("task-ttl-test", "1"),
+    )
+    .serve(transport)
+    .await
+    .expect("initialize");
+    let mut params = rmcp::model::CallToolRequestParams::new("slow_compute");
+    params.arguments = json!({"seconds": 0}).as_object().cloned();
+    let created = client.call_tool_once(params).await.expect("call");
+    let rmcp::model::CallToolResponse::Task(created) = created else {
+        panic!("a task was expected: {created:?}");
+    };
+    assert_eq!(created.task.ttl_ms, Some(90_000));
+    client.cancel().await.expect("close");
+}
