@@ -220,6 +220,7 @@ impl McpServer {
 
 /// The error of a request the client cancelled.
 pub(super) fn cancelled(what: &str) -> ErrorData {
+    super::session::ended_as("cancelled");
     ErrorData::new(
         ErrorCode::INTERNAL_ERROR,
         format!("{what} was cancelled"),

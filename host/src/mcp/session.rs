@@ -304,9 +304,16 @@ impl McpServer {
         let running = self.quota_begin(extensions, spent)?.map(Arc::new);
         #[cfg(feature = "mcp-http")]
         let spent = spent.or_else(|| running.as_deref().map(super::quota::Running::spent));
+        let verdict = observed.map(|observed| Arc::clone(&observed.verdict));
         let request = async {
-            match spent {
-                Some(spent) => crate::cpu::counted(spent, request).await,
+            let request = async {
+                match spent {
+                    Some(spent) => crate::cpu::counted(spent, request).await,
+                    None => request.await,
+                }
+            };
+            match verdict {
+                Some(verdict) => VERDICT.scope(verdict, request).await,
                 None => request.await,
             }
         };
@@ -383,6 +390,7 @@ impl McpServer {
             record,
             started: std::time::Instant::now(),
             spent: Arc::default(),
+            verdict: Arc::default(),
             #[cfg(feature = "otel")]
             span,
         })
@@ -411,6 +419,7 @@ impl McpServer {
             return;
         };
         let took = observed.started.elapsed();
+        let outcome = observed.verdict.get().copied().unwrap_or(outcome);
         let mut record = observed.record.ended(outcome, took);
         record.cpu_ms = crate::cpu::spent(&observed.spent).as_secs_f64() * 1000.0;
         #[cfg(feature = "otel")]
@@ -677,8 +686,23 @@ struct Observed {
     started: std::time::Instant,
     /// The CPU time of its plugin code, in nanoseconds.
     spent: Arc<std::sync::atomic::AtomicU64>,
+    /// How it ended, when the code that ended it said so ([`ended_as`]): not read from an
+    /// error's text, which quotes what clients and plugins wrote.
+    verdict: Arc<std::sync::OnceLock<&'static str>>,
     #[cfg(feature = "otel")]
     span: Option<super::trace::RequestSpan>,
+}
+
+tokio::task_local! {
+    /// Where the request being handled records how it ended ([`ended_as`]), while it is
+    /// observed.
+    static VERDICT: Arc<std::sync::OnceLock<&'static str>>;
+}
+
+/// Records that the request being handled ended as `verdict` (`"cancelled"`, `"refused"`):
+/// what its audit record, metrics and span say, whatever its error's text.
+pub(super) fn ended_as(verdict: &'static str) {
+    let _ = VERDICT.try_with(|cell| cell.set(verdict));
 }
 
 /// Whether sessions of `options` wait for their identity before taking any tool in (an access
@@ -700,7 +724,7 @@ type QuotaGuard = super::quota::Running;
 #[cfg(not(feature = "mcp-http"))]
 struct QuotaGuard;
 
-/// How a request ended, for its audit record.
+/// How a request ended, for its audit record (unless [`ended_as`] said).
 fn outcome<T>(
     response: &Result<T, ErrorData>,
     ok: impl FnOnce(&T) -> &'static str,
@@ -709,8 +733,7 @@ fn outcome<T>(
         Ok(response) => ok(response),
         #[cfg(feature = "mcp-http")]
         Err(error) if error.code.0 == super::QUOTA_EXCEEDED => "quota",
-        Err(error) if error.message.contains("was cancelled") => "cancelled",
-        Err(error) if error.message.contains("refused by a hook") => "refused",
+        // Cancelled and refused requests are told by `ended_as`.
         Err(_) => "error",
     }
 }

@@ -288,6 +288,7 @@ pub(super) fn call_tool_result(result: ToolResult) -> CallToolResult {
 
 /// A request failed by a hook's `Abort`.
 pub(super) fn refused_by_hook(aborted: &Aborted) -> ErrorData {
+    super::session::ended_as("refused");
     ErrorData::new(
         ErrorCode::INVALID_REQUEST,
         format!(

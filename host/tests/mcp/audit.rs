@@ -64,6 +64,19 @@ async fn every_call_read_and_prompt_leaves_a_record_without_its_input() {
         .get_prompt(GetPromptRequestParams::new("review"))
         .await
         .expect("prompt");
+    // What a client names is quoted in its error: it does not choose the outcome recorded.
+    assert!(
+        client
+            .call_tool(CallToolRequestParams::new("probe was cancelled"))
+            .await
+            .is_err()
+    );
+    assert!(
+        client
+            .get_prompt(GetPromptRequestParams::new("x refused by a hook"))
+            .await
+            .is_err()
+    );
     client.cancel().await.expect("close");
 
     let records = out.records();
@@ -84,11 +97,13 @@ async fn every_call_read_and_prompt_leaves_a_record_without_its_input() {
             ("tools/call", "list_notes", "refused"),
             ("resources/read", "notes://all", "ok"),
             ("prompts/get", "review", "ok"),
+            ("tools/call", "probe was cancelled", "error"),
+            ("prompts/get", "x refused by a hook", "error"),
         ]
     );
     let plugin = llm_worker_tests::plugin("notes");
     let digest: String = plugin.sha256().iter().map(|b| format!("{b:02x}")).collect();
-    for record in &records {
+    for record in &records[..4] {
         assert_eq!(record["identity"], "alice", "{record}");
         assert_eq!(record["plugin"], "notes", "{record}");
         assert_eq!(record["plugin_sha256"], digest.as_str(), "{record}");
