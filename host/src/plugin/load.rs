@@ -267,6 +267,16 @@ impl PluginHost {
                 .map(|(component, _)| component),
             None => Component::new(&runtime.engine, bytes),
         };
+        // Counted before compiling: wasmtime lays out every nested instance as it compiles.
+        if let Some(reason) = super::structure::instances_made(bytes)
+            .ok()
+            .and_then(super::structure::refusal)
+        {
+            return Err(PluginError::Invalid {
+                path: path.to_owned(),
+                reason,
+            });
+        }
         let concurrent = needs_concurrency(bytes);
         let runtime = self.runtime(concurrent);
         // A component of an older contract is compiled once, without the component model's

@@ -4,6 +4,7 @@
 //!
 //! The rooms: `error` (why a plugin is refused), `host` (the engine, linkers and builder),
 //! `load` (one plugin's load pipeline), `dir` (a directory: lock, clashes, stray policies),
+//! `structure` (the instances a component makes, counted before compiling),
 //! `loaded` (a loaded plugin and its definitions), `instance` (live instances and calls),
 //! `bindings` (the WIT worlds of each contract version), `validate` and `input` (tool lists,
 //! schemas and arguments), `descriptors`, `net`, `http` and `output` (what an instance may
@@ -31,6 +32,7 @@ mod loaded;
 mod net;
 mod output;
 mod session;
+mod structure;
 mod validate;
 
 pub use self::dir::{LoadDirOptions, PluginDir};

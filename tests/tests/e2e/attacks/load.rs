@@ -1,5 +1,6 @@
 //! Attacks at load: oversized tool lists and compiled schemas, HTTP imports without a grant,
-//! plugins over the size cap, and special files in place of plugins and policies.
+//! plugins over the size cap, special files in place of plugins and policies, and components
+//! whose nesting would make exponentially many instances.
 
 use llm_worker::*;
 use llm_worker_tests::wat::WatComponent;
@@ -319,4 +320,46 @@ async fn function_subtypes_of_the_gc_proposal_are_refused_at_load() {
     );
     let counter = session(&plugin("counter"));
     assert_eq!(counter.call_tool("count", "{}").await.as_deref(), Ok("0"));
+}
+
+/// A plugin (it exports what contract 0.1.0 asks) that also instantiates a component nesting
+/// `depth` components, each instantiating the one before twice.
+fn nested_instances(depth: usize) -> Vec<u8> {
+    let mut nesting =
+        String::from("(component $c0 (core module $e) (core instance (instantiate $e)))\n");
+    for level in 1..=depth {
+        nesting.push_str(&format!(
+            "(component $c{level} (alias outer $plugin $c{} (component $x)) \
+             (instance (instantiate $x)) (instance (instantiate $x)))\n",
+            level - 1
+        ));
+    }
+    nesting.push_str(&format!("(instance $bomb (instantiate $c{depth}))\n"));
+    let text = WatComponent::new(&[("t", "d", OBJECT)]).text();
+    let text = text.replacen("(component", "(component $plugin", 1);
+    let at = text.rfind(')').expect("the component's end");
+    wat::parse_str(format!("{}{nesting})", &text[..at])).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn nested_components_instantiating_each_other_are_refused_before_compiling() {
+    // 2^40 instances: wasmtime would lay out each while compiling, until memory ran out.
+    let error = llm_worker_tests::host()
+        .load_bytes("/plugins/bomb.wasm", &nested_instances(40))
+        .expect_err("refused");
+    let message = error.to_string();
+    assert!(
+        matches!(error, PluginError::Invalid { .. })
+            && message.contains("bomb.wasm")
+            // 2^40 and the plugin's own.
+            && message.contains("make 109951162777")
+            && message.contains(" core instances")
+            && message.contains("not compiled"),
+        "{message}"
+    );
+    // The same nesting, shallow enough to stay within the limits, loads.
+    let plugin = llm_worker_tests::host()
+        .load_bytes("/plugins/nested.wasm", &nested_instances(2))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(plugin.tool_names(), ["t"]);
 }
