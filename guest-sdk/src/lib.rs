@@ -251,8 +251,8 @@ pub use llm_worker_macros::{complete, description, prompt, resource, tool, tool_
 pub use question::{ElicitationAnswer, QuestionError, Root, SamplingAnswer, SamplingRequest};
 pub use report::{Listing, list_changed, progress, resource_updated};
 pub use tool::{
-    TaskSupport, Tool, ToolAnnotations, ToolDefinition, ToolError, ToolMeta, ToolRegistry,
-    WorkerToolDefinition,
+    RegistryFuture, TaskSupport, Tool, ToolAnnotations, ToolDefinition, ToolError, ToolMeta,
+    ToolRegistry, WorkerToolDefinition,
 };
 
 /// What generated code uses. Not a public API: it may change in any release.

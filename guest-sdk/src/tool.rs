@@ -188,6 +188,10 @@ pub type ToolDefinition = Arc<dyn Fn() -> (ToolMeta, Arc<dyn Tool>) + Send + Syn
 /// The definition a host's `Worker` registers: the same factory as [`ToolDefinition`].
 pub type WorkerToolDefinition = ToolDefinition;
 
+/// What [`ToolRegistry::read_resource_async`] and [`ToolRegistry::get_prompt_async`] return:
+/// a future of the plugin's one thread.
+pub type RegistryFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + 'a>>;
+
 /// A type whose methods are tools, resources and prompts: implemented by `#[tool_registry]`
 /// for the whole `impl` block. It lists every `#[tool]` method's definition in declaration
 /// order, and serves the `#[resource]` and `#[prompt]` methods (with their completions) from
@@ -220,6 +224,21 @@ pub trait ToolRegistry {
         )))
     }
 
+    /// Reads the resource `uri` as the plugin's `read-resource` export does: an `async`
+    /// resource method is awaited, so that while it waits (on a question, a request, a timer)
+    /// the instance's other calls run. `#[tool_registry]` writes it beside
+    /// [`read_resource`](Self::read_resource), which runs such a method to its end in place;
+    /// the provided one calls `read_resource`.
+    ///
+    /// # Errors
+    /// As [`read_resource`](Self::read_resource).
+    fn read_resource_async<'a>(
+        &'a self,
+        uri: &'a str,
+    ) -> RegistryFuture<'a, Result<Vec<ResourceContents>, RequestError>> {
+        Box::pin(async move { self.read_resource(uri) })
+    }
+
     /// The prompts offered now: one per `#[prompt]` method.
     fn prompts(&self) -> Vec<PromptMeta> {
         Vec::new()
@@ -239,6 +258,21 @@ pub trait ToolRegistry {
         Err(RequestError::NotFound(format!(
             "no prompt '{name}': this plugin offers no prompts"
         )))
+    }
+
+    /// Renders the prompt `name` as the plugin's `get-prompt` export does: an `async` prompt
+    /// method is awaited, so that while it waits the instance's other calls run.
+    /// `#[tool_registry]` writes it beside [`get_prompt`](Self::get_prompt); the provided one
+    /// calls `get_prompt`.
+    ///
+    /// # Errors
+    /// As [`get_prompt`](Self::get_prompt).
+    fn get_prompt_async<'a>(
+        &'a self,
+        name: &'a str,
+        arguments: &'a [(String, String)],
+    ) -> RegistryFuture<'a, Result<Prompt, RequestError>> {
+        Box::pin(async move { self.get_prompt(name, arguments) })
     }
 
     /// Suggests values for the argument `argument` of `reference`, typed so far as `value`.
@@ -318,8 +352,27 @@ macro_rules! forward_offerings {
             $crate::ToolRegistry::read_resource(&self.$field, uri)
         }
 
+        fn read_resource_async<'a>(
+            &'a self,
+            uri: &'a str,
+        ) -> $crate::RegistryFuture<
+            'a,
+            ::std::result::Result<::std::vec::Vec<$crate::ResourceContents>, $crate::RequestError>,
+        > {
+            $crate::ToolRegistry::read_resource_async(&self.$field, uri)
+        }
+
         fn prompts(&self) -> ::std::vec::Vec<$crate::PromptMeta> {
             $crate::ToolRegistry::prompts(&self.$field)
+        }
+
+        fn get_prompt_async<'a>(
+            &'a self,
+            name: &'a str,
+            arguments: &'a [(::std::string::String, ::std::string::String)],
+        ) -> $crate::RegistryFuture<'a, ::std::result::Result<$crate::Prompt, $crate::RequestError>>
+        {
+            $crate::ToolRegistry::get_prompt_async(&self.$field, name, arguments)
         }
 
         fn get_prompt(

@@ -49,6 +49,8 @@ struct Seen {
     connections: AtomicUsize,
     closed: AtomicUsize,
     requests: Mutex<Vec<SeenRequest>>,
+    /// Told of each request received.
+    arrivals: tokio::sync::Notify,
 }
 
 /// A running test server; see the module's documentation.
@@ -175,6 +177,19 @@ impl TestServer {
             .clone()
     }
 
+    /// Waits until it has received a request (at once if it has one already).
+    pub async fn arrived(&self) {
+        loop {
+            let arrival = self.seen.arrivals.notified();
+            let mut arrival = std::pin::pin!(arrival);
+            arrival.as_mut().enable();
+            if !self.requests().is_empty() {
+                return;
+            }
+            arrival.await;
+        }
+    }
+
     /// The value of the header `name` in each request received, in order (`None` where a
     /// request had none).
     pub fn header(&self, name: &str) -> Vec<Option<String>> {
@@ -224,6 +239,7 @@ async fn connection(mut stream: tokio::net::TcpStream, behaviour: Behaviour, see
                         uri: head.uri,
                         headers: head.headers,
                     });
+                seen.arrivals.notify_waiters();
                 let behaviour = behaviour.clone();
                 async move {
                     // The request's body is read to its end before the answer: a server that

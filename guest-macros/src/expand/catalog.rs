@@ -38,17 +38,23 @@ fn optional_str(text: Option<&LitStr>) -> TokenStream {
     }
 }
 
-/// `self.method(args)`, run to its end when it is `async`.
+/// `self.method(args)`; when the method is `async`, awaited (in the `…_async` methods the
+/// exports run: the instance's other calls run while it waits), or run to its end in place
+/// (in the synchronous ones).
 fn invoke(
     method: &syn::Ident,
     args: &[syn::Ident],
     is_async: bool,
     output: &TokenStream,
-) -> TokenStream {
+) -> [TokenStream; 2] {
     if is_async {
-        quote!(#output::block_on(self.#method(#(#args),*)))
+        [
+            quote!(#output::block_on(self.#method(#(#args),*))),
+            quote!(self.#method(#(#args),*).await),
+        ]
     } else {
-        quote!(self.#method(#(#args),*))
+        let call = quote!(self.#method(#(#args),*));
+        [call.clone(), call]
     }
 }
 
@@ -79,7 +85,7 @@ fn resource_methods(
     let dispatch = dispatch_imports(output);
     let mut listed = Vec::new();
     let mut templates = Vec::new();
-    let mut reads = Vec::new();
+    let mut reads = [Vec::new(), Vec::new()];
     for resource in resources {
         let cfgs = &resource.cfgs;
         let name = &resource.name;
@@ -94,7 +100,7 @@ fn resource_methods(
             output,
         );
         let locals = locals(&resource.args);
-        let call = invoke(&resource.ident, &locals, resource.is_async, output);
+        let calls = invoke(&resource.ident, &locals, resource.is_async, output);
         match &resource.kind {
             ResourceKind::Fixed(uri) => {
                 listed.push(quote! {
@@ -108,13 +114,15 @@ fn resource_methods(
                         size: ::core::option::Option::None,
                     });
                 });
-                reads.push(quote! {
-                    #(#cfgs)*
-                    if uri == #uri {
-                        let result = #call;
-                        return #map;
-                    }
-                });
+                for (reads, call) in reads.iter_mut().zip(&calls) {
+                    reads.push(quote! {
+                        #(#cfgs)*
+                        if uri == #uri {
+                            let result = #call;
+                            return #map;
+                        }
+                    });
+                }
             }
             ResourceKind::Template(template) => {
                 templates.push(quote! {
@@ -127,20 +135,30 @@ fn resource_methods(
                         mime_type: #mime,
                     });
                 });
-                let names = resource.args.iter().map(|arg| &arg.name);
-                reads.push(quote! {
-                    #(#cfgs)*
-                    if let ::core::option::Option::Some(mut variables) =
-                        #output::template_variables(#template, uri)
-                    {
-                        #(let #locals = #output::take_variable(&mut variables, #names);)*
-                        let result = #call;
-                        return #map;
-                    }
-                });
+                for (reads, call) in reads.iter_mut().zip(&calls) {
+                    let names = resource.args.iter().map(|arg| &arg.name);
+                    reads.push(quote! {
+                        #(#cfgs)*
+                        if let ::core::option::Option::Some(mut variables) =
+                            #output::template_variables(#template, uri)
+                        {
+                            #(let #locals = #output::take_variable(&mut variables, #names);)*
+                            let result = #call;
+                            return #map;
+                        }
+                    });
+                }
             }
         }
     }
+    let [reads, reads_async] = reads;
+    let not_found = quote! {
+        ::std::result::Result::Err(#output::resource_not_found(
+            uri,
+            &<Self as #krate::ToolRegistry>::resources(self),
+            &<Self as #krate::ToolRegistry>::resource_templates(self),
+        ))
+    };
     quote! {
         fn resources(&self) -> ::std::vec::Vec<#output::ResourceMeta> {
             #[allow(unused_mut)]
@@ -165,11 +183,24 @@ fn resource_methods(
         > {
             #dispatch
             #(#reads)*
-            ::std::result::Result::Err(#output::resource_not_found(
-                uri,
-                &<Self as #krate::ToolRegistry>::resources(self),
-                &<Self as #krate::ToolRegistry>::resource_templates(self),
-            ))
+            #not_found
+        }
+
+        fn read_resource_async<'a>(
+            &'a self,
+            uri: &'a str,
+        ) -> #krate::RegistryFuture<
+            'a,
+            ::std::result::Result<
+                ::std::vec::Vec<#output::ResourceContents>,
+                #output::RequestError,
+            >,
+        > {
+            ::std::boxed::Box::pin(async move {
+                #dispatch
+                #(#reads_async)*
+                #not_found
+            })
         }
     }
 }
@@ -181,7 +212,7 @@ fn prompt_methods(
 ) -> TokenStream {
     let dispatch = dispatch_imports(output);
     let mut listed = Vec::new();
-    let mut renders = Vec::new();
+    let mut renders = [Vec::new(), Vec::new()];
     for prompt in prompts {
         let cfgs = &prompt.cfgs;
         let name = &prompt.name;
@@ -222,21 +253,33 @@ fn prompt_methods(
                 quote!(let #local = values.next().flatten();)
             }
         });
-        let call = invoke(&prompt.ident, &locals, prompt.is_async, output);
+        let calls = invoke(&prompt.ident, &locals, prompt.is_async, output);
         let span = prompt.output_span;
         let map = map_result(quote_spanned!(span=> #output::prompt(value)), output);
-        renders.push(quote! {
-            #(#cfgs)*
-            if name == #name {
-                #[allow(unused_mut, unused_variables)]
-                let mut values = #output::prompt_arguments(#name, arguments, &[#(#specs),*])?
-                    .into_iter();
-                #(#values)*
-                let result = #call;
-                return #map;
-            }
-        });
+        let specs: Vec<TokenStream> = specs.collect();
+        let values: Vec<TokenStream> = values.collect();
+        for (renders, call) in renders.iter_mut().zip(&calls) {
+            renders.push(quote! {
+                #(#cfgs)*
+                if name == #name {
+                    #[allow(unused_mut, unused_variables)]
+                    let mut values =
+                        #output::prompt_arguments(#name, arguments, &[#(#specs),*])?
+                            .into_iter();
+                    #(#values)*
+                    let result = #call;
+                    return #map;
+                }
+            });
+        }
     }
+    let [renders, renders_async] = renders;
+    let not_found = quote! {
+        ::std::result::Result::Err(#output::prompt_not_found(
+            name,
+            &<Self as #krate::ToolRegistry>::prompts(self),
+        ))
+    };
     quote! {
         fn prompts(&self) -> ::std::vec::Vec<#output::PromptMeta> {
             #[allow(unused_mut)]
@@ -252,10 +295,22 @@ fn prompt_methods(
         ) -> ::std::result::Result<#output::Prompt, #output::RequestError> {
             #dispatch
             #(#renders)*
-            ::std::result::Result::Err(#output::prompt_not_found(
-                name,
-                &<Self as #krate::ToolRegistry>::prompts(self),
-            ))
+            #not_found
+        }
+
+        fn get_prompt_async<'a>(
+            &'a self,
+            name: &'a str,
+            arguments: &'a [(::std::string::String, ::std::string::String)],
+        ) -> #krate::RegistryFuture<
+            'a,
+            ::std::result::Result<#output::Prompt, #output::RequestError>,
+        > {
+            ::std::boxed::Box::pin(async move {
+                #dispatch
+                #(#renders_async)*
+                #not_found
+            })
         }
     }
 }

@@ -321,14 +321,18 @@ pub fn resource_templates<R: ToolRegistry>(plugin: &Plugin<R>) -> Vec<ResourceTe
     list.into_iter().map(Into::into).collect()
 }
 
-/// `read-resource`.
-pub fn read_resource<R: ToolRegistry>(
+/// `read-resource`: the resource's method awaited (the instance's other calls run while it
+/// waits), until the host cancels the read.
+pub async fn read_resource<R: ToolRegistry>(
     plugin: &Plugin<R>,
     uri: &str,
 ) -> Result<Vec<ResourceContents>, RequestError> {
-    match plugin.registry().read_resource(uri) {
-        Ok(contents) => Ok(contents.into_iter().map(Into::into).collect()),
-        Err(error) => Err(error.into()),
+    match crate::export::until_cancelled(plugin.registry().read_resource_async(uri)).await {
+        Some(Ok(contents)) => Ok(contents.into_iter().map(Into::into).collect()),
+        Some(Err(error)) => Err(error.into()),
+        None => Err(RequestError::Internal(format!(
+            "the read of '{uri}' was cancelled by the host"
+        ))),
     }
 }
 
@@ -338,17 +342,20 @@ pub fn prompts<R: ToolRegistry>(plugin: &Plugin<R>) -> Vec<PromptMeta> {
     list.into_iter().map(Into::into).collect()
 }
 
-/// `get-prompt`.
-pub fn get_prompt<R: ToolRegistry>(
+/// `get-prompt`: the prompt's method awaited (the instance's other calls run while it
+/// waits), until the host cancels the rendering.
+pub async fn get_prompt<R: ToolRegistry>(
     plugin: &Plugin<R>,
     name: &str,
     arguments: &[(String, String)],
 ) -> Result<Prompt, RequestError> {
-    plugin
-        .registry()
-        .get_prompt(name, arguments)
-        .map(Into::into)
-        .map_err(Into::into)
+    let rendering = plugin.registry().get_prompt_async(name, arguments);
+    match crate::export::until_cancelled(rendering).await {
+        Some(result) => result.map(Into::into).map_err(Into::into),
+        None => Err(RequestError::Internal(format!(
+            "prompt '{name}' was cancelled by the host"
+        ))),
+    }
 }
 
 /// `complete`.

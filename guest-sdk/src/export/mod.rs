@@ -22,8 +22,13 @@ pub use host::install_logger;
 pub(crate) use host::{host_list_changed, host_log, host_progress, host_resource_updated};
 
 /// Runs a future to completion on the calling thread: in a plugin, in a nested event loop of
-/// the component model (the call waits; the plugin's other calls may run), natively by
-/// polling it (the tool API's own futures never wait on anything in a unit test).
+/// the component model, natively by polling it (the tool API's own futures never wait on
+/// anything in a unit test).
+///
+/// In a plugin of contract 1.0.0 this holds the whole instance: while the future waits, none
+/// of the instance's other calls runs (the component model enters an instance for one task
+/// at a time, and a task waiting in place keeps it entered). Await instead wherever the code
+/// is `async`; `#[tool_registry]` awaits `async` tools, resources and prompts in the exports.
 pub fn block_on<F: Future>(future: F) -> F::Output
 where
     F::Output: 'static,
@@ -169,7 +174,7 @@ macro_rules! export_plugin {
                     ::std::vec::Vec<__bindings::ResourceContents>,
                     __bindings::RequestError,
                 > {
-                    __bindings::read_resource(__llm_worker_plugin(), &uri)
+                    __bindings::read_resource(__llm_worker_plugin(), &uri).await
                 }
 
                 fn prompts() -> ::std::vec::Vec<__bindings::PromptMeta> {
@@ -180,7 +185,7 @@ macro_rules! export_plugin {
                     name: ::std::string::String,
                     arguments: ::std::vec::Vec<(::std::string::String, ::std::string::String)>,
                 ) -> ::core::result::Result<__bindings::Prompt, __bindings::RequestError> {
-                    __bindings::get_prompt(__llm_worker_plugin(), &name, &arguments)
+                    __bindings::get_prompt(__llm_worker_plugin(), &name, &arguments).await
                 }
 
                 async fn complete(

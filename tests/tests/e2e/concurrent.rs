@@ -91,6 +91,78 @@ async fn a_call_that_awaits_lets_the_others_run_and_they_share_state() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_or_a_prompt_that_awaits_lets_the_instances_calls_run() {
+    for (what, kind) in [("read", 0), ("prompt", 1)] {
+        let (server, gate) = TestServer::held("held body");
+        // Reads and renderings get HTTP only where the policy says so.
+        let dir = waiter_dir(
+            &format!("concurrent-{what}"),
+            server.port(),
+            &format!(
+                "timeout_ms = 10000\n\n[resources.http]\nallow = [\"http://127.0.0.1:{port}\"]\n\n\
+                 [prompts.http]\nallow = [\"http://127.0.0.1:{port}\"]",
+                port = server.port()
+            ),
+        );
+        let plugin = host()
+            .load(dir.join("waiter.wasm"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let session = plugin.open();
+        let mut worker = Worker::new();
+        worker
+            .register_tools(session.definitions())
+            .expect("registers");
+        let tools = worker.tool_server_handle();
+        // The instance is running: the read or the rendering runs beside the call below.
+        assert_eq!(
+            call(&tools, "bump", serde_json::json!({})).await.as_deref(),
+            Ok("1")
+        );
+        let port = server.port().to_string();
+        let waiting = {
+            let session = session.clone();
+            tokio::spawn(async move {
+                if kind == 0 {
+                    let contents = session
+                        .read_resource(&format!("waited://local/{port}"))
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    Ok(format!("{contents:?}"))
+                } else {
+                    let prompt = session
+                        .get_prompt("waited_prompt", &[("port".to_owned(), port)])
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    Ok::<_, String>(format!("{prompt:?}"))
+                }
+            })
+        };
+        let mut waiting = waiting;
+        tokio::select! {
+            () = llm_worker_tests::wait::within("the request", server.arrived()) => {}
+            ended = &mut waiting => panic!("{what} ended before its request: {ended:?}"),
+        }
+        // Held by the server: another call of the same instance runs to its end meanwhile
+        // (a read or a rendering run in place would hold the instance until its answer).
+        assert_eq!(
+            call(&tools, "bump", serde_json::json!({})).await.as_deref(),
+            Ok("2"),
+            "{what}"
+        );
+        assert!(
+            !waiting.is_finished(),
+            "{what} ended before its response came"
+        );
+        gate.open();
+        let answer = waiting.await.expect("joins");
+        assert!(
+            answer.as_ref().is_ok_and(|text| text.contains("held body")),
+            "{what}: {answer:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_that_times_out_while_it_awaits_ends_alone() {
     let (server, _never) = TestServer::held("never sent");
     let dir = waiter_dir("concurrent-timeout", server.port(), "timeout_ms = 1000");
