@@ -98,6 +98,14 @@ pub(crate) async fn serve(
             .with_context(|| format!("cannot listen on {address}"))?;
         // Scrapers (and tests) read the address from here, e.g. when the port was 0.
         eprintln!("llm-worker: metrics on http://{local}/metrics");
+        if local.ip().is_unspecified() {
+            tracing::warn!(
+                "--metrics {address} listens on every interface, and the metrics are served \
+                 to anyone who reaches the port (they name the plugins and tools served, and \
+                 when they are used): give a private or loopback address, or keep the port \
+                 behind a firewall only your scraper passes"
+            );
+        }
         tokio::spawn(llm_worker::mcp::serve_metrics(listener, metrics.clone()));
         watcher = watcher.metrics(metrics.clone());
         mcp = mcp.metrics(metrics);

@@ -234,7 +234,8 @@ impl Metrics {
 /// the user typed; Prometheus sends neither) and, on a loopback
 /// address, a `Host` other than `localhost`, `127.0.0.1` or `::1` (a page whose name was
 /// rebound to this machine). At most [`MAX_METRICS_CONNECTIONS`] connections are served at
-/// once; more wait to be accepted.
+/// once; more wait to be accepted. A connection serves one request (it is closed after its
+/// answer) and lasts at most 30 seconds.
 pub async fn serve_metrics(
     listener: tokio::net::TcpListener,
     metrics: Metrics,
@@ -267,12 +268,21 @@ pub async fn serve_metrics(
             async move { Ok::<_, Infallible>(answer) }
         });
         tokio::spawn(async move {
+            // One request a connection (a scraper connects again for the next), within a
+            // bounded time: pipelined requests whose answers are never read would otherwise
+            // hold the connection's place for as long as its client likes.
             let connection = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
                 .header_read_timeout(Duration::from_secs(30))
+                .keep_alive(false)
                 .serve_connection(TokioIo::new(stream), service);
-            if let Err(error) = connection.await {
-                tracing::debug!("metrics connection ended: {error}");
+            match tokio::time::timeout(METRICS_CONNECTION_TIME, connection).await {
+                Ok(Err(error)) => tracing::debug!("metrics connection ended: {error}"),
+                Err(_) => tracing::debug!(
+                    "metrics connection closed after {METRICS_CONNECTION_TIME:?} (its client \
+                     did not read the answer)"
+                ),
+                Ok(Ok(())) => {}
             }
             drop(place);
         });
@@ -281,6 +291,9 @@ pub async fn serve_metrics(
 
 /// The most connections [`serve_metrics`] serves at once.
 pub const MAX_METRICS_CONNECTIONS: usize = 16;
+
+/// The longest a metrics connection is kept, its request read and its answer sent.
+const METRICS_CONNECTION_TIME: Duration = Duration::from_secs(30);
 
 /// What [`serve_metrics`] answers `request`.
 fn metrics_answer<B>(

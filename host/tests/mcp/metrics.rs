@@ -227,5 +227,44 @@ async fn metrics_are_not_served_to_web_pages_or_without_bound() {
     drop(idle);
     let status = status_of(&mut stream, &get(&own, "")).await;
     assert!(status.contains("200"), "{status}");
+    // Every place taken by a connection sending thousands of pipelined requests and not
+    // reading the answers: each gets one answer and is closed, so a scraper is still served
+    // (they were all answered, in turn, and a client that never read held its place).
+    let pipelined = format!("GET /metrics HTTP/1.1\r\nHost: {own}\r\n\r\n").repeat(2_000);
+    let mut greedy = Vec::new();
+    for _ in 0..llm_worker::mcp::MAX_METRICS_CONNECTIONS {
+        let (mut reader, mut writer) = connect().await.expect("connect").into_split();
+        let pipelined = pipelined.clone();
+        // The server may close it (reset, with requests unread) before all is sent.
+        tokio::spawn(async move {
+            let _ = tokio::io::AsyncWriteExt::write_all(&mut writer, pipelined.as_bytes()).await;
+            // Kept open until the server closes it.
+            std::future::pending::<()>().await;
+        });
+        greedy.push(tokio::spawn(async move {
+            let mut answers = Vec::new();
+            let mut chunk = [0u8; 65536];
+            while let Ok(read @ 1..) = tokio::io::AsyncReadExt::read(&mut reader, &mut chunk).await
+            {
+                answers.extend_from_slice(&chunk[..read]);
+            }
+            String::from_utf8_lossy(&answers)
+                .matches("HTTP/1.1 ")
+                .count()
+        }));
+    }
+    let mut scraper = connect().await.expect("connect");
+    let status = llm_worker_tests::wait::within(
+        "the scraper's answer",
+        status_of(&mut scraper, &get(&own, "")),
+    )
+    .await;
+    assert!(status.contains("200"), "{status}");
+    for connection in greedy {
+        let answered = llm_worker_tests::wait::within("the connection's end", connection)
+            .await
+            .expect("joins");
+        assert_eq!(answered, 1, "one answer a connection");
+    }
     server.abort();
 }
