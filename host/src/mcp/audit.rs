@@ -22,8 +22,16 @@ use crate::question::{
 /// [`McpOptions::audit`]: super::McpOptions::audit
 #[derive(Clone)]
 pub struct AuditLog {
-    out: Arc<Mutex<Box<dyn Write + Send>>>,
+    out: Arc<Mutex<Sink>>,
     inputs: bool,
+}
+
+/// Where records are written, and whether the last write failed part-way.
+struct Sink {
+    out: Box<dyn Write + Send>,
+    /// The last write failed: it may have left part of a line, which the next record must not
+    /// be joined to.
+    broken: bool,
 }
 
 impl std::fmt::Debug for AuditLog {
@@ -127,7 +135,10 @@ impl AuditLog {
     /// Records written to `out` (each record one `write` of a whole line).
     pub fn to_writer(out: impl Write + Send + 'static) -> Self {
         Self {
-            out: Arc::new(Mutex::new(Box::new(out))),
+            out: Arc::new(Mutex::new(Sink {
+                out: Box::new(out),
+                broken: false,
+            })),
             inputs: false,
         }
     }
@@ -191,9 +202,29 @@ impl AuditLog {
         };
         let mut line = escape_hidden(&text).into_bytes();
         line.push(b'\n');
-        let mut out = self.out.lock().unwrap_or_else(|p| p.into_inner());
-        if let Err(error) = out.write_all(&line).and_then(|()| out.flush()) {
-            tracing::error!("cannot write the audit log: {error}");
+        let mut write = move || {
+            let mut sink = self.out.lock().unwrap_or_else(|p| p.into_inner());
+            if sink.broken {
+                // After a write that failed part-way (a full disk), the record starts a line of
+                // its own: joined to the cut one, a reader would lose both.
+                line.insert(0, b'\n');
+            }
+            let written = sink.out.write_all(&line).and_then(|()| sink.out.flush());
+            sink.broken = written.is_err();
+            if let Err(error) = written {
+                tracing::error!("cannot write the audit log: {error}");
+            }
+        };
+        // A write that blocks (a disk that hangs, a pipe no one reads) holds the request that
+        // writes it, and those waiting to write after it, but not the runtime's worker: its
+        // other requests (health checks, metrics, calls that write nothing) go on.
+        let multi_threaded = tokio::runtime::Handle::try_current().is_ok_and(|runtime| {
+            runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
+        });
+        if multi_threaded {
+            tokio::task::block_in_place(write);
+        } else {
+            write();
         }
     }
 }
@@ -554,5 +585,38 @@ mod tests {
         );
         let record: Value = serde_json::from_str(&line).expect("JSON");
         assert_eq!(record["target"], target);
+    }
+
+    /// A disk that fills part-way through a record (a write that takes half the line, then
+    /// fails): the next record was appended to the cut line, and a reader of lines lost both.
+    #[test]
+    fn a_record_after_a_failed_write_starts_a_line_of_its_own() {
+        #[derive(Clone, Default)]
+        struct FillsOnce(Kept, Arc<std::sync::atomic::AtomicBool>);
+        impl Write for FillsOnce {
+            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+                if self.1.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                    return self.0.write(bytes);
+                }
+                self.0.write(&bytes[..bytes.len() / 2])?;
+                Err(std::io::Error::from(std::io::ErrorKind::StorageFull))
+            }
+
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let out = FillsOnce::default();
+        let log = AuditLog::to_writer(out.clone());
+        log.write(Record::new("tools/call", "cut"), log.input(&Value::Null));
+        log.write(Record::new("tools/call", "whole"), log.input(&Value::Null));
+        log.write(Record::new("tools/call", "next"), log.input(&Value::Null));
+        let text = String::from_utf8(out.0.0.lock().expect("lock").clone()).expect("UTF-8");
+        let whole: Vec<String> = text
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .map(|record| record["target"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        assert_eq!(whole, ["whole", "next"], "{text}");
     }
 }

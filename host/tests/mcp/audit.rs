@@ -355,3 +355,96 @@ async fn a_call_of_a_withheld_tool_is_audited_as_denied_naming_its_plugin() {
     assert!(unknown["plugin"].is_null(), "{unknown}");
     client.cancel().await.expect("close");
 }
+
+/// An audit log whose writes wait until the test opens its gate (a disk that hangs), telling
+/// the test when one starts waiting. Dropped, it opens the gate, so that a failing test ends.
+#[derive(Clone, Default)]
+struct Hanging {
+    open: std::sync::Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>,
+    waiting: std::sync::Arc<tokio::sync::Notify>,
+}
+
+impl Hanging {
+    fn open(&self) {
+        *self.open.0.lock().expect("lock") = true;
+        self.open.1.notify_all();
+    }
+}
+
+impl std::io::Write for Hanging {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.waiting.notify_one();
+        let mut open = self.open.0.lock().expect("lock");
+        while !*open {
+            open = self.open.1.wait(open).expect("wait");
+        }
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Opens the gate when dropped.
+struct Opens(Hanging);
+
+impl Drop for Opens {
+    fn drop(&mut self) {
+        self.0.open();
+    }
+}
+
+/// Records written to a disk that hangs, by as many calls as the runtime has workers: the
+/// writes held every worker (the one writing, the others waiting for it), and the whole server
+/// stood still, health checks included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_audit_log_holds_its_writers_not_the_server() {
+    let out = Hanging::default();
+    let _opens = Opens(out.clone());
+    // Should the writes hold every worker again, nothing of the runtime would run (its timers
+    // neither): this thread opens the gate after the tests' deadline, so the test fails
+    // instead of hanging.
+    let watchdog = out.clone();
+    std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_secs(90));
+        watchdog.open();
+    });
+    let url = serve(AuditLog::to_writer(out.clone())).await;
+    let mut calls = Vec::new();
+    for _ in 0..2 {
+        let url = url.clone();
+        calls.push(tokio::spawn(async move {
+            let client = alice(&url).await;
+            let mut add = CallToolRequestParams::new("add_note");
+            add.arguments = json!({"text": "held"}).as_object().cloned();
+            let added = client.call_tool(add).await.map(|_| ());
+            client.cancel().await.expect("close");
+            added
+        }));
+    }
+    llm_worker_tests::wait::within("a record's write", out.waiting.notified()).await;
+    let address = url
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_owned();
+    let health = llm_worker_tests::wait::within("the health check", async {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::TcpStream::connect(&address)
+            .await
+            .expect("connect");
+        stream
+            .write_all(format!("GET /healthz HTTP/1.0\r\nHost: {address}\r\n\r\n").as_bytes())
+            .await
+            .expect("send");
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await.expect("read");
+        answer
+    })
+    .await;
+    assert!(health.starts_with("HTTP/1.0 200"), "{health}");
+    out.open();
+    for call in calls {
+        assert!(call.await.expect("joins").is_ok());
+    }
+}
