@@ -16,7 +16,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 suite_version=0.2.0-alpha.12
-glob_version=14.0.6
 revisions=(2025-11-25 2026-07-28)
 prefix=target/conformance
 run=$prefix/run
@@ -29,16 +28,23 @@ node -e 'const [a, b] = process.versions.node.split(".").map(Number);
          process.exit(a > 20 || (a === 20 && b >= 6) ? 0 : 1)' \
     || fail "Node >= 20.6 is needed (module.register), not $(node --version)"
 
-# The suite, pinned, in a local prefix (never globally), with `glob` for the Node 20 shim.
+# The suite, pinned with every package below it by scripts/conformance/npm/package-lock.json
+# (integrity hashes), in a local prefix (never globally), with `glob` for the Node 20 shim;
+# no package's install scripts run. After a change of versions, update the lock with
+# `npm install --package-lock-only` in scripts/conformance/npm.
+lock=scripts/conformance/npm/package-lock.json
 installed=$(node -p "try { require('./$prefix/node_modules/@modelcontextprotocol/conformance/package.json').version } catch { '' }")
-if [ "$installed" != "$suite_version" ] || [ ! -d "$prefix/node_modules/glob" ]; then
-    echo "conformance: installing @modelcontextprotocol/conformance@$suite_version into $prefix"
+if [ "$installed" != "$suite_version" ] || [ ! -d "$prefix/node_modules/glob" ] \
+    || ! cmp -s "$lock" "$prefix/package-lock.json"; then
+    echo "conformance: installing @modelcontextprotocol/conformance@$suite_version into $prefix (npm ci)"
     mkdir -p "$prefix"
+    cp scripts/conformance/npm/package.json "$lock" "$prefix/"
     # The suite declares node >= 22 but runs on 20 with the shim below: the engine warning is
     # expected there and is not shown.
-    npm install --prefix "$prefix" --no-audit --no-fund --loglevel=error \
-        "@modelcontextprotocol/conformance@$suite_version" "glob@$glob_version" \
+    npm ci --prefix "$prefix" --ignore-scripts --no-audit --no-fund --loglevel=error \
         || fail "npm could not install the suite"
+    # npm ci leaves the lock as it was given: a later run compares it to see what is installed.
+    cp "$lock" "$prefix/package-lock.json"
 fi
 # The suite's bundle imports `globSync` from `fs`, which Node 22 added: on Node 20 the import
 # fails before anything runs. No Node 20 flag adds it, and a preload that assigns

@@ -12,7 +12,9 @@ cd "$(dirname "$0")/.."
 rustup toolchain install --no-self-update >/dev/null 2>&1 || true
 if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
     echo "== installing nginx"
-    apt-get install -y -q nginx-light >/dev/null || apt-get install -y -q nginx >/dev/null
+    # Its default site (port 80 on every interface) is not wanted: kept from starting.
+    . scripts/quiet-install.sh
+    quiet_install nginx-light >/dev/null || quiet_install nginx >/dev/null
 fi
 nginx=$(command -v nginx || echo /usr/sbin/nginx)
 

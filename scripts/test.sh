@@ -38,9 +38,10 @@ if [ -n "$missing" ]; then
     packages="$missing"
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         echo "installing$packages in the background for the registry and metrics tests"
-        # The package's service is not wanted: the tests start their own registries.
-        (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $packages) \
-            >"$logs/apt" 2>&1 &
+        # The packages' services are not wanted (the tests start their own registries and
+        # Prometheus, on loopback; the packages' listen on every interface): kept from
+        # starting while they install, and disabled after.
+        (. scripts/quiet-install.sh && quiet_install $packages) >"$logs/apt" 2>&1 &
         installing=$!
     else
         echo "note:$missing not installed (apt-get install$packages as root); the registry tests will say they are skipped" >&2

@@ -184,7 +184,9 @@ impl Original {
         let installed = match self {
             Self::Npm { .. } => run_installer(
                 Command::new("npm")
-                    .args(["install", "--no-audit", "--no-fund", "--loglevel=error"])
+                    // No package's install scripts run (the servers have none).
+                    .args(["install", "--ignore-scripts", "--no-audit", "--no-fund"])
+                    .arg("--loglevel=error")
                     .arg("--prefix")
                     .arg(&home)
                     .arg(format!("{package}@{version}")),

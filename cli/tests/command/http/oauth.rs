@@ -36,6 +36,8 @@ fn installed() -> Option<PathBuf> {
         let status = std::process::Command::new("npm")
             .args([
                 "install",
+                // No package's install scripts run (none of these packages has any).
+                "--ignore-scripts",
                 "--no-audit",
                 "--no-fund",
                 "--loglevel=error",
