@@ -24,6 +24,11 @@ type Created = Vec<(Arc<ToolMeta>, Arc<dyn Tool>)>;
 pub struct ToolGroup {
     name: String,
     revision: u64,
+    /// Which directories a plugin's grants hold (their devices and inodes, hashed; 0 for a
+    /// native group): a directory made anew at a grant's path is served by new instances,
+    /// while the revision (the content, which a request state is bound to, and which
+    /// replicas on other machines share) stays.
+    held: u64,
     /// The tool names, where known without creating anything (for clashes).
     tool_names: Option<Vec<String>>,
     /// The tools, where known without creating anything: a session then creates the group's
@@ -56,6 +61,7 @@ impl ToolGroup {
         Self {
             name: name.into(),
             revision,
+            held: 0,
             tool_names: None,
             tools: None,
             definitions: Arc::new(definitions),
@@ -70,6 +76,7 @@ impl ToolGroup {
         Self {
             name: plugin.path().display().to_string(),
             revision: plugin_revision(plugin),
+            held: held_dirs(plugin),
             tool_names: Some(plugin.tool_names().into_iter().map(str::to_owned).collect()),
             tools: Some(plugin.shared_tools().into()),
             definitions: Arc::new(move || source.definitions()),
@@ -173,6 +180,36 @@ impl ToolGroup {
     pub fn revision(&self) -> u64 {
         self.revision
     }
+
+    /// What a session keeps the group's instances for: its revision, and the directories its
+    /// grants hold.
+    pub(crate) fn generation(&self) -> Generation {
+        Generation {
+            revision: self.revision,
+            held: self.held,
+        }
+    }
+}
+
+/// A group as sessions keep its instances: [`ToolGroup::generation`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Generation {
+    /// The group's revision.
+    pub(crate) revision: u64,
+    /// The directories its grants hold, hashed.
+    held: u64,
+}
+
+/// The directories `plugin`'s grants hold, hashed (0 without grants).
+fn held_dirs(plugin: &LoadedPlugin) -> u64 {
+    let identities = plugin.grant_identities();
+    if identities.is_empty() {
+        return 0;
+    }
+    let digest = crate::digest::sha256(format!("{identities:?}").as_bytes());
+    u64::from_le_bytes([
+        digest[0], digest[1], digest[2], digest[3], digest[4], digest[5], digest[6], digest[7],
+    ])
 }
 
 /// A plugin's revision: its bytes, its policy file's bytes (or, for a policy given in code,
@@ -418,6 +455,8 @@ pub(crate) struct Serving {
     group: String,
     /// The group's revision (a request state is bound to it).
     pub(crate) revision: u64,
+    /// The group as the session keeps its instances (their withdrawal ends the call).
+    generation: Generation,
     /// The plugin's name, for a plugin's group (a native group's tools are the operator's).
     pub(crate) plugin: Option<String>,
 }
@@ -431,7 +470,7 @@ pub(crate) struct Serving {
 /// own group's tools, so a request starts only the plugin it calls.
 pub(crate) struct SessionTools {
     updates: watch::Receiver<Arc<[ToolGroup]>>,
-    groups: BTreeMap<String, (u64, Arc<GroupTools>)>,
+    groups: BTreeMap<String, (Generation, Arc<GroupTools>)>,
     handle: ToolServerHandle,
     /// The group (its key in `groups`) whose tool `handle` serves under each name.
     served_by: HashMap<String, String>,
@@ -548,10 +587,11 @@ impl SessionTools {
     pub(crate) fn serving(&self, tool: &str) -> Option<Serving> {
         // The group whose tool the session's handle serves under the name (not merely one that
         // offers a tool of that name: another may, whose tool was not registered).
-        let (revision, tools) = self.groups.get(self.served_by.get(tool)?)?;
+        let (generation, tools) = self.groups.get(self.served_by.get(tool)?)?;
         Some(Serving {
             group: tools.group.name.clone(),
-            revision: *revision,
+            revision: generation.revision,
+            generation: *generation,
             plugin: tools
                 .session()
                 .map(|session| session.plugin_name().to_owned()),
@@ -567,7 +607,7 @@ impl SessionTools {
         &self,
         serving: &Serving,
     ) -> impl Future<Output = ()> + Send + 'static + use<> {
-        self.withdrawal_of_group(Some((serving.group.clone(), serving.revision)))
+        self.withdrawal_of_group(Some((serving.group.clone(), serving.generation)))
     }
 
     /// The withdrawal ([`withdrawal`](Self::withdrawal)) of the plugin `session` is a session
@@ -578,12 +618,12 @@ impl SessionTools {
         session: &PluginSession,
     ) -> impl Future<Output = ()> + Send + 'static + use<> {
         let served = self.group_of(session);
-        self.withdrawal_of_group(served.map(|(name, revision)| (name.to_owned(), revision)))
+        self.withdrawal_of_group(served.map(|(name, generation)| (name.to_owned(), generation)))
     }
 
     /// The name and revision of the group whose plugin `session` is a session of, if this
     /// session serves it.
-    fn group_of(&self, session: &PluginSession) -> Option<(&str, u64)> {
+    fn group_of(&self, session: &PluginSession) -> Option<(&str, Generation)> {
         self.groups
             .iter()
             .find(|(_, (_, tools))| {
@@ -593,25 +633,25 @@ impl SessionTools {
                     .and_then(Option::as_ref)
                     .is_some_and(|own| own.is(session))
             })
-            .map(|(name, (revision, _))| (name.as_str(), *revision))
+            .map(|(name, (generation, _))| (name.as_str(), *generation))
     }
 
     /// The withdrawal of the group `served` (its name and revision); at once for `None` (one
     /// this session serves no more).
     fn withdrawal_of_group(
         &self,
-        served: Option<(String, u64)>,
+        served: Option<(String, Generation)>,
     ) -> impl Future<Output = ()> + Send + 'static + use<> {
         let mut updates = self.updates.clone();
         async move {
-            let Some((name, revision)) = served else {
+            let Some((name, generation)) = served else {
                 return;
             };
             loop {
                 let served = updates
                     .borrow_and_update()
                     .iter()
-                    .any(|group| group.name == name && group.revision == revision);
+                    .any(|group| group.name == name && group.generation() == generation);
                 // A catalog dropped (no session of it left, nor the embedder's handle: the
                 // server stopped) ends its tasks otherwise.
                 if !served || updates.changed().await.is_err() {
@@ -716,7 +756,8 @@ impl SessionTools {
     /// bound to it, so that one issued by another version of a plugin does not open (a tool
     /// call's is its tool's [`Serving::revision`]).
     pub(crate) fn revision_of(&self, session: &PluginSession) -> u64 {
-        self.group_of(session).map_or(0, |(_, revision)| revision)
+        self.group_of(session)
+            .map_or(0, |(_, generation)| generation.revision)
     }
 
     /// The sessions of the plugins of this session, in the order of their groups' names.
@@ -755,7 +796,7 @@ impl SessionTools {
             if self
                 .groups
                 .get(&group.name)
-                .is_some_and(|(revision, _)| *revision == group.revision)
+                .is_some_and(|(generation, _)| *generation == group.generation())
             {
                 continue;
             }
@@ -767,7 +808,7 @@ impl SessionTools {
                 to_start.push(Arc::clone(&tools));
             }
             self.groups
-                .insert(group.name.clone(), (group.revision, tools));
+                .insert(group.name.clone(), (group.generation(), tools));
             changed = true;
         }
         // The plugins' instances started for the session, together, count against its

@@ -165,11 +165,12 @@ struct Served {
 /// load (a link re-pointed), or no longer resolves.
 fn grants_lead_elsewhere(plugin: &crate::LoadedPlugin) -> bool {
     let policy = plugin.policy();
-    policy
-        .written_dirs
-        .iter()
-        .zip(&policy.dirs)
-        .any(|(written, grant)| leads_elsewhere(written, &grant.host))
+    plugin.grants_replaced()
+        || policy
+            .written_dirs
+            .iter()
+            .zip(&policy.dirs)
+            .any(|(written, grant)| leads_elsewhere(written, &grant.host))
 }
 
 /// Whether `written` (a grant's path) no longer resolves to `resolved`.
@@ -190,6 +191,10 @@ impl Served {
         // withdrew (an HTTP grant taken out, so that the plugin now fails to link). Only a new
         // version of the plugin itself that fails keeps the working one serving.
         let mut withdrawn = std::collections::BTreeSet::new();
+        // The read-write grants of what loaded: a served plugin whose file or policy one of
+        // them now holds (a newcomer's grant, or a grant widened) could be rewritten by that
+        // plugin, and is not kept (the load refused its new reading for that very reason).
+        let fresh_writable = crate::plugin::dir::writable_grants(loaded.plugins.iter());
         for failure in &loaded.failures {
             if let Some(path) = failure
                 .path()
@@ -197,7 +202,17 @@ impl Served {
             {
                 let served = self.plugin(path);
                 let served_policy = served.map(policy_sha256);
-                if served.is_some_and(grants_lead_elsewhere) {
+                let held = served.and_then(|plugin| {
+                    crate::plugin::dir::held_by_a_grant(plugin, &fresh_writable)
+                });
+                if let Some(held) = held {
+                    self.groups.remove(path);
+                    withdrawn.insert(path.to_owned());
+                    problems.insert(format!(
+                        "plugin {} is no longer served: {held}",
+                        path.display()
+                    ));
+                } else if served.is_some_and(grants_lead_elsewhere) {
                     self.groups.remove(path);
                     withdrawn.insert(path.to_owned());
                     problems.insert(format!(
@@ -229,7 +244,7 @@ impl Served {
         let changed = |groups: &BTreeMap<PathBuf, ToolGroup>, path: &Path, group: &ToolGroup| {
             groups
                 .get(path)
-                .is_none_or(|old| old.revision() != group.revision())
+                .is_none_or(|old| old.generation() != group.generation())
         };
         // The read-write grants of the versions kept serving although their new version failed
         // to load: the load did not see them, so it could not refuse a plugin whose file or
@@ -385,11 +400,11 @@ impl Served {
             .collect()
     }
 
-    /// Each group's name and revision: what a catalog's sessions compare.
-    fn revisions(&self) -> Vec<(String, u64)> {
+    /// Each group's name and generation: what a catalog's sessions compare.
+    fn revisions(&self) -> Vec<(String, super::catalog::Generation)> {
         self.groups
             .values()
-            .map(|group| (group.name().to_owned(), group.revision()))
+            .map(|group| (group.name().to_owned(), group.generation()))
             .collect()
     }
 
@@ -529,15 +544,28 @@ impl DirWatcher {
     pub async fn rescan(&mut self) -> bool {
         // Listing and stating the directory is blocking work (a slow or large file system).
         let (dir, options, grants) = (self.dir.clone(), self.options, self.served.grants());
+        let plugins: Vec<crate::LoadedPlugin> = self
+            .served
+            .groups
+            .values()
+            .filter_map(ToolGroup::loaded)
+            .cloned()
+            .collect();
         let Ok((now, grants_now, grants_moved)) = tokio::task::spawn_blocking(move || {
-            let now: Vec<Option<PathBuf>> = grants
+            let mut now: Vec<Option<PathBuf>> = grants
                 .iter()
                 .map(|(written, _)| written.canonicalize().ok())
                 .collect();
-            let moved = grants
+            let mut moved = grants
                 .iter()
                 .zip(&now)
                 .any(|((_, resolved), now)| now.as_ref() != Some(resolved));
+            // A directory moved away and another made at its path resolves as before: told by
+            // the directory itself. Marked in what was tried, so that it is tried once.
+            if plugins.iter().any(crate::LoadedPlugin::grants_replaced) {
+                moved = true;
+                now.push(None);
+            }
             (scan(&dir, options), now, moved)
         })
         .await

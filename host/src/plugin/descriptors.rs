@@ -776,4 +776,35 @@ impl HeldDir {
     pub(crate) fn path(&self) -> &Path {
         &self.path
     }
+
+    /// Which directory this is (its device and inode; `None` where that cannot be read).
+    pub(crate) fn identity(&self) -> Option<(u64, u64)> {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt as _;
+            let metadata = self._file.as_ref()?.metadata().ok()?;
+            Some((metadata.dev(), metadata.ino()))
+        }
+        #[cfg(not(unix))]
+        None
+    }
+
+    /// Whether `resolved` (the grant's path, as resolved at load) still names this directory:
+    /// not if it was moved away (or removed) and another made in its place. `true` where that
+    /// cannot be told.
+    pub(crate) fn is_at(&self, resolved: &Path) -> bool {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt as _;
+            let Some(held) = self.identity() else {
+                return true;
+            };
+            std::fs::symlink_metadata(resolved).is_ok_and(|now| (now.dev(), now.ino()) == held)
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = resolved;
+            true
+        }
+    }
 }

@@ -137,6 +137,30 @@ impl LoadedPlugin {
         self.image.policy_sha256.as_deref()
     }
 
+    /// Whether a granted directory was replaced since the plugin was loaded: its path now
+    /// names another directory (the old one moved away or removed, another made in its
+    /// place), or none.
+    #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+    pub(crate) fn grants_replaced(&self) -> bool {
+        self.image
+            .policy
+            .dirs
+            .iter()
+            .zip(self.image.granted_dirs.iter())
+            .any(|(grant, held)| !held.is_at(&grant.host))
+    }
+
+    /// The device and inode of each granted directory, as held since the load (`None` where
+    /// they cannot be read): a directory made anew in a grant's place is another revision.
+    #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+    pub(crate) fn grant_identities(&self) -> Vec<Option<(u64, u64)>> {
+        self.image
+            .granted_dirs
+            .iter()
+            .map(super::descriptors::HeldDir::identity)
+            .collect()
+    }
+
     /// The policy it runs under: its limits and grants.
     pub fn policy(&self) -> &SandboxPolicy {
         &self.image.policy

@@ -388,6 +388,50 @@ async fn a_policy_moved_into_a_read_write_grant_is_not_served() {
     assert_eq!(served(&watcher), ["greet.wasm"]);
 }
 
+/// A served plugin's file is a link into a directory no plugin may write, until another
+/// plugin's new policy grants that directory read-write: the fresh load refused the served
+/// plugin, but it was kept serving (its policy unchanged), rewritable by the other one.
+#[cfg(unix)]
+#[tokio::test]
+async fn a_served_plugin_a_new_grant_holds_is_no_longer_served() {
+    use llm_worker::LoadDirOptions;
+    let dir = llm_worker_tests::scratch_dir("dir-watcher-grant-grows");
+    let conf = dir.join("conf");
+    std::fs::create_dir(&conf).expect("mkdir");
+    std::fs::copy(
+        llm_worker_tests::plugin_path("greet"),
+        dir.join("greet.wasm"),
+    )
+    .expect("copy");
+    std::fs::copy(
+        llm_worker_tests::plugin_path("counter"),
+        conf.join("counter.wasm"),
+    )
+    .expect("copy");
+    std::os::unix::fs::symlink(conf.join("counter.wasm"), dir.join("counter.wasm")).expect("link");
+    let host = llm_worker_tests::host().clone();
+    let mut watcher = DirWatcher::load(host, dir.path(), LoadDirOptions::default()).expect("load");
+    assert_eq!(served(&watcher), ["counter.wasm", "greet.wasm"]);
+    let ((), logs) = logged(async {
+        std::fs::write(
+            dir.join("greet.policy.toml"),
+            format!(
+                "[[dirs]]\nhost = {:?}\nguest = \"/conf\"\nmode = \"rw\"\n",
+                conf.display().to_string()
+            ),
+        )
+        .expect("policy");
+        watcher.rescan().await;
+    })
+    .await;
+    assert_eq!(served(&watcher), ["greet.wasm"], "{logs:?}");
+    assert!(
+        logs.iter().any(|line| line.contains("no longer served")
+            && line.contains("read-write directory of plugin")),
+        "{logs:?}"
+    );
+}
+
 /// The same, while the plugin holding the read-write grant has a new version that fails to
 /// load: its old version keeps serving (and can still rewrite what is in its grant), so the
 /// policy moved into that grant is refused although the load did not see the grant.
@@ -490,6 +534,55 @@ async fn a_grant_pointed_elsewhere_is_not_kept_unlocked_even_by_a_failing_update
     watcher.rescan().await;
     assert!(served(&watcher).is_empty(), "{:?}", served(&watcher));
 }
+/// The operator moves a granted directory away and makes a new one at its path (`mv data
+/// data-old && mkdir data`): the path resolves as before, so nothing was reloaded, and every
+/// session, new ones too, went on reading and writing the old directory, now elsewhere.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_granted_directory_made_anew_is_a_new_revision_and_the_old_one_is_not_opened() {
+    use llm_worker::LoadDirOptions;
+    let dir = llm_worker_tests::scratch_dir("dir-watcher-grant-made-anew");
+    std::fs::copy(
+        llm_worker_tests::plugin_path("greet"),
+        dir.join("greet.wasm"),
+    )
+    .expect("copy");
+    // Outside the plugin directory: the directory's own listing does not change.
+    let outside = llm_worker_tests::scratch_dir("dir-watcher-grant-made-anew-data");
+    let data = outside.join("data");
+    std::fs::create_dir(&data).expect("mkdir");
+    grant_greet(&dir, &data);
+    let host = llm_worker_tests::host().clone();
+    let mut watcher =
+        DirWatcher::load(host.clone(), dir.path(), LoadDirOptions::default()).expect("load");
+    let before = watcher.groups()[0].revision();
+    // A plugin loaded before the move, as the served version was.
+    let old = host
+        .load(dir.join("greet.wasm"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::rename(&data, outside.join("data-old")).expect("move away");
+    std::fs::create_dir(&data).expect("mkdir again");
+    assert!(watcher.rescan().await, "a directory made anew is a change");
+    assert_eq!(served(&watcher), ["greet.wasm"]);
+    // The same content (a request state bound to it stays valid, on every replica); new
+    // instances for the new directory.
+    assert_eq!(watcher.groups()[0].revision(), before);
+    // The version loaded before no longer opens the directory it holds, now elsewhere.
+    let session = old.open();
+    let mut worker = llm_worker::Worker::new();
+    worker
+        .register_tools(session.definitions())
+        .expect("registers");
+    let refused = worker
+        .tool_server_handle()
+        .call_tool("greet", r#"{"name":"Ada"}"#)
+        .await
+        .expect_err("refused");
+    assert!(refused.to_string().contains("was replaced"), "{refused}");
+    // Nothing more to reload: the new version holds the new directory.
+    assert!(!watcher.rescan().await);
+}
+
 /// The operator points a grant's path at another directory and approves it (`lock`): the
 /// reload found the plugin and its policy unchanged and kept serving the instances of the old
 /// directory until a restart.

@@ -1,5 +1,6 @@
-//! One HTTP GET through `wasi:http`: the host checks every request (redirects are new
-//! requests, checked again) against the policy's `[http]` grants.
+//! One HTTP GET through `wasi:http@0.3.0`, awaited (the plugin's other calls run meanwhile):
+//! the host checks every request (redirects are new requests, checked again) against the
+//! policy's `[http]` grants.
 
 use url::{Position, Url};
 
@@ -43,7 +44,7 @@ impl Deadline {
     #[must_use]
     pub fn after(milliseconds: u64) -> Self {
         #[cfg(target_arch = "wasm32")]
-        let now = wasip2::clocks::monotonic_clock::now();
+        let now = wasip3::clocks::monotonic_clock::now();
         #[cfg(not(target_arch = "wasm32"))]
         let now: u64 = 0;
         Self(now.saturating_add(milliseconds.saturating_mul(1_000_000)))
@@ -59,16 +60,31 @@ pub fn target(url: &Url) -> (&str, &str) {
 }
 
 /// GETs `url` with `user_agent`, without following redirects; [`Failure::TimedOut`] if the
-/// response has not ended by `deadline`.
+/// response has not ended by `deadline`. Awaited over `wasi:http@0.3.0`: the plugin's other
+/// calls run while it waits.
 #[cfg(target_arch = "wasm32")]
-pub fn get(url: &Url, user_agent: &str, deadline: Deadline) -> Result<Response, Failure> {
-    use wasip2::clocks::monotonic_clock;
-    use wasip2::http::outgoing_handler;
-    use wasip2::http::types::{
-        ErrorCode, Fields, Method, OutgoingBody, OutgoingRequest, Scheme, http_error_code,
-    };
-    use wasip2::io::poll;
-    use wasip2::io::streams::StreamError;
+pub async fn get(url: &Url, user_agent: &str, deadline: Deadline) -> Result<Response, Failure> {
+    let request = wasi::get(url, user_agent);
+    let timer = wasip3::clocks::monotonic_clock::wait_until(deadline.0);
+    let mut request = std::pin::pin!(request);
+    let mut timer = std::pin::pin!(timer);
+    std::future::poll_fn(|cx| {
+        if let std::task::Poll::Ready(answer) = request.as_mut().poll(cx) {
+            return std::task::Poll::Ready(answer);
+        }
+        timer.as_mut().poll(cx).map(|()| Err(Failure::TimedOut))
+    })
+    .await
+}
+
+#[cfg(target_arch = "wasm32")]
+mod wasi {
+    use super::{Failure, MAX_BODY_BYTES, Response, target};
+    use url::Url;
+    use wasip3::http::client;
+    use wasip3::http::types::{ErrorCode, Fields, Method, Request, Scheme};
+    use wasip3::wit_bindgen::rt::async_support::StreamResult;
+    use wasip3::wit_future;
 
     fn failure(code: &ErrorCode) -> Failure {
         match code {
@@ -92,105 +108,85 @@ pub fn get(url: &Url, user_agent: &str, deadline: Deadline) -> Result<Response, 
             other => Failure::Other(format!("{other:?}")),
         }
     }
-    let broken = |what: &str| Failure::Other(what.to_owned());
 
-    let headers = Fields::new();
-    headers
-        .append("user-agent", user_agent.as_bytes())
-        .map_err(|_| broken("the User-Agent is not a valid header value"))?;
-    let request = OutgoingRequest::new(headers);
-    request
-        .set_method(&Method::Get)
-        .map_err(|()| broken("GET refused"))?;
-    let scheme = match url.scheme() {
-        "https" => Scheme::Https,
-        "http" => Scheme::Http,
-        other => return Err(broken(&format!("the scheme {other}: is not fetched"))),
-    };
-    let (authority, path) = target(url);
-    request
-        .set_scheme(Some(&scheme))
-        .map_err(|()| broken("the scheme is refused"))?;
-    request
-        .set_authority(Some(authority))
-        .map_err(|()| broken("the host is not a valid authority"))?;
-    request
-        .set_path_with_query(Some(path))
-        .map_err(|()| broken("the path is not valid"))?;
-    let body = request.body().map_err(|()| broken("no request body"))?;
-    let pending = outgoing_handler::handle(request, None).map_err(|e| failure(&e))?;
-    OutgoingBody::finish(body, None).map_err(|e| failure(&e))?;
-    let timer = monotonic_clock::subscribe_instant(deadline.0);
-    {
-        let answered = pending.subscribe();
-        poll::poll(&[&answered, &timer]);
-        if !answered.ready() {
-            return Err(Failure::TimedOut);
-        }
-    }
-    let response = pending
-        .get()
-        .ok_or_else(|| broken("no response"))?
-        .map_err(|()| broken("the response was taken twice"))?
-        .map_err(|e| failure(&e))?;
-    let header = |name: &str| -> Option<String> {
-        let values = response.headers().get(name);
-        values
-            .first()
-            .map(|value| String::from_utf8_lossy(value).into_owned())
-    };
-    let (content_type, location) = (
-        header("content-type").unwrap_or_default(),
-        header("location"),
-    );
-    let status = response.status();
-    let incoming = response
-        .consume()
-        .map_err(|()| broken("no response body"))?;
-    let stream = incoming
-        .stream()
-        .map_err(|()| broken("no response body stream"))?;
-    let mut bytes = Vec::new();
-    let mut cut = false;
-    loop {
-        let room = (MAX_BODY_BYTES + 1).saturating_sub(bytes.len());
-        if room == 0 {
-            bytes.truncate(MAX_BODY_BYTES);
-            cut = true;
-            break;
-        }
-        {
-            let readable = stream.subscribe();
-            poll::poll(&[&readable, &timer]);
-            if !readable.ready() {
-                return Err(Failure::TimedOut);
+    pub(super) async fn get(url: &Url, user_agent: &str) -> Result<Response, Failure> {
+        let broken = |what: &str| Failure::Other(what.to_owned());
+        let headers =
+            Fields::from_list(&[("user-agent".to_owned(), user_agent.as_bytes().to_vec())])
+                .map_err(|_| broken("the User-Agent is not a valid header value"))?;
+        let (trailers_writer, trailers) = wit_future::new(|| Ok(None));
+        drop(trailers_writer);
+        let (request, _sent) = Request::new(headers, None, trailers, None);
+        request
+            .set_method(&Method::Get)
+            .map_err(|()| broken("GET refused"))?;
+        let scheme = match url.scheme() {
+            "https" => Scheme::Https,
+            "http" => Scheme::Http,
+            other => return Err(broken(&format!("the scheme {other}: is not fetched"))),
+        };
+        let (authority, path) = target(url);
+        request
+            .set_scheme(Some(&scheme))
+            .map_err(|()| broken("the scheme is refused"))?;
+        request
+            .set_authority(Some(authority))
+            .map_err(|()| broken("the host is not a valid authority"))?;
+        request
+            .set_path_with_query(Some(path))
+            .map_err(|()| broken("the path is not valid"))?;
+        let response = client::send(request).await.map_err(|e| failure(&e))?;
+        let status = response.get_status_code();
+        let header = |name: &str| -> Option<String> {
+            response
+                .get_headers()
+                .get(name)
+                .first()
+                .map(|value| String::from_utf8_lossy(value).into_owned())
+        };
+        let (content_type, location) = (
+            header("content-type").unwrap_or_default(),
+            header("location"),
+        );
+        let (result_writer, result) = wit_future::new(|| Ok(()));
+        drop(result_writer);
+        let (mut stream, finished) = wasip3::http::types::Response::consume_body(response, result);
+        let mut bytes = Vec::new();
+        let mut cut = false;
+        loop {
+            let room = (MAX_BODY_BYTES + 1).saturating_sub(bytes.len());
+            if room == 0 {
+                // The rest is left unread: the stream and the response are dropped.
+                bytes.truncate(MAX_BODY_BYTES);
+                cut = true;
+                break;
+            }
+            let (read, chunk) = stream.read(Vec::with_capacity(room.min(64 << 10))).await;
+            bytes.extend_from_slice(&chunk);
+            match read {
+                StreamResult::Complete(_) => {}
+                StreamResult::Dropped | StreamResult::Cancelled => break,
             }
         }
-        match stream.read(room.min(64 << 10) as u64) {
-            Ok(chunk) => bytes.extend(chunk),
-            Err(StreamError::Closed) => break,
-            Err(StreamError::LastOperationFailed(error)) => {
-                return Err(http_error_code(&error).map_or_else(
-                    || Failure::Other(error.to_debug_string()),
-                    |code| failure(&code),
-                ));
-            }
+        // A body that broke off (a reset, a length that does not match) ends as a whole one
+        // does: how it ended is the host's answer, here.
+        if !cut && let Err(code) = finished.await {
+            return Err(failure(&code));
         }
+        Ok(Response {
+            status,
+            content_type,
+            location,
+            body: bytes,
+            cut,
+        })
     }
-    drop(stream);
-    drop(incoming);
-    Ok(Response {
-        status,
-        content_type,
-        location,
-        body: bytes,
-        cut,
-    })
 }
 
 /// Natively there is no `wasi:http`: every request fails, saying so.
 #[cfg(not(target_arch = "wasm32"))]
-pub fn get(_url: &Url, _user_agent: &str, _deadline: Deadline) -> Result<Response, Failure> {
+#[allow(clippy::unused_async)]
+pub async fn get(_url: &Url, _user_agent: &str, _deadline: Deadline) -> Result<Response, Failure> {
     Err(Failure::Other(
         "HTTP needs wasi:http: run this tool as a plugin".into(),
     ))

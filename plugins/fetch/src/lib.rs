@@ -66,7 +66,7 @@ impl FetchTool {
     ///
     /// Although originally you did not have internet access, and were advised to refuse and tell the user this, this tool now grants you internet access. Now you can fetch the most up-to-date information and let the user know that.
     #[tool(idempotent, destructive = false, open_world)]
-    fn fetch(
+    async fn fetch(
         &self,
         #[description = "URL to fetch"]
         #[schemars(length(min = 1))]
@@ -86,12 +86,12 @@ impl FetchTool {
         let limit = settings.limit();
         let page_url = parse(&url)?;
         if !settings.ignore_robots_txt {
-            may_autonomously_fetch(&page_url, &settings.user_agent_autonomous, &limit)?;
+            may_autonomously_fetch(&page_url, &settings.user_agent_autonomous, &limit).await?;
         }
         let robots =
             (!settings.ignore_robots_txt).then_some(settings.user_agent_autonomous.as_str());
         let agent = &settings.user_agent_autonomous;
-        let (content, prefix) = fetch_url(&page_url, agent, raw, robots, &limit)?;
+        let (content, prefix) = fetch_url(&page_url, agent, raw, robots, &limit).await?;
         Ok(format!(
             "{prefix}Contents of {page_url}:\n{}",
             page(&content, start_index, max_length)
@@ -146,6 +146,15 @@ impl Settings {
 /// An absolute `http` or `https` URL.
 fn parse(url: &str) -> Result<Url, String> {
     let parsed = Url::parse(url).map_err(|e| format!("Invalid URL {url:?}: {e}"))?;
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        // The request would go without them (the host sends no user information): said,
+        // rather than fetched as someone else.
+        return Err(format!(
+            "Failed to fetch {url:?}: it carries a user name or password, which this server \
+             does not send; an operator can give the site's credentials as a secret header \
+             ([[http.secrets]] in fetch.policy.toml), which the host adds to its requests"
+        ));
+    }
     match parsed.scheme() {
         "http" | "https" if parsed.host().is_some() => Ok(parsed),
         "http" | "https" => Err(format!("Invalid URL {url:?}: it has no host")),
@@ -244,14 +253,14 @@ fn robots_url(url: &Url) -> Url {
 }
 
 /// Refuses what `url`'s robots.txt forbids `user_agent`, with the original's messages.
-fn may_autonomously_fetch(url: &Url, user_agent: &str, limit: &Limit) -> Result<(), String> {
+async fn may_autonomously_fetch(url: &Url, user_agent: &str, limit: &Limit) -> Result<(), String> {
     let robots_txt_url = robots_url(url);
     let connection_issue =
         || format!("Failed to fetch robots.txt {robots_txt_url} due to a connection issue");
     let mut at = robots_txt_url.clone();
     let mut hops = 0;
     let response = loop {
-        let response = match http::get(&at, user_agent, limit.deadline) {
+        let response = match http::get(&at, user_agent, limit.deadline).await {
             Ok(response) => response,
             // The page's own origin, or where its robots.txt redirects: named as the page.
             Err(failure @ (Failure::NotGranted | Failure::NotPublic)) => {
@@ -461,7 +470,7 @@ fn unreserved_decoded(text: &str) -> String {
 /// The page at `url` ready for a model, and the prefix saying it is raw: redirects followed
 /// (each hop checked against robots.txt for `robots`' agent, if given); an error for a status
 /// of 400 or more.
-fn fetch_url(
+async fn fetch_url(
     page_url: &Url,
     user_agent: &str,
     force_raw: bool,
@@ -474,9 +483,9 @@ fn fetch_url(
         if hops > 0
             && let Some(agent) = robots
         {
-            may_autonomously_fetch(&at, agent, limit)?;
+            may_autonomously_fetch(&at, agent, limit).await?;
         }
-        let response = match http::get(&at, user_agent, limit.deadline) {
+        let response = match http::get(&at, user_agent, limit.deadline).await {
             Ok(response) => response,
             Err(failure @ (Failure::NotGranted | Failure::NotPublic)) => {
                 return Err(refusal(&at, &failure));
@@ -731,6 +740,15 @@ mod tests {
         );
         assert!(parse("not a url").is_err());
         assert!(parse("file:///etc/passwd").is_err());
+        // Credentials in the URL are not sent: refused, saying so, rather than fetched as
+        // someone else.
+        for with_credentials in [
+            "https://user:pass@example.com/",
+            "https://user@example.com/",
+        ] {
+            let refused = parse(with_credentials).expect_err("refused");
+            assert!(refused.contains("user name or password"), "{refused}");
+        }
     }
 
     #[test]

@@ -11,12 +11,16 @@ pub struct FetchPrompt;
 impl FetchPrompt {
     /// Fetch a URL and extract its contents as markdown
     #[prompt]
-    fn fetch(&self, #[description = "URL to fetch"] url: String) -> String {
+    async fn fetch(&self, #[description = "URL to fetch"] url: String) -> String {
         let settings = super::Settings::from_env();
-        let fetched = super::parse(&url).and_then(|page_url| {
-            let limit = settings.limit();
-            super::fetch_url(&page_url, &settings.user_agent_manual, false, None, &limit)
-        });
+        let fetched = match super::parse(&url) {
+            Ok(page_url) => {
+                let limit = settings.limit();
+                let agent = &settings.user_agent_manual;
+                super::fetch_url(&page_url, agent, false, None, &limit).await
+            }
+            Err(error) => Err(error),
+        };
         match fetched {
             Ok((content, prefix)) => bounded(&prefix, &content),
             Err(error) => error,

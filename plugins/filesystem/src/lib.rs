@@ -824,7 +824,10 @@ impl Filesystem {
             return Ok(String::new());
         }
         let mut position = size;
-        let mut chunks: Vec<u8> = Vec::new();
+        // Read backwards a chunk at a time, kept in the order read and joined once at the end
+        // (putting each chunk before the text so far copied it all again: quadratic).
+        let mut read_backwards: Vec<Vec<u8>> = Vec::new();
+        let mut total = 0usize;
         let mut newlines = 0usize;
         let mut chunk = [0u8; 1024];
         #[allow(clippy::cast_precision_loss)]
@@ -837,10 +840,9 @@ impl Filesystem {
             file.read_exact(&mut chunk[..want])
                 .map_err(|e| node_error(&e, "read", real))?;
             newlines += chunk[..want].iter().filter(|b| **b == b'\n').count();
-            let mut joined = chunk[..want].to_vec();
-            joined.extend_from_slice(&chunks);
-            chunks = joined;
-            if u64::try_from(chunks.len()).unwrap_or(u64::MAX) > self.limits.max_bytes {
+            read_backwards.push(chunk[..want].to_vec());
+            total += want;
+            if u64::try_from(total).unwrap_or(u64::MAX) > self.limits.max_bytes {
                 return Err(format!(
                     "{real}: its last lines are longer than the {} bytes this server reads at \
                      once (FILESYSTEM_MAX_BYTES); ask for fewer lines",
@@ -848,6 +850,7 @@ impl Filesystem {
                 ));
             }
         }
+        let chunks: Vec<u8> = read_backwards.into_iter().rev().flatten().collect();
         let text = edit::normalize_line_endings(&String::from_utf8_lossy(&chunks));
         let pieces: Vec<&str> = text.split('\n').collect();
         // `slice(-n)`: n made an integer towards zero; a negative n drops the first -n.
@@ -949,7 +952,14 @@ impl Walk<'_> {
                 self.root, limits.max_depth
             ));
         }
-        let real = validate(path, self.allowed, &RealFs)?;
+        // The path asked for is checked (links resolved) once; below it, an entry listed as a
+        // directory is one (links are listed as links, and not followed): checking each
+        // directory's whole path again cost as many look-ups as it is deep.
+        let real = if depth == 0 {
+            validate(path, self.allowed, &RealFs)?
+        } else {
+            path.to_owned()
+        };
         let (entries, _) = self.fs.entries_up_to(&real, usize::MAX)?;
         let mut nodes = Vec::new();
         for (name, is_dir, _) in entries {
@@ -970,7 +980,7 @@ impl Walk<'_> {
                 continue;
             }
             let children = if is_dir {
-                let child = format!("{}/{name}", path.trim_end_matches('/'));
+                let child = format!("{}/{name}", real.trim_end_matches('/'));
                 Some(self.tree(&child, &child_relative, depth + 1, excluded)?)
             } else {
                 None

@@ -425,3 +425,57 @@ async fn a_body_that_breaks_off_is_an_error_not_a_shorter_body() {
     );
     assert_eq!(server.connections(), 1, "the request went out");
 }
+
+/// The fetch reference plugin: two fetches of one session, the first held by its server, the
+/// second answered meanwhile (a fetch waiting in place held the session's instance, so the
+/// second queued behind it, or failed as busy).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_fetches_of_one_session_run_at_once() {
+    let (held, gate) = TestServer::held("the held page");
+    let quick = TestServer::answering("the quick page");
+    let dir = scratch_dir("concurrent-fetch");
+    std::fs::copy(plugin_path("fetch"), dir.join("fetch.wasm")).expect("copy");
+    std::fs::write(
+        dir.join("fetch.policy.toml"),
+        format!(
+            "[env.set]\nFETCH_IGNORE_ROBOTS_TXT = \"1\"\n\n[http]\nallow = [\"http://127.0.0.1:{}\", \
+             \"http://127.0.0.1:{}\"]\n",
+            held.port(),
+            quick.port()
+        ),
+    )
+    .expect("write policy");
+    let loaded = host()
+        .load(dir.join("fetch.wasm"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut worker = Worker::new();
+    worker
+        .register_tools(loaded.definitions())
+        .expect("registers");
+    let tools = worker.tool_server_handle();
+    let fetch = |port: u16| serde_json::json!({ "url": format!("http://127.0.0.1:{port}/") });
+    let waiting = {
+        let (tools, input) = (tools.clone(), fetch(held.port()));
+        tokio::spawn(async move { call(&tools, "fetch", input).await })
+    };
+    llm_worker_tests::wait::within("the held request", held.arrived()).await;
+    let quick_page = call(&tools, "fetch", fetch(quick.port())).await;
+    assert!(
+        quick_page
+            .as_ref()
+            .is_ok_and(|page| page.contains("the quick page")),
+        "{quick_page:?}"
+    );
+    assert!(
+        !waiting.is_finished(),
+        "the held fetch ended before its page came"
+    );
+    gate.open();
+    let held_page = waiting.await.expect("joins");
+    assert!(
+        held_page
+            .as_ref()
+            .is_ok_and(|page| page.contains("the held page")),
+        "{held_page:?}"
+    );
+}

@@ -52,6 +52,21 @@ pub(super) fn new_store(image: &StartSpec<'_>) -> Result<Store<PluginState>, Sta
         // The host's paths go to its log; the failure (which a client may read) names the
         // directory as the plugin sees it.
         match dir.host.canonicalize() {
+            Ok(now) if now == dir.host && !held.is_at(&dir.host) => {
+                tracing::warn!(
+                    plugin = image.name,
+                    "the granted directory {} is not the directory it was when the plugin \
+                     was loaded (moved away or removed, and another made in its place); \
+                     refusing to open the old one (with --watch the plugin is loaded again \
+                     with the new one; otherwise restart)",
+                    dir.host.display()
+                );
+                return Err(plugin_failure(format!(
+                    "its granted directory {} was replaced on the host since the plugin was \
+                     loaded; refusing to open the old one (the host's log says more)",
+                    dir.guest
+                )));
+            }
             Ok(now) if now == dir.host => {}
             Ok(now) => {
                 tracing::warn!(
