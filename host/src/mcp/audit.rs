@@ -22,16 +22,74 @@ use crate::question::{
 /// [`McpOptions::audit`]: super::McpOptions::audit
 #[derive(Clone)]
 pub struct AuditLog {
-    out: Arc<Mutex<Sink>>,
+    writer: Arc<Writer>,
     inputs: bool,
 }
 
-/// Where records are written, and whether the last write failed part-way.
-struct Sink {
-    out: Box<dyn Write + Send>,
-    /// The last write failed: it may have left part of a line, which the next record must not
-    /// be joined to.
-    broken: bool,
+/// Writes records on a thread of its own, in order: a write that hangs (a stuck network disk,
+/// a pipe no one reads) holds that thread, not the requests or the runtime.
+struct Writer {
+    /// Records waiting to be written, with where to say each was.
+    queue: std::sync::mpsc::SyncSender<Queued>,
+    /// Records dropped because the queue was full, not yet said in the log.
+    dropped: Arc<std::sync::atomic::AtomicU64>,
+    /// When a drop was last logged.
+    said: Mutex<Option<std::time::Instant>>,
+    /// A record was not written within [`RECORD_WAIT`], and the writer has written nothing
+    /// since: later requests do not wait for theirs.
+    stalled: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// A record's line, and where the writer says it was written.
+struct Queued {
+    line: Vec<u8>,
+    written: std::sync::mpsc::SyncSender<()>,
+}
+
+/// Records queued at most; past it, a record is dropped (and the drop counted in the log).
+const QUEUED_RECORDS: usize = 1024;
+
+/// How long a request waits for its record to be written before it goes on (its record stays
+/// queued).
+const RECORD_WAIT: Duration = Duration::from_secs(1);
+
+/// The writer's loop: writes each record whole, and after a write that failed part-way (a
+/// full disk) starts the next on a line of its own; says how many records were dropped when
+/// it can write again.
+fn write_records(
+    mut out: Box<dyn Write + Send>,
+    queue: std::sync::mpsc::Receiver<Queued>,
+    dropped: Arc<std::sync::atomic::AtomicU64>,
+    stalled: Arc<std::sync::atomic::AtomicBool>,
+) {
+    let mut broken = false;
+    let mut write = |mut line: Vec<u8>| {
+        if broken {
+            // Joined to the cut line, a reader of lines would lose both.
+            line.insert(0, b'\n');
+        }
+        let written = out.write_all(&line).and_then(|()| out.flush());
+        broken = written.is_err();
+        if let Err(error) = written {
+            tracing::error!("cannot write the audit log: {error}");
+        }
+    };
+    for queued in queue {
+        write(queued.line);
+        stalled.store(false, std::sync::atomic::Ordering::Relaxed);
+        let _ = queued.written.send(());
+        let lost = dropped.swap(0, std::sync::atomic::Ordering::Relaxed);
+        if lost > 0 {
+            let note = serde_json::json!({
+                "time": chrono::DateTime::<chrono::Utc>::from(SystemTime::now())
+                    .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                "event": "audit",
+                "outcome": "dropped",
+                "records": lost,
+            });
+            write(format!("{note}\n").into_bytes());
+        }
+    }
 }
 
 impl std::fmt::Debug for AuditLog {
@@ -134,11 +192,25 @@ impl AuditLog {
 
     /// Records written to `out` (each record one `write` of a whole line).
     pub fn to_writer(out: impl Write + Send + 'static) -> Self {
+        let (queue, queued) = std::sync::mpsc::sync_channel(QUEUED_RECORDS);
+        let dropped = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let out: Box<dyn Write + Send> = Box::new(out);
+        let stalled = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (counted, told) = (Arc::clone(&dropped), Arc::clone(&stalled));
+        // The thread ends when the last clone of the log is dropped (and the queue is empty).
+        if let Err(error) = std::thread::Builder::new()
+            .name("llm-worker-audit".into())
+            .spawn(move || write_records(out, queued, counted, told))
+        {
+            tracing::error!("cannot start the audit log's writer: {error}; no record is written");
+        }
         Self {
-            out: Arc::new(Mutex::new(Sink {
-                out: Box::new(out),
-                broken: false,
-            })),
+            writer: Arc::new(Writer {
+                queue,
+                dropped,
+                said: Mutex::new(None),
+                stalled,
+            }),
             inputs: false,
         }
     }
@@ -202,29 +274,51 @@ impl AuditLog {
         };
         let mut line = escape_hidden(&text).into_bytes();
         line.push(b'\n');
-        let mut write = move || {
-            let mut sink = self.out.lock().unwrap_or_else(|p| p.into_inner());
-            if sink.broken {
-                // After a write that failed part-way (a full disk), the record starts a line of
-                // its own: joined to the cut one, a reader would lose both.
-                line.insert(0, b'\n');
+        let (written, wait) = std::sync::mpsc::sync_channel(1);
+        match self.writer.queue.try_send(Queued { line, written }) {
+            Ok(())
+                if self
+                    .writer
+                    .stalled
+                    .load(std::sync::atomic::Ordering::Relaxed) => {}
+            Ok(()) => {
+                // Written before the request's answer as a rule; a write that hangs holds the
+                // request a second at most (the record stays queued), and later requests not
+                // at all until the writer moves again.
+                let stalled = Arc::clone(&self.writer.stalled);
+                let wait = move || {
+                    if wait.recv_timeout(RECORD_WAIT).is_err() {
+                        stalled.store(true, std::sync::atomic::Ordering::Relaxed);
+                    }
+                };
+                let multi_threaded = tokio::runtime::Handle::try_current().is_ok_and(|runtime| {
+                    runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
+                });
+                if multi_threaded {
+                    tokio::task::block_in_place(wait);
+                } else {
+                    wait();
+                }
             }
-            let written = sink.out.write_all(&line).and_then(|()| sink.out.flush());
-            sink.broken = written.is_err();
-            if let Err(error) = written {
-                tracing::error!("cannot write the audit log: {error}");
+            Err(std::sync::mpsc::TrySendError::Full(_)) => {
+                let dropped = self
+                    .writer
+                    .dropped
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                    + 1;
+                let mut said = self.writer.said.lock().unwrap_or_else(|p| p.into_inner());
+                if said.is_none_or(|at| at.elapsed() >= Duration::from_secs(60)) {
+                    *said = Some(std::time::Instant::now());
+                    tracing::error!(
+                        "the audit log is not being written (a write has not returned, with \
+                         {QUEUED_RECORDS} records waiting): {dropped} records dropped so far; \
+                         the log says how many once it is written again"
+                    );
+                }
             }
-        };
-        // A write that blocks (a disk that hangs, a pipe no one reads) holds the request that
-        // writes it, and those waiting to write after it, but not the runtime's worker: its
-        // other requests (health checks, metrics, calls that write nothing) go on.
-        let multi_threaded = tokio::runtime::Handle::try_current().is_ok_and(|runtime| {
-            runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
-        });
-        if multi_threaded {
-            tokio::task::block_in_place(write);
-        } else {
-            write();
+            Err(std::sync::mpsc::TrySendError::Disconnected(_)) => {
+                tracing::error!("the audit log's writer has stopped: the record is not written");
+            }
         }
     }
 }
@@ -618,5 +712,65 @@ mod tests {
             .map(|record| record["target"].as_str().unwrap_or_default().to_owned())
             .collect();
         assert_eq!(whole, ["whole", "next"], "{text}");
+    }
+
+    /// A write that never returns (a stuck disk): requests do not wait on it past a second,
+    /// the queue holds what it can, the rest is dropped, and the log says how many once it is
+    /// written again.
+    #[test]
+    fn records_past_a_hanging_write_are_queued_then_dropped_and_counted() {
+        #[derive(Clone)]
+        struct Gated {
+            open: Arc<(Mutex<bool>, std::sync::Condvar)>,
+            lines: std::sync::mpsc::SyncSender<Vec<u8>>,
+        }
+        impl Write for Gated {
+            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+                let mut open = self.open.0.lock().expect("lock");
+                while !*open {
+                    open = self.open.1.wait(open).expect("wait");
+                }
+                let _ = self.lines.send(bytes.to_vec());
+                Ok(bytes.len())
+            }
+
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let (lines, written) = std::sync::mpsc::sync_channel(4096);
+        let gate = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
+        let log = AuditLog::to_writer(Gated {
+            open: Arc::clone(&gate),
+            lines,
+        });
+        let started = std::time::Instant::now();
+        let records = QUEUED_RECORDS + 100;
+        for n in 0..records {
+            log.write(
+                Record::new("tools/call", &n.to_string()),
+                log.input(&Value::Null),
+            );
+        }
+        // One wait of a second, not one a record (which would be some twenty minutes).
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "{:?}",
+            started.elapsed()
+        );
+        *gate.0.lock().expect("lock") = true;
+        gate.1.notify_all();
+        drop(log);
+        let text: Vec<Value> = written
+            .iter()
+            .map(|line| serde_json::from_slice(&line).expect("a JSON line"))
+            .collect();
+        // The one being written when it hung and the queue's, with the count of the others.
+        let kept = text.iter().filter(|r| r["event"] == "tools/call").count();
+        assert_eq!(kept, QUEUED_RECORDS + 1);
+        let notes: Vec<&Value> = text.iter().filter(|r| r["event"] == "audit").collect();
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert_eq!(notes[0]["outcome"], "dropped");
+        assert_eq!(notes[0]["records"], (records - kept) as u64);
     }
 }

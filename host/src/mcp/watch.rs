@@ -191,10 +191,6 @@ impl Served {
         // withdrew (an HTTP grant taken out, so that the plugin now fails to link). Only a new
         // version of the plugin itself that fails keeps the working one serving.
         let mut withdrawn = std::collections::BTreeSet::new();
-        // The read-write grants of what loaded: a served plugin whose file or policy one of
-        // them now holds (a newcomer's grant, or a grant widened) could be rewritten by that
-        // plugin, and is not kept (the load refused its new reading for that very reason).
-        let fresh_writable = crate::plugin::dir::writable_grants(loaded.plugins.iter());
         for failure in &loaded.failures {
             if let Some(path) = failure
                 .path()
@@ -202,17 +198,7 @@ impl Served {
             {
                 let served = self.plugin(path);
                 let served_policy = served.map(policy_sha256);
-                let held = served.and_then(|plugin| {
-                    crate::plugin::dir::held_by_a_grant(plugin, &fresh_writable)
-                });
-                if let Some(held) = held {
-                    self.groups.remove(path);
-                    withdrawn.insert(path.to_owned());
-                    problems.insert(format!(
-                        "plugin {} is no longer served: {held}",
-                        path.display()
-                    ));
-                } else if served.is_some_and(grants_lead_elsewhere) {
+                if served.is_some_and(grants_lead_elsewhere) {
                     self.groups.remove(path);
                     withdrawn.insert(path.to_owned());
                     problems.insert(format!(
@@ -269,6 +255,7 @@ impl Served {
             })
             .map(|(_, group)| group.clone())
             .collect();
+        let mut newly_served: Vec<&crate::LoadedPlugin> = Vec::new();
         for (path, group, plugin) in fresh {
             if !changed(&self.groups, &path, &group) {
                 continue;
@@ -298,7 +285,32 @@ impl Served {
             }
             tracing::info!(plugin = %path.display(), "serving plugin");
             accepted.push(group.clone());
+            newly_served.push(plugin);
             self.groups.insert(path, group);
+        }
+        // A version kept serving (its new reading failed) whose file or policy a read-write
+        // grant of a plugin now served holds (a newcomer's grant, or one widened) could be
+        // rewritten by that plugin: it is not kept (the load refused its new reading for that
+        // very reason). Decided once the newcomers are accepted: one refused withdraws nothing.
+        let newly_writable = crate::plugin::dir::writable_grants(newly_served.into_iter());
+        if !newly_writable.is_empty() {
+            let held: Vec<(PathBuf, String)> = self
+                .groups
+                .iter()
+                .filter_map(|(path, group)| {
+                    let plugin = group.loaded()?;
+                    let held = crate::plugin::dir::held_by_a_grant(plugin, &newly_writable)?;
+                    Some((path.clone(), held.to_string()))
+                })
+                .collect();
+            for (path, held) in held {
+                self.groups.remove(&path);
+                problems.insert(format!(
+                    "plugin {} is no longer served: {held}",
+                    path.display()
+                ));
+                withdrawn.insert(path);
+            }
         }
         for failure in &loaded.failures {
             if failure.path().is_some_and(|path| withdrawn.contains(path)) {

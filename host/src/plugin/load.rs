@@ -268,10 +268,7 @@ impl PluginHost {
             None => Component::new(&runtime.engine, bytes),
         };
         // Counted before compiling: wasmtime lays out every nested instance as it compiles.
-        if let Some(reason) = super::structure::instances_made(bytes)
-            .ok()
-            .and_then(super::structure::refusal)
-        {
+        if let Some(reason) = super::structure::refusal_of(bytes) {
             return Err(PluginError::Invalid {
                 path: path.to_owned(),
                 reason,

@@ -8,7 +8,8 @@
 //! wasmparser's limits are per component, and the host's limit on core instances
 //! ([`MAX_CORE_INSTANCES`]) applies only once an instance is made, after compiling. So the
 //! instances a component makes are counted here first, through its nesting, and a component
-//! that would make more than an instance may hold is refused before it is compiled.
+//! that would make more than an instance may hold is refused before it is compiled, as is one
+//! whose count cannot be told from its bytes.
 
 use wasmtime::wasmparser::{
     ComponentAlias, ComponentExternalKind, ComponentInstance, ComponentOuterAliasKind,
@@ -37,13 +38,6 @@ impl Made {
             components: self.components.saturating_add(other.components),
         }
     }
-
-    fn max(self, other: Self) -> Self {
-        Self {
-            core: self.core.max(other.core),
-            components: self.components.max(other.components),
-        }
-    }
 }
 
 /// One component (or core module) being read, with what its component index space holds.
@@ -67,21 +61,35 @@ impl Frame {
     }
 }
 
+/// The most entries a component's index space of components may hold here (wasmparser's own
+/// limit, which it applies only when validating, after this count): so that the count's
+/// memory stays in proportion to what a plugin may be.
+const MAX_COMPONENTS: usize = 1_000;
+
 /// What one instantiation of the component `bytes` makes, counted before compiling it.
 ///
-/// A component whose cost is not known where it is instantiated (one a nested component
-/// imports, or takes from an instance's exports) is counted as the costliest component the
-/// file defined before that point: every component an instantiation can reach was defined
-/// earlier in the file (a host gives plugins no components), so the count never falls short.
+/// Only components the file defines (nested, or reached by an outer alias) may be
+/// instantiated: a component taken from an import or from an instance's exports is one whose
+/// cost is known only where its instance was made, with the arguments given there (which is
+/// how wasmtime lays it out), and no toolchain makes such a plugin; it is refused.
 ///
 /// # Errors
-/// The parser's error, for bytes it cannot read (the compiler then says what is wrong).
+/// Why the component is refused: bytes the parser cannot read, a component instantiated that
+/// the file does not define where it is instantiated, more than 1,000 components in one
+/// index space.
 pub(crate) fn instances_made(bytes: &[u8]) -> Result<Made, String> {
     let mut stack = vec![Frame::new(false)];
-    // The costliest component whose definition has been read whole, anywhere in the file.
-    let mut costliest = Made::default();
     for payload in Parser::new(0).parse_all(bytes) {
-        let payload = payload.map_err(|e| e.to_string())?;
+        let payload = payload.map_err(|e| format!("it cannot be read: {e}"))?;
+        if stack
+            .last()
+            .is_some_and(|frame| frame.components.len() > MAX_COMPONENTS)
+        {
+            return Err(format!(
+                "one of its components has more than {MAX_COMPONENTS} components in its index \
+                 space"
+            ));
+        }
         let Some(frame) = stack.last_mut() else {
             break;
         };
@@ -98,7 +106,6 @@ pub(crate) fn instances_made(bytes: &[u8]) -> Result<Made, String> {
                 let Some(done) = stack.pop() else {
                     break;
                 };
-                costliest = costliest.max(done.made);
                 match stack.last_mut() {
                     // A nested component's definition: an entry of its parent's index space.
                     Some(parent) => parent.components.push(Some(done.made)),
@@ -118,7 +125,14 @@ pub(crate) fn instances_made(bytes: &[u8]) -> Result<Made, String> {
                         component_index, ..
                     } = instance.map_err(|e| e.to_string())?
                     {
-                        let made = index(&frame.components, component_index).unwrap_or(costliest);
+                        let Some(made) = index(&frame.components, component_index) else {
+                            return Err(format!(
+                                "it instantiates component {component_index} of one of its \
+                                 components, which is not one the file defines there (it is \
+                                 imported, or taken from an instance's exports): how many \
+                                 instances that makes cannot be counted before compiling"
+                            ));
+                        };
                         frame.made = frame.made.add(made).add(Made {
                             core: 0,
                             components: 1,
@@ -179,12 +193,17 @@ pub(crate) fn instances_made(bytes: &[u8]) -> Result<Made, String> {
     Err("the component ends before its last section".into())
 }
 
-/// The entry `at` of a component index space (`None` when not known, or out of range: the
-/// compiler refuses the latter).
+/// The entry `at` of a component index space (`None` when not known, or out of range).
 fn index(components: &[Option<Made>], at: u32) -> Option<Made> {
     usize::try_from(at)
         .ok()
         .and_then(|at| components.get(at).copied().flatten())
+}
+
+/// Why the component `bytes` may not be compiled as a plugin, if it may not: what one
+/// instantiation of it makes, or why that cannot be counted.
+pub(crate) fn refusal_of(bytes: &[u8]) -> Option<String> {
+    instances_made(bytes).map_or_else(Some, refusal)
 }
 
 /// Why a component making `made` instances may not be a plugin, if it may not.
@@ -269,30 +288,45 @@ mod tests {
     }
 
     #[test]
-    fn a_component_imported_by_a_nested_one_counts_as_the_costliest_defined() {
-        // $inner imports a component and instantiates it three times; the root passes $big
-        // (four core instances) to it.
+    fn a_component_taken_from_an_import_is_not_instantiated() {
+        // $inner imports a component and instantiates it; the root passes $big to it. Where
+        // $inner is read, what it will be given is not known (the bomb `$c40` could be given,
+        // defined after it): refused, whatever the order.
         let text = r#"(component
             (component $big
                 (core module $m)
-                (core instance (instantiate $m)) (core instance (instantiate $m))
                 (core instance (instantiate $m)) (core instance (instantiate $m)))
             (component $inner
                 (import "c" (component $c))
-                (instance (instantiate $c)) (instance (instantiate $c))
                 (instance (instantiate $c)))
             (instance (instantiate $inner (with "c" (component $big)))))"#;
-        let made = instances_made(&wat::parse_str(text).expect("parses")).expect("reads");
-        assert_eq!(made.core, 12);
-        assert_eq!(made.components, 4);
-        assert!(refusal(made).is_none());
-        let twice = text.replace(
-            "(instance (instantiate $inner",
-            "(instance (instantiate $inner (with \"c\" (component $big))))\n(instance (instantiate $inner",
+        let refused = instances_made(&wat::parse_str(text).expect("parses")).expect_err("refused");
+        assert!(refused.contains("not one the file defines"), "{refused}");
+        // Passing a component on without instantiating it is fine.
+        let passed = r#"(component
+            (component $big (core module $m) (core instance (instantiate $m)))
+            (component $inner (import "c" (component $c)))
+            (instance (instantiate $inner (with "c" (component $big)))))"#;
+        let made = instances_made(&wat::parse_str(passed).expect("parses")).expect("counted");
+        assert_eq!(
+            made,
+            Made {
+                core: 0,
+                components: 1
+            }
         );
-        let made = instances_made(&wat::parse_str(&twice).expect("parses")).expect("reads");
-        assert_eq!(made.core, 24);
-        assert!(refusal(made).is_some_and(|r| r.contains("24 core instances")));
+    }
+
+    #[test]
+    fn index_spaces_are_bounded_before_validation() {
+        let mut text = String::from("(component $root (component $c)\n (component $n\n");
+        for _ in 0..1_100 {
+            text.push_str("  (alias outer $root $c (component))\n");
+        }
+        text.push_str(" )\n)");
+        let refused = instances_made(&wat::parse_str(&text).expect("parses")).expect_err("refused");
+        assert!(refused.contains("more than 1000 components"), "{refused}");
+        assert!(instances_made(b"\0asm\x0d\0\x01\0\xff").is_err());
     }
 
     #[test]

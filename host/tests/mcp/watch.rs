@@ -412,15 +412,28 @@ async fn a_served_plugin_a_new_grant_holds_is_no_longer_served() {
     let host = llm_worker_tests::host().clone();
     let mut watcher = DirWatcher::load(host, dir.path(), LoadDirOptions::default()).expect("load");
     assert_eq!(served(&watcher), ["counter.wasm", "greet.wasm"]);
-    let ((), logs) = logged(async {
-        std::fs::write(
-            dir.join("greet.policy.toml"),
-            format!(
-                "[[dirs]]\nhost = {:?}\nguest = \"/conf\"\nmode = \"rw\"\n",
-                conf.display().to_string()
-            ),
+    let grant_conf = || {
+        format!(
+            "[[dirs]]\nhost = {:?}\nguest = \"/conf\"\nmode = \"rw\"\n",
+            conf.display().to_string()
         )
-        .expect("policy");
+    };
+    // A newcomer granted the directory, but not served (it offers greet's tool): it takes
+    // nothing away.
+    std::fs::copy(
+        llm_worker_tests::plugin_path("greet"),
+        dir.join("twin.wasm"),
+    )
+    .expect("copy");
+    std::fs::write(dir.join("twin.policy.toml"), grant_conf()).expect("policy");
+    watcher.rescan().await;
+    assert_eq!(served(&watcher), ["counter.wasm", "greet.wasm"]);
+    std::fs::remove_file(dir.join("twin.wasm")).expect("remove");
+    std::fs::remove_file(dir.join("twin.policy.toml")).expect("remove");
+    watcher.rescan().await;
+    assert_eq!(served(&watcher), ["counter.wasm", "greet.wasm"]);
+    let ((), logs) = logged(async {
+        std::fs::write(dir.join("greet.policy.toml"), grant_conf()).expect("policy");
         watcher.rescan().await;
     })
     .await;

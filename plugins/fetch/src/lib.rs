@@ -143,17 +143,30 @@ impl Settings {
     }
 }
 
+/// Whether `url` carries a user name or password.
+fn carries_credentials(url: &Url) -> bool {
+    !url.username().is_empty() || url.password().is_some()
+}
+
+/// The refusal of `url`, which carries a user name or password: named without them.
+fn credentials_refused(url: &Url) -> String {
+    let mut shown = url.clone();
+    let _ = shown.set_username("");
+    let _ = shown.set_password(None);
+    format!(
+        "Failed to fetch {shown}: the URL carries a user name or password, which this server \
+         does not send; an operator can give the site's credentials as a secret header \
+         ([[http.secrets]] in fetch.policy.toml), which the host adds to its requests"
+    )
+}
+
 /// An absolute `http` or `https` URL.
 fn parse(url: &str) -> Result<Url, String> {
     let parsed = Url::parse(url).map_err(|e| format!("Invalid URL {url:?}: {e}"))?;
-    if !parsed.username().is_empty() || parsed.password().is_some() {
+    if carries_credentials(&parsed) {
         // The request would go without them (the host sends no user information): said,
-        // rather than fetched as someone else.
-        return Err(format!(
-            "Failed to fetch {url:?}: it carries a user name or password, which this server \
-             does not send; an operator can give the site's credentials as a secret header \
-             ([[http.secrets]] in fetch.policy.toml), which the host adds to its requests"
-        ));
+        // rather than fetched as someone else; and not repeated.
+        return Err(credentials_refused(&parsed));
     }
     match parsed.scheme() {
         "http" | "https" if parsed.host().is_some() => Ok(parsed),
@@ -235,6 +248,7 @@ fn redirect(from: &Url, response: &Response) -> Option<Result<Url, String>> {
     // As the original's client: only to http and https (another scheme's URL, `wss:` or
     // `ftp:`, would otherwise be fetched as plain http on that scheme's host).
     Some(match to.scheme() {
+        "http" | "https" if carries_credentials(&to) => Err(credentials_refused(&to)),
         "http" | "https" if to.host().is_some() => Ok(to),
         _ => Err(format!(
             "Failed to fetch {from}: its redirect to {to} is not to an http:// or https:// URL \
@@ -601,6 +615,12 @@ mod tests {
             let refused = to(location).expect_err(location);
             assert!(refused.contains("unsupported protocol"), "{refused}");
         }
+        // A redirect to a URL with credentials: refused as the first URL would be.
+        let refused = to("https://admin:secret@granted.example/").expect_err("refused");
+        assert!(
+            refused.contains("user name or password") && !refused.contains("secret@"),
+            "{refused}"
+        );
     }
 
     #[test]
@@ -748,6 +768,10 @@ mod tests {
         ] {
             let refused = parse(with_credentials).expect_err("refused");
             assert!(refused.contains("user name or password"), "{refused}");
+            assert!(
+                !refused.contains("user@") && !refused.contains("pass@"),
+                "{refused}"
+            );
         }
     }
 

@@ -33,6 +33,13 @@ pub(super) fn new_store(image: &StartSpec<'_>) -> Result<Store<PluginState>, Sta
         reason,
         host_capacity: false,
     };
+    // A granted directory changed on the host (replaced, a link put in its path, gone): the
+    // host's business, not counted against the plugin (whose instances, in every session,
+    // another plugin that may write above the directory could otherwise get disabled).
+    let host_failure = |reason| StartFailure {
+        reason,
+        host_capacity: true,
+    };
     let policy = &image.policy;
     let limits = &policy.limits;
     // Deny by default: no arguments, environment, directories or sockets; stdin is closed;
@@ -61,7 +68,7 @@ pub(super) fn new_store(image: &StartSpec<'_>) -> Result<Store<PluginState>, Sta
                      with the new one; otherwise restart)",
                     dir.host.display()
                 );
-                return Err(plugin_failure(format!(
+                return Err(host_failure(format!(
                     "its granted directory {} was replaced on the host since the plugin was \
                      loaded; refusing to open the old one (the host's log says more)",
                     dir.guest
@@ -76,7 +83,7 @@ pub(super) fn new_store(image: &StartSpec<'_>) -> Result<Store<PluginState>, Sta
                     dir.host.display(),
                     now.display()
                 );
-                return Err(plugin_failure(format!(
+                return Err(host_failure(format!(
                     "its granted directory {} now leads elsewhere on the host (a link was put \
                      in its path); refusing to open it (the host's log says where)",
                     dir.guest
@@ -88,7 +95,7 @@ pub(super) fn new_store(image: &StartSpec<'_>) -> Result<Store<PluginState>, Sta
                     "cannot open the granted directory {}: {e}",
                     dir.host.display()
                 );
-                return Err(plugin_failure(format!(
+                return Err(host_failure(format!(
                     "cannot open its granted directory {}: {} (the host's log says where)",
                     dir.guest,
                     e.kind()
@@ -244,7 +251,9 @@ pub(super) fn refuel(store: &mut Store<PluginState>, limits: &Limits) {
 pub(crate) struct StartFailure {
     /// What went wrong, for messages.
     pub(crate) reason: String,
-    /// Whether the host lacked capacity (a full instance pool): not the plugin's fault.
+    /// Whether it was not the plugin's fault: the host lacked capacity (a full instance
+    /// pool), or a granted directory changed on the host since the load. Not counted against
+    /// the plugin.
     pub(crate) host_capacity: bool,
 }
 
