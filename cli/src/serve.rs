@@ -53,7 +53,6 @@ pub(crate) async fn serve(
     let before = DirSnapshot::take(&dir, loader.options);
     let loaded = crate::load::load_with_progress(&loader, &dir)?;
     crate::load::warn_about(&loaded, &dir, loader.options);
-    warn_of_tasks_outliving_their_record(&loaded, options.task_ttl);
     // A client would see no tools and no reason: said here, where the operator looks.
     if loaded.plugins.is_empty() && !loaded.failures.is_empty() {
         eprintln!(
@@ -67,7 +66,8 @@ pub(crate) async fn serve(
     // A directory locked now stays locked: a reload that finds the lock gone refuses every
     // change and keeps serving what was approved.
     let mut watcher =
-        DirWatcher::from_loaded(loader.host.clone(), &dir, loader.options, before, loaded);
+        DirWatcher::from_loaded(loader.host.clone(), &dir, loader.options, before, loaded)
+            .task_ttl(options.task_ttl);
     let catalog = ToolCatalog::new(watcher.groups());
     // Clients are not told where the plugins are on this machine.
     let mut mcp = McpOptions::new("llm-worker", env!("CARGO_PKG_VERSION"))
@@ -292,30 +292,6 @@ pub(crate) async fn serve(
         tracing::warn!("cannot send the last spans: {error}");
     }
     Ok(())
-}
-
-/// Warns of each plugin with tools that run as tasks whose task time limit is longer than the
-/// tasks are kept: such a task is stopped at `--task-ttl`, before its own limit.
-fn warn_of_tasks_outliving_their_record(loaded: &llm_worker::PluginDir, ttl: Duration) {
-    for plugin in &loaded.plugins {
-        let runs_tasks = plugin
-            .tools()
-            .iter()
-            .any(|tool| tool.task_support != llm_worker::TaskSupport::Forbidden);
-        if let Some(limit) = plugin.policy().limits.task_timeout
-            && runs_tasks
-            && limit > ttl
-        {
-            tracing::warn!(
-                "plugin '{}' may run a task for {} s (its policy's limits.task_timeout_ms), but \
-                 tasks are kept for {} s (--task-ttl): its tasks still running then are stopped; \
-                 raise --task-ttl",
-                plugin.name(),
-                limit.as_secs(),
-                ttl.as_secs()
-            );
-        }
-    }
 }
 
 /// Listens on `address` (`HOST:PORT`; a name is resolved, the first address that binds wins).

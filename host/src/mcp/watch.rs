@@ -150,6 +150,28 @@ fn policy_sha256_now(path: &Path) -> String {
     }
 }
 
+/// Warns if `plugin` has tools that run as tasks for longer (its policy's task time limit)
+/// than tasks are kept (`ttl`): such a task is stopped at `ttl`, before its own limit.
+fn warn_of_tasks_outliving_their_record(plugin: &crate::LoadedPlugin, ttl: Duration) {
+    let runs_tasks = plugin
+        .tools()
+        .iter()
+        .any(|tool| tool.task_support != crate::TaskSupport::Forbidden);
+    if let Some(limit) = plugin.policy().limits.task_timeout
+        && runs_tasks
+        && limit > ttl
+    {
+        tracing::warn!(
+            "plugin '{}' may run a task for {} s (its policy's limits.task_timeout_ms), but tasks \
+             are kept for {} s (--task-ttl): its tasks still running then are stopped; raise \
+             --task-ttl",
+            plugin.name(),
+            limit.as_secs(),
+            ttl.as_secs()
+        );
+    }
+}
+
 /// The served plugins, by file: a plugin whose new version fails to load keeps its working
 /// version (unless its policy changed); a removed file goes.
 #[derive(Default)]
@@ -459,6 +481,9 @@ pub struct DirWatcher {
     /// Where reloads are counted.
     #[cfg(feature = "metrics")]
     metrics: Option<super::Metrics>,
+    /// How long the server keeps tasks: a plugin served anew whose tasks may run longer is
+    /// warned of ([`task_ttl`](Self::task_ttl)).
+    task_ttl: Option<Duration>,
 }
 
 impl std::fmt::Debug for DirWatcher {
@@ -516,7 +541,20 @@ impl DirWatcher {
             host_was_busy: None,
             #[cfg(feature = "metrics")]
             metrics: None,
+            task_ttl: None,
         }
+    }
+
+    /// Warns of each plugin served now, and of each a reload serves anew, whose tools run as
+    /// tasks for longer (its policy's `task_timeout_ms`) than the server keeps tasks (`ttl`):
+    /// such a task would be stopped when it is no longer kept.
+    #[must_use]
+    pub fn task_ttl(mut self, ttl: Duration) -> Self {
+        for plugin in self.served.groups.values().filter_map(ToolGroup::loaded) {
+            warn_of_tasks_outliving_their_record(plugin, ttl);
+        }
+        self.task_ttl = Some(ttl);
+        self
     }
 
     /// Counts every reload in `metrics` (`llm_worker_reloads_total`, by outcome: `changed`,
@@ -668,7 +706,16 @@ impl DirWatcher {
         if let Some(lock) = &lock {
             self.served.keep_approved(&self.dir, lock);
         }
-        let changed = self.served.revisions() != before;
+        let after = self.served.revisions();
+        let changed = after != before;
+        if let Some(ttl) = self.task_ttl {
+            for group in self.served.groups.values() {
+                let anew = !before.contains(&(group.name().to_owned(), group.generation()));
+                if let Some(plugin) = group.loaded().filter(|_| anew) {
+                    warn_of_tasks_outliving_their_record(plugin, ttl);
+                }
+            }
+        }
         self.reloaded(if changed { "changed" } else { "unchanged" });
         // What a test of `serve --watch` waits for (rather than guessing how long a rescan takes).
         tracing::debug!(

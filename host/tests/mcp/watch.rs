@@ -789,3 +789,36 @@ async fn a_reload_that_found_the_pool_full_is_tried_again_later() {
     assert!(changed, "{said:?}");
     assert_ne!(watcher.groups()[0].revision(), before);
 }
+
+/// A plugin added while serving whose tasks may run longer than the server keeps tasks: said
+/// when it is served, as for the plugins served at start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_served_anew_whose_tasks_outlive_their_record_is_warned_of() {
+    use llm_worker::LoadDirOptions;
+    let dir = llm_worker_tests::scratch_dir("dir-watcher-task-ttl");
+    let host = llm_worker_tests::host().clone();
+    let mut watcher = DirWatcher::load(host, dir.path(), LoadDirOptions::default())
+        .expect("load")
+        .task_ttl(std::time::Duration::from_secs(60));
+    let ((), logs) = logged(async {
+        std::fs::copy(
+            llm_worker_tests::plugin_path("conformance"),
+            dir.join("conformance.wasm"),
+        )
+        .expect("copy");
+        std::fs::write(
+            dir.join("conformance.policy.toml"),
+            "[limits]\ntask_timeout_ms = 120000\n",
+        )
+        .expect("policy");
+        watcher.rescan().await;
+    })
+    .await;
+    assert_eq!(served(&watcher), ["conformance.wasm"]);
+    assert!(
+        logs.iter().any(|line| line.contains("plugin 'conformance'")
+            && line.contains("120 s")
+            && line.contains("--task-ttl")),
+        "{logs:?}"
+    );
+}
