@@ -138,7 +138,7 @@ pub(crate) enum Command {
         host: HostArgs,
         /// Pick up added, changed and removed plugin files while serving, and tell the client
         /// (notifications/tools/list_changed). Unchanged plugins keep their state; a broken
-        /// new version does not take the working one away.
+        /// new version does not take the working one away, unless its policy changed.
         #[arg(long)]
         watch: bool,
         /// Serve streamable HTTP on ADDR (HOST:PORT, e.g. 127.0.0.1:8080) instead of stdio:

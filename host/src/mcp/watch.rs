@@ -157,14 +157,14 @@ fn warn_of_tasks_outliving_their_record(plugin: &crate::LoadedPlugin, ttl: Durat
         .tools()
         .iter()
         .any(|tool| tool.task_support != crate::TaskSupport::Forbidden);
-    if let Some(limit) = plugin.policy().limits.task_timeout
-        && runs_tasks
-        && limit > ttl
-    {
+    // Without a task time limit of its own, a task runs under the call's.
+    let limits = &plugin.policy().limits;
+    let limit = limits.task_timeout.unwrap_or(limits.call_timeout);
+    if runs_tasks && limit > ttl {
         tracing::warn!(
-            "plugin '{}' may run a task for {} s (its policy's limits.task_timeout_ms), but tasks \
-             are kept for {} s (--task-ttl): its tasks still running then are stopped; raise \
-             --task-ttl",
+            "plugin '{}' may run a task for {} s (its task time limit: limits.task_timeout_ms, \
+             else timeout_ms), but tasks are kept for {} s (--task-ttl): its tasks still \
+             running then are stopped; raise --task-ttl",
             plugin.name(),
             limit.as_secs(),
             ttl.as_secs()
