@@ -230,6 +230,12 @@ pub trait ToolRegistry {
     /// [`read_resource`](Self::read_resource), which runs such a method to its end in place;
     /// the provided one calls `read_resource`.
     ///
+    /// A registry written by hand that hands reads to another (a wrapper) overrides both, each
+    /// calling the other registry's method of its kind ([`forward_offerings!`](crate::forward_offerings)
+    /// does): overriding only `read_resource` runs the other registry's `async` resources in
+    /// place, holding the instance for the whole read; overriding only this one leaves
+    /// `read_resource` (what native unit tests call) answering that there are no resources.
+    ///
     /// # Errors
     /// As [`read_resource`](Self::read_resource).
     fn read_resource_async<'a>(
@@ -263,7 +269,8 @@ pub trait ToolRegistry {
     /// Renders the prompt `name` as the plugin's `get-prompt` export does: an `async` prompt
     /// method is awaited, so that while it waits the instance's other calls run.
     /// `#[tool_registry]` writes it beside [`get_prompt`](Self::get_prompt); the provided one
-    /// calls `get_prompt`.
+    /// calls `get_prompt`. A wrapper overrides both, as for
+    /// [`read_resource_async`](Self::read_resource_async).
     ///
     /// # Errors
     /// As [`get_prompt`](Self::get_prompt).

@@ -361,3 +361,51 @@ fn a_registry_may_hold_only_prompts() {
     let prompt = PromptsOnly.get_prompt("greet", &args).unwrap_or_default();
     assert_eq!(prompt.description.as_deref(), Some("A greeting for Ada"));
 }
+
+/// A registry whose type has lifetime arguments, an `async` resource answering with text it
+/// borrows, and a template declared before the fixed URI it matches.
+#[derive(Clone)]
+struct Borrowing<'a> {
+    text: &'a str,
+}
+
+#[tool_registry]
+impl Borrowing<'static> {
+    /// Repeats the text `times` times.
+    #[tool]
+    fn repeat(&self, #[default = 1] times: u32) -> String {
+        self.text.repeat(times as usize)
+    }
+
+    /// Any page.
+    #[resource(template = "pages://{name}", mime_type = "text/plain")]
+    fn page(&self, name: String) -> String {
+        format!("page {name}")
+    }
+
+    /// The text, answered by an `async` method that borrows it.
+    #[resource(uri = "pages://text", mime_type = "text/plain")]
+    async fn text(&self) -> &str {
+        self.text
+    }
+}
+
+#[test]
+fn borrowed_async_answers_generic_registries_and_fixed_uris_first() {
+    let registry = Borrowing { text: "ab" };
+    let (_, tool) = registry.tool_definitions()[0]();
+    assert_eq!(block_on(tool.execute("{}")).as_deref(), Ok("ab"));
+    let read = |uri: &str| match registry.read_resource(uri) {
+        Ok(contents) => match &contents[0].data {
+            ResourceData::Text(text) => text.clone(),
+            other => panic!("{other:?}"),
+        },
+        Err(error) => panic!("{error}"),
+    };
+    // The fixed URI is its method's, though the template before it matches it too.
+    assert_eq!(read("pages://text"), "ab");
+    assert_eq!(read("pages://other"), "page other");
+    // The exports' path: the same answers.
+    let asynchronously = block_on(registry.read_resource_async("pages://text")).expect("read");
+    assert!(matches!(&asynchronously[0].data, ResourceData::Text(text) if text == "ab"));
+}

@@ -38,22 +38,34 @@ fn optional_str(text: Option<&LitStr>) -> TokenStream {
     }
 }
 
-/// `self.method(args)`; when the method is `async`, awaited (in the `…_async` methods the
-/// exports run: the instance's other calls run while it waits), or run to its end in place
-/// (in the synchronous ones).
+/// `self.method(args)`, its value (`result`) converted by `map` and returned: for the
+/// synchronous method and for the `…_async` one the exports run. An `async` method is awaited
+/// in the latter (the instance's other calls run while it waits), and run to its end in place
+/// in the former, its value converted inside the future (so that a value borrowing from
+/// `self` need not outlive it).
 fn invoke(
     method: &syn::Ident,
     args: &[syn::Ident],
     is_async: bool,
+    map: &TokenStream,
     output: &TokenStream,
 ) -> [TokenStream; 2] {
     if is_async {
         [
-            quote!(#output::block_on(self.#method(#(#args),*))),
-            quote!(self.#method(#(#args),*).await),
+            quote!(return #output::block_on(async {
+                let result = self.#method(#(#args),*).await;
+                #map
+            });),
+            quote! {
+                let result = self.#method(#(#args),*).await;
+                return #map;
+            },
         ]
     } else {
-        let call = quote!(self.#method(#(#args),*));
+        let call = quote! {
+            let result = self.#method(#(#args),*);
+            return #map;
+        };
         [call.clone(), call]
     }
 }
@@ -85,7 +97,10 @@ fn resource_methods(
     let dispatch = dispatch_imports(output);
     let mut listed = Vec::new();
     let mut templates = Vec::new();
+    // Fixed URIs are tried before templates, whatever the order of declaration: a template
+    // matching a fixed URI of the same plugin must not take its reads.
     let mut reads = [Vec::new(), Vec::new()];
+    let mut template_reads = [Vec::new(), Vec::new()];
     for resource in resources {
         let cfgs = &resource.cfgs;
         let name = &resource.name;
@@ -100,7 +115,7 @@ fn resource_methods(
             output,
         );
         let locals = locals(&resource.args);
-        let calls = invoke(&resource.ident, &locals, resource.is_async, output);
+        let calls = invoke(&resource.ident, &locals, resource.is_async, &map, output);
         match &resource.kind {
             ResourceKind::Fixed(uri) => {
                 listed.push(quote! {
@@ -118,8 +133,7 @@ fn resource_methods(
                     reads.push(quote! {
                         #(#cfgs)*
                         if uri == #uri {
-                            let result = #call;
-                            return #map;
+                            #call
                         }
                     });
                 }
@@ -135,7 +149,7 @@ fn resource_methods(
                         mime_type: #mime,
                     });
                 });
-                for (reads, call) in reads.iter_mut().zip(&calls) {
+                for (reads, call) in template_reads.iter_mut().zip(&calls) {
                     let names = resource.args.iter().map(|arg| &arg.name);
                     reads.push(quote! {
                         #(#cfgs)*
@@ -143,15 +157,17 @@ fn resource_methods(
                             #output::template_variables(#template, uri)
                         {
                             #(let #locals = #output::take_variable(&mut variables, #names);)*
-                            let result = #call;
-                            return #map;
+                            #call
                         }
                     });
                 }
             }
         }
     }
-    let [reads, reads_async] = reads;
+    let [mut reads, mut reads_async] = reads;
+    let [template_reads, template_reads_async] = template_reads;
+    reads.extend(template_reads);
+    reads_async.extend(template_reads_async);
     let not_found = quote! {
         ::std::result::Result::Err(#output::resource_not_found(
             uri,
@@ -253,9 +269,9 @@ fn prompt_methods(
                 quote!(let #local = values.next().flatten();)
             }
         });
-        let calls = invoke(&prompt.ident, &locals, prompt.is_async, output);
         let span = prompt.output_span;
         let map = map_result(quote_spanned!(span=> #output::prompt(value)), output);
+        let calls = invoke(&prompt.ident, &locals, prompt.is_async, &map, output);
         let specs: Vec<TokenStream> = specs.collect();
         let values: Vec<TokenStream> = values.collect();
         for (renders, call) in renders.iter_mut().zip(&calls) {
@@ -267,8 +283,7 @@ fn prompt_methods(
                         #output::prompt_arguments(#name, arguments, &[#(#specs),*])?
                             .into_iter();
                     #(#values)*
-                    let result = #call;
-                    return #map;
+                    #call
                 }
             });
         }

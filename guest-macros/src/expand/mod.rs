@@ -185,7 +185,9 @@ fn expand_tool(
                 name,
                 ident.unraw()
             );
-            let path = format!("{}::{function}", quote!(#self_ty)).replace(' ', "");
+            // Qualified (`<Registry<'static>>::f`): a type with generic or lifetime arguments is
+            // not a path expression as it is written.
+            let path = format!("<{}>::{function}", quote!(#self_ty)).replace(' ', "");
             // A string literal may default a `String` (or `Cow<str>`, …) argument.
             let value = match value {
                 syn::Expr::Lit(syn::ExprLit {

@@ -51,7 +51,15 @@ impl ToolMethod {
             let mut field_attrs = Vec::new();
             let mut kept = Vec::new();
             for attr in typed.attrs.drain(..) {
-                if is_marker(&attr, "description") {
+                if attr.path().is_ident("cfg") || attr.path().is_ident("cfg_attr") {
+                    // The argument's field and the call's argument would not follow it.
+                    errors.push(syn::Error::new_spanned(
+                        &attr,
+                        "a #[tool] argument cannot be conditional (`#[cfg]`): its tool's input \
+                         schema lists it either way; make the whole method conditional, or \
+                         take an `Option`",
+                    ));
+                } else if is_marker(&attr, "description") {
                     description_paths.push(attr.path().clone());
                     match description_text(&attr) {
                         Ok(text) => {
@@ -117,6 +125,31 @@ impl ToolMethod {
                     "a #[tool] argument must be a plain name (`query: String`): it becomes \
                      the JSON field of that name",
                 )),
+            }
+        }
+
+        // Names alike but for case (`id` and `ID`, `straße` and `strasse`): the host refuses
+        // every input holding both (a parser ignoring case would take one value for both).
+        for (at, arg) in args.iter().enumerate() {
+            use syn::ext::IdentExt as _;
+            let name = arg.ident.unraw().to_string();
+            let alike = |other: &str| {
+                other.to_lowercase() == name.to_lowercase()
+                    || other.to_uppercase() == name.to_uppercase()
+            };
+            if let Some(earlier) = args[..at]
+                .iter()
+                .find(|earlier| alike(&earlier.ident.unraw().to_string()))
+            {
+                errors.push(syn::Error::new_spanned(
+                    &arg.ident,
+                    format!(
+                        "this argument's name differs from `{}`'s only in case: the host refuses \
+                         every input naming both (a parser ignoring case would take one value \
+                         for both); rename one",
+                        earlier.ident.unraw()
+                    ),
+                ));
             }
         }
 

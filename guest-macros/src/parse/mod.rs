@@ -172,16 +172,18 @@ pub(crate) fn check_doc(attrs: &[Attribute], what: &str, errors: &mut Errors) {
     let mut pieces = Vec::new();
     let mut first = None;
     for attr in attrs.iter().filter(|attr| attr.path().is_ident("doc")) {
-        first.get_or_insert(attr);
-        match &attr.meta {
-            Meta::NameValue(nv) => match &nv.value {
+        // `#[doc(alias = "…")]`, `#[doc(hidden)]`: not part of the description.
+        if let Meta::NameValue(nv) = &attr.meta {
+            match &nv.value {
                 Expr::Lit(ExprLit {
                     lit: Lit::Str(text),
                     ..
-                }) => pieces.push(text.value()),
+                }) => {
+                    first.get_or_insert(attr);
+                    pieces.push(text.value());
+                }
                 _ => return,
-            },
-            _ => return,
+            }
         }
     }
     let Some(first) = first else {

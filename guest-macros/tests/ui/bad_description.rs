@@ -12,6 +12,14 @@ impl App {
         String::new()
     }
 
+    /// Reads a file, \u{202e}backwards.
+    #[doc(alias = "read")]
+    #[doc = "with an override: \u{202e}"]
+    #[tool]
+    fn d(&self) -> String {
+        String::new()
+    }
+
     /// Fine.
     #[tool]
     fn c(&self, #[description = "Who\u{E0041}"] name: String) -> String {

@@ -98,6 +98,42 @@ fn invalid_schemas_are_refused_naming_the_tool() {
     }
 }
 
+/// Property names that differ only in case (`straße` and `strasse` fold alike): every input
+/// naming both is refused as ambiguous, so the tool could never be called with both.
+#[test]
+fn properties_differing_only_in_case_are_refused_naming_them() {
+    for schema in [
+        r#"{"type":"object","properties":{"id":{},"ID":{}}}"#,
+        r#"{"type":"object","properties":{"straße":{},"strasse":{}}}"#,
+        r#"{"type":"object","properties":{"a":{"type":"object","properties":{"k":{},"K":{}}}}}"#,
+    ] {
+        let error = refused(&[("clashing", "d", schema)]);
+        let message = error.to_string();
+        assert!(
+            matches!(error, PluginError::InvalidSchema { .. })
+                && message.contains("'clashing'")
+                && message.contains("never be called"),
+            "{schema}: {message}"
+        );
+    }
+    // Names alike but for more than case are fine.
+    assert!(
+        llm_worker_tests::host()
+            .load_bytes(
+                "/plugins/fine.wasm",
+                &wat_plugin(
+                    &[(
+                        "fine",
+                        "d",
+                        r#"{"type":"object","properties":{"id":{},"id2":{}}}"#
+                    )],
+                    ""
+                ),
+            )
+            .is_ok()
+    );
+}
+
 #[test]
 fn a_trap_while_starting_refuses_the_plugin() {
     let bytes = wat_plugin_with(

@@ -215,3 +215,43 @@ fn object_key_problem(members: &[(Cow<'_, str>, InputNode<'_>)]) -> Option<KeyPr
             .and_then(|earlier| clash(earlier, name))
     })
 }
+
+/// The first clash ([`clash`]) among the names of some `properties` object of `schema`, at
+/// any depth: an input holding both names is refused as ambiguous, so a schema naming both
+/// describes inputs no call can give.
+pub(crate) fn property_names_clash(schema: &serde_json::Value) -> Option<KeyProblem> {
+    use serde_json::Value;
+    let mut stack = vec![schema];
+    while let Some(value) = stack.pop() {
+        match value {
+            Value::Object(members) => {
+                if let Some(Value::Object(properties)) = members.get("properties") {
+                    let names: Vec<&str> = properties.keys().map(String::as_str).collect();
+                    if let Some(problem) = names_clash(&names) {
+                        return Some(problem);
+                    }
+                }
+                stack.extend(members.values());
+            }
+            Value::Array(items) => stack.extend(items),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The first clash among `names` (distinct, as an object's keys are).
+fn names_clash(names: &[&str]) -> Option<KeyProblem> {
+    use std::collections::HashMap;
+    let mut full: HashMap<String, &str> = HashMap::with_capacity(names.len());
+    let mut go: HashMap<String, &str> = HashMap::with_capacity(names.len());
+    for &name in names {
+        let seen = full
+            .insert(folded(name).into_owned(), name)
+            .or_else(|| go.insert(go_folded(name).into_owned(), name));
+        if let Some(other) = seen {
+            return Some(KeyProblem::CaseVariants(other.to_owned(), name.to_owned()));
+        }
+    }
+    None
+}

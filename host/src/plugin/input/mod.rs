@@ -18,6 +18,7 @@ use std::borrow::Cow;
 use serde_json::{Number, Value};
 
 pub(crate) use json::InputJson;
+pub(crate) use keys::property_names_clash;
 
 /// A JSON value whose strings borrow from the input text where they can.
 #[derive(Debug, Default, Clone, PartialEq)]

@@ -332,6 +332,16 @@ pub(crate) fn check_tools<'a>(
             tool: name.to_owned(),
             reason,
         })?;
+        if let Some(problem) = crate::plugin::input::property_names_clash(&schema) {
+            return Err(ToolListProblem::BadSchema {
+                tool: name.to_owned(),
+                reason: format!(
+                    "its properties {problem}: every input naming both is refused (a parser \
+                     that ignores case would take one value for both), so the tool could \
+                     never be called with both; rename one"
+                ),
+            });
+        }
         budget
             .charge(&schema, &format!("the input schema of tool {name:?}"))
             .map_err(ToolListProblem::TooLarge)?;
