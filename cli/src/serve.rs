@@ -112,10 +112,10 @@ pub(crate) async fn serve(
     }
     // Task ids carry the replica's prefix too: a balancer routes `tasks/*` (which name the
     // task in `Mcp-Name`) as it routes sessions.
-    let task_prefix = match &options.session_prefix {
-        Some(prefix) if options.http.is_some() => format!("{prefix}task-"),
-        _ => "task-".to_owned(),
-    };
+    let task_prefix = options
+        .session_prefix
+        .as_deref()
+        .map_or_else(|| "task-".to_owned(), |prefix| format!("{prefix}task-"));
     mcp.tasks = llm_worker::task::TaskStore::with_options(
         llm_worker::task::TaskOptions::default()
             .ttl(options.task_ttl)

@@ -18,6 +18,15 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
     text
 }
 
+/// The first eight bytes of the SHA-256 of `bytes`, as a number (a revision, not a secret).
+#[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+pub(crate) fn sha256_u64(bytes: &[u8]) -> u64 {
+    let digest = sha256(bytes);
+    u64::from_le_bytes([
+        digest[0], digest[1], digest[2], digest[3], digest[4], digest[5], digest[6], digest[7],
+    ])
+}
+
 /// The SHA-256 of `bytes`, in hex.
 pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     hex(&sha256(bytes))

@@ -206,10 +206,7 @@ fn held_dirs(plugin: &LoadedPlugin) -> u64 {
     if identities.is_empty() {
         return 0;
     }
-    let digest = crate::digest::sha256(format!("{identities:?}").as_bytes());
-    u64::from_le_bytes([
-        digest[0], digest[1], digest[2], digest[3], digest[4], digest[5], digest[6], digest[7],
-    ])
+    crate::digest::sha256_u64(format!("{identities:?}").as_bytes())
 }
 
 /// A plugin's revision: its bytes, its policy file's bytes (or, for a policy given in code,
@@ -232,10 +229,7 @@ fn plugin_revision(plugin: &LoadedPlugin) -> u64 {
         text.push_str(&format!("|{}|{}|", secret.grant, secret.header));
         text.push_str(&crate::digest::sha256_hex(secret.value().as_bytes()));
     }
-    let digest = crate::digest::sha256(text.as_bytes());
-    u64::from_le_bytes([
-        digest[0], digest[1], digest[2], digest[3], digest[4], digest[5], digest[6], digest[7],
-    ])
+    crate::digest::sha256_u64(text.as_bytes())
 }
 
 /// The tool groups an MCP server offers. Cheap to clone: clones share the groups, and

@@ -572,7 +572,7 @@ impl PluginHost {
             changed: None,
         };
         blocking::block_on(instance::read_tools(&spec)).map_err(|failure| {
-            if failure.host_capacity {
+            if failure.cause == instance::StartCause::HostCapacity {
                 PluginError::HostBusy {
                     path: path.to_owned(),
                     reason: failure.reason,

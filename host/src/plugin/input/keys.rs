@@ -196,20 +196,26 @@ fn object_key_problem(members: &[(Cow<'_, str>, InputNode<'_>)]) -> Option<KeyPr
     {
         return Some(KeyProblem::ControlCharacter(name.to_string()));
     }
+    first_clash(members, |(name, _)| name.as_ref())
+}
+
+/// The first clash ([`clash`]) among the names of `items` (`name` gives each one's).
+fn first_clash<'n, T>(items: &'n [T], name: impl Fn(&'n T) -> &'n str) -> Option<KeyProblem> {
     // Most objects are small: comparing pairs beats hashing them.
-    if members.len() <= 16 {
-        return members.iter().enumerate().find_map(|(index, (name, _))| {
-            members[..index]
+    if items.len() <= 16 {
+        return items.iter().enumerate().find_map(|(index, item)| {
+            items[..index]
                 .iter()
-                .find_map(|(earlier, _)| clash(earlier, name))
+                .find_map(|earlier| clash(name(earlier), name(item)))
         });
     }
     // One map per folding: a name clashes with an earlier one if either finds it.
-    let mut seen = std::collections::HashMap::with_capacity(members.len());
-    let mut go_seen = std::collections::HashMap::with_capacity(members.len());
-    members.iter().find_map(|(name, _)| {
-        let earlier = seen.insert(folded(name), name.as_ref());
-        let go_earlier = go_seen.insert(go_folded(name), name.as_ref());
+    let mut seen = std::collections::HashMap::with_capacity(items.len());
+    let mut go_seen = std::collections::HashMap::with_capacity(items.len());
+    items.iter().find_map(|item| {
+        let name = name(item);
+        let earlier = seen.insert(folded(name), name);
+        let go_earlier = go_seen.insert(go_folded(name), name);
         earlier
             .or(go_earlier)
             .and_then(|earlier| clash(earlier, name))
@@ -227,7 +233,7 @@ pub(crate) fn property_names_clash(schema: &serde_json::Value) -> Option<KeyProb
             Value::Object(members) => {
                 if let Some(Value::Object(properties)) = members.get("properties") {
                     let names: Vec<&str> = properties.keys().map(String::as_str).collect();
-                    if let Some(problem) = names_clash(&names) {
+                    if let Some(problem) = first_clash(&names, |name| name) {
                         return Some(problem);
                     }
                 }
@@ -235,22 +241,6 @@ pub(crate) fn property_names_clash(schema: &serde_json::Value) -> Option<KeyProb
             }
             Value::Array(items) => stack.extend(items),
             _ => {}
-        }
-    }
-    None
-}
-
-/// The first clash among `names` (distinct, as an object's keys are).
-fn names_clash(names: &[&str]) -> Option<KeyProblem> {
-    use std::collections::HashMap;
-    let mut full: HashMap<String, &str> = HashMap::with_capacity(names.len());
-    let mut go: HashMap<String, &str> = HashMap::with_capacity(names.len());
-    for &name in names {
-        let seen = full
-            .insert(folded(name).into_owned(), name)
-            .or_else(|| go.insert(go_folded(name).into_owned(), name));
-        if let Some(other) = seen {
-            return Some(KeyProblem::CaseVariants(other.to_owned(), name.to_owned()));
         }
     }
     None

@@ -15,7 +15,7 @@ pub(crate) use self::concurrent::Concurrent;
 pub(crate) use self::output::check_input;
 use self::output::checked_output;
 pub(crate) use self::start::within_moving;
-pub(crate) use self::start::{PluginListing, StartSpec, read_tools};
+pub(crate) use self::start::{PluginListing, StartCause, StartSpec, read_tools};
 use self::start::{describe, instantiate, refuel, within};
 use self::state::TimedOut;
 pub(crate) use self::state::{MAX_CORE_INSTANCES, MAX_MEMORIES, MAX_TABLES, PluginState, Usage};
@@ -251,7 +251,7 @@ impl SessionCore {
                 Ok(())
             }
             Err(failure) => {
-                if !failure.host_capacity {
+                if failure.counts_against_plugin() {
                     slot.consecutive_failures += 1;
                 }
                 Err(ToolError::Internal(format!(

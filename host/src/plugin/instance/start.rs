@@ -31,14 +31,14 @@ use super::{LiveInstance, TIMEOUT_GRACE, with_stderr};
 pub(super) fn new_store(image: &StartSpec<'_>) -> Result<Store<PluginState>, StartFailure> {
     let plugin_failure = |reason| StartFailure {
         reason,
-        host_capacity: false,
+        cause: StartCause::Plugin,
     };
     // A granted directory changed on the host (replaced, a link put in its path, gone): the
     // host's business, not counted against the plugin (whose instances, in every session,
     // another plugin that may write above the directory could otherwise get disabled).
     let host_failure = |reason| StartFailure {
         reason,
-        host_capacity: true,
+        cause: StartCause::HostFiles,
     };
     let policy = &image.policy;
     let limits = &policy.limits;
@@ -106,7 +106,11 @@ pub(super) fn new_store(image: &StartSpec<'_>) -> Result<Store<PluginState>, Sta
         if let Err(why) = descriptors.reserve() {
             return Err(StartFailure {
                 reason: why.describe(image.name, image.descriptors.max()),
-                host_capacity: why == Refused::Host,
+                cause: if why == Refused::Host {
+                    StartCause::HostCapacity
+                } else {
+                    StartCause::Plugin
+                },
             });
         }
         let perms = if dir.writable {
@@ -251,10 +255,26 @@ pub(super) fn refuel(store: &mut Store<PluginState>, limits: &Limits) {
 pub(crate) struct StartFailure {
     /// What went wrong, for messages.
     pub(crate) reason: String,
-    /// Whether it was not the plugin's fault: the host lacked capacity (a full instance
-    /// pool), or a granted directory changed on the host since the load. Not counted against
-    /// the plugin.
-    pub(crate) host_capacity: bool,
+    /// Whose it was.
+    pub(crate) cause: StartCause,
+}
+
+/// Why an instance could not be started, as far as whose fault it was.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StartCause {
+    /// The plugin's: counted against it.
+    Plugin,
+    /// The host lacked capacity (a full instance pool): not counted; trying later may do.
+    HostCapacity,
+    /// A granted directory changed on the host since the load: not counted.
+    HostFiles,
+}
+
+impl StartFailure {
+    /// Whether it counts against the plugin (towards `max_consecutive_failures`).
+    pub(crate) fn counts_against_plugin(&self) -> bool {
+        self.cause == StartCause::Plugin
+    }
 }
 
 /// What a plugin offers, read at load: its tools and, from contract 0.3.0, its resources,
@@ -276,7 +296,7 @@ pub(super) async fn instantiate(
     let limits = &image.policy.limits;
     let plugin_failure = |reason| StartFailure {
         reason,
-        host_capacity: false,
+        cause: StartCause::Plugin,
     };
     let mut store = new_store(image)?;
     store
@@ -321,7 +341,11 @@ pub(super) async fn instantiate(
             ))
         }
         Ok(Err(error)) => Err(StartFailure {
-            host_capacity: wasmtime::Error::is::<wasmtime::PoolConcurrencyLimitError>(&error),
+            cause: if wasmtime::Error::is::<wasmtime::PoolConcurrencyLimitError>(&error) {
+                StartCause::HostCapacity
+            } else {
+                StartCause::Plugin
+            },
             reason: with_stderr(describe(limits, &error), &stderr),
         }),
         Err(_) => Err(plugin_failure(describe(
